@@ -1,44 +1,468 @@
-"""The pygls server object and its LSP features: one feature per decorated function, state on the server."""
+"""The pygls server object and its LSP features: one feature per decorated function, state on the server.
+
+Threads: the LSP event loop owns all state and is the only thread that talks to the client. The folder watcher
+(sources.FolderWatcher) and the compute workers (compute.compute in a thread pool) hand their results over with
+``loop.call_soon_threadsafe``. See docs/protocol.md for what is sent.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path, to_fs_path
+from pygls.workspace import TextDocument
 
 from pyadapter import __version__
+from pyadapter.server import render
+from pyadapter.server.compute import ComputeError, ComputeResult, compute, finding_files, terminate_children
+from pyadapter.server.progress import ProgressBar
+from pyadapter.server.settings import Settings, parse_settings, root_problem, watched_roots
+from pyadapter.server.sources import (
+    Fingerprint,
+    FolderWatcher,
+    SourceRef,
+    WatchEvents,
+    fingerprint,
+    read_bundle_manifest,
+    source_at,
+)
+from pyadapter.server.staleness import is_stale, read_text, snapshot_files
+from pyadapter.server.state import SourceRecord, same_file
 
 log = logging.getLogger("nanlens.server")
 
+FINDINGS_NOTIFICATION = "nanlens/findings"
+CMD_LOCATE = "nanlens.server.locateBundle"
+CMD_RESCAN = "nanlens.server.rescan"
+CMD_CLEAR = "nanlens.server.clear"
+
+
+@dataclass
+class Job:
+    """One running computation of a source's findings."""
+
+    ref: SourceRef
+    generation: int
+    cancel: threading.Event = field(default_factory=threading.Event)
+    done: asyncio.Future | None = None  # resolved (on the loop) once the record holds the result
+    rerun: tuple[Fingerprint | None, bool] | None = None  # changed again while running: (fingerprint, use_cache)
+    started: float = field(default_factory=time.monotonic)
+
 
 class NanLensServer(LanguageServer):
-    """All server state lives here."""
+    """All server state lives here; it is only touched on the event loop thread."""
 
-    def __init__(self) -> None:
+    def __init__(self, poll_interval: float = 1.5) -> None:
         super().__init__("nanlens", __version__)
         self.workspace_folders: list[str] = []
+        self.settings = Settings()
+        self.records: dict[str, SourceRecord] = {}
+        self.pinned: dict[str, SourceRef] = {}  # sources added by locateBundle, watched even outside the roots
+        self.jobs: dict[str, Job] = {}
+        self.generation = 0  # bumped by rescan/clear: results of older jobs are dropped
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.watcher = FolderWatcher(self._from_watcher, interval=poll_interval)
+        self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="nanlens-compute")
+        self._published: dict[str, list[types.Diagnostic]] = {}
+        self._shown_errors: set[tuple[str, str]] = set()
+        self._disk_lines: dict[str, list[str] | None] = {}
+        self._settings_problems: list[str] = []
+        # Rescans of a growing dump wait for twice their last duration after the previous one ended, so a big
+        # dump of a running training job costs it at most a third of a core.
+        self._timing: dict[str, tuple[float, float]] = {}  # source id -> (monotonic end, duration)
+        self._delayed: dict[str, asyncio.TimerHandle] = {}
+
+    # --- settings and roots -------------------------------------------------------------------------------------
+
+    def refresh_workspace_folders(self) -> None:
+        folders = [to_fs_path(f.uri) for f in self.workspace.folders.values()]
+        if not folders and self.workspace.root_path:
+            folders = [self.workspace.root_path]
+        self.workspace_folders = [f for f in folders if f]
+
+    def apply_settings(self, settings: Settings) -> None:
+        """Use new settings: log level, watched folders; one message for everything wrong with them."""
+        self.settings = settings
+        logging.getLogger("nanlens").setLevel(settings.log_level)
+        roots = watched_roots(settings, self.workspace_folders)
+        problems = list(settings.problems) + [p for p in map(root_problem, roots) if p]
+        for problem in problems:
+            log.warning("%s", problem)
+        # One message per distinct set of problems: clients often resend unchanged settings right after start.
+        if problems and problems != self._settings_problems:
+            self.show_message(types.MessageType.Warning, "; ".join(problems))
+        self._settings_problems = problems
+        log.info("watching %s", ", ".join(r.path for r in roots) or "nothing (no workspace folder)")
+        self.update_watcher_roots()
+
+    def update_watcher_roots(self) -> None:
+        roots = [r.path for r in watched_roots(self.settings, self.workspace_folders)]
+        self.watcher.set_roots(roots + [ref.path for ref in self.pinned.values()])
+
+    # --- talking to the client ----------------------------------------------------------------------------------
+
+    def show_message(self, kind: types.MessageType, text: str) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=f"NaN Lens: {text}"))
+
+    def open_document(self, path: str) -> TextDocument | None:
+        """The editor's buffer for a file, if open (matched by path: clients spell URIs differently)."""
+        doc = self.workspace.text_documents.get(from_fs_path(path))
+        if doc is not None:
+            return doc
+        for uri, doc in self.workspace.text_documents.items():
+            if (doc_path := to_fs_path(uri)) is not None and same_file(doc_path, path):
+                return doc
+        return None
+
+    def current_text(self, path: str) -> str | None:
+        """The file as the user sees it: the editor buffer when open, else the disk."""
+        doc = self.open_document(path)
+        return doc.source if doc is not None else read_text(path)
+
+    def line_text(self, path: str, line: int) -> str | None:
+        doc = self.open_document(path)
+        if doc is not None:
+            lines = doc.lines
+        else:
+            if path not in self._disk_lines:
+                text = read_text(path)
+                self._disk_lines[path] = text.splitlines() if text is not None else None
+            lines = self._disk_lines[path]
+        return lines[line - 1] if lines is not None and 0 < line <= len(lines) else None
+
+    def publish(self) -> None:
+        """Send the whole current state: changed diagnostics, the findings notification, a CodeLens refresh."""
+        self._disk_lines.clear()
+        diagnostics = render.diagnostics_by_file(self.records.values(), self.line_text, from_fs_path)
+        for path in sorted(set(self._published) | set(diagnostics)):
+            new = diagnostics.get(path, [])
+            if self._published.get(path) != new:
+                self.text_document_publish_diagnostics(
+                    types.PublishDiagnosticsParams(uri=from_fs_path(path), diagnostics=new))
+        self._published = {p: d for p, d in diagnostics.items() if d}
+        self.protocol.notify(FINDINGS_NOTIFICATION, render.findings_notification(self.records.values()))
+        caps = self.client_capabilities
+        if caps and caps.workspace and caps.workspace.code_lens and caps.workspace.code_lens.refresh_support:
+            self.workspace_code_lens_refresh(None)
+        self.watcher.set_watched_files({f for r in self.records.values() for f in r.files()})
+
+    def refresh_staleness(self, files: set[str] | None = None) -> bool:
+        """Recheck which findings' files changed since their source; True when anything flipped."""
+        changed = False
+        texts: dict[str, str | None] = {}
+        for record in self.records.values():
+            for path in record.files():
+                if files is not None and path not in files:
+                    continue
+                if path not in texts:
+                    texts[path] = self.current_text(path)
+                stale = is_stale(record.snapshot.get(path), texts[path])
+                if stale != (path in record.stale_files):
+                    changed = True
+                    (record.stale_files.add if stale else record.stale_files.discard)(path)
+        return changed
+
+    # --- computing findings ---------------------------------------------------------------------------------------
+
+    def _from_watcher(self, events: WatchEvents) -> None:
+        """Watcher thread: hand the events to the loop."""
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self.handle_watch_events, events)
+
+    def handle_watch_events(self, events: WatchEvents) -> None:
+        changed = False
+        for source_id in events.removed:
+            if source_id in self.records and source_id not in self.pinned:
+                log.info("source gone: %s", source_id)
+                self.cancel_job(source_id)
+                del self.records[source_id]
+                changed = True
+        for ref, fp in events.scan:
+            changed = self.schedule_job(ref, fp) or changed
+        if events.files_changed:
+            self._disk_lines.clear()
+            changed = self.refresh_staleness(set(events.files_changed)) or changed
+        if changed:
+            self.publish()
+
+    def schedule_job(self, ref: SourceRef, fp: Fingerprint | None) -> bool:
+        """Start a (re)scan now, or later when the last one of this source ended too recently; True if started."""
+        assert self.loop is not None
+        ended, duration = self._timing.get(ref.id, (0.0, 0.0))
+        delay = ended + 2 * duration - time.monotonic()
+        if delay <= 0 or ref.id in self.jobs or ref.id not in self.records:
+            self.start_job(ref, fp)
+            return True
+        if (handle := self._delayed.pop(ref.id, None)) is not None:
+            handle.cancel()
+        self._delayed[ref.id] = self.loop.call_later(delay, self._start_delayed, ref, fp)
+        return False
+
+    def _start_delayed(self, ref: SourceRef, fp: Fingerprint | None) -> None:
+        self._delayed.pop(ref.id, None)
+        self.start_job(ref, fp)
+        self.publish()
+
+    def start_job(self, ref: SourceRef, fp: Fingerprint | None, use_cache: bool = True) -> Job:
+        """Compute a source's findings in the pool; a source already being computed is queued to run again."""
+        assert self.loop is not None
+        running = self.jobs.get(ref.id)
+        if running is not None:
+            running.rerun = (fp, use_cache and (running.rerun[1] if running.rerun else True))
+            return running
+        record = self.records.get(ref.id)
+        if record is None:
+            record = self.records[ref.id] = SourceRecord(ref, pinned=ref.id in self.pinned)
+            if ref.kind == "bundle":
+                record.manifest = read_bundle_manifest(ref.path)
+        record.status, record.error = "scanning", None
+        job = Job(ref, self.generation, done=self.loop.create_future())
+        self.jobs[ref.id] = job
+        verb = "scanning dump" if ref.kind == "dump" else "locating bundle"
+        bar = ProgressBar(self, f"NaN Lens: {verb} {ref.name}")
+        bar.start()
+        loop = self.loop
+
+        def report(message: str | None, percentage: int | None) -> None:  # worker thread
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(bar.report, message, percentage)
+
+        log.info("%s %s", verb, ref.path)
+        future = loop.run_in_executor(self.executor, lambda: compute(ref, fp, report, job.cancel, use_cache=use_cache))
+        future.add_done_callback(lambda f: self._job_finished(job, bar, f))
+        return job
+
+    def cancel_all_jobs(self) -> None:
+        for source_id in set(self.jobs) | set(self._delayed):
+            self.cancel_job(source_id)
+
+    def cancel_job(self, source_id: str) -> None:
+        if (handle := self._delayed.pop(source_id, None)) is not None:
+            handle.cancel()
+        job = self.jobs.pop(source_id, None)
+        if job is not None:
+            job.cancel.set()
+            job.rerun = None
+            if job.done is not None and not job.done.done():
+                job.done.set_result(None)
+
+    def _job_finished(self, job: Job, bar: ProgressBar, future: asyncio.Future) -> None:
+        try:
+            self._finish_job(job, bar, future)
+        except Exception:  # a done-callback's exception would vanish into asyncio's log: say what failed
+            log.exception("handling the result for %s failed", job.ref.path)
+
+    def _finish_job(self, job: Job, bar: ProgressBar, future: asyncio.Future) -> None:
+        """Loop thread: store the result (unless rescan/clear made it obsolete), publish, run a queued rerun."""
+        bar.end()
+        self._timing[job.ref.id] = (time.monotonic(), time.monotonic() - job.started)
+        if self.jobs.get(job.ref.id) is job:
+            del self.jobs[job.ref.id]
+        record = self.records.get(job.ref.id)
+        current = job.generation == self.generation and record is not None and not job.cancel.is_set()
+        if current:
+            assert record is not None
+            try:
+                result: ComputeResult = future.result()
+            except ComputeError as exc:
+                self._record_error(record, str(exc))
+            except Exception as exc:  # compute() converts everything; this is belt and braces
+                log.exception("unexpected failure computing %s", job.ref.path)
+                self._record_error(record, f"{type(exc).__name__}: {exc}")
+            else:
+                self._record_result(record, result)
+            self.publish()
+        if job.done is not None and not job.done.done():
+            job.done.set_result(record if current else None)
+        if current and job.rerun is not None:
+            fp, use_cache = job.rerun
+            self.start_job(job.ref, fp if fp is not None else fingerprint(job.ref), use_cache)
+
+    def _record_result(self, record: SourceRecord, result: ComputeResult) -> None:
+        record.status, record.error, record.findings = "ok", None, result.findings
+        record.snapshot = snapshot_files(finding_files(result.findings), result.made_at, result.recorded_hashes)
+        record.stale_files = set()
+        self.refresh_staleness(record.files())
+        origin = result.findings.origin
+        where = f"origin {origin.op.type} at {origin.file}:{origin.line}" if origin else "no non-finite values"
+        log.info("%s: %s (%d marked lines)", record.label, where, len(record.all_findings()))
+
+    def _record_error(self, record: SourceRecord, message: str) -> None:
+        record.status, record.error, record.findings = "error", message, None
+        record.snapshot, record.stale_files = {}, set()
+        log.warning("%s: %s", record.path, message)
+        if (record.id, message) not in self._shown_errors:  # one message per problem, not one per poll
+            self._shown_errors.add((record.id, message))
+            self.show_message(types.MessageType.Warning, f"{record.label}: {message}")
+
+    # --- commands -------------------------------------------------------------------------------------------------
+
+    def rescan(self) -> None:
+        self.generation += 1
+        self.cancel_all_jobs()
+        self.records.clear()
+        self._shown_errors.clear()
+        self.watcher.reset()
+        for ref in self.pinned.values():
+            self.start_job(ref, fingerprint(ref))
+        self.publish()
+
+    def clear(self) -> None:
+        self.generation += 1
+        self.cancel_all_jobs()
+        self.records.clear()
+        self.pinned.clear()
+        self.update_watcher_roots()
+        self.publish()
+
+    async def locate(self, path: str, force: bool = False) -> dict[str, Any]:
+        if not os.path.isabs(path) and self.workspace_folders:
+            path = os.path.join(self.workspace_folders[0], path)
+        path = os.path.normpath(os.path.abspath(path))
+        ref = source_at(path)
+        if ref is None:
+            message = f"{path} is not a capture bundle (no manifest.json with format nanlens.bundle/1) or a dump"
+            log.warning("%s", message)
+            self.show_message(types.MessageType.Error, message)
+            record = SourceRecord(SourceRef("bundle", path), status="error", error=message)
+            return render.source_json(record)
+        self.pinned[ref.id] = ref
+        self.update_watcher_roots()
+        # Already being computed (the watcher saw it first): wait for that rather than compute it twice.
+        job = self.jobs.get(ref.id) if not force else None
+        if job is None:
+            job = self.start_job(ref, fingerprint(ref), use_cache=not force)
+            self.publish()
+        assert job.done is not None
+        await asyncio.shield(job.done)
+        while (running := self.jobs.get(ref.id)) is not None and running.done is not None:
+            await asyncio.shield(running.done)  # a rerun queued meanwhile: answer with the newest result
+        record = self.records.get(ref.id)
+        return render.source_json(record) if record is not None else render.source_json(
+            SourceRecord(ref, status="error", error="cleared before it finished"))
+
+    def stop_work(self) -> None:
+        self.watcher.stop()
+        self.cancel_all_jobs()
+        terminate_children()
+        self.executor.shutdown(wait=False, cancel_futures=True)
 
 
-def create_server() -> NanLensServer:
-    server = NanLensServer()
+def _path_of(uri: str) -> str | None:
+    return to_fs_path(uri)
+
+
+def create_server(poll_interval: float = 1.5) -> NanLensServer:
+    server = NanLensServer(poll_interval=poll_interval)
+
+    @server.feature(types.INITIALIZE)
+    def initialize(ls: NanLensServer, params: types.InitializeParams) -> None:
+        ls.settings = parse_settings(params.initialization_options)
 
     @server.feature(types.INITIALIZED)
     def initialized(ls: NanLensServer, params: types.InitializedParams) -> None:
-        folders = ls.workspace.folders.values() if ls.workspace else []
-        ls.workspace_folders = [f.uri for f in folders]
+        ls.loop = asyncio.get_running_loop()
+        ls.refresh_workspace_folders()
         log.info("NaN Lens server %s ready; workspace folders: %s", __version__, ls.workspace_folders or "none")
         ls.window_log_message(types.LogMessageParams(types.MessageType.Info, f"NaN Lens server {__version__} ready"))
+        ls.apply_settings(ls.settings)
+        ls.watcher.start()
+        ls.publish()  # an empty state at first, so the client knows the server is up
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    def did_change_configuration(ls: NanLensServer, params: types.DidChangeConfigurationParams) -> None:
+        settings = params.settings
+        if not (isinstance(settings, dict) and isinstance(settings.get("nanlens"), dict)):
+            log.debug("ignoring a configuration change without nanlens settings")
+            return
+        ls.apply_settings(parse_settings(settings["nanlens"]))
+
+    @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
+    def did_change_workspace_folders(ls: NanLensServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+        ls.refresh_workspace_folders()
+        ls.update_watcher_roots()
+
+    @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: NanLensServer, params: types.DidOpenTextDocumentParams) -> None:
+        _recheck(ls, params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: NanLensServer, params: types.DidChangeTextDocumentParams) -> None:
+        _recheck(ls, params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: NanLensServer, params: types.DidCloseTextDocumentParams) -> None:
+        _recheck(ls, params.text_document.uri)
+
+    @server.feature(types.TEXT_DOCUMENT_HOVER)
+    def hover(ls: NanLensServer, params: types.HoverParams) -> types.Hover | None:
+        path = _path_of(params.text_document.uri)
+        if path is None:
+            return None
+        hits = render.findings_at(ls.records.values(), path, params.position.line)
+        if not hits:
+            return None
+        return types.Hover(
+            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=render.hover_markdown(hits)),
+            range=render.line_range(hits[0][1], ls.line_text),
+        )
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
+    def code_lens(ls: NanLensServer, params: types.CodeLensParams) -> list[types.CodeLens]:
+        path = _path_of(params.text_document.uri)
+        return render.code_lenses(ls.records.values(), path, ls.line_text) if path else []
+
+    @server.command(CMD_LOCATE)
+    async def locate_bundle(ls: NanLensServer, *args: Any) -> dict[str, Any] | None:
+        path = args[0] if args else None
+        options = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
+        if not isinstance(path, str) or not path.strip():
+            ls.show_message(types.MessageType.Error, f"{CMD_LOCATE} needs a bundle path (got {path!r})")
+            return None
+        return await ls.locate(path, force=bool(options.get("force")))
+
+    @server.command(CMD_RESCAN)
+    def rescan(ls: NanLensServer, *args: Any) -> None:
+        log.info("rescan requested")
+        ls.rescan()
+
+    @server.command(CMD_CLEAR)
+    def clear(ls: NanLensServer, *args: Any) -> None:
+        log.info("clear requested")
+        ls.clear()
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: NanLensServer, params: None) -> None:
         log.info("shutting down")
+        ls.stop_work()
 
     return server
 
 
+def _recheck(ls: NanLensServer, uri: str) -> None:
+    """An editor buffer opened, changed or closed: its findings may have become (or stopped being) stale."""
+    path = _path_of(uri)
+    if path is not None and any(path in r.files() for r in ls.records.values()) and ls.refresh_staleness({path}):
+        ls.publish()
+
+
 def serve(log_level: str = "INFO") -> None:
     logging.basicConfig(stream=sys.stderr, level=log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    # pygls logs every message body at INFO; keep that for DEBUG only.
+    logging.getLogger("pygls").setLevel(logging.DEBUG if log_level == "DEBUG" else logging.WARNING)
     log.info("starting NaN Lens language server %s (python %s)", __version__, sys.version.split()[0])
-    create_server().start_io()
+    server = create_server()
+    try:
+        server.start_io()
+    finally:
+        server.stop_work()

@@ -1,0 +1,233 @@
+// The `nanlens.*` commands.
+
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import * as vscode from 'vscode';
+import type { FindingsModel } from './core/findingsModel';
+import { eagerRunLaunchConfig, newDumpDir, replayLaunchConfig, runWithDumpArgs } from './core/launch';
+import { readEagerRunTarget, readFindingsNotification, readReplayTarget, type ReplayTarget } from './core/protocol';
+import { replayTargetOf } from './core/sourceTree';
+import { ensureBreakpoint } from './debug';
+import { getLog, showLog } from './log';
+import { ensurePyadapter, resetPyadapterReports, resolveInterpreter } from './python';
+import type { NanLensServer } from './server';
+import { getSettings, workspaceFolderFor } from './settings';
+
+interface Deps {
+  model: FindingsModel;
+  server: NanLensServer;
+}
+
+/** The Python file a command acts on: an explicit Uri (explorer / editor menus), else the active editor's. */
+async function pythonFileFrom(arg: unknown): Promise<string | undefined> {
+  if (arg instanceof vscode.Uri && arg.scheme === 'file') {
+    return arg.fsPath;
+  }
+  const document = vscode.window.activeTextEditor?.document;
+  if (document?.languageId !== 'python' || document.uri.scheme !== 'file') {
+    return undefined;
+  }
+  if (document.isDirty) {
+    await document.save(); // Run what the person sees.
+  }
+  return document.uri.fsPath;
+}
+
+async function runWithDump(arg: unknown, deps: Deps): Promise<void> {
+  const script = await pythonFileFrom(arg);
+  if (!script) {
+    void vscode.window.showWarningMessage('NaN Lens: open a Python file to run it with a dump.');
+    return;
+  }
+  const interpreter = deps.server.interpreter ?? (await resolveInterpreter());
+  if (!(await ensurePyadapter(interpreter)).ok) {
+    return;
+  }
+  const folder = workspaceFolderFor(script);
+  const base = folder?.uri.fsPath ?? path.dirname(script);
+  const dumpDir = newDumpDir(base, getSettings(folder?.uri).dumpDirs, new Date());
+  const args = runWithDumpArgs(script, dumpDir);
+  const task = new vscode.Task(
+    { type: 'nanlens', verb: 'run-with-dump', script },
+    folder ?? vscode.TaskScope.Workspace,
+    `run ${path.basename(script)} with a dump`,
+    'NaN Lens',
+    new vscode.ProcessExecution(interpreter.path, args, { cwd: base }),
+  );
+  task.presentationOptions = {
+    reveal: vscode.TaskRevealKind.Always,
+    panel: vscode.TaskPanelKind.Dedicated,
+    clear: true,
+    echo: true,
+  };
+  getLog().info(`Run with a dump: ${interpreter.path} ${args.join(' ')}`);
+  await vscode.tasks.executeTask(task);
+}
+
+async function debugEagerly(arg: unknown): Promise<void> {
+  const target = readEagerRunTarget(arg);
+  const script = target?.script ?? (await pythonFileFrom(arg));
+  if (!script) {
+    void vscode.window.showWarningMessage('NaN Lens: open a Python file to run it eagerly under the debugger.');
+    return;
+  }
+  if (target?.file !== undefined && target.line !== undefined) {
+    ensureBreakpoint(target.file, target.line);
+  }
+  const folder = workspaceFolderFor(script);
+  await vscode.debug.startDebugging(folder, eagerRunLaunchConfig(script, folder?.uri.fsPath));
+}
+
+function defaultCaptureFolder(): vscode.Uri | undefined {
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  if (!folder) {
+    return undefined;
+  }
+  for (const dir of getSettings(folder.uri).captureDirs) {
+    const candidate = path.resolve(folder.uri.fsPath, dir);
+    if (fs.existsSync(candidate)) {
+      return vscode.Uri.file(candidate);
+    }
+  }
+  return folder.uri;
+}
+
+async function pickBundleFolder(): Promise<string | undefined> {
+  const picked = await vscode.window.showOpenDialog({
+    canSelectFolders: true,
+    canSelectFiles: false,
+    canSelectMany: false,
+    defaultUri: defaultCaptureFolder(),
+    openLabel: 'Locate NaN',
+    title: 'NaN Lens: choose a capture bundle folder',
+  });
+  return picked?.[0]?.fsPath;
+}
+
+async function locateBundle(arg: unknown, deps: Deps): Promise<unknown> {
+  const bundle = arg instanceof vscode.Uri ? arg.fsPath : typeof arg === 'string' ? arg : await pickBundleFolder();
+  if (!bundle) {
+    return undefined;
+  }
+  getLog().info(`Locating ${bundle}`);
+  const answer = await deps.server.executeCommand<unknown>('nanlens.server.locateBundle', [bundle]);
+  const source = readFindingsNotification({ sources: [answer] })[0];
+  if (!source) {
+    if (answer !== undefined) {
+      getLog().warn(`nanlens.server.locateBundle answered something unexpected: ${JSON.stringify(answer)}`);
+    }
+    return answer;
+  }
+  if (source.status === 'error') {
+    const choice = await vscode.window.showErrorMessage(
+      `NaN Lens: could not locate ${source.label}: ${source.error ?? 'see the logs'}`,
+      'Show Logs',
+    );
+    if (choice) {
+      showLog();
+    }
+  } else if (source.origin) {
+    const origin = source.origin;
+    const target = replayTargetOf(source);
+    const actions = target ? ['Open', 'Replay eagerly'] : ['Open'];
+    void vscode.window
+      .showInformationMessage(
+        `NaN Lens: NaN/Inf starts at ${path.basename(origin.file)}:${origin.line} (${origin.op.type}).`,
+        ...actions,
+      )
+      .then(async (choice) => {
+        if (choice === 'Open') {
+          await openAt(origin.file, origin.line);
+        } else if (choice === 'Replay eagerly' && target) {
+          await replayEagerly(target, deps);
+        }
+      });
+  } else if (source.status === 'ok') {
+    void vscode.window.showInformationMessage(`NaN Lens: ${source.label} stayed finite when replayed; no origin found.`);
+  }
+  return answer;
+}
+
+async function openAt(file: string, line: number): Promise<void> {
+  const position = new vscode.Position(line - 1, 0);
+  await vscode.window.showTextDocument(vscode.Uri.file(file), { selection: new vscode.Range(position, position) });
+}
+
+interface TargetPick extends vscode.QuickPickItem {
+  target: ReplayTarget;
+}
+
+async function pickReplayTarget(model: FindingsModel): Promise<ReplayTarget | undefined> {
+  const items: TargetPick[] = [];
+  for (const source of model.sources) {
+    const target = replayTargetOf(source);
+    if (target && source.origin) {
+      items.push({
+        label: source.label,
+        description: `${source.origin.op.type} at ${path.basename(target.file)}:${target.line}`,
+        detail: source.path,
+        target,
+      });
+    }
+  }
+  if (items.length === 0) {
+    void vscode.window.showInformationMessage(
+      'NaN Lens: no capture bundle with a located origin yet. Run "NaN Lens: Locate NaN in a capture bundle" first.',
+    );
+    return undefined;
+  }
+  if (items.length === 1) {
+    return items[0]?.target;
+  }
+  return (await vscode.window.showQuickPick(items, { title: 'NaN Lens: replay which capture eagerly?' }))?.target;
+}
+
+async function replayEagerly(arg: unknown, deps: Deps): Promise<boolean> {
+  const target = readReplayTarget(arg) ?? (await pickReplayTarget(deps.model));
+  if (!target) {
+    return false;
+  }
+  ensureBreakpoint(target.file, target.line);
+  const folder = workspaceFolderFor(target.file);
+  const config = replayLaunchConfig(target, folder?.uri.fsPath, getSettings(folder?.uri).replayJustMyCode);
+  getLog().info(`Replaying ${target.bundle} eagerly, breakpoint at ${target.file}:${target.line}`);
+  return vscode.debug.startDebugging(folder, config);
+}
+
+/** For `${command:nanlens.pickBundle}` in launch.json: a located bundle, or a folder picked by hand. */
+async function pickBundle(deps: Deps): Promise<string | undefined> {
+  const bundles = deps.model.sources.filter((s) => s.kind === 'bundle' && s.status !== 'error');
+  if (bundles.length === 0) {
+    return pickBundleFolder();
+  }
+  const browse = { label: '$(folder-opened) Choose a folder…', path: undefined as string | undefined };
+  const items = [...bundles.map((s) => ({ label: s.label, description: s.path, path: s.path })), browse];
+  const choice = await vscode.window.showQuickPick(items, { title: 'NaN Lens: replay which capture bundle?' });
+  if (!choice) {
+    return undefined;
+  }
+  return choice.path ?? pickBundleFolder();
+}
+
+export function registerCommands(context: vscode.ExtensionContext, deps: Deps): void {
+  const register = (id: string, run: (...args: unknown[]) => unknown) =>
+    context.subscriptions.push(vscode.commands.registerCommand(id, run));
+
+  register('nanlens.runWithDump', (arg) => runWithDump(arg, deps));
+  register('nanlens.debugEagerly', (arg) => debugEagerly(arg));
+  register('nanlens.locateBundle', (arg) => locateBundle(arg, deps));
+  register('nanlens.replayEagerly', (arg) => replayEagerly(arg, deps));
+  register('nanlens.pickBundle', () => pickBundle(deps));
+  register('nanlens.clearMarkers', async () => {
+    deps.model.clear();
+    await deps.server.executeCommand('nanlens.server.clear', []);
+  });
+  register('nanlens.rescan', () => deps.server.executeCommand('nanlens.server.rescan', []));
+  register('nanlens.showLogs', () => {
+    showLog();
+  });
+  register('nanlens.restartServer', () => {
+    resetPyadapterReports();
+    return deps.server.restart('restart requested');
+  });
+}

@@ -1,0 +1,153 @@
+// What the extension knows: the server's latest sources, and the per-file line markers drawn from them.
+
+import * as path from 'node:path';
+import { afterLineText } from './markerText';
+import type { Finding, Role, Source } from './protocol';
+
+/** How a marked line is painted: red for an origin, amber for carried / backward-pass origins, grey if stale. */
+export type MarkerStyle = 'origin' | 'propagated' | 'stale';
+
+export interface LineMarker {
+  /** 1-based, as in findings. */
+  line: number;
+  style: MarkerStyle;
+  /** The finding shown for the line (the most severe one when several share it). */
+  finding: Finding;
+  /** How many other findings share the line. */
+  others: number;
+  afterText: string;
+}
+
+const SEVERITY: Record<Role, number> = { origin: 0, 'backward-origin': 1, propagated: 2 };
+
+export function markerStyle(finding: Finding): MarkerStyle {
+  if (finding.stale) {
+    return 'stale';
+  }
+  return finding.role === 'origin' ? 'origin' : 'propagated';
+}
+
+/** Same file test the editor needs: normalized, and case-insensitive where the file system is. */
+export function fileKey(file: string, platform: NodeJS.Platform = process.platform): string {
+  const normal = platform === 'win32' ? path.win32.normalize(file) : path.posix.normalize(file);
+  return platform === 'win32' || platform === 'darwin' ? normal.toLowerCase() : normal;
+}
+
+/** The origin first, then the other findings, without repeating the origin when the list holds it too. */
+export function sourceFindings(source: Source): Finding[] {
+  const out: Finding[] = [];
+  const seen = new Set<string>();
+  for (const finding of source.origin ? [source.origin, ...source.findings] : source.findings) {
+    const key = `${finding.file}\0${finding.line}\0${finding.role}\0${finding.op.name}`;
+    if (!seen.has(key)) {
+      seen.add(key);
+      out.push(finding);
+    }
+  }
+  return out;
+}
+
+function moreSevere(a: Finding, b: Finding): boolean {
+  // A current finding beats a stale one; then origin > backward-origin > propagated.
+  if (Boolean(a.stale) !== Boolean(b.stale)) {
+    return !a.stale;
+  }
+  return SEVERITY[a.role] < SEVERITY[b.role];
+}
+
+type Listener = () => void;
+
+export class FindingsModel {
+  private current: Source[] = [];
+  private byFile = new Map<string, Map<number, Finding[]>>();
+  private readonly listeners = new Set<Listener>();
+
+  constructor(private readonly platform: NodeJS.Platform = process.platform) {}
+
+  get sources(): readonly Source[] {
+    return this.current;
+  }
+
+  /** Replace everything with the server's full current state (each notification is complete). */
+  replace(sources: Source[]): void {
+    this.current = sources;
+    this.byFile = new Map();
+    for (const source of sources) {
+      if (source.status === 'error') {
+        continue;
+      }
+      for (const finding of sourceFindings(source)) {
+        const key = fileKey(finding.file, this.platform);
+        let lines = this.byFile.get(key);
+        if (!lines) {
+          lines = new Map();
+          this.byFile.set(key, lines);
+        }
+        const list = lines.get(finding.line) ?? [];
+        list.push(finding);
+        lines.set(finding.line, list);
+      }
+    }
+    this.fire();
+  }
+
+  clear(): void {
+    this.replace([]);
+  }
+
+  /** Files (as sent by the server) that hold at least one marker. */
+  files(): string[] {
+    const out = new Set<string>();
+    for (const source of this.current) {
+      if (source.status !== 'error') {
+        for (const finding of sourceFindings(source)) {
+          out.add(finding.file);
+        }
+      }
+    }
+    return [...out];
+  }
+
+  /** One marker per marked line of `file`, sorted by line. */
+  markersFor(file: string, afterTextMax?: number): LineMarker[] {
+    const lines = this.byFile.get(fileKey(file, this.platform));
+    if (!lines) {
+      return [];
+    }
+    const markers: LineMarker[] = [];
+    for (const [line, findings] of lines) {
+      let shown = findings[0];
+      if (shown === undefined) {
+        continue;
+      }
+      for (const finding of findings) {
+        if (moreSevere(finding, shown)) {
+          shown = finding;
+        }
+      }
+      const others = findings.length - 1;
+      markers.push({ line, style: markerStyle(shown), finding: shown, others, afterText: afterLineText(shown, others, afterTextMax) });
+    }
+    return markers.sort((a, b) => a.line - b.line);
+  }
+
+  /** Sources that name a causal origin (what the status bar counts). */
+  originCount(): number {
+    return this.current.filter((s) => s.status !== 'error' && s.origin !== null).length;
+  }
+
+  isScanning(): boolean {
+    return this.current.some((s) => s.status === 'scanning');
+  }
+
+  onDidChange(listener: Listener): { dispose(): void } {
+    this.listeners.add(listener);
+    return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  private fire(): void {
+    for (const listener of [...this.listeners]) {
+      listener();
+    }
+  }
+}

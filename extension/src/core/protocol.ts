@@ -1,0 +1,163 @@
+// The messages the NaN Lens language server sends (docs/protocol.md) and a tolerant reader for them.
+// No `vscode` import in src/core: these modules are unit-tested under plain Node.
+
+export type Role = 'origin' | 'propagated' | 'backward-origin';
+
+export interface TensorHealth {
+  dtype?: string;
+  rank?: number;
+  shape?: number[];
+  size?: number;
+  nan?: number;
+  neg_inf?: number;
+  pos_inf?: number;
+  neg?: number;
+  zero?: number;
+  pos?: number;
+}
+
+export interface OpRef {
+  name: string;
+  type: string;
+  graph?: string;
+  host?: string;
+  device?: string;
+  execution_index?: number;
+  trace_index?: number;
+  step?: number;
+  forward_op?: string;
+}
+
+export interface Frame {
+  file: string;
+  line: number;
+  function?: string;
+}
+
+/** `finding` of shared/findings.schema.json, plus `stale` as the server sends it. */
+export interface Finding {
+  file: string;
+  line: number;
+  role: Role;
+  op: OpRef;
+  health?: TensorHealth;
+  inputs?: { name: string; health?: TensorHealth }[];
+  stack?: Frame[];
+  message?: string;
+  stale?: boolean;
+}
+
+export type SourceKind = 'bundle' | 'dump';
+export type SourceStatus = 'ok' | 'scanning' | 'error';
+
+export interface Source {
+  id: string;
+  kind: SourceKind;
+  path: string;
+  label: string;
+  step: number | null;
+  status: SourceStatus;
+  error: string | null;
+  origin: Finding | null;
+  findings: Finding[];
+}
+
+export const FINDINGS_NOTIFICATION = 'nanlens/findings';
+
+/** Argument of `nanlens.replayEagerly` (sent by the server's CodeLens, built by the extension otherwise). */
+export interface ReplayTarget {
+  bundle: string;
+  file: string;
+  line: number;
+  step: number | null;
+}
+
+/** Argument of `nanlens.debugEagerly` from the server's CodeLens on dump findings. */
+export interface EagerRunTarget {
+  script: string;
+  file?: string;
+  line?: number;
+}
+
+const ROLES: readonly Role[] = ['origin', 'propagated', 'backward-origin'];
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function positiveInt(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 1 ? value : undefined;
+}
+
+/** A finding, or undefined when the object lacks what a marker needs (file, line, role, op). */
+export function readFinding(value: unknown): Finding | undefined {
+  if (!isRecord(value)) {
+    return undefined;
+  }
+  const line = positiveInt(value.line);
+  const op = value.op;
+  if (typeof value.file !== 'string' || line === undefined || !ROLES.includes(value.role as Role)) {
+    return undefined;
+  }
+  if (!isRecord(op) || typeof op.name !== 'string' || typeof op.type !== 'string') {
+    return undefined;
+  }
+  // Keep every other field as sent: the schema allows additive fields.
+  return { ...(value as unknown as Finding), line, stale: value.stale === true };
+}
+
+function readSource(value: unknown): Source | undefined {
+  if (!isRecord(value) || typeof value.id !== 'string' || typeof value.path !== 'string') {
+    return undefined;
+  }
+  const kind: SourceKind = value.kind === 'dump' ? 'dump' : 'bundle';
+  const status: SourceStatus = value.status === 'scanning' || value.status === 'error' ? value.status : 'ok';
+  const findings = Array.isArray(value.findings)
+    ? value.findings.map(readFinding).filter((f): f is Finding => f !== undefined)
+    : [];
+  return {
+    id: value.id,
+    kind,
+    path: value.path,
+    label: typeof value.label === 'string' && value.label ? value.label : value.path,
+    step: typeof value.step === 'number' && Number.isInteger(value.step) ? value.step : null,
+    status,
+    error: typeof value.error === 'string' && value.error ? value.error : null,
+    origin: readFinding(value.origin) ?? null,
+    findings,
+  };
+}
+
+/** The sources of a `nanlens/findings` notification; malformed entries are dropped, never thrown on. */
+export function readFindingsNotification(params: unknown): Source[] {
+  if (!isRecord(params) || !Array.isArray(params.sources)) {
+    return [];
+  }
+  return params.sources.map(readSource).filter((s): s is Source => s !== undefined);
+}
+
+/** A ReplayTarget from a command argument (CodeLens JSON, or a tree node carrying `replayTarget`). */
+export function readReplayTarget(arg: unknown): ReplayTarget | undefined {
+  if (!isRecord(arg)) {
+    return undefined;
+  }
+  if (isRecord(arg.replayTarget)) {
+    return readReplayTarget(arg.replayTarget);
+  }
+  const line = positiveInt(arg.line);
+  if (typeof arg.bundle !== 'string' || !arg.bundle || typeof arg.file !== 'string' || line === undefined) {
+    return undefined;
+  }
+  const step = typeof arg.step === 'number' && Number.isInteger(arg.step) ? arg.step : null;
+  return { bundle: arg.bundle, file: arg.file, line, step };
+}
+
+/** An EagerRunTarget from a command argument; `undefined` means "use the active editor's file". */
+export function readEagerRunTarget(arg: unknown): EagerRunTarget | undefined {
+  if (!isRecord(arg) || typeof arg.script !== 'string' || !arg.script) {
+    return undefined;
+  }
+  const line = positiveInt(arg.line);
+  const file = typeof arg.file === 'string' && arg.file ? arg.file : undefined;
+  return file !== undefined && line !== undefined ? { script: arg.script, file, line } : { script: arg.script };
+}

@@ -1,0 +1,110 @@
+// The rows of the "Captures and dumps" view, as plain data (the view turns them into TreeItems).
+
+import * as path from 'node:path';
+import { findingSentence, roleLabel, truncate } from './markerText';
+import { markerStyle, sourceFindings } from './findingsModel';
+import type { Finding, ReplayTarget, Source } from './protocol';
+
+export type IconId = 'package' | 'database' | 'loading~spin' | 'error' | 'warning' | 'circle-slash' | 'pass';
+export type IconColor = 'error' | 'warning' | 'disabled' | 'passed' | undefined;
+
+export interface SourceRow {
+  type: 'source';
+  id: string;
+  label: string;
+  description: string;
+  tooltip: string;
+  icon: IconId;
+  iconColor: IconColor;
+  /** `nanlens.bundle.origin` (can be replayed), `nanlens.bundle`, `nanlens.dump`. */
+  contextValue: string;
+  replayTarget?: ReplayTarget;
+  children: FindingRow[];
+}
+
+export interface FindingRow {
+  type: 'finding';
+  id: string;
+  label: string;
+  description: string;
+  tooltip: string;
+  icon: IconId;
+  iconColor: IconColor;
+  contextValue: 'nanlens.finding';
+  file: string;
+  line: number;
+}
+
+export function replayTargetOf(source: Source): ReplayTarget | undefined {
+  if (source.kind !== 'bundle' || source.status !== 'ok' || source.origin === null) {
+    return undefined;
+  }
+  return { bundle: source.path, file: source.origin.file, line: source.origin.line, step: source.step };
+}
+
+function where(finding: Finding): string {
+  return `${path.basename(finding.file)}:${finding.line}`;
+}
+
+function findingRow(source: Source, finding: Finding, index: number): FindingRow {
+  const style = markerStyle(finding);
+  const stale = finding.stale ? ' (stale: the file changed since this run)' : '';
+  return {
+    type: 'finding',
+    id: `${source.id}#${index}`,
+    label: `${finding.op.type} — ${where(finding)}`,
+    description: `${roleLabel(finding.role)}${finding.stale ? ' (stale)' : ''}`,
+    tooltip: `${findingSentence(finding)}\n${finding.file}:${finding.line}${stale}`,
+    icon: style === 'stale' ? 'circle-slash' : style === 'origin' ? 'error' : 'warning',
+    iconColor: style === 'stale' ? 'disabled' : style === 'origin' ? 'error' : 'warning',
+    contextValue: 'nanlens.finding',
+    file: finding.file,
+    line: finding.line,
+  };
+}
+
+function sourceDescription(source: Source): string {
+  switch (source.status) {
+    case 'scanning':
+      return 'scanning…';
+    case 'error':
+      return truncate(source.error ?? 'could not be read', 80);
+    case 'ok':
+      return source.origin
+        ? `origin: ${source.origin.op.type} at ${where(source.origin)}`
+        : 'finite: no NaN/Inf found';
+  }
+}
+
+export function sourceRows(sources: readonly Source[]): SourceRow[] {
+  return sources.map((source) => {
+    const replayTarget = replayTargetOf(source);
+    const kindText = source.kind === 'bundle' ? 'Capture bundle' : 'Dump';
+    const description = sourceDescription(source);
+    let icon: IconId = source.kind === 'bundle' ? 'package' : 'database';
+    let iconColor: IconColor;
+    if (source.status === 'scanning') {
+      icon = 'loading~spin';
+    } else if (source.status === 'error') {
+      icon = 'warning';
+      iconColor = 'warning';
+    } else if (source.origin) {
+      iconColor = 'error';
+    }
+    const row: SourceRow = {
+      type: 'source',
+      id: source.id,
+      label: source.label,
+      description,
+      tooltip: `${kindText}: ${source.path}\n${source.status === 'error' ? (source.error ?? 'error') : description}`,
+      icon,
+      iconColor,
+      contextValue: replayTarget ? 'nanlens.bundle.origin' : source.kind === 'bundle' ? 'nanlens.bundle' : 'nanlens.dump',
+      children: source.status === 'error' ? [] : sourceFindings(source).map((f, i) => findingRow(source, f, i)),
+    };
+    if (replayTarget) {
+      row.replayTarget = replayTarget;
+    }
+    return row;
+  });
+}

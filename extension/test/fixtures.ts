@@ -1,0 +1,65 @@
+// Notifications shaped like what `nanlens serve` sends (docs/protocol.md), for the unit tests.
+
+import assert from 'node:assert/strict';
+import type { Finding, Source } from '../src/core/protocol';
+
+export const TRAIN = '/work/proj/train.py';
+export const MODEL = '/work/proj/model.py';
+
+export function finding(overrides: Partial<Finding> & Pick<Finding, 'line' | 'role'>): Finding {
+  return {
+    file: TRAIN,
+    op: { name: 'loss/Log', type: 'Log', graph: 'train_step', step: 12 },
+    health: { dtype: 'float32', size: 640, nan: 0, neg_inf: 561, pos_inf: 0 },
+    inputs: [{ name: 'probs:0', health: { size: 640, zero: 561 } }],
+    stack: [],
+    message: 'Log produced 561 -inf from input probs:0 which holds 561 zeros',
+    stale: false,
+    ...overrides,
+  };
+}
+
+/** A located bundle whose origin is a Log on train.py:42, carried by a Mean on train.py:43 and a MatMul in model.py. */
+export function bundleSource(overrides: Partial<Source> = {}): Source {
+  const origin = finding({ line: 42, role: 'origin' });
+  return {
+    id: 'bundle:/work/proj/captures/run-step12',
+    kind: 'bundle',
+    path: '/work/proj/captures/run-step12',
+    label: 'run-step12 (step 12)',
+    step: 12,
+    status: 'ok',
+    error: null,
+    origin,
+    findings: [
+      origin,
+      finding({ line: 43, role: 'propagated', op: { name: 'loss/Mean', type: 'Mean' }, message: 'Mean carried 1 -inf' }),
+      finding({ file: MODEL, line: 7, role: 'propagated', op: { name: 'dense/MatMul', type: 'MatMul' }, message: 'MatMul carried 64 NaN' }),
+    ],
+    ...overrides,
+  };
+}
+
+export function dumpSource(overrides: Partial<Source> = {}): Source {
+  return {
+    id: 'dump:/work/proj/.nanlens/dumps/20250101-120000',
+    kind: 'dump',
+    path: '/work/proj/.nanlens/dumps/20250101-120000',
+    label: '20250101-120000',
+    step: null,
+    status: 'ok',
+    error: null,
+    origin: null,
+    findings: [],
+    ...overrides,
+  };
+}
+
+/** The item at `index`, failing the test (not crashing on undefined) when the list is shorter. */
+export function at<T>(items: readonly T[], index: number): T {
+  const item = items[index];
+  if (item === undefined) {
+    throw new assert.AssertionError({ message: `expected an item at index ${index}, got ${items.length} items`, actual: items.length });
+  }
+  return item;
+}

@@ -1,0 +1,199 @@
+"""What the editor is sent: diagnostics, hover Markdown, CodeLenses and the `nanlens/findings` payload.
+
+Pure functions of the server's source records (see docs/protocol.md); no I/O except through the ``line_text``
+callable the caller passes in (the current text of a line, used to underline the code, not the indentation).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from lsprotocol import types
+
+from pyadapter.findings import Finding, TensorHealth
+from pyadapter.server.state import SourceRecord, same_file
+
+DIAGNOSTIC_SOURCE = "NaN Lens"
+STALE_PREFIX = "(stale) "
+REPLAY_COMMAND = "nanlens.replayEagerly"
+DEBUG_COMMAND = "nanlens.debugEagerly"
+
+# (absolute file, 1-based line) -> the line's current text, or None when unknown.
+LineText = Callable[[str, int], "str | None"]
+
+_ROLE_TITLES = {
+    "origin": "origin of the non-finite values",
+    "backward-origin": "origin of the non-finite values (backward pass)",
+    "propagated": "carries non-finite values",
+}
+# Enough to keep op and tensor names (model/dense_1/...) from turning into emphasis, links or HTML.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
+
+
+def no_line_text(_file: str, _line: int) -> str | None:
+    return None
+
+
+def escape_markdown(text: str) -> str:
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+
+
+def line_range(finding: Finding, line_text: LineText) -> types.Range:
+    """The finding's line from its first non-blank character to its end (whole line when the text is unknown)."""
+    line0 = max(finding.line - 1, 0)
+    text = line_text(finding.file, finding.line)
+    if not text:
+        return types.Range(types.Position(line0, 0), types.Position(line0, 0))
+    text = text.rstrip("\r\n")
+    start = len(text) - len(text.lstrip())
+    return types.Range(types.Position(line0, start), types.Position(line0, len(text)))
+
+
+def finding_message(finding: Finding) -> str:
+    """The finding's own sentence, or one built from its op and health when the engine gave none."""
+    if finding.message:
+        return finding.message
+    verb = "carried" if finding.role == "propagated" else "produced"
+    health = finding.health.describe() if finding.health else "non-finite values"
+    where = " in the backward pass" if finding.role == "backward-origin" else ""
+    return f"{finding.op.type} {verb} {health}{where}"
+
+
+def severity(finding: Finding, stale: bool) -> types.DiagnosticSeverity:
+    if stale:
+        return types.DiagnosticSeverity.Information
+    if finding.role == "propagated":
+        return types.DiagnosticSeverity.Warning
+    return types.DiagnosticSeverity.Error
+
+
+def diagnostic(record: SourceRecord, finding: Finding, line_text: LineText, file_uri: Callable[[str], str]
+               ) -> types.Diagnostic:
+    stale = record.is_stale(finding)
+    related = None
+    origin = record.findings.origin if record.findings else None
+    if finding.role == "propagated" and origin is not None:
+        related = [types.DiagnosticRelatedInformation(
+            location=types.Location(uri=file_uri(origin.file), range=line_range(origin, line_text)),
+            message=f"the non-finite values start here: {finding_message(origin)}",
+        )]
+    return types.Diagnostic(
+        range=line_range(finding, line_text),
+        message=(STALE_PREFIX if stale else "") + finding_message(finding),
+        severity=severity(finding, stale),
+        source=DIAGNOSTIC_SOURCE,
+        code=finding.op.type,
+        data={"sourceId": record.id, "role": finding.role},
+        related_information=related,
+    )
+
+
+def diagnostics_by_file(records: Iterable[SourceRecord], line_text: LineText,
+                        file_uri: Callable[[str], str]) -> dict[str, list[types.Diagnostic]]:
+    """Every finding of every source as a diagnostic, grouped by absolute file path."""
+    out: dict[str, list[types.Diagnostic]] = {}
+    for record in records:
+        for finding in record.all_findings():
+            out.setdefault(finding.file, []).append(diagnostic(record, finding, line_text, file_uri))
+    return out
+
+
+def findings_at(records: Iterable[SourceRecord], file: str, line0: int) -> list[tuple[SourceRecord, Finding]]:
+    """The findings on a 0-based line of a file, origins first."""
+    hits = [(r, f) for r in records for f in r.all_findings() if f.line - 1 == line0 and same_file(f.file, file)]
+    return sorted(hits, key=lambda rf: rf[1].role == "propagated")
+
+
+def _health_line(health: TensorHealth | None) -> str:
+    if health is None:
+        return "not recorded"
+    text = health.describe()
+    details = [d for d in (health.dtype, f"shape {health.shape}" if health.shape is not None else None) if d]
+    return f"{text} ({', '.join(details)})" if details else text
+
+
+def hover_markdown(hits: list[tuple[SourceRecord, Finding]]) -> str:
+    """One section per finding on the line: op, type, graph, step, health, inputs' health, message."""
+    sections = []
+    for record, finding in hits:
+        op = finding.op
+        lines = [f"**NaN Lens: {_ROLE_TITLES.get(finding.role, finding.role)}**", ""]
+        if record.is_stale(finding):
+            lines += ["*(stale) this file changed since the dump; the line may have moved.*", ""]
+        lines += [escape_markdown(finding_message(finding)), ""]
+        lines.append(f"- op: `{op.name}` of type `{op.type}`")
+        if op.forward_op:
+            lines.append(f"- gradient of: `{op.forward_op}`")
+        if op.graph:
+            lines.append(f"- graph: `{op.graph}`")
+        step = op.step if op.step is not None else record.step
+        if step is not None:
+            lines.append(f"- step: {step}")
+        if op.device:
+            lines.append(f"- device: `{op.device}`")
+        lines.append(f"- output: {escape_markdown(_health_line(finding.health))}")
+        if finding.inputs:
+            lines.append("- inputs:")
+            for item in finding.inputs:
+                lines.append(f"  - `{item.name}`: {escape_markdown(_health_line(item.health))}")
+        lines.append(f"- source: {record.kind} `{record.label}`")
+        sections.append("\n".join(lines))
+    return "\n\n---\n\n".join(sections)
+
+
+def replay_target(record: SourceRecord, origin: Finding) -> dict[str, Any]:
+    return {"bundle": record.path, "file": origin.file, "line": origin.line, "step": record.step}
+
+
+def code_lenses(records: Iterable[SourceRecord], file: str, line_text: LineText) -> list[types.CodeLens]:
+    """'Replay eagerly' (bundle) or 'Run eagerly under debugger' (dump with a known script) on origin lines."""
+    lenses: list[tuple[SourceRecord, types.CodeLens]] = []
+    for record in records:
+        origin = record.findings.origin if record.findings else None
+        if origin is None or not same_file(origin.file, file):
+            continue
+        if record.kind == "bundle":
+            step = record.step
+            title = "$(debug-alt) Replay eagerly" + (f" (step {step})" if step is not None else "")
+            command = types.Command(title=title, command=REPLAY_COMMAND, arguments=[replay_target(record, origin)])
+        else:
+            script = record.entry_script
+            if script is None:
+                continue
+            command = types.Command(title="$(debug-alt) Run eagerly under debugger", command=DEBUG_COMMAND,
+                                    arguments=[{"script": script, "file": origin.file, "line": origin.line}])
+        lenses.append((record, types.CodeLens(range=line_range(origin, line_text), command=command)))
+    # Several sources on one line: say which lens is which (the title alone would repeat).
+    per_line: dict[int, int] = {}
+    for _, lens in lenses:
+        per_line[lens.range.start.line] = per_line.get(lens.range.start.line, 0) + 1
+    for record, lens in lenses:
+        if per_line[lens.range.start.line] > 1 and lens.command is not None:
+            lens.command.title += f" · {record.label}"
+    return [lens for _, lens in lenses]
+
+
+def finding_json(record: SourceRecord, finding: Finding) -> dict[str, Any]:
+    return {**finding.to_json(), "stale": record.is_stale(finding)}
+
+
+def source_json(record: SourceRecord) -> dict[str, Any]:
+    origin = record.findings.origin if record.findings else None
+    return {
+        "id": record.id,
+        "kind": record.kind,
+        "path": record.path,
+        "label": record.label,
+        "step": record.step,
+        "status": record.status,
+        "error": record.error,
+        "origin": finding_json(record, origin) if origin is not None else None,
+        "findings": [finding_json(record, f) for f in record.all_findings()],
+    }
+
+
+def findings_notification(records: Iterable[SourceRecord]) -> dict[str, Any]:
+    """The `nanlens/findings` payload: the full current state, sources sorted by path."""
+    return {"sources": [source_json(r) for r in sorted(records, key=lambda r: r.path)]}

@@ -1,0 +1,355 @@
+"""Unit tests of the language server's pure parts: rendering, settings, source discovery, staleness, caching.
+
+No TensorFlow and no server process here; tests/test_server_lsp.py drives the real server over stdio.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+
+from lsprotocol import types
+
+from pyadapter.findings import Finding, Findings, Frame, InputHealth, OpRef, TensorHealth
+from pyadapter.server import render
+from pyadapter.server.compute import ComputeError, compute, fresh_cache, progress_callback
+from pyadapter.server.settings import Settings, parse_settings, root_problem, watched_roots
+from pyadapter.server.sources import (
+    Debouncer,
+    Fingerprint,
+    FolderWatcher,
+    SourceRef,
+    discover,
+    fingerprint,
+    source_at,
+)
+from pyadapter.server.staleness import CHANGED_AFTER_SOURCE, is_stale, snapshot_files, text_hash
+from pyadapter.server.state import SourceRecord
+
+BUNDLE_MANIFEST = {"format": "nanlens.bundle/1", "step": 12}
+
+
+def make_finding(file: str, line: int, role: str = "origin", op_type: str = "Log", message: str = "") -> Finding:
+    return Finding(
+        file=file,
+        line=line,
+        role=role,  # type: ignore[arg-type]
+        op=OpRef(name=f"model/{op_type}", type=op_type, graph="__inference_train_step_42", step=12),
+        health=TensorHealth(dtype="float32", shape=[2], size=2, neg_inf=1, zero=0, pos=1),
+        inputs=[InputHealth("model/probs_1:0", TensorHealth(dtype="float32", size=2, zero=1, pos=1))],
+        stack=[Frame(file, 3, "<module>"), Frame(file, line, "compute")],
+        message=message,
+    )
+
+
+def make_record(tmp_path: Path, kind: str = "dump", stale: bool = False) -> tuple[SourceRecord, str]:
+    user_file = tmp_path / "train.py"
+    user_file.write_text("import tensorflow as tf\n\ny = tf.math.log(x)  # ORIGIN\nz = y * 2\n")
+    origin = make_finding(str(user_file), 3, message="Log produced 1 -inf from input model/probs_1:0 which holds 1 zeros")
+    propagated = make_finding(str(user_file), 4, role="propagated", op_type="Mul")
+    findings = Findings(source_kind=kind, source_path=str(tmp_path / "src"), origin=origin,  # type: ignore[arg-type]
+                        findings=[origin, propagated], bundle={"step": 12} if kind == "bundle" else None)
+    record = SourceRecord(SourceRef(kind, str(tmp_path / "run-step12")), status="ok", findings=findings)  # type: ignore[arg-type]
+    if stale:
+        record.stale_files.add(str(user_file))
+    return record, str(user_file)
+
+
+def disk_line_text(path: str, line: int) -> str | None:
+    lines = Path(path).read_text().splitlines()
+    return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+def uri(path: str) -> str:
+    return "file://" + path
+
+
+# --- render -------------------------------------------------------------------------------------------------------
+
+
+def test_diagnostics_mark_origin_as_error_and_propagated_as_warning(tmp_path: Path) -> None:
+    record, user_file = make_record(tmp_path)
+    diags = render.diagnostics_by_file([record], disk_line_text, uri)[user_file]
+    by_line = {d.range.start.line + 1: d for d in diags}
+    origin, propagated = by_line[3], by_line[4]
+    assert origin.severity == types.DiagnosticSeverity.Error
+    assert origin.source == "NaN Lens" and origin.code == "Log"
+    assert origin.data == {"sourceId": record.id, "role": "origin"}
+    assert origin.message.startswith("Log produced 1 -inf")
+    # Underlines the code, not the indentation or past the line's end.
+    assert (origin.range.start.character, origin.range.end.character) == (0, len("y = tf.math.log(x)  # ORIGIN"))
+    assert propagated.severity == types.DiagnosticSeverity.Warning
+    assert propagated.related_information and propagated.related_information[0].location.range.start.line == 2
+
+
+def test_stale_findings_are_information_prefixed_stale(tmp_path: Path) -> None:
+    record, user_file = make_record(tmp_path, stale=True)
+    diags = render.diagnostics_by_file([record], disk_line_text, uri)[user_file]
+    assert all(d.severity == types.DiagnosticSeverity.Information for d in diags)
+    assert all(d.message.startswith("(stale) ") for d in diags)
+    payload = render.findings_notification([record])
+    assert payload["sources"][0]["origin"]["stale"] is True
+    assert all(f["stale"] for f in payload["sources"][0]["findings"])
+
+
+def test_origin_listed_once_even_when_engine_lists_it_in_findings(tmp_path: Path) -> None:
+    record, _ = make_record(tmp_path)
+    assert [f.role for f in record.all_findings()] == ["origin", "propagated"]
+    assert record.findings is not None
+    record.findings.findings = record.findings.findings[1:]  # an engine that keeps the origin apart
+    assert [f.role for f in record.all_findings()] == ["origin", "propagated"]
+
+
+def test_hover_shows_op_type_graph_step_health_inputs_and_message(tmp_path: Path) -> None:
+    record, user_file = make_record(tmp_path)
+    hits = render.findings_at([record], user_file, 2)
+    assert [f.role for _, f in hits] == ["origin"]
+    text = render.hover_markdown(hits)
+    for expected in ("`model/Log`", "`Log`", "__inference_train_step_42", "step: 12", "1 -inf of 2",
+                     "model/probs_1:0", "finite (2 values, 1 zeros)", "Log produced 1 -inf from input model/probs\\_1:0"):
+        assert expected in text, expected
+    assert render.findings_at([record], user_file, 0) == []
+
+
+def test_hover_of_stale_finding_says_so(tmp_path: Path) -> None:
+    record, user_file = make_record(tmp_path, stale=True)
+    assert "(stale)" in render.hover_markdown(render.findings_at([record], user_file, 2))
+
+
+def test_message_built_when_engine_gave_none(tmp_path: Path) -> None:
+    finding = make_finding(str(tmp_path / "a.py"), 1, role="backward-origin", op_type="SqrtGrad")
+    assert render.finding_message(finding) == "SqrtGrad produced 1 -inf of 2 in the backward pass"
+
+
+def test_bundle_origin_gets_replay_lens_with_replay_target(tmp_path: Path) -> None:
+    record, user_file = make_record(tmp_path, kind="bundle")
+    lenses = render.code_lenses([record], user_file, disk_line_text)
+    assert len(lenses) == 1
+    lens = lenses[0]
+    assert lens.range.start.line == 2
+    assert lens.command is not None
+    assert lens.command.title == "$(debug-alt) Replay eagerly (step 12)"
+    assert lens.command.command == "nanlens.replayEagerly"
+    assert lens.command.arguments == [{"bundle": record.path, "file": user_file, "line": 3, "step": 12}]
+
+
+def test_dump_origin_gets_debug_lens_when_script_is_known(tmp_path: Path) -> None:
+    record, user_file = make_record(tmp_path, kind="dump")
+    lenses = render.code_lenses([record], user_file, disk_line_text)
+    assert len(lenses) == 1 and lenses[0].command is not None
+    assert lenses[0].command.title == "$(debug-alt) Run eagerly under debugger"
+    assert lenses[0].command.command == "nanlens.debugEagerly"
+    assert lenses[0].command.arguments == [{"script": user_file, "file": user_file, "line": 3}]
+    assert record.findings is not None and record.findings.origin is not None
+    record.findings.origin.stack = []  # no module frame: the script is unknown, so no lens
+    assert render.code_lenses([record], user_file, disk_line_text) == []
+
+
+def test_lenses_of_two_sources_on_one_line_say_which_is_which(tmp_path: Path) -> None:
+    first, user_file = make_record(tmp_path, kind="bundle")
+    second = SourceRecord(SourceRef("bundle", str(tmp_path / "other-run")), status="ok", findings=first.findings)
+    titles = [lens.command.title for lens in render.code_lenses([first, second], user_file, disk_line_text)
+              if lens.command]
+    assert len(set(titles)) == 2 and all(t.startswith("$(debug-alt) Replay eagerly (step 12) · ") for t in titles)
+
+
+def test_findings_notification_matches_protocol(tmp_path: Path) -> None:
+    record, _ = make_record(tmp_path, kind="bundle")
+    error = SourceRecord(SourceRef("dump", str(tmp_path / "broken")), status="error", error="truncated dump")
+    payload = render.findings_notification([record, error])
+    json.dumps(payload)  # must be plain JSON
+    by_kind = {s["kind"]: s for s in payload["sources"]}
+    bundle = by_kind["bundle"]
+    assert bundle["id"] == f"bundle:{record.path}"
+    assert bundle["label"] == "run-step12 (step 12)" and bundle["step"] == 12 and bundle["status"] == "ok"
+    assert bundle["origin"]["role"] == "origin" and bundle["origin"]["line"] == 3
+    assert [f["role"] for f in bundle["findings"]] == ["origin", "propagated"]
+    assert by_kind["dump"] == {"id": f"dump:{error.path}", "kind": "dump", "path": error.path, "label": "broken",
+                               "step": None, "status": "error", "error": "truncated dump", "origin": None,
+                               "findings": []}
+
+
+# --- settings -------------------------------------------------------------------------------------------------------
+
+
+def test_settings_accept_both_shapes_and_fall_back_per_key() -> None:
+    bare = parse_settings({"captureDirs": ["caps"], "dumpDirs": "dumps", "logLevel": "debug"})
+    assert bare == Settings(("caps",), ("dumps",), "DEBUG")
+    nested = parse_settings({"settings": {"nanlens": {"dumpDirs": ["d"]}}})
+    assert nested.dump_dirs == ("d",) and nested.capture_dirs == Settings().capture_dirs
+    bad = parse_settings({"captureDirs": 3, "logLevel": "LOUD"})
+    assert bad.capture_dirs == Settings().capture_dirs and bad.log_level == "INFO"
+    assert len(bad.problems) == 2 and "captureDirs" in bad.problems[0]
+    assert parse_settings("nonsense").problems
+
+
+def test_relative_dirs_resolve_per_workspace_folder(tmp_path: Path) -> None:
+    settings = Settings(capture_dirs=("caps", str(tmp_path / "abs")), dump_dirs=("caps",))
+    roots = watched_roots(settings, ["/w1", "/w2"])
+    assert [r.path for r in roots] == ["/w1/caps", "/w2/caps", str(tmp_path / "abs")]
+    assert [r.explicit for r in roots] == [False, False, True]
+
+
+def test_root_problems_for_missing_absolute_and_non_folder(tmp_path: Path) -> None:
+    a_file = tmp_path / "f.txt"
+    a_file.write_text("x")
+    settings = Settings(capture_dirs=(str(tmp_path / "missing"), str(a_file), "relative-missing"), dump_dirs=())
+    problems = [root_problem(r) for r in watched_roots(settings, [str(tmp_path)])]
+    assert "does not exist" in (problems[0] or "")
+    assert "not a folder" in (problems[1] or "")
+    assert problems[2] is None  # a default like .nanlens/dumps appears once the user makes a dump
+
+
+# --- sources ---------------------------------------------------------------------------------------------------------
+
+
+def make_dump_dir(path: Path, payload: bytes = b"x") -> Path:
+    path.mkdir(parents=True)
+    (path / "tfdbg_events.1700000000.host.metadata").write_bytes(b"m")
+    (path / "tfdbg_events.1700000000.host.graph_execution_traces").write_bytes(payload)
+    return path
+
+
+def make_bundle_dir(path: Path, manifest: dict | None = None) -> Path:
+    path.mkdir(parents=True)
+    (path / "manifest.json").write_text(json.dumps(manifest or BUNDLE_MANIFEST))
+    (path / "step.npz").write_bytes(b"data")
+    return path
+
+
+def test_discover_finds_bundles_and_dumps_not_other_folders(tmp_path: Path) -> None:
+    dump = make_dump_dir(tmp_path / ".nanlens" / "dumps" / "run1")
+    bundle = make_bundle_dir(tmp_path / "captures" / "run-step12")
+    make_bundle_dir(tmp_path / "captures" / "other", {"format": "something-else/1"})
+    (tmp_path / "captures" / "notes").mkdir()
+    found = discover([str(tmp_path / ".nanlens"), str(tmp_path / "captures"), str(tmp_path / "missing")])
+    assert found == [SourceRef("dump", str(dump)), SourceRef("bundle", str(bundle))]
+    assert discover([str(dump)]) == [SourceRef("dump", str(dump))]  # a root may be a source itself
+    assert source_at(str(bundle)) == SourceRef("bundle", str(bundle))
+    assert source_at(str(tmp_path / "captures" / "other")) is None
+
+
+def test_fingerprint_follows_growth_and_ignores_precomputed_findings(tmp_path: Path) -> None:
+    dump = make_dump_dir(tmp_path / "run1")
+    ref = SourceRef("dump", str(dump))
+    before = fingerprint(ref)
+    (dump / "findings.json").write_text("{}")
+    assert fingerprint(ref) == before
+    with open(dump / "tfdbg_events.1700000000.host.graph_execution_traces", "ab") as fh:
+        fh.write(b"more")
+    after = fingerprint(ref)
+    assert after is not None and before is not None and after.total_size == before.total_size + 4
+    bundle = make_bundle_dir(tmp_path / "b")
+    assert fingerprint(SourceRef("bundle", str(bundle))) == fingerprint(SourceRef("bundle", str(bundle)))
+    assert fingerprint(SourceRef("dump", str(tmp_path / "gone"))) is None
+
+
+def test_debouncer_scans_new_at_once_then_when_settled_or_every_max_wait() -> None:
+    d = Debouncer(max_wait=5.0)
+    fp = [Fingerprint(1, size, size) for size in range(10)]
+    assert d.observe("s", fp[0], 0.0) is True  # new: at once
+    assert d.observe("s", fp[0], 1.0) is False  # unchanged
+    assert d.observe("s", fp[1], 2.0) is False  # growing...
+    assert d.observe("s", fp[1], 3.0) is True  # ...settled for one poll
+    # Growing at every poll: rescanned after max_wait, not at every poll.
+    assert [d.observe("s", fp[i], 3.0 + i) for i in range(2, 9)] == [False] * 5 + [True, False]
+    d.forget("s")
+    assert d.observe("s", fp[9], 20.0) is True
+
+
+def test_watcher_reports_new_changed_removed_sources_and_changed_files(tmp_path: Path) -> None:
+    user_file = tmp_path / "train.py"
+    user_file.write_text("a = 1\n")
+    watcher = FolderWatcher(lambda events: None, max_wait=0.0)
+    watcher.set_roots([str(tmp_path)])
+    watcher.set_watched_files([str(user_file)])
+    dump = make_dump_dir(tmp_path / "run1")
+    first = watcher.poll()
+    assert [ref.path for ref, _ in first.scan] == [str(dump)] and not first.removed and not first.files_changed
+    assert not watcher.poll()
+    with open(dump / "tfdbg_events.1700000000.host.graph_execution_traces", "ab") as fh:
+        fh.write(b"more")
+    user_file.write_text("a = 2  # edited\n")
+    second = watcher.poll()
+    assert [ref.path for ref, _ in second.scan] == [str(dump)] and second.files_changed == [str(user_file)]
+    for child in dump.iterdir():
+        child.unlink()
+    dump.rmdir()
+    assert watcher.poll().removed == [f"dump:{dump}"]
+
+
+# --- staleness ---------------------------------------------------------------------------------------------------------
+
+
+def test_text_hash_ignores_line_endings_and_final_newline() -> None:
+    assert text_hash("a\nb\n") == text_hash("a\r\nb") == text_hash("a\nb")
+    assert text_hash("a\nb\n") != text_hash("a\nb\nc\n")
+
+
+def test_snapshot_prefers_recorded_text_and_flags_files_edited_after_the_source(tmp_path: Path) -> None:
+    old = tmp_path / "old.py"
+    new = tmp_path / "new.py"
+    old.write_text("x = 1\n")
+    new.write_text("x = 2\n")
+    source_time = time.time() - 100
+    os.utime(old, (source_time - 50, source_time - 50))
+    snap = snapshot_files([str(old), str(new), str(tmp_path / "recorded.py")], source_time,
+                          {str(tmp_path / "recorded.py"): text_hash("r = 0\n")})
+    assert snap[str(old)] == text_hash("x = 1\n")
+    assert snap[str(new)] == CHANGED_AFTER_SOURCE
+    assert not is_stale(snap[str(old)], "x = 1\n")
+    assert is_stale(snap[str(old)], "x = 1\nprint(x)\n")
+    assert is_stale(snap[str(new)], "x = 2\n")
+    assert is_stale(snap[str(old)], None)  # the file is gone
+    assert not is_stale(None, "anything")  # nothing recorded, nothing to say
+
+
+# --- compute: caches and progress -----------------------------------------------------------------------------------
+
+
+def write_findings(path: Path, kind: str, source: Path) -> None:
+    origin = make_finding(str(source.parent / "train.py"), 3)
+    path.write_text(Findings(kind, str(source), origin, [origin]).dumps())  # type: ignore[arg-type]
+
+
+def test_precomputed_findings_used_only_when_newer_than_the_content(tmp_path: Path) -> None:
+    bundle = make_bundle_dir(tmp_path / "run-step12")
+    ref = SourceRef("bundle", str(bundle))
+    beside = Path(str(bundle) + ".findings.json")
+    write_findings(beside, "bundle", bundle)
+    content = fingerprint(ref)
+    assert content is not None
+    os.utime(beside, (content.newest_mtime + 5, content.newest_mtime + 5))
+    assert fresh_cache(ref, content) == str(beside)
+    os.utime(beside, (content.newest_mtime - 5, content.newest_mtime - 5))
+    assert fresh_cache(ref, content) is None  # the bundle was rewritten after: recompute
+
+    os.utime(beside, (content.newest_mtime + 5, content.newest_mtime + 5))
+    loaded = compute(ref, content, lambda m, p: None, threading.Event())
+    assert loaded.cache_path == str(beside)
+    assert loaded.findings.origin is not None and loaded.findings.origin.line == 3
+
+
+def test_precomputed_findings_of_the_wrong_kind_are_not_used(tmp_path: Path) -> None:
+    dump = make_dump_dir(tmp_path / "run1")
+    write_findings(dump / "findings.json", "bundle", dump)
+    ref = SourceRef("dump", str(dump))
+    try:
+        compute(ref, fingerprint(ref), lambda m, p: None, threading.Event())
+    except ComputeError as exc:  # falls through to scanning the (fake) dump: a one-line error, no traceback
+        assert "\n" not in str(exc)
+
+
+def test_progress_callback_accepts_the_usual_shapes() -> None:
+    seen: list[tuple[str | None, int | None]] = []
+    cb = progress_callback(lambda m, p: seen.append((m, p)))
+    cb("reading traces", 0.5)
+    cb("step", 3, 4)
+    cb(message="done", fraction=1.0)
+    cb(done=1, total=4)
+    cb(42)
+    cb({"message": "dict", "percentage": 7})
+    assert seen == [("reading traces", 50), ("step", 75), ("done", 100), (None, 25), (None, 42), ("dict", 7)]
