@@ -1,17 +1,175 @@
-"""`nanlens run`: not built yet."""
+"""`nanlens run`: run a Python script like `python SCRIPT.py`, recording a tfdbg2 dump of it."""
 
 from __future__ import annotations
 
 import argparse
+import os
+import runpy
 import sys
+import time
+import traceback
+from pathlib import Path
 
-HELP = "(not built yet)"
+HELP = "run a script (like `python SCRIPT.py`) while recording a tfdbg2 dump of it"
+DESCRIPTION = """\
+Run SCRIPT.py as __main__ (its folder on sys.path, sys.argv = [SCRIPT.py, ARGS...]) with TensorFlow's
+debugger dump on, then scan the dump with `nanlens scan DIR`.
+
+The dump survives a killed run: it is flushed every ~2 s and on SIGTERM. XLA compilation is switched off
+while recording (Keras compile(jit_compile=...) is forced to False), since tfdbg has no XLA kernels.
+
+--eager runs tf.functions and tf.data map functions eagerly (tf.config.run_functions_eagerly(True) and
+tf.data.experimental.enable_debug_mode()), so editor breakpoints inside them hit; the dump then holds one
+record per executed op. --no-dump with --eager just runs the script eagerly.
+
+examples:
+  nanlens run -- train.py --epochs 3
+  nanlens run --dump /tmp/dump --mode CONCISE_HEALTH -- train.py
+  nanlens run --eager --no-dump -- train.py
+"""
+
+MODES = ("FULL_HEALTH", "CONCISE_HEALTH", "CURT_HEALTH", "SHAPE")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--dump",
+        metavar="DIR",
+        help="where to write the dump (default: .nanlens/dumps/<YYYYmmdd-HHMMSS> in the current directory)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="FULL_HEALTH",
+        help="tensor debug mode of the dump (default: FULL_HEALTH)",
+    )
+    parser.add_argument(
+        "--eager",
+        action="store_true",
+        help="run tf.functions and tf.data functions eagerly (breakpoints hit)",
+    )
+    parser.add_argument("--no-dump", action="store_true", help="do not record a dump (useful with --eager)")
+    parser.add_argument("script", metavar="SCRIPT.py", help="the Python script to run")
+    parser.add_argument(
+        "script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script"
+    )
+
+
+def default_dump_dir(cwd: Path | None = None) -> Path:
+    root = (cwd or Path.cwd()) / ".nanlens" / "dumps"
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    candidate = root / stamp
+    suffix = 2
+    while candidate.exists():
+        candidate = root / f"{stamp}-{suffix}"
+        suffix += 1
+    return candidate
+
+
+def _check_dump_dir(path: Path) -> None:
+    from pyadapter.cli import CliError
+
+    if path.exists() and not path.is_dir():
+        raise CliError(f"--dump {path} exists and is not a directory")
+    if path.is_dir() and any(p.name.startswith("tfdbg_events.") for p in path.iterdir()):
+        raise CliError(f"{path} already holds a dump; choose another --dump directory")
+
+
+def _exit_code(exc: SystemExit) -> int:
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # sys.exit("message") prints the message and exits 1, like python
+    return 1
+
+
+def _print_script_traceback(exc: BaseException, script: str) -> None:
+    """Print the traceback like python would: starting at the script's own frame, not NaN Lens's."""
+    tb = exc.__traceback__
+    while tb is not None and os.path.abspath(tb.tb_frame.f_code.co_filename) != script:
+        tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb if tb is not None else exc.__traceback__)
+
+
+def run_script(script: str, script_args: list[str]) -> int:
+    """Run ``script`` as __main__ the way ``python script args...`` would; returns its exit code."""
+    script = os.path.abspath(script)
+    saved_argv, saved_path0 = sys.argv, (sys.path[0] if sys.path else None)
+    sys.argv = [script, *script_args]
+    script_dir = os.path.dirname(script)
+    if sys.path:
+        sys.path[0] = script_dir
+    else:
+        sys.path.insert(0, script_dir)
+    try:
+        runpy.run_path(script, run_name="__main__")
+        return 0
+    except SystemExit as exc:
+        return _exit_code(exc)
+    except KeyboardInterrupt as exc:
+        _print_script_traceback(exc, script)
+        return 130
+    except BaseException as exc:  # noqa: BLE001 - the script's own failure is reported like python does
+        _print_script_traceback(exc, script)
+        return 1
+    finally:
+        sys.argv = saved_argv
+        if saved_path0 is not None and sys.path:
+            sys.path[0] = saved_path0
+
+
+def _dump_size(path: Path) -> int:
+    try:
+        return sum(p.stat().st_size for p in path.iterdir() if p.is_file())
+    except OSError:
+        return 0
 
 
 def main(args: argparse.Namespace) -> int:
-    print("nanlens run: not built yet", file=sys.stderr)
-    return 3
+    from pyadapter.cli import CliError
+
+    script = Path(args.script)
+    if not script.is_file():
+        raise CliError(f"no such script: {script}")
+    if args.no_dump and args.dump:
+        raise CliError("--dump and --no-dump contradict each other")
+    dump_dir = None if args.no_dump else (Path(args.dump) if args.dump else default_dump_dir())
+    if dump_dir is not None:
+        _check_dump_dir(dump_dir)
+    if args.no_dump and not args.eager:
+        print("nanlens: --no-dump without --eager just runs the script", file=sys.stderr)
+
+    recorder = None
+    eager_mode = None
+    if dump_dir is not None:
+        from pyadapter.dump.recorder import DumpRecorder
+
+        recorder = DumpRecorder(dump_dir, args.mode)
+        try:
+            recorder.start()
+        except Exception as exc:  # noqa: BLE001 - TensorFlow's own error, shown as one line
+            raise CliError(f"cannot start recording to {dump_dir}: {exc}") from None
+        print(f"nanlens: recording a {args.mode} dump to {recorder.dump_dir}", file=sys.stderr)
+    if args.eager:
+        from pyadapter.eager import eager
+
+        eager_mode = eager()
+        print("nanlens: running tf.functions and tf.data functions eagerly", file=sys.stderr)
+    code = 1
+    try:
+        code = run_script(str(script), list(args.script_args))
+    finally:
+        if eager_mode is not None:
+            eager_mode.restore()
+        if recorder is not None:
+            recorder.close()
+            size_mb = _dump_size(Path(recorder.dump_dir)) / 1e6
+            status = "" if code == 0 else f" (the script exited with code {code})"
+            print(
+                f"nanlens: dump written to {recorder.dump_dir} ({size_mb:.1f} MB){status}\n"
+                f"nanlens: find where NaN/Inf starts with: nanlens scan {recorder.dump_dir}",
+                file=sys.stderr,
+            )
+    return code

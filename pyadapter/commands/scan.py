@@ -1,17 +1,161 @@
-"""`nanlens scan`: not built yet."""
+"""`nanlens scan`: find where NaN/Inf starts in a tfdbg2 dump."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
 
-HELP = "(not built yet)"
+HELP = "find the op and source line where NaN/Inf starts in a tfdbg2 dump"
+DESCRIPTION = """\
+Stream a tfdbg2 dump directory (from `nanlens run` or tf.debugging.experimental.enable_dump_debug_info)
+and report the causal origin: the first op that produced NaN/Inf from finite inputs, at the innermost line
+of your own code that created it, plus the lines it spread to. Damaged dumps (killed runs) are read as far
+as they go; what was skipped is listed.
+
+examples:
+  nanlens scan .nanlens/dumps/20250101-120000
+  nanlens scan DUMP --json > findings.json
+"""
+
+# Show a progress bar by default only for dumps at least this large (and only on a terminal).
+PROGRESS_MIN_BYTES = 20_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("dump", metavar="DUMP", help="the dump directory")
+    parser.add_argument("--json", action="store_true", help="print the findings JSON (nanlens.findings/1)")
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: on for large dumps when stderr is a terminal)",
+    )
+
+
+class ProgressBar:
+    """A one-line text bar on stderr, redrawn at most ~10 times a second."""
+
+    def __init__(self, stream=None, min_total: int = 0) -> None:  # type: ignore[no-untyped-def]
+        self.stream = stream or sys.stderr
+        self.min_total = min_total
+        self.last_draw = 0.0
+        self.drawn = False
+
+    def __call__(self, done: int, total: int) -> None:
+        if total < self.min_total:
+            return
+        now = time.monotonic()
+        if done < total and now - self.last_draw < 0.1:
+            return
+        self.last_draw = now
+        width = 30
+        filled = int(width * done / max(total, 1))
+        bar = "#" * filled + "." * (width - filled)
+        self.stream.write(
+            f"\rscanning [{bar}] {100 * done // max(total, 1):3d}% {done / 1e6:.0f}/{total / 1e6:.0f} MB"
+        )
+        self.stream.flush()
+        self.drawn = True
+
+    def close(self) -> None:
+        if self.drawn:
+            self.stream.write("\r" + " " * 70 + "\r")
+            self.stream.flush()
+
+
+def _short_path(path: str) -> str:
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def _health_text(health) -> str:  # type: ignore[no-untyped-def]
+    return health.describe() if health is not None else "unknown"
+
+
+def format_report(findings) -> str:  # type: ignore[no-untyped-def]
+    """The short human report."""
+    extra = findings.extra
+    scan = extra.get("scan", {})
+    lines = []
+    mode = findings.tensor_debug_mode or "unknown mode"
+    hosts = ", ".join(findings.hosts)
+    counts = (
+        f"{scan.get('traces_read', 0):,} graph traces, {scan.get('executions_read', 0):,} eager executions"
+    )
+    lines.append(
+        f"dump {findings.source_path} (host {hosts}, {mode}; {counts}; {scan.get('seconds', 0):.2f} s)"
+    )
+    origin = findings.origin
+    if origin is None:
+        unlocated = extra.get("unlocated_origin")
+        if unlocated:
+            op = unlocated["op"]
+            lines.append(
+                f"NaN/Inf starts at op {op['name']} ({op.get('type') or 'unknown type'}), "
+                f"but {unlocated['reason']}"
+            )
+        elif not scan.get("health_recorded", True):
+            lines.append(
+                f"cannot tell where NaN/Inf starts: the dump was recorded in {mode} mode (no NaN/Inf counts)"
+            )
+        else:
+            lines.append("no NaN or Inf found")
+    else:
+        label = "origin (backward pass)" if origin.role == "backward-origin" else "origin"
+        func = (
+            f" in {origin.stack[-1].function}"
+            if origin.stack and origin.stack[-1].line == origin.line
+            else ""
+        )
+        lines.append(f"{label}: {origin.file}:{origin.line}{func}")
+        code = extra.get("origin_code")
+        if code is not None:
+            lines.append(f"  {origin.line:>5} | {code.rstrip()}")
+        op = origin.op
+        forward = f", gradient of {op.forward_op}" if op.forward_op else ""
+        where = f" in graph {op.graph}" if op.graph else ""
+        lines.append(f"  op: {op.name} ({op.type}{forward}){where} on host {op.host}")
+        lines.append(f"  output: {_health_text(origin.health)}")
+        for inp in origin.inputs:
+            lines.append(f"  input {inp.name}: {_health_text(inp.health)}")
+        lines.append(f"  {origin.message}")
+        others = [f for f in findings.findings if f is not origin and f.role == "propagated"]
+        if others:
+            lines.append(f"spread to {len(others)} more line{'s' if len(others) != 1 else ''}:")
+            for f in others:
+                lines.append(
+                    f"  {_short_path(f.file)}:{f.line}  {f.op.name} ({f.op.type}): {_health_text(f.health)}"
+                )
+    warnings = extra.get("warnings") or []
+    if warnings:
+        lines.append("warnings:")
+        lines.extend(f"  {w}" for w in warnings)
+    return "\n".join(lines)
 
 
 def main(args: argparse.Namespace) -> int:
-    print("nanlens scan: not built yet", file=sys.stderr)
-    return 3
+    from pyadapter.cli import CliError
+    from pyadapter.dump import ScanError, scan_dump
+
+    show = args.progress
+    bar = None
+    if show or (show is None and sys.stderr.isatty()):
+        bar = ProgressBar(min_total=0 if show else PROGRESS_MIN_BYTES)
+    try:
+        findings = scan_dump(args.dump, progress=bar)
+    except ScanError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        if bar is not None:
+            bar.close()
+    try:
+        print(findings.dumps() if args.json else format_report(findings))
+        sys.stdout.flush()
+    except BrokenPipeError:  # `nanlens scan DUMP | head`: the reader left; that is fine
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 0

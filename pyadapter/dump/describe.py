@@ -1,0 +1,242 @@
+"""Turning an origin candidate (and what spread from it) into Findings: health, inputs, lines, message."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from pyadapter.dump.events import parse_event, tensor_values
+from pyadapter.dump.executions import ExecEntry, read_execution
+from pyadapter.dump.frames import innermost_user_frame, is_pseudo_or_nanlens_file, is_user_file, user_frames
+from pyadapter.dump.gradients import forward_op_for, is_gradient_op
+from pyadapter.dump.graphs import OpInfo
+from pyadapter.dump.messages import bad_counts, origin_message
+from pyadapter.dump.origin import WEAK_ORIGIN_TYPES, Candidate, HostScan, input_state
+from pyadapter.dump.tfrecord import RecordFile
+from pyadapter.dump.traces import TraceEntry
+from pyadapter.findings import Finding, Frame, InputHealth, OpRef, TensorHealth
+
+MAX_PROPAGATED = 20
+
+
+def trace_health(host: HostScan, entry: TraceEntry) -> tuple[TensorHealth | None, str | None]:
+    """(health, device name) of one kept trace, re-read from its record."""
+    if host.traces is None or host.layout is None:
+        return None, None
+    data = RecordFile(host.traces.path).read_at(entry.offset)
+    event = parse_event(data) if data is not None else None
+    if event is None or not event.HasField("graph_execution_trace"):
+        return None, None
+    trace = event.graph_execution_trace
+    return host.layout.health(tensor_values(trace.tensor_proto)), trace.device_name or None
+
+
+def _location(host: HostScan, frame_ids: tuple[str, ...]) -> tuple[Frame | None, list[Frame]]:
+    """(the line to mark, the user stack outermost first)."""
+    stack = host.dump.stack(frame_ids)
+    users = user_frames(stack)
+    mark = innermost_user_frame(stack)
+    if mark is None:
+        # No user frame at all (e.g. an op made inside a library callback): mark the innermost frame that
+        # is not NaN Lens or a pseudo-file, so the finding still points somewhere real.
+        for frame in reversed(stack):
+            if not is_pseudo_or_nanlens_file(frame.file):
+                mark = frame
+                break
+    return mark, users
+
+
+def _graph_name(host: HostScan, graph_id: str) -> str | None:
+    info = host.dump.graphs.get(graph_id)
+    return (info.name or None) if info else None
+
+
+def _graph_inputs(host: HostScan, op: OpInfo, rnd: int) -> list[InputHealth]:
+    out = []
+    for name in op.inputs:
+        entry, _bad = input_state(host, op.graph_id, name, rnd)
+        health = trace_health(host, entry)[0] if entry is not None else None
+        out.append(InputHealth(name=name, health=health))
+    return out
+
+
+def _eager_inputs(host: HostScan, entry: ExecEntry) -> list[InputHealth]:
+    scan = host.executions
+    out = []
+    for tensor_id in entry.input_ids:
+        name = f"tensor #{tensor_id}"
+        health = None
+        if scan is not None and tensor_id in scan.producers:
+            _index, offset, slot = scan.producers[tensor_id]
+            producer = read_execution(scan.path, offset, host.layout)
+            if producer is not None:
+                name = f"{producer.op_type}:{slot} (tensor #{tensor_id})"
+                if slot < len(producer.healths):
+                    health = producer.healths[slot]
+        out.append(InputHealth(name=name, health=health))
+    return out
+
+
+@dataclass
+class LocatedFinding:
+    finding: Finding | None
+    op_description: OpRef
+    reason_unlocated: str | None = None
+
+
+def graph_finding(
+    host: HostScan, entry: TraceEntry, role: str, origin_name: str | None = None
+) -> LocatedFinding:
+    resolved = host.dump.tensors.get(entry.tensor_id)
+    health, device = trace_health(host, entry)
+    if resolved is None:
+        ref = OpRef(name=f"tensor #{entry.tensor_id}", type="", host=host.host, trace_index=entry.index)
+        return LocatedFinding(None, ref, "its op is missing from the .graphs file")
+    op, slot = resolved
+    ref = OpRef(
+        name=op.name,
+        type=op.type or "unknown",
+        graph=_graph_name(host, op.graph_id),
+        host=host.host,
+        device=device,
+        trace_index=entry.index,
+        step=entry.round - 1,
+    )
+    inputs = _graph_inputs(host, op, entry.round) if role != "propagated" else []
+    frame_ids = op.frame_ids
+    effective_role = role
+    message_op = op.type or op.name
+    if role == "origin" and is_gradient_op(op):
+        forward = forward_op_for(host.dump, op)
+        if forward is not None:
+            ref.forward_op = forward.name
+            frame_ids = forward.frame_ids
+            effective_role = "backward-origin"
+            grad_mark, _ = _location(host, op.frame_ids)
+            taken = f", taken at {os.path.basename(grad_mark.file)}:{grad_mark.line}" if grad_mark else ""
+            subject = f"{message_op} (the gradient of {forward.type} {forward.name}{taken})"
+            message = origin_message(
+                message_op, health, inputs, subject=subject, where=" in the backward pass"
+            )
+        else:
+            message = origin_message(message_op, health, inputs, where=" in the backward pass")
+    elif role == "origin":
+        message = origin_message(message_op, health, inputs)
+    else:
+        message = f"{message_op} carried {bad_counts(health)} downstream of {origin_name}"
+    mark, users = _location(host, frame_ids)
+    if mark is None:
+        reason = "its stack frames are missing from the dump" if frame_ids else "the dump has no stack for it"
+        return LocatedFinding(None, ref, reason)
+    finding = Finding(
+        file=mark.file,
+        line=mark.line,
+        role=effective_role,  # type: ignore[arg-type]
+        op=ref,
+        health=health,
+        inputs=inputs,
+        stack=users,
+        message=message,
+    )
+    if slot and role == "origin":
+        finding.message += f" (output {slot})"
+    return LocatedFinding(finding, ref)
+
+
+def eager_finding(
+    host: HostScan, entry: ExecEntry, role: str, origin_name: str | None = None
+) -> LocatedFinding:
+    bad = [h for h in entry.healths if h is not None and not h.is_finite]
+    health = bad[0] if bad else (entry.healths[0] if entry.healths else None)
+    ref = OpRef(name=entry.op_type, type=entry.op_type, host=host.host, execution_index=entry.index)
+    if entry.is_function_call:
+        ref.graph = _graph_name(host, entry.graph_id)
+    inputs = _eager_inputs(host, entry) if role == "origin" else []
+    if role == "origin":
+        message = origin_message(entry.op_type, health, inputs)
+        if entry.is_function_call:
+            message += " inside the function (its graph traces are missing from the dump)"
+    else:
+        message = f"{entry.op_type} carried {bad_counts(health)} downstream of {origin_name}"
+    mark, users = _location(host, entry.frame_ids)
+    if mark is None:
+        return LocatedFinding(None, ref, "its stack frames are missing from the dump")
+    finding = Finding(
+        file=mark.file,
+        line=mark.line,
+        role=role,
+        op=ref,
+        health=health,
+        inputs=inputs,
+        stack=users,
+        message=message,  # type: ignore[arg-type]
+    )
+    return LocatedFinding(finding, ref)
+
+
+def origin_finding(candidate: Candidate) -> LocatedFinding:
+    if candidate.trace is not None:
+        return graph_finding(candidate.host, candidate.trace, "origin")
+    assert candidate.execution is not None
+    return eager_finding(candidate.host, candidate.execution, "origin")
+
+
+def propagated_findings(hosts: list[HostScan], origin: Finding | None, origin_name: str) -> list[Finding]:
+    """Distinct user lines whose ops carried NaN/Inf downstream of the origin (bounded)."""
+    seen: set[tuple[str, int]] = set()
+    if origin is not None:
+        seen.add((origin.file, origin.line))
+    out: list[Finding] = []
+    for host in hosts:
+        streams: list[tuple[float, str, object]] = []
+        if host.traces is not None:
+            first_round: dict[str, int] = {}
+            for entry in host.traces.window:
+                if entry.index >= 0 and entry.nonfinite:
+                    first_round.setdefault(entry.graph_id, entry.round)
+                    if entry.round == first_round[entry.graph_id] and _carries(host, entry):
+                        streams.append((entry.wall_time, "trace", entry))
+        if host.executions is not None:
+            for ex in host.executions.nonfinite:
+                if ex.downstream:
+                    streams.append((ex.wall_time, "exec", ex))
+        streams.sort(key=lambda s: s[0])
+        tried = 0
+        for _, kind, item in streams:
+            if len(out) >= MAX_PROPAGATED or tried > 400:
+                break
+            # Cheap pre-check on the op's own frames before reading its health back.
+            frame_ids = _frame_ids_of(host, kind, item)
+            mark = innermost_user_frame(host.dump.stack(frame_ids)) if frame_ids else None
+            if mark is None or (mark.file, mark.line) in seen or not is_user_file(mark.file):
+                continue
+            tried += 1
+            located = (
+                graph_finding(host, item, "propagated", origin_name)  # type: ignore[arg-type]
+                if kind == "trace"
+                else eager_finding(host, item, "propagated", origin_name)  # type: ignore[arg-type]
+            )
+            f = located.finding
+            if f is None or (f.file, f.line) in seen:
+                continue
+            seen.add((f.file, f.line))
+            out.append(f)
+    return out
+
+
+def _carries(host: HostScan, entry: TraceEntry) -> bool:
+    """Whether a non-finite trace got its NaN/Inf from an input (or brought it in), i.e. did not make it."""
+    resolved = host.dump.tensors.get(entry.tensor_id)
+    if resolved is None:
+        return False
+    op = resolved[0]
+    if op.type in WEAK_ORIGIN_TYPES:
+        return True
+    return any(input_state(host, op.graph_id, i, entry.round)[1] for i in op.inputs)
+
+
+def _frame_ids_of(host: HostScan, kind: str, item: object) -> tuple[str, ...]:
+    if kind == "exec":
+        return item.frame_ids  # type: ignore[attr-defined]
+    resolved = host.dump.tensors.get(item.tensor_id)  # type: ignore[attr-defined]
+    return resolved[0].frame_ids if resolved else ()

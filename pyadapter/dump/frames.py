@@ -1,0 +1,81 @@
+"""Choosing the user's frames from an op's creation stack.
+
+The line to mark is the innermost frame in the user's own code: not TensorFlow, not Keras, not any installed
+package (site-packages / dist-packages), not the standard library, not NaN Lens itself, and not a pseudo-file
+such as ``<frozen runpy>`` or ``<stdin>``. (TensorFlow's own guess counts Keras as user code.)
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import site
+import sys
+import sysconfig
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+
+from pyadapter.findings import Frame
+
+_PACKAGE_DIR_RE = re.compile(r"[/\\](site-packages|dist-packages)[/\\]")
+# Some interpreter's standard library, also when the dump was recorded on another machine.
+_STDLIB_RE = re.compile(r"[/\\]lib[/\\]python\d+(\.\d+)?t?[/\\]")
+
+
+def _norm(path: str) -> str:
+    return os.path.normcase(os.path.abspath(path)) if path else path
+
+
+@lru_cache(maxsize=1)
+def _excluded_roots() -> tuple[str, ...]:
+    roots: set[str] = set()
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        value = sysconfig.get_paths().get(key)
+        if value:
+            roots.add(value)
+    try:
+        roots.update(site.getsitepackages())
+    except AttributeError:  # pragma: no cover - some embedded interpreters lack it
+        pass
+    user_site = getattr(site, "USER_SITE", None)
+    if user_site:
+        roots.add(user_site)
+    if sys.prefix != sys.base_prefix:
+        roots.add(sys.prefix)  # a virtualenv holds installed packages only
+    roots.add(_nanlens_dir())
+    return tuple(sorted({_norm(r).rstrip(os.sep) + os.sep for r in roots}))
+
+
+def _nanlens_dir() -> str:
+    return _norm(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
+def is_pseudo_or_nanlens_file(path: str) -> bool:
+    """``<frozen runpy>``, ``<stdin>`` and the like, or a file of NaN Lens itself: never worth marking."""
+    return not path or os.path.basename(path).startswith("<") or _norm(path).startswith(_nanlens_dir())
+
+
+@lru_cache(maxsize=4096)
+def is_user_file(path: str) -> bool:
+    """Whether a frame in ``path`` is the user's code."""
+    if not path:
+        return False
+    base = os.path.basename(path)
+    if base.startswith("<") or "<frozen" in path or path.startswith("<"):
+        return False
+    if _PACKAGE_DIR_RE.search(path) or _STDLIB_RE.search(path):
+        return False
+    norm = _norm(path)
+    return not any(norm.startswith(root) for root in _excluded_roots())
+
+
+def user_frames(frames: Iterable[Frame]) -> list[Frame]:
+    """The user frames of a stack, keeping its order (outermost first)."""
+    return [f for f in frames if is_user_file(f.file)]
+
+
+def innermost_user_frame(frames: Sequence[Frame]) -> Frame | None:
+    for frame in reversed(frames):
+        if is_user_file(frame.file):
+            return frame
+    return None

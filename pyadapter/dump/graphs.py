@@ -1,0 +1,236 @@
+"""The static part of one writer's dump: source files, stack frames, graphs and their ops.
+
+These files are small next to the traces (thousands of records), so they are read whole into compact
+tables: ops by (graph id, name), tensor ids to (op, output slot), frame ids to (file, line, function).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pyadapter.dump import wire
+from pyadapter.dump.events import parse_event
+from pyadapter.dump.files import HostFiles
+from pyadapter.dump.tfrecord import ReadIssue, RecordFile
+from pyadapter.findings import Frame
+
+
+@dataclass
+class OpInfo:
+    """One op as created in a graph (GraphOpCreation)."""
+
+    graph_id: str
+    name: str
+    type: str
+    inputs: tuple[str, ...] = ()
+    output_tensor_ids: tuple[int, ...] = ()
+    frame_ids: tuple[str, ...] = ()
+    graph_name: str = ""
+
+    def output_name(self, slot: int) -> str:
+        return f"{self.name}:{slot}"
+
+
+@dataclass
+class GraphInfo:
+    graph_id: str
+    name: str = ""
+    outer_id: str = ""
+
+
+@dataclass
+class SourceFileRef:
+    path: str
+    host: str
+    offset: int
+
+
+@dataclass
+class HostDump:
+    """What one writer recorded about its program (everything but the executions and traces)."""
+
+    files: HostFiles
+    metadata: dict[str, str] = field(default_factory=dict)
+    source_files: list[SourceFileRef] = field(default_factory=list)
+    frames: dict[str, tuple[int, int, str]] = field(default_factory=dict)
+    ops: dict[tuple[str, str], OpInfo] = field(default_factory=dict)
+    tensors: dict[int, tuple[OpInfo, int]] = field(default_factory=dict)
+    graphs: dict[str, GraphInfo] = field(default_factory=dict)
+    issues: list[ReadIssue] = field(default_factory=list)
+    missing_frames: int = 0
+
+    @property
+    def host(self) -> str:
+        return self.files.host
+
+    def op_for_input(self, graph_id: str, input_name: str) -> tuple[OpInfo, int] | None:
+        """Resolve a GraphOpCreation input name 'op:slot' inside ``graph_id``."""
+        name, _, slot = input_name.rpartition(":")
+        if not name or not slot.isdigit():
+            name, slot = input_name, "0"
+        op = self.ops.get((graph_id, name))
+        return (op, int(slot)) if op else None
+
+    def stack(self, frame_ids: tuple[str, ...]) -> list[Frame]:
+        """Frames for stack frame ids (outermost first); ids whose frame or file is unknown are dropped."""
+        out = []
+        for fid in frame_ids:
+            entry = self.frames.get(fid)
+            if entry is None:
+                continue
+            file_index, line, func = entry
+            if 0 <= file_index < len(self.source_files):
+                out.append(Frame(file=self.source_files[file_index].path, line=line, function=func))
+        return out
+
+    def stack_is_complete(self, frame_ids: tuple[str, ...]) -> bool:
+        for fid in frame_ids:
+            entry = self.frames.get(fid)
+            if entry is None or not 0 <= entry[0] < len(self.source_files):
+                return False
+        return True
+
+    def source_line(self, path: str, line: int) -> str | None:
+        """Line ``line`` (1-based) of a source file, from the dump's copy or else from disk."""
+        source_path = self.files.path("source_files")
+        for ref in self.source_files:
+            if ref.path != path or source_path is None:
+                continue
+            data = RecordFile(source_path).read_at(ref.offset)
+            if data is not None:
+                text = _line_from_source_record(data, line)
+                if text is not None:
+                    return text
+            break
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                for number, text in enumerate(f, start=1):
+                    if number == line:
+                        return text.rstrip("\n")
+        except OSError:
+            pass
+        return None
+
+
+def _line_from_source_record(data: bytes, line: int) -> str | None:
+    try:
+        for number, wire_type, a, b in wire.fields(data):
+            if number == 4 and wire_type == wire.LEN:
+                seen = 0
+                for n2, w2, a2, b2 in wire.fields(data, a, b):
+                    if n2 == 3 and w2 == wire.LEN:
+                        seen += 1
+                        if seen == line:
+                            return wire.text(data, a2, b2).rstrip("\n")
+    except wire.WireError:
+        return None
+    return None
+
+
+def _source_file_header(data: bytes) -> tuple[str, str] | None:
+    """(file_path, host_name) of a SourceFile event, reading no further than those two fields."""
+    path = host = ""
+    for number, wire_type, a, b in wire.fields(data):
+        if number == 4 and wire_type == wire.LEN:
+            for n2, w2, a2, b2 in wire.fields(data, a, b):
+                if n2 == 1 and w2 == wire.LEN:
+                    path = wire.text(data, a2, b2)
+                elif n2 == 2 and w2 == wire.LEN:
+                    host = wire.text(data, a2, b2)
+                elif n2 >= 3:
+                    break
+            return path, host
+    return None
+
+
+def load_host_dump(files: HostFiles, on_bytes: Callable[[int], None] | None = None) -> HostDump:
+    """Read metadata, source file names, stack frames and graphs of one writer."""
+    dump = HostDump(files=files)
+    bad_records = 0
+
+    def open_file(suffix: str) -> RecordFile | None:
+        path = files.path(suffix)
+        return RecordFile(path, on_bytes) if path else None
+
+    rf = open_file("metadata")
+    if rf:
+        for _, data in rf.records():
+            event = parse_event(data)
+            if event is not None and event.HasField("debug_metadata"):
+                md = event.debug_metadata
+                dump.metadata = {
+                    "tensorflow_version": md.tensorflow_version,
+                    "file_version": md.file_version,
+                    "tfdbg_run_id": md.tfdbg_run_id,
+                }
+        _note(dump, rf)
+
+    rf = open_file("source_files")
+    if rf:
+        for offset, data in rf.records():
+            try:
+                header = _source_file_header(data)
+            except wire.WireError:
+                header = None
+            if header is None:
+                bad_records += 1
+                header = ("", "")
+            dump.source_files.append(
+                SourceFileRef(os.path.normpath(header[0]) if header[0] else "", header[1], offset)
+            )
+        _note(dump, rf)
+
+    rf = open_file("stack_frames")
+    if rf:
+        for _, data in rf.records():
+            event = parse_event(data)
+            if event is None or not event.HasField("stack_frame_with_id"):
+                bad_records += 1
+                continue
+            sf = event.stack_frame_with_id
+            flc = sf.file_line_col
+            dump.frames[sf.id] = (flc.file_index, flc.line, flc.func)
+        _note(dump, rf)
+
+    rf = open_file("graphs")
+    if rf:
+        interned: dict[str, str] = {}
+        for _, data in rf.records():
+            event = parse_event(data)
+            if event is None:
+                bad_records += 1
+                continue
+            if event.HasField("graph_op_creation"):
+                goc = event.graph_op_creation
+                op = OpInfo(
+                    graph_id=goc.graph_id,
+                    name=goc.op_name,
+                    type=goc.op_type,
+                    inputs=tuple(goc.input_names),
+                    output_tensor_ids=tuple(goc.output_tensor_ids),
+                    frame_ids=tuple(interned.setdefault(s, s) for s in goc.code_location.stack_frame_ids),
+                    graph_name=goc.graph_name,
+                )
+                dump.ops[(op.graph_id, op.name)] = op
+                for slot, tensor_id in enumerate(op.output_tensor_ids):
+                    dump.tensors[tensor_id] = (op, slot)
+                if op.graph_id not in dump.graphs:
+                    dump.graphs[op.graph_id] = GraphInfo(op.graph_id, goc.graph_name)
+            elif event.HasField("debugged_graph"):
+                dg = event.debugged_graph
+                info = dump.graphs.setdefault(dg.graph_id, GraphInfo(dg.graph_id))
+                info.name = dg.graph_name or info.name
+                info.outer_id = dg.outer_context_id
+        _note(dump, rf)
+    if bad_records:
+        dump.issues.append(
+            ReadIssue(files.prefix, 0, f"{bad_records} records that are not DebugEvents were skipped")
+        )
+    return dump
+
+
+def _note(dump: HostDump, rf: RecordFile) -> None:
+    if rf.issue is not None:
+        dump.issues.append(rf.issue)

@@ -1,0 +1,158 @@
+"""The causal origin: which op first made NaN/Inf out of finite inputs, and what it spread to.
+
+Graph traces: within the incident window (see ``traces.py``) a non-finite trace is a candidate when none of
+its op's inputs (GraphOpCreation.input_names "op:slot", resolved in the same graph and the same round) was
+non-finite. Inputs that were not traced that round count as finite, except that pass-through ops
+(Identity, control flow, function calls), which tfdbg never instruments, are looked through. The earliest
+candidate in file order wins; ops that only hand data in (placeholders, iterator reads, variable reads) are
+taken only when nothing else qualifies.
+
+Eager executions are in causal order already (``executions.py``). Between graph and eager candidates, and
+between hosts, the earlier wall time wins.
+
+A gradient origin is described at its forward op's line (see ``gradients.py`` and ``describe.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from pyadapter.dump.executions import ExecEntry, ExecutionScan
+from pyadapter.dump.graphs import HostDump
+from pyadapter.dump.health import HealthLayout
+from pyadapter.dump.traces import TraceEntry, TraceScan
+
+# Ops that only bring values in from elsewhere: a NaN there was made before (or outside) this graph.
+WEAK_ORIGIN_TYPES = frozenset(
+    {
+        "Placeholder",
+        "PlaceholderWithDefault",
+        "_Arg",
+        "IteratorGetNext",
+        "IteratorGetNextSync",
+        "IteratorGetNextAsOptional",
+        "OptionalGetValue",
+        "ReadVariableOp",
+        "_Recv",
+        "Recv",
+        "_HostRecv",
+    }
+)
+
+# Ops tfdbg does not instrument (op_callbacks_common.OP_CALLBACK_SKIP_OPS) or that pass values through.
+PASS_THROUGH_TYPES = frozenset(
+    {
+        "Identity",
+        "IdentityN",
+        "Snapshot",
+        "Enter",
+        "Exit",
+        "Merge",
+        "Switch",
+        "NextIteration",
+        "LoopCond",
+        "If",
+        "StatelessIf",
+        "Case",
+        "StatelessCase",
+        "While",
+        "StatelessWhile",
+        "PartitionedCall",
+        "StatefulPartitionedCall",
+        "RemoteCall",
+    }
+)
+
+
+@dataclass
+class HostScan:
+    """Everything read from one writer's files."""
+
+    dump: HostDump
+    layout: HealthLayout | None
+    mode: str | None
+    traces: TraceScan | None = None
+    executions: ExecutionScan | None = None
+    _by_key: dict[tuple[int, int], TraceEntry] | None = field(default=None, repr=False)
+
+    @property
+    def host(self) -> str:
+        return self.dump.host
+
+    def window_index(self) -> dict[tuple[int, int], TraceEntry]:
+        if self._by_key is None:
+            window = self.traces.window if self.traces else []
+            self._by_key = {(e.tensor_id, e.round): e for e in window}
+        return self._by_key
+
+
+@dataclass
+class Candidate:
+    host: HostScan
+    weak: bool
+    wall_time: float
+    trace: TraceEntry | None = None
+    execution: ExecEntry | None = None
+
+    def sort_key(self) -> tuple[bool, float]:
+        return (self.weak, self.wall_time)
+
+
+def input_state(
+    host: HostScan, graph_id: str, name: str, rnd: int, depth: int = 0
+) -> tuple[TraceEntry | None, bool]:
+    """(the input's trace this round if any, whether it was non-finite)."""
+    resolved = host.dump.op_for_input(graph_id, name)
+    if resolved is None:
+        return None, False
+    op, slot = resolved
+    if slot < len(op.output_tensor_ids):
+        entry = host.window_index().get((op.output_tensor_ids[slot], rnd))
+        if entry is not None:
+            return entry, entry.nonfinite
+    if depth < 8 and op.type in PASS_THROUGH_TYPES:
+        return None, any(input_state(host, graph_id, i, rnd, depth + 1)[1] for i in op.inputs)
+    return None, False
+
+
+def graph_candidate(host: HostScan) -> Candidate | None:
+    if host.traces is None or not host.traces.window:
+        return None
+    weak: Candidate | None = None
+    for entry in host.traces.window:
+        if entry.index < 0 or not entry.nonfinite:
+            continue
+        resolved = host.dump.tensors.get(entry.tensor_id)
+        if resolved is not None:
+            op = resolved[0]
+            if any(input_state(host, op.graph_id, i, entry.round)[1] for i in op.inputs):
+                continue
+            is_weak = op.type in WEAK_ORIGIN_TYPES
+        else:
+            is_weak = False
+        candidate = Candidate(host, is_weak, entry.wall_time, trace=entry)
+        if not is_weak:
+            return candidate
+        if weak is None:
+            weak = candidate
+    return weak
+
+
+def eager_candidate(host: HostScan) -> Candidate | None:
+    scan = host.executions
+    if scan is None:
+        return None
+    if scan.origin is not None:
+        return Candidate(
+            host, scan.origin.op_type in WEAK_ORIGIN_TYPES, scan.origin.wall_time, execution=scan.origin
+        )
+    if scan.first_nonfinite_function is not None:
+        # A function call whose graph traces are missing: the best we can say is "inside this call".
+        fn = scan.first_nonfinite_function
+        return Candidate(host, True, fn.wall_time + 1e9, execution=fn)
+    return None
+
+
+def choose_origin(hosts: list[HostScan]) -> Candidate | None:
+    candidates = [c for h in hosts for c in (graph_candidate(h), eager_candidate(h)) if c is not None]
+    return min(candidates, key=Candidate.sort_key) if candidates else None

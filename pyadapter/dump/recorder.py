@@ -1,0 +1,223 @@
+"""Recording a tfdbg2 dump that stays readable when the run is killed.
+
+``tf.debugging.experimental.enable_dump_debug_info`` as is loses data on a killed run: with the default
+circular buffer the traces are written only at exit, and even unbuffered the .graphs and .stack_frames files
+stay in memory until a flush. ``DumpRecorder`` turns the buffer off, flushes every file from a daemon thread
+every ~2 s and on SIGTERM, and switches XLA compilation off (tfdbg's DebugNumericSummaryV2 has no XLA kernel,
+so Keras' jit_compile would fail under dumping).
+
+TensorFlow is imported when recording starts, not when this module is imported.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+import os
+import signal
+import sys
+import threading
+from types import FrameType
+from typing import Any
+
+MODES = ("FULL_HEALTH", "CONCISE_HEALTH", "CURT_HEALTH", "SHAPE")
+FLUSH_INTERVAL_SECONDS = 2.0
+
+
+class _PseudoFileWarningFilter(logging.Filter):
+    """Drop TF's 'Failed to read source code from path .../<frozen runpy>' warnings (not real files)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith("Failed to read source code from path") and "<" in message)
+
+
+def force_jit_off() -> None:
+    """Turn XLA auto-clustering off and make Keras compile with jit_compile=False."""
+    import tensorflow as tf
+
+    tf.config.optimizer.set_jit(False)
+    keras = sys.modules.get("keras")
+    if keras is None:
+        try:
+            import keras  # noqa: F401 - TensorFlow 2.21 already imports it; this is the fallback
+        except ImportError:
+            return
+        keras = sys.modules["keras"]
+    model_cls = getattr(keras, "Model", None)
+    if model_cls is None or getattr(model_cls.compile, "_nanlens_no_jit", False):
+        return
+    original = model_cls.compile
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def compile_without_jit(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind_partial(*args, **kwargs)
+        except TypeError:
+            return original(*args, **kwargs)  # let Keras report the bad call
+        requested = bound.arguments.get("jit_compile")
+        if requested not in (None, False, "auto"):
+            print(
+                "nanlens: jit_compile=True ignored while recording a dump (tfdbg has no XLA kernels)",
+                file=sys.stderr,
+            )
+        if "jit_compile" in signature.parameters:
+            bound.arguments["jit_compile"] = False
+        return original(*bound.args, **bound.kwargs)
+
+    compile_without_jit._nanlens_no_jit = True  # type: ignore[attr-defined]
+    model_cls.compile = compile_without_jit
+
+
+def _dumping_callback() -> Any:
+    """The op callback enable_dump_debug_info registered (for the calling thread)."""
+    from tensorflow.python.debug.lib import dumping_callback
+
+    state = getattr(dumping_callback, "_state", None)
+    instance = getattr(state, "dumping_callback", None) if state is not None else None
+    return getattr(instance, "callback", None)
+
+
+def _instrument_py_function_threads(callback: Any) -> Any:
+    """Make eager code run by tf.py_function (and so tf.data functions in debug mode) visible to the dump.
+
+    Op callbacks are thread-local and TensorFlow runs py_function bodies on its own worker threads, so
+    without this the ops inside a tf.data map function under --eager would not be recorded at all.
+    Returns a function that undoes the patch.
+    """
+    try:
+        from tensorflow.python.eager import context
+        from tensorflow.python.ops import script_ops
+    except ImportError:  # pragma: no cover - private modules moved
+        return lambda: None
+    original = script_ops.EagerFunc.__call__
+
+    @functools.wraps(original)
+    def call_with_dump_callback(self: Any, *args: Any, **kwargs: Any) -> Any:
+        ctx = context.context()
+        added = callback not in ctx.op_callbacks
+        if added:
+            ctx.add_op_callback(callback)
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            if added:
+                ctx.remove_op_callback(callback)
+
+    script_ops.EagerFunc.__call__ = call_with_dump_callback
+
+    def undo() -> None:
+        script_ops.EagerFunc.__call__ = original
+
+    return undo
+
+
+class DumpRecorder:
+    """Context manager: record a tfdbg2 dump of everything TensorFlow runs inside it.
+
+    ``with DumpRecorder("dumps/run1", mode="FULL_HEALTH"): train()``
+    """
+
+    def __init__(
+        self,
+        dump_dir: str | os.PathLike[str],
+        mode: str = "FULL_HEALTH",
+        *,
+        flush_interval: float = FLUSH_INTERVAL_SECONDS,
+        op_regex: str | None = None,
+        handle_sigterm: bool = True,
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown tensor debug mode {mode!r}; choose one of {', '.join(MODES)}")
+        self.dump_dir = os.path.abspath(os.fspath(dump_dir))
+        self.mode = mode
+        self.flush_interval = flush_interval
+        self.op_regex = op_regex
+        self.handle_sigterm = handle_sigterm
+        self._writer: Any = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._previous_sigterm: Any = None
+        self._log_filter = _PseudoFileWarningFilter()
+        self._undo_patches: list[Any] = []
+
+    @property
+    def active(self) -> bool:
+        return self._writer is not None
+
+    def start(self) -> DumpRecorder:
+        import tensorflow as tf
+
+        os.makedirs(self.dump_dir, exist_ok=True)
+        force_jit_off()
+        logging.getLogger("tensorflow").addFilter(self._log_filter)
+        self._writer = tf.debugging.experimental.enable_dump_debug_info(
+            self.dump_dir,
+            tensor_debug_mode=self.mode,
+            circular_buffer_size=-1,
+            op_regex=self.op_regex,
+        )
+        callback = _dumping_callback()
+        if callback is not None:
+            self._undo_patches.append(_instrument_py_function_threads(callback))
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._flush_loop, name="nanlens-dump-flush", daemon=True)
+        self._thread.start()
+        if self.handle_sigterm and threading.current_thread() is threading.main_thread():
+            self._previous_sigterm = signal.signal(signal.SIGTERM, self._on_sigterm)
+        return self
+
+    def flush(self) -> None:
+        """Write everything buffered so far to disk (safe to call from any thread)."""
+        with self._lock:
+            if self._writer is None:
+                return
+            try:
+                self._writer.FlushNonExecutionFiles()
+                self._writer.FlushExecutionFiles()
+            except Exception:  # noqa: BLE001 - a failed periodic flush must not kill the run
+                pass
+
+    def close(self) -> None:
+        """Flush and close the dump files; restores the SIGTERM handler. Idempotent."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self._thread = None
+        with self._lock:
+            if self._writer is not None:
+                import tensorflow as tf
+
+                try:
+                    self._writer.FlushNonExecutionFiles()
+                    self._writer.FlushExecutionFiles()
+                finally:
+                    tf.debugging.experimental.disable_dump_debug_info()
+                    self._writer = None
+                    while self._undo_patches:
+                        self._undo_patches.pop()()
+        if self._previous_sigterm is not None:
+            try:
+                signal.signal(signal.SIGTERM, self._previous_sigterm)
+            except ValueError:  # not in the main thread any more
+                pass
+            self._previous_sigterm = None
+        logging.getLogger("tensorflow").removeFilter(self._log_filter)
+
+    def _flush_loop(self) -> None:
+        while not self._stop.wait(self.flush_interval):
+            self.flush()
+
+    def _on_sigterm(self, signum: int, frame: FrameType | None) -> None:
+        # Flush first: whatever happens during unwinding, the files on disk are readable now.
+        self.flush()
+        raise SystemExit(128 + signum)
+
+    def __enter__(self) -> DumpRecorder:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

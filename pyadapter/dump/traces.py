@@ -1,0 +1,275 @@
+"""The hot loop: stream ``.graph_execution_traces`` and cut out the incident around the first NaN/Inf.
+
+A dump of a long run holds hundreds of thousands of traces, nearly all finite. Each record is classified
+without decoding it: the health vector's bytes are found by their fixed TensorProto prefix
+(``HealthLayout.marker``), the tensor id is read as 8 raw bytes (used directly as a dict key), and the
+non-finite counters are compared against zero bytes. Only records that fail that test, or that the fast
+path cannot place, are parsed as protobufs.
+
+Trace order inside one graph execution is not topological (debug ops run in parallel; tf.data functions
+interleave), and traces carry no execution number. So per graph the reader keeps "rounds": a graph's round
+ends when one of its tensors is traced a second time (the next execution, or the next loop iteration).
+From the first non-finite trace on, every trace is kept (with its graph's round number) until each graph
+that went non-finite has finished that round and a short tail has passed; that window, plus the rest of the
+rounds that were open when it started, is what ``origin.py`` analyses. Memory is bounded by the number of
+distinct tensors plus the window, never by the number of traces.
+
+Rounds are counted from the first trace of the file on purpose: a reader that started in the middle of an
+execution would put every later round boundary in the wrong place (measured: skipping the all-finite
+prefix with C-level byte searches saved only ~30% of this loop's CPU time and broke that alignment).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from pyadapter.dump.events import MODE_NAMES, parse_event, tensor_values
+from pyadapter.dump.graphs import HostDump, OpInfo
+from pyadapter.dump.health import HealthLayout, tensor_id_of
+from pyadapter.dump.tfrecord import (
+    CHUNK_SIZE,
+    FOOTER_SIZE,
+    HEADER_SIZE,
+    ReadIssue,
+    classify_stop,
+    header_is_valid,
+)
+
+# After the last graph went non-finite for the first time, keep this many more traces (propagation).
+TAIL_TRACES = 2000
+# Hard bound on the window, whatever happens.
+MAX_WINDOW_TRACES = 200_000
+
+_pack_double = struct.Struct("<d").pack
+_unpack_u64 = struct.Struct("<Q").unpack_from
+_unpack_double = struct.Struct("<d").unpack_from
+
+
+class TraceEntry(NamedTuple):
+    """One trace kept for the origin analysis."""
+
+    index: int  # position in the trace file; -1 for traces before the window (known only to be finite)
+    offset: int  # byte offset of the record, to re-read its health
+    tensor_id: int  # key into HostDump.tensors
+    graph_id: str
+    round: int  # which execution of its graph (1-based, counted from the start of the file)
+    nonfinite: bool
+    wall_time: float
+
+
+@dataclass
+class TraceScan:
+    """What streaming the trace file found."""
+
+    path: str
+    traces_read: int = 0
+    window: list[TraceEntry] = field(default_factory=list)
+    first_nonfinite_index: int | None = None
+    issue: ReadIssue | None = None
+    undecodable: int = 0
+    ops_missing_from_graphs: int = 0
+    stopped_after_window: bool = False
+    bytes_total: int = 0
+
+
+def detect_trace_mode(path: str) -> str | None:
+    """The tensor_debug_mode of the first trace record, or None if there is none."""
+    from pyadapter.dump.tfrecord import RecordFile
+
+    for _, data in RecordFile(path).records():
+        event = parse_event(data)
+        if event is not None and event.HasField("graph_execution_trace"):
+            return MODE_NAMES.get(event.graph_execution_trace.tensor_debug_mode, "UNSPECIFIED")
+        break
+    return None
+
+
+class _Window:
+    """Collects the incident window and decides when it is complete."""
+
+    def __init__(self, graph_state: dict[str, list], entries: dict[bytes, list]) -> None:
+        self.graph_state = graph_state
+        self.entries = entries
+        self.window: list[TraceEntry] = []
+        self.pending: dict[str, int] = {}  # graph -> round it went non-finite in, until that round ends
+        self.last_new_graph_index = 0
+        self.seen_bad_graphs: set[str] = set()
+
+    def open(self, current: list) -> None:
+        """Keep the finite traces of every round that is still open when the first NaN/Inf shows up."""
+        for entry in self.entries.values():
+            if entry is current:
+                continue
+            state = entry[0]
+            if entry[1] >= state[0] >= 0:
+                self.window.append(TraceEntry(-1, entry[1], entry[2], entry[3], state[1], False, 0.0))
+
+    def add(self, index: int, offset: int, entry: list, bad: bool, wall_time: float) -> bool:
+        """Record one trace; True when the window is complete."""
+        state = entry[0]
+        graph_id = entry[3]
+        self.window.append(TraceEntry(index, offset, entry[2], graph_id, state[1], bad, wall_time))
+        if bad and graph_id not in self.seen_bad_graphs:
+            self.seen_bad_graphs.add(graph_id)
+            self.pending[graph_id] = state[1]
+            self.last_new_graph_index = index
+        if self.pending:
+            for g in [g for g, r in self.pending.items() if self.graph_state[g][1] > r]:
+                del self.pending[g]
+        if len(self.window) >= MAX_WINDOW_TRACES:
+            return True
+        return not self.pending and index - self.last_new_graph_index >= TAIL_TRACES
+
+
+def scan_traces(
+    path: str,
+    host: HostDump,
+    layout: HealthLayout,
+    on_bytes: Callable[[int], None] | None = None,
+) -> TraceScan:
+    """Stream one trace file; see the module docstring."""
+    result = TraceScan(path=path)
+    marker = layout.marker
+    marker_len = len(marker)
+    lo, hi = layout.nonfinite_bytes or (0, 0)
+    zeros = bytes(hi - lo)
+    checks_health = layout.reports_health
+
+    # Per graph: [offset where its current round started, round number, graph id].
+    graph_state: dict[str, list] = {}
+    # Per tensor, keyed by the raw float64 bytes of its id: [graph state, offset last seen, id, graph id].
+    entries: dict[bytes, list] = {}
+    for tensor_id, (op, _slot) in host.tensors.items():
+        state = graph_state.get(op.graph_id)
+        if state is None:
+            state = graph_state[op.graph_id] = [-1, 0, op.graph_id]
+        entries[_pack_double(float(tensor_id))] = [state, -1, tensor_id, op.graph_id]
+    synthetic_ids = [-1]
+
+    def slow(record: bytes) -> tuple[list | None, bool]:
+        """Place a trace the fast path could not: parse it and find or invent its tensor entry."""
+        event = parse_event(record)
+        if event is None or not event.HasField("graph_execution_trace"):
+            result.undecodable += 1
+            return None, False
+        trace = event.graph_execution_trace
+        values = tensor_values(trace.tensor_proto)
+        bad = checks_health and not layout.is_finite(values)
+        op = host.ops.get((trace.tfdbg_context_id, trace.op_name))
+        tensor_id: int | None = None
+        if op is not None and trace.output_slot < len(op.output_tensor_ids):
+            tensor_id = op.output_tensor_ids[trace.output_slot]
+        else:
+            tensor_id = tensor_id_of(values)
+            if tensor_id is None or tensor_id not in host.tensors:
+                if tensor_id is None:
+                    synthetic_ids[0] -= 1
+                    tensor_id = synthetic_ids[0]
+                # An op the .graphs file does not have (killed run): keep what the trace itself says.
+                result.ops_missing_from_graphs += 1
+                if op is None:
+                    op = OpInfo(graph_id=trace.tfdbg_context_id, name=trace.op_name, type="")
+                    host.ops[(op.graph_id, op.name)] = op
+                host.tensors[tensor_id] = (op, trace.output_slot)
+        key = _pack_double(float(tensor_id)) if tensor_id >= 0 else f"#{tensor_id}".encode()
+        entry = entries.get(key)
+        if entry is None:
+            graph_id = trace.tfdbg_context_id
+            state = graph_state.get(graph_id)
+            if state is None:
+                state = graph_state[graph_id] = [-1, 0, graph_id]
+            entry = entries[key] = [state, -1, tensor_id, graph_id]
+        return entry, bad
+
+    window: _Window | None = None
+    done = False
+    find = bytes.find
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below
+    except OSError as exc:
+        result.issue = ReadIssue(path, 0, f"cannot open: {exc.strerror or exc}")
+        return result
+    with f:
+        file_size = os.fstat(f.fileno()).st_size
+        result.bytes_total = file_size
+        base = 0
+        index = 0
+        buf = f.read(CHUNK_SIZE)
+        pos = 0
+        eof = len(buf) < CHUNK_SIZE
+        if len(buf) >= HEADER_SIZE and not header_is_valid(buf, 0):
+            result.issue = ReadIssue(path, 0, "not a TFRecord file (first record header checksum mismatch)")
+            return result
+        while True:
+            n = len(buf)
+            while pos + HEADER_SIZE <= n:
+                end = pos + HEADER_SIZE + _unpack_u64(buf, pos)[0]
+                if end + FOOTER_SIZE > n:
+                    break
+                start = pos + HEADER_SIZE
+                p = find(buf, marker, start, end)
+                if p >= 0:
+                    c = p + marker_len
+                    entry = entries.get(buf[c : c + 8])
+                    bad = buf[c + lo : c + hi] != zeros
+                else:
+                    entry = None
+                if entry is None:
+                    entry, bad = slow(buf[start:end])
+                    if entry is None:
+                        index += 1
+                        pos = end + FOOTER_SIZE
+                        continue
+                offset = base + pos
+                state = entry[0]
+                if entry[1] >= state[0]:
+                    state[0] = offset
+                    state[1] += 1
+                entry[1] = offset
+                if bad or window is not None:
+                    wall_time = _unpack_double(buf, start + 1)[0] if buf[start] == 0x09 else 0.0
+                    if window is None:
+                        window = _Window(graph_state, entries)
+                        window.open(entry)
+                        result.first_nonfinite_index = index
+                    if window.add(index, offset, entry, bad, wall_time):
+                        done = True
+                        index += 1
+                        pos = end + FOOTER_SIZE
+                        break
+                index += 1
+                pos = end + FOOTER_SIZE
+            if on_bytes:
+                on_bytes(pos)
+            if done:
+                result.stopped_after_window = base + pos < file_size
+                break
+            if eof:
+                if pos < n:
+                    result.issue = ReadIssue(
+                        path, base + pos, classify_stop(buf, pos, n - pos, file_size, base + pos), index
+                    )
+                break
+            need = CHUNK_SIZE
+            if pos + HEADER_SIZE <= n:
+                rest_of_record = HEADER_SIZE + _unpack_u64(buf, pos)[0] + FOOTER_SIZE - (n - pos)
+                if base + n + rest_of_record > file_size:
+                    result.issue = ReadIssue(
+                        path, base + pos, classify_stop(buf, pos, n - pos, file_size, base + pos), index
+                    )
+                    break
+                need = max(need, rest_of_record)
+            more = f.read(need)
+            if len(more) < need:
+                eof = True
+            buf = buf[pos:] + more
+            base += pos
+            pos = 0
+    result.traces_read = index
+    if window is not None:
+        result.window = window.window
+    return result

@@ -1,0 +1,158 @@
+"""`nanlens scan` on dumps of real TensorFlow programs: the origin is the line marked `# ORIGIN`.
+
+Each program in tests/programs is run once per session under `nanlens run` (real TensorFlow, FULL_HEALTH);
+the tests then scan the dumps the way a user would, through `scan_dump` and through the CLI.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from programs.harness import EXPECTED, marker_line, nanlens, program_dumps
+
+from pyadapter.dump import scan_dump
+from pyadapter.findings import Findings
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory: pytest.TempPathFactory):
+    return program_dumps(tmp_path_factory.getbasetemp() / "program-dumps")
+
+
+@pytest.mark.parametrize("program", sorted(EXPECTED))
+def test_origin_is_the_marked_line(dumps, program: str) -> None:
+    run = dumps[program]
+    assert run.returncode == 0, run.stderr[-2000:]
+    marked_file, expected_type, expected_role = EXPECTED[program]
+    expected_path, expected_line = marker_line(marked_file)
+
+    findings = scan_dump(run.dump)
+
+    origin = findings.origin
+    assert origin is not None, findings.extra.get("warnings")
+    assert (origin.file, origin.line) == (expected_path, expected_line), origin.message
+    assert origin.role == expected_role
+    assert origin.op.type == expected_type
+    assert origin.op.host == findings.hosts[0]
+    assert origin.health is not None and not origin.health.is_finite
+    assert origin.message.startswith(expected_type) or expected_role == "backward-origin"
+    # The user stack ends at the marked line and holds no library or NaN Lens frames.
+    assert origin.stack and (origin.stack[-1].file, origin.stack[-1].line) == (expected_path, expected_line)
+    for frame in origin.stack:
+        assert "site-packages" not in frame.file and "/pyadapter/" not in frame.file
+    assert findings.findings[0] is origin
+    assert findings.extra["warnings"] == [] and findings.extra["skipped"] == []
+
+
+def test_backward_origin_names_the_forward_op(dumps) -> None:
+    findings = scan_dump(dumps["backward_sqrt.py"].dump)
+    origin = findings.origin
+    assert origin is not None and origin.role == "backward-origin"
+    assert origin.op.forward_op == "Sqrt"
+    assert "gradient_tape/" in origin.op.name
+    assert "backward pass" in origin.message
+    # The forward op's output was finite (sqrt(0) = 0): the NaN exists only in the backward pass.
+    forward_input = next(i for i in origin.inputs if i.name == "Sqrt:0")
+    assert (
+        forward_input.health is not None and forward_input.health.is_finite and forward_input.health.zero == 1
+    )
+
+
+def test_norm_backward_origin_maps_to_norm_sqrt(dumps) -> None:
+    origin = scan_dump(dumps["norm_at_zero.py"].dump).origin
+    assert origin is not None and origin.op.forward_op == "norm/Sqrt"
+
+
+def test_message_names_the_input_that_caused_it(dumps) -> None:
+    origin = scan_dump(dumps["log_softmax.py"].dump).origin
+    assert origin is not None
+    softmax = next(i for i in origin.inputs if i.name == "Softmax:0")
+    assert softmax.health is not None and softmax.health.zero == 2
+    assert origin.message == "Log produced 2 -inf (of 3 values) from input Softmax:0 which holds 2 zeros"
+
+
+def test_propagated_lines_are_downstream_and_distinct(dumps) -> None:
+    findings = scan_dump(dumps["exp_overflow.py"].dump)
+    origin = findings.origin
+    assert origin is not None
+    propagated = [f for f in findings.findings if f.role == "propagated"]
+    assert propagated, "the normalization after exp carries the inf downstream"
+    lines = [(f.file, f.line) for f in findings.findings]
+    assert len(lines) == len(set(lines))
+    path, origin_line = marker_line("exp_overflow.py")
+    assert (path, origin_line + 1) in lines  # `return e / tf.reduce_sum(e)`
+    for f in propagated:
+        assert f.health is not None and not f.health.is_finite and f.op.host
+
+
+def test_keras_jit_compile_is_forced_off_while_recording(dumps) -> None:
+    run = dumps["keras_fit.py"]
+    assert "jit_compile=True ignored while recording a dump" in run.stderr
+    assert "XLA" not in run.stderr.replace("(tfdbg has no XLA kernels)", "")
+
+
+def test_dataset_map_origin_is_inside_the_map_function(dumps) -> None:
+    origin = scan_dump(dumps["dataset_map_nan.py"].dump).origin
+    assert origin is not None
+    assert origin.op.graph and "featurize" in origin.op.graph
+    assert origin.stack[-1].function == "featurize"
+
+
+def test_eager_program_origin_is_an_execution(dumps) -> None:
+    origin = scan_dump(dumps["eager_program.py"].dump).origin
+    assert origin is not None
+    assert origin.op.execution_index is not None and origin.op.trace_index is None
+    assert any(i.health is not None and i.health.zero == 3 for i in origin.inputs)
+
+
+def test_cli_human_report_shows_file_line_and_source(dumps) -> None:
+    run = dumps["zero_std.py"]
+    path, line = marker_line("zero_std.py")
+    result = nanlens("scan", str(run.dump))
+    assert result.returncode == 0, result.stderr
+    assert f"origin: {path}:{line}" in result.stdout
+    assert "return (x - mean) / std  # ORIGIN" in result.stdout
+    assert "RealDiv" in result.stdout and "NaN" in result.stdout
+    assert "Traceback" not in result.stderr
+
+
+def test_cli_json_is_a_findings_document(dumps) -> None:
+    run = dumps["sqrt_negative.py"]
+    result = nanlens("scan", str(run.dump), "--json", "--no-progress")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    findings = Findings.from_json(data)
+    path, line = marker_line("sqrt_negative.py")
+    assert findings.origin is not None and (findings.origin.file, findings.origin.line) == (path, line)
+    assert data["source"]["kind"] == "dump" and data["source"]["tensor_debug_mode"] == "FULL_HEALTH"
+    assert data["warnings"] == [] and data["skipped"] == []
+    assert Path(data["source"]["path"]) == run.dump.resolve()
+
+
+def test_progress_callback_reaches_the_total(dumps) -> None:
+    calls: list[tuple[int, int]] = []
+    scan_dump(dumps["keras_fit.py"].dump, progress=lambda done, total: calls.append((done, total)))
+    assert calls, "progress is reported"
+    dones = [d for d, _ in calls]
+    assert dones == sorted(dones)
+    assert calls[-1][0] == calls[-1][1] > 0
+
+
+def test_several_hosts_in_one_directory_are_merged(dumps, tmp_path: Path) -> None:
+    """Two writers' files in one directory: the earlier NaN wins and every finding names its host."""
+    # The harness runs programs in EXPECTED's order, two at a time: log_softmax.py finishes long before
+    # eager_program.py starts, so its NaN is the earlier one.
+    early, late = dumps["log_softmax.py"], dumps["eager_program.py"]
+    for run, host in ((early, "worker-a"), (late, "worker-b")):
+        for f in run.dump.iterdir():
+            timestamp, suffix = f.name.split(".")[1], f.name.rsplit(".", 1)[1]
+            (tmp_path / f"tfdbg_events.{timestamp}.{host}.{suffix}").write_bytes(f.read_bytes())
+    findings = scan_dump(tmp_path)
+    assert sorted(findings.hosts) == ["worker-a", "worker-b"]
+    assert findings.origin is not None and findings.origin.op.host == "worker-a"
+    assert (findings.origin.file, findings.origin.line) == marker_line("log_softmax.py")
+    assert {f.op.host for f in findings.findings} <= {"worker-a", "worker-b"}
