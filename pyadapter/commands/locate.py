@@ -1,17 +1,116 @@
-"""`nanlens locate`: not built yet."""
+"""`nanlens locate`: replay a capture bundle's step under a FULL_HEALTH dump and name the line that made NaN/Inf."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 
-HELP = "(not built yet)"
+HELP = "replay a capture bundle's step with a health dump and name the line where NaN/Inf starts"
+DESCRIPTION = """\
+Rerun the failing step of a capture bundle (from NanGuard or guard_step) once in graph mode while
+TensorFlow dumps the health (NaN/Inf/zero counts) of every tensor, scan that dump, and report the causal
+origin: the first op that produced NaN/Inf from finite inputs, at the line of your code that created it.
+The replay verdicts of graph and eager mode come with it. Progress goes to stderr.
+
+examples:
+  nanlens locate nanlens-captures/train-20250101-120000-step4711
+  nanlens locate BUNDLE --json > findings.json
+"""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    parser.add_argument("bundle", metavar="BUNDLE", help="the capture bundle directory")
+    parser.add_argument("--json", action="store_true", help="print the findings JSON (nanlens.findings/1)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="also write the findings JSON to FILE")
+    parser.add_argument("--dump-dir", metavar="DIR", help="keep the replay's tfdbg2 dump in DIR (new or empty)")
+    parser.add_argument(
+        "--isolate",
+        action="store_true",
+        help="replay in a child process (as the language server does) instead of in this one",
+    )
+
+
+def _health(health) -> str:  # type: ignore[no-untyped-def]
+    return health.describe() if health is not None else "unknown"
+
+
+def format_report(findings) -> str:  # type: ignore[no-untyped-def]
+    """Origin file:line, the source line, op, health, where it spread, then the replay verdicts."""
+    from pyadapter.replay.verdict import StepVerdict
+
+    bundle = findings.bundle or {}
+    lines = []
+    origin = findings.origin
+    if origin is None:
+        unlocated = findings.extra.get("unlocated_origin")
+        if unlocated:
+            op = unlocated["op"]
+            lines.append(
+                f"NaN/Inf starts at op {op['name']} ({op.get('type') or 'unknown type'}), but {unlocated['reason']}"
+            )
+        else:
+            lines.append("no NaN or Inf in the graph replay of the step")
+    else:
+        label = "origin (backward pass)" if origin.role == "backward-origin" else "origin"
+        func = f" in {origin.stack[-1].function}" if origin.stack and origin.stack[-1].line == origin.line else ""
+        lines.append(f"{label}: {origin.file}:{origin.line}{func}")
+        code = findings.extra.get("origin_code")
+        if code is not None:
+            lines.append(f"  {origin.line:>5} | {code.rstrip()}")
+        op = origin.op
+        forward = f", gradient of {op.forward_op}" if op.forward_op else ""
+        lines.append(f"  op: {op.name} ({op.type}{forward})")
+        lines.append(f"  health: {_health(origin.health)}")
+        for inp in origin.inputs:
+            lines.append(f"  input {inp.name}: {_health(inp.health)}")
+        if origin.message:
+            lines.append(f"  {origin.message}")
+        spread = [f for f in findings.findings if f is not origin and f.role == "propagated"]
+        if spread:
+            lines.append(f"  spread to {len(spread)} more line{'s' if len(spread) != 1 else ''}")
+    where = f"step {bundle.get('step')}"
+    if bundle.get("epoch") is not None:
+        where += f" (epoch {bundle['epoch'] + 1}, batch {bundle.get('batch_index')})"
+    lines.append(f"replay of {where} from {findings.source_path}:")
+    for data in (bundle.get("verdicts") or {}).values():
+        lines.append(f"  {StepVerdict.from_json(data).describe()}")
+    warnings = findings.extra.get("warnings") or []
+    if warnings:
+        lines.append("warnings:")
+        lines.extend(f"  {w}" for w in warnings)
+    return "\n".join(lines)
 
 
 def main(args: argparse.Namespace) -> int:
-    print("nanlens locate: not built yet", file=sys.stderr)
-    return 3
+    from pyadapter.cli import CliError
+    from pyadapter.replay.errors import ReplayError
+    from pyadapter.replay.locate import locate_bundle
+
+    shown: set[str] = set()
+
+    def progress(phase: str, fraction: float) -> None:
+        if phase not in shown and phase != "done":  # one line per phase, not per scanned block
+            shown.add(phase)
+            print(f"nanlens locate: {phase}", file=sys.stderr, flush=True)
+
+    try:
+        # With --json, stdout carries the JSON alone: what the replayed code prints goes to stderr.
+        with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+            findings = locate_bundle(args.bundle, progress=progress, isolate=args.isolate, dump_dir=args.dump_dir)
+    except ReplayError as exc:
+        raise CliError(str(exc)) from None
+    except Exception as exc:  # an unforeseen failure in the user's code or ours: still one line
+        lines = str(exc).strip().splitlines()
+        raise CliError(f"locate failed: {type(exc).__name__}: {lines[0] if lines else ''}") from None
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(findings.dumps() + "\n")
+        except OSError as exc:
+            raise CliError(f"cannot write {args.output}: {exc.strerror or exc}") from None
+    if args.json:
+        print(findings.dumps())
+    else:
+        print(format_report(findings))
+    return 0

@@ -1,0 +1,58 @@
+"""Replay a bundle's step in graph mode under a FULL_HEALTH tfdbg2 dump (in this process; imports TensorFlow).
+
+The dump holds the step alone: the captured state is restored before dumping starts, and the checks of the
+result run after it stops. The eager verdict is taken first, without dumping. ``jit_compile`` is off for the
+replayed function: XLA has no kernel for the dump's DebugNumericSummaryV2 op.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import tensorflow as tf
+
+from pyadapter.replay.errors import ReplayError
+from pyadapter.replay.rebuild import rebuild
+from pyadapter.replay.session import new_report
+from pyadapter.replay.step import run_step
+from pyadapter.replay.verdict import ReplayReport
+
+TENSOR_DEBUG_MODE = "FULL_HEALTH"
+
+
+@contextlib.contextmanager
+def dumping(dump_dir: str | Path) -> Iterator[None]:
+    """tfdbg2 dumping into `dump_dir` for the duration of the block; every file flushed on exit."""
+    writer = tf.debugging.experimental.enable_dump_debug_info(
+        str(dump_dir), tensor_debug_mode=TENSOR_DEBUG_MODE, circular_buffer_size=-1
+    )
+    try:
+        yield
+    finally:
+        writer.FlushNonExecutionFiles()
+        writer.FlushExecutionFiles()
+        tf.debugging.experimental.disable_dump_debug_info()
+
+
+def dump_replay(
+    path: str | Path, dump_dir: str | Path, *, phase: Callable[[str], None] | None = None
+) -> ReplayReport:
+    """Rebuild the bundle, judge the step eagerly, then run it in graph mode while dumping into `dump_dir`."""
+    rebuilt = rebuild(path)
+    report = new_report(rebuilt)
+    report.verdicts["eager"] = run_step(rebuilt.program, "eager")
+    if phase:
+        phase("replaying with dump")
+    rebuilt.program.restore()
+    try:
+        report.verdicts["graph"] = run_step(
+            rebuilt.program, "graph", restore=False, around=lambda: dumping(dump_dir)
+        )
+    except tf.errors.OpError as exc:  # e.g. a user tf.function with jit_compile=True inside the step
+        raise ReplayError(f"the dumped replay failed: {type(exc).__name__}: {exc.message.splitlines()[0]}") from None
+    report.verdicts["graph"].dumped = True
+    # Keep the report's modes in the usual order.
+    report.verdicts = {mode: report.verdicts[mode] for mode in ("graph", "eager")}
+    return report

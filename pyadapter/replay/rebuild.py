@@ -1,0 +1,328 @@
+"""Rebuild a bundle's failing step: import the entry script, restore model, optimizer, batch and random state.
+
+The result is a `StepProgram` (see ``step.py``) that runs the same step the training ran:
+- Keras fit bundles: ``model.train_step(batch)`` on the model loaded from ``model.keras`` (compiled, with its
+  optimizer state), the batch exactly as ``train_step`` received it.
+- custom-loop bundles (``guard_step``): the guarded step function, found by name in the entry script, with its
+  captured arguments, after the checkpoint is read back into the objects it was written from.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import tensorflow as tf
+
+from pyadapter.capture.bundle import KIND_FIT, BundleError, CaptureBundle
+from pyadapter.replay.entry import (
+    EntryScript,
+    EntryScriptError,
+    custom_objects,
+    import_entry_script,
+    user_modules,
+)
+from pyadapter.replay.errors import ReplayError
+from pyadapter.replay.lambdas import lambdas_from_source
+from pyadapter.replay.step import StepProgram
+
+
+@dataclass
+class Rebuilt:
+    bundle: CaptureBundle
+    entry: EntryScript
+    program: StepProgram
+    warnings: list[str] = field(default_factory=list)
+    bad_inputs: list[str] = field(default_factory=list)  # batch leaves holding NaN/Inf already
+
+
+def open_bundle(path: str | Path) -> CaptureBundle:
+    """The verified bundle; a tampered, incomplete or foreign one is a one-line ReplayError."""
+    try:
+        return CaptureBundle.load(path)
+    except BundleError as exc:
+        raise ReplayError(str(exc)) from None
+
+
+def import_entry(bundle: CaptureBundle) -> EntryScript:
+    script = bundle.entry_script
+    if script is None:
+        raise ReplayError(f"{bundle.path}: the bundle does not record its entry script, so its code cannot be found")
+    recorded = bundle.manifest.get("entry_script") or {}
+    argv = recorded.get("argv")
+    try:
+        return import_entry_script(
+            script,
+            bundle.entry_script_sha256,
+            argv=[str(a) for a in argv[1:]] if isinstance(argv, list) else None,
+            cwd=recorded.get("cwd") if isinstance(recorded.get("cwd"), str) else None,
+        )
+    except EntryScriptError as exc:
+        raise ReplayError(str(exc)) from None
+
+
+def _to_tensors(structure: Any) -> Any:
+    """numpy leaves -> tensors (None stays None: Keras's 'no sample weights')."""
+    return tf.nest.map_structure(lambda leaf: leaf if leaf is None else tf.convert_to_tensor(leaf), structure)
+
+
+def rebuild(path: str | Path) -> Rebuilt:
+    """Everything needed to run the bundle's step again, from the captured state."""
+    bundle = open_bundle(path)
+    entry = import_entry(bundle)
+    warnings = list(entry.warnings)
+    if bundle.manifest.get("state") == "after_update":
+        warnings.append(
+            "the bundle holds the weights after the failing update (it could not be held back), so the replay "
+            "starts from already non-finite or changed weights"
+        )
+    try:
+        if bundle.kind == KIND_FIT:
+            program = _keras_program(bundle, entry, warnings)
+        else:
+            program = _loop_program(bundle, entry, warnings)
+    except BundleError as exc:
+        raise ReplayError(str(exc)) from None
+    program.snapshot()
+    bad_inputs = non_finite_inputs(bundle.batch())
+    if bad_inputs:
+        warnings.append(
+            "the captured batch already holds non-finite values (" + "; ".join(bad_inputs) + "): the NaN comes "
+            "from the data or the input pipeline (e.g. a tf.data map function) before the step; find where with "
+            "`nanlens run --dump -- SCRIPT.py`"
+        )
+    return Rebuilt(bundle=bundle, entry=entry, program=program, warnings=warnings, bad_inputs=bad_inputs)
+
+
+def non_finite_inputs(batch: Any) -> list[str]:
+    """'x: 3 NaN, 1 -inf of 512' for each floating-point leaf of the batch that is not all finite."""
+    import numpy as np
+
+    found: list[str] = []
+
+    def visit(value: Any, name: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                visit(item, f"{name}[{key!r}]" if name else str(key))
+        elif isinstance(value, (list, tuple)):
+            labels = ("x", "y", "sample_weight") if not name and len(value) <= 3 else None
+            for index, item in enumerate(value):
+                visit(item, labels[index] if labels else f"{name}[{index}]")
+        elif isinstance(value, np.ndarray) and np.issubdtype(value.dtype, np.floating):
+            nan = int(np.isnan(value).sum())
+            pos = int(np.isposinf(value).sum())
+            neg = int(np.isneginf(value).sum())
+            if nan or pos or neg:
+                parts = [f"{n} {label}" for n, label in ((nan, "NaN"), (neg, "-inf"), (pos, "+inf")) if n]
+                found.append(f"{name or 'batch'}: {', '.join(parts)} of {value.size}")
+
+    visit(batch, "")
+    return found
+
+
+def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]) -> StepProgram:
+    objects = custom_objects(entry.module)
+    if bundle.model_path is None:
+        raise ReplayError(f"{bundle.path}: the bundle has no model.keras")
+    try:
+        with lambdas_from_source(bundle.model_path, user_modules(entry.module)) as lambdas:
+            model = bundle.load_model(custom_objects={**objects, **lambdas}, entry_module=entry.module)
+    except ValueError as exc:
+        raise ReplayError(f"{bundle.path}: {exc}") from None
+    except BundleError as exc:
+        # A subclassed model without get_config/from_config cannot come back from its config; if its class
+        # takes no arguments, build it anew and set the captured values.
+        model = _rebuild_subclassed_model(bundle, objects, exc)
+        warnings.append(
+            f"model.keras could not be deserialized ({type(model).__name__} has no from_config for its config); "
+            f"rebuilt {type(model).__name__}() from the entry script and set the captured weights"
+        )
+    if model.optimizer is None:
+        raise ReplayError(f"{bundle.path}: model.keras was saved without its optimizer; the step cannot be rerun")
+    data = _to_tensors(bundle.batch())
+    optimizer = model.optimizer
+
+    def before_run() -> None:
+        bundle.restore_rng(model)
+        model.reset_metrics()
+
+    return StepProgram(
+        step=model.train_step,
+        args=(data,),
+        state=[*model.variables, *optimizer.variables],
+        trainable=list(model.trainable_variables),
+        optimizers=[optimizer],
+        before_run=before_run,
+        description=f"{type(model).__name__}.train_step on the captured batch",
+    )
+
+
+def _rebuild_subclassed_model(bundle: CaptureBundle, objects: dict[str, Any], load_error: BundleError) -> Any:
+    """``cls()`` for the saved model's class, compiled and built from the saved config, with the captured
+    model and optimizer values assigned; re-raises `load_error` (one line) when that is not possible."""
+    import keras
+
+    from pyadapter.replay.debugger import breakpoints_paused
+
+    class_name = bundle.model_info.get("class_name")
+    cls = objects.get(str(class_name))
+    if not (isinstance(cls, type) and issubclass(cls, keras.Model)) or bundle.model_path is None:
+        raise ReplayError(str(load_error)) from None
+    try:
+        with zipfile.ZipFile(bundle.model_path) as archive:
+            config = json.loads(archive.read("config.json"))
+        model = cls()
+    except (OSError, KeyError, ValueError, zipfile.BadZipFile, TypeError):
+        raise ReplayError(
+            f"{load_error}; give {class_name} get_config() and from_config() so it can be rebuilt"
+        ) from None
+    try:
+        with keras.saving.custom_object_scope(objects):
+            model.compile_from_config(config.get("compile_config") or {})
+        with breakpoints_paused():
+            _build(model, config.get("build_config"), bundle)
+        if model.optimizer is None:
+            raise ValueError("the saved model has no optimizer in its compile config")
+        model.optimizer.build(model.trainable_variables)
+        _assign_captured(bundle, [*model.variables, *model.optimizer.variables])
+    except (ValueError, TypeError, KeyError) as exc:
+        raise ReplayError(f"{load_error}; rebuilding {class_name}() failed too: {exc}") from None
+    return model
+
+
+def _build(model: Any, build_config: Any, bundle: CaptureBundle) -> None:
+    if isinstance(build_config, dict):
+        try:
+            model.build_from_config(build_config)
+            if model.built and model.variables:
+                return
+        except Exception:  # a subclassed model whose build() cannot take a shape: call it on the batch instead
+            pass
+    data = bundle.batch()
+    x = data[0] if isinstance(data, (tuple, list)) else data
+    model(_to_tensors(x))
+
+
+def _assign_captured(bundle: CaptureBundle, variables: list[Any]) -> None:
+    """Set `variables` from weights.npz, by variable path, or in order when the paths differ but shapes match."""
+    from pyadapter.capture.snapshot import variable_path
+
+    raw = bundle.weights()
+    by_path = [raw.get(variable_path(v)) for v in variables]
+    if all(value is not None and tuple(value.shape) == tuple(v.shape) for value, v in zip(by_path, variables, strict=True)):
+        values = by_path
+    else:
+        ordered = list(raw.values())
+        if len(ordered) != len(variables) or any(
+            tuple(value.shape) != tuple(v.shape) for value, v in zip(ordered, variables, strict=True)
+        ):
+            raise ValueError(f"its variables do not match the {len(ordered)} captured ones")
+        values = ordered
+    for variable, value in zip(variables, values, strict=True):
+        variable.assign(value)
+
+
+def _python_function(step: Any) -> Any:
+    """The undecorated step: guard_step's and tf.function's ``python_function``, else the function itself."""
+    seen = 0
+    while hasattr(step, "python_function") and seen < 5:
+        step = step.python_function
+        seen += 1
+    return step
+
+
+def _find_checkpoint(bundle: CaptureBundle, module: ModuleType, step: Any) -> Any:
+    """The tf.train.Checkpoint the bundle's checkpoint was written from, as the imported script builds it again:
+    the guarded step's own, a module-level Checkpoint holding the recorded names, or one made from module-level
+    objects with those names."""
+    names = list((bundle.manifest.get("checkpoint") or {}).get("objects") or [])
+    own = getattr(step, "checkpoint", None)
+    if isinstance(own, tf.train.Checkpoint):
+        return own
+    for value in vars(module).values():
+        if isinstance(value, tf.train.Checkpoint) and all(hasattr(value, name) for name in names):
+            return value
+    if names and all(name in vars(module) for name in names):
+        return tf.train.Checkpoint(**{name: getattr(module, name) for name in names})
+    listed = ", ".join(names) or "nothing"
+    raise ReplayError(
+        f"{bundle.path}: the checkpoint holds {listed}, but {module.__file__} defines no such objects at module "
+        "level; build the model and optimizer at module level so replay can restore them"
+    )
+
+
+def _checkpoint_children(checkpoint: Any) -> list[Any]:
+    return [value for name, value in vars(checkpoint).items() if not name.startswith("_")]
+
+
+def _check_restored(bundle: CaptureBundle, state: list[Any], warnings: list[str]) -> None:
+    """Compare what the checkpoint restored with the raw values in weights.npz (matched by variable path); where
+    they differ (objects the script builds differently now), the raw values win and the user is told."""
+    import numpy as np
+
+    from pyadapter.capture.snapshot import variable_path
+
+    raw = bundle.weights()
+    if not raw:
+        return
+    fixed, missing = [], 0
+    for variable in state:
+        value = raw.get(variable_path(variable))
+        if value is None:
+            missing += 1
+            continue
+        current = variable.numpy()
+        if current.shape == value.shape and not np.array_equal(current, value, equal_nan=True):
+            variable.assign(value)
+            fixed.append(variable_path(variable))
+    if fixed:
+        warnings.append(
+            f"{len(fixed)} variables did not match their captured values after the checkpoint restore "
+            f"(first: {fixed[0]}); set from weights.npz instead"
+        )
+    if missing:
+        warnings.append(f"{missing} variables of the rebuilt objects are not in the bundle; they keep their values")
+
+
+def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]) -> StepProgram:
+    import keras
+
+    try:
+        step = bundle.step_function(entry.module)
+    except BundleError as exc:
+        raise ReplayError(f"{exc}; define the step function at module level so replay can find it") from None
+    checkpoint = _find_checkpoint(bundle, entry.module, step)
+    children = _checkpoint_children(checkpoint)
+    models = [v for v in children if isinstance(v, keras.Model)]
+    optimizers = [v for v in children if isinstance(v, keras.optimizers.Optimizer)]
+    trainable = [v for m in models for v in m.trainable_variables]
+    # Optimizer slots are made on first use; make them now so the checkpoint's values land in them.
+    for optimizer in optimizers:
+        if not optimizer.built and trainable:
+            optimizer.build(trainable)
+    bundle.restore_checkpoint(checkpoint).expect_partial()
+    state = [v for m in models for v in m.variables] + [v for o in optimizers for v in o.variables]
+    _check_restored(bundle, state, warnings)
+    args, kwargs = bundle.step_arguments()
+
+    def before_run() -> None:
+        for model in models or [None]:
+            bundle.restore_rng(model)
+        for model in models:
+            model.reset_metrics()
+
+    python_step = _python_function(step)
+    return StepProgram(
+        step=python_step,
+        args=tuple(_to_tensors(list(args))),
+        kwargs={k: _to_tensors(v) for k, v in kwargs.items()},
+        state=state,
+        trainable=trainable,
+        optimizers=optimizers,
+        before_run=before_run,
+        description=f"{getattr(python_step, '__qualname__', 'the step')} on the captured arguments",
+    )

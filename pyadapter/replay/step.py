@@ -1,0 +1,203 @@
+"""Run a rebuilt step once, in graph or eager mode, and judge it: are the loss, gradients and new weights finite?
+
+Both modes run the same Python step function. Graph mode traces it into one ``tf.function`` with
+``jit_compile=False`` (dumps have no XLA kernel for their debug ops); eager mode calls it inside
+``pyadapter.eager.eager()``, where the user's own ``tf.function``s, Keras ``call``s and tf.data functions run
+line by line, so a debugger's breakpoints there are hit. Before every run the step's variables (weights,
+optimizer slots and iteration counter) and the random state are put back to the captured values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from pyadapter.replay.errors import ReplayError
+from pyadapter.replay.verdict import Mode, StepVerdict
+
+
+@dataclass
+class StepProgram:
+    """A captured step, rebuilt and ready to run."""
+
+    step: Callable[..., Any]  # a plain Python function (a tf.function's python_function, unwrapped)
+    args: tuple[Any, ...]  # the captured batch, as the step takes it
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    state: list[tf.Variable] = field(default_factory=list)  # put back before each run
+    trainable: list[tf.Variable] = field(default_factory=list)  # judged after each run
+    optimizers: list[Any] = field(default_factory=list)  # whose gradients are observed
+    before_run: Callable[[], None] | None = None  # restores random state, resets metrics
+    description: str = ""
+    _snapshot: list[np.ndarray] | None = None
+
+    def snapshot(self) -> None:
+        """Remember the captured values (call once, right after the rebuild)."""
+        self._snapshot = [v.numpy() for v in self.state]
+
+    def restore(self) -> None:
+        if self._snapshot is None:
+            self.snapshot()
+        assert self._snapshot is not None
+        for variable, value in zip(self.state, self._snapshot, strict=True):
+            variable.assign(value)
+        if self.before_run is not None:
+            self.before_run()
+
+
+def variable_name(variable: Any) -> str:
+    return str(getattr(variable, "path", None) or getattr(variable, "name", "?"))
+
+
+class _GradientRecorder:
+    """Sees the gradients the step hands to its optimizers, by wrapping ``apply`` (Keras 3: apply_gradients
+    calls apply) on the optimizer instances for the duration of one run or trace."""
+
+    def __init__(self, optimizers: list[Any]) -> None:
+        self.optimizers = optimizers
+        self.seen: list[tuple[str, Any]] = []
+
+    @contextlib.contextmanager
+    def watching(self) -> Iterator[None]:
+        patched = []
+        for optimizer in self.optimizers:
+            if type(optimizer).__name__ == "LossScaleOptimizer":
+                continue  # non-finite scaled gradients are its normal business: it skips them and lowers the scale
+            original = getattr(optimizer, "apply", None)
+            if original is None or "apply" in vars(optimizer):
+                continue
+
+            def apply(grads: Any, trainable_variables: Any = None, *rest: Any, _original=original,
+                      _optimizer=optimizer, **kw: Any) -> Any:
+                variables = trainable_variables
+                if variables is None:
+                    variables = getattr(_optimizer, "_trainable_variables", None) or [None] * len(list(grads))
+                for grad, var in zip(list(grads), list(variables), strict=False):
+                    if grad is not None:
+                        self.seen.append((variable_name(var) if var is not None else "?", grad))
+                return _original(grads, trainable_variables, *rest, **kw)
+
+            optimizer.apply = apply
+            patched.append(optimizer)
+        try:
+            yield
+        finally:
+            for optimizer in patched:
+                del optimizer.apply
+
+    def finite_flags(self) -> list[tuple[str, Any]]:
+        """(variable name, scalar bool tensor) for each gradient of the current graph (or eager)."""
+        flags = []
+        graph = tf.compat.v1.get_default_graph() if not tf.executing_eagerly() else None
+        for name, grad in self.seen:
+            values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
+            if not isinstance(values, tf.Tensor) or not values.dtype.is_floating:
+                continue
+            if graph is not None and getattr(values, "graph", None) is not graph:
+                continue  # made inside a nested tf.function: cannot be read from here
+            flags.append((name, tf.reduce_all(tf.math.is_finite(values))))
+        return flags
+
+
+def _loss_of(outputs: Any) -> Any:
+    """The step's loss: ``outputs["loss"]`` for Keras logs, else the first float scalar it returned."""
+    if isinstance(outputs, dict) and "loss" in outputs:
+        return outputs["loss"]
+    for value in tf.nest.flatten(outputs):
+        if isinstance(value, (tf.Tensor, tf.Variable, np.ndarray, float)):
+            tensor = tf.convert_to_tensor(value)
+            if tensor.dtype.is_floating and tensor.shape.rank == 0:
+                return tensor
+    return None
+
+
+def _as_float(value: Any) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(np.asarray(value).astype(np.float64))
+    except (TypeError, ValueError):
+        return None
+
+
+def run_step(
+    program: StepProgram,
+    mode: Mode,
+    *,
+    restore: bool = True,
+    around: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+) -> StepVerdict:
+    """Run the captured step once in `mode`, from the captured state, and judge what it produced.
+
+    `restore=False` skips putting the captured state back (the caller just did). `around` wraps only the step
+    itself (e.g. a tfdbg dump), not the restore before it nor the checks after it, so a dump holds the step alone.
+    """
+    recorder = _GradientRecorder(program.optimizers)
+
+    def step_and_flags(*args: Any, **kwargs: Any) -> tuple[tuple[Any, list[Any]], list[str]]:
+        recorder.seen.clear()
+        with recorder.watching():
+            outputs = program.step(*args, **kwargs)
+        flags = recorder.finite_flags()
+        return (_loss_of(outputs), [flag for _, flag in flags]), [name for name, _ in flags]
+
+    if restore:
+        program.restore()
+    wrap = around if around is not None else contextlib.nullcontext
+    started = time.perf_counter()
+    error: str | None = None
+    loss_value: Any = None
+    grad_flags: list[Any] = []
+    grad_names: list[str] = []
+    try:
+        if mode == "graph":
+            names_box: list[list[str]] = []
+
+            def traced(*args: Any, **kwargs: Any) -> Any:
+                values, names = step_and_flags(*args, **kwargs)
+                names_box[:] = [names]
+                return values
+
+            # The graph is named after the step (e.g. "train_step"), as the dump and the findings show it.
+            traced.__name__ = getattr(program.step, "__name__", "replayed_step")
+            function = tf.function(traced, jit_compile=False, autograph=True)
+            with wrap():
+                loss_value, grad_flags = function(*program.args, **program.kwargs)
+            grad_names = names_box[0] if names_box else []
+        else:
+            from pyadapter.eager import eager
+
+            with eager(), wrap():
+                (loss_value, grad_flags), grad_names = step_and_flags(*program.args, **program.kwargs)
+    except tf.errors.InvalidArgumentError as exc:  # a check_numerics in the user's code fired
+        error = _one_line(exc.message if hasattr(exc, "message") else str(exc))
+    except Exception as exc:  # the step cannot run at all (shapes, a changed script...): one line for the user
+        raise ReplayError(f"the captured step failed in {mode} mode: {type(exc).__name__}: {_one_line(str(exc))}") \
+            from exc
+    seconds = time.perf_counter() - started
+
+    verdict = StepVerdict(mode=mode, error=error, seconds=seconds)
+    loss = _as_float(loss_value)
+    verdict.loss = loss
+    verdict.loss_finite = None if loss is None else math.isfinite(loss)
+    if error is None:
+        flags = [bool(np.asarray(flag)) for flag in grad_flags]
+        if flags:
+            verdict.non_finite_gradients = [name for name, ok in zip(grad_names, flags, strict=True) if not ok]
+            verdict.gradients_finite = not verdict.non_finite_gradients
+    verdict.non_finite_weights = [
+        variable_name(v) for v in program.trainable if not bool(np.isfinite(v.numpy()).all())
+    ]
+    verdict.weights_finite = not verdict.non_finite_weights if program.trainable else None
+    return verdict
+
+
+def _one_line(text: str) -> str:
+    text = text.strip()
+    return text.splitlines()[0] if text else ""

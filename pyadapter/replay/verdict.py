@@ -1,0 +1,203 @@
+"""What one replay of a captured step found, and the report of a whole replay (one or both modes).
+
+No TensorFlow here: verdicts are plain records, made by ``step.py`` and printed or serialized by the commands.
+JSON has no NaN or Infinity, so non-finite losses are written as the strings "nan", "inf", "-inf".
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Mode = Literal["graph", "eager"]
+MODES: tuple[Mode, ...] = ("graph", "eager")
+
+
+def json_number(value: float | None) -> float | str | None:
+    """A float as JSON allows it: finite numbers as numbers, NaN/Inf as strings."""
+    if value is None:
+        return None
+    if math.isnan(value):
+        return "nan"
+    if math.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    return value
+
+
+def number_from_json(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return float(value)  # "nan", "inf", "-inf" parse as floats
+    return float(value)
+
+
+@dataclass
+class StepVerdict:
+    """One run of the captured step in one mode: did it produce non-finite values, and where."""
+
+    mode: Mode
+    loss: float | None = None  # the step's loss as it returned it; None when the step returned none
+    loss_finite: bool | None = None
+    gradients_finite: bool | None = None  # None: the gradients were not seen (no optimizer call observed)
+    weights_finite: bool | None = None  # the model's variables after the update
+    non_finite_gradients: list[str] = field(default_factory=list)  # variable names whose gradient is non-finite
+    non_finite_weights: list[str] = field(default_factory=list)  # variables non-finite after the update
+    error: str | None = None  # one line when the step raised (e.g. a tf.debugging.check_numerics in user code)
+    seconds: float = 0.0
+    # Run under a tfdbg2 dump (locate). Dumping turns off some graph rewrites (op fusion), so such a run can
+    # differ from a plain graph run, e.g. relu(NaN) gives NaN unfused but 0 in a fused MatMul+Relu.
+    dumped: bool = False
+
+    @property
+    def label(self) -> str:
+        return f"{self.mode} (dumped)" if self.dumped else self.mode
+
+    @property
+    def reproduced(self) -> bool:
+        """The step made something non-finite (or raised on a numeric check)."""
+        if self.error is not None:
+            return _is_numeric_error(self.error)
+        return self.loss_finite is False or self.gradients_finite is False or self.weights_finite is False
+
+    def describe(self) -> str:
+        """One line for a person: 'graph: NaN reproduced — loss nan, 3 gradients and 4 weights non-finite'."""
+        if self.error is not None:
+            kind = "NaN reproduced" if self.reproduced else "step failed"
+            return f"{self.label}: {kind} — {self.error}"
+        parts = []
+        if self.loss is not None:
+            parts.append(f"loss {_fmt(self.loss)}")
+        if self.non_finite_gradients:
+            parts.append(f"{_count(len(self.non_finite_gradients), 'gradient')} non-finite")
+        elif self.gradients_finite:
+            parts.append("gradients finite")
+        if self.non_finite_weights:
+            parts.append(f"{_count(len(self.non_finite_weights), 'weight')} non-finite after the update")
+        elif self.weights_finite:
+            parts.append("weights finite after the update")
+        head = "NaN reproduced" if self.reproduced else "stayed finite"
+        return f"{self.label}: {head} — " + ", ".join(parts) if parts else f"{self.label}: {head}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "reproduced": self.reproduced,
+            "loss": json_number(self.loss),
+            "loss_finite": self.loss_finite,
+            "gradients_finite": self.gradients_finite,
+            "weights_finite": self.weights_finite,
+            "non_finite_gradients": list(self.non_finite_gradients),
+            "non_finite_weights": list(self.non_finite_weights),
+            "error": self.error,
+            "seconds": round(self.seconds, 3),
+            "dumped": self.dumped,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StepVerdict:
+        return cls(
+            mode=data["mode"],
+            loss=number_from_json(data.get("loss")),
+            loss_finite=data.get("loss_finite"),
+            gradients_finite=data.get("gradients_finite"),
+            weights_finite=data.get("weights_finite"),
+            non_finite_gradients=list(data.get("non_finite_gradients", [])),
+            non_finite_weights=list(data.get("non_finite_weights", [])),
+            error=data.get("error"),
+            seconds=float(data.get("seconds", 0.0)),
+            dumped=bool(data.get("dumped", False)),
+        )
+
+
+def _is_numeric_error(message: str) -> bool:
+    # tf.debugging.check_numerics / assert_all_finite raise InvalidArgumentError naming NaN or Inf.
+    return re.search(r"\b(nan|inf|infinity)\b", message, re.IGNORECASE) is not None
+
+
+def _fmt(value: float) -> str:
+    return "nan" if math.isnan(value) else ("inf" if value == math.inf else ("-inf" if value == -math.inf else f"{value:.6g}"))
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+@dataclass
+class ReplayReport:
+    """A replay of one bundle: which step, and the verdict of each mode that ran."""
+
+    bundle: str
+    entry_script: str
+    step: int | None = None
+    epoch: int | None = None  # 0-based, as Keras counts
+    batch_index: int | None = None
+    kind: str | None = None  # "keras_fit" or "custom_loop"
+    captured: str | None = None  # what the guard saw at capture time, one line
+    verdicts: dict[str, StepVerdict] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    # Batch leaves that hold NaN/Inf before the step runs ("x: 3 NaN of 512"): the data is the origin.
+    non_finite_inputs: list[str] = field(default_factory=list)
+
+    @property
+    def reproduced(self) -> dict[str, bool]:
+        return {mode: verdict.reproduced for mode, verdict in self.verdicts.items()}
+
+    def where(self) -> str:
+        """'step 3 (epoch 1, batch 3)' with a 1-based epoch as Keras prints it."""
+        text = f"step {self.step}"
+        if self.epoch is not None:
+            text += f" (epoch {self.epoch + 1}, batch {self.batch_index})"
+        return text
+
+    @property
+    def note(self) -> str | None:
+        """What the comparison of modes says, when both ran and disagree: a finding in itself."""
+        graph, eager = self.verdicts.get("graph"), self.verdicts.get("eager")
+        if graph is None or eager is None or graph.reproduced == eager.reproduced:
+            return None
+        if graph.reproduced:
+            return (
+                "The NaN reproduces only in graph mode: the traced graph computes something eager execution "
+                "does not (grappler rewrites, autograph control flow, or code that runs only at trace time)."
+            )
+        return (
+            "The NaN reproduces only in eager mode: graph mode computes it differently (op fusion or "
+            "constant folding), so a debugger session will show it but a dump of the graph may not."
+        )
+
+    def verdicts_json(self) -> dict[str, Any]:
+        return {mode: verdict.to_json() for mode, verdict in self.verdicts.items()}
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bundle": self.bundle,
+            "entry_script": self.entry_script,
+            "step": self.step,
+            "epoch": self.epoch,
+            "batch_index": self.batch_index,
+            "kind": self.kind,
+            "captured": self.captured,
+            "reproduced": self.reproduced,
+            "verdicts": self.verdicts_json(),
+            "note": self.note,
+            "non_finite_inputs": list(self.non_finite_inputs),
+            "warnings": list(self.warnings),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ReplayReport:
+        return cls(
+            bundle=str(data["bundle"]),
+            entry_script=str(data.get("entry_script", "")),
+            step=data.get("step"),
+            epoch=data.get("epoch"),
+            batch_index=data.get("batch_index"),
+            kind=data.get("kind"),
+            captured=data.get("captured"),
+            verdicts={mode: StepVerdict.from_json(v) for mode, v in data.get("verdicts", {}).items()},
+            warnings=list(data.get("warnings", [])),
+            non_finite_inputs=list(data.get("non_finite_inputs", [])),
+        )

@@ -1,0 +1,72 @@
+"""`nanlens locate BUNDLE` / `locate_bundle`: replaying a real bundle's step under a FULL_HEALTH dump names the
+exact line each program marks with `# ORIGIN` (in the entry script, or in the module that holds the loss)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from replay_fixtures import captured, nanlens
+
+from pyadapter.commands.locate import format_report
+from pyadapter.findings import Findings
+from pyadapter.replay import locate_bundle
+
+pytestmark = pytest.mark.slow
+
+
+def manifest_of(bundle: Path) -> dict:
+    return json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+
+
+def assert_names_origin(findings: Findings, cap) -> None:  # type: ignore[no-untyped-def]
+    assert findings.origin is not None, findings.extra.get("warnings")
+    assert Path(findings.origin.file) == cap.origin_file
+    assert findings.origin.line == cap.origin_line
+    assert findings.origin.role == "origin"
+    assert findings.origin.health is not None and not findings.origin.health.is_finite
+    assert findings.source_kind == "bundle"
+    assert Path(findings.source_path) == cap.bundle
+    bundle = findings.bundle
+    assert bundle is not None
+    assert bundle["step"] == manifest_of(cap.bundle)["step"]
+    assert Path(bundle["entry_script"]) == cap.script
+    assert bundle["reproduced"] == {"graph": True, "eager": True}
+    assert set(bundle["verdicts"]) == {"graph", "eager"}
+    assert bundle["verdicts"]["graph"]["dumped"] is True
+
+
+@pytest.mark.parametrize("name", ["keras_layer", "loss_module"])
+def test_locate_cli_names_the_origin_line(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    cap = captured(name, tmp_path_factory)
+    result = nanlens("locate", str(cap.bundle), "--json")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    data = json.loads(result.stdout)  # stdout holds the findings JSON alone
+    assert data["schema"] == "nanlens.findings/1"
+    assert_names_origin(Findings.from_json(data), cap)
+    # Progress phases on stderr, in order.
+    phases = [line.split(": ", 1)[1] for line in result.stderr.splitlines() if line.startswith("nanlens locate: ")]
+    assert phases == ["loading bundle", "replaying with dump", "scanning"]
+
+
+def test_locate_bundle_in_a_worker_process_with_progress(tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The language server's way: the dumped replay runs in a child, so this process never enables dumping.
+    cap = captured("custom_loop", tmp_path_factory)
+    seen: list[tuple[str, float]] = []
+    findings = locate_bundle(cap.bundle, progress=lambda phase, fraction: seen.append((phase, fraction)))
+    assert_names_origin(findings, cap)
+    phases = list(dict.fromkeys(phase for phase, _ in seen))
+    assert phases == ["loading bundle", "replaying with dump", "scanning", "done"]
+    fractions = [fraction for _, fraction in seen]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0
+
+    # The human report: origin file:line, the source line itself, the op, its health, the replay verdicts.
+    text = format_report(findings)
+    source_line = cap.origin_file.read_text(encoding="utf-8").splitlines()[cap.origin_line - 1].strip()
+    assert f"origin: {cap.origin_file}:{cap.origin_line}" in text
+    assert source_line in text
+    assert f"op: {findings.origin.op.name} ({findings.origin.op.type})" in text
+    assert f"health: {findings.origin.health.describe()}" in text
+    assert "graph (dumped): NaN reproduced" in text and "eager: NaN reproduced" in text

@@ -1,0 +1,105 @@
+"""`nanlens replay BUNDLE`: real bundles captured by NanGuard / guard_step reproduce their NaN in graph and eager
+mode; bad bundles and missing or changed entry scripts give one clear line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from replay_fixtures import REPLAY_PROGRAMS, Captured, captured, nanlens
+
+pytestmark = pytest.mark.slow
+
+
+def manifest_of(bundle: Path) -> dict:
+    return json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+
+
+def copy_bundle(source: Path, target: Path, **entry_script: object) -> Path:
+    """A copy of a bundle; `entry_script` fields replace the manifest's (the manifest itself is not hashed)."""
+    shutil.copytree(source, target)
+    manifest = manifest_of(target)
+    manifest["entry_script"] = dict(manifest["entry_script"], **entry_script)
+    (target / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    return target
+
+
+@pytest.mark.parametrize("name", list(REPLAY_PROGRAMS))
+def test_replay_reproduces_the_nan_in_graph_and_eager_mode(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+    cap: Captured = captured(name, tmp_path_factory)
+    result = nanlens("replay", str(cap.bundle), "--json")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    report = json.loads(result.stdout)  # stdout holds the JSON alone
+    assert report["reproduced"] == {"graph": True, "eager": True}
+    assert report["note"] is None  # no graph-only / eager-only finding for these programs
+    assert report["step"] == manifest_of(cap.bundle)["step"]
+    assert report["non_finite_inputs"] == []  # the NaN is made by the step, not fed to it
+    assert Path(report["entry_script"]) == cap.script
+    for mode in ("graph", "eager"):
+        verdict = report["verdicts"][mode]
+        assert verdict["mode"] == mode and verdict["error"] is None
+        # The captured step's gradients go non-finite in every program; the update then poisons the weights.
+        assert verdict["gradients_finite"] is False and verdict["non_finite_gradients"]
+        assert verdict["weights_finite"] is False
+    if name == "subclassed":  # no get_config: rebuilt from the script, and the user is told
+        assert any("rebuilt ScaledRegressor()" in w for w in report["warnings"]), report["warnings"]
+    # Phases on stderr, while stdout stays clean.
+    assert "loading bundle" in result.stderr and "replaying in eager mode" in result.stderr
+
+
+def test_replay_one_mode_human_report_and_changed_entry_script_warning(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    cap = captured("custom_loop", tmp_path_factory)
+    # The script as it is now differs from the one that ran: the replay goes on and names the changed file.
+    script = tmp_path / "code" / cap.script.name
+    script.parent.mkdir()
+    script.write_text(cap.script.read_text(encoding="utf-8") + "\n# edited after the capture\n", encoding="utf-8")
+    bundle = copy_bundle(cap.bundle, tmp_path / "bundle", path=str(script))
+    result = nanlens("replay", str(bundle), "--eager")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    out = result.stdout
+    assert f"step {manifest_of(bundle)['step']}" in out
+    assert "eager: NaN reproduced" in out
+    assert "graph:" not in out  # --eager runs one mode only
+    assert f"entry script {script} changed since capture" in out
+
+
+def test_missing_entry_script_is_one_line_error(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    cap = captured("keras_layer", tmp_path_factory)
+    gone = tmp_path / "moved-away" / "train.py"
+    bundle = copy_bundle(cap.bundle, tmp_path / "bundle", path=str(gone))
+    for verb in ("replay", "locate"):
+        result = nanlens(verb, str(bundle))
+        assert result.returncode == 2, result
+        # Besides progress lines, one line: the error (and no TensorFlow start-up: it fails before that).
+        lines = [line for line in result.stderr.strip().splitlines() if not line.startswith(f"nanlens {verb}: ")]
+        assert len(lines) == 1 and lines[0].startswith("nanlens: error: "), result.stderr
+        assert str(gone) in lines[0] and "missing" in lines[0]
+
+
+def test_tampered_bundle_is_rejected_with_one_line(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    cap = captured("keras_layer", tmp_path_factory)
+    bundle = tmp_path / "bundle"
+    shutil.copytree(cap.bundle, bundle)
+    batch = bundle / "batch.npz"
+    data = bytearray(batch.read_bytes())
+    data[-40] ^= 0xFF  # one flipped byte
+    batch.write_bytes(bytes(data))
+    result = nanlens("replay", str(bundle), "--json")
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nanlens: error: "), result.stderr
+    assert "batch.npz" in lines[0]
+
+
+def test_not_a_bundle_is_one_line_error(tmp_path: Path) -> None:
+    result = nanlens("replay", str(tmp_path))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("nanlens: error: "), result.stderr

@@ -1,0 +1,217 @@
+"""The parts of replay that need no bundle: judging a step, putting the state back, importing entry scripts."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyadapter.replay.entry import EntryScriptError, custom_objects, import_entry_script, training_at_import
+from pyadapter.replay.verdict import ReplayReport, StepVerdict
+
+# ---- verdicts (no TensorFlow) -----------------------------------------------------------------------------------
+
+
+def test_verdict_json_round_trip_keeps_non_finite_losses() -> None:
+    verdict = StepVerdict(mode="graph", loss=float("nan"), loss_finite=False, gradients_finite=False,
+                          non_finite_gradients=["dense/kernel"], weights_finite=True)
+    data = verdict.to_json()
+    assert data["loss"] == "nan" and data["reproduced"] is True
+    back = StepVerdict.from_json(data)
+    assert back.reproduced and back.non_finite_gradients == ["dense/kernel"]
+    assert "NaN reproduced" in back.describe() and "1 gradient non-finite" in back.describe()
+
+
+def test_report_says_when_only_graph_mode_reproduces() -> None:
+    report = ReplayReport(bundle="b", entry_script="s", step=4, verdicts={
+        "graph": StepVerdict(mode="graph", loss=float("inf"), loss_finite=False),
+        "eager": StepVerdict(mode="eager", loss=0.5, loss_finite=True, gradients_finite=True, weights_finite=True),
+    })
+    assert report.reproduced == {"graph": True, "eager": False}
+    assert report.note is not None and "only in graph mode" in report.note
+    both = ReplayReport(bundle="b", entry_script="s", verdicts={"graph": report.verdicts["graph"]})
+    assert both.note is None
+
+
+# ---- entry scripts (no TensorFlow) ------------------------------------------------------------------------------
+
+
+def test_training_at_import_is_detected_outside_the_main_block() -> None:
+    guarded = "import keras\nmodel = build()\nif __name__ == '__main__':\n    model.fit(x, y)\n"
+    assert training_at_import(guarded) is None
+    unguarded = "import keras\nmodel = build()\n\nmodel.fit(x, y)\n"
+    assert training_at_import(unguarded) == 4
+    loop = "for batch in data:\n    train_step(*batch)\n    opt.apply_gradients(zip(g, v))\n"
+    assert training_at_import(loop) == 3
+    definitions = "def main():\n    model.fit(x, y)\n\nclass T:\n    def go(self):\n        self.fit()\n"
+    assert training_at_import(definitions) is None
+
+
+def test_entry_script_imports_as_a_module_without_running_main(tmp_path: Path) -> None:
+    helper = tmp_path / "my_losses.py"
+    helper.write_text("def odd_loss(y, p):\n    return y - p\n", encoding="utf-8")
+    script = tmp_path / "train_entry_demo.py"
+    script.write_text(
+        "import sys\n"
+        "from my_losses import odd_loss\n"
+        "ARGV_AT_IMPORT = list(sys.argv)\n"
+        "class Head:\n    pass\n"
+        "if __name__ == '__main__':\n    raise SystemExit('the __main__ block ran')\n",
+        encoding="utf-8",
+    )
+    try:
+        entry = import_entry_script(script)
+        module = entry.module
+        assert module.__name__ != "__main__"
+        assert module.ARGV_AT_IMPORT == [str(script.resolve())]  # not the replay command's argv
+        objects = custom_objects(module)
+        assert objects["Head"] is module.Head
+        assert objects["odd_loss"].__module__ == "my_losses"  # a loss from a sibling module is offered too
+        assert entry.warnings == []
+    finally:
+        sys.modules.pop("train_entry_demo", None)
+        sys.modules.pop("my_losses", None)
+        if str(tmp_path) in sys.path:
+            sys.path.remove(str(tmp_path))
+
+
+def test_entry_script_errors_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(EntryScriptError, match="missing"):
+        import_entry_script(tmp_path / "nowhere.py")
+    broken = tmp_path / "broken_entry_demo.py"
+    broken.write_text("import definitely_not_a_module_xyz\n", encoding="utf-8")
+    with pytest.raises(EntryScriptError) as info:
+        import_entry_script(broken)
+    message = str(info.value)
+    assert "\n" not in message and "ModuleNotFoundError" in message and f"{broken}:1" in message
+    trains = tmp_path / "trains_entry_demo.py"
+    trains.write_text("model = object()\nmodel.fit(1, 2)\n", encoding="utf-8")
+    with pytest.raises(EntryScriptError, match=r"trains when the script is imported"):
+        import_entry_script(trains)
+
+
+# ---- running a step (real TensorFlow, in this process) ----------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_run_step_judges_finite_and_non_finite_batches_from_the_same_state() -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from pyadapter.replay.step import StepProgram, run_step
+
+    keras.utils.set_random_seed(3)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile(optimizer=keras.optimizers.Adam(0.1), loss="mse")
+    x = np.ones((4, 3), "float32")
+    y = np.zeros((4, 2), "float32")
+    model.train_on_batch(x, y)  # optimizer slots exist and hold values, as in a real bundle
+
+    def program(batch_x: np.ndarray) -> StepProgram:
+        p = StepProgram(
+            step=model.train_step,
+            args=((tf.constant(batch_x), tf.constant(y)),),
+            state=[*model.variables, *model.optimizer.variables],
+            trainable=list(model.trainable_variables),
+            optimizers=[model.optimizer],
+            before_run=model.reset_metrics,
+        )
+        p.snapshot()
+        return p
+
+    healthy = program(x)
+    before = [v.numpy().copy() for v in healthy.state]
+    for mode in ("graph", "eager"):
+        verdict = run_step(healthy, mode)
+        assert not verdict.reproduced, verdict
+        assert verdict.loss_finite and verdict.gradients_finite and verdict.weights_finite
+    # Both modes start from the same captured state: the same loss each time.
+    again = run_step(healthy, "graph")
+    assert again.loss == pytest.approx(run_step(healthy, "eager").loss, rel=1e-6)
+    healthy.restore()
+    assert all(np.array_equal(a, v.numpy()) for a, v in zip(before, healthy.state, strict=True))
+
+    poisoned = x.copy()
+    poisoned[1, 2] = np.inf
+    sick = program(poisoned)
+    for mode in ("graph", "eager"):
+        verdict = run_step(sick, mode)
+        assert verdict.reproduced and verdict.loss_finite is False
+        assert set(verdict.non_finite_gradients) == {v.path for v in model.trainable_variables}
+
+
+# ---- breakpoint advice (source only) ----------------------------------------------------------------------------
+
+
+def test_breakpoint_advice_names_graph_code_and_stays_quiet_elsewhere(tmp_path: Path) -> None:
+    from pyadapter.replay.breakpoints import breakpoint_advice, graph_code_at
+
+    source = (
+        "import tensorflow as tf\n"            # 1
+        "class Head(tf.keras.layers.Layer):\n"  # 2
+        "    def call(self, x):\n"             # 3
+        "        return tf.math.log(x)\n"      # 4
+        "@tf.function(jit_compile=False)\n"    # 5
+        "def train_step(x):\n"                 # 6
+        "    y = x * 2\n"                      # 7
+        "    return y\n"                       # 8
+        "def parse(x):\n"                      # 9
+        "    return x + 1\n"                   # 10
+        "def plain(x):\n"                      # 11
+        "    return x - 1\n"                   # 12
+        "ds = tf.data.Dataset.range(3).map(parse)\n"  # 13
+    )
+    assert graph_code_at(source, 4).reason == "keras"
+    assert graph_code_at(source, 7).function == "train_step"
+    assert graph_code_at(source, 10).reason == "tf.data"
+    assert graph_code_at(source, 12) is None and graph_code_at(source, 13) is None
+    script = tmp_path / "train.py"
+    script.write_text(source, encoding="utf-8")
+    advice = breakpoint_advice(script, 7)
+    assert advice is not None and "tf.function `train_step`" in advice and "--eager" in advice
+    assert breakpoint_advice(script, 7, eager=True) is None
+    assert breakpoint_advice(script, 12) is None
+    assert breakpoint_advice(tmp_path / "missing.py", 1) is None
+
+
+@pytest.mark.slow
+def test_saved_lambdas_are_taken_from_source_never_from_bytecode(tmp_path: Path) -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import numpy as np
+
+    from pyadapter.replay.entry import import_entry_script
+    from pyadapter.replay.lambdas import lambdas_from_source
+
+    script = tmp_path / "lambda_entry_demo.py"
+    script.write_text(
+        "import keras\n"
+        "import tensorflow as tf\n"
+        "def build():\n"
+        "    inputs = keras.Input((2,))\n"
+        "    doubled = keras.layers.Lambda(lambda t: tf.math.log(t) * 2.0)(inputs)\n"
+        "    return keras.Model(inputs, doubled)\n",
+        encoding="utf-8",
+    )
+    try:
+        original_from_config = vars(keras.layers.Lambda)["from_config"]
+        module = import_entry_script(script).module
+        path = tmp_path / "model.keras"
+        module.build().save(path)
+        with pytest.raises(ValueError, match="lambda"):
+            keras.saving.load_model(path, safe_mode=True)  # what Keras does on its own
+        with lambdas_from_source(path, [module]) as objects:
+            model = keras.saving.load_model(path, custom_objects=objects, safe_mode=True)
+        lambda_layer = model.layers[-1]
+        assert lambda_layer.function.__code__.co_filename == str(script.resolve())
+        assert lambda_layer.function.__code__.co_firstlineno == 5  # breakpoints on that line stop in a replay
+        np.testing.assert_allclose(model(np.array([[1.0, np.e]], "float32")).numpy(), [[0.0, 2.0]], rtol=1e-6)
+        assert vars(keras.layers.Lambda)["from_config"] is original_from_config  # Keras is left as it was
+    finally:
+        sys.modules.pop("lambda_entry_demo", None)
+        if str(tmp_path) in sys.path:
+            sys.path.remove(str(tmp_path))

@@ -1,0 +1,1 @@
+"""Helper modules imported by zoo programs (not programs themselves)."""
