@@ -138,6 +138,30 @@ export async function editorLineLayout(page) {
   );
 }
 
+/**
+ * The line layout and the boxes of `selector` in the active editor, read in ONE page evaluation: read
+ * separately, a view zone (a CodeLens) appearing in between shifts every box by a line.
+ */
+async function layoutAndBoxes(page, selector) {
+  return page.locator(ACTIVE_EDITOR).evaluateAll((editors, sel) => {
+    const layout = [];
+    const boxes = [];
+    for (const editor of editors) {
+      for (const element of editor.querySelectorAll('.margin-view-overlays .line-numbers')) {
+        const box = element.getBoundingClientRect();
+        const line = Number(element.textContent.trim());
+        if (Number.isInteger(line) && box.bottom > box.top) layout.push({ line, top: box.top, bottom: box.bottom });
+      }
+      for (const element of editor.querySelectorAll(sel)) {
+        const box = element.getBoundingClientRect();
+        boxes.push({ className: element.className, title: element.innerText?.trim() ?? '', top: box.top, bottom: box.bottom });
+      }
+    }
+    layout.sort((a, b) => a.top - b.top);
+    return { layout, boxes };
+  }, selector);
+}
+
 function lineAt(layout, top, bottom) {
   const middle = (top + bottom) / 2;
   const hit = layout.find((entry) => middle >= entry.top && middle < entry.bottom);
@@ -146,13 +170,7 @@ function lineAt(layout, top, bottom) {
 
 /** Elements matching `selector` inside the active editor, mapped to the line they are drawn on. */
 export async function lineDecorations(page, selector, { line } = {}) {
-  const layout = await editorLineLayout(page);
-  const boxes = await page.locator(`${ACTIVE_EDITOR} ${selector}`).evaluateAll((elements) =>
-    elements.map((element) => {
-      const box = element.getBoundingClientRect();
-      return { className: element.className, top: box.top, bottom: box.bottom, width: box.width };
-    }),
-  );
+  const { layout, boxes } = await layoutAndBoxes(page, selector);
   return boxes
     .filter((box) => box.bottom > box.top)
     .map((box) => ({ line: lineAt(layout, box.top, box.bottom), className: box.className }))
@@ -212,13 +230,7 @@ export async function hoverLine(page, line, { timeoutMs = 10000 } = {}) {
 
 /** CodeLens links in the active editor with the line they stand above. */
 export async function codeLenses(page) {
-  const layout = await editorLineLayout(page);
-  const lenses = await page.locator(`${ACTIVE_EDITOR} .codelens-decoration a`).evaluateAll((elements) =>
-    elements.map((element) => {
-      const box = element.getBoundingClientRect();
-      return { title: element.innerText.trim(), bottom: box.bottom };
-    }),
-  );
+  const { layout, boxes: lenses } = await layoutAndBoxes(page, '.codelens-decoration a');
   // A lens is drawn in a view zone just above its line: the line is the first one below the lens.
   return lenses.map((lens) => {
     const below = layout.find((entry) => entry.top >= lens.bottom - 1);
