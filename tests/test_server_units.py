@@ -353,3 +353,11 @@ def test_progress_callback_accepts_the_usual_shapes() -> None:
     cb(42)
     cb({"message": "dict", "percentage": 7})
     assert seen == [("reading traces", 50), ("step", 75), ("done", 100), (None, 25), (None, 42), ("dict", 7)]
+
+
+def test_hover_of_bundle_finding_shows_the_training_step_not_the_replay_step(tmp_path: Path) -> None:
+    record, user_file = make_record(tmp_path, kind="bundle")
+    assert record.findings is not None and record.findings.origin is not None
+    record.findings.origin.op.step = 0  # locate replays the bundle's one step: the dump's step counter starts at 0
+    text = render.hover_markdown(render.findings_at([record], user_file, 2))
+    assert "step: 12" in text and "step: 0" not in text

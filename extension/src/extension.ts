@@ -7,6 +7,7 @@ import { FindingsModel } from './core/findingsModel';
 import { DecorationPainter } from './decorations';
 import { registerDebugSupport } from './debug';
 import { getLog } from './log';
+import { Pictures } from './pictures';
 import { onPythonExtensionInterpreterChanged } from './python';
 import { NanLensServer } from './server';
 import { affectsDecorations, affectsInterpreter, affectsServer, getSettings } from './settings';
@@ -26,6 +27,7 @@ export function activate(context: vscode.ExtensionContext): void {
   const painter = new DecorationPainter(model);
   context.subscriptions.push(server, painter, new NanLensStatusBar(model, server), new SourcesView(model));
   registerCommands(context, { model, server });
+  context.subscriptions.push(new Pictures(context, model, server));
   registerDebugSupport(context);
 
   const running = server;

@@ -45,6 +45,7 @@ FINDINGS_NOTIFICATION = "nanlens/findings"
 CMD_LOCATE = "nanlens.server.locateBundle"
 CMD_RESCAN = "nanlens.server.rescan"
 CMD_CLEAR = "nanlens.server.clear"
+CMD_PICTURES = "nanlens.server.pictureModel"
 
 
 @dataclass
@@ -440,6 +441,12 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
     def clear(ls: NanLensServer, *args: Any) -> None:
         log.info("clear requested")
         ls.clear()
+
+    @server.command(CMD_PICTURES)
+    async def picture_model(ls: NanLensServer, *args: Any) -> dict[str, Any]:
+        from pyadapter.server.pictures import picture_model as serve_pictures
+
+        return await serve_pictures(ls, args[0] if args else None)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: NanLensServer, params: None) -> None:

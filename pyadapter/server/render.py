@@ -128,7 +128,10 @@ def hover_markdown(hits: list[tuple[SourceRecord, Finding]]) -> str:
             lines.append(f"- gradient of: `{op.forward_op}`")
         if op.graph:
             lines.append(f"- graph: `{op.graph}`")
-        step = op.step if op.step is not None else record.step
+        # A bundle's op step counts steps of its one-step replay (always 0); the training step is the bundle's.
+        step = record.step if record.kind == "bundle" and record.step is not None else op.step
+        if step is None:
+            step = record.step
         if step is not None:
             lines.append(f"- step: {step}")
         if op.device:
