@@ -1,0 +1,11 @@
+"""NanGuard and the capture bundle format.
+
+- `pyadapter.capture.guard`: `NanGuard`, the Keras callback (imports TensorFlow).
+- `pyadapter.capture.loop`: `guard_step` for custom training loops (imports TensorFlow).
+- `pyadapter.capture.gate`: the in-graph check-and-gate both use (imports TensorFlow).
+- `pyadapter.capture.bundle`: `CaptureBundle` (read/verify) and `BundleWriter` (atomic write); no TensorFlow.
+- `pyadapter.capture.integrity`, `structure`, `verdict`, `rng`, `snapshot`: hashes and path checks, nested batches
+  in `.npz` without pickle, the non-finite report, RNG states, run facts.
+
+This package's ``__init__`` imports nothing heavy; import the submodule you need (or use ``pyadapter.NanGuard``).
+"""

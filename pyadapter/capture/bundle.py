@@ -1,0 +1,582 @@
+"""The capture bundle: one failing training step on disk, written atomically and read back safely.
+
+Layout of ``capture_dir/<run>-step<N>/``::
+
+    manifest.json      format "nanlens.bundle/1", versions, host, step/epoch, what went non-finite, entry script
+                       (absolute path + sha256), RNG states, loss history, and the sha256 + size of every file
+    batch.npz          the step's inputs (x, y, sample weights / the step function's arguments), flat arrays;
+                       the nesting (dict/list/tuple) is described in manifest["batch"]["structure"]
+    weights.npz        raw values of the model and optimizer variables (names in manifest["weights"]["variables"])
+    model.keras        (Keras fit) the compiled model with its optimizer state, before the failing update
+    checkpoint/        (custom loops) a tf.train.Checkpoint of what is trained, before the failing update
+
+Every array file is read with ``allow_pickle=False`` and the Keras archive with ``safe_mode=True``; nothing in a
+bundle is ever unpickled. A bundle is written into a hidden temporary directory inside ``capture_dir`` and renamed
+into place as the last step, so a crash mid-write never leaves a half bundle under a bundle's name.
+
+Writing: `write_bundle` (used by NanGuard and guard_step) assembles the manifest and files through `BundleWriter`.
+If ``model.save`` fails (a custom object without ``get_config``), the bundle is still written without
+model.keras and says why in ``manifest["model_save_error"]``; weights.npz still holds every value.
+
+Reading (for ``nanlens replay`` / ``nanlens locate``)::
+
+    bundle = CaptureBundle.load(path)            # verifies format, paths and hashes; BundleError otherwise
+    module = bundle.import_entry_script()        # so custom layers / the step function exist (no __main__ code)
+    model = bundle.load_model(entry_module=module)   # compiled, optimizer state restored (Keras fit bundles)
+    bundle.restore_rng(model)                    # RNG states as they were before the step
+    data = tf.nest.map_structure(lambda a: a if a is None else tf.convert_to_tensor(a), bundle.batch())
+    model.train_step(data)                       # the step as fit ran it (x, y[, sample_weight])
+
+For custom loops: ``bundle.restore_checkpoint(model=..., optimizer=...)``, ``step = bundle.step_function(module)``,
+``args, kwargs = bundle.step_arguments()``, then ``step(*args, **kwargs)``.
+
+Importing this module does not import TensorFlow; the methods that need it import it when called.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import socket
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from pyadapter.capture import integrity, rng, snapshot, structure
+from pyadapter.capture.verdict import NonFiniteReport
+
+FORMAT = "nanlens.bundle/1"
+MANIFEST = "manifest.json"
+BATCH_FILE = "batch.npz"
+WEIGHTS_FILE = "weights.npz"
+MODEL_FILE = "model.keras"
+CHECKPOINT_DIR = "checkpoint"
+CHECKPOINT_PREFIX = "checkpoint/ckpt"
+MAX_MANIFEST_BYTES = 64 << 20
+PARTIAL_SUFFIX = ".partial"
+
+KIND_FIT = "keras_fit"
+KIND_LOOP = "custom_loop"
+
+
+class BundleError(Exception):
+    """A capture bundle that cannot be used: tampered, incomplete, unsafe or from an incompatible version.
+
+    The message is one line, fit for ``nanlens: error: ...``.
+    """
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Writing
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def clean_stale_partials(capture_dir: Path) -> None:
+    """Removes temporary directories left by writers on this host that were killed mid-write."""
+    host = socket.gethostname()
+    for entry in capture_dir.glob(f".*{PARTIAL_SUFFIX}*"):
+        fields = entry.name.rsplit("~", 3)  # .<name>~<host>~<pid>~<random>.partial; <name> may hold '~'
+        if len(fields) < 4 or fields[1] != host or not fields[2].isdigit():
+            continue
+        if not _pid_alive(int(fields[2])) and entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+
+
+class BundleWriter:
+    """Builds a bundle in a temporary directory next to its final place and renames it there on `commit`.
+
+    Use as a context manager: an exception inside the block removes the temporary directory, so no bundle and no
+    debris remains. A writer killed outright leaves only a hidden ``.<name>~<host>~<pid>~.partial*`` directory,
+    which the next writer on the same host removes.
+    """
+
+    def __init__(self, capture_dir: Path | str, name: str) -> None:
+        self.capture_dir = Path(capture_dir).absolute()
+        self.capture_dir.mkdir(parents=True, exist_ok=True)
+        clean_stale_partials(self.capture_dir)
+        self.name = name
+        self.tmp = Path(
+            tempfile.mkdtemp(
+                prefix=f".{name}~{socket.gethostname()}~{os.getpid()}~", suffix=PARTIAL_SUFFIX, dir=self.capture_dir
+            )
+        )
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(self.tmp, 0o777 & ~umask)  # mkdtemp makes it 0700; a bundle is an ordinary directory
+        self.final: Path | None = None
+
+    def __enter__(self) -> BundleWriter:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is not None or self.final is None:
+            self.abort()
+
+    def file(self, name: str) -> Path:
+        """Where to write the bundle file `name` (a relative POSIX path) while the bundle is being built."""
+        path = self.tmp / integrity.check_relative_path(name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def write_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> None:
+        structure.write_npz(self.file(name), arrays)
+
+    def commit(self, manifest: dict[str, Any]) -> Path:
+        """Hashes every file, writes manifest.json and renames the directory into place; returns the bundle path."""
+        files = {}
+        for name in integrity.list_tree(self.tmp):
+            path = self.tmp / name
+            files[name] = {"sha256": integrity.sha256_file(path), "size": path.stat().st_size}
+        manifest = dict(manifest, format=FORMAT, files=files)
+        with open(self.tmp / MANIFEST, "w", encoding="utf-8") as handle:
+            json.dump(manifest, handle, indent=1, sort_keys=False, allow_nan=False, default=_json_default)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        for attempt in range(1000):
+            target = self.capture_dir / (self.name if attempt == 0 else f"{self.name}-{attempt}")
+            if target.exists():
+                continue
+            try:
+                os.rename(self.tmp, target)
+            except OSError:
+                if target.exists():
+                    continue
+                raise
+            self.final = target
+            return target
+        raise BundleError(f"no free bundle name for {self.name} in {self.capture_dir}")
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (np.integer,)):
+        return int(value)
+    if isinstance(value, (np.floating,)):
+        return float(value)
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, Path):
+        return str(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def json_float(value: float | None) -> float | None:
+    """NaN/Inf are not JSON: they are stored as None (loss history)."""
+    if value is None:
+        return None
+    value = float(value)
+    return value if np.isfinite(value) else None
+
+
+def write_bundle(*, capture_dir: Path, run: str, kind: str, step: int, epoch: int | None, batch_index: int | None,
+                 on_nan: str, report: NonFiniteReport, batch: Any, batch_note: str | None,
+                 seed_states: dict[str, np.ndarray], history: Any, extra: dict[str, Any], save_state: Any) -> Path:
+    """Writes one bundle atomically (shared by NanGuard and guard_step); returns its final path."""
+    arrays: dict[str, np.ndarray] = {}
+    described = structure.describe(batch, arrays)
+    history_json = []
+    for entry_step, loss, logged in list(history):
+        history_json.append(
+            {
+                "step": int(entry_step),
+                "loss": json_float(None if loss is None else np.asarray(loss).item()),
+                "logged_loss": json_float(None if logged is None else np.asarray(logged).item()),
+            }
+        )
+    with BundleWriter(capture_dir, f"{run}-step{step}") as writer:
+        writer.write_arrays(BATCH_FILE, arrays)
+        state_manifest = save_state(writer)
+        manifest: dict[str, Any] = {
+            "format": FORMAT,
+            "nanlens_version": snapshot.nanlens_version(),
+            "kind": kind,
+            "created": snapshot.utc_now(),
+            "run": run,
+            "step": int(step),
+            "epoch": epoch,
+            "batch_index": batch_index,
+            "on_nan": on_nan,
+            "state": "before_update" if report.state_usable else "after_update",
+            "non_finite": report.to_json(),
+            "versions": snapshot.versions(),
+            "host": snapshot.host_info(),
+            "entry_script": snapshot.entry_script_info(),
+            "batch": {"file": BATCH_FILE, "structure": described, "note": batch_note},
+            "rng": rng.capture(seed_states),
+            "loss_history": history_json,
+        }
+        manifest.update(extra)
+        manifest.update(state_manifest)
+        return writer.commit(manifest)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Reading
+
+
+def _require(manifest: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
+    value = manifest.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+        raise BundleError(f"manifest field {key!r} is missing or has the wrong type")
+    return value
+
+
+@dataclass(frozen=True)
+class CaptureBundle:
+    """A verified capture bundle. Create it with `CaptureBundle.load(path)`; never construct it directly."""
+
+    path: Path
+    manifest: dict[str, Any]
+
+    # ---- loading and verification ----
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> CaptureBundle:
+        """Opens and verifies a bundle: format version, file list, sha256 of every file, safe paths, no symlinks,
+        no pickled arrays, Keras archive members. Raises `BundleError` (one-line message) on any problem."""
+        root = Path(path)
+        try:
+            return cls._load(root)
+        except BundleError as error:
+            raise BundleError(f"{root}: {error}") from None
+        except (integrity.IntegrityError, structure.StructureError) as error:
+            raise BundleError(f"{root}: {error}") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise BundleError(f"{root}: cannot read the bundle: {error}") from None
+
+    @classmethod
+    def _load(cls, root: Path) -> CaptureBundle:
+        if root.is_symlink():
+            raise BundleError("the bundle path is a symlink")
+        if not root.is_dir():
+            raise BundleError("not a directory (a capture bundle is a directory with manifest.json)")
+        root = root.absolute()
+        if not os.path.lexists(root / MANIFEST):
+            raise BundleError("no manifest.json (not a capture bundle)")
+        manifest_path = integrity.resolve_inside(root, MANIFEST)
+        if manifest_path.stat().st_size > MAX_MANIFEST_BYTES:
+            raise BundleError("manifest.json is implausibly large")
+        try:
+            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise BundleError(f"manifest.json is not valid JSON ({error.msg}, line {error.lineno})") from None
+        if not isinstance(manifest, dict):
+            raise BundleError("manifest.json is not a JSON object")
+        found = manifest.get("format")
+        if found != FORMAT:
+            raise BundleError(f"bundle format {found!r} is not supported (this nanlens reads {FORMAT})")
+        kind = _require(manifest, "kind", str)
+        if kind not in (KIND_FIT, KIND_LOOP):
+            raise BundleError(f"unknown bundle kind {kind!r}")
+        _require(manifest, "step", int)
+        _require(manifest, "versions", dict)
+        _require(manifest, "non_finite", dict)
+        batch = _require(manifest, "batch", dict)
+        if not isinstance(batch.get("structure"), dict):
+            raise BundleError("manifest has no batch structure")
+        integrity.verify_files(root, manifest.get("files"), exempt=frozenset({MANIFEST}))
+        for name in manifest["files"]:
+            if not _is_bundle_file(name):
+                raise BundleError(f"{name} is not a file a bundle may hold (only .npz arrays, model.keras, checkpoint)")
+        for name in manifest["files"]:
+            if name.endswith(".npz"):
+                _check_npz_has_no_objects(root / name)
+            elif name.endswith(".keras"):
+                integrity.check_zip_members(root / name, "keras")
+        bundle = cls(root, manifest)
+        for name in bundle._required_files():
+            if name not in manifest["files"]:
+                raise BundleError(f"{name} is missing from the bundle")
+        try:
+            NonFiniteReport.from_json(manifest["non_finite"])
+        except ValueError as error:
+            raise BundleError(f"manifest non_finite: {error}") from None
+        return bundle
+
+    def _required_files(self) -> list[str]:
+        names = [BATCH_FILE]
+        if self.kind == KIND_FIT and not self.manifest.get("model_save_error"):
+            names.append(MODEL_FILE)
+        elif self.kind == KIND_LOOP:
+            names.append(CHECKPOINT_PREFIX + ".index")
+        return names
+
+    # ---- manifest fields ----
+
+    @property
+    def kind(self) -> str:
+        """"keras_fit" (NanGuard in model.fit) or "custom_loop" (guard_step)."""
+        return self.manifest["kind"]
+
+    @property
+    def run(self) -> str:
+        return str(self.manifest.get("run", ""))
+
+    @property
+    def step(self) -> int:
+        """Global step of the failing update (optimizer iterations before it; skipped steps counted too)."""
+        return int(self.manifest["step"])
+
+    @property
+    def epoch(self) -> int | None:
+        """0-based epoch (Keras fit) or None."""
+        return self.manifest.get("epoch")
+
+    @property
+    def batch_index(self) -> int | None:
+        """0-based index of the batch within its epoch (Keras fit) or the call count of the guarded step."""
+        return self.manifest.get("batch_index")
+
+    @property
+    def versions(self) -> dict[str, str]:
+        """Python, TensorFlow, Keras, NumPy and nanlens versions of the run that wrote the bundle."""
+        return dict(self.manifest["versions"])
+
+    @property
+    def host(self) -> dict[str, Any]:
+        return dict(self.manifest.get("host", {}))
+
+    @property
+    def non_finite(self) -> NonFiniteReport:
+        """What went non-finite: loss, which gradients, which weights; and whether the update was applied."""
+        return NonFiniteReport.from_json(self.manifest["non_finite"])
+
+    @property
+    def loss_history(self) -> list[dict[str, Any]]:
+        """Up to the last ~100 steps before and including the failing one: {"step", "loss", "logged_loss"}.
+
+        ``loss`` is that step's loss as computed in the step (None if non-finite or not seen); ``logged_loss``
+        is what Keras logged (the running mean over the epoch).
+        """
+        return list(self.manifest.get("loss_history", []))
+
+    @property
+    def entry_script(self) -> Path | None:
+        """Absolute path of the training program (sys.argv[0] / __main__.__file__) that wrote the bundle."""
+        entry = self.manifest.get("entry_script") or {}
+        return Path(entry["path"]) if entry.get("path") else None
+
+    @property
+    def entry_script_sha256(self) -> str | None:
+        return (self.manifest.get("entry_script") or {}).get("sha256")
+
+    def entry_script_changed(self) -> bool:
+        """True if the entry script is missing or differs from the one that ran (line numbers may not match)."""
+        script = self.entry_script
+        if script is None or not script.is_file():
+            return True
+        return integrity.sha256_file(script) != self.entry_script_sha256
+
+    @property
+    def rng(self) -> dict[str, Any]:
+        """RNG states: numpy, python `random`, tf global generator, Keras SeedGenerators (by variable path)."""
+        return dict(self.manifest.get("rng", {}))
+
+    @property
+    def model_info(self) -> dict[str, Any]:
+        """Model class name/module, jit_compile, run_eagerly, steps_per_execution, strategy, replicas."""
+        return dict(self.manifest.get("model", {}))
+
+    # ---- raw paths ----
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST
+
+    @property
+    def batch_path(self) -> Path:
+        return self.path / BATCH_FILE
+
+    @property
+    def weights_path(self) -> Path | None:
+        return self.path / WEIGHTS_FILE if WEIGHTS_FILE in self.manifest["files"] else None
+
+    @property
+    def model_path(self) -> Path | None:
+        """The `.keras` archive (Keras fit bundles), or None."""
+        return self.path / MODEL_FILE if MODEL_FILE in self.manifest["files"] else None
+
+    @property
+    def checkpoint_prefix(self) -> Path | None:
+        """Prefix for `tf.train.Checkpoint.read` (custom-loop bundles), or None."""
+        if CHECKPOINT_PREFIX + ".index" in self.manifest["files"]:
+            return self.path / CHECKPOINT_PREFIX
+        return None
+
+    # ---- data ----
+
+    def batch(self) -> Any:
+        """The failing step's batch as numpy arrays, nested as it was fed.
+
+        Keras fit: the ``data`` passed to ``train_step`` — ``(x, y)`` / ``(x, y, sample_weight)`` or whatever
+        structure the dataset yields (dicts, lists and tuples kept). Under a distribution strategy the replicas'
+        shards are concatenated back into the global batch. Custom loops: ``{"args": [...], "kwargs": {...}}``
+        (see `step_arguments`).
+        """
+        arrays = structure.read_npz(self.batch_path)
+        try:
+            return structure.rebuild(self.manifest["batch"]["structure"], arrays)
+        except structure.StructureError as error:
+            raise BundleError(f"{self.path}: {error}") from None
+
+    def step_arguments(self) -> tuple[list[Any], dict[str, Any]]:
+        """(args, kwargs) of the guarded step call (custom-loop bundles)."""
+        data = self.batch()
+        if not isinstance(data, dict) or "args" not in data:
+            raise BundleError(f"{self.path}: not a custom-loop bundle (no step arguments)")
+        return list(data["args"]), dict(data.get("kwargs", {}))
+
+    def weights(self) -> dict[str, np.ndarray]:
+        """Raw variable values before the failing update, keyed by variable path ("dense/kernel",
+        "adam/dense_kernel_momentum", ...). The optimizer's appear under their own paths."""
+        if self.weights_path is None:
+            return {}
+        arrays = structure.read_npz(self.weights_path)
+        out = {}
+        for entry in self.manifest.get("weights", {}).get("variables", []):
+            key, name = entry.get("key"), entry.get("path")
+            if key not in arrays:
+                raise BundleError(f"{self.path}: weights.npz lacks {key!r} ({name})")
+            out[name] = arrays[key]
+        return out
+
+    # ---- rebuilding ----
+
+    def import_entry_script(self, module_name: str = "nanlens_entry") -> ModuleType:
+        """Imports the entry script as module `module_name` (not ``__main__``, so its ``if __name__ ==
+        "__main__":`` block does not run) with its directory on sys.path, so custom layers, losses and step
+        functions defined there exist. Module-level training code outside that guard WILL run."""
+        script = self.entry_script
+        if script is None or not script.is_file():
+            raise BundleError(f"{self.path}: entry script {script} not found")
+        directory = str(script.parent)
+        if directory not in sys.path:
+            sys.path.insert(0, directory)
+        spec = importlib.util.spec_from_file_location(module_name, script)
+        if spec is None or spec.loader is None:
+            raise BundleError(f"{self.path}: cannot import {script}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[module_name] = module
+        spec.loader.exec_module(module)
+        return module
+
+    def load_model(
+        self,
+        custom_objects: dict[str, Any] | None = None,
+        entry_module: ModuleType | None = None,
+        compile: bool = True,
+    ) -> Any:
+        """The compiled Keras model with its optimizer state, as it was before the failing update.
+
+        Loaded with ``safe_mode=True`` (no lambda bytecode). Custom classes must be importable: pass
+        `entry_module` (from `import_entry_script`) to offer every class and function defined in it by name,
+        and/or `custom_objects`.
+        """
+        if self.model_path is None:
+            reason = self.manifest.get("model_save_error")
+            why = f": saving it failed with {reason}" if reason else f" (kind {self.kind})"
+            raise BundleError(f"{self.path}: no model.keras in this bundle{why}; weights.npz has the raw values")
+        import keras
+
+        objects: dict[str, Any] = {}
+        if entry_module is not None:
+            for name, value in vars(entry_module).items():
+                if callable(value) and getattr(value, "__module__", None) == entry_module.__name__:
+                    objects[name] = value
+        objects.update(custom_objects or {})
+        try:
+            return keras.saving.load_model(
+                self.model_path, custom_objects=objects or None, compile=compile, safe_mode=True
+            )
+        except Exception as error:  # Keras raises many kinds; the caller needs one line
+            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise BundleError(f"{self.path}: model.keras could not be loaded: {type(error).__name__}: {first}") from error
+
+    def restore_checkpoint(self, checkpoint: Any = None, **objects: Any) -> Any:
+        """Restores a custom-loop bundle's tf.train.Checkpoint into `checkpoint` or into the `objects` given by
+        the names used when guarding (e.g. ``model=..., optimizer=...``). Returns the restore status."""
+        prefix = self.checkpoint_prefix
+        if prefix is None:
+            raise BundleError(f"{self.path}: no checkpoint in this bundle (kind {self.kind})")
+        import tensorflow as tf
+
+        if checkpoint is None:
+            checkpoint = tf.train.Checkpoint(**objects)
+        try:
+            return checkpoint.read(str(prefix))
+        except Exception as error:
+            first = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            raise BundleError(f"{self.path}: checkpoint could not be restored: {type(error).__name__}: {first}") from error
+
+    def step_function(self, module: ModuleType) -> Any:
+        """The guarded step function (custom-loop bundles), looked up by qualified name in the imported entry
+        module. If it was a tf.function, the undecorated Python function is at ``.python_function``."""
+        info = self.manifest.get("step_function") or {}
+        target: Any = module
+        qualname = info.get("qualname")
+        if not qualname:
+            raise BundleError(f"{self.path}: no step function recorded")
+        for part in qualname.split("."):
+            if part == "<locals>" or not hasattr(target, part):
+                raise BundleError(f"{self.path}: step function {qualname} is not reachable from {module.__name__}")
+            target = getattr(target, part)
+        return target
+
+    def restore_rng(self, model: Any = None) -> None:
+        """Sets numpy, python `random` and the TF global generator to their captured states, and the Keras
+        SeedGenerators of `model` to their states from before the failing step (so dropout masks repeat)."""
+        from pyadapter.capture import rng
+
+        rng.restore(self.rng, model)
+
+
+_CHECKPOINT_FILE = re.compile(r"checkpoint/ckpt\.(index|data-\d{5}-of-\d{5})")
+
+
+def _is_bundle_file(name: str) -> bool:
+    """The files a bundle may hold; anything else (a pickle, a script, ...) marks a bundle that was tampered."""
+    return name in (BATCH_FILE, WEIGHTS_FILE, MODEL_FILE) or _CHECKPOINT_FILE.fullmatch(name) is not None
+
+
+def _check_npz_has_no_objects(path: Path) -> None:
+    """Reads only the headers of a `.npz`'s arrays: an object (pickled) dtype anywhere is refused."""
+    import zipfile
+
+    integrity.check_zip_members(path, "npz")
+    with zipfile.ZipFile(path) as archive:
+        for name in archive.namelist():
+            with archive.open(name) as member:
+                try:
+                    version = np.lib.format.read_magic(member)
+                    if version == (1, 0):
+                        _, _, dtype = np.lib.format.read_array_header_1_0(member)
+                    elif version == (2, 0):
+                        _, _, dtype = np.lib.format.read_array_header_2_0(member)
+                    else:
+                        raise ValueError(f"unsupported .npy version {version}")
+                except ValueError as error:
+                    raise BundleError(f"{path.name}/{name} is not a valid .npy array ({error})") from None
+                if dtype.hasobject:
+                    raise BundleError(f"{path.name}/{name} holds a pickled object array (refused)")

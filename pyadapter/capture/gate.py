@@ -1,0 +1,455 @@
+"""The in-graph gate: inside the compiled step, apply an update only if the loss and gradients are finite.
+
+While a guarded step is traced (or run eagerly), hooks sit on the optimizer and the model:
+
+- ``optimizer.scale_loss`` and ``model.compute_loss`` record the losses the step computes (Keras's own
+  ``train_step`` and most custom ones go through them);
+- ``optimizer.apply`` (which ``apply_gradients`` calls) becomes ``tf.cond(all finite, apply, skip)``. The
+  check covers the recorded losses and every gradient, and after an applied update the trainable weights.
+
+With a ``LossScaleOptimizer`` non-finite gradients are its normal business (it halves the scale and skips the
+step itself), so only the losses and weights are judged. Under a ``tf.distribute`` strategy that needs merge
+calls (MirroredStrategy), the decision is taken once in cross-replica context from every replica's flags, so all
+replicas agree and none applies a failing update.
+
+The hooks are instance attributes present only while the step is being traced; the graph they produce keeps the
+gate. Healthy steps cost a few reductions and one `If`; nothing leaves the device.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import tensorflow as tf
+
+from pyadapter.capture.snapshot import non_finite_variables, variable_path
+from pyadapter.capture.verdict import NonFiniteReport
+
+
+class GuardError(RuntimeError):
+    """NanGuard cannot guard this step (e.g. the update runs in a nested tf.function)."""
+
+
+@dataclass(frozen=True)
+class GateConfig:
+    """What the gate checks. Part of the traced graph, so a change needs a new trace."""
+
+    check_weights: bool = True
+    protect_weights: bool = False
+
+
+class Verdict(NamedTuple):
+    """Tensors a guarded step returns next to its own outputs (combined over replicas)."""
+
+    ok: Any  # bool scalar: every check passed
+    loss_ok: Any  # bool scalar: every recorded loss finite
+    grads_ok: Any  # bool [G]: per checked gradient (names in GateMeta.grad_names)
+    weights_ok: Any  # bool [W]: per trainable weight after an applied update (GateMeta.weight_names)
+    applied: Any  # bool scalar: the update reached the variables
+    # float32 scalar: this step's loss (sum over replicas of the first recorded loss); 0.0 when the step recorded
+    # none (GateMeta.has_loss is the flag). Finite on purpose: a NaN constant in the graph would trip
+    # tf.debugging.enable_check_numerics at the guard instead of at the user's bug.
+    loss: Any
+
+
+@dataclass
+class GateMeta:
+    """Static facts of the most recent trace, to name what a failing verdict points at."""
+
+    grad_names: list[str] = field(default_factory=list)
+    weight_names: list[str] = field(default_factory=list)
+    checked: list[str] = field(default_factory=list)
+    gated: bool = False  # an optimizer update was found and gated
+
+    @property
+    def has_loss(self) -> bool:
+        """Whether the step recorded a loss (else Verdict.loss is a 0.0 placeholder, not a loss)."""
+        return "loss" in self.checked
+
+
+@dataclass
+class _Gate:
+    grad_names: list[str]
+    weight_names: list[str]
+    ok: Any
+    loss_ok: Any
+    grads_ok: Any
+    weights_ok: Any
+    applied: Any
+
+
+@dataclass
+class _Record:
+    losses: list[Any] = field(default_factory=list)
+    gates: list[_Gate] = field(default_factory=list)
+
+
+class _CallScope:
+    """The records of one guarded call being traced, one per thread (MirroredStrategy traces each replica in its
+    own thread)."""
+
+    def __init__(self, config: GateConfig) -> None:
+        self.config = config
+        self._records: dict[int, _Record] = {}
+        self._lock = threading.Lock()
+
+    def record(self) -> _Record:
+        ident = threading.get_ident()
+        with self._lock:
+            return self._records.setdefault(ident, _Record())
+
+    def records(self) -> list[_Record]:
+        with self._lock:
+            return list(self._records.values())
+
+
+_active: _CallScope | None = None
+
+
+def is_loss_scale_optimizer(optimizer: Any) -> bool:
+    try:
+        import keras
+    except ImportError:
+        return False
+    return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
+
+
+# ---- small tensor helpers -----------------------------------------------------------------------------------
+
+
+def _dense(value: Any) -> Any:
+    if isinstance(value, tf.IndexedSlices):
+        return value.values
+    inner = getattr(value, "value", None)  # keras.Variable -> tf.Variable
+    if inner is not None and not isinstance(value, tf.Tensor) and not callable(inner):
+        value = inner
+    return tf.convert_to_tensor(value)
+
+
+def _is_float(value: Any) -> bool:
+    dtype = getattr(value, "dtype", None)
+    try:
+        return tf.as_dtype(dtype).is_floating
+    except TypeError:
+        return False
+
+
+def _sum32(value: Any) -> Any:
+    value = _dense(value)
+    if value.dtype not in (tf.float32, tf.float64):
+        value = tf.cast(value, tf.float32)  # a float16 sum would overflow at 65504
+    if value.shape.rank != 0:
+        value = tf.reduce_sum(value)
+    return value if value.dtype == tf.float32 else tf.cast(value, tf.float32)
+
+
+def finite_flags(values: list[Any]) -> Any:
+    """bool [len(values)]: whether each tensor is free of NaN/Inf (non-float tensors count as finite).
+
+    One reduction per tensor: the float32 sum of a tensor is NaN/Inf exactly when the tensor holds a NaN or an
+    Inf, or when its finite values are so large that their sum overflows (about 3e38), which counts as a failure
+    too. That is half the work of is_finite + reduce_all, and this runs on every step."""
+    if not values:
+        return tf.ones([0], tf.bool)
+    sums = [_sum32(v) if _is_float(v) else tf.constant(0.0) for v in values]
+    return tf.math.is_finite(tf.stack(sums))
+
+
+def _ones(n: int) -> Any:
+    return tf.ones([n], tf.bool)
+
+
+# ---- hooks --------------------------------------------------------------------------------------------------
+
+
+def _recording(original: Any, takes_loss_argument: bool) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        scope = _active
+        if scope is not None:
+            loss = (args[0] if args else kwargs.get("loss")) if takes_loss_argument else result
+            if loss is not None and _is_float(loss):
+                scope.record().losses.append(loss)
+        return result
+
+    return wrapper
+
+
+def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
+    loss_scaling = is_loss_scale_optimizer(optimizer)
+
+    def apply(grads: Any, trainable_variables: Any = None) -> Any:
+        scope = _active
+        if scope is None:
+            return original_apply(grads, trainable_variables)
+        grads = list(grads)
+        if not grads:
+            return original_apply(grads, trainable_variables)
+        if trainable_variables is None:
+            if not optimizer.built:
+                return original_apply(grads, trainable_variables)  # Keras raises its own clear error
+            variables = list(optimizer._trainable_variables)
+        else:
+            trainable_variables = list(trainable_variables)
+            variables = trainable_variables
+            if not optimizer.built:
+                # As BaseOptimizer.apply does, outside the cond so the variables are created once.
+                import keras
+
+                with keras.name_scope(optimizer.name, caller=optimizer):
+                    optimizer.build(variables)
+                optimizer.built = True
+        record = scope.record()
+        gate = _gate(optimizer, original_apply, grads, trainable_variables, variables, list(record.losses),
+                     scope.config, check_grads=not loss_scaling)
+        record.gates.append(gate)
+        return None
+
+    return apply
+
+
+@contextlib.contextmanager
+def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Iterator[_CallScope]:
+    """Installs the recording and gating hooks on `optimizers` and `models` while a guarded step is traced (or
+    run eagerly); yields the scope that collects what the step recorded."""
+    global _active
+    if _active is not None:
+        raise GuardError("a guarded step is already being traced (nested NanGuard / guard_step)")
+    scope = _CallScope(config)
+    patched: list[tuple[Any, str, Any]] = []
+    missing = object()
+
+    def patch(obj: Any, name: str, make: Any) -> None:
+        if obj is None or not callable(getattr(obj, name, None)):
+            return
+        previous = obj.__dict__.get(name, missing)
+        obj.__dict__[name] = make(getattr(obj, name))  # bypasses Keras/TF attribute tracking
+        patched.append((obj, name, previous))
+
+    for optimizer in _unique(optimizers):
+        patch(optimizer, "apply", lambda original, o=optimizer: _gated_apply(o, original))
+        patch(optimizer, "scale_loss", lambda original: _recording(original, takes_loss_argument=True))
+    for model in _unique(models):
+        patch(model, "compute_loss", lambda original: _recording(original, takes_loss_argument=False))
+    _active = scope
+    try:
+        yield scope
+    finally:
+        _active = None
+        for obj, name, previous in reversed(patched):
+            if previous is missing:
+                obj.__dict__.pop(name, None)
+            else:
+                obj.__dict__[name] = previous
+
+
+def _unique(objects: list[Any]) -> list[Any]:
+    seen: set[int] = set()
+    out = []
+    for obj in objects:
+        if obj is not None and id(obj) not in seen:
+            seen.add(id(obj))
+            out.append(obj)
+    return out
+
+
+def record_loss(loss: Any) -> Any:
+    """Adds `loss` to the checks of the guarded step being traced (no-op elsewhere); returns `loss`.
+
+    For custom steps that compute their loss without ``model.compute_loss`` / ``optimizer.scale_loss``: call it
+    before ``optimizer.apply`` so a non-finite loss blocks the update even when the gradients are finite.
+    """
+    scope = _active
+    if scope is not None and loss is not None and _is_float(loss):
+        scope.record().losses.append(loss)
+    return loss
+
+
+# ---- the gate -----------------------------------------------------------------------------------------------
+
+
+def _gate(optimizer: Any, original_apply: Any, grads: list[Any], variables_arg: Any, variables: list[Any],
+          losses: list[Any], config: GateConfig, check_grads: bool) -> _Gate:
+    present = [i for i, g in enumerate(grads) if g is not None]
+    grad_names = [variable_path(variables[i]) for i in present] if check_grads else []
+    checked_weights = [variables[i] for i in present if _is_float(variables[i])] if config.check_weights else []
+    weight_names = [variable_path(v) for v in checked_weights]
+
+    def local_flags(grads: list[Any], losses: list[Any]) -> tuple[Any, Any]:
+        loss_flags = finite_flags(losses)
+        grad_flags = finite_flags([grads[i] for i in present]) if check_grads else _ones(0)
+        return loss_flags, grad_flags
+
+    def apply_and_check(do_apply: Any) -> tuple[Any, Any]:
+        backup = []
+        if config.protect_weights:
+            state = [v for v in list(variables) + list(optimizer.variables) if v is not None]
+            backup = [(v, tf.identity(_dense(v))) for v in state]
+        do_apply()
+        weight_flags = finite_flags(checked_weights)
+        weights_ok = tf.reduce_all(weight_flags)
+        if config.protect_weights:
+
+            def undo() -> Any:
+                for v, old in backup:
+                    v.assign(old)
+                return tf.constant(False)
+
+            applied = tf.cond(weights_ok, lambda: tf.constant(True), undo)
+        else:
+            applied = tf.constant(True)
+        return weight_flags, applied
+
+    def decide(ok: Any, do_apply: Any) -> tuple[Any, Any]:
+        return tf.cond(
+            ok,
+            lambda: apply_and_check(do_apply),
+            lambda: (_ones(len(checked_weights)), tf.constant(False)),
+        )
+
+    replica_context = tf.distribute.get_replica_context()
+    needs_merge = (
+        tf.distribute.has_strategy()
+        and replica_context is not None
+        and not tf.__internal__.distribute.strategy_supports_no_merge_call()
+    )
+    if needs_merge:
+
+        def merge_fn(distribution: Any, grads: Any, losses: Any) -> tuple[Any, ...]:
+            per_replica = distribution.extended.call_for_each_replica(local_flags, args=(grads, losses))
+            loss_flags = tf.reduce_all(tf.stack(distribution.experimental_local_results(per_replica[0])), axis=0)
+            grad_flags = tf.reduce_all(tf.stack(distribution.experimental_local_results(per_replica[1])), axis=0)
+            loss_ok = tf.reduce_all(loss_flags)
+            ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
+
+            def do_apply() -> None:
+                distribution.extended.call_for_each_replica(original_apply, args=(grads, variables_arg))
+
+            weight_flags, applied = decide(ok, do_apply)
+            return ok, loss_ok, grad_flags, weight_flags, applied
+
+        ok, loss_ok, grad_flags, weight_flags, applied = replica_context.merge_call(merge_fn, args=(grads, losses))
+    else:
+        loss_flags, grad_flags = local_flags(grads, losses)
+        loss_ok = tf.reduce_all(loss_flags)
+        ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
+        if tf.distribute.has_strategy() and replica_context is not None and replica_context.num_replicas_in_sync > 1:
+            # Pure replica context (no merge calls, e.g. XLA on GPUs): agree through an all-reduce.
+            agreed = replica_context.all_reduce(tf.distribute.ReduceOp.MIN, tf.cast(ok, tf.int32))
+            ok = tf.greater(agreed, 0)
+        weight_flags, applied = decide(ok, lambda: original_apply(grads, variables_arg))
+    all_ok = tf.logical_and(ok, tf.reduce_all(weight_flags))
+    return _Gate(grad_names, weight_names, all_ok, loss_ok, grad_flags, weight_flags, applied)
+
+
+# ---- combining what the replicas recorded -------------------------------------------------------------------
+
+
+def _same_graph(values: list[Any]) -> bool:
+    if tf.executing_eagerly():
+        return True
+    graph = tf.compat.v1.get_default_graph()
+    for value in values:
+        owner = getattr(value, "graph", None)
+        if owner is not None and owner is not graph:
+            # A FuncGraph may be built inside `graph` (cond branches are not, their outputs are): accept outer
+            # graphs of the current one only.
+            return False
+    return True
+
+
+def local_ok(scope: _CallScope) -> Any:
+    """This thread's (replica's) verdict so far: all gates ok and all losses finite. For in-replica use."""
+    record = scope.record()
+    flags = [gate.ok for gate in record.gates]
+    if not record.gates:
+        flags.append(tf.reduce_all(finite_flags(record.losses)))
+    return tf.reduce_all(tf.stack(flags))
+
+
+def _all(flags: list[Any]) -> Any:
+    """AND of boolean tensors, without ops for the common single-tensor case."""
+    unique = list({id(f): f for f in flags}.values())
+    if not unique:
+        return tf.constant(True)
+    return unique[0] if len(unique) == 1 else tf.reduce_all(tf.stack(unique), axis=0)
+
+
+def _scalar_loss(value: Any) -> Any:
+    value = _dense(value)
+    if value.shape.rank != 0:
+        value = tf.reduce_mean(value)
+    return value if value.dtype == tf.float32 else tf.cast(value, tf.float32)
+
+
+def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
+    """One verdict from the records of every replica; call after the guarded call returned (same graph).
+
+    Under a merge-call strategy every replica's record holds the same gate tensors (decided once in
+    cross-replica context); they are taken once. Without a strategy there is one record: no extra ops."""
+    records = scope.records()
+    meta = GateMeta()
+    gate_counts = {len(r.gates) for r in records}
+    if len(gate_counts) > 1:
+        raise GuardError("replicas applied a different number of optimizer updates in one step")
+    n_gates = gate_counts.pop() if gate_counts else 0
+    oks, loss_oks, grads, weights, applied = [], [], [], [], []
+    for index in range(n_gates):
+        gates = [r.gates[index] for r in records]
+        oks.append(_all([g.ok for g in gates]))
+        loss_oks.append(_all([g.loss_ok for g in gates]))
+        applied.append(_all([g.applied for g in gates]))
+        grads.append(_all([g.grads_ok for g in gates]))
+        weights.append(_all([g.weights_ok for g in gates]))
+        meta.grad_names += gates[0].grad_names
+        meta.weight_names += gates[0].weight_names
+    all_losses = [loss for r in records for loss in r.losses]
+    if not n_gates:
+        loss_oks.append(tf.reduce_all(finite_flags(all_losses)))
+    meta.gated = n_gates > 0
+    meta.checked = (["loss"] if all_losses else []) + (["gradients"] if meta.grad_names else []) + (
+        ["weights"] if meta.weight_names else []
+    )
+    if not _same_graph(oks + loss_oks + applied + grads + weights + all_losses):
+        raise GuardError(
+            "the optimizer update ran inside a nested tf.function; remove @tf.function from the inner step "
+            "(the guarded function is compiled already)"
+        )
+    loss_ok = _all(loss_oks)
+    ok = _all(oks) if n_gates else loss_ok  # a gate's ok already includes its losses
+    firsts = [_scalar_loss(r.losses[0]) for r in records if r.losses]
+    if not firsts:
+        loss = tf.constant(0.0, tf.float32)  # a placeholder: meta.has_loss is False
+    else:
+        loss = firsts[0] if len(firsts) == 1 else tf.add_n(firsts)
+    verdict = Verdict(
+        ok=ok,
+        loss_ok=loss_ok,
+        grads_ok=grads[0] if len(grads) == 1 else tf.concat(grads, axis=0) if grads else _ones(0),
+        weights_ok=weights[0] if len(weights) == 1 else tf.concat(weights, axis=0) if weights else _ones(0),
+        applied=_all(applied) if applied else tf.constant(False),
+        loss=loss,
+    )
+    return verdict, meta
+
+
+def report(verdict: Verdict, meta: GateMeta, trainable_variables: list[Any], loss_seen_bad: bool = False) -> NonFiniteReport:
+    """The failing step's NonFiniteReport from its verdict (read on failure only)."""
+    grads_ok, weights_ok = verdict.grads_ok.numpy(), verdict.weights_ok.numpy()
+    result = NonFiniteReport(
+        loss=not bool(verdict.loss_ok) or loss_seen_bad,
+        gradients=[name for name, ok in zip(meta.grad_names, grads_ok, strict=True) if not ok],
+        weights=[name for name, ok in zip(meta.weight_names, weights_ok, strict=True) if not ok],
+        update_applied=bool(verdict.applied),
+        checked=list(meta.checked),
+    )
+    if not result.update_applied and not result.weights:
+        # Nothing was applied, so the variables are as the step found them: were they broken already?
+        broken = non_finite_variables(trainable_variables)
+        if broken:
+            result.weights, result.weights_before_step = broken, True
+    return result

@@ -1,0 +1,396 @@
+"""NanGuard: the Keras callback that stops (or skips) a training step whose loss or gradients are not finite.
+
+``model.fit(..., callbacks=[NanGuard("captures")])`` is the only change. At ``on_train_begin`` the callback swaps
+``model.train_function`` for a guarded one built like Keras's own (Keras 3, TensorFlow backend):
+
+- the inner step (``strategy.run(model.train_step)``, compiled with the model's ``jit_compile``) has the gate of
+  `pyadapter.capture.gate`: the optimizer update runs inside ``tf.cond(loss and gradients finite, ...)``;
+- the outer, never-XLA function reads the batch from the iterator, runs the step, and hands the batch back as a
+  ``tf.experimental.Optional`` that is filled only when the step failed: on healthy steps no batch is copied or
+  pulled to Python, and the only thing Python reads is one boolean;
+- on a failing step Python writes a capture bundle (`pyadapter.capture.bundle`) with the batch, the model and
+  optimizer state from before the update (it was not applied), RNG states and loss history, then stops training
+  (``on_nan="stop"``) or goes on (``"skip"``).
+
+The guarded function is cached per model and configuration, so later ``fit`` calls do not retrace. It works for
+Sequential, functional and subclassed models, custom ``train_step``s that call ``super()`` or the optimizer,
+``jit_compile`` on or off, ``steps_per_execution`` (run as single steps) and MirroredStrategy.
+"""
+
+from __future__ import annotations
+
+import collections
+import sys
+import weakref
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from pyadapter.capture import bundle as bundle_format
+from pyadapter.capture import gate, rng, snapshot
+from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
+
+
+def _optionals_to_none(data: Any) -> Any:
+    # As Keras's _autoconvert_optionals: an Optional in the data stands for "no value" (e.g. no sample weights).
+    return keras.tree.map_structure(lambda v: None if isinstance(v, tf.experimental.Optional) else v, data)
+
+
+def _replica_parts(value: Any, strategy: tf.distribute.Strategy) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, tf.distribute.DistributedValues):
+        return list(strategy.experimental_local_results(value))
+    return [value]
+
+
+def _reduce_logs(outputs: Any, strategy: tf.distribute.Strategy) -> Any:
+    try:
+        from keras.src.backend.tensorflow.trainer import reduce_per_replica
+    except ImportError:  # pragma: no cover - Keras internals moved
+        return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], outputs)
+    return reduce_per_replica(outputs, strategy, reduction="auto")
+
+
+def _to_numpy(value: Any) -> np.ndarray:
+    if isinstance(value, tf.SparseTensor):
+        value = tf.sparse.to_dense(value)
+    elif isinstance(value, tf.RaggedTensor):
+        value = value.to_tensor()
+    return np.asarray(value.numpy())
+
+
+def join_replicas(parts: list[np.ndarray]) -> np.ndarray | None:
+    """A batch leaf from its per-replica shards (the global batch as fed)."""
+    if not parts:
+        return None
+    if len(parts) == 1 or parts[0].ndim == 0:
+        return parts[0]
+    return np.concatenate(parts, axis=0)
+
+
+class GuardedTrainFunction:
+    """The replacement for ``model.train_function`` (see module docstring). One per model and configuration."""
+
+    def __init__(self, model: keras.Model, config: gate.GateConfig, restore_metrics: bool) -> None:
+        self.model_ref = weakref.ref(model)
+        self.config = config
+        self.restore_metrics = restore_metrics
+        self.guard: NanGuard | None = None
+        self.keras_function: Any = model.train_function  # Keras's own, put back after fit
+        self.meta = gate.GateMeta()
+        self.template: Any = None  # data structure with leaf indices, from the last trace
+        self.seed_paths: list[str] = []
+        self.strategy = model.distribute_strategy
+        self.steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
+        self._one_step = self._make_one_step(model)
+        self._step_on_iterator = self._wrap(lambda iterator: self._step_and_capture(iterator.get_next()), model)
+        self._step_on_data = self._wrap(self._step_and_capture, model)
+
+    @staticmethod
+    def key(model: keras.Model, config: gate.GateConfig, restore_metrics: bool) -> tuple:
+        return (
+            config,
+            restore_metrics,
+            bool(model.run_eagerly),
+            model.jit_compile,
+            int(getattr(model, "steps_per_execution", 1) or 1),
+            id(model.optimizer),
+            id(model.distribute_strategy),
+        )
+
+    def _wrap(self, fn: Any, model: keras.Model) -> Any:
+        return fn if model.run_eagerly else tf.function(fn, reduce_retracing=True)
+
+    def _make_one_step(self, model: keras.Model) -> Any:
+        config, strategy = self.config, self.strategy
+        restore_metrics = self.restore_metrics
+
+        def replica_step(data: Any) -> Any:
+            model_ = self.model_ref()
+            snapshot_values = []
+            if restore_metrics:
+                snapshot_values = [(v, tf.identity(v.value)) for v in model_.metrics_variables]
+            logs = model_.train_step(data)
+            if restore_metrics and snapshot_values and gate._active is not None:
+                ok = gate.local_ok(gate._active)
+
+                def restore() -> Any:
+                    for variable, value in snapshot_values:
+                        variable.assign(value)
+                    return tf.constant(False)
+
+                tf.cond(ok, lambda: tf.constant(True), restore)
+            return logs
+
+        def one_step_on_data(data: Any) -> Any:
+            model_ = self.model_ref()
+            with gate.hooks([model_.optimizer], [model_], config) as scope:
+                outputs = strategy.run(replica_step, args=(data,))
+                verdict, meta = gate.combine(scope)
+            self.meta = meta
+            return _reduce_logs(outputs, strategy), verdict
+
+        if not model.run_eagerly:
+            one_step_on_data = tf.function(one_step_on_data, reduce_retracing=True, jit_compile=model.jit_compile)
+        return one_step_on_data
+
+    def _step_and_capture(self, data: Any) -> Any:
+        model = self.model_ref()
+        data = _optionals_to_none(data)
+        seeds = rng.seed_generator_states(model)
+        self.seed_paths = [path for path, _ in seeds]
+        seeds_before = [tf.identity(tf.convert_to_tensor(variable)) for _, variable in seeds]
+        outputs, verdict = self._one_step(data)
+        flat = tf.nest.flatten(data)
+        self.template = tf.nest.pack_sequence_as(data, list(range(len(flat))))
+        # Tuples, not lists: tf.data structures would turn lists into stacked tensors.
+        leaves = tuple(tuple(_replica_parts(value, self.strategy)) for value in flat)
+        element = (leaves, tuple(seeds_before))
+        spec = tf.nest.map_structure(tf.type_spec_from_value, element)
+        captured = tf.cond(
+            verdict.ok,
+            lambda: tf.experimental.Optional.empty(spec),
+            lambda: tf.experimental.Optional.from_value(element),
+        )
+        return outputs, verdict, captured
+
+    # ---- called by Keras fit instead of its own train function ----
+
+    def uninstall(self) -> None:
+        """Give the model its own train function back (after fit, or when fit is aborted by an error)."""
+        self.guard = None
+        model = self.model_ref()
+        if model is not None and model.train_function is self:
+            model.train_function = self.keras_function
+
+    def __call__(self, iterator: Any) -> Any:
+        try:
+            return self._run(iterator)
+        except (tf.errors.OutOfRangeError, StopIteration):
+            raise  # the end of an epoch, not an error
+        except BaseException:
+            # fit is aborting and will not call on_train_end: do not leave the guard installed.
+            self.uninstall()
+            raise
+
+    def _run(self, iterator: Any) -> Any:
+        guard = self.guard
+        logs = None
+        if isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
+            for index in range(self.steps_per_execution):
+                try:
+                    outputs, verdict, captured = self._step_on_iterator(iterator)
+                except tf.errors.OutOfRangeError:
+                    if index == 0:
+                        raise
+                    break
+                logs = outputs
+                if guard is not None and not guard._after_step(self, verdict, captured, outputs):
+                    break
+            return logs
+        for _, data in zip(range(self.steps_per_execution), iterator, strict=False):
+            logs, verdict, captured = self._step_on_data(data)
+            if guard is not None and not guard._after_step(self, verdict, captured, logs):
+                break
+        return logs
+
+
+# Guarded functions live on the model (like Keras's own train_function), so they go when it goes: a module-level
+# weak-keyed cache would not, as Keras's train function, kept for restoring, refers back to the model.
+_CACHE_ATTRIBUTE = "_nanlens_guarded_train_functions"
+
+
+def _cached_functions(model: keras.Model) -> dict[tuple, GuardedTrainFunction]:
+    return model.__dict__.setdefault(_CACHE_ATTRIBUTE, {})  # __dict__: no Keras attribute tracking
+
+
+class NanGuard(keras.callbacks.Callback):
+    """Keras callback: check every training step for NaN/Inf inside the compiled step; on a failing step do not
+    apply the update, write a capture bundle, then stop training (default) or skip the step.
+
+    Args:
+        capture_dir: where bundles go (``capture_dir/<run>-step<N>/``); created if missing.
+        on_nan: ``"stop"`` (set ``model.stop_training``; fit returns after this batch) or ``"skip"``.
+        run_name: bundle name prefix; default ``<script>-<YYYYmmdd-HHMMSS>``.
+        check_weights: also check the trainable weights after each applied update (catches an optimizer or
+            learning rate that makes finite gradients produce NaN/Inf weights).
+        protect_weights: keep a copy of the weights and optimizer state during the update so that such an update
+            is undone too (costs roughly one copy of the model per step; off by default).
+        max_bundles: bundles written at most per guard (skip mode can see many failing steps).
+        max_consecutive_skips: in skip mode, stop after this many non-finite steps in a row (None: never).
+        history_size: how many recent step losses the bundle records.
+        verbose: print the one-paragraph report to stderr on a failing step.
+
+    After training, ``guard.failures`` lists what happened and ``guard.last_bundle`` is the newest bundle.
+    """
+
+    def __init__(
+        self,
+        capture_dir: str | Path = "nanlens-captures",
+        on_nan: str = "stop",
+        *,
+        run_name: str | None = None,
+        check_weights: bool = True,
+        protect_weights: bool = False,
+        max_bundles: int = 5,
+        max_consecutive_skips: int | None = 100,
+        history_size: int = 100,
+        verbose: bool = True,
+    ) -> None:
+        super().__init__()
+        if on_nan not in ON_NAN:
+            raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
+        self.capture_dir = Path(capture_dir).absolute()
+        self.on_nan = on_nan
+        self.run_name = run_name
+        self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights)
+        self.max_bundles = max_bundles
+        self.max_consecutive_skips = max_consecutive_skips
+        self.verbose = verbose
+        self.failures: list[Failure] = []
+        self._history: collections.deque = collections.deque(maxlen=history_size)
+        self._function: GuardedTrainFunction | None = None
+        self._step = 0
+        self._epoch: int | None = None
+        self._batch = 0
+        self._consecutive = 0
+        self._bundles_written = 0
+
+    @property
+    def last_bundle(self) -> Path | None:
+        for failure in reversed(self.failures):
+            if failure.bundle is not None:
+                return failure.bundle
+        return None
+
+    # ---- Keras callback hooks (no per-batch hook: Keras keeps dispatching batch callbacks asynchronously) ----
+
+    def on_train_begin(self, logs: dict | None = None) -> None:
+        model = self.model
+        if model.optimizer is None:
+            raise gate.GuardError("NanGuard needs a compiled model with an optimizer")
+        if self.run_name is None:
+            self.run_name = snapshot.default_run_name()
+        keras_function = model.train_function
+        if isinstance(keras_function, GuardedTrainFunction):  # left installed by a fit that raised
+            keras_function = keras_function.keras_function
+        restore_metrics = self.on_nan == "skip"
+        key = GuardedTrainFunction.key(model, self.config, restore_metrics)
+        per_model = _cached_functions(model)
+        function = per_model.get(key)
+        if function is None or function.keras_function is not keras_function:
+            # New, or the model was compiled again since (Keras then builds a new train function): retrace.
+            function = per_model[key] = GuardedTrainFunction(model, self.config, restore_metrics)
+        function.keras_function = keras_function
+        function.guard = self
+        self._function = function
+        model.train_function = function
+        self._step = int(model.optimizer.iterations.numpy())
+        self._consecutive = 0
+
+    def on_train_end(self, logs: dict | None = None) -> None:
+        if self._function is not None:
+            self._function.uninstall()
+        self._function = None
+
+    def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
+        self._epoch = epoch
+        self._batch = 0
+
+    # ---- per step, called by GuardedTrainFunction ----
+
+    def _after_step(self, function: GuardedTrainFunction, verdict: gate.Verdict, captured: Any, logs: Any) -> bool:
+        """Returns False when training must stop."""
+        step, batch_index = self._step, self._batch
+        self._step += 1
+        self._batch += 1
+        loss = verdict.loss if function.meta.has_loss else None
+        self._history.append((step, loss, logs.get("loss") if isinstance(logs, dict) else None))
+        if bool(verdict.ok):
+            self._consecutive = 0
+            return True
+        self._consecutive += 1
+        report = gate.report(verdict, function.meta, list(self.model.trainable_variables))
+        stop = self.on_nan == "stop" or (
+            self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
+        )
+        path, error = None, None
+        if self._bundles_written < self.max_bundles:
+            try:
+                path = self._write_bundle(function, report, captured, step, batch_index)
+                self._bundles_written += 1
+            except Exception as exc:  # noqa: BLE001 - training must still stop/skip cleanly; say why, once
+                error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        failure = Failure(step, self._epoch, batch_index, report, path, "stopped" if stop else "skipped", error)
+        self.failures.append(failure)
+        if self.verbose:
+            print("\n" + failure.message(), file=sys.stderr, flush=True)
+        if stop:
+            self.model.stop_training = True
+        return not stop
+
+    def _write_bundle(self, function: GuardedTrainFunction, report: NonFiniteReport, captured: Any, step: int,
+                      batch_index: int) -> Path:
+        model = self.model
+        leaves, seeds_before = captured.get_value()
+        flat = [join_replicas([_to_numpy(part) for part in parts]) for parts in leaves]
+        data = tf.nest.map_structure(lambda index: flat[index], function.template)
+        seed_states = {path: np.asarray(v.numpy()) for path, v in zip(function.seed_paths, seeds_before, strict=True)}
+        replicas = function.strategy.num_replicas_in_sync
+        model_info = {
+            "class_name": type(model).__name__,
+            "module": type(model).__module__,
+            "jit_compile": bool(model.jit_compile),
+            "run_eagerly": bool(model.run_eagerly),
+            "steps_per_execution": function.steps_per_execution,
+            "distribute_strategy": type(function.strategy).__name__,
+            "num_replicas": replicas,
+            "optimizer": type(model.optimizer).__name__,
+            "loss_scale_optimizer": gate.is_loss_scale_optimizer(model.optimizer),
+            "file": bundle_format.MODEL_FILE,
+        }
+        return bundle_format.write_bundle(
+            capture_dir=self.capture_dir,
+            run=self.run_name or snapshot.default_run_name(),
+            kind=bundle_format.KIND_FIT,
+            step=step,
+            epoch=self._epoch,
+            batch_index=batch_index,
+            on_nan=self.on_nan,
+            report=report,
+            batch=data,
+            batch_note=(f"global batch: the {replicas} replicas' shards concatenated" if replicas > 1 else None),
+            seed_states=seed_states,
+            history=self._history,
+            extra={"model": model_info, "optimizer_iterations": int(model.optimizer.iterations.numpy())},
+            save_state=lambda writer: _save_keras_state(writer, model, seed_states),
+        )
+
+
+def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, seed_states: dict) -> dict:
+    """model.keras (compiled, with optimizer state) and weights.npz, with the seed states from before the step."""
+    seeds = dict(rng.seed_generator_states(model))
+    after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
+    extra: dict[str, Any] = {}
+    try:
+        for path, value in seed_states.items():
+            if path in seeds:
+                seeds[path].assign(value)
+        model_file = writer.file(bundle_format.MODEL_FILE)
+        try:
+            model.save(model_file)
+        except Exception as exc:  # noqa: BLE001 - e.g. a custom object without get_config: keep the rest
+            model_file.unlink(missing_ok=True)
+            extra["model_save_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        arrays, described = snapshot.variable_arrays(
+            [("model", list(model.variables)), ("optimizer", list(model.optimizer.variables))]
+        )
+    finally:
+        for path, value in after.items():
+            seeds[path].assign(value)
+    writer.write_arrays(bundle_format.WEIGHTS_FILE, arrays)
+    return {"weights": {"file": bundle_format.WEIGHTS_FILE, "variables": described}, **extra}

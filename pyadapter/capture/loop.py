@@ -1,0 +1,317 @@
+"""guard_step: the NanGuard guarantees for custom training loops.
+
+::
+
+    ckpt = tf.train.Checkpoint(model=model, optimizer=optimizer)
+
+    @guard_step(checkpoint=ckpt, capture_dir="captures")     # or model=model, optimizer=optimizer
+    @tf.function
+    def train_step(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(y, model(x, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    for x, y in dataset:
+        train_step(x, y)          # raises NonFiniteStepError at a failing step (on_nan="stop")
+
+The step function is compiled again by guard_step with the same options (``jit_compile``, ``input_signature``,
+``reduce_retracing``, ``autograph``) plus the gate of `pyadapter.capture.gate` around every ``optimizer.apply``
+/ ``apply_gradients`` of the given optimizers; a plain Python step function runs eagerly, gated the same way.
+The step's arguments are kept in Python as the tensors the loop passed (nothing is copied on healthy steps); on a
+failing step they become the bundle's batch, next to a tf.train.Checkpoint of what is trained (before the
+update, which was not applied), the entry script and the step function's qualified name.
+
+Losses are checked before the update when the step computes them through ``model.compute_loss`` or
+``optimizer.scale_loss``, or passes them to `pyadapter.capture.gate.record_loss`; gradients always (except under a
+LossScaleOptimizer, which skips non-finite gradients by design). With several optimizers each update is gated on
+its own gradients and the losses recorded before it.
+
+Call the guarded step from Python (eagerly), e.g. in a ``for`` loop over a dataset; under a tf.distribute strategy
+its ``strategy.run`` calls are gated across replicas like NanGuard's.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from pyadapter.capture import bundle as bundle_format
+from pyadapter.capture import gate, rng, snapshot
+from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
+
+
+class NonFiniteStepError(RuntimeError):
+    """Raised by a guarded step at a non-finite step with ``on_nan="stop"``; ``.failure`` has the details."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(failure.message())
+        self.failure = failure
+
+
+def _trackable_children(checkpoint: Any) -> dict[str, Any]:
+    """The objects a tf.train.Checkpoint was given, by name (`Checkpoint(model=m, optimizer=o)`)."""
+    children = {}
+    for name, value in vars(checkpoint).items():
+        if not name.startswith("_"):
+            children[name] = value
+    return children
+
+
+class GuardedStep:
+    """A step function wrapped by `guard_step`. Call it like the original; ``.failures`` / ``.last_bundle`` tell
+    what happened; ``.python_function`` / ``.step_function`` are the original and what was wrapped."""
+
+    def __init__(
+        self,
+        step_function: Any,
+        *,
+        capture_dir: str | Path,
+        checkpoint: Any,
+        model: Any,
+        optimizer: Any,
+        on_nan: str,
+        run_name: str | None,
+        check_weights: bool,
+        protect_weights: bool,
+        max_bundles: int,
+        max_consecutive_skips: int | None,
+        history_size: int,
+        verbose: bool,
+    ) -> None:
+        if on_nan not in ON_NAN:
+            raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
+        objects = {}
+        if checkpoint is not None:
+            objects.update(_trackable_children(checkpoint))
+        if model is not None:
+            objects.setdefault("model", model)
+        if optimizer is not None:
+            objects.setdefault("optimizer", optimizer)
+        if not objects:
+            raise ValueError("guard_step needs checkpoint=tf.train.Checkpoint(...) or model= and optimizer=")
+        self.checkpoint = checkpoint if checkpoint is not None else tf.train.Checkpoint(**objects)
+        self.models = [v for v in objects.values() if isinstance(v, keras.Model)]
+        self.optimizers = [v for v in objects.values() if isinstance(v, keras.optimizers.Optimizer)]
+        if optimizer is not None and optimizer not in self.optimizers:
+            self.optimizers.append(optimizer)
+        if not self.optimizers:
+            raise ValueError("guard_step found no Keras optimizer to gate (pass optimizer=... or put it in checkpoint)")
+        self.step_function = step_function
+        self.capture_dir = Path(capture_dir).absolute()
+        self.on_nan = on_nan
+        self.run_name = run_name
+        self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights)
+        self.max_bundles = max_bundles
+        self.max_consecutive_skips = max_consecutive_skips
+        self.verbose = verbose
+        self.failures: list[Failure] = []
+        self.meta = gate.GateMeta()
+        self._history: collections.deque = collections.deque(maxlen=history_size)
+        self._calls = 0
+        self._first_iteration: int | None = None
+        self._consecutive = 0
+        self._bundles_written = 0
+        self._seed_paths: list[str] = []
+
+        if isinstance(step_function, tf.types.experimental.PolymorphicFunction):
+            self.python_function = step_function.python_function
+            self._autograph = bool(getattr(step_function, "_autograph", True))
+
+            @tf.autograph.experimental.do_not_convert
+            def traced(*args: Any, **kwargs: Any) -> Any:
+                return self._traced(*args, **kwargs)
+
+            # The step's own signature, so input_signature and keyword arguments bind as they did before.
+            functools.update_wrapper(traced, self.python_function, assigned=("__name__", "__qualname__", "__doc__"))
+            traced.__signature__ = inspect.signature(self.python_function)
+            self._compiled = tf.function(
+                traced,
+                input_signature=step_function.input_signature,
+                jit_compile=getattr(step_function, "_jit_compile", None),
+                reduce_retracing=getattr(step_function, "_reduce_retracing", False),
+                autograph=False,  # ours is plain Python; the step itself is converted in _traced
+            )
+        else:
+            self.python_function = step_function
+            self._autograph = False
+            self._compiled = self._traced
+        functools.update_wrapper(self, self.python_function)
+
+    @property
+    def last_bundle(self) -> Path | None:
+        for failure in reversed(self.failures):
+            if failure.bundle is not None:
+                return failure.bundle
+        return None
+
+    def _seed_states(self) -> list[tuple[str, Any]]:
+        found = []
+        for model in self.models:
+            found += rng.seed_generator_states(model)
+        return found
+
+    def _traced(self, *args: Any, **kwargs: Any) -> Any:
+        seeds = self._seed_states()
+        self._seed_paths = [path for path, _ in seeds]
+        seeds_before = tuple(tf.identity(tf.convert_to_tensor(v)) for _, v in seeds)
+        function = self.python_function
+        if self._autograph:
+            # As tf.function(autograph=True) would: Python control flow on tensors becomes graph control flow.
+            function = tf.autograph.to_graph(function, recursive=True)
+        with gate.hooks(self.optimizers, self.models, self.config) as scope:
+            result = function(*args, **kwargs)
+            verdict, meta = gate.combine(scope)
+        self.meta = meta
+        return result, verdict, seeds_before
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if tf.inside_function():
+            raise gate.GuardError(
+                "call the guarded step from Python (eagerly), not from inside another tf.function"
+            )
+        if self._first_iteration is None:
+            self._first_iteration = int(self.optimizers[0].iterations.numpy())
+        result, verdict, seeds_before = self._compiled(*args, **kwargs)
+        step = self._first_iteration + self._calls
+        index = self._calls
+        self._calls += 1
+        loss = verdict.loss if "loss" in self.meta.checked else _scalar_loss(result)
+        self._history.append((step, loss, None))
+        if bool(verdict.ok):
+            self._consecutive = 0
+            return result
+        self._consecutive += 1
+        returned_loss_bad = loss is not None and "loss" not in self.meta.checked and not np.isfinite(loss.numpy())
+        trainable = [v for model in self.models for v in model.trainable_variables]
+        report = gate.report(verdict, self.meta, trainable, loss_seen_bad=bool(returned_loss_bad))
+        stop = self.on_nan == "stop" or (
+            self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
+        )
+        path, error = None, None
+        if self._bundles_written < self.max_bundles:
+            seed_states = {p: np.asarray(v.numpy()) for p, v in zip(self._seed_paths, seeds_before, strict=True)}
+            try:
+                path = self._write_bundle(report, step, index, args, kwargs, seed_states)
+                self._bundles_written += 1
+            except Exception as exc:  # noqa: BLE001 - still stop/skip cleanly; say why
+                error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        failure = Failure(step, None, index, report, path, "stopped" if stop else "skipped", error)
+        self.failures.append(failure)
+        if stop:
+            raise NonFiniteStepError(failure)
+        if self.verbose:
+            print(failure.message(), file=sys.stderr, flush=True)
+        return result
+
+    def _write_bundle(self, report: NonFiniteReport, step: int, index: int, args: tuple, kwargs: dict,
+                      seed_states: dict[str, np.ndarray]) -> Path:
+        batch = {"args": list(snapshot.to_numpy_structure(tuple(args))),
+                 "kwargs": snapshot.to_numpy_structure(dict(kwargs))}
+        distributed = any(isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs)))
+        function = self.python_function
+        step_info = {
+            "module": getattr(function, "__module__", None),
+            "qualname": getattr(function, "__qualname__", None),
+            "file": _source_file(function),
+            "tf_function": isinstance(self.step_function, tf.types.experimental.PolymorphicFunction),
+            "jit_compile": getattr(self.step_function, "_jit_compile", None),
+        }
+        checkpoint_objects = sorted(_trackable_children(self.checkpoint))
+        return bundle_format.write_bundle(
+            capture_dir=self.capture_dir,
+            run=self.run_name or snapshot.default_run_name(),
+            kind=bundle_format.KIND_LOOP,
+            step=step,
+            epoch=None,
+            batch_index=index,
+            on_nan=self.on_nan,
+            report=report,
+            batch=batch,
+            batch_note="per-replica arguments concatenated into global batches" if distributed else None,
+            seed_states=seed_states,
+            history=self._history,
+            extra={
+                "step_function": step_info,
+                "checkpoint": {"prefix": bundle_format.CHECKPOINT_PREFIX, "objects": checkpoint_objects},
+                "optimizer_iterations": int(self.optimizers[0].iterations.numpy()),
+            },
+            save_state=lambda writer: self._save_state(writer, seed_states),
+        )
+
+    def _save_state(self, writer: bundle_format.BundleWriter, seed_states: dict[str, np.ndarray]) -> dict:
+        seeds = dict(self._seed_states())
+        after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
+        try:
+            for path, value in seed_states.items():
+                if path in seeds:
+                    seeds[path].assign(value)
+            prefix = writer.file(bundle_format.CHECKPOINT_PREFIX)
+            self.checkpoint.write(str(prefix))
+            groups = [("model", list(m.variables)) for m in self.models]
+            groups += [("optimizer", list(o.variables)) for o in self.optimizers]
+            arrays, described = snapshot.variable_arrays(groups)
+        finally:
+            for path, value in after.items():
+                seeds[path].assign(value)
+        writer.write_arrays(bundle_format.WEIGHTS_FILE, arrays)
+        return {"weights": {"file": bundle_format.WEIGHTS_FILE, "variables": described}}
+
+
+def _scalar_loss(result: Any) -> Any:
+    for value in tf.nest.flatten(result):
+        if isinstance(value, tf.Tensor) and value.dtype.is_floating and value.shape.rank == 0:
+            return value
+    return None
+
+
+def _source_file(function: Any) -> str | None:
+    code = getattr(function, "__code__", None)
+    return str(Path(code.co_filename).absolute()) if code is not None else None
+
+
+def guard_step(
+    step_function: Any = None,
+    *,
+    capture_dir: str | Path = "nanlens-captures",
+    checkpoint: Any = None,
+    model: Any = None,
+    optimizer: Any = None,
+    on_nan: str = "stop",
+    run_name: str | None = None,
+    check_weights: bool = True,
+    protect_weights: bool = False,
+    max_bundles: int = 5,
+    max_consecutive_skips: int | None = 100,
+    history_size: int = 100,
+    verbose: bool = True,
+) -> Any:
+    """Guard a custom training step: decorator (``@guard_step(checkpoint=ckpt)``) or wrapper
+    (``step = guard_step(step, model=m, optimizer=o)``). See the module docstring.
+
+    Args:
+        step_function: the step (a tf.function or a plain Python function, which then runs eagerly).
+        capture_dir: where bundles go (``capture_dir/<run>-step<N>/``).
+        checkpoint: a tf.train.Checkpoint of what is trained; its Keras optimizers are gated and its Keras
+            models' ``compute_loss`` watched. Saved (``checkpoint.write``) into the bundle on a failing step.
+        model, optimizer: instead of / in addition to `checkpoint`.
+        on_nan: ``"stop"`` (raise `NonFiniteStepError`) or ``"skip"`` (return the step's result, go on).
+        Other arguments as for `NanGuard`.
+    """
+    options = dict(
+        capture_dir=capture_dir, checkpoint=checkpoint, model=model, optimizer=optimizer, on_nan=on_nan,
+        run_name=run_name, check_weights=check_weights, protect_weights=protect_weights, max_bundles=max_bundles,
+        max_consecutive_skips=max_consecutive_skips, history_size=history_size, verbose=verbose,
+    )
+    if step_function is None:
+        return lambda function: GuardedStep(function, **options)
+    return GuardedStep(step_function, **options)

@@ -1,0 +1,123 @@
+"""Nested batches (dicts, lists, tuples of arrays) <-> a JSON structure description plus flat arrays in a `.npz`.
+
+The `.npz` is written and read with ``allow_pickle=False``: object arrays are refused on both sides, so loading a
+batch never unpickles anything. String tensors become fixed-width byte arrays (dtype ``S``), which need no pickle.
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+class StructureError(ValueError):
+    """A batch that cannot be stored without pickle, or a structure description that does not fit its arrays."""
+
+
+def _as_array(value: Any) -> np.ndarray:
+    array = value if isinstance(value, np.ndarray) else np.asarray(value)
+    if array.dtype == object:
+        # tf.string tensors arrive as object arrays of bytes; store them as fixed-width bytes.
+        flat = array.reshape(-1)
+        if all(isinstance(item, bytes) for item in flat):
+            return np.array(flat.tolist() or [], dtype=bytes).reshape(array.shape)
+        raise StructureError("an object array cannot be stored without pickle")
+    return array
+
+
+def describe(structure: Any, arrays: dict[str, np.ndarray], prefix: str = "a") -> dict[str, Any]:
+    """The JSON description of `structure`; its leaves are added to `arrays` under keys `a000`, `a001`, ..."""
+    if structure is None:
+        return {"type": "none"}
+    if type(structure) in (bool, int, str) or type(structure) is float and math.isfinite(structure):
+        # Plain Python arguments of a step function (e.g. training=True) stay Python values.
+        return {"type": "python", "value": structure}
+    if isinstance(structure, dict):
+        keys = list(structure)
+        if not all(isinstance(key, str) for key in keys):
+            raise StructureError("dict keys in a batch must be strings")
+        return {"type": "dict", "keys": keys, "items": [describe(structure[k], arrays, prefix) for k in keys]}
+    if isinstance(structure, tuple) and hasattr(structure, "_fields"):
+        return {
+            "type": "namedtuple",
+            "name": type(structure).__name__,
+            "fields": list(structure._fields),
+            "items": [describe(item, arrays, prefix) for item in structure],
+        }
+    if isinstance(structure, (list, tuple)):
+        return {
+            "type": "list" if isinstance(structure, list) else "tuple",
+            "items": [describe(item, arrays, prefix) for item in structure],
+        }
+    array = _as_array(structure)
+    key = f"{prefix}{len(arrays):03d}"
+    arrays[key] = array
+    return {"type": "array", "key": key, "dtype": array.dtype.str, "shape": list(array.shape)}
+
+
+def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
+    """The nested structure a description stands for, with the arrays from the `.npz` as leaves."""
+    if not isinstance(description, dict):
+        raise StructureError("structure description is not an object")
+    kind = description.get("type")
+    items = description.get("items", [])
+    if kind == "none":
+        return None
+    if kind == "python":
+        value = description.get("value")
+        if type(value) not in (bool, int, str, float):
+            raise StructureError("python value in a structure description must be bool/int/float/str")
+        return value
+    if kind == "array":
+        key = description.get("key")
+        if key not in arrays:
+            raise StructureError(f"array {key!r} is described but missing from the batch file")
+        array = arrays[key]
+        if list(array.shape) != list(description.get("shape", [])) or array.dtype.str != description.get("dtype"):
+            raise StructureError(f"array {key!r} does not have the described shape/dtype")
+        return array
+    if kind == "dict":
+        keys = description.get("keys", [])
+        if len(keys) != len(items):
+            raise StructureError("dict description has mismatched keys and items")
+        return {key: rebuild(item, arrays) for key, item in zip(keys, items, strict=True)}
+    if kind == "namedtuple":
+        fields = [str(f) for f in description.get("fields", [])]
+        name = str(description.get("name", "Batch"))
+        if not name.isidentifier() or not all(f.isidentifier() for f in fields):
+            raise StructureError("namedtuple description has invalid names")
+        cls = collections.namedtuple(name, fields)
+        return cls(*(rebuild(item, arrays) for item in items))
+    if kind == "list":
+        return [rebuild(item, arrays) for item in items]
+    if kind == "tuple":
+        return tuple(rebuild(item, arrays) for item in items)
+    raise StructureError(f"unknown structure type {kind!r}")
+
+
+def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
+    """Writes arrays to an uncompressed `.npz` without pickle (object arrays are refused)."""
+    for key, array in arrays.items():
+        if array.dtype == object:
+            raise StructureError(f"array {key!r} is an object array; it cannot be stored without pickle")
+    with open(path, "wb") as handle:
+        np.savez(handle, allow_pickle=False, **arrays)
+
+
+def read_npz(path: Path) -> dict[str, np.ndarray]:
+    """Reads every array of a `.npz` with ``allow_pickle=False``; a pickled (object) array is an error."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            return {key: data[key] for key in data.files}
+    except ValueError as error:
+        if "pickle" in str(error).lower():
+            raise StructureError(f"{path.name} holds a pickled object array (refused)") from None
+        raise StructureError(f"{path.name} is not a readable .npz: {error}") from None
+    except (OSError, zipfile.BadZipFile, EOFError) as error:
+        raise StructureError(f"{path.name} is not a readable .npz: {error}") from None

@@ -1,0 +1,110 @@
+"""What went non-finite in a failing step (as stored in a bundle's manifest) and the record a guard keeps of it.
+
+Nothing here imports TensorFlow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ON_NAN = ("stop", "skip")
+
+
+@dataclass
+class NonFiniteReport:
+    """The verdict of one failing step.
+
+    ``loss``: a loss seen in the step (``model.compute_loss`` / ``optimizer.scale_loss``) was NaN/Inf.
+    ``gradients``: paths of the variables whose gradient had a NaN/Inf (empty if the gradients were fine or, with
+    a ``LossScaleOptimizer``, not checked because non-finite gradients are its normal business).
+    ``weights``: paths of trainable variables that held a NaN/Inf right after an update with finite gradients
+    (an optimizer/learning-rate problem; such an update is already applied unless ``protect_weights`` was on).
+    ``update_applied``: whether the failing update reached the variables.
+    ``weights_before_step``: the trainable weights were non-finite already when this step began (an earlier update
+    broke them while the weights check was off); ``weights`` then names them.
+    A gradient or weight whose values are finite but so large that their float32 sum overflows (about 3e38)
+    counts as non-finite too.
+    """
+
+    loss: bool = False
+    gradients: list[str] = field(default_factory=list)
+    weights: list[str] = field(default_factory=list)
+    update_applied: bool = False
+    checked: list[str] = field(default_factory=list)
+    weights_before_step: bool = False
+
+    @property
+    def state_usable(self) -> bool:
+        """Whether the variables saved with this step are the finite ones from before the failing update."""
+        return not self.update_applied and not self.weights_before_step
+
+    @property
+    def kinds(self) -> list[str]:
+        kinds = []
+        if self.loss:
+            kinds.append("loss")
+        if self.gradients:
+            kinds.append("gradients")
+        if self.weights:
+            kinds.append("weights")
+        return kinds or ["unknown"]
+
+    def summary(self, limit: int = 4) -> str:
+        """One line: 'non-finite loss and gradients of dense_1/kernel, dense_1/bias'."""
+        parts = []
+        if self.loss:
+            parts.append("loss")
+        weights_label = "weights before the step" if self.weights_before_step else "weights after the update"
+        for label, names in (("gradients", self.gradients), (weights_label, self.weights)):
+            if names:
+                shown = ", ".join(names[:limit]) + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
+                parts.append(f"{label} of {shown}")
+        return "non-finite " + (" and ".join(parts) if parts else "values")
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["kinds"] = self.kinds
+        data["summary"] = self.summary()
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> NonFiniteReport:
+        if not isinstance(data, dict):
+            raise ValueError("non_finite is not an object")
+        return cls(
+            loss=bool(data.get("loss", False)),
+            gradients=[str(n) for n in data.get("gradients", [])],
+            weights=[str(n) for n in data.get("weights", [])],
+            update_applied=bool(data.get("update_applied", False)),
+            checked=[str(n) for n in data.get("checked", [])],
+            weights_before_step=bool(data.get("weights_before_step", False)),
+        )
+
+
+@dataclass
+class Failure:
+    """One non-finite step seen by a guard."""
+
+    step: int
+    epoch: int | None
+    batch_index: int | None
+    report: NonFiniteReport
+    bundle: Path | None
+    action: str  # "stopped" | "skipped"
+    bundle_error: str | None = None  # why no bundle was written, if writing failed
+
+    def message(self) -> str:
+        where = f"step {self.step}"
+        if self.epoch is not None:
+            where += f" (epoch {self.epoch}, batch {self.batch_index}; counting from 0)"
+        update = "was applied (it made weights non-finite)" if self.report.update_applied else "was not applied"
+        action = "training stopped" if self.action == "stopped" else "step skipped, training goes on"
+        lines = [f"NanGuard: {where}: {self.report.summary()}. The update {update}; {action}."]
+        if self.bundle is not None:
+            lines.append(f"NanGuard: capture bundle: {self.bundle}")
+            lines.append(f"NanGuard: find the op that made it: nanlens locate {self.bundle}")
+        elif self.bundle_error:
+            lines.append(f"NanGuard: could not write the capture bundle: {self.bundle_error}")
+        return "\n".join(lines)

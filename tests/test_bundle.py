@@ -1,0 +1,250 @@
+"""Capture bundles on disk: written atomically, read back safely; anything tampered is one clear BundleError."""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import os
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from pyadapter import BundleError, CaptureBundle  # noqa: E402
+from pyadapter.capture import structure  # noqa: E402
+from pyadapter.capture.bundle import BundleWriter  # noqa: E402
+
+PROGRAMS = Path(__file__).parent / "programs"
+
+
+# ---- structures and the writer: no TensorFlow --------------------------------------------------------------
+
+
+def test_import_pyadapter_and_the_bundle_reader_without_tensorflow():
+    import subprocess
+
+    code = (
+        "import sys, pyadapter\n"
+        "from pyadapter import CaptureBundle, BundleError\n"
+        "assert 'NanGuard' in pyadapter.__all__ and 'guard_step' in pyadapter.__all__\n"
+        "assert 'tensorflow' not in sys.modules and 'keras' not in sys.modules, 'TensorFlow was imported'\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_nested_batch_round_trip_without_pickle(tmp_path):
+    Pair = collections.namedtuple("Pair", ["left", "right"])
+    batch = (
+        {"image": np.arange(6, dtype="float32").reshape(2, 3), "ids": np.array([b"a", b"bc"], dtype=object)},
+        [np.array([1, 2]), None, Pair(np.float64(1.5), np.array([[True]]))],
+        {"training": True, "scale": 0.5, "name": "x"},
+    )
+    arrays: dict = {}
+    described = structure.describe(batch, arrays)
+    structure.write_npz(tmp_path / "b.npz", arrays)
+    back = structure.rebuild(json.loads(json.dumps(described)), structure.read_npz(tmp_path / "b.npz"))
+    assert isinstance(back, tuple) and list(back[0]) == ["image", "ids"]
+    assert np.array_equal(back[0]["image"], batch[0]["image"])
+    assert back[0]["ids"].tolist() == [b"a", b"bc"], "strings are stored as fixed-width bytes, not pickled"
+    assert back[1][1] is None and type(back[1][2]).__name__ == "Pair" and back[1][2].left == 1.5
+    assert back[2] == {"training": True, "scale": 0.5, "name": "x"}
+
+
+def test_object_arrays_are_refused():
+    with pytest.raises(structure.StructureError, match="pickle"):
+        structure.describe({"x": np.array([{"a": 1}], dtype=object)}, {})
+
+
+def test_exception_mid_write_leaves_no_bundle(tmp_path):
+    with pytest.raises(RuntimeError, match="injected"):
+        with BundleWriter(tmp_path, "run-step3") as writer:
+            writer.write_arrays("batch.npz", {"a000": np.zeros(3)})
+            raise RuntimeError("injected crash while writing")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_partial_dirs_of_dead_writers_are_cleaned(tmp_path):
+    dead = tmp_path / f".run-step1~{socket.gethostname()}~999999999~abc.partial"
+    alive = tmp_path / f".run-step2~{socket.gethostname()}~{os.getpid()}~abc.partial"
+    for partial in (dead, alive):
+        partial.mkdir()
+        (partial / "batch.npz").write_bytes(b"half")
+    with BundleWriter(tmp_path, "run-step3") as writer:
+        writer.write_arrays("batch.npz", {"a000": np.zeros(3)})
+        final = writer.commit({"kind": "keras_fit", "step": 3})
+    assert not dead.exists(), "a killed writer's debris is removed"
+    assert alive.exists(), "a live writer's directory is left alone"
+    assert final.name == "run-step3" and json.loads((final / "manifest.json").read_text())["format"] == "nanlens.bundle/1"
+
+
+# ---- a real bundle and its tampered copies ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_bundle(tmp_path_factory) -> Path:
+    """A bundle written by NanGuard from a tiny fit with a NaN in batch 2."""
+    keras = pytest.importorskip("keras")
+    sys.path.insert(0, str(PROGRAMS))
+    import guard_models as gm
+
+    from pyadapter import NanGuard
+
+    keras.utils.set_random_seed(40)
+    x, y = gm.data(batches=4, bad_batch=2)
+    model = gm.sequential()
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    guard = NanGuard(tmp_path_factory.mktemp("captures"), run_name="real", verbose=False)
+    model.fit(x, y, batch_size=gm.BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[guard])
+    assert guard.last_bundle is not None
+    return guard.last_bundle
+
+
+@pytest.fixture
+def copy(real_bundle, tmp_path) -> Path:
+    target = tmp_path / real_bundle.name
+    shutil.copytree(real_bundle, target, symlinks=True)
+    return target
+
+
+def rehash(bundle: Path) -> None:
+    """What a careful tamperer does: make the manifest's hashes match the changed files."""
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    for name in list(manifest["files"]):
+        path = bundle / name
+        if path.is_file():
+            data = path.read_bytes()
+            manifest["files"][name] = {"sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+
+
+def edit_manifest(bundle: Path, change) -> None:
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    change(manifest)
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+
+
+def rejected(bundle: Path, match: str) -> str:
+    with pytest.raises(BundleError, match=match) as raised:
+        CaptureBundle.load(bundle)
+    message = str(raised.value)
+    assert "\n" not in message and str(bundle) in message
+    return message
+
+
+slow = pytest.mark.slow
+
+
+@slow
+def test_clean_copy_loads(copy):
+    bundle = CaptureBundle.load(copy)
+    assert bundle.kind == "keras_fit" and bundle.step == 2 and bundle.model_path.name == "model.keras"
+    assert sorted(bundle.manifest["files"]) == ["batch.npz", "model.keras", "weights.npz"]
+
+
+@slow
+@pytest.mark.parametrize("name", ["batch.npz", "model.keras", "weights.npz"])
+def test_changed_bytes_are_rejected(copy, name):
+    path = copy / name
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    rejected(copy, f"{name} does not match its sha256")
+
+
+@slow
+def test_appended_bytes_are_rejected_by_size(copy):
+    (copy / "batch.npz").write_bytes((copy / "batch.npz").read_bytes() + b"\0")
+    rejected(copy, "batch.npz has .* bytes")
+
+
+@slow
+@pytest.mark.parametrize("escape", ["../outside.npz", "/etc/passwd", "checkpoint/../../x", "a\\..\\b"])
+def test_paths_out_of_the_bundle_are_rejected(copy, escape):
+    edit_manifest(copy, lambda m: m["files"].update({escape: {"sha256": "0" * 64, "size": 1}}))
+    rejected(copy, "path|leaves the bundle")
+
+
+@slow
+def test_symlinks_are_rejected_even_with_matching_content(copy, tmp_path):
+    outside = tmp_path / "outside.npz"
+    shutil.move(copy / "weights.npz", outside)
+    os.symlink(outside, copy / "weights.npz")
+    rejected(copy, "weights.npz is a symlink")
+
+
+@slow
+def test_unlisted_files_are_rejected(copy):
+    (copy / "notes.txt").write_text("hello")
+    rejected(copy, "notes.txt is in the bundle but not in its manifest")
+
+
+@slow
+def test_a_pickle_added_and_listed_is_rejected(copy):
+    (copy / "state.pkl").write_bytes(b"\x80\x04\x95cos\nsystem\n.")
+    edit_manifest(copy, lambda m: m["files"].update({"state.pkl": {}}))
+    rehash(copy)
+    rejected(copy, "state.pkl is not a file a bundle may hold")
+
+
+@slow
+def test_a_pickled_array_in_the_batch_is_rejected(copy):
+    with open(copy / "batch.npz", "wb") as handle:
+        np.savez(handle, a000=np.array([{"evil": 1}], dtype=object), allow_pickle=True)
+    rehash(copy)
+    rejected(copy, "pickled object array")
+
+
+@slow
+def test_a_pickle_inside_the_keras_archive_is_rejected(copy):
+    import zipfile
+
+    with zipfile.ZipFile(copy / "model.keras", "a") as archive:
+        archive.writestr("evil.pkl", b"\x80\x04.")
+    rehash(copy)
+    rejected(copy, "unexpected member 'evil.pkl'")
+
+
+@slow
+def test_incompatible_format_is_rejected(copy):
+    edit_manifest(copy, lambda m: m.update(format="nanlens.bundle/2"))
+    rejected(copy, r"format 'nanlens.bundle/2' is not supported \(this nanlens reads nanlens.bundle/1\)")
+
+
+@slow
+def test_missing_or_broken_manifest_and_missing_files(copy, tmp_path):
+    (copy / "weights.npz").unlink()
+    rejected(copy, "weights.npz is listed in the manifest but missing")
+    (copy / "manifest.json").write_text("{not json")
+    rejected(copy, "manifest.json is not valid JSON")
+    (copy / "manifest.json").unlink()
+    rejected(copy, "no manifest.json")
+    with pytest.raises(BundleError, match="not a directory"):
+        CaptureBundle.load(tmp_path / "nowhere")
+
+
+@slow
+def test_load_model_uses_safe_mode(tmp_path):
+    """A Lambda layer's bytecode is never executed when loading a bundle's model."""
+    keras = pytest.importorskip("keras")
+    sys.path.insert(0, str(PROGRAMS))
+    import guard_models as gm
+
+    from pyadapter import NanGuard
+
+    keras.utils.set_random_seed(41)
+    x, y = gm.data(batches=3, bad_batch=1)
+    model = keras.Sequential([keras.Input((gm.FEATURES,)), keras.layers.Lambda(lambda t: t * 2.0), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    guard = NanGuard(tmp_path, verbose=False)
+    model.fit(x, y, batch_size=gm.BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[guard])
+    bundle = CaptureBundle.load(guard.last_bundle)
+    with pytest.raises(BundleError, match="could not be loaded.*safe_mode") as raised:
+        bundle.load_model()
+    assert "\n" not in str(raised.value)

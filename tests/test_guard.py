@@ -1,0 +1,285 @@
+"""NanGuard in Keras fit: every model style stops (or skips) at the bad step, before its update, and writes a bundle
+that reloads to the same batch and weights."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+sys.path.insert(0, str(Path(__file__).parent / "programs"))
+import guard_models as gm  # noqa: E402
+
+from pyadapter import CaptureBundle, NanGuard  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+
+def fit(model, x, y, guard, epochs=1, **kwargs):
+    return model.fit(x, y, batch_size=gm.BATCH, epochs=epochs, shuffle=False, verbose=0, callbacks=[guard], **kwargs)
+
+
+def bad_batch(x, y, index):
+    return x[index * gm.BATCH:(index + 1) * gm.BATCH], y[index * gm.BATCH:(index + 1) * gm.BATCH]
+
+
+def test_sequential_stops_before_the_bad_update_and_bundle_reloads(tmp_path, capsys):
+    keras.utils.set_random_seed(1)
+    x, y = gm.data(bad_batch=3)
+    model = gm.sequential()
+    model.compile(keras.optimizers.Adam(0.01), "mse")
+    guard = NanGuard(tmp_path, run_name="seq")
+    history = fit(model, x, y, guard, epochs=2)
+
+    assert [f.step for f in guard.failures] == [3]
+    assert int(model.optimizer.iterations.numpy()) == 3, "three good updates, the fourth held back"
+    assert len(history.history["loss"]) == 1, "training stopped in the first epoch"
+    assert gm.all_finite(model.get_weights())
+    message = capsys.readouterr().err
+    assert "step 3" in message and "was not applied" in message and str(guard.last_bundle) in message
+
+    bundle = CaptureBundle.load(guard.last_bundle)
+    assert bundle.path.name == "seq-step3" and bundle.step == 3 and bundle.epoch == 0 and bundle.batch_index == 3
+    report = bundle.non_finite
+    assert report.loss and not report.update_applied
+    assert "sequential/dense/kernel" in report.gradients
+    bx, by = bundle.batch()
+    ex, ey = bad_batch(x, y, 3)
+    assert np.array_equal(bx, ex, equal_nan=True) and np.array_equal(by, ey)
+    restored = bundle.load_model()
+    assert gm.weights_equal(restored.get_weights(), model.get_weights())
+    assert gm.weights_equal([v.numpy() for v in restored.optimizer.variables],
+                            [v.numpy() for v in model.optimizer.variables])
+    assert bundle.weights()["sequential/dense/kernel"].shape == (gm.FEATURES, 6)
+    assert [h["step"] for h in bundle.loss_history] == [0, 1, 2, 3]
+    assert bundle.loss_history[-1]["loss"] is None and bundle.loss_history[0]["loss"] > 0
+    assert bundle.entry_script is not None and bundle.versions["keras"] == keras.__version__
+
+
+def test_guarded_training_equals_plain_training_when_healthy(tmp_path):
+    x, y = gm.data(bad_batch=None)
+    models = []
+    for guard in (None, NanGuard(tmp_path)):
+        keras.utils.set_random_seed(2)
+        model = gm.sequential()
+        model.compile(keras.optimizers.Adam(0.01), "mse")
+        model.fit(x, y, batch_size=gm.BATCH, epochs=2, shuffle=False, verbose=0, callbacks=[guard] if guard else [])
+        models.append(model)
+    assert gm.weights_equal(models[0].get_weights(), models[1].get_weights())
+    assert not list(tmp_path.iterdir()), "no bundle for a healthy run"
+    # After fit the model's own train function is back: a later plain fit does not run the guard.
+    from pyadapter.capture.guard import GuardedTrainFunction
+
+    assert not isinstance(models[1].train_function, GuardedTrainFunction)
+
+
+def test_functional_dict_inputs_sample_weights_skip_mode(tmp_path, capsys):
+    keras.utils.set_random_seed(3)
+    x, y = gm.data(batches=5, bad_batch=2)
+    rng = np.random.default_rng(4)
+    inputs = {"a": x, "b": rng.normal(size=(len(x), 2)).astype("float32")}
+    weights = rng.uniform(0.5, 1.5, size=len(x)).astype("float32")
+    model = gm.functional_dict()
+    model.compile(keras.optimizers.SGD(0.05), "mse", metrics=["mae"])
+    guard = NanGuard(tmp_path, on_nan="skip", run_name="dict")
+    history = fit(model, inputs, y, guard, epochs=2, sample_weight=weights)
+
+    assert [f.step for f in guard.failures] == [2, 7], "the bad batch fails in both epochs, training goes on"
+    assert all(f.action == "skipped" for f in guard.failures)
+    assert int(model.optimizer.iterations.numpy()) == 8, "10 steps, 2 skipped"
+    assert np.isfinite(history.history["loss"]).all() and np.isfinite(history.history["mae"]).all(), (
+        "the skipped step's loss must not poison the epoch's metrics"
+    )
+    assert gm.all_finite(model.get_weights())
+    assert "step skipped" in capsys.readouterr().err
+
+    bundle = CaptureBundle.load(tmp_path / "dict-step2")
+    data = bundle.batch()
+    assert isinstance(data, tuple) and len(data) == 3 and set(data[0]) == {"a", "b"}
+    sl = slice(2 * gm.BATCH, 3 * gm.BATCH)
+    assert np.array_equal(data[0]["a"], inputs["a"][sl], equal_nan=True)
+    assert np.array_equal(data[0]["b"], inputs["b"][sl])
+    assert np.array_equal(data[2], weights[sl])
+    assert bundle.manifest["on_nan"] == "skip"
+
+
+def test_subclassed_custom_train_step_with_dropout_under_xla(tmp_path):
+    keras.utils.set_random_seed(5)
+    x, y = gm.data(bad_batch=4)
+    model = gm.DropoutNet()
+    model.compile(keras.optimizers.Adam(0.01), "mse", jit_compile=True)
+    guard = NanGuard(tmp_path, run_name="sub")
+    fit(model, x, y, guard)
+    assert [f.step for f in guard.failures] == [4]
+    assert model.seen_steps >= 1, "the model's own train_step ran"
+    assert gm.all_finite(model.get_weights())
+
+    bundle = CaptureBundle.load(guard.last_bundle)
+    assert bundle.model_info["jit_compile"] is True and bundle.model_info["class_name"] == "DropoutNet"
+    bx, by = bundle.batch()
+    assert np.array_equal(bx, bad_batch(x, y, 4)[0], equal_nan=True)
+    seeds = bundle.rng["keras_seed_generators"]
+    assert len(seeds) == 1, "the dropout layer's seed generator state is captured"
+    restored = bundle.load_model()
+    assert isinstance(restored, gm.DropoutNet)
+    assert gm.weights_equal(restored.get_weights(), model.get_weights())
+    # The seed state in the bundle is the one from before the failing step: replaying draws the same mask.
+    from pyadapter.capture.rng import seed_generator_states
+
+    (state,) = seeds.values()
+    (_, live_variable), = seed_generator_states(model)
+    assert list(live_variable.numpy()) != state, "the failing step itself advanced the live generator"
+    (_, restored_variable), = seed_generator_states(restored)
+    bundle.restore_rng(restored)  # model.keras does not store seed states; the manifest does
+    assert list(restored_variable.numpy()) == state
+    assert [list(v) for k, v in bundle.weights().items() if "seed_generator" in k] == [state]
+
+
+def test_manual_train_step_loss_only_failure(tmp_path):
+    """The gradients are finite but the loss is not (a stop_gradient'ed term): only the loss check sees it."""
+    keras.utils.set_random_seed(6)
+    x, y = gm.data(bad_batch=None)
+    y[2 * gm.BATCH] = 0.0
+
+    def loss_with_broken_log(y_true, y_pred):
+        penalty = tf.stop_gradient(tf.math.log(tf.reduce_min(tf.abs(y_true))))  # -inf when a target is 0
+        return tf.reduce_mean(tf.square(y_true - y_pred)) + 0.0 * penalty
+
+    model = gm.ManualStepNet()
+    model.compile(keras.optimizers.SGD(0.01), loss=loss_with_broken_log)
+    guard = NanGuard(tmp_path)
+    fit(model, x, y, guard)
+    assert [f.step for f in guard.failures] == [2]
+    report = guard.failures[0].report
+    assert report.loss and report.gradients == [] and not report.update_applied
+    assert int(model.optimizer.iterations.numpy()) == 2
+
+
+def test_loss_scale_optimizer_skips_are_not_failures(tmp_path):
+    keras.utils.set_random_seed(7)
+    x, y = gm.data(batches=8, bad_batch=6)
+    model = keras.Sequential([
+        keras.Input((gm.FEATURES,)),
+        keras.layers.Dense(6, activation="tanh", dtype="mixed_float16"),
+        keras.layers.Dense(1, dtype="float32"),
+    ])
+    optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.01), initial_scale=2.0**40)
+    model.compile(optimizer, "mse")
+    guard = NanGuard(tmp_path)
+    fit(model, x, y, guard)
+    scale = float(optimizer.dynamic_scale.numpy())
+    assert scale < 2.0**40, "the loss scale optimizer skipped overflowing steps on purpose"
+    assert [f.step for f in guard.failures] == [6], "only the NaN batch is a failure"
+    assert guard.failures[0].report.loss and guard.failures[0].report.gradients == []
+    assert gm.all_finite(model.get_weights())
+
+
+def test_steps_per_execution(tmp_path):
+    keras.utils.set_random_seed(8)
+    x, y = gm.data(batches=6, bad_batch=3)
+    model = gm.sequential()
+    model.compile(keras.optimizers.SGD(0.01), "mse", steps_per_execution=2)
+    guard = NanGuard(tmp_path)
+    fit(model, x, y, guard)
+    assert [f.step for f in guard.failures] == [3]
+    assert int(model.optimizer.iterations.numpy()) == 3
+
+
+
+class DivideByZeroSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A learning-rate bug: 0.01 / (2 - step) is +inf at step 2, so finite gradients give infinite weights."""
+
+    def __call__(self, step):
+        return 0.01 / tf.cast(2 - step, "float32")
+
+    def get_config(self):
+        return {}
+
+
+@pytest.mark.parametrize("mode", ["protect", "check", "off"])
+def test_weights_check_catches_an_optimizer_that_breaks_the_weights(tmp_path, mode):
+    keras.utils.set_random_seed(9)
+    x, y = gm.data(batches=5, bad_batch=None)
+    model = gm.sequential()
+    model.compile(keras.optimizers.SGD(DivideByZeroSchedule()), "mse")
+    guard = NanGuard(tmp_path, protect_weights=mode == "protect", check_weights=mode != "off")
+    fit(model, x, y, guard)
+    failure = guard.failures[0]
+    report = failure.report
+    bundle = CaptureBundle.load(guard.last_bundle)
+    if mode == "off":
+        # Unchecked, the broken update goes through; the next step fails and names the weights it found broken.
+        assert failure.step == 3 and report.weights_before_step and report.weights, report
+        assert bundle.manifest["state"] == "after_update"
+        return
+    assert failure.step == 2
+    assert report.weights and not report.gradients and not report.loss, report
+    if mode == "protect":
+        assert not report.update_applied and gm.all_finite(model.get_weights())
+        assert int(model.optimizer.iterations.numpy()) == 2, "the undo restores the optimizer state too"
+        assert bundle.manifest["state"] == "before_update"
+    else:
+        # Without the copy the update cannot be held back; the bundle says so.
+        assert report.update_applied and not gm.all_finite(model.get_weights())
+        assert bundle.manifest["state"] == "after_update"
+
+
+def test_run_eagerly(tmp_path):
+    keras.utils.set_random_seed(10)
+    x, y = gm.data(batches=4, bad_batch=1)
+    model = gm.sequential()
+    model.compile(keras.optimizers.SGD(0.01), "mse", run_eagerly=True)
+    guard = NanGuard(tmp_path)
+    fit(model, x, y, guard)
+    assert [f.step for f in guard.failures] == [1]
+    bx, _ = CaptureBundle.load(guard.last_bundle).batch()
+    assert np.array_equal(bx, bad_batch(x, y, 1)[0], equal_nan=True)
+
+
+def test_bundle_write_failure_still_stops_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    from pyadapter.capture import guard as guard_module
+
+    original = guard_module._save_keras_state
+
+    def crash_mid_write(writer, model, seed_states):
+        original(writer, model, seed_states)  # model.keras and weights.npz are on disk by now
+        raise OSError("disk full (injected)")
+
+    monkeypatch.setattr(guard_module, "_save_keras_state", crash_mid_write)
+    keras.utils.set_random_seed(11)
+    x, y = gm.data(batches=4, bad_batch=2)
+    model = gm.sequential()
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    guard = NanGuard(tmp_path)
+    fit(model, x, y, guard)
+    assert [f.step for f in guard.failures] == [2] and guard.failures[0].bundle is None
+    assert int(model.optimizer.iterations.numpy()) == 2
+    assert list(tmp_path.iterdir()) == [], "neither a bundle nor a temporary directory is left"
+    assert "could not write the capture bundle: OSError: disk full (injected)" in capsys.readouterr().err
+
+
+def test_recompiling_retraces_the_guarded_step(tmp_path):
+    """A second fit reuses the guarded function, but not after compile() changed the loss."""
+    keras.utils.set_random_seed(12)
+    x, y = gm.data(batches=3, bad_batch=None)
+    model = gm.sequential()
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    guard = NanGuard(tmp_path)
+    fit(model, x, y, guard)
+    fit(model, x, y, guard)
+    assert guard.failures == []
+
+    def broken_loss(y_true, y_pred):
+        return tf.reduce_mean(tf.sqrt(y_pred - 1e6))  # sqrt of a negative number: NaN
+
+    model.compile(model.optimizer, broken_loss)  # same optimizer object: only the loss changed
+    fit(model, x, y, guard)
+    assert [f.step for f in guard.failures] == [6], "the new loss is the one that runs"
