@@ -215,3 +215,53 @@ def test_saved_lambdas_are_taken_from_source_never_from_bytecode(tmp_path: Path)
         sys.modules.pop("lambda_entry_demo", None)
         if str(tmp_path) in sys.path:
             sys.path.remove(str(tmp_path))
+
+
+def test_training_call_is_found_in_the_entry_script_without_running_it(tmp_path: Path) -> None:
+    from pyadapter.replay.callsite import training_call_frame
+
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import keras\n"
+        "def main(model, x, y):\n"
+        "    model.compile(loss='mse')\n"
+        "    return model.fit(x, y,\n"
+        "                     epochs=2)\n"
+        "@guarded\n"
+        "def train_step(xb):\n"
+        "    return xb\n"
+        "if __name__ == '__main__':\n"
+        "    for xb in data:\n"
+        "        train_step(xb)\n",
+        encoding="utf-8",
+    )
+    fit = training_call_frame(script, "keras_fit")
+    assert fit is not None and (fit.line, fit.function) == (4, "main")
+    step = training_call_frame(script, "custom_loop", "train_step")
+    assert step is not None and (step.line, step.function) == (11, "<module>")
+    assert training_call_frame(script, "custom_loop", "other_step") is None
+    assert training_call_frame(tmp_path / "missing.py", "keras_fit") is None
+    (tmp_path / "broken.py").write_text("def (:\n", encoding="utf-8")
+    assert training_call_frame(tmp_path / "broken.py", "keras_fit") is None
+
+
+def test_a_non_finite_captured_batch_is_described_by_position() -> None:
+    import numpy as np
+
+    from pyadapter.replay.batchhealth import batch_problem
+
+    x = np.ones((4, 3), dtype=np.float32)
+    y = np.zeros((4, 1), dtype=np.float32)
+    assert batch_problem((x, y)) is None
+    x[2, 1] = np.nan
+    y[3, 0] = -np.inf
+    problem = batch_problem((x, y))
+    assert problem is not None and problem.total == 2
+    assert problem.examples == ["x[2, 1] = nan", "y[3, 0] = -inf"]
+    assert problem.leaves == ["x: 1 NaN of 12", "y: 1 -inf of 4"]
+    assert problem.describe() == "the captured batch already holds 2 NaN/Inf values (x[2, 1] = nan, y[3, 0] = -inf)"
+    # A custom loop's step arguments, with an integer leaf that cannot be non-finite.
+    many = np.full((10,), np.inf, dtype=np.float64)
+    loop = batch_problem({"args": [many, np.arange(3)], "kwargs": {"mask": np.ones(2, dtype=np.float32)}})
+    assert loop is not None and loop.total == 10 and len(loop.examples) == 3
+    assert loop.describe().endswith("(args[0][0] = inf, args[0][1] = inf, args[0][2] = inf, ...)")

@@ -14,10 +14,13 @@ from pyadapter.dump.events import debug_event_class
 from pyadapter.dump.frames import is_user_file
 from pyadapter.dump.health import LAYOUTS
 from pyadapter.dump.tfrecord import masked_crc32c
-from pyadapter.findings import Findings
+from pyadapter.findings import Findings, Frame
 
 USER_FILE = "/home/someone/project/train.py"
 USER_LINES = [f"line {n} of train.py" for n in range(1, 41)]
+KERAS_LOSSES = "/opt/venv/lib/python3.11/site-packages/keras/src/losses/losses.py"
+TF_MATH_OPS = "/opt/venv/lib/python3.11/site-packages/tensorflow/python/ops/math_ops.py"
+TF_DEBUG_CALLBACK = "/opt/venv/lib/python3.11/site-packages/tensorflow/python/debug/lib/dumping_callback.py"
 MODE_NUMBERS = {"CURT_HEALTH": 2, "CONCISE_HEALTH": 3, "FULL_HEALTH": 4, "SHAPE": 5}
 
 
@@ -49,7 +52,7 @@ class DumpWriter:
         }
         self.wall = 1000.0
         self.next_tensor_id = 1
-        self.frames: dict[int, str] = {}
+        self.frames: dict[tuple[int, int], str] = {}
         self.event_class = debug_event_class()
         ev = self._event()
         ev.debug_metadata.tensorflow_version = "2.21.0"
@@ -57,6 +60,9 @@ class DumpWriter:
         self._add("metadata", ev)
         self._source_file(USER_FILE, USER_LINES)
         self._source_file("/usr/lib/python3/dist-packages/tensorflow/ops.py", ["x"] * 10)
+        self._source_file(KERAS_LOSSES, ["x"] * 10)
+        self._source_file(TF_DEBUG_CALLBACK, ["x"] * 10)
+        self._source_file(TF_MATH_OPS, ["x"] * 10)
 
     def _event(self):  # type: ignore[no-untyped-def]
         self.wall += 0.001
@@ -76,25 +82,32 @@ class DumpWriter:
 
     def frame(self, line: int, file_index: int = 0) -> str:
         frame_id = f"frame-{file_index}-{line}"
-        if line not in self.frames:
+        if (file_index, line) not in self.frames:
             ev = self._event()
             ev.stack_frame_with_id.id = frame_id
             ev.stack_frame_with_id.file_line_col.file_index = file_index
             ev.stack_frame_with_id.file_line_col.line = line
             ev.stack_frame_with_id.file_line_col.func = "step"
             self._add("stack_frames", ev)
-            self.frames[line] = frame_id
+            self.frames[(file_index, line)] = frame_id
         return frame_id
 
-    def op(self, graph: str, name: str, op_type: str, inputs: list[str], line: int) -> int:
-        """Create a one-output op; returns its tensor id."""
+    def op(
+        self, graph: str, name: str, op_type: str, inputs: list[str], line: int, *, library_only: bool = False
+    ) -> int:
+        """Create a one-output op; returns its tensor id. ``library_only``: made wholly inside Keras (its stack
+        has no user frame, as in a replay that calls ``train_step`` directly)."""
         ev = self._event()
         goc = ev.graph_op_creation
         goc.op_type, goc.op_name, goc.graph_id, goc.graph_name = op_type, name, graph, f"name-of-{graph}"
         goc.input_names.extend(inputs)
         goc.num_outputs = 1
         goc.code_location.host_name = self.host
-        goc.code_location.stack_frame_ids.extend([self.frame(1), self.frame(2, 1), self.frame(line)])
+        if library_only:
+            stack = [self.frame(2, 1), self.frame(line, 2), self.frame(3, 4), self.frame(7, 3)]
+        else:
+            stack = [self.frame(1), self.frame(2, 1), self.frame(line)]
+        goc.code_location.stack_frame_ids.extend(stack)
         tensor_id = self.next_tensor_id
         self.next_tensor_id += 1
         goc.output_tensor_ids.append(tensor_id)
@@ -206,6 +219,61 @@ def test_placeholder_is_an_origin_only_when_nothing_else_is(tmp_path: Path) -> N
     w.trace("g", "Softmax", full_health(ids["Softmax"], nan=4))
     origin = scan_dump(w.write()).origin
     assert origin is not None and origin.op.type == "Placeholder" and origin.line == 9
+
+
+def keras_loss_graph(w: DumpWriter) -> dict[str, int]:
+    """data (a function argument, never traced) -> MatMul (user line 10) -> Square made inside Keras's loss."""
+    ids = {"data": w.op("g", "data", "Placeholder", [], 9)}
+    ids["MatMul"] = w.op("g", "MatMul", "MatMul", ["data:0"], 10)
+    ids["Square"] = w.op("g", "Square", "Square", ["MatMul:0"], 5, library_only=True)
+    return ids
+
+
+def test_an_op_made_inside_keras_is_never_marked_in_a_library_file(tmp_path: Path) -> None:
+    w = DumpWriter(tmp_path)
+    ids = keras_loss_graph(w)
+    w.trace("g", "MatMul", full_health(ids["MatMul"]))
+    w.trace("g", "Square", full_health(ids["Square"], pos_inf=2))
+    dump = w.write()
+
+    # No user line anywhere: no finding at all, and the reason names the Keras file (not TF's debug callback).
+    findings = scan_dump(dump)
+    assert findings.origin is None and findings.findings == []
+    unlocated = findings.extra["unlocated_origin"]
+    assert unlocated["op"]["type"] == "Square"
+    assert "keras/src/losses/losses.py:5" in unlocated["reason"] and "no line of your code" in unlocated["reason"]
+    assert "dumping_callback" not in unlocated["reason"]
+
+    # With the training call known (a bundle's model.fit line), the op is marked there and says where it was made.
+    fit_line = Frame(USER_FILE, 30, "main")
+    findings = scan_dump(dump, entry_frame=fit_line)
+    origin = findings.origin
+    assert origin is not None and (origin.file, origin.line, origin.op.type) == (USER_FILE, 30, "Square")
+    assert "made inside TensorFlow/Keras code (keras/src/losses/losses.py:5" in origin.message
+    assert findings.extra["origin_created_in"]["file"] == KERAS_LOSSES
+    assert findings.extra["origin_code"] == "line 30 of train.py"
+    for finding in findings.findings:
+        assert "site-packages" not in finding.file and "dist-packages" not in finding.file
+
+
+def test_an_argument_fed_op_is_not_the_origin_when_bad_data_came_in_first(tmp_path: Path) -> None:
+    w = DumpWriter(tmp_path)
+    ids = keras_loss_graph(w)
+    ids["rows"] = w.op("pipe", "args_1", "Placeholder", [], 20)  # a tf.data function's input, traced
+    w.trace("pipe", "args_1", full_health(ids["rows"], nan=1))
+    w.trace("g", "MatMul", full_health(ids["MatMul"], nan=2))  # its input `data` has no trace: unknown
+    origin = scan_dump(w.write()).origin
+    assert origin is not None and (origin.op.type, origin.line) == ("Placeholder", 20)
+    assert "brought in data that already held 1 NaN" in origin.message
+
+
+def test_an_argument_fed_op_stays_the_origin_without_earlier_bad_data(tmp_path: Path) -> None:
+    w = DumpWriter(tmp_path)
+    ids = keras_loss_graph(w)
+    w.trace("g", "MatMul", full_health(ids["MatMul"], pos_inf=2))
+    origin = scan_dump(w.write()).origin
+    assert origin is not None and (origin.op.type, origin.line) == ("MatMul", 10)
+    assert [(i.name, i.health) for i in origin.inputs] == [("data:0", None)], "an untraced argument is unknown"
 
 
 def test_tf1_style_gradient_maps_to_its_forward_op(tmp_path: Path) -> None:

@@ -13,6 +13,11 @@ TensorFlow dumps the health (NaN/Inf/zero counts) of every tensor, scan that dum
 origin: the first op that produced NaN/Inf from finite inputs, at the line of your code that created it.
 The replay verdicts of graph and eager mode come with it. Progress goes to stderr.
 
+If the captured batch already holds NaN/Inf, the step did not make it: the script is then run again under a
+dump (`nanlens run --dump`, with the argv and folder it ran with) up to that step, to find the op that made it
+before the step, e.g. in a tf.data map function. That happens by itself when the step is at most 2000;
+--rerun-pipeline forces it for a later step, --no-rerun-pipeline skips it.
+
 examples:
   nanlens locate nanlens-captures/train-20250101-120000-step4711
   nanlens locate BUNDLE --json > findings.json
@@ -24,6 +29,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the findings JSON (nanlens.findings/1)")
     parser.add_argument("-o", "--output", metavar="FILE", help="also write the findings JSON to FILE")
     parser.add_argument("--dump-dir", metavar="DIR", help="keep the replay's tfdbg2 dump in DIR (new or empty)")
+    rerun = parser.add_mutually_exclusive_group()
+    rerun.add_argument(
+        "--rerun-pipeline",
+        dest="rerun_pipeline",
+        action="store_const",
+        const=True,
+        default=None,
+        help="when the captured batch holds NaN/Inf, re-run the script under a dump whatever the step",
+    )
+    rerun.add_argument(
+        "--no-rerun-pipeline",
+        dest="rerun_pipeline",
+        action="store_const",
+        const=False,
+        help="never re-run the script (only say how)",
+    )
     parser.add_argument(
         "--isolate",
         action="store_true",
@@ -97,7 +118,13 @@ def main(args: argparse.Namespace) -> int:
     try:
         # With --json, stdout carries the JSON alone: what the replayed code prints goes to stderr.
         with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-            findings = locate_bundle(args.bundle, progress=progress, isolate=args.isolate, dump_dir=args.dump_dir)
+            findings = locate_bundle(
+                args.bundle,
+                progress=progress,
+                isolate=args.isolate,
+                dump_dir=args.dump_dir,
+                rerun_pipeline=args.rerun_pipeline,
+            )
     except ReplayError as exc:
         raise CliError(str(exc)) from None
     except Exception as exc:  # an unforeseen failure in the user's code or ours: still one line

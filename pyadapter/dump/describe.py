@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from pyadapter.dump.events import parse_event, tensor_values
 from pyadapter.dump.executions import ExecEntry, read_execution
-from pyadapter.dump.frames import innermost_user_frame, is_pseudo_or_nanlens_file, is_user_file, user_frames
+from pyadapter.dump.frames import innermost_user_frame, is_user_file, library_frame, short_path, user_frames
 from pyadapter.dump.gradients import forward_op_for, is_gradient_op
 from pyadapter.dump.graphs import OpInfo
 from pyadapter.dump.messages import bad_counts, origin_message
@@ -31,19 +31,69 @@ def trace_health(host: HostScan, entry: TraceEntry) -> tuple[TensorHealth | None
     return host.layout.health(tensor_values(trace.tensor_proto)), trace.device_name or None
 
 
-def _location(host: HostScan, frame_ids: tuple[str, ...]) -> tuple[Frame | None, list[Frame]]:
-    """(the line to mark, the user stack outermost first)."""
+@dataclass
+class Place:
+    """Where to mark an op: its own innermost user line, or, for an op made wholly inside TensorFlow/Keras code,
+    a stand-in user line (``fallback`` says which) with the library frame that made it in ``created_in``."""
+
+    mark: Frame | None
+    users: list[Frame]
+    created_in: Frame | None = None
+    fallback: str | None = None
+
+    def note(self) -> str:
+        """The sentence added to a finding's message when the op has no line of its own in the user's code."""
+        if self.created_in is None:
+            return ""
+        where = f"{short_path(self.created_in.file)}:{self.created_in.line}"
+        if self.created_in.function:
+            where += f" in {self.created_in.function}"
+        text = f"; the op was made inside TensorFlow/Keras code ({where}), not on a line of your code"
+        if self.fallback:
+            text += f", so the line marked is {self.fallback}"
+        return text
+
+
+def _location(host: HostScan, frame_ids: tuple[str, ...], graph_id: str | None = None) -> Place:
+    """Where to mark an op: never a TensorFlow, Keras, installed-package or NaN Lens file.
+
+    An op with no frame in the user's code (e.g. one made by Keras's own loss while a bundle's step is replayed
+    by calling ``train_step`` directly) is marked at the user line of the function call that ran its graph,
+    else at ``host.entry_frame`` (a bundle's training call); with neither, ``mark`` is None.
+    """
     stack = host.dump.stack(frame_ids)
     users = user_frames(stack)
     mark = innermost_user_frame(stack)
-    if mark is None:
-        # No user frame at all (e.g. an op made inside a library callback): mark the innermost frame that
-        # is not NaN Lens or a pseudo-file, so the finding still points somewhere real.
-        for frame in reversed(stack):
-            if not is_pseudo_or_nanlens_file(frame.file):
-                mark = frame
-                break
-    return mark, users
+    if mark is not None or not stack:
+        return Place(mark, users)
+    created_in = library_frame(stack)
+    caller = _calling_user_frame(host, graph_id) if graph_id else None
+    if caller is not None:
+        return Place(caller, [], created_in, "your call of its tf.function")
+    if host.entry_frame is not None:
+        return Place(host.entry_frame, [], created_in, "your training call")
+    return Place(None, [], created_in)
+
+
+def _calling_user_frame(host: HostScan, graph_id: str) -> Frame | None:
+    """The innermost user frame of a recorded eager call of ``graph_id`` (or of a graph enclosing it)."""
+    scan = host.executions
+    if scan is None:
+        return None
+    enclosing: list[str] = []
+    current: str | None = graph_id
+    while current and current not in enclosing and len(enclosing) < 16:
+        enclosing.append(current)
+        info = host.dump.graphs.get(current)
+        current = info.outer_id if info else None
+    calls = [e for e in scan.nonfinite if e.is_function_call]
+    for gid in enclosing:
+        for call in calls:
+            if call.graph_id == gid:
+                frame = innermost_user_frame(host.dump.stack(call.frame_ids))
+                if frame is not None:
+                    return frame
+    return None
 
 
 def _graph_name(host: HostScan, graph_id: str) -> str | None:
@@ -82,6 +132,16 @@ class LocatedFinding:
     finding: Finding | None
     op_description: OpRef
     reason_unlocated: str | None = None
+    # The TensorFlow/Keras frame that made the op when no line of the user's code did (then the finding, if
+    # any, is marked at a stand-in user line).
+    created_in: Frame | None = None
+
+
+def _unlocated_reason(place: Place, frame_ids: tuple[str, ...]) -> str:
+    if place.created_in is not None:
+        where = f"{short_path(place.created_in.file)}:{place.created_in.line}"
+        return f"it was made inside TensorFlow/Keras code ({where}) and no line of your code is on its stack"
+    return "its stack frames are missing from the dump" if frame_ids else "the dump has no stack for it"
 
 
 def graph_finding(
@@ -112,7 +172,8 @@ def graph_finding(
             ref.forward_op = forward.name
             frame_ids = forward.frame_ids
             effective_role = "backward-origin"
-            grad_mark, _ = _location(host, op.frame_ids)
+            grad_place = _location(host, op.frame_ids)
+            grad_mark = grad_place.mark if grad_place.created_in is None else None
             taken = f", taken at {os.path.basename(grad_mark.file)}:{grad_mark.line}" if grad_mark else ""
             subject = f"{message_op} (the gradient of {forward.type} {forward.name}{taken})"
             message = origin_message(
@@ -120,27 +181,31 @@ def graph_finding(
             )
         else:
             message = origin_message(message_op, health, inputs, where=" in the backward pass")
+    elif role == "origin" and op.type in WEAK_ORIGIN_TYPES:
+        message = (
+            f"{message_op} {op.name} brought in data that already held {bad_counts(health)}: no op in the dump "
+            "made it, it came with the data"
+        )
     elif role == "origin":
         message = origin_message(message_op, health, inputs)
     else:
         message = f"{message_op} carried {bad_counts(health)} downstream of {origin_name}"
-    mark, users = _location(host, frame_ids)
-    if mark is None:
-        reason = "its stack frames are missing from the dump" if frame_ids else "the dump has no stack for it"
-        return LocatedFinding(None, ref, reason)
+    place = _location(host, frame_ids, op.graph_id)
+    if place.mark is None:
+        return LocatedFinding(None, ref, _unlocated_reason(place, frame_ids), place.created_in)
+    if slot and role == "origin":
+        message += f" (output {slot})"
     finding = Finding(
-        file=mark.file,
-        line=mark.line,
+        file=place.mark.file,
+        line=place.mark.line,
         role=effective_role,  # type: ignore[arg-type]
         op=ref,
         health=health,
         inputs=inputs,
-        stack=users,
-        message=message,
+        stack=place.users,
+        message=message + place.note(),
     )
-    if slot and role == "origin":
-        finding.message += f" (output {slot})"
-    return LocatedFinding(finding, ref)
+    return LocatedFinding(finding, ref, created_in=place.created_in)
 
 
 def eager_finding(
@@ -158,20 +223,20 @@ def eager_finding(
             message += " inside the function (its graph traces are missing from the dump)"
     else:
         message = f"{entry.op_type} carried {bad_counts(health)} downstream of {origin_name}"
-    mark, users = _location(host, entry.frame_ids)
-    if mark is None:
-        return LocatedFinding(None, ref, "its stack frames are missing from the dump")
+    place = _location(host, entry.frame_ids, entry.graph_id or None)
+    if place.mark is None:
+        return LocatedFinding(None, ref, _unlocated_reason(place, entry.frame_ids), place.created_in)
     finding = Finding(
-        file=mark.file,
-        line=mark.line,
-        role=role,
+        file=place.mark.file,
+        line=place.mark.line,
+        role=role,  # type: ignore[arg-type]
         op=ref,
         health=health,
         inputs=inputs,
-        stack=users,
-        message=message,  # type: ignore[arg-type]
+        stack=place.users,
+        message=message + place.note(),
     )
-    return LocatedFinding(finding, ref)
+    return LocatedFinding(finding, ref, created_in=place.created_in)
 
 
 def origin_finding(candidate: Candidate) -> LocatedFinding:

@@ -79,3 +79,36 @@ def innermost_user_frame(frames: Sequence[Frame]) -> Frame | None:
         if is_user_file(frame.file):
             return frame
     return None
+
+
+# Frames of the machinery that builds every op (op wrappers, dispatch, tracing, the debugger's own callback)
+# or of Keras's backend plumbing: naming them says nothing about which library code made the op.
+_PLUMBING_RE = re.compile(
+    r"[/\\](tensorflow[/\\]python[/\\](debug|framework|util|eager|autograph|ops|platform)"
+    r"|keras[/\\]src[/\\](ops|backend|utils))[/\\]"
+)
+
+
+def library_frame(frames: Sequence[Frame]) -> Frame | None:
+    """For an op made without any frame in the user's code: the innermost library frame worth naming.
+
+    That is the innermost frame outside TensorFlow's op-building plumbing and Keras's backend (e.g. Keras's
+    ``losses.py`` in ``mean_squared_error``, or ``layers/core/dense.py``); failing that, the innermost frame
+    that is not NaN Lens, a pseudo-file, or the debugger's own callback. For a message, never a line to mark.
+    """
+    candidates = [f for f in frames if not is_pseudo_or_nanlens_file(f.file)]
+    for frame in reversed(candidates):
+        if not _PLUMBING_RE.search(frame.file):
+            return frame
+    for frame in reversed(candidates):
+        if not re.search(r"[/\\]tensorflow[/\\]python[/\\](debug|framework)[/\\]", frame.file):
+            return frame
+    return candidates[-1] if candidates else None
+
+
+def short_path(path: str) -> str:
+    """An installed package's file from its package folder on (``keras/src/losses/losses.py``); else as is."""
+    match = _PACKAGE_DIR_RE.search(path)
+    if match:
+        return path[match.end():].replace("\\", "/")
+    return path

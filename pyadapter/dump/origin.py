@@ -7,6 +7,12 @@ non-finite. Inputs that were not traced that round count as finite, except that 
 candidate in file order wins; ops that only hand data in (placeholders, iterator reads, variable reads) are
 taken only when nothing else qualifies.
 
+One exception to "untraced counts as finite": a function's argument (a Placeholder in a tf.function's graph,
+e.g. Keras's ``data`` or ``args_0``) is never traced, because its value comes from the caller. An op fed by such
+an argument is not taken as the origin when data brought in earlier (a placeholder or iterator read, e.g. in a
+tf.data function) was already non-finite: the NaN most likely arrived through the argument, so that earlier
+input is the origin. Without such evidence the op stays a candidate (most origins have argument inputs).
+
 Eager executions are in causal order already (``executions.py``). Between graph and eager candidates, and
 between hosts, the earlier wall time wins.
 
@@ -21,6 +27,7 @@ from pyadapter.dump.executions import ExecEntry, ExecutionScan
 from pyadapter.dump.graphs import HostDump
 from pyadapter.dump.health import HealthLayout
 from pyadapter.dump.traces import TraceEntry, TraceScan
+from pyadapter.findings import Frame
 
 # Ops that only bring values in from elsewhere: a NaN there was made before (or outside) this graph.
 WEAK_ORIGIN_TYPES = frozenset(
@@ -63,6 +70,9 @@ PASS_THROUGH_TYPES = frozenset(
     }
 )
 
+# A function's arguments: their values come from the caller, so tfdbg has no trace of them inside the function.
+ARGUMENT_TYPES = frozenset({"Placeholder", "_Arg"})
+
 
 @dataclass
 class HostScan:
@@ -73,6 +83,9 @@ class HostScan:
     mode: str | None
     traces: TraceScan | None = None
     executions: ExecutionScan | None = None
+    # The user's line that started the run (e.g. a bundle's model.fit call), marked when an op has no frame in
+    # the user's code at all; None when unknown (see describe.py).
+    entry_frame: Frame | None = None
     _by_key: dict[tuple[int, int], TraceEntry] | None = field(default=None, repr=False)
 
     @property
@@ -115,6 +128,22 @@ def input_state(
     return None, False
 
 
+def unrecorded_argument(host: HostScan, graph_id: str, name: str, rnd: int, depth: int = 0) -> bool:
+    """Whether an input is (through pass-through ops) a function argument with no trace this round: its
+    health is unknown, not finite."""
+    resolved = host.dump.op_for_input(graph_id, name)
+    if resolved is None:
+        return False
+    op, slot = resolved
+    if slot < len(op.output_tensor_ids) and host.window_index().get((op.output_tensor_ids[slot], rnd)):
+        return False
+    if op.type in ARGUMENT_TYPES:
+        return True
+    if depth < 8 and op.type in PASS_THROUGH_TYPES:
+        return any(unrecorded_argument(host, graph_id, i, rnd, depth + 1) for i in op.inputs)
+    return False
+
+
 def graph_candidate(host: HostScan) -> Candidate | None:
     if host.traces is None or not host.traces.window:
         return None
@@ -128,6 +157,13 @@ def graph_candidate(host: HostScan) -> Candidate | None:
             if any(input_state(host, op.graph_id, i, entry.round)[1] for i in op.inputs):
                 continue
             is_weak = op.type in WEAK_ORIGIN_TYPES
+            if (
+                not is_weak
+                and weak is not None
+                and weak.wall_time <= entry.wall_time
+                and any(unrecorded_argument(host, op.graph_id, i, entry.round) for i in op.inputs)
+            ):
+                continue  # non-finite data came in earlier: the NaN most likely arrived through the argument
         else:
             is_weak = False
         candidate = Candidate(host, is_weak, entry.wall_time, trace=entry)

@@ -21,7 +21,7 @@ from pyadapter.dump.health import LAYOUTS
 from pyadapter.dump.origin import HostScan, choose_origin
 from pyadapter.dump.tfrecord import ReadIssue
 from pyadapter.dump.traces import detect_trace_mode, scan_traces
-from pyadapter.findings import Findings
+from pyadapter.findings import Findings, Frame
 
 Progress = Callable[[int, int], None]
 
@@ -96,11 +96,16 @@ def _issues(host: HostScan) -> list[ReadIssue]:
     return issues
 
 
-def scan_dump(path: str | os.PathLike[str], *, progress: Progress | None = None) -> Findings:
+def scan_dump(
+    path: str | os.PathLike[str], *, progress: Progress | None = None, entry_frame: Frame | None = None
+) -> Findings:
     """Scan a tfdbg2 dump directory for the causal origin of NaN/Inf.
 
-    ``progress(done_bytes, total_bytes)`` is called as the files are read. Raises ScanError (one-line
-    message) when the directory holds nothing scannable.
+    ``progress(done_bytes, total_bytes)`` is called as the files are read. ``entry_frame`` is the user's line
+    that started the run (a bundle's ``model.fit`` call), marked for an origin op made wholly inside
+    TensorFlow/Keras code when no user line calls it; the library frame that made such an op is then in
+    ``extra["origin_created_in"]``. A finding's file is never a TensorFlow, Keras or installed-package file.
+    Raises ScanError (one-line message) when the directory holds nothing scannable.
     """
     started = time.perf_counter()
     dump_dir = os.path.abspath(os.fspath(path))
@@ -117,6 +122,7 @@ def scan_dump(path: str | os.PathLike[str], *, progress: Progress | None = None)
         for suffix in files.missing():
             warnings.append(f"{files.host}: no .{suffix} file ({_MISSING_MEANS[suffix]})")
         hosts.append(_scan_host(files, counter, warnings))
+        hosts[-1].entry_frame = entry_frame
     counter.finish()
 
     issues = [issue for h in hosts for issue in _issues(h)]
@@ -154,6 +160,8 @@ def scan_dump(path: str | os.PathLike[str], *, progress: Progress | None = None)
     if candidate is not None:
         located = origin_finding(candidate)
         origin = located.finding
+        if located.created_in is not None:
+            extra["origin_created_in"] = located.created_in.to_json()
         if origin is None:
             extra["unlocated_origin"] = {
                 "op": located.op_description.to_json(),

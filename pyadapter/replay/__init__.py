@@ -3,7 +3,9 @@
 Public API (importing this package does not import TensorFlow; ``replay_bundle`` does when called):
 
 - ``replay_bundle(path, modes=("graph", "eager"), *, progress=None) -> ReplayReport``
-- ``locate_bundle(path, *, progress=None, isolate=True, dump_dir=None, timeout=900) -> Findings``
+- ``locate_bundle(path, *, progress=None, isolate=True, dump_dir=None, timeout=900, pictures=True,
+  rerun_pipeline=None, rerun_timeout=600) -> Findings`` (re-runs the entry script under a dump when the
+  captured batch already holds NaN/Inf; see ``locate.py``)
 - ``ReplayError`` (one-line message), ``ReplayReport``, ``StepVerdict``
 """
 

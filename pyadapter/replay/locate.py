@@ -5,6 +5,13 @@ By default the dumped replay runs in a child process (``pyadapter.replay.worker`
 TensorFlow runs in its process, and the caller may be a long-lived one (the language server). ``isolate=False``
 runs it here instead (the ``nanlens locate`` command does: it saves a second TensorFlow start). This module does
 not import TensorFlow itself.
+
+When the captured batch itself already holds NaN/Inf, the step only carried it: the origin's message says so
+("the captured batch already holds N NaN/Inf values (x[row, col] = nan, ...)"), and the entry script is run
+again under a dump up to that step (``rerun.py``) to find the op that made it before the step, e.g. a ``log``
+in a ``Dataset.map`` function. ``findings.bundle["origin_from"]`` tells which source the origin comes from:
+"replay" (the step's dump), "input pipeline re-run", or "captured batch" (the data held NaN/Inf before any
+TensorFlow op touched it, or the re-run was not done).
 """
 
 from __future__ import annotations
@@ -21,14 +28,27 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pyadapter.findings import Findings
+from pyadapter.findings import Finding, Findings
+from pyadapter.replay.batchhealth import BatchProblem, batch_problem
 from pyadapter.replay.errors import ReplayError
+from pyadapter.replay.rerun import DEFAULT_RERUN_TIMEOUT, RERUN_MAX_STEP, rerun_command, rerun_entry_script
 from pyadapter.replay.verdict import ReplayReport
 
 # progress(phase message, fraction done 0..1)
 Progress = Callable[[str, float], None]
 
-PHASES = {"loading bundle": 0.0, "replaying with dump": 0.45, "scanning": 0.85, "done": 1.0}
+# How ``rebuild.py`` starts its warning about a non-finite batch.
+BATCH_WARNING_START = "the captured batch already holds non-finite values"
+RERUN_PHASE = "re-running the input pipeline under a dump"
+RERUN_SCAN_PHASE = "scanning the re-run's dump"
+PHASES = {
+    "loading bundle": 0.0,
+    "replaying with dump": 0.45,
+    "scanning": 0.85,
+    RERUN_PHASE: 0.9,
+    RERUN_SCAN_PHASE: 0.97,
+    "done": 1.0,
+}
 DEFAULT_TIMEOUT = 900.0  # seconds for the child's whole replay; a real step is seconds to a minute
 
 
@@ -41,8 +61,9 @@ def _report_progress(progress: Progress | None, phase: str, fraction: float | No
         pass
 
 
-def check_bundle(path: str | Path) -> None:
-    """Fail fast, without TensorFlow: a tampered bundle or a missing entry script is one line."""
+def check_bundle(path: str | Path) -> Any:
+    """Fail fast, without TensorFlow: a tampered bundle or a missing entry script is one line. Returns the
+    loaded CaptureBundle."""
     from pyadapter.capture.bundle import BundleError, CaptureBundle
     from pyadapter.replay.entry import EntryScriptError, check_entry_script
 
@@ -56,6 +77,16 @@ def check_bundle(path: str | Path) -> None:
         check_entry_script(bundle.entry_script, None)
     except EntryScriptError as exc:
         raise ReplayError(str(exc)) from None
+    return bundle
+
+
+def _captured_batch_problem(bundle: Any) -> BatchProblem | None:
+    from pyadapter.capture.bundle import BundleError
+
+    try:
+        return batch_problem(bundle.batch())
+    except (BundleError, OSError, ValueError):
+        return None  # the replay reads the batch too and reports what is wrong with it
 
 
 def _run_worker(path: str, dump_dir: str, progress: Progress | None, timeout: float) -> ReplayReport:
@@ -145,20 +176,32 @@ def locate_bundle(
     dump_dir: str | Path | None = None,
     timeout: float = DEFAULT_TIMEOUT,
     pictures: bool = True,
+    rerun_pipeline: bool | None = None,
+    rerun_timeout: float = DEFAULT_RERUN_TIMEOUT,
 ) -> Findings:
     """Find the op, file and line where the bundle's step first made NaN/Inf.
 
     ``progress(phase, fraction)`` is called with the phases "loading bundle", "replaying with dump",
-    "scanning", "done". ``dump_dir`` keeps the dump there (it must not exist or be empty); by default it goes to
-    a temporary directory that is removed. Raises ReplayError (one line) for a bad bundle, a missing entry
-    script, a step that cannot run, or a dump that cannot be scanned. With ``pictures`` (default) the op graph
-    and health timeline made from the dump are added as ``findings.extra["pictures"]`` (``pyadapter.pictures``).
+    "scanning", ("re-running the input pipeline under a dump", "scanning the re-run's dump",) "done".
+    ``dump_dir`` keeps the dump there (it must not exist or be empty); by default it goes to a temporary
+    directory that is removed. Raises ReplayError (one line) for a bad bundle, a missing entry script, a step
+    that cannot run, or a dump that cannot be scanned. With ``pictures`` (default) the op graph and health
+    timeline made from the dump are added as ``findings.extra["pictures"]`` (``pyadapter.pictures``).
+
+    An op made inside Keras/TensorFlow code (no line of the user's on its stack) is marked at the entry
+    script's training call (``model.fit(...)`` / the guarded step's call), never at a library file.
+    When the captured batch already holds NaN/Inf, the entry script is re-run under a dump up to the captured
+    step to find where it was made: automatically when that step is at most ``RERUN_MAX_STEP``, always with
+    ``rerun_pipeline=True``, never with ``rerun_pipeline=False``; each re-run is bounded by ``rerun_timeout``.
     """
     from pyadapter.dump import ScanError, scan_dump
+    from pyadapter.replay.callsite import bundle_training_call
 
     bundle_path = str(Path(path).absolute())
     _report_progress(progress, "loading bundle")
-    check_bundle(bundle_path)
+    bundle = check_bundle(bundle_path)
+    problem = _captured_batch_problem(bundle)
+    entry_frame = bundle_training_call(bundle)
 
     keep = dump_dir is not None
     if keep:
@@ -176,11 +219,13 @@ def locate_bundle(
             report = _run_here(bundle_path, dump_path, progress)
         _report_progress(progress, "scanning")
 
+        scan_span = (PHASES[RERUN_PHASE] if problem else PHASES["done"]) - PHASES["scanning"]
+
         def scan_progress(done: int, total: int) -> None:
-            _report_progress(progress, "scanning", PHASES["scanning"] + 0.15 * done / max(total, 1))
+            _report_progress(progress, "scanning", PHASES["scanning"] + scan_span * done / max(total, 1))
 
         try:
-            findings = scan_dump(dump_path, progress=scan_progress)
+            findings = scan_dump(dump_path, progress=scan_progress, entry_frame=entry_frame)
         except ScanError as exc:
             raise ReplayError(f"the replay's dump cannot be scanned: {exc}") from None
         if pictures:  # the op graph and timeline need the dump, which is removed below
@@ -194,7 +239,21 @@ def locate_bundle(
     findings.source_kind = "bundle"
     findings.source_path = bundle_path
     findings.bundle = bundle_section(report)
-    warnings = list(report.warnings) + list(findings.extra.get("warnings", []))
+    findings.bundle["origin_from"] = "replay"
+    if problem is not None:
+        _origin_before_the_step(
+            findings,
+            bundle,
+            problem,
+            rerun=rerun_pipeline if rerun_pipeline is not None else (report.step or 0) <= RERUN_MAX_STEP,
+            rerun_timeout=rerun_timeout,
+            kept_dump=dump_path if keep else None,
+            progress=progress,
+        )
+    replay_warnings = list(report.warnings)
+    if problem is not None:  # the replay's own note on the batch; the origin's message says it (and more) here
+        replay_warnings = [w for w in replay_warnings if not w.startswith(BATCH_WARNING_START)]
+    warnings = replay_warnings + list(findings.extra.get("warnings", []))
     if report.note:
         warnings.append(report.note)
     findings.extra["warnings"] = warnings
@@ -202,3 +261,122 @@ def locate_bundle(
         findings.extra["dump"] = dump_path
     _report_progress(progress, "done")
     return findings
+
+
+def _origin_before_the_step(
+    findings: Findings,
+    bundle: Any,
+    problem: BatchProblem,
+    *,
+    rerun: bool,
+    rerun_timeout: float,
+    kept_dump: str | None,
+    progress: Progress | None,
+) -> None:
+    """The captured batch already held NaN/Inf: say so on the origin, and (if ``rerun``) re-run the entry
+    script under a dump to find the op that made it before the step."""
+    assert findings.bundle is not None
+    findings.bundle["non_finite_batch"] = problem.to_json()
+    findings.bundle["origin_from"] = "captured batch"
+    step = findings.bundle.get("step")
+    carried = f"{problem.describe()}, so step {step} is not where it was made"
+    replay_origin = findings.origin
+    if replay_origin is not None:
+        replay_origin.message = f"{carried}: in the step, {replay_origin.message}"
+    else:
+        findings.extra.setdefault("warnings", []).append(carried)
+    if not rerun:
+        hint = f"; to find where, re-run the script under a dump: `{rerun_command(bundle)}`"
+        if isinstance(step, int) and step > RERUN_MAX_STEP:
+            hint += (
+                f" (or `nanlens locate --rerun-pipeline`: step {step} is past the {RERUN_MAX_STEP} steps "
+                "re-run by themselves)"
+            )
+        if replay_origin is not None:
+            replay_origin.message += hint
+        return
+    rerun_findings = _rerun_and_scan(findings, bundle, rerun_timeout, kept_dump, progress)
+    if rerun_findings is None or rerun_findings.origin is None:
+        return
+    _adopt_rerun_origin(findings, rerun_findings, problem)
+
+
+def _rerun_and_scan(
+    findings: Findings, bundle: Any, timeout: float, kept_dump: str | None, progress: Progress | None
+) -> Findings | None:
+    from pyadapter.dump import ScanError, scan_dump
+
+    _report_progress(progress, RERUN_PHASE)
+    if kept_dump is not None:
+        rerun_dir = os.path.join(kept_dump, "rerun-pipeline")
+        os.makedirs(rerun_dir, exist_ok=True)
+    else:
+        rerun_dir = tempfile.mkdtemp(prefix="nanlens-rerun-dump-")
+    warnings = findings.extra.setdefault("warnings", [])
+    try:
+        result = rerun_entry_script(bundle, rerun_dir, timeout=timeout)
+        findings.extra["rerun"] = {
+            "command": rerun_command(bundle),
+            "seconds": round(result.seconds, 2),
+            "stopped_at_step": result.stopped_at_step,
+            "exit_code": result.exit_code,
+            "error": result.error,
+        }
+        if kept_dump is not None:
+            findings.extra["rerun"]["dump"] = rerun_dir
+        if result.error is not None and result.stopped_at_step is None and not os.listdir(rerun_dir):
+            warnings.append(f"re-running the input pipeline under a dump failed: {result.error}")
+            return None
+        if result.error is not None:
+            warnings.append(f"re-running the input pipeline under a dump: {result.error}")
+        step = findings.bundle.get("step") if findings.bundle else None
+        if result.stopped_at_step is not None and step is not None and result.stopped_at_step != step:
+            warnings.append(
+                f"the re-run went non-finite at step {result.stopped_at_step}, the bundle at step {step} "
+                "(the run is not deterministic); its origin is the re-run's"
+            )
+        _report_progress(progress, RERUN_SCAN_PHASE)
+        try:
+            return scan_dump(rerun_dir)
+        except ScanError as exc:
+            warnings.append(f"the re-run's dump cannot be scanned: {exc}")
+            return None
+    finally:
+        if kept_dump is None:
+            shutil.rmtree(rerun_dir, ignore_errors=True)
+
+
+def _adopt_rerun_origin(findings: Findings, rerun: Findings, problem: BatchProblem) -> None:
+    """Take the re-run's origin when an op in the user's code made the NaN/Inf (e.g. a log in a Dataset.map
+    function); when the data held it before any op did, point at where it entered instead."""
+    from pyadapter.dump.origin import WEAK_ORIGIN_TYPES
+
+    new = rerun.origin
+    assert new is not None and findings.bundle is not None
+    made_by_user_code = new.op.type not in WEAK_ORIGIN_TYPES and "origin_created_in" not in rerun.extra
+    if made_by_user_code:
+        findings.bundle["origin_from"] = "input pipeline re-run"
+        new.message += f" (found by re-running the script under a dump: {problem.describe()})"
+    else:
+        from pyadapter.dump.messages import bad_counts
+
+        new.message = (
+            f"{problem.describe()}: it was in the data before any TensorFlow op touched it ({new.op.type} "
+            f"{new.op.name} brought {bad_counts(new.health)} in here, in the re-run under a dump); look at how "
+            "the data was read or built"
+        )
+    replaced = findings.origin
+    seen = {(new.file, new.line)}
+    kept: list[Finding] = [new]
+    for finding in [*rerun.findings, *findings.findings]:
+        if finding is new or finding is replaced or (finding.file, finding.line) in seen:
+            continue
+        if finding.role == "propagated":
+            seen.add((finding.file, finding.line))
+            kept.append(finding)
+    findings.origin = new
+    findings.findings = kept
+    for key in ("origin_code", "origin_created_in"):
+        findings.extra.pop(key, None)
+        if key in rerun.extra:
+            findings.extra[key] = rerun.extra[key]

@@ -1,0 +1,71 @@
+"""The line of a bundle's entry script that started training: the stand-in line for ops made by Keras itself.
+
+A Keras bundle is replayed by calling ``model.train_step`` directly, so an op made inside Keras (its losses,
+its layers) has no frame in the user's code in the replay's dump. During training the user's ``model.fit(...)``
+line was on the stack; this finds it again by reading the entry script (no import, no TensorFlow): the first
+``.fit(`` call for a Keras bundle, the first call of the guarded step function for a custom loop.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Any
+
+from pyadapter.findings import Frame
+
+KERAS_TRAINING_CALLS = ("fit", "train_on_batch")
+
+
+def _called_name(node: ast.Call) -> str | None:
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def _enclosing_functions(tree: ast.AST) -> dict[int, str]:
+    """id(call node) -> name of the innermost function that contains it ("<module>" at top level)."""
+    owners: dict[int, str] = {}
+
+    def visit(node: ast.AST, owner: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            name = owner
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = child.name
+            if isinstance(child, ast.Call):
+                owners[id(child)] = owner
+            visit(child, name)
+
+    visit(tree, "<module>")
+    return owners
+
+
+def training_call_frame(script: str | Path, kind: str | None, step_function: str | None = None) -> Frame | None:
+    """The first call in ``script`` that runs training: ``X.fit(...)`` (or ``train_on_batch``) for a Keras
+    bundle, ``step_function(...)`` for a custom loop. None if the script cannot be read or has no such call."""
+    path = Path(script)
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8", errors="replace"), filename=str(path))
+    except (OSError, SyntaxError, ValueError):
+        return None
+    wanted = KERAS_TRAINING_CALLS if kind != "custom_loop" else ()
+    if step_function:
+        wanted = (*wanted, step_function.split(".")[-1])
+    owners = _enclosing_functions(tree)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _called_name(n) in wanted]
+    if not calls:
+        return None
+    first = min(calls, key=lambda n: (n.lineno, n.col_offset))
+    return Frame(file=str(path), line=first.lineno, function=owners.get(id(first), "<module>"))
+
+
+def bundle_training_call(bundle: Any) -> Frame | None:
+    """``training_call_frame`` for a loaded CaptureBundle (its entry script, kind and step function)."""
+    script = bundle.entry_script
+    if script is None:
+        return None
+    step_function = (bundle.manifest.get("step_function") or {}).get("qualname")
+    return training_call_frame(script, bundle.kind, step_function)

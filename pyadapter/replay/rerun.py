@@ -1,0 +1,171 @@
+"""Re-running a bundle's entry script under a dump, to find a NaN made before the step (in the input pipeline).
+
+When the captured batch already holds NaN/Inf, replaying the step cannot show where it was made: the batch was
+taken after the input pipeline (e.g. a ``Dataset.map`` function). So the entry script is run again, with the
+argv and working directory the bundle recorded, while ``DumpRecorder`` dumps everything TensorFlow runs (tf.data
+functions included), up to the first non-finite step: the guard in the script (NanGuard / guard_step) calls
+``write_bundle`` there, and in this child that call records the step and ends the run instead of writing a
+bundle (so the user's capture folder gets no copy). The parent scans the dump (``scan_dump``).
+
+Child: ``python -m pyadapter.replay.rerun DUMP_DIR RESULT.json SCRIPT [ARGS...]`` (run in the recorded cwd).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Steps up to which the re-run happens without being asked: it trains that far again, under a dump.
+RERUN_MAX_STEP = 2000
+DEFAULT_RERUN_TIMEOUT = 600.0
+
+
+@dataclass
+class RerunResult:
+    """What re-running the entry script under a dump gave."""
+
+    dump_dir: str
+    seconds: float
+    stopped_at_step: int | None = None  # the first non-finite step the guard saw in the re-run
+    exit_code: int | None = None
+    error: str | None = None  # one line when the re-run could not be done
+
+
+def rerun_command(bundle: Any) -> str:
+    """The command a user runs by hand for the same re-run: ``nanlens run --dump -- SCRIPT ARGS``."""
+    script = bundle.entry_script
+    argv = (bundle.manifest.get("entry_script") or {}).get("argv") or []
+    parts = ["nanlens", "run", "--dump", "--", str(script), *[str(a) for a in argv[1:]]]
+    return " ".join(_quote(p) for p in parts)
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text)
+
+
+def _last_line(text: str) -> str:
+    for line in reversed(text.strip().splitlines()):
+        if line.strip():
+            return line.strip()[:300]
+    return ""
+
+
+def rerun_entry_script(bundle: Any, dump_dir: str, *, timeout: float = DEFAULT_RERUN_TIMEOUT) -> RerunResult:
+    """Run the bundle's entry script again under a FULL_HEALTH dump into ``dump_dir``, in a child process
+    bounded by ``timeout`` seconds, until its guard sees the first non-finite step."""
+    started = time.perf_counter()
+    info = bundle.manifest.get("entry_script") or {}
+    script = bundle.entry_script
+    if script is None or not Path(script).is_file():
+        return RerunResult(dump_dir, 0.0, error=f"the entry script {script} is missing")
+    argv = [str(a) for a in (info.get("argv") or [])[1:]]
+    cwd = info.get("cwd")
+    if not cwd or not os.path.isdir(cwd):
+        cwd = str(Path(script).parent)
+    with tempfile.TemporaryDirectory(prefix="nanlens-rerun-") as tmp:
+        return _run_child(Path(tmp) / "result.json", dump_dir, [str(script), *argv], cwd, timeout, started)
+
+
+def _run_child(
+    with_result: Path, dump_dir: str, script_argv: list[str], cwd: str, timeout: float, started: float
+) -> RerunResult:
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env["PYTHONUNBUFFERED"] = "1"
+    try:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "pyadapter.replay.rerun", dump_dir, str(with_result), *script_argv],
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env=env,
+            text=True,
+            errors="replace",
+        )
+    except OSError as exc:
+        return RerunResult(dump_dir, 0.0, error=f"cannot start the re-run: {exc.strerror or exc}")
+    try:
+        _, stderr = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        return RerunResult(
+            dump_dir, time.perf_counter() - started, error=f"the re-run took longer than {timeout:.0f} s; stopped"
+        )
+    except BaseException:  # interrupted: leave nothing running
+        child.kill()
+        child.communicate()
+        raise
+    result = RerunResult(dump_dir, time.perf_counter() - started, exit_code=child.returncode)
+    try:
+        data = json.loads(with_result.read_text(encoding="utf-8"))
+        result.stopped_at_step = data.get("stopped_at_step")
+    except (OSError, json.JSONDecodeError):
+        pass
+    if result.stopped_at_step is None:
+        tail = _last_line(stderr or "")
+        result.error = "the re-run never reached a non-finite step" + (f" (its last words: {tail})" if tail else "")
+    return result
+
+
+# ---- the child -----------------------------------------------------------------------------------------------
+
+
+class _StopAtFirstNonFiniteStep(SystemExit):
+    """Raised by the patched write_bundle: ends the script (a SystemExit passes through training loops)."""
+
+
+def _stop_instead_of_writing(result_path: str) -> None:
+    from pyadapter.capture import bundle as bundle_format
+
+    def record_and_stop(**kwargs: Any) -> Path:
+        payload = {"stopped_at_step": int(kwargs.get("step", -1)), "kind": kwargs.get("kind")}
+        Path(result_path).write_text(json.dumps(payload), encoding="utf-8")
+        raise _StopAtFirstNonFiniteStep(0)
+
+    bundle_format.write_bundle = record_and_stop  # type: ignore[assignment]
+
+
+def _exit_with_parent() -> None:
+    parent = os.getppid()
+
+    def watch() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=watch, name="nanlens-parent-watch", daemon=True).start()
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) < 3:
+        print("usage: python -m pyadapter.replay.rerun DUMP_DIR RESULT.json SCRIPT [ARGS...]", file=sys.stderr)
+        return 2
+    dump_dir, result_path, script, *script_args = argv
+    _exit_with_parent()
+    from pyadapter.commands.run import run_script
+    from pyadapter.dump.recorder import DumpRecorder
+
+    _stop_instead_of_writing(result_path)
+    recorder = DumpRecorder(dump_dir, "FULL_HEALTH")
+    recorder.start()
+    try:
+        return run_script(script, script_args)
+    finally:
+        recorder.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,102 @@
+"""Locating NaN/Inf that the captured step did not make: a NaN made in a tf.data map function (found by re-running
+the script under a dump), ops made inside Keras (marked at the user's fit line, never in a library file), and
+guard_step staying quiet under tf.debugging.enable_check_numerics."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyadapter.replay import locate_bundle
+
+pytestmark = pytest.mark.slow
+
+ZOO = Path(__file__).parent / "zoo"
+
+
+def quiet_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["TF_CPP_MIN_LOG_LEVEL"] = "2"
+    env.update(extra)
+    return env
+
+
+def marked_line(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if text in line)
+
+
+def test_a_nan_made_in_a_dataset_map_function_is_found_by_a_rerun(tmp_path: Path) -> None:
+    script = ZOO / "zoo_tfdata_map_log.py"
+    captures = tmp_path / "captures"
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=quiet_env(NANLENS_CAPTURE_DIR=str(captures)),
+        capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    (bundle,) = [p.parent for p in captures.glob("*/manifest.json")]
+
+    # Without the re-run: the step's first op on the bad batch, marked at the user's model.fit line (the op
+    # is Keras's Dense MatMul, which has no line of the user's code), and the batch named as the culprit.
+    seen: list[str] = []
+    quick = locate_bundle(bundle, rerun_pipeline=False, pictures=False, progress=lambda p, f: seen.append(p))
+    assert quick.origin is not None
+    assert Path(quick.origin.file) == script and quick.origin.line == marked_line(script, "model.fit(")
+    assert "the captured batch already holds 1 NaN/Inf value (x[" in quick.origin.message
+    assert "made inside TensorFlow/Keras code (keras/src/layers/core/dense.py" in quick.origin.message
+    assert f"nanlens run --dump -- {script}" in quick.origin.message
+    assert quick.bundle is not None and quick.bundle["origin_from"] == "captured batch"
+    assert "re-running the input pipeline under a dump" not in seen
+    for finding in quick.findings:
+        assert "site-packages" not in finding.file
+
+    # With it (automatic: the captured step is small): the log inside the map function.
+    seen.clear()
+    findings = locate_bundle(bundle, pictures=False, progress=lambda p, f: seen.append(p))
+    origin = findings.origin
+    assert origin is not None, findings.extra.get("warnings")
+    assert Path(origin.file) == script and origin.line == marked_line(script, "# ORIGIN")
+    assert origin.op.type == "Log" and origin.role == "origin"
+    assert "the captured batch already holds 1 NaN/Inf value" in origin.message
+    assert findings.bundle is not None and findings.bundle["origin_from"] == "input pipeline re-run"
+    assert findings.bundle["non_finite_batch"]["total"] == 1
+    assert findings.extra["rerun"]["stopped_at_step"] == findings.bundle["step"]
+    assert "re-running the input pipeline under a dump" in seen
+    assert len(list(captures.glob("*/manifest.json"))) == 1, "the re-run writes no second bundle"
+
+
+NO_LOSS_STEP = """
+import keras, numpy as np, tensorflow as tf
+from pyadapter import guard_step
+tf.debugging.enable_check_numerics()
+model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(1)])
+optimizer = keras.optimizers.SGD(0.01)
+
+@guard_step(model=model, optimizer=optimizer, capture_dir="captures")
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x) - y))  # not through compute_loss: the guard records no loss
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+x, y = np.ones((4, 3), "float32"), np.zeros((4, 1), "float32")
+for _ in range(2):
+    train_step(x, y)
+print("steps ran")
+"""
+
+
+def test_guard_step_without_a_recorded_loss_is_quiet_under_check_numerics(tmp_path: Path) -> None:
+    script = tmp_path / "no_loss_step.py"  # autograph needs the step's source in a file
+    script.write_text(NO_LOSS_STEP, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], cwd=tmp_path, env=quiet_env(), capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "steps ran" in done.stdout
+    assert not (tmp_path / "captures").exists()
