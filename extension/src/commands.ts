@@ -194,6 +194,46 @@ async function replayEagerly(arg: unknown, deps: Deps): Promise<boolean> {
   return vscode.debug.startDebugging(folder, config);
 }
 
+/** The bundle a "Verify fix" acts on: the lens's `{sourceId, bundle}`, a path, else the only located bundle. */
+async function verifyTargetOf(arg: unknown, deps: Deps): Promise<string | undefined> {
+  if (typeof arg === 'string') {
+    return arg;
+  }
+  if (arg && typeof arg === 'object') {
+    const { sourceId, bundle } = arg as { sourceId?: unknown; bundle?: unknown };
+    if (typeof sourceId === 'string') {
+      return sourceId;
+    }
+    if (typeof bundle === 'string') {
+      return bundle;
+    }
+  }
+  const bundles = deps.model.sources.filter((s) => s.kind === 'bundle' && s.origin);
+  if (bundles.length <= 1) {
+    return bundles[0]?.id;
+  }
+  const choice = await vscode.window.showQuickPick(
+    bundles.map((s) => ({ label: s.label, description: s.path, id: s.id })),
+    { title: 'NaN Lens: verify the fix on which captured step?' },
+  );
+  return choice?.id;
+}
+
+/** Replay the captured step with the current code (saved first); the server reports and re-locates. */
+async function verifyFix(arg: unknown, deps: Deps): Promise<unknown> {
+  const target = await verifyTargetOf(arg, deps);
+  if (!target) {
+    void vscode.window.showInformationMessage('NaN Lens: no capture bundle with a located origin to verify.');
+    return undefined;
+  }
+  await vscode.workspace.saveAll(false); // The replay imports the files from disk.
+  getLog().info(`Verifying the fix on ${target}`);
+  return vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: 'NaN Lens: verifying the fix on the captured step…' },
+    () => deps.server.executeCommand<unknown>('nanlens.server.verifyFix', [target]),
+  );
+}
+
 /** For `${command:nanlens.pickBundle}` in launch.json: a located bundle, or a folder picked by hand. */
 async function pickBundle(deps: Deps): Promise<string | undefined> {
   const bundles = deps.model.sources.filter((s) => s.kind === 'bundle' && s.status !== 'error');
@@ -218,6 +258,7 @@ export function registerCommands(context: vscode.ExtensionContext, deps: Deps): 
   register('nanlens.locateBundle', (arg) => locateBundle(arg, deps));
   register('nanlens.replayEagerly', (arg) => replayEagerly(arg, deps));
   register('nanlens.pickBundle', () => pickBundle(deps));
+  register('nanlens.verifyFix', (arg) => verifyFix(arg, deps));
   register('nanlens.clearMarkers', async () => {
     deps.model.clear();
     await deps.server.executeCommand('nanlens.server.clear', []);

@@ -77,7 +77,11 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         for warning in report.warnings:
             print(f"nanlens: warning: {warning}", file=sys.stderr)
-        print(json.dumps(report.to_json(), indent=2))
+        data = report.to_json()
+        # Every mode that ran stayed finite (and none failed): what "Verify fix on captured step" asks.
+        data.setdefault("finite", bool(report.verdicts) and not any(
+            v.reproduced or v.error is not None for v in report.verdicts.values()))
+        print(json.dumps(data, indent=2))
     else:
         print(format_report(report))
     return 0 if any(report.reproduced.values()) else 1

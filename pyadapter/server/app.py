@@ -46,6 +46,7 @@ CMD_LOCATE = "nanlens.server.locateBundle"
 CMD_RESCAN = "nanlens.server.rescan"
 CMD_CLEAR = "nanlens.server.clear"
 CMD_PICTURES = "nanlens.server.pictureModel"
+CMD_VERIFY = "nanlens.server.verifyFix"
 
 
 @dataclass
@@ -447,6 +448,23 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
         from pyadapter.server.pictures import picture_model as serve_pictures
 
         return await serve_pictures(ls, args[0] if args else None)
+
+    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
+                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+    def code_action(ls: NanLensServer, params: types.CodeActionParams) -> list[types.CodeAction]:
+        from pyadapter.server.code_actions import code_actions
+
+        path = _path_of(params.text_document.uri)
+        if path is None:
+            return []
+        return code_actions(ls.records, path, params.text_document.uri, ls.current_text(path),
+                            params.context.diagnostics)
+
+    @server.command(CMD_VERIFY)
+    async def verify_fix(ls: NanLensServer, *args: Any) -> dict[str, Any]:
+        from pyadapter.server.verify import verify_fix as run_verify
+
+        return await run_verify(ls, args[0] if args else None)
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: NanLensServer, params: None) -> None:

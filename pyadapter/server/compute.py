@@ -9,6 +9,7 @@ inside: a bundle's files are hashed).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -17,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,6 +38,18 @@ SNAPSHOT_KEY = "source_snapshots"
 # Locate children still running, so a server shutting down can stop them rather than orphan them.
 _children: set[subprocess.Popen] = set()
 _children_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def tracked_child(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
+    """Register a worker process while it runs, so terminate_children() can stop it at shutdown."""
+    with _children_lock:
+        _children.add(proc)
+    try:
+        yield proc
+    finally:
+        with _children_lock:
+            _children.discard(proc)
 
 
 def terminate_children() -> None:
@@ -161,44 +174,41 @@ def locate_bundle_dir(
     except OSError as exc:
         _remove(tmp_path)
         raise ComputeError(f"cannot start the locate worker: {exc.strerror or exc}") from None
-    with _children_lock:
-        _children.add(proc)
-    watchdog = threading.Thread(target=_kill_on_cancel, args=(proc, cancel), daemon=True)
-    watchdog.start()
-    error: str | None = None
-    assert proc.stdout is not None
-    for line in proc.stdout:
+    with tracked_child(proc):
+        watchdog = threading.Thread(target=_kill_on_cancel, args=(proc, cancel), daemon=True)
+        watchdog.start()
+        error: str | None = None
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue
+            if not isinstance(message, dict):
+                continue
+            if "progress" in message and isinstance(message["progress"], dict):
+                p = message["progress"]
+                report(p.get("message"), p.get("percentage"))
+            elif "error" in message:
+                error = str(message["error"])
+        code = proc.wait()
         try:
-            message = json.loads(line)
-        except ValueError:
-            continue
-        if not isinstance(message, dict):
-            continue
-        if "progress" in message and isinstance(message["progress"], dict):
-            p = message["progress"]
-            report(p.get("message"), p.get("percentage"))
-        elif "error" in message:
-            error = str(message["error"])
-    code = proc.wait()
-    with _children_lock:
-        _children.discard(proc)
-    try:
-        if cancel.is_set():
-            raise ComputeError("locating was stopped")
-        if error is not None or code != 0:
-            raise ComputeError(error or f"the locate worker failed (exit code {code}); see the NaN Lens log")
-        try:
-            findings = load_findings(tmp_path)
-        except FindingsError as exc:
-            raise ComputeError(f"the locate worker wrote bad findings: {exc}") from None
-        if writable:
-            os.replace(tmp_path, cache_path)
-            return findings, cache_path
-        log.info("%s is not writable: the located findings are not cached", parent)
-        return findings, None
-    finally:
-        if os.path.exists(tmp_path):
-            _remove(tmp_path)
+            if cancel.is_set():
+                raise ComputeError("locating was stopped")
+            if error is not None or code != 0:
+                raise ComputeError(error or f"the locate worker failed (exit code {code}); see the NaN Lens log")
+            try:
+                findings = load_findings(tmp_path)
+            except FindingsError as exc:
+                raise ComputeError(f"the locate worker wrote bad findings: {exc}") from None
+            if writable:
+                os.replace(tmp_path, cache_path)
+                return findings, cache_path
+            log.info("%s is not writable: the located findings are not cached", parent)
+            return findings, None
+        finally:
+            if os.path.exists(tmp_path):
+                _remove(tmp_path)
 
 
 def _kill_on_cancel(proc: subprocess.Popen, cancel: threading.Event) -> None:

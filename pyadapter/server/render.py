@@ -19,6 +19,8 @@ DIAGNOSTIC_SOURCE = "NaN Lens"
 STALE_PREFIX = "(stale) "
 REPLAY_COMMAND = "nanlens.replayEagerly"
 DEBUG_COMMAND = "nanlens.debugEagerly"
+VERIFY_COMMAND = "nanlens.verifyFix"
+VERIFY_TITLE = "$(check) Verify fix on captured step"
 
 # (absolute file, 1-based line) -> the line's current text, or None when unknown.
 LineText = Callable[[str, int], "str | None"]
@@ -151,7 +153,8 @@ def replay_target(record: SourceRecord, origin: Finding) -> dict[str, Any]:
 
 
 def code_lenses(records: Iterable[SourceRecord], file: str, line_text: LineText) -> list[types.CodeLens]:
-    """'Replay eagerly' (bundle) or 'Run eagerly under debugger' (dump with a known script) on origin lines."""
+    """'Replay eagerly' (bundle) or 'Run eagerly under debugger' (dump with a known script) on origin lines, plus
+    'Verify fix on captured step' on a bundle's origin line once its file changed since the locate."""
     lenses: list[tuple[SourceRecord, types.CodeLens]] = []
     for record in records:
         origin = record.findings.origin if record.findings else None
@@ -168,12 +171,17 @@ def code_lenses(records: Iterable[SourceRecord], file: str, line_text: LineText)
             command = types.Command(title="$(debug-alt) Run eagerly under debugger", command=DEBUG_COMMAND,
                                     arguments=[{"script": script, "file": origin.file, "line": origin.line}])
         lenses.append((record, types.CodeLens(range=line_range(origin, line_text), command=command)))
+        if record.kind == "bundle" and record.is_stale(origin):
+            # The file changed since the locate: perhaps a fix; replaying the captured step tells.
+            verify = types.Command(title=VERIFY_TITLE, command=VERIFY_COMMAND,
+                                   arguments=[{"sourceId": record.id, "bundle": record.path}])
+            lenses.append((record, types.CodeLens(range=line_range(origin, line_text), command=verify)))
     # Several sources on one line: say which lens is which (the title alone would repeat).
-    per_line: dict[int, int] = {}
-    for _, lens in lenses:
-        per_line[lens.range.start.line] = per_line.get(lens.range.start.line, 0) + 1
+    per_line: dict[int, set[str]] = {}
     for record, lens in lenses:
-        if per_line[lens.range.start.line] > 1 and lens.command is not None:
+        per_line.setdefault(lens.range.start.line, set()).add(record.id)
+    for record, lens in lenses:
+        if len(per_line[lens.range.start.line]) > 1 and lens.command is not None:
             lens.command.title += f" · {record.label}"
     return [lens for _, lens in lenses]
 

@@ -1,0 +1,66 @@
+"""``textDocument/codeAction``: the quick fixes of ``pyadapter.fixes`` for NaN Lens origin diagnostics.
+
+Each action carries the diagnostic it fixes and a WorkspaceEdit of the open document; columns are converted
+from characters to UTF-16 code units (the LSP default position encoding).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from lsprotocol import types
+
+from pyadapter.fixes import QuickFix, quick_fixes
+from pyadapter.server.render import DIAGNOSTIC_SOURCE
+from pyadapter.server.state import SourceRecord, same_file
+
+TITLE_PREFIX = "NaN Lens: "
+
+
+def _utf16(text: str, col: int) -> int:
+    return len(text[:col].encode("utf-16-le")) // 2
+
+
+def _text_edit(fix_line_text: str, line: int, start: int, end: int, new_text: str) -> types.TextEdit:
+    return types.TextEdit(
+        range=types.Range(types.Position(line - 1, _utf16(fix_line_text, start)),
+                          types.Position(line - 1, _utf16(fix_line_text, end))),
+        new_text=new_text,
+    )
+
+
+def action_of(fix: QuickFix, uri: str, text: str, diagnostic: types.Diagnostic) -> types.CodeAction:
+    lines = text.splitlines()
+    edits = [_text_edit(lines[e.line - 1] if e.line <= len(lines) else "", e.line, e.start_col, e.end_col,
+                        e.new_text) for e in fix.edits]
+    return types.CodeAction(
+        title=TITLE_PREFIX + fix.title,
+        kind=types.CodeActionKind.QuickFix,
+        diagnostics=[diagnostic],
+        is_preferred=fix.preferred or None,
+        edit=types.WorkspaceEdit(changes={uri: edits}),
+    )
+
+
+def code_actions(records: dict[str, SourceRecord], path: str, uri: str, text: str | None,
+                 diagnostics: Iterable[types.Diagnostic]) -> list[types.CodeAction]:
+    """Quick fixes for the NaN Lens origin diagnostics the client sent (those in the requested range)."""
+    if text is None:
+        return []
+    actions: list[types.CodeAction] = []
+    seen: set[tuple[str, int]] = set()
+    for diagnostic in diagnostics:
+        if diagnostic.source != DIAGNOSTIC_SOURCE or not isinstance(diagnostic.data, dict):
+            continue
+        record = records.get(str(diagnostic.data.get("sourceId")))
+        if record is None or diagnostic.data.get("role") == "propagated":
+            continue
+        line = diagnostic.range.start.line + 1
+        for finding in record.all_findings():
+            if finding.role == "propagated" or finding.line != line or not same_file(finding.file, path):
+                continue
+            if (finding.op.type, line) in seen:  # two sources with the same origin: offer the fixes once
+                continue
+            seen.add((finding.op.type, line))
+            actions.extend(action_of(fix, uri, text, diagnostic) for fix in quick_fixes(text, finding))
+    return actions

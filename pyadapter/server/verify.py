@@ -1,0 +1,124 @@
+"""``nanlens.server.verifyFix``: replay a bundle's captured step with the user's current code and say whether
+the fix cured it; when it did not, locate again so the marker moves to the new origin.
+
+The replay runs in a child process (``python -m pyadapter replay BUNDLE --json``, graph and eager), so the
+user's files are imported fresh from disk, never from a module cached in the server.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lsprotocol import types
+
+from pyadapter.server.compute import tracked_child
+from pyadapter.server.pictures import find_record
+from pyadapter.server.progress import ProgressBar
+
+if TYPE_CHECKING:
+    from pyadapter.server.app import NanLensServer
+
+log = logging.getLogger("nanlens.server.verify")
+
+REPLAY_TIMEOUT = 600.0  # seconds; a replay of one step takes 10-30 s on a small CPU
+
+
+@dataclass
+class ReplayRun:
+    """What the replay child said: its JSON report, or one line of error."""
+
+    report: dict[str, Any] | None
+    error: str | None = None
+
+
+def run_replay(bundle: str, timeout: float = REPLAY_TIMEOUT, cwd: str | None = None) -> ReplayRun:
+    """Blocking: ``nanlens replay BUNDLE --json`` in a fresh interpreter; exit 0/1 carry a report, 2 an error."""
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
+    cmd = [sys.executable, "-m", "pyadapter", "replay", bundle, "--json"]
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                env=env, cwd=cwd, text=True, encoding="utf-8", errors="replace")
+    except OSError as exc:
+        return ReplayRun(None, f"cannot start the replay: {exc.strerror or exc}")
+    with tracked_child(proc):
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            return ReplayRun(None, f"the replay took longer than {timeout:.0f} s")
+    if proc.returncode in (0, 1):
+        try:
+            return ReplayRun(json.loads(out))
+        except json.JSONDecodeError:
+            pass
+    lines = [line for line in err.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("nanlens: error:")]
+    message = (errors or lines or [f"exit code {proc.returncode}"])[-1].removeprefix("nanlens: error: ")
+    return ReplayRun(None, message)
+
+
+def verdict_of(run: ReplayRun) -> dict[str, Any]:
+    """The command's answer from a replay: verified, per-mode reproduced, and a one-line message."""
+    if run.report is None:
+        return {"verified": False, "reproduced": {}, "message": f"replay failed: {run.error}"}
+    report = run.report
+    reproduced = {str(k): bool(v) for k, v in (report.get("reproduced") or {}).items()}
+    verdicts = report.get("verdicts") or {}
+    failed = [f"{mode}: {v['error']}" for mode, v in verdicts.items() if isinstance(v, dict) and v.get("error")
+              and not v.get("reproduced")]
+    finite = report.get("finite")
+    if finite is None:  # a report from before the field existed
+        finite = bool(reproduced) and not any(reproduced.values()) and not failed
+    if finite:
+        message = "finite on the captured step"
+    elif failed and not any(reproduced.values()):
+        message = "the step failed: " + "; ".join(failed)
+    else:
+        modes = [m for m, r in reproduced.items() if r]
+        message = f"still non-finite: NaN/Inf again in {' and '.join(modes)} mode" if modes else "still non-finite"
+    return {"verified": bool(finite), "reproduced": reproduced, "message": message}
+
+
+async def verify_fix(ls: NanLensServer, wanted: object) -> dict[str, Any]:
+    """The command: replay, tell the user, and on failure locate again (force) so the marker follows."""
+    record = find_record(ls.records, wanted)
+    bundle = None
+    if record is not None and record.kind == "bundle":
+        bundle = record.path
+    elif isinstance(wanted, str) and os.path.isfile(os.path.join(wanted, "manifest.json")):
+        bundle = os.path.abspath(wanted)
+    if bundle is None:
+        message = "verifying a fix needs a capture bundle (a dump has no step to replay)"
+        ls.show_message(types.MessageType.Warning, message)
+        return {"verified": False, "reproduced": {}, "message": message}
+    assert ls.loop is not None
+    step = record.step if record is not None else None
+    bar = ProgressBar(ls, "NaN Lens: verifying the fix on the captured step" + (f" {step}" if step is not None else ""))
+    bar.start()
+    bar.report("replaying the step in graph and eager mode", None)
+    cwd = ls.workspace_folders[0] if ls.workspace_folders else None
+    try:
+        run = await ls.loop.run_in_executor(ls.executor, lambda: run_replay(bundle, cwd=cwd))
+    finally:
+        bar.end()
+    result = verdict_of(run)
+    log.info("verify %s: %s", bundle, result["message"])
+    if result["verified"]:
+        ls.show_message(types.MessageType.Info, f"fix verified: {result['message']}")
+        return result
+    if run.report is not None and any(result["reproduced"].values()):
+        source = await ls.locate(bundle, force=True)
+        origin = source.get("origin")
+        if isinstance(origin, dict):
+            result["origin"] = origin
+            result["message"] += f"; the origin is now {origin['op']['type']} at " \
+                f"{os.path.basename(origin['file'])}:{origin['line']}"
+    ls.show_message(types.MessageType.Warning, result["message"])
+    return result
