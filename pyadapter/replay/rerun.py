@@ -17,11 +17,12 @@ import os
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from pyadapter.replay.lifeline import exit_with_parent
 
 # Steps up to which the re-run happens without being asked: it trains that far again, under a dump.
 RERUN_MAX_STEP = 2000
@@ -137,24 +138,13 @@ def _stop_instead_of_writing(result_path: str) -> None:
     bundle_format.write_bundle = record_and_stop  # type: ignore[assignment]
 
 
-def _exit_with_parent() -> None:
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                os._exit(3)
-
-    threading.Thread(target=watch, name="nanlens-parent-watch", daemon=True).start()
-
 
 def main(argv: list[str]) -> int:
     if len(argv) < 3:
         print("usage: python -m pyadapter.replay.rerun DUMP_DIR RESULT.json SCRIPT [ARGS...]", file=sys.stderr)
         return 2
     dump_dir, result_path, script, *script_args = argv
-    _exit_with_parent()
+    exit_with_parent()
     from pyadapter.commands.run import run_script
     from pyadapter.dump.recorder import DumpRecorder
 

@@ -11,22 +11,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import threading
-import time
+
+from pyadapter.replay.lifeline import exit_with_parent
 
 PROGRESS_PREFIX = "nanlens-progress: "
 
-
-def _exit_with_parent() -> None:
-    parent = os.getppid()
-
-    def watch() -> None:
-        while True:
-            time.sleep(0.5)
-            if os.getppid() != parent:
-                os._exit(3)
-
-    threading.Thread(target=watch, name="nanlens-parent-watch", daemon=True).start()
 
 
 def phase(message: str) -> None:
@@ -45,7 +34,7 @@ def main(argv: list[str]) -> int:
         print("usage: python -m pyadapter.replay.worker BUNDLE DUMP_DIR REPORT.json", file=sys.stderr)
         return 2
     bundle, dump_dir, report_path = argv
-    _exit_with_parent()
+    exit_with_parent()
     phase("loading bundle")
     from pyadapter.replay.errors import ReplayError
 
