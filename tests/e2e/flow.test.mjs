@@ -8,14 +8,11 @@
 // server locates it itself (no precomputed findings.json), and the debug session is debugpy's.
 
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { promisify } from 'node:util';
-import { DEMO_DIR, VENV_PYTHON } from './lib/paths.mjs';
-import { removeOnExit, waitFor } from './lib/procs.mjs';
+import { captureDemoWorkspace, lineOf } from './lib/capture.mjs';
+import { waitFor } from './lib/procs.mjs';
 import { withSession } from './lib/session.mjs';
 import {
   ACTIVE_EDITOR,
@@ -31,60 +28,20 @@ import {
   waitForPausedAt,
 } from './lib/workbench.mjs';
 
-const execFileAsync = promisify(execFile);
-
 const ORIGIN_MARK = '# BUG';
 /** How long the server may take to find and locate the bundle (about 10-20 s idle; this box is often loaded). */
 const LOCATE_TIMEOUT_MS = 90000;
 
+let capture;
 let workspace;
 let bundle;
 
-/** The 1-based line of the first line of `file` containing `mark`. */
-function lineOf(file, mark) {
-  const index = readFileSync(file, 'utf8').split('\n').findIndex((text) => text.includes(mark));
-  assert.ok(index >= 0, `${file} has no line with "${mark}"`);
-  return index + 1;
-}
-
-/** Capture bundles (folders whose manifest.json says nanlens.bundle/1) directly under dir. */
-function bundlesIn(dir) {
-  return readdirSync(dir)
-    .map((name) => join(dir, name))
-    .filter((path) => {
-      try {
-        return JSON.parse(readFileSync(join(path, 'manifest.json'), 'utf8')).format === 'nanlens.bundle/1';
-      } catch {
-        return false;
-      }
-    });
-}
-
 before(async () => {
-  // realpath: the server reports files by their real path, the editor opens the folder by this one.
-  workspace = realpathSync(mkdtempSync(join(tmpdir(), 'nanlens-e2e-flow-')));
-  removeOnExit(workspace);
-  copyFileSync(join(DEMO_DIR, 'train.py'), join(workspace, 'train.py'));
-  const captures = join(workspace, 'captures');
-  mkdirSync(captures);
-  // The demo exits 1 when its loss went NaN (that is the point); NanGuard stops it at the failing step.
-  const started = Date.now();
-  const run = await execFileAsync(VENV_PYTHON, ['train.py'], {
-    cwd: workspace,
-    env: { ...process.env, NANLENS_CAPTURE_DIR: captures, TF_CPP_MIN_LOG_LEVEL: '2' },
-    timeout: 180000,
-    maxBuffer: 16 * 1024 * 1024,
-  }).catch((error) => error);
-  const output = `${run.stdout ?? ''}${run.stderr ?? ''}`;
-  const found = bundlesIn(captures);
-  assert.equal(found.length, 1, `the demo under NanGuard left one capture bundle in ${captures}:\n${output.slice(-3000)}`);
-  bundle = found[0];
-  console.log(`# capture bundle ${bundle} written in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+  capture = await captureDemoWorkspace('flow');
+  ({ workspace, bundle } = capture);
 });
 
-after(() => {
-  if (workspace && !process.env.NANLENS_E2E_KEEP) rmSync(workspace, { recursive: true, force: true });
-});
+after(() => capture?.dispose());
 
 /**
  * The glyph-margin icons of the active editor, by line, with the share of their opaque pixels that are red
