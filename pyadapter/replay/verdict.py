@@ -146,10 +146,10 @@ class ReplayReport:
         return {mode: verdict.reproduced for mode, verdict in self.verdicts.items()}
 
     def where(self) -> str:
-        """'step 3 (epoch 1, batch 3)' with a 1-based epoch as Keras prints it."""
+        """'step 3 (epoch 0, batch 3; counting from 0)': the same words NanGuard's stop message and the bundle use."""
         text = f"step {self.step}"
         if self.epoch is not None:
-            text += f" (epoch {self.epoch + 1}, batch {self.batch_index})"
+            text += f" (epoch {self.epoch}, batch {self.batch_index}; counting from 0)"
         return text
 
     @property
