@@ -213,7 +213,7 @@ class NanGuard(keras.callbacks.Callback):
     apply the update, write a capture bundle, then stop training (default) or skip the step.
 
     Args:
-        capture_dir: where bundles go (``capture_dir/<run>-step<N>/``); created if missing.
+        capture_dir: where bundles go (``capture_dir/<run>-step<N>/``); created if missing. The default, ``.nanlens/captures``, is a folder the editor watches.
         on_nan: ``"stop"`` (set ``model.stop_training``; fit returns after this batch) or ``"skip"``.
         run_name: bundle name prefix; default ``<script>-<YYYYmmdd-HHMMSS>``.
         check_weights: also check the trainable weights after each applied update (catches an optimizer or
@@ -230,7 +230,7 @@ class NanGuard(keras.callbacks.Callback):
 
     def __init__(
         self,
-        capture_dir: str | Path = "nanlens-captures",
+        capture_dir: str | Path = ".nanlens/captures",
         on_nan: str = "stop",
         *,
         run_name: str | None = None,

@@ -282,7 +282,7 @@ def _source_file(function: Any) -> str | None:
 def guard_step(
     step_function: Any = None,
     *,
-    capture_dir: str | Path = "nanlens-captures",
+    capture_dir: str | Path = ".nanlens/captures",
     checkpoint: Any = None,
     model: Any = None,
     optimizer: Any = None,

@@ -19,7 +19,7 @@ before the step, e.g. in a tf.data map function. That happens by itself when the
 --rerun-pipeline forces it for a later step, --no-rerun-pipeline skips it.
 
 examples:
-  nanlens locate nanlens-captures/train-20250101-120000-step4711
+  nanlens locate .nanlens/captures/train-20250101-120000-step4711
   nanlens locate BUNDLE --json > findings.json
 """
 

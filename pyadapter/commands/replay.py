@@ -21,7 +21,7 @@ it is what a debug session launches, so breakpoints in your step, layers and los
 exit status: 0 the NaN reproduced (in at least one mode), 1 every mode stayed finite, 2 error.
 
 examples:
-  nanlens replay nanlens-captures/train-20250101-120000-step4711
+  nanlens replay .nanlens/captures/train-20250101-120000-step4711
   nanlens replay BUNDLE --eager --json
   python -m debugpy --listen 5678 --wait-for-client -m pyadapter replay BUNDLE --eager
 """

@@ -20,7 +20,7 @@ For a capture bundle, a `<bundle>.findings.json` that `nanlens locate -o` or the
 it is newer than the bundle and holds the pictures; otherwise the step is replayed (as `nanlens locate`).
 
 examples:
-  nanlens report nanlens-captures/train-20250101-120000-step4711 --html nan.html
+  nanlens report .nanlens/captures/train-20250101-120000-step4711 --html nan.html
   nanlens report .nanlens/dumps/20250101-120000 --html nan.html
 """
 
