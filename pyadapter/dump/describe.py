@@ -190,22 +190,9 @@ def graph_finding(
         message = origin_message(message_op, health, inputs)
     else:
         message = f"{message_op} carried {bad_counts(health)} downstream of {origin_name}"
-    place = _location(host, frame_ids, op.graph_id)
-    if place.mark is None:
-        return LocatedFinding(None, ref, _unlocated_reason(place, frame_ids), place.created_in)
     if slot and role == "origin":
         message += f" (output {slot})"
-    finding = Finding(
-        file=place.mark.file,
-        line=place.mark.line,
-        role=effective_role,  # type: ignore[arg-type]
-        op=ref,
-        health=health,
-        inputs=inputs,
-        stack=place.users,
-        message=message + place.note(),
-    )
-    return LocatedFinding(finding, ref, created_in=place.created_in)
+    return _placed_finding(host, frame_ids, op.graph_id, effective_role, ref, health, inputs, message)
 
 
 def eager_finding(
@@ -223,9 +210,17 @@ def eager_finding(
             message += " inside the function (its graph traces are missing from the dump)"
     else:
         message = f"{entry.op_type} carried {bad_counts(health)} downstream of {origin_name}"
-    place = _location(host, entry.frame_ids, entry.graph_id or None)
+    return _placed_finding(host, entry.frame_ids, entry.graph_id or None, role, ref, health, inputs, message)
+
+
+def _placed_finding(
+    host: HostScan, frame_ids: tuple[str, ...], graph_id: str | None, role: str, ref: OpRef,
+    health: TensorHealth | None, inputs: list[InputHealth], message: str,
+) -> LocatedFinding:
+    """Put a finding on the line its stack points at, or say why it has no line."""
+    place = _location(host, frame_ids, graph_id)
     if place.mark is None:
-        return LocatedFinding(None, ref, _unlocated_reason(place, entry.frame_ids), place.created_in)
+        return LocatedFinding(None, ref, _unlocated_reason(place, frame_ids), place.created_in)
     finding = Finding(
         file=place.mark.file,
         line=place.mark.line,
