@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { captureDemoWorkspace, lineOf } from './lib/capture.mjs';
+import { captureDemoWorkspace, lineOf, waitForLocatedMarker } from './lib/capture.mjs';
 import { waitFor } from './lib/procs.mjs';
 import { withSession } from './lib/session.mjs';
 import {
@@ -21,7 +21,6 @@ import {
   debugAction,
   debugState,
   debugVariables,
-  gutterDecorations,
   hoverLine,
   openFile,
   runCommand,
@@ -29,8 +28,6 @@ import {
 } from './lib/workbench.mjs';
 
 const ORIGIN_MARK = '# BUG';
-/** How long the server may take to find and locate the bundle (about 10-20 s idle; this box is often loaded). */
-const LOCATE_TIMEOUT_MS = 90000;
 
 let capture;
 let workspace;
@@ -110,11 +107,7 @@ test('a capture bundle is marked in the editor and replays under the debugger', 
     await openFile(s.page, 'train.py', { line: originLine });
 
     // 1. The server finds the bundle, locates it (replaying its step with a dump) and the line turns red.
-    await waitFor(async () => (await gutterDecorations(s.page, { line: originLine })).length > 0, {
-      timeoutMs: LOCATE_TIMEOUT_MS,
-      intervalMs: 500,
-      what: `a gutter marker on train.py:${originLine} (the server locating ${bundle})`,
-    });
+    await waitForLocatedMarker(s.page, originLine, bundle);
     mark('marker', since);
     // The icon there is red, and it is the only red one: lines the NaN merely flows through are amber.
     const icons = await waitFor(

@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
-import { captureDemoWorkspace, lineOf } from './lib/capture.mjs';
+import { captureDemoWorkspace, lineOf, waitForLocatedMarker } from './lib/capture.mjs';
 import { waitFor } from './lib/procs.mjs';
 import { withSession } from './lib/session.mjs';
 import {
@@ -19,7 +19,6 @@ import {
   clickCodeLens,
   codeLenses,
   cursorPosition,
-  gutterDecorations,
   notifications,
   openFile,
 } from './lib/workbench.mjs';
@@ -31,8 +30,6 @@ const FIXED_EXPRESSION = 'tf.math.log(tf.clip_by_value(probs, 1e-7, 1.0))';
 const FIX_TITLE = 'Clip probs to [1e-7, 1.0] before the log';
 const VERIFY_TITLE = 'Verify fix on captured step';
 const VERIFIED_MESSAGE = 'finite on the captured step';
-/** How long the server may take to find and locate the bundle (about 10-20 s idle; this box is often loaded). */
-const LOCATE_TIMEOUT_MS = 90000;
 /** The verifying replay runs the step in graph and eager mode in a fresh interpreter: 10-30 s, more when loaded. */
 const VERIFY_TIMEOUT_MS = 150000;
 
@@ -76,11 +73,7 @@ test('a quick fix on the origin line is applied, saved and verified on the captu
     await openFile(s.page, 'train.py', { line: originLine });
 
     // 1. The server locates the bundle and marks the origin line.
-    await waitFor(async () => (await gutterDecorations(s.page, { line: originLine })).length > 0, {
-      timeoutMs: LOCATE_TIMEOUT_MS,
-      intervalMs: 500,
-      what: `a gutter marker on train.py:${originLine} (the server locating ${bundle})`,
-    });
+    await waitForLocatedMarker(s.page, originLine, bundle);
     mark('marker', since);
     await s.shot('marker');
 

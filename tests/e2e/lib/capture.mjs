@@ -14,7 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { DEMO_DIR, VENV_PYTHON } from './paths.mjs';
-import { removeOnExit } from './procs.mjs';
+import { removeOnExit, waitFor } from './procs.mjs';
+import { gutterDecorations } from './workbench.mjs';
 
 const execFileAsync = promisify(execFile);
 
@@ -69,4 +70,16 @@ export async function captureDemoWorkspace(name) {
       if (!process.env.NANLENS_E2E_KEEP) rmSync(workspace, { recursive: true, force: true });
     },
   };
+}
+
+/** How long the server may take to find and locate a bundle (about 10-20 s idle; this box is often loaded). */
+export const LOCATE_TIMEOUT_MS = 90000;
+
+/** Wait until the language server has located `bundle` and the editor shows a gutter marker on `line`. */
+export async function waitForLocatedMarker(page, line, bundle) {
+  await waitFor(async () => (await gutterDecorations(page, { line })).length > 0, {
+    timeoutMs: LOCATE_TIMEOUT_MS,
+    intervalMs: 500,
+    what: `a gutter marker on train.py:${line} (the server locating ${bundle})`,
+  });
 }
