@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pyadapter import __version__
 
 # Order is the order shown in --help: the flow from a training run to the editor.
-VERBS = ("run", "scan", "locate", "replay", "report", "serve", "eval")
+VERBS = ("run", "scan", "locate", "pull", "replay", "report", "serve", "eval")
 
 
 class CliError(Exception):

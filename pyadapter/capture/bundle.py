@@ -190,10 +190,36 @@ def json_float(value: float | None) -> float | None:
     return value if np.isfinite(value) else None
 
 
-def write_bundle(*, capture_dir: Path, run: str, kind: str, step: int, epoch: int | None, batch_index: int | None,
-                 on_nan: str, report: NonFiniteReport, batch: Any, batch_note: str | None,
-                 seed_states: dict[str, np.ndarray], history: Any, extra: dict[str, Any], save_state: Any) -> Path:
-    """Writes one bundle atomically (shared by NanGuard and guard_step); returns its final path."""
+def write_bundle(*, capture_dir: Path | str, run: str, kind: str, step: int, epoch: int | None,
+                 batch_index: int | None, on_nan: str, report: NonFiniteReport, batch: Any, batch_note: str | None,
+                 seed_states: dict[str, np.ndarray], history: Any, extra: dict[str, Any],
+                 save_state: Any) -> Path | str:
+    """Writes one bundle atomically (shared by NanGuard and guard_step); returns its final path (a URL string for
+    a URL capture folder)."""
+    from pyadapter.capture import storage  # not at the top: storage reads bundles back with this module
+
+    name = f"{run}-step{step}"
+    remote = storage.is_remote(capture_dir)
+    # A URL capture folder (gs://, s3://, hdfs://, ram://): build the bundle on local disk, then publish it there
+    # with manifest.json last (those filesystems cannot rename a directory into place atomically).
+    local_parent = Path(tempfile.mkdtemp(prefix="nanlens-bundle-")) if remote else Path(capture_dir)
+    try:
+        local = _write_local_bundle(local_parent, name, kind=kind, run=run, step=step, epoch=epoch,
+                                    batch_index=batch_index, on_nan=on_nan, report=report, batch=batch,
+                                    batch_note=batch_note, seed_states=seed_states, history=history, extra=extra,
+                                    save_state=save_state)
+        if not remote:
+            return local
+        return storage.publish_bundle(local, storage.join(str(capture_dir), name))
+    finally:
+        if remote:
+            shutil.rmtree(local_parent, ignore_errors=True)
+
+
+def _write_local_bundle(capture_dir: Path, name: str, *, kind: str, run: str, step: int, epoch: int | None,
+                        batch_index: int | None, on_nan: str, report: NonFiniteReport, batch: Any,
+                        batch_note: str | None, seed_states: dict[str, np.ndarray], history: Any,
+                        extra: dict[str, Any], save_state: Any) -> Path:
     arrays: dict[str, np.ndarray] = {}
     described = structure.describe(batch, arrays)
     history_json = []
@@ -205,7 +231,7 @@ def write_bundle(*, capture_dir: Path, run: str, kind: str, step: int, epoch: in
                 "logged_loss": json_float(None if logged is None else np.asarray(logged).item()),
             }
         )
-    with BundleWriter(capture_dir, f"{run}-step{step}") as writer:
+    with BundleWriter(capture_dir, name) as writer:
         writer.write_arrays(BATCH_FILE, arrays)
         state_manifest = save_state(writer)
         manifest: dict[str, Any] = {
@@ -441,6 +467,27 @@ class CaptureBundle:
         except structure.StructureError as error:
             raise BundleError(f"{self.path}: {error}") from None
 
+    @property
+    def cluster(self) -> dict[str, Any] | None:
+        """Multi-worker bundles (MultiWorkerMirroredStrategy): the cluster layout and each worker's shard
+        (``{"num_workers", "workers": [{"index", "task", "address"}], "shards": [{"worker", "task", "file", "rows",
+        "own_data_non_finite"}], "non_finite_workers": ["worker:1"]}``); None for a single-process run."""
+        value = self.manifest.get("cluster")
+        return dict(value) if isinstance(value, dict) else None
+
+    def shard_batch(self, worker: int) -> Any:
+        """One worker's part of the failing batch, nested like `batch` (multi-worker bundles)."""
+        shards = (self.cluster or {}).get("shards") or []
+        entry = next((s for s in shards if isinstance(s, dict) and s.get("worker") == worker), None)
+        name = entry.get("file") if entry else None
+        if not isinstance(name, str) or name not in self.manifest["files"]:
+            raise BundleError(f"{self.path}: no shard of worker {worker} in this bundle")
+        arrays = structure.read_npz(self.path / name)
+        try:
+            return structure.rebuild(self.manifest["batch"]["structure"], arrays, any_rows=True)
+        except structure.StructureError as error:
+            raise BundleError(f"{self.path}: {name}: {error}") from None
+
     def step_arguments(self) -> tuple[list[Any], dict[str, Any]]:
         """(args, kwargs) of the guarded step call (custom-loop bundles)."""
         data = self.batch()
@@ -553,11 +600,16 @@ class CaptureBundle:
 
 
 _CHECKPOINT_FILE = re.compile(r"checkpoint/ckpt\.(index|data-\d{5}-of-\d{5})")
+_SHARD_FILE = re.compile(r"shards/worker-\d{1,5}\.npz")  # multi-worker bundles: each worker's part of the batch
 
 
 def _is_bundle_file(name: str) -> bool:
     """The files a bundle may hold; anything else (a pickle, a script, ...) marks a bundle that was tampered."""
-    return name in (BATCH_FILE, WEIGHTS_FILE, MODEL_FILE) or _CHECKPOINT_FILE.fullmatch(name) is not None
+    return (
+        name in (BATCH_FILE, WEIGHTS_FILE, MODEL_FILE)
+        or _CHECKPOINT_FILE.fullmatch(name) is not None
+        or _SHARD_FILE.fullmatch(name) is not None
+    )
 
 
 def _check_npz_has_no_objects(path: Path) -> None:

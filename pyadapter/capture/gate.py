@@ -8,9 +8,9 @@ While a guarded step is traced (or run eagerly), hooks sit on the optimizer and 
   check covers the recorded losses and every gradient, and after an applied update the trainable weights.
 
 With a ``LossScaleOptimizer`` non-finite gradients are its normal business (it halves the scale and skips the
-step itself), so only the losses and weights are judged. Under a ``tf.distribute`` strategy that needs merge
-calls (MirroredStrategy), the decision is taken once in cross-replica context from every replica's flags, so all
-replicas agree and none applies a failing update.
+step itself), so only the losses and weights are judged. Under a ``tf.distribute`` strategy with several
+replicas (MirroredStrategy, MultiWorkerMirroredStrategy) the replicas' flags are all-reduced first, so every
+replica on every worker takes the same branch and none applies a failing update.
 
 The hooks are instance attributes present only while the step is being traced; the graph they produce keeps the
 gate. Healthy steps cost a few reductions and one `If`; nothing leaves the device.
@@ -54,6 +54,9 @@ class Verdict(NamedTuple):
     # none (GateMeta.has_loss is the flag). Finite on purpose: a NaN constant in the graph would trip
     # tf.debugging.enable_check_numerics at the guard instead of at the user's bug.
     loss: Any
+    # bool scalar: this process's replicas' own loss and gradients were finite. Under MultiWorkerMirroredStrategy
+    # ``ok`` is the whole cluster's verdict; this says whether this worker's data was among the bad.
+    local_ok: Any
 
 
 @dataclass
@@ -80,6 +83,7 @@ class _Gate:
     grads_ok: Any
     weights_ok: Any
     applied: Any
+    local_ok: Any  # this replica's own loss and gradients, before the replicas agreed
 
 
 @dataclass
@@ -279,11 +283,6 @@ def _gate(optimizer: Any, original_apply: Any, grads: list[Any], variables_arg: 
     checked_weights = [variables[i] for i in present if _is_float(variables[i])] if config.check_weights else []
     weight_names = [variable_path(v) for v in checked_weights]
 
-    def local_flags(grads: list[Any], losses: list[Any]) -> tuple[Any, Any]:
-        loss_flags = finite_flags(losses)
-        grad_flags = finite_flags([grads[i] for i in present]) if check_grads else _ones(0)
-        return loss_flags, grad_flags
-
     def apply_and_check(do_apply: Any) -> tuple[Any, Any]:
         backup = []
         if config.protect_weights:
@@ -311,39 +310,35 @@ def _gate(optimizer: Any, original_apply: Any, grads: list[Any], variables_arg: 
             lambda: (_ones(len(checked_weights)), tf.constant(False)),
         )
 
+    grad_flags = finite_flags([grads[i] for i in present]) if check_grads else _ones(0)
+    loss_ok = tf.reduce_all(finite_flags(losses))
+    local_ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
     replica_context = tf.distribute.get_replica_context()
-    needs_merge = (
-        tf.distribute.has_strategy()
-        and replica_context is not None
-        and not tf.__internal__.distribute.strategy_supports_no_merge_call()
-    )
+    in_sync = tf.distribute.has_strategy() and replica_context is not None
+    if in_sync and replica_context.num_replicas_in_sync > 1:
+        # Every replica, on every worker, must take the same branch: the update all-reduces the gradients, so one
+        # replica skipping it while another applies would hang the collective (MultiWorkerMirroredStrategy) or
+        # diverge the copies. One small all-reduce of "bad" counts gives all replicas the same flags.
+        bad = tf.cast(tf.logical_not(tf.concat([tf.reshape(loss_ok, [1]), grad_flags], axis=0)), tf.float32)
+        agreed = tf.equal(replica_context.all_reduce(tf.distribute.ReduceOp.SUM, bad), 0.0)
+        loss_ok, grad_flags = agreed[0], agreed[1:]
+    ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
+    needs_merge = in_sync and not tf.__internal__.distribute.strategy_supports_no_merge_call()
     if needs_merge:
 
-        def merge_fn(distribution: Any, grads: Any, losses: Any) -> tuple[Any, ...]:
-            per_replica = distribution.extended.call_for_each_replica(local_flags, args=(grads, losses))
-            loss_flags = tf.reduce_all(tf.stack(distribution.experimental_local_results(per_replica[0])), axis=0)
-            grad_flags = tf.reduce_all(tf.stack(distribution.experimental_local_results(per_replica[1])), axis=0)
-            loss_ok = tf.reduce_all(loss_flags)
-            ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
+        def merge_fn(distribution: Any, ok: Any, grads: Any) -> tuple[Any, Any]:
+            agreed_ok = distribution.experimental_local_results(ok)[0]  # the same on every replica
 
-            def do_apply() -> None:
+            def do_apply() -> None:  # `grads` is per replica here: each replica applies its own
                 distribution.extended.call_for_each_replica(original_apply, args=(grads, variables_arg))
 
-            weight_flags, applied = decide(ok, do_apply)
-            return ok, loss_ok, grad_flags, weight_flags, applied
+            return decide(agreed_ok, do_apply)
 
-        ok, loss_ok, grad_flags, weight_flags, applied = replica_context.merge_call(merge_fn, args=(grads, losses))
+        weight_flags, applied = replica_context.merge_call(merge_fn, args=(ok, grads))
     else:
-        loss_flags, grad_flags = local_flags(grads, losses)
-        loss_ok = tf.reduce_all(loss_flags)
-        ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
-        if tf.distribute.has_strategy() and replica_context is not None and replica_context.num_replicas_in_sync > 1:
-            # Pure replica context (no merge calls, e.g. XLA on GPUs): agree through an all-reduce.
-            agreed = replica_context.all_reduce(tf.distribute.ReduceOp.MIN, tf.cast(ok, tf.int32))
-            ok = tf.greater(agreed, 0)
         weight_flags, applied = decide(ok, lambda: original_apply(grads, variables_arg))
     all_ok = tf.logical_and(ok, tf.reduce_all(weight_flags))
-    return _Gate(grad_names, weight_names, all_ok, loss_ok, grad_flags, weight_flags, applied)
+    return _Gate(grad_names, weight_names, all_ok, loss_ok, grad_flags, weight_flags, applied, local_ok)
 
 
 # ---- combining what the replicas recorded -------------------------------------------------------------------
@@ -397,7 +392,7 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
     if len(gate_counts) > 1:
         raise GuardError("replicas applied a different number of optimizer updates in one step")
     n_gates = gate_counts.pop() if gate_counts else 0
-    oks, loss_oks, grads, weights, applied = [], [], [], [], []
+    oks, loss_oks, grads, weights, applied, local_oks = [], [], [], [], [], []
     for index in range(n_gates):
         gates = [r.gates[index] for r in records]
         oks.append(_all([g.ok for g in gates]))
@@ -405,6 +400,7 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         applied.append(_all([g.applied for g in gates]))
         grads.append(_all([g.grads_ok for g in gates]))
         weights.append(_all([g.weights_ok for g in gates]))
+        local_oks.append(_all([g.local_ok for g in gates]))
         meta.grad_names += gates[0].grad_names
         meta.weight_names += gates[0].weight_names
     all_losses = [loss for r in records for loss in r.losses]
@@ -433,6 +429,7 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         weights_ok=weights[0] if len(weights) == 1 else tf.concat(weights, axis=0) if weights else _ones(0),
         applied=_all(applied) if applied else tf.constant(False),
         loss=loss,
+        local_ok=_all(local_oks) if n_gates else loss_ok,
     )
     return verdict, meta
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import collections
 import sys
+import time
 import weakref
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ import numpy as np
 import tensorflow as tf
 
 from pyadapter.capture import bundle as bundle_format
-from pyadapter.capture import gate, rng, snapshot
+from pyadapter.capture import cluster, gate, keras_fixes, rng, snapshot, storage, structure
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
 
 
@@ -48,6 +49,10 @@ def _replica_parts(value: Any, strategy: tf.distribute.Strategy) -> list[Any]:
 
 
 def _reduce_logs(outputs: Any, strategy: tf.distribute.Strategy) -> Any:
+    if cluster.cluster_of(strategy) is not None:
+        # Keras's reduce_per_replica asks MultiWorkerMirroredStrategy for reduce(MEAN, scalar, axis=0), which
+        # fails on scalar logs; the mean over all replicas of the cluster is reduce(MEAN, value, axis=None).
+        return tf.nest.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None), outputs)
     try:
         from keras.src.backend.tensorflow.trainer import reduce_per_replica
     except ImportError:  # pragma: no cover - Keras internals moved
@@ -244,7 +249,10 @@ class NanGuard(keras.callbacks.Callback):
         super().__init__()
         if on_nan not in ON_NAN:
             raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
-        self.capture_dir = Path(capture_dir).absolute()
+        # A URL (gs://, s3://, hdfs://, ram://) stays as given: bundles go there through tf.io.gfile.
+        self.capture_dir: Path | str = (
+            str(capture_dir) if storage.is_remote(capture_dir) else Path(capture_dir).absolute()
+        )
         self.on_nan = on_nan
         self.run_name = run_name
         self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights)
@@ -259,9 +267,11 @@ class NanGuard(keras.callbacks.Callback):
         self._batch = 0
         self._consecutive = 0
         self._bundles_written = 0
+        self._cluster: cluster.ClusterInfo | None = None
+        keras_fixes.install_multiworker_fit_fix()  # without it Keras 3 fit fails under MultiWorkerMirroredStrategy
 
     @property
-    def last_bundle(self) -> Path | None:
+    def last_bundle(self) -> Path | str | None:
         for failure in reversed(self.failures):
             if failure.bundle is not None:
                 return failure.bundle
@@ -273,8 +283,15 @@ class NanGuard(keras.callbacks.Callback):
         model = self.model
         if model.optimizer is None:
             raise gate.GuardError("NanGuard needs a compiled model with an optimizer")
+        self._cluster = cluster.cluster_of(model.distribute_strategy)
         if self.run_name is None:
-            self.run_name = snapshot.default_run_name()
+            if self._cluster is not None:
+                # All workers must name the bundle alike: the chief's clock decides.
+                now = time.time() if self._cluster.is_chief else 0.0
+                stamp = cluster.WorkerChannel(model.distribute_strategy).sum(np.array([now]))[0]
+                self.run_name = snapshot.default_run_name(float(stamp))
+            else:
+                self.run_name = snapshot.default_run_name()
         keras_function = model.train_function
         if isinstance(keras_function, GuardedTrainFunction):  # left installed by a fit that raised
             keras_function = keras_function.keras_function
@@ -321,7 +338,10 @@ class NanGuard(keras.callbacks.Callback):
         path, error = None, None
         if self._bundles_written < self.max_bundles:
             try:
-                path = self._write_bundle(function, report, captured, step, batch_index)
+                if self._cluster is not None:
+                    path = self._write_cluster_bundle(function, verdict, report, captured, step, batch_index)
+                else:
+                    path = self._write_bundle(function, report, captured, step, batch_index)
                 self._bundles_written += 1
             except Exception as exc:  # noqa: BLE001 - training must still stop/skip cleanly; say why, once
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -333,26 +353,45 @@ class NanGuard(keras.callbacks.Callback):
             self.model.stop_training = True
         return not stop
 
-    def _write_bundle(self, function: GuardedTrainFunction, report: NonFiniteReport, captured: Any, step: int,
-                      batch_index: int) -> Path:
-        model = self.model
+    def _captured_batch(self, function: GuardedTrainFunction, captured: Any) -> tuple[Any, dict[str, np.ndarray]]:
+        """(this process's part of the failing batch, nested as fed; Keras seed states from before the step)."""
         leaves, seeds_before = captured.get_value()
         flat = [join_replicas([_to_numpy(part) for part in parts]) for parts in leaves]
         data = tf.nest.map_structure(lambda index: flat[index], function.template)
         seed_states = {path: np.asarray(v.numpy()) for path, v in zip(function.seed_paths, seeds_before, strict=True)}
-        replicas = function.strategy.num_replicas_in_sync
-        model_info = {
+        return data, seed_states
+
+    def _model_info(self, function: GuardedTrainFunction) -> dict[str, Any]:
+        model = self.model
+        return {
             "class_name": type(model).__name__,
             "module": type(model).__module__,
             "jit_compile": bool(model.jit_compile),
             "run_eagerly": bool(model.run_eagerly),
             "steps_per_execution": function.steps_per_execution,
             "distribute_strategy": type(function.strategy).__name__,
-            "num_replicas": replicas,
+            "num_replicas": function.strategy.num_replicas_in_sync,
             "optimizer": type(model.optimizer).__name__,
             "loss_scale_optimizer": gate.is_loss_scale_optimizer(model.optimizer),
             "file": bundle_format.MODEL_FILE,
         }
+
+    def _write_bundle(self, function: GuardedTrainFunction, report: NonFiniteReport, captured: Any, step: int,
+                      batch_index: int, *, data: Any = None, batch_note: str | None = None,
+                      extra: dict[str, Any] | None = None, extra_files: dict[str, bytes] | None = None,
+                      seed_states: dict[str, np.ndarray] | None = None) -> Path | str:
+        model = self.model
+        if data is None or seed_states is None:
+            data, seed_states = self._captured_batch(function, captured)
+        replicas = function.strategy.num_replicas_in_sync
+        if batch_note is None and replicas > 1:
+            batch_note = f"global batch: the {replicas} replicas' shards concatenated"
+
+        def save_state(writer: bundle_format.BundleWriter) -> dict:
+            for name, content in (extra_files or {}).items():
+                writer.file(name).write_bytes(content)
+            return _save_keras_state(writer, model, seed_states)
+
         return bundle_format.write_bundle(
             capture_dir=self.capture_dir,
             run=self.run_name or snapshot.default_run_name(),
@@ -363,12 +402,97 @@ class NanGuard(keras.callbacks.Callback):
             on_nan=self.on_nan,
             report=report,
             batch=data,
-            batch_note=(f"global batch: the {replicas} replicas' shards concatenated" if replicas > 1 else None),
+            batch_note=batch_note,
             seed_states=seed_states,
             history=self._history,
-            extra={"model": model_info, "optimizer_iterations": int(model.optimizer.iterations.numpy())},
-            save_state=lambda writer: _save_keras_state(writer, model, seed_states),
+            extra={
+                "model": self._model_info(function),
+                "optimizer_iterations": int(model.optimizer.iterations.numpy()),
+                **(extra or {}),
+            },
+            save_state=save_state,
         )
+
+    def _write_cluster_bundle(self, function: GuardedTrainFunction, verdict: gate.Verdict, report: NonFiniteReport,
+                              captured: Any, step: int, batch_index: int) -> Path | str | None:
+        """Multi-worker: every worker stages its shard, the chief assembles one bundle (see cluster.py).
+
+        Every worker runs the same collectives in the same order whatever fails locally, so no worker waits for
+        one that gave up. Returns the bundle's path (the same on every worker) or raises with the reason."""
+        info = self._cluster
+        assert info is not None
+        channel = cluster.WorkerChannel(function.strategy)
+        name = f"{self.run_name}-step{step}"
+        staging = storage.join(str(self.capture_dir), f".{name}.shards")
+        data, seed_states = self._captured_batch(function, captured)
+        arrays: dict[str, np.ndarray] = {}
+        described = structure.describe(data, arrays)
+        staged, local_error = 1.0, None
+        try:
+            cluster.write_shard(storage.join(staging, f"worker-{info.worker_index}.npz"), arrays)
+        except Exception as exc:  # noqa: BLE001 - the other workers must still hear from this one
+            staged, local_error = 0.0, f"{type(exc).__name__}: {exc}".splitlines()[0]
+        n = info.num_workers
+        mine = np.zeros(2 * n)
+        mine[info.worker_index] = staged
+        mine[n + info.worker_index] = 0.0 if bool(verdict.local_ok) else 1.0
+        agreed = channel.sum(mine)
+        staged_by, bad_by = agreed[:n] > 0.5, agreed[n:] > 0.5
+        suffix, chief_error = -1.0, None
+        if info.is_chief:
+            try:
+                path = self._write_chief_bundle(function, report, step, batch_index, staging, staged_by, bad_by,
+                                                described, seed_states)
+                final = str(path).rstrip("/").rsplit("/", 1)[-1]
+                suffix = 0.0 if final == name else float(final.rsplit("-", 1)[1])
+            except Exception as exc:  # noqa: BLE001 - said below, on every worker
+                chief_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            finally:
+                cluster.remove_tree(staging)
+        suffix = float(channel.sum(np.array([suffix if info.is_chief else 0.0]))[0])
+        if suffix < 0:
+            raise RuntimeError(chief_error or f"the chief ({info.tasks[0]}) could not write the bundle")
+        if local_error is not None:
+            raise RuntimeError(f"this worker's shard could not be staged ({local_error}); the bundle lacks it")
+        final_name = name if suffix == 0 else f"{name}-{int(suffix)}"
+        if isinstance(self.capture_dir, Path):
+            return self.capture_dir / final_name
+        return storage.join(self.capture_dir, final_name)
+
+    def _write_chief_bundle(self, function: GuardedTrainFunction, report: NonFiniteReport, step: int,
+                            batch_index: int, staging: str, staged_by: np.ndarray, bad_by: np.ndarray,
+                            described: Any, seed_states: dict[str, np.ndarray]) -> Path | str:
+        info = self._cluster
+        assert info is not None
+        shards, files, layout = [], {}, []
+        for worker in range(info.num_workers):
+            entry: dict[str, Any] = {
+                "worker": worker,
+                "task": info.tasks[worker],
+                "address": info.addresses[worker],
+                "own_data_non_finite": bool(bad_by[worker]),
+            }
+            if staged_by[worker]:
+                raw = cluster.read_shard(storage.join(staging, f"worker-{worker}.npz"))
+                arrays = cluster.load_shard(raw)
+                shards.append(arrays)
+                files[cluster.shard_file(worker)] = raw
+                entry.update(file=cluster.shard_file(worker), rows=cluster.rows(arrays))
+            else:
+                entry.update(file=None, rows=0, missing="the worker could not stage its shard")
+            layout.append(entry)
+        if not shards:
+            raise RuntimeError("no worker could stage its shard of the batch")
+        data = structure.rebuild(described, cluster.join_shards(shards), any_rows=True)
+        cluster_manifest = {
+            **info.to_json(),
+            "written_by": info.tasks[info.worker_index],
+            "shards": layout,
+            "non_finite_workers": [info.tasks[w] for w in range(info.num_workers) if bad_by[w]],
+        }
+        note = f"global batch: the {len(shards)} workers' shards ({cluster.SHARDS_DIR}/) concatenated in worker order"
+        return self._write_bundle(function, report, None, step, batch_index, data=data, batch_note=note,
+                                  extra={"cluster": cluster_manifest}, extra_files=files, seed_states=seed_states)
 
 
 def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, seed_states: dict) -> dict:

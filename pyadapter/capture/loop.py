@@ -46,7 +46,7 @@ import numpy as np
 import tensorflow as tf
 
 from pyadapter.capture import bundle as bundle_format
-from pyadapter.capture import gate, rng, snapshot
+from pyadapter.capture import gate, rng, snapshot, storage
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
 
 
@@ -107,7 +107,9 @@ class GuardedStep:
         if not self.optimizers:
             raise ValueError("guard_step found no Keras optimizer to gate (pass optimizer=... or put it in checkpoint)")
         self.step_function = step_function
-        self.capture_dir = Path(capture_dir).absolute()
+        self.capture_dir: Path | str = (
+            str(capture_dir) if storage.is_remote(capture_dir) else Path(capture_dir).absolute()
+        )
         self.on_nan = on_nan
         self.run_name = run_name
         self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights)
@@ -148,7 +150,7 @@ class GuardedStep:
         functools.update_wrapper(self, self.python_function)
 
     @property
-    def last_bundle(self) -> Path | None:
+    def last_bundle(self) -> Path | str | None:
         for failure in reversed(self.failures):
             if failure.bundle is not None:
                 return failure.bundle
@@ -214,7 +216,7 @@ class GuardedStep:
         return result
 
     def _write_bundle(self, report: NonFiniteReport, step: int, index: int, args: tuple, kwargs: dict,
-                      seed_states: dict[str, np.ndarray]) -> Path:
+                      seed_states: dict[str, np.ndarray]) -> Path | str:
         batch = {"args": list(snapshot.to_numpy_structure(tuple(args))),
                  "kwargs": snapshot.to_numpy_structure(dict(kwargs))}
         distributed = any(isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs)))

@@ -67,11 +67,13 @@ def entry_script_info() -> dict[str, Any]:
     }
 
 
-def default_run_name() -> str:
+def default_run_name(timestamp: float | None = None) -> str:
+    """``<script>-<YYYYmmdd-HHMMSS>`` at `timestamp` (seconds since the epoch; default now)."""
     path = entry_script_path()
     stem = path.stem if path else "run"
     stem = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in stem) or "run"
-    return f"{stem}-{_dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    when = _dt.datetime.now() if timestamp is None else _dt.datetime.fromtimestamp(timestamp)
+    return f"{stem}-{when.strftime('%Y%m%d-%H%M%S')}"
 
 
 def variable_path(variable: Any) -> str:

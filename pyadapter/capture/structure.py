@@ -61,8 +61,11 @@ def describe(structure: Any, arrays: dict[str, np.ndarray], prefix: str = "a") -
     return {"type": "array", "key": key, "dtype": array.dtype.str, "shape": list(array.shape)}
 
 
-def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
-    """The nested structure a description stands for, with the arrays from the `.npz` as leaves."""
+def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows: bool = False) -> Any:
+    """The nested structure a description stands for, with the arrays from the `.npz` as leaves.
+
+    ``any_rows``: arrays may differ from the description in their first dimension (a multi-worker batch and its
+    per-worker shards share one description)."""
     if not isinstance(description, dict):
         raise StructureError("structure description is not an object")
     kind = description.get("type")
@@ -79,25 +82,28 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray]) -> Any:
         if key not in arrays:
             raise StructureError(f"array {key!r} is described but missing from the batch file")
         array = arrays[key]
-        if list(array.shape) != list(description.get("shape", [])) or array.dtype.str != description.get("dtype"):
+        shape, described = list(array.shape), list(description.get("shape", []))
+        if any_rows and shape and described:
+            shape, described = shape[1:], described[1:]
+        if shape != described or array.dtype.str != description.get("dtype"):
             raise StructureError(f"array {key!r} does not have the described shape/dtype")
         return array
     if kind == "dict":
         keys = description.get("keys", [])
         if len(keys) != len(items):
             raise StructureError("dict description has mismatched keys and items")
-        return {key: rebuild(item, arrays) for key, item in zip(keys, items, strict=True)}
+        return {key: rebuild(item, arrays, any_rows) for key, item in zip(keys, items, strict=True)}
     if kind == "namedtuple":
         fields = [str(f) for f in description.get("fields", [])]
         name = str(description.get("name", "Batch"))
         if not name.isidentifier() or not all(f.isidentifier() for f in fields):
             raise StructureError("namedtuple description has invalid names")
         cls = collections.namedtuple(name, fields)
-        return cls(*(rebuild(item, arrays) for item in items))
+        return cls(*(rebuild(item, arrays, any_rows) for item in items))
     if kind == "list":
-        return [rebuild(item, arrays) for item in items]
+        return [rebuild(item, arrays, any_rows) for item in items]
     if kind == "tuple":
-        return tuple(rebuild(item, arrays) for item in items)
+        return tuple(rebuild(item, arrays, any_rows) for item in items)
     raise StructureError(f"unknown structure type {kind!r}")
 
 

@@ -91,7 +91,7 @@ class Failure:
     epoch: int | None
     batch_index: int | None
     report: NonFiniteReport
-    bundle: Path | None
+    bundle: Path | str | None  # a str for a URL capture folder (gs://...)
     action: str  # "stopped" | "skipped"
     bundle_error: str | None = None  # why no bundle was written, if writing failed
 
@@ -104,7 +104,10 @@ class Failure:
         lines = [f"NanGuard: {where}: {self.report.summary()}. The update {update}; {action}."]
         if self.bundle is not None:
             lines.append(f"NanGuard: capture bundle: {self.bundle}")
-            lines.append(f"NanGuard: find the op that made it: nanlens locate {self.bundle}")
+            if isinstance(self.bundle, str) and "://" in self.bundle:
+                lines.append(f"NanGuard: bring it home, then locate: nanlens pull {self.bundle}")
+            else:
+                lines.append(f"NanGuard: find the op that made it: nanlens locate {self.bundle}")
         elif self.bundle_error:
             lines.append(f"NanGuard: could not write the capture bundle: {self.bundle_error}")
         return "\n".join(lines)

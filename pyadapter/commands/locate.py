@@ -92,10 +92,15 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
             lines.append(f"  spread to {len(spread)} more line{'s' if len(spread) != 1 else ''}")
     where = f"step {bundle.get('step')}"
     if bundle.get("epoch") is not None:
-        where += f" (epoch {bundle['epoch'] + 1}, batch {bundle.get('batch_index')})"
+        where += f" (epoch {bundle['epoch']}, batch {bundle.get('batch_index')}; counting from 0)"
     lines.append(f"replay of {where} from {findings.source_path}:")
     for data in (bundle.get("verdicts") or {}).values():
         lines.append(f"  {StepVerdict.from_json(data).describe()}")
+    workers = bundle.get("workers") or []
+    if workers:
+        lines.append(f"each worker's shard replayed alone ({len(workers)} workers):")
+        for worker in workers:
+            lines.append(f"  {worker.get('task')} ({worker.get('rows')} rows): {worker.get('summary')}")
     warnings = findings.extra.get("warnings") or []
     if warnings:
         lines.append("warnings:")

@@ -37,8 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class ProgressBar:
     """A one-line text bar on stderr, redrawn at most ~10 times a second."""
 
-    def __init__(self, stream=None, min_total: int = 0) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, stream=None, min_total: int = 0, label: str = "scanning") -> None:  # type: ignore[no-untyped-def]
         self.stream = stream or sys.stderr
+        self.label = label
         self.min_total = min_total
         self.last_draw = 0.0
         self.drawn = False
@@ -54,7 +55,7 @@ class ProgressBar:
         filled = int(width * done / max(total, 1))
         bar = "#" * filled + "." * (width - filled)
         self.stream.write(
-            f"\rscanning [{bar}] {100 * done // max(total, 1):3d}% {done / 1e6:.0f}/{total / 1e6:.0f} MB"
+            f"\r{self.label} [{bar}] {100 * done // max(total, 1):3d}% {done / 1e6:.0f}/{total / 1e6:.0f} MB"
         )
         self.stream.flush()
         self.drawn = True

@@ -16,6 +16,7 @@ import tensorflow as tf
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.rebuild import rebuild
 from pyadapter.replay.session import new_report
+from pyadapter.replay.shards import worker_verdicts
 from pyadapter.replay.step import run_step
 from pyadapter.replay.verdict import ReplayReport
 
@@ -43,6 +44,10 @@ def dump_replay(
     rebuilt = rebuild(path)
     report = new_report(rebuilt)
     report.verdicts["eager"] = run_step(rebuilt.program, "eager")
+    if rebuilt.bundle.cluster:
+        if phase:
+            phase("replaying each worker's shard")
+        report.workers = worker_verdicts(rebuilt)
     if phase:
         phase("replaying with dump")
     rebuilt.program.restore()

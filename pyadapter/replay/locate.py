@@ -43,6 +43,7 @@ RERUN_PHASE = "re-running the input pipeline under a dump"
 RERUN_SCAN_PHASE = "scanning the re-run's dump"
 PHASES = {
     "loading bundle": 0.0,
+    "replaying each worker's shard": 0.3,
     "replaying with dump": 0.45,
     "scanning": 0.85,
     RERUN_PHASE: 0.9,
@@ -165,6 +166,7 @@ def bundle_section(report: ReplayReport) -> dict[str, Any]:
         "verdicts": report.verdicts_json(),
         "note": report.note,
         "non_finite_inputs": list(report.non_finite_inputs),
+        "workers": [w.to_json() for w in report.workers],
     }
 
 
@@ -240,6 +242,7 @@ def locate_bundle(
     findings.source_path = bundle_path
     findings.bundle = bundle_section(report)
     findings.bundle["origin_from"] = "replay"
+    _name_the_worker(findings, report)
     if problem is not None:
         _origin_before_the_step(
             findings,
@@ -261,6 +264,18 @@ def locate_bundle(
         findings.extra["dump"] = dump_path
     _report_progress(progress, "done")
     return findings
+
+
+def _name_the_worker(findings: Findings, report: ReplayReport) -> None:
+    """Multi-worker bundles: say whose data it was, on the origin and in ``extra["workers"]``."""
+    from pyadapter.replay.shards import describe_workers
+
+    sentence = describe_workers(report.workers)
+    if sentence is None:
+        return
+    findings.extra["workers"] = {"bad": report.bad_workers(), "sentence": sentence}
+    if findings.origin is not None:
+        findings.origin.message = f"{findings.origin.message.rstrip('.')}; {sentence}."
 
 
 def _origin_before_the_step(

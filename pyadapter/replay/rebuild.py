@@ -65,7 +65,7 @@ def import_entry(bundle: CaptureBundle) -> EntryScript:
         raise ReplayError(str(exc)) from None
 
 
-def _to_tensors(structure: Any) -> Any:
+def to_tensors(structure: Any) -> Any:
     """numpy leaves -> tensors (None stays None: Keras's 'no sample weights')."""
     return tf.nest.map_structure(lambda leaf: leaf if leaf is None else tf.convert_to_tensor(leaf), structure)
 
@@ -143,7 +143,7 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
         )
     if model.optimizer is None:
         raise ReplayError(f"{bundle.path}: model.keras was saved without its optimizer; the step cannot be rerun")
-    data = _to_tensors(bundle.batch())
+    data = to_tensors(bundle.batch())
     optimizer = model.optimizer
 
     def before_run() -> None:
@@ -204,7 +204,7 @@ def _build(model: Any, build_config: Any, bundle: CaptureBundle) -> None:
             pass
     data = bundle.batch()
     x = data[0] if isinstance(data, (tuple, list)) else data
-    model(_to_tensors(x))
+    model(to_tensors(x))
 
 
 def _assign_captured(bundle: CaptureBundle, variables: list[Any]) -> None:
@@ -318,8 +318,8 @@ def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]
     python_step = _python_function(step)
     return StepProgram(
         step=python_step,
-        args=tuple(_to_tensors(list(args))),
-        kwargs={k: _to_tensors(v) for k, v in kwargs.items()},
+        args=tuple(to_tensors(list(args))),
+        kwargs={k: to_tensors(v) for k, v in kwargs.items()},
         state=state,
         trainable=trainable,
         optimizers=optimizers,

@@ -126,6 +126,39 @@ def _count(n: int, noun: str) -> str:
 
 
 @dataclass
+class WorkerVerdict:
+    """One worker's shard of a multi-worker bundle, replayed alone on this machine (eager)."""
+
+    worker: int
+    task: str  # "worker:1", as TF_CONFIG names it
+    rows: int
+    reproduced: bool  # its own data makes the step non-finite
+    summary: str  # the step verdict in one line
+    seen_at_capture: bool  # NanGuard saw this worker's own loss/gradients non-finite during training
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "worker": self.worker,
+            "task": self.task,
+            "rows": self.rows,
+            "reproduced": self.reproduced,
+            "summary": self.summary,
+            "seen_at_capture": self.seen_at_capture,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkerVerdict:
+        return cls(
+            worker=int(data["worker"]),
+            task=str(data.get("task", f"worker:{data['worker']}")),
+            rows=int(data.get("rows", 0)),
+            reproduced=bool(data.get("reproduced")),
+            summary=str(data.get("summary", "")),
+            seen_at_capture=bool(data.get("seen_at_capture")),
+        )
+
+
+@dataclass
 class ReplayReport:
     """A replay of one bundle: which step, and the verdict of each mode that ran."""
 
@@ -140,6 +173,8 @@ class ReplayReport:
     warnings: list[str] = field(default_factory=list)
     # Batch leaves that hold NaN/Inf before the step runs ("x: 3 NaN of 512"): the data is the origin.
     non_finite_inputs: list[str] = field(default_factory=list)
+    # Multi-worker bundles: each worker's shard replayed alone (`WorkerVerdict`), in worker order.
+    workers: list[WorkerVerdict] = field(default_factory=list)
 
     @property
     def reproduced(self) -> dict[str, bool]:
@@ -185,6 +220,7 @@ class ReplayReport:
             "note": self.note,
             "non_finite_inputs": list(self.non_finite_inputs),
             "warnings": list(self.warnings),
+            "workers": [w.to_json() for w in self.workers],
         }
 
     @classmethod
@@ -200,4 +236,9 @@ class ReplayReport:
             verdicts={mode: StepVerdict.from_json(v) for mode, v in data.get("verdicts", {}).items()},
             warnings=list(data.get("warnings", [])),
             non_finite_inputs=list(data.get("non_finite_inputs", [])),
+            workers=[WorkerVerdict.from_json(w) for w in data.get("workers", [])],
         )
+
+    def bad_workers(self) -> list[str]:
+        """Tasks ("worker:1") whose own shard makes the step non-finite when replayed alone."""
+        return [w.task for w in self.workers if w.reproduced]

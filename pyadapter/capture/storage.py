@@ -1,0 +1,346 @@
+"""Capture bundles on any filesystem ``tf.io.gfile`` supports (gs://, s3:// and hdfs:// with tensorflow-io,
+ram:// in tests, local paths): publishing a finished local bundle there and pulling one back.
+
+A remote bundle has the same layout as a local one. Object stores (GCS) and ram:// cannot rename a directory
+atomically, so `publish_bundle` copies every listed file first and manifest.json last: a remote folder is a
+complete bundle exactly when its manifest.json exists. `fetch_bundle` trusts nothing remote: it reads the
+manifest, copies only the files it lists (each checked for size and sha256 while it streams) into a hidden
+temporary directory, renames that into place and verifies the result with `CaptureBundle.load`.
+
+TensorFlow is imported inside the functions that touch a filesystem, never when this module is imported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# `bundle` is used through the module (not `from ... import`) so that bundle.py may import this module too.
+from pyadapter.capture import bundle, integrity
+
+_SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+
+# Filesystems TensorFlow itself lacks; tensorflow-io registers them when imported.
+_PLUGIN_HINT = "install tensorflow-io (`pip install tensorflow-io`) for s3://, hdfs:// and az:// URLs"
+
+Progress = Callable[[int, int], None]
+
+
+def is_remote(location: str | os.PathLike[str]) -> bool:
+    """True for a URL (``gs://b/x``, ``ram://x``, ``s3://...``); False for local paths, Path objects and file://.
+
+    A one-letter "scheme" is a Windows drive (``C://x``), not a URL.
+    """
+    if not isinstance(location, str):
+        return False
+    match = _SCHEME.match(location)
+    return match is not None and len(match.group(1)) > 1 and match.group(1).lower() != "file"
+
+
+def join(base: str, *parts: str) -> str:
+    """`base` with `parts` appended, one slash between each (``join("gs://b/runs/", "x")`` is ``gs://b/runs/x``).
+
+    For a local path (no scheme) it is `os.path.join`.
+    """
+    match = _SCHEME.match(base)
+    if match is None:
+        return os.path.join(base, *parts)
+    prefix = match.group(0)
+    rest = base[len(prefix):]
+    lead = "/" if rest.startswith("/") else ""  # file:///tmp keeps its absolute path
+    pieces = [p for p in rest.split("/") if p] + [p for part in parts for p in part.split("/") if p]
+    return prefix + lead + "/".join(pieces)
+
+
+def _strip_trailing_slash(location: str) -> str:
+    match = _SCHEME.match(location)
+    if match is None:
+        stripped = location.rstrip("/" + os.sep)
+        return stripped or location[:1]  # "/" stays "/"
+    return join(location)
+
+
+def _basename(location: str) -> str:
+    """The last path part of a URL or path: the bundle's name (``gs://b/runs/seq-step3/`` -> ``seq-step3``)."""
+    match = _SCHEME.match(location)
+    rest = location[len(match.group(0)):] if match else location.replace(os.sep, "/")
+    parts = [p for p in rest.split("/") if p]
+    return parts[-1] if parts else ""
+
+
+def _local_name(location: str) -> str:
+    """A safe local directory name for the pulled bundle (a URL's last part can be anything, even ``..``)."""
+    name = _basename(location)
+    if name in ("", ".", "..") or name.startswith(".") or any(c in name for c in '\\:*?"<>|\x00'):
+        return "bundle"
+    return name
+
+
+def _one_line(error: BaseException) -> str:
+    text = str(getattr(error, "message", None) or error).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__
+
+
+def _gfile(location: str) -> Any:
+    """tf.io.gfile, after making sure TensorFlow can open `location`'s scheme (a one-line BundleError if not)."""
+    import tensorflow as tf
+
+    match = _SCHEME.match(location)
+    if match is not None:
+        scheme = match.group(1).lower()
+        if scheme not in tf.io.gfile.get_registered_schemes():
+            try:  # registers s3, hdfs, az, http... as a side effect
+                import tensorflow_io  # noqa: F401
+            except ImportError:
+                pass
+            if scheme not in tf.io.gfile.get_registered_schemes():
+                raise bundle.BundleError(f"TensorFlow cannot open {scheme}:// URLs here: {_PLUGIN_HINT}")
+    return tf.io.gfile
+
+
+def _op_errors() -> tuple[type[BaseException], ...]:
+    import tensorflow as tf
+
+    return (tf.errors.OpError, OSError)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One file the manifest lists."""
+
+    name: str
+    size: int
+    sha256: str
+
+
+def _entries(manifest: dict[str, Any]) -> list[_Entry]:
+    """The manifest's file list, checked: safe relative names, a size and a sha256 for each (IntegrityError)."""
+    files = manifest.get("files")
+    if not isinstance(files, dict):
+        raise integrity.IntegrityError("manifest 'files' is not a mapping")
+    entries = []
+    for name, entry in sorted(files.items()):
+        integrity.check_relative_path(name)
+        if name == bundle.MANIFEST:
+            raise integrity.IntegrityError("manifest lists manifest.json itself")
+        if not isinstance(entry, dict):
+            raise integrity.IntegrityError(f"manifest entry for {name} is not an object")
+        size, digest = entry.get("size"), entry.get("sha256")
+        if not isinstance(size, int) or isinstance(size, bool) or size < 0:
+            raise integrity.IntegrityError(f"manifest entry for {name} has no valid size")
+        if not isinstance(digest, str) or re.fullmatch(r"[0-9a-f]{64}", digest) is None:
+            raise integrity.IntegrityError(f"manifest entry for {name} has no valid sha256")
+        entries.append(_Entry(name, size, digest))
+    return entries
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _parse_manifest(data: bytes) -> dict[str, Any]:
+    """manifest.json bytes -> dict of a supported format (BundleError otherwise)."""
+    try:
+        # NaN/Infinity are not JSON; BundleWriter never writes them (and commit could not write them back).
+        manifest = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError:
+        raise bundle.BundleError("manifest.json is not UTF-8 text") from None
+    except json.JSONDecodeError as error:
+        raise bundle.BundleError(f"manifest.json is not valid JSON ({error.msg}, line {error.lineno})") from None
+    except ValueError as error:
+        raise bundle.BundleError(f"manifest.json is not valid JSON ({error})") from None
+    if not isinstance(manifest, dict):
+        raise bundle.BundleError("manifest.json is not a JSON object")
+    found = manifest.get("format")
+    if found != bundle.FORMAT:
+        raise bundle.BundleError(f"bundle format {found!r} is not supported (this nanlens reads {bundle.FORMAT})")
+    return manifest
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Publishing
+
+
+def publish_bundle(local_bundle: Path, dest: str) -> str:
+    """Copies a complete local bundle (as BundleWriter writes it) to the folder URL `dest`; returns the final URL.
+
+    If `dest` already holds a bundle (a manifest.json), ``dest-1``, ``dest-2``, ... is used instead, as
+    BundleWriter.commit does. Files are copied first and manifest.json last, so readers never see an incomplete
+    bundle. Raises BundleError (one line) on any failure; a failed publish leaves no manifest.json behind.
+    """
+    local = Path(local_bundle)
+    try:
+        manifest_bytes = integrity.resolve_inside(local, bundle.MANIFEST).read_bytes()
+        entries = _entries(_parse_manifest(manifest_bytes))
+    except integrity.IntegrityError as error:
+        if not os.path.lexists(local / bundle.MANIFEST):
+            raise bundle.BundleError(f"{local}: no manifest.json (not a complete bundle)") from None
+        raise bundle.BundleError(f"{local}: {error}") from None
+    except bundle.BundleError as error:
+        raise bundle.BundleError(f"{local}: {error}") from None
+    except OSError as error:
+        raise bundle.BundleError(f"{local}: cannot read the bundle: {error.strerror or error}") from None
+
+    base = _strip_trailing_slash(os.fspath(dest))
+    gfile = _gfile(base)
+    target = base
+    try:
+        target = _free_target(gfile, base)
+        gfile.makedirs(target)
+        for entry in entries:
+            _upload(gfile, local, entry, join(target, entry.name))
+        # Written under another name and renamed: where rename is atomic (local disks, HDFS) no reader ever sees
+        # half a manifest; on object stores the object appears whole on close anyway. The name must not start
+        # with "manifest.json": ram:// answers exists() by prefix, so it would look like a finished bundle.
+        partial = join(target, f".{bundle.MANIFEST}{bundle.PARTIAL_SUFFIX}")
+        _remove_if_exists(gfile, partial)
+        with gfile.GFile(partial, "wb") as out:
+            out.write(manifest_bytes)
+        gfile.rename(partial, join(target, bundle.MANIFEST), overwrite=False)
+    except _op_errors() as error:
+        raise bundle.BundleError(f"cannot publish {local} to {target}: {_one_line(error)}") from None
+    return target
+
+
+def _free_target(gfile: Any, base: str) -> str:
+    for attempt in range(1000):
+        target = base if attempt == 0 else f"{base}-{attempt}"
+        if not gfile.exists(join(target, bundle.MANIFEST)):
+            return target
+    raise bundle.BundleError(f"no free bundle name for {base}")
+
+
+def _remove_if_exists(gfile: Any, url: str) -> None:
+    """A retried publish may find a file from the failed attempt: ram:// appends on "wb" instead of truncating.
+    (No exists() probe first: ram:// answers it by prefix, true for batch.npz when only batch.npz.x exists.)"""
+    import tensorflow as tf
+
+    try:
+        gfile.remove(url)
+    except tf.errors.NotFoundError:
+        pass
+
+
+def _upload(gfile: Any, local: Path, entry: _Entry, url: str) -> None:
+    """Copies one bundle file, hashing it on the way: it must still be what the manifest says."""
+    try:
+        source = integrity.resolve_inside(local, entry.name)
+    except integrity.IntegrityError as error:
+        raise bundle.BundleError(f"{local}: {error}") from None
+    parent = url.rsplit("/", 1)[0]
+    if "/" in entry.name:
+        gfile.makedirs(parent)
+    _remove_if_exists(gfile, url)
+    digest = hashlib.sha256()
+    size = 0
+    with open(source, "rb") as handle, gfile.GFile(url, "wb") as out:
+        while chunk := handle.read(integrity.CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+            out.write(chunk)
+    if size != entry.size or digest.hexdigest() != entry.sha256:
+        raise bundle.BundleError(f"{local}: {entry.name} changed since the bundle was written (not published)")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Fetching
+
+
+def fetch_bundle(url: str, local_parent: Path, progress: Progress | None = None) -> Path:
+    """Copies the bundle at `url` (a URL or a local folder) into ``local_parent/<its name>`` and verifies it.
+
+    Only the files manifest.json lists are copied, each checked for size and sha256 as it streams; the copy
+    is made in a hidden temporary directory and renamed into place (``-1``, ``-2``... if the name is taken),
+    then opened with `CaptureBundle.load`. On any failure nothing is left in `local_parent` and a one-line
+    BundleError is raised. `progress(done_bytes, total_bytes)` is called as bytes arrive.
+    """
+    location = os.fspath(url)
+    if _SCHEME.match(location) is None:
+        location = os.path.abspath(location)  # gfile's idea of the working directory need not be ours
+    source = _strip_trailing_slash(location)
+    gfile = _gfile(source)
+    manifest_bytes = _read_manifest(gfile, source, url)
+    try:
+        manifest = _parse_manifest(manifest_bytes)
+        entries = _entries(manifest)
+    except (bundle.BundleError, integrity.IntegrityError) as error:
+        raise bundle.BundleError(f"{url}: {error}") from None
+
+    total = sum(entry.size for entry in entries)
+    done = 0
+    if progress is not None:
+        progress(0, total)
+    parent = Path(local_parent)
+    try:
+        with bundle.BundleWriter(parent, _local_name(source)) as writer:
+            for entry in entries:
+                done = _download(gfile, source, url, entry, writer.file(entry.name), done, total, progress)
+            final = writer.commit(manifest)
+    except _op_errors() as error:
+        raise bundle.BundleError(f"cannot pull {url} into {parent}: {_one_line(error)}") from None
+
+    try:
+        bundle.CaptureBundle.load(final)
+    except bundle.BundleError as error:
+        shutil.rmtree(final, ignore_errors=True)
+        message = str(error)
+        prefix = f"{final}: "
+        raise bundle.BundleError(f"{url}: {message[len(prefix):] if message.startswith(prefix) else message}") from None
+    return final
+
+
+def _read_manifest(gfile: Any, source: str, url: str) -> bytes:
+    import tensorflow as tf
+
+    manifest_url = join(source, bundle.MANIFEST)
+    try:
+        too_large = gfile.stat(manifest_url).length > bundle.MAX_MANIFEST_BYTES
+        if not too_large:
+            with gfile.GFile(manifest_url, "rb") as handle:
+                data = handle.read(bundle.MAX_MANIFEST_BYTES + 1)  # stat may be stale: never read more than this
+            too_large = len(data) > bundle.MAX_MANIFEST_BYTES
+    except tf.errors.NotFoundError:
+        raise bundle.BundleError(f"no bundle at {url} (no manifest.json)") from None
+    except _op_errors() as error:
+        raise bundle.BundleError(f"{url}: cannot read manifest.json: {_one_line(error)}") from None
+    if too_large:
+        raise bundle.BundleError(f"{url}: manifest.json is implausibly large")
+    return data
+
+
+def _download(
+    gfile: Any, source: str, url: str, entry: _Entry, target: Path, done: int, total: int, progress: Progress | None
+) -> int:
+    """Streams one listed file to `target`, checking size and sha256 on the way; returns the new byte count."""
+    import tensorflow as tf
+
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        with gfile.GFile(join(source, entry.name), "rb") as handle, open(target, "wb") as out:
+            while chunk := handle.read(integrity.CHUNK):
+                size += len(chunk)
+                if size > entry.size:  # stop at once: a file grown remotely may be of any size
+                    raise bundle.BundleError(f"{url}: {entry.name} is larger than its manifest says (changed)")
+                digest.update(chunk)
+                out.write(chunk)
+                done += len(chunk)
+                if progress is not None:
+                    progress(done, total)
+    except tf.errors.NotFoundError:
+        raise bundle.BundleError(f"{url}: {entry.name} is listed in the manifest but missing") from None
+    except tf.errors.OpError as error:
+        raise bundle.BundleError(f"{url}: cannot read {entry.name}: {_one_line(error)}") from None
+    if size != entry.size:
+        raise bundle.BundleError(f"{url}: {entry.name} has {size} bytes, manifest says {entry.size} (changed)")
+    if digest.hexdigest() != entry.sha256:
+        raise bundle.BundleError(f"{url}: {entry.name} does not match its sha256 in the manifest (changed)")
+    return done

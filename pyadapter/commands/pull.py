@@ -1,0 +1,71 @@
+"""`nanlens pull`: copy a capture bundle from a cluster's storage (gs://, s3://, hdfs://, a mounted folder) here."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+
+HELP = "copy a capture bundle from gs://, s3://, hdfs:// or a mounted folder into the editor's captures folder"
+DESCRIPTION = """\
+Copy one capture bundle (a folder with manifest.json, as NanGuard writes it, also to a remote capture_dir)
+from any filesystem TensorFlow can open into DIR, where the editor sees it. Only the files the manifest
+lists are copied, each checked against its size and sha256 as it arrives; the bundle then gets the same
+safety checks as `nanlens locate` applies. A bundle that fails any check is not kept. s3://, hdfs:// and
+az:// need the tensorflow-io package; gs:// works with TensorFlow alone (with Google Cloud credentials).
+
+examples:
+  nanlens pull gs://my-bucket/runs/.nanlens/captures/train-20250101-120000-step4711
+  nanlens pull s3://my-bucket/captures/train-step4711 ~/project/.nanlens/captures
+  nanlens pull /mnt/cluster/captures/train-step4711
+"""
+
+DEFAULT_DIR = os.path.join(".nanlens", "captures")
+
+# Show a progress bar by default only for bundles at least this large (and only on a terminal).
+PROGRESS_MIN_BYTES = 4_000_000
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("url", metavar="URL", help="the bundle folder: gs://..., s3://..., hdfs://... or a local path")
+    parser.add_argument(
+        "dir",
+        metavar="DIR",
+        nargs="?",
+        default=DEFAULT_DIR,
+        help=f"local folder to put the bundle in (default: {DEFAULT_DIR}, the folder the editor watches)",
+    )
+    parser.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr (default: on for large bundles when stderr is a terminal)",
+    )
+
+
+def main(args: argparse.Namespace) -> int:
+    from pyadapter.capture.bundle import BundleError
+    from pyadapter.capture.storage import fetch_bundle, is_remote
+    from pyadapter.cli import CliError
+    from pyadapter.commands.scan import ProgressBar
+
+    if is_remote(args.dir):
+        raise CliError(f"DIR must be a local folder, not {args.dir}")
+    directory = os.path.expanduser(args.dir)
+    show = args.progress
+    bar = None
+    if show or (show is None and sys.stderr.isatty()):
+        bar = ProgressBar(min_total=0 if show else PROGRESS_MIN_BYTES, label="pulling")
+    try:
+        path = fetch_bundle(args.url, directory, progress=bar)
+    except BundleError as exc:
+        raise CliError(str(exc)) from None
+    finally:
+        if bar is not None:
+            bar.close()
+    # Say the path the way DIR was given (relative stays relative), so it can be pasted as is.
+    shown = os.path.join(directory, path.name)
+    print(f"pulled {args.url} into {shown}")
+    print(f"next: nanlens locate {shlex.quote(shown)}")
+    return 0
