@@ -7,6 +7,7 @@ removed or renamed without bumping ``SCHEMA``.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -78,6 +79,9 @@ class Frame:
         return cls(file=str(data["file"]), line=int(data["line"]), function=str(data.get("function", "")))
 
 
+_TASK_RE = re.compile(r"/job:([^/]+)/replica:\d+/task:(\d+)")
+
+
 @dataclass
 class OpRef:
     name: str
@@ -92,6 +96,15 @@ class OpRef:
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @property
+    def task(self) -> str | None:
+        """The cluster task that ran the op, from its device ("/job:worker/replica:0/task:1/..." -> "worker:1");
+        None for a single-process run ("/job:localhost/...")."""
+        match = _TASK_RE.search(self.device or "")
+        if match is None or match.group(1) == "localhost":
+            return None
+        return f"{match.group(1)}:{match.group(2)}"
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> OpRef:

@@ -102,3 +102,54 @@ def test_locate_names_the_sqrt_line_and_worker_1(cluster: Cluster) -> None:
     workers = {w["task"]: w for w in findings["bundle"]["workers"]}
     assert workers["worker:1"]["reproduced"] and workers["worker:1"]["seen_at_capture"]
     assert not workers["worker:0"]["reproduced"] and not workers["worker:0"]["seen_at_capture"]
+
+
+@pytest.fixture(scope="module")
+def merged_dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both workers run under `nanlens run --dump`; their files are gathered into one directory.
+
+    The two workers run on this one machine, so their writers carry the same hostname (and could collide in one
+    directory within the same second): each dumps to its own folder, and gathering them names each writer's
+    files after its worker, as two machines' hostnames would."""
+    root = tmp_path_factory.mktemp("multiworker-dump")
+    argv = [
+        ["-m", "pyadapter", "run", "--dump", str(root / f"dump-{i}"), "--", str(PROGRAM), str(root / "captures"),
+         str(root / f"result-{i}.json")]
+        for i in range(2)
+    ]
+    runs = run_cluster(argv, cwd=root, timeout=240)
+    for run in runs:
+        assert run.returncode == 0, run.tail()
+    merged = root / "merged"
+    merged.mkdir()
+    for worker in range(2):
+        for path in (root / f"dump-{worker}").iterdir():  # tfdbg_events.<secs>.<hostname>.<suffix>
+            stamp = path.name.split(".")[1]
+            (merged / f"tfdbg_events.{stamp}.host-{worker}{path.suffix}").write_bytes(path.read_bytes())
+    return merged
+
+
+def test_dumps_from_two_hosts_merge_into_one_causal_order(merged_dump: Path) -> None:
+    from pyadapter import scan_dump
+
+    # Worker 0 alone sees the NaN only after it arrived through the cluster (the loss mean after the all-reduce):
+    # its own dump cannot name the line. Merged with worker 1's, the causal first op is worker 1's sqrt.
+    alone = scan_dump(merged_dump.parent / "dump-0")
+    assert alone.origin is None or alone.origin.op.type != "Sqrt"
+    findings = scan_dump(merged_dump)
+    assert findings.hosts == ["host-0", "host-1"]
+    origin = findings.origin
+    assert origin is not None
+    assert (Path(origin.file).name, origin.line) == (PROGRAM.name, ORIGIN_LINE)
+    assert origin.op.type == "Sqrt"
+    assert origin.op.host == "host-1" and origin.op.task == "worker:1"  # the finding names the host and worker
+    for finding in findings.findings[1:]:  # what it spread to comes after it
+        assert finding.role == "propagated"
+
+
+def test_nanlens_scan_says_which_host_and_worker(merged_dump: Path) -> None:
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-m", "pyadapter", "scan", str(merged_dump)], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "on host host-1 (worker:1)" in done.stdout

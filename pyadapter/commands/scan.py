@@ -120,7 +120,8 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
         op = origin.op
         forward = f", gradient of {op.forward_op}" if op.forward_op else ""
         where = f" in graph {op.graph}" if op.graph else ""
-        lines.append(f"  op: {op.name} ({op.type}{forward}){where} on host {op.host}")
+        task = f" ({op.task})" if op.task else ""
+        lines.append(f"  op: {op.name} ({op.type}{forward}){where} on host {op.host}{task}")
         lines.append(f"  output: {_health_text(origin.health)}")
         for inp in origin.inputs:
             lines.append(f"  input {inp.name}: {_health_text(inp.health)}")

@@ -14,7 +14,9 @@ tf.data function) was already non-finite: the NaN most likely arrived through th
 input is the origin. Without such evidence the op stays a candidate (most origins have argument inputs).
 
 Eager executions are in causal order already (``executions.py``). Between graph and eager candidates, and
-between hosts, the earlier wall time wins.
+between hosts (several writers' files in one directory, e.g. every worker of a MultiWorkerMirroredStrategy
+run dumping to shared storage), the earlier wall time wins; collective ops count as "bringing values in", so a
+NaN that reached a worker through an all-reduce never outranks the op on the worker that made it.
 
 A gradient origin is described at its forward op's line (see ``gradients.py`` and ``describe.py``).
 """
@@ -43,6 +45,20 @@ WEAK_ORIGIN_TYPES = frozenset(
         "_Recv",
         "Recv",
         "_HostRecv",
+        # Collectives bring values from the other workers: a NaN coming out of an all-reduce was made on some
+        # host before it (multi-worker dumps), so the op that made it there is the origin, not this one.
+        "CollectiveReduce",
+        "CollectiveReduceV2",
+        "CollectiveReduceV3",
+        "CollectiveGather",
+        "CollectiveGatherV2",
+        "CollectiveBcastRecv",
+        "CollectiveBcastRecvV2",
+        "CollectiveAllToAllV2",
+        "CollectiveAllToAllV3",
+        "NcclAllReduce",
+        "_NcclReduceRecv",
+        "_NcclBroadcastRecv",
     }
 )
 

@@ -136,6 +136,9 @@ def hover_markdown(hits: list[tuple[SourceRecord, Finding]]) -> str:
             step = record.step
         if step is not None:
             lines.append(f"- step: {step}")
+        if op.host and record.findings and len(record.findings.hosts) > 1:  # a multi-host dump: which machine
+            task = f" ({op.task})" if op.task else ""
+            lines.append(f"- host: `{op.host}`{task}")
         if op.device:
             lines.append(f"- device: `{op.device}`")
         lines.append(f"- output: {escape_markdown(_health_line(finding.health))}")
