@@ -6,7 +6,7 @@ import it when first used.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 from typing import TYPE_CHECKING  # noqa: E402
 
