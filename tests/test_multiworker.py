@@ -104,6 +104,23 @@ def test_locate_names_the_sqrt_line_and_worker_1(cluster: Cluster) -> None:
     assert not workers["worker:0"]["reproduced"] and not workers["worker:0"]["seen_at_capture"]
 
 
+def test_in_skip_mode_both_workers_skip_the_bad_step_and_train_on(tmp_path: Path) -> None:
+    runs = run_cluster(
+        [[str(PROGRAM), str(tmp_path / "captures"), str(tmp_path / f"result-{i}.json"), "skip"] for i in range(2)],
+        cwd=tmp_path, timeout=240,
+    )
+    for run in runs:
+        assert run.returncode == 0, run.tail()
+    results = [json.loads((tmp_path / f"result-{i}.json").read_text()) for i in range(2)]
+    for result in results:
+        assert result["iterations"] == program.STEPS - 1  # every step but the bad one was applied
+        assert result["weights_finite"]
+        [failure] = result["failures"]
+        assert (failure["step"], failure["action"], failure["error"]) == (program.BAD_STEP, "skipped", None)
+    assert results[0]["weights_sum"] == results[1]["weights_sum"]
+    assert CaptureBundle.load(results[1]["failures"][0]["bundle"]).cluster["non_finite_workers"] == ["worker:1"]
+
+
 @pytest.fixture(scope="module")
 def merged_dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Both workers run under `nanlens run --dump`; their files are gathered into one directory.

@@ -339,10 +339,13 @@ class NanGuard(keras.callbacks.Callback):
         if self._bundles_written < self.max_bundles:
             try:
                 if self._cluster is not None:
+                    # Counted before writing: every worker must make the same number of attempts (each is a
+                    # collective), whether its own part of an attempt failed or not.
+                    self._bundles_written += 1
                     path = self._write_cluster_bundle(function, verdict, report, captured, step, batch_index)
                 else:
                     path = self._write_bundle(function, report, captured, step, batch_index)
-                self._bundles_written += 1
+                    self._bundles_written += 1
             except Exception as exc:  # noqa: BLE001 - training must still stop/skip cleanly; say why, once
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         failure = Failure(step, self._epoch, batch_index, report, path, "stopped" if stop else "skipped", error)
@@ -424,11 +427,13 @@ class NanGuard(keras.callbacks.Callback):
         channel = cluster.WorkerChannel(function.strategy)
         name = f"{self.run_name}-step{step}"
         staging = storage.join(str(self.capture_dir), f".{name}.shards")
-        data, seed_states = self._captured_batch(function, captured)
-        arrays: dict[str, np.ndarray] = {}
-        described = structure.describe(data, arrays)
         staged, local_error = 1.0, None
+        described: Any = None
+        seed_states: dict[str, np.ndarray] = {}
         try:
+            data, seed_states = self._captured_batch(function, captured)
+            arrays: dict[str, np.ndarray] = {}
+            described = structure.describe(data, arrays)
             cluster.write_shard(storage.join(staging, f"worker-{info.worker_index}.npz"), arrays)
         except Exception as exc:  # noqa: BLE001 - the other workers must still hear from this one
             staged, local_error = 0.0, f"{type(exc).__name__}: {exc}".splitlines()[0]
@@ -441,6 +446,8 @@ class NanGuard(keras.callbacks.Callback):
         suffix, chief_error = -1.0, None
         if info.is_chief:
             try:
+                if described is None:
+                    raise RuntimeError(f"the chief's own shard failed: {local_error}")
                 path = self._write_chief_bundle(function, report, step, batch_index, staging, staged_by, bad_by,
                                                 described, seed_states)
                 final = str(path).rstrip("/").rsplit("/", 1)[-1]

@@ -1,6 +1,6 @@
 """Keras fit under MultiWorkerMirroredStrategy with NanGuard: one worker of a cluster (TF_CONFIG in the environment).
 
-Usage: python multiworker_train.py CAPTURE_DIR RESULT_JSON
+Usage: python multiworker_train.py CAPTURE_DIR RESULT_JSON [stop|skip]
 
 Each worker feeds its own data (as a worker reading its own files would): worker 1's batch 3 holds one negative
 feature, and `sqrt` of it is NaN on worker 1 only. Writes what the test checks to RESULT_JSON.
@@ -48,6 +48,7 @@ def make_model() -> keras.Model:
 
 def main() -> int:
     capture_dir, result_path = sys.argv[1], sys.argv[2]
+    on_nan = sys.argv[3] if len(sys.argv) > 3 else "stop"
     options = tf.distribute.experimental.CommunicationOptions(timeout_seconds=120)
     strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=options)
     task = strategy.cluster_resolver.task_id
@@ -62,7 +63,7 @@ def main() -> int:
     dataset = strategy.distribute_datasets_from_function(dataset_fn)
     from pyadapter import NanGuard
 
-    guard = NanGuard(capture_dir)  # also lets Keras 3 fit start under this strategy (keras-team/keras#20585)
+    guard = NanGuard(capture_dir, on_nan=on_nan)  # also lets Keras 3 fit start under this strategy (keras-team/keras#20585)
     history = model.fit(dataset, epochs=1, steps_per_epoch=STEPS, callbacks=[guard], verbose=0)
     weights = [np.asarray(v.numpy()) for v in model.trainable_variables]
     result = {
