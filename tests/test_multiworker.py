@@ -170,3 +170,18 @@ def test_nanlens_scan_says_which_host_and_worker(merged_dump: Path) -> None:
                           text=True, timeout=120, env=env)
     assert done.returncode == 0, done.stderr
     assert "on host host-1 (worker:1)" in done.stdout
+
+
+def test_replay_runs_the_union_and_each_workers_shard(cluster: Cluster) -> None:
+    env = {"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "replay", str(cluster.bundle), "--json"],
+        capture_output=True, text=True, timeout=300, env=env, cwd=cluster.root,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]  # 0: the NaN reproduced
+    report = json.loads(done.stdout)
+    assert report["reproduced"] == {"graph": True, "eager": True}
+    assert [(w["task"], w["rows"], w["reproduced"]) for w in report["workers"]] == [
+        ("worker:0", program.BATCH, False),
+        ("worker:1", program.BATCH, True),
+    ]

@@ -44,6 +44,9 @@ def format_report(report) -> str:  # type: ignore[no-untyped-def]
         lines.append(f"  entry script: {report.entry_script}")
     for verdict in report.verdicts.values():
         lines.append(f"  {verdict.describe()}")
+    if report.workers:
+        lines.append(f"each worker's shard alone ({len(report.workers)} workers):")
+        lines.extend(f"  {w.task} ({w.rows} rows): {w.summary}" for w in report.workers)
     if report.note:
         lines.append(f"note: {report.note}")
     if report.warnings:

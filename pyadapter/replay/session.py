@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pyadapter.replay.debugger import breakpoints_paused
 from pyadapter.replay.rebuild import Rebuilt, rebuild
+from pyadapter.replay.shards import worker_verdicts
 from pyadapter.replay.step import run_step
 from pyadapter.replay.verdict import MODES, Mode, ReplayReport
 
@@ -49,6 +50,11 @@ def replay_bundle(
             progress(f"replaying in {mode} mode", 0.3 + 0.7 * index / len(modes))
         with breakpoints_paused() if mode == "graph" else contextlib.nullcontext():
             report.verdicts[mode] = run_step(rebuilt.program, mode)
+    if rebuilt.bundle.cluster:  # a multi-worker bundle: whose data was it?
+        if progress:
+            progress("replaying each worker's shard", 0.95)
+        with breakpoints_paused():
+            report.workers = worker_verdicts(rebuilt)
     if progress:
         progress("done", 1.0)
     return report
