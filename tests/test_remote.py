@@ -268,3 +268,18 @@ def test_nanguard_captures_into_ram_and_the_pulled_bundle_verifies(tmp_path, cap
     batch_x, _ = bundle.batch()
     np.testing.assert_array_equal(batch_x, x[gm.BATCH : 2 * gm.BATCH])
     assert f"nanlens locate {tmp_path / 'home' / 'cluster-step1'}" in out
+
+
+def test_locate_takes_a_bundle_url_and_pulls_it_home_first(original, tmp_path, capsys, monkeypatch):
+    url = storage.publish_bundle(original, fresh_url())
+    monkeypatch.chdir(tmp_path)
+    # --isolate: the dumped replay runs in a child process (it only needs the pulled, local copy).
+    code = main(["locate", url, "--isolate", "--no-rerun-pipeline", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "nanlens locate: pulled ram://" in err
+    local = tmp_path / ".nanlens" / "captures" / "remote-step1"
+    assert (local / "manifest.json").is_file()
+    findings = json.loads(out)
+    assert findings["source"]["path"] == str(local)
+    assert findings["bundle"]["step"] == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 
 HELP = "replay a capture bundle's step with a health dump and name the line where NaN/Inf starts"
@@ -25,7 +26,11 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("bundle", metavar="BUNDLE", help="the capture bundle directory")
+    parser.add_argument(
+        "bundle",
+        metavar="BUNDLE",
+        help="the capture bundle directory, or its URL (gs://..., s3://...: pulled into .nanlens/captures first)",
+    )
     parser.add_argument("--json", action="store_true", help="print the findings JSON (nanlens.findings/1)")
     parser.add_argument("-o", "--output", metavar="FILE", help="also write the findings JSON to FILE")
     parser.add_argument("--dump-dir", metavar="DIR", help="keep the replay's tfdbg2 dump in DIR (new or empty)")
@@ -108,6 +113,25 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
     return "\n".join(lines)
 
 
+def _local_bundle(location: str) -> str:
+    """A bundle URL is pulled (verified) into the editor's captures folder first, as `nanlens pull` does."""
+    from pyadapter.capture.storage import is_remote
+
+    if not is_remote(location):
+        return location
+    from pyadapter.capture.bundle import BundleError
+    from pyadapter.capture.storage import fetch_bundle
+    from pyadapter.cli import CliError
+    from pyadapter.commands.pull import DEFAULT_DIR
+
+    try:
+        path = fetch_bundle(location, DEFAULT_DIR)
+    except BundleError as exc:
+        raise CliError(str(exc)) from None
+    print(f"nanlens locate: pulled {location} into {os.path.join(DEFAULT_DIR, path.name)}", file=sys.stderr)
+    return str(path)
+
+
 def main(args: argparse.Namespace) -> int:
     from pyadapter.cli import CliError
     from pyadapter.replay.errors import ReplayError
@@ -120,11 +144,12 @@ def main(args: argparse.Namespace) -> int:
             shown.add(phase)
             print(f"nanlens locate: {phase}", file=sys.stderr, flush=True)
 
+    bundle = _local_bundle(args.bundle)
     try:
         # With --json, stdout carries the JSON alone: what the replayed code prints goes to stderr.
         with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
             findings = locate_bundle(
-                args.bundle,
+                bundle,
                 progress=progress,
                 isolate=args.isolate,
                 dump_dir=args.dump_dir,
