@@ -1,10 +1,19 @@
 // The `nanlens.*` commands.
 
+import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
 import type { FindingsModel } from './core/findingsModel';
-import { eagerRunLaunchConfig, newDumpDir, replayLaunchConfig, runWithDumpArgs } from './core/launch';
+import {
+  bundleUrlProblem,
+  eagerRunLaunchConfig,
+  newDumpDir,
+  pullArgs,
+  pulledBundlePath,
+  replayLaunchConfig,
+  runWithDumpArgs,
+} from './core/launch';
 import { readEagerRunTarget, readFindingsNotification, readReplayTarget, type ReplayTarget } from './core/protocol';
 import { replayTargetOf } from './core/sourceTree';
 import { ensureBreakpoint } from './debug';
@@ -233,6 +242,75 @@ async function verifyFix(arg: unknown, deps: Deps): Promise<unknown> {
     () => deps.server.executeCommand<unknown>('nanlens.server.verifyFix', [target]),
   );
 }
+interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs a `nanlens` verb to the end (or until cancelled); never rejects. */
+function runCli(python: string, args: string[], cwd: string, token: vscode.CancellationToken): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = execFile(python, args, { cwd, maxBuffer: 16 << 20 }, (error, stdout, stderr) => {
+      const code = error ? (typeof error.code === 'number' ? error.code : 1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+    token.onCancellationRequested(() => child.kill());
+  });
+}
+
+/** The one-line error a verb printed (`nanlens: error: ...`), else its last stderr line. */
+function cliError(stderr: string): string {
+  const lines = stderr.trim().split(/\r?\n/);
+  const error = lines.find((line) => line.startsWith('nanlens: error: '));
+  return (error ?? lines[lines.length - 1] ?? 'failed').replace(/^nanlens: error: /, '');
+}
+
+/** Copy a bundle from a cluster's storage into the workspace's `.nanlens/captures`, then locate it. */
+async function pullBundle(arg: unknown, deps: Deps): Promise<unknown> {
+  const url =
+    typeof arg === 'string'
+      ? arg
+      : await vscode.window.showInputBox({
+          title: 'NaN Lens: pull a capture bundle',
+          prompt: 'The bundle folder NanGuard wrote on the cluster (its files are checked against their sha256)',
+          placeHolder: 'gs://my-bucket/run-42/captures/train-20261122-101500-step4711',
+          ignoreFocusOut: true,
+          validateInput: bundleUrlProblem,
+        });
+  if (!url || bundleUrlProblem(url)) {
+    return undefined;
+  }
+  const folder = vscode.workspace.workspaceFolders?.[0];
+  if (!folder) {
+    void vscode.window.showWarningMessage('NaN Lens: open a folder first; the bundle goes to its .nanlens/captures.');
+    return undefined;
+  }
+  const interpreter = deps.server.interpreter ?? (await resolveInterpreter());
+  if (!(await ensurePyadapter(interpreter)).ok) {
+    return undefined;
+  }
+  const cwd = folder.uri.fsPath;
+  const args = pullArgs(url.trim(), path.join('.nanlens', 'captures'));
+  getLog().info(`Pull: ${interpreter.path} ${args.join(' ')}`);
+  const result = await vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: `NaN Lens: pulling ${url.trim()}`, cancellable: true },
+    (_progress, token) => runCli(interpreter.path, args, cwd, token),
+  );
+  const local = result.code === 0 ? pulledBundlePath(result.stdout, cwd) : undefined;
+  if (!local) {
+    getLog().warn(`Pull failed (${result.code}): ${result.stderr.trim()}`);
+    const choice = await vscode.window.showErrorMessage(
+      `NaN Lens: could not pull ${url.trim()}: ${cliError(result.stderr)}`,
+      'Show Logs',
+    );
+    if (choice) {
+      showLog();
+    }
+    return undefined;
+  }
+  return locateBundle(local, deps);
+}
 
 /** For `${command:nanlens.pickBundle}` in launch.json: a located bundle, or a folder picked by hand. */
 async function pickBundle(deps: Deps): Promise<string | undefined> {
@@ -256,6 +334,7 @@ export function registerCommands(context: vscode.ExtensionContext, deps: Deps): 
   register('nanlens.runWithDump', (arg) => runWithDump(arg, deps));
   register('nanlens.debugEagerly', (arg) => debugEagerly(arg));
   register('nanlens.locateBundle', (arg) => locateBundle(arg, deps));
+  register('nanlens.pullBundle', (arg) => pullBundle(arg, deps));
   register('nanlens.replayEagerly', (arg) => replayEagerly(arg, deps));
   register('nanlens.pickBundle', () => pickBundle(deps));
   register('nanlens.verifyFix', (arg) => verifyFix(arg, deps));

@@ -9,6 +9,9 @@ import {
   replayLaunchConfig,
   resolveLaunchConfig,
   runWithDumpArgs,
+  bundleUrlProblem,
+  pullArgs,
+  pulledBundlePath,
   type LaunchConfig,
 } from '../src/core/launch';
 
@@ -126,5 +129,29 @@ describe('replay and run configurations', () => {
     assert.equal(hasBreakpointAt(breakpoints, '/ws/train.py', 42), true);
     assert.equal(hasBreakpointAt(breakpoints, '/ws/train.py', 43), false);
     assert.equal(hasBreakpointAt(breakpoints, '/ws/model.py', 42), false);
+  });
+
+  it('pulls a bundle URL into the captures folder without a progress bar (the notification shows progress)', () => {
+    assert.deepEqual(pullArgs('gs://b/run/captures/t-step7', '.nanlens/captures'), [
+      '-m',
+      'pyadapter',
+      'pull',
+      'gs://b/run/captures/t-step7',
+      '.nanlens/captures',
+      '--no-progress',
+    ]);
+  });
+
+  it('asks for a URL with a folder, takes any other text as a path', () => {
+    assert.match(bundleUrlProblem('  ') ?? '', /URL of a capture bundle/);
+    assert.match(bundleUrlProblem('gs://') ?? '', /after the scheme/);
+    assert.equal(bundleUrlProblem('gs://bucket/captures/train-step4711'), undefined);
+    assert.equal(bundleUrlProblem('/mnt/cluster/captures/train-step4711'), undefined);
+  });
+
+  it("reads the pulled bundle's local folder from nanlens pull's report", () => {
+    const out = 'pulled gs://b/x into y/train-step7 into .nanlens/captures/train-step7-1\nnext: nanlens locate ...\n';
+    assert.equal(pulledBundlePath(out, '/ws'), '/ws/.nanlens/captures/train-step7-1');
+    assert.equal(pulledBundlePath('nothing here', '/ws'), undefined);
   });
 });

@@ -158,3 +158,26 @@ export function hasBreakpointAt(
 ): boolean {
   return breakpoints.some((bp) => bp.line === line && sameFile(bp.file, file));
 }
+
+/** `python -m pyadapter pull URL DIR`: copy a capture bundle from cluster storage into DIR, verified on arrival. */
+export function pullArgs(url: string, dir: string): string[] {
+  return ['-m', 'pyadapter', 'pull', url, dir, '--no-progress'];
+}
+
+/** Why `text` cannot be pulled (for the input box), or undefined when it can. */
+export function bundleUrlProblem(text: string): string | undefined {
+  const value = text.trim();
+  if (!value) {
+    return 'The URL of a capture bundle folder (gs://…, s3://…, hdfs://…) or a mounted folder path.';
+  }
+  if (/^[a-z][a-z0-9+.-]*:\/\/$/i.test(value)) {
+    return 'Add the bundle folder after the scheme, e.g. gs://bucket/run/captures/train-step4711.';
+  }
+  return undefined;
+}
+
+/** The local bundle folder from `nanlens pull`'s report line `pulled URL into PATH` (relative to `cwd`). */
+export function pulledBundlePath(stdout: string, cwd: string): string | undefined {
+  const local = /^pulled .+ into (.+)$/m.exec(stdout)?.[1]?.trim();
+  return local ? path.resolve(cwd, local) : undefined;
+}
