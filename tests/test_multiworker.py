@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent / "programs"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.cluster`, however pytest is started
 
 import multiworker_train as program  # noqa: E402
 
