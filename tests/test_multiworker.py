@@ -28,6 +28,13 @@ PROGRAM = Path(program.__file__).resolve()
 ORIGIN_LINE = next(i for i, line in enumerate(PROGRAM.read_text().splitlines(), 1) if "# ORIGIN" in line)
 
 
+def nanlens(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`python -m pyadapter ARGS` in a clean environment, as a user would run it."""
+    env = {"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"}
+    return subprocess.run([sys.executable, "-m", "pyadapter", *args], capture_output=True, text=True,
+                          timeout=timeout, env=env, cwd=cwd)
+
+
 class Cluster:
     def __init__(self, root: Path, runs: list[WorkerRun], results: list[dict]) -> None:
         self.root, self.runs, self.results = root, runs, results
@@ -89,11 +96,7 @@ def test_one_bundle_holds_every_workers_shard_and_the_cluster_layout(cluster: Cl
 
 
 def test_locate_names_the_sqrt_line_and_worker_1(cluster: Cluster) -> None:
-    env = {"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"}
-    done = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "locate", str(cluster.bundle), "--json"],
-        capture_output=True, text=True, timeout=300, env=env, cwd=cluster.root,
-    )
+    done = nanlens("locate", str(cluster.bundle), "--json", cwd=cluster.root)
     assert done.returncode == 0, done.stderr[-2000:]
     findings = json.loads(done.stdout)
     origin = findings["origin"]
@@ -166,19 +169,13 @@ def test_dumps_from_two_hosts_merge_into_one_causal_order(merged_dump: Path) -> 
 
 
 def test_nanlens_scan_says_which_host_and_worker(merged_dump: Path) -> None:
-    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-m", "pyadapter", "scan", str(merged_dump)], capture_output=True,
-                          text=True, timeout=120, env=env)
+    done = nanlens("scan", str(merged_dump), timeout=120)
     assert done.returncode == 0, done.stderr
     assert "on host host-1 (worker:1)" in done.stdout
 
 
 def test_replay_runs_the_union_and_each_workers_shard(cluster: Cluster) -> None:
-    env = {"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"}
-    done = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "replay", str(cluster.bundle), "--json"],
-        capture_output=True, text=True, timeout=300, env=env, cwd=cluster.root,
-    )
+    done = nanlens("replay", str(cluster.bundle), "--json", cwd=cluster.root)
     assert done.returncode == 0, done.stderr[-2000:]  # 0: the NaN reproduced
     report = json.loads(done.stdout)
     assert report["reproduced"] == {"graph": True, "eager": True}

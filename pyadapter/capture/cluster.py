@@ -7,8 +7,8 @@ small all-reduce: the chief's run name at the start, then "my shard is written" 
 bundle, then the bundle's final name. Every worker calls it the same number of times in the same order.
 
 A shard is the worker's own replicas' part of the global batch, written by the worker to a staging folder next to
-the bundle (``.<bundle>.shards/worker-<i>.npz``) through ``tf.io.gfile``, so it works on a shared local disk
-and on gs:// alike; the chief reads them back, so the capture folder must be one all workers can reach.
+the bundle (``.<bundle>.shards/worker-<i>.npz``) through ``storage`` (tf.io.gfile), so it works on a shared local
+disk and on gs:// alike; the chief reads them back, so the capture folder must be one all workers can reach.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+
+from pyadapter.capture import storage, structure
 
 SHARDS_DIR = "shards"
 
@@ -108,36 +110,26 @@ class WorkerChannel:
         distributed = self.strategy.experimental_distribute_values_from_function(per_replica)
         return np.asarray(self.strategy.reduce(tf.distribute.ReduceOp.SUM, distributed, axis=None).numpy())
 
-    def one_hot_sum(self, index: int, count: int, value: float) -> np.ndarray:
-        """Every worker puts `value` at its own `index` of a vector of `count`; returns the whole vector."""
-        vector = np.zeros(count, np.float64)
-        vector[index] = value
-        return self.sum(vector)
-
 
 # ---- shards ---------------------------------------------------------------------------------------------------
 
 
-def write_shard(path: str, arrays: dict[str, np.ndarray]) -> None:
-    """Writes one worker's shard (flat arrays, as `structure.describe` made them) with tf.io.gfile."""
+def staged_shard(staging: str, worker: int) -> str:
+    """Where `worker` stages its shard (a file in the staging folder next to the bundle)."""
+    return storage.join(staging, f"worker-{worker}.npz")
+
+
+def stage_shard(staging: str, worker: int, arrays: dict[str, np.ndarray]) -> None:
+    """Writes this worker's shard (flat arrays, as `structure.describe` made them) to the staging folder."""
     buffer = io.BytesIO()
-    np.savez(buffer, **arrays)
-    tf.io.gfile.makedirs(path.rsplit("/", 1)[0])
-    if tf.io.gfile.exists(path):  # left by an earlier attempt; some filesystems (ram://) append on "wb"
-        tf.io.gfile.remove(path)
-    with tf.io.gfile.GFile(path, "wb") as handle:
-        handle.write(buffer.getvalue())
+    structure.write_npz(buffer, arrays)
+    storage.write_file(staged_shard(staging, worker), buffer.getvalue())
 
 
-def read_shard(path: str) -> bytes:
-    with tf.io.gfile.GFile(path, "rb") as handle:
-        return handle.read()
-
-
-def load_shard(data: bytes) -> dict[str, np.ndarray]:
-    """A shard's arrays, read without pickle."""
-    with np.load(io.BytesIO(data), allow_pickle=False) as archive:
-        return {key: archive[key] for key in archive.files}
+def read_staged_shard(staging: str, worker: int) -> tuple[bytes, dict[str, np.ndarray]]:
+    """(the shard file's bytes, its arrays read without pickle)."""
+    data = storage.read_file(staged_shard(staging, worker))
+    return data, structure.read_npz(io.BytesIO(data), f"worker {worker}'s shard")
 
 
 def join_shards(shards: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -155,12 +147,3 @@ def rows(arrays: dict[str, np.ndarray]) -> int:
         if value.ndim:
             return int(value.shape[0])
     return 0
-
-
-def remove_tree(path: str) -> None:
-    try:
-        if tf.io.gfile.exists(path):
-            tf.io.gfile.rmtree(path)
-    except tf.errors.OpError:
-        pass  # a leftover staging folder is harmless; the bundle is complete without it
-

@@ -249,10 +249,7 @@ class NanGuard(keras.callbacks.Callback):
         super().__init__()
         if on_nan not in ON_NAN:
             raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
-        # A URL (gs://, s3://, hdfs://, ram://) stays as given: bundles go there through tf.io.gfile.
-        self.capture_dir: Path | str = (
-            str(capture_dir) if storage.is_remote(capture_dir) else Path(capture_dir).absolute()
-        )
+        self.capture_dir = storage.capture_location(capture_dir)
         self.on_nan = on_nan
         self.run_name = run_name
         self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights)
@@ -434,7 +431,7 @@ class NanGuard(keras.callbacks.Callback):
             data, seed_states = self._captured_batch(function, captured)
             arrays: dict[str, np.ndarray] = {}
             described = structure.describe(data, arrays)
-            cluster.write_shard(storage.join(staging, f"worker-{info.worker_index}.npz"), arrays)
+            cluster.stage_shard(staging, info.worker_index, arrays)
         except Exception as exc:  # noqa: BLE001 - the other workers must still hear from this one
             staged, local_error = 0.0, f"{type(exc).__name__}: {exc}".splitlines()[0]
         n = info.num_workers
@@ -455,7 +452,7 @@ class NanGuard(keras.callbacks.Callback):
             except Exception as exc:  # noqa: BLE001 - said below, on every worker
                 chief_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
             finally:
-                cluster.remove_tree(staging)
+                storage.remove_tree(staging)
         suffix = float(channel.sum(np.array([suffix if info.is_chief else 0.0]))[0])
         if suffix < 0:
             raise RuntimeError(chief_error or f"the chief ({info.tasks[0]}) could not write the bundle")
@@ -480,8 +477,7 @@ class NanGuard(keras.callbacks.Callback):
                 "own_data_non_finite": bool(bad_by[worker]),
             }
             if staged_by[worker]:
-                raw = cluster.read_shard(storage.join(staging, f"worker-{worker}.npz"))
-                arrays = cluster.load_shard(raw)
+                raw, arrays = cluster.read_staged_shard(staging, worker)
                 shards.append(arrays)
                 files[cluster.shard_file(worker)] = raw
                 entry.update(file=cluster.shard_file(worker), rows=cluster.rows(arrays))

@@ -107,9 +107,7 @@ class GuardedStep:
         if not self.optimizers:
             raise ValueError("guard_step found no Keras optimizer to gate (pass optimizer=... or put it in checkpoint)")
         self.step_function = step_function
-        self.capture_dir: Path | str = (
-            str(capture_dir) if storage.is_remote(capture_dir) else Path(capture_dir).absolute()
-        )
+        self.capture_dir = storage.capture_location(capture_dir)
         self.on_nan = on_nan
         self.run_name = run_name
         self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights)

@@ -251,6 +251,41 @@ def _upload(gfile: Any, local: Path, entry: _Entry, url: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------------------------
+# Small files on any filesystem (multi-worker shards staged beside a bundle)
+
+
+def capture_location(capture_dir: str | os.PathLike[str]) -> Path | str:
+    """Where a guard writes bundles: a URL stays as given (bundles go there through tf.io.gfile), a local
+    folder becomes an absolute Path."""
+    return str(capture_dir) if is_remote(capture_dir) else Path(capture_dir).absolute()
+
+
+def write_file(location: str, data: bytes) -> None:
+    """Writes `data` to `location` (a URL or local path), creating its folder; replaces an existing file."""
+    gfile = _gfile(location)
+    gfile.makedirs(location.rsplit("/", 1)[0])
+    _remove_if_exists(gfile, location)
+    with gfile.GFile(location, "wb") as handle:
+        handle.write(data)
+
+
+def read_file(location: str) -> bytes:
+    with _gfile(location).GFile(location, "rb") as handle:
+        return handle.read()
+
+
+def remove_tree(location: str) -> None:
+    """Removes a folder and everything in it; a folder that is gone already, or cannot be removed, is left be
+    (callers use it for leftovers that do no harm)."""
+    try:
+        gfile = _gfile(location)
+        if gfile.exists(location):
+            gfile.rmtree(location)
+    except (bundle.BundleError, *_op_errors()):
+        pass
+
+
+# --------------------------------------------------------------------------------------------------------------
 # Fetching
 
 

@@ -11,7 +11,7 @@ import collections
 import math
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -107,23 +107,28 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows
     raise StructureError(f"unknown structure type {kind!r}")
 
 
-def write_npz(path: Path, arrays: dict[str, np.ndarray]) -> None:
-    """Writes arrays to an uncompressed `.npz` without pickle (object arrays are refused)."""
+def write_npz(target: Path | BinaryIO, arrays: dict[str, np.ndarray]) -> None:
+    """Writes arrays to an uncompressed `.npz` (a path or a binary file) without pickle; object arrays are refused."""
     for key, array in arrays.items():
         if array.dtype == object:
             raise StructureError(f"array {key!r} is an object array; it cannot be stored without pickle")
-    with open(path, "wb") as handle:
-        np.savez(handle, allow_pickle=False, **arrays)
+    if isinstance(target, Path):
+        with open(target, "wb") as handle:
+            np.savez(handle, allow_pickle=False, **arrays)
+    else:
+        np.savez(target, allow_pickle=False, **arrays)
 
 
-def read_npz(path: Path) -> dict[str, np.ndarray]:
-    """Reads every array of a `.npz` with ``allow_pickle=False``; a pickled (object) array is an error."""
+def read_npz(source: Path | BinaryIO, name: str | None = None) -> dict[str, np.ndarray]:
+    """Reads every array of a `.npz` (a path, or a binary file called `name` in errors) with
+    ``allow_pickle=False``; a pickled (object) array is an error."""
+    name = name or (source.name if isinstance(source, Path) else "the .npz")
     try:
-        with np.load(path, allow_pickle=False) as data:
+        with np.load(source, allow_pickle=False) as data:
             return {key: data[key] for key in data.files}
     except ValueError as error:
         if "pickle" in str(error).lower():
-            raise StructureError(f"{path.name} holds a pickled object array (refused)") from None
-        raise StructureError(f"{path.name} is not a readable .npz: {error}") from None
+            raise StructureError(f"{name} holds a pickled object array (refused)") from None
+        raise StructureError(f"{name} is not a readable .npz: {error}") from None
     except (OSError, zipfile.BadZipFile, EOFError) as error:
-        raise StructureError(f"{path.name} is not a readable .npz: {error}") from None
+        raise StructureError(f"{name} is not a readable .npz: {error}") from None

@@ -104,7 +104,7 @@ class Failure:
         lines = [f"NanGuard: {where}: {self.report.summary()}. The update {update}; {action}."]
         if self.bundle is not None:
             lines.append(f"NanGuard: capture bundle: {self.bundle}")
-            if isinstance(self.bundle, str) and "://" in self.bundle:
+            if isinstance(self.bundle, str):  # a URL: locate needs a local copy
                 lines.append(f"NanGuard: bring it home, then locate: nanlens pull {self.bundle}")
             else:
                 lines.append(f"NanGuard: find the op that made it: nanlens locate {self.bundle}")

@@ -119,15 +119,9 @@ def _local_bundle(location: str) -> str:
 
     if not is_remote(location):
         return location
-    from pyadapter.capture.bundle import BundleError
-    from pyadapter.capture.storage import fetch_bundle
-    from pyadapter.cli import CliError
-    from pyadapter.commands.pull import DEFAULT_DIR
+    from pyadapter.commands.pull import DEFAULT_DIR, pull_bundle
 
-    try:
-        path = fetch_bundle(location, DEFAULT_DIR)
-    except BundleError as exc:
-        raise CliError(str(exc)) from None
+    path = pull_bundle(location)
     print(f"nanlens locate: pulled {location} into {os.path.join(DEFAULT_DIR, path.name)}", file=sys.stderr)
     return str(path)
 

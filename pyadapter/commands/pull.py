@@ -6,6 +6,8 @@ import argparse
 import os
 import shlex
 import sys
+from pathlib import Path
+from typing import Any
 
 HELP = "copy a capture bundle from gs://, s3://, hdfs:// or a mounted folder into the editor's captures folder"
 DESCRIPTION = """\
@@ -44,28 +46,34 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def main(args: argparse.Namespace) -> int:
+def pull_bundle(url: str, directory: str = DEFAULT_DIR, progress: Any = None) -> Path:
+    """Copies the bundle at `url` into `directory` (verified); a bad bundle or a URL DIR is a CliError."""
     from pyadapter.capture.bundle import BundleError
     from pyadapter.capture.storage import fetch_bundle, is_remote
     from pyadapter.cli import CliError
+
+    if is_remote(directory):
+        raise CliError(f"DIR must be a local folder, not {directory}")
+    try:
+        return fetch_bundle(url, Path(os.path.expanduser(directory)), progress=progress)
+    except BundleError as exc:
+        raise CliError(str(exc)) from None
+
+
+def main(args: argparse.Namespace) -> int:
     from pyadapter.commands.scan import ProgressBar
 
-    if is_remote(args.dir):
-        raise CliError(f"DIR must be a local folder, not {args.dir}")
-    directory = os.path.expanduser(args.dir)
     show = args.progress
     bar = None
     if show or (show is None and sys.stderr.isatty()):
         bar = ProgressBar(min_total=0 if show else PROGRESS_MIN_BYTES, label="pulling")
     try:
-        path = fetch_bundle(args.url, directory, progress=bar)
-    except BundleError as exc:
-        raise CliError(str(exc)) from None
+        path = pull_bundle(args.url, args.dir, progress=bar)
     finally:
         if bar is not None:
             bar.close()
     # Say the path the way DIR was given (relative stays relative), so it can be pasted as is.
-    shown = os.path.join(directory, path.name)
+    shown = os.path.join(os.path.expanduser(args.dir), path.name)
     print(f"pulled {args.url} into {shown}")
     print(f"next: nanlens locate {shlex.quote(shown)}")
     return 0

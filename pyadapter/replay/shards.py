@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pyadapter.capture.bundle import BundleError
+from pyadapter.capture.bundle import KIND_FIT, BundleError
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.rebuild import Rebuilt, to_tensors
 from pyadapter.replay.step import run_step
@@ -20,7 +20,7 @@ from pyadapter.replay.verdict import WorkerVerdict
 def worker_verdicts(rebuilt: Rebuilt) -> list[WorkerVerdict]:
     """One verdict per worker shard (empty for a single-process bundle). Leaves the program restored."""
     layout = rebuilt.bundle.cluster
-    if not layout or rebuilt.bundle.kind != "keras_fit":
+    if not layout or rebuilt.bundle.kind != KIND_FIT:
         return []
     verdicts = []
     for shard in layout.get("shards") or []:
