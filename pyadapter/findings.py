@@ -70,13 +70,20 @@ class Frame:
     file: str
     line: int
     function: str = ""
+    # Notebook code only: `file` is the .ipynb, `cell` the 0-based index among its cells, `line` 1-based in it.
+    cell: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        out = asdict(self)
+        if self.cell is None:
+            del out["cell"]
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Frame:
-        return cls(file=str(data["file"]), line=int(data["line"]), function=str(data.get("function", "")))
+        cell = data.get("cell")
+        return cls(file=str(data["file"]), line=int(data["line"]), function=str(data.get("function", "")),
+                   cell=int(cell) if isinstance(cell, int) and not isinstance(cell, bool) else None)
 
 
 _TASK_RE = re.compile(r"/job:([^/]+)/replica:\d+/task:(\d+)")
@@ -141,9 +148,13 @@ class Finding:
     inputs: list[InputHealth] = field(default_factory=list)
     stack: list[Frame] = field(default_factory=list)
     message: str = ""
+    # Notebook code only: `file` is the .ipynb, `cell` the 0-based index among its cells, `line` 1-based in it.
+    cell: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"file": self.file, "line": self.line, "role": self.role, "op": self.op.to_json()}
+        if self.cell is not None:
+            out["cell"] = self.cell
         if self.health is not None:
             out["health"] = self.health.to_json()
         out["inputs"] = [i.to_json() for i in self.inputs]
@@ -167,9 +178,18 @@ class Finding:
                 inputs=[InputHealth.from_json(i) for i in data.get("inputs", [])],
                 stack=[Frame.from_json(f) for f in data.get("stack", [])],
                 message=str(data.get("message", "")),
+                cell=_cell_index(data.get("cell")),
             )
         except (KeyError, TypeError) as exc:
             raise FindingsError(f"finding is missing or has a bad field: {exc}") from None
+
+
+def _cell_index(value: Any) -> int | None:
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise FindingsError(f"finding cell must be a non-negative integer, got {value!r}")
+    return value
 
 
 @dataclass

@@ -32,6 +32,10 @@ REPLAY_PROGRAMS = {
     "custom_loop": Program("custom_loop", "replay_custom_loop.py", "replay_custom_loop.py"),
     "loss_module": Program("loss_module", "replay_loss_main.py", "replay_loss_lib.py"),
     "subclassed": Program("subclassed", "replay_subclassed.py", "replay_subclassed.py"),
+    # Shaped as users write them (training at module level): replayed by re-entry.
+    "module_level_vae": Program("module_level_vae", "replay_module_level_vae.py", "replay_module_level_vae.py"),
+    "subclass_args": Program("subclass_args", "replay_subclass_args.py", "replay_subclass_args.py"),
+    "loop_in_function": Program("loop_in_function", "replay_loop_in_function.py", "replay_loop_in_function.py"),
 }
 
 

@@ -23,9 +23,17 @@ def nanlens(*args: str, cwd: Path | None = None, timeout: float = 300) -> subpro
     return subprocess.run([*NANLENS, *args], capture_output=True, text=True, timeout=timeout, cwd=cwd)
 
 
-def marker_lines(path: Path) -> list[int]:
-    """Lines holding a `# ORIGIN` comment, found independently of the evaluator's tokenizer."""
-    return [n for n, text in enumerate(path.read_text().splitlines(), 1) if re.search(r"#\s*ORIGIN\b", text)]
+def marker_lines(path: Path, cell: int | None = None) -> list[int]:
+    """Lines holding a `# ORIGIN` comment, found independently of the evaluator's tokenizer (in a notebook: the
+    lines within cell `cell`)."""
+    return [n for n, text in enumerate(source_lines(path, cell), 1) if re.search(r"#\s*ORIGIN\b", text)]
+
+
+def source_lines(path: Path, cell: int | None = None) -> list[str]:
+    if cell is None:
+        return path.read_text().splitlines()
+    source = json.loads(path.read_text())["cells"][cell]["source"]
+    return (source if isinstance(source, str) else "".join(source)).splitlines()
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -38,9 +46,9 @@ def test_zoo_has_at_least_twenty_programs_each_marking_exactly_one_line() -> Non
     for program in programs:
         assert program.problem is None, f"{program.name}: {program.problem}"
         assert program.origin is not None
-        lines = marker_lines(program.origin.file)
+        lines = marker_lines(program.origin.file, program.origin.cell)
         assert program.origin.line in lines, f"{program.name}: marker not on a `# ORIGIN` line"
-        code = program.origin.file.read_text().splitlines()[program.origin.line - 1]
+        code = source_lines(program.origin.file, program.origin.cell)[program.origin.line - 1]
         assert code.split("#")[0].strip(), f"{program.name}: the ORIGIN comment must sit on a line of code"
 
 

@@ -53,7 +53,7 @@ def make_record(tmp_path: Path, stale: bool = False, kind: str = "bundle") -> tu
     return record, program
 
 
-def line_text(path: str, line: int) -> str | None:
+def line_text(path: str, line: int, cell: int | None = None) -> str | None:
     lines = Path(path).read_text().splitlines()
     return lines[line - 1] if 0 < line <= len(lines) else None
 

@@ -1,5 +1,6 @@
-"""`nanlens locate BUNDLE` / `locate_bundle`: replaying a real bundle's step under a FULL_HEALTH dump names the
-exact line each program marks with `# ORIGIN` (in the entry script, or in the module that holds the loss)."""
+"""`nanlens locate BUNDLE --replay` / `locate_bundle(replay=True)`: replaying a real bundle's step under a
+FULL_HEALTH dump names the exact line each program marks with `# ORIGIN` (in the entry script, or in the module
+that holds the loss). That is the route for bundles without findings located at the scene (tests/test_scene.py)."""
 
 from __future__ import annotations
 
@@ -40,7 +41,7 @@ def assert_names_origin(findings: Findings, cap) -> None:  # type: ignore[no-unt
 @pytest.mark.parametrize("name", ["keras_layer", "loss_module"])
 def test_locate_cli_names_the_origin_line(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
     cap = captured(name, tmp_path_factory)
-    result = nanlens("locate", str(cap.bundle), "--json")
+    result = nanlens("locate", str(cap.bundle), "--json", "--replay")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     data = json.loads(result.stdout)  # stdout holds the findings JSON alone
@@ -55,7 +56,7 @@ def test_locate_bundle_in_a_worker_process_with_progress(tmp_path_factory: pytes
     # The language server's way: the dumped replay runs in a child, so this process never enables dumping.
     cap = captured("custom_loop", tmp_path_factory)
     seen: list[tuple[str, float]] = []
-    findings = locate_bundle(cap.bundle, progress=lambda phase, fraction: seen.append((phase, fraction)))
+    findings = locate_bundle(cap.bundle, progress=lambda phase, fraction: seen.append((phase, fraction)), replay=True)
     assert_names_origin(findings, cap)
     phases = list(dict.fromkeys(phase for phase, _ in seen))
     assert phases == ["loading bundle", "replaying with dump", "scanning", "done"]

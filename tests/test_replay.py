@@ -73,8 +73,9 @@ def test_missing_entry_script_is_one_line_error(tmp_path: Path, tmp_path_factory
     cap = captured("keras_layer", tmp_path_factory)
     gone = tmp_path / "moved-away" / "train.py"
     bundle = copy_bundle(cap.bundle, tmp_path / "bundle", path=str(gone))
-    for verb in ("replay", "locate"):
-        result = nanlens(verb, str(bundle))
+    # `locate` without --replay would answer from the findings located at the scene (tests/test_reentry.py).
+    for verb, extra in (("replay", ()), ("locate", ("--replay",))):
+        result = nanlens(verb, str(bundle), *extra)
         assert result.returncode == 2, result
         # Besides progress lines, one line: the error (and no TensorFlow start-up: it fails before that).
         lines = [line for line in result.stderr.strip().splitlines() if not line.startswith(f"nanlens {verb}: ")]

@@ -140,6 +140,8 @@ class Session:
             window=types.WindowClientCapabilities(work_done_progress=self.progress),
             workspace=types.WorkspaceClientCapabilities(
                 code_lens=types.CodeLensWorkspaceClientCapabilities(refresh_support=True)),
+            notebook_document=types.NotebookDocumentClientCapabilities(
+                synchronization=types.NotebookDocumentSyncClientCapabilities()),
         )
         uri = from_fs_path(str(self.workspace))
         await self.client.initialize_async(types.InitializeParams(
@@ -193,14 +195,16 @@ class Session:
     def diagnostics_of(self, path: Path) -> list[types.Diagnostic]:
         return self.diagnostics.get(from_fs_path(str(path)), [])
 
-    async def hover(self, path: Path, line: int) -> types.Hover | None:
+    async def hover(self, path: Path | str, line: int) -> types.Hover | None:
+        """Hover a line of a file (a Path) or of a document given by its URI (a notebook cell's)."""
+        uri = path if isinstance(path, str) else from_fs_path(str(path))
         return await self.client.text_document_hover_async(types.HoverParams(
-            text_document=types.TextDocumentIdentifier(uri=from_fs_path(str(path))),
-            position=types.Position(line=line - 1, character=4)))
+            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line - 1, character=4)))
 
-    async def code_lenses(self, path: Path) -> list[types.CodeLens]:
+    async def code_lenses(self, path: Path | str) -> list[types.CodeLens]:
+        uri = path if isinstance(path, str) else from_fs_path(str(path))
         return await self.client.text_document_code_lens_async(types.CodeLensParams(
-            text_document=types.TextDocumentIdentifier(uri=from_fs_path(str(path))))) or []
+            text_document=types.TextDocumentIdentifier(uri=uri))) or []
 
     async def command(self, name: str, *arguments: Any) -> Any:
         return await self.client.workspace_execute_command_async(
@@ -405,6 +409,103 @@ def test_bundle_with_precomputed_findings_gets_replay_lens(workspace: Workspace,
     run(body())
 
 
+NOTEBOOK_CELLS = [  # (kind, source): a markdown cell first, so the cell index is not the code-cell index
+    ("markdown", "# Training\nThe loss goes NaN in the third cell."),
+    ("code", "import tensorflow as tf\nx = tf.constant([0.0, 1.0])"),
+    ("code", "def loss(x):\n    return tf.math.log(x)  # ORIGIN\nprint(loss(x))"),
+]
+
+
+def test_notebook_findings_are_shown_on_the_cells_of_the_open_notebook(tmp_path: Path) -> None:
+    """A bundle captured in a notebook (precomputed findings, as a locate writes them): diagnostics, hover and
+    CodeLens go to the cell's document while the notebook is open (LSP notebook sync), never onto the .ipynb."""
+    from pyadapter.findings import Finding, Findings, OpRef, TensorHealth
+
+    bundle = make_bundle(tmp_path, step=5)
+    notebook = tmp_path / "analysis.ipynb"
+    notebook.write_text(json.dumps({
+        "cells": [{"cell_type": kind, "metadata": {}, "source": source.splitlines(keepends=True),
+                   **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+                  for kind, source in NOTEBOOK_CELLS],
+        "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}))
+    origin = Finding(file=str(notebook), line=2, cell=2, role="origin", op=OpRef(name="Log", type="Log"),
+                     health=TensorHealth(dtype="float32", size=2, neg_inf=1), message="Log produced 1 -inf of 2")
+    findings = Findings(source_kind="bundle", source_path=str(bundle), origin=origin, findings=[origin],
+                        bundle={"step": 5})
+    Path(str(bundle) + ".findings.json").write_text(findings.dumps())
+    nb_uri = from_fs_path(str(notebook))
+    cell_uris = [f"vscode-notebook-cell:{notebook}#cell{i}" for i in range(len(NOTEBOOK_CELLS))]
+    opened = types.DidOpenNotebookDocumentParams(
+        notebook_document=types.NotebookDocument(
+            uri=nb_uri, notebook_type="jupyter-notebook", version=1,
+            cells=[types.NotebookCell(kind=types.NotebookCellKind.Markup if kind == "markdown"
+                                      else types.NotebookCellKind.Code, document=cell_uri)
+                   for (kind, _), cell_uri in zip(NOTEBOOK_CELLS, cell_uris, strict=True)]),
+        cell_text_documents=[types.TextDocumentItem(uri=cell_uri, language_id=kind if kind == "markdown" else "python",
+                                                    version=1, text=source)
+                             for (kind, source), cell_uri in zip(NOTEBOOK_CELLS, cell_uris, strict=True)])
+
+    async def body() -> None:
+        async with Session(tmp_path, {"captureDirs": ["captures"], "dumpDirs": []}) as s:
+            source = await s.wait_for("the bundle source", lambda: s.settled("bundle", bundle))
+            assert source["status"] == "ok" and source["origin"]["cell"] == 2 and source["origin"]["line"] == 2
+            assert s.diagnostics_of(notebook) == []  # closed: nothing, and never on the .ipynb's JSON lines
+
+            s.client.notebook_document_did_open(opened)
+            diags = await s.wait_for("a diagnostic on the third cell", lambda: s.diagnostics.get(cell_uris[2]))
+            assert [(d.range.start.line, d.range.start.character, d.code) for d in diags] == [
+                (1, len("    "), "Log")]
+            assert diags[0].severity == types.DiagnosticSeverity.Error and "-inf" in diags[0].message
+            assert not s.diagnostics.get(cell_uris[0]) and not s.diagnostics.get(cell_uris[1])
+            assert s.diagnostics_of(notebook) == []
+
+            hover = await s.hover(cell_uris[2], 2)
+            assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+            assert "`Log`" in hover.contents.value and "step: 5" in hover.contents.value
+            assert await s.hover(cell_uris[1], 2) is None  # line 2 of another cell
+            lenses = await s.code_lenses(cell_uris[2])
+            assert [lens.range.start.line for lens in lenses] == [1]
+            assert lenses[0].command is not None and lenses[0].command.title == "$(debug-alt) Replay eagerly (step 5)"
+            (target,) = lenses[0].command.arguments
+            cell_file = Path(target.pop("cellFile"))
+            assert target == {"bundle": str(bundle), "file": str(notebook), "line": 2, "step": 5, "cell": 2}
+            # The replay runs the notebook's cells as a script from these files: the debugger's breakpoint goes
+            # on the cell file, which holds that cell's code line for line.
+            cell_source = json.loads(notebook.read_text(encoding="utf-8"))["cells"][2]["source"]
+            cell_text = "".join(cell_source) if isinstance(cell_source, list) else cell_source
+            assert cell_file.read_text(encoding="utf-8").splitlines()[1] == cell_text.splitlines()[1]
+            assert await s.code_lenses(cell_uris[1]) == []
+            actions = await s.client.text_document_code_action_async(types.CodeActionParams(
+                text_document=types.TextDocumentIdentifier(uri=cell_uris[2]), range=diags[0].range,
+                context=types.CodeActionContext(diagnostics=diags)))
+            assert actions and all(isinstance(a, types.CodeAction) and a.title.startswith("NaN Lens: ") for a in actions)
+            edit = actions[0].edit  # type: ignore[union-attr]
+            assert edit is not None and edit.changes is not None and list(edit.changes) == [cell_uris[2]]
+            assert all(e.range.start.line == 1 for e in edit.changes[cell_uris[2]])  # line 2 of the cell
+
+            # Typing in the cell (unsaved) makes the finding stale, as an edited .py buffer does.
+            s.client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
+                notebook_document=types.VersionedNotebookDocumentIdentifier(version=2, uri=nb_uri),
+                change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=[
+                    types.NotebookDocumentCellContentChanges(
+                        document=types.VersionedTextDocumentIdentifier(uri=cell_uris[2], version=2),
+                        changes=[types.TextDocumentContentChangePartial(
+                            range=types.Range(types.Position(1, 25), types.Position(1, 25)), text=" + 1e-7")])]))))
+            stale = await s.wait_for("the finding marked stale", lambda: (d := s.diagnostics.get(cell_uris[2]))
+                                     and d[0].message.startswith("(stale) ") and d)
+            assert stale[0].severity == types.DiagnosticSeverity.Information
+
+            s.client.notebook_document_did_close(types.DidCloseNotebookDocumentParams(
+                notebook_document=types.NotebookDocumentIdentifier(uri=nb_uri),
+                cell_text_documents=[types.TextDocumentIdentifier(uri=u) for u in cell_uris]))
+            await s.wait_for("the cell's diagnostics cleared", lambda: s.diagnostics.get(cell_uris[2]) == [])
+            # Closed without saving: the code on disk is what ran again, so the finding is current.
+            await s.wait_for("a current origin again", lambda: (src := s.settled("bundle", bundle))
+                             and src["origin"]["stale"] is False)
+
+    run(body())
+
+
 def test_bundle_that_cannot_be_located_is_an_error_source_with_one_message(tmp_path: Path) -> None:
     bundle = make_bundle(tmp_path, step=3)  # a manifest and nothing to replay
 
@@ -449,13 +550,15 @@ def test_commands_locate_rescan_clear(workspace: Workspace, tmp_path: Path) -> N
 
 
 def test_bundle_from_a_guarded_training_run_is_located_cached_and_replayable(tmp_path: Path) -> None:
-    """The main flow: NanGuard writes a bundle, the server locates it in a child process (with progress),
-    marks the origin line with a 'Replay eagerly' lens, and caches the result beside the bundle."""
+    """The main flow for a bundle without findings located at the scene (NanGuard told not to): the server
+    locates it in a child process (with progress), marks the origin line with a 'Replay eagerly' lens, and caches
+    the result beside the bundle."""
     zoo = Path(__file__).parent / "zoo" / "zoo_log_of_zero.py"
     program = tmp_path / "train.py"
     shutil.copyfile(zoo, program)
     origin_line = next(i for i, line in enumerate(program.read_text().splitlines(), 1) if "# ORIGIN" in line)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", NANLENS_CAPTURE_DIR="captures", CUDA_VISIBLE_DEVICES="")
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", NANLENS_CAPTURE_DIR="captures", CUDA_VISIBLE_DEVICES="",
+               NANLENS_LOCATE_AT_SCENE="0")
     subprocess.run([PYTHON, str(program)], env=env, cwd=tmp_path, timeout=300, capture_output=True)
     bundles = [p for p in (tmp_path / "captures").iterdir() if p.is_dir()]
     assert len(bundles) == 1, "the guarded run wrote one bundle"
@@ -488,5 +591,33 @@ def test_bundle_from_a_guarded_training_run_is_located_cached_and_replayable(tmp
             assert time.monotonic() - started < 10
             assert source["status"] == "ok" and source["origin"]["line"] == origin_line
             assert not any(kind == "report" for kind, _ in s.progress_events)
+
+    run(body())
+
+
+def test_bundle_located_at_the_scene_is_shown_at_once_without_a_replay(tmp_path: Path) -> None:
+    """NanGuard located the origin while training still ran (findings.json in the bundle): the server shows it
+    as soon as the bundle appears, with no locate child and no code run."""
+    zoo = Path(__file__).parent / "zoo" / "zoo_log_of_zero.py"
+    program = tmp_path / "train.py"
+    shutil.copyfile(zoo, program)
+    origin_line = next(i for i, line in enumerate(program.read_text().splitlines(), 1) if "# ORIGIN" in line)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", NANLENS_CAPTURE_DIR="captures", CUDA_VISIBLE_DEVICES="")
+    env.pop("NANLENS_LOCATE_AT_SCENE", None)
+    subprocess.run([PYTHON, str(program)], env=env, cwd=tmp_path, timeout=300, capture_output=True)
+    bundle = next(p for p in (tmp_path / "captures").iterdir() if p.is_dir())
+    assert (bundle / "findings.json").is_file()
+
+    async def body() -> None:
+        async with Session(tmp_path, {"captureDirs": ["captures"], "dumpDirs": []}) as s:
+            started = time.monotonic()
+            source = await s.wait_for("the bundle", lambda: s.settled("bundle", bundle), timeout=60)
+            assert time.monotonic() - started < 10
+            assert source["status"] == "ok", source["error"]
+            assert source["origin"]["file"] == str(program) and source["origin"]["line"] == origin_line
+            assert not any(kind == "report" for kind, _ in s.progress_events), "no locate ran"
+            lenses = await s.code_lenses(program)
+            assert [lens.range.start.line for lens in lenses] == [origin_line - 1]
+        assert not Path(str(bundle) + ".findings.json").exists()
 
     run(body())

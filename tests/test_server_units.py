@@ -58,7 +58,7 @@ def make_record(tmp_path: Path, kind: str = "dump", stale: bool = False) -> tupl
     return record, str(user_file)
 
 
-def disk_line_text(path: str, line: int) -> str | None:
+def disk_line_text(path: str, line: int, cell: int | None = None) -> str | None:
     lines = Path(path).read_text().splitlines()
     return lines[line - 1] if 0 < line <= len(lines) else None
 
@@ -361,3 +361,158 @@ def test_hover_of_bundle_finding_shows_the_training_step_not_the_replay_step(tmp
     record.findings.origin.op.step = 0  # locate replays the bundle's one step: the dump's step counter starts at 0
     text = render.hover_markdown(render.findings_at([record], user_file, 2))
     assert "step: 12" in text and "step: 0" not in text
+
+
+# --- notebooks --------------------------------------------------------------------------------------------------------
+
+NOTEBOOK_JSON = {
+    "cells": [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# Training\n", "A markdown cell first."]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 1,
+         "source": ["import tensorflow as tf\n"]},
+        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 2,
+         "source": "x = tf.constant([0.0])\n    y = tf.math.log(x)  # ORIGIN\nz = y * 2"},
+    ],
+    "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+}
+
+
+def make_notebook_record(tmp_path: Path, kind: str = "bundle") -> tuple[SourceRecord, str]:
+    """A source whose origin is on line 2 of cell 2 (the second code cell) of analysis.ipynb."""
+    notebook = tmp_path / "analysis.ipynb"
+    notebook.write_text(json.dumps(NOTEBOOK_JSON))
+    origin = make_finding(str(notebook), 2, message="Log produced 1 -inf")
+    origin.cell = 2
+    propagated = make_finding(str(notebook), 3, role="propagated", op_type="Mul")
+    propagated.cell = 2
+    findings = Findings(source_kind=kind, source_path=str(tmp_path / "src"), origin=origin,  # type: ignore[arg-type]
+                        findings=[origin, propagated], bundle={"step": 12} if kind == "bundle" else None)
+    record = SourceRecord(SourceRef(kind, str(tmp_path / "run-step12")), status="ok", findings=findings)  # type: ignore[arg-type]
+    return record, str(notebook)
+
+
+def notebook_line_text(path: str, line: int, cell: int | None = None) -> str | None:
+    from pyadapter.server.notebooks import cell_sources
+
+    cells = cell_sources(Path(path).read_text())
+    assert cells is not None and cell is not None
+    lines = cells[cell].splitlines()
+    return lines[line - 1] if 0 < line <= len(lines) else None
+
+
+def test_notebook_findings_go_to_their_cell_and_never_onto_the_ipynb(tmp_path: Path) -> None:
+    record, notebook = make_notebook_record(tmp_path)
+    # Plain files only: the .ipynb's own lines are JSON, so its findings have no diagnostics by file.
+    assert render.diagnostics_by_file([record], notebook_line_text, uri) == {}
+    cell_uri = "vscode-notebook-cell:" + notebook + "#W2sZmlsZQ%3D%3D"
+    by_place = render.diagnostics_by_place(
+        [record], notebook_line_text, lambda f, c: cell_uri if c == 2 else None if c is not None else uri(f))
+    assert list(by_place) == [(notebook, 2)]
+    by_line = {d.range.start.line + 1: d for d in by_place[(notebook, 2)]}
+    origin, propagated = by_line[2], by_line[3]
+    assert origin.severity == types.DiagnosticSeverity.Error and origin.code == "Log"
+    # Underlined from the code of the cell's line, not column 0 of its indentation.
+    assert (origin.range.start.character, origin.range.end.character) == (4, len("    y = tf.math.log(x)  # ORIGIN"))
+    assert propagated.related_information and propagated.related_information[0].location.uri == cell_uri
+    # The origin's cell not shown anywhere (its notebook is closed): no related location rather than a wrong one.
+    closed = render.diagnostics_by_place([record], notebook_line_text, lambda f, c: None)
+    assert all(d.related_information is None for d in closed[(notebook, 2)])
+
+
+def test_notebook_hover_and_lens_match_the_cell_not_just_the_line(tmp_path: Path) -> None:
+    record, notebook = make_notebook_record(tmp_path)
+    assert [f.role for _, f in render.findings_at([record], notebook, 1, cell=2)] == ["origin"]
+    assert render.findings_at([record], notebook, 1) == []          # the file without a cell: not this finding
+    assert render.findings_at([record], notebook, 1, cell=1) == []  # another cell's line 2
+    assert "`Log`" in render.hover_markdown(render.findings_at([record], notebook, 1, cell=2))
+    assert render.code_lenses([record], notebook, notebook_line_text) == []
+    assert render.code_lenses([record], notebook, notebook_line_text, cell=0) == []
+    lenses = render.code_lenses([record], notebook, notebook_line_text, cell=2)
+    assert len(lenses) == 1 and lenses[0].command is not None and lenses[0].range.start.line == 1
+    assert lenses[0].command.title == "$(debug-alt) Replay eagerly (step 12)"
+    (target,) = lenses[0].command.arguments
+    assert Path(target.pop("cellFile")).is_file(), "the cell file a replay runs, where the breakpoint goes"
+    assert target == {"bundle": record.path, "file": notebook, "line": 2, "step": 12, "cell": 2}
+    payload = render.findings_notification([record])
+    assert payload["sources"][0]["origin"]["cell"] == 2
+    assert [f["cell"] for f in payload["sources"][0]["findings"]] == [2, 2]
+
+
+def test_notebook_dump_origin_gets_no_debug_script_lens(tmp_path: Path) -> None:
+    record, notebook = make_notebook_record(tmp_path, kind="dump")
+    assert record.findings is not None
+    record.findings.extra["entry_script"] = str(tmp_path / "train.py")  # a script, but the origin is a cell's
+    assert render.code_lenses([record], notebook, notebook_line_text, cell=2) == []
+
+
+def test_same_line_in_two_cells_is_two_findings(tmp_path: Path) -> None:
+    record, notebook = make_notebook_record(tmp_path)
+    assert record.findings is not None and record.findings.origin is not None
+    twin = Finding.from_json({**record.findings.origin.to_json(), "cell": 1})
+    record.findings.findings.append(twin)
+    assert [(f.cell, f.line) for f in record.all_findings()] == [(2, 2), (2, 3), (1, 2)]
+
+
+def test_notebook_cells_from_disk_and_from_the_synced_notebook(tmp_path: Path) -> None:
+    from pyadapter.server.notebooks import cell_place, cell_sources, cell_uri, find_notebook
+
+    sources = cell_sources(json.dumps(NOTEBOOK_JSON))
+    assert sources is not None and len(sources) == 3
+    assert sources[0] == "# Training\nA markdown cell first." and sources[1] == "import tensorflow as tf\n"
+    assert cell_sources("not json") is None and cell_sources(json.dumps({"cells": 3})) is None
+    assert cell_sources(None) is None
+
+    path = str(tmp_path / "a b.ipynb")
+    nb_uri = "file://" + str(tmp_path).replace(" ", "%20") + "/a%20b.ipynb"
+    cells = [types.NotebookCell(kind=types.NotebookCellKind.Markup, document="vscode-notebook-cell:/x/a%20b.ipynb#m0"),
+             types.NotebookCell(kind=types.NotebookCellKind.Code, document="vscode-notebook-cell:/x/a%20b.ipynb#c1")]
+    notebook = types.NotebookDocument(uri=nb_uri, notebook_type="jupyter-notebook", version=1, cells=cells)
+    assert find_notebook([notebook], path) is notebook
+    assert cell_uri([notebook], path, 1) == "vscode-notebook-cell:/x/a%20b.ipynb#c1"
+    assert cell_uri([notebook], path, 2) is None and cell_uri([notebook], path, -1) is None
+    assert cell_uri([notebook], str(tmp_path / "other.ipynb"), 0) is None
+    # The client may spell the cell URI quoted or not.
+    assert cell_place(notebook, "vscode-notebook-cell:/x/a b.ipynb#c1") == (path, 1)
+    assert cell_place(notebook, "vscode-notebook-cell:/x/a%20b.ipynb#m0") == (path, 0)
+    assert cell_place(notebook, "vscode-notebook-cell:/x/other.ipynb#c1") is None
+    assert cell_place(None, "vscode-notebook-cell:/x/a%20b.ipynb#c1") is None
+
+
+def test_a_notebook_is_stale_when_its_code_changes_not_its_outputs(tmp_path: Path) -> None:
+    from pyadapter.server.staleness import content_hash
+
+    notebook = tmp_path / "analysis.ipynb"
+    text = json.dumps(NOTEBOOK_JSON)
+    notebook.write_text(text)
+    ran = json.loads(text)
+    ran["cells"][2]["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["nan\n"]}]
+    ran["cells"][2]["execution_count"] = 7
+    ran["metadata"]["widgets"] = {"state": {}}
+    assert content_hash(str(notebook), json.dumps(ran, indent=1)) == content_hash(str(notebook), text)
+    edited = json.loads(text)
+    edited["cells"][2]["source"] = "x = tf.constant([1.0])\n"
+    assert content_hash(str(notebook), json.dumps(edited)) != content_hash(str(notebook), text)
+    # A notebook saved after the run (new outputs) is compared by its code, not called changed for its mtime.
+    source_time = time.time() - 100
+    snap = snapshot_files([str(notebook)], source_time)
+    assert snap[str(notebook)] == content_hash(str(notebook), text)
+    assert not is_stale(snap[str(notebook)], json.dumps(ran), str(notebook))
+    assert is_stale(snap[str(notebook)], json.dumps(edited), str(notebook))
+    # Not notebook JSON after all: hashed as text.
+    assert content_hash(str(notebook), "garbage") == text_hash("garbage")
+
+
+def test_quick_fixes_in_a_cell_know_the_imports_of_earlier_cells() -> None:
+    from pyadapter.server.code_actions import fixes_with_preamble
+    from pyadapter.server.notebooks import import_preamble
+
+    preamble = import_preamble(["import numpy as np\nimport tensorflow as tf\nx = 1", "# Notes",
+                                "from tensorflow import keras\nfrom a import (\n    b,\n)\n  import os"])
+    assert preamble == "import numpy as np\nimport tensorflow as tf\nfrom tensorflow import keras\n"
+    cell = "def loss(x):\n    return tf.math.log(x)\n"
+    finding = Finding(file="/nb.ipynb", line=2, cell=2, role="origin", op=OpRef(name="Log", type="Log"),
+                      health=TensorHealth(dtype="float32", size=2, neg_inf=1))
+    assert fixes_with_preamble(cell, finding, "") == []  # `tf` unknown in the cell alone
+    fixes = fixes_with_preamble(cell, finding, preamble)
+    assert fixes and all(edit.line == 2 for fix in fixes for edit in fix.edits)  # lines of the cell, not the preamble
+    assert "tf.maximum" in fixes[0].edits[0].new_text

@@ -15,8 +15,10 @@ import {
   runWithDumpArgs,
 } from './core/launch';
 import { readEagerRunTarget, readFindingsNotification, readReplayTarget, type ReplayTarget } from './core/protocol';
+import { locationText } from './core/notebookCells';
 import { replayTargetOf } from './core/sourceTree';
 import { ensureBreakpoint } from './debug';
+import { SHOW_LOCATION_COMMAND, showLocation } from './locations';
 import { getLog, showLog } from './log';
 import { ensurePyadapter, resetPyadapterReports, resolveInterpreter } from './python';
 import type { NanLensServer } from './server';
@@ -81,7 +83,7 @@ async function debugEagerly(arg: unknown): Promise<void> {
     return;
   }
   if (target?.file !== undefined && target.line !== undefined) {
-    ensureBreakpoint(target.file, target.line);
+    await ensureBreakpoint(target.file, target.line);
   }
   const folder = workspaceFolderFor(script);
   await vscode.debug.startDebugging(folder, eagerRunLaunchConfig(script, folder?.uri.fsPath));
@@ -141,12 +143,12 @@ async function locateBundle(arg: unknown, deps: Deps): Promise<unknown> {
     const actions = target ? ['Open', 'Replay eagerly'] : ['Open'];
     void vscode.window
       .showInformationMessage(
-        `NaN Lens: NaN/Inf starts at ${path.basename(origin.file)}:${origin.line} (${origin.op.type}).`,
+        `NaN Lens: NaN/Inf starts at ${locationText(origin.file, origin.line, origin.cell)} (${origin.op.type}).`,
         ...actions,
       )
       .then(async (choice) => {
         if (choice === 'Open') {
-          await openAt(origin.file, origin.line);
+          await showLocation(origin.file, origin.line, origin.cell);
         } else if (choice === 'Replay eagerly' && target) {
           await replayEagerly(target, deps);
         }
@@ -155,11 +157,6 @@ async function locateBundle(arg: unknown, deps: Deps): Promise<unknown> {
     void vscode.window.showInformationMessage(`NaN Lens: ${source.label} stayed finite when replayed; no origin found.`);
   }
   return answer;
-}
-
-async function openAt(file: string, line: number): Promise<void> {
-  const position = new vscode.Position(line - 1, 0);
-  await vscode.window.showTextDocument(vscode.Uri.file(file), { selection: new vscode.Range(position, position) });
 }
 
 interface TargetPick extends vscode.QuickPickItem {
@@ -173,7 +170,7 @@ async function pickReplayTarget(model: FindingsModel): Promise<ReplayTarget | un
     if (target && source.origin) {
       items.push({
         label: source.label,
-        description: `${source.origin.op.type} at ${path.basename(target.file)}:${target.line}`,
+        description: `${source.origin.op.type} at ${locationText(target.file, target.line, target.cell)}`,
         detail: source.path,
         target,
       });
@@ -196,10 +193,16 @@ async function replayEagerly(arg: unknown, deps: Deps): Promise<boolean> {
   if (!target) {
     return false;
   }
-  ensureBreakpoint(target.file, target.line);
+  if (target.cellFile !== undefined) {
+    // The replay runs the notebook's code cells as a script, each from its cell file: the breakpoint goes there
+    // (and on the cell itself, where the person looks).
+    await ensureBreakpoint(target.cellFile, target.line);
+  }
+  await ensureBreakpoint(target.file, target.line, target.cell);
   const folder = workspaceFolderFor(target.file);
   const config = replayLaunchConfig(target, folder?.uri.fsPath, getSettings(folder?.uri).replayJustMyCode);
-  getLog().info(`Replaying ${target.bundle} eagerly, breakpoint at ${target.file}:${target.line}`);
+  const where = target.cell === undefined ? `${target.file}:${target.line}` : `${target.file} cell ${target.cell + 1}:${target.line}`;
+  getLog().info(`Replaying ${target.bundle} eagerly, breakpoint at ${where}`);
   return vscode.debug.startDebugging(folder, config);
 }
 
@@ -338,6 +341,11 @@ export function registerCommands(context: vscode.ExtensionContext, deps: Deps): 
   register('nanlens.replayEagerly', (arg) => replayEagerly(arg, deps));
   register('nanlens.pickBundle', () => pickBundle(deps));
   register('nanlens.verifyFix', (arg) => verifyFix(arg, deps));
+  register(SHOW_LOCATION_COMMAND, (file, line, cell) =>
+    typeof file === 'string' && typeof line === 'number'
+      ? showLocation(file, line, typeof cell === 'number' ? cell : undefined)
+      : undefined,
+  );
   register('nanlens.clearMarkers', async () => {
     deps.model.clear();
     await deps.server.executeCommand('nanlens.server.clear', []);

@@ -5,6 +5,8 @@ import * as path from 'node:path';
 import * as vscode from 'vscode';
 import { fileKey } from './core/findingsModel';
 import { adapterPython, DEBUG_TYPE, eagerRunLaunchConfig, hasBreakpointAt, resolveLaunchConfig, type LaunchConfig } from './core/launch';
+import { locationText } from './core/notebookCells';
+import { notebookCellDocument } from './locations';
 import { getLog } from './log';
 import { ensurePyadapter, resolveInterpreter } from './python';
 import { getSettings } from './settings';
@@ -78,8 +80,26 @@ class ConfigurationProvider implements vscode.DebugConfigurationProvider {
   }
 }
 
-/** Add a breakpoint at file:line (1-based) unless one is already there. */
-export function ensureBreakpoint(file: string, line: number): void {
+/**
+ * Add a breakpoint at file:line (1-based) unless one is already there. With `cell`, on that line of that cell
+ * of the notebook `file` (breakpoints in a notebook live on its cells' documents, not on the .ipynb).
+ */
+export async function ensureBreakpoint(file: string, line: number, cell?: number): Promise<void> {
+  if (cell !== undefined) {
+    const document = await notebookCellDocument(file, cell);
+    if (!document) {
+      return;
+    }
+    const uri = document.uri.toString();
+    const there = vscode.debug.breakpoints.some(
+      (bp) => bp instanceof vscode.SourceBreakpoint && bp.location.uri.toString() === uri && bp.location.range.start.line === line - 1,
+    );
+    if (!there) {
+      vscode.debug.addBreakpoints([new vscode.SourceBreakpoint(new vscode.Location(document.uri, new vscode.Position(line - 1, 0)), true)]);
+      getLog().info(`Breakpoint added at ${locationText(file, line, cell)}`);
+    }
+    return;
+  }
   const existing = vscode.debug.breakpoints
     .filter((bp): bp is vscode.SourceBreakpoint => bp instanceof vscode.SourceBreakpoint)
     .map((bp) => ({ file: bp.location.uri.fsPath, line: bp.location.range.start.line + 1 }));

@@ -1,9 +1,11 @@
 // Marked lines in visible editors: gutter icon, whole-line tint, overview-ruler mark and after-line text.
 // Lines that hold a breakpoint get the same marker without a gutter icon, so the breakpoint dot stays visible.
+// A notebook cell's editor shows the markers of that cell (core/notebookCells.ts maps it to notebook and index).
 
 import * as vscode from 'vscode';
 import type { FindingsModel, MarkerStyle } from './core/findingsModel';
 import { gutterIconSvg, MARKER_COLORS, svgDataUri } from './core/gutterIcons';
+import { placeOf } from './core/notebookCells';
 import { getSettings } from './settings';
 
 const STYLES: readonly MarkerStyle[] = ['origin', 'propagated', 'stale'];
@@ -42,6 +44,12 @@ export class DecorationPainter implements vscode.Disposable {
       vscode.window.onDidChangeVisibleTextEditors(() => {
         this.paintAll();
       }),
+      // Cells added, removed or moved: a cell editor may now show another index.
+      vscode.workspace.onDidChangeNotebookDocument((event) => {
+        if (event.contentChanges.length > 0) {
+          this.paintAll();
+        }
+      }),
       vscode.debug.onDidChangeBreakpoints(() => {
         this.paintAll();
       }),
@@ -57,8 +65,8 @@ export class DecorationPainter implements vscode.Disposable {
   paint(editor: vscode.TextEditor): void {
     const settings = getSettings(editor.document.uri);
     const document = editor.document;
-    const markers =
-      settings.decorationsEnabled && document.uri.scheme === 'file' ? this.model.markersFor(document.uri.fsPath) : [];
+    const place = settings.decorationsEnabled ? placeOf(document, vscode.workspace.notebookDocuments) : undefined;
+    const markers = place ? this.model.markersFor(place.file, place.cell) : [];
     const breakpointLines = markers.length > 0 ? this.breakpointLines(document.uri) : new Set<number>();
     const ranges = new Map<vscode.TextEditorDecorationType, vscode.DecorationOptions[]>();
     for (const types of this.types.values()) {

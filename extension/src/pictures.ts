@@ -20,8 +20,11 @@ import {
   readPictureAnswer,
   readWebviewMessage,
   webviewHtml,
+  type OriginLens,
   type PictureView,
 } from './core/pictures';
+import { NOTEBOOK_CELL_SCHEME, placeOf } from './core/notebookCells';
+import { showLocation } from './locations';
 import { getLog } from './log';
 import type { NanLensServer } from './server';
 
@@ -42,11 +45,7 @@ class PicturePanel {
       if (message?.type === 'ready') {
         await this.load();
       } else if (message?.type === 'open') {
-        const position = new vscode.Position(message.line - 1, 0);
-        await vscode.window.showTextDocument(vscode.Uri.file(message.file), {
-          selection: new vscode.Range(position, position),
-          viewColumn: vscode.ViewColumn.One,
-        });
+        await showLocation(message.file, message.line, undefined, vscode.ViewColumn.One);
       }
     });
     panel.onDidDispose(() => {
@@ -91,7 +90,10 @@ export class Pictures implements vscode.Disposable, vscode.CodeLensProvider, vsc
     private readonly model: FindingsModel,
     private readonly server: NanLensServer,
   ) {
-    const python = { language: 'python', scheme: 'file' };
+    const python = [
+      { language: 'python', scheme: 'file' },
+      { language: 'python', scheme: NOTEBOOK_CELL_SCHEME },
+    ];
     this.disposables.push(
       vscode.commands.registerCommand(SHOW_OP_GRAPH, (arg: unknown) => this.show('graph', arg)),
       vscode.commands.registerCommand(SHOW_TIMELINE, (arg: unknown) => this.show('timeline', arg)),
@@ -106,8 +108,13 @@ export class Pictures implements vscode.Disposable, vscode.CodeLensProvider, vsc
     );
   }
 
+  private lensesOf(document: vscode.TextDocument): OriginLens[] {
+    const place = placeOf(document, vscode.workspace.notebookDocuments);
+    return place ? originLenses(this.model.sources, place.file, place.cell) : [];
+  }
+
   provideCodeLenses(document: vscode.TextDocument): vscode.CodeLens[] {
-    const lenses = originLenses(this.model.sources, document.uri.fsPath);
+    const lenses = this.lensesOf(document);
     return lenses.flatMap((lens) => {
       const line = Math.min(Math.max(lens.line - 1, 0), Math.max(document.lineCount - 1, 0));
       const range = new vscode.Range(line, 0, line, 0);
@@ -120,7 +127,7 @@ export class Pictures implements vscode.Disposable, vscode.CodeLensProvider, vsc
   }
 
   provideHover(document: vscode.TextDocument, position: vscode.Position): vscode.Hover | undefined {
-    const lenses = originLenses(this.model.sources, document.uri.fsPath).filter((l) => l.line - 1 === position.line);
+    const lenses = this.lensesOf(document).filter((l) => l.line - 1 === position.line);
     if (lenses.length === 0) {
       return undefined;
     }

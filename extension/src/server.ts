@@ -13,6 +13,7 @@ import {
 } from 'vscode-languageclient/node';
 import type { FindingsModel } from './core/findingsModel';
 import type { Interpreter } from './core/interpreter';
+import { NOTEBOOK_CELL_SCHEME } from './core/notebookCells';
 import { FINDINGS_NOTIFICATION, readFindingsNotification } from './core/protocol';
 import type { ServerState } from './core/status';
 import { getLog } from './log';
@@ -122,7 +123,12 @@ export class NanLensServer implements vscode.Disposable {
       options: { cwd: firstWorkspaceFolder(), env: { ...process.env, PYTHONUNBUFFERED: '1' } },
     };
     const clientOptions: LanguageClientOptions = {
-      documentSelector: [{ scheme: 'file', language: 'python' }],
+      // Notebook cells too: the server learns them through LSP notebook sync (it asks for every cell of open
+      // .ipynb notebooks) and sends their diagnostics, hovers and CodeLenses to the cells' documents.
+      documentSelector: [
+        { scheme: 'file', language: 'python' },
+        { scheme: NOTEBOOK_CELL_SCHEME, language: 'python' },
+      ],
       initializationOptions: serverSettings(settings),
       outputChannel: getLog(),
       revealOutputChannelOn: RevealOutputChannelOn.Never,

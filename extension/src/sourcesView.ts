@@ -4,6 +4,7 @@ import * as vscode from 'vscode';
 import type { FindingsModel } from './core/findingsModel';
 import { sourceRows, type FindingRow, type IconColor, type SourceRow } from './core/sourceTree';
 import { plural } from './core/markerText';
+import { SHOW_LOCATION_COMMAND } from './locations';
 import { SOURCES_VIEW_ID } from './statusBar';
 
 type Row = SourceRow | FindingRow;
@@ -47,7 +48,9 @@ class SourcesProvider implements vscode.TreeDataProvider<Row> {
     item.tooltip = row.tooltip;
     item.contextValue = row.contextValue;
     item.iconPath = new vscode.ThemeIcon(row.icon, row.iconColor ? new vscode.ThemeColor(ICON_COLORS[row.iconColor]) : undefined);
-    if (row.type === 'finding') {
+    if (row.type === 'finding' && row.cell !== undefined) {
+      item.command = { command: SHOW_LOCATION_COMMAND, title: 'Open', arguments: [row.file, row.line, row.cell] };
+    } else if (row.type === 'finding') {
       const position = new vscode.Position(row.line - 1, 0);
       item.command = {
         command: 'vscode.open',

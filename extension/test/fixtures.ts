@@ -40,6 +40,32 @@ export function bundleSource(overrides: Partial<Source> = {}): Source {
   };
 }
 
+export const NOTEBOOK = '/work/proj/analysis.ipynb';
+
+/**
+ * A bundle captured in a notebook: origin on line 2 of cell 2 (the notebook starts with a markdown cell, so
+ * that is the second code cell), carried on line 3 of the same cell and on line 2 of cell 1.
+ */
+export function notebookSource(overrides: Partial<Source> = {}): Source {
+  const origin = finding({ file: NOTEBOOK, cell: 2, line: 2, role: 'origin' });
+  return {
+    id: 'bundle:/work/proj/.nanlens/captures/nb-step5',
+    kind: 'bundle',
+    path: '/work/proj/.nanlens/captures/nb-step5',
+    label: 'nb-step5 (step 5)',
+    step: 5,
+    status: 'ok',
+    error: null,
+    origin,
+    findings: [
+      origin,
+      finding({ file: NOTEBOOK, cell: 2, line: 3, role: 'propagated', op: { name: 'Mul', type: 'Mul' }, message: 'Mul carried 1 -inf' }),
+      finding({ file: NOTEBOOK, cell: 1, line: 2, role: 'propagated', op: { name: 'Mean', type: 'Mean' }, message: 'Mean carried 1 -inf' }),
+    ],
+    ...overrides,
+  };
+}
+
 export function dumpSource(overrides: Partial<Source> = {}): Source {
   return {
     id: 'dump:/work/proj/.nanlens/dumps/20250101-120000',

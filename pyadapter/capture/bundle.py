@@ -35,6 +35,7 @@ Importing this module does not import TensorFlow; the methods that need it impor
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -43,6 +44,7 @@ import shutil
 import socket
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -58,8 +60,11 @@ MANIFEST = "manifest.json"
 BATCH_FILE = "batch.npz"
 WEIGHTS_FILE = "weights.npz"
 MODEL_FILE = "model.keras"
+# Dtype policies a model may be saved with that `saved_dtype_policy` sets globally while loading.
+_PLAIN_DTYPE_POLICIES = frozenset({"float16", "bfloat16", "float32", "float64", "mixed_float16", "mixed_bfloat16"})
 CHECKPOINT_DIR = "checkpoint"
 CHECKPOINT_PREFIX = "checkpoint/ckpt"
+FINDINGS_FILE = "findings.json"  # the origin, located at the scene (in the training process) when the step failed
 MAX_MANIFEST_BYTES = 64 << 20
 PARTIAL_SUFFIX = ".partial"
 
@@ -216,21 +221,25 @@ def write_bundle(*, capture_dir: Path | str, run: str, kind: str, step: int, epo
             shutil.rmtree(local_parent, ignore_errors=True)
 
 
+def history_to_json(history: Any) -> list[dict[str, Any]]:
+    """The guard's (step, loss, logged loss) entries as the manifest's ``loss_history``."""
+    return [
+        {
+            "step": int(entry_step),
+            "loss": json_float(None if loss is None else np.asarray(loss).item()),
+            "logged_loss": json_float(None if logged is None else np.asarray(logged).item()),
+        }
+        for entry_step, loss, logged in list(history)
+    ]
+
+
 def _write_local_bundle(capture_dir: Path, name: str, *, kind: str, run: str, step: int, epoch: int | None,
                         batch_index: int | None, on_nan: str, report: NonFiniteReport, batch: Any,
                         batch_note: str | None, seed_states: dict[str, np.ndarray], history: Any,
                         extra: dict[str, Any], save_state: Any) -> Path:
     arrays: dict[str, np.ndarray] = {}
     described = structure.describe(batch, arrays)
-    history_json = []
-    for entry_step, loss, logged in list(history):
-        history_json.append(
-            {
-                "step": int(entry_step),
-                "loss": json_float(None if loss is None else np.asarray(loss).item()),
-                "logged_loss": json_float(None if logged is None else np.asarray(logged).item()),
-            }
-        )
+    history_json = history_to_json(history)
     with BundleWriter(capture_dir, name) as writer:
         writer.write_arrays(BATCH_FILE, arrays)
         state_manifest = save_state(writer)
@@ -440,6 +449,11 @@ class CaptureBundle:
         return self.path / WEIGHTS_FILE if WEIGHTS_FILE in self.manifest["files"] else None
 
     @property
+    def findings_path(self) -> Path | None:
+        """``findings.json``: the origin located at the scene when the step failed, or None."""
+        return self.path / FINDINGS_FILE if FINDINGS_FILE in self.manifest["files"] else None
+
+    @property
     def model_path(self) -> Path | None:
         """The `.keras` archive (Keras fit bundles), or None."""
         return self.path / MODEL_FILE if MODEL_FILE in self.manifest["files"] else None
@@ -540,6 +554,10 @@ class CaptureBundle:
         Loaded with ``safe_mode=True`` (no lambda bytecode). Custom classes must be importable: pass
         `entry_module` (from `import_entry_script`) to offer every class and function defined in it by name,
         and/or `custom_objects`.
+
+        Loaded under the dtype policy the model was saved with (see `saved_dtype_policy`): a ``mixed_float16``
+        model comes back ``mixed_float16`` and compiled with the LossScaleOptimizer ``compile`` wrapped around its
+        optimizer in training, even in a process whose global policy is still float32.
         """
         if self.model_path is None:
             reason = self.manifest.get("model_save_error")
@@ -554,12 +572,57 @@ class CaptureBundle:
                     objects[name] = value
         objects.update(custom_objects or {})
         try:
-            return keras.saving.load_model(
-                self.model_path, custom_objects=objects or None, compile=compile, safe_mode=True
-            )
+            with self.saved_dtype_policy():
+                return keras.saving.load_model(
+                    self.model_path, custom_objects=objects or None, compile=compile, safe_mode=True
+                )
         except Exception as error:  # Keras raises many kinds; the caller needs one line
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
             raise BundleError(f"{self.path}: model.keras could not be loaded: {type(error).__name__}: {first}") from error
+
+    def saved_dtype_policy_name(self) -> str | None:
+        """The Keras dtype policy of the saved model ("mixed_float16", "float32", ...) from model.keras's
+        config, or None (no model.keras, no policy in its config, or a quantized/per-layer policy map)."""
+        if self.model_path is None:
+            return None
+        import zipfile
+
+        try:
+            with zipfile.ZipFile(self.model_path) as archive:
+                config = json.loads(archive.read("config.json"))
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+            return None
+        dtype = (config.get("config") or {}).get("dtype") if isinstance(config, dict) else None
+        if isinstance(dtype, dict):
+            if dtype.get("class_name") != "DTypePolicy":
+                return None
+            dtype = (dtype.get("config") or {}).get("name")
+        return dtype if dtype in _PLAIN_DTYPE_POLICIES else None
+
+    @contextlib.contextmanager
+    def saved_dtype_policy(self) -> Iterator[None]:
+        """Within this block the global Keras dtype policy is the saved model's (`saved_dtype_policy_name`).
+
+        Keras rebuilds a Sequential or functional model under the global policy, not the one it was saved with,
+        and ``compile`` adds a LossScaleOptimizer only for a ``mixed_float16`` model: loaded in a process that has
+        not set the policy, a mixed-precision model would come back float32, with its bare optimizer, whose
+        variables then do not match the saved ones. Training set the policy globally, so this is the state the
+        model was built in."""
+        name = self.saved_dtype_policy_name()
+        if name is None:
+            yield
+            return
+        import keras
+
+        previous = keras.config.dtype_policy()
+        if previous.name == name:
+            yield
+            return
+        keras.config.set_dtype_policy(name)
+        try:
+            yield
+        finally:
+            keras.config.set_dtype_policy(previous)
 
     def restore_checkpoint(self, checkpoint: Any = None, **objects: Any) -> Any:
         """Restores a custom-loop bundle's tf.train.Checkpoint into `checkpoint` or into the `objects` given by
@@ -606,7 +669,7 @@ _SHARD_FILE = re.compile(r"shards/worker-\d{1,5}\.npz")  # multi-worker bundles:
 def _is_bundle_file(name: str) -> bool:
     """The files a bundle may hold; anything else (a pickle, a script, ...) marks a bundle that was tampered."""
     return (
-        name in (BATCH_FILE, WEIGHTS_FILE, MODEL_FILE)
+        name in (BATCH_FILE, WEIGHTS_FILE, MODEL_FILE, FINDINGS_FILE)
         or _CHECKPOINT_FILE.fullmatch(name) is not None
         or _SHARD_FILE.fullmatch(name) is not None
     )

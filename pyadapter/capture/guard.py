@@ -77,6 +77,17 @@ def join_replicas(parts: list[np.ndarray]) -> np.ndarray | None:
     return np.concatenate(parts, axis=0)
 
 
+def model_optimizers(model: keras.Model) -> list[Any]:
+    """The optimizers a model trains with: ``model.optimizer`` and any optimizer it holds as an attribute (a GAN's
+    ``d_optimizer`` / ``g_optimizer`` passed to its own ``compile``), each once."""
+    found: list[Any] = []
+    candidates = [getattr(model, "optimizer", None), *vars(model).values()]
+    for value in candidates:
+        if isinstance(value, keras.optimizers.Optimizer) and all(value is not seen for seen in found):
+            found.append(value)
+    return found
+
+
 class GuardedTrainFunction:
     """The replacement for ``model.train_function`` (see module docstring). One per model and configuration."""
 
@@ -103,7 +114,7 @@ class GuardedTrainFunction:
             bool(model.run_eagerly),
             model.jit_compile,
             int(getattr(model, "steps_per_execution", 1) or 1),
-            id(model.optimizer),
+            tuple(id(optimizer) for optimizer in model_optimizers(model)),
             id(model.distribute_strategy),
         )
 
@@ -133,7 +144,7 @@ class GuardedTrainFunction:
 
         def one_step_on_data(data: Any) -> Any:
             model_ = self.model_ref()
-            with gate.hooks([model_.optimizer], [model_], config) as scope:
+            with gate.hooks(model_optimizers(model_), [model_], config) as scope:
                 outputs = strategy.run(replica_step, args=(data,))
                 verdict, meta = gate.combine(scope)
             self.meta = meta
@@ -228,6 +239,11 @@ class NanGuard(keras.callbacks.Callback):
         max_bundles: bundles written at most per guard (skip mode can see many failing steps).
         max_consecutive_skips: in skip mode, stop after this many non-finite steps in a row (None: never).
         history_size: how many recent step losses the bundle records.
+        locate: on a failing step, before stopping or skipping, re-run it once right here (from the state before
+            it, nothing kept) under a FULL_HEALTH dump and write the origin into the bundle (``findings.json``),
+            so the editor marks the line at once, whatever the program's shape. Costs a few seconds, on failure
+            only. Off (or ``NANLENS_LOCATE_AT_SCENE=0`` in the environment): ``nanlens locate BUNDLE`` replays the
+            bundle later instead.
         verbose: print the one-paragraph report to stderr on a failing step.
 
     After training, ``guard.failures`` lists what happened and ``guard.last_bundle`` is the newest bundle.
@@ -244,6 +260,7 @@ class NanGuard(keras.callbacks.Callback):
         max_bundles: int = 5,
         max_consecutive_skips: int | None = 100,
         history_size: int = 100,
+        locate: bool = True,
         verbose: bool = True,
     ) -> None:
         super().__init__()
@@ -255,6 +272,8 @@ class NanGuard(keras.callbacks.Callback):
         self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights)
         self.max_bundles = max_bundles
         self.max_consecutive_skips = max_consecutive_skips
+        self.locate = locate
+        self._scene_origin: str | None = None
         self.verbose = verbose
         self.failures: list[Failure] = []
         self._history: collections.deque = collections.deque(maxlen=history_size)
@@ -278,7 +297,7 @@ class NanGuard(keras.callbacks.Callback):
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         model = self.model
-        if model.optimizer is None:
+        if not model_optimizers(model):
             raise gate.GuardError("NanGuard needs a compiled model with an optimizer")
         self._cluster = cluster.cluster_of(model.distribute_strategy)
         if self.run_name is None:
@@ -303,7 +322,7 @@ class NanGuard(keras.callbacks.Callback):
         function.guard = self
         self._function = function
         model.train_function = function
-        self._step = int(model.optimizer.iterations.numpy())
+        self._step = int(model_optimizers(model)[0].iterations.numpy())
         self._consecutive = 0
 
     def on_train_end(self, logs: dict | None = None) -> None:
@@ -333,6 +352,7 @@ class NanGuard(keras.callbacks.Callback):
             self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
         )
         path, error = None, None
+        self._scene_origin = None
         if self._bundles_written < self.max_bundles:
             try:
                 if self._cluster is not None:
@@ -341,11 +361,15 @@ class NanGuard(keras.callbacks.Callback):
                     self._bundles_written += 1
                     path = self._write_cluster_bundle(function, verdict, report, captured, step, batch_index)
                 else:
-                    path = self._write_bundle(function, report, captured, step, batch_index)
+                    data, seed_states = self._captured_batch(function, captured)
+                    files, scene = self._locate_at_scene(function, report, data, seed_states, step, batch_index)
+                    path = self._write_bundle(function, report, captured, step, batch_index, data=data,
+                                              seed_states=seed_states, extra_files=files, extra=scene)
                     self._bundles_written += 1
             except Exception as exc:  # noqa: BLE001 - training must still stop/skip cleanly; say why, once
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        failure = Failure(step, self._epoch, batch_index, report, path, "stopped" if stop else "skipped", error)
+        failure = Failure(step, self._epoch, batch_index, report, path, "stopped" if stop else "skipped", error,
+                          origin=self._scene_origin)
         self.failures.append(failure)
         if self.verbose:
             print("\n" + failure.message(), file=sys.stderr, flush=True)
@@ -371,8 +395,9 @@ class NanGuard(keras.callbacks.Callback):
             "steps_per_execution": function.steps_per_execution,
             "distribute_strategy": type(function.strategy).__name__,
             "num_replicas": function.strategy.num_replicas_in_sync,
-            "optimizer": type(model.optimizer).__name__,
-            "loss_scale_optimizer": gate.is_loss_scale_optimizer(model.optimizer),
+            "optimizer": type(model_optimizers(model)[0]).__name__,
+            "optimizers": [type(optimizer).__name__ for optimizer in model_optimizers(model)],
+            "loss_scale_optimizer": gate.is_loss_scale_optimizer(model_optimizers(model)[0]),
             "file": bundle_format.MODEL_FILE,
         }
 
@@ -407,11 +432,40 @@ class NanGuard(keras.callbacks.Callback):
             history=self._history,
             extra={
                 "model": self._model_info(function),
-                "optimizer_iterations": int(model.optimizer.iterations.numpy()),
+                "optimizer_iterations": int(model_optimizers(model)[0].iterations.numpy()),
                 **(extra or {}),
             },
             save_state=save_state,
         )
+
+    def _locate_at_scene(self, function: GuardedTrainFunction, report: NonFiniteReport, data: Any,
+                         seed_states: dict[str, np.ndarray], step: int, batch_index: int
+                         ) -> tuple[dict[str, bytes], dict[str, Any]]:
+        """Re-run the failing step here under a dump (see `pyadapter.replay.scene`); the bundle's findings.json
+        and the manifest's ``located_at_scene`` entry. Never raises: the bundle is written either way."""
+        if not locate_enabled(self.locate):
+            return {}, {}
+        if function.strategy.num_replicas_in_sync > 1:
+            return {}, {"located_at_scene": {"skipped": "several replicas: locate the bundle on one device"}}
+        from pyadapter.replay import scene
+
+        model = self.model
+        optimizers = model_optimizers(model)
+        seeds = rng.seed_generator_states(model)
+        seed_variables = [variable for _, variable in seeds]
+        step_call = scene.SceneStep(
+            step=model.train_step,
+            args=(_to_tensors(data),),
+            kwargs={},
+            variables=_unique_variables([*model.variables, *model.metrics_variables,
+                                         *(v for o in optimizers for v in o.variables), *seed_variables]),
+            trainable=list(model.trainable_variables),
+            optimizers=optimizers,
+            seeds_before={id(v): seed_states[p] for p, v in seeds if p in seed_states},
+            seed_variables=seed_variables,
+        )
+        return _scene_files(scene, step_call, self, report, step, self._epoch, batch_index,
+                            bundle_format.KIND_FIT, batch_problem_of=data)
 
     def _write_cluster_bundle(self, function: GuardedTrainFunction, verdict: gate.Verdict, report: NonFiniteReport,
                               captured: Any, step: int, batch_index: int) -> Path | str | None:
@@ -514,10 +568,101 @@ def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, se
             model_file.unlink(missing_ok=True)
             extra["model_save_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         arrays, described = snapshot.variable_arrays(
-            [("model", list(model.variables)), ("optimizer", list(model.optimizer.variables))]
+            [("model", list(model.variables)),
+             ("optimizer", [v for optimizer in model_optimizers(model) for v in optimizer.variables])]
         )
     finally:
         for path, value in after.items():
             seeds[path].assign(value)
     writer.write_arrays(bundle_format.WEIGHTS_FILE, arrays)
     return {"weights": {"file": bundle_format.WEIGHTS_FILE, "variables": described}, **extra}
+
+
+LOCATE_ENV = "NANLENS_LOCATE_AT_SCENE"
+
+
+def locate_enabled(option: bool) -> bool:
+    """The guard's ``locate`` option, unless the environment turns it off (``NANLENS_LOCATE_AT_SCENE=0``: no code
+    change needed, e.g. for a run whose failing step is too expensive to run twice)."""
+    import os
+
+    return option and os.environ.get(LOCATE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _to_tensors(structure: Any) -> Any:
+    """numpy leaves -> tensors (None stays None: Keras's 'no sample weights')."""
+    return tf.nest.map_structure(lambda leaf: leaf if leaf is None else tf.convert_to_tensor(leaf), structure)
+
+
+def _unique_variables(variables: list[Any]) -> list[Any]:
+    seen: set[int] = set()
+    out = []
+    for variable in variables:
+        if variable is not None and id(variable) not in seen:
+            seen.add(id(variable))
+            out.append(variable)
+    return out
+
+
+def _scene_files(scene: Any, step_call: Any, guard: Any, report: NonFiniteReport, step: int,
+                 epoch: int | None, batch_index: int, kind: str, *, batch_problem_of: Any
+                 ) -> tuple[dict[str, bytes], dict[str, Any]]:
+    """Shared by NanGuard and guard_step: locate at the scene, say so on stderr, return (files, manifest entry)."""
+    bundle_path = str(storage.join(str(guard.capture_dir), f"{guard.run_name or 'run'}-step{step}"))
+    entry = snapshot.entry_script_path()
+    if guard.verbose:
+        scene.say(f"locating the origin of step {step} here (replaying it once under a FULL_HEALTH dump; "
+                  "nothing is kept)...")
+    result = scene.locate_here(
+        step_call,
+        entry_frame=scene.user_call_site(),
+        bundle_path=bundle_path,
+        report=report,
+        batch=batch_problem_of,
+        history=bundle_format.history_to_json(guard._history),
+        step=step,
+        epoch=epoch,
+        batch_index=batch_index,
+        kind=kind,
+        entry_script=str(entry) if entry else None,
+    )
+    entry_json: dict[str, Any] = {"seconds": round(result.seconds, 2)}
+    if result.findings is not None and (result.findings.bundle or {}).get("non_finite_batch"):
+        # The step only carried NaN/Inf that the batch held already: the op that made it ran before the step
+        # (a tf.data map function, the data itself). `nanlens locate` re-runs the input pipeline to find it, so
+        # the bundle does not answer with the step's weaker origin.
+        entry_json["deferred"] = "the captured batch already holds NaN/Inf; the origin is before the step"
+        if guard.verbose:
+            scene.say("the failing batch already holds NaN/Inf, so the step only carried it; `nanlens locate` on "
+                      "the bundle re-runs the input pipeline under a dump to find where it was made")
+        return {}, {"located_at_scene": entry_json}
+    if result.findings is None:
+        entry_json["error"] = result.error
+        if guard.verbose:
+            scene.say(f"could not locate at the scene ({result.error}); `nanlens locate` on the bundle will try")
+        return {}, {"located_at_scene": entry_json}
+    _map_to_notebook(result.findings)
+    origin = result.findings.origin
+    if guard.verbose:
+        where = "no origin (the step stayed finite when re-run)"
+        if origin is not None:
+            cell = f" (cell {origin.cell})" if origin.cell is not None else ""
+            where = f"{origin.file}:{origin.line}{cell}: {origin.op.type} ({origin.message.split(';')[0]})"
+        scene.say(f"located in {result.seconds:.1f} s: {where}")
+    entry_json["origin"] = None if origin is None else {"file": origin.file, "line": origin.line,
+                                                         "cell": origin.cell, "op": origin.op.type}
+    if origin is not None:
+        cell = f" (cell {origin.cell})" if origin.cell is not None else ""
+        guard._scene_origin = f"{origin.file}:{origin.line}{cell}: {origin.op.type}"
+    return {bundle_format.FINDINGS_FILE: result.findings.dumps().encode("utf-8")}, {"located_at_scene": entry_json}
+
+
+def _map_to_notebook(findings: Any) -> None:
+    """In a Jupyter kernel: frames in cell code become (the .ipynb, cell index, line in the cell)."""
+    try:
+        from pyadapter.capture import notebook
+    except ImportError:
+        return
+    info = notebook.current_notebook()
+    if info is not None:
+        notebook.map_findings_to_notebook(findings, info)

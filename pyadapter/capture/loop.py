@@ -46,7 +46,7 @@ import numpy as np
 import tensorflow as tf
 
 from pyadapter.capture import bundle as bundle_format
-from pyadapter.capture import gate, rng, snapshot, storage
+from pyadapter.capture import gate, rng, snapshot, storage, takeover
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
 
 
@@ -87,6 +87,7 @@ class GuardedStep:
         max_consecutive_skips: int | None,
         history_size: int,
         verbose: bool,
+        locate: bool = True,
     ) -> None:
         if on_nan not in ON_NAN:
             raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
@@ -113,6 +114,8 @@ class GuardedStep:
         self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights)
         self.max_bundles = max_bundles
         self.max_consecutive_skips = max_consecutive_skips
+        self.locate = locate
+        self._scene_origin: str | None = None
         self.verbose = verbose
         self.failures: list[Failure] = []
         self.meta = gate.GateMeta()
@@ -179,6 +182,9 @@ class GuardedStep:
             raise gate.GuardError(
                 "call the guarded step from Python (eagerly), not from inside another tf.function"
             )
+        replay = takeover.active()
+        if replay is not None:  # a replay by re-entry: this call is the captured step, from the captured state
+            replay.guarded_step(self, args, kwargs)
         if self._first_iteration is None:
             self._first_iteration = int(self.optimizers[0].iterations.numpy())
         result, verdict, seeds_before = self._compiled(*args, **kwargs)
@@ -198,14 +204,17 @@ class GuardedStep:
             self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
         )
         path, error = None, None
+        self._scene_origin = None
         if self._bundles_written < self.max_bundles:
             seed_states = {p: np.asarray(v.numpy()) for p, v in zip(self._seed_paths, seeds_before, strict=True)}
             try:
-                path = self._write_bundle(report, step, index, args, kwargs, seed_states)
+                files, scene = self._locate_at_scene(report, step, index, args, kwargs, seed_states)
+                path = self._write_bundle(report, step, index, args, kwargs, seed_states, files, scene)
                 self._bundles_written += 1
             except Exception as exc:  # noqa: BLE001 - still stop/skip cleanly; say why
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        failure = Failure(step, None, index, report, path, "stopped" if stop else "skipped", error)
+        failure = Failure(step, None, index, report, path, "stopped" if stop else "skipped", error,
+                          origin=self._scene_origin)
         self.failures.append(failure)
         if stop:
             raise NonFiniteStepError(failure)
@@ -213,8 +222,39 @@ class GuardedStep:
             print(failure.message(), file=sys.stderr, flush=True)
         return result
 
+    def _locate_at_scene(self, report: NonFiniteReport, step: int, index: int, args: tuple, kwargs: dict,
+                         seed_states: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict[str, Any]]:
+        """Re-run the failing step here under a dump (`pyadapter.replay.scene`): findings.json for the bundle."""
+        from pyadapter.capture.guard import _scene_files, _unique_variables, locate_enabled
+
+        if not locate_enabled(self.locate):
+            return {}, {}
+        if any(isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs))):
+            return {}, {"located_at_scene": {"skipped": "per-replica arguments: locate the bundle on one device"}}
+        from pyadapter.replay import scene
+
+        seeds = self._seed_states()
+        seed_variables = [variable for _, variable in seeds]
+        held = [v for v in _trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)]
+        variables = [v for m in self.models for v in [*m.variables, *m.metrics_variables]]
+        variables += [v for o in self.optimizers for v in o.variables]
+        step_call = scene.SceneStep(
+            step=self.python_function,
+            args=tuple(args),
+            kwargs=dict(kwargs),
+            variables=_unique_variables([*variables, *held, *seed_variables]),
+            trainable=[v for m in self.models for v in m.trainable_variables],
+            optimizers=list(self.optimizers),
+            seeds_before={id(v): seed_states[p] for p, v in seeds if p in seed_states},
+            seed_variables=seed_variables,
+        )
+        return _scene_files(scene, step_call, self, report, step, None, index, bundle_format.KIND_LOOP,
+                            batch_problem_of={"args": list(snapshot.to_numpy_structure(tuple(args))),
+                                              "kwargs": snapshot.to_numpy_structure(dict(kwargs))})
+
     def _write_bundle(self, report: NonFiniteReport, step: int, index: int, args: tuple, kwargs: dict,
-                      seed_states: dict[str, np.ndarray]) -> Path | str:
+                      seed_states: dict[str, np.ndarray], files: dict[str, bytes] | None = None,
+                      scene: dict[str, Any] | None = None) -> Path | str:
         batch = {"args": list(snapshot.to_numpy_structure(tuple(args))),
                  "kwargs": snapshot.to_numpy_structure(dict(kwargs))}
         distributed = any(isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs)))
@@ -244,11 +284,15 @@ class GuardedStep:
                 "step_function": step_info,
                 "checkpoint": {"prefix": bundle_format.CHECKPOINT_PREFIX, "objects": checkpoint_objects},
                 "optimizer_iterations": int(self.optimizers[0].iterations.numpy()),
+                **(scene or {}),
             },
-            save_state=lambda writer: self._save_state(writer, seed_states),
+            save_state=lambda writer: self._save_state(writer, seed_states, files or {}),
         )
 
-    def _save_state(self, writer: bundle_format.BundleWriter, seed_states: dict[str, np.ndarray]) -> dict:
+    def _save_state(self, writer: bundle_format.BundleWriter, seed_states: dict[str, np.ndarray],
+                    files: dict[str, bytes]) -> dict:
+        for name, content in files.items():
+            writer.file(name).write_bytes(content)
         seeds = dict(self._seed_states())
         after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
         try:
@@ -293,6 +337,7 @@ def guard_step(
     max_bundles: int = 5,
     max_consecutive_skips: int | None = 100,
     history_size: int = 100,
+    locate: bool = True,
     verbose: bool = True,
 ) -> Any:
     """Guard a custom training step: decorator (``@guard_step(checkpoint=ckpt)``) or wrapper
@@ -310,7 +355,7 @@ def guard_step(
     options = dict(
         capture_dir=capture_dir, checkpoint=checkpoint, model=model, optimizer=optimizer, on_nan=on_nan,
         run_name=run_name, check_weights=check_weights, protect_weights=protect_weights, max_bundles=max_bundles,
-        max_consecutive_skips=max_consecutive_skips, history_size=history_size, verbose=verbose,
+        max_consecutive_skips=max_consecutive_skips, history_size=history_size, verbose=verbose, locate=locate,
     )
     if step_function is None:
         return lambda function: GuardedStep(function, **options)

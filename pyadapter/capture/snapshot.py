@@ -8,6 +8,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import platform
+import re
 import socket
 import sys
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from pyadapter.capture import integrity
+from pyadapter.capture import integrity, notebook
 
 
 def versions() -> dict[str, str]:
@@ -48,17 +49,41 @@ def utc_now() -> str:
 
 
 def entry_script_path() -> Path | None:
-    """The training program: ``__main__.__file__`` or ``sys.argv[0]``, absolute; None in a notebook/REPL."""
+    """The training program: ``__main__.__file__`` or ``sys.argv[0]``, absolute; None in a notebook/REPL.
+
+    In a Jupyter kernel those name the kernel's launcher (``ipykernel_launcher.py``), never the user's code, so
+    they count only while ``%run script.py`` runs a script there; `entry_script_info` records the notebook."""
+    kernel = notebook.in_kernel()
     main = sys.modules.get("__main__")
     candidates = [getattr(main, "__file__", None), sys.argv[0] if sys.argv else None]
     for candidate in candidates:
-        if candidate and os.path.isfile(candidate):
+        if candidate and os.path.isfile(candidate) and not (kernel and _is_kernel_launcher(candidate)):
             return Path(candidate).absolute()
     return None
 
 
+def _is_kernel_launcher(path: str) -> bool:
+    """A kernel's own start-up file (``ipykernel_launcher.py``, ``ipykernel/__main__.py``, an installed
+    package's launcher), as opposed to a script the user ``%run``s in the kernel."""
+    name = os.path.basename(path)
+    return ("launcher" in name.lower() or name == "__main__.py"
+            or re.search(r"[/\\](site-packages|dist-packages)[/\\]", path) is not None)
+
+
 def entry_script_info() -> dict[str, Any]:
+    """``{"path", "sha256", "argv", "cwd"}`` of the entry script. In a notebook the entry is the ``.ipynb`` and
+    ``"notebook"`` holds the cells the kernel executed so far (`NotebookInfo.to_manifest`), so frames in cell code
+    can be mapped to cells later."""
     path = entry_script_path()
+    info = notebook.current_notebook() if path is None else None
+    if info is not None:
+        return {
+            "path": str(info.path),
+            "sha256": info.sha256,
+            "argv": list(sys.argv),
+            "cwd": os.getcwd(),
+            "notebook": info.to_manifest(),
+        }
     return {
         "path": str(path) if path else None,
         "sha256": integrity.sha256_file(path) if path else None,
@@ -68,9 +93,16 @@ def entry_script_info() -> dict[str, Any]:
 
 
 def default_run_name(timestamp: float | None = None) -> str:
-    """``<script>-<YYYYmmdd-HHMMSS>`` at `timestamp` (seconds since the epoch; default now)."""
+    """``<script>-<YYYYmmdd-HHMMSS>`` at `timestamp` (seconds since the epoch; default now). In a notebook the
+    notebook's stem (``notebook`` when the kernel was not told which notebook it runs)."""
     path = entry_script_path()
-    stem = path.stem if path else "run"
+    if path is not None:
+        stem = path.stem
+    elif notebook.in_kernel():
+        located = notebook.current_notebook_path()
+        stem = located[0].stem if located else "notebook"
+    else:
+        stem = "run"
     stem = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in stem) or "run"
     when = _dt.datetime.now() if timestamp is None else _dt.datetime.fromtimestamp(timestamp)
     return f"{stem}-{when.strftime('%Y%m%d-%H%M%S')}"

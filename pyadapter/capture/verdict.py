@@ -94,6 +94,7 @@ class Failure:
     bundle: Path | str | None  # a str for a URL capture folder (gs://...)
     action: str  # "stopped" | "skipped"
     bundle_error: str | None = None  # why no bundle was written, if writing failed
+    origin: str | None = None  # "file:line: Op", when the origin was located at the scene
 
     def message(self) -> str:
         where = f"step {self.step}"
@@ -106,6 +107,9 @@ class Failure:
             lines.append(f"NanGuard: capture bundle: {self.bundle}")
             if isinstance(self.bundle, str):  # a URL: locate needs a local copy
                 lines.append(f"NanGuard: bring it home, then locate: nanlens pull {self.bundle}")
+            elif self.origin is not None:
+                lines.append(f"NanGuard: origin (located here): {self.origin}; the editor marks it, "
+                             f"`nanlens locate {self.bundle}` prints it")
             else:
                 lines.append(f"NanGuard: find the op that made it: nanlens locate {self.bundle}")
         elif self.bundle_error:

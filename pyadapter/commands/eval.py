@@ -13,10 +13,12 @@ from pathlib import Path
 HELP = "score NaN Lens on a corpus of NaN bug programs (each marks its bug with # ORIGIN)"
 DESCRIPTION = """Score NaN Lens on a corpus of NaN bug programs.
 
-Every top-level zoo_*.py program in ZOO_DIR marks the line a user must fix with one `# ORIGIN` comment (in the
-program or in a zoo-local module it imports). Each program is run in its own process: under NanGuard when it
+Every top-level zoo_*.py program and zoo_*.ipynb notebook in ZOO_DIR marks the line a user must fix with one
+`# ORIGIN` comment (in the program, a notebook's code cell, or a zoo-local module it imports). Each program is
+run in its own process (a notebook headless in a Jupyter kernel, as Jupyter runs it): under NanGuard when it
 trains with NanGuard/guard_step (then its bundle is located and replayed in graph and eager mode), else with
-`nanlens run --dump` (then the dump is scanned). The origin found is compared with the marked line. A second run
+`nanlens run --dump` (then the dump is scanned). A notebook's origin must name the .ipynb, the marked cell and
+the line within it. The origin found is compared with the marked line. A second run
 under tf.debugging.enable_check_numerics() tells which op type TensorFlow itself reports first.
 
 Prints a table (Markdown) on stdout and one progress line per program on stderr; --json prints
@@ -33,7 +35,7 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("zoo_dir", metavar="ZOO_DIR", help="folder of zoo_*.py programs (e.g. tests/zoo)")
+    parser.add_argument("zoo_dir", metavar="ZOO_DIR", help="folder of zoo_*.py programs and zoo_*.ipynb notebooks (e.g. tests/zoo)")
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     parser.add_argument(
         "--only", action="append", metavar="PATTERN", default=[],

@@ -14,6 +14,10 @@ TensorFlow dumps the health (NaN/Inf/zero counts) of every tensor, scan that dum
 origin: the first op that produced NaN/Inf from finite inputs, at the line of your code that created it.
 The replay verdicts of graph and eager mode come with it. Progress goes to stderr.
 
+A bundle whose origin NanGuard or guard_step already located at the scene (when the step failed, in the
+training process: `findings.json` in the bundle) is answered from that file at once, with no replay and no
+code run; --replay locates it again from the bundle.
+
 If the captured batch already holds NaN/Inf, the step did not make it: the script is then run again under a
 dump (`nanlens run --dump`, with the argv and folder it ran with) up to that step, to find the op that made it
 before the step, e.g. in a tf.data map function. That happens by itself when the step is at most 2000;
@@ -34,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the findings JSON (nanlens.findings/1)")
     parser.add_argument("-o", "--output", metavar="FILE", help="also write the findings JSON to FILE")
     parser.add_argument("--dump-dir", metavar="DIR", help="keep the replay's tfdbg2 dump in DIR (new or empty)")
+    parser.add_argument(
+        "--replay",
+        action="store_true",
+        help="replay the step even when the bundle holds findings located at the scene",
+    )
     rerun = parser.add_mutually_exclusive_group()
     rerun.add_argument(
         "--rerun-pipeline",
@@ -80,7 +89,8 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
     else:
         label = "origin (backward pass)" if origin.role == "backward-origin" else "origin"
         func = f" in {origin.stack[-1].function}" if origin.stack and origin.stack[-1].line == origin.line else ""
-        lines.append(f"{label}: {origin.file}:{origin.line}{func}")
+        cell = f" (cell {origin.cell}, line {origin.line} of the cell)" if origin.cell is not None else ""
+        lines.append(f"{label}: {origin.file}:{origin.line}{cell}{func}")
         code = findings.extra.get("origin_code")
         if code is not None:
             lines.append(f"  {origin.line:>5} | {code.rstrip()}")
@@ -98,7 +108,14 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
     where = f"step {bundle.get('step')}"
     if bundle.get("epoch") is not None:
         where += f" (epoch {bundle['epoch']}, batch {bundle.get('batch_index')}; counting from 0)"
+    if bundle.get("origin_from") == "scene":
+        seconds = (findings.extra.get("located_at_scene") or {}).get("seconds")
+        took = f" in {seconds} s" if seconds is not None else ""
+        lines.append(f"located at the scene{took}, when the step failed (findings.json in the bundle; --replay "
+                     "locates again from the bundle)")
     lines.append(f"replay of {where} from {findings.source_path}:")
+    if bundle.get("route"):
+        lines.append(f"  route: {bundle['route']}")
     for data in (bundle.get("verdicts") or {}).values():
         lines.append(f"  {StepVerdict.from_json(data).describe()}")
     workers = bundle.get("workers") or []
@@ -148,6 +165,7 @@ def main(args: argparse.Namespace) -> int:
                 isolate=args.isolate,
                 dump_dir=args.dump_dir,
                 rerun_pipeline=args.rerun_pipeline,
+                replay=args.replay,
             )
     except ReplayError as exc:
         raise CliError(str(exc)) from None

@@ -9,10 +9,15 @@ import sys
 
 HELP = "rerun a capture bundle's failing step (graph and/or eager) and say whether the NaN comes back"
 DESCRIPTION = """\
-Rebuild the model, optimizer and batch from a capture bundle (written by NanGuard or guard_step), run the
-captured training step once from the captured state, and report whether the loss, the gradients or the
-updated weights are non-finite again. The bundle's entry script is imported as a module, so its custom
-layers, losses and registrations exist, without running its `if __name__ == "__main__":` block.
+Bring back the failing step of a capture bundle (written by NanGuard or guard_step), run it once from the
+captured state, and report whether the loss, the gradients or the updated weights are non-finite again.
+
+Two routes bring the step back, and the report names the one taken. A script that keeps its training under
+`if __name__ == "__main__":` is imported as a module and its model loaded from the bundle's model.keras.
+Anything else (a notebook, a script that trains at module level, a model that cannot be deserialized) is
+re-entered: your program runs as it did in training (a notebook's code cells in order) until its first
+`fit` / guarded step, which does not train: the captured weights, optimizer state, random state and batch
+are loaded into the objects your code just built, the step runs, and the program ends there.
 
 With neither --graph nor --eager both modes run; a NaN that appears in only one of them is a finding in
 itself and is reported as such. --eager runs tf.functions, Keras `call`s and tf.data functions line by line:
@@ -33,6 +38,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     modes.add_argument("--graph", action="store_true", help="run the step only as a traced graph (tf.function)")
     modes.add_argument("--eager", action="store_true", help="run the step only eagerly (debugger-friendly)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="stop a re-entered program that has not reached its first training step after SECONDS (default 600)",
+    )
 
 
 def format_report(report) -> str:  # type: ignore[no-untyped-def]
@@ -42,6 +54,8 @@ def format_report(report) -> str:  # type: ignore[no-untyped-def]
         lines.append(f"  captured: {report.captured}")
     if report.entry_script:
         lines.append(f"  entry script: {report.entry_script}")
+    if report.route:
+        lines.append(f"  route: {report.route}")
     for verdict in report.verdicts.values():
         lines.append(f"  {verdict.describe()}")
     if report.workers:
@@ -71,7 +85,7 @@ def main(args: argparse.Namespace) -> int:
 
         # With --json, stdout carries the JSON alone: what the replayed code prints goes to stderr.
         with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
-            report = replay_bundle(args.bundle, modes, progress=progress)
+            report = replay_bundle(args.bundle, modes, progress=progress, reentry_timeout=args.timeout)
     except ReplayError as exc:
         raise CliError(str(exc)) from None
     except Exception as exc:  # an unforeseen failure in the user's code or ours: still one line

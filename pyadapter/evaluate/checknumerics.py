@@ -83,16 +83,25 @@ def parse_check_numerics(output: str, zoo_dir: Path | None = None) -> CheckNumer
 
 
 def run_check_numerics(program: Path, zoo_dir: Path, timeout: float) -> CheckNumericsResult:
-    """Run the program once under check_numerics, in a scratch folder, and parse what fired."""
+    """Run the program once under check_numerics, in a scratch folder, and parse what fired. A notebook runs in
+    a Jupyter kernel with a first cell of its own that enables check_numerics; its failing cell's traceback
+    names the op (its frames are the kernel's cell files, so no zoo line is read from them)."""
+    from pyadapter.evaluate.notebook import is_notebook
+    from pyadapter.evaluate.notebook import run_argv as notebook_argv
+
+    notebook = is_notebook(program)
     with tempfile.TemporaryDirectory(prefix="nanlens-cn-") as scratch:
         env = quiet_tf_env({"NANLENS_CAPTURE_DIR": str(Path(scratch) / "captures")})
-        done = run_bounded(
-            [sys.executable, "-c", _BOOTSTRAP, str(program.resolve())], cwd=Path(scratch), timeout=timeout, env=env
-        )
+        if notebook:
+            argv = notebook_argv(program, check_numerics=True)
+        else:
+            argv = [sys.executable, "-c", _BOOTSTRAP, str(program.resolve())]
+        done = run_bounded(argv, cwd=Path(scratch), timeout=timeout, env=env)
     if done.timed_out:
         return CheckNumericsResult(op_type=None, seconds=done.seconds, error=f"timed out after {timeout:g} s")
     result = parse_check_numerics(done.stdout + "\n" + done.stderr, zoo_dir)
     result.seconds = done.seconds
-    if result.op_type is None and done.returncode not in (0, 1):
+    ok_codes = (0, 1, 3) if notebook else (0, 1)  # a notebook's cell that raised is exit status 3
+    if result.op_type is None and done.returncode not in ok_codes:
         result.error = f"exit {done.returncode}: {last_line(done.stderr)}"
     return result

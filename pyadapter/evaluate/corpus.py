@@ -1,8 +1,11 @@
 """The zoo corpus: which files are programs, which line each marks as the origin, and how each is run.
 
-A program is a top-level ``zoo_*.py`` file of the zoo folder. Its origin is the one ``# ORIGIN`` comment found
-in the program itself or in the zoo-local modules it imports (for a bug that lives in a helper module). A program
-that trains with ``NanGuard``/``guard_step`` is run with capture; any other program is run with a dump.
+A program is a top-level ``zoo_*.py`` file of the zoo folder, or a ``zoo_*.ipynb`` Jupyter notebook (run headless
+in a real kernel, see `pyadapter.evaluate.notebook`). Its origin is the one ``# ORIGIN`` comment found in the
+program itself (for a notebook: in one of its code cells, located by cell index and line in the cell) or in the
+zoo-local modules it imports (for a bug that lives in a helper module). A program that trains with
+``NanGuard``/``guard_step`` is run with capture; any other script is run with a dump (a notebook must use
+capture).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import Literal
 Method = Literal["capture", "dump"]
 
 PROGRAM_GLOB = "zoo_*.py"
+NOTEBOOK_GLOB = "zoo_*.ipynb"
 MARKER = "ORIGIN"
 _CAPTURE_CALLS = {"NanGuard", "guard_step"}
 
@@ -31,8 +35,9 @@ class Marker:
     """A ``# ORIGIN`` comment: the line a user must fix."""
 
     file: Path
-    line: int
+    line: int  # in a notebook: the line within the cell (1-based)
     note: str  # the comment's text after ``ORIGIN``, e.g. ": log(0) = -inf once ..."
+    cell: int | None = None  # in a notebook: the cell's 0-based index among all its cells (markdown included)
 
 
 @dataclass(frozen=True)
@@ -44,10 +49,23 @@ class Program:
     problem: str | None = None  # why the program cannot be scored (no marker, several markers, unreadable)
     title: str = ""  # the docstring's first line without its "Zoo: " prefix, e.g. "log of zero in a ..."
 
+    @property
+    def is_notebook(self) -> bool:
+        return self.path.suffix.lower() == ".ipynb"
+
 
 def origin_markers(path: Path) -> list[Marker]:
-    """Every ``# ORIGIN`` comment in a Python file (comments only: a docstring mentioning ORIGIN is not one)."""
-    source = path.read_text(encoding="utf-8")
+    """Every ``# ORIGIN`` comment in a Python file or in the code cells of a notebook (comments only: a docstring
+    or a markdown cell mentioning ORIGIN is not one)."""
+    if _is_notebook(path):
+        markers = []
+        for index, source in _notebook_sources(path):
+            markers.extend(_source_markers(source, path, cell=index))
+        return markers
+    return _source_markers(path.read_text(encoding="utf-8"), path)
+
+
+def _source_markers(source: str, path: Path, cell: int | None = None) -> list[Marker]:
     markers = []
     try:
         for token in tokenize.generate_tokens(io.StringIO(source).readline):
@@ -55,10 +73,46 @@ def origin_markers(path: Path) -> list[Marker]:
                 continue
             text = token.string.lstrip("#").strip()
             if text == MARKER or (text.startswith(MARKER) and not text[len(MARKER)].isalnum()):
-                markers.append(Marker(path.resolve(), token.start[0], text[len(MARKER):].strip(" :")))
+                markers.append(Marker(path.resolve(), token.start[0], text[len(MARKER):].strip(" :"), cell))
     except (tokenize.TokenError, SyntaxError):
         pass  # the program itself will fail to run and be reported then
     return markers
+
+
+def _is_notebook(path: Path) -> bool:
+    return path.suffix.lower() == ".ipynb"
+
+
+def _notebook_sources(path: Path) -> list[tuple[int, str]]:
+    """A notebook's code cells as Python, ``(cell index, source)``; raises OSError for an unreadable notebook."""
+    from pyadapter.capture.notebook import NotebookError
+    from pyadapter.evaluate.notebook import code_cell_sources
+
+    try:
+        return code_cell_sources(path)
+    except NotebookError as exc:
+        raise OSError(str(exc)) from None
+
+
+def python_sources(path: Path) -> list[str]:
+    """The Python a program runs: a script's text, or each code cell of a notebook."""
+    if _is_notebook(path):
+        return [source for _, source in _notebook_sources(path)]
+    return [path.read_text(encoding="utf-8")]
+
+
+def _trees(path: Path) -> list[ast.AST]:
+    trees = []
+    try:
+        sources = python_sources(path)
+    except (OSError, UnicodeDecodeError):
+        return []
+    for source in sources:
+        try:
+            trees.append(ast.parse(source))
+        except SyntaxError:
+            continue
+    return trees
 
 
 def local_imports(program: Path, zoo_dir: Path) -> list[Path]:
@@ -68,11 +122,8 @@ def local_imports(program: Path, zoo_dir: Path) -> list[Path]:
     root = zoo_dir.resolve()
     while queue:
         current = queue.pop()
-        try:
-            tree = ast.parse(current.read_text(encoding="utf-8"))
-        except (OSError, SyntaxError, UnicodeDecodeError):
-            continue
-        for node in ast.walk(tree):
+        nodes = [node for tree in _trees(current) for node in ast.walk(tree)]
+        for node in nodes:
             names: list[str] = []
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
@@ -97,11 +148,7 @@ def _module_files(root: Path, dotted: str) -> list[Path]:
 
 def run_method(path: Path) -> Method:
     """"capture" when the program calls NanGuard or guard_step, else "dump"."""
-    try:
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-    except (OSError, SyntaxError, UnicodeDecodeError):
-        return "dump"
-    for node in ast.walk(tree):
+    for node in (node for tree in _trees(path) for node in ast.walk(tree)):
         if isinstance(node, ast.Call):
             func = node.func
             name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
@@ -111,6 +158,11 @@ def run_method(path: Path) -> Method:
 
 
 def title_of(path: Path) -> str:
+    """The docstring's first line (a notebook: the markdown line that starts with "Zoo:"), without "Zoo:"."""
+    if _is_notebook(path):
+        from pyadapter.evaluate.notebook import first_markdown_line
+
+        return first_markdown_line(path).removeprefix("Zoo:").strip().rstrip(".")
     try:
         doc = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
     except (OSError, SyntaxError, UnicodeDecodeError):
@@ -132,18 +184,24 @@ def load_program(path: Path, zoo_dir: Path) -> Program:
     if not markers:
         problem = "no # ORIGIN marker in the program or the zoo modules it imports"
     elif len(markers) > 1:
-        where = ", ".join(f"{m.file.name}:{m.line}" for m in markers)
+        where = ", ".join(f"{m.file.name}:{m.line}" + (f" (cell {m.cell})" if m.cell is not None else "")
+                          for m in markers)
         problem = f"{len(markers)} # ORIGIN markers ({where}); a program must mark exactly one line"
-    return Program(path.stem, path, run_method(path), origin, problem, title_of(path))
+    method = run_method(path)
+    if problem is None and _is_notebook(path) and method != "capture":
+        problem = "a notebook program must train with NanGuard or guard_step (a dump is run for scripts only)"
+    return Program(path.stem, path, method, origin, problem, title_of(path))
 
 
-def matches(name: str, patterns: list[str]) -> bool:
-    """A program is selected by a glob (``zoo_sqrt*``) or, without glob characters, by a substring."""
+def matches(name: str, patterns: list[str], filename: str | None = None) -> bool:
+    """A program is selected by a glob (``zoo_sqrt*``, ``*.ipynb``) or, without glob characters, by a substring
+    of its name (a ``.py``/``.ipynb`` suffix is ignored)."""
+    filename = filename or name + ".py"
     for pattern in patterns:
         if any(ch in pattern for ch in "*?["):
-            if fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(name + ".py", pattern):
+            if fnmatch.fnmatch(name, pattern) or fnmatch.fnmatch(filename, pattern):
                 return True
-        elif pattern.removesuffix(".py") in name:
+        elif pattern.removesuffix(".py").removesuffix(".ipynb") in name:
             return True
     return False
 
@@ -153,12 +211,12 @@ def discover(zoo_dir: str | Path, only: list[str] | None = None) -> list[Program
     root = Path(zoo_dir)
     if not root.is_dir():
         raise CorpusError(f"{root} is not a folder")
-    paths = sorted(root.glob(PROGRAM_GLOB))
+    paths = sorted([*root.glob(PROGRAM_GLOB), *root.glob(NOTEBOOK_GLOB)], key=lambda p: (p.stem, p.suffix))
     if not paths:
-        raise CorpusError(f"no {PROGRAM_GLOB} programs in {root}")
+        raise CorpusError(f"no {PROGRAM_GLOB} or {NOTEBOOK_GLOB} programs in {root}")
     patterns = [p.strip() for item in (only or []) for p in item.split(",") if p.strip()]
     if patterns:
-        paths = [p for p in paths if matches(p.stem, patterns)]
+        paths = [p for p in paths if matches(p.stem, patterns, p.name)]
         if not paths:
             raise CorpusError(f"no program in {root} matches --only {','.join(patterns)}")
     return [load_program(p, root) for p in paths]

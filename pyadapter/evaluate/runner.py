@@ -1,5 +1,8 @@
 """Run one zoo program end to end: train it (capture or dump), locate the origin, replay, second opinion.
 
+A script runs as ``python PROGRAM``; a notebook runs headless in a real Jupyter kernel
+(``python -m pyadapter.evaluate.notebook``), where NanGuard names its findings after the ``.ipynb`` and its cells.
+
 Every child process is bounded by a timeout; whatever goes wrong becomes the outcome's one-line ``error``.
 """
 
@@ -15,6 +18,7 @@ from typing import Any
 
 from pyadapter.evaluate.checknumerics import CheckNumericsResult, run_check_numerics
 from pyadapter.evaluate.corpus import Program
+from pyadapter.evaluate.notebook import run_argv as notebook_argv
 from pyadapter.evaluate.processes import Completed, last_line, quiet_tf_env, run_bounded
 
 
@@ -58,7 +62,8 @@ def _run_program(program: Program, work: Path, limits: Limits, outcome: Outcome)
     """Train the program; returns the bundle or dump folder to locate, or None (outcome.error says why)."""
     env = quiet_tf_env({"NANLENS_CAPTURE_DIR": str(work / "captures")})
     if program.method == "capture":
-        done = run_bounded([sys.executable, str(program.path)], cwd=work, timeout=limits.run, env=env)
+        argv = notebook_argv(program.path) if program.is_notebook else [sys.executable, str(program.path)]
+        done = run_bounded(argv, cwd=work, timeout=limits.run, env=env)
         outcome.seconds["run"] = done.seconds
         bundles = find_bundles(work / "captures")
         if not bundles:

@@ -13,10 +13,16 @@ from pyadapter.evaluate.runner import Outcome
 @dataclass
 class Location:
     file: str  # absolute
-    line: int
+    line: int  # in a notebook: the line within the cell
+    cell: int | None = None  # in a notebook: the cell's 0-based index among all its cells
 
     def show(self, base: Path) -> str:
-        return f"{display_path(self.file, base)}:{self.line}"
+        cell = f" (cell {self.cell})" if self.cell is not None else ""
+        return f"{display_path(self.file, base)}:{self.line}{cell}"
+
+    def same_place(self, other: Location) -> bool:
+        """Same file, line and (for a notebook) cell."""
+        return same_file(self.file, other.file) and self.line == other.line and self.cell == other.cell
 
 
 @dataclass
@@ -43,7 +49,11 @@ class Row:
         def loc(location: Location | None) -> dict[str, Any] | None:
             if location is None:
                 return None
-            return {"file": display_path(location.file, base), "line": location.line, "path": location.file}
+            out: dict[str, Any] = {"file": display_path(location.file, base), "line": location.line,
+                                   "path": location.file}
+            if location.cell is not None:
+                out["cell"] = location.cell
+            return out
 
         return {
             "program": self.program,
@@ -97,7 +107,8 @@ def origin_of(findings: dict[str, Any] | None) -> dict[str, Any] | None:
 
 def score(outcome: Outcome) -> Row:
     program = outcome.program
-    expected = Location(str(program.origin.file), program.origin.line) if program.origin else None
+    expected = (Location(str(program.origin.file), program.origin.line, program.origin.cell)
+                if program.origin else None)
     row = Row(
         program=program.name,
         path=str(program.path),
@@ -110,12 +121,15 @@ def score(outcome: Outcome) -> Row:
     )
     origin = origin_of(outcome.findings)
     if origin is not None:
-        row.found = Location(str(origin.get("file", "")), int(origin.get("line", 0)))
+        cell = origin.get("cell")
+        row.found = Location(str(origin.get("file", "")), int(origin.get("line", 0)),
+                             cell if isinstance(cell, int) and not isinstance(cell, bool) else None)
         row.role = origin.get("role")
         op = origin.get("op") or {}
         row.op, row.op_name = op.get("type"), op.get("name")
         row.message = str(origin.get("message", ""))
-        row.exact_line = expected is not None and same_file(row.found.file, expected.file) and row.found.line == expected.line
+        # A notebook finding is exact when it names the .ipynb, the marked cell and the line within that cell.
+        row.exact_line = expected is not None and row.found.same_place(expected)
     elif outcome.findings is not None and row.error is None:
         row.error = "located no origin (the findings say the step stayed finite)"
     cn = outcome.check_numerics

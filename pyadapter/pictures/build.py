@@ -92,13 +92,17 @@ def _number(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
-def attach_bundle_pictures(findings: Findings, dump_dir: str | os.PathLike[str], bundle_path: str) -> None:
+def attach_bundle_pictures(findings: Findings, dump_dir: str | os.PathLike[str], bundle_path: str, *,
+                           history: list[dict[str, Any]] | None = None, step: int | None = None) -> None:
     """During a locate, while the replay's dump still exists: ``findings.extra["pictures"]`` for the bundle.
 
-    Never raises: pictures are an extra, so a failure becomes a warning and the findings stay as they are.
+    The loss history and failing step come from the bundle's manifest unless given (at the scene the bundle is
+    not written yet). Never raises: pictures are an extra, so a failure becomes a warning and the findings stay
+    as they are.
     """
     try:
-        history, step = bundle_loss_history(bundle_path)
+        if history is None or step is None:
+            history, step = bundle_loss_history(bundle_path)
         name = os.path.basename(bundle_path.rstrip(os.sep))
         model = build_picture_model(
             dump_dir,

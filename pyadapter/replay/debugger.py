@@ -43,3 +43,20 @@ def breakpoints_paused() -> Iterator[None]:
         _paused.depth = depth
         if debugpy is not None:
             debugpy.trace_this_thread(True)
+
+
+@contextlib.contextmanager
+def breakpoints_resumed() -> Iterator[None]:
+    """Inside `breakpoints_paused` blocks: breakpoints stop again on this thread for the inner block (the eager
+    replay of a step reached while the user's program was setting itself up). Elsewhere it does nothing."""
+    depth = getattr(_paused, "depth", 0)
+    debugpy = _attached_debugpy() if depth > 0 else None
+    _paused.depth = 0
+    if debugpy is not None:
+        debugpy.trace_this_thread(True)
+    try:
+        yield
+    finally:
+        _paused.depth = depth
+        if debugpy is not None:
+            debugpy.trace_this_thread(False)

@@ -14,8 +14,8 @@ from pathlib import Path
 import tensorflow as tf
 
 from pyadapter.replay.errors import ReplayError
-from pyadapter.replay.rebuild import rebuild
-from pyadapter.replay.session import new_report
+from pyadapter.replay.rebuild import Rebuilt
+from pyadapter.replay.session import new_report, with_captured_step
 from pyadapter.replay.shards import worker_verdicts
 from pyadapter.replay.step import run_step
 from pyadapter.replay.verdict import ReplayReport
@@ -40,24 +40,31 @@ def dumping(dump_dir: str | Path) -> Iterator[None]:
 def dump_replay(
     path: str | Path, dump_dir: str | Path, *, phase: Callable[[str], None] | None = None
 ) -> ReplayReport:
-    """Rebuild the bundle, judge the step eagerly, then run it in graph mode while dumping into `dump_dir`."""
-    rebuilt = rebuild(path)
-    report = new_report(rebuilt)
-    report.verdicts["eager"] = run_step(rebuilt.program, "eager")
-    if rebuilt.bundle.cluster:
+    """Bring the bundle's step back, judge it eagerly, then run it in graph mode while dumping into `dump_dir`."""
+
+    def run(rebuilt: Rebuilt) -> ReplayReport:
+        report = new_report(rebuilt)
+        report.verdicts["eager"] = run_step(rebuilt.program, "eager")
+        if rebuilt.bundle.cluster:
+            if phase:
+                phase("replaying each worker's shard")
+            report.workers = worker_verdicts(rebuilt)
         if phase:
-            phase("replaying each worker's shard")
-        report.workers = worker_verdicts(rebuilt)
-    if phase:
-        phase("replaying with dump")
-    rebuilt.program.restore()
-    try:
-        report.verdicts["graph"] = run_step(
-            rebuilt.program, "graph", restore=False, around=lambda: dumping(dump_dir)
-        )
-    except tf.errors.OpError as exc:  # e.g. a user tf.function with jit_compile=True inside the step
-        raise ReplayError(f"the dumped replay failed: {type(exc).__name__}: {exc.message.splitlines()[0]}") from None
-    report.verdicts["graph"].dumped = True
-    # Keep the report's modes in the usual order.
-    report.verdicts = {mode: report.verdicts[mode] for mode in ("graph", "eager")}
+            phase("replaying with dump")
+        rebuilt.program.restore()
+        try:
+            report.verdicts["graph"] = run_step(
+                rebuilt.program, "graph", restore=False, around=lambda: dumping(dump_dir)
+            )
+        except tf.errors.OpError as exc:  # e.g. a user tf.function with jit_compile=True inside the step
+            raise ReplayError(
+                f"the dumped replay failed: {type(exc).__name__}: {exc.message.splitlines()[0]}"
+            ) from None
+        report.verdicts["graph"].dumped = True
+        # Keep the report's modes in the usual order.
+        report.verdicts = {mode: report.verdicts[mode] for mode in ("graph", "eager")}
+        return report
+
+    report, route = with_captured_step(path, run)
+    report.route = route
     return report

@@ -46,8 +46,8 @@ def check_entry_script(path: str | Path, recorded_sha256: str | None) -> tuple[P
     script = Path(path)
     if not script.is_file():
         raise EntryScriptError(
-            f"the bundle's entry script {script} is missing (it was recorded at capture time; "
-            "restore it, or replay on the machine that captured the bundle)"
+            f"the bundle's program {script} is missing, so its step can be neither rebuilt nor re-entered: restore "
+            "it, or replay on the machine that captured the bundle (findings located at the scene still show)"
         )
     warnings: list[str] = []
     if recorded_sha256:

@@ -31,6 +31,7 @@ from typing import Any
 from pyadapter.findings import Finding, Findings
 from pyadapter.replay.batchhealth import BatchProblem, batch_problem
 from pyadapter.replay.errors import ReplayError
+from pyadapter.replay.reentry import map_cell_files
 from pyadapter.replay.rerun import DEFAULT_RERUN_TIMEOUT, RERUN_MAX_STEP, rerun_command, rerun_entry_script
 from pyadapter.replay.verdict import ReplayReport
 
@@ -79,6 +80,30 @@ def check_bundle(path: str | Path) -> Any:
     except EntryScriptError as exc:
         raise ReplayError(str(exc)) from None
     return bundle
+
+
+def scene_findings(path: str | Path) -> Findings | None:
+    """The findings NanGuard/guard_step located at the scene and wrote into the bundle, or None if it holds none.
+    Reads JSON only (the bundle is verified first); raises ReplayError for a bad bundle or findings file."""
+    from pyadapter.capture.bundle import BundleError, CaptureBundle
+    from pyadapter.findings import FindingsError, load_findings
+
+    try:
+        bundle = CaptureBundle.load(path)
+    except BundleError as exc:
+        raise ReplayError(str(exc)) from None
+    if bundle.findings_path is None:
+        return None
+    try:
+        findings = load_findings(bundle.findings_path)
+    except FindingsError as exc:
+        raise ReplayError(f"{bundle.path}: findings.json: {exc}") from None
+    # The bundle may have been renamed or moved since (a -1 suffix, a pull): it is where it is now.
+    findings.source_kind = "bundle"
+    findings.source_path = str(bundle.path)
+    if findings.bundle is not None:
+        findings.bundle["path"] = str(bundle.path)
+    return findings
 
 
 def _captured_batch_problem(bundle: Any) -> BatchProblem | None:
@@ -167,6 +192,7 @@ def bundle_section(report: ReplayReport) -> dict[str, Any]:
         "note": report.note,
         "non_finite_inputs": list(report.non_finite_inputs),
         "workers": [w.to_json() for w in report.workers],
+        "route": report.route,
     }
 
 
@@ -180,6 +206,7 @@ def locate_bundle(
     pictures: bool = True,
     rerun_pipeline: bool | None = None,
     rerun_timeout: float = DEFAULT_RERUN_TIMEOUT,
+    replay: bool = False,
 ) -> Findings:
     """Find the op, file and line where the bundle's step first made NaN/Inf.
 
@@ -195,12 +222,21 @@ def locate_bundle(
     When the captured batch already holds NaN/Inf, the entry script is re-run under a dump up to the captured
     step to find where it was made: automatically when that step is at most ``RERUN_MAX_STEP``, always with
     ``rerun_pipeline=True``, never with ``rerun_pipeline=False``; each re-run is bounded by ``rerun_timeout``.
+
+    A bundle whose origin was located at the scene (NanGuard/guard_step wrote ``findings.json`` into it while the
+    training process still held the live step) is answered from that file, with no replay and no code run:
+    ``findings.bundle["origin_from"]`` is "scene". ``replay=True`` (or a ``dump_dir`` to keep) replays anyway.
     """
     from pyadapter.dump import ScanError, scan_dump
     from pyadapter.replay.callsite import bundle_training_call
 
     bundle_path = str(Path(path).absolute())
     _report_progress(progress, "loading bundle")
+    if not replay and dump_dir is None:
+        scene = scene_findings(bundle_path)
+        if scene is not None:
+            _report_progress(progress, "done")
+            return scene
     bundle = check_bundle(bundle_path)
     problem = _captured_batch_problem(bundle)
     entry_frame = bundle_training_call(bundle)
@@ -230,6 +266,7 @@ def locate_bundle(
             findings = scan_dump(dump_path, progress=scan_progress, entry_frame=entry_frame)
         except ScanError as exc:
             raise ReplayError(f"the replay's dump cannot be scanned: {exc}") from None
+        map_cell_files(findings)  # a re-entered notebook ran its cells from files: name the cells
         if pictures:  # the op graph and timeline need the dump, which is removed below
             from pyadapter.pictures.build import attach_bundle_pictures
 

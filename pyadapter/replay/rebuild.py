@@ -9,8 +9,11 @@ The result is a `StepProgram` (see ``step.py``) that runs the same step the trai
 
 from __future__ import annotations
 
+import contextlib
 import json
+import warnings as warnings_module
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -28,6 +31,7 @@ from pyadapter.replay.entry import (
 )
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.lambdas import lambdas_from_source
+from pyadapter.replay.state import assign_captured_state
 from pyadapter.replay.step import StepProgram
 
 
@@ -129,7 +133,8 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
     if bundle.model_path is None:
         raise ReplayError(f"{bundle.path}: the bundle has no model.keras")
     try:
-        with lambdas_from_source(bundle.model_path, user_modules(entry.module)) as lambdas:
+        with lambdas_from_source(bundle.model_path, user_modules(entry.module)) as lambdas, \
+                _optimizer_loading_skipped() as skipped:
             model = bundle.load_model(custom_objects={**objects, **lambdas}, entry_module=entry.module)
     except ValueError as exc:
         raise ReplayError(f"{bundle.path}: {exc}") from None
@@ -143,6 +148,14 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
         )
     if model.optimizer is None:
         raise ReplayError(f"{bundle.path}: model.keras was saved without its optimizer; the step cannot be rerun")
+    _restore_loss_scaling(bundle, model, warnings)
+    # Every model and optimizer value from weights.npz, by path: what Keras loaded is overwritten with the same
+    # values, and what it skipped (an optimizer whose variables it could not match) is set here.
+    captured = bundle.weights()
+    state_warnings = assign_captured_state(captured, model, [model.optimizer]) if captured else []
+    warnings.extend(state_warnings)
+    if state_warnings or not captured:
+        warnings.extend(skipped)  # Keras's own word on what it could not load, when the state is incomplete
     data = to_tensors(bundle.batch())
     optimizer = model.optimizer
 
@@ -175,23 +188,66 @@ def _rebuild_subclassed_model(bundle: CaptureBundle, objects: dict[str, Any], lo
     try:
         with zipfile.ZipFile(bundle.model_path) as archive:
             config = json.loads(archive.read("config.json"))
-        model = cls()
+        with bundle.saved_dtype_policy():
+            model = cls()
     except (OSError, KeyError, ValueError, zipfile.BadZipFile, TypeError):
         raise ReplayError(
             f"{load_error}; give {class_name} get_config() and from_config() so it can be rebuilt"
         ) from None
     try:
-        with keras.saving.custom_object_scope(objects):
+        with keras.saving.custom_object_scope(objects), bundle.saved_dtype_policy():
             model.compile_from_config(config.get("compile_config") or {})
         with breakpoints_paused():
             _build(model, config.get("build_config"), bundle)
         if model.optimizer is None:
             raise ValueError("the saved model has no optimizer in its compile config")
-        model.optimizer.build(model.trainable_variables)
-        _assign_captured(bundle, [*model.variables, *model.optimizer.variables])
+        _restore_loss_scaling(bundle, model, [])
+        problems = assign_captured_state(bundle.weights(), model, [model.optimizer])
+        if problems:
+            raise ValueError(problems[0])
     except (ValueError, TypeError, KeyError) as exc:
         raise ReplayError(f"{load_error}; rebuilding {class_name}() failed too: {exc}") from None
     return model
+
+
+def _restore_loss_scaling(bundle: CaptureBundle, model: Any, warnings: list[str]) -> None:
+    """Training's optimizer was a LossScaleOptimizer but the model came back with the bare one: wrap it again.
+
+    Only ``compile``'s automatic wrapping of a ``mixed_float16`` model can be lost this way (an optimizer the
+    user wrapped is saved as a LossScaleOptimizer), and that one has Keras's default settings; its scale and
+    counter are then set from weights.npz with the rest."""
+    import keras
+
+    if not bundle.model_info.get("loss_scale_optimizer") or isinstance(
+        model.optimizer, keras.optimizers.LossScaleOptimizer
+    ):
+        return
+    model.optimizer = keras.optimizers.LossScaleOptimizer(model.optimizer, name="loss_scale_optimizer")
+    warnings.append(
+        f"the model came back without the LossScaleOptimizer compile() put around its optimizer in training "
+        f"(saved dtype policy: {bundle.saved_dtype_policy_name() or 'unknown'}); wrapped it again with Keras's "
+        "default settings and the captured loss scale"
+    )
+
+
+_KERAS_OPTIMIZER_SKIP = "Skipping variable loading for optimizer"
+
+
+@contextlib.contextmanager
+def _optimizer_loading_skipped() -> Iterator[list[str]]:
+    """Collects Keras's "Skipping variable loading for optimizer ..." warnings (one line each) instead of
+    showing them: `assign_captured_state` sets those values from weights.npz right after and checks them.
+    Every other warning is shown as usual."""
+    skipped: list[str] = []
+    with warnings_module.catch_warnings(record=True) as caught:
+        warnings_module.simplefilter("always")
+        yield skipped
+    for item in caught:
+        text = str(item.message)
+        if text.startswith(_KERAS_OPTIMIZER_SKIP):
+            skipped.append("Keras: " + text.strip().splitlines()[0])
+        else:
+            warnings_module.warn_explicit(item.message, item.category, item.filename, item.lineno, source=item.source)
 
 
 def _build(model: Any, build_config: Any, bundle: CaptureBundle) -> None:
@@ -205,25 +261,6 @@ def _build(model: Any, build_config: Any, bundle: CaptureBundle) -> None:
     data = bundle.batch()
     x = data[0] if isinstance(data, (tuple, list)) else data
     model(to_tensors(x))
-
-
-def _assign_captured(bundle: CaptureBundle, variables: list[Any]) -> None:
-    """Set `variables` from weights.npz, by variable path, or in order when the paths differ but shapes match."""
-    from pyadapter.capture.snapshot import variable_path
-
-    raw = bundle.weights()
-    by_path = [raw.get(variable_path(v)) for v in variables]
-    if all(value is not None and tuple(value.shape) == tuple(v.shape) for value, v in zip(by_path, variables, strict=True)):
-        values = by_path
-    else:
-        ordered = list(raw.values())
-        if len(ordered) != len(variables) or any(
-            tuple(value.shape) != tuple(v.shape) for value, v in zip(ordered, variables, strict=True)
-        ):
-            raise ValueError(f"its variables do not match the {len(ordered)} captured ones")
-        values = ordered
-    for variable, value in zip(variables, values, strict=True):
-        variable.assign(value)
 
 
 def _python_function(step: Any) -> Any:

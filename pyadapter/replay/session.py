@@ -1,19 +1,31 @@
-"""``replay_bundle``: rebuild a bundle's step and run it in graph and/or eager mode; the verdicts of each."""
+"""``replay_bundle``: bring a bundle's step back and run it in graph and/or eager mode; the verdicts of each.
+
+Two routes bring the step back (``with_captured_step``):
+- rebuild: import the entry script as a module and load ``model.keras`` (``rebuild.py``), for scripts that keep
+  their training under ``if __name__ == "__main__":`` and models that survive saving;
+- re-entry: run the user's own program (script or notebook) and take it over at its first training step
+  (``reentry.py``), for everything else: notebooks, module-level training, subclassed models that cannot be
+  deserialized. A failed rebuild falls back to it. The report says which route was taken, in one line.
+"""
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
-from pyadapter.replay.debugger import breakpoints_paused
-from pyadapter.replay.rebuild import Rebuilt, rebuild
+from pyadapter.replay.debugger import breakpoints_paused, breakpoints_resumed
+from pyadapter.replay.errors import ReplayError
+from pyadapter.replay.rebuild import Rebuilt, open_bundle, rebuild
 from pyadapter.replay.shards import worker_verdicts
 from pyadapter.replay.step import run_step
 from pyadapter.replay.verdict import MODES, Mode, ReplayReport
 
 # progress(phase message, fraction done 0..1)
 Progress = Callable[[str, float], None]
+T = TypeVar("T")
+
+ROUTE_REBUILD = "rebuilt from the bundle: the entry script imported as a module, model.keras loaded"
 
 
 def new_report(rebuilt: Rebuilt) -> ReplayReport:
@@ -31,30 +43,84 @@ def new_report(rebuilt: Rebuilt) -> ReplayReport:
     )
 
 
-def replay_bundle(
-    path: str | Path, modes: Sequence[Mode] = MODES, *, progress: Progress | None = None
-) -> ReplayReport:
-    """Rebuild the bundle's step and run it once per mode from the captured state.
+def reentry_reason(bundle: object) -> str | None:
+    """Why this bundle's step cannot be rebuilt by importing its program (then it is re-entered), or None."""
+    from pyadapter.replay.entry import training_at_import
+    from pyadapter.replay.reentry import is_notebook
 
-    Raises ReplayError (one line) when the bundle is tampered with, its entry script is missing or fails to
-    import, or the step cannot run at all.
+    script = getattr(bundle, "entry_script", None)
+    if script is None:
+        return None
+    if is_notebook(script):
+        return "the program is a notebook"
+    try:
+        source = Path(script).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None  # rebuild says what is wrong with the file
+    line = training_at_import(source)
+    if line is not None:
+        return f"{Path(script).name} trains at module level (line {line})"
+    return None
+
+
+def with_captured_step(path: str | Path, action: Callable[[Rebuilt], T], *,
+                       reentry_timeout: float | None = None) -> tuple[T, str]:
+    """Bring the bundle's step back by the route that fits its program and run ``action`` on it; returns what
+    `action` returned and the one-line route. Raises ReplayError (one line) when neither route can."""
+    from pyadapter.replay.reentry import DEFAULT_REENTRY_TIMEOUT, TrainingReached, no_training, run_by_reentry
+
+    bundle = open_bundle(path)
+    reason = reentry_reason(bundle)
+    if reason is None:
+        try:
+            # Under a debugger, the first stop is the eager step, with real tensors. An import that starts
+            # training (module-level code the source check cannot see) is stopped there and re-entered.
+            with breakpoints_paused(), no_training():
+                rebuilt = rebuild(path)
+        except TrainingReached:
+            reason = f"{Path(str(bundle.entry_script)).name} trains when imported"
+        except ReplayError as exc:
+            if bundle.entry_script is None or not Path(bundle.entry_script).is_file():
+                raise
+            reason = f"rebuilding from the bundle failed ({exc})"
+        else:
+            return action(rebuilt), ROUTE_REBUILD
+    notes: list[str] = []
+    timeout = DEFAULT_REENTRY_TIMEOUT if reentry_timeout is None else reentry_timeout
+    result = run_by_reentry(bundle, action, notes=notes, timeout=timeout)
+    return result, f"{notes[0] if notes else 'replayed by re-entry'}; {reason}"
+
+
+def replay_bundle(
+    path: str | Path, modes: Sequence[Mode] = MODES, *, progress: Progress | None = None,
+    reentry_timeout: float | None = None,
+) -> ReplayReport:
+    """Bring the bundle's step back and run it once per mode from the captured state.
+
+    Raises ReplayError (one line) when the bundle is tampered with, its program is missing or fails, or the step
+    cannot run at all, or when a re-entered program does not reach its first training step within
+    ``reentry_timeout`` seconds.
     """
     if progress:
         progress("loading bundle", 0.0)
-    # Under a debugger, breakpoints stop only in the eager run: elsewhere the user's code sees symbolic tensors.
-    with breakpoints_paused():
-        rebuilt = rebuild(path)
-    report = new_report(rebuilt)
-    for index, mode in enumerate(modes):
-        if progress:
-            progress(f"replaying in {mode} mode", 0.3 + 0.7 * index / len(modes))
-        with breakpoints_paused() if mode == "graph" else contextlib.nullcontext():
-            report.verdicts[mode] = run_step(rebuilt.program, mode)
-    if rebuilt.bundle.cluster:  # a multi-worker bundle: whose data was it?
-        if progress:
-            progress("replaying each worker's shard", 0.95)
-        with breakpoints_paused():
-            report.workers = worker_verdicts(rebuilt)
+
+    def run(rebuilt: Rebuilt) -> ReplayReport:
+        report = new_report(rebuilt)
+        for index, mode in enumerate(modes):
+            if progress:
+                progress(f"replaying in {mode} mode", 0.3 + 0.7 * index / len(modes))
+            # Breakpoints stop only in the eager run: elsewhere the user's code sees symbolic tensors.
+            with breakpoints_paused() if mode == "graph" else breakpoints_resumed():
+                report.verdicts[mode] = run_step(rebuilt.program, mode)
+        if rebuilt.bundle.cluster:  # a multi-worker bundle: whose data was it?
+            if progress:
+                progress("replaying each worker's shard", 0.95)
+            with breakpoints_paused():
+                report.workers = worker_verdicts(rebuilt)
+        return report
+
+    report, route = with_captured_step(path, run, reentry_timeout=reentry_timeout)
+    report.route = route
     if progress:
         progress("done", 1.0)
     return report

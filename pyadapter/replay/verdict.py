@@ -175,6 +175,8 @@ class ReplayReport:
     non_finite_inputs: list[str] = field(default_factory=list)
     # Multi-worker bundles: each worker's shard replayed alone (`WorkerVerdict`), in worker order.
     workers: list[WorkerVerdict] = field(default_factory=list)
+    # How the step was brought back, one line: rebuilt from the bundle, or by re-entering the user's program.
+    route: str = ""
 
     @property
     def reproduced(self) -> dict[str, bool]:
@@ -221,6 +223,7 @@ class ReplayReport:
             "non_finite_inputs": list(self.non_finite_inputs),
             "warnings": list(self.warnings),
             "workers": [w.to_json() for w in self.workers],
+            "route": self.route,
         }
 
     @classmethod
@@ -237,6 +240,7 @@ class ReplayReport:
             warnings=list(data.get("warnings", [])),
             non_finite_inputs=list(data.get("non_finite_inputs", [])),
             workers=[WorkerVerdict.from_json(w) for w in data.get("workers", [])],
+            route=str(data.get("route", "")),
         )
 
     def bad_workers(self) -> list[str]:

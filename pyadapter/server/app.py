@@ -8,6 +8,7 @@ Threads: the LSP event loop owns all state and is the only thread that talks to 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import sys
@@ -16,6 +17,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
@@ -25,6 +27,14 @@ from pygls.workspace import TextDocument
 from pyadapter import __version__
 from pyadapter.server import render
 from pyadapter.server.compute import ComputeError, ComputeResult, compute, finding_files, terminate_children
+from pyadapter.server.notebooks import (
+    NOTEBOOK_SYNC,
+    cell_place,
+    cell_sources,
+    cell_uri,
+    find_notebook,
+    import_preamble,
+)
 from pyadapter.server.progress import ProgressBar
 from pyadapter.server.settings import Settings, parse_settings, root_problem, watched_roots
 from pyadapter.server.sources import (
@@ -65,7 +75,7 @@ class NanLensServer(LanguageServer):
     """All server state lives here; it is only touched on the event loop thread."""
 
     def __init__(self, poll_interval: float = 1.5) -> None:
-        super().__init__("nanlens", __version__)
+        super().__init__("nanlens", __version__, notebook_document_sync=NOTEBOOK_SYNC)
         self.workspace_folders: list[str] = []
         self.settings = Settings()
         self.records: dict[str, SourceRecord] = {}
@@ -75,9 +85,10 @@ class NanLensServer(LanguageServer):
         self.loop: asyncio.AbstractEventLoop | None = None
         self.watcher = FolderWatcher(self._from_watcher, interval=poll_interval)
         self.executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix="nanlens-compute")
-        self._published: dict[str, list[types.Diagnostic]] = {}
+        self._published: dict[str, list[types.Diagnostic]] = {}  # document URI -> what it was last sent
         self._shown_errors: set[tuple[str, str]] = set()
         self._disk_lines: dict[str, list[str] | None] = {}
+        self._disk_cells: dict[str, list[str] | None] = {}  # .ipynb -> its cells' source, read from disk
         self._settings_problems: list[str] = []
         # Rescans of a growing dump wait for twice their last duration after the previous one ended, so a big
         # dump of a running training job costs it at most a third of a core.
@@ -127,13 +138,19 @@ class NanLensServer(LanguageServer):
         return None
 
     def current_text(self, path: str) -> str | None:
-        """The file as the user sees it: the editor buffer when open, else the disk."""
+        """The file as the user sees it: the editor buffer when open, else the disk. An open notebook: its
+        cells' current sources, as notebook JSON (staleness hashes a notebook by its cells' sources only)."""
+        notebook = find_notebook(self.workspace.notebook_documents.values(), path)
+        if notebook is not None:
+            docs = [self.synced_document(cell.document) for cell in notebook.cells]
+            return json.dumps({"cells": [{"source": doc.source if doc is not None else ""} for doc in docs]})
         doc = self.open_document(path)
         return doc.source if doc is not None else read_text(path)
 
-    def line_text(self, path: str, line: int) -> str | None:
-        doc = self.open_document(path)
-        if doc is not None:
+    def line_text(self, path: str, line: int, cell: int | None = None) -> str | None:
+        if cell is not None:
+            lines = self.cell_lines(path, cell)
+        elif (doc := self.open_document(path)) is not None:
             lines = doc.lines
         else:
             if path not in self._disk_lines:
@@ -142,16 +159,58 @@ class NanLensServer(LanguageServer):
             lines = self._disk_lines[path]
         return lines[line - 1] if lines is not None and 0 < line <= len(lines) else None
 
+    # --- notebooks: a finding's `cell` is shown on that cell's document (pyadapter/server/notebooks.py) ---------
+
+    def cell_lines(self, path: str, cell: int) -> list[str] | None:
+        """A notebook cell's lines: the editor's cell when the notebook is open, else the .ipynb on disk."""
+        uri = cell_uri(self.workspace.notebook_documents.values(), path, cell)
+        doc = self.synced_document(uri) if uri is not None else None
+        if doc is not None:
+            return doc.lines
+        if path not in self._disk_cells:
+            self._disk_cells[path] = cell_sources(read_text(path))
+        cells = self._disk_cells[path]
+        return cells[cell].splitlines() if cells is not None and 0 <= cell < len(cells) else None
+
+    def synced_document(self, uri: str) -> TextDocument | None:
+        """A document the client opened (a notebook cell's included), never one read from disk."""
+        return self.workspace.text_documents.get(unquote(uri))
+
+    def place_of_uri(self, uri: str) -> render.Place | None:
+        """The (file, cell) a document shows: a file URI is its path; a synced notebook cell is (.ipynb, index)."""
+        path = to_fs_path(uri)
+        if path is not None:
+            return path, None
+        return cell_place(self.workspace.get_notebook_document(cell_uri=uri), uri)
+
+    def uri_of(self, path: str, cell: int | None) -> str | None:
+        """The document URI that shows a place: the file's, or the cell's while its notebook is open."""
+        if cell is None:
+            return from_fs_path(path)
+        return cell_uri(self.workspace.notebook_documents.values(), path, cell)
+
+    def finding_files_of(self, notebook_uri: str) -> set[str]:
+        """The findings' spellings of this notebook's file (empty when no finding points into it)."""
+        path = to_fs_path(notebook_uri)
+        if path is None:
+            return set()
+        return {f for r in self.records.values() for f in r.files() if same_file(path, f)}
+
     def publish(self) -> None:
         """Send the whole current state: changed diagnostics, the findings notification, a CodeLens refresh."""
         self._disk_lines.clear()
-        diagnostics = render.diagnostics_by_file(self.records.values(), self.line_text, from_fs_path)
-        for path in sorted(set(self._published) | set(diagnostics)):
-            new = diagnostics.get(path, [])
-            if self._published.get(path) != new:
-                self.text_document_publish_diagnostics(
-                    types.PublishDiagnosticsParams(uri=from_fs_path(path), diagnostics=new))
-        self._published = {p: d for p, d in diagnostics.items() if d}
+        self._disk_cells.clear()
+        diagnostics: dict[str, list[types.Diagnostic]] = {}
+        for (path, cell), diags in render.diagnostics_by_place(self.records.values(), self.line_text,
+                                                               self.uri_of).items():
+            uri = self.uri_of(path, cell)
+            if uri is not None:  # a cell of a notebook that is not open: nowhere to show it yet
+                diagnostics.setdefault(uri, []).extend(diags)
+        for uri in sorted(set(self._published) | set(diagnostics)):
+            new = diagnostics.get(uri, [])
+            if self._published.get(uri) != new:
+                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=new))
+        self._published = {u: d for u, d in diagnostics.items() if d}
         self.protocol.notify(FINDINGS_NOTIFICATION, render.findings_notification(self.records.values()))
         caps = self.client_capabilities
         if caps and caps.workspace and caps.workspace.code_lens and caps.workspace.code_lens.refresh_support:
@@ -168,7 +227,7 @@ class NanLensServer(LanguageServer):
                     continue
                 if path not in texts:
                     texts[path] = self.current_text(path)
-                stale = is_stale(record.snapshot.get(path), texts[path])
+                stale = is_stale(record.snapshot.get(path), texts[path], path)
                 if stale != (path in record.stale_files):
                     changed = True
                     (record.stale_files.add if stale else record.stale_files.discard)(path)
@@ -193,6 +252,7 @@ class NanLensServer(LanguageServer):
             changed = self.schedule_job(ref, fp) or changed
         if events.files_changed:
             self._disk_lines.clear()
+            self._disk_cells.clear()
             changed = self.refresh_staleness(set(events.files_changed)) or changed
         if changed:
             self.publish()
@@ -406,12 +466,36 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
     def did_close(ls: NanLensServer, params: types.DidCloseTextDocumentParams) -> None:
         _recheck(ls, params.text_document.uri)
 
+    # A notebook with findings opened, edited or closed: its cells' documents changed (where diagnostics and
+    # lenses go), and so may its findings' staleness (its cells' sources as the user sees them).
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
+    def notebook_did_open(ls: NanLensServer, params: types.DidOpenNotebookDocumentParams) -> None:
+        if files := ls.finding_files_of(params.notebook_document.uri):
+            ls.refresh_staleness(files)
+            ls.publish()
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
+    def notebook_did_change(ls: NanLensServer, params: types.DidChangeNotebookDocumentParams) -> None:
+        cells = params.change.cells
+        if cells is None or not (cells.structure or cells.text_content):
+            return  # metadata or execution state only
+        if files := ls.finding_files_of(params.notebook_document.uri):
+            # Cells added, removed or moved: cell N is another document now. Typing: only if staleness flipped.
+            if ls.refresh_staleness(files) or cells.structure:
+                ls.publish()
+
+    @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
+    def notebook_did_close(ls: NanLensServer, params: types.DidCloseNotebookDocumentParams) -> None:
+        if files := ls.finding_files_of(params.notebook_document.uri):
+            ls.refresh_staleness(files)
+            ls.publish()
+
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: NanLensServer, params: types.HoverParams) -> types.Hover | None:
-        path = _path_of(params.text_document.uri)
-        if path is None:
+        place = ls.place_of_uri(params.text_document.uri)
+        if place is None:
             return None
-        hits = render.findings_at(ls.records.values(), path, params.position.line)
+        hits = render.findings_at(ls.records.values(), place[0], params.position.line, place[1])
         if not hits:
             return None
         return types.Hover(
@@ -421,8 +505,8 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
     def code_lens(ls: NanLensServer, params: types.CodeLensParams) -> list[types.CodeLens]:
-        path = _path_of(params.text_document.uri)
-        return render.code_lenses(ls.records.values(), path, ls.line_text) if path else []
+        place = ls.place_of_uri(params.text_document.uri)
+        return render.code_lenses(ls.records.values(), place[0], ls.line_text, place[1]) if place else []
 
     @server.command(CMD_LOCATE)
     async def locate_bundle(ls: NanLensServer, *args: Any) -> dict[str, Any] | None:
@@ -454,11 +538,19 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
     def code_action(ls: NanLensServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         from pyadapter.server.code_actions import code_actions
 
-        path = _path_of(params.text_document.uri)
-        if path is None:
+        uri = params.text_document.uri
+        place = ls.place_of_uri(uri)
+        if place is None:
             return []
-        return code_actions(ls.records, path, params.text_document.uri, ls.current_text(path),
-                            params.context.diagnostics)
+        path, cell = place
+        if cell is None:
+            return code_actions(ls.records, path, uri, ls.current_text(path), params.context.diagnostics)
+        doc = ls.synced_document(uri)
+        notebook = ls.workspace.get_notebook_document(cell_uri=uri)
+        earlier = [d.source for c in (notebook.cells[:cell] if notebook else [])
+                   if c.kind == types.NotebookCellKind.Code and (d := ls.synced_document(c.document)) is not None]
+        return code_actions(ls.records, path, uri, doc.source if doc is not None else None,
+                            params.context.diagnostics, cell, preamble=import_preamble(earlier))
 
     @server.command(CMD_VERIFY)
     async def verify_fix(ls: NanLensServer, *args: Any) -> dict[str, Any]:

@@ -6,10 +6,12 @@ from characters to UTF-16 code units (the LSP default position encoding).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 
 from lsprotocol import types
 
+from pyadapter.findings import Finding
 from pyadapter.fixes import QuickFix, quick_fixes
 from pyadapter.server.render import DIAGNOSTIC_SOURCE
 from pyadapter.server.state import SourceRecord, same_file
@@ -42,9 +44,28 @@ def action_of(fix: QuickFix, uri: str, text: str, diagnostic: types.Diagnostic) 
     )
 
 
+def fixes_with_preamble(text: str, finding: Finding, preamble: str) -> list[QuickFix]:
+    """The fixes of ``finding`` in ``text`` read after ``preamble`` (a notebook's imports from earlier cells, so
+    the fixer knows what ``tf`` is); edits come back in ``text``'s lines, and a fix touching the preamble is
+    dropped (the preamble is not in the document)."""
+    if not preamble:
+        return quick_fixes(text, finding)
+    if not preamble.endswith("\n"):
+        preamble += "\n"
+    shift = len(preamble.splitlines())
+    out = []
+    for fix in quick_fixes(preamble + text, dataclasses.replace(finding, line=finding.line + shift)):
+        if all(edit.line > shift for edit in fix.edits):
+            out.append(dataclasses.replace(fix, edits=[dataclasses.replace(e, line=e.line - shift) for e in fix.edits]))
+    return out
+
+
 def code_actions(records: dict[str, SourceRecord], path: str, uri: str, text: str | None,
-                 diagnostics: Iterable[types.Diagnostic]) -> list[types.CodeAction]:
-    """Quick fixes for the NaN Lens origin diagnostics the client sent (those in the requested range)."""
+                 diagnostics: Iterable[types.Diagnostic], cell: int | None = None,
+                 preamble: str = "") -> list[types.CodeAction]:
+    """Quick fixes for the NaN Lens origin diagnostics the client sent (those in the requested range).
+    ``cell``: the document is that cell of the notebook ``path``, ``text`` the cell's text and ``preamble`` the
+    imports of the cells before it."""
     if text is None:
         return []
     actions: list[types.CodeAction] = []
@@ -57,10 +78,12 @@ def code_actions(records: dict[str, SourceRecord], path: str, uri: str, text: st
             continue
         line = diagnostic.range.start.line + 1
         for finding in record.all_findings():
-            if finding.role == "propagated" or finding.line != line or not same_file(finding.file, path):
+            if (finding.role == "propagated" or finding.line != line or finding.cell != cell
+                    or not same_file(finding.file, path)):
                 continue
             if (finding.op.type, line) in seen:  # two sources with the same origin: offer the fixes once
                 continue
             seen.add((finding.op.type, line))
-            actions.extend(action_of(fix, uri, text, diagnostic) for fix in quick_fixes(text, finding))
+            actions.extend(action_of(fix, uri, text, diagnostic)
+                           for fix in fixes_with_preamble(text, finding, preamble))
     return actions

@@ -79,8 +79,14 @@ def cache_candidates(ref: SourceRef) -> list[str]:
 
 
 def fresh_cache(ref: SourceRef, fp: Fingerprint | None) -> str | None:
-    """A precomputed findings.json at least as new as the source's content, if there is one."""
+    """A precomputed findings.json at least as new as the source's content, if there is one. A bundle's own
+    findings.json (located at the scene by NanGuard, written with the bundle) is always its answer."""
     newest = fp.newest_mtime if fp else 0.0
+    if ref.kind == "bundle":
+        own = os.path.join(ref.path.rstrip(os.sep), "findings.json")
+        beside = ref.path.rstrip(os.sep) + ".findings.json"
+        if os.path.isfile(own) and not os.path.isfile(beside):
+            return own
     for candidate in cache_candidates(ref):
         try:
             if os.stat(candidate).st_mtime >= newest:

@@ -2,6 +2,8 @@
 
 Pure functions of the server's source records (see docs/protocol.md); no I/O except through the ``line_text``
 callable the caller passes in (the current text of a line, used to underline the code, not the indentation).
+A finding's place is its file and, for notebook code, its cell (``Place``): a cell's findings are shown on that
+cell's document, never on the ``.ipynb`` file (whose lines are JSON); ``uri_of`` says where a place is shown.
 """
 
 from __future__ import annotations
@@ -22,8 +24,12 @@ DEBUG_COMMAND = "nanlens.debugEagerly"
 VERIFY_COMMAND = "nanlens.verifyFix"
 VERIFY_TITLE = "$(check) Verify fix on captured step"
 
-# (absolute file, 1-based line) -> the line's current text, or None when unknown.
-LineText = Callable[[str, int], "str | None"]
+# (absolute file, 1-based line, notebook cell index or None) -> the line's current text, or None when unknown.
+LineText = Callable[[str, int, "int | None"], "str | None"]
+# Where a finding is shown: (absolute file, notebook cell index or None for a plain source file).
+Place = tuple[str, "int | None"]
+# A place -> the URI of the document that shows it, or None when no editor document shows it now.
+PlaceUri = Callable[[str, "int | None"], "str | None"]
 
 _ROLE_TITLES = {
     "origin": "origin of the non-finite values",
@@ -34,8 +40,12 @@ _ROLE_TITLES = {
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
 
 
-def no_line_text(_file: str, _line: int) -> str | None:
+def no_line_text(_file: str, _line: int, _cell: int | None = None) -> str | None:
     return None
+
+
+def place_of(finding: Finding) -> Place:
+    return finding.file, finding.cell
 
 
 def escape_markdown(text: str) -> str:
@@ -45,7 +55,7 @@ def escape_markdown(text: str) -> str:
 def line_range(finding: Finding, line_text: LineText) -> types.Range:
     """The finding's line from its first non-blank character to its end (whole line when the text is unknown)."""
     line0 = max(finding.line - 1, 0)
-    text = line_text(finding.file, finding.line)
+    text = line_text(finding.file, finding.line, finding.cell)
     if not text:
         return types.Range(types.Position(line0, 0), types.Position(line0, 0))
     text = text.rstrip("\r\n")
@@ -71,14 +81,14 @@ def severity(finding: Finding, stale: bool) -> types.DiagnosticSeverity:
     return types.DiagnosticSeverity.Error
 
 
-def diagnostic(record: SourceRecord, finding: Finding, line_text: LineText, file_uri: Callable[[str], str]
-               ) -> types.Diagnostic:
+def diagnostic(record: SourceRecord, finding: Finding, line_text: LineText, uri_of: PlaceUri) -> types.Diagnostic:
     stale = record.is_stale(finding)
     related = None
     origin = record.findings.origin if record.findings else None
-    if finding.role == "propagated" and origin is not None:
+    origin_uri = uri_of(*place_of(origin)) if finding.role == "propagated" and origin is not None else None
+    if origin is not None and origin_uri is not None:
         related = [types.DiagnosticRelatedInformation(
-            location=types.Location(uri=file_uri(origin.file), range=line_range(origin, line_text)),
+            location=types.Location(uri=origin_uri, range=line_range(origin, line_text)),
             message=f"the non-finite values start here: {finding_message(origin)}",
         )]
     return types.Diagnostic(
@@ -92,19 +102,31 @@ def diagnostic(record: SourceRecord, finding: Finding, line_text: LineText, file
     )
 
 
-def diagnostics_by_file(records: Iterable[SourceRecord], line_text: LineText,
-                        file_uri: Callable[[str], str]) -> dict[str, list[types.Diagnostic]]:
-    """Every finding of every source as a diagnostic, grouped by absolute file path."""
-    out: dict[str, list[types.Diagnostic]] = {}
+def diagnostics_by_place(records: Iterable[SourceRecord], line_text: LineText,
+                         uri_of: PlaceUri) -> dict[Place, list[types.Diagnostic]]:
+    """Every finding of every source as a diagnostic, grouped by place (file, notebook cell or None)."""
+    out: dict[Place, list[types.Diagnostic]] = {}
     for record in records:
         for finding in record.all_findings():
-            out.setdefault(finding.file, []).append(diagnostic(record, finding, line_text, file_uri))
+            out.setdefault(place_of(finding), []).append(diagnostic(record, finding, line_text, uri_of))
     return out
 
 
-def findings_at(records: Iterable[SourceRecord], file: str, line0: int) -> list[tuple[SourceRecord, Finding]]:
-    """The findings on a 0-based line of a file, origins first."""
-    hits = [(r, f) for r in records for f in r.all_findings() if f.line - 1 == line0 and same_file(f.file, file)]
+def diagnostics_by_file(records: Iterable[SourceRecord], line_text: LineText,
+                        file_uri: Callable[[str], str]) -> dict[str, list[types.Diagnostic]]:
+    """The diagnostics of plain source files (notebook cells left out), grouped by absolute file path."""
+    def uri_of(file: str, cell: int | None) -> str | None:
+        return file_uri(file) if cell is None else None
+
+    by_place = diagnostics_by_place(records, line_text, uri_of)
+    return {file: diags for (file, cell), diags in by_place.items() if cell is None}
+
+
+def findings_at(records: Iterable[SourceRecord], file: str, line0: int,
+                cell: int | None = None) -> list[tuple[SourceRecord, Finding]]:
+    """The findings on a 0-based line of a file (of one cell of a notebook), origins first."""
+    hits = [(r, f) for r in records for f in r.all_findings()
+            if f.line - 1 == line0 and f.cell == cell and same_file(f.file, file)]
     return sorted(hits, key=lambda rf: rf[1].role == "propagated")
 
 
@@ -152,16 +174,38 @@ def hover_markdown(hits: list[tuple[SourceRecord, Finding]]) -> str:
 
 
 def replay_target(record: SourceRecord, origin: Finding) -> dict[str, Any]:
-    return {"bundle": record.path, "file": origin.file, "line": origin.line, "step": record.step}
+    target = {"bundle": record.path, "file": origin.file, "line": origin.line, "step": record.step}
+    if origin.cell is not None:
+        target["cell"] = origin.cell
+        cell_file = replay_cell_file(origin.file, origin.cell)
+        if cell_file is not None:
+            target["cellFile"] = cell_file
+    return target
 
 
-def code_lenses(records: Iterable[SourceRecord], file: str, line_text: LineText) -> list[types.CodeLens]:
+def replay_cell_file(notebook: str, cell: int) -> str | None:
+    """The file a replay runs a notebook's cell from (its breakpoint goes there), written now so the debugger can
+    bind to it; None if the notebook cannot be read."""
+    from pathlib import Path
+
+    from pyadapter.replay.reentry import cell_file, write_cell_files
+
+    try:
+        write_cell_files(Path(notebook))
+    except (OSError, ValueError):
+        return None
+    return str(cell_file(Path(notebook), cell))
+
+
+def code_lenses(records: Iterable[SourceRecord], file: str, line_text: LineText,
+                cell: int | None = None) -> list[types.CodeLens]:
     """'Replay eagerly' (bundle) or 'Run eagerly under debugger' (dump with a known script) on origin lines, plus
-    'Verify fix on captured step' on a bundle's origin line once its file changed since the locate."""
+    'Verify fix on captured step' on a bundle's origin line once its file changed since the locate.
+    ``cell``: the lenses of that cell of the notebook ``file``."""
     lenses: list[tuple[SourceRecord, types.CodeLens]] = []
     for record in records:
         origin = record.findings.origin if record.findings else None
-        if origin is None or not same_file(origin.file, file):
+        if origin is None or origin.cell != cell or not same_file(origin.file, file):
             continue
         if record.kind == "bundle":
             step = record.step
@@ -169,7 +213,7 @@ def code_lenses(records: Iterable[SourceRecord], file: str, line_text: LineText)
             command = types.Command(title=title, command=REPLAY_COMMAND, arguments=[replay_target(record, origin)])
         else:
             script = record.entry_script
-            if script is None:
+            if script is None or origin.cell is not None:  # the nanlens debugger runs scripts, not notebooks
                 continue
             command = types.Command(title="$(debug-alt) Run eagerly under debugger", command=DEBUG_COMMAND,
                                     arguments=[{"script": script, "file": origin.file, "line": origin.line}])

@@ -5,16 +5,23 @@ findings were made*. The best witness is the dump itself (tfdbg2 stores every so
 the text on disk when the findings were computed, unless the file was modified after the source was written
 (then the findings predate the edit and are stale from the start). A finding is stale when the file's current
 text (the editor's unsaved buffer when open, else the disk) hashes differently.
+
+A notebook (``.ipynb``) is hashed by its cells' sources only: running cells and saving changes its outputs,
+execution counts and metadata, not its code (``content_hash``); for the same reason a notebook saved after the
+source was written is hashed as it is rather than taken as changed.
 """
 
 from __future__ import annotations
 
 import glob
 import hashlib
+import json
 import logging
 import os
 import struct
 from collections.abc import Iterable, Mapping
+
+from pyadapter.server.notebooks import cell_sources, is_notebook_path
 
 log = logging.getLogger("nanlens.server.staleness")
 
@@ -26,6 +33,13 @@ MISSING = "missing"
 def text_hash(text: str) -> str:
     """Hash of a file's lines, blind to line-ending style and a trailing newline (dumps store bare lines)."""
     return hashlib.sha256("\n".join(text.splitlines()).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def content_hash(path: str, text: str) -> str:
+    """``text_hash``, except for a notebook: the hash of its cells' sources (in order), blind to the rest."""
+    if is_notebook_path(path) and (sources := cell_sources(text)) is not None:
+        return text_hash(json.dumps(["\n".join(source.splitlines()) for source in sources]))
+    return text_hash(text)
 
 
 def lines_hash(lines: Iterable[str]) -> str:
@@ -64,20 +78,22 @@ def snapshot_files(
         text = read_text(path)
         if text is None:
             snapshot[path] = MISSING
-        elif mtime > source_time + 1.0:  # 1 s of slack: coarse file system clocks
+        elif mtime > source_time + 1.0 and not is_notebook_path(path):  # 1 s of slack: coarse file system clocks
+            # (A notebook is saved after its cells ran as a matter of course, with new outputs: its code is
+            # compared, from the text read now.)
             snapshot[path] = CHANGED_AFTER_SOURCE
         else:
-            snapshot[path] = text_hash(text)
+            snapshot[path] = content_hash(path, text)
     return snapshot
 
 
-def is_stale(snapshot_hash: str | None, current_text: str | None) -> bool:
+def is_stale(snapshot_hash: str | None, current_text: str | None, path: str = "") -> bool:
     """Stale when the file is unreadable now, changed after the source, or hashes differently."""
     if snapshot_hash is None:
         return False  # nothing recorded: nothing to say
     if current_text is None or snapshot_hash in (CHANGED_AFTER_SOURCE, MISSING):
         return True
-    return text_hash(current_text) != snapshot_hash
+    return content_hash(path, current_text) != snapshot_hash
 
 
 # --- the dump's own copy of the source text -------------------------------------------------------------------

@@ -75,7 +75,7 @@ class SourceRecord:
         seen: set[tuple] = set()
         candidates = ([self.findings.origin] if self.findings.origin else []) + list(self.findings.findings)
         for finding in candidates:
-            key = (finding.file, finding.line, finding.role, finding.op.name)
+            key = (finding.file, finding.cell, finding.line, finding.role, finding.op.name)
             if key not in seen:
                 seen.add(key)
                 out.append(finding)

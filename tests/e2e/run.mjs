@@ -3,14 +3,15 @@
 //   1. scripts/setup-e2e.sh  (Chromium + code-server into ~/.cache/nanlens; about a second when installed)
 //   2. `npm run build && npm run package` when dist/nanlens.vsix is missing or older than its sources
 //   3. node --test on tests/e2e/*.test.mjs, one file at a time (each starts its own code-server)
-// Extra arguments go to `node --test` (e.g. `npm run test:e2e -- --test-name-pattern=activation`).
+// Extra arguments go to `node --test` (e.g. `npm run test:e2e -- --test-name-pattern=activation`), except test
+// files: `npm run test:e2e -- tests/e2e/notebook.test.mjs` runs that file alone (any number of them).
 // Env: NANLENS_E2E_SKIP_SETUP=1 skips step 1; NANLENS_E2E_VSIX=<file> tests that package and skips step 2;
 // NANLENS_E2E_TIMEOUT_S bounds the whole test step (default 1500 s); see lib/paths.mjs for paths.
 // Screenshots and logs: artifacts/e2e/<test>/.
 
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { join, relative, resolve } from 'node:path';
 import { ARTIFACTS_DIR, E2E_DIR, REPO_DIR, SETUP_SCRIPT, VENV_PYTHON, VSIX_PATH } from './lib/paths.mjs';
 
 function fail(message) {
@@ -61,15 +62,20 @@ if (!process.env.NANLENS_E2E_VSIX) {
 if (!existsSync(VSIX_PATH)) fail(`no extension package at ${VSIX_PATH}`);
 if (!existsSync(VENV_PYTHON)) fail(`no Python at ${VENV_PYTHON} (create the repo's .venv, or set NANLENS_E2E_PYTHON)`);
 
-// 3. the tests
-const testFiles = readdirSync(E2E_DIR)
-  .filter((name) => name.endsWith('.test.mjs'))
-  .sort()
-  .map((name) => join(E2E_DIR, name));
+// 3. the tests: the files named on the command line, else every tests/e2e/*.test.mjs
+const extraArgs = process.argv.slice(2).filter((arg) => !arg.endsWith('.test.mjs'));
+const picked = process.argv.slice(2).filter((arg) => arg.endsWith('.test.mjs')).map((arg) => resolve(REPO_DIR, arg));
+for (const file of picked) if (!existsSync(file)) fail(`no test file ${file}`);
+const testFiles = picked.length
+  ? picked
+  : readdirSync(E2E_DIR)
+      .filter((name) => name.endsWith('.test.mjs'))
+      .sort()
+      .map((name) => join(E2E_DIR, name));
 if (!testFiles.length) fail(`no *.test.mjs in ${E2E_DIR}`);
 // --test-force-exit: a test file whose test timed out still exits (its exit handler kills its code-server).
 const args = ['--test', '--test-reporter=spec', '--test-concurrency=1', '--test-timeout=600000', '--test-force-exit',
-  ...process.argv.slice(2), ...testFiles];
+  ...extraArgs, ...testFiles];
 console.log(`test:e2e: node ${args.map((arg) => relative(REPO_DIR, arg) || arg).join(' ')}`);
 console.log(`test:e2e: screenshots and logs go to ${relative(REPO_DIR, ARTIFACTS_DIR)}/`);
 

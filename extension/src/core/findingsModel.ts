@@ -1,4 +1,5 @@
-// What the extension knows: the server's latest sources, and the per-file line markers drawn from them.
+// What the extension knows: the server's latest sources, and the per-file line markers drawn from them
+// (per notebook cell for findings in notebook code: `cell` set, `line` counted inside that cell).
 
 import * as path from 'node:path';
 import { afterLineText } from './markerText';
@@ -33,12 +34,17 @@ export function fileKey(file: string, platform: NodeJS.Platform = process.platfo
   return platform === 'win32' || platform === 'darwin' ? normal.toLowerCase() : normal;
 }
 
+/** The key of a place: one file, or one cell of a notebook file. */
+export function placeKey(file: string, cell: number | undefined, platform: NodeJS.Platform = process.platform): string {
+  return cell === undefined ? fileKey(file, platform) : `${fileKey(file, platform)}\0cell ${cell}`;
+}
+
 /** The origin first, then the other findings, without repeating the origin when the list holds it too. */
 export function sourceFindings(source: Source): Finding[] {
   const out: Finding[] = [];
   const seen = new Set<string>();
   for (const finding of source.origin ? [source.origin, ...source.findings] : source.findings) {
-    const key = `${finding.file}\0${finding.line}\0${finding.role}\0${finding.op.name}`;
+    const key = `${finding.file}\0${finding.cell ?? ''}\0${finding.line}\0${finding.role}\0${finding.op.name}`;
     if (!seen.has(key)) {
       seen.add(key);
       out.push(finding);
@@ -59,7 +65,7 @@ type Listener = () => void;
 
 export class FindingsModel {
   private current: Source[] = [];
-  private byFile = new Map<string, Map<number, Finding[]>>();
+  private byPlace = new Map<string, Map<number, Finding[]>>();
   private readonly listeners = new Set<Listener>();
 
   constructor(private readonly platform: NodeJS.Platform = process.platform) {}
@@ -71,17 +77,17 @@ export class FindingsModel {
   /** Replace everything with the server's full current state (each notification is complete). */
   replace(sources: Source[]): void {
     this.current = sources;
-    this.byFile = new Map();
+    this.byPlace = new Map();
     for (const source of sources) {
       if (source.status === 'error') {
         continue;
       }
       for (const finding of sourceFindings(source)) {
-        const key = fileKey(finding.file, this.platform);
-        let lines = this.byFile.get(key);
+        const key = placeKey(finding.file, finding.cell, this.platform);
+        let lines = this.byPlace.get(key);
         if (!lines) {
           lines = new Map();
-          this.byFile.set(key, lines);
+          this.byPlace.set(key, lines);
         }
         const list = lines.get(finding.line) ?? [];
         list.push(finding);
@@ -108,9 +114,9 @@ export class FindingsModel {
     return [...out];
   }
 
-  /** One marker per marked line of `file`, sorted by line. */
-  markersFor(file: string, afterTextMax?: number): LineMarker[] {
-    const lines = this.byFile.get(fileKey(file, this.platform));
+  /** One marker per marked line of `file` (of its cell `cell`, for a notebook), sorted by line. */
+  markersFor(file: string, cell?: number, afterTextMax?: number): LineMarker[] {
+    const lines = this.byPlace.get(placeKey(file, cell, this.platform));
     if (!lines) {
       return [];
     }

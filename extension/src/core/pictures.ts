@@ -53,11 +53,14 @@ export interface OriginLens {
   sourceLabel: string;
 }
 
-/** One entry per source whose origin is in `file` (several sources on one line each get theirs). */
-export function originLenses(sources: readonly Source[], file: string): OriginLens[] {
+/**
+ * One entry per source whose origin is in `file` (in its cell `cell`, for a notebook); several sources on one
+ * line each get theirs.
+ */
+export function originLenses(sources: readonly Source[], file: string, cell?: number): OriginLens[] {
   const key = fileKey(file);
   return drawableSources(sources)
-    .filter((s) => s.origin !== null && fileKey(s.origin.file) === key)
+    .filter((s) => s.origin !== null && s.origin.cell === cell && fileKey(s.origin.file) === key)
     .map((s) => ({ line: s.origin?.line ?? 1, sourceId: s.id, sourceLabel: s.label }));
 }
 

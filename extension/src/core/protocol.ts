@@ -32,12 +32,16 @@ export interface Frame {
   file: string;
   line: number;
   function?: string;
+  /** Notebook code: `file` is the .ipynb, `cell` the 0-based index among all its cells, `line` 1-based in it. */
+  cell?: number;
 }
 
 /** `finding` of shared/findings.schema.json, plus `stale` as the server sends it. */
 export interface Finding {
   file: string;
   line: number;
+  /** Notebook code: `file` is the .ipynb, `cell` the 0-based index among all its cells, `line` 1-based in it. */
+  cell?: number;
   role: Role;
   op: OpRef;
   health?: TensorHealth;
@@ -70,6 +74,13 @@ export interface ReplayTarget {
   file: string;
   line: number;
   step: number | null;
+  /** The origin is in this cell (0-based, among all cells) of the notebook `file`. */
+  cell?: number;
+  /**
+   * Notebook origins: the file a replay runs that cell from (it runs the notebook's code cells as a script), where
+   * the debugger's breakpoint must go.
+   */
+  cellFile?: string;
 }
 
 /** Argument of `nanlens.debugEagerly` from the server's CodeLens on dump findings. */
@@ -89,6 +100,10 @@ function positiveInt(value: unknown): number | undefined {
   return typeof value === 'number' && Number.isInteger(value) && value >= 1 ? value : undefined;
 }
 
+function cellIndex(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 ? value : undefined;
+}
+
 /** A finding, or undefined when the object lacks what a marker needs (file, line, role, op). */
 export function readFinding(value: unknown): Finding | undefined {
   if (!isRecord(value)) {
@@ -102,8 +117,16 @@ export function readFinding(value: unknown): Finding | undefined {
   if (!isRecord(op) || typeof op.name !== 'string' || typeof op.type !== 'string') {
     return undefined;
   }
+  const cell = cellIndex(value.cell);
+  if (value.cell !== undefined && value.cell !== null && cell === undefined) {
+    return undefined; // a notebook finding whose cell is unusable: marking the .ipynb's own lines would be wrong
+  }
   // Keep every other field as sent: the schema allows additive fields.
-  return { ...(value as unknown as Finding), line, stale: value.stale === true };
+  const out: Finding = { ...(value as unknown as Finding), line, stale: value.stale === true };
+  if (cell === undefined) {
+    delete out.cell;
+  }
+  return out;
 }
 
 function readSource(value: unknown): Source | undefined {
@@ -149,7 +172,15 @@ export function readReplayTarget(arg: unknown): ReplayTarget | undefined {
     return undefined;
   }
   const step = typeof arg.step === 'number' && Number.isInteger(arg.step) ? arg.step : null;
-  return { bundle: arg.bundle, file: arg.file, line, step };
+  const cell = cellIndex(arg.cell);
+  if (cell === undefined) {
+    return { bundle: arg.bundle, file: arg.file, line, step };
+  }
+  const target: ReplayTarget = { bundle: arg.bundle, file: arg.file, line, step, cell };
+  if (typeof arg.cellFile === 'string' && arg.cellFile) {
+    target.cellFile = arg.cellFile;
+  }
+  return target;
 }
 
 /** An EagerRunTarget from a command argument; `undefined` means "use the active editor's file". */

@@ -1,8 +1,8 @@
 // The rows of the "Captures and dumps" view, as plain data (the view turns them into TreeItems).
 
-import * as path from 'node:path';
 import { findingSentence, roleLabel, truncate } from './markerText';
 import { markerStyle, sourceFindings } from './findingsModel';
+import { locationText } from './notebookCells';
 import type { Finding, ReplayTarget, Source } from './protocol';
 
 export type IconId = 'package' | 'database' | 'loading~spin' | 'error' | 'warning' | 'circle-slash' | 'pass';
@@ -33,17 +33,20 @@ export interface FindingRow {
   contextValue: 'nanlens.finding';
   file: string;
   line: number;
+  /** The finding is in this cell (0-based, among all cells) of the notebook `file`. */
+  cell?: number;
 }
 
 export function replayTargetOf(source: Source): ReplayTarget | undefined {
   if (source.kind !== 'bundle' || source.status !== 'ok' || source.origin === null) {
     return undefined;
   }
-  return { bundle: source.path, file: source.origin.file, line: source.origin.line, step: source.step };
+  const { file, line, cell } = source.origin;
+  return cell === undefined ? { bundle: source.path, file, line, step: source.step } : { bundle: source.path, file, line, step: source.step, cell };
 }
 
 function where(finding: Finding): string {
-  return `${path.basename(finding.file)}:${finding.line}`;
+  return locationText(finding.file, finding.line, finding.cell);
 }
 
 function findingRow(source: Source, finding: Finding, index: number): FindingRow {
@@ -54,12 +57,13 @@ function findingRow(source: Source, finding: Finding, index: number): FindingRow
     id: `${source.id}#${index}`,
     label: `${finding.op.type} — ${where(finding)}`,
     description: `${roleLabel(finding.role)}${finding.stale ? ' (stale)' : ''}`,
-    tooltip: `${findingSentence(finding)}\n${finding.file}:${finding.line}${stale}`,
+    tooltip: `${findingSentence(finding)}\n${finding.file}${finding.cell === undefined ? '' : ` cell ${finding.cell + 1}`}:${finding.line}${stale}`,
     icon: style === 'stale' ? 'circle-slash' : style === 'origin' ? 'error' : 'warning',
     iconColor: style === 'stale' ? 'disabled' : style === 'origin' ? 'error' : 'warning',
     contextValue: 'nanlens.finding',
     file: finding.file,
     line: finding.line,
+    ...(finding.cell === undefined ? {} : { cell: finding.cell }),
   };
 }
 

@@ -23,6 +23,12 @@
 //   outputPanelText(page, {filter}) -> string  the visible text of the Output panel (after typing `filter`
 //                                           into its Filter box, when given)
 //   notifications(page) -> string[]         toasts currently shown
+//   openNotebook(page, relPath)             Quick Open an .ipynb; returns once its notebook editor shows code cells
+//   notebookCells(page) -> [{index, kind, text, lines, gutter, lenses, afterText}]   the visible notebook's
+//                                           cells as drawn: `index` counts all cells (markdown too), `gutter`
+//                                           [{line, className, src}] glyph-margin icons, `lenses` [{title, line}],
+//                                           `afterText` [{line, text}] decoration text drawn after lines
+//   hoverNotebookLine(page, cell, line) -> string   hover the first word of a line of a cell, return the hover text
 //   screenshot(page, dir, stage) -> path    one PNG per stage, numbered in call order
 // Line numbers are 1-based, as the editor shows them.
 
@@ -328,6 +334,126 @@ export async function outputPanelText(page, { filter } = {}) {
       .sort((a, b) => a.top - b.top)
       .map((entry) => entry.text.replace(/\u00a0/g, ' '))
       .join('\n'),
+  );
+}
+
+// --- notebooks: VS Code draws a notebook as an overlay of cells, each code cell with a small editor of its own.
+const NOTEBOOK = '.notebook-editor';
+
+/** Open a notebook through Quick Open; returns once its editor shows a code cell's lines. */
+export async function openNotebook(page, relPath, { timeoutMs = 30000 } = {}) {
+  const base = relPath.split('/').pop();
+  await openQuickInput(page, relPath);
+  const row = page.locator(QUICK_ROWS).filter({ has: page.locator('.label-name', { hasText: base }) }).first();
+  await row.waitFor({ state: 'visible', timeout: timeoutMs });
+  await row.click();
+  await page
+    .locator('.part.editor .editor-group-container.active .tab.active', { hasText: base })
+    .waitFor({ state: 'visible', timeout: timeoutMs });
+  await page.locator(`${NOTEBOOK} .code-cell-row .monaco-editor .view-lines >> visible=true`).first()
+    .waitFor({ state: 'visible', timeout: timeoutMs });
+}
+
+/**
+ * The cells of the visible notebook editor as drawn, read in one page evaluation (a CodeLens appearing
+ * meanwhile cannot shift lines against icons). `index` is the row's position among all cells (markdown cells
+ * count; nothing is folded here). Lines come from the cells' line numbers (setting `notebook.lineNumbers`).
+ */
+export async function notebookCells(page) {
+  return page.locator(`${NOTEBOOK} .cell-list-container .monaco-list-row`).evaluateAll((rows) => {
+    const lineAt = (layout, top, bottom) => {
+      const middle = (top + bottom) / 2;
+      return layout.find((entry) => middle >= entry.top && middle < entry.bottom)?.line ?? null;
+    };
+    // Rows of the notebook on screen (a notebook in a background tab keeps its overlay, hidden).
+    const shown = (row) => (row.closest('.notebook-editor')?.getBoundingClientRect().height ?? 0) > 0;
+    return rows
+      .filter(shown)
+      .map((row) => {
+        const lines = [...row.querySelectorAll('.margin-view-overlays .line-numbers')]
+          .map((element) => {
+            const box = element.getBoundingClientRect();
+            return { line: Number(element.textContent.trim()), top: box.top, bottom: box.bottom };
+          })
+          .filter((entry) => Number.isInteger(entry.line) && entry.bottom > entry.top)
+          .sort((a, b) => a.top - b.top);
+        const gutter = [...row.querySelectorAll('.cgmr')].map((element) => {
+          const box = element.getBoundingClientRect();
+          const match = /url\("?(data:[^")]+)"?\)/.exec(getComputedStyle(element).backgroundImage);
+          return { line: lineAt(lines, box.top, box.bottom), className: element.className, src: match ? match[1] : null };
+        });
+        const lenses = [...row.querySelectorAll('.codelens-decoration a')].map((element) => {
+          const box = element.getBoundingClientRect();
+          const below = lines.find((entry) => entry.top >= box.bottom - 1);
+          return { title: element.innerText.trim(), line: below ? below.line : null };
+        });
+        // Decoration texts after a line (`after.contentText`) are drawn as CSS ::after content of a span.
+        const afterText = [];
+        for (const element of row.querySelectorAll('.view-line')) {
+          const box = element.getBoundingClientRect();
+          for (const span of element.querySelectorAll('span')) {
+            const content = getComputedStyle(span, '::after').content;
+            if (content && content !== 'none' && content !== 'normal') {
+              afterText.push({ line: lineAt(lines, box.top, box.bottom), text: content.replace(/^"|"$/g, '').replace(/\\"/g, '"') });
+            }
+          }
+        }
+        return {
+          index: Number(row.getAttribute('data-index')),
+          kind: row.classList.contains('markdown-cell-row') ? 'markdown' : 'code',
+          text: [...row.querySelectorAll('.view-line')].map((element) => element.innerText.replace(/\u00a0/g, ' ')).join('\n'),
+          lines,
+          gutter,
+          lenses,
+          afterText,
+        };
+      })
+      .sort((a, b) => a.index - b.index);
+  });
+}
+
+/** Hover the first word of `line` of the notebook cell at `cell` (its index among all cells); the hover's text. */
+export async function hoverNotebookLine(page, cell, line, { timeoutMs = 10000 } = {}) {
+  const target = await page.locator(`${NOTEBOOK} .cell-list-container .monaco-list-row[data-index="${cell}"]`).evaluateAll(
+    (rows, wanted) => {
+      for (const row of rows) {
+        if ((row.closest('.notebook-editor')?.getBoundingClientRect().height ?? 0) === 0) continue;
+        const number = [...row.querySelectorAll('.margin-view-overlays .line-numbers')].find(
+          (element) => Number(element.textContent.trim()) === wanted,
+        );
+        if (!number) return null;
+        const { top, bottom } = number.getBoundingClientRect();
+        const middle = (top + bottom) / 2;
+        for (const element of row.querySelectorAll('.view-lines .view-line')) {
+          const box = element.getBoundingClientRect();
+          if (middle < box.top || middle >= box.bottom) continue;
+          for (const span of element.querySelectorAll('span > span')) {
+            if (!span.textContent.trim()) continue;
+            const spanBox = span.getBoundingClientRect();
+            const leading = span.textContent.length - span.textContent.trimStart().length;
+            const charWidth = spanBox.width / Math.max(1, span.textContent.length);
+            return { x: spanBox.left + charWidth * (leading + 0.5), y: (spanBox.top + spanBox.bottom) / 2 };
+          }
+        }
+      }
+      return null;
+    },
+    line,
+  );
+  if (!target) throw new Error(`line ${line} of notebook cell ${cell} is not visible or has no text`);
+  await page.mouse.move(5, 5);
+  await page.mouse.move(target.x, target.y, { steps: 3 });
+  const hover = page.locator('.monaco-hover:not(.hidden) .monaco-hover-content').first();
+  await hover.waitFor({ state: 'visible', timeout: timeoutMs });
+  let previous = '';
+  return waitFor(
+    async () => {
+      const text = (await hover.innerText()).trim();
+      const stable = text && text === previous;
+      previous = text;
+      return stable && text;
+    },
+    { timeoutMs, intervalMs: 300, what: `the hover on line ${line} of notebook cell ${cell}` },
   );
 }
 

@@ -1,0 +1,506 @@
+"""Training inside a Jupyter notebook: which ``.ipynb`` the kernel runs, which cells it ran, and where a frame is.
+
+A kernel compiles each executed cell under a file name of its own: ipykernel names it after a hash of the
+cell's source (``/tmp/ipykernel_<pid>/<hash>.py``), plain IPython ``<ipython-input-<n>-<hash>>``; the compiled
+text sits in ``linecache.cache``. Stack frames (Python tracebacks, tfdbg2 op stacks) carry that name, which means
+nothing outside the kernel. `NotebookInfo` records, for every cell executed so far, its source and the name it
+was compiled under, so a frame ``(file, line)`` can be mapped to ``(notebook.ipynb, cell index, line in cell)``
+later by matching the recorded source against the cells of the ``.ipynb`` on disk — in the kernel at capture
+time or in another process reading a bundle's manifest.
+
+The kernel learns its notebook the way the front end tells it: jupyter_server sets ``JPY_SESSION_NAME`` (the
+notebook's path, absolute or relative to the server root) in the kernel's environment; VS Code sets
+``__vsc_ipynb_file__`` in the user namespace.
+
+No TensorFlow here, and IPython is only looked at when it is already imported (a kernel always has it).
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import os
+import re
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlparse
+
+from pyadapter.capture import integrity
+from pyadapter.findings import Finding, Findings, Frame
+
+MANIFEST_FORMAT = "nanlens.notebook/1"
+
+# Cell magics whose body is Python run by the magic: without IPython the body is kept, the magic line dropped.
+_PYTHON_BODY_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python", "python3"})
+# `%magic`, `!cmd`, `?name`, `name?`, `x = !cmd`, `x = %magic` (a line, possibly indented).
+_MAGIC_LINE_RE = re.compile(r"^(?P<indent>[ \t]*)(?:[%!?]|[A-Za-z_][\w.]*\?{1,2}[ \t]*$)")
+_ASSIGN_MAGIC_RE = re.compile(r"^(?P<indent>[ \t]*)[A-Za-z_][\w., \t]*=[ \t]*[%!]")
+
+
+class NotebookError(ValueError):
+    """A notebook file or a recorded notebook that cannot be read; the message is one line."""
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The .ipynb on disk
+
+
+@dataclass(frozen=True)
+class NotebookCell:
+    """One cell of an ``.ipynb``: its 0-based index among all cells, type, source and saved execution count."""
+
+    index: int
+    cell_type: str
+    source: str
+    execution_count: int | None = None
+
+
+@dataclass(frozen=True)
+class CodeCell:
+    """A code cell ready to run as Python: `index` among all cells of the notebook, `source` with IPython
+    magics and shell escapes made Python (line numbers kept where the transformation allows), `raw` as saved."""
+
+    index: int
+    source: str
+    raw: str
+
+
+def _one_line(text: object) -> str:
+    return " ".join(str(text).split())
+
+
+def read_notebook_cells(path: str | os.PathLike[str]) -> list[NotebookCell]:
+    """Every cell of a version-4 ``.ipynb`` (markdown and raw cells too, so indices match the editor's).
+
+    Raises `NotebookError` with a one-line reason for a missing, unreadable or malformed notebook."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as error:
+        raise NotebookError(f"{p}: cannot read the notebook: {_one_line(error.strerror or error)}") from None
+    except UnicodeDecodeError:
+        raise NotebookError(f"{p}: not a Jupyter notebook (not UTF-8 text)") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise NotebookError(
+            f"{p}: not a Jupyter notebook (not JSON: {error.msg} at line {error.lineno})"
+        ) from None
+    if not isinstance(data, dict):
+        raise NotebookError(f"{p}: not a Jupyter notebook (the JSON is not an object)")
+    version = data.get("nbformat")
+    if "worksheets" in data or (isinstance(version, int) and not isinstance(version, bool) and version < 4):
+        raise NotebookError(f"{p}: nbformat {version} notebooks are not supported; save it with Jupyter as "
+                            "version 4")
+    cells = data.get("cells")
+    if not isinstance(cells, list):
+        raise NotebookError(f"{p}: not a Jupyter notebook (no \"cells\" list)")
+    out: list[NotebookCell] = []
+    for index, cell in enumerate(cells):
+        if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str):
+            raise NotebookError(f"{p}: cell {index} is not a notebook cell (no cell_type)")
+        source = cell.get("source", "")
+        if isinstance(source, list) and all(isinstance(part, str) for part in source):
+            source = "".join(source)
+        if not isinstance(source, str):
+            raise NotebookError(f"{p}: cell {index} has a source that is neither text nor a list of lines")
+        count = cell.get("execution_count")
+        if not isinstance(count, int) or isinstance(count, bool):
+            count = None
+        out.append(NotebookCell(index=index, cell_type=cell["cell_type"], source=source, execution_count=count))
+    return out
+
+
+def notebook_code_cells(ipynb_path: str | os.PathLike[str]) -> list[CodeCell]:
+    """The code cells of a notebook, in order, as Python to run as a script.
+
+    IPython syntax (``%pip install x``, ``!ls``, ``%%time``, ``x?``) is transformed the way the kernel does when
+    IPython is importable (``get_ipython().run_line_magic(...)``: running it then needs an IPython shell);
+    otherwise such lines become ``pass`` with the same indentation, so line numbers stay those of the cell.
+    Raises `NotebookError` (one line) for a notebook that cannot be read.
+    """
+    transform = _ipython_transformer()
+    out = []
+    for cell in read_notebook_cells(ipynb_path):
+        if cell.cell_type != "code":
+            continue
+        source = _transform_cell(cell.source, transform)
+        out.append(CodeCell(index=cell.index, source=source, raw=cell.source))
+    return out
+
+
+def _ipython_transformer() -> Any:
+    try:
+        from IPython.core.inputtransformer2 import TransformerManager
+    except Exception:  # noqa: BLE001 - IPython missing or broken: fall back to the plain rewrite
+        return None
+    return TransformerManager()
+
+
+def _transform_cell(source: str, manager: Any) -> str:
+    if manager is not None:
+        try:
+            transformed = manager.transform_cell(source)
+        except Exception:  # noqa: BLE001 - IPython's transformer chokes on some broken cells
+            transformed = None
+        if isinstance(transformed, str):
+            # IPython drops leading blank lines; put them back so line numbers are the cell's.
+            missing = _leading_blank_lines(source) - _leading_blank_lines(transformed)
+            return "\n" * max(missing, 0) + transformed
+    return _replace_magics(source)
+
+
+def _leading_blank_lines(text: str) -> int:
+    count = 0
+    for line in text.splitlines():
+        if line.strip():
+            break
+        count += 1
+    return count
+
+
+def _replace_magics(source: str) -> str:
+    """IPython-only lines -> ``pass`` (same indentation, same number of lines), without IPython."""
+    lines = source.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is not None and lines[first].lstrip().startswith("%%"):
+        name = lines[first].lstrip()[2:].split(maxsplit=1)
+        keep_body = bool(name) and name[0] in _PYTHON_BODY_CELL_MAGICS
+        out = lines[:first] + ["pass"]
+        out += lines[first + 1:] if keep_body else ["pass"] * (len(lines) - first - 1)
+        return "\n".join(out) + ("\n" if source.endswith("\n") else "")
+    out = []
+    continued: str | None = None  # indentation of a magic line continued with a backslash
+    for line in lines:
+        if continued is not None:
+            out.append(continued + "pass")
+            continued = continued if line.rstrip().endswith("\\") else None
+            continue
+        match = _MAGIC_LINE_RE.match(line) or _ASSIGN_MAGIC_RE.match(line)
+        if match is None:
+            out.append(line)
+            continue
+        indent = match.group("indent")
+        out.append(indent + "pass")
+        if line.rstrip().endswith("\\"):
+            continued = indent
+    return "\n".join(out) + ("\n" if source.endswith("\n") else "")
+
+
+def _normalized(source: str) -> str:
+    """Cell source for comparison: newlines unified, trailing whitespace of each line and of the cell dropped."""
+    lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(line.rstrip() for line in lines).rstrip()
+
+
+# --------------------------------------------------------------------------------------------------------------
+# What the kernel ran
+
+
+@dataclass(frozen=True)
+class ExecutedCell:
+    """One cell execution: its source as sent by the front end, the file name the kernel compiled it under, and
+    the compiled text when IPython transformed it (frames' line numbers count in that text)."""
+
+    execution_count: int | None
+    source: str
+    file: str | None
+    code: str | None = None
+
+    @property
+    def line_offset(self) -> int:
+        """Lines to add to a compiled line number to get the line in the cell (IPython drops leading blank
+        lines before compiling)."""
+        if self.code is None:
+            return 0
+        return max(_leading_blank_lines(self.source) - _leading_blank_lines(self.code), 0)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"execution_count": self.execution_count, "file": self.file, "source": self.source}
+        if self.code is not None:
+            out["code"] = self.code
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> ExecutedCell:
+        if not isinstance(data, dict) or not isinstance(data.get("source"), str):
+            raise NotebookError("recorded notebook cell has no source text")
+        count, file, code = data.get("execution_count"), data.get("file"), data.get("code")
+        return cls(
+            execution_count=count if isinstance(count, int) and not isinstance(count, bool) else None,
+            source=data["source"],
+            file=file if isinstance(file, str) and file else None,
+            code=code if isinstance(code, str) else None,
+        )
+
+
+@dataclass
+class NotebookInfo:
+    """The notebook a kernel runs and every cell it executed so far (in execution order)."""
+
+    path: Path
+    sha256: str | None
+    cells: list[ExecutedCell] = field(default_factory=list)
+    # How the path was learned: "JPY_SESSION_NAME", "__vsc_ipynb_file__" or "manifest".
+    found_by: str = ""
+    _disk: tuple[tuple[int, int], dict[str, tuple[int, ExecutedCell]], dict[int, int]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    # ---- JSON ----
+
+    def to_manifest(self) -> dict[str, Any]:
+        """For a bundle's manifest (``manifest["entry_script"]["notebook"]``)."""
+        return {
+            "format": MANIFEST_FORMAT,
+            "path": str(self.path),
+            "sha256": self.sha256,
+            "found_by": self.found_by,
+            "cells": [cell.to_json() for cell in self.cells],
+        }
+
+    @classmethod
+    def from_manifest(cls, data: Any) -> NotebookInfo:
+        """From `to_manifest` output (e.g. read from a bundle); raises `NotebookError` if malformed."""
+        if not isinstance(data, dict) or not isinstance(data.get("path"), str) or not data["path"]:
+            raise NotebookError("recorded notebook has no path")
+        cells = data.get("cells", [])
+        if not isinstance(cells, list):
+            raise NotebookError("recorded notebook cells are not a list")
+        sha = data.get("sha256")
+        return cls(
+            path=Path(data["path"]),
+            sha256=sha if isinstance(sha, str) else None,
+            cells=[ExecutedCell.from_json(cell) for cell in cells],
+            found_by="manifest",
+        )
+
+    # ---- mapping frames ----
+
+    def is_cell_file(self, file: str) -> bool:
+        """Whether `file` is a name the kernel compiled one of the recorded cells under."""
+        return bool(file) and any(_same_file(file, cell.file) for cell in self.cells if cell.file)
+
+    def cell_location(self, file: str, line: int) -> tuple[str, int, int] | None:
+        """``(ipynb path, cell index among all cells, line in the cell)`` for a frame in cell code; None when
+        `file` is not a recorded cell file, the notebook cannot be read, or no cell of it has that source now."""
+        if not file or not self.is_cell_file(file):
+            return None
+        try:
+            by_file, lengths = self._assignments()
+        except NotebookError:
+            return None
+        hit = by_file.get(file) or next((v for k, v in by_file.items() if _same_file(file, k)), None)
+        if hit is None:
+            return None
+        index, executed = hit
+        in_cell = int(line) + executed.line_offset
+        if in_cell < 1 or in_cell > lengths.get(index, in_cell):
+            return None
+        return str(self.path), index, in_cell
+
+    def _assignments(self) -> tuple[dict[str, tuple[int, ExecutedCell]], dict[int, int]]:
+        """cell file -> (index of the notebook cell it ran from, its execution); cell index -> line count.
+
+        Each execution is matched to the code cells of the notebook on disk with the same (normalized) source.
+        Several candidates: the one whose saved execution count is this execution's, else the first after the
+        cell matched for the previous execution (top-to-bottom running), else the first. A file run several
+        times (same source, same name) maps to the cell of its latest execution."""
+        stat = self.path.stat() if self.path.is_file() else None
+        key = (stat.st_mtime_ns, stat.st_size) if stat else (-1, -1)
+        if self._disk is not None and self._disk[0] == key:
+            return self._disk[1], self._disk[2]
+        disk = read_notebook_cells(self.path)
+        candidates: dict[str, list[NotebookCell]] = {}
+        for cell in disk:
+            if cell.cell_type == "code":
+                candidates.setdefault(_normalized(cell.source), []).append(cell)
+        by_file: dict[str, tuple[int, ExecutedCell]] = {}
+        previous = -1
+        for executed in self.cells:
+            matches = candidates.get(_normalized(executed.source))
+            if not matches:
+                continue
+            chosen = next((c for c in matches if executed.execution_count is not None
+                           and c.execution_count == executed.execution_count), None)
+            chosen = chosen or next((c for c in matches if c.index > previous), matches[0])
+            previous = chosen.index
+            if executed.file:
+                by_file[executed.file] = (chosen.index, executed)
+        lengths = {c.index: max(len(c.source.splitlines()), 1) for c in disk}
+        self._disk = (key, by_file, lengths)
+        return by_file, lengths
+
+
+def _same_file(a: str, b: str | None) -> bool:
+    if not b:
+        return False
+    if a == b:
+        return True
+    if a.startswith("<") or b.startswith("<"):
+        return False
+    return os.path.normcase(os.path.normpath(a)) == os.path.normcase(os.path.normpath(b))
+
+
+def cell_location(file: str, line: int, info: NotebookInfo | None = None) -> tuple[str, int, int] | None:
+    """``(ipynb path, cell index, line in cell)`` for a frame at `file`:`line` in notebook cell code, using
+    `info` (default: this kernel's `current_notebook()`); None when it is not cell code or cannot be mapped."""
+    if info is None:
+        info = current_notebook()
+    return info.cell_location(file, line) if info is not None else None
+
+
+def map_findings_to_notebook(findings: Findings, info: NotebookInfo | None) -> Findings:
+    """Rewrites, in place, every finding (the origin and `findings.findings`) and every stack frame in kernel
+    cell code to ``file=<ipynb>, cell=<index>, line=<line in cell>``; returns `findings`. Frames that cannot be
+    mapped (the notebook changed, not cell code) are left as they are. `info` None: nothing changes."""
+    if info is None or findings is None:
+        return findings
+    seen: set[int] = set()
+    candidates: list[Finding | None] = [findings.origin, *findings.findings]
+    for finding in candidates:
+        if finding is None or id(finding) in seen:
+            continue
+        seen.add(id(finding))
+        _map_location(finding, info)
+        for frame in finding.stack:
+            _map_location(frame, info)
+    return findings
+
+
+def _map_location(item: Finding | Frame, info: NotebookInfo) -> None:
+    if item.cell is not None:
+        return
+    where = info.cell_location(item.file, item.line)
+    if where is not None:
+        item.file, item.cell, item.line = where
+
+
+# --------------------------------------------------------------------------------------------------------------
+# The live kernel
+
+
+def _kernel_shell() -> Any:
+    """The IPython shell of a Jupyter kernel in this process, else None. Never imports IPython."""
+    ipython = sys.modules.get("IPython")
+    if ipython is None:
+        return None
+    try:
+        shell = ipython.get_ipython()
+    except Exception:  # noqa: BLE001 - a half-initialized IPython
+        return None
+    if shell is None:
+        return None
+    if getattr(shell, "kernel", None) is not None:
+        return shell
+    return shell if any(k.__name__ == "ZMQInteractiveShell" for k in type(shell).__mro__) else None
+
+
+def in_kernel() -> bool:
+    """Whether this process is a Jupyter (IPython) kernel."""
+    return _kernel_shell() is not None
+
+
+def current_notebook_path() -> tuple[Path, str] | None:
+    """``(path of the .ipynb, how it was learned)`` for this kernel, or None (not a kernel, or not told)."""
+    shell = _kernel_shell()
+    if shell is None:
+        return None
+    namespace = getattr(shell, "user_ns", None) or {}
+    for found_by, value in (("__vsc_ipynb_file__", namespace.get("__vsc_ipynb_file__")),
+                            ("JPY_SESSION_NAME", os.environ.get("JPY_SESSION_NAME"))):
+        if isinstance(value, str) and value:
+            path = resolve_notebook_path(value)
+            if path is not None:
+                return path, found_by
+    return None
+
+
+def resolve_notebook_path(name: str, cwd: str | os.PathLike[str] | None = None) -> Path | None:
+    """The existing ``.ipynb`` `name` refers to: absolute; relative to `cwd` (default the current directory) or
+    to one of its parents (jupyter_server gives paths relative to its root, the kernel runs in the notebook's
+    folder); or, failing that, the file of that name in `cwd`. A ``file://`` URI is accepted."""
+    if name.startswith("file:"):
+        name = unquote(urlparse(name).path)
+    given = Path(name).expanduser()
+    if given.suffix.lower() != ".ipynb":
+        return None
+    if given.is_absolute():
+        return given if given.is_file() else None
+    base = Path(cwd) if cwd is not None else Path.cwd()
+    base = base.absolute()
+    for candidate in [base / given, *(parent / given for parent in base.parents), base / given.name]:
+        if candidate.is_file():
+            return Path(os.path.normpath(candidate))
+    return None
+
+
+def current_notebook() -> NotebookInfo | None:
+    """This kernel's notebook and the cells it executed so far, or None outside a kernel / for a notebook the
+    kernel was not told about (an untitled one). Cheap when IPython is not imported."""
+    shell = _kernel_shell()
+    if shell is None:
+        return None
+    located = current_notebook_path()
+    if located is None:
+        return None
+    path, found_by = located
+    try:
+        sha = integrity.sha256_file(path)
+    except OSError:
+        sha = None
+    return NotebookInfo(path=path, sha256=sha, cells=executed_cells(shell), found_by=found_by)
+
+
+def executed_cells(shell: Any) -> list[ExecutedCell]:
+    """Every cell this shell stored in its history so far (execution order), with its compiled file name."""
+    history = getattr(shell, "history_manager", None)
+    raw = list(getattr(history, "input_hist_raw", []) or [])
+    parsed = list(getattr(history, "input_hist_parsed", []) or [])
+    compiler = getattr(shell, "compile", None)
+    out = []
+    for number in range(1, len(raw)):
+        source = raw[number]
+        transformed = parsed[number] if number < len(parsed) else source
+        file, compiled = _compiled_name(compiler, source, transformed, number)
+        code = compiled if compiled is not None else transformed
+        out.append(ExecutedCell(
+            execution_count=number,
+            source=source,
+            file=file,
+            code=None if _normalized(code) == _normalized(source) else code,
+        ))
+    return out
+
+
+def _compiled_name(compiler: Any, source: str, transformed: str, number: int) -> tuple[str | None, str | None]:
+    """The name the shell compiled a cell under and the text it cached there. History strips trailing newlines
+    from what ran, so the names of a few variants are tried against linecache."""
+    get_code_name = getattr(compiler, "get_code_name", None)
+    if get_code_name is None:
+        return None, None
+    names = []
+    for raw_variant, code_variant in _variants(source, transformed):
+        try:
+            name = get_code_name(raw_variant, code_variant, number)
+        except Exception:  # noqa: BLE001 - a foreign compiler
+            continue
+        if isinstance(name, str) and name not in names:
+            names.append(name)
+    for name in names:
+        entry = linecache.cache.get(name)
+        if entry is not None and len(entry) >= 3 and isinstance(entry[2], list):
+            cached = "".join(entry[2])
+            if _normalized(cached) == _normalized(transformed):
+                return name, cached
+    return (names[0] if names else None), None
+
+
+def _variants(source: str, transformed: str) -> Iterable[tuple[str, str]]:
+    yield source, transformed
+    yield source + "\n", transformed + "\n"
+    yield source + "\n", transformed
+    yield source, transformed + "\n"

@@ -1,0 +1,436 @@
+"""Replay by re-entry: run the user's own program and take it over at its first training step.
+
+Rebuilding a step from the bundle alone (import the script as a module, deserialize ``model.keras``) works only
+for programs shaped for it. Re-entry does not care about the shape: the entry script runs as ``__main__`` (or a
+notebook's code cells run in order, as one program), and builds its model, optimizers and data exactly as it did
+in training. The first Keras ``fit`` (at ``on_train_begin``, once the model is built) or the first call of the
+``guard_step`` function does not train: the captured weights, optimizer state, random-generator state and batch
+are loaded into the objects the program just built, the caller's action runs the captured step (graph, eager,
+under a dump or a debugger), and the program ends there. Its setup work (reading data, building the model) is
+the price of this route.
+
+The program runs only here, in a replay the user asked for. It is the program from the bundle's entry record as
+it is on this disk now: a module-level training script, a ``keras.Model`` subclass with constructor arguments
+and its own ``train_step``, or a notebook all work unchanged. Under a debugger, breakpoints are paused while the
+program sets itself up and come back for the eager step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import runpy
+import signal
+import sys
+import time
+import types
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pyadapter.capture import takeover
+from pyadapter.replay.debugger import breakpoints_paused
+from pyadapter.replay.errors import ReplayError
+
+T = TypeVar("T")
+
+DEFAULT_REENTRY_TIMEOUT = 600.0  # seconds until the program must reach its first training step
+
+
+class _Finished(BaseException):
+    """Unwinds the user's program once the captured step ran (a BaseException: ``except Exception`` in the
+    user's code does not stop it)."""
+
+
+class _TimedOut(BaseException):
+    pass
+
+
+def is_notebook(path: str | Path) -> bool:
+    return str(path).lower().endswith(".ipynb")
+
+
+class _BundleTakeover:
+    """Loads the bundle's captured state into the program's live objects, runs the action, ends the program."""
+
+    def __init__(self, bundle: Any, action: Callable[[Any], Any]) -> None:
+        self.bundle = bundle
+        self.action = action
+        self.reached: str | None = None
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.seconds_to_step = 0.0
+        self.started = time.perf_counter()
+
+    def _run(self, where: str, build: Callable[[], Any]) -> None:
+        self.reached = where
+        self.seconds_to_step = time.perf_counter() - self.started
+        try:
+            with breakpoints_paused():
+                rebuilt = build()
+            self.result = self.action(rebuilt)
+        except BaseException as exc:  # noqa: BLE001 - carried out of the user's program, raised by run_by_reentry
+            self.error = exc
+        raise _Finished
+
+    def keras_fit(self, model: Any) -> None:
+        self._run(f"{type(model).__name__}.fit", lambda: _keras_rebuilt(self.bundle, model))
+
+    def guarded_step(self, guarded: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        name = getattr(guarded.python_function, "__qualname__", "the guarded step")
+        self._run(name, lambda: _loop_rebuilt(self.bundle, guarded))
+
+
+def _keras_rebuilt(bundle: Any, model: Any) -> Any:
+    from pyadapter.capture.bundle import KIND_FIT
+    from pyadapter.capture.guard import model_optimizers
+    from pyadapter.replay.rebuild import Rebuilt, non_finite_inputs, to_tensors
+    from pyadapter.replay.state import assign_captured_state
+    from pyadapter.replay.step import StepProgram
+
+    if bundle.kind != KIND_FIT:
+        raise ReplayError(
+            f"{bundle.path}: the bundle was captured by guard_step, but the program reached Keras fit first"
+        )
+    optimizers = model_optimizers(model)
+    data = to_tensors(bundle.batch())
+    if _unbuilt([model], optimizers):
+        _warm_up(model.train_step, (data,), {})
+    warnings = assign_captured_state(bundle.weights(), model, optimizers)
+
+    def before_run() -> None:
+        bundle.restore_rng(model)
+        model.reset_metrics()
+
+    program = StepProgram(
+        step=model.train_step,
+        args=(data,),
+        state=_unique([*model.variables, *(v for o in optimizers for v in o.variables)]),
+        trainable=list(model.trainable_variables),
+        optimizers=optimizers,
+        before_run=before_run,
+        description=f"{type(model).__name__}.train_step on the captured batch",
+    )
+    program.snapshot()
+    return Rebuilt(bundle=bundle, entry=None, program=program, warnings=warnings,
+                   bad_inputs=non_finite_inputs(bundle.batch()))
+
+
+def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
+    from pyadapter.capture.bundle import KIND_LOOP
+    from pyadapter.replay.rebuild import Rebuilt, non_finite_inputs, to_tensors
+    from pyadapter.replay.state import assign_captured_state, build_optimizers
+    from pyadapter.replay.step import StepProgram
+
+    if bundle.kind != KIND_LOOP:
+        raise ReplayError(f"{bundle.path}: the bundle was captured by Keras fit, but the program reached a "
+                          "guard_step function first")
+    models, optimizers = list(guarded.models), list(guarded.optimizers)
+    args, kwargs = bundle.step_arguments()
+    if _unbuilt(models, optimizers):
+        _warm_up(guarded.python_function, tuple(to_tensors(list(args))), {k: to_tensors(v) for k, v in kwargs.items()})
+    trainable = [v for m in models for v in m.trainable_variables]
+    build_optimizers(optimizers, trainable)
+    if bundle.checkpoint_prefix is not None:
+        bundle.restore_checkpoint(guarded.checkpoint).expect_partial()
+    warnings = assign_captured_state(bundle.weights(), models, optimizers)
+
+    def before_run() -> None:
+        for model in models or [None]:
+            bundle.restore_rng(model)
+        for model in models:
+            model.reset_metrics()
+
+    step = guarded.python_function
+    program = StepProgram(
+        step=step,
+        args=tuple(to_tensors(list(args))),
+        kwargs={k: to_tensors(v) for k, v in kwargs.items()},
+        state=_unique([v for m in models for v in m.variables] + [v for o in optimizers for v in o.variables]),
+        trainable=trainable,
+        optimizers=optimizers,
+        before_run=before_run,
+        description=f"{getattr(step, '__qualname__', 'the step')} on the captured arguments",
+    )
+    program.snapshot()
+    return Rebuilt(bundle=bundle, entry=None, program=program, warnings=warnings,
+                   bad_inputs=non_finite_inputs(bundle.batch()))
+
+
+def _unbuilt(models: list[Any], optimizers: list[Any]) -> bool:
+    """Whether some variable of the step does not exist yet: Keras builds a model without a strategy, and an
+    optimizer, only when the first step is traced, which in a re-entry has not happened."""
+    layers_built = all(layer.built for model in models for layer in model._flatten_layers())
+    return not layers_built or any(not optimizer.built for optimizer in optimizers)
+
+
+def _warm_up(step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    """Run the step once eagerly so it creates its variables (a model's, each optimizer's slots over the
+    variables it really trains) as training did; every value it changes is set from the bundle afterwards."""
+    from pyadapter.eager import eager
+
+    with eager():
+        step(*args, **kwargs)
+
+
+def _unique(variables: list[Any]) -> list[Any]:
+    seen: set[int] = set()
+    out = []
+    for variable in variables:
+        if variable is not None and id(variable) not in seen:
+            seen.add(id(variable))
+            out.append(variable)
+    return out
+
+
+@contextlib.contextmanager
+def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
+    """Every ``keras.Model.fit`` hands its built model to the hook at ``on_train_begin``."""
+    import keras
+
+    original = keras.Model.fit
+
+    class _TakeOver(keras.callbacks.Callback):
+        def on_train_begin(self, logs: dict | None = None) -> None:
+            hook.keras_fit(self.model)
+
+    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
+        callbacks = list(kwargs.pop("callbacks", None) or [])
+        return original(self, *args, callbacks=[*callbacks, _TakeOver()], **kwargs)
+
+    keras.Model.fit = fit
+    try:
+        yield
+    finally:
+        keras.Model.fit = original
+
+
+class TrainingReached(BaseException):
+    """Raised by `no_training` when the program reaches fit or a guarded step (a BaseException, so the user's
+    ``except Exception`` does not swallow it)."""
+
+
+class _Refuse:
+    def keras_fit(self, model: Any) -> None:
+        raise TrainingReached
+
+    def guarded_step(self, guarded: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        raise TrainingReached
+
+
+@contextlib.contextmanager
+def no_training() -> Iterator[None]:
+    """While importing a program for a rebuild: its first fit or guarded step raises `TrainingReached` instead of
+    training (a script that trains when imported, however it is written, is then re-entered instead)."""
+    hook = _Refuse()
+    takeover.install(hook)
+    try:
+        with _fit_taken_over(hook):
+            yield
+    finally:
+        takeover.install(None)
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """SIGALRM after `seconds` (main thread only; elsewhere no limit)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise _TimedOut
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _program_context(script: Path, argv: list[str], cwd: Path) -> Iterator[None]:
+    saved_argv, saved_path, saved_cwd = list(sys.argv), list(sys.path), os.getcwd()
+    sys.argv = [str(script), *argv]
+    sys.path.insert(0, str(script.parent))
+    os.chdir(cwd)
+    try:
+        yield
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+        os.chdir(saved_cwd)
+
+
+def cell_files_dir(notebook: Path) -> Path:
+    """Where a notebook's code cells are written as files for a re-entry (frames and breakpoints need files):
+    ``<notebook folder>/.nanlens/cells/<stem>-<hash of the path>/``."""
+    digest = hashlib.sha256(str(notebook.absolute()).encode()).hexdigest()[:8]
+    return notebook.absolute().parent / ".nanlens" / "cells" / f"{notebook.stem}-{digest}"
+
+
+def cell_file(notebook: Path, cell: int) -> Path:
+    """The file a re-entry runs cell `cell` (0-based among all the notebook's cells) from."""
+    return cell_files_dir(notebook) / f"cell{cell}.py"
+
+
+def _notebook_shell() -> Any:
+    """An IPython shell for the cells' transformed magics (``get_ipython().run_line_magic(...)``), if IPython
+    is installed; None otherwise (cells then hold ``pass`` where their magics were)."""
+    try:
+        from IPython.core.interactiveshell import InteractiveShell
+    except ImportError:
+        return None
+    return InteractiveShell.instance()
+
+
+def write_cell_files(path: Path) -> list[tuple[Path, str]]:
+    """Write the notebook's code cells (magics turned into Python) to their cell files, unchanged ones left as they
+    are; [(cell file, source)] in order. A debugger's breakpoint for a notebook cell goes on its cell file.
+    Raises ValueError (one line) for a notebook that cannot be read."""
+    from pyadapter.capture.notebook import notebook_code_cells
+
+    cells = notebook_code_cells(path)
+    cell_files_dir(path).mkdir(parents=True, exist_ok=True)
+    written = []
+    for cell in cells:
+        target = cell_file(path, cell.index)
+        if not target.exists() or target.read_text(encoding="utf-8") != cell.source:
+            target.write_text(cell.source, encoding="utf-8")
+        written.append((target, cell.source))
+    return written
+
+
+def _run_notebook(path: Path) -> None:
+    """Run the notebook's code cells in order in one ``__main__`` namespace, each from its own cell file."""
+    try:
+        cells = write_cell_files(path)
+    except ValueError as exc:
+        raise ReplayError(f"re-entry: cannot read the notebook {path}: {exc}") from None
+    module = types.ModuleType("__main__")
+    namespace = module.__dict__
+    namespace["__builtins__"] = __builtins__
+    shell = _notebook_shell()
+    if shell is not None:
+        namespace["get_ipython"] = lambda: shell
+    saved_main = sys.modules.get("__main__")
+    sys.modules["__main__"] = module
+    try:
+        for target, source in cells:
+            code = compile(source, str(target), "exec")
+            exec(code, namespace)  # noqa: S102 - the user's own notebook, run because the user asked
+    finally:
+        if saved_main is not None:
+            sys.modules["__main__"] = saved_main
+
+
+def notebook_cell_of(file: str) -> tuple[str, int] | None:
+    """(the .ipynb, cell index) when `file` is a cell file a re-entry ran (`cell_file`), else None."""
+    path = Path(file)
+    name = path.name
+    if not (name.startswith("cell") and name.endswith(".py") and name[4:-3].isdigit()):
+        return None
+    folder = path.parent
+    if folder.parent.name != "cells" or folder.parent.parent.name != ".nanlens" or "-" not in folder.name:
+        return None
+    stem = folder.name.rsplit("-", 1)[0]
+    notebook = folder.parent.parent.parent / f"{stem}.ipynb"
+    if cell_files_dir(notebook) != folder.absolute():
+        return None
+    return str(notebook), int(name[4:-3])
+
+
+def map_cell_files(findings: Any) -> None:
+    """Findings from a re-entered notebook: frames in its cell files become (the .ipynb, cell, line)."""
+    for item in [*([findings.origin] if findings.origin else []), *findings.findings]:
+        for target in [item, *item.stack]:
+            where = notebook_cell_of(target.file)
+            if where is not None:
+                target.file, target.cell = where
+
+
+def run_by_reentry(bundle: Any, action: Callable[[Any], T], *, timeout: float = DEFAULT_REENTRY_TIMEOUT,
+                   notes: list[str] | None = None) -> T:
+    """Run the bundle's program until its first training step, run ``action(rebuilt)`` there, end the program;
+    returns what `action` returned. Raises ReplayError (one line) when the program is gone, fails or ends before
+    its first training step, or does not reach it within `timeout` seconds. ``notes`` receives one line on the
+    route (the seconds the program's own setup took)."""
+    entry = bundle.entry_script
+    if entry is None:
+        raise ReplayError(f"{bundle.path}: the bundle does not record its program, so it cannot be re-entered")
+    program = Path(entry)
+    if not program.is_file():
+        raise ReplayError(
+            f"re-entry: the program {program} is not on this disk; open the bundle where the code is (findings "
+            "located at the scene show without it)"
+        )
+    recorded = bundle.manifest.get("entry_script") or {}
+    argv = recorded.get("argv")
+    args = [str(a) for a in argv[1:]] if isinstance(argv, list) and not is_notebook(program) else []
+    cwd = recorded.get("cwd")
+    folder = Path(cwd) if isinstance(cwd, str) and Path(cwd).is_dir() else program.parent
+    hook = _BundleTakeover(bundle, action)
+    kind = "notebook" if is_notebook(program) else "script"
+    takeover.install(hook)
+    try:
+        with _program_context(program, args, folder), _fit_taken_over(hook), _deadline(timeout):
+            with breakpoints_paused():
+                if is_notebook(program):
+                    _run_notebook(program)
+                else:
+                    runpy.run_path(str(program), run_name="__main__")
+    except _Finished:
+        pass
+    except _TimedOut:
+        raise ReplayError(
+            f"re-entry: {program.name} did not reach fit or the guarded step within {timeout:.0f} s; stopped "
+            "(no file was changed)"
+        ) from None
+    except SystemExit as exc:
+        raise ReplayError(
+            f"re-entry: the {kind} {program.name} exited (code {exc.code}) before its first training step"
+        ) from None
+    except ReplayError:
+        raise
+    except Exception as exc:  # the user's program failed while setting up: one line, where
+        raise ReplayError(
+            f"re-entry: the {kind} {program.name} failed before its first training step: "
+            f"{type(exc).__name__}: {_first_line(exc)}{_where(exc)}"
+        ) from None
+    finally:
+        takeover.install(None)
+    if hook.reached is None:
+        raise ReplayError(
+            f"re-entry: the {kind} {program.name} ended without reaching Keras fit or the guarded step; nothing "
+            "to replay"
+        )
+    if hook.error is not None:
+        raise hook.error
+    if notes is not None:
+        notes.append(
+            f"replayed by re-entry: ran the {kind} {program.name} up to {hook.reached} ({hook.seconds_to_step:.1f} s "
+            "of its own setup), then the captured step from the captured state"
+        )
+    return hook.result
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _where(exc: BaseException) -> str:
+    from pyadapter.dump.frames import is_user_file
+
+    tb = exc.__traceback__
+    found = ""
+    while tb is not None:
+        name = tb.tb_frame.f_code.co_filename
+        if is_user_file(name):
+            found = f" (at {os.path.basename(name)}:{tb.tb_lineno})"
+        tb = tb.tb_next
+    return found

@@ -1,0 +1,201 @@
+"""Locate at the scene: when a guarded step fails, find its origin right there, in the training process.
+
+The process still holds the live model, optimizers, batch and code, whatever shape the program has (a notebook,
+a script that trains at module level, a subclassed model with constructor arguments): nothing has to be rebuilt.
+`locate_here` puts the pre-step values back (weights, optimizer slots, metrics, Keras seed generators, so
+dropout and sampling draw the same values), runs the step once as a graph under a FULL_HEALTH dump, scans the
+dump, and then puts every value back to what training had before the re-run: the update of the re-run is never
+kept, and training goes on (or stops) exactly as it would have without it.
+
+The step runs in a short-lived thread of its own: its ops' creation stacks then hold only the step's own frames,
+as in a replay from the bundle, not the user's ``fit`` call around it (which is passed as ``entry_frame``, the
+line that stands for ops made wholly inside Keras). The dump is enabled and disabled in that same thread.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyadapter.findings import Findings, Frame
+
+# Origin sources in ``findings.bundle["origin_from"]``.
+ORIGIN_FROM_SCENE = "scene"
+
+
+@dataclass
+class SceneStep:
+    """The failing step as the live process holds it."""
+
+    step: Callable[..., Any]  # plain Python step (Keras ``model.train_step``, or the guarded loop function)
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    variables: list[Any]  # every variable the step may change: weights, optimizer slots, metrics, seed states
+    trainable: list[Any]
+    optimizers: list[Any]
+    seeds_before: dict[int, Any]  # id(seed state variable) -> value before the failing step
+    seed_variables: list[Any]
+
+
+@dataclass
+class SceneResult:
+    findings: Findings | None
+    seconds: float
+    error: str | None = None  # one line when locating at the scene failed (the bundle is written anyway)
+
+
+def say(message: str) -> None:
+    print(f"NaN Lens: {message}", file=sys.stderr, flush=True)
+
+
+def user_call_site() -> Frame | None:
+    """The innermost frame of the user's own code on this thread's stack: the ``model.fit(...)`` line (or the
+    guarded step's call), which stands for ops made wholly inside Keras."""
+    from pyadapter.dump.frames import is_user_file
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if is_user_file(path):
+            return Frame(file=os.path.abspath(path) if not path.startswith("<") else path, line=frame.f_lineno,
+                         function=frame.f_code.co_name)
+        frame = frame.f_back
+    return None
+
+
+def _run_dumped(scene: SceneStep, dump_dir: str) -> Any:
+    """Restore the pre-step values, run the step once as a graph under the dump; the StepVerdict."""
+    from pyadapter.replay.dumping import dumping
+    from pyadapter.replay.step import StepProgram, run_step
+
+    def before_run() -> None:
+        for variable in scene.seed_variables:
+            value = scene.seeds_before.get(id(variable))
+            if value is not None:
+                variable.assign(value)  # as read from this very variable before the step: same dtype
+
+    program = StepProgram(
+        step=scene.step,
+        args=scene.args,
+        kwargs=scene.kwargs,
+        state=[],  # restored by the caller, around the whole re-run
+        trainable=scene.trainable,
+        optimizers=scene.optimizers,
+        before_run=before_run,
+        description="the failing step, at the scene",
+    )
+    return run_step(program, "graph", restore=True, around=lambda: dumping(dump_dir))
+
+
+def locate_here(
+    scene: SceneStep,
+    *,
+    entry_frame: Frame | None,
+    bundle_path: str,
+    report: Any,
+    batch: Any,
+    history: list[dict[str, Any]] | None,
+    step: int,
+    epoch: int | None,
+    batch_index: int | None,
+    kind: str,
+    entry_script: str | None,
+) -> SceneResult:
+    """Re-run the failing step under a dump and scan it; every variable is as it was before this call after it.
+
+    Never raises for the user's code or the dump (training must go on cleanly): failures become ``error``."""
+    import numpy as np
+
+    started = time.perf_counter()
+    saved = [(variable, np.array(variable.numpy(), copy=True)) for variable in scene.variables]
+    dump_dir = tempfile.mkdtemp(prefix="nanlens-scene-dump-")
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["verdict"] = _run_dumped(scene, dump_dir)
+        except BaseException as exc:  # noqa: BLE001 - reported below, in the training thread
+            outcome["error"] = exc
+
+    try:
+        thread = threading.Thread(target=work, name="nanlens-locate-at-scene", daemon=True)
+        thread.start()
+        thread.join()
+        error = outcome.get("error")
+        if error is not None:
+            return SceneResult(None, time.perf_counter() - started, _one_line(error))
+        findings = _scan(dump_dir, entry_frame)
+        _describe(findings, outcome["verdict"], report=report, batch=batch, bundle_path=bundle_path, step=step,
+                  epoch=epoch, batch_index=batch_index, kind=kind, entry_script=entry_script)
+        _attach_pictures(findings, dump_dir, bundle_path, history, step)
+        seconds = time.perf_counter() - started
+        findings.extra["located_at_scene"] = {"seconds": round(seconds, 2)}
+        return SceneResult(findings, seconds)
+    except Exception as exc:  # noqa: BLE001 - the scan or a picture: say it, keep training's state intact
+        return SceneResult(None, time.perf_counter() - started, _one_line(exc))
+    finally:
+        for variable, value in saved:
+            variable.assign(value)
+        shutil.rmtree(dump_dir, ignore_errors=True)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def _scan(dump_dir: str, entry_frame: Frame | None) -> Findings:
+    from pyadapter.dump import scan_dump
+
+    return scan_dump(dump_dir, entry_frame=entry_frame)
+
+
+def _describe(findings: Findings, verdict: Any, *, report: Any, batch: Any, bundle_path: str, step: int,
+              epoch: int | None, batch_index: int | None, kind: str, entry_script: str | None) -> None:
+    """The ``bundle`` section as ``locate_bundle`` writes it, with origin_from "scene"; a batch that already held
+    NaN/Inf is said on the origin, as a locate from the bundle says it."""
+    from pyadapter.replay.batchhealth import batch_problem
+
+    verdict.dumped = True
+    findings.source_kind = "bundle"
+    findings.source_path = bundle_path
+    findings.bundle = {
+        "path": bundle_path,
+        "kind": kind,
+        "step": step,
+        "epoch": epoch,
+        "batch_index": batch_index,
+        "entry_script": entry_script or "",
+        "captured": report.summary(),
+        "reproduced": {"graph": verdict.reproduced},
+        "verdicts": {"graph": verdict.to_json()},
+        "note": None,
+        "non_finite_inputs": [],
+        "workers": [],
+        "origin_from": ORIGIN_FROM_SCENE,
+    }
+    problem = batch_problem(batch)
+    if problem is not None:
+        findings.bundle["non_finite_batch"] = problem.to_json()
+        carried = f"{problem.describe()}, so step {step} is not where it was made"
+        if findings.origin is not None:
+            findings.origin.message = (
+                f"{carried}: in the step, {findings.origin.message}; to find where, run `nanlens locate` on the "
+                "bundle (it re-runs the input pipeline under a dump)"
+            )
+        else:
+            findings.extra.setdefault("warnings", []).append(carried)
+
+
+def _attach_pictures(findings: Findings, dump_dir: str, bundle_path: str, history: list[dict[str, Any]] | None,
+                     step: int) -> None:
+    from pyadapter.pictures.build import attach_bundle_pictures
+
+    attach_bundle_pictures(findings, dump_dir, bundle_path, history=history, step=step)

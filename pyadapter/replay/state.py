@@ -1,0 +1,143 @@
+"""Put a bundle's captured variable values (weights.npz) into live Keras objects: models and their optimizers.
+
+Works for any live objects: a model loaded from ``model.keras``, or a model and optimizers the user's own program
+just built. Unbuilt optimizers are built first (a ``LossScaleOptimizer`` with its inner optimizer), under the
+optimizer's own name scope as ``apply`` would, so their slot variables exist and get the paths training gave them.
+
+Values are matched to variables by variable path ("sequential/dense/kernel", "loss_scale_optimizer/dynamic_scale",
+"adam/iteration"). The variables left over, whose paths were not captured (an optimizer built under another name
+scope names its slots "adam/dense_kernel_momentum" instead of "loss_scale_optimizer/adam/
+sequential_dense_kernel_momentum"; a second model in the process is "sequential_1/..."), take the captured values
+not used by path, in order, when there are as many of each and every shape matches. Every assigned variable is
+read back and compared with its value.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+
+from pyadapter.capture.snapshot import variable_path
+
+
+def assign_captured_state(weights: dict[str, np.ndarray], model: Any, optimizers: list[Any]) -> list[str]:
+    """Set every variable of `model` and of `optimizers` (a LossScaleOptimizer's inner optimizer included) from
+    `weights` (path -> captured value, in capture order, as `CaptureBundle.weights()` returns them).
+
+    `model` is a keras.Model, a list of them, or None; `optimizers` may hold None. An optimizer that is not built
+    yet is built on the models' trainable variables first (build one that trains only some of them yourself).
+    Returns warnings, one line each: variables that got no captured value (they keep theirs) or did not take it.
+    An empty list means every variable holds its captured value.
+    """
+    models = [m for m in (model if isinstance(model, (list, tuple)) else [model]) if m is not None]
+    live_optimizers = _unique([o for o in optimizers if o is not None])
+    build_optimizers(live_optimizers, [v for m in models for v in m.trainable_variables])
+    variables = _unique([v for m in models for v in m.variables] + [v for o in live_optimizers for v in o.variables])
+    if not variables:
+        return []
+    if not weights:
+        return [f"the bundle holds no captured variable values; the {len(variables)} variables keep theirs"]
+
+    values, unmatched, unused = match_captured(weights, variables)
+    warnings: list[str] = []
+    if unmatched:
+        first = variable_path(variables[unmatched[0]])
+        warnings.append(
+            f"{len(unmatched)} variables have no captured value (first: {first}; {len(unused)} captured values "
+            "left that do not match them in number and shape); they keep their current values"
+        )
+    wrong: list[str] = []
+    for index, value in values.items():
+        variable = variables[index]
+        target = value.astype(_numpy_dtype(variable, value.dtype), copy=False)
+        variable.assign(target)
+        if not _same(np.asarray(variable.numpy()), target):
+            wrong.append(variable_path(variable))
+    if wrong:
+        warnings.append(
+            f"{len(wrong)} variables do not hold their captured value after assigning it (first: {wrong[0]})"
+        )
+    return warnings
+
+
+def build_optimizers(optimizers: list[Any], trainable: list[Any]) -> None:
+    """Build each optimizer that is not built yet, and a built LossScaleOptimizer's inner optimizer if it is not,
+    on `trainable`, in the name scopes ``apply`` uses (so the slots get the paths they had in training)."""
+    import keras
+
+    for optimizer in optimizers:
+        if not trainable:
+            return
+        if not optimizer.built:
+            with keras.name_scope(optimizer.name, caller=optimizer):
+                optimizer.build(trainable)
+        inner = getattr(optimizer, "inner_optimizer", None)
+        if inner is not None and not inner.built:
+            with keras.name_scope(optimizer.name, caller=optimizer), keras.name_scope(inner.name, caller=inner):
+                inner.build(trainable)
+
+
+def match_captured(
+    weights: dict[str, np.ndarray], variables: list[Any]
+) -> tuple[dict[int, np.ndarray], list[int], list[str]]:
+    """({variable index: captured value}, indices of variables left without a value, captured paths not used).
+
+    By path first (a path two variables share is not used by path); then the variables left over and the captured
+    values left over pair in order, when there are as many of each and all their shapes and kinds match."""
+    paths = [variable_path(v) for v in variables]
+    counts = Counter(paths)
+    values: dict[int, np.ndarray] = {}
+    used: set[str] = set()
+    for index, (variable, path) in enumerate(zip(variables, paths, strict=True)):
+        value = weights.get(path)
+        if counts[path] == 1 and value is not None and _fits(value, variable):
+            values[index] = value
+            used.add(path)
+    rest = [i for i in range(len(variables)) if i not in values]
+    unused = [path for path in weights if path not in used]
+    if rest and len(rest) == len(unused) and all(
+        _fits(weights[path], variables[i]) for i, path in zip(rest, unused, strict=True)
+    ):
+        for index, path in zip(rest, unused, strict=True):
+            values[index] = weights[path]
+        rest, unused = [], []
+    return values, rest, unused
+
+
+def _fits(value: np.ndarray, variable: Any) -> bool:
+    if tuple(np.shape(value)) != tuple(variable.shape):
+        return False
+    return _kind(np.asarray(value).dtype) == _kind(_numpy_dtype(variable, np.asarray(value).dtype))
+
+
+def _kind(dtype: np.dtype) -> str:
+    return "f" if dtype.kind in "fc" else "i" if dtype.kind in "iu" else dtype.kind
+
+
+def _numpy_dtype(variable: Any, default: np.dtype) -> np.dtype:
+    dtype = getattr(variable, "dtype", None)
+    dtype = getattr(dtype, "as_numpy_dtype", dtype)  # tf.DType -> numpy type; Keras variables give a string
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        return np.dtype(default)
+
+
+def _same(current: np.ndarray, expected: np.ndarray) -> bool:
+    if current.shape != expected.shape:
+        return False
+    if current.dtype.kind in "fc":
+        return bool(np.array_equal(current, expected, equal_nan=True))
+    return bool(np.array_equal(current, expected))
+
+
+def _unique(objects: list[Any]) -> list[Any]:
+    seen: set[int] = set()
+    out = []
+    for obj in objects:
+        if id(obj) not in seen:
+            seen.add(id(obj))
+            out.append(obj)
+    return out

@@ -1,0 +1,426 @@
+"""NanGuard in a Jupyter notebook: a real kernel (ipykernel, run headless by nbclient) trains a model with a NaN
+bug; the bundle is named after the notebook, records the .ipynb and the executed cells, and frames in cell code
+(the kernel's /tmp/ipykernel_<pid>/<hash>.py files) map to (notebook, cell index, line in cell).
+
+Plus unit tests of reading notebooks (magics, malformed files) and of matching executions to cells."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from pyadapter.capture import integrity
+from pyadapter.capture.notebook import (
+    CodeCell,
+    ExecutedCell,
+    NotebookError,
+    NotebookInfo,
+    _transform_cell,
+    cell_location,
+    map_findings_to_notebook,
+    notebook_code_cells,
+    read_notebook_cells,
+    resolve_notebook_path,
+)
+from pyadapter.findings import Finding, Findings, Frame, OpRef
+
+KERNEL_NAME = "nanlens-test-python"
+STEM = "train_nan"
+
+IMPORTS = """%env TF_CPP_MIN_LOG_LEVEL=2
+import json
+import numpy as np
+import keras
+import tensorflow as tf
+from pyadapter import NanGuard"""
+
+# Starts with a blank line: IPython drops it before compiling, so compiled line numbers are one less.
+BUGGY = """
+def naive_loss(y_true, y_pred):
+    probs = tf.nn.softmax(y_pred * 1000.0)
+    log_probs = tf.math.log(probs)  # ORIGIN: softmax of huge logits underflows to 0, log(0) = -inf
+    return -tf.reduce_mean(tf.reduce_sum(y_true * log_probs, axis=-1))"""
+
+FIT = """keras.utils.set_random_seed(1)
+x = np.random.default_rng(0).normal(size=(64, 8)).astype("float32")
+y = keras.utils.to_categorical(np.arange(64) % 4, 4).astype("float32")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+model.compile(optimizer="sgd", loss=naive_loss)
+guard = NanGuard(CAPTURE_DIR)
+model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[guard])
+print("bundle:", guard.last_bundle)"""
+
+# Records where naive_loss lives (a real code object from the kernel) and a tfdbg2 dump of one call of it.
+AFTER = """from pyadapter.dump.recorder import DumpRecorder
+with open(LOCATION_FILE, "w") as handle:
+    json.dump({"file": naive_loss.__code__.co_filename, "first_line": naive_loss.__code__.co_firstlineno}, handle)
+with DumpRecorder(DUMP_DIR):
+    tf.function(naive_loss)(tf.constant(y[:4]), model(x[:4]))"""
+
+ORIGIN_LINE = next(i for i, line in enumerate(BUGGY.splitlines(), 1) if "# ORIGIN" in line)  # line in the cell
+
+
+def _notebook_json(cells: list[tuple[str, str]]) -> dict:
+    return {
+        "nbformat": 4,
+        "nbformat_minor": 5,
+        "metadata": {"kernelspec": {"name": KERNEL_NAME, "display_name": "Python", "language": "python"}},
+        "cells": [
+            {"cell_type": kind, "id": f"c{i}", "metadata": {}, "source": source,
+             **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+            for i, (kind, source) in enumerate(cells)
+        ],
+    }
+
+
+def _write_kernelspec(jupyter_dir: Path) -> None:
+    """A kernelspec that starts this interpreter (the .venv's), found through JUPYTER_PATH only."""
+    spec_dir = jupyter_dir / "kernels" / KERNEL_NAME
+    spec_dir.mkdir(parents=True)
+    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+            "display_name": "NaN Lens test Python", "language": "python"}
+    (spec_dir / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def notebook_run(tmp_path_factory):
+    """Writes a notebook under <root>/experiments/ and runs it as Jupyter does: the kernel starts in the
+    notebook's folder, with JPY_SESSION_NAME = the notebook's path relative to the server root."""
+    nbclient = pytest.importorskip("nbclient")
+    nbformat = pytest.importorskip("nbformat")
+    base = tmp_path_factory.mktemp("notebook")
+    root = base / "root"
+    folder = root / "experiments"
+    folder.mkdir(parents=True)
+    capture_dir, dump_dir, location_file = base / "captures", base / "dump", base / "location.json"
+    settings = (f"CAPTURE_DIR = {str(capture_dir)!r}\nDUMP_DIR = {str(dump_dir)!r}\n"
+                f"LOCATION_FILE = {str(location_file)!r}")
+    cells = [
+        ("markdown", "# A model with a NaN bug\nThe loss takes the log of a softmax."),
+        ("code", IMPORTS),
+        ("code", settings),
+        ("markdown", "Huge logits make the softmax exactly 0 somewhere."),
+        ("code", BUGGY),
+        ("code", FIT),
+        ("code", AFTER),
+    ]
+    path = folder / f"{STEM}.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    jupyter_dir = base / "jupyter"
+    _write_kernelspec(jupyter_dir)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_PATH", str(jupyter_dir))
+        patch.setenv("JUPYTER_RUNTIME_DIR", str(base / "runtime"))
+        patch.setenv("IPYTHONDIR", str(base / "ipython"))
+        patch.setenv("JPY_SESSION_NAME", f"experiments/{STEM}.ipynb")
+        patch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+        patch.setenv("CUDA_VISIBLE_DEVICES", "")
+        patch.delenv("IPYKERNEL_CELL_NAME", raising=False)
+        nb = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+        client = nbclient.NotebookClient(nb, timeout=300, kernel_name=KERNEL_NAME,
+                                         resources={"metadata": {"path": str(folder)}})
+        client.execute()
+
+    bundles = sorted(p for p in capture_dir.iterdir() if p.is_dir())
+    assert len(bundles) == 1, [p.name for p in bundles]
+    return {
+        "path": path,
+        "cells": cells,
+        "bundle": bundles[0],
+        "dump": dump_dir,
+        "location": json.loads(location_file.read_text(encoding="utf-8")),
+        "outputs": nb.cells,
+    }
+
+
+def _buggy_index(run) -> int:
+    return next(i for i, (_, source) in enumerate(run["cells"]) if source == BUGGY)
+
+
+@pytest.mark.slow
+def test_bundle_is_named_after_the_notebook_and_records_its_cells(notebook_run):
+    from pyadapter import CaptureBundle
+
+    bundle = CaptureBundle.load(notebook_run["bundle"])
+    assert bundle.path.name.startswith(f"{STEM}-") and "ipykernel" not in bundle.path.name
+    assert bundle.manifest["run"].startswith(f"{STEM}-")
+    entry = bundle.manifest["entry_script"]
+    nb_path = notebook_run["path"]
+    assert entry["path"] == str(nb_path) and bundle.entry_script == nb_path
+    assert entry["sha256"] == integrity.sha256_file(nb_path) and not bundle.entry_script_changed()
+    assert "ipykernel_launcher" in " ".join(entry["argv"])  # argv as today: the kernel's own command line
+
+    recorded = entry["notebook"]
+    assert recorded["path"] == str(nb_path) and recorded["found_by"] == "JPY_SESSION_NAME"
+    code_sources = [source for kind, source in notebook_run["cells"] if kind == "code"]
+    # Executed so far when the step failed: every code cell up to the fit cell, in execution order.
+    assert [c["source"] for c in recorded["cells"]] == code_sources[:4]
+    assert [c["execution_count"] for c in recorded["cells"]] == [1, 2, 3, 4]
+    files = [c["file"] for c in recorded["cells"]]
+    assert all(f and os.path.basename(os.path.dirname(f)).startswith("ipykernel_") and f.endswith(".py")
+               for f in files), files
+    assert len(set(files)) == len(files)
+    by_source = {c["source"]: c for c in recorded["cells"]}
+    assert "run_line_magic" in by_source[IMPORTS]["code"]  # %env, as the kernel compiled it
+    assert by_source[BUGGY]["code"].startswith("def naive_loss")  # leading blank line dropped by IPython
+    assert "code" not in by_source[FIT]
+
+
+@pytest.mark.slow
+def test_cell_frames_from_the_kernel_map_to_notebook_cells(notebook_run):
+    from pyadapter import CaptureBundle
+
+    bundle = CaptureBundle.load(notebook_run["bundle"])
+    info = NotebookInfo.from_manifest(bundle.manifest["entry_script"]["notebook"])
+    location = notebook_run["location"]  # naive_loss.__code__ in the kernel
+    recorded_buggy = next(c for c in info.cells if c.source == BUGGY)
+    assert location["file"] == recorded_buggy.file
+
+    nb = str(notebook_run["path"])
+    index = _buggy_index(notebook_run)
+    assert index == 4  # markdown cells count
+    # co_firstlineno is the `def` line as compiled (line 1); in the cell it is line 2.
+    assert info.cell_location(location["file"], location["first_line"]) == (nb, index, 2)
+    compiled_origin = location["first_line"] + (ORIGIN_LINE - 2)
+    assert cell_location(location["file"], compiled_origin, info) == (nb, index, ORIGIN_LINE)
+
+    # Every recorded cell file maps to its own cell, line 1 for cells without leading blank lines.
+    expected = {c: i for i, (kind, c) in enumerate(notebook_run["cells"]) if kind == "code"}
+    for cell in info.cells:
+        first = 1 + cell.line_offset
+        assert info.cell_location(cell.file, 1) == (nb, expected[cell.source], first)
+    assert info.cell_location("/elsewhere/train.py", 3) is None
+
+
+@pytest.mark.slow
+def test_origin_in_a_dump_made_in_the_kernel_maps_to_the_buggy_cell(notebook_run):
+    """The dump made in the kernel is scanned here, in another process: mapping uses the manifest's sources."""
+    from pyadapter import CaptureBundle, scan_dump
+
+    findings = scan_dump(notebook_run["dump"])
+    assert findings.origin is not None and findings.origin.op.type == "Log"
+    location = notebook_run["location"]
+    assert findings.origin.file == location["file"] and findings.origin.cell is None
+
+    info = NotebookInfo.from_manifest(CaptureBundle.load(notebook_run["bundle"]).manifest["entry_script"]["notebook"])
+    same = map_findings_to_notebook(findings, info)
+    assert same is findings
+    origin = findings.origin
+    nb, index = str(notebook_run["path"]), _buggy_index(notebook_run)
+    assert (origin.file, origin.cell, origin.line) == (nb, index, ORIGIN_LINE)
+    cell_frames = [f for f in origin.stack if f.cell is not None]
+    assert cell_frames and all(f.file == nb for f in cell_frames)
+    assert (cell_frames[-1].cell, cell_frames[-1].line) == (index, ORIGIN_LINE)
+    assert not any(f.file == location["file"] for f in origin.stack)
+    # The JSON the editor reads carries the cell.
+    as_json = findings.to_json()["origin"]
+    assert as_json["file"] == nb and as_json["cell"] == index and as_json["line"] == ORIGIN_LINE
+    assert Findings.from_json(findings.to_json()).origin.cell == index
+
+
+@pytest.mark.slow
+def test_mapping_follows_the_notebook_on_disk(notebook_run, tmp_path):
+    """Cells moved: the index follows the source. The buggy cell edited: nothing maps (no stale line)."""
+    from pyadapter import CaptureBundle
+
+    recorded = CaptureBundle.load(notebook_run["bundle"]).manifest["entry_script"]["notebook"]
+    location = notebook_run["location"]
+    cells = [("markdown", "# New title")] + list(notebook_run["cells"])
+    moved = tmp_path / "moved.ipynb"
+    moved.write_text(json.dumps(_notebook_json(cells)), encoding="utf-8")
+    info = NotebookInfo.from_manifest({**recorded, "path": str(moved)})
+    assert info.cell_location(location["file"], 1) == (str(moved), _buggy_index(notebook_run) + 1, 2)
+
+    edited = [(k, s.replace("1000.0", "1.0") if s == BUGGY else s) for k, s in notebook_run["cells"]]
+    moved.write_text(json.dumps(_notebook_json(edited)), encoding="utf-8")
+    assert info.cell_location(location["file"], 1) is None
+
+
+@pytest.mark.slow
+def test_findings_json_located_at_the_scene_points_at_the_buggy_cell(notebook_run):
+    """NanGuard locates the origin in the kernel when the step fails and writes findings.json, mapped to cells."""
+    from pyadapter import CaptureBundle, load_findings
+
+    bundle = CaptureBundle.load(notebook_run["bundle"])
+    findings_file = notebook_run["bundle"] / "findings.json"
+    assert "findings.json" in bundle.manifest["files"], sorted(p.name for p in notebook_run["bundle"].iterdir())
+    findings = load_findings(findings_file)
+    origin = findings.origin
+    nb, index = str(notebook_run["path"]), _buggy_index(notebook_run)
+    assert origin is not None and origin.op.type == "Log"
+    assert (origin.file, origin.cell, origin.line) == (nb, index, ORIGIN_LINE)
+    cell_files = {c.file for c in NotebookInfo.from_manifest(bundle.manifest["entry_script"]["notebook"]).cells}
+    for finding in [origin, *findings.findings]:
+        assert finding.file not in cell_files
+        assert not any(frame.file in cell_files for frame in finding.stack)
+    assert any(f.file == nb and f.cell == index for f in origin.stack)
+
+
+# ---- without a kernel -----------------------------------------------------------------------------------------
+
+
+def test_outside_a_kernel_nothing_changes_and_ipython_is_not_imported():
+    code = (
+        "import sys\n"
+        "from pyadapter.capture import notebook, snapshot\n"
+        "assert notebook.current_notebook() is None and not notebook.in_kernel()\n"
+        "assert 'IPython' not in sys.modules\n"
+        "info = snapshot.entry_script_info()\n"
+        "assert 'notebook' not in info and info['path'] is None, info\n"
+        "assert snapshot.default_run_name(0).startswith('run-')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_session_name_resolution(tmp_path, monkeypatch):
+    nb = tmp_path / "root" / "sub" / "a.ipynb"
+    nb.parent.mkdir(parents=True)
+    nb.write_text("{}", encoding="utf-8")
+    assert resolve_notebook_path(str(nb)) == nb
+    assert resolve_notebook_path(nb.as_uri()) == nb
+    assert resolve_notebook_path("sub/a.ipynb", cwd=nb.parent) == nb  # relative to the server root
+    assert resolve_notebook_path("a.ipynb", cwd=nb.parent) == nb
+    monkeypatch.chdir(nb.parent)
+    assert resolve_notebook_path("a.ipynb") == nb
+    assert resolve_notebook_path("missing.ipynb") is None
+    assert resolve_notebook_path("Console 1") is None
+
+
+MAGICS = """%pip install numpy
+import os
+files = !ls
+!echo hi
+if files:
+    %time x = 1
+    print(os.sep)
+os.path?"""
+
+
+def _write(path: Path, cells: list[tuple[str, str]]) -> Path:
+    path.write_text(json.dumps(_notebook_json(cells)), encoding="utf-8")
+    return path
+
+
+def test_code_cells_with_magics_keep_cell_indices_and_line_numbers(tmp_path):
+    nb = _write(tmp_path / "m.ipynb", [("markdown", "# t"), ("code", MAGICS), ("raw", "x"),
+                                       ("code", "%%time\ny = 2\nprint(y)"), ("code", "\n\nz = 3")])
+    cells = notebook_code_cells(nb)
+    assert [c.index for c in cells] == [1, 3, 4] and all(isinstance(c, CodeCell) for c in cells)
+    first = cells[0]
+    assert first.raw == MAGICS
+    assert "get_ipython().run_line_magic('pip', 'install numpy')" in first.source
+    assert "get_ipython().getoutput('ls')" in first.source and "system('echo hi')" in first.source
+    lines = first.source.splitlines()
+    assert len(lines) == len(MAGICS.splitlines()) and lines[6] == "    print(os.sep)"
+    compile(first.source, "m.py", "exec")
+    assert "run_cell_magic('time'" in cells[1].source
+    assert cells[2].source.splitlines()[2] == "z = 3"  # leading blank lines kept: same line numbers
+
+
+def test_code_cells_without_ipython_become_pass(tmp_path):
+    plain = _transform_cell(MAGICS, None)
+    lines = plain.splitlines()
+    assert lines == ["pass", "import os", "pass", "pass", "if files:", "    pass", "    print(os.sep)", "pass"]
+    compile(plain, "m.py", "exec")
+    assert _transform_cell("%%time\ny = 2\nprint(y)", None).splitlines() == ["pass", "y = 2", "print(y)"]
+    assert _transform_cell("%%bash\necho hi\nls", None).splitlines() == ["pass", "pass", "pass"]
+    assert _transform_cell("x = 1 % 2\ns = '%d' % x\n", None) == "x = 1 % 2\ns = '%d' % x\n"
+    assert _transform_cell("!pip install \\\n   numpy\nx = 1", None).splitlines() == ["pass", "pass", "x = 1"]
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"{not json", "not JSON"),
+        (b"[1, 2]", "not an object"),
+        (b'{"nbformat": 4, "metadata": {}}', 'no "cells" list'),
+        (b'{"nbformat": 3, "worksheets": []}', "nbformat 3"),
+        (b'{"nbformat": 4, "cells": [{"source": "x"}]}', "cell 0"),
+        (b'{"nbformat": 4, "cells": [{"cell_type": "code", "source": 3}]}', "cell 0"),
+        (b"\xff\xfe\x00bad", "not UTF-8"),
+    ],
+)
+def test_malformed_notebook_is_one_clear_line(tmp_path, content, reason):
+    bad = tmp_path / "bad.ipynb"
+    bad.write_bytes(content)
+    for read in (read_notebook_cells, notebook_code_cells):
+        with pytest.raises(NotebookError) as caught:
+            read(bad)
+        message = str(caught.value)
+        assert isinstance(caught.value, ValueError) and "\n" not in message
+        assert str(bad) in message and reason in message, message
+    with pytest.raises(NotebookError, match="cannot read"):
+        read_notebook_cells(tmp_path / "missing.ipynb")
+
+
+def test_duplicate_cells_follow_execution_order(tmp_path):
+    same = "loss = tf.math.log(p)\nprint(loss)"
+    nb = _write(tmp_path / "d.ipynb", [("code", same), ("markdown", "m"), ("code", "p = 0.0"), ("code", same + "\n\n")])
+    runs = [ExecutedCell(1, same, "/tmp/ipykernel_1/aaa.py"), ExecutedCell(2, "p = 0.0", "/tmp/ipykernel_1/bbb.py"),
+            ExecutedCell(3, same + "\n", "/tmp/ipykernel_1/aaa.py")]
+    info = NotebookInfo(path=nb, sha256=None, cells=runs)
+    # The latest run of that source came after cell 2: it was cell 3 (its trailing blank lines do not count).
+    assert info.cell_location("/tmp/ipykernel_1/aaa.py", 1) == (str(nb), 3, 1)
+    assert info.cell_location("/tmp/ipykernel_1/bbb.py", 1) == (str(nb), 2, 1)
+    assert info.cell_location("/tmp/ipykernel_1/aaa.py", 9) is None  # past the end of the cell
+    assert info.cell_location("/tmp/ipykernel_1/ccc.py", 1) is None
+
+    # Run out of order, only the first copy: it maps to cell 0.
+    info = NotebookInfo(path=nb, sha256=None, cells=runs[:1])
+    assert info.cell_location("/tmp/ipykernel_1/aaa.py", 2) == (str(nb), 0, 2)
+    assert NotebookInfo.from_manifest(info.to_manifest()).cell_location("/tmp/ipykernel_1/aaa.py", 2) == (
+        str(nb), 0, 2)
+
+
+def test_map_findings_rewrites_origin_findings_and_frames(tmp_path):
+    nb = _write(tmp_path / "f.ipynb", [("markdown", "#"), ("code", "\ndef f(p):\n    return tf.math.log(p)")])
+    cell_file = "/tmp/ipykernel_7/123.py"
+    info = NotebookInfo(path=nb, sha256=None,
+                        cells=[ExecutedCell(1, "\ndef f(p):\n    return tf.math.log(p)", cell_file,
+                                            code="def f(p):\n    return tf.math.log(p)\n")])
+    stack = [Frame("/work/train.py", 10, "main"), Frame(cell_file, 2, "f"), Frame("/site-packages/tf/x.py", 5)]
+    origin = Finding(file=cell_file, line=2, role="origin", op=OpRef(name="Log", type="Log"), stack=stack)
+    other = Finding(file="/work/train.py", line=10, role="propagated", op=OpRef(name="Mul", type="Mul"),
+                    stack=[Frame(cell_file, 2, "f")])
+    doc = Findings(source_kind="dump", source_path="d", origin=origin, findings=[origin, other])
+    map_findings_to_notebook(doc, info)
+    assert (origin.file, origin.cell, origin.line) == (str(nb), 1, 3)
+    assert [(f.file, f.cell, f.line) for f in origin.stack] == [
+        ("/work/train.py", None, 10), (str(nb), 1, 3), ("/site-packages/tf/x.py", None, 5)]
+    assert (other.file, other.cell, other.line) == ("/work/train.py", None, 10)
+    assert (other.stack[0].cell, other.stack[0].line) == (1, 3)
+    map_findings_to_notebook(doc, info)  # idempotent
+    assert (origin.cell, origin.line) == (1, 3)
+    assert map_findings_to_notebook(doc, None) is doc
+
+
+# ---- replay and locate by re-entry: the notebook's code cells run again, in order, up to its fit -------------
+
+
+@pytest.mark.slow
+def test_notebook_bundle_replays_by_reentry(notebook_run):
+    result = subprocess.run([sys.executable, "-m", "pyadapter", "replay", str(notebook_run["bundle"]), "--json"],
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["route"].startswith(f"replayed by re-entry: ran the notebook {STEM}.ipynb"), report["route"]
+    assert report["reproduced"] == {"graph": True, "eager": True}
+
+
+@pytest.mark.slow
+def test_notebook_locate_by_reentry_names_the_cell_and_line(notebook_run):
+    result = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "locate", str(notebook_run["bundle"]), "--replay", "--json"],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    origin = json.loads(result.stdout)["origin"]
+    assert (origin["file"], origin["cell"], origin["line"]) == (
+        str(notebook_run["path"]), _buggy_index(notebook_run), ORIGIN_LINE)
