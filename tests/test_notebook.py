@@ -424,3 +424,41 @@ def test_notebook_locate_by_reentry_names_the_cell_and_line(notebook_run):
     origin = json.loads(result.stdout)["origin"]
     assert (origin["file"], origin["cell"], origin["line"]) == (
         str(notebook_run["path"]), _buggy_index(notebook_run), ORIGIN_LINE)
+
+
+@pytest.mark.slow
+def test_replay_eagerly_of_a_notebook_bundle_stops_in_the_cell_with_real_tensors(notebook_run):
+    """"Replay eagerly" on a notebook origin: the editor puts the breakpoint on the cell's file (what the server's
+    replay target names, `cellFile`), and debugpy stops there when the re-entered notebook's captured step runs."""
+    from dap_client import DapClient
+
+    from pyadapter.replay.reentry import cell_file, write_cell_files
+
+    notebook, index = notebook_run["path"], _buggy_index(notebook_run)
+    write_cell_files(notebook)  # as the language server does when it offers the lens
+    source = str(cell_file(notebook, index))
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
+    with DapClient([sys.executable, "-m", "debugpy.adapter"], env=env) as dap:
+        dap.request("initialize", {"adapterID": "nanlens", "clientID": "nanlens-tests", "linesStartAt1": True,
+                                   "columnsStartAt1": True, "pathFormat": "path"})
+        launch = dap.send("launch", {
+            "name": "NaN Lens: replay eagerly", "type": "nanlens", "request": "launch", "module": "pyadapter",
+            "args": ["replay", str(notebook_run["bundle"]), "--eager"], "python": [sys.executable],
+            "cwd": str(notebook.parent), "justMyCode": False, "console": "internalConsole",
+            "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
+        })
+        dap.wait_event("initialized", timeout=60)
+        answer = dap.request("setBreakpoints", {"source": {"path": source}, "breakpoints": [{"line": ORIGIN_LINE}]})
+        assert answer["body"]["breakpoints"][0]["verified"], answer
+        dap.request("configurationDone")
+        dap.response(launch, timeout=60)
+        stopped = dap.wait_event("stopped", timeout=240)
+        assert stopped["body"]["reason"] == "breakpoint"
+        thread = stopped["body"]["threadId"]
+        top = dap.request("stackTrace", {"threadId": thread, "levels": 3})["body"]["stackFrames"][0]
+        assert (top["source"]["path"], top["line"]) == (source, ORIGIN_LINE)
+        smallest = dap.request("evaluate", {"expression": "float(probs.numpy().min())", "frameId": top["id"],
+                                            "context": "repl"})["body"]["result"]
+        assert float(smallest) == 0.0  # the softmax of huge logits underflowed: real values, not a graph tensor
+        dap.request("continue", {"threadId": thread})
+        dap.wait_event("terminated", timeout=120)

@@ -179,44 +179,6 @@ def test_breakpoint_advice_names_graph_code_and_stays_quiet_elsewhere(tmp_path: 
 
 
 @pytest.mark.slow
-def test_saved_lambdas_are_taken_from_source_never_from_bytecode(tmp_path: Path) -> None:
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    import keras
-    import numpy as np
-
-    from pyadapter.replay.entry import import_entry_script
-    from pyadapter.replay.lambdas import lambdas_from_source
-
-    script = tmp_path / "lambda_entry_demo.py"
-    script.write_text(
-        "import keras\n"
-        "import tensorflow as tf\n"
-        "def build():\n"
-        "    inputs = keras.Input((2,))\n"
-        "    doubled = keras.layers.Lambda(lambda t: tf.math.log(t) * 2.0)(inputs)\n"
-        "    return keras.Model(inputs, doubled)\n",
-        encoding="utf-8",
-    )
-    try:
-        original_from_config = vars(keras.layers.Lambda)["from_config"]
-        module = import_entry_script(script).module
-        path = tmp_path / "model.keras"
-        module.build().save(path)
-        with pytest.raises(ValueError, match="lambda"):
-            keras.saving.load_model(path, safe_mode=True)  # what Keras does on its own
-        with lambdas_from_source(path, [module]) as objects:
-            model = keras.saving.load_model(path, custom_objects=objects, safe_mode=True)
-        lambda_layer = model.layers[-1]
-        assert lambda_layer.function.__code__.co_filename == str(script.resolve())
-        assert lambda_layer.function.__code__.co_firstlineno == 5  # breakpoints on that line stop in a replay
-        np.testing.assert_allclose(model(np.array([[1.0, np.e]], "float32")).numpy(), [[0.0, 2.0]], rtol=1e-6)
-        assert vars(keras.layers.Lambda)["from_config"] is original_from_config  # Keras is left as it was
-    finally:
-        sys.modules.pop("lambda_entry_demo", None)
-        if str(tmp_path) in sys.path:
-            sys.path.remove(str(tmp_path))
-
-
 def test_training_call_is_found_in_the_entry_script_without_running_it(tmp_path: Path) -> None:
     from pyadapter.replay.callsite import training_call_frame
 

@@ -94,6 +94,26 @@ def test_script_is_located_at_its_origin_line_at_the_scene(script_run):
     assert re.search(rf"NaN Lens: located in [\d.]+ s: {re.escape(str(program.resolve()))}:{line}: ", done.stderr)
 
 
+def nanlens_json(*args: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "pyadapter", *args, "--json"], capture_output=True, text=True,
+                          timeout=TIMEOUT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+@pytest.mark.slow
+def test_script_is_located_and_replayed_by_reentry(script_run):
+    """The same bundle without the scene's answer: re-entering the program finds the same line, and the captured
+    step reproduces in graph and eager mode."""
+    program, _, capture_dir = script_run
+    bundle = only_bundle(capture_dir)
+    located = nanlens_json("locate", str(bundle), "--replay")
+    assert (Path(located["origin"]["file"]), located["origin"]["line"]) == (program.resolve(), marked_line(program))
+    assert located["bundle"]["route"].startswith("replayed by re-entry")
+    replayed = nanlens_json("replay", str(bundle))
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
+
+
 @pytest.fixture(scope="module")
 def notebook_run(tmp_path_factory):
     pytest.importorskip("nbclient")
@@ -118,6 +138,19 @@ def test_notebook_is_located_at_its_origin_cell_and_line_at_the_scene(notebook_r
     assert (Path(origin["file"]), origin.get("cell"), origin["line"]) == (NOTEBOOK.resolve(), cell, line), origin
     assert origin["op"]["type"] == "Log"
     assert f"{NOTEBOOK.resolve()}:{line} (cell {cell}): Log" in done.stderr
+
+
+@pytest.mark.slow
+def test_notebook_is_located_and_replayed_by_reentry(notebook_run):
+    _, capture_dir = notebook_run
+    bundle = only_bundle(capture_dir)
+    located = nanlens_json("locate", str(bundle), "--replay")
+    cell, line = marked_cell(NOTEBOOK)
+    origin = located["origin"]
+    assert (Path(origin["file"]), origin.get("cell"), origin["line"]) == (NOTEBOOK.resolve(), cell, line), origin
+    assert located["bundle"]["route"].startswith(f"replayed by re-entry: ran the notebook {NOTEBOOK.name}")
+    replayed = nanlens_json("replay", str(bundle))
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
 
 
 @pytest.mark.slow
@@ -226,11 +259,9 @@ def test_gan_guard_applies_no_nan_update_through_either_optimizer(gan_probe):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "each optimizer is gated on its own gradients: when the discriminator's update is blocked, the generator's "
-    "finite update of the same failing step is still applied (weights, slots, iteration), and the bundle's "
-    "'before_update' state holds the generator after that update"))
 def test_gan_failing_step_is_not_half_applied_and_the_bundle_holds_the_state_before_it(gan_probe):
+    # When the discriminator's update is blocked, the generator's finite update of the same step is taken back:
+    # the step is applied whole or not at all, and the bundle holds the state before it.
     probe = gan_probe
     assert probe["changed"] == {"model": [], "d_optimizer": [], "g_optimizer": []}
     assert probe["bundle_differs"] == []

@@ -84,6 +84,9 @@ class _Gate:
     weights_ok: Any
     applied: Any
     local_ok: Any  # this replica's own loss and gradients, before the replicas agreed
+    # (variable, value before this update): kept when the step updates several optimizers, so that a later update
+    # of the same step that fails can take this one back (a GAN's generator update after a NaN discriminator's)
+    backup: list[tuple[Any, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -96,8 +99,9 @@ class _CallScope:
     """The records of one guarded call being traced, one per thread (MirroredStrategy traces each replica in its
     own thread)."""
 
-    def __init__(self, config: GateConfig) -> None:
+    def __init__(self, config: GateConfig, several_optimizers: bool = False) -> None:
         self.config = config
+        self.several_optimizers = several_optimizers
         self._records: dict[int, _Record] = {}
         self._lock = threading.Lock()
 
@@ -209,7 +213,7 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
                 optimizer.built = True
         record = scope.record()
         gate = _gate(optimizer, original_apply, grads, trainable_variables, variables, list(record.losses),
-                     scope.config, check_grads=not loss_scaling)
+                     scope.config, check_grads=not loss_scaling, keep_backup=scope.several_optimizers)
         record.gates.append(gate)
         return None
 
@@ -223,7 +227,7 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
     global _active
     if _active is not None:
         raise GuardError("a guarded step is already being traced (nested NanGuard / guard_step)")
-    scope = _CallScope(config)
+    scope = _CallScope(config, several_optimizers=len(_unique(optimizers)) > 1)
     patched: list[tuple[Any, str, Any]] = []
     missing = object()
 
@@ -277,7 +281,7 @@ def record_loss(loss: Any) -> Any:
 
 
 def _gate(optimizer: Any, original_apply: Any, grads: list[Any], variables_arg: Any, variables: list[Any],
-          losses: list[Any], config: GateConfig, check_grads: bool) -> _Gate:
+          losses: list[Any], config: GateConfig, check_grads: bool, keep_backup: bool = False) -> _Gate:
     present = [i for i, g in enumerate(grads) if g is not None]
     grad_names = [variable_path(variables[i]) for i in present] if check_grads else []
     checked_weights = [variables[i] for i in present if _is_float(variables[i])] if config.check_weights else []
@@ -323,6 +327,12 @@ def _gate(optimizer: Any, original_apply: Any, grads: list[Any], variables_arg: 
         agreed = tf.equal(replica_context.all_reduce(tf.distribute.ReduceOp.SUM, bad), 0.0)
         loss_ok, grad_flags = agreed[0], agreed[1:]
     ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
+    backup: list[tuple[Any, Any]] = []
+    if keep_backup and not (in_sync and replica_context.num_replicas_in_sync > 1):
+        # Read before the update (automatic control dependencies keep program order): one copy of what this
+        # optimizer changes, for models that train several optimizers in one step.
+        state = [v for v in list(variables) + list(optimizer.variables) if v is not None]
+        backup = [(v, tf.identity(_dense(v))) for v in _unique(state)]
     needs_merge = in_sync and not tf.__internal__.distribute.strategy_supports_no_merge_call()
     if needs_merge:
 
@@ -338,7 +348,7 @@ def _gate(optimizer: Any, original_apply: Any, grads: list[Any], variables_arg: 
     else:
         weight_flags, applied = decide(ok, lambda: original_apply(grads, variables_arg))
     all_ok = tf.logical_and(ok, tf.reduce_all(weight_flags))
-    return _Gate(grad_names, weight_names, all_ok, loss_ok, grad_flags, weight_flags, applied, local_ok)
+    return _Gate(grad_names, weight_names, all_ok, loss_ok, grad_flags, weight_flags, applied, local_ok, backup)
 
 
 # ---- combining what the replicas recorded -------------------------------------------------------------------
@@ -417,6 +427,12 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         )
     loss_ok = _all(loss_oks)
     ok = _all(oks) if n_gates else loss_ok  # a gate's ok already includes its losses
+    if n_gates > 1 and len(records) == 1 and any(g.backup for g in records[0].gates):
+        # Several updates in one step (a GAN's two optimizers): when any of them fails, the step is not applied
+        # at all, so the updates that did go through are taken back.
+        for gate in records[0].gates:
+            _undo_if_step_failed(gate, ok)
+        applied = [tf.logical_and(ok, _all(applied))]
     firsts = [_scalar_loss(r.losses[0]) for r in records if r.losses]
     if not firsts:
         loss = tf.constant(0.0, tf.float32)  # a placeholder: meta.has_loss is False
@@ -432,6 +448,15 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         local_ok=_all(local_oks) if n_gates else loss_ok,
     )
     return verdict, meta
+
+
+def _undo_if_step_failed(gate: _Gate, step_ok: Any) -> None:
+    def undo() -> Any:
+        for variable, value in gate.backup:
+            variable.assign(value)
+        return tf.constant(True)
+
+    tf.cond(tf.logical_and(tf.logical_not(step_ok), gate.applied), undo, lambda: tf.constant(False))
 
 
 def report(verdict: Verdict, meta: GateMeta, trainable_variables: list[Any], loss_seen_bad: bool = False) -> NonFiniteReport:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import collections
 import sys
 import time
+import warnings
 import weakref
 from pathlib import Path
 from typing import Any
@@ -86,6 +87,15 @@ def model_optimizers(model: keras.Model) -> list[Any]:
         if isinstance(value, keras.optimizers.Optimizer) and all(value is not seen for seen in found):
             found.append(value)
     return found
+
+
+def primary_optimizer(model: keras.Model) -> Any:
+    """The optimizer whose iteration count is the model's step: the one that has taken the most steps; among
+    equals, one the model holds itself (a GAN's ``d_optimizer``) before the ``model.optimizer`` that a bare
+    ``super().compile()`` makes and nothing uses."""
+    optimizers = model_optimizers(model)
+    own = getattr(model, "optimizer", None)
+    return max(optimizers, key=lambda o: (int(o.iterations.numpy()), len(optimizers) == 1 or o is not own))
 
 
 class GuardedTrainFunction:
@@ -322,7 +332,7 @@ class NanGuard(keras.callbacks.Callback):
         function.guard = self
         self._function = function
         model.train_function = function
-        self._step = int(model_optimizers(model)[0].iterations.numpy())
+        self._step = int(primary_optimizer(model).iterations.numpy())
         self._consecutive = 0
 
     def on_train_end(self, logs: dict | None = None) -> None:
@@ -395,9 +405,9 @@ class NanGuard(keras.callbacks.Callback):
             "steps_per_execution": function.steps_per_execution,
             "distribute_strategy": type(function.strategy).__name__,
             "num_replicas": function.strategy.num_replicas_in_sync,
-            "optimizer": type(model_optimizers(model)[0]).__name__,
+            "optimizer": type(primary_optimizer(model)).__name__,
             "optimizers": [type(optimizer).__name__ for optimizer in model_optimizers(model)],
-            "loss_scale_optimizer": gate.is_loss_scale_optimizer(model_optimizers(model)[0]),
+            "loss_scale_optimizer": gate.is_loss_scale_optimizer(primary_optimizer(model)),
             "file": bundle_format.MODEL_FILE,
         }
 
@@ -432,7 +442,7 @@ class NanGuard(keras.callbacks.Callback):
             history=self._history,
             extra={
                 "model": self._model_info(function),
-                "optimizer_iterations": int(model_optimizers(model)[0].iterations.numpy()),
+                "optimizer_iterations": int(primary_optimizer(model).iterations.numpy()),
                 **(extra or {}),
             },
             save_state=save_state,
@@ -563,7 +573,10 @@ def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, se
                 seeds[path].assign(value)
         model_file = writer.file(bundle_format.MODEL_FILE)
         try:
-            model.save(model_file)
+            with warnings.catch_warnings():
+                # "You are saving a model that has not yet been built": a subclass built only inside its step.
+                warnings.simplefilter("ignore", UserWarning)
+                model.save(model_file)
         except Exception as exc:  # noqa: BLE001 - e.g. a custom object without get_config: keep the rest
             model_file.unlink(missing_ok=True)
             extra["model_save_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]

@@ -10,9 +10,7 @@ The result is a `StepProgram` (see ``step.py``) that runs the same step the trai
 from __future__ import annotations
 
 import contextlib
-import json
 import warnings as warnings_module
-import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,10 +25,8 @@ from pyadapter.replay.entry import (
     EntryScriptError,
     custom_objects,
     import_entry_script,
-    user_modules,
 )
 from pyadapter.replay.errors import ReplayError
-from pyadapter.replay.lambdas import lambdas_from_source
 from pyadapter.replay.state import assign_captured_state
 from pyadapter.replay.step import StepProgram
 
@@ -133,19 +129,12 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
     if bundle.model_path is None:
         raise ReplayError(f"{bundle.path}: the bundle has no model.keras")
     try:
-        with lambdas_from_source(bundle.model_path, user_modules(entry.module)) as lambdas, \
-                _optimizer_loading_skipped() as skipped:
-            model = bundle.load_model(custom_objects={**objects, **lambdas}, entry_module=entry.module)
-    except ValueError as exc:
+        # A model that cannot come back from its config (a subclass without get_config, a Lambda layer, which
+        # safe mode rightly refuses) fails here, and the step is re-entered instead (`session.py`).
+        with _optimizer_loading_skipped() as skipped:
+            model = bundle.load_model(custom_objects=objects, entry_module=entry.module)
+    except (ValueError, BundleError) as exc:
         raise ReplayError(f"{bundle.path}: {exc}") from None
-    except BundleError as exc:
-        # A subclassed model without get_config/from_config cannot come back from its config; if its class
-        # takes no arguments, build it anew and set the captured values.
-        model = _rebuild_subclassed_model(bundle, objects, exc)
-        warnings.append(
-            f"model.keras could not be deserialized ({type(model).__name__} has no from_config for its config); "
-            f"rebuilt {type(model).__name__}() from the entry script and set the captured weights"
-        )
     if model.optimizer is None:
         raise ReplayError(f"{bundle.path}: model.keras was saved without its optimizer; the step cannot be rerun")
     _restore_loss_scaling(bundle, model, warnings)
@@ -172,42 +161,6 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
         before_run=before_run,
         description=f"{type(model).__name__}.train_step on the captured batch",
     )
-
-
-def _rebuild_subclassed_model(bundle: CaptureBundle, objects: dict[str, Any], load_error: BundleError) -> Any:
-    """``cls()`` for the saved model's class, compiled and built from the saved config, with the captured
-    model and optimizer values assigned; re-raises `load_error` (one line) when that is not possible."""
-    import keras
-
-    from pyadapter.replay.debugger import breakpoints_paused
-
-    class_name = bundle.model_info.get("class_name")
-    cls = objects.get(str(class_name))
-    if not (isinstance(cls, type) and issubclass(cls, keras.Model)) or bundle.model_path is None:
-        raise ReplayError(str(load_error)) from None
-    try:
-        with zipfile.ZipFile(bundle.model_path) as archive:
-            config = json.loads(archive.read("config.json"))
-        with bundle.saved_dtype_policy():
-            model = cls()
-    except (OSError, KeyError, ValueError, zipfile.BadZipFile, TypeError):
-        raise ReplayError(
-            f"{load_error}; give {class_name} get_config() and from_config() so it can be rebuilt"
-        ) from None
-    try:
-        with keras.saving.custom_object_scope(objects), bundle.saved_dtype_policy():
-            model.compile_from_config(config.get("compile_config") or {})
-        with breakpoints_paused():
-            _build(model, config.get("build_config"), bundle)
-        if model.optimizer is None:
-            raise ValueError("the saved model has no optimizer in its compile config")
-        _restore_loss_scaling(bundle, model, [])
-        problems = assign_captured_state(bundle.weights(), model, [model.optimizer])
-        if problems:
-            raise ValueError(problems[0])
-    except (ValueError, TypeError, KeyError) as exc:
-        raise ReplayError(f"{load_error}; rebuilding {class_name}() failed too: {exc}") from None
-    return model
 
 
 def _restore_loss_scaling(bundle: CaptureBundle, model: Any, warnings: list[str]) -> None:
@@ -248,19 +201,6 @@ def _optimizer_loading_skipped() -> Iterator[list[str]]:
             skipped.append("Keras: " + text.strip().splitlines()[0])
         else:
             warnings_module.warn_explicit(item.message, item.category, item.filename, item.lineno, source=item.source)
-
-
-def _build(model: Any, build_config: Any, bundle: CaptureBundle) -> None:
-    if isinstance(build_config, dict):
-        try:
-            model.build_from_config(build_config)
-            if model.built and model.variables:
-                return
-        except Exception:  # a subclassed model whose build() cannot take a shape: call it on the batch instead
-            pass
-    data = bundle.batch()
-    x = data[0] if isinstance(data, (tuple, list)) else data
-    model(to_tensors(x))
 
 
 def _python_function(step: Any) -> Any:
