@@ -12,13 +12,39 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pyadapter import safejson
+
 SCHEMA = "nanlens.findings/1"
+MAX_FINDINGS_BYTES = 64 << 20
 
 Role = Literal["origin", "propagated", "backward-origin"]
 
 
 class FindingsError(ValueError):
     """A findings document that is not valid ``nanlens.findings/1``."""
+
+
+_MISSING = object()
+
+
+def _field(data: Any, key: str, kind: type | tuple[type, ...], default: Any = _MISSING, what: str = "finding") -> Any:
+    """``data[key]`` checked to be of `kind` (bool is not an int; None only as the default); FindingsError."""
+    if not isinstance(data, dict):
+        raise FindingsError(f"{what} is not a JSON object")
+    value = data.get(key, _MISSING)
+    if value is _MISSING or value is None and default is not _MISSING:
+        if default is _MISSING:
+            raise FindingsError(f"{what} has no {key!r}")
+        return default
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    if not isinstance(value, kinds) or isinstance(value, bool) and bool not in kinds:
+        names = "/".join(k.__name__ for k in kinds)
+        raise FindingsError(f"{what} field {key!r} must be {names}, not {type(value).__name__}")
+    return value
+
+
+def _list(data: Any, key: str, what: str) -> list[Any]:
+    return _field(data, key, list, [], what)
 
 
 @dataclass
@@ -61,8 +87,22 @@ class TensorHealth:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TensorHealth:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        return cls(**known)
+        what = "tensor health"
+        shape = _field(data, "shape", list, None, what)
+        if shape is not None and not all(isinstance(d, int) and not isinstance(d, bool) for d in shape):
+            raise FindingsError("tensor health field 'shape' must be a list of integers")
+        return cls(
+            dtype=_field(data, "dtype", str, None, what),
+            rank=_field(data, "rank", int, None, what),
+            shape=shape,
+            size=_field(data, "size", int, None, what),
+            nan=_field(data, "nan", int, 0, what),
+            neg_inf=_field(data, "neg_inf", int, 0, what),
+            pos_inf=_field(data, "pos_inf", int, 0, what),
+            neg=_field(data, "neg", int, None, what),
+            zero=_field(data, "zero", int, None, what),
+            pos=_field(data, "pos", int, None, what),
+        )
 
 
 @dataclass
@@ -81,9 +121,11 @@ class Frame:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Frame:
-        cell = data.get("cell")
-        return cls(file=str(data["file"]), line=int(data["line"]), function=str(data.get("function", "")),
-                   cell=int(cell) if isinstance(cell, int) and not isinstance(cell, bool) else None)
+        what = "stack frame"
+        cell = data.get("cell") if isinstance(data, dict) else None
+        return cls(file=_field(data, "file", str, what=what), line=_field(data, "line", int, what=what),
+                   function=_field(data, "function", str, "", what),
+                   cell=cell if isinstance(cell, int) and not isinstance(cell, bool) else None)
 
 
 _TASK_RE = re.compile(r"/job:([^/]+)/replica:\d+/task:(\d+)")
@@ -115,8 +157,18 @@ class OpRef:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> OpRef:
-        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
-        return cls(**known)
+        what = "op"
+        return cls(
+            name=_field(data, "name", str, what=what),
+            type=_field(data, "type", str, what=what),
+            graph=_field(data, "graph", str, None, what),
+            host=_field(data, "host", str, None, what),
+            device=_field(data, "device", str, None, what),
+            execution_index=_field(data, "execution_index", int, None, what),
+            trace_index=_field(data, "trace_index", int, None, what),
+            step=_field(data, "step", int, None, what),
+            forward_op=_field(data, "forward_op", str, None, what),
+        )
 
 
 @dataclass
@@ -132,8 +184,9 @@ class InputHealth:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> InputHealth:
-        health = data.get("health")
-        return cls(name=str(data["name"]), health=TensorHealth.from_json(health) if health else None)
+        health = _field(data, "health", dict, None, "input")
+        return cls(name=_field(data, "name", str, what="input"),
+                   health=TensorHealth.from_json(health) if health else None)
 
 
 @dataclass
@@ -164,31 +217,28 @@ class Finding:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Finding:
-        try:
-            role = data["role"]
-            if role not in ("origin", "propagated", "backward-origin"):
-                raise FindingsError(f"unknown finding role {role!r}")
-            health = data.get("health")
-            return cls(
-                file=str(data["file"]),
-                line=int(data["line"]),
-                role=role,
-                op=OpRef.from_json(data["op"]),
-                health=TensorHealth.from_json(health) if health else None,
-                inputs=[InputHealth.from_json(i) for i in data.get("inputs", [])],
-                stack=[Frame.from_json(f) for f in data.get("stack", [])],
-                message=str(data.get("message", "")),
-                cell=_cell_index(data.get("cell")),
-            )
-        except (KeyError, TypeError) as exc:
-            raise FindingsError(f"finding is missing or has a bad field: {exc}") from None
+        role = _field(data, "role", str)
+        if role not in ("origin", "propagated", "backward-origin"):
+            raise FindingsError(f"unknown finding role {role[:80]!r}")
+        health = _field(data, "health", dict, None)
+        return cls(
+            file=_field(data, "file", str),
+            line=_field(data, "line", int),
+            role=role,  # type: ignore[arg-type]
+            op=OpRef.from_json(_field(data, "op", dict)),
+            health=TensorHealth.from_json(health) if health else None,
+            inputs=[InputHealth.from_json(i) for i in _list(data, "inputs", "finding")],
+            stack=[Frame.from_json(f) for f in _list(data, "stack", "finding")],
+            message=_field(data, "message", str, ""),
+            cell=_cell_index(data.get("cell")),
+        )
 
 
 def _cell_index(value: Any) -> int | None:
     if value is None:
         return None
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise FindingsError(f"finding cell must be a non-negative integer, got {value!r}")
+        raise FindingsError(f"finding cell must be a non-negative integer, got {value!r:.40}")
     return value
 
 
@@ -228,23 +278,31 @@ class Findings:
     def from_json(cls, data: Any) -> Findings:
         if not isinstance(data, dict):
             raise FindingsError("findings document is not a JSON object")
-        if data.get("schema") != SCHEMA:
-            raise FindingsError(f"findings schema is {data.get('schema')!r}, expected {SCHEMA!r}")
-        try:
-            source = data["source"]
-            origin = data["origin"]
-            findings = [Finding.from_json(f) for f in data["findings"]]
-        except (KeyError, TypeError) as exc:
-            raise FindingsError(f"findings document is missing {exc}") from None
+        schema = data.get("schema")
+        if schema != SCHEMA:
+            shown = schema if isinstance(schema, (str, int, float, type(None))) else type(schema).__name__
+            raise FindingsError(f"findings schema is {shown!r:.80}, expected {SCHEMA!r}")
+        what = "findings document"
+        source = _field(data, "source", dict, what=what)
+        if "origin" not in data:
+            raise FindingsError("findings document has no 'origin'")
+        origin = _field(data, "origin", dict, None, what)
+        findings = [Finding.from_json(f) for f in _field(data, "findings", list, what=what)]
+        kind = _field(source, "kind", str, "dump", "findings source")
+        if kind not in ("dump", "bundle"):
+            raise FindingsError(f"findings source kind {kind[:40]!r} is neither 'dump' nor 'bundle'")
+        hosts = _list(source, "hosts", "findings source")
+        if not all(isinstance(h, str) for h in hosts):
+            raise FindingsError("findings source field 'hosts' must be a list of strings")
         known = {"schema", "source", "origin", "findings", "bundle"}
         return cls(
-            source_kind=source.get("kind", "dump"),
-            source_path=str(source.get("path", "")),
+            source_kind=kind,  # type: ignore[arg-type]
+            source_path=_field(source, "path", str, "", "findings source"),
             origin=Finding.from_json(origin) if origin else None,
             findings=findings,
-            hosts=list(source.get("hosts", [])),
-            tensor_debug_mode=source.get("tensor_debug_mode"),
-            bundle=data.get("bundle"),
+            hosts=list(hosts),
+            tensor_debug_mode=_field(source, "tensor_debug_mode", str, None, "findings source"),
+            bundle=_field(data, "bundle", dict, None, what),
             extra={k: v for k, v in data.items() if k not in known},
         )
 
@@ -253,11 +311,12 @@ def load_findings(path: str | Path) -> Findings:
     """Read a findings.json file; raises FindingsError with a one-line reason on anything malformed."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        data = safejson.load_file(p, max_bytes=MAX_FINDINGS_BYTES)
     except OSError as exc:
         raise FindingsError(f"cannot read findings {p}: {exc.strerror or exc}") from None
+    except safejson.JSONError as exc:
+        raise FindingsError(f"{p} {exc}") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise FindingsError(f"{p} is not JSON: {exc.msg} at line {exc.lineno}") from None
-    return Findings.from_json(data)
+        return Findings.from_json(data)
+    except FindingsError as exc:
+        raise FindingsError(f"{p}: {exc}") from None

@@ -45,7 +45,7 @@ def test_debug_session_stops_on_origin_line_with_real_tensors(
             "module": "pyadapter",
             "args": ["replay", str(cap.bundle), "--eager"],
             "python": [sys.executable],
-            "cwd": str(cap.bundle.parent),
+            "cwd": str(cap.script.parent),  # the workspace folder holding the program, as the editor sets it
             "justMyCode": False,
             "console": "internalConsole",
             "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},

@@ -104,7 +104,8 @@ def _pipeline(case: Case, workdir: Path) -> Outcome:
     fixed = apply_edits(text, chosen[0].edits)
     program.write_text(fixed)
     out.fixed_line = fixed.splitlines()[out.line - 1]
-    replay = run_replay(str(out.bundle), cwd=str(workdir))
+    # The fix changed the program since the capture: the replay runs it only as the user's trusted file.
+    replay = run_replay(str(out.bundle), cwd=str(workdir), trust=[str(program)])
     out.report, out.verdict = replay.report, verdict_of(replay)
     if replay.report is None:
         out.error = f"replay failed: {replay.error}"
@@ -126,11 +127,15 @@ async def _verify_in_server(workdir: Path, out: Outcome) -> dict[str, Any]:
     from test_server_lsp import Session  # the stdio harness of the server's own tests
 
     async with Session(workdir, {"captureDirs": [], "dumpDirs": []}) as s:
-        answer = await s.command("nanlens.server.verifyFix", str(out.bundle))
-        answer = json.loads(json.dumps(answer, default=lambda o: o._asdict()))
         program = workdir / out.case.program.name
+        # The user's edit changed the program: the replay refuses it and the answer names it for the question.
+        refused = await s.command("nanlens.server.verifyFix", str(out.bundle))
+        refused = json.loads(json.dumps(refused, default=lambda o: o._asdict()))
+        # The user said yes: the editor calls again with the file trusted.
+        answer = await s.command("nanlens.server.verifyFix", str(out.bundle), {"trustEntry": [str(program)]})
+        answer = json.loads(json.dumps(answer, default=lambda o: o._asdict()))
         await s.wait_for("the markers", lambda: s.diagnostics_of(program))
-        return {"answer": answer, "messages": [m.message for m in s.messages],
+        return {"refused": refused, "answer": answer, "messages": [m.message for m in s.messages],
                 "marked": sorted({(d.range.start.line + 1, (d.data or {}).get("role")) for d in s.diagnostics_of(program)})}
 
 
@@ -164,6 +169,9 @@ def test_a_fix_that_does_not_cure_is_not_verified_and_the_origin_is_located_agai
         outcomes: dict[str, Outcome]) -> None:
     out = outcomes["sqrt_backward_only"]
     assert out.error is None, out.error
+    refused = out.wrong_verify["refused"]
+    assert refused["verified"] is False and refused["untrusted"]["reason"] == "changed", refused
+    assert Path(refused["untrusted"]["file"]).name == out.case.program.name
     answer = out.wrong_verify["answer"]
     assert answer["verified"] is False, (out.wrong_line, answer)
     assert any(answer["reproduced"].values())

@@ -96,7 +96,7 @@ def test_one_bundle_holds_every_workers_shard_and_the_cluster_layout(cluster: Cl
 
 
 def test_locate_names_the_sqrt_line_and_worker_1(cluster: Cluster) -> None:
-    done = nanlens("locate", str(cluster.bundle), "--json", cwd=cluster.root)
+    done = nanlens("locate", str(cluster.bundle), "--json", "--trust-entry", str(PROGRAM), cwd=cluster.root)
     assert done.returncode == 0, done.stderr[-2000:]
     findings = json.loads(done.stdout)
     origin = findings["origin"]
@@ -175,7 +175,7 @@ def test_nanlens_scan_says_which_host_and_worker(merged_dump: Path) -> None:
 
 
 def test_replay_runs_the_union_and_each_workers_shard(cluster: Cluster) -> None:
-    done = nanlens("replay", str(cluster.bundle), "--json", cwd=cluster.root)
+    done = nanlens("replay", str(cluster.bundle), "--json", "--trust-entry", str(PROGRAM), cwd=cluster.root)
     assert done.returncode == 0, done.stderr[-2000:]  # 0: the NaN reproduced
     report = json.loads(done.stdout)
     assert report["reproduced"] == {"graph": True, "eager": True}

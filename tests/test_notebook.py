@@ -407,7 +407,7 @@ def test_map_findings_rewrites_origin_findings_and_frames(tmp_path):
 @pytest.mark.slow
 def test_notebook_bundle_replays_by_reentry(notebook_run):
     result = subprocess.run([sys.executable, "-m", "pyadapter", "replay", str(notebook_run["bundle"]), "--json"],
-                            capture_output=True, text=True, timeout=300,
+                            capture_output=True, text=True, timeout=300, cwd=notebook_run["path"].parent,
                             env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
@@ -419,7 +419,8 @@ def test_notebook_bundle_replays_by_reentry(notebook_run):
 def test_notebook_locate_by_reentry_names_the_cell_and_line(notebook_run):
     result = subprocess.run(
         [sys.executable, "-m", "pyadapter", "locate", str(notebook_run["bundle"]), "--replay", "--json"],
-        capture_output=True, text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        capture_output=True, text=True, timeout=300, cwd=notebook_run["path"].parent,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
     assert result.returncode == 0, result.stderr[-3000:]
     origin = json.loads(result.stdout)["origin"]
     assert (origin["file"], origin["cell"], origin["line"]) == (

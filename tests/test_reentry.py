@@ -91,12 +91,12 @@ def _capture_copy(tmp_path: Path, script: str) -> tuple[Path, Path]:
 def test_program_gone_is_one_line_and_scene_findings_still_show(tmp_path: Path) -> None:
     copy, bundle = _capture_copy(tmp_path, "replay_subclass_args.py")
     copy.unlink()
-    result = nanlens("replay", str(bundle))
+    result = nanlens("replay", str(bundle), cwd=tmp_path)
     assert result.returncode == 2
     message = result.stderr.strip().splitlines()[-1]
     assert message.startswith("nanlens: error:") and str(copy) in message and "re-entered" in message
     assert "Traceback" not in result.stderr
-    shown = nanlens("locate", str(bundle))
+    shown = nanlens("locate", str(bundle), cwd=tmp_path)
     assert shown.returncode == 0, shown.stderr
     assert f"origin: {copy}:{origin_line(PROGRAMS / 'replay_subclass_args.py')}" in shown.stdout
 
@@ -107,9 +107,24 @@ def test_program_that_never_reaches_fit_is_stopped_and_left_unchanged(tmp_path: 
     text = copy.read_text(encoding="utf-8").replace("model.fit(", "import time\ntime.sleep(3600)\nmodel.fit(", 1)
     copy.write_text(text, encoding="utf-8")
     before = (copy.stat().st_mtime_ns, copy.read_bytes())
-    result = nanlens("replay", str(bundle), "--timeout", "20")
+    result = nanlens("replay", str(bundle), "--timeout", "20", "--trust-entry", str(copy), cwd=tmp_path)
     assert result.returncode == 2
     message = result.stderr.strip().splitlines()[-1]
     assert "did not reach fit or the guarded step within 20 s" in message, result.stderr[-2000:]
     assert "no file was changed" in message
     assert (copy.stat().st_mtime_ns, copy.read_bytes()) == before
+
+
+def test_a_program_outside_the_folder_does_not_run_on_the_bundles_say(tmp_path: Path) -> None:
+    """A bundle names the program it came from; a replay runs it only inside the folder it runs in (or when the
+    user names it with --trust-entry)."""
+    copy, bundle = _capture_copy(tmp_path, "replay_subclass_args.py")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    refused = nanlens("replay", str(bundle), cwd=elsewhere)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"nanlens: error: not running {copy}: the bundle names it, but it is outside {elsewhere} (the folder "
+        f"nanlens runs in); if it is your code, run nanlens from its folder or add --trust-entry {copy}")
+    trusted = nanlens("replay", str(bundle), "--eager", "--trust-entry", str(copy), cwd=elsewhere)
+    assert trusted.returncode == 0, trusted.stderr[-2000:]

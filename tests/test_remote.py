@@ -84,7 +84,7 @@ def test_publish_then_pull_gives_back_the_same_bundle(original, tmp_path, capsys
     code, out, err = pull(capsys, url, str(target))
     assert code == 0, err
     pulled = target / "remote-step1"
-    assert entries(target) == ["remote-step1"], "one bundle, no temporary folder left"
+    assert entries(target) == ["remote-step1", "remote-step1.pulled"], "one bundle (marked pulled), no temporary folder left"
     assert f"nanlens locate {pulled}" in out and str(pulled) in out.splitlines()[0]
 
     bundle = CaptureBundle.load(pulled)
@@ -106,7 +106,7 @@ def test_names_already_taken_get_a_number_on_both_sides(original, tmp_path, caps
         code, out, err = pull(capsys, url, str(target))
         assert code == 0, err
         assert f"nanlens locate {target / expected}" in out
-    assert entries(target) == ["remote-step1", "remote-step1-1"]
+    assert entries(target) == ["remote-step1", "remote-step1-1", "remote-step1-1.pulled", "remote-step1.pulled"]
 
 
 def test_progress_reports_every_byte(original, tmp_path):
@@ -169,12 +169,12 @@ def _list_parent_file(manifest: dict) -> bytes:
 
 
 def _list_missing_file(manifest: dict) -> bytes:
-    manifest["files"]["gone.npz"] = {"size": 3, "sha256": "0" * 64}
+    manifest["files"]["shards/worker-7.npz"] = {"size": 3, "sha256": "0" * 64}  # a name a bundle may hold
     return json.dumps(manifest).encode()
 
 
 def _list_matching_pickle(manifest: dict) -> bytes:
-    # The pickle is there and matches its hash: it is downloaded, then refused by the full bundle checks.
+    # The pickle is there and matches its hash: its name alone refuses the bundle, before any byte is copied.
     manifest["files"]["evil.pkl"] = {"size": len(PICKLE), "sha256": hashlib.sha256(PICKLE).hexdigest()}
     return json.dumps(manifest).encode()
 
@@ -185,7 +185,7 @@ def _list_matching_pickle(manifest: dict) -> bytes:
         (_list_parent_file, "'../x' leaves the bundle"),
         (lambda m: b"{not json", "manifest.json is not valid JSON"),
         (lambda m: json.dumps(dict(m, format="nanlens.bundle/99")).encode(), "'nanlens.bundle/99' is not supported"),
-        (_list_missing_file, "gone.npz is listed in the manifest but missing"),
+        (_list_missing_file, "shards/worker-7.npz is listed in the manifest but missing"),
         (_list_matching_pickle, "evil.pkl is not a file a bundle may hold"),
     ],
     ids=["parent-path", "bad-json", "other-format", "missing-file", "listed-pickle"],
@@ -202,6 +202,38 @@ def test_a_bad_remote_manifest_is_refused_and_nothing_lands(original, tmp_path, 
     assert message in err
     assert entries(target) == []
     assert entries(tmp_path / "a") in ([], ["captures"]), "nothing written next to DIR (no ../x)"
+
+
+def test_a_bundle_over_the_size_limit_is_refused_before_any_byte_is_copied(original, tmp_path, capsys):
+    url = storage.publish_bundle(original, fresh_url())
+    total = sum(e["size"] for e in CaptureBundle.load(original).manifest["files"].values())
+    target = tmp_path / "captures"
+    code, _, err = pull(capsys, url, str(target), "--max-size", "1K")
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"the bundle is {total / 1024:.1f} KB, more than the 1.0 KB a pull copies (raise it with --max-size)" in err
+    assert entries(target) == [], "refused before the destination is even created"
+    with pytest.raises(SystemExit) as raised:  # argparse refuses the value itself
+        pull(capsys, url, str(target), "--max-size", "lots")
+    assert raised.value.code == 2 and "not a size: 'lots'" in capsys.readouterr().err
+    code, _, err = pull(capsys, url, str(target), "--max-size", "1M")
+    assert code == 0, err
+
+
+def test_names_and_sizes_are_checked_before_any_byte_is_copied(original, tmp_path, monkeypatch):
+    url = storage.publish_bundle(original, fresh_url())
+    with gfile.GFile(f"{url}/evil.pkl", "wb") as handle:
+        handle.write(PICKLE)
+    _edit_manifest(url, _list_matching_pickle)
+    calls: list[tuple[int, int]] = []
+    with pytest.raises(BundleError, match="evil.pkl is not a file a bundle may hold"):
+        storage.fetch_bundle(url, tmp_path / "a", progress=lambda done, total: calls.append((done, total)))
+    assert calls == [] and not (tmp_path / "a").exists(), "nothing was copied, not even the allowed files"
+
+    url = storage.publish_bundle(original, fresh_url())
+    monkeypatch.setattr(storage, "_free_bytes", lambda parent: 1000)
+    with pytest.raises(BundleError, match=r"the bundle is .* KB, .* has 1000 bytes free"):
+        storage.fetch_bundle(url, tmp_path / "b", progress=lambda done, total: calls.append((done, total)))
+    assert calls == [] and not (tmp_path / "b").exists()
 
 
 def test_a_url_without_a_bundle_is_one_line(tmp_path, capsys):
@@ -228,6 +260,8 @@ def test_pull_default_dir_is_the_folder_the_editor_watches(original, tmp_path, c
     assert code == 0, err
     assert CaptureBundle.load(tmp_path / ".nanlens" / "captures" / "remote-step1").step == 1
     assert "nanlens locate .nanlens/captures/remote-step1" in out
+    # Marked as pulled beside it (never inside: its files are hashed): the editor never replays it by itself.
+    assert (tmp_path / ".nanlens" / "captures" / "remote-step1.pulled").is_file()
 
 
 def test_publish_refuses_a_folder_that_is_not_a_bundle(tmp_path):
@@ -273,8 +307,11 @@ def test_nanguard_captures_into_ram_and_the_pulled_bundle_verifies(tmp_path, cap
 def test_locate_takes_a_bundle_url_and_pulls_it_home_first(original, tmp_path, capsys, monkeypatch):
     url = storage.publish_bundle(original, fresh_url())
     monkeypatch.chdir(tmp_path)
-    # --isolate: the dumped replay runs in a child process (it only needs the pulled, local copy).
-    code = main(["locate", url, "--isolate", "--no-rerun-pipeline", "--json"])
+    # --isolate: the dumped replay runs in a child process (it only needs the pulled, local copy). The bundle was
+    # captured inside pytest, so the program it names is pytest's own entry point, outside this folder: trusted
+    # by name, as a user would with their own script.
+    entry = json.loads((original / "manifest.json").read_text())["entry_script"]["path"]
+    code = main(["locate", url, "--isolate", "--no-rerun-pipeline", "--json", "--trust-entry", entry])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert "nanlens locate: pulled ram://" in err

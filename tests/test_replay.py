@@ -63,7 +63,13 @@ def test_replay_one_mode_human_report_and_changed_entry_script_warning(
     script.parent.mkdir()
     script.write_text(cap.script.read_text(encoding="utf-8") + "\n# edited after the capture\n", encoding="utf-8")
     bundle = copy_bundle(cap.bundle, tmp_path / "bundle", path=str(script))
-    result = nanlens("replay", str(bundle), "--eager")
+    # Changed code does not run on a bundle's say: one line naming the file and the flag.
+    refused = nanlens("replay", str(bundle), "--eager", cwd=tmp_path)
+    assert refused.returncode == 2
+    assert refused.stderr.strip().splitlines()[-1] == (
+        f"nanlens: error: not running {script}: its code changed since the capture (sha256 differs from the "
+        f"bundle's record); if the change is yours, add --trust-entry {script}")
+    result = nanlens("replay", str(bundle), "--eager", "--trust-entry", str(script), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     out = result.stdout

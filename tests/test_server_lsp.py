@@ -511,7 +511,11 @@ def test_bundle_that_cannot_be_located_is_an_error_source_with_one_message(tmp_p
 
     async def body() -> None:
         async with Session(tmp_path, {"captureDirs": ["captures"], "dumpDirs": []}) as s:
-            source = await s.wait_for("the bundle to fail", lambda: s.settled("bundle", bundle), timeout=120)
+            waiting = await s.wait_for("the bundle", lambda: s.settled("bundle", bundle))
+            assert waiting["status"] == "unlocated" and waiting["foreign"] == "no host recorded" and not s.messages
+            await s.command("nanlens.server.locateBundle", str(bundle))  # the click
+            source = await s.wait_for("the bundle to fail", lambda: (x := s.settled("bundle", bundle))
+                                      and x["status"] != "unlocated" and x, timeout=120)
             assert source["status"] == "error" and source["error"] and "\n" not in source["error"]
             assert source["findings"] == [] and source["origin"] is None
             await s.wait_for("one message", lambda: s.messages)
@@ -549,26 +553,116 @@ def test_commands_locate_rescan_clear(workspace: Workspace, tmp_path: Path) -> N
     run(body())
 
 
-def test_bundle_from_a_guarded_training_run_is_located_cached_and_replayable(tmp_path: Path) -> None:
-    """The main flow for a bundle without findings located at the scene (NanGuard told not to): the server
-    locates it in a child process (with progress), marks the origin line with a 'Replay eagerly' lens, and caches
-    the result beside the bundle."""
-    zoo = Path(__file__).parent / "zoo" / "zoo_log_of_zero.py"
-    program = tmp_path / "train.py"
-    shutil.copyfile(zoo, program)
-    origin_line = next(i for i, line in enumerate(program.read_text().splitlines(), 1) if "# ORIGIN" in line)
+class GuardedCapture:
+    """A workspace where zoo_log_of_zero.py ran under NanGuard told not to locate at the scene: one bundle in
+    captures/ without findings, whose manifest names train.py in this workspace."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.program = root / "train.py"
+        self.bundle = next(p for p in (root / "captures").iterdir() if p.is_dir())
+        self.origin_line = next(i for i, line in enumerate(self.program.read_text().splitlines(), 1)
+                                if "# ORIGIN" in line)
+
+    def copy(self, root: Path, name: str | None = None, host: str | None = None) -> Path:
+        """The bundle copied into ``root/captures`` (renamed, another host recorded) with train.py beside it in
+        ``root``: the manifest names the copy's program (manifest.json holds the other files' hashes, not its
+        own, so the copy is a valid bundle)."""
+        program = root / "train.py"
+        if not program.exists():
+            shutil.copyfile(self.program, program)
+        bundle = root / "captures" / (name or self.bundle.name)
+        shutil.copytree(self.bundle, bundle)
+        manifest = json.loads((bundle / "manifest.json").read_text())
+        manifest["entry_script"]["path"] = str(program)
+        manifest["entry_script"]["cwd"] = str(root)
+        if host is not None:
+            manifest["host"]["hostname"] = host
+        (bundle / "manifest.json").write_text(json.dumps(manifest))
+        return bundle
+
+
+@pytest.fixture(scope="session")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> GuardedCapture:
+    root = tmp_path_factory.mktemp("guarded")
+    shutil.copyfile(Path(__file__).parent / "zoo" / "zoo_log_of_zero.py", root / "train.py")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", NANLENS_CAPTURE_DIR="captures", CUDA_VISIBLE_DEVICES="",
                NANLENS_LOCATE_AT_SCENE="0")
-    subprocess.run([PYTHON, str(program)], env=env, cwd=tmp_path, timeout=300, capture_output=True)
-    bundles = [p for p in (tmp_path / "captures").iterdir() if p.is_dir()]
+    subprocess.run([PYTHON, str(root / "train.py")], env=env, cwd=root, timeout=300, capture_output=True)
+    bundles = [p for p in (root / "captures").iterdir() if p.is_dir()]
     assert len(bundles) == 1, "the guarded run wrote one bundle"
-    bundle = bundles[0]
+    assert not (bundles[0] / "findings.json").exists()
+    return GuardedCapture(root)
+
+
+class ChildWatch:
+    """Samples the server's child processes (the locate worker, a replay) every 50 ms while a test runs."""
+
+    def __init__(self, session: Session) -> None:
+        import psutil
+
+        server = session.client._server
+        assert server is not None
+        self.process = psutil.Process(server.pid)
+        self.seen: dict[int, str] = {}  # pid -> command line
+        self._task = asyncio.create_task(self._sample())
+
+    async def _sample(self) -> None:
+        import psutil
+
+        while True:
+            try:
+                for child in self.process.children(recursive=True):
+                    try:
+                        self.seen.setdefault(child.pid, " ".join(child.cmdline()))
+                    except psutil.Error:
+                        pass
+            except psutil.Error:
+                return
+            await asyncio.sleep(0.05)
+
+    def stop(self) -> dict[int, str]:
+        self._task.cancel()
+        return self.seen
+
+
+def begun(session: Session) -> list[Any]:
+    """The titles of the progress bars the server began (a locate's, a scan's)."""
+    return [v.get("title") for kind, v in session.progress_events if kind == "begin"]
+
+
+def test_bundle_from_a_guarded_training_run_waits_for_the_click_then_is_located_cached_and_replayable(
+        guarded: GuardedCapture, tmp_path: Path) -> None:
+    """The main flow for a bundle without findings located at the scene: the server shows it and offers "Locate
+    (runs train.py)", runs nothing until that click (no child, no progress), then locates it in a child process
+    (with progress), marks the origin line with a 'Replay eagerly' lens, and caches the result beside the bundle."""
+    bundle = guarded.copy(tmp_path)
+    program = tmp_path / "train.py"
+    origin_line = guarded.origin_line
     bundle_files = sorted((p.name, p.stat().st_mtime_ns) for p in bundle.iterdir())
 
     async def body() -> None:
         async with Session(tmp_path, {"captureDirs": ["captures"], "dumpDirs": []}) as s:
-            source = await s.wait_for("the located bundle", lambda: s.settled("bundle", bundle), timeout=240)
+            children = ChildWatch(s)
+            waiting = await s.wait_for("the bundle waiting for a click", lambda: s.settled("bundle", bundle))
+            assert waiting["status"] == "unlocated" and waiting["origin"] is None and waiting["error"] is None
+            assert waiting["entry"] == str(program) and waiting["foreign"] is None and waiting["untrusted"] is None
+            (lens,) = await s.code_lenses(program)
+            assert lens.range.start.line == 0 and lens.command is not None
+            assert lens.command.command == "nanlens.locateBundle" and list(lens.command.arguments) == [str(bundle)]
+            assert lens.command.title.startswith(f"$(search) Locate NaN in {bundle.name}")
+            assert lens.command.title.endswith("(runs train.py)")
+            await asyncio.sleep(5)  # three watcher polls: still nothing runs
+            assert children.stop() == {}, "a child ran before the click"
+            assert s.progress_events == [] and s.messages == []
+            assert s.source("bundle", bundle)["status"] == "unlocated"
+            assert not Path(str(bundle) + ".findings.json").exists()
+
+            children = ChildWatch(s)
+            source = await s.command("nanlens.server.locateBundle", str(bundle))  # the click
+            source = json.loads(json.dumps(source, default=lambda o: o._asdict()))
             assert source["status"] == "ok", source["error"]
+            assert any("locate_worker" in cmd for cmd in children.stop().values())
             assert source["origin"]["file"] == str(program) and source["origin"]["line"] == origin_line
             step = source["step"]
             assert isinstance(step, int) and source["label"] == f"{bundle.name} (step {step})"
@@ -591,6 +685,94 @@ def test_bundle_from_a_guarded_training_run_is_located_cached_and_replayable(tmp
             assert time.monotonic() - started < 10
             assert source["status"] == "ok" and source["origin"]["line"] == origin_line
             assert not any(kind == "report" for kind, _ in s.progress_events)
+
+    run(body())
+
+
+def test_automatic_locate_runs_own_bundles_never_foreign_ones_until_clicked(
+        guarded: GuardedCapture, tmp_path: Path) -> None:
+    """With nanlens.locate.automatic on, the user's own bundle (captured on this host) is located as it appears;
+    a bundle recorded on another host is not, whatever the setting, until the user clicks Locate."""
+    own = guarded.copy(tmp_path, "own-step1")
+    foreign = guarded.copy(tmp_path, "foreign-step1", host="node-7.cluster.example")
+    program = tmp_path / "train.py"
+
+    async def body() -> None:
+        async with Session(tmp_path, {"captureDirs": ["captures"], "dumpDirs": [], "locateAutomatic": True}) as s:
+            children = ChildWatch(s)
+            located = await s.wait_for("the own bundle located", lambda: (x := s.settled("bundle", own))
+                                       and x["status"] == "ok" and x, timeout=240)
+            assert located["origin"]["line"] == guarded.origin_line
+            await asyncio.sleep(4)  # more polls: the foreign one still waits
+            waiting = s.source("bundle", foreign)
+            assert waiting is not None and waiting["status"] == "unlocated"
+            assert waiting["foreign"] == "captured on node-7.cluster.example"
+            ran = children.stop()
+            assert [cmd for cmd in ran.values() if str(foreign) in cmd] == [], ran
+            assert [cmd for cmd in ran.values() if str(own) in cmd], ran
+            assert [t for t in begun(s) if foreign.name in str(t)] == []
+            (lens,) = [lens for lens in await s.code_lenses(program) if lens.command
+                       and lens.command.command == "nanlens.locateBundle"]
+            assert list(lens.command.arguments) == [str(foreign)]
+            assert "captured on node-7.cluster.example" in lens.command.title
+
+            source = await s.command("nanlens.server.locateBundle", str(foreign))  # the click
+            source = json.loads(json.dumps(source, default=lambda o: o._asdict()))
+            assert source["status"] == "ok", source["error"]
+            assert source["origin"]["line"] == guarded.origin_line and source["foreign"] is not None
+
+    run(body())
+
+
+def test_a_changed_program_runs_only_once_the_user_trusts_it(guarded: GuardedCapture, tmp_path: Path) -> None:
+    """The program changed since the capture: the click's locate is refused in the workspace folder (nothing
+    cached, no message), the answer names the file for the editor's question, and the locate with that file
+    trusted runs it. A pulled bundle is shown but not located on the pull."""
+    bundle = guarded.copy(tmp_path)
+    program = tmp_path / "train.py"
+    program.write_text(program.read_text() + "\n# a change of the user's\n")
+
+    async def body() -> None:
+        async with Session(tmp_path, {"captureDirs": ["captures"], "dumpDirs": [], "locateAutomatic": True}) as s:
+            waiting = await s.wait_for("the bundle", lambda: s.settled("bundle", bundle))
+            # The setting is on and the bundle is ours, so it was tried: refused, it waits for the user.
+            assert waiting["status"] == "unlocated", waiting
+            assert waiting["untrusted"]["file"] == str(program) and waiting["untrusted"]["reason"] == "changed"
+            refused = await s.command("nanlens.server.locateBundle", str(bundle))
+            refused = json.loads(json.dumps(refused, default=lambda o: o._asdict()))
+            assert refused["status"] == "unlocated" and refused["untrusted"]["file"] == str(program)
+            assert "--trust-entry" in refused["untrusted"]["message"] and s.messages == []
+            assert not Path(str(bundle) + ".findings.json").exists()
+            check = await s.command("nanlens.server.checkEntry", str(bundle))
+            check = json.loads(json.dumps(check, default=lambda o: o._asdict()))
+            assert check["trusted"] is False and check["untrusted"]["reason"] == "changed"
+
+            source = await s.command("nanlens.server.locateBundle", str(bundle), {"trustEntry": [str(program)]})
+            source = json.loads(json.dumps(source, default=lambda o: o._asdict()))
+            assert source["status"] == "ok", source
+            assert source["origin"]["line"] == guarded.origin_line and source["untrusted"] is None
+            check = await s.command("nanlens.server.checkEntry", str(bundle))  # remembered for the session
+            assert json.loads(json.dumps(check, default=lambda o: o._asdict()))["trusted"] is True
+
+    run(body())
+
+
+def test_a_pulled_bundle_is_shown_but_never_located_unasked(guarded: GuardedCapture, tmp_path: Path) -> None:
+    bundle = guarded.copy(tmp_path, "pulled-step1")
+
+    async def body() -> None:
+        # Watching nothing: the bundle comes in as "Pull Capture Bundle" hands it over, with the setting on.
+        async with Session(tmp_path, {"captureDirs": [], "dumpDirs": [], "locateAutomatic": True}) as s:
+            children = ChildWatch(s)
+            source = await s.command("nanlens.server.locateBundle", str(bundle), {"pulled": True})
+            source = json.loads(json.dumps(source, default=lambda o: o._asdict()))
+            assert source["status"] == "unlocated" and source["foreign"] == "pulled"
+            assert Path(str(bundle) + ".pulled").is_file()
+            await asyncio.sleep(3)
+            assert children.stop() == {} and s.progress_events == []
+            await s.command("nanlens.server.rescan")
+            again = await s.wait_for("the rescanned bundle", lambda: s.settled("bundle", bundle))
+            assert again["status"] == "unlocated" and again["foreign"] == "pulled"
 
     run(body())
 

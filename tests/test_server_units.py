@@ -169,7 +169,7 @@ def test_findings_notification_matches_protocol(tmp_path: Path) -> None:
     assert [f["role"] for f in bundle["findings"]] == ["origin", "propagated"]
     assert by_kind["dump"] == {"id": f"dump:{error.path}", "kind": "dump", "path": error.path, "label": "broken",
                                "step": None, "status": "error", "error": "truncated dump", "origin": None,
-                               "findings": []}
+                               "findings": [], "entry": None, "foreign": None, "untrusted": None}
 
 
 # --- settings -------------------------------------------------------------------------------------------------------
@@ -516,3 +516,147 @@ def test_quick_fixes_in_a_cell_know_the_imports_of_earlier_cells() -> None:
     fixes = fixes_with_preamble(cell, finding, preamble)
     assert fixes and all(edit.line == 2 for fix in fixes for edit in fix.edits)  # lines of the cell, not the preamble
     assert "tf.maximum" in fixes[0].edits[0].new_text
+
+
+# --- consent: no bundle's program runs unasked (server/consent.py) ---------------------------------------------------
+
+
+def test_settings_read_the_automatic_locate_switch() -> None:
+    assert Settings().locate_automatic is False
+    assert parse_settings({"locateAutomatic": True}).locate_automatic is True
+    bad = parse_settings({"locateAutomatic": "yes"})
+    assert bad.locate_automatic is False and "nanlens.locate.automatic" in bad.problems[0]
+
+
+def test_a_refusal_to_run_the_program_is_recognised_in_the_replay_error_line() -> None:
+    from pyadapter.server.consent import untrusted_of
+
+    cli = ("nanlens: error: not running /w s/train.py: its code changed since the capture (sha256 differs from the "
+           "bundle's record); if the change is yours, add --trust-entry /w s/train.py")
+    found = untrusted_of("some TensorFlow noise\n" + cli + "\n")
+    assert found is not None and found.file == "/w s/train.py" and found.reason == "changed"
+    assert found.message == cli.removeprefix("nanlens: error: ")
+    worker = ("not running /elsewhere/x.py: the bundle names it, but it is outside /ws (the folder nanlens runs in); "
+              "if it is your code, run nanlens from its folder or add --trust-entry /elsewhere/x.py")
+    outside = untrusted_of(worker)
+    assert outside is not None and outside.file == "/elsewhere/x.py" and outside.reason == "outside"
+    assert untrusted_of("replay failed: the step raised ValueError") is None
+    assert untrusted_of(None) is None and untrusted_of("") is None
+
+
+def test_a_bundle_is_foreign_when_pulled_or_recorded_on_another_host(tmp_path: Path) -> None:
+    from pyadapter.server.consent import foreign_reason, mark_pulled, this_host
+
+    own = {**BUNDLE_MANIFEST, "host": {"hostname": this_host()}}
+    bundle = str(tmp_path / "run-step12")
+    assert foreign_reason(bundle, own) is None
+    assert foreign_reason(bundle, {**own, "host": {"hostname": "node-7"}}) == "captured on node-7"
+    assert foreign_reason(bundle, BUNDLE_MANIFEST) == "no host recorded"
+    assert foreign_reason(bundle, own, pulled=True) == "pulled"
+    mark_pulled(bundle)  # beside the bundle, never inside it
+    assert Path(bundle + ".pulled").is_file() and foreign_reason(bundle, own) == "pulled"
+
+
+def test_a_bundle_without_findings_is_not_located_unless_allowed(tmp_path: Path, monkeypatch) -> None:
+    import subprocess
+
+    from pyadapter.server.compute import NotLocated
+
+    def no_child(*args: object, **kwargs: object) -> None:
+        raise AssertionError(f"a child was started: {args}")
+
+    monkeypatch.setattr(subprocess, "Popen", no_child)
+    bundle = make_bundle_dir(tmp_path / "run-step12")
+    ref = SourceRef("bundle", str(bundle))
+    reports: list[tuple[str | None, int | None]] = []
+    try:
+        compute(ref, fingerprint(ref), lambda m, p: reports.append((m, p)), threading.Event(), may_locate=False)
+    except NotLocated as exc:
+        assert exc.untrusted is None and "not located" in str(exc)
+    else:
+        raise AssertionError("a bundle without findings was answered without a locate")
+    assert reports == []  # no progress: nothing ran
+    write_findings(bundle / "findings.json", "bundle", bundle)  # located at the scene: shown, still nothing runs
+    shown = compute(ref, fingerprint(ref), lambda m, p: reports.append((m, p)), threading.Event(), may_locate=False)
+    assert shown.findings.origin is not None and reports == []
+
+
+def test_a_locate_refused_by_the_replay_waits_for_the_user_with_the_file(tmp_path: Path, monkeypatch) -> None:
+    """The locate child's one-line refusal (the program changed / lies outside) is NotLocated carrying the file,
+    and the child ran in the workspace folder with the files the user trusted."""
+    import subprocess
+
+    from pyadapter.server import compute as compute_module
+
+    refusal = "not running /ws/train.py: its code changed since the capture; add --trust-entry /ws/train.py"
+    started: list[dict] = []
+
+    class Child:
+        def __init__(self, cmd: list[str], **kwargs: object) -> None:
+            started.append({"cmd": cmd, "cwd": kwargs.get("cwd")})
+            self.stdout = iter([json.dumps({"error": refusal}) + "\n"])
+            self.returncode = 1
+
+        def wait(self) -> int:
+            return 1
+
+        def poll(self) -> int:
+            return 1
+
+    monkeypatch.setattr(subprocess, "Popen", Child)
+    bundle = make_bundle_dir(tmp_path / "captures" / "run-step12")
+    ref = SourceRef("bundle", str(bundle))
+    try:
+        compute_module.compute(ref, fingerprint(ref), lambda m, p: None, threading.Event(), cwd=str(tmp_path),
+                               trust=("/ws/other.py",))
+    except compute_module.NotLocated as exc:
+        assert exc.untrusted is not None and exc.untrusted.file == "/ws/train.py"
+        assert exc.untrusted.reason == "changed"
+    else:
+        raise AssertionError("the refusal was not recognised")
+    (child,) = started
+    assert child["cwd"] == str(tmp_path)
+    assert child["cmd"][-2:] == ["--trust-entry", "/ws/other.py"]
+    assert not list((tmp_path / "captures").glob("*.findings.json"))  # nothing cached
+
+
+def test_check_entry_says_whether_a_replay_would_run_the_program(tmp_path: Path) -> None:
+    import hashlib
+
+    from pyadapter.server.consent import check_entry
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    program = ws / "train.py"
+    program.write_text("print('train')\n")
+    manifest = {**BUNDLE_MANIFEST, "entry_script": {
+        "path": str(program), "sha256": hashlib.sha256(program.read_bytes()).hexdigest()}}
+    bundle = str(ws / "captures" / "run-step12")
+    mine = check_entry(bundle, manifest, str(ws), set())
+    assert mine == {"entry": str(program), "trusted": True, "untrusted": None, "error": None}
+    outside = check_entry(bundle, manifest, str(tmp_path / "other"), set())
+    assert outside["trusted"] is False and outside["untrusted"]["reason"] == "outside"
+    assert outside["untrusted"]["file"] == str(program)
+    program.write_text("print('fixed')\n")
+    changed = check_entry(bundle, manifest, str(ws), set())
+    assert changed["trusted"] is False and changed["untrusted"]["reason"] == "changed"
+    assert check_entry(bundle, manifest, str(ws), {str(program)})["trusted"] is True
+    program.unlink()
+    gone = check_entry(bundle, manifest, str(ws), set())
+    assert gone["trusted"] is None and "missing" in gone["error"]
+
+
+def test_a_bundle_waiting_for_the_user_gets_a_locate_lens_on_its_program(tmp_path: Path) -> None:
+    program = tmp_path / "train.py"
+    program.write_text("import tensorflow as tf\n")
+    record = SourceRecord(SourceRef("bundle", str(tmp_path / "captures" / "run-step12")), status="unlocated",
+                          manifest={**BUNDLE_MANIFEST, "entry_script": {"path": str(program)}}, foreign="captured on node-7")
+    (lens,) = render.locate_lenses([record], str(program))
+    assert lens.range.start.line == 0 and lens.command is not None
+    assert lens.command.title == "$(search) Locate NaN in run-step12 (step 12), captured on node-7 (runs train.py)"
+    assert lens.command.command == "nanlens.locateBundle" and lens.command.arguments == [record.path]
+    assert render.locate_lenses([record], str(tmp_path / "other.py")) == []
+    record.status = "ok"
+    assert render.locate_lenses([record], str(program)) == []
+    source = render.source_json(SourceRecord(record.ref, status="unlocated", manifest=record.manifest))
+    assert source["status"] == "unlocated" and source["entry"] == str(program) and source["origin"] is None

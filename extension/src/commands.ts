@@ -4,6 +4,8 @@ import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import * as vscode from 'vscode';
+import { askTrust, type UnlocatedNotifier } from './consent';
+import { bundlePathOf, runsText, withConsent, type TrustMemory } from './core/consent';
 import type { FindingsModel } from './core/findingsModel';
 import {
   bundleUrlProblem,
@@ -14,7 +16,14 @@ import {
   replayLaunchConfig,
   runWithDumpArgs,
 } from './core/launch';
-import { readEagerRunTarget, readFindingsNotification, readReplayTarget, type ReplayTarget } from './core/protocol';
+import {
+  readEagerRunTarget,
+  readReplayTarget,
+  readSource,
+  readUntrusted,
+  type ReplayTarget,
+  type Source,
+} from './core/protocol';
 import { locationText } from './core/notebookCells';
 import { replayTargetOf } from './core/sourceTree';
 import { ensureBreakpoint } from './debug';
@@ -27,6 +36,9 @@ import { getSettings, workspaceFolderFor } from './settings';
 interface Deps {
   model: FindingsModel;
   server: NanLensServer;
+  /** The programs the user agreed to run, per bundle, this session. */
+  trust: TrustMemory;
+  notifier: UnlocatedNotifier;
 }
 
 /** The Python file a command acts on: an explicit Uri (explorer / editor menus), else the active editor's. */
@@ -115,28 +127,69 @@ async function pickBundleFolder(): Promise<string | undefined> {
   return picked?.[0]?.fsPath;
 }
 
+/** The bundle folder a Locate acts on: a path (the Locate lens), a Uri (explorer), a Captures row, else a picked one. */
+async function bundleArg(arg: unknown): Promise<string | undefined> {
+  if (arg instanceof vscode.Uri) {
+    return arg.fsPath;
+  }
+  if (typeof arg === 'string') {
+    return arg;
+  }
+  if (arg && typeof arg === 'object' && typeof (arg as { path?: unknown }).path === 'string') {
+    return (arg as { path: string }).path;
+  }
+  return pickBundleFolder();
+}
+
+function labelOf(bundle: string, deps: Deps): string {
+  return deps.model.sources.find((s) => s.path === bundle)?.label ?? path.basename(bundle);
+}
+
+/**
+ * The user's Locate: the server shows the bundle's findings or locates it (replaying its step runs its program).
+ * When the replay refuses the program (outside the workspace, changed since the capture) the user is asked once,
+ * naming the file, and on yes it runs with `--trust-entry`.
+ */
 async function locateBundle(arg: unknown, deps: Deps): Promise<unknown> {
-  const bundle = arg instanceof vscode.Uri ? arg.fsPath : typeof arg === 'string' ? arg : await pickBundleFolder();
+  const bundle = await bundleArg(arg);
   if (!bundle) {
     return undefined;
   }
   getLog().info(`Locating ${bundle}`);
-  const answer = await deps.server.executeCommand<unknown>('nanlens.server.locateBundle', [bundle]);
-  const source = readFindingsNotification({ sources: [answer] })[0];
+  const outcome = await withConsent(
+    bundle,
+    deps.trust,
+    askTrust,
+    (trust) => deps.server.executeCommand<unknown>('nanlens.server.locateBundle', [bundle, { trustEntry: trust }]),
+    (answer) => readSource(answer)?.untrusted ?? undefined,
+    labelOf(bundle, deps),
+  );
+  const answer = outcome.answer;
+  const source = readSource(answer);
   if (!source) {
     if (answer !== undefined) {
       getLog().warn(`nanlens.server.locateBundle answered something unexpected: ${JSON.stringify(answer)}`);
     }
     return answer;
   }
+  if (outcome.declined) {
+    getLog().info(`Not locating ${bundle}: the user did not run ${outcome.declined.file}`);
+    return answer;
+  }
+  showLocateOutcome(source, deps);
+  return answer;
+}
+
+/** Tell the user what a Locate found: where NaN/Inf starts, that it stayed finite, or why it failed. */
+function showLocateOutcome(source: Source, deps: Deps): void {
   if (source.status === 'error') {
-    const choice = await vscode.window.showErrorMessage(
-      `NaN Lens: could not locate ${source.label}: ${source.error ?? 'see the logs'}`,
-      'Show Logs',
-    );
-    if (choice) {
-      showLog();
-    }
+    void vscode.window
+      .showErrorMessage(`NaN Lens: could not locate ${source.label}: ${source.error ?? 'see the logs'}`, 'Show Logs')
+      .then((choice) => {
+        if (choice) {
+          showLog();
+        }
+      });
   } else if (source.origin) {
     const origin = source.origin;
     const target = replayTargetOf(source);
@@ -156,7 +209,6 @@ async function locateBundle(arg: unknown, deps: Deps): Promise<unknown> {
   } else if (source.status === 'ok') {
     void vscode.window.showInformationMessage(`NaN Lens: ${source.label} stayed finite when replayed; no origin found.`);
   }
-  return answer;
 }
 
 interface TargetPick extends vscode.QuickPickItem {
@@ -188,9 +240,46 @@ async function pickReplayTarget(model: FindingsModel): Promise<ReplayTarget | un
   return (await vscode.window.showQuickPick(items, { title: 'NaN Lens: replay which capture eagerly?' }))?.target;
 }
 
+/** The answer of `nanlens.server.checkEntry`: would the replay run the bundle's program? */
+interface EntryCheck {
+  untrusted?: ReturnType<typeof readUntrusted>;
+  error?: string;
+}
+
+function readEntryCheck(answer: unknown): EntryCheck {
+  if (!answer || typeof answer !== 'object') {
+    return {};
+  }
+  const { untrusted, error } = answer as { untrusted?: unknown; error?: unknown };
+  return { untrusted: readUntrusted(untrusted), error: typeof error === 'string' && error ? error : undefined };
+}
+
 async function replayEagerly(arg: unknown, deps: Deps): Promise<boolean> {
   const target = readReplayTarget(arg) ?? (await pickReplayTarget(deps.model));
   if (!target) {
+    return false;
+  }
+  const folder = workspaceFolderFor(target.file);
+  // The replay runs the bundle's program: ask the server first whether it would refuse it (then the user decides).
+  const consent = await withConsent(
+    target.bundle,
+    deps.trust,
+    askTrust,
+    (trust) =>
+      deps.server.executeCommand<unknown>(
+        'nanlens.server.checkEntry',
+        [target.bundle, { trustEntry: trust, ...(folder ? { root: folder.uri.fsPath } : {}) }],
+        true,
+      ),
+    (answer) => readEntryCheck(answer).untrusted,
+    labelOf(target.bundle, deps),
+  );
+  if (consent.declined) {
+    return false;
+  }
+  const problem = readEntryCheck(consent.answer).error;
+  if (problem) {
+    void vscode.window.showErrorMessage(`NaN Lens: cannot replay ${labelOf(target.bundle, deps)}: ${problem}`);
     return false;
   }
   if (target.cellFile !== undefined) {
@@ -199,8 +288,12 @@ async function replayEagerly(arg: unknown, deps: Deps): Promise<boolean> {
     await ensureBreakpoint(target.cellFile, target.line);
   }
   await ensureBreakpoint(target.file, target.line, target.cell);
-  const folder = workspaceFolderFor(target.file);
-  const config = replayLaunchConfig(target, folder?.uri.fsPath, getSettings(folder?.uri).replayJustMyCode);
+  const config = replayLaunchConfig(
+    target,
+    folder?.uri.fsPath,
+    getSettings(folder?.uri).replayJustMyCode,
+    deps.trust.files(target.bundle),
+  );
   const where = target.cell === undefined ? `${target.file}:${target.line}` : `${target.file} cell ${target.cell + 1}:${target.line}`;
   getLog().info(`Replaying ${target.bundle} eagerly, breakpoint at ${where}`);
   return vscode.debug.startDebugging(folder, config);
@@ -240,10 +333,27 @@ async function verifyFix(arg: unknown, deps: Deps): Promise<unknown> {
   }
   await vscode.workspace.saveAll(false); // The replay imports the files from disk.
   getLog().info(`Verifying the fix on ${target}`);
-  return vscode.window.withProgress(
-    { location: vscode.ProgressLocation.Notification, title: 'NaN Lens: verifying the fix on the captured step…' },
-    () => deps.server.executeCommand<unknown>('nanlens.server.verifyFix', [target]),
+  const bundle = bundlePathOf(target);
+  // After the user's own edit the program differs from the capture: the replay refuses it until the user says so.
+  const outcome = await withConsent(
+    bundle,
+    deps.trust,
+    askTrust,
+    async (trust) =>
+      vscode.window.withProgress(
+        { location: vscode.ProgressLocation.Notification, title: 'NaN Lens: verifying the fix on the captured step…' },
+        () => deps.server.executeCommand<unknown>('nanlens.server.verifyFix', [target, { trustEntry: trust }]),
+      ),
+    (answer) =>
+      answer && typeof answer === 'object' ? readUntrusted((answer as { untrusted?: unknown }).untrusted) : undefined,
+    labelOf(bundle, deps),
   );
+  if (outcome.declined) {
+    void vscode.window.showInformationMessage(
+      `NaN Lens: the fix was not verified: replaying the step runs ${path.basename(outcome.declined.file)}, and you chose not to run it.`,
+    );
+  }
+  return outcome.answer;
 }
 interface CliResult {
   code: number;
@@ -312,7 +422,29 @@ async function pullBundle(arg: unknown, deps: Deps): Promise<unknown> {
     }
     return undefined;
   }
-  return locateBundle(local, deps);
+  // A pulled bundle is someone else's data: shown at once (findings located at the scene), never replayed unasked.
+  const answer = await deps.server.executeCommand<unknown>('nanlens.server.locateBundle', [local, { pulled: true }]);
+  const source = readSource(answer);
+  if (source === undefined) {
+    return answer;
+  }
+  deps.notifier.quiet(source.id);
+  if (source.status !== 'unlocated') {
+    showLocateOutcome(source, deps);
+    return answer;
+  }
+  void vscode.window
+    .showInformationMessage(
+      `NaN Lens: pulled ${source.label}. It holds no findings from the scene; locating it replays the captured step, ` +
+        `which ${runsText(source)}.`,
+      'Locate',
+    )
+    .then(async (choice) => {
+      if (choice === 'Locate') {
+        await locateBundle(local, deps);
+      }
+    });
+  return answer;
 }
 
 /** For `${command:nanlens.pickBundle}` in launch.json: a located bundle, or a folder picked by hand. */

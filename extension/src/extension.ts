@@ -3,6 +3,8 @@
 
 import * as vscode from 'vscode';
 import { registerCommands } from './commands';
+import { UnlocatedNotifier } from './consent';
+import { TrustMemory } from './core/consent';
 import { FindingsModel } from './core/findingsModel';
 import { DecorationPainter } from './decorations';
 import { registerDebugSupport } from './debug';
@@ -26,7 +28,9 @@ export function activate(context: vscode.ExtensionContext): void {
   server = new NanLensServer(model);
   const painter = new DecorationPainter(model);
   context.subscriptions.push(server, painter, new NanLensStatusBar(model, server), new SourcesView(model));
-  registerCommands(context, { model, server });
+  const notifier = new UnlocatedNotifier(model);
+  context.subscriptions.push(notifier);
+  registerCommands(context, { model, server, trust: new TrustMemory(), notifier });
   context.subscriptions.push(new Pictures(context, model, server));
   registerDebugSupport(context);
 

@@ -62,10 +62,16 @@ export class NanLensServer implements vscode.Disposable {
     await client.sendNotification(DidChangeConfigurationNotification.type, { settings: { nanlens: serverSettings() } });
   }
 
-  /** Run a server command (`nanlens.server.*`); undefined and a message when the server is not running. */
-  async executeCommand<T>(command: string, args: unknown[] = []): Promise<T | undefined> {
+  /**
+   * Run a server command (`nanlens.server.*`); undefined and a message when the server is not running (no message
+   * with `quiet`: the caller goes on without the answer).
+   */
+  async executeCommand<T>(command: string, args: unknown[] = [], quiet = false): Promise<T | undefined> {
     const client = this.client;
     if (client?.state !== State.Running) {
+      if (quiet) {
+        return undefined;
+      }
       const why = this.failureText ? ` ${this.failureText}` : '';
       void vscode.window.showWarningMessage(`NaN Lens: the language server is not running.${why}`, 'Show Logs').then(
         (choice) => {

@@ -12,6 +12,7 @@ export interface NanLensSettings {
   decorationsEnabled: boolean;
   afterLineText: boolean;
   replayJustMyCode: boolean;
+  locateAutomatic: boolean;
 }
 
 /** What the server receives as initializationOptions and in didChangeConfiguration (docs/protocol.md). */
@@ -19,6 +20,7 @@ export interface ServerSettings {
   captureDirs: string[];
   dumpDirs: string[];
   logLevel: ServerLogLevel;
+  locateAutomatic: boolean;
 }
 
 const LOG_LEVELS: readonly ServerLogLevel[] = ['DEBUG', 'INFO', 'WARNING', 'ERROR'];
@@ -38,16 +40,24 @@ export function getSettings(scope?: vscode.ConfigurationScope): NanLensSettings 
     decorationsEnabled: config.get<boolean>('decorations.enabled', true),
     afterLineText: config.get<boolean>('decorations.afterLineText', true),
     replayJustMyCode: config.get<boolean>('replay.justMyCode', false),
+    locateAutomatic: config.get<unknown>('locate.automatic', false) === true, // a hand-written "yes" is not consent
   };
 }
 
 export function serverSettings(settings: NanLensSettings = getSettings()): ServerSettings {
-  return { captureDirs: settings.captureDirs, dumpDirs: settings.dumpDirs, logLevel: settings.serverLogLevel };
+  return {
+    captureDirs: settings.captureDirs,
+    dumpDirs: settings.dumpDirs,
+    logLevel: settings.serverLogLevel,
+    locateAutomatic: settings.locateAutomatic,
+  };
 }
 
 /** Settings that only the server uses: a change is sent to it as didChangeConfiguration. */
 export function affectsServer(event: vscode.ConfigurationChangeEvent): boolean {
-  return ['nanlens.captureDirs', 'nanlens.dumpDirs', 'nanlens.serverLogLevel'].some((s) => event.affectsConfiguration(s));
+  return ['nanlens.captureDirs', 'nanlens.dumpDirs', 'nanlens.serverLogLevel', 'nanlens.locate.automatic'].some((s) =>
+    event.affectsConfiguration(s),
+  );
 }
 
 export function affectsInterpreter(event: vscode.ConfigurationChangeEvent): boolean {

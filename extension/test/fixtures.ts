@@ -36,6 +36,9 @@ export function bundleSource(overrides: Partial<Source> = {}): Source {
       finding({ line: 43, role: 'propagated', op: { name: 'loss/Mean', type: 'Mean' }, message: 'Mean carried 1 -inf' }),
       finding({ file: MODEL, line: 7, role: 'propagated', op: { name: 'dense/MatMul', type: 'MatMul' }, message: 'MatMul carried 64 NaN' }),
     ],
+    entry: null,
+    foreign: null,
+    untrusted: null,
     ...overrides,
   };
 }
@@ -62,6 +65,9 @@ export function notebookSource(overrides: Partial<Source> = {}): Source {
       finding({ file: NOTEBOOK, cell: 2, line: 3, role: 'propagated', op: { name: 'Mul', type: 'Mul' }, message: 'Mul carried 1 -inf' }),
       finding({ file: NOTEBOOK, cell: 1, line: 2, role: 'propagated', op: { name: 'Mean', type: 'Mean' }, message: 'Mean carried 1 -inf' }),
     ],
+    entry: null,
+    foreign: null,
+    untrusted: null,
     ...overrides,
   };
 }
@@ -77,6 +83,9 @@ export function dumpSource(overrides: Partial<Source> = {}): Source {
     error: null,
     origin: null,
     findings: [],
+    entry: null,
+    foreign: null,
+    untrusted: null,
     ...overrides,
   };
 }

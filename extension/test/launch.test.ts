@@ -101,6 +101,19 @@ describe('replay and run configurations', () => {
     assert.equal(resolved(config).module, 'pyadapter', 'stays a module launch after resolution');
   });
 
+  it('passes the programs the user agreed to run as --trust-entry', () => {
+    const target = { bundle: '/ws/captures/run-step12', file: '/ws/train.py', line: 42, step: 12 };
+    assert.deepEqual(replayLaunchConfig(target, '/ws', false, ['/ws/train.py', '/lib/my model.py']).args, [
+      'replay',
+      '/ws/captures/run-step12',
+      '--eager',
+      '--trust-entry',
+      '/ws/train.py',
+      '--trust-entry',
+      '/lib/my model.py',
+    ]);
+  });
+
   it('runs the current file eagerly through the same resolution', () => {
     const config = resolved(eagerRunLaunchConfig('/ws/train.py', '/ws'));
     assert.equal(config.name, 'NaN Lens: run train.py eagerly');

@@ -52,7 +52,8 @@ from typing import Any
 
 import numpy as np
 
-from pyadapter.capture import integrity, rng, snapshot, structure
+from pyadapter import safejson
+from pyadapter.capture import checkpoint_index, integrity, rng, snapshot, structure
 from pyadapter.capture.verdict import NonFiniteReport
 
 FORMAT = "nanlens.bundle/1"
@@ -144,17 +145,24 @@ class BundleWriter:
         structure.write_npz(self.file(name), arrays)
 
     def commit(self, manifest: dict[str, Any]) -> Path:
-        """Hashes every file, writes manifest.json and renames the directory into place; returns the bundle path."""
+        """Hashes every file, writes manifest.json and renames the directory into place; returns the bundle path.
+
+        Durable: every file (arrays, model, checkpoint, findings, manifest) and every folder of the bundle is
+        fsynced before the rename, and the capture folder after it, so a power cut leaves either the whole
+        bundle under its name or only the hidden temporary folder (which the next writer removes)."""
         files = {}
         for name in integrity.list_tree(self.tmp):
             path = self.tmp / name
             files[name] = {"sha256": integrity.sha256_file(path), "size": path.stat().st_size}
+            _fsync_file(path)
         manifest = dict(manifest, format=FORMAT, files=files)
         with open(self.tmp / MANIFEST, "w", encoding="utf-8") as handle:
             json.dump(manifest, handle, indent=1, sort_keys=False, allow_nan=False, default=_json_default)
             handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())
+        for folder in sorted({(self.tmp / name).parent for name in files} | {self.tmp}, reverse=True):
+            _fsync_dir(folder)
         for attempt in range(1000):
             target = self.capture_dir / (self.name if attempt == 0 else f"{self.name}-{attempt}")
             if target.exists():
@@ -165,12 +173,33 @@ class BundleWriter:
                 if target.exists():
                     continue
                 raise
+            _fsync_dir(self.capture_dir)  # the rename itself
             self.final = target
             return target
         raise BundleError(f"no free bundle name for {self.name} in {self.capture_dir}")
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _fsync_file(path: Path) -> None:
+    """Flushes a file written by anyone (np.savez, model.save, tf.train.Checkpoint) to the disk."""
+    with open(path, "r+b" if os.name == "nt" else "rb") as handle:  # Windows flushes only handles open to write
+        os.fsync(handle.fileno())
+
+
+def _fsync_dir(path: Path) -> None:
+    """Makes a folder's entries (new files, a rename into it) durable; a no-op where folders cannot be opened."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return  # Windows cannot open a directory; NTFS journals its metadata
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass  # some filesystems (network, FUSE) refuse fsync on a directory
+    finally:
+        os.close(fd)
 
 
 def _json_default(value: Any) -> Any:
@@ -271,11 +300,80 @@ def _write_local_bundle(capture_dir: Path, name: str, *, kind: str, run: str, st
 # Reading
 
 
+def read_manifest_bytes(path: Path) -> bytes:
+    """manifest.json's bytes, never more than `MAX_MANIFEST_BYTES` read (BundleError if larger; OSError)."""
+    with open(path, "rb") as handle:
+        data = handle.read(MAX_MANIFEST_BYTES + 1)
+    if len(data) > MAX_MANIFEST_BYTES:
+        raise BundleError("manifest.json is implausibly large")
+    return data
+
+
+def parse_manifest(data: bytes) -> dict[str, Any]:
+    """manifest.json bytes -> a dict of the supported format, or BundleError (one line) for anything else:
+    bad UTF-8 or JSON, nesting deeper than `safejson.MAX_DEPTH`, numbers out of range, another format."""
+    try:
+        manifest = safejson.loads(data)
+    except safejson.JSONError as error:
+        raise BundleError(f"manifest.json {error}") from None
+    if not isinstance(manifest, dict):
+        raise BundleError("manifest.json is not a JSON object")
+    found = manifest.get("format")
+    if found != FORMAT:
+        shown = found if isinstance(found, (str, int, float, type(None))) else type(found).__name__
+        raise BundleError(f"bundle format {shown!r:.80} is not supported (this nanlens reads {FORMAT})")
+    return manifest
+
+
 def _require(manifest: dict[str, Any], key: str, kind: type | tuple[type, ...]) -> Any:
     value = manifest.get(key)
     if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
         raise BundleError(f"manifest field {key!r} is missing or has the wrong type")
     return value
+
+
+# Optional manifest fields and the JSON type readers may assume when one is present and not null.
+_FIELD_TYPES: dict[str, type] = {
+    "nanlens_version": str, "created": str, "run": str, "on_nan": str, "state": str, "model_save_error": str,
+    "epoch": int, "batch_index": int, "optimizer_iterations": int,
+    "host": dict, "entry_script": dict, "rng": dict, "model": dict, "weights": dict, "checkpoint": dict,
+    "step_function": dict, "cluster": dict, "located_at_scene": dict, "loss_history": list,
+}
+_ENTRY_SCRIPT_TYPES: dict[str, type] = {"path": str, "sha256": str, "argv": list, "cwd": str, "notebook": dict}
+
+
+def _wrong_type(value: Any, kind: type) -> bool:
+    return value is not None and (not isinstance(value, kind) or kind is int and isinstance(value, bool))
+
+
+def _check_field_types(manifest: dict[str, Any]) -> None:
+    """BundleError when a field the readers use has the wrong JSON type (a list where an object belongs...)."""
+    for key, kind in _FIELD_TYPES.items():
+        if _wrong_type(manifest.get(key), kind):
+            raise BundleError(f"manifest field {key!r} has the wrong type (expected {kind.__name__})")
+    entry = manifest.get("entry_script") or {}
+    for key, kind in _ENTRY_SCRIPT_TYPES.items():
+        if _wrong_type(entry.get(key), kind):
+            raise BundleError(f"manifest field 'entry_script.{key}' has the wrong type (expected {kind.__name__})")
+    if not all(isinstance(arg, str) for arg in entry.get("argv") or []):
+        raise BundleError("manifest field 'entry_script.argv' holds something other than strings")
+    variables = (manifest.get("weights") or {}).get("variables")
+    if variables is not None and not (
+        isinstance(variables, list)
+        and all(isinstance(v, dict) and isinstance(v.get("key"), str) and isinstance(v.get("path"), str)
+                for v in variables)
+    ):
+        raise BundleError("manifest field 'weights.variables' is not a list of {key, path} objects")
+    if not all(isinstance(row, dict) for row in manifest.get("loss_history") or []):
+        raise BundleError("manifest field 'loss_history' holds something other than objects")
+    if _wrong_type((manifest.get("step_function") or {}).get("qualname"), str):
+        raise BundleError("manifest field 'step_function.qualname' has the wrong type (expected str)")
+    objects = (manifest.get("checkpoint") or {}).get("objects")
+    if objects is not None and not (isinstance(objects, list) and all(isinstance(o, str) for o in objects)):
+        raise BundleError("manifest field 'checkpoint.objects' is not a list of strings")
+    shards = (manifest.get("cluster") or {}).get("shards")
+    if shards is not None and not (isinstance(shards, list) and all(isinstance(x, dict) for x in shards)):
+        raise BundleError("manifest field 'cluster.shards' is not a list of objects")
 
 
 @dataclass(frozen=True)
@@ -298,8 +396,8 @@ class CaptureBundle:
             raise BundleError(f"{root}: {error}") from None
         except (integrity.IntegrityError, structure.StructureError) as error:
             raise BundleError(f"{root}: {error}") from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise BundleError(f"{root}: cannot read the bundle: {error}") from None
+        except OSError as error:
+            raise BundleError(f"{root}: cannot read the bundle: {error.strerror or error}") from None
 
     @classmethod
     def _load(cls, root: Path) -> CaptureBundle:
@@ -310,18 +408,7 @@ class CaptureBundle:
         root = root.absolute()
         if not os.path.lexists(root / MANIFEST):
             raise BundleError("no manifest.json (not a capture bundle)")
-        manifest_path = integrity.resolve_inside(root, MANIFEST)
-        if manifest_path.stat().st_size > MAX_MANIFEST_BYTES:
-            raise BundleError("manifest.json is implausibly large")
-        try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as error:
-            raise BundleError(f"manifest.json is not valid JSON ({error.msg}, line {error.lineno})") from None
-        if not isinstance(manifest, dict):
-            raise BundleError("manifest.json is not a JSON object")
-        found = manifest.get("format")
-        if found != FORMAT:
-            raise BundleError(f"bundle format {found!r} is not supported (this nanlens reads {FORMAT})")
+        manifest = parse_manifest(read_manifest_bytes(integrity.resolve_inside(root, MANIFEST)))
         kind = _require(manifest, "kind", str)
         if kind not in (KIND_FIT, KIND_LOOP):
             raise BundleError(f"unknown bundle kind {kind!r}")
@@ -331,22 +418,29 @@ class CaptureBundle:
         batch = _require(manifest, "batch", dict)
         if not isinstance(batch.get("structure"), dict):
             raise BundleError("manifest has no batch structure")
-        integrity.verify_files(root, manifest.get("files"), exempt=frozenset({MANIFEST}))
-        for name in manifest["files"]:
+        _check_field_types(manifest)
+        files = manifest.get("files")
+        if not isinstance(files, dict):
+            raise BundleError("manifest 'files' is not a mapping")
+        for name in files:
+            integrity.check_relative_path(name)
             if not _is_bundle_file(name):
                 raise BundleError(f"{name} is not a file a bundle may hold (only .npz arrays, model.keras, checkpoint)")
-        for name in manifest["files"]:
+        integrity.verify_files(root, files, exempt=frozenset({MANIFEST}))
+        for name in files:
             if name.endswith(".npz"):
                 _check_npz_has_no_objects(root / name)
             elif name.endswith(".keras"):
                 integrity.check_zip_members(root / name, "keras")
+        if CHECKPOINT_PREFIX + ".index" in files:
+            checkpoint_index.check(root, CHECKPOINT_PREFIX, list(files))
         bundle = cls(root, manifest)
         for name in bundle._required_files():
-            if name not in manifest["files"]:
+            if name not in files:
                 raise BundleError(f"{name} is missing from the bundle")
         try:
             NonFiniteReport.from_json(manifest["non_finite"])
-        except ValueError as error:
+        except (ValueError, TypeError) as error:
             raise BundleError(f"manifest non_finite: {error}") from None
         return bundle
 
@@ -391,7 +485,7 @@ class CaptureBundle:
 
     @property
     def host(self) -> dict[str, Any]:
-        return dict(self.manifest.get("host", {}))
+        return dict(self.manifest.get("host") or {})
 
     @property
     def non_finite(self) -> NonFiniteReport:
@@ -405,7 +499,7 @@ class CaptureBundle:
         ``loss`` is that step's loss as computed in the step (None if non-finite or not seen); ``logged_loss``
         is what Keras logged (the running mean over the epoch).
         """
-        return list(self.manifest.get("loss_history", []))
+        return list(self.manifest.get("loss_history") or [])
 
     @property
     def entry_script(self) -> Path | None:
@@ -427,12 +521,12 @@ class CaptureBundle:
     @property
     def rng(self) -> dict[str, Any]:
         """RNG states: numpy, python `random`, tf global generator, Keras SeedGenerators (by variable path)."""
-        return dict(self.manifest.get("rng", {}))
+        return dict(self.manifest.get("rng") or {})
 
     @property
     def model_info(self) -> dict[str, Any]:
         """Model class name/module, jit_compile, run_eagerly, steps_per_execution, strategy, replicas."""
-        return dict(self.manifest.get("model", {}))
+        return dict(self.manifest.get("model") or {})
 
     # ---- raw paths ----
 
@@ -475,7 +569,7 @@ class CaptureBundle:
         shards are concatenated back into the global batch. Custom loops: ``{"args": [...], "kwargs": {...}}``
         (see `step_arguments`).
         """
-        arrays = structure.read_npz(self.batch_path)
+        arrays = self._read_arrays(BATCH_FILE)
         try:
             return structure.rebuild(self.manifest["batch"]["structure"], arrays)
         except structure.StructureError as error:
@@ -496,27 +590,36 @@ class CaptureBundle:
         name = entry.get("file") if entry else None
         if not isinstance(name, str) or name not in self.manifest["files"]:
             raise BundleError(f"{self.path}: no shard of worker {worker} in this bundle")
-        arrays = structure.read_npz(self.path / name)
+        arrays = self._read_arrays(name)
         try:
             return structure.rebuild(self.manifest["batch"]["structure"], arrays, any_rows=True)
         except structure.StructureError as error:
             raise BundleError(f"{self.path}: {name}: {error}") from None
 
+    def _read_arrays(self, name: str) -> dict[str, np.ndarray]:
+        try:
+            return structure.read_npz(self.path / name)
+        except structure.StructureError as error:
+            raise BundleError(f"{self.path}: {error}") from None
+
     def step_arguments(self) -> tuple[list[Any], dict[str, Any]]:
         """(args, kwargs) of the guarded step call (custom-loop bundles)."""
         data = self.batch()
-        if not isinstance(data, dict) or "args" not in data:
+        if not isinstance(data, dict) or not isinstance(data.get("args"), (list, tuple)):
             raise BundleError(f"{self.path}: not a custom-loop bundle (no step arguments)")
-        return list(data["args"]), dict(data.get("kwargs", {}))
+        kwargs = data.get("kwargs", {})
+        if not isinstance(kwargs, dict):
+            raise BundleError(f"{self.path}: the step's keyword arguments are not a mapping")
+        return list(data["args"]), dict(kwargs)
 
     def weights(self) -> dict[str, np.ndarray]:
         """Raw variable values before the failing update, keyed by variable path ("dense/kernel",
         "adam/dense_kernel_momentum", ...). The optimizer's appear under their own paths."""
         if self.weights_path is None:
             return {}
-        arrays = structure.read_npz(self.weights_path)
+        arrays = self._read_arrays(WEIGHTS_FILE)
         out = {}
-        for entry in self.manifest.get("weights", {}).get("variables", []):
+        for entry in (self.manifest.get("weights") or {}).get("variables") or []:
             key, name = entry.get("key"), entry.get("path")
             if key not in arrays:
                 raise BundleError(f"{self.path}: weights.npz lacks {key!r} ({name})")
@@ -589,15 +692,21 @@ class CaptureBundle:
 
         try:
             with zipfile.ZipFile(self.model_path) as archive:
-                config = json.loads(archive.read("config.json"))
-        except (OSError, KeyError, ValueError, zipfile.BadZipFile):
+                info = archive.getinfo("config.json")
+                if info.file_size > integrity.MAX_JSON_MEMBER_BYTES:
+                    return None
+                with archive.open(info) as member:
+                    config = safejson.loads(member.read(integrity.MAX_JSON_MEMBER_BYTES + 1))
+        except (*integrity.ZIP_ERRORS, KeyError):  # safejson.JSONError is a ValueError
             return None
-        dtype = (config.get("config") or {}).get("dtype") if isinstance(config, dict) else None
+        inner = config.get("config") if isinstance(config, dict) else None
+        dtype = inner.get("dtype") if isinstance(inner, dict) else None
         if isinstance(dtype, dict):
             if dtype.get("class_name") != "DTypePolicy":
                 return None
-            dtype = (dtype.get("config") or {}).get("name")
-        return dtype if dtype in _PLAIN_DTYPE_POLICIES else None
+            policy = dtype.get("config")
+            dtype = policy.get("name") if isinstance(policy, dict) else None
+        return dtype if isinstance(dtype, str) and dtype in _PLAIN_DTYPE_POLICIES else None
 
     @contextlib.contextmanager
     def saved_dtype_policy(self) -> Iterator[None]:
@@ -676,22 +785,42 @@ def _is_bundle_file(name: str) -> bool:
 
 
 def _check_npz_has_no_objects(path: Path) -> None:
-    """Reads only the headers of a `.npz`'s arrays: an object (pickled) dtype anywhere is refused."""
+    """Reads only the headers of a `.npz`'s arrays: an object (pickled) dtype anywhere is refused, and so is a
+    header whose shape and dtype do not account for exactly the bytes the member holds (numpy allocates what
+    the header declares before it reads a byte)."""
     import zipfile
 
-    integrity.check_zip_members(path, "npz")
-    with zipfile.ZipFile(path) as archive:
-        for name in archive.namelist():
-            with archive.open(name) as member:
-                try:
+    infos = integrity.check_zip_members(path, "npz")
+    try:
+        archive = zipfile.ZipFile(path)
+    except integrity.ZIP_ERRORS as error:
+        raise BundleError(f"{path.name} is not a valid zip archive ({integrity.first_line(error)})") from None
+    with archive:
+        for info in infos:
+            name = info.filename
+            try:
+                with archive.open(info) as member:
                     version = np.lib.format.read_magic(member)
                     if version == (1, 0):
-                        _, _, dtype = np.lib.format.read_array_header_1_0(member)
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(member)
                     elif version == (2, 0):
-                        _, _, dtype = np.lib.format.read_array_header_2_0(member)
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(member)
                     else:
                         raise ValueError(f"unsupported .npy version {version}")
-                except ValueError as error:
-                    raise BundleError(f"{path.name}/{name} is not a valid .npy array ({error})") from None
-                if dtype.hasobject:
-                    raise BundleError(f"{path.name}/{name} holds a pickled object array (refused)")
+                    data_start = member.tell()
+            except (*integrity.ZIP_ERRORS, SyntaxError, TypeError, RecursionError, MemoryError) as error:
+                raise BundleError(
+                    f"{path.name}/{name} is not a valid .npy array ({integrity.first_line(error)})"
+                ) from None
+            if dtype.hasobject:
+                raise BundleError(f"{path.name}/{name} holds a pickled object array (refused)")
+            count = 1
+            for dim in shape:
+                if not isinstance(dim, int) or dim < 0:
+                    raise BundleError(f"{path.name}/{name} has an invalid shape")
+                count *= dim
+            declared = count * dtype.itemsize
+            if data_start + declared != info.file_size:
+                raise BundleError(
+                    f"{path.name}/{name} declares {declared} bytes of data but holds {info.file_size - data_start}"
+                )

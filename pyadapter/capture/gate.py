@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from pyadapter.capture.snapshot import non_finite_variables, variable_path
+from pyadapter.capture.snapshot import non_finite_variables, unique, variable_path
 from pyadapter.capture.verdict import NonFiniteReport
 
 
@@ -227,7 +227,7 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
     global _active
     if _active is not None:
         raise GuardError("a guarded step is already being traced (nested NanGuard / guard_step)")
-    scope = _CallScope(config, several_optimizers=len(_unique(optimizers)) > 1)
+    scope = _CallScope(config, several_optimizers=len(unique(optimizers)) > 1)
     patched: list[tuple[Any, str, Any]] = []
     missing = object()
 
@@ -238,10 +238,10 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
         obj.__dict__[name] = make(getattr(obj, name))  # bypasses Keras/TF attribute tracking
         patched.append((obj, name, previous))
 
-    for optimizer in _unique(optimizers):
+    for optimizer in unique(optimizers):
         patch(optimizer, "apply", lambda original, o=optimizer: _gated_apply(o, original))
         patch(optimizer, "scale_loss", lambda original: _recording(original, takes_loss_argument=True))
-    for model in _unique(models):
+    for model in unique(models):
         patch(model, "compute_loss", lambda original: _recording(original, takes_loss_argument=False))
     _active = scope
     try:
@@ -253,16 +253,6 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
                 obj.__dict__.pop(name, None)
             else:
                 obj.__dict__[name] = previous
-
-
-def _unique(objects: list[Any]) -> list[Any]:
-    seen: set[int] = set()
-    out = []
-    for obj in objects:
-        if obj is not None and id(obj) not in seen:
-            seen.add(id(obj))
-            out.append(obj)
-    return out
 
 
 def record_loss(loss: Any) -> Any:
@@ -332,7 +322,7 @@ def _gate(optimizer: Any, original_apply: Any, grads: list[Any], variables_arg: 
         # Read before the update (automatic control dependencies keep program order): one copy of what this
         # optimizer changes, for models that train several optimizers in one step.
         state = [v for v in list(variables) + list(optimizer.variables) if v is not None]
-        backup = [(v, tf.identity(_dense(v))) for v in _unique(state)]
+        backup = [(v, tf.identity(_dense(v))) for v in unique(state)]
     needs_merge = in_sync and not tf.__internal__.distribute.strategy_supports_no_merge_call()
     if needs_merge:
 

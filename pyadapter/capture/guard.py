@@ -467,7 +467,7 @@ class NanGuard(keras.callbacks.Callback):
             step=model.train_step,
             args=(_to_tensors(data),),
             kwargs={},
-            variables=_unique_variables([*model.variables, *model.metrics_variables,
+            variables=snapshot.unique([*model.variables, *model.metrics_variables,
                                          *(v for o in optimizers for v in o.variables), *seed_variables]),
             trainable=list(model.trainable_variables),
             optimizers=optimizers,
@@ -605,16 +605,6 @@ def locate_enabled(option: bool) -> bool:
 def _to_tensors(structure: Any) -> Any:
     """numpy leaves -> tensors (None stays None: Keras's 'no sample weights')."""
     return tf.nest.map_structure(lambda leaf: leaf if leaf is None else tf.convert_to_tensor(leaf), structure)
-
-
-def _unique_variables(variables: list[Any]) -> list[Any]:
-    seen: set[int] = set()
-    out = []
-    for variable in variables:
-        if variable is not None and id(variable) not in seen:
-            seen.add(id(variable))
-            out.append(variable)
-    return out
 
 
 def _scene_files(scene: Any, step_call: Any, guard: Any, report: NonFiniteReport, step: int,

@@ -10,7 +10,9 @@ from __future__ import annotations
 import hashlib
 import os
 import stat
+import struct
 import zipfile
+import zlib
 from pathlib import Path, PurePosixPath
 
 CHUNK = 1 << 20
@@ -104,22 +106,90 @@ def verify_files(root: Path, listed: dict[str, dict], exempt: frozenset[str]) ->
 # Keras's config/metadata JSON, an HDF5 or npz weights file, and optional assets.
 NPZ_MEMBER_SUFFIX = ".npy"
 KERAS_MEMBERS = frozenset({"config.json", "metadata.json", "model.weights.h5", "model.weights.npz"})
+KERAS_JSON_MEMBERS = frozenset({"config.json", "metadata.json"})
+MAX_ZIP_MEMBERS = 100_000
+MAX_CENTRAL_DIRECTORY_BYTES = 16 << 20  # zipfile reads it whole and makes an object per entry
+MAX_JSON_MEMBER_BYTES = 64 << 20
+MAX_DEFLATE_RATIO = 1100  # deflate cannot do better than ~1032:1; more than that is a zip bomb
+# Exceptions zipfile raises on a malformed archive (besides BadZipFile): lying offsets and sizes, bad names.
+ZIP_ERRORS = (
+    zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError, OverflowError, NotImplementedError,
+    RuntimeError, UnicodeDecodeError, struct.error, zlib.error,
+)
 
 
-def check_zip_members(path: Path, kind: str) -> list[str]:
-    """Names inside a zip archive of the bundle; refuses path escapes and members that do not belong there."""
+def _central_directory(path: Path, size: int) -> tuple[int, int] | None:
+    """(entries, central directory bytes) from the archive's end record, or None if there is none (zipfile then
+    says why). Read before zipfile parses the directory, so a directory of millions of entries is never built."""
+    with open(path, "rb") as handle:
+        tail_size = min(size, (1 << 16) + 22)
+        handle.seek(size - tail_size)
+        tail = handle.read(tail_size)
+        at = len(tail) - 22 if tail[-22:-18] == b"PK\x05\x06" else tail.rfind(b"PK\x05\x06")
+        if at < 0 or len(tail) - at < 22:
+            return None
+        entries, cd_size = struct.unpack_from("<HI", tail, at + 10)
+        if entries == 0xFFFF or cd_size == 0xFFFFFFFF:  # ZIP64: the real numbers are in the ZIP64 end record
+            locator = at - 20
+            if locator < 0 or tail[locator : locator + 4] != b"PK\x06\x07":
+                return entries, cd_size
+            (record,) = struct.unpack_from("<Q", tail, locator + 8)
+            if record > size - 56:
+                return None
+            handle.seek(record)
+            zip64 = handle.read(56)
+            if len(zip64) < 56 or zip64[:4] != b"PK\x06\x06":
+                return None
+            entries, cd_size = struct.unpack_from("<QQ", zip64, 32)
+    return entries, cd_size
+
+
+def check_zip_members(path: Path, kind: str) -> list[zipfile.ZipInfo]:
+    """The members of a zip archive of the bundle; refuses path escapes, members that do not belong there,
+    encrypted or (in a `.npz`) compressed members, sizes the archive cannot hold, zip bombs, and archives whose
+    directory alone would take unbounded memory. Opens nothing but the directory."""
+    size = os.path.getsize(path)
+    directory = _central_directory(path, size)
+    if directory is not None and (directory[0] > MAX_ZIP_MEMBERS or directory[1] > MAX_CENTRAL_DIRECTORY_BYTES):
+        raise IntegrityError(
+            f"{path.name} has an implausibly large zip directory ({directory[0]} entries, {directory[1]} bytes)"
+        )
     try:
         with zipfile.ZipFile(path) as archive:
-            names = archive.namelist()
-    except zipfile.BadZipFile:
-        raise IntegrityError(f"{path.name} is not a valid zip archive") from None
-    for name in names:
+            infos = archive.infolist()
+    except ZIP_ERRORS as error:
+        raise IntegrityError(f"{path.name} is not a valid zip archive ({first_line(error)})") from None
+    if len(infos) > MAX_ZIP_MEMBERS:
+        raise IntegrityError(f"{path.name} has an implausibly large zip directory ({len(infos)} entries)")
+    seen: set[str] = set()
+    for info in infos:
+        name = info.filename
         try:
             check_relative_path(name.rstrip("/") or name)
         except IntegrityError:
-            raise IntegrityError(f"{path.name} holds a member with an unsafe path: {name!r}") from None
+            raise IntegrityError(f"{path.name} holds a member with an unsafe path: {name[:200]!r}") from None
+        if name in seen:
+            raise IntegrityError(f"{path.name} holds {name!r} twice")
+        seen.add(name)
         if kind == "npz" and not name.endswith(NPZ_MEMBER_SUFFIX):
             raise IntegrityError(f"{path.name} holds {name!r}, not a .npy array")
         if kind == "keras" and name not in KERAS_MEMBERS and not name.startswith("assets/"):
             raise IntegrityError(f"{path.name} holds unexpected member {name!r}")
-    return names
+        if info.flag_bits & 0x1:
+            raise IntegrityError(f"{path.name}/{name} is encrypted")
+        stored = info.compress_type == zipfile.ZIP_STORED
+        if kind == "npz" and not stored or not stored and info.compress_type != zipfile.ZIP_DEFLATED:
+            raise IntegrityError(f"{path.name}/{name} is compressed with method {info.compress_type} (refused)")
+        if info.header_offset + info.compress_size > size or stored and info.file_size != info.compress_size:
+            raise IntegrityError(f"{path.name}/{name} declares sizes its archive does not hold")
+        if info.file_size > MAX_DEFLATE_RATIO * info.compress_size + 1024:
+            raise IntegrityError(f"{path.name}/{name} expands to {info.file_size} bytes (a zip bomb)")
+        if kind == "keras" and name in KERAS_JSON_MEMBERS and info.file_size > MAX_JSON_MEMBER_BYTES:
+            raise IntegrityError(f"{path.name}/{name} is implausibly large ({info.file_size} bytes)")
+    return infos
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    first = text.splitlines()[0][:200] if text else ""
+    return f"{type(error).__name__}: {first}" if first else type(error).__name__

@@ -225,7 +225,7 @@ class GuardedStep:
     def _locate_at_scene(self, report: NonFiniteReport, step: int, index: int, args: tuple, kwargs: dict,
                          seed_states: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict[str, Any]]:
         """Re-run the failing step here under a dump (`pyadapter.replay.scene`): findings.json for the bundle."""
-        from pyadapter.capture.guard import _scene_files, _unique_variables, locate_enabled
+        from pyadapter.capture.guard import _scene_files, locate_enabled
 
         if not locate_enabled(self.locate):
             return {}, {}
@@ -242,7 +242,7 @@ class GuardedStep:
             step=self.python_function,
             args=tuple(args),
             kwargs=dict(kwargs),
-            variables=_unique_variables([*variables, *held, *seed_variables]),
+            variables=snapshot.unique([*variables, *held, *seed_variables]),
             trainable=[v for m in self.models for v in m.trainable_variables],
             optimizers=list(self.optimizers),
             seeds_before={id(v): seed_states[p] for p, v in seeds if p in seed_states},

@@ -17,7 +17,6 @@ No TensorFlow here, and IPython is only looked at when it is already imported (a
 
 from __future__ import annotations
 
-import json
 import linecache
 import os
 import re
@@ -83,12 +82,12 @@ def read_notebook_cells(path: str | os.PathLike[str]) -> list[NotebookCell]:
         raise NotebookError(f"{p}: cannot read the notebook: {_one_line(error.strerror or error)}") from None
     except UnicodeDecodeError:
         raise NotebookError(f"{p}: not a Jupyter notebook (not UTF-8 text)") from None
+    from pyadapter import safejson
+
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise NotebookError(
-            f"{p}: not a Jupyter notebook (not JSON: {error.msg} at line {error.lineno})"
-        ) from None
+        data = safejson.loads(text)
+    except ValueError as error:
+        raise NotebookError(f"{p}: not a Jupyter notebook (not JSON: the file {_one_line(error)})") from None
     if not isinstance(data, dict):
         raise NotebookError(f"{p}: not a Jupyter notebook (the JSON is not an object)")
     version = data.get("nbformat")
@@ -112,6 +111,20 @@ def read_notebook_cells(path: str | os.PathLike[str]) -> list[NotebookCell]:
             count = None
         out.append(NotebookCell(index=index, cell_type=cell["cell_type"], source=source, execution_count=count))
     return out
+
+
+def code_sha256(path: str | os.PathLike[str]) -> str:
+    """sha256 of a notebook's code: its code cells' sources in order. Saving outputs, execution counts or
+    metadata does not change it (a notebook file's own hash changes every time it is saved after a run).
+    Raises `NotebookError` for a notebook that cannot be read."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for cell in read_notebook_cells(path):
+        if cell.cell_type == "code":
+            digest.update(cell.source.encode("utf-8"))
+            digest.update(b"\x00")
+    return digest.hexdigest()
 
 
 def notebook_code_cells(ipynb_path: str | os.PathLike[str]) -> list[CodeCell]:

@@ -77,9 +77,14 @@ def entry_script_info() -> dict[str, Any]:
     path = entry_script_path()
     info = notebook.current_notebook() if path is None else None
     if info is not None:
+        try:
+            code = notebook.code_sha256(info.path)
+        except ValueError:
+            code = None
         return {
             "path": str(info.path),
             "sha256": info.sha256,
+            "code_sha256": code,  # what a replay checks: the file's own hash changes with every save of outputs
             "argv": list(sys.argv),
             "cwd": os.getcwd(),
             "notebook": info.to_manifest(),
@@ -106,6 +111,17 @@ def default_run_name(timestamp: float | None = None) -> str:
     stem = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in stem) or "run"
     when = _dt.datetime.now() if timestamp is None else _dt.datetime.fromtimestamp(timestamp)
     return f"{stem}-{when.strftime('%Y%m%d-%H%M%S')}"
+
+
+def unique(objects: Any) -> list[Any]:
+    """`objects` without None and without repeats of the same object (by identity), in order."""
+    seen: set[int] = set()
+    out = []
+    for obj in objects:
+        if obj is not None and id(obj) not in seen:
+            seen.add(id(obj))
+            out.append(obj)
+    return out
 
 
 def variable_path(variable: Any) -> str:

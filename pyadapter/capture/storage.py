@@ -13,7 +13,6 @@ TensorFlow is imported inside the functions that touch a filesystem, never when 
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -42,6 +41,24 @@ def is_remote(location: str | os.PathLike[str]) -> bool:
         return False
     match = _SCHEME.match(location)
     return match is not None and len(match.group(1)) > 1 and match.group(1).lower() != "file"
+
+
+# Beside a bundle pulled from elsewhere (`nanlens pull`, "Pull Capture Bundle"): ``<bundle>.pulled``, never inside
+# (a bundle's files are hashed). The editor never locates such a bundle by itself.
+PULLED_SUFFIX = ".pulled"
+
+
+def pulled_marker(bundle: str | os.PathLike[str]) -> str:
+    return os.fspath(bundle).rstrip(os.sep) + PULLED_SUFFIX
+
+
+def mark_pulled(bundle: str | os.PathLike[str]) -> None:
+    """Remember beside the bundle that it came from elsewhere (best effort: a read-only folder keeps no mark)."""
+    try:
+        with open(pulled_marker(bundle), "w", encoding="utf-8") as fh:
+            fh.write('{"pulled": true}\n')
+    except OSError:
+        pass
 
 
 def join(base: str, *parts: str) -> str:
@@ -131,6 +148,10 @@ def _entries(manifest: dict[str, Any]) -> list[_Entry]:
         integrity.check_relative_path(name)
         if name == bundle.MANIFEST:
             raise integrity.IntegrityError("manifest lists manifest.json itself")
+        if not bundle._is_bundle_file(name):  # refused before a byte of it is copied
+            raise bundle.BundleError(
+                f"{name} is not a file a bundle may hold (only .npz arrays, model.keras, checkpoint)"
+            )
         if not isinstance(entry, dict):
             raise integrity.IntegrityError(f"manifest entry for {name} is not an object")
         size, digest = entry.get("size"), entry.get("sha256")
@@ -142,27 +163,9 @@ def _entries(manifest: dict[str, Any]) -> list[_Entry]:
     return entries
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def _parse_manifest(data: bytes) -> dict[str, Any]:
     """manifest.json bytes -> dict of a supported format (BundleError otherwise)."""
-    try:
-        # NaN/Infinity are not JSON; BundleWriter never writes them (and commit could not write them back).
-        manifest = json.loads(data.decode("utf-8"), parse_constant=_reject_constant)
-    except UnicodeDecodeError:
-        raise bundle.BundleError("manifest.json is not UTF-8 text") from None
-    except json.JSONDecodeError as error:
-        raise bundle.BundleError(f"manifest.json is not valid JSON ({error.msg}, line {error.lineno})") from None
-    except ValueError as error:
-        raise bundle.BundleError(f"manifest.json is not valid JSON ({error})") from None
-    if not isinstance(manifest, dict):
-        raise bundle.BundleError("manifest.json is not a JSON object")
-    found = manifest.get("format")
-    if found != bundle.FORMAT:
-        raise bundle.BundleError(f"bundle format {found!r} is not supported (this nanlens reads {bundle.FORMAT})")
-    return manifest
+    return bundle.parse_manifest(data)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -289,13 +292,24 @@ def remove_tree(location: str) -> None:
 # Fetching
 
 
-def fetch_bundle(url: str, local_parent: Path, progress: Progress | None = None) -> Path:
+# The most a pull copies unless told otherwise (`nanlens pull --max-size`): a bundle holds the weights about twice
+# (model.keras and weights.npz) plus the optimizer's slots, so this fits a model of ~2 billion float32 parameters.
+DEFAULT_MAX_PULL_BYTES = 32 << 30
+_FREE_SPACE_MARGIN = 64 << 20
+
+
+def fetch_bundle(
+    url: str, local_parent: Path, progress: Progress | None = None, max_bytes: int = DEFAULT_MAX_PULL_BYTES
+) -> Path:
     """Copies the bundle at `url` (a URL or a local folder) into ``local_parent/<its name>`` and verifies it.
 
-    Only the files manifest.json lists are copied, each checked for size and sha256 as it streams; the copy
-    is made in a hidden temporary directory and renamed into place (``-1``, ``-2``... if the name is taken),
-    then opened with `CaptureBundle.load`. On any failure nothing is left in `local_parent` and a one-line
-    BundleError is raised. `progress(done_bytes, total_bytes)` is called as bytes arrive.
+    Before any byte is copied, the manifest's file list is checked: safe names, only files a bundle may hold,
+    and a total size of at most `max_bytes` that also fits the free space of `local_parent`. Only the files
+    manifest.json lists are copied, each checked for size and sha256 as it streams (a file larger than listed
+    stops the pull at once); the copy is made in a hidden temporary directory and renamed into place (``-1``,
+    ``-2``... if the name is taken), then opened with `CaptureBundle.load`. On any failure nothing is left in
+    `local_parent` and a one-line BundleError is raised. `progress(done_bytes, total_bytes)` is called as bytes
+    arrive.
     """
     location = os.fspath(url)
     if _SCHEME.match(location) is None:
@@ -310,10 +324,18 @@ def fetch_bundle(url: str, local_parent: Path, progress: Progress | None = None)
         raise bundle.BundleError(f"{url}: {error}") from None
 
     total = sum(entry.size for entry in entries)
+    if total > max_bytes:
+        raise bundle.BundleError(
+            f"{url}: the bundle is {_size_text(total)}, more than the {_size_text(max_bytes)} a pull copies "
+            "(raise it with --max-size)"
+        )
+    parent = Path(local_parent)
+    free = _free_bytes(parent)
+    if free is not None and total + _FREE_SPACE_MARGIN > free:
+        raise bundle.BundleError(f"{url}: the bundle is {_size_text(total)}, {parent} has {_size_text(free)} free")
     done = 0
     if progress is not None:
         progress(0, total)
-    parent = Path(local_parent)
     try:
         with bundle.BundleWriter(parent, _local_name(source)) as writer:
             for entry in entries:
@@ -330,6 +352,34 @@ def fetch_bundle(url: str, local_parent: Path, progress: Progress | None = None)
         prefix = f"{final}: "
         raise bundle.BundleError(f"{url}: {message[len(prefix):] if message.startswith(prefix) else message}") from None
     return final
+
+
+def _size_text(size: int) -> str:
+    for unit, scale in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} bytes"
+
+
+def parse_size(text: str) -> int:
+    """``"20G"``, ``"512M"``, ``"100k"``, ``"1.5GB"`` or plain bytes -> bytes (binary units); ValueError if not."""
+    value = text.strip().upper().removesuffix("B").removesuffix("I")
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(value[-1:], 1)
+    number = float(value[:-1] if scale > 1 else value)
+    if not 0 < number < float(1 << 60) or number != number:
+        raise ValueError(f"not a size: {text!r}")
+    return int(number * scale)
+
+
+def _free_bytes(parent: Path) -> int | None:
+    """Free bytes on the filesystem `parent` is (or will be) on; None if that cannot be told."""
+    probe = parent.absolute()
+    while not probe.exists() and probe.parent != probe:
+        probe = probe.parent
+    try:
+        return shutil.disk_usage(probe).free
+    except OSError:
+        return None
 
 
 def _read_manifest(gfile: Any, source: str, url: str) -> bytes:

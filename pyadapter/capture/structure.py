@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import collections
 import math
+import struct
 import zipfile
+import zlib
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -70,6 +72,8 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows
         raise StructureError("structure description is not an object")
     kind = description.get("type")
     items = description.get("items", [])
+    if not isinstance(items, list):
+        raise StructureError("structure description has items that are not a list")
     if kind == "none":
         return None
     if kind == "python":
@@ -79,10 +83,12 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows
         return value
     if kind == "array":
         key = description.get("key")
-        if key not in arrays:
-            raise StructureError(f"array {key!r} is described but missing from the batch file")
+        if not isinstance(key, str) or key not in arrays:
+            raise StructureError(f"array {key!r:.80} is described but missing from the batch file")
         array = arrays[key]
-        shape, described = list(array.shape), list(description.get("shape", []))
+        shape, described = list(array.shape), description.get("shape", [])
+        if not isinstance(described, list):
+            raise StructureError(f"array {key!r} has a shape that is not a list")
         if any_rows and shape and described:
             shape, described = shape[1:], described[1:]
         if shape != described or array.dtype.str != description.get("dtype"):
@@ -90,21 +96,27 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows
         return array
     if kind == "dict":
         keys = description.get("keys", [])
+        if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
+            raise StructureError("dict description has keys that are not strings")
         if len(keys) != len(items):
             raise StructureError("dict description has mismatched keys and items")
         return {key: rebuild(item, arrays, any_rows) for key, item in zip(keys, items, strict=True)}
     if kind == "namedtuple":
-        fields = [str(f) for f in description.get("fields", [])]
-        name = str(description.get("name", "Batch"))
-        if not name.isidentifier() or not all(f.isidentifier() for f in fields):
+        fields, name = description.get("fields", []), description.get("name", "Batch")
+        if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields) or not isinstance(name, str):
             raise StructureError("namedtuple description has invalid names")
-        cls = collections.namedtuple(name, fields)
+        if not name.isidentifier() or not all(f.isidentifier() for f in fields) or len(fields) != len(items):
+            raise StructureError("namedtuple description has invalid names")
+        try:
+            cls = collections.namedtuple(name, fields)
+        except ValueError as error:  # keywords, duplicates, leading underscores
+            raise StructureError(f"namedtuple description has invalid names ({error})") from None
         return cls(*(rebuild(item, arrays, any_rows) for item in items))
     if kind == "list":
         return [rebuild(item, arrays, any_rows) for item in items]
     if kind == "tuple":
         return tuple(rebuild(item, arrays, any_rows) for item in items)
-    raise StructureError(f"unknown structure type {kind!r}")
+    raise StructureError(f"unknown structure type {kind!r:.80}")
 
 
 def write_npz(target: Path | BinaryIO, arrays: dict[str, np.ndarray]) -> None:
@@ -129,6 +141,12 @@ def read_npz(source: Path | BinaryIO, name: str | None = None) -> dict[str, np.n
     except ValueError as error:
         if "pickle" in str(error).lower():
             raise StructureError(f"{name} holds a pickled object array (refused)") from None
-        raise StructureError(f"{name} is not a readable .npz: {error}") from None
-    except (OSError, zipfile.BadZipFile, EOFError) as error:
-        raise StructureError(f"{name} is not a readable .npz: {error}") from None
+        raise StructureError(f"{name} is not a readable .npz: {_first_line(error)}") from None
+    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, RuntimeError, NotImplementedError,
+            OverflowError, MemoryError, SyntaxError, TypeError, struct.error, zlib.error) as error:
+        raise StructureError(f"{name} is not a readable .npz: {_first_line(error)}") from None
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0][:200] if text else type(error).__name__

@@ -23,6 +23,9 @@ dump (`nanlens run --dump`, with the argv and folder it ran with) up to that ste
 before the step, e.g. in a tf.data map function. That happens by itself when the step is at most 2000;
 --rerun-pipeline forces it for a later step, --no-rerun-pipeline skips it.
 
+A replay runs only your own code: the bundle's program must lie inside the current folder and be unchanged
+since the capture, else nanlens refuses in one line naming the file; --trust-entry PATH runs it anyway.
+
 examples:
   nanlens locate .nanlens/captures/train-20250101-120000-step4711
   nanlens locate BUNDLE --json > findings.json
@@ -30,6 +33,8 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from pyadapter.replay.trust import add_trust_argument
+
     parser.add_argument(
         "bundle",
         metavar="BUNDLE",
@@ -59,6 +64,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         const=False,
         help="never re-run the script (only say how)",
     )
+    add_trust_argument(parser)
     parser.add_argument(
         "--isolate",
         action="store_true",
@@ -155,6 +161,9 @@ def main(args: argparse.Namespace) -> int:
             shown.add(phase)
             print(f"nanlens locate: {phase}", file=sys.stderr, flush=True)
 
+    from pyadapter.replay.trust import allow
+
+    allow(args.trust_entry)
     bundle = _local_bundle(args.bundle)
     try:
         # With --json, stdout carries the JSON alone: what the replayed code prints goes to stderr.

@@ -14,7 +14,9 @@ DESCRIPTION = """\
 Copy one capture bundle (a folder with manifest.json, as NanGuard writes it, also to a remote capture_dir)
 from any filesystem TensorFlow can open into DIR, where the editor sees it. Only the files the manifest
 lists are copied, each checked against its size and sha256 as it arrives; the bundle then gets the same
-safety checks as `nanlens locate` applies. A bundle that fails any check is not kept. s3://, hdfs:// and
+safety checks as `nanlens locate` applies. A bundle that fails any check is not kept. Before anything is
+copied, the list is checked: only files a bundle may hold, and at most --max-size bytes in all (default 32G)
+that must also fit the free space of DIR. s3://, hdfs:// and
 az:// need the tensorflow-io package; gs:// works with TensorFlow alone (with Google Cloud credentials).
 
 examples:
@@ -39,6 +41,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"local folder to put the bundle in (default: {DEFAULT_DIR}, the folder the editor watches)",
     )
     parser.add_argument(
+        "--max-size",
+        metavar="SIZE",
+        type=_size,
+        default=None,
+        help="refuse a bundle larger than this, before copying anything (e.g. 64G, 500M; default: 32G)",
+    )
+    parser.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,
         default=None,
@@ -46,18 +55,31 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def pull_bundle(url: str, directory: str = DEFAULT_DIR, progress: Any = None) -> Path:
-    """Copies the bundle at `url` into `directory` (verified); a bad bundle or a URL DIR is a CliError."""
+def _size(text: str) -> int:
+    from pyadapter.capture.storage import parse_size
+
+    try:
+        return parse_size(text)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(f"not a size: {text!r} (say 64G, 500M or a number of bytes)") from None
+
+
+def pull_bundle(url: str, directory: str = DEFAULT_DIR, progress: Any = None, max_bytes: int | None = None) -> Path:
+    """Copies the bundle at `url` into `directory` (verified); a bad bundle, one larger than `max_bytes`
+    (default `storage.DEFAULT_MAX_PULL_BYTES`) or a URL DIR is a CliError."""
     from pyadapter.capture.bundle import BundleError
-    from pyadapter.capture.storage import fetch_bundle, is_remote
+    from pyadapter.capture.storage import DEFAULT_MAX_PULL_BYTES, fetch_bundle, is_remote, mark_pulled
     from pyadapter.cli import CliError
 
     if is_remote(directory):
         raise CliError(f"DIR must be a local folder, not {directory}")
+    limit = DEFAULT_MAX_PULL_BYTES if max_bytes is None else max_bytes
     try:
-        return fetch_bundle(url, Path(os.path.expanduser(directory)), progress=progress)
+        path = fetch_bundle(url, Path(os.path.expanduser(directory)), progress=progress, max_bytes=limit)
     except BundleError as exc:
         raise CliError(str(exc)) from None
+    mark_pulled(path)  # from elsewhere: the editor shows it but never replays it by itself
+    return path
 
 
 def main(args: argparse.Namespace) -> int:
@@ -68,7 +90,7 @@ def main(args: argparse.Namespace) -> int:
     if show or (show is None and sys.stderr.isatty()):
         bar = ProgressBar(min_total=0 if show else PROGRESS_MIN_BYTES, label="pulling")
     try:
-        path = pull_bundle(args.url, args.dir, progress=bar)
+        path = pull_bundle(args.url, args.dir, progress=bar, max_bytes=args.max_size)
     finally:
         if bar is not None:
             bar.close()

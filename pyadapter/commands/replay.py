@@ -23,6 +23,10 @@ With neither --graph nor --eager both modes run; a NaN that appears in only one 
 itself and is reported as such. --eager runs tf.functions, Keras `call`s and tf.data functions line by line:
 it is what a debug session launches, so breakpoints in your step, layers and losses stop with real tensors.
 
+Only your own code runs: the bundle's program must lie inside the current folder and be unchanged since the
+capture (a notebook: its code cells), else nanlens refuses in one line naming the file; --trust-entry PATH runs
+it anyway (e.g. after your own fix).
+
 exit status: 0 the NaN reproduced (in at least one mode), 1 every mode stayed finite, 2 error.
 
 examples:
@@ -33,11 +37,14 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from pyadapter.replay.trust import add_trust_argument
+
     parser.add_argument("bundle", metavar="BUNDLE", help="the capture bundle directory")
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument("--graph", action="store_true", help="run the step only as a traced graph (tf.function)")
     modes.add_argument("--eager", action="store_true", help="run the step only eagerly (debugger-friendly)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_trust_argument(parser)
     parser.add_argument(
         "--timeout",
         type=float,
@@ -73,8 +80,10 @@ def main(args: argparse.Namespace) -> int:
     from pyadapter.cli import CliError
     from pyadapter.replay.errors import ReplayError
     from pyadapter.replay.locate import check_bundle
+    from pyadapter.replay.trust import allow
 
     modes = ("graph",) if args.graph else ("eager",) if args.eager else ("graph", "eager")
+    allow(args.trust_entry)
     try:
         check_bundle(args.bundle)  # a bad bundle or missing script fails before TensorFlow starts
         from pyadapter.replay.session import replay_bundle

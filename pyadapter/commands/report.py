@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 
@@ -34,10 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _is_bundle(path: str) -> bool:
+    from pyadapter import safejson
+
     try:
-        with open(os.path.join(path, "manifest.json"), encoding="utf-8") as fh:
-            manifest = json.load(fh)
-    except (OSError, ValueError):
+        manifest = safejson.load_file(os.path.join(path, "manifest.json"))
+    except (OSError, ValueError):  # safejson.JSONError is a ValueError
         return False
     return isinstance(manifest, dict) and manifest.get("format") == "nanlens.bundle/1"
 

@@ -82,16 +82,22 @@ def forward_op_for(dump: HostDump, op: OpInfo) -> OpInfo | None:
         for producer, _ in forward:
             if producer.type == grad_base:
                 return producer
+    # 2. The forward op the tape's scope is named after: "gradient_tape/Pow/Pow" differentiates "Pow", whose
+    # own line is the one to change, not the line of the input it reads (``base`` in ``tf.pow(base, gamma)``).
+    if scope:
+        named = dump.ops.get((op.graph_id, scope))
+        if named is not None and not is_gradient_op(named):
+            return named
     same_graph = [o for (g, _), o in dump.ops.items() if g == op.graph_id and not is_gradient_op(o)]
     if scope is not None:
         in_scope = [o for o in same_graph if os.path.dirname(o.name) == scope]
-        # 2. An op of the mirrored scope that consumes a forward tensor the gradient reads (LogGrad reads x).
+        # 3. An op of the mirrored scope that consumes a forward tensor the gradient reads (LogGrad reads x).
         for candidate in in_scope:
             if tensor_names.intersection(candidate.inputs):
                 return candidate
-        # 3. An op of the mirrored scope that produced one.
+        # 4. An op of the mirrored scope that produced one.
         for producer, _ in forward:
             if os.path.dirname(producer.name) == scope:
                 return producer
-    # 4. Whatever produced the first forward tensor.
+    # 5. Whatever produced the first forward tensor.
     return forward[0][0]

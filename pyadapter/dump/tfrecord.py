@@ -1,10 +1,13 @@
 """Streaming reader for TFRecord files (the container of every tfdbg2 dump file).
 
 A record is ``u64 length | u32 masked-crc32c(length) | data | u32 masked-crc32c(data)``. The reader walks a
-file in large chunks and never holds more than one chunk (plus one record) in memory. It does not verify the
-data CRC of every record (that would cost more than decoding); it verifies the length CRC of the first record
-(to tell a foreign file from a dump file) and of any record whose length looks wrong, and it stops at the
-first truncated or corrupt record, reporting where.
+file in large chunks and never holds more than one chunk (plus one record) in memory. It verifies the length
+CRC of every record before it uses the length, so a corrupt length never makes it read (or allocate) anything:
+it stops there and reports where. Verifying costs one dict lookup per record: the 12 header bytes of lengths
+already verified are kept (`verified_length`), and dump records come in few distinct lengths. A record longer
+than one chunk is read only when its length leads to the end of the file or to another valid header, and never
+beyond `MAX_RECORD_BYTES`. It does not verify the data CRC (pure Python cannot afford it); the decoders that
+read the data bound every field by its record, so a damaged record is skipped or misread, never a crash.
 """
 
 from __future__ import annotations
@@ -13,10 +16,16 @@ import os
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import BinaryIO
 
 HEADER_SIZE = 12
 FOOTER_SIZE = 4
 CHUNK_SIZE = 4 << 20
+# No tfdbg2 record in a health mode comes near this; FULL_TENSOR records of huge tensors are cut here.
+MAX_RECORD_BYTES = 1 << 30
+_MAX_VERIFIED_HEADERS = 1 << 16
+NOT_TFRECORD = "not a TFRecord file (first record header checksum mismatch)"
+CORRUPT_HEADER = "corrupt record header (length checksum mismatch)"
 
 _unpack_u64 = struct.Struct("<Q").unpack_from
 _unpack_u32 = struct.Struct("<I").unpack_from
@@ -47,6 +56,43 @@ def masked_crc32c(data: bytes) -> int:
 def header_is_valid(buf: bytes, pos: int) -> bool:
     """Whether the 12-byte record header at ``pos`` carries a matching length CRC."""
     return masked_crc32c(buf[pos : pos + 8]) == _unpack_u32(buf, pos + 8)[0]
+
+
+def verified_length(lengths: dict[bytes, int], buf: bytes, pos: int) -> int:
+    """The length in the record header at ``pos`` if its CRC matches, else -1; verified headers are remembered
+    in `lengths` (by their 12 bytes), where callers look first: ``lengths.get(buf[pos:pos + 12])``."""
+    header = buf[pos : pos + HEADER_SIZE]
+    if masked_crc32c(header[:8]) != _unpack_u32(header, 8)[0]:
+        return -1
+    length = _unpack_u64(header, 0)[0]
+    if len(lengths) >= _MAX_VERIFIED_HEADERS:
+        lengths.clear()
+    lengths[header] = length
+    return length
+
+
+def header_problem(f: BinaryIO, buf: bytes, pos: int, base: int, file_size: int) -> str | None:
+    """Before reading more for the (verified) record header at ``buf[pos]`` (file offset ``base + pos``) that
+    does not fit the buffer: why its length must not be trusted, or None. A length past the end of the file
+    (truncated or corrupt), over `MAX_RECORD_BYTES`, or, for a record longer than a chunk, one that leads
+    neither to the end of the file nor to another valid header is refused before any byte is read."""
+    length = _unpack_u64(buf, pos)[0]
+    at = base + pos
+    end = at + HEADER_SIZE + length + FOOTER_SIZE
+    if end > file_size:
+        return classify_stop(buf, pos, len(buf) - pos, file_size, at)
+    if length > MAX_RECORD_BYTES:
+        return f"record of {length} bytes (more than {MAX_RECORD_BYTES}: a corrupt length)"
+    if length > CHUNK_SIZE and end + HEADER_SIZE <= file_size:
+        here = f.tell()
+        try:
+            f.seek(end)
+            following = f.read(HEADER_SIZE)
+        finally:
+            f.seek(here)
+        if len(following) == HEADER_SIZE and not header_is_valid(following, 0):
+            return f"corrupt record length ({length} bytes do not lead to the next record)"
+    return None
 
 
 @dataclass
@@ -112,23 +158,23 @@ class RecordFile:
         except OSError as exc:
             self._stop(0, f"cannot open: {exc.strerror or exc}")
             return
+        lengths: dict[bytes, int] = {}
+        lengths_get = lengths.get
         try:
+            self.size = os.fstat(f.fileno()).st_size
             buf = f.read(CHUNK_SIZE)
             base = 0
             pos = 0
             eof = len(buf) < CHUNK_SIZE
-            first = True
             while True:
                 n = len(buf)
                 while pos + HEADER_SIZE <= n:
-                    if first:
-                        if not header_is_valid(buf, pos):
-                            self._stop(
-                                base + pos, "not a TFRecord file (first record header checksum mismatch)"
-                            )
+                    length = lengths_get(buf[pos : pos + HEADER_SIZE])
+                    if length is None:
+                        length = verified_length(lengths, buf, pos)
+                        if length < 0:
+                            self._stop(base + pos, NOT_TFRECORD if base + pos == 0 else CORRUPT_HEADER)
                             return
-                        first = False
-                    length = _unpack_u64(buf, pos)[0]
                     end = pos + HEADER_SIZE + length
                     if end + FOOTER_SIZE > n:
                         break
@@ -143,11 +189,11 @@ class RecordFile:
                     self.on_bytes(pos)
                 need = CHUNK_SIZE
                 if pos + HEADER_SIZE <= n:
-                    rest_of_record = HEADER_SIZE + _unpack_u64(buf, pos)[0] + FOOTER_SIZE - (n - pos)
-                    if base + n + rest_of_record > self.size:
-                        # The length runs past the end of the file: truncated or corrupt; say which.
-                        self._stop(base + pos, classify_stop(buf, pos, n - pos, self.size, base + pos))
+                    problem = header_problem(f, buf, pos, base, self.size)
+                    if problem is not None:
+                        self._stop(base + pos, problem)
                         break
+                    rest_of_record = HEADER_SIZE + _unpack_u64(buf, pos)[0] + FOOTER_SIZE - (n - pos)
                     need = max(need, rest_of_record)
                 more = f.read(need)
                 if len(more) < need:
@@ -157,21 +203,25 @@ class RecordFile:
                 pos = 0
             if self.on_bytes:
                 self.on_bytes(pos)
+        except OSError as exc:
+            self._stop(0, f"cannot read: {exc.strerror or exc}")
         finally:
             f.close()
 
     def read_at(self, offset: int) -> bytes | None:
-        """The payload of the record at ``offset``, or None if it cannot be read whole."""
+        """The payload of the record at ``offset``, or None if it cannot be read whole (or its length CRC does
+        not match: the file changed since it was scanned)."""
         try:
             with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
                 f.seek(offset)
                 header = f.read(HEADER_SIZE)
-                if len(header) < HEADER_SIZE:
+                if len(header) < HEADER_SIZE or not header_is_valid(header, 0):
                     return None
                 length = _unpack_u64(header, 0)[0]
-                if offset + HEADER_SIZE + length > self.size:
+                if offset + HEADER_SIZE + length > size or length > MAX_RECORD_BYTES:
                     return None
                 data = f.read(length)
                 return data if len(data) == length else None
-        except OSError:
+        except (OSError, ValueError, OverflowError):
             return None

@@ -4,7 +4,9 @@ A dump of a long run holds hundreds of thousands of traces, nearly all finite. E
 without decoding it: the health vector's bytes are found by their fixed TensorProto prefix
 (``HealthLayout.marker``), the tensor id is read as 8 raw bytes (used directly as a dict key), and the
 non-finite counters are compared against zero bytes. Only records that fail that test, or that the fast
-path cannot place, are parsed as protobufs.
+path cannot place, are parsed as protobufs. Every record's length CRC is checked before its length is used, at
+the cost of looking its 12 header bytes up among those already verified (a trace file has a few dozen distinct
+lengths); the first bad one stops the file there (measured: 1-3% of this loop's CPU time).
 
 Trace order inside one graph execution is not topological (debug ops run in parallel; tf.data functions
 interleave), and traces carry no execution number. So per graph the reader keeps "rounds": a graph's round
@@ -32,11 +34,14 @@ from pyadapter.dump.graphs import HostDump, OpInfo
 from pyadapter.dump.health import HealthLayout, tensor_id_of
 from pyadapter.dump.tfrecord import (
     CHUNK_SIZE,
+    CORRUPT_HEADER,
     FOOTER_SIZE,
     HEADER_SIZE,
+    NOT_TFRECORD,
     ReadIssue,
     classify_stop,
-    header_is_valid,
+    header_problem,
+    verified_length,
 )
 
 # After the last graph went non-finite for the first time, keep this many more traces (propagation).
@@ -76,15 +81,21 @@ class TraceScan:
     bytes_total: int = 0
 
 
-def detect_trace_mode(path: str) -> str | None:
-    """The tensor_debug_mode of the first trace record, or None if there is none."""
+def detect_trace_mode(path: str, issues: list[ReadIssue] | None = None) -> str | None:
+    """The tensor_debug_mode of the first trace record, or None if there is none; why not is appended to
+    `issues` (a damaged first record means no trace of the file is read)."""
     from pyadapter.dump.tfrecord import RecordFile
 
-    for _, data in RecordFile(path).records():
+    records = RecordFile(path)
+    for offset, data in records.records():
         event = parse_event(data)
         if event is not None and event.HasField("graph_execution_trace"):
             return MODE_NAMES.get(event.graph_execution_trace.tensor_debug_mode, "UNSPECIFIED")
-        break
+        if issues is not None:
+            issues.append(ReadIssue(path, offset, "first record is not a graph execution trace (traces not read)"))
+        return None
+    if issues is not None and records.issue is not None:
+        issues.append(records.issue)
     return None
 
 
@@ -187,7 +198,13 @@ def scan_traces(
 
     window: _Window | None = None
     done = False
+    corrupt = False
     find = bytes.find
+    entries_get = entries.get
+    # Length fields verified so far, by their 12 header bytes: checking every record's length CRC costs one
+    # slice and one dict lookup (what unpacking the length cost before), a CRC only for a new length.
+    lengths: dict[bytes, int] = {}
+    header_size, footer_size = HEADER_SIZE, FOOTER_SIZE
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed below
     except OSError as exc:
@@ -201,20 +218,26 @@ def scan_traces(
         buf = f.read(CHUNK_SIZE)
         pos = 0
         eof = len(buf) < CHUNK_SIZE
-        if len(buf) >= HEADER_SIZE and not header_is_valid(buf, 0):
-            result.issue = ReadIssue(path, 0, "not a TFRecord file (first record header checksum mismatch)")
-            return result
         while True:
             n = len(buf)
-            while pos + HEADER_SIZE <= n:
-                end = pos + HEADER_SIZE + _unpack_u64(buf, pos)[0]
-                if end + FOOTER_SIZE > n:
+            last_header = n - header_size
+            last_end = n - footer_size
+            while pos <= last_header:
+                start = pos + header_size
+                try:
+                    end = start + lengths[buf[pos:start]]
+                except KeyError:  # a length not seen yet: check its CRC once
+                    length = verified_length(lengths, buf, pos)
+                    if length < 0:
+                        corrupt = True
+                        break
+                    end = start + length
+                if end > last_end:
                     break
-                start = pos + HEADER_SIZE
                 p = find(buf, marker, start, end)
                 if p >= 0:
                     c = p + marker_len
-                    entry = entries.get(buf[c : c + 8])
+                    entry = entries_get(buf[c : c + 8])
                     bad = buf[c + lo : c + hi] != zeros
                 else:
                     entry = None
@@ -222,7 +245,7 @@ def scan_traces(
                     entry, bad = slow(buf[start:end])
                     if entry is None:
                         index += 1
-                        pos = end + FOOTER_SIZE
+                        pos = end + footer_size
                         continue
                 offset = base + pos
                 state = entry[0]
@@ -239,14 +262,18 @@ def scan_traces(
                     if window.add(index, offset, entry, bad, wall_time):
                         done = True
                         index += 1
-                        pos = end + FOOTER_SIZE
+                        pos = end + footer_size
                         break
                 index += 1
-                pos = end + FOOTER_SIZE
+                pos = end + footer_size
             if on_bytes:
                 on_bytes(pos)
             if done:
                 result.stopped_after_window = base + pos < file_size
+                break
+            if corrupt:
+                reason = NOT_TFRECORD if base + pos == 0 else CORRUPT_HEADER
+                result.issue = ReadIssue(path, base + pos, reason, index)
                 break
             if eof:
                 if pos < n:
@@ -256,12 +283,11 @@ def scan_traces(
                 break
             need = CHUNK_SIZE
             if pos + HEADER_SIZE <= n:
-                rest_of_record = HEADER_SIZE + _unpack_u64(buf, pos)[0] + FOOTER_SIZE - (n - pos)
-                if base + n + rest_of_record > file_size:
-                    result.issue = ReadIssue(
-                        path, base + pos, classify_stop(buf, pos, n - pos, file_size, base + pos), index
-                    )
+                problem = header_problem(f, buf, pos, base, file_size)
+                if problem is not None:
+                    result.issue = ReadIssue(path, base + pos, problem, index)
                     break
+                rest_of_record = HEADER_SIZE + _unpack_u64(buf, pos)[0] + FOOTER_SIZE - (n - pos)
                 need = max(need, rest_of_record)
             more = f.read(need)
             if len(more) < need:

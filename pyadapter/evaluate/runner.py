@@ -80,10 +80,18 @@ def _run_program(program: Program, work: Path, limits: Limits, outcome: Outcome)
     return dump_dir
 
 
+def _trusting(program: Program) -> dict[str, str]:
+    """The corpus's programs run because the evaluator was asked to run them, from a scratch folder: trusted by
+    name, as a user's ``--trust-entry`` would."""
+    from pyadapter.replay.trust import TRUST_ENV
+
+    return quiet_tf_env({TRUST_ENV: str(Path(program.path).resolve())})
+
+
 def _locate(kind: str, artifact: Path, work: Path, limits: Limits, outcome: Outcome) -> None:
     out = work / "findings.json"
     argv = [sys.executable, "-m", "pyadapter.evaluate.worker", kind, str(artifact), str(out)]
-    done = run_bounded(argv, cwd=work, timeout=limits.locate, env=quiet_tf_env())
+    done = run_bounded(argv, cwd=work, timeout=limits.locate, env=_trusting(outcome.program))
     outcome.seconds["locate"] = done.seconds
     document: dict[str, Any] | None = None
     if out.is_file():
@@ -129,7 +137,7 @@ def _replay(bundle: Path, work: Path, limits: Limits, outcome: Outcome) -> None:
         outcome.reproduced.update(known)
         return
     argv = [sys.executable, "-m", "pyadapter", "replay", str(bundle), "--json"]
-    done = run_bounded(argv, cwd=work, timeout=limits.replay, env=quiet_tf_env())
+    done = run_bounded(argv, cwd=work, timeout=limits.replay, env=_trusting(outcome.program))
     outcome.seconds["replay"] = done.seconds
     try:
         document = json.loads(done.stdout)

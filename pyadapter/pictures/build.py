@@ -63,12 +63,11 @@ def build_picture_model(
 
 def bundle_loss_history(bundle_path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]] | None, int | None]:
     """(loss history, failing step) from a bundle's manifest, read as plain JSON; (None, None) if unreadable."""
-    import json
+    from pyadapter import safejson
 
     try:
-        with open(os.path.join(os.fspath(bundle_path), "manifest.json"), encoding="utf-8") as fh:
-            manifest = json.load(fh)
-    except (OSError, ValueError):
+        manifest = safejson.load_file(os.path.join(os.fspath(bundle_path), "manifest.json"))
+    except (OSError, ValueError):  # safejson.JSONError is a ValueError
         return None, None
     if not isinstance(manifest, dict):
         return None, None

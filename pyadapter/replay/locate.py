@@ -67,18 +67,13 @@ def check_bundle(path: str | Path) -> Any:
     """Fail fast, without TensorFlow: a tampered bundle or a missing entry script is one line. Returns the
     loaded CaptureBundle."""
     from pyadapter.capture.bundle import BundleError, CaptureBundle
-    from pyadapter.replay.entry import EntryScriptError, check_entry_script
+    from pyadapter.replay.trust import check_entry
 
     try:
         bundle = CaptureBundle.load(path)
     except BundleError as exc:
         raise ReplayError(str(exc)) from None
-    if bundle.entry_script is None:
-        raise ReplayError(f"{bundle.path}: the bundle does not record its entry script, so its code cannot be found")
-    try:
-        check_entry_script(bundle.entry_script, None)
-    except EntryScriptError as exc:
-        raise ReplayError(str(exc)) from None
+    check_entry(bundle)  # the user's own, unchanged program (or one they trusted), before TensorFlow starts
     return bundle
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pyadapter.capture import takeover
+from pyadapter.capture.snapshot import unique
 from pyadapter.replay.debugger import breakpoints_paused
 from pyadapter.replay.errors import ReplayError
 
@@ -106,7 +107,7 @@ def _keras_rebuilt(bundle: Any, model: Any) -> Any:
     program = StepProgram(
         step=model.train_step,
         args=(data,),
-        state=_unique([*model.variables, *(v for o in optimizers for v in o.variables)]),
+        state=unique([*model.variables, *(v for o in optimizers for v in o.variables)]),
         trainable=list(model.trainable_variables),
         optimizers=optimizers,
         before_run=before_run,
@@ -147,7 +148,7 @@ def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
         step=step,
         args=tuple(to_tensors(list(args))),
         kwargs={k: to_tensors(v) for k, v in kwargs.items()},
-        state=_unique([v for m in models for v in m.variables] + [v for o in optimizers for v in o.variables]),
+        state=unique([v for m in models for v in m.variables] + [v for o in optimizers for v in o.variables]),
         trainable=trainable,
         optimizers=optimizers,
         before_run=before_run,
@@ -172,16 +173,6 @@ def _warm_up(step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
 
     with eager():
         step(*args, **kwargs)
-
-
-def _unique(variables: list[Any]) -> list[Any]:
-    seen: set[int] = set()
-    out = []
-    for variable in variables:
-        if variable is not None and id(variable) not in seen:
-            seen.add(id(variable))
-            out.append(variable)
-    return out
 
 
 @contextlib.contextmanager
@@ -368,11 +359,13 @@ def run_by_reentry(bundle: Any, action: Callable[[Any], T], *, timeout: float = 
             f"re-entry: the program {program} is not on this disk; open the bundle where the code is (findings "
             "located at the scene show without it)"
         )
+    from pyadapter.replay.trust import check_entry, safe_cwd
+
+    program = check_entry(bundle)
     recorded = bundle.manifest.get("entry_script") or {}
     argv = recorded.get("argv")
     args = [str(a) for a in argv[1:]] if isinstance(argv, list) and not is_notebook(program) else []
-    cwd = recorded.get("cwd")
-    folder = Path(cwd) if isinstance(cwd, str) and Path(cwd).is_dir() else program.parent
+    folder = safe_cwd(bundle, program)
     hook = _BundleTakeover(bundle, action)
     kind = "notebook" if is_notebook(program) else "script"
     takeover.install(hook)

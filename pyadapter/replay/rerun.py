@@ -69,10 +69,11 @@ def rerun_entry_script(bundle: Any, dump_dir: str, *, timeout: float = DEFAULT_R
     script = bundle.entry_script
     if script is None or not Path(script).is_file():
         return RerunResult(dump_dir, 0.0, error=f"the entry script {script} is missing")
+    from pyadapter.replay.trust import check_entry, safe_cwd
+
+    program = check_entry(bundle)  # only the user's own, unchanged program (or one they trusted) runs
     argv = [str(a) for a in (info.get("argv") or [])[1:]]
-    cwd = info.get("cwd")
-    if not cwd or not os.path.isdir(cwd):
-        cwd = str(Path(script).parent)
+    cwd = str(safe_cwd(bundle, program))
     with tempfile.TemporaryDirectory(prefix="nanlens-rerun-") as tmp:
         return _run_child(Path(tmp) / "result.json", dump_dir, [str(script), *argv], cwd, timeout, started)
 

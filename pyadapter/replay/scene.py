@@ -15,6 +15,7 @@ line that stands for ops made wholly inside Keras). The dump is enabled and disa
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -70,8 +71,8 @@ def user_call_site() -> Frame | None:
     return None
 
 
-def _run_dumped(scene: SceneStep, dump_dir: str) -> Any:
-    """Restore the pre-step values, run the step once as a graph under the dump; the StepVerdict."""
+def _run_dumped(scene: SceneStep, dump_dir: str, mode: str = "graph") -> Any:
+    """Restore the pre-step values, run the step once (as a graph, or eagerly) under the dump; the StepVerdict."""
     from pyadapter.replay.dumping import dumping
     from pyadapter.replay.step import StepProgram, run_step
 
@@ -91,7 +92,7 @@ def _run_dumped(scene: SceneStep, dump_dir: str) -> Any:
         before_run=before_run,
         description="the failing step, at the scene",
     )
-    return run_step(program, "graph", restore=True, around=lambda: dumping(dump_dir))
+    return run_step(program, mode, restore=True, around=lambda: dumping(dump_dir))  # type: ignore[arg-type]
 
 
 def locate_here(
@@ -116,34 +117,66 @@ def locate_here(
     started = time.perf_counter()
     saved = [(variable, np.array(variable.numpy(), copy=True)) for variable in scene.variables]
     dump_dir = tempfile.mkdtemp(prefix="nanlens-scene-dump-")
-    outcome: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            outcome["verdict"] = _run_dumped(scene, dump_dir)
-        except BaseException as exc:  # noqa: BLE001 - reported below, in the training thread
-            outcome["error"] = exc
-
+    eager_dir: str | None = None
     try:
-        thread = threading.Thread(target=work, name="nanlens-locate-at-scene", daemon=True)
-        thread.start()
-        thread.join()
-        error = outcome.get("error")
-        if error is not None:
-            return SceneResult(None, time.perf_counter() - started, _one_line(error))
+        verdict = _in_own_thread(lambda: _run_dumped(scene, dump_dir))
         findings = _scan(dump_dir, entry_frame)
-        _describe(findings, outcome["verdict"], report=report, batch=batch, bundle_path=bundle_path, step=step,
+        if _hidden_in_a_traced_function(findings):
+            # The step called a tf.function that training had traced already: its graph is reused, so its ops
+            # were not instrumented and the NaN seems to come out of the call. Run the step once more, eagerly
+            # (every op executes under the dump), and take the origin from there.
+            for variable, value in saved:  # the graph re-run applied its update: start again from before it
+                variable.assign(value)
+            eager_dir = tempfile.mkdtemp(prefix="nanlens-scene-dump-eager-")
+            eager_verdict = _in_own_thread(lambda: _run_dumped(scene, eager_dir, "eager"))
+            eager = _scan(eager_dir, entry_frame)
+            if eager.origin is not None:
+                findings, verdict, dump_dir = eager, eager_verdict, eager_dir
+                findings.extra.setdefault("warnings", []).append(
+                    "located in an eager re-run of the step: the graph re-run called tf.functions traced "
+                    "before, whose ops a dump cannot see"
+                )
+        _describe(findings, verdict, report=report, batch=batch, bundle_path=bundle_path, step=step,
                   epoch=epoch, batch_index=batch_index, kind=kind, entry_script=entry_script)
         _attach_pictures(findings, dump_dir, bundle_path, history, step)
         seconds = time.perf_counter() - started
         findings.extra["located_at_scene"] = {"seconds": round(seconds, 2)}
         return SceneResult(findings, seconds)
-    except Exception as exc:  # noqa: BLE001 - the scan or a picture: say it, keep training's state intact
+    except Exception as exc:  # noqa: BLE001 - the step, the scan or a picture: say it, keep training's state
         return SceneResult(None, time.perf_counter() - started, _one_line(exc))
     finally:
         for variable, value in saved:
             variable.assign(value)
-        shutil.rmtree(dump_dir, ignore_errors=True)
+        for folder in {dump_dir, eager_dir}:
+            if folder is not None:
+                shutil.rmtree(folder, ignore_errors=True)
+
+
+_CALL_OUTPUT = re.compile(r"(?:^|/)(?:Stateful)?PartitionedCall(?:_\d+)?:\d+$")
+
+
+def _hidden_in_a_traced_function(findings: Findings) -> bool:
+    """The origin's NaN/Inf came out of a call to another tf.function (whose ops were not dumped)."""
+    origin = findings.origin
+    return origin is not None and any(_CALL_OUTPUT.search(i.name) for i in origin.inputs)
+
+
+def _in_own_thread(run: Callable[[], Any]) -> Any:
+    """`run()` in a short-lived thread (see the module docstring); re-raises what it raised."""
+    outcome: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            outcome["value"] = run()
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=work, name="nanlens-locate-at-scene", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]
 
 
 def _one_line(exc: BaseException) -> str:

@@ -68,8 +68,10 @@ def with_captured_step(path: str | Path, action: Callable[[Rebuilt], T], *,
     """Bring the bundle's step back by the route that fits its program and run ``action`` on it; returns what
     `action` returned and the one-line route. Raises ReplayError (one line) when neither route can."""
     from pyadapter.replay.reentry import DEFAULT_REENTRY_TIMEOUT, TrainingReached, no_training, run_by_reentry
+    from pyadapter.replay.trust import check_entry
 
     bundle = open_bundle(path)
+    check_entry(bundle)  # a bundle names its program; only the user's own, unchanged code runs
     reason = reentry_reason(bundle)
     if reason is None:
         try:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pyadapter.capture.snapshot import variable_path
+from pyadapter.capture.snapshot import unique, variable_path
 
 
 def assign_captured_state(weights: dict[str, np.ndarray], model: Any, optimizers: list[Any]) -> list[str]:
@@ -32,9 +32,9 @@ def assign_captured_state(weights: dict[str, np.ndarray], model: Any, optimizers
     An empty list means every variable holds its captured value.
     """
     models = [m for m in (model if isinstance(model, (list, tuple)) else [model]) if m is not None]
-    live_optimizers = _unique([o for o in optimizers if o is not None])
+    live_optimizers = unique([o for o in optimizers if o is not None])
     build_optimizers(live_optimizers, [v for m in models for v in m.trainable_variables])
-    variables = _unique([v for m in models for v in m.variables] + [v for o in live_optimizers for v in o.variables])
+    variables = unique([v for m in models for v in m.variables] + [v for o in live_optimizers for v in o.variables])
     if not variables:
         return []
     if not weights:
@@ -131,13 +131,3 @@ def _same(current: np.ndarray, expected: np.ndarray) -> bool:
     if current.dtype.kind in "fc":
         return bool(np.array_equal(current, expected, equal_nan=True))
     return bool(np.array_equal(current, expected))
-
-
-def _unique(objects: list[Any]) -> list[Any]:
-    seen: set[int] = set()
-    out = []
-    for obj in objects:
-        if id(obj) not in seen:
-            seen.add(id(obj))
-            out.append(obj)
-    return out

@@ -3,6 +3,9 @@
 Threads: the LSP event loop owns all state and is the only thread that talks to the client. The folder watcher
 (sources.FolderWatcher) and the compute workers (compute.compute in a thread pool) hand their results over with
 ``loop.call_soon_threadsafe``. See docs/protocol.md for what is sent.
+
+No user code runs unasked: a bundle without findings is located (replayed, which runs its program) only on the
+user's Locate, or automatically when the setting allows it for the user's own bundles (consent.py).
 """
 
 from __future__ import annotations
@@ -26,7 +29,15 @@ from pygls.workspace import TextDocument
 
 from pyadapter import __version__
 from pyadapter.server import render
-from pyadapter.server.compute import ComputeError, ComputeResult, compute, finding_files, terminate_children
+from pyadapter.server.compute import (
+    ComputeError,
+    ComputeResult,
+    NotLocated,
+    compute,
+    finding_files,
+    terminate_children,
+)
+from pyadapter.server.consent import Untrusted, check_entry, foreign_reason, mark_pulled
 from pyadapter.server.notebooks import (
     NOTEBOOK_SYNC,
     cell_place,
@@ -57,6 +68,7 @@ CMD_RESCAN = "nanlens.server.rescan"
 CMD_CLEAR = "nanlens.server.clear"
 CMD_PICTURES = "nanlens.server.pictureModel"
 CMD_VERIFY = "nanlens.server.verifyFix"
+CMD_CHECK_ENTRY = "nanlens.server.checkEntry"
 
 
 @dataclass
@@ -67,8 +79,10 @@ class Job:
     generation: int
     cancel: threading.Event = field(default_factory=threading.Event)
     done: asyncio.Future | None = None  # resolved (on the loop) once the record holds the result
-    rerun: tuple[Fingerprint | None, bool] | None = None  # changed again while running: (fingerprint, use_cache)
+    # Changed or asked for again while running: (fingerprint, use_cache, may_locate) of the run to follow.
+    rerun: tuple[Fingerprint | None, bool, bool] | None = None
     started: float = field(default_factory=time.monotonic)
+    may_locate: bool = False  # a bundle without findings may be located (replayed) by this job
 
 
 class NanLensServer(LanguageServer):
@@ -94,6 +108,10 @@ class NanLensServer(LanguageServer):
         # dump of a running training job costs it at most a third of a core.
         self._timing: dict[str, tuple[float, float]] = {}  # source id -> (monotonic end, duration)
         self._delayed: dict[str, asyncio.TimerHandle] = {}
+        # Consent, for this session: bundle path -> the programs the user agreed to run for it (--trust-entry),
+        # and the bundles pulled into the workspace (foreign even where the folder keeps no mark).
+        self.trusted: dict[str, set[str]] = {}
+        self.pulled: set[str] = set()
 
     # --- settings and roots -------------------------------------------------------------------------------------
 
@@ -104,7 +122,9 @@ class NanLensServer(LanguageServer):
         self.workspace_folders = [f for f in folders if f]
 
     def apply_settings(self, settings: Settings) -> None:
-        """Use new settings: log level, watched folders; one message for everything wrong with them."""
+        """Use new settings: log level, watched folders; one message for everything wrong with them. Turning on
+        the automatic locate locates the user's own bundles that were waiting for a click."""
+        automatic_now = settings.locate_automatic and not self.settings.locate_automatic
         self.settings = settings
         logging.getLogger("nanlens").setLevel(settings.log_level)
         roots = watched_roots(settings, self.workspace_folders)
@@ -117,6 +137,36 @@ class NanLensServer(LanguageServer):
         self._settings_problems = problems
         log.info("watching %s", ", ".join(r.path for r in roots) or "nothing (no workspace folder)")
         self.update_watcher_roots()
+        if automatic_now and self.loop is not None:
+            waiting = [r for r in self.records.values() if r.status == "unlocated" and r.untrusted is None
+                       and r.id not in self.jobs]
+            for record in waiting:
+                self.start_job(record.ref, fingerprint(record.ref))
+            if waiting:
+                self.publish()
+
+    def cwd_for(self, path: str) -> str | None:
+        """Where a replay of this bundle runs: the workspace folder holding it, else the first one. The replay
+        runs only a program inside that folder (or one the user trusted)."""
+        target = os.path.abspath(path)
+        for folder in self.workspace_folders:
+            base = os.path.abspath(folder)
+            if target == base or target.startswith(base.rstrip(os.sep) + os.sep):
+                return folder
+        return self.workspace_folders[0] if self.workspace_folders else None
+
+    def trust(self, bundle: str, files: object) -> tuple[str, ...]:
+        """Remember the programs the user agreed to run for this bundle (a list of paths from the editor) and
+        return every one known for it this session."""
+        known = self.trusted.setdefault(os.path.normpath(bundle), set())
+        if isinstance(files, list):
+            known.update(os.path.abspath(f) for f in files if isinstance(f, str) and f.strip())
+        return tuple(sorted(known))
+
+    def may_locate_automatically(self, record: SourceRecord) -> bool:
+        """Whether a bundle without findings is located unasked: only with the setting on, and only the user's own
+        (captured on this host, not pulled)."""
+        return self.settings.locate_automatic and record.foreign is None
 
     def update_watcher_roots(self) -> None:
         roots = [r.path for r in watched_roots(self.settings, self.workspace_folders)]
@@ -275,32 +325,48 @@ class NanLensServer(LanguageServer):
         self.start_job(ref, fp)
         self.publish()
 
-    def start_job(self, ref: SourceRef, fp: Fingerprint | None, use_cache: bool = True) -> Job:
-        """Compute a source's findings in the pool; a source already being computed is queued to run again."""
+    def start_job(self, ref: SourceRef, fp: Fingerprint | None, use_cache: bool = True,
+                  may_locate: bool | None = None) -> Job:
+        """Compute a source's findings in the pool; a source already being computed is queued to run again.
+        ``may_locate``: a bundle without findings may be located (True: the user asked); None: as the automatic
+        setting says for this bundle."""
         assert self.loop is not None
-        running = self.jobs.get(ref.id)
-        if running is not None:
-            running.rerun = (fp, use_cache and (running.rerun[1] if running.rerun else True))
-            return running
         record = self.records.get(ref.id)
         if record is None:
             record = self.records[ref.id] = SourceRecord(ref, pinned=ref.id in self.pinned)
-            if ref.kind == "bundle":
-                record.manifest = read_bundle_manifest(ref.path)
+        if ref.kind == "bundle":
+            record.manifest = read_bundle_manifest(ref.path)
+            record.foreign = foreign_reason(ref.path, record.manifest, pulled=os.path.normpath(ref.path) in self.pulled)
+        allowed = may_locate if may_locate is not None else self.may_locate_automatically(record)
+        running = self.jobs.get(ref.id)
+        if running is not None:
+            previous = running.rerun or (fp, True, False)
+            running.rerun = (fp, use_cache and previous[1], allowed or previous[2])
+            return running
         record.status, record.error = "scanning", None
-        job = Job(ref, self.generation, done=self.loop.create_future())
+        job = Job(ref, self.generation, done=self.loop.create_future(), may_locate=allowed)
         self.jobs[ref.id] = job
         verb = "scanning dump" if ref.kind == "dump" else "locating bundle"
         bar = ProgressBar(self, f"NaN Lens: {verb} {ref.name}")
-        bar.start()
         loop = self.loop
+        if ref.kind == "dump":
+            bar.start()
+        # A bundle's bar appears when a locate starts (its first report): loading findings shows none.
+
+        def show(message: str | None, percentage: int | None) -> None:  # loop thread
+            if bar.state == "new":
+                bar.start()
+            bar.report(message, percentage)
 
         def report(message: str | None, percentage: int | None) -> None:  # worker thread
             if not loop.is_closed():
-                loop.call_soon_threadsafe(bar.report, message, percentage)
+                loop.call_soon_threadsafe(show, message, percentage)
 
-        log.info("%s %s", verb, ref.path)
-        future = loop.run_in_executor(self.executor, lambda: compute(ref, fp, report, job.cancel, use_cache=use_cache))
+        cwd = self.cwd_for(ref.path) if ref.kind == "bundle" else None
+        trust = tuple(sorted(self.trusted.get(os.path.normpath(ref.path), ())))
+        log.info("%s %s", verb if ref.kind == "dump" or allowed else "reading bundle", ref.path)
+        future = loop.run_in_executor(self.executor, lambda: compute(
+            ref, fp, report, job.cancel, use_cache=use_cache, may_locate=allowed, cwd=cwd, trust=trust))
         future.add_done_callback(lambda f: self._job_finished(job, bar, f))
         return job
 
@@ -336,6 +402,8 @@ class NanLensServer(LanguageServer):
             assert record is not None
             try:
                 result: ComputeResult = future.result()
+            except NotLocated as exc:
+                self._record_unlocated(record, str(exc), exc.untrusted)
             except ComputeError as exc:
                 self._record_error(record, str(exc))
             except Exception as exc:  # compute() converts everything; this is belt and braces
@@ -347,11 +415,12 @@ class NanLensServer(LanguageServer):
         if job.done is not None and not job.done.done():
             job.done.set_result(record if current else None)
         if current and job.rerun is not None:
-            fp, use_cache = job.rerun
-            self.start_job(job.ref, fp if fp is not None else fingerprint(job.ref), use_cache)
+            fp, use_cache, may_locate = job.rerun
+            self.start_job(job.ref, fp if fp is not None else fingerprint(job.ref), use_cache, may_locate or None)
 
     def _record_result(self, record: SourceRecord, result: ComputeResult) -> None:
         record.status, record.error, record.findings = "ok", None, result.findings
+        record.untrusted = None
         record.snapshot = snapshot_files(finding_files(result.findings), result.made_at, result.recorded_hashes)
         record.stale_files = set()
         self.refresh_staleness(record.files())
@@ -359,7 +428,15 @@ class NanLensServer(LanguageServer):
         where = f"origin {origin.op.type} at {origin.file}:{origin.line}" if origin else "no non-finite values"
         log.info("%s: %s (%d marked lines)", record.label, where, len(record.all_findings()))
 
+    def _record_unlocated(self, record: SourceRecord, message: str, untrusted: Untrusted | None) -> None:
+        """A bundle without findings waits for the user's Locate (no message: the editor offers it)."""
+        record.status, record.error, record.findings = "unlocated", None, None
+        record.snapshot, record.stale_files, record.untrusted = {}, set(), untrusted
+        why = f"; {record.foreign}" if record.foreign else ""
+        log.info("%s: %s%s", record.path, message, why)
+
     def _record_error(self, record: SourceRecord, message: str) -> None:
+        record.untrusted = None
         record.status, record.error, record.findings = "error", message, None
         record.snapshot, record.stale_files = {}, set()
         log.warning("%s: %s", record.path, message)
@@ -387,7 +464,10 @@ class NanLensServer(LanguageServer):
         self.update_watcher_roots()
         self.publish()
 
-    async def locate(self, path: str, force: bool = False) -> dict[str, Any]:
+    async def locate(self, path: str, force: bool = False, *, run: bool = True, trust: object = None,
+                     pulled: bool = False) -> dict[str, Any]:
+        """The user's Locate: show the bundle's findings, else replay it (``run``; False: only show it, as after
+        a pull), trusting ``trust`` (programs the user agreed to run for it) besides those trusted before."""
         if not os.path.isabs(path) and self.workspace_folders:
             path = os.path.join(self.workspace_folders[0], path)
         path = os.path.normpath(os.path.abspath(path))
@@ -400,10 +480,16 @@ class NanLensServer(LanguageServer):
             return render.source_json(record)
         self.pinned[ref.id] = ref
         self.update_watcher_roots()
-        # Already being computed (the watcher saw it first): wait for that rather than compute it twice.
-        job = self.jobs.get(ref.id) if not force else None
-        if job is None:
-            job = self.start_job(ref, fingerprint(ref), use_cache=not force)
+        if ref.kind == "bundle":
+            self.trust(ref.path, trust)
+            if pulled:
+                self.pulled.add(os.path.normpath(ref.path))
+                mark_pulled(ref.path)
+        # Already being computed (the watcher saw it first): wait for that rather than compute it twice, unless
+        # that computation may not locate and this one may (it then runs again, locating).
+        job = self.jobs.get(ref.id)
+        if job is None or force or (run and not job.may_locate):
+            job = self.start_job(ref, fingerprint(ref), use_cache=not force, may_locate=run or None)
             self.publish()
         assert job.done is not None
         await asyncio.shield(job.done)
@@ -422,6 +508,15 @@ class NanLensServer(LanguageServer):
 
 def _path_of(uri: str) -> str | None:
     return to_fs_path(uri)
+
+
+def _options(value: Any) -> dict[str, Any]:
+    """A command's options object (pygls may hand it over as a namedtuple-like object)."""
+    if isinstance(value, dict):
+        return value
+    if hasattr(value, "_asdict"):
+        return dict(value._asdict())
+    return {}
 
 
 def create_server(poll_interval: float = 1.5) -> NanLensServer:
@@ -506,16 +601,36 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))
     def code_lens(ls: NanLensServer, params: types.CodeLensParams) -> list[types.CodeLens]:
         place = ls.place_of_uri(params.text_document.uri)
-        return render.code_lenses(ls.records.values(), place[0], ls.line_text, place[1]) if place else []
+        if place is None:
+            return []
+        return (render.locate_lenses(ls.records.values(), place[0], place[1])
+                + render.code_lenses(ls.records.values(), place[0], ls.line_text, place[1]))
 
     @server.command(CMD_LOCATE)
     async def locate_bundle(ls: NanLensServer, *args: Any) -> dict[str, Any] | None:
         path = args[0] if args else None
-        options = args[1] if len(args) > 1 and isinstance(args[1], dict) else {}
+        options = _options(args[1] if len(args) > 1 else None)
         if not isinstance(path, str) or not path.strip():
             ls.show_message(types.MessageType.Error, f"{CMD_LOCATE} needs a bundle path (got {path!r})")
             return None
-        return await ls.locate(path, force=bool(options.get("force")))
+        pulled = options.get("pulled") is True
+        run = options.get("run", not pulled) is not False
+        return await ls.locate(path, force=bool(options.get("force")), run=run, trust=options.get("trustEntry"),
+                               pulled=pulled)
+
+    @server.command(CMD_CHECK_ENTRY)
+    async def check_bundle_entry(ls: NanLensServer, *args: Any) -> dict[str, Any]:
+        """Before the editor starts a replay itself (Replay eagerly): would it run the bundle's program?"""
+        path = args[0] if args else None
+        options = _options(args[1] if len(args) > 1 else None)
+        if not isinstance(path, str) or not path.strip():
+            return {"entry": None, "trusted": None, "untrusted": None, "error": f"{CMD_CHECK_ENTRY} needs a bundle"}
+        path = os.path.normpath(os.path.abspath(path))
+        root = options.get("root") if isinstance(options.get("root"), str) else ls.cwd_for(path)
+        trusted = set(ls.trust(path, options.get("trustEntry")))
+        manifest = read_bundle_manifest(path)
+        assert ls.loop is not None
+        return await ls.loop.run_in_executor(ls.executor, lambda: check_entry(path, manifest, root, trusted))
 
     @server.command(CMD_RESCAN)
     def rescan(ls: NanLensServer, *args: Any) -> None:
@@ -556,7 +671,7 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
     async def verify_fix(ls: NanLensServer, *args: Any) -> dict[str, Any]:
         from pyadapter.server.verify import verify_fix as run_verify
 
-        return await run_verify(ls, args[0] if args else None)
+        return await run_verify(ls, args[0] if args else None, _options(args[1] if len(args) > 1 else None))
 
     @server.feature(types.SHUTDOWN)
     def shutdown(ls: NanLensServer, params: None) -> None:

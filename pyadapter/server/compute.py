@@ -5,6 +5,12 @@ TensorFlow). Bundles are located in a child process (``python -m pyadapter.serve
 replays the step under TensorFlow for 10-30 s, and a child keeps TensorFlow's memory and global state out of
 the server and can be stopped. Its result is cached as ``<bundle>.findings.json`` beside the bundle (never
 inside: a bundle's files are hashed).
+
+Locating runs the bundle's program, so it happens only when the caller says it may (``may_locate``: the user
+asked, or the automatic setting allows it for this bundle; see consent.py); otherwise a bundle without findings
+raises NotLocated. The child starts in the workspace folder (``cwd``), where the replay refuses a program outside
+it or changed since the capture unless it is in ``trust`` (``--trust-entry``); that refusal is NotLocated too,
+carrying the file for the editor's question.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyadapter.findings import Findings, FindingsError, load_findings
+from pyadapter.server.consent import Untrusted, untrusted_of
 from pyadapter.server.sources import Fingerprint, SourceRef
 from pyadapter.server.staleness import dump_source_hashes, snapshot_files
 
@@ -62,6 +69,15 @@ def terminate_children() -> None:
 
 class ComputeError(Exception):
     """A source that yields no findings; the message is one line for the user."""
+
+
+class NotLocated(ComputeError):
+    """A bundle without findings that waits for the user: locating it was not asked for, or the replay refused
+    to run its program without the user's say (``untrusted``: which file, why)."""
+
+    def __init__(self, message: str, untrusted: Untrusted | None = None) -> None:
+        super().__init__(message)
+        self.untrusted = untrusted
 
 
 @dataclass
@@ -163,9 +179,11 @@ def scan_dump_dir(ref: SourceRef, report: ProgressReport) -> Findings:
 
 
 def locate_bundle_dir(
-    ref: SourceRef, report: ProgressReport, cancel: threading.Event
+    ref: SourceRef, report: ProgressReport, cancel: threading.Event, cwd: str | None = None,
+    trust: tuple[str, ...] = (),
 ) -> tuple[Findings, str | None]:
-    """Locate in a child process; returns the findings and where they were written (the cache when possible)."""
+    """Locate in a child process started in ``cwd`` (the workspace folder), trusting the files in ``trust``;
+    returns the findings and where they were written (the cache when possible)."""
     cache_path = ref.path.rstrip(os.sep) + ".findings.json"
     parent = os.path.dirname(cache_path)
     writable = os.access(parent, os.W_OK)
@@ -173,10 +191,13 @@ def locate_bundle_dir(
     os.close(fd)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
     cmd = [sys.executable, "-m", "pyadapter.server.locate_worker", ref.path, tmp_path]
-    log.info("locating %s", ref.path)
+    for path in trust:
+        cmd += ["--trust-entry", path]
+    log.info("locating %s (in %s%s)", ref.path, cwd or os.getcwd(), f"; trusting {', '.join(trust)}" if trust else "")
+    report("starting the locate worker", 0)
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, stdin=subprocess.DEVNULL, env=env,
-                                text=True, encoding="utf-8", errors="replace")
+                                cwd=cwd, text=True, encoding="utf-8", errors="replace")
     except OSError as exc:
         _remove(tmp_path)
         raise ComputeError(f"cannot start the locate worker: {exc.strerror or exc}") from None
@@ -201,6 +222,8 @@ def locate_bundle_dir(
         try:
             if cancel.is_set():
                 raise ComputeError("locating was stopped")
+            if error is not None and (untrusted := untrusted_of(error)) is not None:
+                raise NotLocated(untrusted.message, untrusted)
             if error is not None or code != 0:
                 raise ComputeError(error or f"the locate worker failed (exit code {code}); see the NaN Lens log")
             try:
@@ -268,10 +291,14 @@ def compute(
     cancel: threading.Event,
     *,
     use_cache: bool = True,
+    may_locate: bool = True,
+    cwd: str | None = None,
+    trust: tuple[str, ...] = (),
 ) -> ComputeResult:
-    """Findings for one source; raises ComputeError with a one-line message on anything that goes wrong."""
+    """Findings for one source; raises ComputeError with a one-line message on anything that goes wrong, and
+    NotLocated for a bundle that has no findings yet and may not be located (or whose program was refused)."""
     try:
-        return _compute(ref, fp, report, cancel, use_cache)
+        return _compute(ref, fp, report, cancel, use_cache, may_locate, cwd, trust)
     except ComputeError:
         raise
     except MemoryError:
@@ -282,7 +309,8 @@ def compute(
 
 
 def _compute(
-    ref: SourceRef, fp: Fingerprint | None, report: ProgressReport, cancel: threading.Event, use_cache: bool
+    ref: SourceRef, fp: Fingerprint | None, report: ProgressReport, cancel: threading.Event, use_cache: bool,
+    may_locate: bool, cwd: str | None, trust: tuple[str, ...],
 ) -> ComputeResult:
     content_time = fp.newest_mtime if fp else time.time()
     findings: Findings | None = None
@@ -302,8 +330,10 @@ def _compute(
     if findings is None and ref.kind == "dump":
         findings = scan_dump_dir(ref, report)
     elif findings is None:
+        if not may_locate:
+            raise NotLocated("not located yet: locating replays the step, which runs the bundle's program")
         started = time.time()
-        findings, cache_path = locate_bundle_dir(ref, report, cancel)
+        findings, cache_path = locate_bundle_dir(ref, report, cancel, cwd, trust)
         made_at = started
         recorded = snapshot_files(finding_files(findings), made_at)
         if cache_path is not None:

@@ -1,5 +1,10 @@
 """Child process that locates one bundle for the language server: ``python -m pyadapter.server.locate_worker
-BUNDLE OUT.json``.
+BUNDLE OUT.json [--trust-entry PATH]...``.
+
+The server starts it in the workspace folder and only when the user asked for the locate or the automatic setting
+allowed it (server/consent.py). It always replays (a bundle's own findings.json is read by the server itself):
+the replay runs the bundle's program only when it lies inside the current folder and is unchanged since the
+capture, or is one of the ``--trust-entry`` files the user agreed to run; else the one-line refusal is the error.
 
 Talks to the server with JSON lines on its original stdout: ``{"progress": {"message", "percentage"}}`` while
 working, ``{"error": "one line"}`` on failure. Whatever the replayed user code prints goes to stderr (the
@@ -34,11 +39,28 @@ def main(argv: list[str]) -> int:
         channel.write(json.dumps(message) + "\n")
         channel.flush()
 
-    if len(argv) != 2:
-        send({"error": "usage: python -m pyadapter.server.locate_worker BUNDLE OUT.json"})
+    trusted: list[str] = []
+    positional: list[str] = []
+    rest = list(argv)
+    while rest:
+        arg = rest.pop(0)
+        if arg == "--trust-entry" and rest:
+            trusted.append(rest.pop(0))
+        else:
+            positional.append(arg)
+    if len(positional) != 2:
+        send({"error": "usage: python -m pyadapter.server.locate_worker BUNDLE OUT.json [--trust-entry PATH]..."})
         return 2
-    bundle, out_path = argv
+    bundle, out_path = positional
     from pyadapter.server.compute import progress_callback
+
+    if trusted:
+        try:
+            from pyadapter.replay.trust import allow
+        except ImportError:  # an install whose replay checks no program: nothing to allow
+            pass
+        else:
+            allow(trusted)
 
     try:
         from pyadapter.replay import locate_bundle
@@ -53,7 +75,7 @@ def main(argv: list[str]) -> int:
     try:
         # This process is already the isolated one: replay here rather than in yet another child, which a
         # SIGTERM to this process would orphan.
-        findings = locate_bundle(bundle, progress=progress, isolate=False)
+        findings = locate_bundle(bundle, progress=progress, isolate=False, replay=True)
     except KeyboardInterrupt:
         send({"error": "locating was interrupted"})
         return 130

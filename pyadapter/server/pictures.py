@@ -50,6 +50,14 @@ def _error(text: str) -> dict[str, Any]:
     return {"error": text}
 
 
+def _not_located(record: SourceRecord) -> str:
+    """Why a bundle has no pictures yet: it waits for the user's Locate (which runs its program)."""
+    if record.untrusted is not None:
+        return f"{record.untrusted.message}; use Locate to run it"
+    runs = f" (it runs {os.path.basename(record.entry)})" if record.entry else ""
+    return f"{record.label} is not located yet: use Locate{runs} first"
+
+
 async def _settled(ls: NanLensServer, source_id: str) -> SourceRecord | None:
     """The record once no computation of it is running."""
     while (job := ls.jobs.get(source_id)) is not None and job.done is not None:
@@ -68,6 +76,8 @@ async def picture_model(ls: NanLensServer, wanted: object) -> dict[str, Any]:
         return _error("the source was cleared")
     if record.status == "error":
         return _error(record.error or "this source could not be read")
+    if record.status == "unlocated":
+        return _error(_not_located(record))
     pictures = _pictures_of(record)
     if pictures is not None:
         return pictures
@@ -76,7 +86,10 @@ async def picture_model(ls: NanLensServer, wanted: object) -> dict[str, Any]:
     if record.kind == "bundle":
         log.info("%s: findings without pictures (made by an older locate); locating again", record.path)
         await ls.locate(record.path, force=True)
-        pictures = _pictures_of(ls.records.get(source_id))
+        again = ls.records.get(source_id)
+        if again is not None and again.status == "unlocated":
+            return _error(_not_located(again))
+        pictures = _pictures_of(again)
         return pictures if pictures is not None else _error("locating the bundle again made no pictures; see the log")
     findings = record.findings
     path = record.path

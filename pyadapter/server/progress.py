@@ -34,6 +34,11 @@ class ProgressBar:
         self._last_percentage: int | None = None
         self._last_sent: tuple[str | None, int | None] | None = None
 
+    @property
+    def state(self) -> str:
+        """"new" until start(); then "creating", "running", "ended", or "dead" (no bar in this client)."""
+        return self._state
+
     def start(self) -> None:
         """Ask the client for a progress bar (if it supports them); reports before it answers are dropped."""
         caps = self._server.client_capabilities

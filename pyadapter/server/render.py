@@ -8,6 +8,7 @@ cell's document, never on the ``.ipynb`` file (whose lines are JSON); ``uri_of``
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -23,6 +24,7 @@ REPLAY_COMMAND = "nanlens.replayEagerly"
 DEBUG_COMMAND = "nanlens.debugEagerly"
 VERIFY_COMMAND = "nanlens.verifyFix"
 VERIFY_TITLE = "$(check) Verify fix on captured step"
+LOCATE_COMMAND = "nanlens.locateBundle"
 
 # (absolute file, 1-based line, notebook cell index or None) -> the line's current text, or None when unknown.
 LineText = Callable[[str, int, "int | None"], "str | None"]
@@ -233,6 +235,27 @@ def code_lenses(records: Iterable[SourceRecord], file: str, line_text: LineText,
     return [lens for _, lens in lenses]
 
 
+def locate_title(record: SourceRecord) -> str:
+    """The Locate lens of a bundle waiting for the user: it says what locating runs."""
+    entry = record.entry
+    runs = f" (runs {os.path.basename(entry)})" if entry else ""
+    where = f", {record.foreign}" if record.foreign else ""
+    return f"$(search) Locate NaN in {record.label}{where}{runs}"
+
+
+def locate_lenses(records: Iterable[SourceRecord], file: str, cell: int | None = None) -> list[types.CodeLens]:
+    """'Locate NaN in <bundle> (runs train.py)' on the first line of the program of each bundle that waits for the
+    user's Locate (no findings; locating replays the step, which runs that program). Not on notebooks' cells."""
+    lenses = []
+    for record in sorted(records, key=lambda r: r.path):
+        entry = record.entry
+        if record.status != "unlocated" or entry is None or cell is not None or not same_file(entry, file):
+            continue
+        command = types.Command(title=locate_title(record), command=LOCATE_COMMAND, arguments=[record.path])
+        lenses.append(types.CodeLens(range=types.Range(types.Position(0, 0), types.Position(0, 0)), command=command))
+    return lenses
+
+
 def finding_json(record: SourceRecord, finding: Finding) -> dict[str, Any]:
     return {**finding.to_json(), "stale": record.is_stale(finding)}
 
@@ -249,6 +272,10 @@ def source_json(record: SourceRecord) -> dict[str, Any]:
         "error": record.error,
         "origin": finding_json(record, origin) if origin is not None else None,
         "findings": [finding_json(record, f) for f in record.all_findings()],
+        # A bundle's program (what locating or replaying it runs), why it is foreign, and a refusal to run it.
+        "entry": record.entry,
+        "foreign": record.foreign,
+        "untrusted": record.untrusted.to_json() if record.untrusted is not None else None,
     }
 
 

@@ -1,6 +1,7 @@
 """The server's settings: `initializationOptions` and `workspace/didChangeConfiguration`, checked once.
 
-Settings arrive as ``{"captureDirs": [...], "dumpDirs": [...], "logLevel": "INFO"}`` (see docs/protocol.md).
+Settings arrive as ``{"captureDirs": [...], "dumpDirs": [...], "logLevel": "INFO", "locateAutomatic": false}`` (see
+docs/protocol.md).
 Relative dirs are relative to each workspace folder. Anything malformed falls back to the default for that key
 and is reported as one problem line, so one bad key never costs the user the whole server.
 """
@@ -22,6 +23,9 @@ class Settings:
     capture_dirs: tuple[str, ...] = DEFAULT_CAPTURE_DIRS
     dump_dirs: tuple[str, ...] = DEFAULT_DUMP_DIRS
     log_level: str = "INFO"
+    # Locate a bundle without findings as soon as it appears (replays it: runs its program). Off: it waits for the
+    # user's Locate. Foreign bundles (pulled, another host) wait whatever this says (server/consent.py).
+    locate_automatic: bool = False
     # One line per setting that was malformed and replaced by its default.
     problems: tuple[str, ...] = field(default=(), compare=False)
 
@@ -54,7 +58,11 @@ def parse_settings(options: Any) -> Settings:
     if not isinstance(log_level, str) or log_level.upper() not in LOG_LEVELS:
         problems.append(f"nanlens.logLevel must be one of {', '.join(LOG_LEVELS)} (got {log_level!r}); using INFO")
         log_level = "INFO"
-    return Settings(capture_dirs, dump_dirs, log_level.upper(), tuple(problems))
+    locate_automatic = options.get("locateAutomatic", False)
+    if not isinstance(locate_automatic, bool):
+        problems.append(f"nanlens.locate.automatic must be true or false (got {locate_automatic!r}); using false")
+        locate_automatic = False
+    return Settings(capture_dirs, dump_dirs, log_level.upper(), locate_automatic, tuple(problems))
 
 
 def _dir_list(options: dict[str, Any], key: str, default: tuple[str, ...], problems: list[str]) -> tuple[str, ...]:

@@ -7,7 +7,6 @@ growing dump is rescanned when it settles, or at most every ``max_wait`` seconds
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -61,9 +60,11 @@ def is_dump_file(name: str) -> bool:
 
 def read_bundle_manifest(path: str) -> dict | None:
     """The bundle's manifest when ``path`` is a ``nanlens.bundle/1`` directory, else None."""
+    from pyadapter import safejson
+
     try:
-        with open(os.path.join(path, BUNDLE_MANIFEST), encoding="utf-8") as fh:
-            manifest = json.load(fh)
+        # Bounded in size and nesting: one crafted manifest must not fail every poll of the folder watcher.
+        manifest = safejson.load_file(os.path.join(path, BUNDLE_MANIFEST), max_bytes=64 << 20)
     except (OSError, ValueError):
         return None
     if isinstance(manifest, dict) and manifest.get("format") == BUNDLE_FORMAT:

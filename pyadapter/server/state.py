@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from pyadapter.findings import Finding, Findings
+from pyadapter.server.consent import Untrusted, entry_of
 from pyadapter.server.sources import SourceRef
 
-Status = Literal["ok", "scanning", "error"]
+# "unlocated": a bundle without findings that waits for the user's Locate (locating runs its program).
+Status = Literal["ok", "scanning", "error", "unlocated"]
 
 
 @dataclass
@@ -22,6 +24,13 @@ class SourceRecord:
     snapshot: dict[str, str] = field(default_factory=dict)  # user file -> text hash when findings were made
     stale_files: set[str] = field(default_factory=set)
     pinned: bool = False  # added by an explicit locateBundle outside the watched folders
+    foreign: str | None = None  # a bundle from elsewhere ("pulled", "captured on node-7"): never located unasked
+    untrusted: Untrusted | None = None  # the last locate refused to run the bundle's program without the user's say
+
+    @property
+    def entry(self) -> str | None:
+        """The program a bundle names (what a locate or replay of it runs), as its manifest records it."""
+        return entry_of(self.manifest) if self.kind == "bundle" else None
 
     @property
     def id(self) -> str:

@@ -1,8 +1,11 @@
 """``nanlens.server.verifyFix``: replay a bundle's captured step with the user's current code and say whether
 the fix cured it; when it did not, locate again so the marker moves to the new origin.
 
-The replay runs in a child process (``python -m pyadapter replay BUNDLE --json``, graph and eager), so the
-user's files are imported fresh from disk, never from a module cached in the server.
+The replay runs in a child process (``python -m pyadapter replay BUNDLE --json``, graph and eager) started in the
+workspace folder, so the user's files are imported fresh from disk, never from a module cached in the server.
+After the user's own edit the program differs from the capture, and the replay refuses it until the user says so:
+the answer then carries ``untrusted`` (the file, why) and no message, the editor asks, naming the file, and calls
+again with ``{"trustEntry": [file]}`` (passed on as ``--trust-entry``).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from lsprotocol import types
 
 from pyadapter.server.compute import tracked_child
+from pyadapter.server.consent import untrusted_of
 from pyadapter.server.pictures import find_record
 from pyadapter.server.progress import ProgressBar
 
@@ -37,10 +41,14 @@ class ReplayRun:
     error: str | None = None
 
 
-def run_replay(bundle: str, timeout: float = REPLAY_TIMEOUT, cwd: str | None = None) -> ReplayRun:
-    """Blocking: ``nanlens replay BUNDLE --json`` in a fresh interpreter; exit 0/1 carry a report, 2 an error."""
+def run_replay(bundle: str, timeout: float = REPLAY_TIMEOUT, cwd: str | None = None,
+               trust: tuple[str, ...] | list[str] = ()) -> ReplayRun:
+    """Blocking: ``nanlens replay BUNDLE --json`` in a fresh interpreter started in ``cwd``, trusting the files in
+    ``trust`` (``--trust-entry``); exit 0/1 carry a report, 2 an error."""
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
     cmd = [sys.executable, "-m", "pyadapter", "replay", bundle, "--json"]
+    for path in trust:
+        cmd += ["--trust-entry", path]
     try:
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                 env=env, cwd=cwd, text=True, encoding="utf-8", errors="replace")
@@ -86,8 +94,9 @@ def verdict_of(run: ReplayRun) -> dict[str, Any]:
     return {"verified": bool(finite), "reproduced": reproduced, "message": message}
 
 
-async def verify_fix(ls: NanLensServer, wanted: object) -> dict[str, Any]:
-    """The command: replay, tell the user, and on failure locate again (force) so the marker follows."""
+async def verify_fix(ls: NanLensServer, wanted: object, options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The command: replay, tell the user, and on failure locate again (force) so the marker follows.
+    ``options["trustEntry"]``: programs the user agreed to run for this bundle."""
     record = find_record(ls.records, wanted)
     bundle = None
     if record is not None and record.kind == "bundle":
@@ -103,11 +112,18 @@ async def verify_fix(ls: NanLensServer, wanted: object) -> dict[str, Any]:
     bar = ProgressBar(ls, "NaN Lens: verifying the fix on the captured step" + (f" {step}" if step is not None else ""))
     bar.start()
     bar.report("replaying the step in graph and eager mode", None)
-    cwd = ls.workspace_folders[0] if ls.workspace_folders else None
+    cwd = ls.cwd_for(bundle)
+    trust = ls.trust(bundle, (options or {}).get("trustEntry"))
     try:
-        run = await ls.loop.run_in_executor(ls.executor, lambda: run_replay(bundle, cwd=cwd))
+        run = await ls.loop.run_in_executor(ls.executor, lambda: run_replay(bundle, cwd=cwd, trust=trust))
     finally:
         bar.end()
+    untrusted = untrusted_of(run.error) if run.report is None else None
+    if untrusted is not None:
+        # Not a failure: the replay waits for the user's say about this program; the editor asks.
+        log.info("verify %s: %s", bundle, untrusted.message)
+        return {"verified": False, "reproduced": {}, "message": f"not run: {untrusted.message}",
+                "untrusted": untrusted.to_json()}
     result = verdict_of(run)
     log.info("verify %s: %s", bundle, result["message"])
     if result["verified"]:

@@ -2,7 +2,9 @@
 // origin line marked (as in flow.test.mjs); on that line the Quick Fix menu offers NaN Lens's fixes, the
 // preferred one clips the log's argument; picking it rewrites the line, saving makes the findings stale and
 // brings a CodeLens "Verify fix on captured step", and clicking it replays the captured step with the fixed
-// code (`nanlens replay BUNDLE --json`) and says so in a notification: "finite on the captured step".
+// code (`nanlens replay BUNDLE --json`) and says so in a notification: "finite on the captured step". The fixed
+// train.py differs from the one captured, so the replay refuses to run it until the user says so (issue 15, "a
+// bundle is data"): the editor asks once in a modal naming the file, and "Run train.py" runs it.
 //
 // Nothing is faked: the bundle comes from running demo/train.py under NanGuard with real TensorFlow, the
 // fix is the server's code action applied by the editor, and the verdict is a real replay of the saved file.
@@ -17,10 +19,12 @@ import { withSession } from './lib/session.mjs';
 import {
   ACTIVE_EDITOR,
   clickCodeLens,
+  clickDialogButton,
   codeLenses,
   cursorPosition,
   notifications,
   openFile,
+  waitForModalDialog,
 } from './lib/workbench.mjs';
 
 const ORIGIN_MARK = '# BUG';
@@ -134,9 +138,15 @@ test('a quick fix on the origin line is applied, saved and verified on the captu
     assert.equal(lenses.find((lens) => lens.title.includes(VERIFY_TITLE)).line, originLine, 'the lens stands above the origin line');
     await s.shot('verify-lens');
 
-    // 5. One click replays the captured step with the fixed code; the verdict comes as a notification.
+    // 5. One click replays the captured step with the fixed code; the verdict comes as a notification. The code
+    // changed since the capture, so the editor first asks, naming the file, before it runs it.
     since = Date.now();
     await clickCodeLens(s.page, VERIFY_TITLE);
+    const question = await waitForModalDialog(s.page, /^Run train\.py\? It changed since the capture\./);
+    assert.ok(question.detail.includes(trainPy), `the question names the file: ${JSON.stringify(question)}`);
+    assert.ok(question.buttons.some((label) => label.includes('Run train.py')), `buttons: ${question.buttons}`);
+    await s.shot('trust-question');
+    await clickDialogButton(s.page, 'Run train.py');
     const shown = await waitFor(
       async () => {
         const texts = await notifications(s.page);

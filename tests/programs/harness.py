@@ -26,6 +26,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "dataset_map_nan.py": ("dataset_map_nan.py", "Log", "origin"),
     "backward_sqrt.py": ("backward_sqrt.py", "SqrtGrad", "backward-origin"),
     "norm_at_zero.py": ("norm_at_zero.py", "SqrtGrad", "backward-origin"),
+    "backward_pow.py": ("backward_pow.py", "Pow", "backward-origin"),
     "custom_loss_main.py": ("nanlens_losses.py", "RealDiv", "origin"),
     "keras_fit.py": ("keras_fit.py", "RealDiv", "origin"),
     "eager_program.py": ("eager_program.py", "RealDiv", "origin"),

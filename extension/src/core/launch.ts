@@ -93,14 +93,20 @@ export function adapterPython(config: { python?: unknown }, fallback: string): s
 }
 
 /** Protocol's replay session: the bundle's step, run eagerly, stopped on the origin line by a breakpoint. */
-export function replayLaunchConfig(target: ReplayTarget, cwd: string | undefined, justMyCode = false): LaunchConfig {
+export function replayLaunchConfig(
+  target: ReplayTarget,
+  cwd: string | undefined,
+  justMyCode = false,
+  trustEntry: readonly string[] = [],
+): LaunchConfig {
   const step = target.step !== null ? `step ${target.step} ` : '';
   const config: LaunchConfig = {
     type: DEBUG_TYPE,
     request: 'launch',
     name: `NaN Lens: replay ${step}eagerly`,
     module: 'pyadapter',
-    args: ['replay', target.bundle, '--eager'],
+    // --trust-entry: the programs the user agreed to run for this bundle (asked when the replay would refuse them).
+    args: ['replay', target.bundle, '--eager', ...trustEntry.flatMap((file) => ['--trust-entry', file])],
     justMyCode,
   };
   if (cwd !== undefined) {

@@ -52,7 +52,16 @@ export interface Finding {
 }
 
 export type SourceKind = 'bundle' | 'dump';
-export type SourceStatus = 'ok' | 'scanning' | 'error';
+/** `unlocated`: a bundle without findings that waits for the user's Locate (locating runs its program). */
+export type SourceStatus = 'ok' | 'scanning' | 'error' | 'unlocated';
+
+/** A replay refused to run a bundle's program until the user says so (docs/protocol.md, "Consent"). */
+export interface Untrusted {
+  file: string;
+  reason: 'outside' | 'changed' | 'untrusted';
+  /** The refusal, one line. */
+  message: string;
+}
 
 export interface Source {
   id: string;
@@ -64,6 +73,12 @@ export interface Source {
   error: string | null;
   origin: Finding | null;
   findings: Finding[];
+  /** The program a bundle names: what locating or replaying it runs. */
+  entry: string | null;
+  /** Why a bundle is not the user's own capture on this machine ("pulled", "captured on node-7"). */
+  foreign: string | null;
+  /** The last locate refused to run the bundle's program without the user's say. */
+  untrusted: Untrusted | null;
 }
 
 export const FINDINGS_NOTIFICATION = 'nanlens/findings';
@@ -129,12 +144,28 @@ export function readFinding(value: unknown): Finding | undefined {
   return out;
 }
 
-function readSource(value: unknown): Source | undefined {
+/** An Untrusted from the server (a source's `untrusted`, a verify or check answer's), else undefined. */
+export function readUntrusted(value: unknown): Untrusted | undefined {
+  if (!isRecord(value) || typeof value.file !== 'string' || !value.file) {
+    return undefined;
+  }
+  const reason = value.reason === 'outside' || value.reason === 'changed' ? value.reason : 'untrusted';
+  return { file: value.file, reason, message: typeof value.message === 'string' ? value.message : '' };
+}
+
+function optionalText(value: unknown): string | null {
+  return typeof value === 'string' && value ? value : null;
+}
+
+const STATUSES: readonly SourceStatus[] = ['scanning', 'error', 'unlocated'];
+
+/** One source object (of the notification, or the answer of `nanlens.server.locateBundle`); malformed: undefined. */
+export function readSource(value: unknown): Source | undefined {
   if (!isRecord(value) || typeof value.id !== 'string' || typeof value.path !== 'string') {
     return undefined;
   }
   const kind: SourceKind = value.kind === 'dump' ? 'dump' : 'bundle';
-  const status: SourceStatus = value.status === 'scanning' || value.status === 'error' ? value.status : 'ok';
+  const status: SourceStatus = STATUSES.includes(value.status as SourceStatus) ? (value.status as SourceStatus) : 'ok';
   const findings = Array.isArray(value.findings)
     ? value.findings.map(readFinding).filter((f): f is Finding => f !== undefined)
     : [];
@@ -148,6 +179,9 @@ function readSource(value: unknown): Source | undefined {
     error: typeof value.error === 'string' && value.error ? value.error : null,
     origin: readFinding(value.origin) ?? null,
     findings,
+    entry: optionalText(value.entry),
+    foreign: optionalText(value.foreign),
+    untrusted: readUntrusted(value.untrusted) ?? null,
   };
 }
 

@@ -1,22 +1,28 @@
 // The rows of the "Captures and dumps" view, as plain data (the view turns them into TreeItems).
 
+import { runsText, waitingReason } from './consent';
 import { findingSentence, roleLabel, truncate } from './markerText';
 import { markerStyle, sourceFindings } from './findingsModel';
 import { locationText } from './notebookCells';
 import type { Finding, ReplayTarget, Source } from './protocol';
 
-export type IconId = 'package' | 'database' | 'loading~spin' | 'error' | 'warning' | 'circle-slash' | 'pass';
+export type IconId = 'package' | 'database' | 'loading~spin' | 'error' | 'warning' | 'circle-slash' | 'pass' | 'search';
 export type IconColor = 'error' | 'warning' | 'disabled' | 'passed' | undefined;
 
 export interface SourceRow {
   type: 'source';
   id: string;
+  /** The bundle or dump folder (the argument "Locate" takes). */
+  path: string;
   label: string;
   description: string;
   tooltip: string;
   icon: IconId;
   iconColor: IconColor;
-  /** `nanlens.bundle.origin` (can be replayed), `nanlens.bundle`, `nanlens.dump`. */
+  /**
+   * `nanlens.bundle.origin` (can be replayed), `nanlens.bundle.unlocated` (waits for the user's Locate),
+   * `nanlens.bundle`, `nanlens.dump`.
+   */
   contextValue: string;
   replayTarget?: ReplayTarget;
   children: FindingRow[];
@@ -73,6 +79,10 @@ function sourceDescription(source: Source): string {
       return 'scanning…';
     case 'error':
       return truncate(source.error ?? 'could not be read', 80);
+    case 'unlocated': {
+      const why = waitingReason(source);
+      return `not located${why ? ` (${why})` : ''}: Locate ${runsText(source)}`;
+    }
     case 'ok':
       return source.origin
         ? `origin: ${source.origin.op.type} at ${where(source.origin)}`
@@ -87,7 +97,16 @@ export function sourceRows(sources: readonly Source[]): SourceRow[] {
     const description = sourceDescription(source);
     let icon: IconId = source.kind === 'bundle' ? 'package' : 'database';
     let iconColor: IconColor;
-    if (source.status === 'scanning') {
+    let tooltip = `${kindText}: ${source.path}\n${source.status === 'error' ? (source.error ?? 'error') : description}`;
+    if (source.status === 'unlocated') {
+      icon = 'search';
+      tooltip =
+        `${kindText}: ${source.path}\nNo findings yet. Locating it replays the captured step, which ` +
+        `${source.entry ? `runs ${source.entry}` : "runs the bundle's training program"}: NaN Lens does that only ` +
+        'when you click Locate.' +
+        (source.foreign ? `\nFrom elsewhere (${source.foreign}): never located automatically.` : '') +
+        (source.untrusted ? `\n${source.untrusted.message}` : '');
+    } else if (source.status === 'scanning') {
       icon = 'loading~spin';
     } else if (source.status === 'error') {
       icon = 'warning';
@@ -98,13 +117,20 @@ export function sourceRows(sources: readonly Source[]): SourceRow[] {
     const row: SourceRow = {
       type: 'source',
       id: source.id,
+      path: source.path,
       label: source.label,
       description,
-      tooltip: `${kindText}: ${source.path}\n${source.status === 'error' ? (source.error ?? 'error') : description}`,
+      tooltip,
       icon,
       iconColor,
-      contextValue: replayTarget ? 'nanlens.bundle.origin' : source.kind === 'bundle' ? 'nanlens.bundle' : 'nanlens.dump',
-      children: source.status === 'error' ? [] : sourceFindings(source).map((f, i) => findingRow(source, f, i)),
+      contextValue: replayTarget
+        ? 'nanlens.bundle.origin'
+        : source.kind === 'dump'
+          ? 'nanlens.dump'
+          : source.status === 'unlocated'
+            ? 'nanlens.bundle.unlocated'
+            : 'nanlens.bundle',
+      children: source.status === 'error' || source.status === 'unlocated' ? [] : sourceFindings(source).map((f, i) => findingRow(source, f, i)),
     };
     if (replayTarget) {
       row.replayTarget = replayTarget;

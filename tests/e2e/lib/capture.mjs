@@ -39,8 +39,11 @@ export function bundlesIn(dir) {
     });
 }
 
-/** Copy the demo into a fresh workspace, run it under NanGuard, and return the workspace and its one bundle. */
-export async function captureDemoWorkspace(name) {
+/**
+ * Copy the demo into a fresh workspace, run it under NanGuard, and return the workspace and its one bundle.
+ * `env`: extra environment of the training run (e.g. NANLENS_LOCATE_AT_SCENE: '0' for a bundle without findings).
+ */
+export async function captureDemoWorkspace(name, { env = {} } = {}) {
   // realpath: the server reports files by their real path, the editor opens the folder by this one.
   const workspace = realpathSync(mkdtempSync(join(tmpdir(), `nanlens-e2e-${name}-`)));
   removeOnExit(workspace);
@@ -51,7 +54,7 @@ export async function captureDemoWorkspace(name) {
   const started = Date.now();
   const run = await execFileAsync(VENV_PYTHON, ['train.py'], {
     cwd: workspace,
-    env: { ...process.env, NANLENS_CAPTURE_DIR: captures, TF_CPP_MIN_LOG_LEVEL: '2' },
+    env: { ...process.env, NANLENS_CAPTURE_DIR: captures, TF_CPP_MIN_LOG_LEVEL: '2', ...env },
     timeout: 180000,
     maxBuffer: 16 * 1024 * 1024,
   }).catch((error) => error);

@@ -457,6 +457,31 @@ export async function hoverNotebookLine(page, cell, line, { timeoutMs = 10000 } 
   );
 }
 
+/** The modal dialog shown now (VS Code draws its own in the window): message, detail and buttons; null if none. */
+export async function modalDialog(page) {
+  const box = page.locator('.monaco-dialog-box').first();
+  if (!(await box.isVisible().catch(() => false))) return null;
+  const text = async (selector) => (await box.locator(selector).allInnerTexts()).join('\n').trim();
+  return {
+    message: await text('.dialog-message-text'),
+    detail: await text('.dialog-message-detail'),
+    buttons: await box.locator('.dialog-buttons .monaco-button').allInnerTexts(),
+  };
+}
+
+/** Wait for a modal dialog whose message matches `message` (a RegExp), and return it. */
+export async function waitForModalDialog(page, message, { timeoutMs = 60000 } = {}) {
+  return waitFor(async () => {
+    const dialog = await modalDialog(page);
+    return dialog && message.test(dialog.message) && dialog;
+  }, { timeoutMs, intervalMs: 300, what: `a dialog saying ${message}` });
+}
+
+/** Click a button of the modal dialog by its label. */
+export async function clickDialogButton(page, label, { timeoutMs = 10000 } = {}) {
+  await page.locator('.monaco-dialog-box .dialog-buttons .monaco-button', { hasText: label }).first().click({ timeout: timeoutMs });
+}
+
 /** The texts of the notification toasts currently shown. */
 export async function notifications(page) {
   return page.locator('.notifications-toasts .notification-list-item-message').allInnerTexts();

@@ -1,0 +1,117 @@
+"""Which program a replay may run. A bundle is data: it names the program it came from, and that name is never
+enough to run it.
+
+A replay (rebuild, re-entry, the input-pipeline re-run) runs the bundle's entry script or notebook only when
+- it lies inside the folder the replay runs in (the CLI's current folder; the editor starts it in the workspace
+  folder), and
+- its code is what was captured: the script's sha256, or a notebook's code cells (saving outputs does not count),
+  equal the bundle's record;
+or when the user named that very file as trusted (``--trust-entry PATH``; the editor asks, naming the file). The
+argv and working folder a manifest records are used only inside that folder. Everything else is one line that
+names the file and the flag, before anything runs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pyadapter.replay.errors import ReplayError
+
+TRUST_ENV = "NANLENS_TRUST_ENTRY"  # os.pathsep-separated files the user trusts; children inherit it
+_trusted: set[Path] = set()
+
+
+class UntrustedEntry(ReplayError):
+    """The bundle's program may not run without the user's say (outside the folder, or changed)."""
+
+
+def add_trust_argument(parser: Any) -> None:
+    """``--trust-entry PATH`` (repeatable), for the commands that may replay."""
+    parser.add_argument(
+        "--trust-entry",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="run this program although it is outside the current folder or changed since the capture (a bundle "
+        "names its program; only your own, unchanged code runs without this); repeatable",
+    )
+
+
+def allow(paths: Iterable[str | os.PathLike[str]]) -> None:
+    """Trust these files for this process and the children it starts (``--trust-entry``)."""
+    for path in paths:
+        _trusted.add(Path(path).resolve())
+    if _trusted:  # added to what this process was given, never replacing it
+        os.environ[TRUST_ENV] = os.pathsep.join(str(p) for p in sorted(trusted_files()))
+
+
+def trusted_files() -> set[Path]:
+    found = set(_trusted)
+    for part in os.environ.get(TRUST_ENV, "").split(os.pathsep):
+        if part.strip():
+            found.add(Path(part.strip()).resolve())
+    return found
+
+
+def _recorded_code_hash(bundle: Any, program: Path) -> tuple[str | None, str | None]:
+    """(recorded, current) hash of the program's code."""
+    from pyadapter.capture.integrity import sha256_file
+
+    record = bundle.manifest.get("entry_script") or {}
+    if program.suffix.lower() == ".ipynb" and isinstance(record.get("code_sha256"), str):
+        from pyadapter.capture.notebook import code_sha256
+
+        try:
+            return record["code_sha256"], code_sha256(program)
+        except ValueError:
+            return record["code_sha256"], None
+    recorded = record.get("sha256")
+    try:
+        current = sha256_file(program)
+    except OSError:
+        current = None
+    return (recorded if isinstance(recorded, str) else None), current
+
+
+def check_entry(bundle: Any, *, root: str | os.PathLike[str] | None = None) -> Path:
+    """The bundle's program, resolved, if a replay may run it; raises `UntrustedEntry` (one line) otherwise, and
+    ReplayError when the bundle names no program or it is missing."""
+    entry = bundle.entry_script
+    if entry is None:
+        raise ReplayError(f"{bundle.path}: the bundle does not record its program, so it cannot be replayed")
+    program = Path(entry).resolve()
+    if not program.is_file():
+        raise ReplayError(
+            f"the bundle's program {program} is missing, so its step can be neither rebuilt nor re-entered: restore "
+            "it, or replay on the machine that captured the bundle (findings located at the scene still show)"
+        )
+    if program in trusted_files():
+        return program
+    folder = Path(root if root is not None else os.getcwd()).resolve()
+    if not program.is_relative_to(folder):
+        raise UntrustedEntry(
+            f"not running {program}: the bundle names it, but it is outside {folder} (the folder nanlens runs in); "
+            f"if it is your code, run nanlens from its folder or add --trust-entry {program}"
+        )
+    recorded, current = _recorded_code_hash(bundle, program)
+    if recorded is not None and current != recorded:
+        raise UntrustedEntry(
+            f"not running {program}: its code changed since the capture (sha256 differs from the bundle's record); "
+            f"if the change is yours, add --trust-entry {program}"
+        )
+    return program
+
+
+def safe_cwd(bundle: Any, program: Path, *, root: str | os.PathLike[str] | None = None) -> Path:
+    """The working folder the program ran in, when it lies inside the replay's folder (or is the program's own
+    folder); else the program's folder."""
+    folder = Path(root if root is not None else os.getcwd()).resolve()
+    recorded = (bundle.manifest.get("entry_script") or {}).get("cwd")
+    if isinstance(recorded, str):
+        candidate = Path(recorded).resolve()
+        if candidate.is_dir() and (candidate.is_relative_to(folder) or candidate == program.parent):
+            return candidate
+    return program.parent

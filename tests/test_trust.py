@@ -1,0 +1,123 @@
+"""Which program a replay may run (pyadapter.replay.trust): a bundle names its program, and that name alone is
+never enough. These run without TensorFlow, on a stand-in for a loaded bundle (only its manifest and paths are
+read); the real CLI refusals are in tests/test_reentry.py and tests/test_replay.py."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from pyadapter.replay import trust
+from pyadapter.replay.errors import ReplayError
+
+
+@dataclass
+class Bundle:  # what check_entry reads of a CaptureBundle
+    path: Path
+    entry_script: Path | None
+    manifest: dict = field(default_factory=dict)
+
+
+def bundle_for(program: Path, tmp_path: Path, **record: object) -> Bundle:
+    sha = hashlib.sha256(program.read_bytes()).hexdigest()
+    return Bundle(tmp_path / "bundle", program, {"entry_script": {"path": str(program), "sha256": sha, **record}})
+
+
+@pytest.fixture(autouse=True)
+def no_trust(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(trust.TRUST_ENV, raising=False)
+    monkeypatch.setattr(trust, "_trusted", set())
+
+
+def test_own_unchanged_program_inside_the_folder_runs(tmp_path: Path) -> None:
+    program = tmp_path / "train.py"
+    program.write_text("print('train')\n")
+    assert trust.check_entry(bundle_for(program, tmp_path), root=tmp_path) == program.resolve()
+
+
+def test_program_outside_the_folder_is_refused_until_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    outside = tmp_path / "elsewhere" / "server.py"  # e.g. a crafted bundle naming a file outside the workspace
+    outside.parent.mkdir()
+    outside.write_text("print('serve the home folder')\n")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    bundle = bundle_for(outside, tmp_path)
+    with pytest.raises(trust.UntrustedEntry) as refused:
+        trust.check_entry(bundle, root=workspace)
+    assert str(refused.value) == (
+        f"not running {outside}: the bundle names it, but it is outside {workspace} (the folder nanlens runs in); "
+        f"if it is your code, run nanlens from its folder or add --trust-entry {outside}")
+    trust.allow([outside])
+    assert trust.check_entry(bundle, root=workspace) == outside.resolve()
+
+
+def test_changed_program_is_refused_and_a_symlink_does_not_get_around_the_folder(tmp_path: Path) -> None:
+    program = tmp_path / "train.py"
+    program.write_text("print('train')\n")
+    bundle = bundle_for(program, tmp_path)
+    program.write_text("print('changed')\n")
+    with pytest.raises(trust.UntrustedEntry, match="its code changed since the capture"):
+        trust.check_entry(bundle, root=tmp_path)
+
+    real = tmp_path / "outside" / "x.py"
+    real.parent.mkdir()
+    real.write_text("pass\n")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    link = workspace / "x.py"
+    link.symlink_to(real)
+    with pytest.raises(trust.UntrustedEntry, match="outside"):
+        trust.check_entry(bundle_for(link, tmp_path), root=workspace)
+
+
+def test_a_notebook_is_judged_by_its_code_cells_not_its_saved_outputs(tmp_path: Path) -> None:
+    from pyadapter.capture.notebook import code_sha256
+
+    notebook = tmp_path / "nb.ipynb"
+
+    def save(code: str, outputs: list) -> None:
+        notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
+            {"cell_type": "markdown", "metadata": {}, "source": "# title"},
+            {"cell_type": "code", "metadata": {}, "source": code, "outputs": outputs, "execution_count": None},
+        ]}))
+
+    save("x = 1", [])
+    bundle = bundle_for(notebook, tmp_path, code_sha256=code_sha256(notebook))
+    save("x = 1", [{"output_type": "stream", "name": "stdout", "text": "ran\n"}])  # saved after a run
+    assert trust.check_entry(bundle, root=tmp_path) == notebook.resolve()
+    save("x = 2", [])
+    with pytest.raises(trust.UntrustedEntry, match="changed since the capture"):
+        trust.check_entry(bundle, root=tmp_path)
+
+
+def test_trust_given_to_a_parent_reaches_children_and_is_never_replaced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    inherited, added = tmp_path / "a.py", tmp_path / "b.py"
+    monkeypatch.setenv(trust.TRUST_ENV, str(inherited))
+    trust.allow([])  # a command line without --trust-entry
+    assert trust.trusted_files() == {inherited.resolve()}
+    trust.allow([added])
+    assert {Path(p) for p in os.environ[trust.TRUST_ENV].split(os.pathsep)} == {inherited.resolve(), added.resolve()}
+
+
+def test_missing_program_or_none_recorded_is_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ReplayError, match="is missing, so its step can be neither rebuilt nor re-entered"):
+        trust.check_entry(Bundle(tmp_path, tmp_path / "gone.py"), root=tmp_path)
+    with pytest.raises(ReplayError, match="does not record its program"):
+        trust.check_entry(Bundle(tmp_path, None), root=tmp_path)
+
+
+def test_recorded_working_folder_is_used_only_inside_the_folder(tmp_path: Path) -> None:
+    program = tmp_path / "proj" / "train.py"
+    program.parent.mkdir()
+    program.write_text("pass\n")
+    inside = bundle_for(program, tmp_path, cwd=str(program.parent))
+    assert trust.safe_cwd(inside, program, root=tmp_path / "proj") == program.parent
+    outside = bundle_for(program, tmp_path, cwd="/")
+    assert trust.safe_cwd(outside, program, root=tmp_path / "proj") == program.parent
