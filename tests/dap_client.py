@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import queue
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -207,3 +208,25 @@ class DapClient:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def replay_stopped_at(dap: DapClient, bundle: str, cwd: str, source: str, line: int) -> dict[str, Any]:
+    """Drive debugpy's adapter as the editor's "Replay eagerly" does (launch `python -m pyadapter replay BUNDLE
+    --eager` in the workspace folder `cwd`, one breakpoint at source:line) and wait for the first stop; returns the
+    `stopped` event."""
+    dap.request("initialize", {
+        "adapterID": "nanlens", "clientID": "nanlens-tests", "clientName": "NaN Lens tests",
+        "linesStartAt1": True, "columnsStartAt1": True, "pathFormat": "path",
+        "supportsRunInTerminalRequest": False,
+    })
+    launch = dap.send("launch", {
+        "name": "NaN Lens: replay eagerly", "type": "nanlens", "request": "launch", "module": "pyadapter",
+        "args": ["replay", bundle, "--eager"], "python": [sys.executable], "cwd": cwd, "justMyCode": False,
+        "console": "internalConsole", "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
+    })
+    dap.wait_event("initialized", timeout=60)
+    answer = dap.request("setBreakpoints", {"source": {"path": source}, "breakpoints": [{"line": line}]})
+    assert answer["body"]["breakpoints"][0]["verified"], answer
+    dap.request("configurationDone")
+    dap.response(launch, timeout=60)
+    return dap.wait_event("stopped", timeout=240)

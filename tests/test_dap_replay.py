@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 
 import pytest
-from dap_client import DapClient
+from dap_client import DapClient, replay_stopped_at
 from replay_fixtures import captured, quiet_env
 
 pytestmark = pytest.mark.slow
@@ -33,32 +33,8 @@ def test_debug_session_stops_on_origin_line_with_real_tensors(
     cap = captured(name, tmp_path_factory)
     source = str(cap.origin_file)
     with DapClient([sys.executable, "-m", "debugpy.adapter"], env=quiet_env()) as dap:
-        dap.request("initialize", {
-            "adapterID": "nanlens", "clientID": "nanlens-tests", "clientName": "NaN Lens tests",
-            "linesStartAt1": True, "columnsStartAt1": True, "pathFormat": "path",
-            "supportsRunInTerminalRequest": False,
-        })
-        launch = dap.send("launch", {
-            "name": "NaN Lens: replay eagerly",
-            "type": "nanlens",
-            "request": "launch",
-            "module": "pyadapter",
-            "args": ["replay", str(cap.bundle), "--eager"],
-            "python": [sys.executable],
-            "cwd": str(cap.script.parent),  # the workspace folder holding the program, as the editor sets it
-            "justMyCode": False,
-            "console": "internalConsole",
-            "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
-        })
-        dap.wait_event("initialized", timeout=60)
-        answer = dap.request("setBreakpoints", {
-            "source": {"path": source}, "breakpoints": [{"line": cap.origin_line}],
-        })
-        assert answer["body"]["breakpoints"][0]["verified"], answer
-        dap.request("configurationDone")
-        dap.response(launch, timeout=60)
-
-        stopped = dap.wait_event("stopped", timeout=240)
+        # In the workspace folder holding the program, as the editor starts it.
+        stopped = replay_stopped_at(dap, str(cap.bundle), str(cap.script.parent), source, cap.origin_line)
         assert stopped["body"]["reason"] == "breakpoint"
         thread = stopped["body"]["threadId"]
         frames = dap.request("stackTrace", {"threadId": thread, "levels": 5})["body"]["stackFrames"]

@@ -431,7 +431,7 @@ def test_notebook_locate_by_reentry_names_the_cell_and_line(notebook_run):
 def test_replay_eagerly_of_a_notebook_bundle_stops_in_the_cell_with_real_tensors(notebook_run):
     """"Replay eagerly" on a notebook origin: the editor puts the breakpoint on the cell's file (what the server's
     replay target names, `cellFile`), and debugpy stops there when the re-entered notebook's captured step runs."""
-    from dap_client import DapClient
+    from dap_client import DapClient, replay_stopped_at
 
     from pyadapter.replay.reentry import cell_file, write_cell_files
 
@@ -440,20 +440,7 @@ def test_replay_eagerly_of_a_notebook_bundle_stops_in_the_cell_with_real_tensors
     source = str(cell_file(notebook, index))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     with DapClient([sys.executable, "-m", "debugpy.adapter"], env=env) as dap:
-        dap.request("initialize", {"adapterID": "nanlens", "clientID": "nanlens-tests", "linesStartAt1": True,
-                                   "columnsStartAt1": True, "pathFormat": "path"})
-        launch = dap.send("launch", {
-            "name": "NaN Lens: replay eagerly", "type": "nanlens", "request": "launch", "module": "pyadapter",
-            "args": ["replay", str(notebook_run["bundle"]), "--eager"], "python": [sys.executable],
-            "cwd": str(notebook.parent), "justMyCode": False, "console": "internalConsole",
-            "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
-        })
-        dap.wait_event("initialized", timeout=60)
-        answer = dap.request("setBreakpoints", {"source": {"path": source}, "breakpoints": [{"line": ORIGIN_LINE}]})
-        assert answer["body"]["breakpoints"][0]["verified"], answer
-        dap.request("configurationDone")
-        dap.response(launch, timeout=60)
-        stopped = dap.wait_event("stopped", timeout=240)
+        stopped = replay_stopped_at(dap, str(notebook_run["bundle"]), str(notebook.parent), source, ORIGIN_LINE)
         assert stopped["body"]["reason"] == "breakpoint"
         thread = stopped["body"]["threadId"]
         top = dap.request("stackTrace", {"threadId": thread, "levels": 3})["body"]["stackFrames"][0]
