@@ -39,7 +39,9 @@ def test_program_stops_at_the_bad_step_and_its_bundle_reloads(tmp_path):
     assert bundle.entry_script == PROGRAM.absolute() and not bundle.entry_script_changed()
     assert [h["step"] for h in bundle.loss_history] == list(range(6))
 
-    module = bundle.import_entry_script("guard_nan_program_entry")
+    from pyadapter.replay.entry import import_entry_script
+
+    module = import_entry_script(bundle.entry_script, bundle.entry_script_sha256).module
     x, y = module.make_data()
     bad = slice(module.BAD_BATCH * module.BATCH, (module.BAD_BATCH + 1) * module.BATCH)
     bx, by = bundle.batch()

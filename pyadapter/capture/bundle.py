@@ -14,14 +14,15 @@ Every array file is read with ``allow_pickle=False`` and the Keras archive with 
 bundle is ever unpickled. A bundle is written into a hidden temporary directory inside ``capture_dir`` and renamed
 into place as the last step, so a crash mid-write never leaves a half bundle under a bundle's name.
 
-Writing: `write_bundle` (used by NanGuard and guard_step) assembles the manifest and files through `BundleWriter`.
+Writing: ``pyadapter.capture.writer.write_bundle`` (used by NanGuard and guard_step) assembles the manifest and
+files through `BundleWriter` (here), and publishes to URL capture folders through ``storage``.
 If ``model.save`` fails (a custom object without ``get_config``), the bundle is still written without
 model.keras and says why in ``manifest["model_save_error"]``; weights.npz still holds every value.
 
 Reading (for ``nanlens replay`` / ``nanlens locate``)::
 
     bundle = CaptureBundle.load(path)            # verifies format, paths and hashes; BundleError otherwise
-    module = bundle.import_entry_script()        # so custom layers / the step function exist (no __main__ code)
+    module = ...                                 # the user's script, imported by a replay (pyadapter.replay.entry)
     model = bundle.load_model(entry_module=module)   # compiled, optimizer state restored (Keras fit bundles)
     bundle.restore_rng(model)                    # RNG states as they were before the step
     data = tf.nest.map_structure(lambda a: a if a is None else tf.convert_to_tensor(a), bundle.batch())
@@ -36,13 +37,11 @@ Importing this module does not import TensorFlow; the methods that need it impor
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import json
 import os
 import re
 import shutil
 import socket
-import sys
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -53,7 +52,7 @@ from typing import Any
 import numpy as np
 
 from pyadapter import safejson
-from pyadapter.capture import checkpoint_index, integrity, rng, snapshot, structure
+from pyadapter.capture import checkpoint_index, integrity, rng, structure
 from pyadapter.capture.verdict import NonFiniteReport
 
 FORMAT = "nanlens.bundle/1"
@@ -214,86 +213,6 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
-
-
-def json_float(value: float | None) -> float | None:
-    """NaN/Inf are not JSON: they are stored as None (loss history)."""
-    if value is None:
-        return None
-    value = float(value)
-    return value if np.isfinite(value) else None
-
-
-def write_bundle(*, capture_dir: Path | str, run: str, kind: str, step: int, epoch: int | None,
-                 batch_index: int | None, on_nan: str, report: NonFiniteReport, batch: Any, batch_note: str | None,
-                 seed_states: dict[str, np.ndarray], history: Any, extra: dict[str, Any],
-                 save_state: Any) -> Path | str:
-    """Writes one bundle atomically (shared by NanGuard and guard_step); returns its final path (a URL string for
-    a URL capture folder)."""
-    from pyadapter.capture import storage  # not at the top: storage reads bundles back with this module
-
-    name = f"{run}-step{step}"
-    remote = storage.is_remote(capture_dir)
-    # A URL capture folder (gs://, s3://, hdfs://, ram://): build the bundle on local disk, then publish it there
-    # with manifest.json last (those filesystems cannot rename a directory into place atomically).
-    local_parent = Path(tempfile.mkdtemp(prefix="nanlens-bundle-")) if remote else Path(capture_dir)
-    try:
-        local = _write_local_bundle(local_parent, name, kind=kind, run=run, step=step, epoch=epoch,
-                                    batch_index=batch_index, on_nan=on_nan, report=report, batch=batch,
-                                    batch_note=batch_note, seed_states=seed_states, history=history, extra=extra,
-                                    save_state=save_state)
-        if not remote:
-            return local
-        return storage.publish_bundle(local, storage.join(str(capture_dir), name))
-    finally:
-        if remote:
-            shutil.rmtree(local_parent, ignore_errors=True)
-
-
-def history_to_json(history: Any) -> list[dict[str, Any]]:
-    """The guard's (step, loss, logged loss) entries as the manifest's ``loss_history``."""
-    return [
-        {
-            "step": int(entry_step),
-            "loss": json_float(None if loss is None else np.asarray(loss).item()),
-            "logged_loss": json_float(None if logged is None else np.asarray(logged).item()),
-        }
-        for entry_step, loss, logged in list(history)
-    ]
-
-
-def _write_local_bundle(capture_dir: Path, name: str, *, kind: str, run: str, step: int, epoch: int | None,
-                        batch_index: int | None, on_nan: str, report: NonFiniteReport, batch: Any,
-                        batch_note: str | None, seed_states: dict[str, np.ndarray], history: Any,
-                        extra: dict[str, Any], save_state: Any) -> Path:
-    arrays: dict[str, np.ndarray] = {}
-    described = structure.describe(batch, arrays)
-    history_json = history_to_json(history)
-    with BundleWriter(capture_dir, name) as writer:
-        writer.write_arrays(BATCH_FILE, arrays)
-        state_manifest = save_state(writer)
-        manifest: dict[str, Any] = {
-            "format": FORMAT,
-            "nanlens_version": snapshot.nanlens_version(),
-            "kind": kind,
-            "created": snapshot.utc_now(),
-            "run": run,
-            "step": int(step),
-            "epoch": epoch,
-            "batch_index": batch_index,
-            "on_nan": on_nan,
-            "state": "before_update" if report.state_usable else "after_update",
-            "non_finite": report.to_json(),
-            "versions": snapshot.versions(),
-            "host": snapshot.host_info(),
-            "entry_script": snapshot.entry_script_info(),
-            "batch": {"file": BATCH_FILE, "structure": described, "note": batch_note},
-            "rng": rng.capture(seed_states),
-            "loss_history": history_json,
-        }
-        manifest.update(extra)
-        manifest.update(state_manifest)
-        return writer.commit(manifest)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -628,24 +547,6 @@ class CaptureBundle:
 
     # ---- rebuilding ----
 
-    def import_entry_script(self, module_name: str = "nanlens_entry") -> ModuleType:
-        """Imports the entry script as module `module_name` (not ``__main__``, so its ``if __name__ ==
-        "__main__":`` block does not run) with its directory on sys.path, so custom layers, losses and step
-        functions defined there exist. Module-level training code outside that guard WILL run."""
-        script = self.entry_script
-        if script is None or not script.is_file():
-            raise BundleError(f"{self.path}: entry script {script} not found")
-        directory = str(script.parent)
-        if directory not in sys.path:
-            sys.path.insert(0, directory)
-        spec = importlib.util.spec_from_file_location(module_name, script)
-        if spec is None or spec.loader is None:
-            raise BundleError(f"{self.path}: cannot import {script}")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[module_name] = module
-        spec.loader.exec_module(module)
-        return module
-
     def load_model(
         self,
         custom_objects: dict[str, Any] | None = None,
@@ -766,7 +667,6 @@ class CaptureBundle:
     def restore_rng(self, model: Any = None) -> None:
         """Sets numpy, python `random` and the TF global generator to their captured states, and the Keras
         SeedGenerators of `model` to their states from before the failing step (so dropout masks repeat)."""
-        from pyadapter.capture import rng
 
         rng.restore(self.rng, model)
 

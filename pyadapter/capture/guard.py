@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from pyadapter.capture import bundle as bundle_format
 from pyadapter.capture import cluster, gate, keras_fixes, rng, snapshot, storage, structure
+from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
 
 
@@ -427,7 +428,7 @@ class NanGuard(keras.callbacks.Callback):
                 writer.file(name).write_bytes(content)
             return _save_keras_state(writer, model, seed_states)
 
-        return bundle_format.write_bundle(
+        return bundle_writer.write_bundle(
             capture_dir=self.capture_dir,
             run=self.run_name or snapshot.default_run_name(),
             kind=bundle_format.KIND_FIT,
@@ -622,7 +623,7 @@ def _scene_files(scene: Any, step_call: Any, guard: Any, report: NonFiniteReport
         bundle_path=bundle_path,
         report=report,
         batch=batch_problem_of,
-        history=bundle_format.history_to_json(guard._history),
+        history=bundle_writer.history_to_json(guard._history),
         step=step,
         epoch=epoch,
         batch_index=batch_index,

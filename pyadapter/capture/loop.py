@@ -47,6 +47,7 @@ import tensorflow as tf
 
 from pyadapter.capture import bundle as bundle_format
 from pyadapter.capture import gate, rng, snapshot, storage, takeover
+from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
 
 
@@ -267,7 +268,7 @@ class GuardedStep:
             "jit_compile": getattr(self.step_function, "_jit_compile", None),
         }
         checkpoint_objects = sorted(_trackable_children(self.checkpoint))
-        return bundle_format.write_bundle(
+        return bundle_writer.write_bundle(
             capture_dir=self.capture_dir,
             run=self.run_name or snapshot.default_run_name(),
             kind=bundle_format.KIND_LOOP,

@@ -11,6 +11,7 @@ TensorFlow is imported when recording starts, not when this module is imported.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import logging
@@ -18,6 +19,7 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
@@ -221,3 +223,23 @@ class DumpRecorder:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+STEP_DUMP_MODE = "FULL_HEALTH"
+
+
+@contextlib.contextmanager
+def step_dump(dump_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """A FULL_HEALTH tfdbg2 dump into `dump_dir` for the duration of the block (one replayed step: no flush
+    thread, no signal handler, so it works in any thread), every file flushed on exit."""
+    import tensorflow as tf
+
+    writer = tf.debugging.experimental.enable_dump_debug_info(
+        str(dump_dir), tensor_debug_mode=STEP_DUMP_MODE, circular_buffer_size=-1
+    )
+    try:
+        yield
+    finally:
+        writer.FlushNonExecutionFiles()
+        writer.FlushExecutionFiles()
+        tf.debugging.experimental.disable_dump_debug_info()

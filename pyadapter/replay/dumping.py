@@ -7,34 +7,18 @@ replayed function: XLA has no kernel for the dump's DebugNumericSummaryV2 op.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import tensorflow as tf
 
+from pyadapter.dump.recorder import step_dump as dumping
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.rebuild import Rebuilt
 from pyadapter.replay.session import new_report, with_captured_step
 from pyadapter.replay.shards import worker_verdicts
 from pyadapter.replay.step import run_step
 from pyadapter.replay.verdict import ReplayReport
-
-TENSOR_DEBUG_MODE = "FULL_HEALTH"
-
-
-@contextlib.contextmanager
-def dumping(dump_dir: str | Path) -> Iterator[None]:
-    """tfdbg2 dumping into `dump_dir` for the duration of the block; every file flushed on exit."""
-    writer = tf.debugging.experimental.enable_dump_debug_info(
-        str(dump_dir), tensor_debug_mode=TENSOR_DEBUG_MODE, circular_buffer_size=-1
-    )
-    try:
-        yield
-    finally:
-        writer.FlushNonExecutionFiles()
-        writer.FlushExecutionFiles()
-        tf.debugging.experimental.disable_dump_debug_info()
 
 
 def dump_replay(

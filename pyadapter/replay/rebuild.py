@@ -29,6 +29,7 @@ from pyadapter.replay.entry import (
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.state import assign_captured_state
 from pyadapter.replay.step import StepProgram
+from pyadapter.replay.trust import safe_cwd
 
 
 @dataclass
@@ -59,7 +60,7 @@ def import_entry(bundle: CaptureBundle) -> EntryScript:
             script,
             bundle.entry_script_sha256,
             argv=[str(a) for a in argv[1:]] if isinstance(argv, list) else None,
-            cwd=recorded.get("cwd") if isinstance(recorded.get("cwd"), str) else None,
+            cwd=safe_cwd(bundle, Path(script).resolve()),  # the recorded folder only inside the replay's own
         )
     except EntryScriptError as exc:
         raise ReplayError(str(exc)) from None

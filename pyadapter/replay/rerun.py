@@ -84,6 +84,7 @@ def _run_child(
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env["PYTHONUNBUFFERED"] = "1"
+    env["NANLENS_LOCATE_AT_SCENE"] = "0"  # the whole run is dumped already; a second dump would cut it short
     try:
         child = subprocess.Popen(
             [sys.executable, "-m", "pyadapter.replay.rerun", dump_dir, str(with_result), *script_argv],
@@ -125,18 +126,17 @@ def _run_child(
 
 
 class _StopAtFirstNonFiniteStep(SystemExit):
-    """Raised by the patched write_bundle: ends the script (a SystemExit passes through training loops)."""
+    """Raised instead of writing the bundle: ends the script (a SystemExit passes through training loops)."""
 
 
 def _stop_instead_of_writing(result_path: str) -> None:
-    from pyadapter.capture import bundle as bundle_format
+    from pyadapter.capture import writer
 
-    def record_and_stop(**kwargs: Any) -> Path:
-        payload = {"stopped_at_step": int(kwargs.get("step", -1)), "kind": kwargs.get("kind")}
-        Path(result_path).write_text(json.dumps(payload), encoding="utf-8")
+    def record_and_stop(kind: str, step: int) -> None:
+        Path(result_path).write_text(json.dumps({"stopped_at_step": int(step), "kind": kind}), encoding="utf-8")
         raise _StopAtFirstNonFiniteStep(0)
 
-    bundle_format.write_bundle = record_and_stop  # type: ignore[assignment]
+    writer.instead_of_writing(record_and_stop)
 
 
 

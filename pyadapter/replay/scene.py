@@ -73,7 +73,7 @@ def user_call_site() -> Frame | None:
 
 def _run_dumped(scene: SceneStep, dump_dir: str, mode: str = "graph") -> Any:
     """Restore the pre-step values, run the step once (as a graph, or eagerly) under the dump; the StepVerdict."""
-    from pyadapter.replay.dumping import dumping
+    from pyadapter.dump.recorder import step_dump as dumping
     from pyadapter.replay.step import StepProgram, run_step
 
     def before_run() -> None:
