@@ -1,0 +1,43 @@
+"""Smoke test of bench/scale.py --quick: it finishes, prints every table and writes its pictures.
+
+No timing is asserted (CI machines are too noisy): only that the run completes and reports what it measured."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "scale.py"
+PROGRAM = SCRIPT.parent / "programs" / "scale_train.py"
+ORIGIN_LINE = next(i for i, line in enumerate(PROGRAM.read_text().splitlines(), 1) if "# ORIGIN" in line)
+
+
+@pytest.mark.timeout(900)
+def test_scale_quick_prints_its_tables_and_writes_pictures(tmp_path):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(tmp_path / "scale.json"),
+                           "--pictures", str(tmp_path / "pictures")], capture_output=True, text=True, env=env,
+                          timeout=880, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
+    for heading in ("== guard overhead", "== anchors at the smallest size", "== capture and locate", "== exponents"):
+        assert heading in out, out[-3000:]
+    assert "error" not in out.split("== guard overhead", 1)[1], out[-3000:]
+
+    data = json.loads((tmp_path / "scale.json").read_text())
+    sizes = [row for family in data["overhead"].values() for row in family["sizes"]]
+    assert {row["family"] for row in sizes} == {"mlp", "convnet", "transformer"}
+    assert {a["kind"] for a in data["anchors"]} == {"check_numerics", "dump"}
+    assert data["capture"] and all(c["bundle_bytes"] > 0 for c in data["capture"])
+    assert all(c["scene_origin"]["line"] == ORIGIN_LINE for c in data["capture"]), data["capture"]
+    assert any(c.get("replay_origin") == f"scale_train.py:{ORIGIN_LINE}" for c in data["capture"])
+    pictures = sorted((tmp_path / "pictures").glob("scale_*.png"))
+    assert {p.name for p in pictures} >= {"scale_guard.png", "scale_capture.png", "scale_bundle_size.png"}
+    assert all(p.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") for p in pictures)
