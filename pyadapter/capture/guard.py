@@ -31,8 +31,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from pyadapter.capture import atscene, cluster, gate, keras_fixes, rng, snapshot, storage, structure
 from pyadapter.capture import bundle as bundle_format
-from pyadapter.capture import cluster, gate, keras_fixes, rng, snapshot, storage, structure
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
 
@@ -284,7 +284,6 @@ class NanGuard(keras.callbacks.Callback):
         self.max_bundles = max_bundles
         self.max_consecutive_skips = max_consecutive_skips
         self.locate = locate
-        self._scene_origin: str | None = None
         self.verbose = verbose
         self.failures: list[Failure] = []
         self._history: collections.deque = collections.deque(maxlen=history_size)
@@ -362,8 +361,7 @@ class NanGuard(keras.callbacks.Callback):
         stop = self.on_nan == "stop" or (
             self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
         )
-        path, error = None, None
-        self._scene_origin = None
+        path, error, scene_origin = None, None, None
         if self._bundles_written < self.max_bundles:
             try:
                 if self._cluster is not None:
@@ -373,14 +371,16 @@ class NanGuard(keras.callbacks.Callback):
                     path = self._write_cluster_bundle(function, verdict, report, captured, step, batch_index)
                 else:
                     data, seed_states = self._captured_batch(function, captured)
-                    files, scene = self._locate_at_scene(function, report, data, seed_states, step, batch_index)
+                    located = self._locate_at_scene(function, report, data, seed_states, step, batch_index)
+                    scene_origin = located.origin
                     path = self._write_bundle(function, report, captured, step, batch_index, data=data,
-                                              seed_states=seed_states, extra_files=files, extra=scene)
+                                              seed_states=seed_states, extra_files=located.files,
+                                              extra=located.manifest)
                     self._bundles_written += 1
             except Exception as exc:  # noqa: BLE001 - training must still stop/skip cleanly; say why, once
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         failure = Failure(step, self._epoch, batch_index, report, path, "stopped" if stop else "skipped", error,
-                          origin=self._scene_origin)
+                          origin=scene_origin)
         self.failures.append(failure)
         if self.verbose:
             print("\n" + failure.message(), file=sys.stderr, flush=True)
@@ -451,13 +451,14 @@ class NanGuard(keras.callbacks.Callback):
 
     def _locate_at_scene(self, function: GuardedTrainFunction, report: NonFiniteReport, data: Any,
                          seed_states: dict[str, np.ndarray], step: int, batch_index: int
-                         ) -> tuple[dict[str, bytes], dict[str, Any]]:
+                         ) -> atscene.SceneFiles:
         """Re-run the failing step here under a dump (see `pyadapter.replay.scene`); the bundle's findings.json
         and the manifest's ``located_at_scene`` entry. Never raises: the bundle is written either way."""
-        if not locate_enabled(self.locate):
-            return {}, {}
+        if not atscene.locate_enabled(self.locate):
+            return atscene.SceneFiles()
         if function.strategy.num_replicas_in_sync > 1:
-            return {}, {"located_at_scene": {"skipped": "several replicas: locate the bundle on one device"}}
+            return atscene.SceneFiles(
+                manifest={"located_at_scene": {"skipped": "several replicas: locate the bundle on one device"}})
         from pyadapter.replay import scene
 
         model = self.model
@@ -466,7 +467,7 @@ class NanGuard(keras.callbacks.Callback):
         seed_variables = [variable for _, variable in seeds]
         step_call = scene.SceneStep(
             step=model.train_step,
-            args=(_to_tensors(data),),
+            args=(snapshot.to_tensors(data),),
             kwargs={},
             variables=snapshot.unique([*model.variables, *model.metrics_variables,
                                          *(v for o in optimizers for v in o.variables), *seed_variables]),
@@ -475,8 +476,10 @@ class NanGuard(keras.callbacks.Callback):
             seeds_before={id(v): seed_states[p] for p, v in seeds if p in seed_states},
             seed_variables=seed_variables,
         )
-        return _scene_files(scene, step_call, self, report, step, self._epoch, batch_index,
-                            bundle_format.KIND_FIT, batch_problem_of=data)
+        return atscene.findings_files(
+            scene, step_call, capture_dir=self.capture_dir, run_name=self.run_name, verbose=self.verbose,
+            history=self._history, report=report, step=step, epoch=self._epoch, batch_index=batch_index,
+            kind=bundle_format.KIND_FIT, batch_problem_of=data)
 
     def _write_cluster_bundle(self, function: GuardedTrainFunction, verdict: gate.Verdict, report: NonFiniteReport,
                               captured: Any, step: int, batch_index: int) -> Path | str | None:
@@ -590,83 +593,3 @@ def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, se
             seeds[path].assign(value)
     writer.write_arrays(bundle_format.WEIGHTS_FILE, arrays)
     return {"weights": {"file": bundle_format.WEIGHTS_FILE, "variables": described}, **extra}
-
-
-LOCATE_ENV = "NANLENS_LOCATE_AT_SCENE"
-
-
-def locate_enabled(option: bool) -> bool:
-    """The guard's ``locate`` option, unless the environment turns it off (``NANLENS_LOCATE_AT_SCENE=0``: no code
-    change needed, e.g. for a run whose failing step is too expensive to run twice)."""
-    import os
-
-    return option and os.environ.get(LOCATE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
-
-
-def _to_tensors(structure: Any) -> Any:
-    """numpy leaves -> tensors (None stays None: Keras's 'no sample weights')."""
-    return tf.nest.map_structure(lambda leaf: leaf if leaf is None else tf.convert_to_tensor(leaf), structure)
-
-
-def _scene_files(scene: Any, step_call: Any, guard: Any, report: NonFiniteReport, step: int,
-                 epoch: int | None, batch_index: int, kind: str, *, batch_problem_of: Any
-                 ) -> tuple[dict[str, bytes], dict[str, Any]]:
-    """Shared by NanGuard and guard_step: locate at the scene, say so on stderr, return (files, manifest entry)."""
-    bundle_path = str(storage.join(str(guard.capture_dir), f"{guard.run_name or 'run'}-step{step}"))
-    entry = snapshot.entry_script_path()
-    if guard.verbose:
-        scene.say(f"locating the origin of step {step} here (replaying it once under a FULL_HEALTH dump; "
-                  "nothing is kept)...")
-    result = scene.locate_here(
-        step_call,
-        entry_frame=scene.user_call_site(),
-        bundle_path=bundle_path,
-        report=report,
-        batch=batch_problem_of,
-        history=bundle_writer.history_to_json(guard._history),
-        step=step,
-        epoch=epoch,
-        batch_index=batch_index,
-        kind=kind,
-        entry_script=str(entry) if entry else None,
-    )
-    entry_json: dict[str, Any] = {"seconds": round(result.seconds, 2)}
-    if result.findings is not None and (result.findings.bundle or {}).get("non_finite_batch"):
-        # The step only carried NaN/Inf that the batch held already: the op that made it ran before the step
-        # (a tf.data map function, the data itself). `nanlens locate` re-runs the input pipeline to find it, so
-        # the bundle does not answer with the step's weaker origin.
-        entry_json["deferred"] = "the captured batch already holds NaN/Inf; the origin is before the step"
-        if guard.verbose:
-            scene.say("the failing batch already holds NaN/Inf, so the step only carried it; `nanlens locate` on "
-                      "the bundle re-runs the input pipeline under a dump to find where it was made")
-        return {}, {"located_at_scene": entry_json}
-    if result.findings is None:
-        entry_json["error"] = result.error
-        if guard.verbose:
-            scene.say(f"could not locate at the scene ({result.error}); `nanlens locate` on the bundle will try")
-        return {}, {"located_at_scene": entry_json}
-    _map_to_notebook(result.findings)
-    origin = result.findings.origin
-    if guard.verbose:
-        where = "no origin (the step stayed finite when re-run)"
-        if origin is not None:
-            cell = f" (cell {origin.cell})" if origin.cell is not None else ""
-            where = f"{origin.file}:{origin.line}{cell}: {origin.op.type} ({origin.message.split(';')[0]})"
-        scene.say(f"located in {result.seconds:.1f} s: {where}")
-    entry_json["origin"] = None if origin is None else {"file": origin.file, "line": origin.line,
-                                                         "cell": origin.cell, "op": origin.op.type}
-    if origin is not None:
-        cell = f" (cell {origin.cell})" if origin.cell is not None else ""
-        guard._scene_origin = f"{origin.file}:{origin.line}{cell}: {origin.op.type}"
-    return {bundle_format.FINDINGS_FILE: result.findings.dumps().encode("utf-8")}, {"located_at_scene": entry_json}
-
-
-def _map_to_notebook(findings: Any) -> None:
-    """In a Jupyter kernel: frames in cell code become (the .ipynb, cell index, line in the cell)."""
-    try:
-        from pyadapter.capture import notebook
-    except ImportError:
-        return
-    info = notebook.current_notebook()
-    if info is not None:
-        notebook.map_findings_to_notebook(findings, info)

@@ -45,8 +45,8 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from pyadapter.capture import atscene, gate, rng, snapshot, storage, takeover
 from pyadapter.capture import bundle as bundle_format
-from pyadapter.capture import gate, rng, snapshot, storage, takeover
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
 
@@ -116,7 +116,6 @@ class GuardedStep:
         self.max_bundles = max_bundles
         self.max_consecutive_skips = max_consecutive_skips
         self.locate = locate
-        self._scene_origin: str | None = None
         self.verbose = verbose
         self.failures: list[Failure] = []
         self.meta = gate.GateMeta()
@@ -204,18 +203,19 @@ class GuardedStep:
         stop = self.on_nan == "stop" or (
             self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
         )
-        path, error = None, None
-        self._scene_origin = None
+        path, error, scene_origin = None, None, None
         if self._bundles_written < self.max_bundles:
             seed_states = {p: np.asarray(v.numpy()) for p, v in zip(self._seed_paths, seeds_before, strict=True)}
             try:
-                files, scene = self._locate_at_scene(report, step, index, args, kwargs, seed_states)
-                path = self._write_bundle(report, step, index, args, kwargs, seed_states, files, scene)
+                located = self._locate_at_scene(report, step, index, args, kwargs, seed_states)
+                scene_origin = located.origin
+                path = self._write_bundle(report, step, index, args, kwargs, seed_states, located.files,
+                                          located.manifest)
                 self._bundles_written += 1
             except Exception as exc:  # noqa: BLE001 - still stop/skip cleanly; say why
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         failure = Failure(step, None, index, report, path, "stopped" if stop else "skipped", error,
-                          origin=self._scene_origin)
+                          origin=scene_origin)
         self.failures.append(failure)
         if stop:
             raise NonFiniteStepError(failure)
@@ -224,14 +224,13 @@ class GuardedStep:
         return result
 
     def _locate_at_scene(self, report: NonFiniteReport, step: int, index: int, args: tuple, kwargs: dict,
-                         seed_states: dict[str, np.ndarray]) -> tuple[dict[str, bytes], dict[str, Any]]:
+                         seed_states: dict[str, np.ndarray]) -> atscene.SceneFiles:
         """Re-run the failing step here under a dump (`pyadapter.replay.scene`): findings.json for the bundle."""
-        from pyadapter.capture.guard import _scene_files, locate_enabled
-
-        if not locate_enabled(self.locate):
-            return {}, {}
+        if not atscene.locate_enabled(self.locate):
+            return atscene.SceneFiles()
         if any(isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs))):
-            return {}, {"located_at_scene": {"skipped": "per-replica arguments: locate the bundle on one device"}}
+            return atscene.SceneFiles(
+                manifest={"located_at_scene": {"skipped": "per-replica arguments: locate the bundle on one device"}})
         from pyadapter.replay import scene
 
         seeds = self._seed_states()
@@ -249,9 +248,12 @@ class GuardedStep:
             seeds_before={id(v): seed_states[p] for p, v in seeds if p in seed_states},
             seed_variables=seed_variables,
         )
-        return _scene_files(scene, step_call, self, report, step, None, index, bundle_format.KIND_LOOP,
-                            batch_problem_of={"args": list(snapshot.to_numpy_structure(tuple(args))),
-                                              "kwargs": snapshot.to_numpy_structure(dict(kwargs))})
+        return atscene.findings_files(
+            scene, step_call, capture_dir=self.capture_dir, run_name=self.run_name, verbose=self.verbose,
+            history=self._history, report=report, step=step, epoch=None, batch_index=index,
+            kind=bundle_format.KIND_LOOP,
+            batch_problem_of={"args": list(snapshot.to_numpy_structure(tuple(args))),
+                              "kwargs": snapshot.to_numpy_structure(dict(kwargs))})
 
     def _write_bundle(self, report: NonFiniteReport, step: int, index: int, args: tuple, kwargs: dict,
                       seed_states: dict[str, np.ndarray], files: dict[str, bytes] | None = None,

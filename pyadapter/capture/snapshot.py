@@ -185,3 +185,10 @@ def to_numpy_structure(value: Any) -> Any:
     if hasattr(value, "numpy"):
         return np.asarray(value.numpy())
     return np.asarray(value)
+
+
+def to_tensors(structure: Any) -> Any:
+    """numpy leaves -> tensors (None stays None: Keras's 'no sample weights')."""
+    import tensorflow as tf
+
+    return tf.nest.map_structure(lambda leaf: leaf if leaf is None else tf.convert_to_tensor(leaf), structure)

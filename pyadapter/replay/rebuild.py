@@ -20,6 +20,7 @@ from typing import Any
 import tensorflow as tf
 
 from pyadapter.capture.bundle import KIND_FIT, BundleError, CaptureBundle
+from pyadapter.capture.snapshot import to_tensors  # noqa: F401 - the batch as the step takes it (shards, reentry)
 from pyadapter.replay.entry import (
     EntryScript,
     EntryScriptError,
@@ -64,11 +65,6 @@ def import_entry(bundle: CaptureBundle) -> EntryScript:
         )
     except EntryScriptError as exc:
         raise ReplayError(str(exc)) from None
-
-
-def to_tensors(structure: Any) -> Any:
-    """numpy leaves -> tensors (None stays None: Keras's 'no sample weights')."""
-    return tf.nest.map_structure(lambda leaf: leaf if leaf is None else tf.convert_to_tensor(leaf), structure)
 
 
 def rebuild(path: str | Path) -> Rebuilt:

@@ -1,0 +1,98 @@
+"""Locating at the scene, the capture side: what NanGuard and guard_step share around
+`pyadapter.replay.scene.locate_here` (which re-runs the step under a dump): whether it is on, what it says on
+stderr, and the ``findings.json`` and manifest entry it adds to the bundle. Notebook frames are mapped to cells.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyadapter.capture import bundle as bundle_format
+from pyadapter.capture import snapshot, storage
+from pyadapter.capture import writer as bundle_writer
+from pyadapter.capture.verdict import NonFiniteReport
+
+LOCATE_ENV = "NANLENS_LOCATE_AT_SCENE"
+
+
+def locate_enabled(option: bool) -> bool:
+    """The guard's ``locate`` option, unless the environment turns it off (``NANLENS_LOCATE_AT_SCENE=0``: no code
+    change needed, e.g. for a run whose failing step is too expensive to run twice)."""
+    return option and os.environ.get(LOCATE_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+@dataclass
+class SceneFiles:
+    """What locating at the scene adds to a bundle."""
+
+    files: dict[str, bytes] = field(default_factory=dict)  # findings.json, when an origin was located
+    manifest: dict[str, Any] = field(default_factory=dict)  # {"located_at_scene": {...}}
+    origin: str | None = None  # "file:line: Op" for the guard's stop message
+
+
+def findings_files(scene: Any, step_call: Any, *, capture_dir: Any, run_name: str | None, verbose: bool,
+                   history: Any, report: NonFiniteReport, step: int, epoch: int | None, batch_index: int, kind: str,
+                   batch_problem_of: Any) -> SceneFiles:
+    """Shared by NanGuard and guard_step: locate at the scene, say so on stderr; what goes into the bundle."""
+    bundle_path = str(storage.join(str(capture_dir), f"{run_name or 'run'}-step{step}"))
+    entry = snapshot.entry_script_path()
+    if verbose:
+        scene.say(f"locating the origin of step {step} here (replaying it once under a FULL_HEALTH dump; "
+                  "nothing is kept)...")
+    result = scene.locate_here(
+        step_call,
+        entry_frame=scene.user_call_site(),
+        bundle_path=bundle_path,
+        report=report,
+        batch=batch_problem_of,
+        history=bundle_writer.history_to_json(history),
+        step=step,
+        epoch=epoch,
+        batch_index=batch_index,
+        kind=kind,
+        entry_script=str(entry) if entry else None,
+    )
+    entry_json: dict[str, Any] = {"seconds": round(result.seconds, 2)}
+    if result.findings is not None and (result.findings.bundle or {}).get("non_finite_batch"):
+        # The step only carried NaN/Inf that the batch held already: the op that made it ran before the step
+        # (a tf.data map function, the data itself). `nanlens locate` re-runs the input pipeline to find it, so
+        # the bundle does not answer with the step's weaker origin.
+        entry_json["deferred"] = "the captured batch already holds NaN/Inf; the origin is before the step"
+        if verbose:
+            scene.say("the failing batch already holds NaN/Inf, so the step only carried it; `nanlens locate` on "
+                      "the bundle re-runs the input pipeline under a dump to find where it was made")
+        return SceneFiles(manifest={"located_at_scene": entry_json})
+    if result.findings is None:
+        entry_json["error"] = result.error
+        if verbose:
+            scene.say(f"could not locate at the scene ({result.error}); `nanlens locate` on the bundle will try")
+        return SceneFiles(manifest={"located_at_scene": entry_json})
+    map_to_notebook(result.findings)
+    origin = result.findings.origin
+    if verbose:
+        where = "no origin (the step stayed finite when re-run)"
+        if origin is not None:
+            cell = f" (cell {origin.cell})" if origin.cell is not None else ""
+            where = f"{origin.file}:{origin.line}{cell}: {origin.op.type} ({origin.message.split(';')[0]})"
+        scene.say(f"located in {result.seconds:.1f} s: {where}")
+    entry_json["origin"] = None if origin is None else {"file": origin.file, "line": origin.line,
+                                                         "cell": origin.cell, "op": origin.op.type}
+    text = None
+    if origin is not None:
+        cell = f" (cell {origin.cell})" if origin.cell is not None else ""
+        text = f"{origin.file}:{origin.line}{cell}: {origin.op.type}"
+    return SceneFiles({bundle_format.FINDINGS_FILE: result.findings.dumps().encode("utf-8")},
+                      {"located_at_scene": entry_json}, text)
+
+
+def map_to_notebook(findings: Any) -> None:
+    """In a Jupyter kernel: frames in cell code become (the .ipynb, cell index, line in the cell)."""
+    try:
+        from pyadapter.capture import notebook
+    except ImportError:
+        return
+    info = notebook.current_notebook()
+    if info is not None:
+        notebook.map_findings_to_notebook(findings, info)
