@@ -23,6 +23,8 @@ import {
   debugVariables,
   hoverLine,
   openFile,
+  problemsRows,
+  redShare,
   runCommand,
   waitForPausedAt,
 } from './lib/workbench.mjs';
@@ -46,7 +48,7 @@ after(() => capture?.dispose());
  * (the CodeLens) appearing meanwhile cannot shift one against the other.
  */
 async function gutterIconColors(page) {
-  return page.locator(ACTIVE_EDITOR).evaluateAll(async (editors) => {
+  const icons = await page.locator(ACTIVE_EDITOR).evaluateAll((editors) => {
     const icons = [];
     for (const editor of editors) {
       const lines = [...editor.querySelectorAll('.margin-view-overlays .line-numbers')].map((element) => {
@@ -62,36 +64,10 @@ async function gutterIconColors(page) {
         icons.push({ line, src: match[1] });
       }
     }
-    // Decoding is asynchronous: every position above was read before the first await.
-    const out = [];
-    for (const { line, src } of icons) {
-      const image = new Image();
-      image.src = src;
-      await image.decode();
-      const canvas = document.createElement('canvas');
-      canvas.width = 32;
-      canvas.height = 32;
-      const context = canvas.getContext('2d');
-      context.drawImage(image, 0, 0, 32, 32);
-      const { data } = context.getImageData(0, 0, 32, 32);
-      let opaque = 0;
-      let red = 0;
-      for (let i = 0; i < data.length; i += 4) {
-        if (data[i + 3] < 128) continue;
-        opaque += 1;
-        if (data[i] > 170 && data[i + 1] < 120 && data[i + 2] < 120) red += 1;
-      }
-      out.push({ line, red: opaque ? red / opaque : 0 });
-    }
-    return out;
+    return icons;
   });
-}
-
-/** The rows of the Problems view as shown: text (message, source, code, "[Ln N, Col M]") and severity icon. */
-async function problemsRows(page) {
-  return page.locator('.markers-panel .monaco-list-row').evaluateAll((rows) =>
-    rows.map((row) => ({ text: row.innerText.trim(), error: Boolean(row.querySelector('.codicon-error')) })),
-  );
+  // Colors afterwards: every position above was read in one evaluation, before any image is decoded.
+  return Promise.all(icons.map(async ({ line, src }) => ({ line, red: await redShare(page, src) })));
 }
 
 test('a capture bundle is marked in the editor and replays under the debugger', { timeout: 300000 }, async () => {

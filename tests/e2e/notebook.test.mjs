@@ -20,7 +20,15 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { removeOnExit, waitFor } from './lib/procs.mjs';
 import { withSession } from './lib/session.mjs';
-import { hoverNotebookLine, notebookCells, openNotebook, runCommand, waitForStatusBarItem } from './lib/workbench.mjs';
+import {
+  hoverNotebookLine,
+  notebookCells,
+  openNotebook,
+  problemsRows,
+  redShare,
+  runCommand,
+  waitForStatusBarItem,
+} from './lib/workbench.mjs';
 
 const STEP = 5;
 // (kind, source lines). Cell 1 has a line 2 too, so "line 2 of the right cell" is a real check.
@@ -95,40 +103,6 @@ before(() => {
 after(() => {
   if (!process.env.NANLENS_E2E_KEEP) rmSync(workspace, { recursive: true, force: true });
 });
-
-/** Share of a data-URI icon's opaque pixels that are red (the origin icon is red, a carried line's amber). */
-async function redShare(page, src) {
-  return page.evaluate(async (uri) => {
-    const image = new Image();
-    image.src = uri;
-    await image.decode();
-    const canvas = document.createElement('canvas');
-    canvas.width = 32;
-    canvas.height = 32;
-    const context = canvas.getContext('2d');
-    context.drawImage(image, 0, 0, 32, 32);
-    const { data } = context.getImageData(0, 0, 32, 32);
-    let opaque = 0;
-    let red = 0;
-    for (let i = 0; i < data.length; i += 4) {
-      if (data[i + 3] < 128) continue;
-      opaque += 1;
-      if (data[i] > 170 && data[i + 1] < 120 && data[i + 2] < 120) red += 1;
-    }
-    return opaque ? red / opaque : 0;
-  }, src);
-}
-
-/** The rows of the Problems view as shown: text (message, source, code, "[Ln N, Col M]"), severity, resource. */
-async function problemsRows(page) {
-  return page.locator('.markers-panel .monaco-list-row').evaluateAll((rows) =>
-    rows.map((row) => ({
-      text: row.innerText.trim(),
-      error: Boolean(row.querySelector('.codicon-error')),
-      resource: Boolean(row.querySelector('.file-icon, .monaco-icon-label.file-icon')),
-    })),
-  );
-}
 
 test('notebook findings are drawn in the cell they name', { timeout: 240000 }, async () => {
   // Line numbers in cells: the test reads which line a marker is on from them, as a person would.

@@ -490,6 +490,40 @@ export async function notifications(page) {
 const shotCounters = new Map();
 
 /** Save a PNG of the whole window as <dir>/<NN>-<stage>.png (NN counts per dir) and return its path. */
+/** Share of a data-URI icon's opaque pixels that are red (the origin icon is red, a carried line's amber). */
+export async function redShare(page, src) {
+  return page.evaluate(async (uri) => {
+    const image = new Image();
+    image.src = uri;
+    await image.decode();
+    const canvas = document.createElement('canvas');
+    canvas.width = 32;
+    canvas.height = 32;
+    const context = canvas.getContext('2d');
+    context.drawImage(image, 0, 0, 32, 32);
+    const { data } = context.getImageData(0, 0, 32, 32);
+    let opaque = 0;
+    let red = 0;
+    for (let i = 0; i < data.length; i += 4) {
+      if (data[i + 3] < 128) continue;
+      opaque += 1;
+      if (data[i] > 170 && data[i + 1] < 120 && data[i + 2] < 120) red += 1;
+    }
+    return opaque ? red / opaque : 0;
+  }, src);
+}
+
+/** The rows of the Problems view as shown: text (message, source, code, "[Ln N, Col M]"), severity, resource. */
+export async function problemsRows(page) {
+  return page.locator('.markers-panel .monaco-list-row').evaluateAll((rows) =>
+    rows.map((row) => ({
+      text: row.innerText.trim(),
+      error: Boolean(row.querySelector('.codicon-error')),
+      resource: Boolean(row.querySelector('.file-icon, .monaco-icon-label.file-icon')),
+    })),
+  );
+}
+
 export async function screenshot(page, dir, stage) {
   mkdirSync(dir, { recursive: true });
   const count = (shotCounters.get(dir) ?? 0) + 1;
