@@ -20,7 +20,10 @@ from typing import Any
 import tensorflow as tf
 
 from pyadapter.capture.bundle import KIND_FIT, BundleError, CaptureBundle
-from pyadapter.capture.snapshot import to_tensors  # noqa: F401 - the batch as the step takes it (shards, reentry)
+from pyadapter.capture.snapshot import (
+    to_tensors,  # noqa: F401 - the batch as the step takes it (shards, reentry)
+    unique,
+)
 from pyadapter.replay.entry import (
     EntryScript,
     EntryScriptError,
@@ -142,8 +145,12 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
     warnings.extend(state_warnings)
     if state_warnings or not captured:
         warnings.extend(skipped)  # Keras's own word on what it could not load, when the state is incomplete
-    data = to_tensors(bundle.batch())
-    optimizer = model.optimizer
+    return keras_step_program(bundle, model, [model.optimizer], to_tensors(bundle.batch()))
+
+
+def keras_step_program(bundle: CaptureBundle, model: Any, optimizers: list[Any], data: Any) -> StepProgram:
+    """``model.train_step(data)`` with the model's and optimizers' variables as its state, and the bundle's random
+    state and fresh metrics before each run (both routes: a model loaded from the bundle, or the program's own)."""
 
     def before_run() -> None:
         bundle.restore_rng(model)
@@ -152,11 +159,34 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
     return StepProgram(
         step=model.train_step,
         args=(data,),
-        state=[*model.variables, *optimizer.variables],
+        state=unique([*model.variables, *(v for o in optimizers for v in o.variables)]),
         trainable=list(model.trainable_variables),
-        optimizers=[optimizer],
+        optimizers=list(optimizers),
         before_run=before_run,
         description=f"{type(model).__name__}.train_step on the captured batch",
+    )
+
+
+def loop_step_program(bundle: CaptureBundle, step: Any, models: list[Any], optimizers: list[Any], args: tuple,
+                      kwargs: dict[str, Any]) -> StepProgram:
+    """A guard_step function on its captured arguments (tensors), with the models' and optimizers' variables as
+    its state, and the bundle's random state and fresh metrics before each run (both routes)."""
+
+    def before_run() -> None:
+        for model in models or [None]:
+            bundle.restore_rng(model)
+        for model in models:
+            model.reset_metrics()
+
+    return StepProgram(
+        step=step,
+        args=args,
+        kwargs=kwargs,
+        state=unique([v for m in models for v in m.variables] + [v for o in optimizers for v in o.variables]),
+        trainable=[v for m in models for v in m.trainable_variables],
+        optimizers=list(optimizers),
+        before_run=before_run,
+        description=f"{getattr(step, '__qualname__', 'the step')} on the captured arguments",
     )
 
 
@@ -281,22 +311,11 @@ def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]
     bundle.restore_checkpoint(checkpoint).expect_partial()
     state = [v for m in models for v in m.variables] + [v for o in optimizers for v in o.variables]
     _check_restored(bundle, state, warnings)
+    args, kwargs = captured_arguments(bundle)
+    return loop_step_program(bundle, _python_function(step), models, optimizers, args, kwargs)
+
+
+def captured_arguments(bundle: CaptureBundle) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A guard_step bundle's captured arguments, as tensors."""
     args, kwargs = bundle.step_arguments()
-
-    def before_run() -> None:
-        for model in models or [None]:
-            bundle.restore_rng(model)
-        for model in models:
-            model.reset_metrics()
-
-    python_step = _python_function(step)
-    return StepProgram(
-        step=python_step,
-        args=tuple(to_tensors(list(args))),
-        kwargs={k: to_tensors(v) for k, v in kwargs.items()},
-        state=state,
-        trainable=trainable,
-        optimizers=optimizers,
-        before_run=before_run,
-        description=f"{getattr(python_step, '__qualname__', 'the step')} on the captured arguments",
-    )
+    return tuple(to_tensors(list(args))), {k: to_tensors(v) for k, v in kwargs.items()}

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pyadapter.capture import takeover
-from pyadapter.capture.snapshot import unique
 from pyadapter.replay.debugger import breakpoints_paused
 from pyadapter.replay.errors import ReplayError
 
@@ -86,9 +85,8 @@ class _BundleTakeover:
 def _keras_rebuilt(bundle: Any, model: Any) -> Any:
     from pyadapter.capture.bundle import KIND_FIT
     from pyadapter.capture.guard import model_optimizers
-    from pyadapter.replay.rebuild import Rebuilt, non_finite_inputs, to_tensors
+    from pyadapter.replay.rebuild import Rebuilt, keras_step_program, non_finite_inputs, to_tensors
     from pyadapter.replay.state import assign_captured_state
-    from pyadapter.replay.step import StepProgram
 
     if bundle.kind != KIND_FIT:
         raise ReplayError(
@@ -99,20 +97,7 @@ def _keras_rebuilt(bundle: Any, model: Any) -> Any:
     if _unbuilt([model], optimizers):
         _warm_up(model.train_step, (data,), {})
     warnings = assign_captured_state(bundle.weights(), model, optimizers)
-
-    def before_run() -> None:
-        bundle.restore_rng(model)
-        model.reset_metrics()
-
-    program = StepProgram(
-        step=model.train_step,
-        args=(data,),
-        state=unique([*model.variables, *(v for o in optimizers for v in o.variables)]),
-        trainable=list(model.trainable_variables),
-        optimizers=optimizers,
-        before_run=before_run,
-        description=f"{type(model).__name__}.train_step on the captured batch",
-    )
+    program = keras_step_program(bundle, model, optimizers, data)
     program.snapshot()
     return Rebuilt(bundle=bundle, entry=None, program=program, warnings=warnings,
                    bad_inputs=non_finite_inputs(bundle.batch()))
@@ -120,40 +105,21 @@ def _keras_rebuilt(bundle: Any, model: Any) -> Any:
 
 def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
     from pyadapter.capture.bundle import KIND_LOOP
-    from pyadapter.replay.rebuild import Rebuilt, non_finite_inputs, to_tensors
+    from pyadapter.replay.rebuild import Rebuilt, captured_arguments, loop_step_program, non_finite_inputs
     from pyadapter.replay.state import assign_captured_state, build_optimizers
-    from pyadapter.replay.step import StepProgram
 
     if bundle.kind != KIND_LOOP:
         raise ReplayError(f"{bundle.path}: the bundle was captured by Keras fit, but the program reached a "
                           "guard_step function first")
     models, optimizers = list(guarded.models), list(guarded.optimizers)
-    args, kwargs = bundle.step_arguments()
+    args, kwargs = captured_arguments(bundle)
     if _unbuilt(models, optimizers):
-        _warm_up(guarded.python_function, tuple(to_tensors(list(args))), {k: to_tensors(v) for k, v in kwargs.items()})
-    trainable = [v for m in models for v in m.trainable_variables]
-    build_optimizers(optimizers, trainable)
+        _warm_up(guarded.python_function, args, kwargs)
+    build_optimizers(optimizers, [v for m in models for v in m.trainable_variables])
     if bundle.checkpoint_prefix is not None:
         bundle.restore_checkpoint(guarded.checkpoint).expect_partial()
     warnings = assign_captured_state(bundle.weights(), models, optimizers)
-
-    def before_run() -> None:
-        for model in models or [None]:
-            bundle.restore_rng(model)
-        for model in models:
-            model.reset_metrics()
-
-    step = guarded.python_function
-    program = StepProgram(
-        step=step,
-        args=tuple(to_tensors(list(args))),
-        kwargs={k: to_tensors(v) for k, v in kwargs.items()},
-        state=unique([v for m in models for v in m.variables] + [v for o in optimizers for v in o.variables]),
-        trainable=trainable,
-        optimizers=optimizers,
-        before_run=before_run,
-        description=f"{getattr(step, '__qualname__', 'the step')} on the captured arguments",
-    )
+    program = loop_step_program(bundle, guarded.python_function, models, optimizers, args, kwargs)
     program.snapshot()
     return Rebuilt(bundle=bundle, entry=None, program=program, warnings=warnings,
                    bad_inputs=non_finite_inputs(bundle.batch()))
