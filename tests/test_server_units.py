@@ -326,6 +326,15 @@ def test_precomputed_findings_used_only_when_newer_than_the_content(tmp_path: Pa
     assert fresh_cache(ref, content) == str(beside)
     os.utime(beside, (content.newest_mtime - 5, content.newest_mtime - 5))
     assert fresh_cache(ref, content) is None  # the bundle was rewritten after: recompute
+    # Written in the same clock tick as the bundle (coarse file-system timestamps): still fresh. Every ns value in
+    # one second is tried: compared as floats, about one in seven such ties was judged older.
+    for nanos in range(content.newest_mtime_ns - content.newest_mtime_ns % 10**9, content.newest_mtime_ns
+                       - content.newest_mtime_ns % 10**9 + 10**9, 7_919_111):
+        os.utime(beside, ns=(nanos, nanos))
+        tied = fingerprint(ref)
+        assert tied is not None
+        tied = type(tied)(tied.files, tied.total_size, nanos)
+        assert fresh_cache(ref, tied) == str(beside), nanos
 
     os.utime(beside, (content.newest_mtime + 5, content.newest_mtime + 5))
     loaded = compute(ref, content, lambda m, p: None, threading.Event())

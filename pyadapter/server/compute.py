@@ -97,7 +97,9 @@ def cache_candidates(ref: SourceRef) -> list[str]:
 def fresh_cache(ref: SourceRef, fp: Fingerprint | None) -> str | None:
     """A precomputed findings.json at least as new as the source's content, if there is one. A bundle's own
     findings.json (located at the scene by NanGuard, written with the bundle) is always its answer."""
-    newest = fp.newest_mtime if fp else 0.0
+    # Compared in integer nanoseconds: a file written in the same clock tick as the source has the same
+    # st_mtime_ns, but its float st_mtime can be one ulp below newest_mtime_ns / 1e9 (seen in CI).
+    newest = fp.newest_mtime_ns if fp else 0
     if ref.kind == "bundle":
         own = os.path.join(ref.path.rstrip(os.sep), "findings.json")
         beside = ref.path.rstrip(os.sep) + ".findings.json"
@@ -105,7 +107,7 @@ def fresh_cache(ref: SourceRef, fp: Fingerprint | None) -> str | None:
             return own
     for candidate in cache_candidates(ref):
         try:
-            if os.stat(candidate).st_mtime >= newest:
+            if os.stat(candidate).st_mtime_ns >= newest:
                 return candidate
         except OSError:
             continue
