@@ -474,6 +474,10 @@ def test_notebook_findings_are_shown_on_the_cells_of_the_open_notebook(tmp_path:
             cell_source = json.loads(notebook.read_text(encoding="utf-8"))["cells"][2]["source"]
             cell_text = "".join(cell_source) if isinstance(cell_source, list) else cell_source
             assert cell_file.read_text(encoding="utf-8").splitlines()[1] == cell_text.splitlines()[1]
+            # The Captures view and the palette replay from the finding alone: the server completes the target.
+            asked = await s.command("nanlens.server.replayTarget", str(bundle))
+            assert asked == {**target, "cellFile": str(cell_file)}
+            assert await s.command("nanlens.server.replayTarget", str(tmp_path / "no-such-bundle")) is None
             assert await s.code_lenses(cell_uris[1]) == []
             actions = await s.client.text_document_code_action_async(types.CodeActionParams(
                 text_document=types.TextDocumentIdentifier(uri=cell_uris[2]), range=diags[0].range,

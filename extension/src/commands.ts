@@ -282,6 +282,15 @@ async function replayEagerly(arg: unknown, deps: Deps): Promise<boolean> {
     void vscode.window.showErrorMessage(`NaN Lens: cannot replay ${labelOf(target.bundle, deps)}: ${problem}`);
     return false;
   }
+  if (target.cell !== undefined && target.cellFile === undefined) {
+    // A notebook origin picked in the Captures view or the palette: the server knows the cell's file.
+    const full = readReplayTarget(
+      await deps.server.executeCommand<unknown>('nanlens.server.replayTarget', [target.bundle], true),
+    );
+    if (full?.cellFile !== undefined && full.cell === target.cell) {
+      target.cellFile = full.cellFile;
+    }
+  }
   if (target.cellFile !== undefined) {
     // The replay runs the notebook's code cells as a script, each from its cell file: the breakpoint goes there
     // (and on the cell itself, where the person looks).

@@ -69,6 +69,7 @@ CMD_CLEAR = "nanlens.server.clear"
 CMD_PICTURES = "nanlens.server.pictureModel"
 CMD_VERIFY = "nanlens.server.verifyFix"
 CMD_CHECK_ENTRY = "nanlens.server.checkEntry"
+CMD_REPLAY_TARGET = "nanlens.server.replayTarget"
 
 
 @dataclass
@@ -631,6 +632,22 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
         manifest = read_bundle_manifest(path)
         assert ls.loop is not None
         return await ls.loop.run_in_executor(ls.executor, lambda: check_entry(path, manifest, root, trusted))
+
+    @server.command(CMD_REPLAY_TARGET)
+    async def bundle_replay_target(ls: NanLensServer, *args: Any) -> dict[str, Any] | None:
+        """Where a replay of a located bundle stops: its origin, and for a notebook origin the cell file the
+        debugger binds to (the Captures view has only the finding; the CodeLens gets this from the server too)."""
+        path = args[0] if args else None
+        if not isinstance(path, str) or not path.strip():
+            return None
+        record = next((r for r in ls.records.values()
+                       if r.kind == "bundle" and same_file(r.path, path) and r.findings is not None), None)
+        if record is None or record.findings is None or record.findings.origin is None:
+            return None
+        origin = record.findings.origin
+        assert ls.loop is not None
+        # Writing a notebook's cell files reads the notebook: off the event loop.
+        return await ls.loop.run_in_executor(ls.executor, lambda: render.replay_target(record, origin))
 
     @server.command(CMD_RESCAN)
     def rescan(ls: NanLensServer, *args: Any) -> None:
