@@ -593,26 +593,20 @@ def test_a_bundle_without_findings_is_not_located_unless_allowed(tmp_path: Path,
 def test_a_locate_refused_by_the_replay_waits_for_the_user_with_the_file(tmp_path: Path, monkeypatch) -> None:
     """The locate child's one-line refusal (the program changed / lies outside) is NotLocated carrying the file,
     and the child ran in the workspace folder with the files the user trusted."""
-    import subprocess
-
+    from pyadapter.childproc import ChildRun
     from pyadapter.server import compute as compute_module
 
     refusal = "not running /ws/train.py: its code changed since the capture; add --trust-entry /ws/train.py"
     started: list[dict] = []
 
-    class Child:
-        def __init__(self, cmd: list[str], **kwargs: object) -> None:
-            started.append({"cmd": cmd, "cwd": kwargs.get("cwd")})
-            self.stdout = iter([json.dumps({"error": refusal}) + "\n"])
-            self.returncode = 1
+    # A stand-in for the locate child (a real one would need a real bundle and TensorFlow): it prints the refusal
+    # line the worker prints, and exits 1.
+    def child(args: list[str], **kwargs: object) -> ChildRun:
+        started.append({"cmd": args, "cwd": kwargs.get("cwd")})
+        kwargs["on_line"](json.dumps({"error": refusal}))  # type: ignore[operator]
+        return ChildRun(1)
 
-        def wait(self) -> int:
-            return 1
-
-        def poll(self) -> int:
-            return 1
-
-    monkeypatch.setattr(subprocess, "Popen", Child)
+    monkeypatch.setattr(compute_module, "run_python", child)
     bundle = make_bundle_dir(tmp_path / "captures" / "run-step12")
     ref = SourceRef("bundle", str(bundle))
     try:

@@ -20,14 +20,12 @@ import collections
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pyadapter.childproc import run_python
 from pyadapter.findings import Finding, Findings
 from pyadapter.replay.batchhealth import BatchProblem, batch_problem
 from pyadapter.replay.errors import ReplayError
@@ -115,51 +113,29 @@ def _run_worker(path: str, dump_dir: str, progress: Progress | None, timeout: fl
 
     with tempfile.TemporaryDirectory(prefix="nanlens-locate-report-") as tmp:
         report_path = os.path.join(tmp, "report.json")
-        env = dict(os.environ)
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        env["PYTHONUNBUFFERED"] = "1"
-        try:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "pyadapter.replay.worker", path, dump_dir, report_path],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=env,
-                text=True,
-                errors="replace",
-            )
-        except OSError as exc:
-            raise ReplayError(f"cannot start the replay worker: {exc.strerror or exc}") from None
         tail: collections.deque[str] = collections.deque(maxlen=40)
 
-        def read_output() -> None:
-            assert child.stdout is not None
-            for line in child.stdout:
-                if line.startswith(PROGRESS_PREFIX):
-                    _report_progress(progress, line[len(PROGRESS_PREFIX):].strip())
-                else:
-                    tail.append(line.rstrip("\n"))
+        def on_line(line: str) -> None:
+            if line.startswith(PROGRESS_PREFIX):
+                _report_progress(progress, line[len(PROGRESS_PREFIX):].strip())
+            else:
+                tail.append(line)
 
-        reader = threading.Thread(target=read_output, name="nanlens-locate-output", daemon=True)
-        reader.start()
         try:
-            code = child.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
-            raise ReplayError(f"replaying the step took longer than {timeout:.0f} s; stopped") from None
-        except BaseException:  # interrupted: do not leave the child running
-            child.kill()
-            child.wait()
-            raise
-        reader.join(timeout=5)
+            child = run_python(["-m", "pyadapter.replay.worker", path, dump_dir, report_path], timeout=timeout,
+                               stderr="merge", on_line=on_line)
+        except OSError as exc:
+            raise ReplayError(f"cannot start the replay worker: {exc.strerror or exc}") from None
+        if child.timed_out:
+            raise ReplayError(f"replaying the step took longer than {timeout:.0f} s; stopped")
         try:
             with open(report_path, encoding="utf-8") as fh:
                 result: dict[str, Any] = json.load(fh)
         except (OSError, json.JSONDecodeError):
             last = next((line for line in reversed(tail) if line.strip()), "")
             raise ReplayError(
-                f"the replay worker ended without a result (exit code {code})" + (f": {last.strip()}" if last else "")
+                f"the replay worker ended without a result (exit code {child.returncode})"
+                + (f": {last.strip()}" if last else "")
             ) from None
     if "error" in result:
         raise ReplayError(str(result["error"]))

@@ -13,8 +13,6 @@ Child: ``python -m pyadapter.replay.rerun DUMP_DIR RESULT.json SCRIPT [ARGS...]`
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -22,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyadapter.childproc import run_python
 from pyadapter.replay.lifeline import exit_with_parent
 
 # Steps up to which the re-run happens without being asked: it trains that far again, under a dump.
@@ -81,35 +80,19 @@ def rerun_entry_script(bundle: Any, dump_dir: str, *, timeout: float = DEFAULT_R
 def _run_child(
     with_result: Path, dump_dir: str, script_argv: list[str], cwd: str, timeout: float, started: float
 ) -> RerunResult:
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env["PYTHONUNBUFFERED"] = "1"
-    env["NANLENS_LOCATE_AT_SCENE"] = "0"  # the whole run is dumped already; a second dump would cut it short
     try:
-        child = subprocess.Popen(
-            [sys.executable, "-m", "pyadapter.replay.rerun", dump_dir, str(with_result), *script_argv],
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            env=env,
-            text=True,
-            errors="replace",
+        child = run_python(
+            ["-m", "pyadapter.replay.rerun", dump_dir, str(with_result), *script_argv], cwd=cwd, timeout=timeout,
+            # the whole run is dumped already; a second dump at the scene would cut it short
+            env={"NANLENS_LOCATE_AT_SCENE": "0"}, stdout="discard", stderr="pipe",
         )
     except OSError as exc:
         return RerunResult(dump_dir, 0.0, error=f"cannot start the re-run: {exc.strerror or exc}")
-    try:
-        _, stderr = child.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.communicate()
+    if child.timed_out:
         return RerunResult(
             dump_dir, time.perf_counter() - started, error=f"the re-run took longer than {timeout:.0f} s; stopped"
         )
-    except BaseException:  # interrupted: leave nothing running
-        child.kill()
-        child.communicate()
-        raise
+    stderr = child.stderr
     result = RerunResult(dump_dir, time.perf_counter() - started, exit_code=child.returncode)
     try:
         data = json.loads(with_result.read_text(encoding="utf-8"))

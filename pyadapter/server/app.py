@@ -28,6 +28,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from pygls.workspace import TextDocument
 
 from pyadapter import __version__
+from pyadapter.childproc import terminate_children
 from pyadapter.server import render
 from pyadapter.server.compute import (
     ComputeError,
@@ -35,7 +36,6 @@ from pyadapter.server.compute import (
     NotLocated,
     compute,
     finding_files,
-    terminate_children,
 )
 from pyadapter.server.consent import Untrusted, check_entry, foreign_reason, mark_pulled
 from pyadapter.server.notebooks import (

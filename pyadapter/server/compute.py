@@ -15,19 +15,17 @@ carrying the file for the editor's question.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
-import subprocess
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from pyadapter.childproc import run_python
 from pyadapter.findings import Findings, FindingsError, load_findings
 from pyadapter.server.consent import Untrusted, untrusted_of
 from pyadapter.server.sources import Fingerprint, SourceRef
@@ -40,31 +38,6 @@ ProgressReport = Callable[[str | None, int | None], None]
 
 # Extra key in findings.json files this server writes: the hashes of the user files when the findings were made.
 SNAPSHOT_KEY = "source_snapshots"
-
-
-# Locate children still running, so a server shutting down can stop them rather than orphan them.
-_children: set[subprocess.Popen] = set()
-_children_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def tracked_child(proc: subprocess.Popen) -> Iterator[subprocess.Popen]:
-    """Register a worker process while it runs, so terminate_children() can stop it at shutdown."""
-    with _children_lock:
-        _children.add(proc)
-    try:
-        yield proc
-    finally:
-        with _children_lock:
-            _children.discard(proc)
-
-
-def terminate_children() -> None:
-    with _children_lock:
-        children = list(_children)
-    for proc in children:
-        if proc.poll() is None:
-            proc.terminate()
 
 
 class ComputeError(Exception):
@@ -191,67 +164,53 @@ def locate_bundle_dir(
     writable = os.access(parent, os.W_OK)
     fd, tmp_path = tempfile.mkstemp(prefix=".nanlens-locate-", suffix=".json", dir=parent if writable else None)
     os.close(fd)
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL=os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2"))
-    cmd = [sys.executable, "-m", "pyadapter.server.locate_worker", ref.path, tmp_path]
+    args = ["-m", "pyadapter.server.locate_worker", ref.path, tmp_path]
     for path in trust:
-        cmd += ["--trust-entry", path]
+        args += ["--trust-entry", path]
     log.info("locating %s (in %s%s)", ref.path, cwd or os.getcwd(), f"; trusting {', '.join(trust)}" if trust else "")
     report("starting the locate worker", 0)
+    error: str | None = None
+
+    def on_line(line: str) -> None:  # the worker speaks JSON lines: progress, or an error
+        nonlocal error
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(message, dict):
+            return
+        if "progress" in message and isinstance(message["progress"], dict):
+            p = message["progress"]
+            report(p.get("message"), p.get("percentage"))
+        elif "error" in message:
+            error = str(message["error"])
+
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=None, stdin=subprocess.DEVNULL, env=env,
-                                cwd=cwd, text=True, encoding="utf-8", errors="replace")
+        # stderr is the server's own (the extension's log shows it)
+        child = run_python(args, cwd=cwd, stderr="inherit", on_line=on_line, cancel=cancel)
     except OSError as exc:
         _remove(tmp_path)
         raise ComputeError(f"cannot start the locate worker: {exc.strerror or exc}") from None
-    with tracked_child(proc):
-        watchdog = threading.Thread(target=_kill_on_cancel, args=(proc, cancel), daemon=True)
-        watchdog.start()
-        error: str | None = None
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            try:
-                message = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(message, dict):
-                continue
-            if "progress" in message and isinstance(message["progress"], dict):
-                p = message["progress"]
-                report(p.get("message"), p.get("percentage"))
-            elif "error" in message:
-                error = str(message["error"])
-        code = proc.wait()
+    code = child.returncode
+    try:
+        if cancel.is_set():
+            raise ComputeError("locating was stopped")
+        if error is not None and (untrusted := untrusted_of(error)) is not None:
+            raise NotLocated(untrusted.message, untrusted)
+        if error is not None or code != 0:
+            raise ComputeError(error or f"the locate worker failed (exit code {code}); see the NaN Lens log")
         try:
-            if cancel.is_set():
-                raise ComputeError("locating was stopped")
-            if error is not None and (untrusted := untrusted_of(error)) is not None:
-                raise NotLocated(untrusted.message, untrusted)
-            if error is not None or code != 0:
-                raise ComputeError(error or f"the locate worker failed (exit code {code}); see the NaN Lens log")
-            try:
-                findings = load_findings(tmp_path)
-            except FindingsError as exc:
-                raise ComputeError(f"the locate worker wrote bad findings: {exc}") from None
-            if writable:
-                os.replace(tmp_path, cache_path)
-                return findings, cache_path
-            log.info("%s is not writable: the located findings are not cached", parent)
-            return findings, None
-        finally:
-            if os.path.exists(tmp_path):
-                _remove(tmp_path)
-
-
-def _kill_on_cancel(proc: subprocess.Popen, cancel: threading.Event) -> None:
-    while proc.poll() is None:
-        if cancel.wait(0.5):
-            break
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            findings = load_findings(tmp_path)
+        except FindingsError as exc:
+            raise ComputeError(f"the locate worker wrote bad findings: {exc}") from None
+        if writable:
+            os.replace(tmp_path, cache_path)
+            return findings, cache_path
+        log.info("%s is not writable: the located findings are not cached", parent)
+        return findings, None
+    finally:
+        if os.path.exists(tmp_path):
+            _remove(tmp_path)
 
 
 def _remove(path: str) -> None:

@@ -13,14 +13,12 @@ from __future__ import annotations
 import json
 import logging
 import os
-import subprocess
-import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lsprotocol import types
 
-from pyadapter.server.compute import tracked_child
+from pyadapter.childproc import run_python
 from pyadapter.server.consent import untrusted_of
 from pyadapter.server.pictures import find_record
 from pyadapter.server.progress import ProgressBar
@@ -45,22 +43,16 @@ def run_replay(bundle: str, timeout: float = REPLAY_TIMEOUT, cwd: str | None = N
                trust: tuple[str, ...] | list[str] = ()) -> ReplayRun:
     """Blocking: ``nanlens replay BUNDLE --json`` in a fresh interpreter started in ``cwd``, trusting the files in
     ``trust`` (``--trust-entry``); exit 0/1 carry a report, 2 an error."""
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": os.environ.get("TF_CPP_MIN_LOG_LEVEL", "2")}
-    cmd = [sys.executable, "-m", "pyadapter", "replay", bundle, "--json"]
+    args = ["-m", "pyadapter", "replay", bundle, "--json"]
     for path in trust:
-        cmd += ["--trust-entry", path]
+        args += ["--trust-entry", path]
     try:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                env=env, cwd=cwd, text=True, encoding="utf-8", errors="replace")
+        proc = run_python(args, cwd=cwd, timeout=timeout)
     except OSError as exc:
         return ReplayRun(None, f"cannot start the replay: {exc.strerror or exc}")
-    with tracked_child(proc):
-        try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            return ReplayRun(None, f"the replay took longer than {timeout:.0f} s")
+    if proc.timed_out:
+        return ReplayRun(None, f"the replay took longer than {timeout:.0f} s")
+    out, err = proc.stdout, proc.stderr
     if proc.returncode in (0, 1):
         try:
             return ReplayRun(json.loads(out))
