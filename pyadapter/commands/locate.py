@@ -111,6 +111,9 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
         spread = [f for f in findings.findings if f is not origin and f.role == "propagated"]
         if spread:
             lines.append(f"  spread to {len(spread)} more line{'s' if len(spread) != 1 else ''}")
+    from pyadapter.cause import cause_lines, cause_of
+
+    lines.extend(cause_lines(cause_of(findings)))
     where = f"step {bundle.get('step')}"
     if bundle.get("epoch") is not None:
         where += f" (epoch {bundle['epoch']}, batch {bundle.get('batch_index')}; counting from 0)"

@@ -133,6 +133,9 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
                 lines.append(
                     f"  {_short_path(f.file)}:{f.line}  {f.op.name} ({f.op.type}): {_health_text(f.health)}"
                 )
+    from pyadapter.cause import cause_lines, cause_of
+
+    lines.extend(cause_lines(cause_of(findings)))
     warnings = extra.get("warnings") or []
     if warnings:
         lines.append("warnings:")
@@ -155,6 +158,10 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    if findings.origin is not None:  # no bundle: the cause is read from the findings alone (no loss history)
+        from pyadapter.cause import attach_cause
+
+        attach_cause(findings)
     try:
         print(findings.dumps() if args.json else format_report(findings))
         sys.stdout.flush()
