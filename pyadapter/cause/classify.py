@@ -220,7 +220,7 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
     element = (where or {}).get("element") or next(iter(problem.get("examples") or []), "a batch value")
     came = ""
     if where and where.get("file"):
-        came = f", row {where['row']} of {os.path.basename(where['file'])} (line {where['line']})"
+        came = f", line {where['line']} of {os.path.basename(where['file'])} (data row {where['row']})"
     elif where and where.get("index") is not None:
         came = f", index {where['index']} of the array passed to fit"
         if where.get("shuffled") is not False:

@@ -140,7 +140,7 @@ def _matches(fields: list[float | None], ordered: list[float]) -> bool:
 
 def csv_row(site: Site, batch: Any, element: BadElement, cwd: str | None) -> dict[str, Any] | None:
     """``{"file", "row", "line"}`` of the one line of the CSV file named on the reading line whose values are the
-    bad batch row (row counted from 1 among data rows, line from 1 in the file), or None when not exactly one."""
+    bad batch row (row counted from 0 among the data rows, as an array read from the file counts them; line from 1 in the file), or None when not exactly one."""
     ordered, named = _row_values(batch, element)
     if not ordered and not named:
         return None
@@ -169,7 +169,7 @@ def csv_row(site: Site, batch: Any, element: BadElement, cwd: str | None) -> dic
             if ok:
                 hits.append(number)
         if len(hits) == 1:
-            return {"file": path, "line": hits[0], "row": hits[0] - start, "header": header is not None}
+            return {"file": path, "line": hits[0], "row": hits[0] - start - 1, "header": header is not None}
     return None
 
 
