@@ -219,12 +219,12 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                                 "batch_index": batch_index, "epoch": epoch}
     element = (where or {}).get("element") or next(iter(problem.get("examples") or []), "a batch value")
     came = ""
-    if where and where.get("file"):
-        came = f", line {where['line']} of {os.path.basename(where['file'])} (data row {where['row']})"
-    elif where and where.get("index") is not None:
+    if where and where.get("index") is not None:
         came = f", index {where['index']} of the array passed to fit"
         if where.get("shuffled") is not False:
             came += " (in the shuffled order)"
+    if where and where.get("file"):
+        came += f", line {where['line']} of {os.path.basename(where['file'])} (data row {where['row']})"
     summary = f"the data held NaN/Inf before any op touched it: {element}{came}"
     if where and where.get("batch_index") is not None:
         summary += f" (batch {where['batch_index']}, row {where['batch_row']})"
