@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyadapter.cause import change_line, provenance, trend
-from pyadapter.cause.model import Cause, Change
+from pyadapter.cause.model import Cause, Change, format_number
 from pyadapter.cause.sources import SourceUnit, user_sources
 from pyadapter.findings import Finding, Findings
 
@@ -147,13 +147,14 @@ def _divergence(context: CauseContext, units: list[SourceUnit], origin: Finding,
             evidence["momentum"] = site.momentum
         if rate is not None:
             momentum = f", momentum {site.momentum:g}" if site.momentum is not None else ""
-            what = f"learning rate {rate:g} ({site.name}{momentum}): try {rate / 10:g}, or clip the gradients"
+            what = (f"learning rate {format_number(rate)} ({site.name}{momentum}): try {format_number(rate / 10)}, "
+                    "or clip the gradients")
         else:
             what = f"the learning rate of {site.name}: lower it, or clip the gradients"
         target = "schedule" if site.name in change_line.SCHEDULES else (
             "compile" if site.name.lower() == site.name else "optimizer")
         change = _change(site, what, target)
-    rate_text = f" at learning rate {site.learning_rate:g}" if site is not None and site.learning_rate else ""
+    rate_text = f" at learning rate {format_number(site.learning_rate)}" if site is not None and site.learning_rate else ""
     summary = (f"the run diverged{rate_text}: {trend_text}, until {origin.op.type} overflowed float32 "
                f"(max {FLOAT32_MAX:.3g})")
     return Cause("divergence", summary, evidence, change)

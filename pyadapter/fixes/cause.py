@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 
-from pyadapter.cause.model import Cause
+from pyadapter.cause.model import Cause, format_number
 from pyadapter.fixes.model import QuickFix, TextEdit
 from pyadapter.fixes.source import LineSource, dotted_name, last_name, read_line
 
@@ -25,16 +25,6 @@ SCHEDULES = ("ExponentialDecay", "PiecewiseConstantDecay", "CosineDecay", "Cosin
              "InverseTimeDecay", "PolynomialDecay")
 DEFAULT_LEARNING_RATES = {"sgd": 0.01}  # every other Keras optimizer defaults to 0.001
 CLIP_KEYWORDS = ("clipnorm", "global_clipnorm", "clipvalue")
-
-
-def format_number(value: float) -> str:
-    """How a person writes a learning rate: 0.005, 0.05; 7e-06 -> 7e-6, 0.0001 -> 1e-4."""
-    if value >= 1e-3:
-        return f"{value:.3g}"
-    mantissa, _, exponent = f"{value:.3g}".partition("e") if "e" in f"{value:.3g}" else f"{value:.2e}".partition("e")
-    if "." in mantissa:
-        mantissa = mantissa.rstrip("0").rstrip(".")
-    return f"{mantissa}e{int(exponent)}"
 
 
 def _keyword(node: ast.Call, name: str) -> ast.keyword | None:
