@@ -12,7 +12,8 @@ DESCRIPTION = """\
 Stream a tfdbg2 dump directory (from `nanlens run` or tf.debugging.experimental.enable_dump_debug_info)
 and report the causal origin: the first op that produced NaN/Inf from finite inputs, at the innermost line
 of your own code that created it, plus the lines it spread to. Damaged dumps (killed runs) are read as far
-as they go; what was skipped is listed.
+as they go; what was skipped is listed. The cause is said when the findings alone tell it (a wrong op, a
+float16 overflow); a dump holds no loss history, so a divergence needs `nanlens locate` on a NanGuard bundle.
 
 examples:
   nanlens scan .nanlens/dumps/20250101-120000
