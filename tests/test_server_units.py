@@ -169,7 +169,8 @@ def test_findings_notification_matches_protocol(tmp_path: Path) -> None:
     assert [f["role"] for f in bundle["findings"]] == ["origin", "propagated"]
     assert by_kind["dump"] == {"id": f"dump:{error.path}", "kind": "dump", "path": error.path, "label": "broken",
                                "step": None, "status": "error", "error": "truncated dump", "origin": None,
-                               "findings": [], "entry": None, "foreign": None, "untrusted": None}
+                               "findings": [], "entry": None, "foreign": None, "untrusted": None,
+                               "cause": None}
 
 
 # --- settings -------------------------------------------------------------------------------------------------------

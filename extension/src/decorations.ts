@@ -1,4 +1,5 @@
-// Marked lines in visible editors: gutter icon, whole-line tint, overview-ruler mark and after-line text.
+// Marked lines in visible editors: gutter icon, whole-line tint, overview-ruler mark and after-line text; the line
+// a cause says to change (the optimizer, the reading line, the layer) gets its own blue marker.
 // Lines that hold a breakpoint get the same marker without a gutter icon, so the breakpoint dot stays visible.
 // A notebook cell's editor shows the markers of that cell (core/notebookCells.ts maps it to notebook and index).
 
@@ -8,7 +9,7 @@ import { gutterIconSvg, MARKER_COLORS, svgDataUri } from './core/gutterIcons';
 import { placeOf } from './core/notebookCells';
 import { getSettings } from './settings';
 
-const STYLES: readonly MarkerStyle[] = ['origin', 'propagated', 'stale'];
+const STYLES: readonly MarkerStyle[] = ['origin', 'propagated', 'stale', 'change'];
 
 interface StyleTypes {
   withIcon: vscode.TextEditorDecorationType;
@@ -66,7 +67,9 @@ export class DecorationPainter implements vscode.Disposable {
     const settings = getSettings(editor.document.uri);
     const document = editor.document;
     const place = settings.decorationsEnabled ? placeOf(document, vscode.workspace.notebookDocuments) : undefined;
-    const markers = place ? this.model.markersFor(place.file, place.cell) : [];
+    const markers: { line: number; style: MarkerStyle; afterText: string }[] = place
+      ? [...this.model.markersFor(place.file, place.cell), ...this.model.changeMarkersFor(place.file, place.cell)]
+      : [];
     const breakpointLines = markers.length > 0 ? this.breakpointLines(document.uri) : new Set<number>();
     const ranges = new Map<vscode.TextEditorDecorationType, vscode.DecorationOptions[]>();
     for (const types of this.types.values()) {

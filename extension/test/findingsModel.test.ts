@@ -147,3 +147,36 @@ describe('readFindingsNotification', () => {
     assert.deepEqual(readFindingsNotification({ sources: 'no' }), []);
   });
 });
+
+describe('FindingsModel change markers (the line a cause says to change)', () => {
+  const divergence = {
+    kind: 'divergence',
+    summary: 'the run diverged at learning rate 0.05: the loss grew x3.1 per step for 14 steps',
+    evidence: { rate_per_step: 3.1 },
+    change: { file: TRAIN, line: 20, what: 'learning rate 0.05 (SGD): try 0.005, or clip the gradients' },
+  };
+
+  it('marks the optimizer line apart from the findings, with what to change after it', () => {
+    const model = modelWith({ sources: [{ ...bundleSource(), cause: divergence }] });
+    const changes = model.changeMarkersFor(TRAIN);
+    assert.deepEqual(changes.map((m) => [m.line, m.style, m.cause.kind]), [[20, 'change', 'divergence']]);
+    assert.equal(at(changes, 0).afterText, '⟵ NaN Lens: change here: learning rate 0.05 (SGD): try 0.005, or clip the gradients');
+    assert.deepEqual(model.markersFor(TRAIN).map((m) => m.line), [42, 43]);
+    assert.deepEqual(model.changeMarkersFor(MODEL), []);
+  });
+
+  it('draws none for an op cause, on a line a finding marks, or from a malformed cause', () => {
+    const onOrigin = { ...divergence, change: { ...divergence.change, line: 42 } };
+    for (const cause of [{ ...divergence, kind: 'op' }, onOrigin, { kind: 'bogus' }, { ...divergence, change: { file: TRAIN, line: 0 } }]) {
+      const model = modelWith({ sources: [{ ...bundleSource(), cause }] });
+      assert.deepEqual(model.changeMarkersFor(TRAIN), [], JSON.stringify(cause));
+    }
+  });
+
+  it('puts a notebook cause on its cell', () => {
+    const cause = { ...divergence, change: { file: '/work/proj/a.ipynb', cell: 3, line: 2, what: 'lower it' } };
+    const model = modelWith({ sources: [{ ...bundleSource(), cause }] });
+    assert.deepEqual(model.changeMarkersFor('/work/proj/a.ipynb', 3).map((m) => m.line), [2]);
+    assert.deepEqual(model.changeMarkersFor('/work/proj/a.ipynb', 2), []);
+  });
+});

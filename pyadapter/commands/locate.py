@@ -14,6 +14,11 @@ TensorFlow dumps the health (NaN/Inf/zero counts) of every tensor, scan that dum
 origin: the first op that produced NaN/Inf from finite inputs, at the line of your code that created it.
 The replay verdicts of graph and eager mode come with it. Progress goes to stderr.
 
+It also says why, with the line to change (the findings' "cause"): op (a wrong op on finite inputs),
+divergence (the loss grew step after step until an op overflowed: the optimizer's line), data (the batch held
+NaN/Inf before any op: the reading line, the row's index in the array passed to fit, its line in the CSV file),
+precision (a float16 overflow: the layer to keep in float32) or unknown. Only read: the bundle, your sources.
+
 A bundle whose origin NanGuard or guard_step already located at the scene (when the step failed, in the
 training process: `findings.json` in the bundle) is answered from that file at once, with no replay and no
 code run; --replay locates it again from the bundle.
@@ -111,6 +116,9 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
         spread = [f for f in findings.findings if f is not origin and f.role == "propagated"]
         if spread:
             lines.append(f"  spread to {len(spread)} more line{'s' if len(spread) != 1 else ''}")
+    from pyadapter.cause import cause_lines, cause_of
+
+    lines.extend(cause_lines(cause_of(findings)))
     where = f"step {bundle.get('step')}"
     if bundle.get("epoch") is not None:
         where += f" (epoch {bundle['epoch']}, batch {bundle.get('batch_index')}; counting from 0)"

@@ -12,7 +12,8 @@ DESCRIPTION = """\
 Stream a tfdbg2 dump directory (from `nanlens run` or tf.debugging.experimental.enable_dump_debug_info)
 and report the causal origin: the first op that produced NaN/Inf from finite inputs, at the innermost line
 of your own code that created it, plus the lines it spread to. Damaged dumps (killed runs) are read as far
-as they go; what was skipped is listed.
+as they go; what was skipped is listed. The cause is said when the findings alone tell it (a wrong op, a
+float16 overflow); a dump holds no loss history, so a divergence needs `nanlens locate` on a NanGuard bundle.
 
 examples:
   nanlens scan .nanlens/dumps/20250101-120000
@@ -133,6 +134,9 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
                 lines.append(
                     f"  {_short_path(f.file)}:{f.line}  {f.op.name} ({f.op.type}): {_health_text(f.health)}"
                 )
+    from pyadapter.cause import cause_lines, cause_of
+
+    lines.extend(cause_lines(cause_of(findings)))
     warnings = extra.get("warnings") or []
     if warnings:
         lines.append("warnings:")
@@ -155,6 +159,10 @@ def main(args: argparse.Namespace) -> int:
     finally:
         if bar is not None:
             bar.close()
+    if findings.origin is not None:  # no bundle: the cause is read from the findings alone (no loss history)
+        from pyadapter.cause import attach_cause
+
+        attach_cause(findings)
     try:
         print(findings.dumps() if args.json else format_report(findings))
         sys.stdout.flush()

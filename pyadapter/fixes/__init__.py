@@ -4,6 +4,9 @@ Public API (no TensorFlow, no editor):
 
 - ``quick_fixes(source, finding) -> list[QuickFix]``: the fixes for a finding's line, preferred first.
 - ``fixes_for_line(source, line, op_type, dtype=None, forward_op=None, backward=False) -> list[QuickFix]``
+- ``cause_fixes(source, cause) -> list[QuickFix]``: the fixes that match a cause (``pyadapter.cause``) on its
+  change line: a lower learning rate / clipnorm (divergence), filtering non-finite records where the data is read
+  (data), ``dtype="float32"`` on the layer (precision).
 - ``QuickFix(title, edits, preferred)``, ``TextEdit(line, start_col, end_col, new_text)`` (1-based line,
   character columns), ``apply_edits(text, edits) -> str``, ``epsilon(dtype, additive=False) -> float``.
 """
@@ -11,11 +14,12 @@ Public API (no TensorFlow, no editor):
 from __future__ import annotations
 
 from pyadapter.findings import Finding
+from pyadapter.fixes.cause import cause_fixes
 from pyadapter.fixes.model import QuickFix, TextEdit, apply_edits, epsilon
 from pyadapter.fixes.patterns import family_of, fixes_for
 from pyadapter.fixes.source import read_line
 
-__all__ = ["QuickFix", "TextEdit", "apply_edits", "epsilon", "fixes_for_line", "quick_fixes"]
+__all__ = ["QuickFix", "TextEdit", "apply_edits", "cause_fixes", "epsilon", "fixes_for_line", "quick_fixes"]
 
 
 def fixes_for_line(source: str, line: int, op_type: str, dtype: str | None = None, forward_op: str | None = None,

@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pyadapter.cause import attach_cause
 from pyadapter.childproc import run_python
 from pyadapter.findings import Finding, Findings
 from pyadapter.replay.batchhealth import BatchProblem, batch_problem
@@ -197,6 +198,9 @@ def locate_bundle(
     A bundle whose origin was located at the scene (NanGuard/guard_step wrote ``findings.json`` into it while the
     training process still held the live step) is answered from that file, with no replay and no code run:
     ``findings.bundle["origin_from"]`` is "scene". ``replay=True`` (or a ``dump_dir`` to keep) replays anyway.
+
+    Either way the findings get their ``cause`` (``pyadapter.cause.attach_cause``: op, divergence, data,
+    precision or unknown, with its evidence and the line to change), read from the findings and the bundle.
     """
     from pyadapter.dump import ScanError, scan_dump
     from pyadapter.replay.callsite import bundle_training_call
@@ -206,6 +210,7 @@ def locate_bundle(
     if not replay and dump_dir is None:
         scene = scene_findings(bundle_path)
         if scene is not None:
+            attach_cause(scene, bundle_path)
             _report_progress(progress, "done")
             return scene
     bundle = check_bundle(bundle_path)
@@ -270,6 +275,7 @@ def locate_bundle(
     findings.extra["warnings"] = warnings
     if keep:
         findings.extra["dump"] = dump_path
+    attach_cause(findings, bundle_path)
     _report_progress(progress, "done")
     return findings
 

@@ -592,11 +592,17 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
         if place is None:
             return None
         hits = render.findings_at(ls.records.values(), place[0], params.position.line, place[1])
-        if not hits:
+        # The line a cause says to change (the optimizer's, the reading line): its own section, unless the
+        # origin's hover on that same line already says the cause.
+        changes = [r for r in render.causes_at(ls.records.values(), place[0], params.position.line, place[1])
+                   if not any(record is r and f.role != "propagated" for record, f in hits)]
+        if not hits and not changes:
             return None
+        sections = [render.hover_markdown(hits)] if hits else []
+        sections += [render.cause_markdown(r, on_change_line=True) for r in changes]
         return types.Hover(
-            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value=render.hover_markdown(hits)),
-            range=render.line_range(hits[0][1], ls.line_text),
+            contents=types.MarkupContent(kind=types.MarkupKind.Markdown, value="\n\n---\n\n".join(sections)),
+            range=render.place_range(place[0], params.position.line + 1, place[1], ls.line_text),
         )
 
     @server.feature(types.TEXT_DOCUMENT_CODE_LENS, types.CodeLensOptions(resolve_provider=False))

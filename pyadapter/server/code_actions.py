@@ -11,8 +11,9 @@ from collections.abc import Iterable
 
 from lsprotocol import types
 
+from pyadapter.cause import Cause
 from pyadapter.findings import Finding
-from pyadapter.fixes import QuickFix, quick_fixes
+from pyadapter.fixes import QuickFix, cause_fixes, quick_fixes
 from pyadapter.server.render import DIAGNOSTIC_SOURCE
 from pyadapter.server.state import SourceRecord, same_file
 
@@ -60,10 +61,26 @@ def fixes_with_preamble(text: str, finding: Finding, preamble: str) -> list[Quic
     return out
 
 
+def cause_fixes_with_preamble(text: str, cause: Cause, preamble: str) -> list[QuickFix]:
+    """``cause_fixes`` on the change line of ``text`` read after ``preamble`` (a notebook's earlier cells' imports),
+    as ``fixes_with_preamble`` does for an origin."""
+    if cause.change is None:
+        return []
+    if not preamble:
+        return cause_fixes(text, cause)
+    if not preamble.endswith("\n"):
+        preamble += "\n"
+    shift = len(preamble.splitlines())
+    moved = dataclasses.replace(cause, change=dataclasses.replace(cause.change, line=cause.change.line + shift))
+    return [dataclasses.replace(fix, edits=[dataclasses.replace(e, line=e.line - shift) for e in fix.edits])
+            for fix in cause_fixes(preamble + text, moved) if all(edit.line > shift for edit in fix.edits)]
+
+
 def code_actions(records: dict[str, SourceRecord], path: str, uri: str, text: str | None,
                  diagnostics: Iterable[types.Diagnostic], cell: int | None = None,
                  preamble: str = "") -> list[types.CodeAction]:
-    """Quick fixes for the NaN Lens origin diagnostics the client sent (those in the requested range).
+    """Quick fixes for the NaN Lens origin diagnostics the client sent (those in the requested range), and the
+    cause's fixes for its change-line diagnostic (``pyadapter.fixes.cause_fixes``).
     ``cell``: the document is that cell of the notebook ``path``, ``text`` the cell's text and ``preamble`` the
     imports of the cells before it."""
     if text is None:
@@ -77,6 +94,16 @@ def code_actions(records: dict[str, SourceRecord], path: str, uri: str, text: st
         if record is None or diagnostic.data.get("role") == "propagated":
             continue
         line = diagnostic.range.start.line + 1
+        if diagnostic.data.get("role") == "change":  # the line a cause says to change: the cause's own fixes
+            cause = record.cause
+            change = cause.change if cause is not None else None
+            if cause is None or change is None or change.line != line or change.cell != cell \
+                    or not same_file(change.file, path) or (cause.kind, line) in seen:
+                continue
+            seen.add((cause.kind, line))
+            actions.extend(action_of(fix, uri, text, diagnostic)
+                           for fix in cause_fixes_with_preamble(text, cause, preamble))
+            continue
         for finding in record.all_findings():
             if (finding.role == "propagated" or finding.line != line or finding.cell != cell
                     or not same_file(finding.file, path)):

@@ -301,4 +301,10 @@ def _compute(
             write_snapshot(cache_path, findings, recorded)
     if ref.kind == "dump" and not recorded:
         recorded = dump_source_hashes(ref.path, finding_files(findings))
+    if ref.kind == "bundle" and "cause" not in findings.extra:
+        # A bundle's own findings.json (located at the scene) or an older locate's cache: the cause is read from
+        # the findings and the bundle here, as locate_bundle does for the rest (reads only, runs nothing).
+        from pyadapter.cause import attach_cause
+
+        attach_cause(findings, ref.path)
     return ComputeResult(findings, cache_path, recorded, made_at)

@@ -15,6 +15,7 @@ from typing import Any
 
 from lsprotocol import types
 
+from pyadapter.cause import Cause
 from pyadapter.findings import Finding, TensorHealth
 from pyadapter.server.state import SourceRecord, same_file
 
@@ -56,8 +57,13 @@ def escape_markdown(text: str) -> str:
 
 def line_range(finding: Finding, line_text: LineText) -> types.Range:
     """The finding's line from its first non-blank character to its end (whole line when the text is unknown)."""
-    line0 = max(finding.line - 1, 0)
-    text = line_text(finding.file, finding.line, finding.cell)
+    return place_range(finding.file, finding.line, finding.cell, line_text)
+
+
+def place_range(file: str, line: int, cell: int | None, line_text: LineText) -> types.Range:
+    """A 1-based line of a file (or cell) from its first non-blank character to its end."""
+    line0 = max(line - 1, 0)
+    text = line_text(file, line, cell)
     if not text:
         return types.Range(types.Position(line0, 0), types.Position(line0, 0))
     text = text.rstrip("\r\n")
@@ -111,7 +117,84 @@ def diagnostics_by_place(records: Iterable[SourceRecord], line_text: LineText,
     for record in records:
         for finding in record.all_findings():
             out.setdefault(place_of(finding), []).append(diagnostic(record, finding, line_text, uri_of))
+        change = change_diagnostic(record, line_text, uri_of)
+        if change is not None:
+            out.setdefault(change[0], []).append(change[1])
     return out
+
+
+def change_message(cause: Cause) -> str:
+    """'change here: learning rate 0.05 (SGD): try 0.005 — the run diverged: the loss grew x3.1 per step ...'."""
+    what = cause.change.what if cause.change is not None else ""
+    return f"change here: {what} — {cause.summary}"
+
+
+def change_diagnostic(record: SourceRecord, line_text: LineText,
+                      uri_of: PlaceUri) -> tuple[Place, types.Diagnostic] | None:
+    """A Warning on the line the cause says to change (the optimizer, the reading line, the layer), pointing back
+    at the origin; none for an ``op`` cause, whose line to change is the origin itself (already an Error)."""
+    cause = record.cause
+    if cause is None or cause.change is None or cause.kind == "op":
+        return None
+    change = cause.change
+    origin = record.findings.origin if record.findings else None
+    if origin is not None and (origin.line, origin.cell) == (change.line, change.cell) \
+            and same_file(origin.file, change.file) and cause.kind == "unknown":
+        return None
+    stale = change.file in record.stale_files
+    related = None
+    origin_uri = uri_of(*place_of(origin)) if origin is not None else None
+    if origin is not None and origin_uri is not None:
+        related = [types.DiagnosticRelatedInformation(
+            location=types.Location(uri=origin_uri, range=line_range(origin, line_text)),
+            message=f"the non-finite values start here: {finding_message(origin)}",
+        )]
+    return (change.file, change.cell), types.Diagnostic(
+        range=place_range(change.file, change.line, change.cell, line_text),
+        message=(STALE_PREFIX if stale else "") + change_message(cause),
+        severity=types.DiagnosticSeverity.Information if stale else types.DiagnosticSeverity.Warning,
+        source=DIAGNOSTIC_SOURCE,
+        code=cause.kind,
+        data={"sourceId": record.id, "role": "change", "cause": cause.kind},
+        related_information=related,
+    )
+
+
+def causes_at(records: Iterable[SourceRecord], file: str, line0: int, cell: int | None = None) -> list[SourceRecord]:
+    """The sources whose cause says to change this 0-based line of a file (of one cell of a notebook)."""
+    out = []
+    for record in records:
+        change = record.cause.change if record.cause is not None else None
+        if change is not None and change.line - 1 == line0 and change.cell == cell and same_file(change.file, file):
+            out.append(record)
+    return out
+
+
+def cause_markdown(record: SourceRecord, on_change_line: bool) -> str:
+    """The cause section of a hover: its kind, its sentence, and where to change what."""
+    cause = record.cause
+    if cause is None:
+        return ""
+    lines = [f"**NaN Lens: cause — {cause.kind}**", "", escape_markdown(cause.summary)]
+    if cause.change is not None:
+        change = cause.change
+        cell = f" (cell {change.cell})" if change.cell is not None else ""
+        where = "this line" if on_change_line else f"`{escape_markdown(os.path.basename(change.file))}:{change.line}`{cell}"
+        lines += ["", f"- change {where}: {escape_markdown(change.what)}"]
+    where_from = cause.provenance or {}
+    if where_from.get("file"):
+        lines.append(f"- from: `{escape_markdown(os.path.basename(str(where_from['file'])))}` line "
+                     f"{where_from.get('line')} (data row {where_from.get('row')})")
+    elif where_from.get("index") is not None:
+        lines.append(f"- from: index {where_from['index']} of the array passed to fit")
+    if where_from.get("note"):
+        lines.append(f"- note: {escape_markdown(str(where_from['note']))}")
+    if on_change_line and record.findings is not None and record.findings.origin is not None:
+        origin = record.findings.origin
+        lines.append(f"- the non-finite values start at `{escape_markdown(os.path.basename(origin.file))}:"
+                     f"{origin.line}`: {escape_markdown(finding_message(origin))}")
+    lines.append(f"- source: {record.kind} `{record.label}`")
+    return "\n".join(lines)
 
 
 def diagnostics_by_file(records: Iterable[SourceRecord], line_text: LineText,
@@ -171,6 +254,8 @@ def hover_markdown(hits: list[tuple[SourceRecord, Finding]]) -> str:
             for item in finding.inputs:
                 lines.append(f"  - `{item.name}`: {escape_markdown(_health_line(item.health))}")
         lines.append(f"- source: {record.kind} `{record.label}`")
+        if finding.role != "propagated" and record.cause is not None and record.cause.kind != "unknown":
+            lines += ["", cause_markdown(record, on_change_line=False)]
         sections.append("\n".join(lines))
     return "\n\n---\n\n".join(sections)
 
@@ -276,6 +361,8 @@ def source_json(record: SourceRecord) -> dict[str, Any]:
         "entry": record.entry,
         "foreign": record.foreign,
         "untrusted": record.untrusted.to_json() if record.untrusted is not None else None,
+        # Why, with the line to change (findings' top-level ``cause``); its line is marked apart from the findings.
+        "cause": record.cause.to_json() if record.cause is not None else None,
     }
 
 

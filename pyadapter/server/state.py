@@ -6,6 +6,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pyadapter.cause import Cause, cause_of
 from pyadapter.findings import Finding, Findings
 from pyadapter.server.consent import Untrusted, entry_of
 from pyadapter.server.sources import SourceRef
@@ -90,11 +91,20 @@ class SourceRecord:
                 out.append(finding)
         return out
 
+    @property
+    def cause(self) -> Cause | None:
+        """The findings' cause (why, with the line to change), when they carry one."""
+        return cause_of(self.findings) if self.findings is not None else None
+
     def is_stale(self, finding: Finding) -> bool:
         return finding.file in self.stale_files
 
     def files(self) -> set[str]:
-        return {f.file for f in self.all_findings()}
+        files = {f.file for f in self.all_findings()}
+        cause = self.cause
+        if cause is not None and cause.change is not None:
+            files.add(cause.change.file)
+        return files
 
 
 def same_file(a: str, b: str) -> bool:

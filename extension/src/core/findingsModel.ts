@@ -2,11 +2,25 @@
 // (per notebook cell for findings in notebook code: `cell` set, `line` counted inside that cell).
 
 import * as path from 'node:path';
-import { afterLineText } from './markerText';
-import type { Finding, Role, Source } from './protocol';
+import { afterLineText, changeLineText } from './markerText';
+import type { Cause, Finding, Role, Source } from './protocol';
 
-/** How a marked line is painted: red for an origin, amber for carried / backward-pass origins, grey if stale. */
-export type MarkerStyle = 'origin' | 'propagated' | 'stale';
+/**
+ * How a marked line is painted: red for an origin, amber for carried / backward-pass origins, grey if stale,
+ * blue for the line a cause says to change (the optimizer, the reading line, the layer).
+ */
+export type MarkerStyle = 'origin' | 'propagated' | 'stale' | 'change';
+
+/** The line a source's cause says to change (drawn apart from the findings: it holds no op). */
+export interface ChangeMarker {
+  /** 1-based, as in findings. */
+  line: number;
+  style: 'change';
+  cause: Cause;
+  /** The source's label, for the after-line text when several sources mark the line. */
+  source: string;
+  afterText: string;
+}
 
 export interface LineMarker {
   /** 1-based, as in findings. */
@@ -135,6 +149,28 @@ export class FindingsModel {
       markers.push({ line, style: markerStyle(shown), finding: shown, others, afterText: afterLineText(shown, others, afterTextMax) });
     }
     return markers.sort((a, b) => a.line - b.line);
+  }
+
+  /**
+   * The lines of `file` (of its cell `cell`) that a cause says to change, sorted by line; none on a line a finding
+   * marks already (its hover says the cause) and none for an `op` cause (its line to change is the origin).
+   */
+  changeMarkersFor(file: string, cell?: number, afterTextMax?: number): ChangeMarker[] {
+    const key = placeKey(file, cell, this.platform);
+    const marked = this.byPlace.get(key);
+    const out = new Map<number, ChangeMarker>();
+    for (const source of this.current) {
+      const cause = source.cause;
+      const change = cause?.change;
+      if (source.status === 'error' || !cause || !change || cause.kind === 'op') {
+        continue;
+      }
+      if (placeKey(change.file, change.cell, this.platform) !== key || marked?.has(change.line) || out.has(change.line)) {
+        continue;
+      }
+      out.set(change.line, { line: change.line, style: 'change', cause, source: source.label, afterText: changeLineText(cause, afterTextMax) });
+    }
+    return [...out.values()].sort((a, b) => a.line - b.line);
   }
 
   /** Sources that name a causal origin (what the status bar counts). */

@@ -1,6 +1,6 @@
 // The short texts a person reads next to a marked line, in the tree and in the status bar.
 
-import type { Finding, Role, TensorHealth } from './protocol';
+import type { Cause, Finding, Role, TensorHealth } from './protocol';
 
 /** Longest after-line text in characters; longer messages end with an ellipsis (the hover has the rest). */
 export const AFTER_LINE_MAX_LENGTH = 90;
@@ -73,6 +73,13 @@ export function afterLineText(finding: Finding, others = 0, max = AFTER_LINE_MAX
   const head = `⟵ ${stale}${roleLabel(finding.role)}: `;
   const room = Math.max(8, max - head.length - more.length);
   return `${head}${truncate(findingSentence(finding), room)}${more}`;
+}
+
+/** The text drawn after the line a cause says to change: '⟵ NaN Lens: change here: learning rate 0.05 (SGD): try…'. */
+export function changeLineText(cause: Cause, max = AFTER_LINE_MAX_LENGTH): string {
+  const head = '⟵ NaN Lens: change here: ';
+  const what = cause.change?.what || cause.summary;
+  return `${head}${truncate(what, Math.max(8, max - head.length))}`;
 }
 
 export function plural(count: number, word: string): string {

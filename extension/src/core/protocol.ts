@@ -79,6 +79,26 @@ export interface Source {
   foreign: string | null;
   /** The last locate refused to run the bundle's program without the user's say. */
   untrusted: Untrusted | null;
+  /** Why, with the line to change; absent from servers older than the cause. */
+  cause?: Cause | null;
+}
+
+export type CauseKind = 'op' | 'divergence' | 'data' | 'precision' | 'unknown';
+
+/** The line a cause says to change (the optimizer's, the reading line, the layer) and what to change there. */
+export interface CauseChange {
+  file: string;
+  line: number;
+  /** Notebook code: `file` is the .ipynb, `cell` the 0-based index among all its cells, `line` 1-based in it. */
+  cell?: number;
+  what: string;
+}
+
+/** Why the run went non-finite (findings' top-level `cause`, docs/protocol.md "Cause"). */
+export interface Cause {
+  kind: CauseKind;
+  summary: string;
+  change: CauseChange | null;
 }
 
 export const FINDINGS_NOTIFICATION = 'nanlens/findings';
@@ -157,6 +177,29 @@ function optionalText(value: unknown): string | null {
   return typeof value === 'string' && value ? value : null;
 }
 
+const CAUSE_KINDS: readonly CauseKind[] = ['op', 'divergence', 'data', 'precision', 'unknown'];
+
+/** A source's `cause`; malformed or absent: undefined (a malformed `change` is dropped, the cause kept). */
+export function readCause(value: unknown): Cause | undefined {
+  if (!isRecord(value) || !CAUSE_KINDS.includes(value.kind as CauseKind)) {
+    return undefined;
+  }
+  const summary = typeof value.summary === 'string' ? value.summary : '';
+  const raw = value.change;
+  let change: CauseChange | null = null;
+  if (isRecord(raw) && typeof raw.file === 'string' && raw.file) {
+    const line = positiveInt(raw.line);
+    if (line !== undefined) {
+      change = { file: raw.file, line, what: typeof raw.what === 'string' ? raw.what : '' };
+      const cell = cellIndex(raw.cell);
+      if (cell !== undefined) {
+        change.cell = cell;
+      }
+    }
+  }
+  return { kind: value.kind as CauseKind, summary, change };
+}
+
 const STATUSES: readonly SourceStatus[] = ['scanning', 'error', 'unlocated'];
 
 /** One source object (of the notification, or the answer of `nanlens.server.locateBundle`); malformed: undefined. */
@@ -182,6 +225,7 @@ export function readSource(value: unknown): Source | undefined {
     entry: optionalText(value.entry),
     foreign: optionalText(value.foreign),
     untrusted: readUntrusted(value.untrusted) ?? null,
+    cause: readCause(value.cause) ?? null,
   };
 }
 

@@ -1,0 +1,71 @@
+"""Why, not just where: the cause of a capture (op, divergence, data, precision, unknown) with its evidence and
+the line to change, added to a findings document as its top-level ``cause`` field.
+
+Public API (no TensorFlow; reads the bundle and the user's sources, runs nothing):
+
+- ``attach_cause(findings, bundle_path=None)``: classify and set ``findings.extra["cause"]``; the one call made
+  wherever findings for a bundle are made (``locate_bundle``, which also answers with the scene's findings, and the
+  language server loading a bundle's own findings.json) and for a dump (``nanlens scan``, no history).
+- ``cause_of(findings) -> Cause | None``: the cause a findings document carries.
+- ``cause_lines(cause)``: the cause in words for the CLI.
+- ``classify(findings, context)``, ``CauseContext``, ``Cause``, ``Change``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pyadapter.cause.classify import CauseContext, classify
+from pyadapter.cause.model import FINDINGS_KEY, Cause, Change
+from pyadapter.cause.report import cause_lines
+from pyadapter.findings import Findings
+
+__all__ = ["Cause", "CauseContext", "Change", "attach_cause", "cause_lines", "cause_of", "classify", "context_of_bundle"]
+
+
+def context_of_bundle(bundle: Any) -> CauseContext:
+    """What a loaded ``CaptureBundle`` says beyond the findings: history, model, dtype policy, batch, step."""
+    from pyadapter.capture.bundle import BundleError
+
+    try:
+        batch = bundle.batch()
+    except (BundleError, OSError, ValueError):
+        batch = None
+    entry = (bundle.manifest.get("entry_script") or {})
+    script = bundle.entry_script
+    return CauseContext(
+        history=bundle.loss_history,
+        model_info=bundle.model_info,
+        dtype_policy=bundle.saved_dtype_policy_name(),
+        batch=batch,
+        step=bundle.step,
+        epoch=bundle.epoch,
+        batch_index=bundle.batch_index,
+        entry_script=str(script) if script is not None else None,
+        cwd=entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
+    )
+
+
+def attach_cause(findings: Findings, bundle_path: str | Path | None = None) -> Cause:
+    """Classify the capture and store the cause as ``findings.extra["cause"]``; returns it. With a bundle the
+    history, model info and batch count; without (a dump) only the findings do. Never raises: a cause that cannot
+    be made is ``unknown`` with the reason as its summary."""
+    context = None
+    if bundle_path is not None:
+        from pyadapter.capture.bundle import BundleError, CaptureBundle
+
+        try:
+            context = context_of_bundle(CaptureBundle.load(bundle_path))
+        except (BundleError, OSError, ValueError):
+            context = None
+    try:
+        cause = classify(findings, context)
+    except Exception as exc:  # noqa: BLE001 - the cause is an addition; never lose the findings for it
+        cause = Cause("unknown", f"the cause could not be classified: {type(exc).__name__}: {exc}"[:300])
+    findings.extra[FINDINGS_KEY] = cause.to_json()
+    return cause
+
+
+def cause_of(findings: Findings) -> Cause | None:
+    return Cause.from_json(findings.extra.get(FINDINGS_KEY))

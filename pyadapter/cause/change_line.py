@@ -1,0 +1,184 @@
+"""The line of the user's code to change, found by reading (ast) the sources, never by running them:
+
+- divergence: the optimizer's construction (``keras.optimizers.SGD(learning_rate=...)``), a learning-rate
+  schedule, or ``compile(optimizer="adam")``, matching the optimizer class the bundle recorded;
+- data: the line that reads or builds the data (``np.genfromtxt``, ``pd.read_csv``, ``make_csv_dataset``, ...);
+- precision: the construction of the layer whose output left the dtype's range (``Dense(...)``,
+  ``AttentionPooling()``), matched by the layer name in the op's name (Keras names layers after their class).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+
+from pyadapter.cause.sources import SourceUnit, called_name, calls, keyword, number
+
+OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam", "Ftrl", "Lion", "Lamb",
+              "Adafactor", "LossScaleOptimizer")
+# Keras's default learning rates, for ``compile(optimizer="sgd")`` (no number on the line).
+DEFAULT_LEARNING_RATES = {"sgd": 0.01, "adam": 0.001, "adamw": 0.001, "rmsprop": 0.001, "adagrad": 0.001,
+                          "adadelta": 0.001, "adamax": 0.001, "nadam": 0.001, "ftrl": 0.001, "lion": 0.001}
+SCHEDULES = ("ExponentialDecay", "PiecewiseConstantDecay", "CosineDecay", "CosineDecayRestarts",
+             "InverseTimeDecay", "PolynomialDecay")
+NUMPY_READERS = ("genfromtxt", "loadtxt", "read_csv", "read_parquet", "fromfile", "load")
+TFDATA_READERS = ("make_csv_dataset", "CsvDataset", "TextLineDataset", "TFRecordDataset")
+
+
+@dataclass
+class Site:
+    """A call in the user's code: where it is, and what the cause's sentence and fixes need to know about it."""
+
+    unit: SourceUnit
+    node: ast.Call
+    name: str
+    learning_rate: float | None = None
+    literal: bool = False  # the learning rate is a number written on this line
+    momentum: float | None = None
+
+    @property
+    def file(self) -> str:
+        return self.unit.file
+
+    @property
+    def line(self) -> int:
+        return self.node.lineno
+
+    @property
+    def cell(self) -> int | None:
+        return self.unit.cell
+
+
+def _learning_rate_arg(node: ast.Call, name: str) -> ast.expr | None:
+    if name in SCHEDULES:
+        return keyword(node, "initial_learning_rate") or keyword(node, "boundaries") or (
+            node.args[0] if node.args else None)
+    return keyword(node, "learning_rate") or keyword(node, "lr") or (node.args[0] if node.args else None)
+
+
+def _constant_of(unit: SourceUnit, name: str) -> float | None:
+    """``LR = 0.05`` somewhere in the unit: the value of a name assigned a number once."""
+    values = [number(n.value) for n in ast.walk(unit.tree) if isinstance(n, ast.Assign)
+              and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    return values[0] if len(values) == 1 else None
+
+
+def optimizer_site(units: list[SourceUnit], recorded: list[str]) -> Site | None:
+    """Where the optimizer the bundle recorded (class names, outer first) is built: its construction call; the
+    learning-rate schedule it is given instead of a number; or ``compile(optimizer="name")``."""
+    wanted = [name for name in recorded if name in OPTIMIZERS and name != "LossScaleOptimizer"]
+    if not wanted:  # a LossScaleOptimizer wrapping an unnamed one, or nothing recorded: any optimizer will do
+        wanted = [name for name in OPTIMIZERS if name != "LossScaleOptimizer"]
+    lowered = {name.lower() for name in wanted}
+    found: list[Site] = []
+    for unit in units:
+        for node in calls(unit):
+            name = called_name(node)
+            if name in wanted:
+                arg = _learning_rate_arg(node, name)
+                site = Site(unit, node, name, number(arg), number(arg) is not None, number(keyword(node, "momentum")))
+                if site.learning_rate is None and isinstance(arg, ast.Name):
+                    site.learning_rate = _constant_of(unit, arg.id)
+                if site.learning_rate is None and isinstance(arg, (ast.Name, ast.Call)):
+                    schedule = _schedule_site(units)
+                    if schedule is not None:  # the rate comes from a schedule: that is the line to change
+                        found.append(schedule)
+                        continue
+                found.append(site)
+            elif name == "compile":
+                arg = keyword(node, "optimizer")
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.lower() in lowered:
+                    found.append(Site(unit, node, arg.value, DEFAULT_LEARNING_RATES.get(arg.value.lower())))
+    return found[0] if found else None
+
+
+def _schedule_site(units: list[SourceUnit]) -> Site | None:
+    for unit in units:
+        for node in calls(unit):
+            name = called_name(node)
+            if name in SCHEDULES:
+                arg = _learning_rate_arg(node, name)
+                return Site(unit, node, name, number(arg), number(arg) is not None)
+    return None
+
+
+def reading_site(units: list[SourceUnit], origin_file: str | None, origin_line: int | None,
+                 origin_cell: int | None) -> Site | None:
+    """The call that reads the data: on the origin's own line when it is one there, else the first reader in the
+    user's code (entry script first). ``np.load`` counts only as ``np.load`` / ``numpy.load``."""
+    readers = [site for unit in units for site in _readers(unit)]
+    for site in readers:
+        if site.file == origin_file and site.line == origin_line and site.cell == origin_cell:
+            return site
+    return readers[0] if readers else None
+
+
+def _readers(unit: SourceUnit) -> list[Site]:
+    out = []
+    for node in calls(unit):
+        name = called_name(node)
+        if name in TFDATA_READERS or name in NUMPY_READERS and name != "load":
+            out.append(Site(unit, node, name))
+        elif name == "load" and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
+                and node.func.value.id in ("np", "numpy"):
+            out.append(Site(unit, node, name))
+    return out
+
+
+def is_tfdata(site: Site) -> bool:
+    return site.name in TFDATA_READERS
+
+
+def fit_shuffles(units: list[SourceUnit]) -> bool | None:
+    """Whether the first ``.fit(...)`` call shuffles: False for ``shuffle=False``, True when it says True or
+    leaves the default; None when there is no fit call."""
+    for unit in units:
+        for node in calls(unit):
+            if called_name(node) == "fit" and isinstance(node.func, ast.Attribute):
+                value = keyword(node, "shuffle")
+                return not (isinstance(value, ast.Constant) and value.value is False)
+    return None
+
+
+def fit_batch_size(units: list[SourceUnit]) -> int | None:
+    """The literal ``batch_size=`` of the first ``.fit(...)`` call, if written as a number."""
+    for unit in units:
+        for node in calls(unit):
+            if called_name(node) == "fit" and isinstance(node.func, ast.Attribute):
+                value = number(keyword(node, "batch_size"))
+                return int(value) if value is not None and value == int(value) else None
+    return None
+
+
+_SUFFIX = re.compile(r"^(.*?)(?:_(\d+))?$")
+
+
+def snake_case(name: str) -> str:
+    """Keras's automatic layer name for a class: ``AttentionPooling`` -> ``attention_pooling``."""
+    name = re.sub(r"\W+", "", name)
+    name = re.sub("(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
+
+
+def layer_site(units: list[SourceUnit], op_name: str) -> Site | None:
+    """The construction of the layer an op belongs to, from the op's name (``sequential/dense_1/MatMul``): a call
+    with ``name="dense_1"``, else the (k+1)-th call of the class whose automatic name is ``dense`` (``dense_k``),
+    counting the calls in source order. Innermost layer first."""
+    constructions = [(unit, node) for unit in units for node in calls(unit) if called_name(node)]
+    segments = [s for s in op_name.split("/")[:-1] if s]
+    for segment in reversed(segments):
+        for unit, node in constructions:
+            value = keyword(node, "name")
+            if isinstance(value, ast.Constant) and value.value == segment:
+                return Site(unit, node, called_name(node) or segment)
+        match = _SUFFIX.match(segment)
+        base, index = (match.group(1), int(match.group(2) or 0)) if match else (segment, 0)
+        same = [(unit, node) for unit, node in constructions
+                if snake_case(called_name(node) or "") == base and keyword(node, "name") is None
+                and (called_name(node) or "")[:1].isupper()]
+        if not same:
+            continue
+        unit, node = same[index] if index < len(same) else same[-1]
+        return Site(unit, node, called_name(node) or base)
+    return None

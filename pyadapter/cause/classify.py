@@ -1,0 +1,237 @@
+"""Which kind of failure a capture is, from its findings and what the bundle holds: ``op`` (a wrong op on finite
+inputs), ``divergence`` (values grew step after step until an op overflowed), ``data`` (the batch held NaN/Inf
+before any op), ``precision`` (a float16 overflow float32 would not have) or ``unknown``; with evidence in
+numbers and the line to change (``change_line``). Pure reading: the bundle is data, the sources are parsed."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyadapter.cause import change_line, provenance, trend
+from pyadapter.cause.model import Cause, Change, format_number
+from pyadapter.cause.sources import SourceUnit, user_sources
+from pyadapter.findings import Finding, Findings
+
+# Ops that make NaN/Inf from finite inputs outside their domain: log(0), sqrt(-1), ... (not an overflow).
+DOMAIN_OPS = frozenset({"Log", "Log1p", "Sqrt", "Rsqrt", "SqrtGrad", "RsqrtGrad", "Acos", "Asin", "Atanh", "Acosh",
+                        "Lgamma", "Digamma", "Xlogy", "Xlog1py", "Pow", "Igamma", "Igammac", "Betainc"})
+DIVISION_OPS = frozenset({"RealDiv", "Div", "TrueDiv", "FloorDiv", "Reciprocal", "Inv", "DivNoNan", "Xdivy"})
+# The largest finite value of each half-precision dtype (float32's is 3.4e38).
+DTYPE_MAX = {"float16": 65504.0, "half": 65504.0, "bfloat16": 3.3895313892515355e38}
+FLOAT32_MAX = 3.4028234663852886e38
+
+
+@dataclass
+class CauseContext:
+    """What the bundle says beyond the findings (all optional: older bundles, dumps)."""
+
+    history: list[dict[str, Any]] = field(default_factory=list)
+    model_info: dict[str, Any] = field(default_factory=dict)
+    dtype_policy: str | None = None
+    batch: Any = None
+    step: int | None = None
+    epoch: int | None = None
+    batch_index: int | None = None
+    entry_script: str | None = None
+    cwd: str | None = None
+
+
+def _dtype(finding: Finding) -> str | None:
+    if finding.health is not None and finding.health.dtype:
+        return finding.health.dtype
+    return next((i.health.dtype for i in finding.inputs if i.health is not None and i.health.dtype), None)
+
+
+def is_overflow(origin: Finding) -> bool:
+    """Inf made from finite inputs by an op that overflows (MatMul, Square, Exp, ...), not one outside its
+    domain (log of 0) and not a division by an input holding zeros."""
+    health = origin.health
+    if health is None or health.pos_inf + health.neg_inf == 0:
+        return False
+    if any(i.health is not None and not i.health.is_finite for i in origin.inputs):
+        return False
+    op = origin.op.type
+    if op in DOMAIN_OPS or (origin.op.forward_op or "").rsplit("/", 1)[-1].split("_")[0] in DOMAIN_OPS:
+        return False
+    if op in DIVISION_OPS and any(i.health is not None and (i.health.zero or 0) > 0 for i in origin.inputs):
+        return False
+    return True
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "?"
+    return f"{value:.3g}"
+
+
+def _change(site: change_line.Site, what: str, target: str) -> Change:
+    return Change(file=os.path.abspath(site.file) if not site.file.startswith("<") else site.file, line=site.line,
+                  what=what, cell=site.cell, target=target)
+
+
+def _origin_change(findings: Findings, what: str, target: str) -> Change | None:
+    origin = findings.origin
+    if origin is None:
+        return None
+    return Change(file=origin.file, line=origin.line, what=what, cell=origin.cell, target=target)
+
+
+def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
+    """The cause of a capture (see the module docstring). Never raises for what a bundle or the sources hold."""
+    known = context is not None  # a bundle's context; a dump has no history
+    context = context or CauseContext()
+    units = user_sources(findings, context.entry_script)
+    origin = findings.origin
+    section = findings.bundle or {}
+    bad_batch = section.get("non_finite_batch") or (
+        {"element": e.describe()} if (e := provenance.first_bad_element(context.batch)) is not None else None)
+    if bad_batch and section.get("origin_from") != "input pipeline re-run":
+        return _data(findings, context, units)
+    if origin is None:
+        return Cause("unknown", "no op made NaN/Inf when the step was located, so the cause is not known",
+                     {"origin": None})
+    dtype = (_dtype(origin) or "").lower()
+    overflow = is_overflow(origin)
+    if overflow and dtype in ("float16", "half"):
+        return _precision(findings, context, units, origin, dtype)
+    growth = trend.growth(context.history)
+    if overflow and growth is not None:
+        return _divergence(context, units, origin, growth)
+    if overflow and not known:
+        return Cause("unknown", f"{origin.op.type} overflowed on finite inputs: a divergence (values growing step "
+                                "after step) or a wrong op; a dump holds no loss history to tell",
+                     {"op": origin.op.type, "op_name": origin.op.name, "overflow": True},
+                     _origin_change(findings, f"the {origin.op.type} op, or the learning rate", "op"))
+    return _op(findings, origin, growth, overflow)
+
+
+def _op(findings: Findings, origin: Finding, growth: trend.Trend | None, overflow: bool) -> Cause:
+    inputs = ", ".join(f"{i.name}: {i.health.describe()}" for i in origin.inputs if i.health is not None)
+    evidence: dict[str, Any] = {"op": origin.op.type, "op_name": origin.op.name, "overflow": overflow,
+                                "output": origin.health.describe() if origin.health else None, "inputs": inputs}
+    if growth is not None:
+        evidence["history"] = growth.to_json()
+    what = f"the {origin.op.type} op: keep its inputs in its domain" if not overflow else \
+        f"the {origin.op.type} op: keep its values in range"
+    summary = f"a {origin.op.type} op made NaN/Inf from finite inputs ({inputs or 'inputs not recorded'})"
+    if overflow:
+        summary = f"a {origin.op.type} op overflowed on finite inputs with no growth over the steps before"
+    return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _divergence(context: CauseContext, units: list[SourceUnit], origin: Finding, growth: trend.Trend) -> Cause:
+    recorded = [str(context.model_info.get("optimizer") or ""),
+                *[str(name) for name in context.model_info.get("optimizers") or []]]
+    site = change_line.optimizer_site(units, [name for name in recorded if name])
+    label = {"loss": "loss", "logged_loss": "logged loss", "grad_norm": "gradient norm",
+             "update_ratio": "update/weight ratio", "max_abs_output": "largest activation"}.get(growth.series,
+                                                                                             growth.series)
+    evidence: dict[str, Any] = {
+        "trend": growth.to_json(), "series": growth.series, "rate_per_step": growth.to_json()["rate_per_step"],
+        "steps": growth.steps, "start_step": growth.start_step, "factor": growth.to_json()["factor"],
+        "op": origin.op.type, "op_name": origin.op.name,
+        "output": origin.health.describe() if origin.health else None,
+        "optimizer": context.model_info.get("optimizer"),
+    }
+    trend_text = (f"the {label} grew x{growth.rate:.3g} per step for {growth.steps} steps "
+                  f"({_fmt(growth.start_value)} at step {growth.start_step} to {_fmt(growth.end_value)} at step "
+                  f"{growth.end_step})")
+    change = None
+    if site is not None:
+        rate = site.learning_rate
+        evidence["learning_rate"] = rate
+        evidence["optimizer_line"] = {"file": site.file, "line": site.line, "call": site.name}
+        if site.momentum is not None:
+            evidence["momentum"] = site.momentum
+        if rate is not None:
+            momentum = f", momentum {site.momentum:g}" if site.momentum is not None else ""
+            what = (f"learning rate {format_number(rate)} ({site.name}{momentum}): try {format_number(rate / 10)}, "
+                    "or clip the gradients")
+        else:
+            what = f"the learning rate of {site.name}: lower it, or clip the gradients"
+        target = "schedule" if site.name in change_line.SCHEDULES else (
+            "compile" if site.name.lower() == site.name else "optimizer")
+        change = _change(site, what, target)
+    rate_text = f" at learning rate {format_number(site.learning_rate)}" if site is not None and site.learning_rate else ""
+    summary = (f"the run diverged{rate_text}: {trend_text}, until {origin.op.type} overflowed float32 "
+               f"(max {FLOAT32_MAX:.3g})")
+    return Cause("divergence", summary, evidence, change)
+
+
+def _precision(findings: Findings, context: CauseContext, units: list[SourceUnit], origin: Finding,
+               dtype: str) -> Cause:
+    limit = DTYPE_MAX.get(dtype, 65504.0)
+    layer = _layer_of_origin(units, origin)
+    policy = context.dtype_policy or ("mixed_float16" if context.model_info.get("loss_scale_optimizer") else None)
+    evidence: dict[str, Any] = {"dtype": dtype, "dtype_max": limit, "float32_max": FLOAT32_MAX,
+                                "op": origin.op.type, "op_name": origin.op.name,
+                                "output": origin.health.describe() if origin.health else None,
+                                "dtype_policy": policy,
+                                "loss_scale_optimizer": context.model_info.get("loss_scale_optimizer")}
+    growth = trend.growth(context.history)
+    if growth is not None:
+        evidence["history"] = growth.to_json()
+    change = None
+    where = ""
+    if layer is not None:
+        evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
+        change = _change(layer, f"keep the {layer.name} layer in float32: dtype=\"float32\" (it computes in "
+                                f"{dtype} under {policy or 'the dtype policy'})", "layer")
+        where = f" in the {layer.name} layer"
+    else:
+        change = _origin_change(findings, f"compute this in float32 (it runs in {dtype})", "op")
+    summary = (f"{origin.op.type}{where} overflowed {dtype} (max {limit:g}) on finite inputs"
+               f"{f' under the {policy} policy' if policy else ''}; float32 (max {FLOAT32_MAX:.3g}) would hold it")
+    return Cause("precision", summary, evidence, change)
+
+
+def _layer_of_origin(units: list[SourceUnit], origin: Finding) -> change_line.Site | None:
+    """The layer whose code made the op: the class whose method holds the origin's line (a custom layer), else the
+    layer named in the op's name (``sequential/dense_1/MatMul``)."""
+    import ast
+
+    for unit in units:
+        if unit.cell != origin.cell or os.path.abspath(unit.file) != os.path.abspath(origin.file):
+            continue
+        for node in ast.walk(unit.tree):
+            if isinstance(node, ast.ClassDef) and node.lineno <= origin.line <= (node.end_lineno or node.lineno):
+                for other in units:
+                    for call in change_line.calls(other):
+                        if change_line.called_name(call) == node.name:
+                            return change_line.Site(other, call, node.name)
+    return change_line.layer_site(units, origin.op.forward_op or origin.op.name)
+
+
+def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) -> Cause:
+    origin = findings.origin
+    site = change_line.reading_site(units, origin.file if origin else None, origin.line if origin else None,
+                                    origin.cell if origin else None)
+    section = findings.bundle or {}
+    batch_index = context.batch_index if context.batch_index is not None else section.get("batch_index")
+    epoch = context.epoch if context.epoch is not None else section.get("epoch")
+    where = provenance.data_provenance(
+        context.batch, site, batch_index=batch_index, epoch=epoch,
+        batch_size=change_line.fit_batch_size(units), shuffled=change_line.fit_shuffles(units), cwd=context.cwd)
+    problem = section.get("non_finite_batch") or {}
+    evidence: dict[str, Any] = {"non_finite_values": problem.get("total"), "arrays": problem.get("leaves"),
+                                "examples": problem.get("examples"), "step": context.step,
+                                "batch_index": batch_index, "epoch": epoch}
+    element = (where or {}).get("element") or next(iter(problem.get("examples") or []), "a batch value")
+    came = ""
+    if where and where.get("index") is not None:
+        came = f", index {where['index']} of the array passed to fit"
+        if where.get("shuffled") is not False:
+            came += " (in the shuffled order)"
+    if where and where.get("file"):
+        came += f", line {where['line']} of {os.path.basename(where['file'])} (data row {where['row']})"
+    summary = f"the data held NaN/Inf before any op touched it: {element}{came}"
+    if where and where.get("batch_index") is not None:
+        summary += f" (batch {where['batch_index']}, row {where['batch_row']})"
+    if site is not None:
+        what = f"filter or repair non-finite records where the data is read ({site.name})"
+        change: Change | None = _change(site, what, "reading-tfdata" if change_line.is_tfdata(site) else "reading")
+    else:
+        change = _origin_change(findings, "filter or repair non-finite records where the data is read", "reading")
+    return Cause("data", summary, evidence, change, provenance=where)

@@ -1,0 +1,135 @@
+"""The user's code a cause may point into, read and parsed, never executed: the files the findings' stacks name,
+the bundle's entry script (or notebook cells), and the local modules the entry script imports."""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyadapter.findings import Findings
+
+MAX_SOURCE_BYTES = 4 << 20
+MAX_UNITS = 64
+
+
+@dataclass
+class SourceUnit:
+    """One parsed piece of user code: a .py file, or one code cell of a notebook (``cell`` set, ``file`` the .ipynb;
+    line numbers count inside the cell)."""
+
+    file: str
+    cell: int | None
+    text: str
+    tree: ast.Module
+
+    def line(self, number: int) -> str:
+        lines = self.text.splitlines()
+        return lines[number - 1] if 0 < number <= len(lines) else ""
+
+
+def _read(path: str) -> str | None:
+    try:
+        if os.path.getsize(path) > MAX_SOURCE_BYTES:
+            return None
+        return Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+
+
+def _parse(text: str) -> ast.Module | None:
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
+def _units_of(path: str) -> list[SourceUnit]:
+    if path.endswith(".ipynb"):
+        from pyadapter.capture.notebook import NotebookError, notebook_code_cells
+
+        try:
+            cells = notebook_code_cells(path)
+        except NotebookError:
+            return []
+        return [SourceUnit(path, cell.index, cell.source, tree)
+                for cell in cells if (tree := _parse(cell.source)) is not None]
+    if not path.endswith(".py"):
+        return []
+    text = _read(path)
+    tree = _parse(text) if text is not None else None
+    return [SourceUnit(path, None, text, tree)] if text is not None and tree is not None else []
+
+
+def _local_imports(unit: SourceUnit) -> list[str]:
+    """``import helpers`` / ``from data import load`` in a script: the sibling .py files they name."""
+    folder = os.path.dirname(unit.file)
+    names: list[str] = []
+    for node in ast.walk(unit.tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    out = []
+    for name in names:
+        candidate = os.path.join(folder, *name.split(".")) + ".py"
+        if os.path.isfile(candidate):
+            out.append(candidate)
+    return out
+
+
+def user_sources(findings: Findings, entry_script: str | None) -> list[SourceUnit]:
+    """The user's code around a capture, entry script first, then the files the findings name, then local
+    modules the entry script imports. Files that cannot be read or parsed are left out."""
+    paths: list[str] = []
+    if entry_script:
+        paths.append(os.path.abspath(entry_script))
+    everything = ([findings.origin] if findings.origin else []) + list(findings.findings)
+    for finding in everything:
+        for file in [finding.file, *(frame.file for frame in finding.stack)]:
+            if not file.startswith("<"):
+                paths.append(os.path.abspath(file))
+    units: list[SourceUnit] = []
+    seen: set[str] = set()
+    queue = list(dict.fromkeys(paths))
+    while queue and len(units) < MAX_UNITS:
+        path = queue.pop(0)
+        if path in seen:
+            continue
+        seen.add(path)
+        found = _units_of(path)
+        units += found
+        if entry_script and path == os.path.abspath(entry_script):
+            for unit in found:
+                queue += [p for p in _local_imports(unit) if p not in seen]
+    return units
+
+
+def called_name(node: ast.Call) -> str | None:
+    func = node.func
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    if isinstance(func, ast.Name):
+        return func.id
+    return None
+
+
+def calls(unit: SourceUnit) -> list[ast.Call]:
+    """Every call in the unit, in source order."""
+    found = [n for n in ast.walk(unit.tree) if isinstance(n, ast.Call)]
+    return sorted(found, key=lambda n: (n.lineno, n.col_offset))
+
+
+def keyword(node: ast.Call, name: str) -> ast.expr | None:
+    return next((k.value for k in node.keywords if k.arg == name), None)
+
+
+def number(node: ast.expr | None) -> float | None:
+    """A numeric literal (``0.05``, ``1e-3``, ``-2``), else None."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = number(node.operand)
+        return -inner if inner is not None else None
+    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+        return float(node.value)
+    return None

@@ -1,0 +1,109 @@
+"""Reading the guard's loss history: does a series (loss, gradient norm) grow geometrically before the failure?
+
+The history is the manifest's ``loss_history``: ``{"step", "loss", "logged_loss"}`` in every bundle, and in newer
+ones also ``grad_norm``, ``weight_norm``, ``update_ratio``, ``max_abs_output`` (floats or null; a non-finite
+value is null with ``"<key>_nonfinite": "nan" | "inf" | "-inf"``). Only finite values count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+# A trend is growth when the series ends at least this many times above its lowest value since the trend began,
+# over at least MIN_STEPS steps, at a rate of at least MIN_RATE per step.
+MIN_FACTOR = 100.0
+MIN_STEPS = 2
+MIN_RATE = 1.2
+SERIES = ("grad_norm", "loss", "logged_loss", "update_ratio", "max_abs_output")
+
+
+@dataclass
+class Trend:
+    """Growth of one series over the steps before the failure."""
+
+    series: str  # which key of the history: "loss", "grad_norm", ...
+    start_step: int  # the step the trend began (the series' lowest value before its end)
+    end_step: int  # the last step with a finite value
+    start_value: float
+    end_value: float
+    points: int  # finite entries in the trend
+
+    @property
+    def steps(self) -> int:
+        return self.end_step - self.start_step
+
+    @property
+    def factor(self) -> float:
+        return self.end_value / self.start_value if self.start_value > 0 else math.inf
+
+    @property
+    def rate(self) -> float:
+        """Geometric growth per step: factor ** (1 / steps)."""
+        if self.steps <= 0:
+            return 1.0
+        if self.start_value <= 0:
+            return math.inf
+        return math.exp((math.log(self.end_value) - math.log(self.start_value)) / self.steps)
+
+    @property
+    def is_growth(self) -> bool:
+        return self.steps >= MIN_STEPS and self.factor >= MIN_FACTOR and self.rate >= MIN_RATE
+
+    def to_json(self) -> dict[str, Any]:
+        return {"series": self.series, "start_step": self.start_step, "end_step": self.end_step,
+                "steps": self.steps, "start_value": _round(self.start_value), "end_value": _round(self.end_value),
+                "factor": _round(self.factor), "rate_per_step": _round(self.rate)}
+
+
+def _round(value: float) -> float | None:
+    return float(f"{value:.4g}") if math.isfinite(value) else None
+
+
+def _finite_points(history: list[dict[str, Any]], key: str) -> list[tuple[int, float]]:
+    points = []
+    for entry in history:
+        if not isinstance(entry, dict):
+            continue
+        step, value = entry.get("step"), entry.get(key)
+        if isinstance(step, bool) or not isinstance(step, int):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        points.append((step, abs(float(value))))
+    return sorted(points)
+
+
+def series_trend(history: list[dict[str, Any]], key: str) -> Trend | None:
+    """The growth of ``key`` from its lowest value to its last finite value, or None with fewer than 2 values."""
+    points = _finite_points(history, key)
+    if len(points) < 2:
+        return None
+    end_step, end_value = points[-1]
+    low = min(range(len(points)), key=lambda i: (points[i][1], -points[i][0]))
+    start_step, start_value = points[low]
+    return Trend(key, start_step, end_step, start_value, end_value, len(points) - low)
+
+
+def growth(history: list[dict[str, Any]]) -> Trend | None:
+    """The strongest geometric growth among the history's series (gradient norm first when it grows), or None
+    when none grows (or the history is too short to tell)."""
+    trends = [t for t in (series_trend(history, key) for key in SERIES) if t is not None and t.is_growth]
+    if not trends:
+        return None
+    # The actual per-step loss or gradient norm beats Keras's running mean (logged_loss), which lags.
+    preferred = [t for t in trends if t.series != "logged_loss"] or trends
+    return max(preferred, key=lambda t: (t.series in ("grad_norm", "loss"), t.rate))
+
+
+def non_finite_at(history: list[dict[str, Any]]) -> int | None:
+    """The first step whose loss (or gradient norm) was recorded non-finite, if any."""
+    for entry in history:
+        if not isinstance(entry, dict):
+            continue
+        for key in ("loss", "grad_norm"):
+            if entry.get(f"{key}_nonfinite") in ("nan", "inf", "-inf"):
+                step = entry.get("step")
+                return step if isinstance(step, int) and not isinstance(step, bool) else None
+    return None

@@ -1,0 +1,197 @@
+"""The cause classifier on hand-built findings and histories (no TensorFlow): each kind with its evidence and line
+to change, an older bundle's history (step/loss/logged_loss only), the newer history keys, and the fixes that
+match a cause on the change line's own text."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from pyadapter.cause import CauseContext, attach_cause, cause_of, classify
+from pyadapter.cause.trend import growth
+from pyadapter.findings import Finding, Findings, InputHealth, OpRef, TensorHealth
+from pyadapter.fixes import apply_edits, cause_fixes
+
+TRAIN = '''\
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+def load():
+    table = np.genfromtxt("readings.csv", delimiter=",", dtype=np.float32)
+    return table[:, :3], table[:, 3:]
+
+
+class Pool(keras.layers.Layer):
+    def call(self, x):
+        return tf.exp(x)
+
+
+def main():
+    x, y = load()
+    model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(4), Pool(), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9), loss="mse")
+    probs = model(x)
+    loss = tf.math.log(probs)
+    model.fit(x, y, batch_size=4, epochs=3, verbose=0)
+'''
+OPTIMIZER_LINE, READ_LINE, EXP_LINE, LOG_LINE, FIT_LINE, POOL_CALL_LINE = 19, 7, 13, 21, 22, 18
+
+
+def write_program(tmp_path: Path) -> Path:
+    program = tmp_path / "train.py"
+    program.write_text(TRAIN)
+    return program
+
+
+def overflow_origin(program: Path, dtype: str = "float32", line: int = FIT_LINE, op: str = "MatMul") -> Finding:
+    return Finding(file=str(program), line=line, role="origin", op=OpRef(f"sequential/dense_1/{op}", op),
+                   health=TensorHealth(dtype=dtype, size=32, pos_inf=6),
+                   inputs=[InputHealth("sub:0", TensorHealth(dtype=dtype, size=32, pos=32))])
+
+
+def log_origin(program: Path) -> Finding:
+    return Finding(file=str(program), line=LOG_LINE, role="origin", op=OpRef("Log", "Log"),
+                   health=TensorHealth(dtype="float32", size=8, neg_inf=2),
+                   inputs=[InputHealth("probs:0", TensorHealth(dtype="float32", size=8, zero=2, pos=6))])
+
+
+def findings_of(origin: Finding | None, **bundle: object) -> Findings:
+    return Findings("bundle", "/captures/run-step17", origin, [origin] if origin else [],
+                    bundle={"step": 17, "epoch": 0, "batch_index": 17, **bundle})
+
+
+def diverging_history(last_step: int = 17) -> list[dict]:
+    """An older bundle's history: loss and logged loss only; the loss falls, then grows x10 per step from step 10."""
+    history = []
+    for step in range(last_step + 1):
+        loss = 500.0 / (step + 1) if step <= 10 else 500.0 / 11 * 10.0 ** (step - 10)
+        entry = {"step": step, "loss": loss, "logged_loss": loss}
+        if step == last_step:
+            entry = {"step": step, "loss": None, "logged_loss": None, "loss_nonfinite": "inf"}
+        history.append(entry)
+    return history
+
+
+def test_divergence_names_the_growth_and_the_optimizer_line(tmp_path: Path) -> None:
+    program = write_program(tmp_path)
+    context = CauseContext(history=diverging_history(), model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+                           entry_script=str(program))
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence"
+    assert cause.evidence["series"] == "loss" and cause.evidence["start_step"] == 10 and cause.evidence["steps"] == 6
+    assert abs(cause.evidence["rate_per_step"] - 10.0) < 0.01
+    assert cause.evidence["learning_rate"] == 0.05 and cause.evidence["momentum"] == 0.9
+    assert "x10 per step for 6 steps" in cause.summary and "0.05" in cause.summary
+    assert cause.change is not None and (cause.change.file, cause.change.line) == (str(program), OPTIMIZER_LINE)
+    assert "learning rate 0.05" in cause.change.what and "0.005" in cause.change.what
+
+    fixes = cause_fixes(TRAIN, cause)
+    assert [f.title for f in fixes][:2] == ["lower the learning rate to 0.005 (a tenth of 0.05)",
+                                            "clip the gradients: add clipnorm=1.0 to the optimizer"]
+    lowered = apply_edits(TRAIN, fixes[0].edits).splitlines()[OPTIMIZER_LINE - 1]
+    assert "SGD(learning_rate=0.005, momentum=0.9)" in lowered
+    clipped = apply_edits(TRAIN, fixes[1].edits).splitlines()[OPTIMIZER_LINE - 1]
+    assert "SGD(learning_rate=0.05, momentum=0.9, clipnorm=1.0)" in clipped
+
+
+def test_newer_history_keys_are_used_when_present(tmp_path: Path) -> None:
+    """The gradient norm grows while the (noisy) loss alone would not say so: the grad norm is the evidence."""
+    program = write_program(tmp_path)
+    history = [{"step": s, "loss": 3.0 + (s % 2), "logged_loss": 3.0, "grad_norm": 2.0 * 3.0 ** s,
+                "weight_norm": 1.0, "update_ratio": None, "max_abs_output": None} for s in range(12)]
+    history.append({"step": 12, "loss": None, "loss_nonfinite": "nan", "grad_norm": None, "grad_norm_nonfinite": "inf"})
+    cause = classify(findings_of(overflow_origin(program)), CauseContext(history=history, entry_script=str(program),
+                                                                         model_info={"optimizer": "SGD"}))
+    assert cause.kind == "divergence" and cause.evidence["series"] == "grad_norm"
+    assert abs(cause.evidence["rate_per_step"] - 3.0) < 0.01 and cause.evidence["steps"] == 11
+    assert "gradient norm grew x3 per step for 11 steps" in cause.summary
+
+
+def test_an_overflow_without_growth_stays_an_op(tmp_path: Path) -> None:
+    program = write_program(tmp_path)
+    flat = [{"step": s, "loss": 1.0 + 0.01 * s, "logged_loss": 1.0} for s in range(20)]
+    cause = classify(findings_of(overflow_origin(program, line=EXP_LINE, op="Exp")),
+                     CauseContext(history=flat, entry_script=str(program)))
+    assert cause.kind == "op" and cause.evidence["overflow"] is True
+    assert cause.change is not None and cause.change.line == EXP_LINE
+
+
+def test_log_of_zero_is_an_op_even_while_the_loss_grows(tmp_path: Path) -> None:
+    program = write_program(tmp_path)
+    cause = classify(findings_of(log_origin(program)), CauseContext(history=diverging_history(),
+                                                                    entry_script=str(program)))
+    assert cause.kind == "op"
+    assert "Log" in cause.summary and "probs:0" in cause.summary
+    assert cause.change is not None and cause.change.line == LOG_LINE
+    assert cause.evidence["history"]["series"] == "loss"  # the growth is said, but it did not make the NaN
+
+
+def test_a_bad_batch_row_is_data_with_its_array_index_and_file_row(tmp_path: Path) -> None:
+    program = write_program(tmp_path)
+    rows = np.round(np.random.default_rng(0).normal(size=(40, 4)), 4)
+    lines = [",".join(str(v) for v in row) for row in rows]
+    fields = lines[22].split(",")
+    fields[1] = ""
+    lines[22] = ",".join(fields)
+    (tmp_path / "readings.csv").write_text("\n".join(lines) + "\n")
+    x = rows[20:24, :3].astype(np.float32)
+    x[2, 1] = np.nan  # array row 22 = batch 5, row 2 with batch_size 4
+    batch = (x, rows[20:24, 3:].astype(np.float32))
+    findings = findings_of(None, batch_index=5, non_finite_batch={"total": 1, "leaves": ["x: 1 NaN of 12"],
+                                                                  "examples": ["x[2, 1] = nan"]})
+    cause = classify(findings, CauseContext(batch=batch, batch_index=5, epoch=0, entry_script=str(program),
+                                            cwd=str(tmp_path)))
+    assert cause.kind == "data"
+    assert cause.provenance is not None
+    assert cause.provenance["index"] == 22 and cause.provenance["element"] == "x[2, 1] = nan"
+    assert cause.provenance["shuffled"] is True and "shuffle" in cause.provenance["note"]  # fit's default
+    assert cause.provenance["file"] == str(tmp_path / "readings.csv") and cause.provenance["line"] == 23
+    assert "index 22 of the array passed to fit" in cause.summary and "line 23 of readings.csv" in cause.summary
+    assert cause.change is not None and cause.change.line == READ_LINE
+
+    titles = [f.title for f in cause_fixes(TRAIN, cause)]
+    assert titles[0] == "drop the rows holding NaN/Inf where the data is read"
+    fixed = apply_edits(TRAIN, cause_fixes(TRAIN, cause)[0].edits).splitlines()
+    assert fixed[READ_LINE].strip().startswith("table = table[np.isfinite(table).all(axis=1)]")
+
+
+def test_a_float16_overflow_is_precision_on_the_layer(tmp_path: Path) -> None:
+    program = write_program(tmp_path)
+    origin = overflow_origin(program, dtype="float16", line=EXP_LINE, op="Exp")
+    cause = classify(findings_of(origin), CauseContext(dtype_policy="mixed_float16", entry_script=str(program),
+                                                       model_info={"loss_scale_optimizer": True}))
+    assert cause.kind == "precision"
+    assert cause.evidence["dtype_max"] == 65504.0 and cause.evidence["dtype_policy"] == "mixed_float16"
+    assert cause.evidence["layer"]["class"] == "Pool"
+    assert "overflowed float16 (max 65504)" in cause.summary
+    assert cause.change is not None and cause.change.line == POOL_CALL_LINE
+    fixes = cause_fixes(TRAIN, cause)
+    assert len(fixes) == 1
+    assert 'Pool(dtype="float32")' in apply_edits(TRAIN, fixes[0].edits).splitlines()[POOL_CALL_LINE - 1]
+
+
+def test_older_bundle_without_the_new_history_keys(tmp_path: Path) -> None:
+    """Only step/loss/logged_loss, no model info: divergence is still told, the change line found by the name."""
+    program = write_program(tmp_path)
+    cause = classify(findings_of(overflow_origin(program)), CauseContext(history=diverging_history(),
+                                                                         entry_script=str(program)))
+    assert cause.kind == "divergence" and cause.change is not None and cause.change.line == OPTIMIZER_LINE
+
+
+def test_no_history_and_no_bundle_cannot_tell_an_overflow(tmp_path: Path) -> None:
+    program = write_program(tmp_path)
+    findings = findings_of(overflow_origin(program))
+    cause = attach_cause(findings)  # a dump: no bundle
+    assert cause.kind == "unknown" and "history" in cause.summary
+    assert cause_of(findings) == cause  # stored as the findings' top-level "cause"
+    assert findings.to_json()["cause"]["kind"] == "unknown"
+    assert classify(findings_of(None)).kind == "unknown"
+
+
+def test_growth_needs_steps_and_a_factor() -> None:
+    assert growth([{"step": 0, "loss": 1.0}, {"step": 1, "loss": 1e9}]) is None  # one step: not a trend
+    assert growth([{"step": s, "loss": 1.0 + s} for s in range(30)]) is None  # linear, x30 over 29 steps
+    assert growth([]) is None

@@ -1,0 +1,104 @@
+"""End to end, per cause: a real Keras program trains under NanGuard until it goes non-finite, then
+``nanlens locate BUNDLE --json`` (as a user runs it, in the program's folder) must name the cause and the line to
+change (the line marked ``# CHANGE`` / ``# ORIGIN`` in the program):
+
+- divergence: tests/programs/cause_divergence.py (SGD, momentum 0.9, unscaled features) -> the optimizer line;
+- data: tests/programs/cause_bad_row.py (an empty CSV field read by np.genfromtxt) -> the reading line, the index
+  in the array passed to fit and the line of readings.csv;
+- precision: tests/programs/mixed_precision_fit.py (float16 exp overflow in a custom layer) -> that layer's
+  construction, float16's range in the evidence;
+- op: tests/zoo/zoo_log_of_zero.py (log of a probability that underflows to 0) stays ``op`` at the log line.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+
+HERE = Path(__file__).parent
+PROGRAMS = HERE / "programs"
+
+
+def marked_line(program: Path, marker: str) -> int:
+    """The line whose comment is the marker (not the docstring naming it in ``double backquotes``)."""
+    return next(i for i, line in enumerate(program.read_text().splitlines(), 1)
+                if f"# {marker}" in line and "``" not in line)
+
+
+def train_and_locate(tmp_path: Path, program: Path, *args: str, env: dict[str, str] | None = None) -> dict:
+    """Copy the program into a fresh folder, run it there (its bundle goes to ./captures), locate the bundle."""
+    local = tmp_path / program.name
+    shutil.copy(program, local)
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", NANLENS_CAPTURE_DIR="captures", **(env or {}))
+    done = subprocess.run([sys.executable, str(local), *args], cwd=tmp_path, capture_output=True, text=True,
+                          env=environment, timeout=600)
+    bundles = [p for p in (tmp_path / "captures").iterdir() if (p / "manifest.json").is_file()]
+    assert len(bundles) == 1, done.stdout[-2000:] + done.stderr[-3000:]
+    located = subprocess.run([sys.executable, "-m", "pyadapter", "locate", str(bundles[0]), "--json"], cwd=tmp_path,
+                             capture_output=True, text=True, env=environment, timeout=600)
+    assert located.returncode == 0, located.stderr[-3000:]
+    findings = json.loads(located.stdout)
+    assert findings["schema"] == "nanlens.findings/1"
+    return findings
+
+
+def test_divergence_points_at_the_optimizer_line(tmp_path: Path) -> None:
+    program = PROGRAMS / "cause_divergence.py"
+    findings = train_and_locate(tmp_path, program, "captures")
+    cause = findings["cause"]
+    assert cause["kind"] == "divergence", cause
+    assert cause["change"]["file"] == str(tmp_path / program.name)
+    assert cause["change"]["line"] == marked_line(program, "CHANGE")
+    evidence = cause["evidence"]
+    assert "learning rate 7e-5 (SGD, momentum 0.9): try 7e-6" in cause["change"]["what"]
+    assert evidence["learning_rate"] == 7e-5 and evidence["momentum"] == 0.9 and evidence["optimizer"] == "SGD"
+    assert evidence["rate_per_step"] > 2 and evidence["steps"] >= 3 and evidence["factor"] > 1e3
+    assert f"x{evidence['rate_per_step']:.3g} per step for {evidence['steps']} steps" in cause["summary"]
+    assert findings["origin"]["op"]["type"] in ("MatMul", "Square", "AddV2", "Mul", "BiasAdd", "Sub")
+
+
+def test_a_bad_numpy_row_is_data_with_its_index_and_csv_line(tmp_path: Path) -> None:
+    rows = np.random.default_rng(0).normal(size=(400, 6)).round(4)
+    lines = [",".join(str(v) for v in row) for row in rows]
+    fields = lines[170].split(",")
+    fields[3] = ""
+    lines[170] = ",".join(fields)
+    (tmp_path / "readings.csv").write_text("\n".join(lines) + "\n")
+    program = PROGRAMS / "cause_bad_row.py"
+    cause = train_and_locate(tmp_path, program, "captures")["cause"]
+    assert cause["kind"] == "data", cause
+    assert cause["change"]["line"] == marked_line(program, "CHANGE")
+    where = cause["provenance"]
+    assert where["element"] == "x[10, 3] = nan" and where["batch_index"] == 5
+    assert where["index"] == 170 and where["shuffled"] is False and "note" not in where  # fit(shuffle=False)
+    assert where["file"] == str(tmp_path / "readings.csv") and where["line"] == 171 and where["row"] == 170
+    assert "index 170 of the array passed to fit" in cause["summary"]
+
+
+def test_a_float16_overflow_is_precision_at_the_layer(tmp_path: Path) -> None:
+    program = PROGRAMS / "mixed_precision_fit.py"
+    cause = train_and_locate(tmp_path, program, "captures", str(tmp_path / "recorded.npz"))["cause"]
+    assert cause["kind"] == "precision", cause
+    assert cause["evidence"]["dtype"] == "float16" and cause["evidence"]["dtype_max"] == 65504.0
+    assert cause["evidence"]["dtype_policy"] == "mixed_float16"
+    assert cause["evidence"]["layer"]["class"] == "AttentionPooling"
+    layer_line = next(i for i, line in enumerate(program.read_text().splitlines(), 1)
+                      if line.strip() == "AttentionPooling(),")
+    assert cause["change"]["line"] == layer_line and 'dtype="float32"' in cause["change"]["what"]
+
+
+def test_log_of_zero_stays_an_op(tmp_path: Path) -> None:
+    program = HERE / "zoo" / "zoo_log_of_zero.py"
+    cause = train_and_locate(tmp_path, program)["cause"]
+    assert cause["kind"] == "op", cause
+    assert cause["change"]["line"] == marked_line(program, "ORIGIN")
+    assert cause["evidence"]["op"] == "Log"
