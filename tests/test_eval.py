@@ -52,6 +52,19 @@ def test_zoo_has_at_least_twenty_programs_each_marking_exactly_one_line() -> Non
         assert code.split("#")[0].strip(), f"{program.name}: the ORIGIN comment must sit on a line of code"
 
 
+def test_every_zoo_program_names_its_cause_and_every_cause_has_programs() -> None:
+    from pyadapter.evaluate.corpus import CAUSE_KINDS
+
+    programs = discover(ZOO)
+    for program in programs:
+        assert program.cause in CAUSE_KINDS, f"{program.name}: no valid `# CAUSE:` marker"
+    counts = {kind: sum(p.cause == kind for p in programs) for kind in CAUSE_KINDS}
+    assert counts["divergence"] >= 3 and counts["data"] >= 3 and counts["precision"] >= 2, counts
+    for path in ZOO.rglob("*.py"):  # causes live in programs, never in helper modules
+        if path.parent != ZOO:
+            assert "# CAUSE:" not in path.read_text(), path
+
+
 def test_every_zoo_module_has_at_most_one_marker_and_helpers_are_not_programs() -> None:
     names = {p.name for p in discover(ZOO)}
     for path in ZOO.rglob("*.py"):

@@ -10,21 +10,24 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-HELP = "score NaN Lens on a corpus of NaN bug programs (each marks its bug with # ORIGIN)"
+HELP = "score NaN Lens on a corpus of NaN bug programs (each marks its bug with # ORIGIN and # CAUSE:)"
 DESCRIPTION = """Score NaN Lens on a corpus of NaN bug programs.
 
 Every top-level zoo_*.py program and zoo_*.ipynb notebook in ZOO_DIR marks the line a user must fix with one
-`# ORIGIN` comment (in the program, a notebook's code cell, or a zoo-local module it imports). Each program is
+`# ORIGIN` comment (in the program, a notebook's code cell, or a zoo-local module it imports) and names its cause
+with one `# CAUSE: <kind>` comment in the program (op, divergence, data or precision). Each program is
 run in its own process (a notebook headless in a Jupyter kernel, as Jupyter runs it): under NanGuard when it
 trains with NanGuard/guard_step (then its bundle is located and replayed in graph and eager mode), else with
 `nanlens run --dump` (then the dump is scanned). A notebook's origin must name the .ipynb, the marked cell and
-the line within it. The origin found is compared with the marked line. A second run
-under tf.debugging.enable_check_numerics() tells which op type TensorFlow itself reports first.
+the line within it. The line found (the findings' cause.change when they carry one, else the origin) is
+compared with the marked line, and the findings' cause.kind ("unknown" without one) with the marked cause. A
+second run under tf.debugging.enable_check_numerics() tells which op type TensorFlow itself reports first.
 
 Prints a table (Markdown) on stdout and one progress line per program on stderr; --json prints
-{"programs", "exact_line", "reproduced", "check_numerics_agree", "rows": [...]} instead, where "reproduced"
-counts bundles whose step made NaN/Inf again in both graph and eager replay, and "check_numerics_agree" the
-programs where check_numerics stops at the same op type as our origin. Each child process is bounded by
+{"programs", "exact_line", "cause_hit", "cause_programs", "by_cause", "reproduced", "check_numerics_agree",
+"rows": [...]} instead, where "by_cause" gives per marked cause its programs and how many had the cause, the
+line and both right, "reproduced" counts bundles whose step made NaN/Inf again in both graph and eager replay,
+and "check_numerics_agree" the programs where check_numerics stops at the same op type as our origin. Each child process is bounded by
 --timeout; a program that fails is a row with an error. Exit status 0 when every program was scored (misses
 included), 1 when some row has an error.
 

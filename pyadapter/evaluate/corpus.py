@@ -3,7 +3,9 @@
 A program is a top-level ``zoo_*.py`` file of the zoo folder, or a ``zoo_*.ipynb`` Jupyter notebook (run headless
 in a real kernel, see `pyadapter.evaluate.notebook`). Its origin is the one ``# ORIGIN`` comment found in the
 program itself (for a notebook: in one of its code cells, located by cell index and line in the cell) or in the
-zoo-local modules it imports (for a bug that lives in a helper module). A program that trains with
+zoo-local modules it imports (for a bug that lives in a helper module). Its cause is the one ``# CAUSE: <kind>``
+comment in the program itself (kind: op, divergence, data or precision; without one only the line is scored).
+A program that trains with
 ``NanGuard``/``guard_step`` is run with capture; any other script is run with a dump (a notebook must use
 capture).
 """
@@ -23,6 +25,8 @@ Method = Literal["capture", "dump"]
 PROGRAM_GLOB = "zoo_*.py"
 NOTEBOOK_GLOB = "zoo_*.ipynb"
 MARKER = "ORIGIN"
+CAUSE_MARKER = "CAUSE"
+CAUSE_KINDS = ("op", "divergence", "data", "precision")
 _CAPTURE_CALLS = {"NanGuard", "guard_step"}
 
 
@@ -48,6 +52,7 @@ class Program:
     origin: Marker | None
     problem: str | None = None  # why the program cannot be scored (no marker, several markers, unreadable)
     title: str = ""  # the docstring's first line without its "Zoo: " prefix, e.g. "log of zero in a ..."
+    cause: str | None = None  # the ``# CAUSE:`` kind (op, divergence, data, precision); None when not marked
 
     @property
     def is_notebook(self) -> bool:
@@ -77,6 +82,26 @@ def _source_markers(source: str, path: Path, cell: int | None = None) -> list[Ma
     except (tokenize.TokenError, SyntaxError):
         pass  # the program itself will fail to run and be reported then
     return markers
+
+
+def cause_markers(path: Path) -> list[tuple[int, str]]:
+    """Every ``# CAUSE: <kind>`` comment in a program (a notebook: in its code cells), as ``(line, kind)``; the kind
+    is the first word after ``CAUSE:``, lowercased, whether or not it is one of `CAUSE_KINDS`."""
+    sources = [source for _, source in _notebook_sources(path)] if _is_notebook(path) else [
+        path.read_text(encoding="utf-8")]
+    found = []
+    for source in sources:
+        try:
+            for token in tokenize.generate_tokens(io.StringIO(source).readline):
+                if token.type != tokenize.COMMENT:
+                    continue
+                text = token.string.lstrip("#").strip()
+                if text.startswith(CAUSE_MARKER) and text[len(CAUSE_MARKER):].lstrip().startswith(":"):
+                    words = text[len(CAUSE_MARKER):].lstrip()[1:].split()
+                    found.append((token.start[0], words[0].strip(".,;:").lower() if words else ""))
+        except (tokenize.TokenError, SyntaxError):
+            pass
+    return found
 
 
 def _is_notebook(path: Path) -> bool:
@@ -177,6 +202,7 @@ def load_program(path: Path, zoo_dir: Path) -> Program:
         markers = origin_markers(path)
         for module in local_imports(path, zoo_dir):
             markers.extend(origin_markers(module))
+        causes = cause_markers(path)  # in the program itself, never in a helper module
     except (OSError, UnicodeDecodeError) as exc:
         return Program(path.stem, path, "dump", None, f"cannot read {path.name}: {exc}")
     problem = None
@@ -187,10 +213,17 @@ def load_program(path: Path, zoo_dir: Path) -> Program:
         where = ", ".join(f"{m.file.name}:{m.line}" + (f" (cell {m.cell})" if m.cell is not None else "")
                           for m in markers)
         problem = f"{len(markers)} # ORIGIN markers ({where}); a program must mark exactly one line"
+    cause = causes[0][1] if len(causes) == 1 else None
+    if problem is None:  # no CAUSE marker at all: the line is scored, the cause is not
+        if len(causes) > 1:
+            problem = f"{len(causes)} # CAUSE: markers (lines " + ", ".join(str(line) for line, _ in causes) + (
+                "); a program must name exactly one cause")
+        elif causes and cause not in CAUSE_KINDS:
+            problem = f"# CAUSE: {cause or '(nothing)'} is not a cause kind (one of " + ", ".join(CAUSE_KINDS) + ")"
     method = run_method(path)
     if problem is None and _is_notebook(path) and method != "capture":
         problem = "a notebook program must train with NanGuard or guard_step (a dump is run for scripts only)"
-    return Program(path.stem, path, method, origin, problem, title_of(path))
+    return Program(path.stem, path, method, origin, problem, title_of(path), cause if cause in CAUSE_KINDS else None)
 
 
 def matches(name: str, patterns: list[str], filename: str | None = None) -> bool:

@@ -1,4 +1,9 @@
-"""Scoring: one row per program (expected vs found line, op, time, replay verdicts) and the summary counts."""
+"""Scoring: one row per program (expected vs found line and cause, op, time, replay verdicts) and the summary.
+
+The line found is the findings' ``cause.change`` (the line to change for the cause, e.g. the optimizer's
+construction for a divergence) when the findings carry one, else the origin finding's line. The cause found is
+``cause.kind``; findings without a ``cause`` count as "unknown".
+"""
 
 from __future__ import annotations
 
@@ -33,6 +38,11 @@ class Row:
     expected: Location | None
     title: str = ""
     found: Location | None = None
+    line_from: str | None = None  # where `found` came from: "cause.change" or "origin"
+    expected_cause: str | None = None  # the program's # CAUSE: kind; None when it marks none
+    cause: str | None = None  # the cause found: the findings' cause.kind, "unknown" without one
+    cause_summary: str = ""
+    cause_hit: bool | None = None  # None when the program marks no cause or nothing was located
     role: str | None = None  # origin / backward-origin
     op: str | None = None  # the origin op's type
     op_name: str | None = None
@@ -62,6 +72,13 @@ class Row:
             "method": self.method,
             "expected": loc(self.expected),
             "found": loc(self.found),
+            "line_from": self.line_from,
+            "cause": {
+                "expected": self.expected_cause,
+                "found": self.cause,
+                "hit": self.cause_hit,
+                "summary": self.cause_summary,
+            },
             "role": self.role,
             "op": self.op,
             "op_name": self.op_name,
@@ -105,6 +122,21 @@ def origin_of(findings: dict[str, Any] | None) -> dict[str, Any] | None:
     return origin if isinstance(origin, dict) else None
 
 
+def cause_of(findings: dict[str, Any] | None) -> dict[str, Any] | None:
+    cause = (findings or {}).get("cause")
+    return cause if isinstance(cause, dict) else None
+
+
+def _location(where: Any) -> Location | None:
+    """A findings location (``{"file", "line", "cell"?}``) or None when it is not one."""
+    if not isinstance(where, dict) or not where.get("file"):
+        return None
+    line, cell = where.get("line"), where.get("cell")
+    if not isinstance(line, int) or isinstance(line, bool):
+        return None
+    return Location(str(where["file"]), line, cell if isinstance(cell, int) and not isinstance(cell, bool) else None)
+
+
 def score(outcome: Outcome) -> Row:
     program = outcome.program
     expected = (Location(str(program.origin.file), program.origin.line, program.origin.cell)
@@ -115,21 +147,34 @@ def score(outcome: Outcome) -> Row:
         method=program.method,
         expected=expected,
         title=program.title,
+        expected_cause=program.cause,
         reproduced=dict(outcome.reproduced),
         seconds=dict(outcome.seconds),
         error=outcome.error,
     )
     origin = origin_of(outcome.findings)
+    cause = cause_of(outcome.findings)
+    change = _location(cause.get("change")) if cause is not None else None
     if origin is not None:
         cell = origin.get("cell")
         row.found = Location(str(origin.get("file", "")), int(origin.get("line", 0)),
                              cell if isinstance(cell, int) and not isinstance(cell, bool) else None)
+        row.line_from = "origin"
         row.role = origin.get("role")
         op = origin.get("op") or {}
         row.op, row.op_name = op.get("type"), op.get("name")
         row.message = str(origin.get("message", ""))
+    if change is not None:  # the line to change for the cause wins over the op's line
+        row.found, row.line_from = change, "cause.change"
+    if row.found is not None:
         # A notebook finding is exact when it names the .ipynb, the marked cell and the line within that cell.
         row.exact_line = expected is not None and row.found.same_place(expected)
+    if outcome.findings is not None and (origin is not None or cause is not None):
+        kind = cause.get("kind") if cause is not None else None
+        row.cause = kind if isinstance(kind, str) and kind else "unknown"
+        row.cause_summary = str(cause.get("summary", "")) if cause is not None else ""
+        if program.cause is not None:
+            row.cause_hit = row.cause == program.cause
     elif outcome.findings is not None and row.error is None:
         row.error = "located no origin (the findings say the step stayed finite)"
     cn = outcome.check_numerics
@@ -153,10 +198,18 @@ class Summary:
     check_numerics_agree: int
     check_numerics_reported: int  # rows where check_numerics named an op and we found an origin to compare
     errors: int
+    cause_programs: int = 0  # rows whose program marks a # CAUSE
+    cause_hit: int = 0  # of those, rows whose cause found is the marked one
+    # per marked cause kind: {"programs", "cause_hit", "exact_line", "both"} ("both": cause and line right)
+    by_cause: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @property
     def exact_fraction(self) -> float:
         return self.exact_line / self.programs if self.programs else 0.0
+
+    @property
+    def cause_fraction(self) -> float:
+        return self.cause_hit / self.cause_programs if self.cause_programs else 0.0
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -170,6 +223,10 @@ class Summary:
             "check_numerics_agree": self.check_numerics_agree,
             "check_numerics_compared": self.check_numerics_reported,
             "errors": self.errors,
+            "cause_programs": self.cause_programs,
+            "cause_hit": self.cause_hit,
+            "cause_fraction": round(self.cause_fraction, 4),
+            "by_cause": self.by_cause,
         }
 
 
@@ -185,4 +242,26 @@ def summarize(rows: list[Row]) -> Summary:
         check_numerics_agree=sum(r.check_numerics_agree is True for r in rows),
         check_numerics_reported=sum(r.check_numerics_agree is not None for r in rows),
         errors=sum(r.error is not None for r in rows),
+        cause_programs=sum(r.expected_cause is not None for r in rows),
+        cause_hit=sum(r.cause_hit is True for r in rows),
+        by_cause=by_cause(rows),
     )
+
+
+def by_cause(rows: list[Row]) -> dict[str, dict[str, int]]:
+    """Per marked cause kind (in `CAUSE_KINDS` order, then any other): how many programs, how many had their cause
+    found, their line found, and both."""
+    from pyadapter.evaluate.corpus import CAUSE_KINDS
+
+    kinds = sorted({r.expected_cause for r in rows if r.expected_cause is not None},
+                   key=lambda k: (CAUSE_KINDS.index(k) if k in CAUSE_KINDS else len(CAUSE_KINDS), k))
+    table = {}
+    for kind in kinds:
+        mine = [r for r in rows if r.expected_cause == kind]
+        table[kind] = {
+            "programs": len(mine),
+            "cause_hit": sum(r.cause_hit is True for r in mine),
+            "exact_line": sum(r.exact_line for r in mine),
+            "both": sum(r.cause_hit is True and r.exact_line for r in mine),
+        }
+    return table

@@ -4,6 +4,7 @@ A self-attention layer masks padded positions by adding (1 - mask) * -inf to the
 (mask = 1) that is 0 * -inf = NaN, so every score row becomes NaN in the very first step.
 Fix: use a large finite negative number (-1e9) or ``tf.where(mask > 0, scores, -1e9)``.
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

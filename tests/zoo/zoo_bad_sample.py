@@ -5,6 +5,7 @@ without a word, and the first batch containing that row makes the loss NaN. No T
 it arrives with the batch.
 Fix: drop or impute incomplete rows where the file is read.
 """
+# CAUSE: data: the NaN is in the array as read, before any op
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ where sigmoid(z) rounds to exactly 1.0 in float32: log(1 - p) = log(0) = -inf, a
 every positive example.
 Fix: ``keras.losses.BinaryCrossentropy(from_logits=True)`` on z, or clip p into [eps, 1 - eps].
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

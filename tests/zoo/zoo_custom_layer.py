@@ -5,6 +5,7 @@ was written for non-negative counts but is used after a Dense layer with no acti
 -1 is NaN.
 Fix: feed it non-negative inputs (a relu/softplus before it) or use sign(x) * log1p(|x|).
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ A survival model predicts an event rate and maximizes log P(event by time t) = l
 records have a duration of exactly 0 (logged in the same second), so 1 - exp(0) = 0 and log(0) = -inf.
 Fix: drop zero durations, or clamp rate * t to at least a small epsilon inside the log.
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

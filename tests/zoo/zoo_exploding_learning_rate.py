@@ -5,6 +5,7 @@ overshoots further: the weights grow geometrically and overflow float32 to inf w
 which inf - inf gives NaN. Every op is correct; the hyperparameter is the bug.
 Fix: a smaller learning rate (1e-4 here), standardized features, or gradient clipping.
 """
+# CAUSE: divergence: every op is right; the learning rate makes the weights grow until they overflow
 
 from __future__ import annotations
 

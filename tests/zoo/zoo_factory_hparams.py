@@ -9,6 +9,7 @@ Fix: ``tf.pow(tf.maximum(inputs, 1e-6), self.p)`` (the clamp in the GeM paper).
 
 Training runs at module level, in ``run_experiment(hp)`` called at the bottom of the file.
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 import os
 import sys

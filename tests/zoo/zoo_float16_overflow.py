@@ -8,6 +8,7 @@ inf/NaN gradients would reach the float32 weights.
 Fix: compute the loss in float32 (``tf.cast(pred, tf.float32)``) and average it; wrap the optimizer in
 ``keras.optimizers.LossScaleOptimizer`` so overflowing steps are skipped.
 """
+# CAUSE: precision: the squared errors overflow float16 (65504); float32 would hold them
 
 from __future__ import annotations
 

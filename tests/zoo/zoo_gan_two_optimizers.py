@@ -12,6 +12,7 @@ clip p into [eps, 1 - eps].
 
 The script trains at module level.
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 import os
 import sys

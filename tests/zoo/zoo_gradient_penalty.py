@@ -5,6 +5,7 @@ where every ReLU unit of the critic is off, d critic / d x is exactly 0; the nor
 differentiating the norm (a sqrt) at 0 gives inf * 0 = NaN in the critic's weight gradients.
 Fix: sqrt(sum(g^2) + 1e-12) instead of ``tf.norm``.
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

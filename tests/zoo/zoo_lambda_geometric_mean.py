@@ -4,6 +4,7 @@ Geometric-mean pooling exp(mean(log(h))) over ReLU features. A ReLU output of ex
 forward value exp(-inf) = 0 looks harmless, but the gradient of log at 0 is inf and 0 * inf is NaN.
 Fix: log(h + epsilon), or pool something strictly positive (softplus).
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

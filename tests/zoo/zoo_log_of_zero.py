@@ -5,6 +5,7 @@ learning rate the logits grow within a few steps, a wrong-class probability unde
 -inf and 0 * -inf is NaN.
 Fix: clip the probabilities before the log, or use ``CategoricalCrossentropy(from_logits=True)``.
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

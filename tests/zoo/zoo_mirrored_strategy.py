@@ -5,6 +5,7 @@ mean absolute percentage error |y - p| / |y|. Some targets are exactly 0 (idle m
 0 / 0 is NaN on whichever replica gets them.
 Fix: divide by ``tf.maximum(tf.abs(y_true), epsilon)`` (as ``keras.losses.MeanAbsolutePercentageError`` does).
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

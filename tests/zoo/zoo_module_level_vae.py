@@ -10,6 +10,7 @@ have the decoder return logits and use ``tf.nn.sigmoid_cross_entropy_with_logits
 
 The script trains at module level, as the keras-io example does: no ``__main__`` guard.
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 import os
 import sys

@@ -4,6 +4,7 @@ A "power-law" activation layer computes x ** 0.75 to compress large activations.
 no activation, so some inputs are negative, and a negative base with a fractional exponent is NaN.
 Fix: apply it to a non-negative quantity, e.g. ``tf.sign(x) * tf.pow(tf.abs(x), 0.75)``.
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

@@ -4,6 +4,7 @@ The model's last layer is a softmax written by hand as exp(z) / sum(exp(z)). The
 measurements (hundreds), so logits exceed 88 and exp overflows float32 to +inf; inf / inf is NaN.
 Fix: subtract the row maximum before exp (or use ``tf.nn.softmax``).
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

@@ -6,6 +6,7 @@ fine, but d sqrt(u)/du = 1 / (2 sqrt(u)) is inf at 0, and inf * 0 = NaN in every
 a NaN; the weights do after the first update.
 Fix: sqrt(u + epsilon), or leave out the diagonal.
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ Fix: clamp the base, ``tf.pow(tf.maximum(1.0 - p, 1e-7), gamma)``, or use gamma 
 
 The script trains at module level.
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 import os
 import sys

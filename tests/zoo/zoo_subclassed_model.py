@@ -4,6 +4,7 @@
 sample is off, sum(h^2) is 0, rsqrt(0) is inf and 0 * inf is NaN.
 Fix: ``tf.math.l2_normalize(h, axis=-1)`` (it adds an epsilon), or rsqrt(sum + 1e-12).
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

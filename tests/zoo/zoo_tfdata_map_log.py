@@ -5,6 +5,7 @@ model's first layer turns -inf * w into -inf/+inf and then NaN. Nothing in the m
 by the pipeline, before the training step sees the batch.
 Fix: ``tf.math.log1p(counts)``.
 """
+# CAUSE: op: log of a legitimate zero count, made in the input pipeline (the data is right, the op is wrong)
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ is padded with all-zero rows to a fixed 256 rows (static shapes); on an all-padd
 gradient is exactly 0, and 0 / norm(0) = 0 / 0 = NaN.
 Fix: divide by ``tf.norm(g) + epsilon`` (or ``tf.math.divide_no_nan``), or drop padding rows.
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

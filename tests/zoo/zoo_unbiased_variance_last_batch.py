@@ -5,6 +5,7 @@ has 257 rows and the batch size is 32, so the epoch's last batch has one row: n 
 0 / 0 = NaN.
 Fix: divide by n (the biased estimate, as BatchNormalization does), or ``drop_remainder`` the last batch.
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ the unselected branch still computes log(0) = -inf and 0 * -inf = NaN, and the g
 0 * (that branch's derivative) = 0 * -inf = NaN back into the model.
 Fix: make the branch itself safe, e.g. ``tf.math.xlogy(p, p)`` or log(where(p > 0, p, 1)).
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 

@@ -5,6 +5,7 @@ sorted by group, and one group's targets are all the same value: in that batch s
 (y - mean) / std is 0 / 0 = NaN.
 Fix: divide by ``std + epsilon`` (or standardize once, over the whole data set).
 """
+# CAUSE: op: a wrong op on finite, in-range inputs
 
 from __future__ import annotations
 
