@@ -195,3 +195,28 @@ def test_growth_needs_steps_and_a_factor() -> None:
     assert growth([{"step": 0, "loss": 1.0}, {"step": 1, "loss": 1e9}]) is None  # one step: not a trend
     assert growth([{"step": s, "loss": 1.0 + s} for s in range(30)]) is None  # linear, x30 over 29 steps
     assert growth([]) is None
+
+
+def test_an_entry_script_that_is_not_a_regular_file_is_not_read(tmp_path: Path) -> None:
+    """The entry script's path comes from the manifest (data): a FIFO there must not block the classifier (nor
+    /dev/zero exhaust memory); the optimizer line is then simply not found."""
+    import os
+    import threading
+
+    fifo = tmp_path / "train.py"
+    os.mkfifo(fifo)
+    history = diverging_history()
+    result: dict[str, object] = {}
+
+    def run() -> None:
+        for script in (str(fifo), "/dev/zero"):
+            result[script] = classify(findings_of(overflow_origin(tmp_path / "elsewhere.py")),
+                                      CauseContext(history=history, entry_script=script,
+                                                   model_info={"optimizer": "SGD"}))
+
+    worker = threading.Thread(target=run, daemon=True)
+    worker.start()
+    worker.join(timeout=60)
+    assert not worker.is_alive(), "reading the entry script blocked"
+    for cause in result.values():
+        assert cause.kind == "divergence" and cause.change is None  # type: ignore[attr-defined]

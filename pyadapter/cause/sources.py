@@ -30,8 +30,10 @@ class SourceUnit:
 
 
 def _read(path: str) -> str | None:
+    # The entry script's path comes from the manifest (data): read regular files only (a FIFO or /dev/zero would
+    # block or never end) and only up to a source file's size.
     try:
-        if os.path.getsize(path) > MAX_SOURCE_BYTES:
+        if not os.path.isfile(path) or os.path.getsize(path) > MAX_SOURCE_BYTES:
             return None
         return Path(path).read_text(encoding="utf-8", errors="replace")
     except OSError:
