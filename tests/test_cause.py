@@ -220,3 +220,41 @@ def test_an_entry_script_that_is_not_a_regular_file_is_not_read(tmp_path: Path) 
     assert not worker.is_alive(), "reading the entry script blocked"
     for cause in result.values():
         assert cause.kind == "divergence" and cause.change is None  # type: ignore[attr-defined]
+
+
+def test_float16_zeros_into_rsqrt_are_precision_at_the_op(tmp_path: Path) -> None:
+    """An epsilon of 1e-8 is 0 in float16: rsqrt(variance + eps) gets zeros. Not a wrong op: float32 would work."""
+    program = write_program(tmp_path)
+    origin = Finding(file=str(program), line=EXP_LINE, role="origin", op=OpRef("frame_norm/Rsqrt", "Rsqrt"),
+                     health=TensorHealth(dtype="float16", size=8, pos_inf=2, pos=6),
+                     inputs=[InputHealth("add:0", TensorHealth(dtype="float16", size=8, zero=2, pos=6))])
+    cause = classify(findings_of(origin), CauseContext(history=diverging_history()[:5], dtype_policy="mixed_float16"))
+    assert cause.kind == "precision" and "round to 0" in cause.summary and "mixed_float16" in cause.summary
+    assert cause.change is not None and cause.change.line == EXP_LINE
+    # The same op in float32 on a real zero is the user's op bug.
+    origin32 = Finding(file=str(program), line=LOG_LINE, role="origin", op=OpRef("Rsqrt", "Rsqrt"),
+                       health=TensorHealth(dtype="float32", size=8, pos_inf=2, pos=6),
+                       inputs=[InputHealth("add:0", TensorHealth(dtype="float32", size=8, zero=2, pos=6))])
+    assert classify(findings_of(origin32), CauseContext(history=diverging_history()[:5])).kind == "op"
+
+
+def test_weights_non_finite_before_the_step_are_a_divergence_at_the_optimizer(tmp_path: Path) -> None:
+    """Adam at a huge learning rate writes Inf weights in one update: the next step reads them (ReadVariableOp)."""
+    program = write_program(tmp_path)
+    origin = Finding(file=str(program), line=FIT_LINE, role="origin",
+                     op=OpRef("sequential/dense/Cast/ReadVariableOp", "ReadVariableOp"),
+                     health=TensorHealth(dtype="float32", size=12, nan=3, pos=9))
+    flat = [{"step": s, "loss": 0.7, "logged_loss": 0.7} for s in range(4)]
+    cause = classify(findings_of(origin), CauseContext(history=flat, entry_script=str(program),
+                                                       model_info={"optimizer": "SGD"}))
+    assert cause.kind == "divergence" and "non-finite" in cause.summary and "0.05" in cause.summary
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE
+
+
+def test_a_decoding_op_that_outputs_inf_is_data(tmp_path: Path) -> None:
+    program = write_program(tmp_path)
+    origin = Finding(file=str(program), line=READ_LINE, role="origin", op=OpRef("ParseExampleV2", "ParseExampleV2"),
+                     health=TensorHealth(dtype="float32", size=8, pos_inf=1, pos=7),
+                     inputs=[InputHealth("serialized:0", TensorHealth(dtype="string", size=1))])
+    cause = classify(findings_of(origin, origin_from="input pipeline re-run"), CauseContext(entry_script=str(program)))
+    assert cause.kind == "data" and cause.change is not None and cause.change.line == READ_LINE

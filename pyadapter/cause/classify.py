@@ -21,6 +21,14 @@ DIVISION_OPS = frozenset({"RealDiv", "Div", "TrueDiv", "FloorDiv", "Reciprocal",
 # The largest finite value of each half-precision dtype (float32's is 3.4e38).
 DTYPE_MAX = {"float16": 65504.0, "half": 65504.0, "bfloat16": 3.3895313892515355e38}
 FLOAT32_MAX = 3.4028234663852886e38
+# The smallest positive (subnormal) value of float16: smaller magnitudes, an epsilon of 1e-8 included, become 0.
+FLOAT16_TINY = 5.960464477539063e-08
+# Ops that read a variable: non-finite output with no inputs means the weights were non-finite before the step.
+# Ops that turn stored records into tensors: a NaN/Inf they output was in the data they read.
+DECODE_OPS = frozenset({"ParseExample", "ParseExampleV2", "ParseSingleExample", "ParseSequenceExample",
+                        "ParseSequenceExampleV2", "ParseSingleSequenceExample", "DecodeCSV", "DecodeRaw",
+                        "DecodePaddedRaw", "ParseTensor", "StringToNumber", "DecodeNpy", "DecodeJSONExample"})
+VARIABLE_READS = frozenset({"ReadVariableOp", "VarHandleOp", "ResourceGather", "VariableV2", "Identity"})
 
 
 @dataclass
@@ -89,10 +97,16 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         {"element": e.describe()} if (e := provenance.first_bad_element(context.batch)) is not None else None)
     if bad_batch and section.get("origin_from") != "input pipeline re-run":
         return _data(findings, context, units)
+    if origin is not None and origin.op.type in DECODE_OPS:  # the values were in the records it decoded
+        return _data(findings, context, units)
     if origin is None:
         return Cause("unknown", "no op made NaN/Inf when the step was located, so the cause is not known",
                      {"origin": None})
     dtype = (_dtype(origin) or "").lower()
+    if known and dtype in ("float16", "half") and _zero_into_domain_op(origin):
+        return _underflow(findings, context, origin, dtype)
+    if known and origin.op.type in VARIABLE_READS and not origin.inputs and context.model_info.get("optimizer"):
+        return _update_blew_up(context, units, origin)
     overflow = is_overflow(origin)
     if overflow and dtype in ("float16", "half"):
         return _precision(findings, context, units, origin, dtype)
@@ -105,6 +119,54 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
                      {"op": origin.op.type, "op_name": origin.op.name, "overflow": True},
                      _origin_change(findings, f"the {origin.op.type} op, or the learning rate", "op"))
     return _op(findings, origin, growth, overflow)
+
+
+def _zero_into_domain_op(origin: Finding) -> bool:
+    """A log/rsqrt/division that got zeros: in float16 those zeros are often finite values that underflowed."""
+    op = origin.op.type
+    return (op in DOMAIN_OPS or op in DIVISION_OPS) and any(
+        i.health is not None and i.health.is_finite and (i.health.zero or 0) > 0 for i in origin.inputs)
+
+
+def _underflow(findings: Findings, context: CauseContext, origin: Finding, dtype: str) -> Cause:
+    policy = context.dtype_policy or ("mixed_float16" if context.model_info.get("loss_scale_optimizer") else None)
+    zeros = sum((i.health.zero or 0) for i in origin.inputs if i.health is not None)
+    evidence: dict[str, Any] = {"dtype": dtype, "dtype_tiny": FLOAT16_TINY, "op": origin.op.type,
+                                "op_name": origin.op.name, "zeros_in": zeros, "dtype_policy": policy,
+                                "output": origin.health.describe() if origin.health else None}
+    summary = (f"{origin.op.type} got {zeros} zero{'s' if zeros != 1 else ''} in {dtype}, where values below "
+               f"{FLOAT16_TINY:.3g} (an epsilon of 1e-8 too) round to 0"
+               f"{f' under the {policy} policy' if policy else ''}; float32 would keep them apart from 0")
+    what = f"compute this in float32, or use an epsilon {dtype} can hold (>= 1e-4)"
+    return Cause("precision", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Finding) -> Cause:
+    """The step read weights that were non-finite already: an earlier update wrote them (finite gradients, an
+    update too large), which is the optimizer's doing, so the line to change is its construction."""
+    growth = trend.growth(context.history)
+    if growth is not None:
+        return _divergence(context, units, origin, growth)
+    recorded = [str(context.model_info.get("optimizer") or ""),
+                *[str(name) for name in context.model_info.get("optimizers") or []]]
+    site = change_line.optimizer_site(units, [name for name in recorded if name])
+    evidence: dict[str, Any] = {"op": origin.op.type, "op_name": origin.op.name,
+                                "optimizer": context.model_info.get("optimizer"), "weights_non_finite": True,
+                                "output": origin.health.describe() if origin.health else None}
+    rate_text, change = "", None
+    if site is not None:
+        evidence["learning_rate"] = site.learning_rate
+        evidence["optimizer_line"] = {"file": site.file, "line": site.line, "call": site.name}
+        if site.learning_rate is not None:
+            rate_text = f" at learning rate {format_number(site.learning_rate)}"
+            what = (f"learning rate {format_number(site.learning_rate)} ({site.name}): try "
+                    f"{format_number(site.learning_rate / 10)}, or clip the gradients")
+        else:
+            what = f"the learning rate of {site.name}: lower it, or clip the gradients"
+        change = _change(site, what, "compile" if site.name.lower() == site.name else "optimizer")
+    summary = (f"the run diverged{rate_text}: an update made the weights non-finite (the step read them through "
+               f"{origin.op.type}), too fast for the history to show a trend")
+    return Cause("divergence", summary, evidence, change)
 
 
 def _op(findings: Findings, origin: Finding, growth: trend.Trend | None, overflow: bool) -> Cause:
