@@ -243,7 +243,8 @@ def test_weights_non_finite_before_the_step_are_a_divergence_at_the_optimizer(tm
     program = write_program(tmp_path)
     origin = Finding(file=str(program), line=FIT_LINE, role="origin",
                      op=OpRef("sequential/dense/Cast/ReadVariableOp", "ReadVariableOp"),
-                     health=TensorHealth(dtype="float32", size=12, nan=3, pos=9))
+                     health=TensorHealth(dtype="float32", size=12, nan=3, pos=9),
+                     inputs=[InputHealth("sequential/dense/Cast/ReadVariableOp/resource:0", None)])
     flat = [{"step": s, "loss": 0.7, "logged_loss": 0.7} for s in range(4)]
     cause = classify(findings_of(origin), CauseContext(history=flat, entry_script=str(program),
                                                        model_info={"optimizer": "SGD"}))

@@ -105,7 +105,9 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     dtype = (_dtype(origin) or "").lower()
     if known and dtype in ("float16", "half") and _zero_into_domain_op(origin):
         return _underflow(findings, context, origin, dtype)
-    if known and origin.op.type in VARIABLE_READS and not origin.inputs and context.model_info.get("optimizer"):
+    # A variable read's only input is the resource handle (no health of its own).
+    reads_weights = origin.op.type in VARIABLE_READS and all(i.health is None for i in origin.inputs)
+    if known and reads_weights and context.model_info.get("optimizer"):
         return _update_blew_up(context, units, origin)
     overflow = is_overflow(origin)
     if overflow and dtype in ("float16", "half"):
@@ -217,8 +219,9 @@ def _divergence(context: CauseContext, units: list[SourceUnit], origin: Finding,
             "compile" if site.name.lower() == site.name else "optimizer")
         change = _change(site, what, target)
     rate_text = f" at learning rate {format_number(site.learning_rate)}" if site is not None and site.learning_rate else ""
-    summary = (f"the run diverged{rate_text}: {trend_text}, until {origin.op.type} overflowed float32 "
-               f"(max {FLOAT32_MAX:.3g})")
+    ending = ("until an update made the weights non-finite" if origin.op.type in VARIABLE_READS
+              else f"until {origin.op.type} overflowed float32 (max {FLOAT32_MAX:.3g})")
+    summary = f"the run diverged{rate_text}: {trend_text}, {ending}"
     return Cause("divergence", summary, evidence, change)
 
 
