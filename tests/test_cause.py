@@ -259,3 +259,22 @@ def test_a_decoding_op_that_outputs_inf_is_data(tmp_path: Path) -> None:
                      inputs=[InputHealth("serialized:0", TensorHealth(dtype="string", size=1))])
     cause = classify(findings_of(origin, origin_from="input pipeline re-run"), CauseContext(entry_script=str(program)))
     assert cause.kind == "data" and cause.change is not None and cause.change.line == READ_LINE
+
+
+def test_a_float16_overflow_in_a_replayed_model_names_the_float16_layer(tmp_path: Path) -> None:
+    """A replay builds the model again, so its layers are named one on (``sequential_1/dense_1`` is the first
+    Dense); the layer pinned to float32 cannot have made a float16 op, so the float16 one is named."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n"
+        "keras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "model = keras.Sequential([\n"
+        "    keras.Input(shape=(8,)),\n"
+        "    keras.layers.Dense(64, activation='relu'),\n"
+        "    keras.layers.Dense(1, dtype='float32'),\n"
+        "])\n")
+    origin = Finding(file=str(program), line=7, role="origin", op=OpRef("sequential_1/dense_1/MatMul", "MatMul"),
+                     health=TensorHealth(dtype="float16", size=64, pos_inf=1, pos=63),
+                     inputs=[InputHealth("x:0", TensorHealth(dtype="float16", size=8, pos=8))])
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_float16"))
+    assert cause.kind == "precision" and cause.change is not None and cause.change.line == 5

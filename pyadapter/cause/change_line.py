@@ -161,7 +161,15 @@ def snake_case(name: str) -> str:
     return re.sub("([a-z])([A-Z])", r"\1_\2", name).lower()
 
 
-def layer_site(units: list[SourceUnit], op_name: str) -> Site | None:
+def _other_dtype(node: ast.Call, dtype: str | None) -> bool:
+    """The construction pins a dtype other than the op's (``Dense(1, dtype="float32")`` cannot have made a float16
+    op): a replayed model's layer names are shifted (``sequential_1/dense_1``), so the dtype is the surer sign."""
+    value = keyword(node, "dtype")
+    return dtype is not None and isinstance(value, ast.Constant) and isinstance(value.value, str) \
+        and value.value.removeprefix("mixed_") != dtype and not (dtype == "float16" and value.value == "mixed_float16")
+
+
+def layer_site(units: list[SourceUnit], op_name: str, dtype: str | None = None) -> Site | None:
     """The construction of the layer an op belongs to, from the op's name (``sequential/dense_1/MatMul``): a call
     with ``name="dense_1"``, else the (k+1)-th call of the class whose automatic name is ``dense`` (``dense_k``),
     counting the calls in source order. Innermost layer first."""
@@ -176,7 +184,7 @@ def layer_site(units: list[SourceUnit], op_name: str) -> Site | None:
         base, index = (match.group(1), int(match.group(2) or 0)) if match else (segment, 0)
         same = [(unit, node) for unit, node in constructions
                 if snake_case(called_name(node) or "") == base and keyword(node, "name") is None
-                and (called_name(node) or "")[:1].isupper()]
+                and (called_name(node) or "")[:1].isupper() and not _other_dtype(node, dtype)]
         if not same:
             continue
         unit, node = same[index] if index < len(same) else same[-1]

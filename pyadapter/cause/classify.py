@@ -266,7 +266,7 @@ def _layer_of_origin(units: list[SourceUnit], origin: Finding) -> change_line.Si
                     for call in change_line.calls(other):
                         if change_line.called_name(call) == node.name:
                             return change_line.Site(other, call, node.name)
-    return change_line.layer_site(units, origin.op.forward_op or origin.op.name)
+    return change_line.layer_site(units, origin.op.forward_op or origin.op.name, (_dtype(origin) or "").lower() or None)
 
 
 def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) -> Cause:
