@@ -348,7 +348,8 @@ class NanGuard(keras.callbacks.Callback):
         return False
 
     def set_model(self, model: Any) -> None:
-        legacy_keras.check_model(model)  # a raw tf.Module or other non-Keras object: one line saying what fits
+        if model is not None:  # a raw tf.Module or other non-Keras object: one line saying what fits
+            legacy_keras.check_model(model)
         super().set_model(model)
 
     # ---- Keras callback hooks (no per-batch hook: Keras keeps dispatching batch callbacks asynchronously) ----
