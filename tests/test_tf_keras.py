@@ -193,3 +193,37 @@ def test_bad_input_gets_one_line(tmp_path: Path) -> None:
     assert "keras.Model (Keras 3) or a tf_keras.Model" in out["module"] and "tensorflow.Module" in out["module"]
     for key in ("loop", "fit"):
         assert "both Keras lines" in out[key] and "keras.Adam (Keras 3)" in out[key] and "(tf_keras)" in out[key]
+
+
+SKIP_MODE = textwrap.dedent('''
+    import json, os
+    import numpy as np
+    import tensorflow as tf
+    from pyadapter import NanGuard
+    out = []
+    for legacy in (False, True):
+        x = np.random.default_rng(0).random((64, 4)).astype("float32")
+        y = x.sum(axis=1, keepdims=True)
+        x[16:32] = np.nan  # the second batch of four
+        model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="relu", input_shape=(4,)),
+                                     tf.keras.layers.Dense(1)])
+        optimizer = tf.keras.optimizers.legacy.Adam() if legacy else tf.keras.optimizers.Adam()
+        model.compile(optimizer=optimizer, loss="mse", metrics=["mae"], steps_per_execution=2)
+        guard = NanGuard("caps", on_nan="skip", locate=False, verbose=False)
+        history = model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[guard])
+        out.append({"iterations": int(model.optimizer.iterations.numpy()),
+                    "failed": [f.step for f in guard.failures],
+                    "finite": all(bool(np.isfinite(w).all()) for w in model.get_weights()),
+                    "logs_finite": all(np.isfinite(v).all() for v in history.history.values())})
+    print(json.dumps(out))
+''')
+
+
+def test_skip_mode_holds_back_only_the_bad_step(tmp_path: Path) -> None:
+    """on_nan="skip" with tf_keras's current and legacy optimizers, two steps per execution: the bad batch's update
+    is held back, the other three are applied, and the epoch's metrics do not take the NaN in."""
+    done = subprocess.run([sys.executable, "-c", SKIP_MODE], capture_output=True, text=True, timeout=300,
+                          env=_env(legacy=True), cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    for result in json.loads(done.stdout.strip().splitlines()[-1]):
+        assert result == {"iterations": 3, "failed": [1], "finite": True, "logs_finite": True}
