@@ -443,6 +443,11 @@ class CaptureBundle:
         return dict(self.manifest.get("rng") or {})
 
     @property
+    def keras_line(self) -> str:
+        """"tf_keras" for a bundle of tf_keras objects (Keras 2, TF_USE_LEGACY_KERAS=1), else "keras" (Keras 3)."""
+        return "tf_keras" if self.manifest.get("keras_line") == "tf_keras" else "keras"
+
+    @property
     def model_info(self) -> dict[str, Any]:
         """Model class name/module, jit_compile, run_eagerly, steps_per_execution, strategy, replicas."""
         return dict(self.manifest.get("model") or {})
@@ -567,8 +572,6 @@ class CaptureBundle:
             reason = self.manifest.get("model_save_error")
             why = f": saving it failed with {reason}" if reason else f" (kind {self.kind})"
             raise BundleError(f"{self.path}: no model.keras in this bundle{why}; weights.npz has the raw values")
-        import keras
-
         objects: dict[str, Any] = {}
         if entry_module is not None:
             for name, value in vars(entry_module).items():
@@ -577,6 +580,12 @@ class CaptureBundle:
         objects.update(custom_objects or {})
         try:
             with self.saved_dtype_policy():
+                if self.keras_line == "tf_keras":
+                    from pyadapter.capture import legacy_keras
+
+                    return legacy_keras.load_model(self.model_path, objects or None, compile)
+                import keras
+
                 return keras.saving.load_model(
                     self.model_path, custom_objects=objects or None, compile=compile, safe_mode=True
                 )

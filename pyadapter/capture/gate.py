@@ -119,6 +119,10 @@ _active: _CallScope | None = None
 
 
 def is_loss_scale_optimizer(optimizer: Any) -> bool:
+    from pyadapter.capture import legacy_keras
+
+    if legacy_keras.is_loss_scale_optimizer(optimizer):  # tf_keras's (looked up, never imported)
+        return True
     try:
         import keras
     except ImportError:
@@ -238,7 +242,12 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
         obj.__dict__[name] = make(getattr(obj, name))  # bypasses Keras/TF attribute tracking
         patched.append((obj, name, previous))
 
+    from pyadapter.capture import legacy_keras
+
     for optimizer in unique(optimizers):
+        if legacy_keras.is_tf_keras(optimizer):  # tf_keras updates through apply_gradients, scales with get_scaled_loss
+            legacy_keras.patch_optimizer(optimizer, patch)
+            continue
         patch(optimizer, "apply", lambda original, o=optimizer: _gated_apply(o, original))
         patch(optimizer, "scale_loss", lambda original: _recording(original, takes_loss_argument=True))
     for model in unique(models):

@@ -31,7 +31,17 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from pyadapter.capture import atscene, cluster, gate, keras_fixes, rng, snapshot, storage, structure
+from pyadapter.capture import (
+    atscene,
+    cluster,
+    gate,
+    keras_fixes,
+    legacy_keras,
+    rng,
+    snapshot,
+    storage,
+    structure,
+)
 from pyadapter.capture import bundle as bundle_format
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
@@ -85,7 +95,7 @@ def model_optimizers(model: keras.Model) -> list[Any]:
     found: list[Any] = []
     candidates = [getattr(model, "optimizer", None), *vars(model).values()]
     for value in candidates:
-        if isinstance(value, keras.optimizers.Optimizer) and all(value is not seen for seen in found):
+        if legacy_keras.is_optimizer(value) and all(value is not seen for seen in found):  # either Keras line
             found.append(value)
     return found
 
@@ -226,6 +236,21 @@ class GuardedTrainFunction:
         return logs
 
 
+class LegacyGuardedTrainFunction(GuardedTrainFunction):
+    """The guarded ``train_function`` of a tf_keras model: the same outer function and capture, around tf_keras's
+    own step (see `legacy_keras.make_one_step`)."""
+
+    @staticmethod
+    def key(model: Any, config: gate.GateConfig, restore_metrics: bool) -> tuple:
+        return ("tf_keras", config, restore_metrics, bool(model.run_eagerly), model.jit_compile,
+                legacy_keras.steps_per_execution(model), tuple(id(o) for o in model_optimizers(model)),
+                id(model.distribute_strategy))
+
+    def _make_one_step(self, model: Any) -> Any:
+        self.steps_per_execution = legacy_keras.steps_per_execution(model)
+        return legacy_keras.make_one_step(self, model)
+
+
 # Guarded functions live on the model (like Keras's own train_function), so they go when it goes: a module-level
 # weak-keyed cache would not, as Keras's train function, kept for restoring, refers back to the model.
 _CACHE_ATTRIBUTE = "_nanlens_guarded_train_functions"
@@ -303,12 +328,39 @@ class NanGuard(keras.callbacks.Callback):
                 return failure.bundle
         return None
 
+    # ---- both Keras lines ----
+    # One NanGuard class serves Keras 3 and tf_keras (Keras 2, TF_USE_LEGACY_KERAS=1): it stays the Keras 3
+    # Callback it always was (so Keras 3 fit sees no change) and also answers what tf_keras's CallbackList asks of
+    # a callback, which its own Callback base would have answered. A per-line subclass chosen in set_model would
+    # come too late (tf_keras asks these questions while building its CallbackList, before set_model), and making
+    # it a tf_keras Callback subclass would import tf_keras where it may be absent. The line is then told from the
+    # model at on_train_begin, and tf_keras specifics live in `pyadapter.capture.legacy_keras`.
+
+    _supports_tf_logs = True  # tf_keras: no per-batch hook reads logs, so they need no conversion to numpy
+
+    def _implements_train_batch_hooks(self) -> bool:
+        return False  # no per-batch hook: tf_keras then keeps its fast path, as Keras 3 does
+
+    def _implements_test_batch_hooks(self) -> bool:
+        return False
+
+    def _implements_predict_batch_hooks(self) -> bool:
+        return False
+
+    def set_model(self, model: Any) -> None:
+        if model is not None:  # a raw tf.Module or other non-Keras object: one line saying what fits
+            legacy_keras.check_model(model)
+        super().set_model(model)
+
     # ---- Keras callback hooks (no per-batch hook: Keras keeps dispatching batch callbacks asynchronously) ----
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         model = self.model
+        line = legacy_keras.check_model(model)
         if not model_optimizers(model):
             raise gate.GuardError("NanGuard needs a compiled model with an optimizer")
+        legacy_keras.check_same_line([model, *model_optimizers(model)], "NanGuard")
+        function_class = LegacyGuardedTrainFunction if line == legacy_keras.TF_KERAS else GuardedTrainFunction
         self._cluster = cluster.cluster_of(model.distribute_strategy)
         if self.run_name is None:
             if self._cluster is not None:
@@ -322,12 +374,12 @@ class NanGuard(keras.callbacks.Callback):
         if isinstance(keras_function, GuardedTrainFunction):  # left installed by a fit that raised
             keras_function = keras_function.keras_function
         restore_metrics = self.on_nan == "skip"
-        key = GuardedTrainFunction.key(model, self.config, restore_metrics)
+        key = function_class.key(model, self.config, restore_metrics)
         per_model = _cached_functions(model)
         function = per_model.get(key)
         if function is None or function.keras_function is not keras_function:
             # New, or the model was compiled again since (Keras then builds a new train function): retrace.
-            function = per_model[key] = GuardedTrainFunction(model, self.config, restore_metrics)
+            function = per_model[key] = function_class(model, self.config, restore_metrics)
         function.keras_function = keras_function
         function.guard = self
         self._function = function
@@ -444,6 +496,7 @@ class NanGuard(keras.callbacks.Callback):
             extra={
                 "model": self._model_info(function),
                 "optimizer_iterations": int(primary_optimizer(model).iterations.numpy()),
+                **legacy_keras.manifest_entry([model]),
                 **(extra or {}),
             },
             save_state=save_state,
@@ -469,8 +522,9 @@ class NanGuard(keras.callbacks.Callback):
             step=model.train_step,
             args=(snapshot.to_tensors(data),),
             kwargs={},
-            variables=snapshot.unique([*model.variables, *model.metrics_variables,
-                                         *(v for o in optimizers for v in o.variables), *seed_variables]),
+            variables=snapshot.unique([*model.variables, *legacy_keras.metrics_variables(model),
+                                         *(v for o in optimizers for v in legacy_keras.optimizer_variables(o)),
+                                         *seed_variables]),
             trainable=list(model.trainable_variables),
             optimizers=optimizers,
             seeds_before={id(v): seed_states[p] for p, v in seeds if p in seed_states},
@@ -586,7 +640,7 @@ def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, se
             extra["model_save_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         arrays, described = snapshot.variable_arrays(
             [("model", list(model.variables)),
-             ("optimizer", [v for optimizer in model_optimizers(model) for v in optimizer.variables])]
+             ("optimizer", [v for o in model_optimizers(model) for v in legacy_keras.optimizer_variables(o)])]
         )
     finally:
         for path, value in after.items():

@@ -25,13 +25,17 @@ def versions() -> dict[str, str]:
 
     from pyadapter import __version__
 
-    return {
+    found = {
         "nanlens": __version__,
         "python": platform.python_version(),
         "tensorflow": tf.__version__,
         "keras": keras.__version__,
         "numpy": np.__version__,
     }
+    tf_keras = sys.modules.get("tf_keras")  # the Keras 2 line, when the program uses it (never imported here)
+    if tf_keras is not None:
+        found["tf_keras"] = str(getattr(tf_keras, "__version__", "unknown"))
+    return found
 
 
 def nanlens_version() -> str:

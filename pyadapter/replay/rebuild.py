@@ -20,6 +20,7 @@ from typing import Any
 import tensorflow as tf
 
 from pyadapter.capture.bundle import KIND_FIT, BundleError, CaptureBundle
+from pyadapter.capture.legacy_keras import optimizer_variables
 from pyadapter.capture.snapshot import (
     to_tensors,  # noqa: F401 - the batch as the step takes it (shards, reentry)
     unique,
@@ -48,8 +49,20 @@ class Rebuilt:
 def open_bundle(path: str | Path) -> CaptureBundle:
     """The verified bundle; a tampered, incomplete or foreign one is a one-line ReplayError."""
     try:
-        return CaptureBundle.load(path)
+        bundle = CaptureBundle.load(path)
     except BundleError as exc:
+        raise ReplayError(str(exc)) from None
+    use_keras_line(bundle)
+    return bundle
+
+
+def use_keras_line(bundle: CaptureBundle) -> None:
+    """A tf_keras bundle: make this process's (and its children's) tf.keras tf_keras before the program runs."""
+    from pyadapter.capture.legacy_keras import MixedKerasError, use_line_of_bundle
+
+    try:
+        use_line_of_bundle(bundle.keras_line, str(bundle.path))
+    except MixedKerasError as exc:
         raise ReplayError(str(exc)) from None
 
 
@@ -159,7 +172,7 @@ def keras_step_program(bundle: CaptureBundle, model: Any, optimizers: list[Any],
     return StepProgram(
         step=model.train_step,
         args=(data,),
-        state=unique([*model.variables, *(v for o in optimizers for v in o.variables)]),
+        state=unique([*model.variables, *(v for o in optimizers for v in optimizer_variables(o))]),
         trainable=list(model.trainable_variables),
         optimizers=list(optimizers),
         before_run=before_run,
@@ -182,7 +195,8 @@ def loop_step_program(bundle: CaptureBundle, step: Any, models: list[Any], optim
         step=step,
         args=args,
         kwargs=kwargs,
-        state=unique([v for m in models for v in m.variables] + [v for o in optimizers for v in o.variables]),
+        state=unique([v for m in models for v in m.variables]
+                     + [v for o in optimizers for v in optimizer_variables(o)]),
         trainable=[v for m in models for v in m.trainable_variables],
         optimizers=list(optimizers),
         before_run=before_run,
@@ -196,13 +210,19 @@ def _restore_loss_scaling(bundle: CaptureBundle, model: Any, warnings: list[str]
     Only ``compile``'s automatic wrapping of a ``mixed_float16`` model can be lost this way (an optimizer the
     user wrapped is saved as a LossScaleOptimizer), and that one has Keras's default settings; its scale and
     counter are then set from weights.npz with the rest."""
-    import keras
+    from pyadapter.capture import legacy_keras
 
-    if not bundle.model_info.get("loss_scale_optimizer") or isinstance(
-        model.optimizer, keras.optimizers.LossScaleOptimizer
-    ):
+    if not bundle.model_info.get("loss_scale_optimizer"):
         return
-    model.optimizer = keras.optimizers.LossScaleOptimizer(model.optimizer, name="loss_scale_optimizer")
+    if bundle.keras_line == legacy_keras.TF_KERAS:
+        if not legacy_keras.wrap_loss_scale(model):
+            return
+    else:
+        import keras
+
+        if isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer):
+            return
+        model.optimizer = keras.optimizers.LossScaleOptimizer(model.optimizer, name="loss_scale_optimizer")
     warnings.append(
         f"the model came back without the LossScaleOptimizer compile() put around its optimizer in training "
         f"(saved dtype policy: {bundle.saved_dtype_policy_name() or 'unknown'}); wrapped it again with Keras's "
@@ -293,7 +313,8 @@ def _check_restored(bundle: CaptureBundle, state: list[Any], warnings: list[str]
 
 
 def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]) -> StepProgram:
-    import keras
+    from pyadapter.capture.legacy_keras import is_model, is_optimizer
+    from pyadapter.replay.state import build_optimizers
 
     try:
         step = bundle.step_function(entry.module)
@@ -301,15 +322,13 @@ def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]
         raise ReplayError(f"{exc}; define the step function at module level so replay can find it") from None
     checkpoint = _find_checkpoint(bundle, entry.module, step)
     children = _checkpoint_children(checkpoint)
-    models = [v for v in children if isinstance(v, keras.Model)]
-    optimizers = [v for v in children if isinstance(v, keras.optimizers.Optimizer)]
+    models = [v for v in children if is_model(v)]  # Keras 3 or tf_keras
+    optimizers = [v for v in children if is_optimizer(v)]
     trainable = [v for m in models for v in m.trainable_variables]
     # Optimizer slots are made on first use; make them now so the checkpoint's values land in them.
-    for optimizer in optimizers:
-        if not optimizer.built and trainable:
-            optimizer.build(trainable)
+    build_optimizers(optimizers, trainable, name_scopes=False)
     bundle.restore_checkpoint(checkpoint).expect_partial()
-    state = [v for m in models for v in m.variables] + [v for o in optimizers for v in o.variables]
+    state = [v for m in models for v in m.variables] + [v for o in optimizers for v in optimizer_variables(o)]
     _check_restored(bundle, state, warnings)
     args, kwargs = captured_arguments(bundle)
     return loop_step_program(bundle, _python_function(step), models, optimizers, args, kwargs)

@@ -128,8 +128,10 @@ def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
 def _unbuilt(models: list[Any], optimizers: list[Any]) -> bool:
     """Whether some variable of the step does not exist yet: Keras builds a model without a strategy, and an
     optimizer, only when the first step is traced, which in a re-entry has not happened."""
+    from pyadapter.capture.legacy_keras import optimizer_built
+
     layers_built = all(layer.built for model in models for layer in model._flatten_layers())
-    return not layers_built or any(not optimizer.built for optimizer in optimizers)
+    return not layers_built or any(not optimizer_built(optimizer) for optimizer in optimizers)
 
 
 def _warm_up(step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -143,24 +145,37 @@ def _warm_up(step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
 
 @contextlib.contextmanager
 def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
-    """Every ``keras.Model.fit`` hands its built model to the hook at ``on_train_begin``."""
+    """Every ``keras.Model.fit`` hands its built model to the hook at ``on_train_begin``; with
+    ``TF_USE_LEGACY_KERAS=1`` (set for a tf_keras bundle) every ``tf_keras.Model.fit`` too."""
     import keras
 
-    original = keras.Model.fit
+    lines = [(keras.Model, keras.callbacks.Callback)]
+    if os.environ.get("TF_USE_LEGACY_KERAS") in ("1", "true", "True"):
+        try:
+            import tf_keras
+        except ImportError:
+            pass  # TensorFlow says so itself when the program touches tf.keras
+        else:
+            lines.append((tf_keras.Model, tf_keras.callbacks.Callback))
+    originals = []
+    for model_class, callback_class in lines:
 
-    class _TakeOver(keras.callbacks.Callback):
-        def on_train_begin(self, logs: dict | None = None) -> None:
-            hook.keras_fit(self.model)
+        class _TakeOver(callback_class):  # type: ignore[misc,valid-type]
+            def on_train_begin(self, logs: dict | None = None) -> None:
+                hook.keras_fit(self.model)
 
-    def fit(self: Any, *args: Any, **kwargs: Any) -> Any:
-        callbacks = list(kwargs.pop("callbacks", None) or [])
-        return original(self, *args, callbacks=[*callbacks, _TakeOver()], **kwargs)
+        def fit(self: Any, *args: Any, _original: Any = model_class.fit, _callback: Any = _TakeOver,
+                **kwargs: Any) -> Any:
+            callbacks = list(kwargs.pop("callbacks", None) or [])
+            return _original(self, *args, callbacks=[*callbacks, _callback()], **kwargs)
 
-    keras.Model.fit = fit
+        originals.append((model_class, model_class.fit))
+        model_class.fit = fit
     try:
         yield
     finally:
-        keras.Model.fit = original
+        for model_class, original in reversed(originals):
+            model_class.fit = original
 
 
 class TrainingReached(BaseException):

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pyadapter.capture.legacy_keras import optimizer_variables
 from pyadapter.capture.snapshot import unique, variable_path
 
 
@@ -34,7 +35,8 @@ def assign_captured_state(weights: dict[str, np.ndarray], model: Any, optimizers
     models = [m for m in (model if isinstance(model, (list, tuple)) else [model]) if m is not None]
     live_optimizers = unique([o for o in optimizers if o is not None])
     build_optimizers(live_optimizers, [v for m in models for v in m.trainable_variables])
-    variables = unique([v for m in models for v in m.variables] + [v for o in live_optimizers for v in o.variables])
+    variables = unique([v for m in models for v in m.variables]
+                       + [v for o in live_optimizers for v in optimizer_variables(o)])
     if not variables:
         return []
     if not weights:
@@ -62,14 +64,26 @@ def assign_captured_state(weights: dict[str, np.ndarray], model: Any, optimizers
     return warnings
 
 
-def build_optimizers(optimizers: list[Any], trainable: list[Any]) -> None:
+def build_optimizers(optimizers: list[Any], trainable: list[Any], name_scopes: bool = True) -> None:
     """Build each optimizer that is not built yet, and a built LossScaleOptimizer's inner optimizer if it is not,
-    on `trainable`, in the name scopes ``apply`` uses (so the slots get the paths they had in training)."""
-    import keras
+    on `trainable`, in the name scopes ``apply`` uses (so the slots get the paths they had in training).
+    tf_keras optimizers are built as their ``apply_gradients`` builds them. ``name_scopes=False``: a plain
+    ``build`` (what a checkpoint restore needs: names do not matter to it)."""
+    from pyadapter.capture import legacy_keras
 
     for optimizer in optimizers:
         if not trainable:
             return
+        if legacy_keras.is_tf_keras(optimizer):
+            legacy_keras.build_optimizer(getattr(optimizer, "inner_optimizer", optimizer), trainable)
+            legacy_keras.build_optimizer(optimizer, trainable)
+            continue
+        if not name_scopes:
+            if not optimizer.built:
+                optimizer.build(trainable)
+            continue
+        import keras
+
         if not optimizer.built:
             with keras.name_scope(optimizer.name, caller=optimizer):
                 optimizer.build(trainable)

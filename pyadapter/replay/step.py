@@ -67,9 +67,12 @@ class _GradientRecorder:
     def watching(self) -> Iterator[None]:
         patched = []
         for optimizer in self.optimizers:
-            if type(optimizer).__name__ == "LossScaleOptimizer":
+            if type(optimizer).__name__.startswith("LossScaleOptimizer"):  # Keras 3; tf_keras: ...V3
                 continue  # non-finite scaled gradients are its normal business: it skips them and lowers the scale
             original = getattr(optimizer, "apply", None)
+            if original is None and _watch_apply_gradients(optimizer, self.seen):
+                patched.append((optimizer, "apply_gradients"))  # tf_keras: no apply, the update is apply_gradients
+                continue
             if original is None or "apply" in vars(optimizer):
                 continue
 
@@ -84,12 +87,15 @@ class _GradientRecorder:
                 return _original(grads, trainable_variables, *rest, **kw)
 
             optimizer.apply = apply
-            patched.append(optimizer)
+            patched.append((optimizer, "apply"))
         try:
             yield
         finally:
-            for optimizer in patched:
-                del optimizer.apply
+            for optimizer, name in patched:
+                if name == "apply":
+                    del optimizer.apply
+                else:
+                    optimizer.__dict__.pop(name, None)
 
     def finite_flags(self) -> list[tuple[str, Any]]:
         """(variable name, scalar bool tensor) for each gradient of the current graph (or eager)."""
@@ -103,6 +109,21 @@ class _GradientRecorder:
                 continue  # made inside a nested tf.function: cannot be read from here
             flags.append((name, tf.reduce_all(tf.math.is_finite(values))))
         return flags
+
+
+def _watch_apply_gradients(optimizer: Any, seen: list[tuple[str, Any]]) -> bool:
+    """tf_keras optimizers: record the (gradient, variable) pairs ``apply_gradients`` is given; whether patched."""
+    original = getattr(optimizer, "apply_gradients", None)
+    if original is None or "apply_gradients" in vars(optimizer):
+        return False
+
+    def apply_gradients(grads_and_vars: Any, *rest: Any, **kw: Any) -> Any:
+        pairs = list(grads_and_vars)
+        seen.extend((variable_name(var), grad) for grad, var in pairs if grad is not None)
+        return original(pairs, *rest, **kw)
+
+    optimizer.__dict__["apply_gradients"] = apply_gradients  # bypasses attribute tracking, as gate.hooks does
+    return True
 
 
 def _loss_of(outputs: Any) -> Any:

@@ -1,0 +1,229 @@
+"""Keras 2 users: zoo programs in their tf_keras form (tests/programs/tf_keras/) through guard -> locate -> replay.
+
+Each program runs in its own process with ``TF_USE_LEGACY_KERAS=1`` (TensorFlow resolves ``tf.keras`` once, on
+first use, so the variable must be set before the program starts), exactly as a Keras 2 user runs it. NanGuard
+(or guard_step) must stop it at the failing step with the update held back, write a bundle, and locate the
+``# ORIGIN`` line at the scene; then ``nanlens locate --replay`` and ``nanlens replay`` (graph and eager), started
+*without* the variable, must find the same line and reproduce the NaN from the bundle alone, and a debug session
+must stop on that line with real tensors. Needs tf_keras (the ``test`` extra pins it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tf_keras")
+
+from pyadapter import CaptureBundle  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+PROGRAMS = Path(__file__).parent / "programs" / "tf_keras"
+# (program, what guards it, how replay brings the step back)
+CASES = {
+    "lambda_geometric_mean": ("keras_fit", "re-entry"),  # safe mode refuses the Lambda's bytecode
+    "log_of_zero": ("keras_fit", "rebuilt"),
+    "subclassed_model": ("keras_fit", "rebuilt"),
+    "mixed_precision_softmax_overflow": ("keras_fit", "re-entry"),  # trains at module level
+    "train_step_override": ("keras_fit", "rebuilt"),
+    "custom_training_loop": ("custom_loop", "rebuilt"),
+}
+
+
+def _env(legacy: bool) -> dict[str, str]:
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+    env.pop("TF_USE_LEGACY_KERAS", None)
+    if legacy:
+        env["TF_USE_LEGACY_KERAS"] = "1"
+    return env
+
+
+def _origin_line(path: Path) -> int:
+    (line,) = [i for i, text in enumerate(path.read_text().splitlines(), 1) if "# ORIGIN" in text]
+    return line
+
+
+@dataclass(frozen=True)
+class Run:
+    name: str
+    script: Path
+    bundle: Path
+    output: str
+    returncode: int
+    origin_line: int
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
+    root = tmp_path_factory.mktemp("tf-keras-captures")
+    started = {}
+    for name in CASES:
+        capture_dir = root / name
+        env = dict(_env(legacy=True), NANLENS_CAPTURE_DIR=str(capture_dir))
+        started[name] = (capture_dir, subprocess.Popen(
+            [sys.executable, str(PROGRAMS / f"{name}.py")], cwd=str(root), env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+    done = {}
+    for name, (capture_dir, process) in started.items():
+        output, _ = process.communicate(timeout=600)
+        bundles = sorted(p for p in capture_dir.glob("*-step*") if (p / "manifest.json").is_file())
+        assert len(bundles) == 1, f"{name}: expected one bundle, output:\n{output[-3000:]}"
+        script = PROGRAMS / f"{name}.py"
+        done[name] = Run(name, script, bundles[0], output, process.returncode, _origin_line(script))
+    return done
+
+
+def _nanlens(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    # Without TF_USE_LEGACY_KERAS: the bundle says it is a tf_keras one. In the programs' folder: their own code.
+    return subprocess.run([sys.executable, "-m", "pyadapter", *args], capture_output=True, text=True,
+                          timeout=timeout, env=_env(legacy=False), cwd=str(PROGRAMS))
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_guard_stops_before_the_update_and_locates_the_origin_at_the_scene(runs: dict[str, Run], name: str) -> None:
+    run = runs[name]
+    assert run.returncode == 1 and "zoo: training went non-finite" in run.output, run.output[-3000:]
+    assert "AttributeError" not in run.output
+    bundle = CaptureBundle.load(run.bundle)
+    assert bundle.kind == CASES[name][0]
+    assert bundle.manifest["keras_line"] == "tf_keras"
+    assert bundle.manifest["versions"]["tf_keras"] == "2.21.0"
+    assert not bundle.non_finite.update_applied, "the NaN update must be held back"
+    weights = bundle.weights()
+    assert weights and all(value.dtype.kind != "f" or (value == value).all() for value in weights.values())
+    if bundle.kind == "keras_fit":
+        assert bundle.model_path is not None, bundle.manifest.get("model_save_error")
+    # Located at the scene, in the training process: the marked line.
+    findings = json.loads((run.bundle / "findings.json").read_text())
+    assert findings["origin"]["file"] == str(run.script)
+    assert findings["origin"]["line"] == run.origin_line
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_locate_and_replay_from_the_bundle(runs: dict[str, Run], name: str) -> None:
+    run = runs[name]
+    located = _nanlens("locate", "--replay", "--isolate", "--json", str(run.bundle))
+    assert located.returncode == 0, located.stderr[-3000:]
+    origin = json.loads(located.stdout)["origin"]
+    assert (origin["file"], origin["line"]) == (str(run.script), run.origin_line)
+
+    replayed = _nanlens("replay", "--json", str(run.bundle))
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    report = json.loads(replayed.stdout)
+    assert CASES[name][1] in report["route"], report["route"]
+    for mode in ("graph", "eager"):
+        verdict = report["verdicts"][mode]
+        assert verdict["reproduced"] and verdict["error"] is None, (mode, verdict)
+        assert verdict["loss_finite"] is False or verdict["non_finite_gradients"], (mode, verdict)
+
+
+# (program, an expression in the origin frame, what it shows when the values are real)
+DEBUG_CASES = [
+    ("lambda_geometric_mean", "float(t.numpy().min())", 0.0),  # ReLU zeros go into the log
+    ("subclassed_model", "float(tf.reduce_min(tf.reduce_sum(tf.square(h), axis=-1)).numpy())", 0.0),
+]
+
+
+@pytest.mark.parametrize(("name", "expression", "expected"), DEBUG_CASES, ids=[c[0] for c in DEBUG_CASES])
+def test_debug_session_stops_on_the_origin_line(runs: dict[str, Run], name: str, expression: str,
+                                                expected: float) -> None:
+    from dap_client import DapClient, replay_stopped_at
+
+    run = runs[name]
+    with DapClient([sys.executable, "-m", "debugpy.adapter"], env=_env(legacy=False)) as dap:
+        stopped = replay_stopped_at(dap, str(run.bundle), str(PROGRAMS), str(run.script), run.origin_line)
+        assert stopped["body"]["reason"] == "breakpoint"
+        thread = stopped["body"]["threadId"]
+        top = dap.request("stackTrace", {"threadId": thread, "levels": 3})["body"]["stackFrames"][0]
+        assert (top["source"]["path"], top["line"]) == (str(run.script), run.origin_line)
+        value = dap.request("evaluate", {"expression": expression, "frameId": top["id"],
+                                         "context": "repl"})["body"]["result"]
+        assert float(value) == expected
+        dap.request("continue", {"threadId": thread})
+        dap.wait_event("terminated", timeout=180)
+        assert "eager: NaN reproduced" in dap.debuggee_output()
+
+
+BAD_INPUT = textwrap.dedent('''
+    import json, os
+    import keras  # Keras 3, beside tf.keras = tf_keras
+    import tensorflow as tf
+    from pyadapter import NanGuard, guard_step
+    out = {}
+    try:
+        NanGuard("caps").set_model(tf.Module())
+    except Exception as exc:
+        out["module"] = f"{type(exc).__name__}: {exc}"
+    model = tf.keras.Sequential([tf.keras.layers.Dense(1, input_shape=(2,))])
+    try:
+        guard_step(lambda x: x, model=model, optimizer=keras.optimizers.Adam())
+    except Exception as exc:
+        out["loop"] = f"{type(exc).__name__}: {exc}"
+
+    class Gan(tf.keras.Model):
+        def compile(self, g_optimizer):
+            super().compile()
+            self.g_optimizer = g_optimizer
+
+    gan = Gan(inputs=model.inputs, outputs=model.outputs)
+    gan.compile(keras.optimizers.Adam())  # the Keras 3 optimizer, by mistake
+    try:
+        gan.fit(tf.zeros([4, 2]), tf.zeros([4, 1]), verbose=0, callbacks=[NanGuard("caps")])
+    except Exception as exc:
+        out["fit"] = f"{type(exc).__name__}: {exc}"
+    print(json.dumps(out))
+''')
+
+
+def test_bad_input_gets_one_line(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", BAD_INPUT], capture_output=True, text=True, timeout=300,
+                          env=_env(legacy=True), cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert set(out) == {"module", "loop", "fit"}, out
+    for message in out.values():
+        assert message.startswith("MixedKerasError: ") and "\n" not in message
+    assert "keras.Model (Keras 3) or a tf_keras.Model" in out["module"] and "tensorflow.Module" in out["module"]
+    for key in ("loop", "fit"):
+        assert "both Keras lines" in out[key] and "keras.Adam (Keras 3)" in out[key] and "(tf_keras)" in out[key]
+
+
+SKIP_MODE = textwrap.dedent('''
+    import json, os
+    import numpy as np
+    import tensorflow as tf
+    from pyadapter import NanGuard
+    out = []
+    for legacy in (False, True):
+        x = np.random.default_rng(0).random((64, 4)).astype("float32")
+        y = x.sum(axis=1, keepdims=True)
+        x[16:32] = np.nan  # the second batch of four
+        model = tf.keras.Sequential([tf.keras.layers.Dense(8, activation="relu", input_shape=(4,)),
+                                     tf.keras.layers.Dense(1)])
+        optimizer = tf.keras.optimizers.legacy.Adam() if legacy else tf.keras.optimizers.Adam()
+        model.compile(optimizer=optimizer, loss="mse", metrics=["mae"], steps_per_execution=2)
+        guard = NanGuard("caps", on_nan="skip", locate=False, verbose=False)
+        history = model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[guard])
+        out.append({"iterations": int(model.optimizer.iterations.numpy()),
+                    "failed": [f.step for f in guard.failures],
+                    "finite": all(bool(np.isfinite(w).all()) for w in model.get_weights()),
+                    "logs_finite": all(np.isfinite(v).all() for v in history.history.values())})
+    print(json.dumps(out))
+''')
+
+
+def test_skip_mode_holds_back_only_the_bad_step(tmp_path: Path) -> None:
+    """on_nan="skip" with tf_keras's current and legacy optimizers, two steps per execution: the bad batch's update
+    is held back, the other three are applied, and the epoch's metrics do not take the NaN in."""
+    done = subprocess.run([sys.executable, "-c", SKIP_MODE], capture_output=True, text=True, timeout=300,
+                          env=_env(legacy=True), cwd=str(tmp_path))
+    assert done.returncode == 0, done.stderr[-3000:]
+    for result in json.loads(done.stdout.strip().splitlines()[-1]):
+        assert result == {"iterations": 3, "failed": [1], "finite": True, "logs_finite": True}
