@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
+from pyadapter.capture import keras_lines
 from pyadapter.capture.snapshot import non_finite_variables, unique, variable_path
 from pyadapter.capture.verdict import NonFiniteReport
 
@@ -118,10 +119,14 @@ class _CallScope:
 _active: _CallScope | None = None
 
 
-def is_loss_scale_optimizer(optimizer: Any) -> bool:
-    from pyadapter.capture import legacy_keras
+def active_scope() -> _CallScope | None:
+    """The scope of the guarded step being traced now (None outside one): for steps built outside this module
+    that add their own in-graph work to the verdict (restoring metrics on a failing step)."""
+    return _active
 
-    if legacy_keras.is_loss_scale_optimizer(optimizer):  # tf_keras's (looked up, never imported)
+
+def is_loss_scale_optimizer(optimizer: Any) -> bool:
+    if keras_lines.is_loss_scale_optimizer(optimizer):  # tf_keras's (looked up, never imported)
         return True
     try:
         import keras
@@ -224,6 +229,55 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
     return apply
 
 
+class _TfKerasVariables:
+    """What the gate reads of an optimizer for its backups: its variables now (as a list, for either tf_keras
+    optimizer kind)."""
+
+    def __init__(self, optimizer: Any) -> None:
+        self._optimizer = optimizer
+
+    @property
+    def variables(self) -> list[Any]:
+        return keras_lines.optimizer_variables(self._optimizer)
+
+
+def _gated_apply_gradients(optimizer: Any, original: Any) -> Any:
+    loss_scaling = keras_lines.is_loss_scale_optimizer(optimizer)
+
+    def apply_gradients(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
+        scope = _active
+        if scope is None:
+            return original(grads_and_vars, *args, **kwargs)
+        pairs = list(grads_and_vars)
+        if not pairs:
+            return original(pairs, *args, **kwargs)
+        grads = [g for g, _ in pairs]
+        variables = [v for _, v in pairs]
+        # Slots are made outside the cond (as apply_gradients does in init_scope) so they exist once, whichever
+        # branch runs.
+        keras_lines.build_optimizer(getattr(optimizer, "inner_optimizer", optimizer), variables)
+        if loss_scaling:
+            keras_lines.build_optimizer(optimizer, variables)
+
+        def apply(grads_: Any, variables_: Any) -> Any:
+            original(list(zip(grads_, variables_, strict=True)), *args, **kwargs)
+
+        record = scope.record()
+        gated = _gate(_TfKerasVariables(optimizer), apply, grads, variables, variables, list(record.losses),
+                           scope.config, check_grads=not loss_scaling, keep_backup=scope.several_optimizers)
+        record.gates.append(gated)
+        return optimizer.iterations
+
+    return apply_gradients
+
+
+def _patch_tf_keras_optimizer(optimizer: Any, patch: Any) -> None:
+    """The gate's hooks on a tf_keras optimizer (it updates through ``apply_gradients(grads_and_vars)`` and scales
+    losses with ``get_scaled_loss``), through `hooks`'s ``patch(obj, name, make)``."""
+    patch(optimizer, "apply_gradients", lambda original: _gated_apply_gradients(optimizer, original))
+    patch(optimizer, "get_scaled_loss", lambda original: _recording(original, takes_loss_argument=True))
+
+
 @contextlib.contextmanager
 def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Iterator[_CallScope]:
     """Installs the recording and gating hooks on `optimizers` and `models` while a guarded step is traced (or
@@ -242,11 +296,9 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
         obj.__dict__[name] = make(getattr(obj, name))  # bypasses Keras/TF attribute tracking
         patched.append((obj, name, previous))
 
-    from pyadapter.capture import legacy_keras
-
     for optimizer in unique(optimizers):
-        if legacy_keras.is_tf_keras(optimizer):  # tf_keras updates through apply_gradients, scales with get_scaled_loss
-            legacy_keras.patch_optimizer(optimizer, patch)
+        if keras_lines.is_tf_keras(optimizer):  # tf_keras updates through apply_gradients, scales with get_scaled_loss
+            _patch_tf_keras_optimizer(optimizer, patch)
             continue
         patch(optimizer, "apply", lambda original, o=optimizer: _gated_apply(o, original))
         patch(optimizer, "scale_loss", lambda original: _recording(original, takes_loss_argument=True))

@@ -36,6 +36,7 @@ from pyadapter.capture import (
     cluster,
     gate,
     keras_fixes,
+    keras_lines,
     legacy_keras,
     rng,
     snapshot,
@@ -95,7 +96,7 @@ def model_optimizers(model: keras.Model) -> list[Any]:
     found: list[Any] = []
     candidates = [getattr(model, "optimizer", None), *vars(model).values()]
     for value in candidates:
-        if legacy_keras.is_optimizer(value) and all(value is not seen for seen in found):  # either Keras line
+        if keras_lines.is_optimizer(value) and all(value is not seen for seen in found):  # either Keras line
             found.append(value)
     return found
 
@@ -152,8 +153,9 @@ class GuardedTrainFunction:
             if restore_metrics:
                 snapshot_values = [(v, tf.identity(v.value)) for v in model_.metrics_variables]
             logs = model_.train_step(data)
-            if restore_metrics and snapshot_values and gate._active is not None:
-                ok = gate.local_ok(gate._active)
+            scope = gate.active_scope()
+            if restore_metrics and snapshot_values and scope is not None:
+                ok = gate.local_ok(scope)
 
                 def restore() -> Any:
                     for variable, value in snapshot_values:
@@ -243,12 +245,12 @@ class LegacyGuardedTrainFunction(GuardedTrainFunction):
     @staticmethod
     def key(model: Any, config: gate.GateConfig, restore_metrics: bool) -> tuple:
         return ("tf_keras", config, restore_metrics, bool(model.run_eagerly), model.jit_compile,
-                legacy_keras.steps_per_execution(model), tuple(id(o) for o in model_optimizers(model)),
+                keras_lines.steps_per_execution(model), tuple(id(o) for o in model_optimizers(model)),
                 id(model.distribute_strategy))
 
     def _make_one_step(self, model: Any) -> Any:
-        self.steps_per_execution = legacy_keras.steps_per_execution(model)
-        return legacy_keras.make_one_step(self, model)
+        self.steps_per_execution = keras_lines.steps_per_execution(model)
+        return legacy_keras.make_one_step(self, model, model_optimizers)
 
 
 # Guarded functions live on the model (like Keras's own train_function), so they go when it goes: a module-level
@@ -349,18 +351,18 @@ class NanGuard(keras.callbacks.Callback):
 
     def set_model(self, model: Any) -> None:
         if model is not None:  # a raw tf.Module or other non-Keras object: one line saying what fits
-            legacy_keras.check_model(model)
+            keras_lines.check_model(model)
         super().set_model(model)
 
     # ---- Keras callback hooks (no per-batch hook: Keras keeps dispatching batch callbacks asynchronously) ----
 
     def on_train_begin(self, logs: dict | None = None) -> None:
         model = self.model
-        line = legacy_keras.check_model(model)
+        line = keras_lines.check_model(model)
         if not model_optimizers(model):
             raise gate.GuardError("NanGuard needs a compiled model with an optimizer")
-        legacy_keras.check_same_line([model, *model_optimizers(model)], "NanGuard")
-        function_class = LegacyGuardedTrainFunction if line == legacy_keras.TF_KERAS else GuardedTrainFunction
+        keras_lines.check_same_line([model, *model_optimizers(model)], "NanGuard")
+        function_class = LegacyGuardedTrainFunction if line == keras_lines.TF_KERAS else GuardedTrainFunction
         self._cluster = cluster.cluster_of(model.distribute_strategy)
         if self.run_name is None:
             if self._cluster is not None:
@@ -496,7 +498,7 @@ class NanGuard(keras.callbacks.Callback):
             extra={
                 "model": self._model_info(function),
                 "optimizer_iterations": int(primary_optimizer(model).iterations.numpy()),
-                **legacy_keras.manifest_entry([model]),
+                **keras_lines.manifest_entry([model]),
                 **(extra or {}),
             },
             save_state=save_state,
@@ -522,8 +524,8 @@ class NanGuard(keras.callbacks.Callback):
             step=model.train_step,
             args=(snapshot.to_tensors(data),),
             kwargs={},
-            variables=snapshot.unique([*model.variables, *legacy_keras.metrics_variables(model),
-                                         *(v for o in optimizers for v in legacy_keras.optimizer_variables(o)),
+            variables=snapshot.unique([*model.variables, *keras_lines.metrics_variables(model),
+                                         *(v for o in optimizers for v in keras_lines.optimizer_variables(o)),
                                          *seed_variables]),
             trainable=list(model.trainable_variables),
             optimizers=optimizers,
@@ -640,7 +642,7 @@ def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, se
             extra["model_save_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         arrays, described = snapshot.variable_arrays(
             [("model", list(model.variables)),
-             ("optimizer", [v for o in model_optimizers(model) for v in legacy_keras.optimizer_variables(o)])]
+             ("optimizer", [v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)])]
         )
     finally:
         for path, value in after.items():

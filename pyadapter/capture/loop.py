@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pyadapter.capture import atscene, gate, legacy_keras, rng, snapshot, storage, takeover
+from pyadapter.capture import atscene, gate, keras_lines, rng, snapshot, storage, takeover
 from pyadapter.capture import bundle as bundle_format
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
@@ -102,11 +102,11 @@ class GuardedStep:
             raise ValueError("guard_step needs checkpoint=tf.train.Checkpoint(...) or model= and optimizer=")
         self.checkpoint = checkpoint if checkpoint is not None else tf.train.Checkpoint(**objects)
         # Keras 3 or tf_keras (TF_USE_LEGACY_KERAS=1) objects, not a mix of both lines (one line says so).
-        self.models = [v for v in objects.values() if legacy_keras.is_model(v)]
-        self.optimizers = [v for v in objects.values() if legacy_keras.is_optimizer(v)]
+        self.models = [v for v in objects.values() if keras_lines.is_model(v)]
+        self.optimizers = [v for v in objects.values() if keras_lines.is_optimizer(v)]
         if optimizer is not None and optimizer not in self.optimizers:
             self.optimizers.append(optimizer)
-        legacy_keras.check_same_line([*self.models, *self.optimizers], "guard_step")
+        keras_lines.check_same_line([*self.models, *self.optimizers], "guard_step")
         if not self.optimizers:
             raise ValueError("guard_step found no Keras optimizer to gate (pass optimizer=... or put it in checkpoint)")
         self.step_function = step_function
@@ -237,8 +237,8 @@ class GuardedStep:
         seeds = self._seed_states()
         seed_variables = [variable for _, variable in seeds]
         held = [v for v in _trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)]
-        variables = [v for m in self.models for v in [*m.variables, *legacy_keras.metrics_variables(m)]]
-        variables += [v for o in self.optimizers for v in legacy_keras.optimizer_variables(o)]
+        variables = [v for m in self.models for v in [*m.variables, *keras_lines.metrics_variables(m)]]
+        variables += [v for o in self.optimizers for v in keras_lines.optimizer_variables(o)]
         step_call = scene.SceneStep(
             step=self.python_function,
             args=tuple(args),
@@ -288,7 +288,7 @@ class GuardedStep:
                 "step_function": step_info,
                 "checkpoint": {"prefix": bundle_format.CHECKPOINT_PREFIX, "objects": checkpoint_objects},
                 "optimizer_iterations": int(self.optimizers[0].iterations.numpy()),
-                **legacy_keras.manifest_entry([*self.models, *self.optimizers]),
+                **keras_lines.manifest_entry([*self.models, *self.optimizers]),
                 **(scene or {}),
             },
             save_state=lambda writer: self._save_state(writer, seed_states, files or {}),
@@ -307,7 +307,7 @@ class GuardedStep:
             prefix = writer.file(bundle_format.CHECKPOINT_PREFIX)
             self.checkpoint.write(str(prefix))
             groups = [("model", list(m.variables)) for m in self.models]
-            groups += [("optimizer", legacy_keras.optimizer_variables(o)) for o in self.optimizers]
+            groups += [("optimizer", keras_lines.optimizer_variables(o)) for o in self.optimizers]
             arrays, described = snapshot.variable_arrays(groups)
         finally:
             for path, value in after.items():

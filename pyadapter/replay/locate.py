@@ -73,7 +73,7 @@ def check_bundle(path: str | Path) -> Any:
     except BundleError as exc:
         raise ReplayError(str(exc)) from None
     check_entry(bundle)  # the user's own, unchanged program (or one they trusted), before TensorFlow starts
-    from pyadapter.capture.legacy_keras import MixedKerasError, use_line_of_bundle
+    from pyadapter.capture.keras_lines import MixedKerasError, use_line_of_bundle
 
     try:  # a tf_keras bundle: the worker and a re-run of the program inherit TF_USE_LEGACY_KERAS=1
         use_line_of_bundle(bundle.keras_line, str(bundle.path))

@@ -20,7 +20,7 @@ from typing import Any
 import tensorflow as tf
 
 from pyadapter.capture.bundle import KIND_FIT, BundleError, CaptureBundle
-from pyadapter.capture.legacy_keras import optimizer_variables
+from pyadapter.capture.keras_lines import optimizer_variables
 from pyadapter.capture.snapshot import (
     to_tensors,  # noqa: F401 - the batch as the step takes it (shards, reentry)
     unique,
@@ -58,7 +58,7 @@ def open_bundle(path: str | Path) -> CaptureBundle:
 
 def use_keras_line(bundle: CaptureBundle) -> None:
     """A tf_keras bundle: make this process's (and its children's) tf.keras tf_keras before the program runs."""
-    from pyadapter.capture.legacy_keras import MixedKerasError, use_line_of_bundle
+    from pyadapter.capture.keras_lines import MixedKerasError, use_line_of_bundle
 
     try:
         use_line_of_bundle(bundle.keras_line, str(bundle.path))
@@ -210,11 +210,11 @@ def _restore_loss_scaling(bundle: CaptureBundle, model: Any, warnings: list[str]
     Only ``compile``'s automatic wrapping of a ``mixed_float16`` model can be lost this way (an optimizer the
     user wrapped is saved as a LossScaleOptimizer), and that one has Keras's default settings; its scale and
     counter are then set from weights.npz with the rest."""
-    from pyadapter.capture import legacy_keras
+    from pyadapter.capture import keras_lines, legacy_keras
 
     if not bundle.model_info.get("loss_scale_optimizer"):
         return
-    if bundle.keras_line == legacy_keras.TF_KERAS:
+    if bundle.keras_line == keras_lines.TF_KERAS:
         if not legacy_keras.wrap_loss_scale(model):
             return
     else:
@@ -313,7 +313,7 @@ def _check_restored(bundle: CaptureBundle, state: list[Any], warnings: list[str]
 
 
 def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]) -> StepProgram:
-    from pyadapter.capture.legacy_keras import is_model, is_optimizer
+    from pyadapter.capture.keras_lines import is_model, is_optimizer
     from pyadapter.replay.state import build_optimizers
 
     try:

@@ -128,7 +128,7 @@ def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
 def _unbuilt(models: list[Any], optimizers: list[Any]) -> bool:
     """Whether some variable of the step does not exist yet: Keras builds a model without a strategy, and an
     optimizer, only when the first step is traced, which in a re-entry has not happened."""
-    from pyadapter.capture.legacy_keras import optimizer_built
+    from pyadapter.capture.keras_lines import optimizer_built
 
     layers_built = all(layer.built for model in models for layer in model._flatten_layers())
     return not layers_built or any(not optimizer_built(optimizer) for optimizer in optimizers)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pyadapter.capture.legacy_keras import optimizer_variables
+from pyadapter.capture.keras_lines import optimizer_variables
 from pyadapter.capture.snapshot import unique, variable_path
 
 
@@ -69,14 +69,14 @@ def build_optimizers(optimizers: list[Any], trainable: list[Any], name_scopes: b
     on `trainable`, in the name scopes ``apply`` uses (so the slots get the paths they had in training).
     tf_keras optimizers are built as their ``apply_gradients`` builds them. ``name_scopes=False``: a plain
     ``build`` (what a checkpoint restore needs: names do not matter to it)."""
-    from pyadapter.capture import legacy_keras
+    from pyadapter.capture import keras_lines
 
     for optimizer in optimizers:
         if not trainable:
             return
-        if legacy_keras.is_tf_keras(optimizer):
-            legacy_keras.build_optimizer(getattr(optimizer, "inner_optimizer", optimizer), trainable)
-            legacy_keras.build_optimizer(optimizer, trainable)
+        if keras_lines.is_tf_keras(optimizer):
+            keras_lines.build_optimizer(getattr(optimizer, "inner_optimizer", optimizer), trainable)
+            keras_lines.build_optimizer(optimizer, trainable)
             continue
         if not name_scopes:
             if not optimizer.built:
