@@ -273,25 +273,33 @@ class _UpdateSink(threading.local):
     def __init__(self) -> None:
         self.targets: dict[int, Any] | None = None
         self.squares: list[Any] = []  # half sums of squares (L2Loss) of each update
+        self.graph: Any = None  # where the update is applied; an update made in a nested one (a
+        # LossScaleOptimizer applies inside its own tf.cond) cannot be returned from it: then not measured
+        self.complete = True
 
 
 _update_sink = _UpdateSink()
 
 
 @contextlib.contextmanager
-def _watching_updates(weights: list[Any]) -> Iterator[list[Any]]:
+def _watching_updates(weights: list[Any]) -> Iterator[_UpdateSink]:
     targets: dict[int, Any] = {}
     for weight in weights:
         targets[id(weight)] = weight
         inner = getattr(weight, "value", None)  # Keras's TF optimizer updates the keras.Variable's tf.Variable
         if inner is not None and not callable(inner):
             targets[id(inner)] = weight
-    previous = (_update_sink.targets, _update_sink.squares)
-    _update_sink.targets, _update_sink.squares = targets, []
+    sink = _update_sink
+    previous = (sink.targets, sink.squares, sink.graph, sink.complete)
+    sink.targets, sink.squares, sink.graph, sink.complete = targets, [], _current_graph(), True
     try:
-        yield _update_sink.squares
+        yield sink
     finally:
-        _update_sink.targets, _update_sink.squares = previous
+        sink.targets, sink.squares, sink.graph, sink.complete = previous
+
+
+def _current_graph() -> Any:
+    return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
 
 
 def _watched_assign(original: Any, kind: str) -> Any:
@@ -301,7 +309,9 @@ def _watched_assign(original: Any, kind: str) -> Any:
 
     def wrapper(variable: Any, value: Any) -> Any:
         targets = _update_sink.targets
-        if targets is not None and id(variable) in targets:
+        if targets is not None and id(variable) in targets and _current_graph() is not _update_sink.graph:
+            _update_sink.complete = False
+        elif targets is not None and id(variable) in targets:
             update = _dense(value)
             if kind == "assign":
                 update = tf.cast(update, _dense(variable).dtype) - _dense(variable)
@@ -445,9 +455,10 @@ def _gate(optimizer: Any, original_apply: Any, grads: list[Any], variables_arg: 
         update_norm = tf.constant(_NOT_MEASURED)
         if history and not several_replicas:
             # Each replica writes its own copy of the weights: the updates would be counted once per replica.
-            with _watching_updates(checked_weights) as update_halves:
+            with _watching_updates(checked_weights) as sink:
                 do_apply()
-            if update_halves:
+                update_halves, complete = list(sink.squares), sink.complete
+            if update_halves and complete:
                 # Squares that overflow float32 read as Inf here; history.rows tells that from a non-finite update
                 # by the weights after it (finite weights: the update was finite too).
                 update_norm = tf.sqrt(2.0 * tf.add_n(update_halves))
