@@ -54,14 +54,14 @@ def assert_growth(history: list[dict], failing_step: int) -> None:
     tail = finite_tail(history, 8)
     losses = [row["loss"] for row in tail]
     norms = [row["grad_norm"] for row in tail]
-    assert all(b > 2 * a for a, b in zip(losses, losses[1:])), f"loss grows geometrically: {losses}"
-    assert all(b > a for a, b in zip(norms, norms[1:])), f"gradient norm grows: {norms}"
+    assert all(b > 2 * a for a, b in zip(losses, losses[1:], strict=False)), f"loss grows geometrically: {losses}"
+    assert all(b > a for a, b in zip(norms, norms[1:], strict=False)), f"gradient norm grows: {norms}"
     assert all(row["weight_norm"] > 0 and row["update_ratio"] > 0 for row in tail)
 
 
 def assert_sgd_update_ratio(history: list[dict]) -> None:
     """Plain SGD moves the weights by lr * gradient: ratio * ||w before|| must equal lr * ||g|| (both measured)."""
-    for before, row in zip(history, history[1:]):
+    for before, row in zip(history, history[1:], strict=False):
         if row["update_ratio"] is None or before["weight_norm"] is None or row["grad_norm"] is None:
             continue
         update = row["update_ratio"] * before["weight_norm"]
@@ -136,7 +136,7 @@ def test_custom_loop_history_shows_the_divergence(tmp_path):
         with tf.GradientTape() as tape:
             loss = loss_fn(by, model(bx, training=True))
         grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
         return loss
 
     with pytest.raises(NonFiniteStepError):
@@ -154,3 +154,30 @@ def test_custom_loop_history_shows_the_divergence(tmp_path):
     assert all(row["logged_loss"] is None for row in history), "a custom loop logs nothing"
     # The step computes its loss without model.compute_loss: y_pred is not seen, so not measured (no marker).
     assert all(row["max_abs_output"] is None and "max_abs_output_nonfinite" not in row for row in history)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_norms_keep_the_finite_verdict_of_the_plain_sums(compiled):
+    """The gate's checks reduce to sums of squares when the history is on. Squares of |x| > 1.8e19 overflow where
+    the old plain sums did not: the verdict must not change, and the norm must still be right."""
+    from pyadapter.capture.gate import finite_flags, finite_flags_and_norm
+
+    cases = {
+        "huge but finite": [np.array([1e20, -3e20], "float32"), np.array([1.0, 2.0], "float32")],
+        "ordinary": [np.array([3.0, 4.0], "float32"), np.array([[12.0]], "float64"), np.array([1e3, 1e3], "float16")],
+        "inf": [np.array([np.inf, 1.0], "float32"), np.array([1e20], "float32")],
+        "nan": [np.array([np.nan], "float32"), np.array([2.0], "float32")],
+        "sum overflows": [np.array([3e38, 3e38], "float32")],  # the plain sum is Inf: "not finite", as before
+    }
+    check = tf.function(finite_flags_and_norm) if compiled else finite_flags_and_norm
+    for name, arrays in cases.items():
+        values = [tf.constant(a) for a in arrays]
+        flags, norm = check(values)
+        assert flags.numpy().tolist() == finite_flags(values).numpy().tolist(), name
+        expected = math.sqrt(sum(float(np.sum(np.square(a.astype("float64")))) for a in arrays))
+        if name == "nan":
+            assert math.isnan(float(norm)), name
+        elif expected > np.finfo("float32").max:  # Inf, or a norm beyond float32 (the "sum overflows" case)
+            assert float(norm) == math.inf, name
+        else:
+            assert float(norm) == pytest.approx(expected, rel=1e-6), name
