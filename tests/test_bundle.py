@@ -149,6 +149,42 @@ def test_clean_copy_loads(copy):
 
 
 @slow
+def test_history_rows_tell_nan_from_missing(real_bundle):
+    """A NaN input row at step 2: that step's loss is null with the marker "nan"; the healthy steps have numbers."""
+    history = CaptureBundle.load(real_bundle).loss_history
+    assert [row["step"] for row in history] == [0, 1, 2]
+    for row in history[:2]:
+        assert all(isinstance(row[key], float) and row[key] > 0
+                   for key in ("loss", "logged_loss", "grad_norm", "weight_norm", "max_abs_output"))
+    assert history[0]["update_ratio"] is None and 0 < history[1]["update_ratio"] < 1
+    failing = history[2]
+    assert failing["loss"] is None and failing["loss_nonfinite"] == "nan"
+    assert failing["grad_norm"] is None and failing["grad_norm_nonfinite"] == "nan"
+    assert failing["max_abs_output"] is None and failing["max_abs_output_nonfinite"] == "nan"
+    assert failing["weight_norm"] == history[1]["weight_norm"] or failing["weight_norm"] == pytest.approx(
+        history[1]["weight_norm"], rel=1e-6), "the update was not applied: the weights are the previous step's"
+    assert failing["update_ratio"] is None and "update_ratio_nonfinite" not in failing, "not applied: not measured"
+
+
+@slow
+@pytest.mark.parametrize(
+    "row, reason",
+    [
+        ({"step": 1, "grad_norm": "1e3"}, "'loss_history' entry 0 field 'grad_norm' is not a number or null"),
+        ({"step": 1, "update_ratio": [0.1]}, "'loss_history' entry 0 field 'update_ratio' is not a number or null"),
+        ({"step": 1, "loss": True}, "'loss_history' entry 0 field 'loss' is not a number or null"),
+        ({"step": 1, "loss": None, "loss_nonfinite": "huge"}, "'loss_nonfinite' is not one of nan, inf, -inf"),
+        ({"step": 1, "weight_norm_nonfinite": 1}, "'weight_norm_nonfinite' is not one of nan, inf, -inf"),
+        ({"step": "1", "loss": 0.5}, "'loss_history' entry 0 has no integer 'step'"),
+        ({"loss": 0.5}, "'loss_history' entry 0 has no integer 'step'"),
+    ],
+)
+def test_tampered_history_is_one_bundle_error(copy, row, reason):
+    edit_manifest(copy, lambda manifest: manifest["loss_history"].__setitem__(0, row))
+    rejected(copy, reason)
+
+
+@slow
 @pytest.mark.parametrize("name", ["batch.npz", "model.keras", "weights.npz"])
 def test_changed_bytes_are_rejected(copy, name):
     path = copy / name

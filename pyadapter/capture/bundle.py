@@ -3,12 +3,24 @@
 Layout of ``capture_dir/<run>-step<N>/``::
 
     manifest.json      format "nanlens.bundle/1", versions, host, step/epoch, what went non-finite, entry script
-                       (absolute path + sha256), RNG states, loss history, and the sha256 + size of every file
+                       (absolute path + sha256), RNG states, the step history ("loss_history", below), and the
+                       sha256 + size of every file
     batch.npz          the step's inputs (x, y, sample weights / the step function's arguments), flat arrays;
                        the nesting (dict/list/tuple) is described in manifest["batch"]["structure"]
     weights.npz        raw values of the model and optimizer variables (names in manifest["weights"]["variables"])
     model.keras        (Keras fit) the compiled model with its optimizer state, before the failing update
     checkpoint/        (custom loops) a tf.train.Checkpoint of what is trained, before the failing update
+
+``manifest["loss_history"]`` holds the guard's last ``history_size`` steps up to the failing one, oldest first::
+
+    {"step": 11, "loss": 5.1e17, "logged_loss": 2.3e17, "grad_norm": 3.0e19, "weight_norm": 8.1e9,
+     "update_ratio": 1.9, "max_abs_output": 7.2e8}
+    {"step": 12, "loss": null, "loss_nonfinite": "inf", "logged_loss": null, "logged_loss_nonfinite": "inf",
+     "grad_norm": null, "grad_norm_nonfinite": "inf", "weight_norm": 8.1e9, "update_ratio": null,
+     "max_abs_output": 1.3e19}
+
+Each number is null when not measured or not finite, and a non-finite one also has ``<name>_nonfinite`` =
+"nan" | "inf" | "-inf". What each measures: `pyadapter.capture.history`.
 
 Every array file is read with ``allow_pickle=False`` and the Keras archive with ``safe_mode=True``; nothing in a
 bundle is ever unpickled. A bundle is written into a hidden temporary directory inside ``capture_dir`` and renamed
@@ -53,6 +65,7 @@ import numpy as np
 
 from pyadapter import safejson
 from pyadapter.capture import checkpoint_index, integrity, rng, structure
+from pyadapter.capture import history as step_history
 from pyadapter.capture.verdict import NonFiniteReport
 
 FORMAT = "nanlens.bundle/1"
@@ -283,8 +296,9 @@ def _check_field_types(manifest: dict[str, Any]) -> None:
                 for v in variables)
     ):
         raise BundleError("manifest field 'weights.variables' is not a list of {key, path} objects")
-    if not all(isinstance(row, dict) for row in manifest.get("loss_history") or []):
-        raise BundleError("manifest field 'loss_history' holds something other than objects")
+    history_problem = step_history.check_rows(manifest.get("loss_history") or [])
+    if history_problem is not None:
+        raise BundleError(f"manifest field 'loss_history' {history_problem}")
     if _wrong_type((manifest.get("step_function") or {}).get("qualname"), str):
         raise BundleError("manifest field 'step_function.qualname' has the wrong type (expected str)")
     objects = (manifest.get("checkpoint") or {}).get("objects")
@@ -413,10 +427,13 @@ class CaptureBundle:
 
     @property
     def loss_history(self) -> list[dict[str, Any]]:
-        """Up to the last ~100 steps before and including the failing one: {"step", "loss", "logged_loss"}.
+        """The guard's history: up to ``history_size`` (256) steps before and including the failing one, oldest
+        first, each ``{"step", "loss", "logged_loss", "grad_norm", "weight_norm", "update_ratio",
+        "max_abs_output"}`` (numbers or None; see `pyadapter.capture.history` for what each measures).
 
-        ``loss`` is that step's loss as computed in the step (None if non-finite or not seen); ``logged_loss``
-        is what Keras logged (the running mean over the epoch).
+        None means not measured or not finite; a non-finite value also has ``"<name>_nonfinite": "nan" | "inf" |
+        "-inf"``. Bundles from before the history have only step, loss and logged_loss (the rest reads as absent).
+        Validated at load: every entry has an integer step and numbers or null.
         """
         return list(self.manifest.get("loss_history") or [])
 

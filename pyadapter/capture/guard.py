@@ -44,6 +44,7 @@ from pyadapter.capture import (
     structure,
 )
 from pyadapter.capture import bundle as bundle_format
+from pyadapter.capture import history as step_history
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
 
@@ -276,7 +277,9 @@ class NanGuard(keras.callbacks.Callback):
             is undone too (costs roughly one copy of the model per step; off by default).
         max_bundles: bundles written at most per guard (skip mode can see many failing steps).
         max_consecutive_skips: in skip mode, stop after this many non-finite steps in a row (None: never).
-        history_size: how many recent step losses the bundle records.
+        history_size: how many recent steps the bundle's ``loss_history`` records (loss, gradient norm, weight
+            norm, update/weight ratio, max |prediction|; see `pyadapter.capture.history`), measured inside the
+            compiled step and read only on a failing step. 0: no history, and no extra ops in the step.
         locate: on a failing step, before stopping or skipping, re-run it once right here (from the state before
             it, nothing kept) under a FULL_HEALTH dump and write the origin into the bundle (``findings.json``),
             so the editor marks the line at once, whatever the program's shape. Costs a few seconds, on failure
@@ -297,7 +300,7 @@ class NanGuard(keras.callbacks.Callback):
         protect_weights: bool = False,
         max_bundles: int = 5,
         max_consecutive_skips: int | None = 100,
-        history_size: int = 100,
+        history_size: int = step_history.DEFAULT_SIZE,
         locate: bool = True,
         verbose: bool = True,
     ) -> None:
@@ -307,7 +310,8 @@ class NanGuard(keras.callbacks.Callback):
         self.capture_dir = storage.capture_location(capture_dir)
         self.on_nan = on_nan
         self.run_name = run_name
-        self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights)
+        self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights,
+                                      history=history_size > 0)
         self.max_bundles = max_bundles
         self.max_consecutive_skips = max_consecutive_skips
         self.locate = locate
@@ -406,7 +410,8 @@ class NanGuard(keras.callbacks.Callback):
         self._step += 1
         self._batch += 1
         loss = verdict.loss if function.meta.has_loss else None
-        self._history.append((step, loss, logs.get("loss") if isinstance(logs, dict) else None))
+        self._history.append(step_history.HistoryEntry(
+            step, loss, logs.get("loss") if isinstance(logs, dict) else None, verdict.metrics))
         if bool(verdict.ok):
             self._consecutive = 0
             return True

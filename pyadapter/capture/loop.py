@@ -46,6 +46,7 @@ import tensorflow as tf
 
 from pyadapter.capture import atscene, gate, keras_lines, rng, snapshot, storage, takeover
 from pyadapter.capture import bundle as bundle_format
+from pyadapter.capture import history as step_history
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
 
@@ -113,7 +114,8 @@ class GuardedStep:
         self.capture_dir = storage.capture_location(capture_dir)
         self.on_nan = on_nan
         self.run_name = run_name
-        self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights)
+        self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights,
+                                      history=history_size > 0)
         self.max_bundles = max_bundles
         self.max_consecutive_skips = max_consecutive_skips
         self.locate = locate
@@ -193,7 +195,7 @@ class GuardedStep:
         index = self._calls
         self._calls += 1
         loss = verdict.loss if "loss" in self.meta.checked else _scalar_loss(result)
-        self._history.append((step, loss, None))
+        self._history.append(step_history.HistoryEntry(step, loss, None, verdict.metrics))
         if bool(verdict.ok):
             self._consecutive = 0
             return result
@@ -341,7 +343,7 @@ def guard_step(
     protect_weights: bool = False,
     max_bundles: int = 5,
     max_consecutive_skips: int | None = 100,
-    history_size: int = 100,
+    history_size: int = step_history.DEFAULT_SIZE,
     locate: bool = True,
     verbose: bool = True,
 ) -> Any:

@@ -15,16 +15,8 @@ from typing import Any
 import numpy as np
 
 from pyadapter.capture import bundle, rng, snapshot, storage, structure
+from pyadapter.capture import history as step_history
 from pyadapter.capture.verdict import NonFiniteReport
-
-
-def json_float(value: float | None) -> float | None:
-    """NaN/Inf are not JSON: they are stored as None (loss history)."""
-    if value is None:
-        return None
-    value = float(value)
-    return value if np.isfinite(value) else None
-
 
 # A process that wants the failing step rather than a bundle (the input-pipeline re-run of `nanlens locate`)
 # registers a function here: it is called with (kind, step) instead of writing, and ends the run.
@@ -64,15 +56,8 @@ def write_bundle(*, capture_dir: Path | str, run: str, kind: str, step: int, epo
 
 
 def history_to_json(history: Any) -> list[dict[str, Any]]:
-    """The guard's (step, loss, logged loss) entries as the manifest's ``loss_history``."""
-    return [
-        {
-            "step": int(entry_step),
-            "loss": json_float(None if loss is None else np.asarray(loss).item()),
-            "logged_loss": json_float(None if logged is None else np.asarray(logged).item()),
-        }
-        for entry_step, loss, logged in list(history)
-    ]
+    """The guard's ring of `history.HistoryEntry` as the manifest's ``loss_history`` (see ``history.py``)."""
+    return step_history.rows(history)
 
 
 def _write_local_bundle(capture_dir: Path, name: str, *, kind: str, run: str, step: int, epoch: int | None,

@@ -1,0 +1,183 @@
+"""The guard's step history: a run whose learning rate is too high shows its divergence in the bundle.
+
+Real Keras training that diverges (plain SGD on unscaled features) until the loss overflows; the bundle's
+``loss_history`` must show the growth, with numbers that agree with what the user can compute from the model.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from pyadapter import CaptureBundle, NanGuard, NonFiniteStepError, guard_step  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+LEARNING_RATE = 1e-4
+BATCH = 64
+KEYS = {"step", "loss", "logged_loss", "grad_norm", "weight_norm", "update_ratio", "max_abs_output"}
+
+
+def house_prices(batches: int = 200) -> tuple[np.ndarray, np.ndarray]:
+    """Features in raw units (0-100, never standardized): too much for SGD at 1e-4, which diverges in ~30 steps."""
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0, 100, (BATCH * batches, 8)).astype("float32")
+    y = (x @ rng.normal(size=(8, 1))).astype("float32")
+    return x, y
+
+
+def regression_model() -> keras.Model:
+    return keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])  # a linear regression
+
+
+def finite_tail(history: list[dict], count: int) -> list[dict]:
+    """The last `count` rows before the loss first overflowed."""
+    first_bad = next(i for i, row in enumerate(history) if row["loss"] is None)
+    assert history[first_bad]["loss_nonfinite"] == "inf", history[first_bad]
+    rows = history[max(0, first_bad - count):first_bad]
+    assert len(rows) == count, rows
+    return rows
+
+
+def assert_growth(history: list[dict], failing_step: int) -> None:
+    steps = [row["step"] for row in history]
+    assert steps == list(range(steps[0], failing_step + 1)), "consecutive steps, ending at the failing one"
+    assert all(KEYS <= set(row) for row in history)
+    tail = finite_tail(history, 8)
+    losses = [row["loss"] for row in tail]
+    norms = [row["grad_norm"] for row in tail]
+    assert all(b > 2 * a for a, b in zip(losses, losses[1:], strict=False)), f"loss grows geometrically: {losses}"
+    assert all(b > a for a, b in zip(norms, norms[1:], strict=False)), f"gradient norm grows: {norms}"
+    assert all(row["weight_norm"] > 0 and row["update_ratio"] > 0 for row in tail)
+
+
+def assert_sgd_update_ratio(history: list[dict]) -> None:
+    """Plain SGD moves the weights by lr * gradient: ratio * ||w before|| must equal lr * ||g|| (both measured)."""
+    for before, row in zip(history, history[1:], strict=False):
+        if row["update_ratio"] is None or before["weight_norm"] is None or row["grad_norm"] is None:
+            continue
+        update = row["update_ratio"] * before["weight_norm"]
+        assert update == pytest.approx(LEARNING_RATE * row["grad_norm"], rel=1e-3), row
+
+
+def weights_norm(model: keras.Model) -> float:
+    return math.sqrt(sum(float(np.sum(np.square(w.numpy().astype("float64")))) for w in model.trainable_weights))
+
+
+def test_fit_history_shows_the_divergence(tmp_path):
+    keras.utils.set_random_seed(0)
+    x, y = house_prices()
+    model = regression_model()
+    model.compile(keras.optimizers.SGD(learning_rate=LEARNING_RATE), "mse")
+    guard = NanGuard(tmp_path, verbose=False, locate=False)
+    model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[guard])
+
+    assert guard.last_bundle is not None, "the run diverged until the loss overflowed"
+    bundle = CaptureBundle.load(guard.last_bundle)
+    history = bundle.loss_history
+    assert history[0]["step"] == 0, "the default window (256) holds the whole short run"
+    assert_growth(history, bundle.step)
+    assert history[-1]["loss"] is None and history[-1]["loss_nonfinite"] == "inf", "fit stops at the first Inf loss"
+    assert history[-1]["grad_norm"] > history[-2]["grad_norm"], "its gradients were still finite (and larger)"
+    assert_sgd_update_ratio(history)
+    assert history[0]["update_ratio"] is None, "no weights before the window: no ratio"
+    assert history[-1]["update_ratio"] is None, "the failing step's update was not applied"
+    # The failing step left the weights as they were: the last weight norm is the model's, as numpy computes it.
+    assert history[-1]["weight_norm"] == pytest.approx(weights_norm(model), rel=1e-5)
+    # max |y_pred| of the failing step: what the model predicts for the captured batch.
+    features = bundle.batch()[0]
+    predicted = np.max(np.abs(model(features).numpy().astype("float64")))
+    assert history[-1]["max_abs_output"] == pytest.approx(predicted, rel=1e-5)
+    assert history[-2]["logged_loss"] is not None and history[-2]["logged_loss"] < history[-2]["loss"], (
+        "Keras logs the running mean, which lags the growing loss")
+
+
+def test_history_size_limits_the_window_and_zero_adds_no_ops(tmp_path):
+    x, y = house_prices()
+    windows = {}
+    for size in (5, 0):
+        keras.utils.set_random_seed(0)
+        model = regression_model()
+        model.compile(keras.optimizers.SGD(learning_rate=LEARNING_RATE), "mse")
+        guard = NanGuard(tmp_path / str(size), verbose=False, locate=False, history_size=size)
+        model.fit(x, y, batch_size=BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[guard])
+        assert guard.last_bundle is not None
+        windows[size] = CaptureBundle.load(guard.last_bundle)
+        op_types = set()
+        for function in model.__dict__["_nanlens_guarded_train_functions"].values():
+            for concrete in function._one_step._list_all_concrete_functions():
+                graph = concrete.graph.as_graph_def()
+                op_types |= {node.op for node in graph.node}
+                op_types |= {node.op for f in graph.library.function for node in f.node_def}
+        assert ("L2Loss" in op_types) == (size > 0), f"history_size={size}: {sorted(op_types)}"
+    assert [row["step"] for row in windows[5].loss_history] == list(range(windows[5].step - 4, windows[5].step + 1))
+    assert windows[0].loss_history == [] and windows[0].step == windows[5].step, "same run, same failing step"
+
+
+def test_custom_loop_history_shows_the_divergence(tmp_path):
+    keras.utils.set_random_seed(0)
+    x, y = house_prices()
+    model = regression_model()
+    optimizer = keras.optimizers.SGD(learning_rate=LEARNING_RATE)
+    loss_fn = keras.losses.MeanSquaredError()
+    dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(BATCH)
+
+    @guard_step(model=model, optimizer=optimizer, capture_dir=tmp_path, verbose=False, locate=False)
+    @tf.function
+    def train_step(bx, by):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(by, model(bx, training=True))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    with pytest.raises(NonFiniteStepError):
+        for bx, by in dataset:
+            train_step(bx, by)
+
+    bundle = CaptureBundle.load(train_step.last_bundle)
+    history = bundle.loss_history
+    assert_growth(history, bundle.step)
+    # A loop whose loss does not go through model.compute_loss is stopped by its gradients, not its loss: the
+    # history shows the steps that trained on an infinite loss until the gradients overflowed too.
+    last = history[-1]
+    assert last["loss_nonfinite"] == "inf" and last["grad_norm"] is None and last["grad_norm_nonfinite"] == "inf"
+    assert_sgd_update_ratio(history)
+    assert all(row["logged_loss"] is None for row in history), "a custom loop logs nothing"
+    # The step computes its loss without model.compute_loss: y_pred is not seen, so not measured (no marker).
+    assert all(row["max_abs_output"] is None and "max_abs_output_nonfinite" not in row for row in history)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_the_norms_keep_the_finite_verdict_of_the_plain_sums(compiled):
+    """The gate's checks reduce to sums of squares when the history is on. Squares of |x| > 1.8e19 overflow where
+    the old plain sums did not: the verdict must not change, and the norm must still be right."""
+    from pyadapter.capture.gate import finite_flags, finite_flags_and_norm
+
+    cases = {
+        "huge but finite": [np.array([1e20, -3e20], "float32"), np.array([1.0, 2.0], "float32")],
+        "ordinary": [np.array([3.0, 4.0], "float32"), np.array([[12.0]], "float64"), np.array([1e3, 1e3], "float16")],
+        "inf": [np.array([np.inf, 1.0], "float32"), np.array([1e20], "float32")],
+        "nan": [np.array([np.nan], "float32"), np.array([2.0], "float32")],
+        "sum overflows": [np.array([3e38, 3e38], "float32")],  # the plain sum is Inf: "not finite", as before
+    }
+    check = tf.function(finite_flags_and_norm) if compiled else finite_flags_and_norm
+    for name, arrays in cases.items():
+        values = [tf.constant(a) for a in arrays]
+        flags, norm = check(values)
+        assert flags.numpy().tolist() == finite_flags(values).numpy().tolist(), name
+        expected = math.sqrt(sum(float(np.sum(np.square(a.astype("float64")))) for a in arrays))
+        if name == "nan":
+            assert math.isnan(float(norm)), name
+        elif expected > np.finfo("float32").max:  # Inf, or a norm beyond float32 (the "sum overflows" case)
+            assert float(norm) == math.inf, name
+        else:
+            assert float(norm) == pytest.approx(expected, rel=1e-6), name
