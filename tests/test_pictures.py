@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from programs.harness import PROGRAMS, marker_line, nanlens, program_dumps
 
+from pyadapter.cause import attach_cause, trend
 from pyadapter.dump import scan_dump
-from pyadapter.findings import TensorHealth
+from pyadapter.findings import Findings, TensorHealth
 from pyadapter.pictures import SCHEMA, build_picture_model, bundle_loss_history
-from pyadapter.pictures.model import health_class, health_summary, is_partial
+from pyadapter.pictures.model import PictureModel, health_class, health_summary, is_partial, picture_cause
 from pyadapter.pictures.neighborhood import _forward_by_tape_scope
 
 
@@ -69,6 +70,70 @@ def test_bundle_loss_history_reads_the_manifest(tmp_path: Path) -> None:
     assert step == 2
     assert rows == [{"step": 0, "loss": 6.7, "logged_loss": 6.7}, {"step": 2, "loss": None, "logged_loss": None}]
     assert bundle_loss_history(tmp_path / "missing") == (None, None)
+
+
+def _diverging_manifest() -> dict:
+    """A bundle's manifest as the guard writes it for a run whose loss grows x10 per step from step 3 until the
+    gradient norm overflows at step 8 (pyadapter/capture/history.py rows)."""
+    rows = [{"step": s, "loss": 2.0 - 0.1 * s, "logged_loss": 2.1, "grad_norm": 1.5, "weight_norm": 30.0,
+             "update_ratio": 0.001, "max_abs_output": 4.0} for s in range(3)]
+    rows += [{"step": s, "loss": 1.7 * 10.0 ** (s - 3), "logged_loss": 2.0, "grad_norm": 1.5 * 9.0 ** (s - 3),
+              "weight_norm": 30.0 + s, "update_ratio": 0.01, "max_abs_output": 5.0} for s in range(3, 8)]
+    rows.append({"step": 8, "loss": None, "loss_nonfinite": "inf", "logged_loss": None, "grad_norm": None,
+                 "grad_norm_nonfinite": "nan", "weight_norm": 38.0, "update_ratio": None, "max_abs_output": None})
+    return {"format": "nanlens.bundle/1", "step": 8, "loss_history": rows}
+
+
+def test_the_picture_model_carries_the_history_series_and_a_divergence_window(tmp_path: Path) -> None:
+    manifest = _diverging_manifest()
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    rows, step = bundle_loss_history(tmp_path)
+    assert step == 8 and [r["step"] for r in rows] == list(range(9))
+    assert rows[4]["grad_norm"] == pytest.approx(13.5) and rows[4]["weight_norm"] == 34.0
+    assert rows[4]["update_ratio"] == 0.01 and rows[4]["max_abs_output"] == 5.0
+    # The failing step keeps which kind of non-finite value each series held (the chart marks those steps).
+    assert rows[8]["loss"] is None and rows[8]["loss_nonfinite"] == "inf"
+    assert rows[8]["grad_norm"] is None and rows[8]["grad_norm_nonfinite"] == "nan"
+    assert "logged_loss_nonfinite" not in rows[8]
+
+    # The cause as pyadapter.cause writes it for a divergence: its trend is Trend.to_json of the same history.
+    growth = trend.series_trend(manifest["loss_history"], "loss")
+    assert growth is not None and growth.is_growth
+    cause = {"kind": "divergence", "summary": "the run diverged: the loss grew x10 per step for 4 steps",
+             "evidence": {"series": "loss", "trend": growth.to_json()}, "change": None}
+    model = PictureModel("bundle", str(tmp_path), "b", loss_history=rows, failing_step=step,
+                         cause=picture_cause(cause)).to_json()
+    model = json.loads(json.dumps(model, allow_nan=False))  # what the webview receives
+    assert model["schema"] == SCHEMA
+    assert model["cause"]["kind"] == "divergence" and model["cause"]["summary"].startswith("the run diverged")
+    window = model["cause"]["trend"]
+    assert (window["series"], window["start_step"], window["end_step"], window["steps"]) == ("loss", 3, 7, 4)
+    assert window["rate_per_step"] == pytest.approx(10.0) and window["factor"] == pytest.approx(1e4)
+    assert model["loss_history"][5]["grad_norm"] == pytest.approx(1.5 * 81)
+
+    # An op cause has no window to shade, only its kind and summary.
+    op = picture_cause({"kind": "op", "summary": "Log of 0", "evidence": {"history": growth.to_json()}})
+    assert op == {"kind": "op", "summary": "Log of 0", "trend": None}
+
+
+def test_an_older_bundle_without_the_series_or_a_cause_still_draws(tmp_path: Path) -> None:
+    (tmp_path / "manifest.json").write_text(json.dumps({
+        "format": "nanlens.bundle/1", "step": 1,
+        "loss_history": [{"step": 0, "loss": 6.7, "logged_loss": 6.7}, {"step": 1, "loss": None}],
+    }))
+    rows, step = bundle_loss_history(tmp_path)
+    assert rows == [{"step": 0, "loss": 6.7, "logged_loss": 6.7}, {"step": 1, "loss": None, "logged_loss": None}]
+    model = PictureModel("bundle", str(tmp_path), "b", loss_history=rows, failing_step=step).to_json()
+    assert model["cause"] is None and model["loss_history"] == rows
+
+
+def test_a_cause_attached_after_the_pictures_is_marked_on_them(tmp_path: Path) -> None:
+    """A bundle's pictures are made during the replay, its cause after: attach_cause marks it on the pictures."""
+    findings = Findings(source_kind="bundle", source_path=str(tmp_path), origin=None)
+    findings.extra["pictures"] = PictureModel("bundle", str(tmp_path), "b").to_json()
+    attach_cause(findings)  # no origin: "unknown"
+    assert findings.extra["pictures"]["cause"]["kind"] == "unknown"
+    assert findings.extra["pictures"]["cause"]["summary"] == findings.extra["cause"]["summary"]
 
 
 # --- real dumps ------------------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import { layoutGraph, nodeLines, type Dagre } from '../webview/core/layout';
 import { readPictureModel, type PictureModel } from '../webview/core/model';
 import { HEALTH_COLORS, isNonFinite, nodeClasses, nonFiniteShare } from '../webview/core/palette';
 import { shortOpName } from '../webview/core/text';
-import { lossCaption, lossSeries, timelineCaption, timelineSeries } from '../webview/core/timelineSeries';
+import { lossCaption, lossSeries, timelineCaption, timelineSeries, trendCaption } from '../webview/core/timelineSeries';
 
 /** Shaped like pyadapter.pictures for the demo: Softmax (finite, with zeros) -> Log (origin, -inf) -> Mul. */
 function demoJson(): Record<string, unknown> {
@@ -160,5 +160,59 @@ describe('timeline series and captions', () => {
     assert.deepEqual(series.steps, [0, 1, 2]);
     assert.deepEqual(series.loss, [6.7, 2.95, null]);
     assert.equal(lossCaption(model.loss_history ?? [], 2), 'Loss over 3 steps up to the failing step 2; the last finite loss was 2.950 at step 1.');
+    assert.equal(series.gradNorm, null, 'an older bundle has no gradient norm: no second line');
+    assert.equal(series.logLoss, false);
+    assert.equal(model.cause, null);
+  });
+});
+
+/** A diverging run as pyadapter/pictures writes it: loss x100 per step from step 3, both non-finite at step 6. */
+function divergenceJson(): Record<string, unknown> {
+  const rows: Record<string, unknown>[] = [0, 1, 2, 3, 4, 5].map((step) => ({
+    step, loss: step < 3 ? 2 - 0.1 * step : 1.7 * 100 ** (step - 3), logged_loss: 2, grad_norm: step === 0 ? 0 : 1.5 * 9 ** step,
+    weight_norm: 30, update_ratio: null, max_abs_output: 4,
+  }));
+  rows.push({ step: 6, loss: null, loss_nonfinite: 'inf', logged_loss: null, grad_norm: null, grad_norm_nonfinite: 'nan', weight_norm: 30, update_ratio: null, max_abs_output: null });
+  return {
+    ...demoJson(),
+    loss_history: rows,
+    failing_step: 6,
+    cause: {
+      kind: 'divergence',
+      summary: 'the run diverged at learning rate 0.5: the loss grew x100 per step for 2 steps',
+      trend: { series: 'loss', start_step: 3, end_step: 5, steps: 2, start_value: 1.7, end_value: 17000, factor: 10000, rate_per_step: 100 },
+    },
+  };
+}
+
+describe('the loss chart of a divergence', () => {
+  const model = readPictureModel(divergenceJson());
+  assert.ok(model);
+
+  it('reads the cause, its trend window and the extra series', () => {
+    assert.equal(model.cause?.kind, 'divergence');
+    assert.deepEqual([model.cause?.trend?.start_step, model.cause?.trend?.end_step], [3, 5]);
+    assert.equal(model.loss_history?.[4]?.grad_norm, 1.5 * 9 ** 4);
+    assert.deepEqual(model.loss_history?.[6]?.nonfinite, { loss: 'inf', grad_norm: 'nan' });
+  });
+
+  it('plots the gradient norm (gaps at zero and non-finite), a log loss, and marks the non-finite step', () => {
+    const series = lossSeries(model.loss_history ?? [], model.failing_step);
+    assert.deepEqual(series.gradNorm, [null, 13.5, 121.5, 1093.5, 9841.5, 88573.5, null]);
+    assert.equal(series.logLoss, true, 'the loss spans four decades');
+    assert.deepEqual(series.nonFinite, [{ step: 6, what: 'loss inf, grad norm nan' }]);
+  });
+
+  it('states the growth in numbers with the cause kind', () => {
+    assert.equal(trendCaption(model.cause), 'divergence: the loss grew x100 per step for 2 steps (steps 3–5, x10000 in all)');
+    assert.equal(trendCaption({ kind: 'op', summary: 'Log of 0', trend: null }), 'cause: op — Log of 0');
+    assert.equal(trendCaption(null), null);
+  });
+
+  it('drops a malformed trend window but keeps the cause', () => {
+    const json = divergenceJson();
+    json.cause = { kind: 'divergence', summary: 's', trend: { start_step: 5, end_step: 3 } };
+    assert.equal(readPictureModel(json)?.cause?.trend, null);
+    assert.equal(readPictureModel(json)?.cause?.kind, 'divergence');
   });
 });

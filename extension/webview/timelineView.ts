@@ -4,13 +4,21 @@
 import uPlot from 'uplot';
 import type { PictureModel, Timeline } from './core/model';
 import { HEALTH_COLORS } from './core/palette';
-import { formatLoss, lossCaption, lossSeries, pointAt, timelineCaption, timelineSeries } from './core/timelineSeries';
+import { formatLoss, lossCaption, lossSeries, pointAt, timelineCaption, timelineSeries, trendCaption } from './core/timelineSeries';
 
 const ORIGIN_COLOR = '#b71c1c';
 const FIRST_COLOR = '#ef6c00';
 const FAILING_COLOR = '#d32f2f';
 const TENSORS_COLOR = '#90a4ae';
 const LOSS_COLOR = '#1565c0';
+const GRAD_NORM_COLOR = '#6a1b9a';
+const TREND_FILL = 'rgba(239,108,0,0.16)';
+// uPlot's Distr and Side are ambient const enums, which esbuild cannot inline (uPlot.Scale is undefined at run
+// time): their documented values, typed.
+// eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- see above
+const LOG_SCALE = 3 as uPlot.Scale.Distr; // Logarithmic
+// eslint-disable-next-line @typescript-eslint/no-unsafe-enum-assignment -- see above
+const RIGHT_SIDE = 1 as uPlot.Axis.Side; // Right
 
 interface Marker {
   x: number;
@@ -179,11 +187,67 @@ function renderTimelineChart(root: HTMLElement, model: PictureModel, timeline: T
   }
 }
 
+/** Shade the trend window behind the series (uPlot's drawClear hook runs before axes and lines are drawn), and
+ * say where it was drawn, in CSS pixels from the plot's left edge, for tests and a11y tools. */
+function trendPlugin(section: HTMLElement, start: number, end: number): uPlot.Plugin {
+  return {
+    hooks: {
+      drawClear: [
+        (u: uPlot) => {
+          const left = u.valToPos(start, 'x', true);
+          const right = u.valToPos(end, 'x', true);
+          const ctx = u.ctx;
+          ctx.save();
+          ctx.fillStyle = TREND_FILL;
+          ctx.fillRect(left, u.bbox.top, Math.max(right - left, 2 * uPlot.pxRatio), u.bbox.height);
+          ctx.restore();
+          section.dataset.trendLeftPx = String(Math.round(u.valToPos(start, 'x')));
+          section.dataset.trendRightPx = String(Math.round(u.valToPos(end, 'x')));
+        },
+      ],
+    },
+  };
+}
+
+/** Mark steps whose loss or gradient norm was not finite (a gap in the lines) with a red diamond at the top. */
+function nonFinitePlugin(steps: readonly { step: number; what: string }[]): uPlot.Plugin {
+  return {
+    hooks: {
+      draw: [
+        (u: uPlot) => {
+          const ctx = u.ctx;
+          const r = 5 * uPlot.pxRatio;
+          const y = u.bbox.top + r + 1;
+          ctx.save();
+          ctx.fillStyle = HEALTH_COLORS.nan;
+          for (const { step } of steps) {
+            const x = u.valToPos(step, 'x', true);
+            ctx.beginPath();
+            ctx.moveTo(x, y - r);
+            ctx.lineTo(x + r, y);
+            ctx.lineTo(x, y + r);
+            ctx.lineTo(x - r, y);
+            ctx.closePath();
+            ctx.fill();
+          }
+          ctx.restore();
+        },
+      ],
+    },
+  };
+}
+
 function renderLossChart(root: HTMLElement, model: PictureModel): void {
   const rows = model.loss_history ?? [];
   const section = html('div', 'nl-chart nl-loss-chart', undefined, root);
   html('h3', 'nl-subtitle', 'Loss history (from the capture bundle)', section);
   html('p', 'nl-caption nl-loss-caption', lossCaption(rows, model.failing_step), section);
+  const causeText = trendCaption(model.cause);
+  if (model.cause && causeText) {
+    const caption = html('p', 'nl-caption nl-trend-caption', causeText, section);
+    caption.dataset.cause = model.cause.kind;
+    section.dataset.cause = model.cause.kind;
+  }
   if (rows.length === 0) {
     return;
   }
@@ -196,24 +260,54 @@ function renderLossChart(root: HTMLElement, model: PictureModel): void {
   if (series.failingStep !== null) {
     section.dataset.failingStep = String(series.failingStep);
   }
+  if (series.nonFinite.length > 0) {
+    section.dataset.nonfiniteSteps = series.nonFinite.map((n) => n.step).join(' ');
+  }
+  const trend = model.cause?.trend ?? null;
+  if (trend) {
+    section.dataset.trendStart = String(trend.start_step);
+    section.dataset.trendEnd = String(trend.end_step);
+    section.dataset.trendSeries = trend.series;
+  }
+  const gradNorm = series.gradNorm;
+  if (gradNorm) {
+    const drawn = series.steps.filter((_, i) => gradNorm[i] !== null);
+    section.dataset.gradNormPoints = String(drawn.length);
+    if (drawn.length > 0) {
+      section.dataset.gradNormSteps = `${drawn[0]}-${drawn[drawn.length - 1]}`;
+    }
+  }
   const host = html('div', 'nl-plot', undefined, section);
-  // Loss values in the legend while hovering; a missing loss at a hovered step is a non-finite (or unseen) one.
+  // Values in the legend while hovering; a missing value at a hovered step is a non-finite (or unseen) one.
   const format = (_u: uPlot, v: number | null, _series: number, idx: number | null): string =>
     idx === null ? '—' : v === null ? 'non-finite' : formatLoss(v);
+  const yAxes = axes('step', series.logLoss ? 'loss (log)' : 'loss', false);
+  const seriesOpts: uPlot.Series[] = [
+    { label: 'step' },
+    { label: 'loss', stroke: LOSS_COLOR, width: 2, points: { show: true, size: 5 }, value: format },
+    { label: 'logged (epoch mean)', stroke: TENSORS_COLOR, width: 1, dash: [5, 4], value: format },
+  ];
+  const data: (number | null)[][] = [series.steps, series.loss, series.logged];
+  if (gradNorm) {
+    // The gradient norm spans other magnitudes than the loss: its own log scale, on the right.
+    yAxes.push({ ...yAxes[1], scale: 'grad', side: RIGHT_SIDE, label: 'gradient norm (log)', grid: { show: false } });
+    seriesOpts.push({ label: 'gradient norm', scale: 'grad', stroke: GRAD_NORM_COLOR, width: 1.5, value: format });
+    data.push(gradNorm);
+  }
+  const plugins = [markersPlugin(markers), nonFinitePlugin(series.nonFinite)];
+  if (trend) {
+    plugins.unshift(trendPlugin(section, trend.start_step, trend.end_step));
+  }
   const plot = new uPlot(
     {
       width: chartWidth(root),
       height,
-      scales: { x: { time: false } },
-      axes: axes('step', 'loss', false),
-      series: [
-        { label: 'step' },
-        { label: 'loss', stroke: LOSS_COLOR, width: 2, points: { show: true, size: 5 }, value: format },
-        { label: 'logged (epoch mean)', stroke: TENSORS_COLOR, width: 1, dash: [5, 4], value: format },
-      ],
-      plugins: [markersPlugin(markers)],
+      scales: { x: { time: false }, ...(series.logLoss ? { y: { distr: LOG_SCALE } } : {}), grad: { distr: LOG_SCALE } },
+      axes: yAxes,
+      series: seriesOpts,
+      plugins,
     },
-    [series.steps, series.loss, series.logged],
+    data as uPlot.AlignedData,
     host,
   );
   followWidth(root, plot, height);

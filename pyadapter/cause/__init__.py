@@ -64,6 +64,10 @@ def attach_cause(findings: Findings, bundle_path: str | Path | None = None) -> C
     except Exception as exc:  # noqa: BLE001 - the cause is an addition; never lose the findings for it
         cause = Cause("unknown", f"the cause could not be classified: {type(exc).__name__}: {exc}"[:300])
     findings.extra[FINDINGS_KEY] = cause.to_json()
+    if isinstance(findings.extra.get("pictures"), dict):  # made before the cause was known: mark it on them
+        from pyadapter.pictures.model import with_cause
+
+        with_cause(findings.extra["pictures"], findings.extra[FINDINGS_KEY])
     return cause
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from pyadapter.dump.origin import HostScan
 from pyadapter.findings import Findings
 from pyadapter.pictures.hosts import read_dump_tables
-from pyadapter.pictures.model import PictureModel
+from pyadapter.pictures.model import PictureModel, history_rows, picture_cause
 from pyadapter.pictures.neighborhood import DEFAULT_HOPS_BACK, DEFAULT_HOPS_FORWARD, neighborhood
 from pyadapter.pictures.timeline import build_timeline
 
@@ -38,13 +38,15 @@ def build_picture_model(
         source_kind=kind,
         source_path=path,
         label=label or os.path.basename(path.rstrip(os.sep)) or path,
-        loss_history=loss_history,
+        loss_history=history_rows(loss_history) if loss_history is not None else None,
         failing_step=failing_step,
         hops_back=hops_back,
         hops_forward=hops_forward,
     )
     if findings is not None and findings.origin is not None:
         model.origin = findings.origin.to_json()
+    if findings is not None:  # a bundle's cause comes later, from pyadapter.cause.attach_cause (with_cause)
+        model.cause = picture_cause(findings.extra.get("cause"))
     candidate = tables.origin
     host: HostScan | None = candidate.host if candidate is not None else (tables.hosts[0] if tables.hosts else None)
     if candidate is not None:
@@ -71,24 +73,9 @@ def bundle_loss_history(bundle_path: str | os.PathLike[str]) -> tuple[list[dict[
         return None, None
     if not isinstance(manifest, dict):
         return None, None
-    history = manifest.get("loss_history")
-    rows = []
-    if isinstance(history, list):
-        for row in history:
-            if isinstance(row, dict) and isinstance(row.get("step"), int):
-                rows.append(
-                    {
-                        "step": row["step"],
-                        "loss": _number(row.get("loss")),
-                        "logged_loss": _number(row.get("logged_loss")),
-                    }
-                )
     step = manifest.get("step")
-    return rows, step if isinstance(step, int) and not isinstance(step, bool) else None
+    return history_rows(manifest.get("loss_history")), step if isinstance(step, int) and not isinstance(step, bool) else None
 
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 def attach_bundle_pictures(findings: Findings, dump_dir: str | os.PathLike[str], bundle_path: str, *,

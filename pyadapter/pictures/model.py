@@ -2,7 +2,8 @@
 
 One JSON document (``nanlens.pictures/1``) feeds both the VS Code webviews and the `nanlens report` page, so
 the web side parses nothing about dumps: it lays out ``nodes``/``edges`` and plots ``timeline`` and
-``loss_history`` as given.
+``loss_history`` as given, and marks ``cause.trend`` (a divergence's growth window) on the loss chart.
+Fields added later (``cause``, a history row's ``grad_norm`` ...) are optional: a reader treats them as absent.
 """
 
 from __future__ import annotations
@@ -13,12 +14,65 @@ from typing import Any, Literal
 from pyadapter.findings import TensorHealth
 
 SCHEMA = "nanlens.pictures/1"
+# The per-step numbers of a loss-history row the chart may draw (pyadapter/capture/history.py ROW_NUMBERS); each
+# a float or null, with "<name>_nonfinite" ("nan" | "inf" | "-inf") when the value was not finite.
+HISTORY_NUMBERS = ("loss", "logged_loss", "grad_norm", "weight_norm", "update_ratio", "max_abs_output")
+NONFINITE_MARKERS = ("nan", "inf", "-inf")
+# What the chart needs of a trend (pyadapter/cause/trend.py Trend.to_json).
+TREND_KEYS = ("series", "start_step", "end_step", "steps", "start_value", "end_value", "factor", "rate_per_step")
 
 # How a node's tensor is colored: by the kind of non-finite value it holds.
 HealthClass = Literal["finite", "nan", "neg_inf", "pos_inf", "mixed", "unknown"]
 NodeRole = Literal["origin", "input", "consumer", "forward"]
 EdgeKind = Literal["data", "gradient"]
 TimelineUnit = Literal["execution", "trace"]
+
+
+def _number(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def _step(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def history_rows(history: Any) -> list[dict[str, Any]]:
+    """The rows a loss chart draws from a manifest's ``loss_history`` (or the guard's rows): ``step``, ``loss``
+    and ``logged_loss`` always, the other numbers and the non-finite markers when a row has them; junk dropped."""
+    rows: list[dict[str, Any]] = []
+    for row in history if isinstance(history, list) else []:
+        step = _step(row.get("step")) if isinstance(row, dict) else None
+        if step is None:
+            continue
+        out: dict[str, Any] = {"step": step}
+        for name in HISTORY_NUMBERS:
+            if name in ("loss", "logged_loss") or name in row:
+                out[name] = _number(row.get(name))
+            marker = row.get(name + "_nonfinite")
+            if marker in NONFINITE_MARKERS:
+                out[name + "_nonfinite"] = marker
+        rows.append(out)
+    return rows
+
+
+def picture_cause(cause: Any) -> dict[str, Any] | None:
+    """What the timeline shows of a findings' ``cause``: kind, summary and, for a divergence, the growth window
+    (``evidence.trend``); None when there is no cause."""
+    if not isinstance(cause, dict) or not isinstance(cause.get("kind"), str):
+        return None
+    evidence = cause.get("evidence")
+    trend = evidence.get("trend") if isinstance(evidence, dict) and cause["kind"] == "divergence" else None
+    window = None
+    if isinstance(trend, dict) and _step(trend.get("start_step")) is not None and _step(trend.get("end_step")) is not None:
+        window = {key: trend.get(key) for key in TREND_KEYS}
+    return {"kind": cause["kind"], "summary": str(cause.get("summary") or ""), "trend": window}
+
+
+def with_cause(pictures: Any, cause: Any) -> None:
+    """Mark a findings' cause (its kind, summary and divergence window) on pictures made before it was known:
+    a bundle's pictures are made while the replay's dump exists, its cause after the locate."""
+    if isinstance(pictures, dict):
+        pictures["cause"] = picture_cause(cause)
 
 
 def health_class(health: TensorHealth | None) -> HealthClass:
@@ -168,6 +222,7 @@ class PictureModel:
     timeline: Timeline | None = None
     loss_history: list[dict[str, Any]] | None = None
     failing_step: int | None = None
+    cause: dict[str, Any] | None = None  # picture_cause() of the findings' cause
     origin: dict[str, Any] | None = None  # the origin finding's JSON, for captions
     graph_name: str | None = None
     hops_back: int = 0
@@ -189,5 +244,6 @@ class PictureModel:
             "timeline": self.timeline.to_json() if self.timeline is not None else None,
             "loss_history": self.loss_history,
             "failing_step": self.failing_step,
+            "cause": self.cause,
             "notes": list(self.notes),
         }

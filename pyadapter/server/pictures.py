@@ -43,7 +43,14 @@ def find_record(records: dict[str, SourceRecord], wanted: object) -> SourceRecor
 def _pictures_of(record: SourceRecord | None) -> dict[str, Any] | None:
     findings = record.findings if record is not None else None
     pictures = findings.extra.get(PICTURES_KEY) if findings is not None else None
-    return pictures if isinstance(pictures, dict) else None
+    if not isinstance(pictures, dict):
+        return None
+    if "cause" not in pictures and findings is not None and findings.extra.get("cause") is not None:
+        # Pictures cached by a locate from before the timeline marked the cause: mark it now (reads nothing).
+        from pyadapter.pictures.model import with_cause
+
+        with_cause(pictures, findings.extra["cause"])
+    return pictures
 
 
 def _error(text: str) -> dict[str, Any]:

@@ -64,10 +64,41 @@ export interface Timeline {
   note: string | null;
 }
 
+export type NonFiniteKind = 'nan' | 'inf' | '-inf';
+
+/** One step of a bundle's history. The numbers past `logged_loss` are in newer bundles only; a non-finite value
+ * is null, and `nonfinite` says which kind it was ({"loss": "inf"}). */
 export interface LossRow {
   step: number;
   loss: number | null;
   logged_loss: number | null;
+  grad_norm?: number | null;
+  weight_norm?: number | null;
+  update_ratio?: number | null;
+  max_abs_output?: number | null;
+  nonfinite?: Partial<Record<HistoryNumber, NonFiniteKind>>;
+}
+
+export const HISTORY_NUMBERS = ['loss', 'logged_loss', 'grad_norm', 'weight_norm', 'update_ratio', 'max_abs_output'] as const;
+export type HistoryNumber = (typeof HISTORY_NUMBERS)[number];
+
+/** A divergence's growth window (pyadapter/cause/trend.py Trend.to_json). */
+export interface TrendWindow {
+  series: string;
+  start_step: number;
+  end_step: number;
+  steps: number;
+  factor: number | null;
+  rate_per_step: number | null;
+  start_value: number | null;
+  end_value: number | null;
+}
+
+/** The findings' cause as the timeline shows it (pyadapter/pictures/model.py picture_cause). */
+export interface PictureCause {
+  kind: string;
+  summary: string;
+  trend: TrendWindow | null;
 }
 
 export interface OriginCaption {
@@ -88,6 +119,7 @@ export interface PictureModel {
   timeline: Timeline | null;
   loss_history: LossRow[] | null;
   failing_step: number | null;
+  cause: PictureCause | null;
   notes: string[];
 }
 
@@ -221,11 +253,49 @@ function readLossHistory(value: unknown): LossRow[] | null {
   const rows: LossRow[] = [];
   for (const row of value) {
     const step = isRecord(row) ? int(row.step) : undefined;
-    if (isRecord(row) && step !== undefined) {
-      rows.push({ step, loss: num(row.loss), logged_loss: num(row.logged_loss) });
+    if (!isRecord(row) || step === undefined) {
+      continue;
     }
+    const read: LossRow = { step, loss: num(row.loss), logged_loss: num(row.logged_loss) };
+    const nonfinite: Partial<Record<HistoryNumber, NonFiniteKind>> = {};
+    for (const name of HISTORY_NUMBERS) {
+      if (name !== 'loss' && name !== 'logged_loss' && name in row) {
+        read[name] = num(row[name]);
+      }
+      const kind = row[`${name}_nonfinite`];
+      if (kind === 'nan' || kind === 'inf' || kind === '-inf') {
+        nonfinite[name] = kind;
+      }
+    }
+    if (Object.keys(nonfinite).length > 0) {
+      read.nonfinite = nonfinite;
+    }
+    rows.push(read);
   }
   return rows.sort((a, b) => a.step - b.step);
+}
+
+function readCause(value: unknown): PictureCause | null {
+  if (!isRecord(value) || typeof value.kind !== 'string') {
+    return null;
+  }
+  const t = value.trend;
+  const start = isRecord(t) ? int(t.start_step) : undefined;
+  const end = isRecord(t) ? int(t.end_step) : undefined;
+  const trend: TrendWindow | null =
+    isRecord(t) && start !== undefined && end !== undefined && end >= start
+      ? {
+          series: str(t.series, 'loss'),
+          start_step: start,
+          end_step: end,
+          steps: int(t.steps) ?? end - start,
+          factor: num(t.factor),
+          rate_per_step: num(t.rate_per_step),
+          start_value: num(t.start_value),
+          end_value: num(t.end_value),
+        }
+      : null;
+  return { kind: value.kind, summary: str(value.summary), trend };
 }
 
 function readOrigin(value: unknown): OriginCaption | null {
@@ -270,6 +340,7 @@ export function readPictureModel(value: unknown): PictureModel | undefined {
     timeline: readTimeline(value.timeline),
     loss_history: readLossHistory(value.loss_history),
     failing_step: step ?? null,
+    cause: readCause(value.cause),
     notes: Array.isArray(value.notes) ? value.notes.filter((n): n is string => typeof n === 'string') : [],
   };
 }

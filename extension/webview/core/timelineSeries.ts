@@ -1,6 +1,6 @@
 // What the health timeline and the loss chart plot, as plain arrays (uPlot's data format), and their captions.
 
-import type { LossRow, PictureModel, Timeline, TimelinePoint } from './model';
+import type { LossRow, PictureCause, PictureModel, Timeline, TimelinePoint, TrendWindow } from './model';
 import { plural } from './text';
 
 export interface TimelineSeries {
@@ -77,16 +77,67 @@ export interface LossSeries {
   steps: number[];
   loss: (number | null)[];
   logged: (number | null)[];
+  /** The global gradient norm per step (null where not finite or not measured); null when no row has one. */
+  gradNorm: (number | null)[] | null;
+  /** Steps whose loss or gradient norm was recorded non-finite, with the kind ("inf"). */
+  nonFinite: { step: number; what: string }[];
+  /** Draw the loss on a log scale: it spans three decades or more (a divergence), all of it positive. */
+  logLoss: boolean;
   failingStep: number | null;
 }
 
 export function lossSeries(rows: readonly LossRow[], failingStep: number | null): LossSeries {
+  const finite = rows.map((r) => r.loss).filter((v): v is number => v !== null);
+  const low = Math.min(...finite);
+  const high = Math.max(...finite);
+  const hasGradNorm = rows.some((r) => r.grad_norm !== undefined && r.grad_norm !== null);
   return {
     steps: rows.map((r) => r.step),
     loss: rows.map((r) => r.loss),
     logged: rows.map((r) => r.logged_loss),
+    // Drawn on a log scale of its own: a zero norm (no gradient) has no place there, so it is a gap.
+    gradNorm: hasGradNorm ? rows.map((r) => (r.grad_norm !== undefined && r.grad_norm !== null && r.grad_norm > 0 ? r.grad_norm : null)) : null,
+    nonFinite: rows.flatMap((r) => {
+      const parts = (['loss', 'grad_norm'] as const).flatMap((name) =>
+        r.nonfinite?.[name] ? [`${name === 'loss' ? 'loss' : 'grad norm'} ${r.nonfinite[name]}`] : [],
+      );
+      return parts.length ? [{ step: r.step, what: parts.join(', ') }] : [];
+    }),
+    logLoss: finite.length >= 2 && low > 0 && high / low >= 1000,
     failingStep,
   };
+}
+
+const SERIES_NAMES: Record<string, string> = {
+  loss: 'loss',
+  logged_loss: 'logged loss',
+  grad_norm: 'gradient norm',
+  update_ratio: 'update/weight ratio',
+  max_abs_output: 'largest |output|',
+};
+
+export function seriesName(series: string): string {
+  return SERIES_NAMES[series] ?? series.replace(/_/g, ' ');
+}
+
+function times(value: number | null): string {
+  return value === null ? 'beyond float range' : `x${Number(value.toPrecision(3))}`;
+}
+
+/** "divergence: the loss grew x71.2 per step for 7 steps (steps 9–16, x9.2e+12 in all)". */
+export function trendCaption(cause: PictureCause | null): string | null {
+  if (!cause) {
+    return null;
+  }
+  const trend: TrendWindow | null = cause.trend;
+  if (!trend) {
+    return cause.summary ? `cause: ${cause.kind} — ${cause.summary}` : `cause: ${cause.kind}`;
+  }
+  const factor = trend.factor === null ? '' : `, ${times(trend.factor)} in all`;
+  return (
+    `${cause.kind}: the ${seriesName(trend.series)} grew ${times(trend.rate_per_step)} per step for ` +
+    `${plural(trend.steps, 'step')} (steps ${trend.start_step}–${trend.end_step}${factor})`
+  );
 }
 
 export function lossCaption(rows: readonly LossRow[], failingStep: number | null): string {
