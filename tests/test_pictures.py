@@ -243,3 +243,20 @@ def test_report_refuses_what_it_cannot_draw(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "is not a directory" in proc.stderr
     assert not (tmp_path / "x.html").exists()
     assert nanlens("report", "--help", cwd=PROGRAMS).returncode == 0
+
+
+def test_pictures_cached_before_causes_get_the_cause_when_served(tmp_path: Path) -> None:
+    """A locate cached before the timeline marked causes: the server marks the findings' cause on its pictures."""
+    from types import SimpleNamespace
+
+    from pyadapter.server.pictures import _pictures_of
+
+    findings = Findings(source_kind="bundle", source_path=str(tmp_path), origin=None)
+    old = PictureModel("bundle", str(tmp_path), "b").to_json()
+    del old["cause"]
+    findings.extra["pictures"] = old
+    findings.extra["cause"] = {"kind": "divergence", "summary": "s", "evidence": {"trend": {
+        "series": "grad_norm", "start_step": 2, "end_step": 6, "steps": 4, "factor": 1e4, "rate_per_step": 10.0}}}
+    served = _pictures_of(SimpleNamespace(findings=findings))
+    assert served is not None and served["cause"]["trend"]["series"] == "grad_norm"
+    assert (served["cause"]["trend"]["start_step"], served["cause"]["trend"]["end_step"]) == (2, 6)
