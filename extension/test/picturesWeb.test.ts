@@ -190,10 +190,14 @@ describe('the loss chart of a divergence', () => {
   assert.ok(model);
 
   it('reads the cause, its trend window and the extra series', () => {
-    assert.equal(model.cause?.kind, 'divergence');
-    assert.deepEqual([model.cause?.trend?.start_step, model.cause?.trend?.end_step], [3, 5]);
-    assert.equal(model.loss_history?.[4]?.grad_norm, 1.5 * 9 ** 4);
-    assert.deepEqual(model.loss_history?.[6]?.nonfinite, { loss: 'inf', grad_norm: 'nan' });
+    const cause = model.cause;
+    assert.ok(cause);
+    assert.equal(cause.kind, 'divergence');
+    assert.deepEqual([cause.trend?.start_step, cause.trend?.end_step], [3, 5]);
+    const rows = model.loss_history;
+    assert.ok(rows);
+    assert.equal(rows[4]?.grad_norm, 1.5 * 9 ** 4);
+    assert.deepEqual(rows[6]?.nonfinite, { loss: 'inf', grad_norm: 'nan' });
   });
 
   it('plots the gradient norm (gaps at zero and non-finite), a log loss, and marks the non-finite step', () => {
