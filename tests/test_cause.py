@@ -167,10 +167,27 @@ def test_a_float16_overflow_is_precision_on_the_layer(tmp_path: Path) -> None:
     assert cause.evidence["dtype_max"] == 65504.0 and cause.evidence["dtype_policy"] == "mixed_float16"
     assert cause.evidence["layer"]["class"] == "Pool"
     assert "overflowed float16 (max 65504)" in cause.summary
-    assert cause.change is not None and cause.change.line == POOL_CALL_LINE
-    fixes = cause_fixes(TRAIN, cause)
+    # The exp is the user's own layer code: that line is theirs to change; the other way names its line.
+    assert cause.change is not None and cause.change.line == EXP_LINE
+    assert f"build Pool with dtype=\"float32\" (line {POOL_CALL_LINE})" in cause.change.what
+    assert cause_fixes(TRAIN, cause) == []  # no one-line rewrite of an op's dtype is offered
+
+
+def test_a_float16_overflow_in_a_keras_layer_is_precision_at_its_construction(tmp_path: Path) -> None:
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n"
+        "keras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "model = keras.Sequential([keras.Input(shape=(8,)), keras.layers.Dense(64, activation='relu'),\n"
+        "                          keras.layers.Dense(1, dtype='float32')])\n")
+    origin = Finding(file=str(program), line=4, role="origin", op=OpRef("sequential/dense/MatMul", "MatMul"),
+                     health=TensorHealth(dtype="float16", size=64, pos_inf=1, pos=63),
+                     inputs=[InputHealth("x:0", TensorHealth(dtype="float16", size=8, pos=8))])
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_float16"))
+    assert cause.kind == "precision" and cause.change is not None and cause.change.line == 3
+    fixes = cause_fixes(program.read_text(), cause)
     assert len(fixes) == 1
-    assert 'Pool(dtype="float32")' in apply_edits(TRAIN, fixes[0].edits).splitlines()[POOL_CALL_LINE - 1]
+    assert "Dense(64, activation='relu', dtype=\"float32\")" in apply_edits(program.read_text(), fixes[0].edits)
 
 
 def test_older_bundle_without_the_new_history_keys(tmp_path: Path) -> None:

@@ -5,8 +5,8 @@ change (the line marked ``# CHANGE`` / ``# ORIGIN`` in the program):
 - divergence: tests/programs/cause_divergence.py (SGD, momentum 0.9, unscaled features) -> the optimizer line;
 - data: tests/programs/cause_bad_row.py (an empty CSV field read by np.genfromtxt) -> the reading line, the index
   in the array passed to fit and the line of readings.csv;
-- precision: tests/programs/mixed_precision_fit.py (float16 exp overflow in a custom layer) -> that layer's
-  construction, float16's range in the evidence;
+- precision: tests/programs/mixed_precision_fit.py (float16 exp overflow in a custom layer) -> the exp line in that layer (its
+  construction line named as the other way), float16's range in the evidence;
 - op: tests/zoo/zoo_log_of_zero.py (log of a probability that underflows to 0) stays ``op`` at the log line.
 """
 
@@ -91,9 +91,13 @@ def test_a_float16_overflow_is_precision_at_the_layer(tmp_path: Path) -> None:
     assert cause["evidence"]["dtype"] == "float16" and cause["evidence"]["dtype_max"] == 65504.0
     assert cause["evidence"]["dtype_policy"] == "mixed_float16"
     assert cause["evidence"]["layer"]["class"] == "AttentionPooling"
-    layer_line = next(i for i, line in enumerate(program.read_text().splitlines(), 1)
-                      if line.strip() == "AttentionPooling(),")
-    assert cause["change"]["line"] == layer_line and 'dtype="float32"' in cause["change"]["what"]
+    lines = program.read_text().splitlines()
+    layer_line = next(i for i, line in enumerate(lines, 1) if line.strip() == "AttentionPooling(),")
+    exp_line = next(i for i, line in enumerate(lines, 1) if "tf.exp(" in line)
+    # The exp is in the user's own layer: that line is theirs to change; building the layer in float32 is the
+    # other way, named with its line.
+    assert cause["change"]["line"] == exp_line, cause["change"]
+    assert f'dtype="float32" (line {layer_line})' in cause["change"]["what"]
 
 
 def test_log_of_zero_stays_an_op(tmp_path: Path) -> None:

@@ -240,7 +240,16 @@ def _precision(findings: Findings, context: CauseContext, units: list[SourceUnit
         evidence["history"] = growth.to_json()
     change = None
     where = ""
-    if layer is not None:
+    own_layer = _custom_layer_class(units, origin)
+    if layer is not None and own_layer is not None:
+        # The op is in the user's own layer code: that line is theirs to change (compute it in float32, or keep
+        # it in range), and building the layer with dtype="float32" is the other way, named with its line.
+        evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
+        change = _origin_change(findings, f"compute this in float32 (tf.cast its input to \"float32\") or keep it "
+                                          f"in {dtype}'s range; or build {layer.name} with dtype=\"float32\" "
+                                          f"(line {layer.line})", "op")
+        where = f" in the {layer.name} layer"
+    elif layer is not None:
         evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
         change = _change(layer, f"keep the {layer.name} layer in float32: dtype=\"float32\" (it computes in "
                                 f"{dtype} under {policy or 'the dtype policy'})", "layer")
@@ -250,6 +259,19 @@ def _precision(findings: Findings, context: CauseContext, units: list[SourceUnit
     summary = (f"{origin.op.type}{where} overflowed {dtype} (max {limit:g}) on finite inputs"
                f"{f' under the {policy} policy' if policy else ''}; float32 (max {FLOAT32_MAX:.3g}) would hold it")
     return Cause("precision", summary, evidence, change)
+
+
+def _custom_layer_class(units: list[SourceUnit], origin: Finding) -> str | None:
+    """The name of the user's class whose code holds the origin's line, if any."""
+    import ast
+
+    for unit in units:
+        if unit.cell != origin.cell or os.path.abspath(unit.file) != os.path.abspath(origin.file):
+            continue
+        for node in ast.walk(unit.tree):
+            if isinstance(node, ast.ClassDef) and node.lineno <= origin.line <= (node.end_lineno or node.lineno):
+                return node.name
+    return None
 
 
 def _layer_of_origin(units: list[SourceUnit], origin: Finding) -> change_line.Site | None:
