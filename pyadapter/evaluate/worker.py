@@ -20,9 +20,12 @@ def locate(kind: str, path: str) -> dict[str, object]:
         # This worker is already its own process (bounded by the evaluation's timeout): replay in it.
         return locate_bundle(path, isolate=False).to_json()
     if kind == "dump":
+        from pyadapter.cause import attach_cause
         from pyadapter.dump import scan_dump
 
-        return scan_dump(path).to_json()
+        findings = scan_dump(path)
+        attach_cause(findings)  # as `nanlens scan` does: a dump's cause, from its findings alone
+        return findings.to_json()
     raise SystemExit(f"unknown kind {kind!r}")
 
 
