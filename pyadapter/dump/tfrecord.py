@@ -20,7 +20,7 @@ from typing import BinaryIO
 
 HEADER_SIZE = 12
 FOOTER_SIZE = 4
-CHUNK_SIZE = 4 << 20
+CHUNK_SIZE = 256 << 10
 # No tfdbg2 record in a health mode comes near this; FULL_TENSOR records of huge tensors are cut here.
 MAX_RECORD_BYTES = 1 << 30
 _MAX_VERIFIED_HEADERS = 1 << 16
@@ -203,6 +203,47 @@ class RecordFile:
                 pos = 0
             if self.on_bytes:
                 self.on_bytes(pos)
+        except OSError as exc:
+            self._stop(0, f"cannot read: {exc.strerror or exc}")
+        finally:
+            f.close()
+
+    def heads(self, limit: int) -> Iterator[tuple[int, bytes, int]]:
+        """Yield (offset, the first ``limit`` bytes of the data, the data's length) for every whole record,
+        seeking past the rest: for files of few, large records of which only the start is needed (a
+        ``.source_files`` record holds a whole source file, its name first). Stops like ``records``: a length
+        CRC that does not match, a record running past the end of the file, or one over the size limit."""
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed in finally
+        except OSError as exc:
+            self._stop(0, f"cannot open: {exc.strerror or exc}")
+            return
+        try:
+            self.size = size = os.fstat(f.fileno()).st_size
+            offset = 0
+            while offset < size:
+                f.seek(offset)
+                head = f.read(HEADER_SIZE + limit)
+                if len(head) < HEADER_SIZE or not header_is_valid(head, 0):
+                    if len(head) >= HEADER_SIZE:
+                        reason = NOT_TFRECORD if offset == 0 else CORRUPT_HEADER
+                    else:
+                        reason = classify_stop(head, 0, len(head), size, offset)
+                    self._stop(offset, reason)
+                    return
+                length = _unpack_u64(head, 0)[0]
+                end = offset + HEADER_SIZE + length + FOOTER_SIZE
+                if end > size:
+                    self._stop(offset, classify_stop(head, 0, len(head), size, offset))
+                    return
+                if length > MAX_RECORD_BYTES:
+                    self._stop(offset, f"record of {length} bytes (more than {MAX_RECORD_BYTES}: a corrupt length)")
+                    return
+                yield offset, head[HEADER_SIZE : HEADER_SIZE + length], length
+                self.records_read += 1
+                if self.on_bytes:
+                    self.on_bytes(end - offset)
+                offset = end
         except OSError as exc:
             self._stop(0, f"cannot read: {exc.strerror or exc}")
         finally:

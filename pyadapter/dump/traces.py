@@ -52,7 +52,7 @@ TAIL_TRACES = 2000
 # Hard bound on the window, whatever happens.
 MAX_WINDOW_TRACES = 200_000
 # Bulk phase: buffer size (with numpy temporaries about twice this is in use) and records per numpy step.
-BULK_CHUNK_SIZE = 2 << 20
+BULK_CHUNK_SIZE = 1 << 20
 BULK_LIMIT = 1 << 14
 # A bulk step that takes fewer records than this before stopping at one it cannot take makes the next
 # records go one by one (doubling up to _MAX_PENALTY while that keeps happening), so a file the bulk path
@@ -304,8 +304,11 @@ def _bulk_phase(
             if length is None:
                 length = verified_length(lengths, header, 0)
                 if length < 0:
-                    result.issue = ReadIssue(path, base + pos, NOT_TFRECORD if base + pos == 0 else CORRUPT_HEADER, index)
+                    reason = NOT_TFRECORD if base + pos == 0 else CORRUPT_HEADER
+                    result.issue = ReadIssue(path, base + pos, reason, index)
                     result.traces_read = index
+                    if on_bytes:
+                        on_bytes(pos)
                     return None
             start = pos + HEADER_SIZE
             end = start + length
@@ -352,8 +355,8 @@ def _bulk_phase(
                 result.issue = ReadIssue(path, base + pos, problem, index)
                 result.traces_read = index
                 return None
-            size = max(size, 2 * (HEADER_SIZE + _unpack_u64(tail, 0)[0] + FOOTER_SIZE))
-        if size != len(buf):
+            size = max(size, HEADER_SIZE + _unpack_u64(tail, 0)[0] + FOOTER_SIZE)  # a record must fit whole
+        if size > len(buf):
             fresh = bytearray(size)
             fresh[:rest] = buf[pos:n]
             buf = fresh
