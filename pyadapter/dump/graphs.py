@@ -241,13 +241,14 @@ def load_host_dump(files: HostFiles, on_bytes: Callable[[int], None] | None = No
                 continue
             if event.HasField("graph_op_creation"):
                 goc = event.graph_op_creation
+                frame_ids = list(goc.code_location.stack_frame_ids)
                 op = OpInfo(
                     graph_id=goc.graph_id,
                     name=goc.op_name,
                     type=goc.op_type,
                     inputs=tuple(goc.input_names),
                     output_tensor_ids=tuple(goc.output_tensor_ids),
-                    frame_ids=tuple(interned.setdefault(s, s) for s in goc.code_location.stack_frame_ids),
+                    frame_ids=tuple(map(interned.setdefault, frame_ids, frame_ids)),
                     graph_name=goc.graph_name,
                 )
                 dump.ops[(op.graph_id, op.name)] = op

@@ -42,7 +42,8 @@ def _rows(a: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     """``a[at[i] : at[i] + width]`` for each i, as a (len(at), width) uint8 array (C order, so rows can be
     viewed as wider integers). Indexing a sliding-window view copies whole rows, several times faster than
     indexing with a 2-D array of byte positions."""
-    return np.lib.stride_tricks.sliding_window_view(a, width)[at]
+    windows = np.ndarray((len(a) - width + 1, width), np.uint8, buffer=a, strides=(1, 1))  # no copy
+    return windows[at]
 
 
 def _small(values: np.ndarray, bound: int) -> np.ndarray:
