@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from pyadapter.dump.events import MODE_NAMES, parse_event, parse_execution_health, tensor_values
 from pyadapter.dump.health import HealthLayout
-from pyadapter.dump.tfrecord import ReadIssue, RecordFile
+from pyadapter.dump.tfrecord import SCAN_CHUNK_SIZE, ReadIssue, RecordFile
 from pyadapter.findings import TensorHealth
 
 # Keep reading this many executions after the origin, for propagated findings.
@@ -87,7 +87,7 @@ def scan_executions(
     path: str, layouts: dict[str, HealthLayout], on_bytes: Callable[[int], None] | None = None
 ) -> ExecutionScan:
     result = ExecutionScan(path=path)
-    records = RecordFile(path, on_bytes)
+    records = RecordFile(path, on_bytes, SCAN_CHUNK_SIZE)
     nonfinite_ids: set[int] = set()
     producers = result.producers
     tail = -1

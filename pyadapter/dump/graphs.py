@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pyadapter.dump import wire
 from pyadapter.dump.events import parse_event
 from pyadapter.dump.files import HostFiles
-from pyadapter.dump.tfrecord import ReadIssue, RecordFile
+from pyadapter.dump.tfrecord import SCAN_CHUNK_SIZE, ReadIssue, RecordFile
 from pyadapter.findings import Frame
 
 
@@ -186,7 +186,7 @@ def load_host_dump(files: HostFiles, on_bytes: Callable[[int], None] | None = No
 
     def open_file(suffix: str) -> RecordFile | None:
         path = files.path(suffix)
-        return RecordFile(path, on_bytes) if path else None
+        return RecordFile(path, on_bytes, SCAN_CHUNK_SIZE) if path else None
 
     rf = open_file("metadata")
     if rf:

@@ -97,7 +97,7 @@ def detect_trace_mode(path: str, issues: list[ReadIssue] | None = None) -> str |
     `issues` (a damaged first record means no trace of the file is read)."""
     from pyadapter.dump.tfrecord import RecordFile
 
-    records = RecordFile(path)
+    records = RecordFile(path, chunk_size=1 << 16)  # one record is needed, not a chunk of them
     for offset, data in records.records():
         event = parse_event(data)
         if event is not None and event.HasField("graph_execution_trace"):
@@ -417,11 +417,12 @@ def _per_record(
     find = bytes.find
     entries_get = entries.get
     header_size, footer_size = HEADER_SIZE, FOOTER_SIZE
+    chunk = min(CHUNK_SIZE, BULK_CHUNK_SIZE)  # the window is a few thousand records: no need for more
     f.seek(start_offset)
     base = start_offset
-    buf = f.read(CHUNK_SIZE)
+    buf = f.read(chunk)
     pos = 0
-    eof = len(buf) < CHUNK_SIZE
+    eof = len(buf) < chunk
     while True:
         n = len(buf)
         last_header = n - header_size
@@ -485,20 +486,19 @@ def _per_record(
                     path, base + pos, classify_stop(buf, pos, n - pos, file_size, base + pos), index
                 )
             break
-        need = CHUNK_SIZE
+        need = chunk  # read from the first unfinished record on (re-read, not kept: one buffer at a time)
         if pos + HEADER_SIZE <= n:
             problem = header_problem(f, buf, pos, base, file_size)
             if problem is not None:
                 result.issue = ReadIssue(path, base + pos, problem, index)
                 break
-            rest_of_record = HEADER_SIZE + _unpack_u64(buf, pos)[0] + FOOTER_SIZE - (n - pos)
-            need = max(need, rest_of_record)
-        more = f.read(need)
-        if len(more) < need:
-            eof = True
-        buf = buf[pos:] + more
+            need = max(need, HEADER_SIZE + _unpack_u64(buf, pos)[0] + FOOTER_SIZE)
         base += pos
         pos = 0
+        del buf
+        f.seek(base)
+        buf = f.read(need)
+        eof = len(buf) < need
     result.traces_read = index
     if window is not None:
         result.window = window.window
