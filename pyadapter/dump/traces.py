@@ -30,7 +30,7 @@ import os
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import BinaryIO, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import numpy as np
 
@@ -150,19 +150,23 @@ class _Window:
         return not self.pending and index - self.last_new_graph_index >= TAIL_TRACES
 
 
-def _identify(
-    record: bytes, host: HostDump, layout: HealthLayout, result: TraceScan, synthetic_ids: list[int]
-) -> tuple[bytes, int, str, bool] | None:
-    """Place a trace the fast paths could not: parse it and find or invent its tensor.
-
-    Returns (key, tensor id, graph id, non-finite), or None for a record that is not a graph trace. An op
-    the ``.graphs`` file does not have (killed run) is added to ``host`` from what the trace itself says.
-    """
+def _parse_trace(record: bytes, result: TraceScan) -> Any | None:
+    """The GraphExecutionTrace of a record, or None (counted as undecodable) when it is not one."""
     event = parse_event(record)
     if event is None or not event.HasField("graph_execution_trace"):
         result.undecodable += 1
         return None
-    trace = event.graph_execution_trace
+    return event.graph_execution_trace
+
+
+def _identify(
+    trace: Any, host: HostDump, layout: HealthLayout, result: TraceScan, synthetic_ids: list[int]
+) -> tuple[bytes, int, str, bool]:
+    """Place a trace the fast paths could not: find or invent its tensor.
+
+    Returns (key, tensor id, graph id, non-finite). An op the ``.graphs`` file does not have (killed run) is
+    added to ``host`` from what the trace itself says.
+    """
     values = tensor_values(trace.tensor_proto)
     bad = layout.reports_health and not layout.is_finite(values)
     op = host.ops.get((trace.tfdbg_context_id, trace.op_name))
@@ -182,14 +186,6 @@ def _identify(
             host.tensors[tensor_id] = (op, trace.output_slot)
     key = _pack_double(float(tensor_id)) if tensor_id >= 0 else f"#{tensor_id}".encode()
     return key, tensor_id, trace.tfdbg_context_id, bad
-
-
-def _is_nonfinite_record(record: bytes, layout: HealthLayout) -> bool:
-    """Whether a record that the byte-level test could not classify holds a non-finite health vector."""
-    event = parse_event(record)
-    if event is None or not event.HasField("graph_execution_trace"):
-        return False
-    return layout.reports_health and not layout.is_finite(tensor_values(event.graph_execution_trace.tensor_proto))
 
 
 def scan_traces(
@@ -331,11 +327,12 @@ def _bulk_phase(
                 if bad:
                     return _handover(on_bytes, base, pos, index, table)
             if row is None:
-                if _is_nonfinite_record(record, layout):
-                    return _handover(on_bytes, base, pos, index, table)
-                placed = _identify(record, host, layout, result, synthetic_ids)
-                if placed is not None:
-                    key, tensor_id, graph_id, _bad = placed
+                trace = _parse_trace(record, result)
+                if trace is not None:
+                    if layout.reports_health and not layout.is_finite(tensor_values(trace.tensor_proto)):
+                        # placed (and the window opened) by the per-record loop, which parses it again
+                        return _handover(on_bytes, base, pos, index, table)
+                    key, tensor_id, graph_id, _bad = _identify(trace, host, layout, result, synthetic_ids)
                     row = key_row.get(key)
                     if row is None:
                         row = table.add(key, tensor_id, graph_id)
@@ -405,10 +402,10 @@ def _per_record(
     zeros = bytes(hi - lo)
 
     def slow(record: bytes) -> tuple[list | None, bool]:
-        placed = _identify(record, host, layout, result, synthetic_ids)
-        if placed is None:
+        trace = _parse_trace(record, result)
+        if trace is None:
             return None, False
-        key, tensor_id, graph_id, bad = placed
+        key, tensor_id, graph_id, bad = _identify(trace, host, layout, result, synthetic_ids)
         entry = entries.get(key)
         if entry is None:
             state = graph_state.get(graph_id)
