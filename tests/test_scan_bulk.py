@@ -7,6 +7,7 @@ everywhere). The dump: the bench's Keras MLP for 120 steps, NaN in the last one 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -20,6 +21,7 @@ from pyadapter.dump import scan_dump, traces
 from pyadapter.dump.files import find_host_files
 from pyadapter.dump.graphs import load_host_dump
 from pyadapter.dump.health import LAYOUTS
+from pyadapter.dump.producers import Producers
 from pyadapter.dump.tfrecord import masked_crc32c
 from pyadapter.dump.tracebulk import TensorTable
 
@@ -150,3 +152,30 @@ def test_round_counting_in_bulk_matches_one_record_at_a_time() -> None:
             many.observe_many(rows[lo:hi], offsets[lo:hi])
         assert one.to_entries()[0] == many.to_entries()[0]
         assert np.array_equal(one.last_seen, many.last_seen)
+
+
+def test_producers_map_answers_like_a_dict_with_ids_out_of_order_and_pruning() -> None:
+    """The execution scan's compact producer map (pyadapter/dump/producers.py) against a plain dict: mostly
+    increasing ids, some out of order or repeated, and the scan's halving bound applied on the way."""
+    rng = random.Random(3)
+    for _ in range(200):
+        compact, plain = Producers(), {}
+        newest = 0
+        for i in range(rng.randint(0, 400)):
+            if rng.random() < 0.9:
+                newest += rng.randint(1, 3)
+                tensor_id = newest
+            else:
+                tensor_id = rng.randint(-5, newest + 5)
+            value = (i, i * 10, rng.randint(0, 3))
+            compact.set(tensor_id, *value)
+            plain[tensor_id] = value
+            if len(plain) > 50 and rng.random() < 0.05:
+                cutoff = sorted(plain)[len(plain) // 2]
+                plain = {k: v for k, v in plain.items() if k >= cutoff}
+                compact.drop_older_half()
+            assert len(compact) == len(plain)
+        assert dict(compact.items()) == plain
+        for tensor_id in range(-6, newest + 6):
+            assert (tensor_id in compact) == (tensor_id in plain)
+            assert compact.get(tensor_id) == plain.get(tensor_id)

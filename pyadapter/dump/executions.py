@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pyadapter.dump.events import MODE_NAMES, parse_event, parse_execution_health, tensor_values
 from pyadapter.dump.health import HealthLayout
+from pyadapter.dump.producers import Producers
 from pyadapter.dump.tfrecord import SCAN_CHUNK_SIZE, ReadIssue, RecordFile
 from pyadapter.findings import TensorHealth
 
@@ -51,7 +52,7 @@ class ExecutionScan:
     first_nonfinite_function: ExecEntry | None = None
     nonfinite: list[ExecEntry] = field(default_factory=list)
     # eager tensor id -> (execution index, record offset, output slot)
-    producers: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    producers: Producers = field(default_factory=Producers)
     issue: ReadIssue | None = None
     undecodable: int = 0
 
@@ -139,11 +140,9 @@ def scan_executions(
                     result.origin = entry
                     tail = TAIL_EXECUTIONS
         for slot, tensor_id in enumerate(outputs):
-            producers[tensor_id] = (index, offset, slot)
+            producers.set(tensor_id, index, offset, slot)
         if len(producers) > MAX_PRODUCERS:
-            cutoff = sorted(producers)[len(producers) // 2]
-            for tensor_id in [t for t in producers if t < cutoff]:
-                del producers[tensor_id]
+            producers.drop_older_half()
         if tail >= 0:
             tail -= 1
             if tail == 0:
