@@ -10,8 +10,8 @@ millions. This module does the same work a chunk at a time, without a Python ste
   every predicted header must carry a length whose CRC matches (checked against a small table of verified
   lengths) and that length must lead exactly to the next predicted start. Starting from a record boundary
   the per-record loop had reached, a chain of verified records is exactly the framing that loop would have
-  found, and the first record that breaks the chain (other tail, corrupt length, no marker) is handed back
-  to the per-record loop, which reports damage as before.
+  found; the first record that breaks the chain (other tail, corrupt length, no marker, a stray candidate)
+  is placed on its own by the per-record rules (``traces.py``), which report damage as before.
 - Classifying. The tensor id (8 raw bytes) and the non-finite counters are gathered for all records at once;
   ids are looked up in a sorted array of known ids. A record with an unknown id or a non-finite counter ends
   the batch (the caller places it, or opens the incident window, record by record).
