@@ -46,6 +46,10 @@ def _rows(a: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     return windows[at]
 
 
+# Tensor ids below this are looked up in a dense array (8 bytes an id up to the largest: at most 2 MB).
+_DENSE_IDS = 1 << 18
+
+
 def _small(values: np.ndarray, bound: int) -> np.ndarray:
     """``values`` (all < bound) as int16 when they fit: numpy's stable sort is a radix sort for 16-bit ints."""
     return values.astype(np.int16) if bound < 1 << 15 else values
@@ -66,6 +70,8 @@ class TensorTable:
     round_no: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     _sorted_keys: np.ndarray = field(default_factory=lambda: np.zeros(0, _U64))
     _sorted_rows: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    _row_keys: np.ndarray = field(default_factory=lambda: np.zeros(1, _U64))
+    _dense: np.ndarray | None = None
     _dirty: bool = True
 
     def add(self, key: bytes, tensor_id: int, graph_id: str) -> int:
@@ -90,19 +96,42 @@ class TensorTable:
         return row
 
     def rows_of(self, keys: np.ndarray) -> np.ndarray:
-        """Row of each 8-byte key (as uint64), -1 for keys not in the table."""
+        """Row of each 8-byte key (as uint64), -1 for keys not in the table.
+
+        Keys are float64 tensor ids: small integers, so a dense array indexed by the id finds the row (the
+        row's own key is compared bit for bit, so e.g. -0.0 is not taken for tensor 0); ids beyond
+        ``_DENSE_IDS`` fall back to a binary search."""
         if self._dirty:
-            packed = [(np.frombuffer(k, _U64)[0], r) for r, k in enumerate(self.keys) if len(k) == 8]
-            self._sorted_keys = np.array([k for k, _ in packed], _U64)
-            self._sorted_rows = np.array([r for _, r in packed], np.int64)
-            order = np.argsort(self._sorted_keys, kind="stable")
-            self._sorted_keys = self._sorted_keys[order]
-            self._sorted_rows = self._sorted_rows[order]
-            self._dirty = False
+            self._rebuild_lookup()
         if not len(self._sorted_keys):
             return np.full(len(keys), -1, np.int64)
+        if self._dense is not None:
+            ids = keys.view(np.float64)
+            with np.errstate(invalid="ignore"):
+                at = np.where((ids >= 0) & (ids < len(self._dense)), ids, 0).astype(np.int64)
+            rows = self._dense[at]
+            return np.where((rows >= 0) & (self._row_keys[rows] == keys), rows, -1)
         at = np.minimum(np.searchsorted(self._sorted_keys, keys), len(self._sorted_keys) - 1)
         return np.where(self._sorted_keys[at] == keys, self._sorted_rows[at], -1)
+
+    def _rebuild_lookup(self) -> None:
+        packed = [(int(np.frombuffer(k, _U64)[0]), r) for r, k in enumerate(self.keys) if len(k) == 8]
+        self._sorted_keys = np.array([k for k, _ in packed], _U64)
+        self._sorted_rows = np.array([r for _, r in packed], np.int64)
+        order = np.argsort(self._sorted_keys, kind="stable")
+        self._sorted_keys = self._sorted_keys[order]
+        self._sorted_rows = self._sorted_rows[order]
+        row_keys = np.zeros(len(self.keys) + 1, _U64)  # the last entry stands for "no row" (-1)
+        row_keys[self._sorted_rows] = self._sorted_keys
+        self._row_keys = row_keys
+        ids = self._sorted_keys.view(np.float64)
+        whole = (ids >= 0) & (ids < _DENSE_IDS) & (ids == np.floor(ids))
+        self._dense = None
+        if len(ids) and whole.all():
+            dense = np.full(int(ids.max()) + 1, -1, np.int64)
+            dense[ids.astype(np.int64)] = self._sorted_rows
+            self._dense = dense
+        self._dirty = False
 
     def observe(self, row: int, offset: int) -> None:
         """One sighting (the per-record loop's rule, on the arrays)."""
