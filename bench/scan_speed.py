@@ -1,18 +1,23 @@
-"""Scan speed and memory: `nanlens scan` against TensorFlow's DebugDataReader, side by side.
+"""Scan speed and memory: `nanlens scan` against TensorFlow's DebugDataReader, side by side, at two dump sizes.
 
-Generates (once, cached under ~/.cache/nanlens/bench/) a FULL_HEALTH dump of a Keras MLP trained for many
-steps whose last step alone goes non-finite (bench/programs/mlp_fit_last_step_nan.py, ~170 MB of graph
-traces by default), then runs each arm in its own fresh subprocess:
+Generates (once, cached under ~/.cache/nanlens/bench/) FULL_HEALTH dumps of a Keras MLP trained for many
+steps whose last step alone goes non-finite (bench/programs/mlp_fit_last_step_nan.py): the default one of
+~173 MB of graph traces and one --scale times as many steps (5x: ~870 MB), then runs each arm on each dump in
+its own fresh subprocess:
 
   reader  tensorflow.python.debug.lib.debug_events_reader.DebugDataReader: load the dump, walk the trace
           digests in order reading each debug tensor until the first NaN/Inf, then read that op's stack.
   scan    pyadapter.dump.scan_dump: the causal origin and its user stack (no TensorFlow import).
 
-Reported per arm: the job time (after imports), the whole process time (imports included), and peak RSS
-(ru_maxrss of the child), plus the job's CPU time, which shared, busy machines disturb less. The floor: scan at least 5x faster and at most 1/4 of the reader's peak memory.
+Reported per arm and dump: the job time (after imports), the job's CPU time (which shared, busy machines
+disturb less), the whole process time (imports included) and peak RSS (ru_maxrss of the child); then the
+ratios, how each arm grows from the default dump to the larger one (time and memory against size), and
+whether the floors hold on the default dump: scan at least 50x faster (job time and job CPU time) and at
+most 1/20 of the reader's peak memory.
 
-    python bench/scan_speed.py            # full size (first run generates the dump: several minutes)
-    python bench/scan_speed.py --small    # ~12 MB of traces, quick
+    python bench/scan_speed.py            # both sizes (first run generates the dumps: minutes, more at 5x)
+    python bench/scan_speed.py --small    # 300 and 1500 steps (~12 and ~63 MB of traces), quick
+    python bench/scan_speed.py --scale 0  # the default dump only
 """
 
 from __future__ import annotations
@@ -31,10 +36,12 @@ HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 PROGRAM = HERE / "programs" / "mlp_fit_last_step_nan.py"
 CACHE = Path(os.environ.get("NANLENS_BENCH_CACHE", Path.home() / ".cache" / "nanlens" / "bench"))
-FULL_STEPS = 4100  # ~42 KB of traces per step -> ~170 MB
+FULL_STEPS = 4100  # ~42 KB of traces per step -> ~173 MB
 SMALL_STEPS = 300
-SPEED_FLOOR = 5.0
-MEMORY_FLOOR = 0.25
+SCALE = 5  # the second dump has this many times the steps
+SPEED_FLOOR = 50.0
+MEMORY_FLOOR = 1 / 20
+RESULTS = HERE / "results"
 
 
 # ------------------------------------------------------------------------------------------------ arms
@@ -109,6 +116,8 @@ def run_arm(name: str, dump: Path) -> dict[str, object]:
 
 
 def ensure_dump(steps: int, regenerate: bool) -> Path:
+    """The cached dump of a ``steps``-step run, generated first if missing (its COMPLETE file records how long
+    that took)."""
     dump = CACHE / f"mlp-last-step-nan-{steps}"
     done = dump / "COMPLETE"
     if done.exists() and not regenerate:
@@ -136,7 +145,88 @@ def traces_size(dump: Path) -> int:
     return sum(p.stat().st_size for p in dump.glob("*.graph_execution_traces"))
 
 
+def generation_seconds(dump: Path) -> float | None:
+    try:
+        return float(json.loads((dump / "COMPLETE").read_text())["seconds"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 # ------------------------------------------------------------------------------------------------ main
+
+
+def measure(dump: Path, steps: int, rounds: int) -> dict[str, object]:
+    """Both arms on one dump, ``rounds`` times each (alternating order); the best of each figure is kept."""
+    runs: dict[str, list[dict[str, object]]] = {"reader": [], "scan": []}
+    for round_number in range(rounds):
+        order = ("reader", "scan") if round_number % 2 == 0 else ("scan", "reader")
+        for name in order:
+            runs[name].append(run_arm(name, dump))
+    arms: dict[str, dict[str, object]] = {}
+    for name, results in runs.items():
+        arms[name] = {
+            key: min(float(r[key]) for r in results)  # type: ignore[arg-type]
+            for key in ("job_s", "job_cpu_s", "process_s", "peak_rss_mb")
+        }
+        arms[name]["traces_checked"] = results[-1]["traces_checked"]
+        arms[name]["found"] = results[-1]["found"]
+    return {
+        "dump": str(dump),
+        "steps": steps,
+        "traces_mb": traces_size(dump) / 1e6,
+        "dump_mb": sum(p.stat().st_size for p in dump.glob("tfdbg_events.*")) / 1e6,
+        "generation_s": generation_seconds(dump),
+        "rounds": rounds,
+        "arms": arms,
+    }
+
+
+def _ratio(m: dict[str, object], key: str) -> float:
+    arms = m["arms"]
+    return float(arms["reader"][key]) / max(float(arms["scan"][key]), 1e-9)  # type: ignore[index]
+
+
+def report(measured: list[dict[str, object]]) -> tuple[list[str], bool]:
+    lines: list[str] = []
+    out = lines.append
+    out(f"{'dump':<26} {'arm':<7} {'job s':>8} {'job CPU s':>10} {'process s':>10} {'peak RSS MB':>12} "
+        f"{'traces':>10}  first NaN/Inf at")
+    for m in measured:
+        label = f"{m['traces_mb']:.0f} MB traces ({m['steps']} st)"
+        for name in ("reader", "scan"):
+            arm = m["arms"][name]  # type: ignore[index]
+            found = arm["found"]
+            where = f"{found.get('op')} {os.path.basename(str(found.get('file')))}:{found.get('line')}" if found else "-"
+            out(f"{label:<26} {name:<7} {arm['job_s']:>8.2f} {arm['job_cpu_s']:>10.2f} {arm['process_s']:>10.2f} "
+                f"{arm['peak_rss_mb']:>12.0f} {int(arm['traces_checked']):>10,}  {where}")
+            label = ""
+    out("")
+    out(f"{'dump':<26} {'speed-up job':>13} {'job CPU':>8} {'process':>8} {'memory scan/reader':>19}")
+    for m in measured:
+        memory = 1 / _ratio(m, "peak_rss_mb")
+        out(f"{m['traces_mb']:>6.0f} MB traces{'':<12} {_ratio(m, 'job_s'):>12.1f}x {_ratio(m, 'job_cpu_s'):>7.1f}x "
+            f"{_ratio(m, 'process_s'):>7.1f}x {memory:>12.3f} (1/{1 / memory:.0f})")
+    if len(measured) == 2:
+        small, big = measured
+        size = float(big["traces_mb"]) / float(small["traces_mb"])
+        out("")
+        out(f"growth from {small['traces_mb']:.0f} to {big['traces_mb']:.0f} MB of traces ({size:.2f}x the size):")
+        for name in ("reader", "scan"):
+            a, b = small["arms"][name], big["arms"][name]  # type: ignore[index]
+            out(f"  {name:<7} job {b['job_s'] / a['job_s']:5.2f}x   job CPU {b['job_cpu_s'] / a['job_cpu_s']:5.2f}x   "
+                f"peak RSS {b['peak_rss_mb'] / a['peak_rss_mb']:5.2f}x ({a['peak_rss_mb']:.0f} -> {b['peak_rss_mb']:.0f} MB)")
+    for m in measured:
+        if m["generation_s"] is not None:
+            out(f"dump of {m['steps']} steps generated in {m['generation_s']:.0f} s (cached: {m['dump']})")
+    base = measured[0]
+    speed_job, speed_cpu = _ratio(base, "job_s"), _ratio(base, "job_cpu_s")
+    memory = 1 / _ratio(base, "peak_rss_mb")
+    ok = min(speed_job, speed_cpu) >= SPEED_FLOOR and memory <= MEMORY_FLOOR
+    out("")
+    out(f"floors on the {base['traces_mb']:.0f} MB dump: speed-up >= {SPEED_FLOOR:.0f}x (job {speed_job:.1f}x, "
+        f"job CPU {speed_cpu:.1f}x), memory <= 1/{1 / MEMORY_FLOOR:.0f} of the reader's (1/{1 / memory:.1f}): "
+        + ("met" if ok else "NOT MET"))
+    return lines, ok
 
 
 def main() -> int:
@@ -146,9 +236,14 @@ def main() -> int:
     parser.add_argument(
         "--small", action="store_true", help=f"a {SMALL_STEPS}-step dump instead of {FULL_STEPS}"
     )
-    parser.add_argument("--steps", type=int, help="training steps of the generated dump (overrides --small)")
+    parser.add_argument("--steps", type=int, help="training steps of the default dump (overrides --small)")
+    parser.add_argument("--scale", type=float, default=SCALE,
+                        help=f"the second dump has this many times the steps (default {SCALE}; 0: no second dump)")
     parser.add_argument("--rounds", type=int, default=1, help="run each arm this many times (alternating)")
-    parser.add_argument("--regenerate", action="store_true", help="regenerate the cached dump")
+    parser.add_argument("--big-rounds", type=int, help="rounds on the second dump (default: --rounds)")
+    parser.add_argument("--regenerate", action="store_true", help="regenerate the cached dumps")
+    parser.add_argument("--out", type=Path, help="write the report (.txt) and figures (.json) here "
+                        "(default for full-size runs: bench/results/scan_speed.{txt,json})")
     parser.add_argument("--arm", choices=("reader", "scan"), help=argparse.SUPPRESS)
     parser.add_argument("dump", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -160,48 +255,27 @@ def main() -> int:
         return 0
 
     steps = args.steps or (SMALL_STEPS if args.small else FULL_STEPS)
-    dump = ensure_dump(steps, args.regenerate)
-    size = traces_size(dump)
-    print(
-        f"dump: {dump}  ({size / 1e6:.0f} MB of graph_execution_traces, {steps} steps, NaN in the last one)"
-    )
-
-    results: dict[str, list[dict[str, object]]] = {"reader": [], "scan": []}
-    for round_number in range(args.rounds):
-        order = ("reader", "scan") if round_number % 2 == 0 else ("scan", "reader")
-        for name in order:
-            results[name].append(run_arm(name, dump))
-
-    def best(name: str, key: str) -> float:
-        return min(float(r[key]) for r in results[name])  # type: ignore[arg-type]
-
+    sizes = [steps] + ([round(steps * args.scale)] if args.scale > 0 else [])
+    dumps = [ensure_dump(n, args.regenerate) for n in sizes]
+    measured = []
+    for n, dump in zip(sizes, dumps, strict=True):
+        print(f"dump: {dump}  ({traces_size(dump) / 1e6:.0f} MB of graph_execution_traces, {n} steps, "
+              "NaN in the last one)", flush=True)
+        rounds = args.rounds if n == steps else (args.big_rounds or args.rounds)
+        measured.append(measure(dump, n, rounds))
+    lines, ok = report(measured)
+    load = os.getloadavg()
+    lines.append(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
+                 "at the end of the run")
     print()
-    print(
-        f"{'arm':<8} {'job s':>8} {'job CPU s':>10} {'process s':>10} {'peak RSS MB':>12} {'traces':>9}  first NaN/Inf at"
-    )
-    for name in ("reader", "scan"):
-        found = results[name][-1]["found"]
-        where = (
-            f"{found.get('op')} {os.path.basename(str(found.get('file')))}:{found.get('line')}"
-            if found
-            else "-"
-        )  # type: ignore[union-attr]
-        traces = int(results[name][-1]["traces_checked"])  # type: ignore[call-overload]
-        print(
-            f"{name:<8} {best(name, 'job_s'):>8.2f} {best(name, 'job_cpu_s'):>10.2f} {best(name, 'process_s'):>10.2f} "
-            f"{best(name, 'peak_rss_mb'):>12.0f} {traces:>9,}  {where}"
-        )
-    speedup_job = best("reader", "job_s") / best("scan", "job_s")
-    speedup_process = best("reader", "process_s") / best("scan", "process_s")
-    speedup_cpu = best("reader", "job_cpu_s") / best("scan", "job_cpu_s")
-    memory_ratio = best("scan", "peak_rss_mb") / best("reader", "peak_rss_mb")
-    print()
-    print(f"speed-up (job):      {speedup_job:6.1f}x   (floor {SPEED_FLOOR:.0f}x)")
-    print(f"speed-up (job CPU):  {speedup_cpu:6.1f}x")
-    print(f"speed-up (process):  {speedup_process:6.1f}x   (imports included: TensorFlow's for the reader)")
-    print(f"memory (scan/reader): {memory_ratio:5.2f}    (floor {MEMORY_FLOOR:.2f})")
-    ok = speedup_job >= SPEED_FLOOR and memory_ratio <= MEMORY_FLOOR
-    print("floor met" if ok else "FLOOR NOT MET")
+    print("\n".join(lines))
+    out = args.out or (RESULTS / "scan_speed" if steps == FULL_STEPS and not args.small else None)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.with_suffix(".txt").write_text("\n".join(lines) + "\n")
+        out.with_suffix(".json").write_text(json.dumps({"measured": measured, "floors_met": ok,
+                                                        "loadavg": load}, indent=1) + "\n")
+        print(f"written: {out.with_suffix('.txt')}, {out.with_suffix('.json')}")
     return 0 if ok else 1
 
 

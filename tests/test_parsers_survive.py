@@ -762,6 +762,7 @@ def test_a_lying_length_with_a_valid_checksum_reads_no_more_than_a_chunk(dump, m
     chunk = 256
     monkeypatch.setattr(tfrecord, "CHUNK_SIZE", chunk)
     monkeypatch.setattr(traces, "CHUNK_SIZE", chunk)
+    monkeypatch.setattr(traces, "BULK_CHUNK_SIZE", chunk)
     reads: list[int] = []
 
     class Counting(io.FileIO):
@@ -769,6 +770,11 @@ def test_a_lying_length_with_a_valid_checksum_reads_no_more_than_a_chunk(dump, m
             if self.name == str(path):
                 reads.append(size)
             return super().read(size)
+
+        def readinto(self, buffer) -> int:  # type: ignore[no-untyped-def, override]
+            if self.name == str(path):
+                reads.append(len(buffer))
+            return super().readinto(buffer)
 
     def counting_open(path, mode="r", *args, **kwargs):  # type: ignore[no-untyped-def]
         return Counting(path, "r")

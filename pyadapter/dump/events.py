@@ -141,13 +141,41 @@ _SCHEMA: list[tuple[str, list[tuple[str, int, int, bool, str | None]]]] = [
 ]
 
 
+# The execution scan's first look at each record: no code location (a dozen stack-frame ids per record, most
+# of its bytes, needed only for the few non-finite executions, which are parsed again in full). Measured on
+# the bench dump: about 30% less parse time per record.
+_EXECUTION_HEALTH_SCHEMA: list[tuple[str, list[tuple[str, int, int, bool, str | None]]]] = [
+    *[entry for entry in _SCHEMA if entry[0] in ("Dim", "TensorShapeProto", "TensorProto")],
+    (
+        "Execution",
+        [
+            ("graph_id", 3, _F.TYPE_STRING, False, None),
+            ("output_tensor_ids", 5, _F.TYPE_INT64, True, None),
+            ("tensor_debug_mode", 6, _F.TYPE_INT32, False, None),
+            ("tensor_protos", 7, _F.TYPE_MESSAGE, True, "TensorProto"),
+        ],
+    ),
+    ("DebugEvent", [("execution", 9, _F.TYPE_MESSAGE, False, "Execution")]),
+]
+
+
 @lru_cache(maxsize=1)
 def debug_event_class() -> Any:
     """The DebugEvent message class of the subset (built once per process)."""
-    proto = descriptor_pb2.FileDescriptorProto(
-        name="nanlens_tfdbg_subset.proto", package=_PACKAGE, syntax="proto3"
-    )
-    for name, fields in _SCHEMA:
+    return _message_class("nanlens_tfdbg_subset.proto", _PACKAGE, _SCHEMA)
+
+
+@lru_cache(maxsize=1)
+def execution_health_class() -> Any:
+    """A DebugEvent class that reads of an execution only its outputs and their health (see above)."""
+    return _message_class("nanlens_tfdbg_execution_health.proto", f"{_PACKAGE}.health", _EXECUTION_HEALTH_SCHEMA)
+
+
+def _message_class(
+    file_name: str, package: str, schema: list[tuple[str, list[tuple[str, int, int, bool, str | None]]]]
+) -> Any:
+    proto = descriptor_pb2.FileDescriptorProto(name=file_name, package=package, syntax="proto3")
+    for name, fields in schema:
         message = proto.message_type.add(name=name)
         for field_name, number, field_type, repeated, type_name in fields:
             field = message.field.add(
@@ -157,16 +185,24 @@ def debug_event_class() -> Any:
                 label=_F.LABEL_REPEATED if repeated else _F.LABEL_OPTIONAL,
             )
             if type_name:
-                field.type_name = f".{_PACKAGE}.{type_name}"
+                field.type_name = f".{package}.{type_name}"
     pool = descriptor_pool.DescriptorPool()
     pool.Add(proto)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{_PACKAGE}.DebugEvent"))
+    return message_factory.GetMessageClass(pool.FindMessageTypeByName(f"{package}.DebugEvent"))
 
 
 def parse_event(data: bytes) -> Any | None:
     """Parse one DebugEvent record; None when the bytes are not a DebugEvent."""
     try:
         return debug_event_class().FromString(data)
+    except (DecodeError, RuntimeError, ValueError):
+        return None
+
+
+def parse_execution_health(data: bytes) -> Any | None:
+    """Parse one record with ``execution_health_class``; None when the bytes are not a DebugEvent."""
+    try:
+        return execution_health_class().FromString(data)
     except (DecodeError, RuntimeError, ValueError):
         return None
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from pyadapter.dump.events import MODE_NAMES, parse_event, tensor_values
+from pyadapter.dump.events import MODE_NAMES, parse_event, parse_execution_health, tensor_values
 from pyadapter.dump.health import HealthLayout
-from pyadapter.dump.tfrecord import ReadIssue, RecordFile
+from pyadapter.dump.producers import Producers
+from pyadapter.dump.tfrecord import SCAN_CHUNK_SIZE, ReadIssue, RecordFile
 from pyadapter.findings import TensorHealth
 
 # Keep reading this many executions after the origin, for propagated findings.
@@ -51,7 +52,7 @@ class ExecutionScan:
     first_nonfinite_function: ExecEntry | None = None
     nonfinite: list[ExecEntry] = field(default_factory=list)
     # eager tensor id -> (execution index, record offset, output slot)
-    producers: dict[int, tuple[int, int, int]] = field(default_factory=dict)
+    producers: Producers = field(default_factory=Producers)
     issue: ReadIssue | None = None
     undecodable: int = 0
 
@@ -87,30 +88,39 @@ def scan_executions(
     path: str, layouts: dict[str, HealthLayout], on_bytes: Callable[[int], None] | None = None
 ) -> ExecutionScan:
     result = ExecutionScan(path=path)
-    records = RecordFile(path, on_bytes)
+    records = RecordFile(path, on_bytes, SCAN_CHUNK_SIZE)
     nonfinite_ids: set[int] = set()
     producers = result.producers
     tail = -1
     index = -1
     for offset, data in records.records():
         index += 1
-        event = parse_event(data)
-        if event is None or not event.HasField("execution"):
+        quick = parse_execution_health(data)
+        if quick is None or not quick.HasField("execution"):
             result.undecodable += 1
             continue
-        ex = event.execution
+        ex = quick.execution
         mode = MODE_NAMES.get(ex.tensor_debug_mode, "UNSPECIFIED")
         if result.mode is None:
             result.mode = mode
         layout = layouts.get(mode)
         outputs = ex.output_tensor_ids
         bad_slots: list[int] = []
-        if layout is not None and layout.reports_health:
+        if layout is not None and layout.nonfinite_bytes is not None:
+            lo, hi = layout.nonfinite_bytes
             for slot, proto in enumerate(ex.tensor_protos):
+                content = proto.tensor_content
+                if len(content) >= hi and content.count(0, lo, hi) == hi - lo:
+                    continue  # all-zero non-finite counters: finite, nothing to decode
                 values = tensor_values(proto)
                 if values and not layout.is_finite(values):
                     bad_slots.append(slot)
         if bad_slots:
+            event = parse_event(data)
+            if event is None or not event.HasField("execution"):
+                result.undecodable += 1
+                continue
+            ex = event.execution
             if len(ex.tensor_protos) != len(outputs):
                 bad_slots = list(range(len(outputs)))  # cannot align protos to outputs: mark all
             inputs_bad = any(i in nonfinite_ids for i in ex.input_tensor_ids)
@@ -130,11 +140,9 @@ def scan_executions(
                     result.origin = entry
                     tail = TAIL_EXECUTIONS
         for slot, tensor_id in enumerate(outputs):
-            producers[tensor_id] = (index, offset, slot)
+            producers.set(tensor_id, index, offset, slot)
         if len(producers) > MAX_PRODUCERS:
-            cutoff = sorted(producers)[len(producers) // 2]
-            for tensor_id in [t for t in producers if t < cutoff]:
-                del producers[tensor_id]
+            producers.drop_older_half()
         if tail >= 0:
             tail -= 1
             if tail == 0:

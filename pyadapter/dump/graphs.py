@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pyadapter.dump import wire
 from pyadapter.dump.events import parse_event
 from pyadapter.dump.files import HostFiles
-from pyadapter.dump.tfrecord import ReadIssue, RecordFile
+from pyadapter.dump.tfrecord import SCAN_CHUNK_SIZE, ReadIssue, RecordFile
 from pyadapter.findings import Frame
 
 
@@ -130,19 +130,53 @@ def _line_from_source_record(data: bytes, line: int) -> str | None:
 
 
 def _source_file_header(data: bytes) -> tuple[str, str] | None:
-    """(file_path, host_name) of a SourceFile event, reading no further than those two fields."""
-    path = host = ""
-    for number, wire_type, a, b in wire.fields(data):
-        if number == 4 and wire_type == wire.LEN:
-            for n2, w2, a2, b2 in wire.fields(data, a, b):
-                if n2 == 1 and w2 == wire.LEN:
-                    path = wire.text(data, a2, b2)
-                elif n2 == 2 and w2 == wire.LEN:
-                    host = wire.text(data, a2, b2)
-                elif n2 >= 3:
-                    break
-            return path, host
+    """(file_path, host_name) of a SourceFile event, reading no further than those two fields; ``data`` may be
+    only the start of the record. None when they are not in ``data``."""
+    pos, n = 0, len(data)
+    while pos < n:
+        key, pos = wire.read_varint(data, pos)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == wire.VARINT:
+            _value, pos = wire.read_varint(data, pos)
+        elif wire_type == wire.FIXED64:
+            pos += 8
+        elif wire_type == wire.FIXED32:
+            pos += 4
+        elif wire_type == wire.LEN:
+            size, pos = wire.read_varint(data, pos)
+            if number == 4:
+                return _path_and_host(data, pos, min(pos + size, n))
+            pos += size
+        else:
+            raise wire.WireError(f"unsupported wire type {wire_type}")
     return None
+
+
+def _path_and_host(data: bytes, pos: int, end: int) -> tuple[str, str] | None:
+    path = host = ""
+    while pos < end:
+        key, pos = wire.read_varint(data, pos)
+        number, wire_type = key >> 3, key & 7
+        if number >= 3:  # the source lines follow
+            return path, host
+        if wire_type == wire.VARINT:  # not a string: not a path or host (skipped, as the parser would)
+            _value, pos = wire.read_varint(data, pos)
+            continue
+        if wire_type != wire.LEN:
+            raise wire.WireError(f"unsupported wire type {wire_type} in a SourceFile")
+        size, pos = wire.read_varint(data, pos)
+        if pos + size > end:
+            return None
+        if number == 1:
+            path = wire.text(data, pos, pos + size)
+        elif number == 2:
+            host = wire.text(data, pos, pos + size)
+        pos += size
+    return path, host
+
+
+# A source file's name and host come first in its record; the rest (the file's text) is not read.
+_SOURCE_HEAD_BYTES = 4096
 
 
 def load_host_dump(files: HostFiles, on_bytes: Callable[[int], None] | None = None) -> HostDump:
@@ -152,7 +186,7 @@ def load_host_dump(files: HostFiles, on_bytes: Callable[[int], None] | None = No
 
     def open_file(suffix: str) -> RecordFile | None:
         path = files.path(suffix)
-        return RecordFile(path, on_bytes) if path else None
+        return RecordFile(path, on_bytes, SCAN_CHUNK_SIZE) if path else None
 
     rf = open_file("metadata")
     if rf:
@@ -169,9 +203,12 @@ def load_host_dump(files: HostFiles, on_bytes: Callable[[int], None] | None = No
 
     rf = open_file("source_files")
     if rf:
-        for offset, data in rf.records():
+        for offset, head, length in rf.heads(_SOURCE_HEAD_BYTES):
             try:
-                header = _source_file_header(data)
+                header = _source_file_header(head)
+                if header is None and length > len(head):  # a very long path: read the whole record
+                    whole = rf.read_at(offset)
+                    header = _source_file_header(whole) if whole is not None else None
             except wire.WireError:
                 header = None
             if header is None:
@@ -204,13 +241,14 @@ def load_host_dump(files: HostFiles, on_bytes: Callable[[int], None] | None = No
                 continue
             if event.HasField("graph_op_creation"):
                 goc = event.graph_op_creation
+                frame_ids = list(goc.code_location.stack_frame_ids)
                 op = OpInfo(
                     graph_id=goc.graph_id,
                     name=goc.op_name,
                     type=goc.op_type,
                     inputs=tuple(goc.input_names),
                     output_tensor_ids=tuple(goc.output_tensor_ids),
-                    frame_ids=tuple(interned.setdefault(s, s) for s in goc.code_location.stack_frame_ids),
+                    frame_ids=tuple(map(interned.setdefault, frame_ids, frame_ids)),
                     graph_name=goc.graph_name,
                 )
                 dump.ops[(op.graph_id, op.name)] = op

@@ -21,6 +21,8 @@ from typing import BinaryIO
 HEADER_SIZE = 12
 FOOTER_SIZE = 4
 CHUNK_SIZE = 4 << 20
+# What the scanner reads its record files with (executions, graphs: thousands of small records).
+SCAN_CHUNK_SIZE = 1 << 20
 # No tfdbg2 record in a health mode comes near this; FULL_TENSOR records of huge tensors are cut here.
 MAX_RECORD_BYTES = 1 << 30
 _MAX_VERIFIED_HEADERS = 1 << 16
@@ -138,9 +140,13 @@ class RecordFile:
     why reading stopped early, or is None when the file ended on a record boundary.
     """
 
-    def __init__(self, path: str, on_bytes: Callable[[int], None] | None = None) -> None:
+    def __init__(
+        self, path: str, on_bytes: Callable[[int], None] | None = None, chunk_size: int | None = None
+    ) -> None:
         self.path = path
         self.on_bytes = on_bytes
+        # A smaller chunk bounds memory; records longer than CHUNK_SIZE still get the same length checks.
+        self.chunk_size = min(chunk_size or CHUNK_SIZE, CHUNK_SIZE)
         self.issue: ReadIssue | None = None
         self.records_read = 0
         try:
@@ -162,10 +168,11 @@ class RecordFile:
         lengths_get = lengths.get
         try:
             self.size = os.fstat(f.fileno()).st_size
-            buf = f.read(CHUNK_SIZE)
+            chunk = self.chunk_size
+            buf = f.read(chunk)
             base = 0
             pos = 0
-            eof = len(buf) < CHUNK_SIZE
+            eof = len(buf) < chunk
             while True:
                 n = len(buf)
                 while pos + HEADER_SIZE <= n:
@@ -187,22 +194,62 @@ class RecordFile:
                     break
                 if self.on_bytes:
                     self.on_bytes(pos)
-                need = CHUNK_SIZE
+                need = chunk  # read from the first unfinished record on (re-read, not kept: one buffer at a time)
                 if pos + HEADER_SIZE <= n:
                     problem = header_problem(f, buf, pos, base, self.size)
                     if problem is not None:
                         self._stop(base + pos, problem)
                         break
-                    rest_of_record = HEADER_SIZE + _unpack_u64(buf, pos)[0] + FOOTER_SIZE - (n - pos)
-                    need = max(need, rest_of_record)
-                more = f.read(need)
-                if len(more) < need:
-                    eof = True
-                buf = buf[pos:] + more
+                    need = max(need, HEADER_SIZE + _unpack_u64(buf, pos)[0] + FOOTER_SIZE)
                 base += pos
                 pos = 0
+                del buf
+                f.seek(base)
+                buf = f.read(need)
+                eof = len(buf) < need
             if self.on_bytes:
                 self.on_bytes(pos)
+        except OSError as exc:
+            self._stop(0, f"cannot read: {exc.strerror or exc}")
+        finally:
+            f.close()
+
+    def heads(self, limit: int) -> Iterator[tuple[int, bytes, int]]:
+        """Yield (offset, the first ``limit`` bytes of the data, the data's length) for every whole record,
+        seeking past the rest: for files of few, large records of which only the start is needed (a
+        ``.source_files`` record holds a whole source file, its name first). Stops like ``records``: a length
+        CRC that does not match, a record running past the end of the file, or one over the size limit."""
+        try:
+            f = open(self.path, "rb")  # noqa: SIM115 - closed in finally
+        except OSError as exc:
+            self._stop(0, f"cannot open: {exc.strerror or exc}")
+            return
+        try:
+            self.size = size = os.fstat(f.fileno()).st_size
+            offset = 0
+            while offset < size:
+                f.seek(offset)
+                head = f.read(HEADER_SIZE + limit)
+                if len(head) < HEADER_SIZE or not header_is_valid(head, 0):
+                    if len(head) >= HEADER_SIZE:
+                        reason = NOT_TFRECORD if offset == 0 else CORRUPT_HEADER
+                    else:
+                        reason = classify_stop(head, 0, len(head), size, offset)
+                    self._stop(offset, reason)
+                    return
+                length = _unpack_u64(head, 0)[0]
+                end = offset + HEADER_SIZE + length + FOOTER_SIZE
+                if end > size:
+                    self._stop(offset, classify_stop(head, 0, len(head), size, offset))
+                    return
+                if length > MAX_RECORD_BYTES:
+                    self._stop(offset, f"record of {length} bytes (more than {MAX_RECORD_BYTES}: a corrupt length)")
+                    return
+                yield offset, head[HEADER_SIZE : HEADER_SIZE + length], length
+                self.records_read += 1
+                if self.on_bytes:
+                    self.on_bytes(end - offset)
+                offset = end
         except OSError as exc:
             self._stop(0, f"cannot read: {exc.strerror or exc}")
         finally:
