@@ -135,12 +135,6 @@ class _CallScope:
 _active: _CallScope | None = None
 
 
-def active_scope() -> _CallScope | None:
-    """The scope of the guarded step being traced now (None outside one): for steps built outside this module
-    that add their own in-graph work to the verdict (restoring metrics on a failing step)."""
-    return _active
-
-
 def is_loss_scale_optimizer(optimizer: Any) -> bool:
     if keras_lines.is_loss_scale_optimizer(optimizer):  # tf_keras's (looked up, never imported)
         return True
@@ -475,6 +469,24 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
                 obj.__dict__.pop(name, None)
             else:
                 obj.__dict__[name] = previous
+
+
+def train_step_keeping_metrics(train_step: Any, data: Any, metric_variables: list[Any]) -> Any:
+    """``train_step(data)`` inside a guarded step; when the gate rejects the step, the metric variables are put back
+    as they were (skip mode: a skipped batch leaves no trace in the epoch's metrics). Without metric variables it is
+    just the call."""
+    saved = [(v, tf.identity(_dense(v))) for v in metric_variables]
+    logs = train_step(data)
+    scope = _active
+    if saved and scope is not None:
+
+        def restore() -> Any:
+            for variable, value in saved:
+                variable.assign(value)
+            return tf.constant(False)
+
+        tf.cond(local_ok(scope), lambda: tf.constant(True), restore)
+    return logs
 
 
 def record_loss(loss: Any) -> Any:

@@ -150,20 +150,8 @@ class GuardedTrainFunction:
 
         def replica_step(data: Any) -> Any:
             model_ = self.model_ref()
-            snapshot_values = []
-            if restore_metrics:
-                snapshot_values = [(v, tf.identity(v.value)) for v in model_.metrics_variables]
-            logs = model_.train_step(data)
-            scope = gate.active_scope()
-            if restore_metrics and snapshot_values and scope is not None:
-                ok = gate.local_ok(scope)
-
-                def restore() -> Any:
-                    for variable, value in snapshot_values:
-                        variable.assign(value)
-                    return tf.constant(False)
-
-                tf.cond(ok, lambda: tf.constant(True), restore)
+            metrics = list(model_.metrics_variables) if restore_metrics else []
+            logs = gate.train_step_keeping_metrics(model_.train_step, data, metrics)
             return logs
 
         def one_step_on_data(data: Any) -> Any:

@@ -40,20 +40,8 @@ def make_one_step(function: Any, model: Any, optimizers_of: Callable[[Any], list
 
     def replica_step(data: Any) -> Any:
         model_ = function.model_ref()
-        snapshot_values = []
-        if restore_metrics:
-            snapshot_values = [(v, tf.identity(v)) for v in metrics_variables(model_)]
-        logs = model_.train_step(data)
-        scope = gate.active_scope()
-        if restore_metrics and snapshot_values and scope is not None:
-            ok = gate.local_ok(scope)
-
-            def restore() -> Any:
-                for variable, value in snapshot_values:
-                    variable.assign(value)
-                return tf.constant(False)
-
-            tf.cond(ok, lambda: tf.constant(True), restore)
+        logs = gate.train_step_keeping_metrics(model_.train_step, data,
+                                               metrics_variables(model_) if restore_metrics else [])
         counter = getattr(model_, "_train_counter", None)
         if counter is not None:
             with tf.control_dependencies([t for t in tf.nest.flatten(logs) if isinstance(t, tf.Tensor)][:1]):
