@@ -197,7 +197,7 @@ def scan_dump(
         source_path=dump_dir,
         origin=origin,
         findings=findings,
-        hosts=list(dict.fromkeys(h.host for h in hosts)),
+        hosts=sorted(dict.fromkeys(h.host for h in hosts)),  # by name: the files' start times vary run to run
         tensor_debug_mode=modes[0] if len(modes) == 1 else (", ".join(modes) or None),
         extra=extra,
     )
