@@ -12,13 +12,10 @@ import sys
 from collections.abc import Sequence
 
 from pyadapter import __version__
+from pyadapter.commands.errors import CliError
 
 # Order is the order shown in --help: the flow from a training run to the editor.
 VERBS = ("run", "scan", "locate", "pull", "replay", "report", "serve", "eval")
-
-
-class CliError(Exception):
-    """An error the user can fix; printed as one line `nanlens: error: ...`, exit code 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -61,7 +61,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from pyadapter.cli import CliError
+    from pyadapter.commands.errors import CliError
     from pyadapter.evaluate.corpus import CorpusError, discover
     from pyadapter.evaluate.report import markdown_table, progress_line
     from pyadapter.evaluate.runner import Limits, Outcome, evaluate_program

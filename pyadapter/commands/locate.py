@@ -158,7 +158,7 @@ def _local_bundle(location: str) -> str:
 
 
 def main(args: argparse.Namespace) -> int:
-    from pyadapter.cli import CliError
+    from pyadapter.commands.errors import CliError
     from pyadapter.replay.errors import ReplayError
     from pyadapter.replay.locate import locate_bundle
 

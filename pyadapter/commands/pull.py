@@ -69,7 +69,7 @@ def pull_bundle(url: str, directory: str = DEFAULT_DIR, progress: Any = None, ma
     (default `storage.DEFAULT_MAX_PULL_BYTES`) or a URL DIR is a CliError."""
     from pyadapter.capture.bundle import BundleError
     from pyadapter.capture.storage import DEFAULT_MAX_PULL_BYTES, fetch_bundle, is_remote, mark_pulled
-    from pyadapter.cli import CliError
+    from pyadapter.commands.errors import CliError
 
     if is_remote(directory):
         raise CliError(f"DIR must be a local folder, not {directory}")

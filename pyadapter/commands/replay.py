@@ -77,7 +77,7 @@ def format_report(report) -> str:  # type: ignore[no-untyped-def]
 
 
 def main(args: argparse.Namespace) -> int:
-    from pyadapter.cli import CliError
+    from pyadapter.commands.errors import CliError
     from pyadapter.replay.errors import ReplayError
     from pyadapter.replay.locate import check_bundle
     from pyadapter.replay.trust import allow

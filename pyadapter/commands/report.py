@@ -68,7 +68,7 @@ def _cached_bundle_findings(bundle: str):  # type: ignore[no-untyped-def]
 
 
 def _bundle_findings(bundle: str, relocate: bool):  # type: ignore[no-untyped-def]
-    from pyadapter.cli import CliError
+    from pyadapter.commands.errors import CliError
     from pyadapter.replay.errors import ReplayError
     from pyadapter.replay.locate import locate_bundle
 
@@ -96,7 +96,7 @@ def _bundle_findings(bundle: str, relocate: bool):  # type: ignore[no-untyped-de
 
 
 def main(args: argparse.Namespace) -> int:
-    from pyadapter.cli import CliError
+    from pyadapter.commands.errors import CliError
     from pyadapter.dump import ScanError, scan_dump
     from pyadapter.pictures import build_picture_model
     from pyadapter.pictures.html import ReportAssetsMissing, read_assets, render_report

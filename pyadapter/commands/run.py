@@ -67,7 +67,7 @@ def default_dump_dir(cwd: Path | None = None) -> Path:
 
 
 def _check_dump_dir(path: Path) -> None:
-    from pyadapter.cli import CliError
+    from pyadapter.commands.errors import CliError
 
     if path.exists() and not path.is_dir():
         raise CliError(f"--dump {path} exists and is not a directory")
@@ -128,7 +128,7 @@ def _dump_size(path: Path) -> int:
 
 
 def main(args: argparse.Namespace) -> int:
-    from pyadapter.cli import CliError
+    from pyadapter.commands.errors import CliError
 
     script = Path(args.script)
     if not script.is_file():

@@ -145,7 +145,7 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
 
 
 def main(args: argparse.Namespace) -> int:
-    from pyadapter.cli import CliError
+    from pyadapter.commands.errors import CliError
     from pyadapter.dump import ScanError, scan_dump
 
     show = args.progress
