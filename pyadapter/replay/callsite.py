@@ -12,18 +12,10 @@ import ast
 from pathlib import Path
 from typing import Any
 
+from pyadapter.cause.sources import called_name
 from pyadapter.findings import Frame
 
 KERAS_TRAINING_CALLS = ("fit", "train_on_batch")
-
-
-def _called_name(node: ast.Call) -> str | None:
-    func = node.func
-    if isinstance(func, ast.Attribute):
-        return func.attr
-    if isinstance(func, ast.Name):
-        return func.id
-    return None
 
 
 def _enclosing_functions(tree: ast.AST) -> dict[int, str]:
@@ -55,7 +47,7 @@ def training_call_frame(script: str | Path, kind: str | None, step_function: str
     if step_function:
         wanted = (*wanted, step_function.split(".")[-1])
     owners = _enclosing_functions(tree)
-    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and _called_name(n) in wanted]
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and called_name(n) in wanted]
     if not calls:
         return None
     first = min(calls, key=lambda n: (n.lineno, n.col_offset))
