@@ -170,7 +170,9 @@ def interleaved(rounds: int, steps: int) -> dict:
             cpu[name].append(c)
             wall[name].append(w)
     if guard.failures or guard_h0.failures:
-        raise RuntimeError(f"the benchmark model went non-finite (see {capture_dir}); numbers would be meaningless")
+        raise RuntimeError(
+            f"the benchmark model went non-finite (see {capture_dir}); numbers would be meaningless"
+        )
     shutil.rmtree(capture_dir, ignore_errors=True)
     result = {}
     for name in arms:
@@ -180,7 +182,9 @@ def interleaved(rounds: int, steps: int) -> dict:
             "steps_per_s_cpu": steps / statistics.median(cpu[name]),
             "ratio_cpu_median": statistics.median(ratios),
             "ratio_cpu_q1_q3": [float(np.percentile(ratios, 25)), float(np.percentile(ratios, 75))],
-            "ratio_wall_median": statistics.median([a / b for a, b in zip(wall[name], wall["plain"], strict=True)]),
+            "ratio_wall_median": statistics.median(
+                [a / b for a, b in zip(wall[name], wall["plain"], strict=True)]
+            ),
         }
     return result
 
@@ -230,7 +234,9 @@ def anchor_subprocess(kind: str, rounds: int, steps: int) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--rounds", type=int, default=60)
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--anchor-rounds", type=int, default=8)
@@ -246,20 +252,34 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_anchors:
         for kind in ("check_numerics", "dump"):
             child = subprocess.run(
-                [sys.executable, __file__, "--anchor", kind, "--anchor-rounds", str(args.anchor_rounds),
-                 "--steps", str(args.steps)],
-                capture_output=True, text=True, check=False,
+                [
+                    sys.executable,
+                    __file__,
+                    "--anchor",
+                    kind,
+                    "--anchor-rounds",
+                    str(args.anchor_rounds),
+                    "--steps",
+                    str(args.steps),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
             )
             if child.returncode != 0:
-                results[kind] = {"error": child.stderr.strip().splitlines()[-1] if child.stderr.strip() else "failed"}
+                results[kind] = {
+                    "error": child.stderr.strip().splitlines()[-1] if child.stderr.strip() else "failed"
+                }
             else:
                 results[kind] = json.loads(child.stdout.strip().splitlines()[-1])
     if args.json:
         print(json.dumps(results, indent=1))
     else:
         print(f"Keras MLP fit, CPU, 1 intra/1 inter-op thread, batch {BATCH}, {args.steps} steps per round")
-        print(f"in-process arms: {args.rounds} rounds, ABBA order, same initial weights, shuffle off;"
-              " ratio = median of per-round CPU-time ratios to plain")
+        print(
+            f"in-process arms: {args.rounds} rounds, ABBA order, same initial weights, shuffle off;"
+            " ratio = median of per-round CPU-time ratios to plain"
+        )
         print(f"{'arm':16} {'steps/s (wall)':>15} {'ratio cpu':>10} {'q1-q3':>14} {'ratio wall':>11}")
         for name, r in results.items():
             if "error" in r:
@@ -267,13 +287,17 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             q = r.get("ratio_cpu_q1_q3")
             spread = f"{q[0]:.3f}-{q[1]:.3f}" if q else "(subprocess)"
-            print(f"{name:16} {r['steps_per_s_wall']:15.1f} {r['ratio_cpu_median']:10.3f} {spread:>14} "
-                  f"{r['ratio_wall_median']:11.3f}")
+            print(
+                f"{name:16} {r['steps_per_s_wall']:15.1f} {r['ratio_cpu_median']:10.3f} {spread:>14} "
+                f"{r['ratio_wall_median']:11.3f}"
+            )
         verdict = "PASS" if results["nanguard"]["ratio_cpu_median"] <= FLOOR else "FAIL"
         print(f"floor: nanguard <= {FLOOR:.2f} x plain -> {verdict}")
         history = "met" if results["nanguard"]["ratio_cpu_median"] <= HISTORY_TARGET else "missed"
-        print(f"history target: nanguard (history_size=256) <= {HISTORY_TARGET:.2f} x plain -> {history}"
-              f" (without the history: {results['nanguard-h0']['ratio_cpu_median']:.3f})")
+        print(
+            f"history target: nanguard (history_size=256) <= {HISTORY_TARGET:.2f} x plain -> {history}"
+            f" (without the history: {results['nanguard-h0']['ratio_cpu_median']:.3f})"
+        )
     return 0 if results["nanguard"]["ratio_cpu_median"] <= FLOOR else 1
 
 

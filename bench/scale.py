@@ -63,10 +63,19 @@ def _python() -> str:
 
 
 def _child(args: list[str], timeout: float) -> dict:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE / "programs"),
-                                                        os.environ.get("PYTHONPATH", "")])}
-    proc = subprocess.run([_python(), str(Path(__file__).resolve()), *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=REPO, check=False)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(REPO), str(HERE / "programs"), os.environ.get("PYTHONPATH", "")]),
+    }
+    proc = subprocess.run(
+        [_python(), str(Path(__file__).resolve()), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=REPO,
+        check=False,
+    )
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-3:] if proc.stderr.strip() else ["failed"]
         return {"error": " | ".join(tail)}
@@ -147,15 +156,22 @@ def child_overhead(family: str, widths: list[int], rounds: int, round_s: float) 
             raise RuntimeError(f"{family} {width} went non-finite (see {capture_dir})")
         shutil.rmtree(capture_dir, ignore_errors=True)
         ratios = [a / b for a, b in zip(cpu["nanguard"], cpu["plain"], strict=True)]
-        out.append({
-            "family": family, "width": width, "params": int(model.count_params()), "steps": steps,
-            "rounds": rounds,
-            "plain_s_per_step": statistics.median(cpu["plain"]) / steps,
-            "nanguard_s_per_step": statistics.median(cpu["nanguard"]) / steps,
-            "ratio": statistics.median(ratios),
-            "q1_q3": [float(np.percentile(ratios, 25)), float(np.percentile(ratios, 75))],
-            "ratio_wall": statistics.median([a / b for a, b in zip(wall["nanguard"], wall["plain"], strict=True)]),
-        })
+        out.append(
+            {
+                "family": family,
+                "width": width,
+                "params": int(model.count_params()),
+                "steps": steps,
+                "rounds": rounds,
+                "plain_s_per_step": statistics.median(cpu["plain"]) / steps,
+                "nanguard_s_per_step": statistics.median(cpu["nanguard"]) / steps,
+                "ratio": statistics.median(ratios),
+                "q1_q3": [float(np.percentile(ratios, 25)), float(np.percentile(ratios, 75))],
+                "ratio_wall": statistics.median(
+                    [a / b for a, b in zip(wall["nanguard"], wall["plain"], strict=True)]
+                ),
+            }
+        )
         del model
     return {"sizes": out}
 
@@ -185,14 +201,22 @@ def child_anchor(family: str, width: int, kind: str, rounds: int, round_s: float
         tf.debugging.enable_check_numerics()
     else:
         dump_dir = tempfile.mkdtemp(prefix="nanlens-scale-dump-")
-        tf.debugging.experimental.enable_dump_debug_info(dump_dir, tensor_debug_mode="FULL_HEALTH",
-                                                         circular_buffer_size=-1)
+        tf.debugging.experimental.enable_dump_debug_info(
+            dump_dir, tensor_debug_mode="FULL_HEALTH", circular_buffer_size=-1
+        )
     model.train_function = None  # retrace under the instrumentation
     anchored = measure()
-    result = {"family": family, "width": width, "params": int(model.count_params()), "kind": kind,
-              "steps": steps, "rounds": rounds, "plain_s_per_step": statistics.median(plain) / steps,
-              "anchor_s_per_step": statistics.median(anchored) / steps,
-              "ratio": statistics.median(anchored) / statistics.median(plain)}
+    result = {
+        "family": family,
+        "width": width,
+        "params": int(model.count_params()),
+        "kind": kind,
+        "steps": steps,
+        "rounds": rounds,
+        "plain_s_per_step": statistics.median(plain) / steps,
+        "anchor_s_per_step": statistics.median(anchored) / steps,
+        "ratio": statistics.median(anchored) / statistics.median(plain),
+    }
     if dump_dir is not None:
         tf.debugging.experimental.disable_dump_debug_info()
         shutil.rmtree(dump_dir, ignore_errors=True)
@@ -209,9 +233,23 @@ def capture_and_locate(family: str, width: int, replay: bool, workdir: Path, tim
     result_file = workdir / f"{family}-{width}.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
     started = time.perf_counter()
-    proc = subprocess.run([_python(), str(PROGRAM.relative_to(REPO)), family, str(width), str(capture_dir),
-                           "--result", str(result_file)], capture_output=True, text=True, cwd=REPO, env=env,
-                          timeout=timeout, check=False)
+    proc = subprocess.run(
+        [
+            _python(),
+            str(PROGRAM.relative_to(REPO)),
+            family,
+            str(width),
+            str(capture_dir),
+            "--result",
+            str(result_file),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
     out: dict = {"family": family, "width": width, "program_s": time.perf_counter() - started}
     if proc.returncode != 0 or not result_file.exists():
         tail = proc.stderr.strip().splitlines()[-3:] if proc.stderr.strip() else ["failed"]
@@ -236,9 +274,25 @@ def capture_and_locate(family: str, width: int, replay: bool, workdir: Path, tim
     if replay:
         dump_dir = workdir / f"{family}-{width}-replay-dump"
         started = time.perf_counter()
-        proc = subprocess.run([_python(), "-m", "pyadapter", "locate", capture["bundle"], "--replay", "--json",
-                               "--dump-dir", str(dump_dir)], capture_output=True, text=True, cwd=REPO, env=env,
-                              timeout=timeout, check=False)
+        proc = subprocess.run(
+            [
+                _python(),
+                "-m",
+                "pyadapter",
+                "locate",
+                capture["bundle"],
+                "--replay",
+                "--json",
+                "--dump-dir",
+                str(dump_dir),
+            ],
+            capture_output=True,
+            text=True,
+            cwd=REPO,
+            env=env,
+            timeout=timeout,
+            check=False,
+        )
         out["replay_s"] = time.perf_counter() - started
         out["replay_dump_bytes"] = _tree_bytes(dump_dir) if dump_dir.exists() else None
         shutil.rmtree(dump_dir, ignore_errors=True)
@@ -246,7 +300,9 @@ def capture_and_locate(family: str, width: int, replay: bool, workdir: Path, tim
             origin = json.loads(proc.stdout).get("origin") or {}
             out["replay_origin"] = f"{Path(origin.get('file', '?')).name}:{origin.get('line')}"
         except (json.JSONDecodeError, AttributeError):
-            out["replay_origin"] = f"error (exit {proc.returncode}): " + (proc.stderr.strip().splitlines() or [""])[-1]
+            out["replay_origin"] = (
+                f"error (exit {proc.returncode}): " + (proc.stderr.strip().splitlines() or [""])[-1]
+            )
     shutil.rmtree(capture_dir, ignore_errors=True)
     return out
 
@@ -286,38 +342,50 @@ METRICS = {  # key: (title, unit, table format)
 
 def report(data: dict, picture_dir: Path | None) -> None:
     overhead = [row for fam in data["overhead"].values() for row in fam.get("sizes", [])]
-    print(f"\n== guard overhead (NanGuard / plain, median of per-round CPU-time ratios, ABBA; "
-          f"{data['conditions']})")
-    print(f"{'family':12} {'params':>8} {'steps':>5} {'rounds':>6} {'plain s/step':>12} {'ratio':>7} "
-          f"{'q1-q3':>13} {'wall':>6}")
+    print(
+        f"\n== guard overhead (NanGuard / plain, median of per-round CPU-time ratios, ABBA; "
+        f"{data['conditions']})"
+    )
+    print(
+        f"{'family':12} {'params':>8} {'steps':>5} {'rounds':>6} {'plain s/step':>12} {'ratio':>7} "
+        f"{'q1-q3':>13} {'wall':>6}"
+    )
     for fam, result in data["overhead"].items():
         if "error" in result:
             print(f"{fam:12} error: {result['error']}")
     for r in overhead:
-        print(f"{r['family']:12} {_fmt_params(r['params']):>8} {r['steps']:5d} {r['rounds']:6d} "
-              f"{r['plain_s_per_step']:12.4f} {r['ratio']:7.3f} {r['q1_q3'][0]:6.3f}-{r['q1_q3'][1]:.3f} "
-              f"{r['ratio_wall']:6.3f}")
+        print(
+            f"{r['family']:12} {_fmt_params(r['params']):>8} {r['steps']:5d} {r['rounds']:6d} "
+            f"{r['plain_s_per_step']:12.4f} {r['ratio']:7.3f} {r['q1_q3'][0]:6.3f}-{r['q1_q3'][1]:.3f} "
+            f"{r['ratio_wall']:6.3f}"
+        )
     print("\n== anchors at the smallest size (anchor / plain in the same child, ratio of medians)")
     print(f"{'family':12} {'params':>8} {'anchor':16} {'s/step':>8} {'ratio':>7}")
     for a in data["anchors"]:
         if "error" in a:
             print(f"{a.get('family', '?'):12} {'':>8} {a.get('kind', '?'):16} error: {a['error']}")
             continue
-        print(f"{a['family']:12} {_fmt_params(a['params']):>8} {a['kind']:16} {a['anchor_s_per_step']:8.4f} "
-              f"{a['ratio']:7.2f}")
+        print(
+            f"{a['family']:12} {_fmt_params(a['params']):>8} {a['kind']:16} {a['anchor_s_per_step']:8.4f} "
+            f"{a['ratio']:7.2f}"
+        )
     print("\n== capture and locate (the program's failing step; times in s, sizes in MB)")
-    print(f"{'family':12} {'params':>8} {'capture':>8} {'bundle':>8} {'RSS before':>10} {'peak':>7} "
-          f"{'scene':>7} {'guard+loc':>9} {'replay':>7} {'dump':>7}  origin (scene / replay)")
+    print(
+        f"{'family':12} {'params':>8} {'capture':>8} {'bundle':>8} {'RSS before':>10} {'peak':>7} "
+        f"{'scene':>7} {'guard+loc':>9} {'replay':>7} {'dump':>7}  origin (scene / replay)"
+    )
     for c in data["capture"]:
         if "error" in c:
             print(f"{c['family']:12} {c['width']:>8} error: {c['error']}")
             continue
         dump = c.get("replay_dump_bytes")
-        print(f"{c['family']:12} {_fmt_params(c['params']):>8} {c['capture_s']:8.2f} {c['bundle_bytes'] / 1e6:8.1f} "
-              f"{c['capture_rss_before_mb']:10.0f} {c['capture_peak_rss_mb']:7.0f} {_fmt(c['scene_s'], '7.2f'):>7} "
-              f"{c['with_locate_s']:9.2f} {_fmt(c.get('replay_s'), '7.1f'):>7} "
-              f"{_fmt(None if dump is None else dump / 1e6, '7.1f'):>7}  "
-              f"{_origin(c.get('scene_origin'))} / {c.get('replay_origin', '-')}")
+        print(
+            f"{c['family']:12} {_fmt_params(c['params']):>8} {c['capture_s']:8.2f} {c['bundle_bytes'] / 1e6:8.1f} "
+            f"{c['capture_rss_before_mb']:10.0f} {c['capture_peak_rss_mb']:7.0f} {_fmt(c['scene_s'], '7.2f'):>7} "
+            f"{c['with_locate_s']:9.2f} {_fmt(c.get('replay_s'), '7.1f'):>7} "
+            f"{_fmt(None if dump is None else dump / 1e6, '7.1f'):>7}  "
+            f"{_origin(c.get('scene_origin'))} / {c.get('replay_origin', '-')}"
+        )
 
     rows = _rows(data)
     print("\n== exponents: slope of log(cost) vs log(parameters), per family (1.0 = linear)")
@@ -358,19 +426,28 @@ def pictures(data: dict, rows: list[dict], folder: Path) -> None:
     written = []
     series = {}
     for fam in FAMILIES:
-        fam_rows = sorted((r for r in rows if r["family"] == fam and "plain_s_per_step" in r),
-                          key=lambda r: r["params"])
+        fam_rows = sorted(
+            (r for r in rows if r["family"] == fam and "plain_s_per_step" in r), key=lambda r: r["params"]
+        )
         series[f"{fam} plain"] = [(r["params"], r["plain_s_per_step"]) for r in fam_rows]
         series[f"{fam} nanguard"] = [(r["params"], r["nanguard_s_per_step"]) for r in fam_rows]
-    anchors = {f"{a['kind']} ({a['family']}) x{a['ratio']:.1f}": (a["params"], a["anchor_s_per_step"])
-               for a in data["anchors"] if "error" not in a}
+    anchors = {
+        f"{a['kind']} ({a['family']}) x{a['ratio']:.1f}": (a["params"], a["anchor_s_per_step"])
+        for a in data["anchors"]
+        if "error" not in a
+    }
     path = folder / "scale_guard.png"
-    plot_png.loglog_png(str(path), "Guard: CPU seconds per training step", "parameters", "CPU s per step",
-                        series, anchors)
+    plot_png.loglog_png(
+        str(path), "Guard: CPU seconds per training step", "parameters", "CPU s per step", series, anchors
+    )
     written.append(path)
-    for key, name in (("capture_s", "capture"), ("bundle_bytes", "bundle_size"),
-                      ("capture_extra_rss_mb", "capture_rss"), ("scene_s", "locate_scene"),
-                      ("replay_s", "locate_replay")):
+    for key, name in (
+        ("capture_s", "capture"),
+        ("bundle_bytes", "bundle_size"),
+        ("capture_extra_rss_mb", "capture_rss"),
+        ("scene_s", "locate_scene"),
+        ("replay_s", "locate_replay"),
+    ):
         title, unit, _ = METRICS[key]
         series = {}
         for fam in FAMILIES:
@@ -390,15 +467,23 @@ def pictures(data: dict, rows: list[dict], folder: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="small sizes, few rounds (a smoke test, < 3 min)")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small sizes, few rounds (a smoke test, < 3 min)"
+    )
     parser.add_argument("--rounds", type=int, help="ABBA rounds per size (default 24; quick 2)")
     parser.add_argument("--anchor-rounds", type=int, help="rounds per anchor arm (default 6; quick 2)")
     parser.add_argument("--families", default=",".join(FAMILIES))
     parser.add_argument("--no-anchors", action="store_true")
     parser.add_argument("--out", help="JSON results (default bench/results/scale.json; quick: a temp folder)")
-    parser.add_argument("--pictures", help="folder for the PNGs (default bench/results; quick: a temp folder)")
-    parser.add_argument("--from-json", metavar="FILE", help="print the tables and draw the pictures of a saved run")
+    parser.add_argument(
+        "--pictures", help="folder for the PNGs (default bench/results; quick: a temp folder)"
+    )
+    parser.add_argument(
+        "--from-json", metavar="FILE", help="print the tables and draw the pictures of a saved run"
+    )
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--spec", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -425,8 +510,10 @@ def main(argv: list[str] | None = None) -> int:
     load = os.getloadavg()[0]
     data: dict = {
         "conditions": f"{os.cpu_count()} CPUs, load {load:.1f} at start, 1 intra/1 inter-op TF thread, "
-                      f"{'quick' if quick else 'full'} run",
-        "overhead": {}, "anchors": [], "capture": [],
+        f"{'quick' if quick else 'full'} run",
+        "overhead": {},
+        "anchors": [],
+        "capture": [],
     }
     started = time.perf_counter()
     timeout = 600 if quick else 3600
@@ -435,11 +522,19 @@ def main(argv: list[str] | None = None) -> int:
         spec = {"family": fam, "widths": list(widths[fam]), "rounds": rounds, "round_s": round_s}
         data["overhead"][fam] = _child(["--child", "overhead", "--spec", json.dumps(spec)], timeout)
     if not args.no_anchors:
-        for fam in (families[:1] if quick else families):  # quick: the first family's anchors only
+        for fam in families[:1] if quick else families:  # quick: the first family's anchors only
             for kind in ("check_numerics", "dump"):
-                print(f"[{time.perf_counter() - started:6.0f} s] anchor {kind} {fam} {widths[fam][0]}", flush=True)
-                spec = {"family": fam, "width": widths[fam][0], "kind": kind, "rounds": anchor_rounds,
-                        "round_s": round_s}
+                print(
+                    f"[{time.perf_counter() - started:6.0f} s] anchor {kind} {fam} {widths[fam][0]}",
+                    flush=True,
+                )
+                spec = {
+                    "family": fam,
+                    "width": widths[fam][0],
+                    "kind": kind,
+                    "rounds": anchor_rounds,
+                    "round_s": round_s,
+                }
                 result = _child(["--child", "anchor", "--spec", json.dumps(spec)], timeout)
                 data["anchors"].append({"family": fam, "kind": kind, **result})
     for fam in families:
@@ -447,8 +542,11 @@ def main(argv: list[str] | None = None) -> int:
             if quick and fam == "transformer" and index:
                 continue  # its locate at the scene alone takes ~10 s (quick: one size)
             replay = not quick or (index == 0 and fam == families[0])
-            print(f"[{time.perf_counter() - started:6.0f} s] capture/locate {fam} {width}"
-                  f"{' + locate --replay' if replay else ''}", flush=True)
+            print(
+                f"[{time.perf_counter() - started:6.0f} s] capture/locate {fam} {width}"
+                f"{' + locate --replay' if replay else ''}",
+                flush=True,
+            )
             data["capture"].append(capture_and_locate(fam, width, replay, scratch, timeout))
     data["elapsed_s"] = time.perf_counter() - started
     report(data, picture_dir)

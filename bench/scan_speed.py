@@ -189,32 +189,46 @@ def _ratio(m: dict[str, object], key: str) -> float:
 def report(measured: list[dict[str, object]]) -> tuple[list[str], bool]:
     lines: list[str] = []
     out = lines.append
-    out(f"{'dump':<26} {'arm':<7} {'job s':>8} {'job CPU s':>10} {'process s':>10} {'peak RSS MB':>12} "
-        f"{'traces':>10}  first NaN/Inf at")
+    out(
+        f"{'dump':<26} {'arm':<7} {'job s':>8} {'job CPU s':>10} {'process s':>10} {'peak RSS MB':>12} "
+        f"{'traces':>10}  first NaN/Inf at"
+    )
     for m in measured:
         label = f"{m['traces_mb']:.0f} MB traces ({m['steps']} st)"
         for name in ("reader", "scan"):
             arm = m["arms"][name]  # type: ignore[index]
             found = arm["found"]
-            where = f"{found.get('op')} {os.path.basename(str(found.get('file')))}:{found.get('line')}" if found else "-"
-            out(f"{label:<26} {name:<7} {arm['job_s']:>8.2f} {arm['job_cpu_s']:>10.2f} {arm['process_s']:>10.2f} "
-                f"{arm['peak_rss_mb']:>12.0f} {int(arm['traces_checked']):>10,}  {where}")
+            where = (
+                f"{found.get('op')} {os.path.basename(str(found.get('file')))}:{found.get('line')}"
+                if found
+                else "-"
+            )
+            out(
+                f"{label:<26} {name:<7} {arm['job_s']:>8.2f} {arm['job_cpu_s']:>10.2f} {arm['process_s']:>10.2f} "
+                f"{arm['peak_rss_mb']:>12.0f} {int(arm['traces_checked']):>10,}  {where}"
+            )
             label = ""
     out("")
     out(f"{'dump':<26} {'speed-up job':>13} {'job CPU':>8} {'process':>8} {'memory scan/reader':>19}")
     for m in measured:
         memory = 1 / _ratio(m, "peak_rss_mb")
-        out(f"{m['traces_mb']:>6.0f} MB traces{'':<12} {_ratio(m, 'job_s'):>12.1f}x {_ratio(m, 'job_cpu_s'):>7.1f}x "
-            f"{_ratio(m, 'process_s'):>7.1f}x {memory:>12.3f} (1/{1 / memory:.0f})")
+        out(
+            f"{m['traces_mb']:>6.0f} MB traces{'':<12} {_ratio(m, 'job_s'):>12.1f}x {_ratio(m, 'job_cpu_s'):>7.1f}x "
+            f"{_ratio(m, 'process_s'):>7.1f}x {memory:>12.3f} (1/{1 / memory:.0f})"
+        )
     if len(measured) == 2:
         small, big = measured
         size = float(big["traces_mb"]) / float(small["traces_mb"])
         out("")
-        out(f"growth from {small['traces_mb']:.0f} to {big['traces_mb']:.0f} MB of traces ({size:.2f}x the size):")
+        out(
+            f"growth from {small['traces_mb']:.0f} to {big['traces_mb']:.0f} MB of traces ({size:.2f}x the size):"
+        )
         for name in ("reader", "scan"):
             a, b = small["arms"][name], big["arms"][name]  # type: ignore[index]
-            out(f"  {name:<7} job {b['job_s'] / a['job_s']:5.2f}x   job CPU {b['job_cpu_s'] / a['job_cpu_s']:5.2f}x   "
-                f"peak RSS {b['peak_rss_mb'] / a['peak_rss_mb']:5.2f}x ({a['peak_rss_mb']:.0f} -> {b['peak_rss_mb']:.0f} MB)")
+            out(
+                f"  {name:<7} job {b['job_s'] / a['job_s']:5.2f}x   job CPU {b['job_cpu_s'] / a['job_cpu_s']:5.2f}x   "
+                f"peak RSS {b['peak_rss_mb'] / a['peak_rss_mb']:5.2f}x ({a['peak_rss_mb']:.0f} -> {b['peak_rss_mb']:.0f} MB)"
+            )
     for m in measured:
         if m["generation_s"] is not None:
             out(f"dump of {m['steps']} steps generated in {m['generation_s']:.0f} s (cached: {m['dump']})")
@@ -223,9 +237,11 @@ def report(measured: list[dict[str, object]]) -> tuple[list[str], bool]:
     memory = 1 / _ratio(base, "peak_rss_mb")
     ok = min(speed_job, speed_cpu) >= SPEED_FLOOR and memory <= MEMORY_FLOOR
     out("")
-    out(f"floors on the {base['traces_mb']:.0f} MB dump: speed-up >= {SPEED_FLOOR:.0f}x (job {speed_job:.1f}x, "
+    out(
+        f"floors on the {base['traces_mb']:.0f} MB dump: speed-up >= {SPEED_FLOOR:.0f}x (job {speed_job:.1f}x, "
         f"job CPU {speed_cpu:.1f}x), memory <= 1/{1 / MEMORY_FLOOR:.0f} of the reader's (1/{1 / memory:.1f}): "
-        + ("met" if ok else "NOT MET"))
+        + ("met" if ok else "NOT MET")
+    )
     return lines, ok
 
 
@@ -237,13 +253,21 @@ def main() -> int:
         "--small", action="store_true", help=f"a {SMALL_STEPS}-step dump instead of {FULL_STEPS}"
     )
     parser.add_argument("--steps", type=int, help="training steps of the default dump (overrides --small)")
-    parser.add_argument("--scale", type=float, default=SCALE,
-                        help=f"the second dump has this many times the steps (default {SCALE}; 0: no second dump)")
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=SCALE,
+        help=f"the second dump has this many times the steps (default {SCALE}; 0: no second dump)",
+    )
     parser.add_argument("--rounds", type=int, default=1, help="run each arm this many times (alternating)")
     parser.add_argument("--big-rounds", type=int, help="rounds on the second dump (default: --rounds)")
     parser.add_argument("--regenerate", action="store_true", help="regenerate the cached dumps")
-    parser.add_argument("--out", type=Path, help="write the report (.txt) and figures (.json) here "
-                        "(default for full-size runs: bench/results/scan_speed.{txt,json})")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        help="write the report (.txt) and figures (.json) here "
+        "(default for full-size runs: bench/results/scan_speed.{txt,json})",
+    )
     parser.add_argument("--arm", choices=("reader", "scan"), help=argparse.SUPPRESS)
     parser.add_argument("dump", nargs="?", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -259,22 +283,28 @@ def main() -> int:
     dumps = [ensure_dump(n, args.regenerate) for n in sizes]
     measured = []
     for n, dump in zip(sizes, dumps, strict=True):
-        print(f"dump: {dump}  ({traces_size(dump) / 1e6:.0f} MB of graph_execution_traces, {n} steps, "
-              "NaN in the last one)", flush=True)
+        print(
+            f"dump: {dump}  ({traces_size(dump) / 1e6:.0f} MB of graph_execution_traces, {n} steps, "
+            "NaN in the last one)",
+            flush=True,
+        )
         rounds = args.rounds if n == steps else (args.big_rounds or args.rounds)
         measured.append(measure(dump, n, rounds))
     lines, ok = report(measured)
     load = os.getloadavg()
-    lines.append(f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
-                 "at the end of the run")
+    lines.append(
+        f"machine: {os.cpu_count()} CPUs, load average {load[0]:.1f} / {load[1]:.1f} / {load[2]:.1f} "
+        "at the end of the run"
+    )
     print()
     print("\n".join(lines))
     out = args.out or (RESULTS / "scan_speed" if steps == FULL_STEPS and not args.small else None)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.with_suffix(".txt").write_text("\n".join(lines) + "\n")
-        out.with_suffix(".json").write_text(json.dumps({"measured": measured, "floors_met": ok,
-                                                        "loadavg": load}, indent=1) + "\n")
+        out.with_suffix(".json").write_text(
+            json.dumps({"measured": measured, "floors_met": ok, "loadavg": load}, indent=1) + "\n"
+        )
         print(f"written: {out.with_suffix('.txt')}, {out.with_suffix('.json')}")
     return 0 if ok else 1
 

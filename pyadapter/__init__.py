@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from pyadapter.eager import EagerMode
 
 
-def scan_dump(path: str | os.PathLike[str], *, progress: Callable[[int, int], None] | None = None) -> Findings:
+def scan_dump(
+    path: str | os.PathLike[str], *, progress: Callable[[int, int], None] | None = None
+) -> Findings:
     """Scan a tfdbg2 dump directory into Findings (no TensorFlow needed); raises ScanError (one line)."""
     from pyadapter.dump.scanner import scan_dump as _scan_dump
 

@@ -75,8 +75,12 @@ def _stop(proc: subprocess.Popen) -> None:
 
 
 def _pipe(mode: Stream) -> int | None:
-    return {"pipe": subprocess.PIPE, "discard": subprocess.DEVNULL, "inherit": None,
-            "merge": subprocess.STDOUT}[mode]
+    return {
+        "pipe": subprocess.PIPE,
+        "discard": subprocess.DEVNULL,
+        "inherit": None,
+        "merge": subprocess.STDOUT,
+    }[mode]
 
 
 def run_python(
@@ -100,8 +104,15 @@ def run_python(
     if stdout == "merge":
         raise ValueError("stdout cannot be merged into itself")
     proc = subprocess.Popen(
-        [sys.executable, *args], cwd=cwd, env=child_env(env), stdin=subprocess.DEVNULL,
-        stdout=_pipe(stdout), stderr=_pipe(stderr), text=True, encoding="utf-8", errors="replace",
+        [sys.executable, *args],
+        cwd=cwd,
+        env=child_env(env),
+        stdin=subprocess.DEVNULL,
+        stdout=_pipe(stdout),
+        stderr=_pipe(stderr),
+        text=True,
+        encoding="utf-8",
+        errors="replace",
     )
     stopped = threading.Event()
 

@@ -27,7 +27,9 @@ class FindingsError(ValueError):
 _MISSING = object()
 
 
-def _field(data: Any, key: str, kind: type | tuple[type, ...], default: Any = _MISSING, what: str = "finding") -> Any:
+def _field(
+    data: Any, key: str, kind: type | tuple[type, ...], default: Any = _MISSING, what: str = "finding"
+) -> Any:
     """``data[key]`` checked to be of `kind` (bool is not an int; None only as the default); FindingsError."""
     if not isinstance(data, dict):
         raise FindingsError(f"{what} is not a JSON object")
@@ -123,9 +125,12 @@ class Frame:
     def from_json(cls, data: dict[str, Any]) -> Frame:
         what = "stack frame"
         cell = data.get("cell") if isinstance(data, dict) else None
-        return cls(file=_field(data, "file", str, what=what), line=_field(data, "line", int, what=what),
-                   function=_field(data, "function", str, "", what),
-                   cell=cell if isinstance(cell, int) and not isinstance(cell, bool) else None)
+        return cls(
+            file=_field(data, "file", str, what=what),
+            line=_field(data, "line", int, what=what),
+            function=_field(data, "function", str, "", what),
+            cell=cell if isinstance(cell, int) and not isinstance(cell, bool) else None,
+        )
 
 
 _TASK_RE = re.compile(r"/job:([^/]+)/replica:\d+/task:(\d+)")
@@ -185,8 +190,10 @@ class InputHealth:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> InputHealth:
         health = _field(data, "health", dict, None, "input")
-        return cls(name=_field(data, "name", str, what="input"),
-                   health=TensorHealth.from_json(health) if health else None)
+        return cls(
+            name=_field(data, "name", str, what="input"),
+            health=TensorHealth.from_json(health) if health else None,
+        )
 
 
 @dataclass
@@ -205,7 +212,12 @@ class Finding:
     cell: int | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"file": self.file, "line": self.line, "role": self.role, "op": self.op.to_json()}
+        out: dict[str, Any] = {
+            "file": self.file,
+            "line": self.line,
+            "role": self.role,
+            "op": self.op.to_json(),
+        }
         if self.cell is not None:
             out["cell"] = self.cell
         if self.health is not None:

@@ -100,7 +100,9 @@ def loads(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
     except JSONError:
         raise
     except json.JSONDecodeError as error:
-        raise JSONError(f"is not valid JSON ({error.msg}, line {error.lineno} column {error.colno})") from None
+        raise JSONError(
+            f"is not valid JSON ({error.msg}, line {error.lineno} column {error.colno})"
+        ) from None
     except RecursionError:
         raise JSONError(f"is nested deeper than {max_depth} levels") from None
     except (ValueError, OverflowError, MemoryError) as error:
@@ -110,7 +112,9 @@ def loads(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
     return value
 
 
-def load_file(path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = MAX_DEPTH) -> Any:
+def load_file(
+    path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = MAX_DEPTH
+) -> Any:
     """`loads` of a file of at most `max_bytes` bytes (JSONError if larger; OSError if it cannot be read).
 
     Never reads more than ``max_bytes + 1`` bytes, whatever the file's size says."""

@@ -25,7 +25,9 @@ class DapError(RuntimeError):
 
 
 class DapClient:
-    def __init__(self, command: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, command: Sequence[str], *, cwd: str | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.process = subprocess.Popen(
             list(command),
             stdin=subprocess.PIPE,
@@ -214,16 +216,33 @@ def replay_stopped_at(dap: DapClient, bundle: str, cwd: str, source: str, line: 
     """Drive debugpy's adapter as the editor's "Replay eagerly" does (launch `python -m pyadapter replay BUNDLE
     --eager` in the workspace folder `cwd`, one breakpoint at source:line) and wait for the first stop; returns the
     `stopped` event."""
-    dap.request("initialize", {
-        "adapterID": "nanlens", "clientID": "nanlens-tests", "clientName": "NaN Lens tests",
-        "linesStartAt1": True, "columnsStartAt1": True, "pathFormat": "path",
-        "supportsRunInTerminalRequest": False,
-    })
-    launch = dap.send("launch", {
-        "name": "NaN Lens: replay eagerly", "type": "nanlens", "request": "launch", "module": "pyadapter",
-        "args": ["replay", bundle, "--eager"], "python": [sys.executable], "cwd": cwd, "justMyCode": False,
-        "console": "internalConsole", "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
-    })
+    dap.request(
+        "initialize",
+        {
+            "adapterID": "nanlens",
+            "clientID": "nanlens-tests",
+            "clientName": "NaN Lens tests",
+            "linesStartAt1": True,
+            "columnsStartAt1": True,
+            "pathFormat": "path",
+            "supportsRunInTerminalRequest": False,
+        },
+    )
+    launch = dap.send(
+        "launch",
+        {
+            "name": "NaN Lens: replay eagerly",
+            "type": "nanlens",
+            "request": "launch",
+            "module": "pyadapter",
+            "args": ["replay", bundle, "--eager"],
+            "python": [sys.executable],
+            "cwd": cwd,
+            "justMyCode": False,
+            "console": "internalConsole",
+            "env": {"TF_CPP_MIN_LOG_LEVEL": "2"},
+        },
+    )
     dap.wait_event("initialized", timeout=60)
     answer = dap.request("setBreakpoints", {"source": {"path": source}, "breakpoints": [{"line": line}]})
     assert answer["body"]["breakpoints"][0]["verified"], answer

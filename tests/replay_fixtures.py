@@ -33,9 +33,13 @@ REPLAY_PROGRAMS = {
     "loss_module": Program("loss_module", "replay_loss_main.py", "replay_loss_lib.py"),
     "subclassed": Program("subclassed", "replay_subclassed.py", "replay_subclassed.py"),
     # Shaped as users write them (training at module level): replayed by re-entry.
-    "module_level_vae": Program("module_level_vae", "replay_module_level_vae.py", "replay_module_level_vae.py"),
+    "module_level_vae": Program(
+        "module_level_vae", "replay_module_level_vae.py", "replay_module_level_vae.py"
+    ),
     "subclass_args": Program("subclass_args", "replay_subclass_args.py", "replay_subclass_args.py"),
-    "loop_in_function": Program("loop_in_function", "replay_loop_in_function.py", "replay_loop_in_function.py"),
+    "loop_in_function": Program(
+        "loop_in_function", "replay_loop_in_function.py", "replay_loop_in_function.py"
+    ),
 }
 
 
@@ -50,7 +54,9 @@ class Captured:
 
 def origin_line(path: Path) -> int:
     """The 1-based line that carries the `# ORIGIN` marker (exactly one per program)."""
-    lines = [i for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "# ORIGIN" in text]
+    lines = [
+        i for i, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if "# ORIGIN" in text
+    ]
     assert len(lines) == 1, f"{path} must mark exactly one line with # ORIGIN, found {lines}"
     return lines[0]
 
@@ -93,8 +99,12 @@ def captured(name: str, tmp_path_factory: pytest.TempPathFactory) -> Captured:
     except subprocess.TimeoutExpired:
         process.kill()
         raise
-    bundles = [p for p in capture_dir.iterdir() if (p / "manifest.json").is_file()] if capture_dir.is_dir() else []
-    assert len(bundles) == 1, f"{name}: expected one capture bundle in {capture_dir}, output:\n{output[-3000:]}"
+    bundles = (
+        [p for p in capture_dir.iterdir() if (p / "manifest.json").is_file()] if capture_dir.is_dir() else []
+    )
+    assert len(bundles) == 1, (
+        f"{name}: expected one capture bundle in {capture_dir}, output:\n{output[-3000:]}"
+    )
     program = REPLAY_PROGRAMS[name]
     origin_file = PROGRAMS / program.origin_file
     _done[name] = Captured(

@@ -22,12 +22,30 @@ ORIGIN_LINE = next(i for i, line in enumerate(PROGRAM.read_text().splitlines(), 
 @pytest.mark.timeout(900)
 def test_scale_quick_prints_its_tables_and_writes_pictures(tmp_path):
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run([sys.executable, str(SCRIPT), "--quick", "--out", str(tmp_path / "scale.json"),
-                           "--pictures", str(tmp_path / "pictures")], capture_output=True, text=True, env=env,
-                          timeout=880, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT),
+            "--quick",
+            "--out",
+            str(tmp_path / "scale.json"),
+            "--pictures",
+            str(tmp_path / "pictures"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=880,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    for heading in ("== guard overhead", "== anchors at the smallest size", "== capture and locate", "== exponents"):
+    for heading in (
+        "== guard overhead",
+        "== anchors at the smallest size",
+        "== capture and locate",
+        "== exponents",
+    ):
         assert heading in out, out[-3000:]
     assert "error" not in out.split("== guard overhead", 1)[1], out[-3000:]
 

@@ -81,7 +81,10 @@ def test_partial_dirs_of_dead_writers_are_cleaned(tmp_path):
         final = writer.commit({"kind": "keras_fit", "step": 3})
     assert not dead.exists(), "a killed writer's debris is removed"
     assert alive.exists(), "a live writer's directory is left alone"
-    assert final.name == "run-step3" and json.loads((final / "manifest.json").read_text())["format"] == "nanlens.bundle/1"
+    assert (
+        final.name == "run-step3"
+        and json.loads((final / "manifest.json").read_text())["format"] == "nanlens.bundle/1"
+    )
 
 
 # ---- a real bundle and its tampered copies ------------------------------------------------------------------
@@ -154,16 +157,21 @@ def test_history_rows_tell_nan_from_missing(real_bundle):
     history = CaptureBundle.load(real_bundle).loss_history
     assert [row["step"] for row in history] == [0, 1, 2]
     for row in history[:2]:
-        assert all(isinstance(row[key], float) and row[key] > 0
-                   for key in ("loss", "logged_loss", "grad_norm", "weight_norm", "max_abs_output"))
+        assert all(
+            isinstance(row[key], float) and row[key] > 0
+            for key in ("loss", "logged_loss", "grad_norm", "weight_norm", "max_abs_output")
+        )
     assert history[0]["update_ratio"] is None and 0 < history[1]["update_ratio"] < 1
     failing = history[2]
     assert failing["loss"] is None and failing["loss_nonfinite"] == "nan"
     assert failing["grad_norm"] is None and failing["grad_norm_nonfinite"] == "nan"
     assert failing["max_abs_output"] is None and failing["max_abs_output_nonfinite"] == "nan"
     assert failing["weight_norm"] == history[1]["weight_norm"] or failing["weight_norm"] == pytest.approx(
-        history[1]["weight_norm"], rel=1e-6), "the update was not applied: the weights are the previous step's"
-    assert failing["update_ratio"] is None and "update_ratio_nonfinite" not in failing, "not applied: not measured"
+        history[1]["weight_norm"], rel=1e-6
+    ), "the update was not applied: the weights are the previous step's"
+    assert failing["update_ratio"] is None and "update_ratio_nonfinite" not in failing, (
+        "not applied: not measured"
+    )
 
 
 @slow
@@ -171,9 +179,15 @@ def test_history_rows_tell_nan_from_missing(real_bundle):
     "row, reason",
     [
         ({"step": 1, "grad_norm": "1e3"}, "'loss_history' entry 0 field 'grad_norm' is not a number or null"),
-        ({"step": 1, "update_ratio": [0.1]}, "'loss_history' entry 0 field 'update_ratio' is not a number or null"),
+        (
+            {"step": 1, "update_ratio": [0.1]},
+            "'loss_history' entry 0 field 'update_ratio' is not a number or null",
+        ),
         ({"step": 1, "loss": True}, "'loss_history' entry 0 field 'loss' is not a number or null"),
-        ({"step": 1, "loss": None, "loss_nonfinite": "huge"}, "'loss_nonfinite' is not one of nan, inf, -inf"),
+        (
+            {"step": 1, "loss": None, "loss_nonfinite": "huge"},
+            "'loss_nonfinite' is not one of nan, inf, -inf",
+        ),
         ({"step": 1, "weight_norm_nonfinite": 1}, "'weight_norm_nonfinite' is not one of nan, inf, -inf"),
         ({"step": "1", "loss": 0.5}, "'loss_history' entry 0 has no integer 'step'"),
         ({"loss": 0.5}, "'loss_history' entry 0 has no integer 'step'"),
@@ -285,7 +299,9 @@ def test_load_model_uses_safe_mode(tmp_path):
 
     keras.utils.set_random_seed(41)
     x, y = gm.data(batches=3, bad_batch=1)
-    model = keras.Sequential([keras.Input((gm.FEATURES,)), keras.layers.Lambda(lambda t: t * 2.0), keras.layers.Dense(1)])
+    model = keras.Sequential(
+        [keras.Input((gm.FEATURES,)), keras.layers.Lambda(lambda t: t * 2.0), keras.layers.Dense(1)]
+    )
     model.compile(keras.optimizers.SGD(0.01), "mse")
     guard = NanGuard(tmp_path, verbose=False)
     model.fit(x, y, batch_size=gm.BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[guard])

@@ -13,7 +13,7 @@ from pyadapter.cause.trend import growth
 from pyadapter.findings import Finding, Findings, InputHealth, OpRef, TensorHealth
 from pyadapter.fixes import apply_edits, cause_fixes
 
-TRAIN = '''\
+TRAIN = """\
 import keras
 import numpy as np
 import tensorflow as tf
@@ -36,7 +36,7 @@ def main():
     probs = model(x)
     loss = tf.math.log(probs)
     model.fit(x, y, batch_size=4, epochs=3, verbose=0)
-'''
+"""
 OPTIMIZER_LINE, READ_LINE, EXP_LINE, LOG_LINE, FIT_LINE, POOL_CALL_LINE = 19, 7, 13, 21, 22, 18
 
 
@@ -46,21 +46,38 @@ def write_program(tmp_path: Path) -> Path:
     return program
 
 
-def overflow_origin(program: Path, dtype: str = "float32", line: int = FIT_LINE, op: str = "MatMul") -> Finding:
-    return Finding(file=str(program), line=line, role="origin", op=OpRef(f"sequential/dense_1/{op}", op),
-                   health=TensorHealth(dtype=dtype, size=32, pos_inf=6),
-                   inputs=[InputHealth("sub:0", TensorHealth(dtype=dtype, size=32, pos=32))])
+def overflow_origin(
+    program: Path, dtype: str = "float32", line: int = FIT_LINE, op: str = "MatMul"
+) -> Finding:
+    return Finding(
+        file=str(program),
+        line=line,
+        role="origin",
+        op=OpRef(f"sequential/dense_1/{op}", op),
+        health=TensorHealth(dtype=dtype, size=32, pos_inf=6),
+        inputs=[InputHealth("sub:0", TensorHealth(dtype=dtype, size=32, pos=32))],
+    )
 
 
 def log_origin(program: Path) -> Finding:
-    return Finding(file=str(program), line=LOG_LINE, role="origin", op=OpRef("Log", "Log"),
-                   health=TensorHealth(dtype="float32", size=8, neg_inf=2),
-                   inputs=[InputHealth("probs:0", TensorHealth(dtype="float32", size=8, zero=2, pos=6))])
+    return Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("Log", "Log"),
+        health=TensorHealth(dtype="float32", size=8, neg_inf=2),
+        inputs=[InputHealth("probs:0", TensorHealth(dtype="float32", size=8, zero=2, pos=6))],
+    )
 
 
 def findings_of(origin: Finding | None, **bundle: object) -> Findings:
-    return Findings("bundle", "/captures/run-step17", origin, [origin] if origin else [],
-                    bundle={"step": 17, "epoch": 0, "batch_index": 17, **bundle})
+    return Findings(
+        "bundle",
+        "/captures/run-step17",
+        origin,
+        [origin] if origin else [],
+        bundle={"step": 17, "epoch": 0, "batch_index": 17, **bundle},
+    )
 
 
 def diverging_history(last_step: int = 17) -> list[dict]:
@@ -77,20 +94,32 @@ def diverging_history(last_step: int = 17) -> list[dict]:
 
 def test_divergence_names_the_growth_and_the_optimizer_line(tmp_path: Path) -> None:
     program = write_program(tmp_path)
-    context = CauseContext(history=diverging_history(), model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
-                           entry_script=str(program))
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+    )
     cause = classify(findings_of(overflow_origin(program)), context)
     assert cause.kind == "divergence"
-    assert cause.evidence["series"] == "loss" and cause.evidence["start_step"] == 10 and cause.evidence["steps"] == 6
+    assert (
+        cause.evidence["series"] == "loss"
+        and cause.evidence["start_step"] == 10
+        and cause.evidence["steps"] == 6
+    )
     assert abs(cause.evidence["rate_per_step"] - 10.0) < 0.01
     assert cause.evidence["learning_rate"] == 0.05 and cause.evidence["momentum"] == 0.9
     assert "x10 per step for 6 steps" in cause.summary and "0.05" in cause.summary
-    assert cause.change is not None and (cause.change.file, cause.change.line) == (str(program), OPTIMIZER_LINE)
+    assert cause.change is not None and (cause.change.file, cause.change.line) == (
+        str(program),
+        OPTIMIZER_LINE,
+    )
     assert "learning rate 0.05" in cause.change.what and "0.005" in cause.change.what
 
     fixes = cause_fixes(TRAIN, cause)
-    assert [f.title for f in fixes][:2] == ["lower the learning rate to 0.005 (a tenth of 0.05)",
-                                            "clip the gradients: add clipnorm=1.0 to the optimizer"]
+    assert [f.title for f in fixes][:2] == [
+        "lower the learning rate to 0.005 (a tenth of 0.05)",
+        "clip the gradients: add clipnorm=1.0 to the optimizer",
+    ]
     lowered = apply_edits(TRAIN, fixes[0].edits).splitlines()[OPTIMIZER_LINE - 1]
     assert "SGD(learning_rate=0.005, momentum=0.9)" in lowered
     clipped = apply_edits(TRAIN, fixes[1].edits).splitlines()[OPTIMIZER_LINE - 1]
@@ -100,11 +129,25 @@ def test_divergence_names_the_growth_and_the_optimizer_line(tmp_path: Path) -> N
 def test_newer_history_keys_are_used_when_present(tmp_path: Path) -> None:
     """The gradient norm grows while the (noisy) loss alone would not say so: the grad norm is the evidence."""
     program = write_program(tmp_path)
-    history = [{"step": s, "loss": 3.0 + (s % 2), "logged_loss": 3.0, "grad_norm": 2.0 * 3.0 ** s,
-                "weight_norm": 1.0, "update_ratio": None, "max_abs_output": None} for s in range(12)]
-    history.append({"step": 12, "loss": None, "loss_nonfinite": "nan", "grad_norm": None, "grad_norm_nonfinite": "inf"})
-    cause = classify(findings_of(overflow_origin(program)), CauseContext(history=history, entry_script=str(program),
-                                                                         model_info={"optimizer": "SGD"}))
+    history = [
+        {
+            "step": s,
+            "loss": 3.0 + (s % 2),
+            "logged_loss": 3.0,
+            "grad_norm": 2.0 * 3.0**s,
+            "weight_norm": 1.0,
+            "update_ratio": None,
+            "max_abs_output": None,
+        }
+        for s in range(12)
+    ]
+    history.append(
+        {"step": 12, "loss": None, "loss_nonfinite": "nan", "grad_norm": None, "grad_norm_nonfinite": "inf"}
+    )
+    cause = classify(
+        findings_of(overflow_origin(program)),
+        CauseContext(history=history, entry_script=str(program), model_info={"optimizer": "SGD"}),
+    )
     assert cause.kind == "divergence" and cause.evidence["series"] == "grad_norm"
     assert abs(cause.evidence["rate_per_step"] - 3.0) < 0.01 and cause.evidence["steps"] == 11
     assert "gradient norm grew x3 per step for 11 steps" in cause.summary
@@ -113,16 +156,19 @@ def test_newer_history_keys_are_used_when_present(tmp_path: Path) -> None:
 def test_an_overflow_without_growth_stays_an_op(tmp_path: Path) -> None:
     program = write_program(tmp_path)
     flat = [{"step": s, "loss": 1.0 + 0.01 * s, "logged_loss": 1.0} for s in range(20)]
-    cause = classify(findings_of(overflow_origin(program, line=EXP_LINE, op="Exp")),
-                     CauseContext(history=flat, entry_script=str(program)))
+    cause = classify(
+        findings_of(overflow_origin(program, line=EXP_LINE, op="Exp")),
+        CauseContext(history=flat, entry_script=str(program)),
+    )
     assert cause.kind == "op" and cause.evidence["overflow"] is True
     assert cause.change is not None and cause.change.line == EXP_LINE
 
 
 def test_log_of_zero_is_an_op_even_while_the_loss_grows(tmp_path: Path) -> None:
     program = write_program(tmp_path)
-    cause = classify(findings_of(log_origin(program)), CauseContext(history=diverging_history(),
-                                                                    entry_script=str(program)))
+    cause = classify(
+        findings_of(log_origin(program)), CauseContext(history=diverging_history(), entry_script=str(program))
+    )
     assert cause.kind == "op"
     assert "Log" in cause.summary and "probs:0" in cause.summary
     assert cause.change is not None and cause.change.line == LOG_LINE
@@ -140,16 +186,23 @@ def test_a_bad_batch_row_is_data_with_its_array_index_and_file_row(tmp_path: Pat
     x = rows[20:24, :3].astype(np.float32)
     x[2, 1] = np.nan  # array row 22 = batch 5, row 2 with batch_size 4
     batch = (x, rows[20:24, 3:].astype(np.float32))
-    findings = findings_of(None, batch_index=5, non_finite_batch={"total": 1, "leaves": ["x: 1 NaN of 12"],
-                                                                  "examples": ["x[2, 1] = nan"]})
-    cause = classify(findings, CauseContext(batch=batch, batch_index=5, epoch=0, entry_script=str(program),
-                                            cwd=str(tmp_path)))
+    findings = findings_of(
+        None,
+        batch_index=5,
+        non_finite_batch={"total": 1, "leaves": ["x: 1 NaN of 12"], "examples": ["x[2, 1] = nan"]},
+    )
+    cause = classify(
+        findings,
+        CauseContext(batch=batch, batch_index=5, epoch=0, entry_script=str(program), cwd=str(tmp_path)),
+    )
     assert cause.kind == "data"
     assert cause.provenance is not None
     assert cause.provenance["index"] == 22 and cause.provenance["element"] == "x[2, 1] = nan"
     assert cause.provenance["shuffled"] is True and "shuffle" in cause.provenance["note"]  # fit's default
     assert cause.provenance["file"] == str(tmp_path / "readings.csv") and cause.provenance["line"] == 23
-    assert "index 22 of the array passed to fit" in cause.summary and "line 23 of readings.csv" in cause.summary
+    assert (
+        "index 22 of the array passed to fit" in cause.summary and "line 23 of readings.csv" in cause.summary
+    )
     assert cause.change is not None and cause.change.line == READ_LINE
 
     titles = [f.title for f in cause_fixes(TRAIN, cause)]
@@ -161,15 +214,19 @@ def test_a_bad_batch_row_is_data_with_its_array_index_and_file_row(tmp_path: Pat
 def test_a_float16_overflow_is_precision_on_the_layer(tmp_path: Path) -> None:
     program = write_program(tmp_path)
     origin = overflow_origin(program, dtype="float16", line=EXP_LINE, op="Exp")
-    cause = classify(findings_of(origin), CauseContext(dtype_policy="mixed_float16", entry_script=str(program),
-                                                       model_info={"loss_scale_optimizer": True}))
+    cause = classify(
+        findings_of(origin),
+        CauseContext(
+            dtype_policy="mixed_float16", entry_script=str(program), model_info={"loss_scale_optimizer": True}
+        ),
+    )
     assert cause.kind == "precision"
     assert cause.evidence["dtype_max"] == 65504.0 and cause.evidence["dtype_policy"] == "mixed_float16"
     assert cause.evidence["layer"]["class"] == "Pool"
     assert "overflowed float16 (max 65504)" in cause.summary
     # The exp is the user's own layer code: that line is theirs to change; the other way names its line.
     assert cause.change is not None and cause.change.line == EXP_LINE
-    assert f"build Pool with dtype=\"float32\" (line {POOL_CALL_LINE})" in cause.change.what
+    assert f'build Pool with dtype="float32" (line {POOL_CALL_LINE})' in cause.change.what
     assert cause_fixes(TRAIN, cause) == []  # no one-line rewrite of an op's dtype is offered
 
 
@@ -179,22 +236,34 @@ def test_a_float16_overflow_in_a_keras_layer_is_precision_at_its_construction(tm
         "import keras\n"
         "keras.mixed_precision.set_global_policy('mixed_float16')\n"
         "model = keras.Sequential([keras.Input(shape=(8,)), keras.layers.Dense(64, activation='relu'),\n"
-        "                          keras.layers.Dense(1, dtype='float32')])\n")
-    origin = Finding(file=str(program), line=4, role="origin", op=OpRef("sequential/dense/MatMul", "MatMul"),
-                     health=TensorHealth(dtype="float16", size=64, pos_inf=1, pos=63),
-                     inputs=[InputHealth("x:0", TensorHealth(dtype="float16", size=8, pos=8))])
-    cause = classify(findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_float16"))
+        "                          keras.layers.Dense(1, dtype='float32')])\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=4,
+        role="origin",
+        op=OpRef("sequential/dense/MatMul", "MatMul"),
+        health=TensorHealth(dtype="float16", size=64, pos_inf=1, pos=63),
+        inputs=[InputHealth("x:0", TensorHealth(dtype="float16", size=8, pos=8))],
+    )
+    cause = classify(
+        findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_float16")
+    )
     assert cause.kind == "precision" and cause.change is not None and cause.change.line == 3
     fixes = cause_fixes(program.read_text(), cause)
     assert len(fixes) == 1
-    assert "Dense(64, activation='relu', dtype=\"float32\")" in apply_edits(program.read_text(), fixes[0].edits)
+    assert "Dense(64, activation='relu', dtype=\"float32\")" in apply_edits(
+        program.read_text(), fixes[0].edits
+    )
 
 
 def test_older_bundle_without_the_new_history_keys(tmp_path: Path) -> None:
     """Only step/loss/logged_loss, no model info: divergence is still told, the change line found by the name."""
     program = write_program(tmp_path)
-    cause = classify(findings_of(overflow_origin(program)), CauseContext(history=diverging_history(),
-                                                                         entry_script=str(program)))
+    cause = classify(
+        findings_of(overflow_origin(program)),
+        CauseContext(history=diverging_history(), entry_script=str(program)),
+    )
     assert cause.kind == "divergence" and cause.change is not None and cause.change.line == OPTIMIZER_LINE
 
 
@@ -227,9 +296,10 @@ def test_an_entry_script_that_is_not_a_regular_file_is_not_read(tmp_path: Path) 
 
     def run() -> None:
         for script in (str(fifo), "/dev/zero"):
-            result[script] = classify(findings_of(overflow_origin(tmp_path / "elsewhere.py")),
-                                      CauseContext(history=history, entry_script=script,
-                                                   model_info={"optimizer": "SGD"}))
+            result[script] = classify(
+                findings_of(overflow_origin(tmp_path / "elsewhere.py")),
+                CauseContext(history=history, entry_script=script, model_info={"optimizer": "SGD"}),
+            )
 
     worker = threading.Thread(target=run, daemon=True)
     worker.start()
@@ -242,39 +312,64 @@ def test_an_entry_script_that_is_not_a_regular_file_is_not_read(tmp_path: Path) 
 def test_float16_zeros_into_rsqrt_are_precision_at_the_op(tmp_path: Path) -> None:
     """An epsilon of 1e-8 is 0 in float16: rsqrt(variance + eps) gets zeros. Not a wrong op: float32 would work."""
     program = write_program(tmp_path)
-    origin = Finding(file=str(program), line=EXP_LINE, role="origin", op=OpRef("frame_norm/Rsqrt", "Rsqrt"),
-                     health=TensorHealth(dtype="float16", size=8, pos_inf=2, pos=6),
-                     inputs=[InputHealth("add:0", TensorHealth(dtype="float16", size=8, zero=2, pos=6))])
-    cause = classify(findings_of(origin), CauseContext(history=diverging_history()[:5], dtype_policy="mixed_float16"))
+    origin = Finding(
+        file=str(program),
+        line=EXP_LINE,
+        role="origin",
+        op=OpRef("frame_norm/Rsqrt", "Rsqrt"),
+        health=TensorHealth(dtype="float16", size=8, pos_inf=2, pos=6),
+        inputs=[InputHealth("add:0", TensorHealth(dtype="float16", size=8, zero=2, pos=6))],
+    )
+    cause = classify(
+        findings_of(origin), CauseContext(history=diverging_history()[:5], dtype_policy="mixed_float16")
+    )
     assert cause.kind == "precision" and "round to 0" in cause.summary and "mixed_float16" in cause.summary
     assert cause.change is not None and cause.change.line == EXP_LINE
     # The same op in float32 on a real zero is the user's op bug.
-    origin32 = Finding(file=str(program), line=LOG_LINE, role="origin", op=OpRef("Rsqrt", "Rsqrt"),
-                       health=TensorHealth(dtype="float32", size=8, pos_inf=2, pos=6),
-                       inputs=[InputHealth("add:0", TensorHealth(dtype="float32", size=8, zero=2, pos=6))])
+    origin32 = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("Rsqrt", "Rsqrt"),
+        health=TensorHealth(dtype="float32", size=8, pos_inf=2, pos=6),
+        inputs=[InputHealth("add:0", TensorHealth(dtype="float32", size=8, zero=2, pos=6))],
+    )
     assert classify(findings_of(origin32), CauseContext(history=diverging_history()[:5])).kind == "op"
 
 
 def test_weights_non_finite_before_the_step_are_a_divergence_at_the_optimizer(tmp_path: Path) -> None:
     """Adam at a huge learning rate writes Inf weights in one update: the next step reads them (ReadVariableOp)."""
     program = write_program(tmp_path)
-    origin = Finding(file=str(program), line=FIT_LINE, role="origin",
-                     op=OpRef("sequential/dense/Cast/ReadVariableOp", "ReadVariableOp"),
-                     health=TensorHealth(dtype="float32", size=12, nan=3, pos=9),
-                     inputs=[InputHealth("sequential/dense/Cast/ReadVariableOp/resource:0", None)])
+    origin = Finding(
+        file=str(program),
+        line=FIT_LINE,
+        role="origin",
+        op=OpRef("sequential/dense/Cast/ReadVariableOp", "ReadVariableOp"),
+        health=TensorHealth(dtype="float32", size=12, nan=3, pos=9),
+        inputs=[InputHealth("sequential/dense/Cast/ReadVariableOp/resource:0", None)],
+    )
     flat = [{"step": s, "loss": 0.7, "logged_loss": 0.7} for s in range(4)]
-    cause = classify(findings_of(origin), CauseContext(history=flat, entry_script=str(program),
-                                                       model_info={"optimizer": "SGD"}))
+    cause = classify(
+        findings_of(origin),
+        CauseContext(history=flat, entry_script=str(program), model_info={"optimizer": "SGD"}),
+    )
     assert cause.kind == "divergence" and "non-finite" in cause.summary and "0.05" in cause.summary
     assert cause.change is not None and cause.change.line == OPTIMIZER_LINE
 
 
 def test_a_decoding_op_that_outputs_inf_is_data(tmp_path: Path) -> None:
     program = write_program(tmp_path)
-    origin = Finding(file=str(program), line=READ_LINE, role="origin", op=OpRef("ParseExampleV2", "ParseExampleV2"),
-                     health=TensorHealth(dtype="float32", size=8, pos_inf=1, pos=7),
-                     inputs=[InputHealth("serialized:0", TensorHealth(dtype="string", size=1))])
-    cause = classify(findings_of(origin, origin_from="input pipeline re-run"), CauseContext(entry_script=str(program)))
+    origin = Finding(
+        file=str(program),
+        line=READ_LINE,
+        role="origin",
+        op=OpRef("ParseExampleV2", "ParseExampleV2"),
+        health=TensorHealth(dtype="float32", size=8, pos_inf=1, pos=7),
+        inputs=[InputHealth("serialized:0", TensorHealth(dtype="string", size=1))],
+    )
+    cause = classify(
+        findings_of(origin, origin_from="input pipeline re-run"), CauseContext(entry_script=str(program))
+    )
     assert cause.kind == "data" and cause.change is not None and cause.change.line == READ_LINE
 
 
@@ -289,9 +384,17 @@ def test_a_float16_overflow_in_a_replayed_model_names_the_float16_layer(tmp_path
         "    keras.Input(shape=(8,)),\n"
         "    keras.layers.Dense(64, activation='relu'),\n"
         "    keras.layers.Dense(1, dtype='float32'),\n"
-        "])\n")
-    origin = Finding(file=str(program), line=7, role="origin", op=OpRef("sequential_1/dense_1/MatMul", "MatMul"),
-                     health=TensorHealth(dtype="float16", size=64, pos_inf=1, pos=63),
-                     inputs=[InputHealth("x:0", TensorHealth(dtype="float16", size=8, pos=8))])
-    cause = classify(findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_float16"))
+        "])\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=7,
+        role="origin",
+        op=OpRef("sequential_1/dense_1/MatMul", "MatMul"),
+        health=TensorHealth(dtype="float16", size=64, pos_inf=1, pos=63),
+        inputs=[InputHealth("x:0", TensorHealth(dtype="float16", size=8, pos=8))],
+    )
+    cause = classify(
+        findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_float16")
+    )
     assert cause.kind == "precision" and cause.change is not None and cause.change.line == 5

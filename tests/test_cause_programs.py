@@ -30,8 +30,11 @@ PROGRAMS = HERE / "programs"
 
 def marked_line(program: Path, marker: str) -> int:
     """The line whose comment is the marker (not the docstring naming it in ``double backquotes``)."""
-    return next(i for i, line in enumerate(program.read_text().splitlines(), 1)
-                if f"# {marker}" in line and "``" not in line)
+    return next(
+        i
+        for i, line in enumerate(program.read_text().splitlines(), 1)
+        if f"# {marker}" in line and "``" not in line
+    )
 
 
 def train_and_locate(tmp_path: Path, program: Path, *args: str, env: dict[str, str] | None = None) -> dict:
@@ -39,12 +42,24 @@ def train_and_locate(tmp_path: Path, program: Path, *args: str, env: dict[str, s
     local = tmp_path / program.name
     shutil.copy(program, local)
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", NANLENS_CAPTURE_DIR="captures", **(env or {}))
-    done = subprocess.run([sys.executable, str(local), *args], cwd=tmp_path, capture_output=True, text=True,
-                          env=environment, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(local), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
     bundles = [p for p in (tmp_path / "captures").iterdir() if (p / "manifest.json").is_file()]
     assert len(bundles) == 1, done.stdout[-2000:] + done.stderr[-3000:]
-    located = subprocess.run([sys.executable, "-m", "pyadapter", "locate", str(bundles[0]), "--json"], cwd=tmp_path,
-                             capture_output=True, text=True, env=environment, timeout=600)
+    located = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "locate", str(bundles[0]), "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
     assert located.returncode == 0, located.stderr[-3000:]
     findings = json.loads(located.stdout)
     assert findings["schema"] == "nanlens.findings/1"
@@ -60,7 +75,9 @@ def test_divergence_points_at_the_optimizer_line(tmp_path: Path) -> None:
     assert cause["change"]["line"] == marked_line(program, "CHANGE")
     evidence = cause["evidence"]
     assert "learning rate 7e-5 (SGD, momentum 0.9): try 7e-6" in cause["change"]["what"]
-    assert evidence["learning_rate"] == 7e-5 and evidence["momentum"] == 0.9 and evidence["optimizer"] == "SGD"
+    assert (
+        evidence["learning_rate"] == 7e-5 and evidence["momentum"] == 0.9 and evidence["optimizer"] == "SGD"
+    )
     assert evidence["rate_per_step"] > 2 and evidence["steps"] >= 3 and evidence["factor"] > 1e3
     assert f"x{evidence['rate_per_step']:.3g} per step for {evidence['steps']} steps" in cause["summary"]
     assert findings["origin"]["op"]["type"] in ("MatMul", "Square", "AddV2", "Mul", "BiasAdd", "Sub")

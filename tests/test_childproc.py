@@ -26,10 +26,21 @@ def _alive(pid: int) -> bool:
 
 
 def test_output_exit_code_and_environment() -> None:
-    run = run_python(["-c", "import os, sys; print(os.environ['TF_CPP_MIN_LOG_LEVEL'], os.environ['X']); "
-                            "print('oops', file=sys.stderr); sys.exit(3)"], env={"X": "given"}, timeout=60)
-    assert (run.returncode, run.stdout.split(), run.stderr.strip(), run.timed_out) == (3, ["2", "given"], "oops",
-                                                                                       False)
+    run = run_python(
+        [
+            "-c",
+            "import os, sys; print(os.environ['TF_CPP_MIN_LOG_LEVEL'], os.environ['X']); "
+            "print('oops', file=sys.stderr); sys.exit(3)",
+        ],
+        env={"X": "given"},
+        timeout=60,
+    )
+    assert (run.returncode, run.stdout.split(), run.stderr.strip(), run.timed_out) == (
+        3,
+        ["2", "given"],
+        "oops",
+        False,
+    )
     assert child_env()["PYTHONUNBUFFERED"] == "1"
 
 
@@ -37,11 +48,14 @@ def test_lines_arrive_while_the_child_runs_with_stderr_merged() -> None:
     seen: list[tuple[float, str]] = []
     started = time.monotonic()
     code = "import sys, time; print('first', flush=True); print('to stderr', file=sys.stderr); time.sleep(1.5); print('last')"
-    run = run_python(["-c", code], stderr="merge", on_line=lambda line: seen.append((time.monotonic(), line)),
-                     timeout=60)
+    run = run_python(
+        ["-c", code], stderr="merge", on_line=lambda line: seen.append((time.monotonic(), line)), timeout=60
+    )
     assert run.returncode == 0
     assert [line for _, line in seen] == ["first", "to stderr", "last"]
-    assert seen[0][0] - started < seen[-1][0] - started - 1.0, "the first line was handed on before the child ended"
+    assert seen[0][0] - started < seen[-1][0] - started - 1.0, (
+        "the first line was handed on before the child ended"
+    )
 
 
 def test_a_child_that_outlives_its_time_is_killed(tmp_path: Path) -> None:
@@ -72,8 +86,10 @@ def test_terminate_children_stops_a_running_child(tmp_path: Path) -> None:
     result: dict[str, object] = {}
 
     def run() -> None:
-        result["run"] = run_python(["-c", "import time; print('up', flush=True); time.sleep(60)"],
-                                   on_line=lambda line: result.setdefault("up", line))
+        result["run"] = run_python(
+            ["-c", "import time; print('up', flush=True); time.sleep(60)"],
+            on_line=lambda line: result.setdefault("up", line),
+        )
 
     worker = threading.Thread(target=run)
     worker.start()

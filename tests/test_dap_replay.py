@@ -28,7 +28,10 @@ CASES = [
 
 @pytest.mark.parametrize(("name", "expression", "expected"), CASES, ids=[c[0] for c in CASES])
 def test_debug_session_stops_on_origin_line_with_real_tensors(
-    name: str, expression: str, expected: float, tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    expression: str,
+    expected: float,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     cap = captured(name, tmp_path_factory)
     source = str(cap.origin_file)
@@ -43,8 +46,9 @@ def test_debug_session_stops_on_origin_line_with_real_tensors(
         assert top["line"] == cap.origin_line
 
         # Real values, not a symbolic graph tensor.
-        value = dap.request("evaluate", {"expression": expression, "frameId": top["id"],
-                                         "context": "repl"})["body"]["result"]
+        value = dap.request("evaluate", {"expression": expression, "frameId": top["id"], "context": "repl"})[
+            "body"
+        ]["result"]
         assert float(value) == expected
         if name == "keras_layer":
             shown = dap.request("evaluate", {"expression": "probs", "frameId": top["id"], "context": "watch"})

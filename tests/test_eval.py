@@ -105,10 +105,14 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 def test_markers_are_comments_only_and_must_be_unique(tmp_path: Path) -> None:
-    write(tmp_path, "zoo_docstring.py", '''\
+    write(
+        tmp_path,
+        "zoo_docstring.py",
+        '''\
         """Mentions # ORIGIN in a docstring, which is not a marker."""
         x = 1  # ORIGIN: this is the one
-        ''')
+        ''',
+    )
     write(tmp_path, "zoo_none.py", "x = 1\n")
     write(tmp_path, "zoo_two.py", "x = 1  # ORIGIN\ny = 2  # ORIGIN\n")
     write(tmp_path, "helper.py", "z = 3  # ORIGIN\n")  # not a program: no zoo_ prefix
@@ -130,7 +134,9 @@ def test_only_selects_by_glob_or_substring(tmp_path: Path) -> None:
 def test_user_errors_are_one_line(tmp_path: Path) -> None:
     missing = nanlens("eval", str(tmp_path / "nowhere"))
     assert missing.returncode == 2
-    assert missing.stderr.strip().startswith("nanlens: error:") and len(missing.stderr.strip().splitlines()) == 1
+    assert (
+        missing.stderr.strip().startswith("nanlens: error:") and len(missing.stderr.strip().splitlines()) == 1
+    )
     write(tmp_path, "zoo_a.py", "x = 1  # ORIGIN\n")
     unmatched = nanlens("eval", str(tmp_path), "--only", "nothing_like_it")
     assert unmatched.returncode == 2 and "matches --only" in unmatched.stderr
@@ -138,15 +144,23 @@ def test_user_errors_are_one_line(tmp_path: Path) -> None:
 
 def test_failing_programs_are_rows_with_errors_not_a_crash(tmp_path: Path) -> None:
     # Three ways a program can fail, none of which needs TensorFlow: it hangs, it crashes, it has no marker.
-    write(tmp_path, "zoo_hangs.py", """\
+    write(
+        tmp_path,
+        "zoo_hangs.py",
+        """\
         import time
         time.sleep(120)  # ORIGIN
         NanGuard("captures")
-        """)
-    write(tmp_path, "zoo_crashes.py", """\
+        """,
+    )
+    write(
+        tmp_path,
+        "zoo_crashes.py",
+        """\
         raise RuntimeError("boom")  # ORIGIN
         NanGuard("captures")
-        """)
+        """,
+    )
     write(tmp_path, "zoo_unmarked.py", "x = 1\n")
     result = nanlens("eval", str(tmp_path), "--json", "--no-check-numerics", "--timeout", "5", "--jobs", "2")
     assert result.returncode == 1, result.stderr  # 1: some rows have errors
@@ -182,7 +196,10 @@ def test_without_json_prints_a_markdown_table(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_check_numerics_names_the_first_bad_op_and_its_line(tmp_path: Path) -> None:
-    program = write(tmp_path, "zoo_graph_log.py", """\
+    program = write(
+        tmp_path,
+        "zoo_graph_log.py",
+        """\
         import tensorflow as tf
 
         @tf.function
@@ -191,7 +208,8 @@ def test_check_numerics_names_the_first_bad_op_and_its_line(tmp_path: Path) -> N
             return tf.math.log(y)  # ORIGIN
 
         f(tf.constant([1.0, 0.0]))
-        """)
+        """,
+    )
     result = run_check_numerics(program, tmp_path, timeout=120)
     assert result.error is None
     assert (result.op_type, result.op_kind) == ("Log", "graph")
@@ -200,12 +218,16 @@ def test_check_numerics_names_the_first_bad_op_and_its_line(tmp_path: Path) -> N
 
 @pytest.mark.slow
 def test_check_numerics_reads_eager_ops_from_the_traceback(tmp_path: Path) -> None:
-    program = write(tmp_path, "zoo_eager_div.py", """\
+    program = write(
+        tmp_path,
+        "zoo_eager_div.py",
+        """\
         import tensorflow as tf
 
         a = tf.constant([1.0, 2.0])
         b = a / tf.constant([1.0, 0.0])  # ORIGIN
-        """)
+        """,
+    )
     result = run_check_numerics(program, tmp_path, timeout=120)
     assert (result.op_type, result.op_kind) == ("RealDiv", "eagerly-executing")
     assert (Path(result.file or ""), result.line) == (program.resolve(), 4)
@@ -213,7 +235,10 @@ def test_check_numerics_reads_eager_ops_from_the_traceback(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_check_numerics_line_inside_a_tf_data_map_function(tmp_path: Path) -> None:
-    program = write(tmp_path, "zoo_data_log.py", """\
+    program = write(
+        tmp_path,
+        "zoo_data_log.py",
+        """\
         import tensorflow as tf
 
         def preprocess(x):
@@ -221,7 +246,8 @@ def test_check_numerics_line_inside_a_tf_data_map_function(tmp_path: Path) -> No
 
         for value in tf.data.Dataset.from_tensor_slices([1.0, 0.0]).map(preprocess):
             pass
-        """)
+        """,
+    )
     result = run_check_numerics(program, tmp_path, timeout=120)
     assert result.op_type == "Log"
     assert (Path(result.file or ""), result.line) == (program.resolve(), 4)
@@ -229,10 +255,14 @@ def test_check_numerics_line_inside_a_tf_data_map_function(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_check_numerics_reports_nothing_for_a_finite_program(tmp_path: Path) -> None:
-    program = write(tmp_path, "zoo_fine.py", """\
+    program = write(
+        tmp_path,
+        "zoo_fine.py",
+        """\
         import tensorflow as tf
 
         print(float(tf.reduce_sum(tf.constant([1.0, 2.0]))))  # ORIGIN
-        """)
+        """,
+    )
     result = run_check_numerics(program, tmp_path, timeout=120)
     assert result.op_type is None and result.error is None

@@ -32,8 +32,13 @@ def program(tmp_path: Path, name: str, cause: str | None, origin_line: int = 3):
 def findings(path: Path, line: int, cause: dict[str, Any] | None = None) -> dict[str, Any]:
     document: dict[str, Any] = {
         "schema": "nanlens.findings/1",
-        "origin": {"file": str(path), "line": line, "role": "origin", "op": {"type": "MatMul", "name": "m"},
-                   "message": "MatMul produced inf"},
+        "origin": {
+            "file": str(path),
+            "line": line,
+            "role": "origin",
+            "op": {"type": "MatMul", "name": "m"},
+            "message": "MatMul produced inf",
+        },
     }
     if cause is not None:
         document["cause"] = cause
@@ -45,7 +50,11 @@ def test_cause_markers_are_read_from_the_program(tmp_path: Path) -> None:
     write(tmp_path, "zoo_none.py", "x = 1  # ORIGIN\n")  # no cause: the line is still scored
     write(tmp_path, "zoo_two.py", "# CAUSE: op\n# CAUSE: data\nx = 1  # ORIGIN\n")
     write(tmp_path, "zoo_odd.py", "# CAUSE: cosmic-rays\nx = 1  # ORIGIN\n")
-    write(tmp_path, "zoo_doc.py", '"""Mentions # CAUSE: data in a docstring, not a marker."""\nx = 1  # ORIGIN\n')
+    write(
+        tmp_path,
+        "zoo_doc.py",
+        '"""Mentions # CAUSE: data in a docstring, not a marker."""\nx = 1  # ORIGIN\n',
+    )
     programs = {p.name: p for p in discover(tmp_path)}
     assert programs["zoo_a"].cause == "divergence" and programs["zoo_a"].problem is None
     assert programs["zoo_none"].cause is None and programs["zoo_none"].problem is None
@@ -62,9 +71,13 @@ def test_findings_without_a_cause_score_unknown_and_the_origin_line(tmp_path: Pa
 
 def test_a_cause_kind_is_compared_with_the_marked_one(tmp_path: Path) -> None:
     prog = program(tmp_path, "zoo_op", "op")
-    hit = score(Outcome(prog, findings=findings(prog.path, 3, {"kind": "op", "summary": "Log of 0", "change": None})))
+    hit = score(
+        Outcome(prog, findings=findings(prog.path, 3, {"kind": "op", "summary": "Log of 0", "change": None}))
+    )
     assert (hit.cause, hit.cause_hit, hit.exact_line, hit.line_from) == ("op", True, True, "origin")
-    wrong = score(Outcome(prog, findings=findings(prog.path, 3, {"kind": "data", "summary": "", "change": None})))
+    wrong = score(
+        Outcome(prog, findings=findings(prog.path, 3, {"kind": "data", "summary": "", "change": None}))
+    )
     assert (wrong.cause, wrong.cause_hit, wrong.exact_line) == ("data", False, True)
 
 
@@ -72,23 +85,47 @@ def test_the_line_to_change_overrides_the_origin_line(tmp_path: Path) -> None:
     prog = program(tmp_path, "zoo_lr", "divergence", origin_line=5)
     change = {"file": str(prog.path), "line": 5}
     # The origin is the overflowing op at line 2; the cause's change is the optimizer at the marked line 5.
-    row = score(Outcome(prog, findings=findings(prog.path, 2, {"kind": "divergence", "summary": "loss x10/step",
-                                                             "evidence": {}, "change": change})))
+    row = score(
+        Outcome(
+            prog,
+            findings=findings(
+                prog.path,
+                2,
+                {"kind": "divergence", "summary": "loss x10/step", "evidence": {}, "change": change},
+            ),
+        )
+    )
     assert (row.found.line, row.line_from, row.exact_line, row.cause_hit) == (5, "cause.change", True, True)
     assert row.op == "MatMul"  # the op still comes from the origin
     # A change elsewhere is a line miss even though the origin sat on the marked line.
-    elsewhere = score(Outcome(prog, findings=findings(prog.path, 5, {"kind": "divergence", "summary": "",
-                                                                   "change": {"file": str(prog.path), "line": 4}})))
+    elsewhere = score(
+        Outcome(
+            prog,
+            findings=findings(
+                prog.path,
+                5,
+                {"kind": "divergence", "summary": "", "change": {"file": str(prog.path), "line": 4}},
+            ),
+        )
+    )
     assert (elsewhere.found.line, elsewhere.exact_line) == (4, False)
     # A notebook change names its cell: a different cell is a miss.
-    cell = score(Outcome(prog, findings=findings(prog.path, 2, {"kind": "divergence", "summary": "",
-                                                              "change": {**change, "cell": 3}})))
+    cell = score(
+        Outcome(
+            prog,
+            findings=findings(
+                prog.path, 2, {"kind": "divergence", "summary": "", "change": {**change, "cell": 3}}
+            ),
+        )
+    )
     assert cell.found.cell == 3 and not cell.exact_line
 
 
 def test_a_malformed_change_falls_back_to_the_origin(tmp_path: Path) -> None:
     prog = program(tmp_path, "zoo_lr", "divergence")
-    row = score(Outcome(prog, findings=findings(prog.path, 3, {"kind": "divergence", "change": {"line": "x"}})))
+    row = score(
+        Outcome(prog, findings=findings(prog.path, 3, {"kind": "divergence", "change": {"line": "x"}}))
+    )
     assert (row.found.line, row.line_from, row.exact_line) == (3, "origin", True)
 
 
@@ -123,7 +160,12 @@ def test_summary_counts_cause_accuracy_per_class_and_prints_it(tmp_path: Path) -
     document = summary.to_json()
     assert (document["cause_hit"], document["cause_programs"], document["cause_fraction"]) == (2, 4, 0.5)
     row_json = rows[1].to_json(tmp_path)
-    assert row_json["cause"] == {"expected": "divergence", "found": "op", "hit": False, "summary": "op summary"}
+    assert row_json["cause"] == {
+        "expected": "divergence",
+        "found": "op",
+        "hit": False,
+        "summary": "op summary",
+    }
     assert row_json["line_from"] == "origin"
     table = markdown_table(rows, summary, tmp_path)
     assert "| exact | cause marked | cause found | cause right |" in table.splitlines()[0]

@@ -27,16 +27,30 @@ REPRESENTATIVE = {
 
 def origin_line(path: Path) -> int:
     """The marked line, read straight from the source (not through the evaluator)."""
-    (line,) = [n for n, text in enumerate(path.read_text().splitlines(), 1) if re.search(r"#\s*ORIGIN\b", text)]
+    (line,) = [
+        n for n, text in enumerate(path.read_text().splitlines(), 1) if re.search(r"#\s*ORIGIN\b", text)
+    ]
     return line
 
 
 @pytest.fixture(scope="module")
 def evaluation() -> tuple[dict, str]:
     result = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "eval", str(ZOO), "--only", ",".join(REPRESENTATIVE), "--json",
-         "--jobs", "2"],
-        capture_output=True, text=True, timeout=900,
+        [
+            sys.executable,
+            "-m",
+            "pyadapter",
+            "eval",
+            str(ZOO),
+            "--only",
+            ",".join(REPRESENTATIVE),
+            "--json",
+            "--jobs",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return json.loads(result.stdout), result.stderr
@@ -89,7 +103,9 @@ def test_check_numerics_is_compared_where_it_names_an_op(evaluation: tuple[dict,
     # The loss in another module: TensorFlow's first alarm is the same Log op we mark.
     other = next(r for r in document["rows"] if r["program"] == "zoo_loss_in_other_module")
     assert other["check_numerics"]["agree"] is True
-    assert document["check_numerics_agree"] == sum(r["check_numerics"]["agree"] is True for r in document["rows"])
+    assert document["check_numerics_agree"] == sum(
+        r["check_numerics"]["agree"] is True for r in document["rows"]
+    )
 
 
 @pytest.mark.slow

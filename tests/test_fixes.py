@@ -13,8 +13,14 @@ from pyadapter.fixes import QuickFix, TextEdit, apply_edits, epsilon, fixes_for_
 HEADER = "import keras\nimport numpy as np\nimport tensorflow as tf\n\n\n"
 
 
-def fixed_lines(body: str, line_in_body: int, op_type: str, dtype: str | None = "float32",
-                forward_op: str | None = None, backward: bool = False) -> list[tuple[QuickFix, str]]:
+def fixed_lines(
+    body: str,
+    line_in_body: int,
+    op_type: str,
+    dtype: str | None = "float32",
+    forward_op: str | None = None,
+    backward: bool = False,
+) -> list[tuple[QuickFix, str]]:
     """(fix, the fixed line) for every fix offered; every fixed file still parses."""
     source = HEADER + body
     line = HEADER.count("\n") + line_in_body
@@ -42,7 +48,10 @@ LOG_BODY = "def cross_entropy(y_true, probs):\n    log_probs = tf.math.log(probs
 
 
 def test_log_of_probabilities_is_clipped_and_the_rest_of_the_line_is_kept() -> None:
-    assert preferred(LOG_BODY, 2, "Log") == "    log_probs = tf.math.log(tf.clip_by_value(probs, 1e-7, 1.0))  # BUG: log(0)"
+    assert (
+        preferred(LOG_BODY, 2, "Log")
+        == "    log_probs = tf.math.log(tf.clip_by_value(probs, 1e-7, 1.0))  # BUG: log(0)"
+    )
     assert lines_of(LOG_BODY, 2, "Log")[1:] == [
         "    log_probs = tf.math.log(tf.maximum(probs, 1e-7))  # BUG: log(0)",
         "    log_probs = tf.math.log(probs + 1e-7)  # BUG: log(0)",
@@ -64,7 +73,10 @@ def test_log_argument_of_lower_precedence_is_parenthesized_for_the_epsilon() -> 
 
 def test_log_in_keras_ops_and_numpy_style_spellings_use_their_own_namespace() -> None:
     body = "def f(p):\n    return keras.ops.log(keras.ops.sigmoid(p))\n"
-    assert preferred(body, 2, "Log") == "    return keras.ops.log(keras.ops.clip(keras.ops.sigmoid(p), 1e-7, 1.0))"
+    assert (
+        preferred(body, 2, "Log")
+        == "    return keras.ops.log(keras.ops.clip(keras.ops.sigmoid(p), 1e-7, 1.0))"
+    )
     body = "def f(x):\n    return tf.log(x)\n"
     assert preferred(body, 2, "Log") == "    return tf.log(tf.maximum(x, 1e-7))"
 
@@ -77,25 +89,41 @@ def test_log1p_is_clamped_above_minus_one() -> None:
 # --- epsilon by dtype ---------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("dtype", "clamp", "added"), [
-    ("float16", 1e-4, 1e-3), ("bfloat16", 1e-4, 1e-3), ("float32", 1e-7, 1e-7), ("float64", 1e-12, 1e-12),
-    (None, 1e-7, 1e-7),
-])
+@pytest.mark.parametrize(
+    ("dtype", "clamp", "added"),
+    [
+        ("float16", 1e-4, 1e-3),
+        ("bfloat16", 1e-4, 1e-3),
+        ("float32", 1e-7, 1e-7),
+        ("float64", 1e-12, 1e-12),
+        (None, 1e-7, 1e-7),
+    ],
+)
 def test_epsilon_respects_the_dtype(dtype: str | None, clamp: float, added: float) -> None:
     assert epsilon(dtype) == clamp and epsilon(dtype, additive=True) == added
 
 
 def test_float16_and_float64_fixes_write_their_epsilon() -> None:
-    assert preferred(LOG_BODY, 2, "Log", dtype="float16").endswith("tf.clip_by_value(probs, 1e-4, 1.0))  # BUG: log(0)")
-    assert lines_of(LOG_BODY, 2, "Log", dtype="float16")[-1] == "    log_probs = tf.math.log(probs + 1e-3)  # BUG: log(0)"
+    assert preferred(LOG_BODY, 2, "Log", dtype="float16").endswith(
+        "tf.clip_by_value(probs, 1e-4, 1.0))  # BUG: log(0)"
+    )
+    assert (
+        lines_of(LOG_BODY, 2, "Log", dtype="float16")[-1]
+        == "    log_probs = tf.math.log(probs + 1e-3)  # BUG: log(0)"
+    )
     assert "1e-12" in preferred(LOG_BODY, 2, "Log", dtype="float64")
 
 
 def test_dtype_comes_from_the_findings_health() -> None:
     source = HEADER + LOG_BODY
     line = HEADER.count("\n") + 2
-    finding = Finding(file="/x.py", line=line, role="origin", op=OpRef("loss/Log", "Log"),
-                      health=TensorHealth(dtype="float16", size=4, neg_inf=1))
+    finding = Finding(
+        file="/x.py",
+        line=line,
+        role="origin",
+        op=OpRef("loss/Log", "Log"),
+        health=TensorHealth(dtype="float16", size=4, neg_inf=1),
+    )
     assert "1e-4" in apply_edits(source, quick_fixes(source, finding)[0].edits).splitlines()[line - 1]
     finding.health = None
     finding.inputs = [InputHealth("probs:0", TensorHealth(dtype="float64", size=4, zero=1))]
@@ -135,7 +163,9 @@ def test_tf_divide_call_and_two_divisions_on_a_line_name_each() -> None:
 
 def test_sqrt_of_a_negative_mean_is_clamped_at_a_positive_epsilon() -> None:
     body = "def rmse(t, p):\n    return tf.sqrt(tf.reduce_mean(t - p))  # not squared\n"
-    assert lines_of(body, 2, "Sqrt") == ["    return tf.sqrt(tf.maximum(tf.reduce_mean(t - p), 1e-7))  # not squared"]
+    assert lines_of(body, 2, "Sqrt") == [
+        "    return tf.sqrt(tf.maximum(tf.reduce_mean(t - p), 1e-7))  # not squared"
+    ]
 
 
 def test_backward_only_sqrt_nan_clamps_above_zero_and_offers_an_added_epsilon() -> None:
@@ -153,7 +183,10 @@ def test_backward_only_sqrt_nan_clamps_above_zero_and_offers_an_added_epsilon() 
 
 def test_rsqrt_and_keras_sqrt_are_clamped() -> None:
     body = "def f(h):\n    return h * tf.math.rsqrt(tf.reduce_sum(tf.square(h)))\n"
-    assert preferred(body, 2, "Rsqrt") == "    return h * tf.math.rsqrt(tf.maximum(tf.reduce_sum(tf.square(h)), 1e-7))"
+    assert (
+        preferred(body, 2, "Rsqrt")
+        == "    return h * tf.math.rsqrt(tf.maximum(tf.reduce_sum(tf.square(h)), 1e-7))"
+    )
     body = "def f(x):\n    return keras.ops.sqrt(x)\n"
     assert preferred(body, 2, "Sqrt") == "    return keras.ops.sqrt(keras.ops.maximum(x, 1e-7))"
 
@@ -180,7 +213,10 @@ SOFTMAX = (
 def test_exp_in_a_hand_written_softmax_subtracts_the_max_or_uses_tf_softmax() -> None:
     fixes = fixed_lines(SOFTMAX, 3, "Exp")
     assert fixes[0][0].preferred
-    assert fixes[0][1] == "        exp = tf.exp(logits - tf.reduce_max(logits, axis=1, keepdims=True))  # overflow"
+    assert (
+        fixes[0][1]
+        == "        exp = tf.exp(logits - tf.reduce_max(logits, axis=1, keepdims=True))  # overflow"
+    )
     softmax = fixes[1][0]
     assert "tf.nn.softmax" in softmax.title and len(softmax.edits) == 2
     fixed = apply_edits(HEADER + SOFTMAX, softmax.edits).splitlines()
@@ -201,30 +237,37 @@ WHERE = "def f(p):\n    plogp = tf.where(p > 0.0, p * tf.math.log(p), tf.zeros_l
 def test_nan_in_the_taken_branch_of_where_gets_the_double_where_first() -> None:
     fixes = fixed_lines(WHERE, 2, "Log")
     assert fixes[0][0].preferred and "second tf.where" in fixes[0][0].title
-    assert fixes[0][1] == ("    plogp = tf.where(p > 0.0, p * tf.math.log(tf.where(p > 0.0, p, tf.ones_like(p))), "
-                           "tf.zeros_like(p))  # hidden NaN")
+    assert fixes[0][1] == (
+        "    plogp = tf.where(p > 0.0, p * tf.math.log(tf.where(p > 0.0, p, tf.ones_like(p))), "
+        "tf.zeros_like(p))  # hidden NaN"
+    )
     assert len(fixes) > 1 and not any(f.preferred for f, _ in fixes[1:])  # the plain log fixes follow
 
 
 def test_nan_in_the_other_branch_and_a_division_in_where() -> None:
     body = "def f(n, s):\n    return tf.where(n == 0, tf.zeros_like(s), s / n)\n"
-    assert preferred(body, 2, "RealDiv") == \
-        "    return tf.where(n == 0, tf.zeros_like(s), s / tf.where(n == 0, tf.ones_like(n), n))"
+    assert (
+        preferred(body, 2, "RealDiv")
+        == "    return tf.where(n == 0, tf.zeros_like(s), s / tf.where(n == 0, tf.ones_like(n), n))"
+    )
 
 
 # --- where nothing applies ------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("body", "line", "op_type"), [
-    ("def f(x):\n    return tf.math.log(x)\n", 1, "Log"),  # the line holds no log
-    ("def f(x):\n    return tf.square(x) * 2\n", 2, "Log"),
-    ("def f(x):\n    return self.log(x)\n", 2, "Log"),  # not a tensor namespace
-    ("def f(x):\n    logging.log(10, x)\n", 2, "Log"),
-    ("def f(x):\n    return tf.math.log(x)\n", 2, "MatMul"),  # no pattern for this op
-    ("def f(x):\n    return x * 2\n", 2, "RealDiv"),
-    ("def f(x):\n    return tf.math.log(\n        x)\n", 2, "Log"),  # spans lines: left alone
-    ("def f(x):\n    return tf.math.log(x)\n", 99, "Log"),  # out of range
-])
+@pytest.mark.parametrize(
+    ("body", "line", "op_type"),
+    [
+        ("def f(x):\n    return tf.math.log(x)\n", 1, "Log"),  # the line holds no log
+        ("def f(x):\n    return tf.square(x) * 2\n", 2, "Log"),
+        ("def f(x):\n    return self.log(x)\n", 2, "Log"),  # not a tensor namespace
+        ("def f(x):\n    logging.log(10, x)\n", 2, "Log"),
+        ("def f(x):\n    return tf.math.log(x)\n", 2, "MatMul"),  # no pattern for this op
+        ("def f(x):\n    return x * 2\n", 2, "RealDiv"),
+        ("def f(x):\n    return tf.math.log(\n        x)\n", 2, "Log"),  # spans lines: left alone
+        ("def f(x):\n    return tf.math.log(x)\n", 99, "Log"),  # out of range
+    ],
+)
 def test_no_fix_where_the_pattern_does_not_apply(body: str, line: int, op_type: str) -> None:
     assert fixes_for_line(HEADER + body, HEADER.count("\n") + line if line < 99 else line, op_type) == []
 
@@ -232,14 +275,19 @@ def test_no_fix_where_the_pattern_does_not_apply(body: str, line: int, op_type: 
 def test_a_file_that_does_not_parse_still_gets_a_fix_for_a_line_that_does() -> None:
     source = "import tensorflow as tf\n\ndef f(probs):\n    y = tf.math.log(probs)\n    z = (\n"
     fixes = fixes_for_line(source, 4, "Log")
-    assert apply_edits(source, fixes[0].edits).splitlines()[3] == "    y = tf.math.log(tf.clip_by_value(probs, 1e-7, 1.0))"
+    assert (
+        apply_edits(source, fixes[0].edits).splitlines()[3]
+        == "    y = tf.math.log(tf.clip_by_value(probs, 1e-7, 1.0))"
+    )
 
 
 def test_columns_count_characters_not_bytes() -> None:
     source = "import tensorflow as tf\n\ndef f(x):\n    s = 'é'; y = tf.math.log(x)\n"
     fix = fixes_for_line(source, 4, "Log")[0]
     assert fix.edits == [TextEdit(4, 29, 30, "tf.maximum(x, 1e-7)")]
-    assert apply_edits(source, fix.edits).splitlines()[3] == "    s = 'é'; y = tf.math.log(tf.maximum(x, 1e-7))"
+    assert (
+        apply_edits(source, fix.edits).splitlines()[3] == "    s = 'é'; y = tf.math.log(tf.maximum(x, 1e-7))"
+    )
 
 
 def test_a_regression_prediction_is_not_clipped_to_one() -> None:
@@ -249,6 +297,8 @@ def test_a_regression_prediction_is_not_clipped_to_one() -> None:
 
 def test_euclidean_norm_of_a_zero_gradient_is_written_with_an_epsilon_inside_the_sqrt() -> None:
     body = "def penalty(grads):\n    norms = tf.norm(grads, axis=-1)  # zero vector\n    return norms\n"
-    assert preferred(body, 2, "SqrtGrad", forward_op="norm/Sqrt", backward=True) == \
-        "    norms = tf.sqrt(tf.reduce_sum(tf.square(grads), axis=-1) + 1e-7)  # zero vector"
+    assert (
+        preferred(body, 2, "SqrtGrad", forward_op="norm/Sqrt", backward=True)
+        == "    norms = tf.sqrt(tf.reduce_sum(tf.square(grads), axis=-1) + 1e-7)  # zero vector"
+    )
     assert lines_of("def f(g):\n    return tf.norm(g, ord=1)\n", 2, "Sqrt") == []  # not a sqrt inside

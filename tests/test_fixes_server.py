@@ -33,21 +33,33 @@ ORIGIN_LINE = 5
 
 
 def make_findings(program: Path, bundle: Path) -> Findings:
-    origin = Finding(file=str(program), line=ORIGIN_LINE, role="origin",
-                     op=OpRef("cross_entropy/Log", "Log", graph="train_step"),
-                     health=TensorHealth(dtype="float32", shape=[64, 10], size=640, neg_inf=3),
-                     inputs=[InputHealth("probs:0", TensorHealth(dtype="float32", size=640, zero=3))],
-                     message="Log produced 3 -inf of 640")
-    propagated = Finding(file=str(program), line=ORIGIN_LINE + 1, role="propagated", op=OpRef("Mul", "Mul"),
-                         health=TensorHealth(dtype="float32", size=640, nan=3))
+    origin = Finding(
+        file=str(program),
+        line=ORIGIN_LINE,
+        role="origin",
+        op=OpRef("cross_entropy/Log", "Log", graph="train_step"),
+        health=TensorHealth(dtype="float32", shape=[64, 10], size=640, neg_inf=3),
+        inputs=[InputHealth("probs:0", TensorHealth(dtype="float32", size=640, zero=3))],
+        message="Log produced 3 -inf of 640",
+    )
+    propagated = Finding(
+        file=str(program),
+        line=ORIGIN_LINE + 1,
+        role="propagated",
+        op=OpRef("Mul", "Mul"),
+        health=TensorHealth(dtype="float32", size=640, nan=3),
+    )
     return Findings("bundle", str(bundle), origin, [origin, propagated], bundle={"step": 7})
 
 
 def make_record(tmp_path: Path, stale: bool = False, kind: str = "bundle") -> tuple[SourceRecord, Path]:
     program = tmp_path / "train.py"
     program.write_text(PROGRAM)
-    record = SourceRecord(SourceRef(kind, str(tmp_path / "run-step7")), status="ok",  # type: ignore[arg-type]
-                          findings=make_findings(program, tmp_path / "run-step7"))
+    record = SourceRecord(
+        SourceRef(kind, str(tmp_path / "run-step7")),
+        status="ok",  # type: ignore[arg-type]
+        findings=make_findings(program, tmp_path / "run-step7"),
+    )
     if stale:
         record.stale_files.add(str(program))
     return record, program
@@ -60,8 +72,10 @@ def line_text(path: str, line: int, cell: int | None = None) -> str | None:
 
 def lsp_edits(action: types.CodeAction, uri: str) -> list[TextEdit]:
     assert action.edit is not None and action.edit.changes is not None
-    return [TextEdit(e.range.start.line + 1, e.range.start.character, e.range.end.character, e.new_text)
-            for e in action.edit.changes[uri]]
+    return [
+        TextEdit(e.range.start.line + 1, e.range.start.character, e.range.end.character, e.new_text)
+        for e in action.edit.changes[uri]
+    ]
 
 
 # --- code actions -----------------------------------------------------------------------------------------------------
@@ -78,7 +92,9 @@ def test_origin_diagnostic_gets_quick_fixes_as_workspace_edits(tmp_path: Path) -
     origin_diagnostic = next(d for d in diagnostics if d.data["role"] == "origin")
     assert actions[0].diagnostics == [origin_diagnostic]  # attached to the origin, not the propagated line
     fixed = apply_edits(PROGRAM, lsp_edits(actions[0], uri)).splitlines()
-    assert fixed[ORIGIN_LINE - 1] == "    log_probs = tf.math.log(tf.clip_by_value(probs, 1e-7, 1.0))  # ORIGIN"
+    assert (
+        fixed[ORIGIN_LINE - 1] == "    log_probs = tf.math.log(tf.clip_by_value(probs, 1e-7, 1.0))  # ORIGIN"
+    )
     assert fixed[ORIGIN_LINE] == PROGRAM.splitlines()[ORIGIN_LINE]
 
 
@@ -101,7 +117,7 @@ def test_columns_are_sent_in_utf16_units(tmp_path: Path) -> None:
     action = code_actions({record.id: record}, str(program), uri, text, diagnostics)[0]
     start = action.edit.changes[uri][0].range.start.character  # type: ignore[union-attr,index]
     line = text.splitlines()[ORIGIN_LINE - 1]
-    assert start == len(line[:line.index("probs)")].encode("utf-16-le")) // 2 == line.index("probs)") + 1
+    assert start == len(line[: line.index("probs)")].encode("utf-16-le")) // 2 == line.index("probs)") + 1
 
 
 # --- the verify lens --------------------------------------------------------------------------------------------------
@@ -109,12 +125,15 @@ def test_columns_are_sent_in_utf16_units(tmp_path: Path) -> None:
 
 def test_stale_bundle_origin_gets_a_verify_lens_after_the_replay_lens(tmp_path: Path) -> None:
     fresh, program = make_record(tmp_path)
-    assert [lens.command.command for lens in render.code_lenses([fresh], str(program), line_text)
-            if lens.command] == ["nanlens.replayEagerly"]
+    assert [
+        lens.command.command for lens in render.code_lenses([fresh], str(program), line_text) if lens.command
+    ] == ["nanlens.replayEagerly"]
     stale, _ = make_record(tmp_path, stale=True)
     lenses = render.code_lenses([stale], str(program), line_text)
     assert [lens.command.title for lens in lenses if lens.command] == [
-        "$(debug-alt) Replay eagerly (step 7)", "$(check) Verify fix on captured step"]
+        "$(debug-alt) Replay eagerly (step 7)",
+        "$(check) Verify fix on captured step",
+    ]
     assert all(lens.range.start.line == ORIGIN_LINE - 1 for lens in lenses)
     assert lenses[1].command is not None
     assert lenses[1].command.arguments == [{"sourceId": stale.id, "bundle": stale.path}]
@@ -122,30 +141,40 @@ def test_stale_bundle_origin_gets_a_verify_lens_after_the_replay_lens(tmp_path: 
 
 def test_a_stale_dump_gets_no_verify_lens(tmp_path: Path) -> None:
     record, program = make_record(tmp_path, stale=True, kind="dump")
-    assert not any(lens.command and lens.command.command == "nanlens.verifyFix"
-                   for lens in render.code_lenses([record], str(program), line_text))
+    assert not any(
+        lens.command and lens.command.command == "nanlens.verifyFix"
+        for lens in render.code_lenses([record], str(program), line_text)
+    )
 
 
 # --- verdicts ---------------------------------------------------------------------------------------------------------
 
 
 def _report(graph: bool, eager: bool, error: str | None = None) -> dict:
-    verdicts = {m: {"mode": m, "reproduced": r, "error": error if m == "graph" else None}
-                for m, r in (("graph", graph), ("eager", eager))}
+    verdicts = {
+        m: {"mode": m, "reproduced": r, "error": error if m == "graph" else None}
+        for m, r in (("graph", graph), ("eager", eager))
+    }
     finite = not graph and not eager and error is None
     return {"reproduced": {"graph": graph, "eager": eager}, "verdicts": verdicts, "finite": finite}
 
 
 def test_verdicts_of_the_replay() -> None:
     assert verdict_of(ReplayRun(_report(False, False))) == {
-        "verified": True, "reproduced": {"graph": False, "eager": False}, "message": "finite on the captured step"}
+        "verified": True,
+        "reproduced": {"graph": False, "eager": False},
+        "message": "finite on the captured step",
+    }
     still = verdict_of(ReplayRun(_report(True, False)))
     assert still["verified"] is False and still["message"] == "still non-finite: NaN/Inf again in graph mode"
     broken = verdict_of(ReplayRun(_report(False, False, error="NameError: name 'tf' is not defined")))
     assert broken["verified"] is False and broken["message"].startswith("the step failed: graph: NameError")
     failed = verdict_of(ReplayRun(None, "entry script /x/train.py does not exist"))
-    assert failed == {"verified": False, "reproduced": {},
-                      "message": "replay failed: entry script /x/train.py does not exist"}
+    assert failed == {
+        "verified": False,
+        "reproduced": {},
+        "message": "replay failed: entry script /x/train.py does not exist",
+    }
 
 
 # --- over stdio -------------------------------------------------------------------------------------------------------
@@ -168,11 +197,19 @@ def test_code_action_verify_lens_and_verify_command_over_stdio(tmp_path: Path) -
     async def body() -> None:
         async with Session(tmp_path, {"captureDirs": ["captures"], "dumpDirs": []}) as s:
             await s.wait_for("the bundle source", lambda: s.settled("bundle", bundle))
-            diagnostic = await s.wait_for("the origin diagnostic", lambda: next(
-                (d for d in s.diagnostics_of(program) if (d.data or {}).get("role") == "origin"), None))
-            actions = await s.client.text_document_code_action_async(types.CodeActionParams(
-                text_document=types.TextDocumentIdentifier(uri=uri), range=diagnostic.range,
-                context=types.CodeActionContext(diagnostics=[diagnostic])))
+            diagnostic = await s.wait_for(
+                "the origin diagnostic",
+                lambda: next(
+                    (d for d in s.diagnostics_of(program) if (d.data or {}).get("role") == "origin"), None
+                ),
+            )
+            actions = await s.client.text_document_code_action_async(
+                types.CodeActionParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    range=diagnostic.range,
+                    context=types.CodeActionContext(diagnostics=[diagnostic]),
+                )
+            )
             assert actions and all(isinstance(a, types.CodeAction) for a in actions)
             preferred = [a for a in actions if isinstance(a, types.CodeAction) and a.is_preferred]
             assert len(preferred) == 1 and preferred[0].kind == types.CodeActionKind.QuickFix
@@ -188,7 +225,9 @@ def test_code_action_verify_lens_and_verify_command_over_stdio(tmp_path: Path) -
                     break
                 await asyncio.sleep(0.2)
             assert [lens.command.command for lens in lenses if lens.command] == [
-                "nanlens.replayEagerly", "nanlens.verifyFix"]
+                "nanlens.replayEagerly",
+                "nanlens.verifyFix",
+            ]
             # This bundle holds no real capture: the replay fails and says why, in one line.
             result = await s.command("nanlens.server.verifyFix", {"sourceId": f"bundle:{bundle}"})
             result = json.loads(json.dumps(result, default=lambda o: o._asdict()))

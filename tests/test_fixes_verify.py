@@ -51,10 +51,16 @@ CASES = [
     Case("softmax_exp_overflow", ZOO / "zoo_softmax_exp_overflow.py", "# ORIGIN", "Exp"),
     Case("where_hides_nan", ZOO / "zoo_where_hides_nan.py", "# ORIGIN", "Log"),
     Case("gradient_penalty", ZOO / "zoo_gradient_penalty.py", "# ORIGIN", "SqrtGrad", forward_op="norm/Sqrt"),
-    Case("sqrt_backward_only", ZOO / "zoo_sqrt_backward_only.py", "# ORIGIN", "SqrtGrad", forward_op="Sqrt",
-         # Then the wrong fix on the same capture: clamping at 0 keeps sqrt's inf gradient at 0.
-         wrong_rewrite="tf.sqrt(tf.reduce_sum(tf.square(diff), axis=-1))=>"
-                       "tf.sqrt(tf.maximum(tf.reduce_sum(tf.square(diff), axis=-1), 0.0))"),
+    Case(
+        "sqrt_backward_only",
+        ZOO / "zoo_sqrt_backward_only.py",
+        "# ORIGIN",
+        "SqrtGrad",
+        forward_op="Sqrt",
+        # Then the wrong fix on the same capture: clamping at 0 keeps sqrt's inf gradient at 0.
+        wrong_rewrite="tf.sqrt(tf.reduce_sum(tf.square(diff), axis=-1))=>"
+        "tf.sqrt(tf.maximum(tf.reduce_sum(tf.square(diff), axis=-1), 0.0))",
+    ),
 ]
 
 
@@ -88,8 +94,14 @@ def _pipeline(case: Case, workdir: Path) -> Outcome:
     text = program.read_text()
     out.line = next(i for i, line in enumerate(text.splitlines(), 1) if case.marker in line)
     captures = workdir / "captures"
-    run = subprocess.run([sys.executable, str(program)], cwd=workdir, env={**_env(), "NANLENS_CAPTURE_DIR": str(captures)},
-                         capture_output=True, text=True, timeout=300)
+    run = subprocess.run(
+        [sys.executable, str(program)],
+        cwd=workdir,
+        env={**_env(), "NANLENS_CAPTURE_DIR": str(captures)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     bundles = sorted(p.parent for p in captures.glob("*/manifest.json"))
     if not bundles:
         out.error = f"no bundle captured (exit {run.returncode}): {run.stderr[-800:]}"
@@ -135,8 +147,14 @@ async def _verify_in_server(workdir: Path, out: Outcome) -> dict[str, Any]:
         answer = await s.command("nanlens.server.verifyFix", str(out.bundle), {"trustEntry": [str(program)]})
         answer = json.loads(json.dumps(answer, default=lambda o: o._asdict()))
         await s.wait_for("the markers", lambda: s.diagnostics_of(program))
-        return {"refused": refused, "answer": answer, "messages": [m.message for m in s.messages],
-                "marked": sorted({(d.range.start.line + 1, (d.data or {}).get("role")) for d in s.diagnostics_of(program)})}
+        return {
+            "refused": refused,
+            "answer": answer,
+            "messages": [m.message for m in s.messages],
+            "marked": sorted(
+                {(d.range.start.line + 1, (d.data or {}).get("role")) for d in s.diagnostics_of(program)}
+            ),
+        }
 
 
 @pytest.fixture(scope="session")
@@ -161,12 +179,15 @@ def test_quick_fix_makes_the_captured_step_finite(outcomes: dict[str, Outcome], 
     # The step really ran in both modes and every number came back finite.
     for mode in ("graph", "eager"):
         verdict = out.report["verdicts"][mode]
-        assert verdict["error"] is None and verdict["loss_finite"] is True and verdict["weights_finite"] is True
+        assert (
+            verdict["error"] is None and verdict["loss_finite"] is True and verdict["weights_finite"] is True
+        )
 
 
 @pytest.mark.slow
 def test_a_fix_that_does_not_cure_is_not_verified_and_the_origin_is_located_again(
-        outcomes: dict[str, Outcome]) -> None:
+    outcomes: dict[str, Outcome],
+) -> None:
     out = outcomes["sqrt_backward_only"]
     assert out.error is None, out.error
     refused = out.wrong_verify["refused"]
@@ -182,4 +203,7 @@ def test_a_fix_that_does_not_cure_is_not_verified_and_the_origin_is_located_agai
     assert Path(origin["file"]).name == out.case.program.name
     assert origin["line"] == out.line and origin["role"] == "backward-origin"
     assert (out.line, "backward-origin") in out.wrong_verify["marked"]
-    assert any(m.startswith("NaN Lens: still non-finite") and f":{out.line}" in m for m in out.wrong_verify["messages"])
+    assert any(
+        m.startswith("NaN Lens: still non-finite") and f":{out.line}" in m
+        for m in out.wrong_verify["messages"]
+    )

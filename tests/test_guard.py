@@ -24,11 +24,13 @@ pytestmark = pytest.mark.slow
 
 
 def fit(model, x, y, guard, epochs=1, **kwargs):
-    return model.fit(x, y, batch_size=gm.BATCH, epochs=epochs, shuffle=False, verbose=0, callbacks=[guard], **kwargs)
+    return model.fit(
+        x, y, batch_size=gm.BATCH, epochs=epochs, shuffle=False, verbose=0, callbacks=[guard], **kwargs
+    )
 
 
 def bad_batch(x, y, index):
-    return x[index * gm.BATCH:(index + 1) * gm.BATCH], y[index * gm.BATCH:(index + 1) * gm.BATCH]
+    return x[index * gm.BATCH : (index + 1) * gm.BATCH], y[index * gm.BATCH : (index + 1) * gm.BATCH]
 
 
 def test_sequential_stops_before_the_bad_update_and_bundle_reloads(tmp_path, capsys):
@@ -47,7 +49,9 @@ def test_sequential_stops_before_the_bad_update_and_bundle_reloads(tmp_path, cap
     assert "step 3" in message and "was not applied" in message and str(guard.last_bundle) in message
 
     bundle = CaptureBundle.load(guard.last_bundle)
-    assert bundle.path.name == "seq-step3" and bundle.step == 3 and bundle.epoch == 0 and bundle.batch_index == 3
+    assert (
+        bundle.path.name == "seq-step3" and bundle.step == 3 and bundle.epoch == 0 and bundle.batch_index == 3
+    )
     report = bundle.non_finite
     assert report.loss and not report.update_applied
     # Keras numbers layer names per process (sequential_2/dense_3 after other tests): ask the model for its path.
@@ -57,8 +61,9 @@ def test_sequential_stops_before_the_bad_update_and_bundle_reloads(tmp_path, cap
     assert np.array_equal(bx, ex, equal_nan=True) and np.array_equal(by, ey)
     restored = bundle.load_model()
     assert gm.weights_equal(restored.get_weights(), model.get_weights())
-    assert gm.weights_equal([v.numpy() for v in restored.optimizer.variables],
-                            [v.numpy() for v in model.optimizer.variables])
+    assert gm.weights_equal(
+        [v.numpy() for v in restored.optimizer.variables], [v.numpy() for v in model.optimizer.variables]
+    )
     assert bundle.weights()[model.layers[0].kernel.path].shape == (gm.FEATURES, 6)
     assert [h["step"] for h in bundle.loss_history] == [0, 1, 2, 3]
     assert bundle.loss_history[-1]["loss"] is None and bundle.loss_history[0]["loss"] > 0
@@ -72,7 +77,9 @@ def test_guarded_training_equals_plain_training_when_healthy(tmp_path):
         keras.utils.set_random_seed(2)
         model = gm.sequential()
         model.compile(keras.optimizers.Adam(0.01), "mse")
-        model.fit(x, y, batch_size=gm.BATCH, epochs=2, shuffle=False, verbose=0, callbacks=[guard] if guard else [])
+        model.fit(
+            x, y, batch_size=gm.BATCH, epochs=2, shuffle=False, verbose=0, callbacks=[guard] if guard else []
+        )
         models.append(model)
     assert gm.weights_equal(models[0].get_weights(), models[1].get_weights())
     assert not list(tmp_path.iterdir()), "no bundle for a healthy run"
@@ -136,9 +143,9 @@ def test_subclassed_custom_train_step_with_dropout_under_xla(tmp_path):
     from pyadapter.capture.rng import seed_generator_states
 
     (state,) = seeds.values()
-    (_, live_variable), = seed_generator_states(model)
+    ((_, live_variable),) = seed_generator_states(model)
     assert list(live_variable.numpy()) != state, "the failing step itself advanced the live generator"
-    (_, restored_variable), = seed_generator_states(restored)
+    ((_, restored_variable),) = seed_generator_states(restored)
     bundle.restore_rng(restored)  # model.keras does not store seed states; the manifest does
     assert list(restored_variable.numpy()) == state
     assert [list(v) for k, v in bundle.weights().items() if "seed_generator" in k] == [state]
@@ -167,11 +174,13 @@ def test_manual_train_step_loss_only_failure(tmp_path):
 def test_loss_scale_optimizer_skips_are_not_failures(tmp_path):
     keras.utils.set_random_seed(7)
     x, y = gm.data(batches=8, bad_batch=6)
-    model = keras.Sequential([
-        keras.Input((gm.FEATURES,)),
-        keras.layers.Dense(6, activation="tanh", dtype="mixed_float16"),
-        keras.layers.Dense(1, dtype="float32"),
-    ])
+    model = keras.Sequential(
+        [
+            keras.Input((gm.FEATURES,)),
+            keras.layers.Dense(6, activation="tanh", dtype="mixed_float16"),
+            keras.layers.Dense(1, dtype="float32"),
+        ]
+    )
     optimizer = keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD(0.01), initial_scale=2.0**40)
     model.compile(optimizer, "mse")
     guard = NanGuard(tmp_path)
@@ -192,7 +201,6 @@ def test_steps_per_execution(tmp_path):
     fit(model, x, y, guard)
     assert [f.step for f in guard.failures] == [3]
     assert int(model.optimizer.iterations.numpy()) == 3
-
 
 
 class DivideByZeroSchedule(keras.optimizers.schedules.LearningRateSchedule):

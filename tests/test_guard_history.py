@@ -42,7 +42,7 @@ def finite_tail(history: list[dict], count: int) -> list[dict]:
     """The last `count` rows before the loss first overflowed."""
     first_bad = next(i for i, row in enumerate(history) if row["loss"] is None)
     assert history[first_bad]["loss_nonfinite"] == "inf", history[first_bad]
-    rows = history[max(0, first_bad - count):first_bad]
+    rows = history[max(0, first_bad - count) : first_bad]
     assert len(rows) == count, rows
     return rows
 
@@ -54,7 +54,9 @@ def assert_growth(history: list[dict], failing_step: int) -> None:
     tail = finite_tail(history, 8)
     losses = [row["loss"] for row in tail]
     norms = [row["grad_norm"] for row in tail]
-    assert all(b > 2 * a for a, b in zip(losses, losses[1:], strict=False)), f"loss grows geometrically: {losses}"
+    assert all(b > 2 * a for a, b in zip(losses, losses[1:], strict=False)), (
+        f"loss grows geometrically: {losses}"
+    )
     assert all(b > a for a, b in zip(norms, norms[1:], strict=False)), f"gradient norm grows: {norms}"
     assert all(row["weight_norm"] > 0 and row["update_ratio"] > 0 for row in tail)
 
@@ -69,7 +71,9 @@ def assert_sgd_update_ratio(history: list[dict]) -> None:
 
 
 def weights_norm(model: keras.Model) -> float:
-    return math.sqrt(sum(float(np.sum(np.square(w.numpy().astype("float64")))) for w in model.trainable_weights))
+    return math.sqrt(
+        sum(float(np.sum(np.square(w.numpy().astype("float64")))) for w in model.trainable_weights)
+    )
 
 
 def test_fit_history_shows_the_divergence(tmp_path):
@@ -85,7 +89,9 @@ def test_fit_history_shows_the_divergence(tmp_path):
     history = bundle.loss_history
     assert history[0]["step"] == 0, "the default window (256) holds the whole short run"
     assert_growth(history, bundle.step)
-    assert history[-1]["loss"] is None and history[-1]["loss_nonfinite"] == "inf", "fit stops at the first Inf loss"
+    assert history[-1]["loss"] is None and history[-1]["loss_nonfinite"] == "inf", (
+        "fit stops at the first Inf loss"
+    )
     assert history[-1]["grad_norm"] > history[-2]["grad_norm"], "its gradients were still finite (and larger)"
     assert_sgd_update_ratio(history)
     assert history[0]["update_ratio"] is None, "no weights before the window: no ratio"
@@ -97,7 +103,8 @@ def test_fit_history_shows_the_divergence(tmp_path):
     predicted = np.max(np.abs(model(features).numpy().astype("float64")))
     assert history[-1]["max_abs_output"] == pytest.approx(predicted, rel=1e-5)
     assert history[-2]["logged_loss"] is not None and history[-2]["logged_loss"] < history[-2]["loss"], (
-        "Keras logs the running mean, which lags the growing loss")
+        "Keras logs the running mean, which lags the growing loss"
+    )
 
 
 def test_history_size_limits_the_window_and_zero_adds_no_ops(tmp_path):
@@ -118,7 +125,9 @@ def test_history_size_limits_the_window_and_zero_adds_no_ops(tmp_path):
                 op_types |= {node.op for node in graph.node}
                 op_types |= {node.op for f in graph.library.function for node in f.node_def}
         assert ("L2Loss" in op_types) == (size > 0), f"history_size={size}: {sorted(op_types)}"
-    assert [row["step"] for row in windows[5].loss_history] == list(range(windows[5].step - 4, windows[5].step + 1))
+    assert [row["step"] for row in windows[5].loss_history] == list(
+        range(windows[5].step - 4, windows[5].step + 1)
+    )
     assert windows[0].loss_history == [] and windows[0].step == windows[5].step, "same run, same failing step"
 
 
@@ -149,7 +158,9 @@ def test_custom_loop_history_shows_the_divergence(tmp_path):
     # A loop whose loss does not go through model.compute_loss is stopped by its gradients, not its loss: the
     # history shows the steps that trained on an infinite loss until the gradients overflowed too.
     last = history[-1]
-    assert last["loss_nonfinite"] == "inf" and last["grad_norm"] is None and last["grad_norm_nonfinite"] == "inf"
+    assert (
+        last["loss_nonfinite"] == "inf" and last["grad_norm"] is None and last["grad_norm_nonfinite"] == "inf"
+    )
     assert_sgd_update_ratio(history)
     assert all(row["logged_loss"] is None for row in history), "a custom loop logs nothing"
     # The step computes its loss without model.compute_loss: y_pred is not seen, so not measured (no marker).
@@ -164,7 +175,11 @@ def test_the_norms_keep_the_finite_verdict_of_the_plain_sums(compiled):
 
     cases = {
         "huge but finite": [np.array([1e20, -3e20], "float32"), np.array([1.0, 2.0], "float32")],
-        "ordinary": [np.array([3.0, 4.0], "float32"), np.array([[12.0]], "float64"), np.array([1e3, 1e3], "float16")],
+        "ordinary": [
+            np.array([3.0, 4.0], "float32"),
+            np.array([[12.0]], "float64"),
+            np.array([1e3, 1e3], "float16"),
+        ],
         "inf": [np.array([np.inf, 1.0], "float32"), np.array([1e20], "float32")],
         "nan": [np.array([np.nan], "float32"), np.array([2.0], "float32")],
         "sum overflows": [np.array([3e38, 3e38], "float32")],  # the plain sum is Inf: "not finite", as before

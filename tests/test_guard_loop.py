@@ -40,7 +40,9 @@ def test_tf_function_step_stops_and_checkpoint_restores(tmp_path, jit_compile):
     def train_step(bx, by, scale=1.0):
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(tf.square(model(bx, training=True) - by)) * scale
-            if tf.reduce_sum(by) > 1e30:  # tensor-dependent Python `if`: needs autograph, as tf.function had it
+            if (
+                tf.reduce_sum(by) > 1e30
+            ):  # tensor-dependent Python `if`: needs autograph, as tf.function had it
                 loss = loss * 0.0
         grads = tape.gradient(loss, model.trainable_variables)
         optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
@@ -63,7 +65,7 @@ def test_tf_function_step_stops_and_checkpoint_restores(tmp_path, jit_compile):
     assert bundle.manifest["step_function"]["jit_compile"] is jit_compile
     assert bundle.manifest["checkpoint"]["objects"] == ["model", "optimizer"]
     args, kwargs = bundle.step_arguments()
-    ex = x[3 * gm.BATCH:4 * gm.BATCH]
+    ex = x[3 * gm.BATCH : 4 * gm.BATCH]
     assert np.array_equal(args[0], ex, equal_nan=True) and kwargs == {"scale": 1.0}
 
     keras.utils.set_random_seed(99)
@@ -72,7 +74,9 @@ def test_tf_function_step_stops_and_checkpoint_restores(tmp_path, jit_compile):
     fresh_optimizer.build(fresh.trainable_variables)
     bundle.restore_checkpoint(model=fresh, optimizer=fresh_optimizer).assert_consumed()
     assert gm.weights_equal(fresh.get_weights(), model.get_weights())
-    assert gm.weights_equal([v.numpy() for v in fresh_optimizer.variables], [v.numpy() for v in optimizer.variables])
+    assert gm.weights_equal(
+        [v.numpy() for v in fresh_optimizer.variables], [v.numpy() for v in optimizer.variables]
+    )
 
 
 def test_eager_step_skip_mode_with_record_loss(tmp_path, capsys):

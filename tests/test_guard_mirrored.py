@@ -19,10 +19,17 @@ PROGRAMS = Path(__file__).parent / "programs"
 @pytest.fixture(scope="module")
 def results(tmp_path_factory) -> dict[str, dict]:
     capture_dir = tmp_path_factory.mktemp("mirrored")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=os.pathsep.join([str(PROGRAMS), str(PROGRAMS.parent.parent)]))
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="2",
+        PYTHONPATH=os.pathsep.join([str(PROGRAMS), str(PROGRAMS.parent.parent)]),
+    )
     done = subprocess.run(
         [sys.executable, str(PROGRAMS / "guard_mirrored.py"), str(capture_dir), "fit,fit-skip,loop"],
-        capture_output=True, text=True, env=env, timeout=600,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]

@@ -21,8 +21,14 @@ PROGRAM = Path(__file__).parent / "programs" / "guard_nan_program.py"
 def test_program_stops_at_the_bad_step_and_its_bundle_reloads(tmp_path):
     capture_dir, out = tmp_path / "captures", tmp_path / "after_fit.npz"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    done = subprocess.run([sys.executable, str(PROGRAM), str(capture_dir), str(out)], capture_output=True,
-                          text=True, env=env, timeout=300, cwd=tmp_path)
+    done = subprocess.run(
+        [sys.executable, str(PROGRAM), str(capture_dir), str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "NanGuard: step 5 (epoch 0, batch 5; counting from 0): non-finite loss" in done.stderr
     assert "training stopped" in done.stderr and "nanlens locate" in done.stderr

@@ -28,8 +28,12 @@ def imports_of(path: Path, modules: set[str]) -> set[str]:
         if name:
             found.add(name)
 
-    type_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in
-                 ast.unparse(node.test) for n in ast.walk(node)}
+    type_only = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
     for node in [tree]:
         for child in ast.walk(node):
             if id(child) in type_only:
@@ -59,7 +63,7 @@ def test_no_import_circle_in_pyadapter() -> None:
             if target.startswith(node + ".") or node.startswith(target + "."):
                 continue  # a package and its own submodules
             if state.get(target) == 1:
-                cycles.append(stack[stack.index(target):] + [target])
+                cycles.append(stack[stack.index(target) :] + [target])
             elif target not in state:
                 visit(target)
         stack.pop()

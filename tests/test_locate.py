@@ -48,7 +48,9 @@ def test_locate_cli_names_the_origin_line(name: str, tmp_path_factory: pytest.Te
     assert data["schema"] == "nanlens.findings/1"
     assert_names_origin(Findings.from_json(data), cap)
     # Progress phases on stderr, in order.
-    phases = [line.split(": ", 1)[1] for line in result.stderr.splitlines() if line.startswith("nanlens locate: ")]
+    phases = [
+        line.split(": ", 1)[1] for line in result.stderr.splitlines() if line.startswith("nanlens locate: ")
+    ]
     assert phases == ["loading bundle", "replaying with dump", "scanning"]
 
 
@@ -56,7 +58,9 @@ def test_locate_bundle_in_a_worker_process_with_progress(tmp_path_factory: pytes
     # The language server's way: the dumped replay runs in a child, so this process never enables dumping.
     cap = captured("custom_loop", tmp_path_factory)
     seen: list[tuple[str, float]] = []
-    findings = locate_bundle(cap.bundle, progress=lambda phase, fraction: seen.append((phase, fraction)), replay=True)
+    findings = locate_bundle(
+        cap.bundle, progress=lambda phase, fraction: seen.append((phase, fraction)), replay=True
+    )
     assert_names_origin(findings, cap)
     phases = list(dict.fromkeys(phase for phase, _ in seen))
     assert phases == ["loading bundle", "replaying with dump", "scanning", "done"]

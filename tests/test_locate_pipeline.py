@@ -33,8 +33,12 @@ def test_a_nan_made_in_a_dataset_map_function_is_found_by_a_rerun(tmp_path: Path
     script = ZOO / "zoo_tfdata_map_log.py"
     captures = tmp_path / "captures"
     done = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=quiet_env(NANLENS_CAPTURE_DIR=str(captures)),
-        capture_output=True, text=True, timeout=300,
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=quiet_env(NANLENS_CAPTURE_DIR=str(captures)),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 1, done.stderr[-2000:]
     (bundle,) = [p.parent for p in captures.glob("*/manifest.json")]
@@ -95,7 +99,12 @@ def test_guard_step_without_a_recorded_loss_is_quiet_under_check_numerics(tmp_pa
     script = tmp_path / "no_loss_step.py"  # autograph needs the step's source in a file
     script.write_text(NO_LOSS_STEP, encoding="utf-8")
     done = subprocess.run(
-        [sys.executable, str(script)], cwd=tmp_path, env=quiet_env(), capture_output=True, text=True, timeout=300
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=quiet_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "steps ran" in done.stdout

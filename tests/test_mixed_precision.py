@@ -36,12 +36,16 @@ def quiet_env(**extra: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class Training:
     bundle: Path
-    recorded: dict[str, dict[str, np.ndarray]]  # "before" / "failing" -> variable path -> value as the step began
+    recorded: dict[
+        str, dict[str, np.ndarray]
+    ]  # "before" / "failing" -> variable path -> value as the step began
     batches: dict[str, tuple[np.ndarray, np.ndarray]]  # "before" / "failing" -> (x, y)
 
 
 def only_bundle(capture_dir: Path, output: str) -> Path:
-    bundles = [p for p in capture_dir.iterdir() if (p / "manifest.json").is_file()] if capture_dir.is_dir() else []
+    bundles = (
+        [p for p in capture_dir.iterdir() if (p / "manifest.json").is_file()] if capture_dir.is_dir() else []
+    )
     assert len(bundles) == 1, f"expected one bundle in {capture_dir}, output:\n{output[-3000:]}"
     return bundles[0]
 
@@ -50,20 +54,33 @@ def only_bundle(capture_dir: Path, output: str) -> Path:
 def training(tmp_path_factory: pytest.TempPathFactory) -> Training:
     root = tmp_path_factory.mktemp("mixed-precision")
     out = root / "recorded.npz"
-    done = subprocess.run([sys.executable, str(PROGRAM), str(root / "captures"), str(out)], capture_output=True,
-                          text=True, env=quiet_env(), timeout=300, cwd=root)
+    done = subprocess.run(
+        [sys.executable, str(PROGRAM), str(root / "captures"), str(out)],
+        capture_output=True,
+        text=True,
+        env=quiet_env(),
+        timeout=300,
+        cwd=root,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     with np.load(out) as saved:
         paths = [str(p) for p in saved["paths"]]
-        recorded = {tag: {p: saved[f"{tag}/{i:03d}"] for i, p in enumerate(paths)} for tag in ("before", "failing")}
+        recorded = {
+            tag: {p: saved[f"{tag}/{i:03d}"] for i, p in enumerate(paths)} for tag in ("before", "failing")
+        }
         batches = {tag: (saved[f"{tag}_x"], saved[f"{tag}_y"]) for tag in ("before", "failing")}
         assert int(saved["failing_batch"]) == int(saved["before_batch"]) + 1
     return Training(only_bundle(root / "captures", done.stderr), recorded, batches)
 
 
 def nanlens_replay(bundle: Path) -> tuple[dict, str]:
-    done = subprocess.run([sys.executable, "-m", "pyadapter", "replay", str(bundle), "--json"], capture_output=True,
-                          text=True, env=quiet_env(), timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "replay", str(bundle), "--json"],
+        capture_output=True,
+        text=True,
+        env=quiet_env(),
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Traceback" not in done.stderr
     return json.loads(done.stdout), done.stderr
@@ -87,7 +104,9 @@ def test_the_bundle_holds_the_loss_scale_and_the_inner_optimizer_state(training:
     for path, value in weights.items():
         assert np.array_equal(value, training.recorded["failing"][path]), path
     x, y = bundle.batch()
-    assert np.array_equal(x, training.batches["failing"][0]) and np.array_equal(y, training.batches["failing"][1])
+    assert np.array_equal(x, training.batches["failing"][0]) and np.array_equal(
+        y, training.batches["failing"][1]
+    )
 
 
 def test_nanlens_replay_reproduces_the_step_without_skipping_optimizer_state(training: Training) -> None:
@@ -173,13 +192,16 @@ def test_assign_captured_state_fills_objects_a_program_just_built(training: Trai
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy("mixed_float16")
     try:
+
         def build(units: int) -> keras.Model:
-            model = keras.Sequential([
-                keras.Input(shape=(module.TIME_STEPS, module.FEATURES)),
-                keras.layers.Dense(units, activation="relu"),
-                module.AttentionPooling(),
-                keras.layers.Dense(1, dtype="float32"),
-            ])
+            model = keras.Sequential(
+                [
+                    keras.Input(shape=(module.TIME_STEPS, module.FEATURES)),
+                    keras.layers.Dense(units, activation="relu"),
+                    module.AttentionPooling(),
+                    keras.layers.Dense(1, dtype="float32"),
+                ]
+            )
             model.compile(optimizer=keras.optimizers.Adam(0.02), loss="mse")
             return model
 
@@ -209,10 +231,18 @@ def test_assign_captured_state_fills_objects_a_program_just_built(training: Trai
 
 def test_the_zoo_program_trains_at_module_level_and_its_bundle_replays(tmp_path: Path) -> None:
     source = ZOO_PROGRAM.read_text(encoding="utf-8")
-    assert 'if __name__ == "__main__"' not in source, "the zoo program trains at module level, as users write it"
+    assert 'if __name__ == "__main__"' not in source, (
+        "the zoo program trains at module level, as users write it"
+    )
     capture_dir = tmp_path / "captures"
-    done = subprocess.run([sys.executable, str(ZOO_PROGRAM)], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env=quiet_env(NANLENS_CAPTURE_DIR=str(capture_dir)))
+    done = subprocess.run(
+        [sys.executable, str(ZOO_PROGRAM)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env=quiet_env(NANLENS_CAPTURE_DIR=str(capture_dir)),
+    )
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-3000:]
     assert "zoo: training went non-finite" in done.stdout
     bundle = only_bundle(capture_dir, done.stderr)
@@ -220,7 +250,11 @@ def test_the_zoo_program_trains_at_module_level_and_its_bundle_replays(tmp_path:
     from pyadapter import CaptureBundle
 
     weights = CaptureBundle.load(bundle).weights()
-    assert {"loss_scale_optimizer/dynamic_scale", "loss_scale_optimizer/step_counter", "adam/iteration"} <= set(weights)
+    assert {
+        "loss_scale_optimizer/dynamic_scale",
+        "loss_scale_optimizer/step_counter",
+        "adam/iteration",
+    } <= set(weights)
     report, stderr = nanlens_replay(bundle)
     assert report["route"].startswith("replayed by re-entry"), report["route"]  # it trains at module level
     assert report["reproduced"] == {"graph": True, "eager": True}

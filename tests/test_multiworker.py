@@ -31,8 +31,14 @@ ORIGIN_LINE = next(i for i, line in enumerate(PROGRAM.read_text().splitlines(), 
 def nanlens(*args: str, cwd: Path | None = None, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """`python -m pyadapter ARGS` in a clean environment, as a user would run it."""
     env = {"PYTHONPATH": str(REPO), "TF_CPP_MIN_LOG_LEVEL": "2", "PATH": "/usr/bin:/bin"}
-    return subprocess.run([sys.executable, "-m", "pyadapter", *args], capture_output=True, text=True,
-                          timeout=timeout, env=env, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "pyadapter", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=cwd,
+    )
 
 
 class Cluster:
@@ -49,7 +55,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Cluster:
     root = tmp_path_factory.mktemp("multiworker")
     captures = root / "captures"
     runs = run_cluster(
-        [[str(PROGRAM), str(captures), str(root / f"result-{i}.json")] for i in range(2)], cwd=root, timeout=240
+        [[str(PROGRAM), str(captures), str(root / f"result-{i}.json")] for i in range(2)],
+        cwd=root,
+        timeout=240,
     )
     for run in runs:
         assert run.returncode == 0, run.tail()
@@ -110,8 +118,12 @@ def test_locate_names_the_sqrt_line_and_worker_1(cluster: Cluster) -> None:
 
 def test_in_skip_mode_both_workers_skip_the_bad_step_and_train_on(tmp_path: Path) -> None:
     runs = run_cluster(
-        [[str(PROGRAM), str(tmp_path / "captures"), str(tmp_path / f"result-{i}.json"), "skip"] for i in range(2)],
-        cwd=tmp_path, timeout=240,
+        [
+            [str(PROGRAM), str(tmp_path / "captures"), str(tmp_path / f"result-{i}.json"), "skip"]
+            for i in range(2)
+        ],
+        cwd=tmp_path,
+        timeout=240,
     )
     for run in runs:
         assert run.returncode == 0, run.tail()
@@ -122,7 +134,9 @@ def test_in_skip_mode_both_workers_skip_the_bad_step_and_train_on(tmp_path: Path
         [failure] = result["failures"]
         assert (failure["step"], failure["action"], failure["error"]) == (program.BAD_STEP, "skipped", None)
     assert results[0]["weights_sum"] == results[1]["weights_sum"]
-    assert CaptureBundle.load(results[1]["failures"][0]["bundle"]).cluster["non_finite_workers"] == ["worker:1"]
+    assert CaptureBundle.load(results[1]["failures"][0]["bundle"]).cluster["non_finite_workers"] == [
+        "worker:1"
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -134,8 +148,17 @@ def merged_dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
     files after its worker, as two machines' hostnames would."""
     root = tmp_path_factory.mktemp("multiworker-dump")
     argv = [
-        ["-m", "pyadapter", "run", "--dump", str(root / f"dump-{i}"), "--", str(PROGRAM), str(root / "captures"),
-         str(root / f"result-{i}.json")]
+        [
+            "-m",
+            "pyadapter",
+            "run",
+            "--dump",
+            str(root / f"dump-{i}"),
+            "--",
+            str(PROGRAM),
+            str(root / "captures"),
+            str(root / f"result-{i}.json"),
+        ]
         for i in range(2)
     ]
     runs = run_cluster(argv, cwd=root, timeout=240)
@@ -163,7 +186,9 @@ def test_dumps_from_two_hosts_merge_into_one_causal_order(merged_dump: Path) -> 
     assert origin is not None
     assert (Path(origin.file).name, origin.line) == (PROGRAM.name, ORIGIN_LINE)
     assert origin.op.type == "Sqrt"
-    assert origin.op.host == "host-1" and origin.op.task == "worker:1"  # the finding names the host and worker
+    assert (
+        origin.op.host == "host-1" and origin.op.task == "worker:1"
+    )  # the finding names the host and worker
     for finding in findings.findings[1:]:  # what it spread to comes after it
         assert finding.role == "propagated"
 

@@ -62,7 +62,9 @@ with open(LOCATION_FILE, "w") as handle:
 with DumpRecorder(DUMP_DIR):
     tf.function(naive_loss)(tf.constant(y[:4]), model(x[:4]))"""
 
-ORIGIN_LINE = next(i for i, line in enumerate(BUGGY.splitlines(), 1) if "# ORIGIN" in line)  # line in the cell
+ORIGIN_LINE = next(
+    i for i, line in enumerate(BUGGY.splitlines(), 1) if "# ORIGIN" in line
+)  # line in the cell
 
 
 def _notebook_json(cells: list[tuple[str, str]]) -> dict:
@@ -71,8 +73,13 @@ def _notebook_json(cells: list[tuple[str, str]]) -> dict:
         "nbformat_minor": 5,
         "metadata": {"kernelspec": {"name": KERNEL_NAME, "display_name": "Python", "language": "python"}},
         "cells": [
-            {"cell_type": kind, "id": f"c{i}", "metadata": {}, "source": source,
-             **({"outputs": [], "execution_count": None} if kind == "code" else {})}
+            {
+                "cell_type": kind,
+                "id": f"c{i}",
+                "metadata": {},
+                "source": source,
+                **({"outputs": [], "execution_count": None} if kind == "code" else {}),
+            }
             for i, (kind, source) in enumerate(cells)
         ],
     }
@@ -82,8 +89,11 @@ def _write_kernelspec(jupyter_dir: Path) -> None:
     """A kernelspec that starts this interpreter (the .venv's), found through JUPYTER_PATH only."""
     spec_dir = jupyter_dir / "kernels" / KERNEL_NAME
     spec_dir.mkdir(parents=True)
-    spec = {"argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-            "display_name": "NaN Lens test Python", "language": "python"}
+    spec = {
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "NaN Lens test Python",
+        "language": "python",
+    }
     (spec_dir / "kernel.json").write_text(json.dumps(spec), encoding="utf-8")
 
 
@@ -98,8 +108,10 @@ def notebook_run(tmp_path_factory):
     folder = root / "experiments"
     folder.mkdir(parents=True)
     capture_dir, dump_dir, location_file = base / "captures", base / "dump", base / "location.json"
-    settings = (f"CAPTURE_DIR = {str(capture_dir)!r}\nDUMP_DIR = {str(dump_dir)!r}\n"
-                f"LOCATION_FILE = {str(location_file)!r}")
+    settings = (
+        f"CAPTURE_DIR = {str(capture_dir)!r}\nDUMP_DIR = {str(dump_dir)!r}\n"
+        f"LOCATION_FILE = {str(location_file)!r}"
+    )
     cells = [
         ("markdown", "# A model with a NaN bug\nThe loss takes the log of a softmax."),
         ("code", IMPORTS),
@@ -123,8 +135,9 @@ def notebook_run(tmp_path_factory):
         patch.setenv("CUDA_VISIBLE_DEVICES", "")
         patch.delenv("IPYKERNEL_CELL_NAME", raising=False)
         nb = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
-        client = nbclient.NotebookClient(nb, timeout=300, kernel_name=KERNEL_NAME,
-                                         resources={"metadata": {"path": str(folder)}})
+        client = nbclient.NotebookClient(
+            nb, timeout=300, kernel_name=KERNEL_NAME, resources={"metadata": {"path": str(folder)}}
+        )
         client.execute()
 
     bundles = sorted(p for p in capture_dir.iterdir() if p.is_dir())
@@ -163,8 +176,10 @@ def test_bundle_is_named_after_the_notebook_and_records_its_cells(notebook_run):
     assert [c["source"] for c in recorded["cells"]] == code_sources[:4]
     assert [c["execution_count"] for c in recorded["cells"]] == [1, 2, 3, 4]
     files = [c["file"] for c in recorded["cells"]]
-    assert all(f and os.path.basename(os.path.dirname(f)).startswith("ipykernel_") and f.endswith(".py")
-               for f in files), files
+    assert all(
+        f and os.path.basename(os.path.dirname(f)).startswith("ipykernel_") and f.endswith(".py")
+        for f in files
+    ), files
     assert len(set(files)) == len(files)
     by_source = {c["source"]: c for c in recorded["cells"]}
     assert "run_line_magic" in by_source[IMPORTS]["code"]  # %env, as the kernel compiled it
@@ -208,7 +223,9 @@ def test_origin_in_a_dump_made_in_the_kernel_maps_to_the_buggy_cell(notebook_run
     location = notebook_run["location"]
     assert findings.origin.file == location["file"] and findings.origin.cell is None
 
-    info = NotebookInfo.from_manifest(CaptureBundle.load(notebook_run["bundle"]).manifest["entry_script"]["notebook"])
+    info = NotebookInfo.from_manifest(
+        CaptureBundle.load(notebook_run["bundle"]).manifest["entry_script"]["notebook"]
+    )
     same = map_findings_to_notebook(findings, info)
     assert same is findings
     origin = findings.origin
@@ -249,13 +266,17 @@ def test_findings_json_located_at_the_scene_points_at_the_buggy_cell(notebook_ru
 
     bundle = CaptureBundle.load(notebook_run["bundle"])
     findings_file = notebook_run["bundle"] / "findings.json"
-    assert "findings.json" in bundle.manifest["files"], sorted(p.name for p in notebook_run["bundle"].iterdir())
+    assert "findings.json" in bundle.manifest["files"], sorted(
+        p.name for p in notebook_run["bundle"].iterdir()
+    )
     findings = load_findings(findings_file)
     origin = findings.origin
     nb, index = str(notebook_run["path"]), _buggy_index(notebook_run)
     assert origin is not None and origin.op.type == "Log"
     assert (origin.file, origin.cell, origin.line) == (nb, index, ORIGIN_LINE)
-    cell_files = {c.file for c in NotebookInfo.from_manifest(bundle.manifest["entry_script"]["notebook"]).cells}
+    cell_files = {
+        c.file for c in NotebookInfo.from_manifest(bundle.manifest["entry_script"]["notebook"]).cells
+    }
     for finding in [origin, *findings.findings]:
         assert finding.file not in cell_files
         assert not any(frame.file in cell_files for frame in finding.stack)
@@ -309,8 +330,16 @@ def _write(path: Path, cells: list[tuple[str, str]]) -> Path:
 
 
 def test_code_cells_with_magics_keep_cell_indices_and_line_numbers(tmp_path):
-    nb = _write(tmp_path / "m.ipynb", [("markdown", "# t"), ("code", MAGICS), ("raw", "x"),
-                                       ("code", "%%time\ny = 2\nprint(y)"), ("code", "\n\nz = 3")])
+    nb = _write(
+        tmp_path / "m.ipynb",
+        [
+            ("markdown", "# t"),
+            ("code", MAGICS),
+            ("raw", "x"),
+            ("code", "%%time\ny = 2\nprint(y)"),
+            ("code", "\n\nz = 3"),
+        ],
+    )
     cells = notebook_code_cells(nb)
     assert [c.index for c in cells] == [1, 3, 4] and all(isinstance(c, CodeCell) for c in cells)
     first = cells[0]
@@ -327,7 +356,16 @@ def test_code_cells_with_magics_keep_cell_indices_and_line_numbers(tmp_path):
 def test_code_cells_without_ipython_become_pass(tmp_path):
     plain = _transform_cell(MAGICS, None)
     lines = plain.splitlines()
-    assert lines == ["pass", "import os", "pass", "pass", "if files:", "    pass", "    print(os.sep)", "pass"]
+    assert lines == [
+        "pass",
+        "import os",
+        "pass",
+        "pass",
+        "if files:",
+        "    pass",
+        "    print(os.sep)",
+        "pass",
+    ]
     compile(plain, "m.py", "exec")
     assert _transform_cell("%%time\ny = 2\nprint(y)", None).splitlines() == ["pass", "y = 2", "print(y)"]
     assert _transform_cell("%%bash\necho hi\nls", None).splitlines() == ["pass", "pass", "pass"]
@@ -362,9 +400,15 @@ def test_malformed_notebook_is_one_clear_line(tmp_path, content, reason):
 
 def test_duplicate_cells_follow_execution_order(tmp_path):
     same = "loss = tf.math.log(p)\nprint(loss)"
-    nb = _write(tmp_path / "d.ipynb", [("code", same), ("markdown", "m"), ("code", "p = 0.0"), ("code", same + "\n\n")])
-    runs = [ExecutedCell(1, same, "/tmp/ipykernel_1/aaa.py"), ExecutedCell(2, "p = 0.0", "/tmp/ipykernel_1/bbb.py"),
-            ExecutedCell(3, same + "\n", "/tmp/ipykernel_1/aaa.py")]
+    nb = _write(
+        tmp_path / "d.ipynb",
+        [("code", same), ("markdown", "m"), ("code", "p = 0.0"), ("code", same + "\n\n")],
+    )
+    runs = [
+        ExecutedCell(1, same, "/tmp/ipykernel_1/aaa.py"),
+        ExecutedCell(2, "p = 0.0", "/tmp/ipykernel_1/bbb.py"),
+        ExecutedCell(3, same + "\n", "/tmp/ipykernel_1/aaa.py"),
+    ]
     info = NotebookInfo(path=nb, sha256=None, cells=runs)
     # The latest run of that source came after cell 2: it was cell 3 (its trailing blank lines do not count).
     assert info.cell_location("/tmp/ipykernel_1/aaa.py", 1) == (str(nb), 3, 1)
@@ -376,24 +420,48 @@ def test_duplicate_cells_follow_execution_order(tmp_path):
     info = NotebookInfo(path=nb, sha256=None, cells=runs[:1])
     assert info.cell_location("/tmp/ipykernel_1/aaa.py", 2) == (str(nb), 0, 2)
     assert NotebookInfo.from_manifest(info.to_manifest()).cell_location("/tmp/ipykernel_1/aaa.py", 2) == (
-        str(nb), 0, 2)
+        str(nb),
+        0,
+        2,
+    )
 
 
 def test_map_findings_rewrites_origin_findings_and_frames(tmp_path):
     nb = _write(tmp_path / "f.ipynb", [("markdown", "#"), ("code", "\ndef f(p):\n    return tf.math.log(p)")])
     cell_file = "/tmp/ipykernel_7/123.py"
-    info = NotebookInfo(path=nb, sha256=None,
-                        cells=[ExecutedCell(1, "\ndef f(p):\n    return tf.math.log(p)", cell_file,
-                                            code="def f(p):\n    return tf.math.log(p)\n")])
-    stack = [Frame("/work/train.py", 10, "main"), Frame(cell_file, 2, "f"), Frame("/site-packages/tf/x.py", 5)]
+    info = NotebookInfo(
+        path=nb,
+        sha256=None,
+        cells=[
+            ExecutedCell(
+                1,
+                "\ndef f(p):\n    return tf.math.log(p)",
+                cell_file,
+                code="def f(p):\n    return tf.math.log(p)\n",
+            )
+        ],
+    )
+    stack = [
+        Frame("/work/train.py", 10, "main"),
+        Frame(cell_file, 2, "f"),
+        Frame("/site-packages/tf/x.py", 5),
+    ]
     origin = Finding(file=cell_file, line=2, role="origin", op=OpRef(name="Log", type="Log"), stack=stack)
-    other = Finding(file="/work/train.py", line=10, role="propagated", op=OpRef(name="Mul", type="Mul"),
-                    stack=[Frame(cell_file, 2, "f")])
+    other = Finding(
+        file="/work/train.py",
+        line=10,
+        role="propagated",
+        op=OpRef(name="Mul", type="Mul"),
+        stack=[Frame(cell_file, 2, "f")],
+    )
     doc = Findings(source_kind="dump", source_path="d", origin=origin, findings=[origin, other])
     map_findings_to_notebook(doc, info)
     assert (origin.file, origin.cell, origin.line) == (str(nb), 1, 3)
     assert [(f.file, f.cell, f.line) for f in origin.stack] == [
-        ("/work/train.py", None, 10), (str(nb), 1, 3), ("/site-packages/tf/x.py", None, 5)]
+        ("/work/train.py", None, 10),
+        (str(nb), 1, 3),
+        ("/site-packages/tf/x.py", None, 5),
+    ]
     assert (other.file, other.cell, other.line) == ("/work/train.py", None, 10)
     assert (other.stack[0].cell, other.stack[0].line) == (1, 3)
     map_findings_to_notebook(doc, info)  # idempotent
@@ -406,9 +474,14 @@ def test_map_findings_rewrites_origin_findings_and_frames(tmp_path):
 
 @pytest.mark.slow
 def test_notebook_bundle_replays_by_reentry(notebook_run):
-    result = subprocess.run([sys.executable, "-m", "pyadapter", "replay", str(notebook_run["bundle"]), "--json"],
-                            capture_output=True, text=True, timeout=300, cwd=notebook_run["path"].parent,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    result = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "replay", str(notebook_run["bundle"]), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=notebook_run["path"].parent,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert report["route"].startswith(f"replayed by re-entry: ran the notebook {STEM}.ipynb"), report["route"]
@@ -419,17 +492,24 @@ def test_notebook_bundle_replays_by_reentry(notebook_run):
 def test_notebook_locate_by_reentry_names_the_cell_and_line(notebook_run):
     result = subprocess.run(
         [sys.executable, "-m", "pyadapter", "locate", str(notebook_run["bundle"]), "--replay", "--json"],
-        capture_output=True, text=True, timeout=300, cwd=notebook_run["path"].parent,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=notebook_run["path"].parent,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     origin = json.loads(result.stdout)["origin"]
     assert (origin["file"], origin["cell"], origin["line"]) == (
-        str(notebook_run["path"]), _buggy_index(notebook_run), ORIGIN_LINE)
+        str(notebook_run["path"]),
+        _buggy_index(notebook_run),
+        ORIGIN_LINE,
+    )
 
 
 @pytest.mark.slow
 def test_replay_eagerly_of_a_notebook_bundle_stops_in_the_cell_with_real_tensors(notebook_run):
-    """"Replay eagerly" on a notebook origin: the editor puts the breakpoint on the cell's file (what the server's
+    """ "Replay eagerly" on a notebook origin: the editor puts the breakpoint on the cell's file (what the server's
     replay target names, `cellFile`), and debugpy stops there when the re-entered notebook's captured step runs."""
     from dap_client import DapClient, replay_stopped_at
 
@@ -440,13 +520,18 @@ def test_replay_eagerly_of_a_notebook_bundle_stops_in_the_cell_with_real_tensors
     source = str(cell_file(notebook, index))
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"}
     with DapClient([sys.executable, "-m", "debugpy.adapter"], env=env) as dap:
-        stopped = replay_stopped_at(dap, str(notebook_run["bundle"]), str(notebook.parent), source, ORIGIN_LINE)
+        stopped = replay_stopped_at(
+            dap, str(notebook_run["bundle"]), str(notebook.parent), source, ORIGIN_LINE
+        )
         assert stopped["body"]["reason"] == "breakpoint"
         thread = stopped["body"]["threadId"]
         top = dap.request("stackTrace", {"threadId": thread, "levels": 3})["body"]["stackFrames"][0]
         assert (top["source"]["path"], top["line"]) == (source, ORIGIN_LINE)
-        smallest = dap.request("evaluate", {"expression": "float(probs.numpy().min())", "frameId": top["id"],
-                                            "context": "repl"})["body"]["result"]
-        assert float(smallest) == 0.0  # the softmax of huge logits underflowed: real values, not a graph tensor
+        smallest = dap.request(
+            "evaluate", {"expression": "float(probs.numpy().min())", "frameId": top["id"], "context": "repl"}
+        )["body"]["result"]
+        assert (
+            float(smallest) == 0.0
+        )  # the softmax of huge logits underflowed: real values, not a graph tensor
         dap.request("continue", {"threadId": thread})
         dap.wait_event("terminated", timeout=120)

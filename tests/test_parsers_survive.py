@@ -39,7 +39,9 @@ from pyadapter.findings import Findings, FindingsError, load_findings
 PROGRAMS = Path(__file__).parent / "programs"
 REPO = Path(__file__).parent.parent
 FUZZ_CASES = int(os.environ.get("NANLENS_FUZZ_CASES", "500"))
-FUZZ_SECONDS = float(os.environ.get("NANLENS_FUZZ_SECONDS", "90"))  # the fixed-seed loops stay well under this
+FUZZ_SECONDS = float(
+    os.environ.get("NANLENS_FUZZ_SECONDS", "90")
+)  # the fixed-seed loops stay well under this
 DEEP = "[" * 100_000 + "]" * 100_000
 DEEP_OBJECT = '{"a":' * 100_000 + "1" + "}" * 100_000
 slow = pytest.mark.slow
@@ -85,7 +87,9 @@ def test_json_that_json_loads_would_choke_on_is_one_line(text, reason):
 def test_json_within_bounds_is_read_as_json_loads_reads_it():
     text = json.dumps({"a": [1, -2, 3.5, None, True, "é😀"], "b": {"c": [[]]}, "n": 2**127})
     assert safejson.loads(text) == json.loads(text)
-    assert safejson.loads("\ufeff" + "[" * 100 + "]" * 100) is not None, "exactly 100 levels, a BOM is skipped"
+    assert safejson.loads("\ufeff" + "[" * 100 + "]" * 100) is not None, (
+        "exactly 100 levels, a BOM is skipped"
+    )
 
 
 def test_json_files_are_read_no_further_than_their_limit(tmp_path):
@@ -97,11 +101,22 @@ def test_json_files_are_read_no_further_than_their_limit(tmp_path):
 
 # ---- findings.json --------------------------------------------------------------------------------------------
 
-FINDING = {"file": "/p/train.py", "line": 3, "role": "origin", "op": {"name": "Log", "type": "Log"},
-           "health": {"nan": 1, "size": 4}, "inputs": [{"name": "x:0", "health": {"size": 4}}],
-           "stack": [{"file": "/p/train.py", "line": 3, "function": "f"}], "message": "m"}
-DOCUMENT = {"schema": "nanlens.findings/1", "source": {"kind": "dump", "path": "/d", "hosts": ["h"]},
-            "origin": FINDING, "findings": [FINDING]}
+FINDING = {
+    "file": "/p/train.py",
+    "line": 3,
+    "role": "origin",
+    "op": {"name": "Log", "type": "Log"},
+    "health": {"nan": 1, "size": 4},
+    "inputs": [{"name": "x:0", "health": {"size": 4}}],
+    "stack": [{"file": "/p/train.py", "line": 3, "function": "f"}],
+    "message": "m",
+}
+DOCUMENT = {
+    "schema": "nanlens.findings/1",
+    "source": {"kind": "dump", "path": "/d", "hosts": ["h"]},
+    "origin": FINDING,
+    "findings": [FINDING],
+}
 
 
 def _with(path: tuple, value):  # type: ignore[no-untyped-def]
@@ -199,8 +214,14 @@ def test_every_file_and_folder_of_a_bundle_is_fsynced(tmp_path, monkeypatch):
         writer.file("findings.json").write_text("{}")
         tmp = writer.tmp
         final = writer.commit({"kind": "custom_loop", "step": 1})
-    names = ["batch.npz", "weights.npz", "checkpoint/ckpt.index", "checkpoint/ckpt.data-00000-of-00001",
-             "findings.json", "manifest.json"]
+    names = [
+        "batch.npz",
+        "weights.npz",
+        "checkpoint/ckpt.index",
+        "checkpoint/ckpt.data-00000-of-00001",
+        "findings.json",
+        "manifest.json",
+    ]
     for name in names:
         assert str(tmp / name) in synced, f"{name} was not fsynced before the rename"
     assert str(tmp / "checkpoint") in synced and str(tmp) in synced, "the bundle's folders are fsynced"
@@ -225,11 +246,26 @@ def real(tmp_path_factory) -> dict[str, Path]:
     jobs = {
         "fit": [sys.executable, str(PROGRAMS / "replay_keras_layer.py"), str(root / "fit")],
         "loop": [sys.executable, str(PROGRAMS / "replay_custom_loop.py"), str(root / "loop")],
-        "dump": [sys.executable, "-m", "pyadapter", "run", "--dump", str(root / "dump"), "--", "log_softmax.py"],
+        "dump": [
+            sys.executable,
+            "-m",
+            "pyadapter",
+            "run",
+            "--dump",
+            str(root / "dump"),
+            "--",
+            "log_softmax.py",
+        ],
     }
     started = {
-        name: subprocess.Popen(command, cwd=str(PROGRAMS), env=_env(), stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True)
+        name: subprocess.Popen(
+            command,
+            cwd=str(PROGRAMS),
+            env=_env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         for name, command in jobs.items()
     }
     out: dict[str, Path] = {}
@@ -281,6 +317,7 @@ def _manifest_with(change):  # type: ignore[no-untyped-def]
         manifest = json.loads((bundle / "manifest.json").read_text())
         text = change(manifest)
         (bundle / "manifest.json").write_text(text if isinstance(text, str) else json.dumps(manifest))
+
     return edit
 
 
@@ -294,20 +331,31 @@ def _set(path: tuple[str, ...], value):  # type: ignore[no-untyped-def]
         if isinstance(value, str) and value.startswith("raw:"):
             return json.dumps(manifest).replace('"__VALUE__"', value[4:])
         return None
+
     return _manifest_with(change)
 
 
 MANIFEST_CASES = [
-    ("deep-nesting", lambda b: (b / "manifest.json").write_text(DEEP), "manifest.json is nested deeper than 100"),
+    (
+        "deep-nesting",
+        lambda b: (b / "manifest.json").write_text(DEEP),
+        "manifest.json is nested deeper than 100",
+    ),
     ("deep-inside", _set(("rng", "note"), f"raw:{DEEP_OBJECT}"), "manifest.json is nested deeper than 100"),
     ("1e400", _set(("step",), "raw:1e400"), "manifest.json holds a number out of range (1e400)"),
     ("huge-int", _set(("step",), "raw:" + "9" * 5000), "manifest.json holds an integer of 5000 digits"),
     ("nan", _set(("epoch",), "raw:NaN"), "manifest.json holds NaN"),
-    ("surrogate", _set(("run",), "raw:\"\\udc80\""), "lone surrogate"),
-    ("not-utf8", lambda b: (b / "manifest.json").write_bytes(b"\xc0" + (b / "manifest.json").read_bytes()),
-     "manifest.json is not UTF-8 text"),
-    ("truncated", lambda b: (b / "manifest.json").write_bytes((b / "manifest.json").read_bytes()[:300]),
-     "manifest.json is not valid JSON"),
+    ("surrogate", _set(("run",), 'raw:"\\udc80"'), "lone surrogate"),
+    (
+        "not-utf8",
+        lambda b: (b / "manifest.json").write_bytes(b"\xc0" + (b / "manifest.json").read_bytes()),
+        "manifest.json is not UTF-8 text",
+    ),
+    (
+        "truncated",
+        lambda b: (b / "manifest.json").write_bytes((b / "manifest.json").read_bytes()[:300]),
+        "manifest.json is not valid JSON",
+    ),
     ("empty", lambda b: (b / "manifest.json").write_bytes(b""), "manifest.json is not valid JSON"),
     ("a-list", lambda b: (b / "manifest.json").write_text("[1]"), "manifest.json is not a JSON object"),
     ("format-list", _set(("format",), [DEEP[:10]]), "bundle format 'list' is not supported"),
@@ -322,16 +370,32 @@ MANIFEST_CASES = [
     ("file-entry-str", _set(("files", "batch.npz"), "sha"), "manifest entry for batch.npz has no sha256"),
     ("size-huge", _set(("files", "batch.npz", "size"), 2**62), "batch.npz has"),
     ("entry-script-str", _set(("entry_script",), "/bin/sh"), "field 'entry_script' has the wrong type"),
-    ("argv-ints", _set(("entry_script", "argv"), [1, 2]), "'entry_script.argv' holds something other than strings"),
+    (
+        "argv-ints",
+        _set(("entry_script", "argv"), [1, 2]),
+        "'entry_script.argv' holds something other than strings",
+    ),
     ("cwd-list", _set(("entry_script", "cwd"), ["/"]), "'entry_script.cwd' has the wrong type"),
     ("variables-dict", _set(("weights", "variables"), {"key": "w000"}), "'weights.variables' is not a list"),
-    ("variable-key-int", _set(("weights", "variables"), [{"key": 0, "path": "x"}]), "'weights.variables' is not"),
+    (
+        "variable-key-int",
+        _set(("weights", "variables"), [{"key": 0, "path": "x"}]),
+        "'weights.variables' is not",
+    ),
     ("history-ints", _set(("loss_history",), [1, 2]), "'loss_history' holds something other than objects"),
     ("host-list", _set(("host",), ["vm"]), "field 'host' has the wrong type"),
     ("epoch-str", _set(("epoch",), "0"), "field 'epoch' has the wrong type"),
     ("cluster-shards-dict", _set(("cluster",), {"shards": {}}), "'cluster.shards' is not a list"),
-    ("pickle-listed", _set(("files", "evil.pkl"), {"sha256": "0" * 64, "size": 1}), "evil.pkl is not a file a bundle"),
-    ("name-escapes", _set(("files", "../x.npz"), {"sha256": "0" * 64, "size": 1}), "path '../x.npz' leaves the bundle"),
+    (
+        "pickle-listed",
+        _set(("files", "evil.pkl"), {"sha256": "0" * 64, "size": 1}),
+        "evil.pkl is not a file a bundle",
+    ),
+    (
+        "name-escapes",
+        _set(("files", "../x.npz"), {"sha256": "0" * 64, "size": 1}),
+        "path '../x.npz' leaves the bundle",
+    ),
 ]
 
 
@@ -365,8 +429,11 @@ def test_accessors_of_a_loaded_bundle_give_bundle_errors(loop):
     bundle = CaptureBundle.load(loop)
     with pytest.raises(BundleError, match="namedtuple description has invalid names"):
         bundle.batch()
-    manifest["batch"]["structure"] = {"type": "dict", "keys": ["args", "kwargs"], "items": [
-        {"type": "list", "items": []}, {"type": "list", "items": []}]}
+    manifest["batch"]["structure"] = {
+        "type": "dict",
+        "keys": ["args", "kwargs"],
+        "items": [{"type": "list", "items": []}, {"type": "list", "items": []}],
+    }
     (loop / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BundleError, match="keyword arguments are not a mapping"):
         CaptureBundle.load(loop).step_arguments()
@@ -402,6 +469,7 @@ def _batch_member(bundle: Path) -> tuple[str, bytes]:
 
 def _lie_in_directory(field: str, value: int):  # type: ignore[no-untyped-def]
     """Rewrites one field of the batch.npz's first central directory entry (or of its end record)."""
+
     def edit(data: bytes) -> bytes:
         out = bytearray(data)
         if field == "cd_size":
@@ -412,22 +480,46 @@ def _lie_in_directory(field: str, value: int):  # type: ignore[no-untyped-def]
             offset = {"compress_size": 20, "file_size": 24, "flags": 8, "method": 10}[field]
             struct.pack_into("<I" if "size" in field else "<H", out, at + offset, value)
         return bytes(out)
+
     return edit
 
 
 NPZ_CASES = [
-    ("huge-shape", lambda n, d: npz({n: npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000,), }",
-                                            d[-16:])}), "declares 4000000000000 bytes of data but holds 16"),
-    ("shape-short", lambda n, d: npz({n: npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }",
-                                             d[-16:])}), "declares 4 bytes of data but holds 16"),
-    ("object-dtype", lambda n, d: npz({n: npy("{'descr': '|O', 'fortran_order': False, 'shape': (1,), }",
-                                              b"\x80\x04.")}), "holds a pickled object array"),
-    ("header-deep", lambda n, d: npz({n: npy("{'descr': " + "(" * 3000 + ")" * 3000 + "}")}), "not a valid .npy"),
-    ("header-huge-int", lambda n, d: npz({n: npy("{'descr': '<f4', 'fortran_order': False, 'shape': (" + "9" * 5000
-                                                 + ",), }")}), "not a valid .npy"),
+    (
+        "huge-shape",
+        lambda n, d: npz(
+            {n: npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1000000000000,), }", d[-16:])}
+        ),
+        "declares 4000000000000 bytes of data but holds 16",
+    ),
+    (
+        "shape-short",
+        lambda n, d: npz({n: npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", d[-16:])}),
+        "declares 4 bytes of data but holds 16",
+    ),
+    (
+        "object-dtype",
+        lambda n, d: npz({n: npy("{'descr': '|O', 'fortran_order': False, 'shape': (1,), }", b"\x80\x04.")}),
+        "holds a pickled object array",
+    ),
+    (
+        "header-deep",
+        lambda n, d: npz({n: npy("{'descr': " + "(" * 3000 + ")" * 3000 + "}")}),
+        "not a valid .npy",
+    ),
+    (
+        "header-huge-int",
+        lambda n, d: npz(
+            {n: npy("{'descr': '<f4', 'fortran_order': False, 'shape': (" + "9" * 5000 + ",), }")}
+        ),
+        "not a valid .npy",
+    ),
     ("header-garbage", lambda n, d: npz({n: npy("__import__('os')")}), "not a valid .npy"),
-    ("descr-bad", lambda n, d: npz({n: npy("{'descr': 'zz9', 'fortran_order': False, 'shape': (1,), }")}),
-     "not a valid .npy"),
+    (
+        "descr-bad",
+        lambda n, d: npz({n: npy("{'descr': 'zz9', 'fortran_order': False, 'shape': (1,), }")}),
+        "not a valid .npy",
+    ),
     ("npy-truncated", lambda n, d: npz({n: d[:9]}), "not a valid .npy"),
     ("npy-version", lambda n, d: npz({n: b"\x93NUMPY\x09\x00" + d[8:]}), "unsupported .npy version"),
     ("compressed", lambda n, d: npz({n: d}, zipfile.ZIP_DEFLATED), "compressed with method 8 (refused)"),
@@ -435,12 +527,21 @@ NPZ_CASES = [
     ("member-not-npy", lambda n, d: npz({n: d, "run.py": b"print(1)"}), "holds 'run.py', not a .npy array"),
     ("not-a-zip", lambda n, d: d, "batch.npz is not a valid zip archive"),
     ("empty", lambda n, d: b"", "batch.npz is not a valid zip archive"),
-    ("huge-directory", lambda n, d: _lie_in_directory("cd_size", 1 << 30)(npz({n: d})),
-     "implausibly large zip directory (1 entries, 1073741824 bytes)"),
-    ("lying-file-size", lambda n, d: _lie_in_directory("file_size", 1 << 31)(npz({n: d})),
-     "declares sizes its archive does not hold"),
-    ("lying-compress-size", lambda n, d: _lie_in_directory("compress_size", 1 << 31)(npz({n: d})),
-     "declares sizes its archive does not hold"),
+    (
+        "huge-directory",
+        lambda n, d: _lie_in_directory("cd_size", 1 << 30)(npz({n: d})),
+        "implausibly large zip directory (1 entries, 1073741824 bytes)",
+    ),
+    (
+        "lying-file-size",
+        lambda n, d: _lie_in_directory("file_size", 1 << 31)(npz({n: d})),
+        "declares sizes its archive does not hold",
+    ),
+    (
+        "lying-compress-size",
+        lambda n, d: _lie_in_directory("compress_size", 1 << 31)(npz({n: d})),
+        "declares sizes its archive does not hold",
+    ),
     ("encrypted", lambda n, d: _lie_in_directory("flags", 1)(npz({n: d})), "is encrypted"),
     ("method-99", lambda n, d: _lie_in_directory("method", 99)(npz({n: d})), "compressed with method 99"),
 ]
@@ -466,7 +567,10 @@ def _keras_archive(bundle: Path, change) -> None:  # type: ignore[no-untyped-def
 @pytest.mark.parametrize(
     "change, reason",
     [
-        (lambda m: m.update({"config.json": b" " * (65 << 20)}), "config.json is implausibly large (68157440 bytes)"),
+        (
+            lambda m: m.update({"config.json": b" " * (65 << 20)}),
+            "config.json is implausibly large (68157440 bytes)",
+        ),
         (lambda m: m.update({"evil.pkl": b"\x80\x04."}), "holds unexpected member 'evil.pkl'"),
         (lambda m: m.update({"/etc/passwd": b"x"}), "unsafe path: '/etc/passwd'"),
     ],
@@ -481,7 +585,9 @@ def test_bad_keras_archives_are_one_bundle_error(fit, change, reason):
 @slow
 def test_a_keras_member_that_claims_to_expand_a_thousandfold_is_a_zip_bomb(fit):
     _keras_archive(fit, lambda m: None)  # deflated
-    (fit / "model.keras").write_bytes(_lie_in_directory("file_size", 3_000_000_000)((fit / "model.keras").read_bytes()))
+    (fit / "model.keras").write_bytes(
+        _lie_in_directory("file_size", 3_000_000_000)((fit / "model.keras").read_bytes())
+    )
     rehash(fit)
     refused(fit, "metadata.json expands to 3000000000 bytes (a zip bomb)")
 
@@ -525,9 +631,22 @@ def sstable(entries: list[tuple[bytes, bytes]]) -> bytes:
 
 
 def entry(dtype: int, dims: list[int], offset: int, size: int, shard: int = 0) -> bytes:
-    shape = b"".join(b"\x12" + _varint(len(d)) + d for d in (b"\x08" + _varint(dim % (1 << 64)) for dim in dims))
-    return (b"\x08" + _varint(dtype) + b"\x12" + _varint(len(shape)) + shape + b"\x18" + _varint(shard)
-            + b"\x20" + _varint(offset) + b"\x28" + _varint(size))
+    shape = b"".join(
+        b"\x12" + _varint(len(d)) + d for d in (b"\x08" + _varint(dim % (1 << 64)) for dim in dims)
+    )
+    return (
+        b"\x08"
+        + _varint(dtype)
+        + b"\x12"
+        + _varint(len(shape))
+        + shape
+        + b"\x18"
+        + _varint(shard)
+        + b"\x20"
+        + _varint(offset)
+        + b"\x28"
+        + _varint(size)
+    )
 
 
 KERNEL = b"optimizer/_trainable_variables/0/.ATTRIBUTES/VARIABLE_VALUE"  # [4, 8] float32 in the loop program
@@ -540,6 +659,7 @@ def _index_with(change):  # type: ignore[no-untyped-def]
         assert KERNEL in entries, sorted(entries)
         result = change(entries)
         path.write_bytes(result if isinstance(result, bytes) else sstable(sorted(entries.items())))
+
     return edit
 
 
@@ -549,11 +669,16 @@ def _set_kernel(value: bytes):  # type: ignore[no-untyped-def]
 
 def _index_bytes(change):  # type: ignore[no-untyped-def]
     return lambda bundle: (bundle / "checkpoint" / "ckpt.index").write_bytes(
-        change((bundle / "checkpoint" / "ckpt.index").read_bytes()))
+        change((bundle / "checkpoint" / "ckpt.index").read_bytes())
+    )
 
 
 INDEX_CASES = [
-    ("huge-shape", _set_kernel(entry(1, [1 << 20, 1 << 20], 0, 128)), "of shape [1048576, 1048576] does not fit"),
+    (
+        "huge-shape",
+        _set_kernel(entry(1, [1 << 20, 1 << 20], 0, 128)),
+        "of shape [1048576, 1048576] does not fit",
+    ),
     ("size-lies", _set_kernel(entry(1, [4, 8], 0, 132)), "of shape [4, 8] does not fit its 132 bytes"),
     ("offset-outside", _set_kernel(entry(1, [4, 8], 1 << 40, 128)), "lies outside the data files"),
     ("negative-offset", _set_kernel(entry(1, [4, 8], -8 % (1 << 64), 128)), "lies outside the data files"),
@@ -561,13 +686,21 @@ INDEX_CASES = [
     ("rank-65", _set_kernel(entry(1, [1] * 65, 0, 4)), "more than 64 dimensions"),
     ("strings", _set_kernel(entry(7, [1 << 30], 0, 128)), "does not fit its 128 bytes"),
     ("shard-5", _set_kernel(entry(1, [4, 8], 0, 128, shard=5)), "lies outside the data files"),
-    ("two-shards", _index_with(lambda e: e.__setitem__(b"", b"\x08\x02")), "needs checkpoint/ckpt.data-00000-of-00002"),
+    (
+        "two-shards",
+        _index_with(lambda e: e.__setitem__(b"", b"\x08\x02")),
+        "needs checkpoint/ckpt.data-00000-of-00002",
+    ),
     ("no-header", _index_with(lambda e: e.__delitem__(b"")), "(no header entry)"),
     ("garbage-entry", _set_kernel(b"\x0a\xff\xff\xff\xff\x0f"), "runs past the end"),
     ("no-magic", _index_bytes(lambda d: d[:-1] + b"\0"), "no table magic number"),
     ("truncated", _index_bytes(lambda d: d[: len(d) // 2]), "not a valid checkpoint index"),
     ("empty", _index_bytes(lambda d: b""), "shorter than a table footer"),
-    ("handle-outside", _index_bytes(lambda d: d[:-48] + _footer((0, 1 << 40), (0, 8))), "a block lies outside the file"),
+    (
+        "handle-outside",
+        _index_bytes(lambda d: d[:-48] + _footer((0, 1 << 40), (0, 8))),
+        "a block lies outside the file",
+    ),
     ("compressed-block", _index_bytes(lambda d: _compress_first_block(d)), "compressed block (type 1)"),
 ]
 
@@ -584,7 +717,7 @@ def _compress_first_block(data: bytes) -> bytes:
     _, pos = checkpoint_index.wire.read_varint(data, pos)
     offset, pos = checkpoint_index.wire.read_varint(data, pos)
     size, _ = checkpoint_index.wire.read_varint(data, pos)
-    return data[: offset + size] + b"\x01" + data[offset + size + 1:]
+    return data[: offset + size] + b"\x01" + data[offset + size + 1 :]
 
 
 @slow
@@ -617,10 +750,13 @@ def test_the_index_reader_is_linear_on_keys_made_to_be_quadratic(loop):
     started = time.perf_counter()
     refused(loop, "more than 64 MB of keys")
     assert time.perf_counter() - started < 5
-    one_long_key = header + _varint(0) + _varint(70_000) + _varint(0) + b"k" * 70_000 + struct.pack("<II", 0, 1)
+    one_long_key = (
+        header + _varint(0) + _varint(70_000) + _varint(0) + b"k" * 70_000 + struct.pack("<II", 0, 1)
+    )
     index = _block([(b"\xff", _varint(0) + _varint(len(one_long_key)))])
     (loop / "checkpoint" / "ckpt.index").write_bytes(
-        one_long_key + b"\0" * 5 + index + b"\0" * 5 + _footer((0, 0), (len(one_long_key) + 5, len(index))))
+        one_long_key + b"\0" * 5 + index + b"\0" * 5 + _footer((0, 0), (len(one_long_key) + 5, len(index)))
+    )
     rehash(loop)
     refused(loop, "a key longer than 65536 bytes")
 
@@ -683,8 +819,9 @@ def test_a_bad_length_checksum_on_any_record_stops_that_file_exactly_there(dump,
             assert records.issue.reason == (tfrecord.NOT_TFRECORD if offset == 0 else tfrecord.CORRUPT_HEADER)
             findings = scan_survives(dump)
             if findings is not None:
-                assert any(s["file"] == str(path) and s["offset"] == offset for s in findings.extra["skipped"]), (
-                    suffix, offset, findings.extra["skipped"])
+                assert any(
+                    s["file"] == str(path) and s["offset"] == offset for s in findings.extra["skipped"]
+                ), (suffix, offset, findings.extra["skipped"])
     path.write_bytes(original)
 
 
@@ -697,8 +834,17 @@ def test_flipped_bytes_in_every_region_of_real_records(dump, suffix):
     picks = sorted(set(offsets[:3] + offsets[len(offsets) // 2 : len(offsets) // 2 + 1] + offsets[-3:]))
     for offset in picks:
         length = struct.unpack_from("<Q", original, offset)[0]
-        regions = [offset + 3, offset + 7, offset + 8, offset + 11, offset + 12, offset + 12 + length // 2,
-                   offset + 11 + length, offset + 12 + length, offset + 15 + length]
+        regions = [
+            offset + 3,
+            offset + 7,
+            offset + 8,
+            offset + 11,
+            offset + 12,
+            offset + 12 + length // 2,
+            offset + 11 + length,
+            offset + 12 + length,
+            offset + 15 + length,
+        ]
         for at in regions:
             if at >= len(original):
                 continue
@@ -735,7 +881,8 @@ def _framed(data: bytes) -> bytes:
     "payload",
     [
         b"\x0b" * 100_000,  # 100k nested group starts
-        b"\x52\xff\xff\x03" + b"\x52\xfa\xff\x03" * 30_000,  # nested length-delimited messages, claiming too much
+        b"\x52\xff\xff\x03"
+        + b"\x52\xfa\xff\x03" * 30_000,  # nested length-delimited messages, claiming too much
         b"\x09" + b"\xff" * 8 + b"\x52\x05" + b"\x2a\x03\x22\x01\x7f",  # a trace whose tensor runs short
         b"\xff" * 11,  # a varint longer than 10 bytes
         b"",
@@ -793,9 +940,13 @@ def test_a_lying_length_with_a_valid_checksum_reads_no_more_than_a_chunk(dump, m
     monkeypatch.setattr(traces, "open", counting_open, raising=False)
     findings = scan_survives(dump)
     assert findings is not None
-    assert any(s["offset"] == at and "do not lead to the next record" in s["reason"]
-               for s in findings.extra["skipped"]), findings.extra["skipped"]
-    assert reads and max(reads) <= max(chunk, biggest), f"read {max(reads)} bytes at once after a lying length"
+    assert any(
+        s["offset"] == at and "do not lead to the next record" in s["reason"]
+        for s in findings.extra["skipped"]
+    ), findings.extra["skipped"]
+    assert reads and max(reads) <= max(chunk, biggest), (
+        f"read {max(reads)} bytes at once after a lying length"
+    )
 
 
 @slow
@@ -840,7 +991,9 @@ def _mutate_bytes(data: bytes, rng: random.Random, offsets: list[int]) -> bytes:
     elif kind == 1 and usable:  # a record header
         out[rng.choice(usable) + rng.randrange(12)] ^= rng.randrange(1, 256)
     elif kind == 2 and usable:  # a lying length with a valid checksum
-        length = struct.pack("<Q", rng.choice([0, 1, 7, 1 << 31, 1 << 40, (1 << 64) - 1, rng.randrange(len(out))]))
+        length = struct.pack(
+            "<Q", rng.choice([0, 1, 7, 1 << 31, 1 << 40, (1 << 64) - 1, rng.randrange(len(out))])
+        )
         at = rng.choice(usable)
         out[at : at + 12] = length + struct.pack("<I", masked_crc32c(length))
     elif kind == 3:
@@ -892,8 +1045,25 @@ def test_random_mutations_of_a_real_dump(real, tmp_path):
 
 
 _WEIRD = [
-    "raw:" + DEEP, "raw:" + DEEP_OBJECT, "raw:1e400", "raw:" + "9" * 5000, "raw:NaN", 'raw:"\\ud800"', None, True,
-    0, -1, 2**63, 1.5, "", "x" * 10_000, [], {}, [1, "a", None], "../../etc/passwd", [[[[[]]]]],
+    "raw:" + DEEP,
+    "raw:" + DEEP_OBJECT,
+    "raw:1e400",
+    "raw:" + "9" * 5000,
+    "raw:NaN",
+    'raw:"\\ud800"',
+    None,
+    True,
+    0,
+    -1,
+    2**63,
+    1.5,
+    "",
+    "x" * 10_000,
+    [],
+    {},
+    [1, "a", None],
+    "../../etc/passwd",
+    [[[[[]]]]],
 ]
 
 
@@ -930,9 +1100,17 @@ def _mutate_json(text: str, rng: random.Random) -> str:
 def _read_everything(bundle: CaptureBundle) -> None:
     """Everything a reader of a loaded bundle does without running its code."""
     for read in (
-        bundle.batch, bundle.weights, lambda: bundle.non_finite, lambda: bundle.loss_history,
-        lambda: bundle.entry_script, lambda: bundle.cluster, bundle.saved_dtype_policy_name, lambda: bundle.host,
-        lambda: bundle.rng, lambda: bundle.model_info, lambda: (bundle.step, bundle.epoch, bundle.run),
+        bundle.batch,
+        bundle.weights,
+        lambda: bundle.non_finite,
+        lambda: bundle.loss_history,
+        lambda: bundle.entry_script,
+        lambda: bundle.cluster,
+        bundle.saved_dtype_policy_name,
+        lambda: bundle.host,
+        lambda: bundle.rng,
+        lambda: bundle.model_info,
+        lambda: (bundle.step, bundle.epoch, bundle.run),
         lambda: bundle.step_arguments() if bundle.kind == "custom_loop" else None,
         lambda: load_findings(bundle.findings_path) if bundle.findings_path else None,
     ):

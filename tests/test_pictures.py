@@ -34,7 +34,11 @@ def by_type(model: dict, op_type: str) -> dict:
 
 def edge_between(model: dict, source: dict, target: dict, kind: str = "data") -> dict | None:
     return next(
-        (e for e in model["edges"] if e["source"] == source["id"] and e["target"] == target["id"] and e["kind"] == kind),
+        (
+            e
+            for e in model["edges"]
+            if e["source"] == source["id"] and e["target"] == target["id"] and e["kind"] == kind
+        ),
         None,
     )
 
@@ -47,7 +51,11 @@ def test_health_classes_and_summaries() -> None:
     assert (health_class(partly), is_partial(partly)) == ("neg_inf", True)
     assert health_summary(partly) == "3 -inf of 640 (partly)"
     all_nan = TensorHealth(size=4, nan=4)
-    assert (health_class(all_nan), is_partial(all_nan), health_summary(all_nan)) == ("nan", False, "4 NaN of 4")
+    assert (health_class(all_nan), is_partial(all_nan), health_summary(all_nan)) == (
+        "nan",
+        False,
+        "4 NaN of 4",
+    )
     assert health_class(TensorHealth(size=4, nan=1, pos_inf=1)) == "mixed"
     finite = TensorHealth(size=640, zero=3)
     assert (health_class(finite), health_summary(finite)) == ("finite", "finite, 3 zeros of 640")
@@ -62,25 +70,68 @@ def test_gradient_ops_are_linked_to_forward_ops_only_by_exact_tape_scope() -> No
 
 
 def test_bundle_loss_history_reads_the_manifest(tmp_path: Path) -> None:
-    (tmp_path / "manifest.json").write_text(json.dumps({
-        "format": "nanlens.bundle/1", "step": 2,
-        "loss_history": [{"step": 0, "loss": 6.7, "logged_loss": 6.7}, {"step": 2, "loss": None}, "junk"],
-    }))
+    (tmp_path / "manifest.json").write_text(
+        json.dumps(
+            {
+                "format": "nanlens.bundle/1",
+                "step": 2,
+                "loss_history": [
+                    {"step": 0, "loss": 6.7, "logged_loss": 6.7},
+                    {"step": 2, "loss": None},
+                    "junk",
+                ],
+            }
+        )
+    )
     rows, step = bundle_loss_history(tmp_path)
     assert step == 2
-    assert rows == [{"step": 0, "loss": 6.7, "logged_loss": 6.7}, {"step": 2, "loss": None, "logged_loss": None}]
+    assert rows == [
+        {"step": 0, "loss": 6.7, "logged_loss": 6.7},
+        {"step": 2, "loss": None, "logged_loss": None},
+    ]
     assert bundle_loss_history(tmp_path / "missing") == (None, None)
 
 
 def _diverging_manifest() -> dict:
     """A bundle's manifest as the guard writes it for a run whose loss grows x10 per step from step 3 until the
     gradient norm overflows at step 8 (pyadapter/capture/history.py rows)."""
-    rows = [{"step": s, "loss": 2.0 - 0.1 * s, "logged_loss": 2.1, "grad_norm": 1.5, "weight_norm": 30.0,
-             "update_ratio": 0.001, "max_abs_output": 4.0} for s in range(3)]
-    rows += [{"step": s, "loss": 1.7 * 10.0 ** (s - 3), "logged_loss": 2.0, "grad_norm": 1.5 * 9.0 ** (s - 3),
-              "weight_norm": 30.0 + s, "update_ratio": 0.01, "max_abs_output": 5.0} for s in range(3, 8)]
-    rows.append({"step": 8, "loss": None, "loss_nonfinite": "inf", "logged_loss": None, "grad_norm": None,
-                 "grad_norm_nonfinite": "nan", "weight_norm": 38.0, "update_ratio": None, "max_abs_output": None})
+    rows = [
+        {
+            "step": s,
+            "loss": 2.0 - 0.1 * s,
+            "logged_loss": 2.1,
+            "grad_norm": 1.5,
+            "weight_norm": 30.0,
+            "update_ratio": 0.001,
+            "max_abs_output": 4.0,
+        }
+        for s in range(3)
+    ]
+    rows += [
+        {
+            "step": s,
+            "loss": 1.7 * 10.0 ** (s - 3),
+            "logged_loss": 2.0,
+            "grad_norm": 1.5 * 9.0 ** (s - 3),
+            "weight_norm": 30.0 + s,
+            "update_ratio": 0.01,
+            "max_abs_output": 5.0,
+        }
+        for s in range(3, 8)
+    ]
+    rows.append(
+        {
+            "step": 8,
+            "loss": None,
+            "loss_nonfinite": "inf",
+            "logged_loss": None,
+            "grad_norm": None,
+            "grad_norm_nonfinite": "nan",
+            "weight_norm": 38.0,
+            "update_ratio": None,
+            "max_abs_output": None,
+        }
+    )
     return {"format": "nanlens.bundle/1", "step": 8, "loss_history": rows}
 
 
@@ -99,10 +150,15 @@ def test_the_picture_model_carries_the_history_series_and_a_divergence_window(tm
     # The cause as pyadapter.cause writes it for a divergence: its trend is Trend.to_json of the same history.
     growth = trend.series_trend(manifest["loss_history"], "loss")
     assert growth is not None and growth.is_growth
-    cause = {"kind": "divergence", "summary": "the run diverged: the loss grew x10 per step for 4 steps",
-             "evidence": {"series": "loss", "trend": growth.to_json()}, "change": None}
-    model = PictureModel("bundle", str(tmp_path), "b", loss_history=rows, failing_step=step,
-                         cause=picture_cause(cause)).to_json()
+    cause = {
+        "kind": "divergence",
+        "summary": "the run diverged: the loss grew x10 per step for 4 steps",
+        "evidence": {"series": "loss", "trend": growth.to_json()},
+        "change": None,
+    }
+    model = PictureModel(
+        "bundle", str(tmp_path), "b", loss_history=rows, failing_step=step, cause=picture_cause(cause)
+    ).to_json()
     model = json.loads(json.dumps(model, allow_nan=False))  # what the webview receives
     assert model["schema"] == SCHEMA
     assert model["cause"]["kind"] == "divergence" and model["cause"]["summary"].startswith("the run diverged")
@@ -117,12 +173,20 @@ def test_the_picture_model_carries_the_history_series_and_a_divergence_window(tm
 
 
 def test_an_older_bundle_without_the_series_or_a_cause_still_draws(tmp_path: Path) -> None:
-    (tmp_path / "manifest.json").write_text(json.dumps({
-        "format": "nanlens.bundle/1", "step": 1,
-        "loss_history": [{"step": 0, "loss": 6.7, "logged_loss": 6.7}, {"step": 1, "loss": None}],
-    }))
+    (tmp_path / "manifest.json").write_text(
+        json.dumps(
+            {
+                "format": "nanlens.bundle/1",
+                "step": 1,
+                "loss_history": [{"step": 0, "loss": 6.7, "logged_loss": 6.7}, {"step": 1, "loss": None}],
+            }
+        )
+    )
     rows, step = bundle_loss_history(tmp_path)
-    assert rows == [{"step": 0, "loss": 6.7, "logged_loss": 6.7}, {"step": 1, "loss": None, "logged_loss": None}]
+    assert rows == [
+        {"step": 0, "loss": 6.7, "logged_loss": 6.7},
+        {"step": 1, "loss": None, "logged_loss": None},
+    ]
     model = PictureModel("bundle", str(tmp_path), "b", loss_history=rows, failing_step=step).to_json()
     assert model["cause"] is None and model["loss_history"] == rows
 
@@ -255,8 +319,20 @@ def test_pictures_cached_before_causes_get_the_cause_when_served(tmp_path: Path)
     old = PictureModel("bundle", str(tmp_path), "b").to_json()
     del old["cause"]
     findings.extra["pictures"] = old
-    findings.extra["cause"] = {"kind": "divergence", "summary": "s", "evidence": {"trend": {
-        "series": "grad_norm", "start_step": 2, "end_step": 6, "steps": 4, "factor": 1e4, "rate_per_step": 10.0}}}
+    findings.extra["cause"] = {
+        "kind": "divergence",
+        "summary": "s",
+        "evidence": {
+            "trend": {
+                "series": "grad_norm",
+                "start_step": 2,
+                "end_step": 6,
+                "steps": 4,
+                "factor": 1e4,
+                "rate_per_step": 10.0,
+            }
+        },
+    }
     served = _pictures_of(SimpleNamespace(findings=findings))
     assert served is not None and served["cause"]["trend"]["series"] == "grad_norm"
     assert (served["cause"]["trend"]["start_step"], served["cause"]["trend"]["end_step"]) == (2, 6)

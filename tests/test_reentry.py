@@ -36,7 +36,9 @@ def test_origin_located_at_the_scene_and_shown_without_running_code(
     name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     cap = captured(name, tmp_path_factory)
-    assert "findings.json" in manifest_of(cap.bundle)["files"], "written into the bundle, hashed like its files"
+    assert "findings.json" in manifest_of(cap.bundle)["files"], (
+        "written into the bundle, hashed like its files"
+    )
     findings = load_findings(cap.bundle / "findings.json")
     assert findings.origin is not None
     assert (Path(findings.origin.file), findings.origin.line) == (cap.origin_file, cap.origin_line)
@@ -51,7 +53,9 @@ def test_origin_located_at_the_scene_and_shown_without_running_code(
 
 
 @pytest.mark.parametrize("name", SHAPES)
-def test_replay_by_reentry_reproduces_the_captured_step(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_replay_by_reentry_reproduces_the_captured_step(
+    name: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     cap = captured(name, tmp_path_factory)
     result = nanlens("replay", str(cap.bundle), "--json")
     assert result.returncode == 0, result.stderr
@@ -81,8 +85,14 @@ def _capture_copy(tmp_path: Path, script: str) -> tuple[Path, Path]:
     copy = tmp_path / script
     shutil.copy(PROGRAMS / script, copy)
     capture_dir = tmp_path / "captures"
-    run = subprocess.run([sys.executable, str(copy), str(capture_dir)], capture_output=True, text=True,
-                         timeout=300, env=quiet_env(), cwd=tmp_path)
+    run = subprocess.run(
+        [sys.executable, str(copy), str(capture_dir)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=quiet_env(),
+        cwd=tmp_path,
+    )
     bundles = [p for p in capture_dir.iterdir() if (p / "manifest.json").is_file()]
     assert len(bundles) == 1, run.stderr[-3000:]
     return copy, bundles[0]
@@ -104,7 +114,9 @@ def test_program_gone_is_one_line_and_scene_findings_still_show(tmp_path: Path) 
 def test_program_that_never_reaches_fit_is_stopped_and_left_unchanged(tmp_path: Path) -> None:
     copy, bundle = _capture_copy(tmp_path, "replay_subclass_args.py")
     # The user has since added slow set-up work before training (here: waiting forever).
-    text = copy.read_text(encoding="utf-8").replace("model.fit(", "import time\ntime.sleep(3600)\nmodel.fit(", 1)
+    text = copy.read_text(encoding="utf-8").replace(
+        "model.fit(", "import time\ntime.sleep(3600)\nmodel.fit(", 1
+    )
     copy.write_text(text, encoding="utf-8")
     before = (copy.stat().st_mtime_ns, copy.read_bytes())
     result = nanlens("replay", str(bundle), "--timeout", "20", "--trust-entry", str(copy), cwd=tmp_path)
@@ -125,6 +137,7 @@ def test_a_program_outside_the_folder_does_not_run_on_the_bundles_say(tmp_path: 
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1] == (
         f"nanlens: error: not running {copy}: the bundle names it, but it is outside {elsewhere} (the folder "
-        f"nanlens runs in); if it is your code, run nanlens from its folder or add --trust-entry {copy}")
+        f"nanlens runs in); if it is your code, run nanlens from its folder or add --trust-entry {copy}"
+    )
     trusted = nanlens("replay", str(bundle), "--eager", "--trust-entry", str(copy), cwd=elsewhere)
     assert trusted.returncode == 0, trusted.stderr[-2000:]

@@ -84,7 +84,9 @@ def test_publish_then_pull_gives_back_the_same_bundle(original, tmp_path, capsys
     code, out, err = pull(capsys, url, str(target))
     assert code == 0, err
     pulled = target / "remote-step1"
-    assert entries(target) == ["remote-step1", "remote-step1.pulled"], "one bundle (marked pulled), no temporary folder left"
+    assert entries(target) == ["remote-step1", "remote-step1.pulled"], (
+        "one bundle (marked pulled), no temporary folder left"
+    )
     assert f"nanlens locate {pulled}" in out and str(pulled) in out.splitlines()[0]
 
     bundle = CaptureBundle.load(pulled)
@@ -106,7 +108,12 @@ def test_names_already_taken_get_a_number_on_both_sides(original, tmp_path, caps
         code, out, err = pull(capsys, url, str(target))
         assert code == 0, err
         assert f"nanlens locate {target / expected}" in out
-    assert entries(target) == ["remote-step1", "remote-step1-1", "remote-step1-1.pulled", "remote-step1.pulled"]
+    assert entries(target) == [
+        "remote-step1",
+        "remote-step1-1",
+        "remote-step1-1.pulled",
+        "remote-step1.pulled",
+    ]
 
 
 def test_progress_reports_every_byte(original, tmp_path):
@@ -127,7 +134,9 @@ def test_progress_reports_every_byte(original, tmp_path):
     ],
     ids=["flipped-byte", "grown", "truncated"],
 )
-def test_a_file_changed_after_publishing_is_refused_and_nothing_is_kept(original, tmp_path, capsys, change, message):
+def test_a_file_changed_after_publishing_is_refused_and_nothing_is_kept(
+    original, tmp_path, capsys, change, message
+):
     url = storage.publish_bundle(original, fresh_url())
     batch_url = f"{url}/batch.npz"
     rewrite(batch_url, change(read(batch_url)))
@@ -184,7 +193,10 @@ def _list_matching_pickle(manifest: dict) -> bytes:
     [
         (_list_parent_file, "'../x' leaves the bundle"),
         (lambda m: b"{not json", "manifest.json is not valid JSON"),
-        (lambda m: json.dumps(dict(m, format="nanlens.bundle/99")).encode(), "'nanlens.bundle/99' is not supported"),
+        (
+            lambda m: json.dumps(dict(m, format="nanlens.bundle/99")).encode(),
+            "'nanlens.bundle/99' is not supported",
+        ),
         (_list_missing_file, "shards/worker-7.npz is listed in the manifest but missing"),
         (_list_matching_pickle, "evil.pkl is not a file a bundle may hold"),
     ],
@@ -210,7 +222,10 @@ def test_a_bundle_over_the_size_limit_is_refused_before_any_byte_is_copied(origi
     target = tmp_path / "captures"
     code, _, err = pull(capsys, url, str(target), "--max-size", "1K")
     assert code == 2 and err.count("\n") == 1, err
-    assert f"the bundle is {total / 1024:.1f} KB, more than the 1.0 KB a pull copies (raise it with --max-size)" in err
+    assert (
+        f"the bundle is {total / 1024:.1f} KB, more than the 1.0 KB a pull copies (raise it with --max-size)"
+        in err
+    )
     assert entries(target) == [], "refused before the destination is even created"
     with pytest.raises(SystemExit) as raised:  # argparse refuses the value itself
         pull(capsys, url, str(target), "--max-size", "lots")

@@ -27,7 +27,9 @@ def copy_bundle(source: Path, target: Path, **entry_script: object) -> Path:
 
 
 @pytest.mark.parametrize("name", list(REPLAY_PROGRAMS))
-def test_replay_reproduces_the_nan_in_graph_and_eager_mode(name: str, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_replay_reproduces_the_nan_in_graph_and_eager_mode(
+    name: str, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     cap: Captured = captured(name, tmp_path_factory)
     result = nanlens("replay", str(cap.bundle), "--json")
     assert result.returncode == 0, result.stderr
@@ -61,14 +63,17 @@ def test_replay_one_mode_human_report_and_changed_entry_script_warning(
     # The script as it is now differs from the one that ran: the replay goes on and names the changed file.
     script = tmp_path / "code" / cap.script.name
     script.parent.mkdir()
-    script.write_text(cap.script.read_text(encoding="utf-8") + "\n# edited after the capture\n", encoding="utf-8")
+    script.write_text(
+        cap.script.read_text(encoding="utf-8") + "\n# edited after the capture\n", encoding="utf-8"
+    )
     bundle = copy_bundle(cap.bundle, tmp_path / "bundle", path=str(script))
     # Changed code does not run on a bundle's say: one line naming the file and the flag.
     refused = nanlens("replay", str(bundle), "--eager", cwd=tmp_path)
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines()[-1] == (
         f"nanlens: error: not running {script}: its code changed since the capture (sha256 differs from the "
-        f"bundle's record); if the change is yours, add --trust-entry {script}")
+        f"bundle's record); if the change is yours, add --trust-entry {script}"
+    )
     result = nanlens("replay", str(bundle), "--eager", "--trust-entry", str(script), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
@@ -79,7 +84,9 @@ def test_replay_one_mode_human_report_and_changed_entry_script_warning(
     assert f"entry script {script} changed since capture" in out
 
 
-def test_missing_entry_script_is_one_line_error(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_missing_entry_script_is_one_line_error(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     cap = captured("keras_layer", tmp_path_factory)
     gone = tmp_path / "moved-away" / "train.py"
     bundle = copy_bundle(cap.bundle, tmp_path / "bundle", path=str(gone))
@@ -88,12 +95,16 @@ def test_missing_entry_script_is_one_line_error(tmp_path: Path, tmp_path_factory
         result = nanlens(verb, str(bundle), *extra)
         assert result.returncode == 2, result
         # Besides progress lines, one line: the error (and no TensorFlow start-up: it fails before that).
-        lines = [line for line in result.stderr.strip().splitlines() if not line.startswith(f"nanlens {verb}: ")]
+        lines = [
+            line for line in result.stderr.strip().splitlines() if not line.startswith(f"nanlens {verb}: ")
+        ]
         assert len(lines) == 1 and lines[0].startswith("nanlens: error: "), result.stderr
         assert str(gone) in lines[0] and "missing" in lines[0]
 
 
-def test_tampered_bundle_is_rejected_with_one_line(tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+def test_tampered_bundle_is_rejected_with_one_line(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
     cap = captured("keras_layer", tmp_path_factory)
     bundle = tmp_path / "bundle"
     shutil.copytree(cap.bundle, bundle)

@@ -15,8 +15,14 @@ from pyadapter.replay.verdict import ReplayReport, StepVerdict
 
 
 def test_verdict_json_round_trip_keeps_non_finite_losses() -> None:
-    verdict = StepVerdict(mode="graph", loss=float("nan"), loss_finite=False, gradients_finite=False,
-                          non_finite_gradients=["dense/kernel"], weights_finite=True)
+    verdict = StepVerdict(
+        mode="graph",
+        loss=float("nan"),
+        loss_finite=False,
+        gradients_finite=False,
+        non_finite_gradients=["dense/kernel"],
+        weights_finite=True,
+    )
     data = verdict.to_json()
     assert data["loss"] == "nan" and data["reproduced"] is True
     back = StepVerdict.from_json(data)
@@ -25,10 +31,17 @@ def test_verdict_json_round_trip_keeps_non_finite_losses() -> None:
 
 
 def test_report_says_when_only_graph_mode_reproduces() -> None:
-    report = ReplayReport(bundle="b", entry_script="s", step=4, verdicts={
-        "graph": StepVerdict(mode="graph", loss=float("inf"), loss_finite=False),
-        "eager": StepVerdict(mode="eager", loss=0.5, loss_finite=True, gradients_finite=True, weights_finite=True),
-    })
+    report = ReplayReport(
+        bundle="b",
+        entry_script="s",
+        step=4,
+        verdicts={
+            "graph": StepVerdict(mode="graph", loss=float("inf"), loss_finite=False),
+            "eager": StepVerdict(
+                mode="eager", loss=0.5, loss_finite=True, gradients_finite=True, weights_finite=True
+            ),
+        },
+    )
     assert report.reproduced == {"graph": True, "eager": False}
     assert report.note is not None and "only in graph mode" in report.note
     both = ReplayReport(bundle="b", entry_script="s", verdicts={"graph": report.verdicts["graph"]})
@@ -151,18 +164,18 @@ def test_breakpoint_advice_names_graph_code_and_stays_quiet_elsewhere(tmp_path: 
     from pyadapter.replay.breakpoints import breakpoint_advice, graph_code_at
 
     source = (
-        "import tensorflow as tf\n"            # 1
+        "import tensorflow as tf\n"  # 1
         "class Head(tf.keras.layers.Layer):\n"  # 2
-        "    def call(self, x):\n"             # 3
-        "        return tf.math.log(x)\n"      # 4
-        "@tf.function(jit_compile=False)\n"    # 5
-        "def train_step(x):\n"                 # 6
-        "    y = x * 2\n"                      # 7
-        "    return y\n"                       # 8
-        "def parse(x):\n"                      # 9
-        "    return x + 1\n"                   # 10
-        "def plain(x):\n"                      # 11
-        "    return x - 1\n"                   # 12
+        "    def call(self, x):\n"  # 3
+        "        return tf.math.log(x)\n"  # 4
+        "@tf.function(jit_compile=False)\n"  # 5
+        "def train_step(x):\n"  # 6
+        "    y = x * 2\n"  # 7
+        "    return y\n"  # 8
+        "def parse(x):\n"  # 9
+        "    return x + 1\n"  # 10
+        "def plain(x):\n"  # 11
+        "    return x - 1\n"  # 12
         "ds = tf.data.Dataset.range(3).map(parse)\n"  # 13
     )
     assert graph_code_at(source, 4).reason == "keras"
@@ -221,7 +234,10 @@ def test_a_non_finite_captured_batch_is_described_by_position() -> None:
     assert problem is not None and problem.total == 2
     assert problem.examples == ["x[2, 1] = nan", "y[3, 0] = -inf"]
     assert problem.leaves == ["x: 1 NaN of 12", "y: 1 -inf of 4"]
-    assert problem.describe() == "the captured batch already holds 2 NaN/Inf values (x[2, 1] = nan, y[3, 0] = -inf)"
+    assert (
+        problem.describe()
+        == "the captured batch already holds 2 NaN/Inf values (x[2, 1] = nan, y[3, 0] = -inf)"
+    )
     # A custom loop's step arguments, with an integer leaf that cannot be non-finite.
     many = np.full((10,), np.inf, dtype=np.float64)
     loop = batch_problem({"args": [many, np.arange(3)], "kwargs": {"mask": np.ones(2, dtype=np.float32)}})

@@ -35,8 +35,14 @@ STEPS = 120
 def real_dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
     dump = tmp_path_factory.mktemp("bulk") / "dump"
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=str(REPO))
-    run = subprocess.run([sys.executable, "-m", "pyadapter", "run", "--dump", str(dump), "--", str(PROGRAM),
-                          str(STEPS)], env=env, capture_output=True, text=True, timeout=600, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "run", "--dump", str(dump), "--", str(PROGRAM), str(STEPS)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     return dump
 
@@ -52,8 +58,16 @@ def _scan(dump: Path, *, bulk: bool) -> tuple:
     seen: list[int] = []
     result = traces.scan_traces(str(_trace_file(dump)), host, LAYOUTS["FULL_HEALTH"], seen.append, bulk=bulk)
     issue = result.issue.to_json() if result.issue else None
-    return (result.traces_read, result.first_nonfinite_index, result.window, issue, result.undecodable,
-            result.ops_missing_from_graphs, result.stopped_after_window, sum(seen))
+    return (
+        result.traces_read,
+        result.first_nonfinite_index,
+        result.window,
+        issue,
+        result.undecodable,
+        result.ops_missing_from_graphs,
+        result.stopped_after_window,
+        sum(seen),
+    )
 
 
 def _copy(dump: Path, dst: Path) -> Path:
@@ -78,7 +92,10 @@ def test_bulk_reads_the_same_as_the_per_record_loop_at_any_chunk_size(real_dump,
         monkeypatch.setattr(traces, "BULK_CHUNK_SIZE", chunk)
     assert _scan(real_dump, bulk=True) == reference
     findings = scan_dump(real_dump)
-    assert findings.origin is not None and (findings.origin.file, findings.origin.line) == (str(PROGRAM), ORIGIN_LINE)
+    assert findings.origin is not None and (findings.origin.file, findings.origin.line) == (
+        str(PROGRAM),
+        ORIGIN_LINE,
+    )
 
 
 def _damaged(dump: Path, tmp_path: Path, name: str, change) -> Path:  # type: ignore[no-untyped-def]
@@ -116,13 +133,17 @@ DAMAGE = {
     "marker": lambda d, o: d[: o[50] + 70] + bytes([d[o[50] + 70] ^ 0xFF]) + d[o[50] + 71 :],
     "stray-quote": lambda d, o: d[: o[60] + 40] + b'"X' + d[o[60] + 42 :],
     "other-tail": lambda d, o: _with_longer_device(d, o, len(o) // 4),
-    "two-tails": lambda d, o: _with_longer_device(_with_longer_device(d, o, 100), _offsets(_with_longer_device(d, o, 100)), 101),
+    "two-tails": lambda d, o: _with_longer_device(
+        _with_longer_device(d, o, 100), _offsets(_with_longer_device(d, o, 100)), 101
+    ),
 }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", sorted(DAMAGE))
-def test_bulk_stops_or_steps_aside_exactly_where_the_per_record_loop_does(real_dump, tmp_path, monkeypatch, kind):
+def test_bulk_stops_or_steps_aside_exactly_where_the_per_record_loop_does(
+    real_dump, tmp_path, monkeypatch, kind
+):
     dump = _damaged(real_dump, tmp_path, kind, DAMAGE[kind])
     reference = _scan(dump, bulk=False)
     monkeypatch.setattr(traces, "BULK_CHUNK_SIZE", 4096)

@@ -241,7 +241,10 @@ def test_an_op_made_inside_keras_is_never_marked_in_a_library_file(tmp_path: Pat
     assert findings.origin is None and findings.findings == []
     unlocated = findings.extra["unlocated_origin"]
     assert unlocated["op"]["type"] == "Square"
-    assert "keras/src/losses/losses.py:5" in unlocated["reason"] and "no line of your code" in unlocated["reason"]
+    assert (
+        "keras/src/losses/losses.py:5" in unlocated["reason"]
+        and "no line of your code" in unlocated["reason"]
+    )
     assert "dumping_callback" not in unlocated["reason"]
 
     # With the training call known (a bundle's model.fit line), the op is marked there and says where it was made.
@@ -273,7 +276,9 @@ def test_an_argument_fed_op_stays_the_origin_without_earlier_bad_data(tmp_path: 
     w.trace("g", "MatMul", full_health(ids["MatMul"], pos_inf=2))
     origin = scan_dump(w.write()).origin
     assert origin is not None and (origin.op.type, origin.line) == ("MatMul", 10)
-    assert [(i.name, i.health) for i in origin.inputs] == [("data:0", None)], "an untraced argument is unknown"
+    assert [(i.name, i.health) for i in origin.inputs] == [("data:0", None)], (
+        "an untraced argument is unknown"
+    )
 
 
 def test_tf1_style_gradient_maps_to_its_forward_op(tmp_path: Path) -> None:

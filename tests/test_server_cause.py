@@ -27,12 +27,20 @@ def test_the_optimizer_line_gets_the_cause_diagnostic_hover_and_fix(tmp_path: Pa
 
     program = tmp_path / PROGRAM.name
     shutil.copy(PROGRAM, program)
-    done = subprocess.run([sys.executable, str(program), "captures"], cwd=tmp_path, capture_output=True, text=True,
-                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(program), "captures"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     bundle = next(p for p in (tmp_path / "captures").iterdir() if (p / "findings.json").is_file())
     text = program.read_text()
-    change_line = next(i for i, line in enumerate(text.splitlines(), 1) if "# CHANGE" in line and "``" not in line)
+    change_line = next(
+        i for i, line in enumerate(text.splitlines(), 1) if "# CHANGE" in line and "``" not in line
+    )
     uri = from_fs_path(str(program))
 
     async def body() -> None:
@@ -40,8 +48,12 @@ def test_the_optimizer_line_gets_the_cause_diagnostic_hover_and_fix(tmp_path: Pa
             source = await s.wait_for("the bundle source", lambda: s.settled("bundle", bundle))
             cause = source["cause"]
             assert cause["kind"] == "divergence" and cause["change"]["line"] == change_line
-            warning = await s.wait_for("the change diagnostic", lambda: next(
-                (d for d in s.diagnostics_of(program) if (d.data or {}).get("role") == "change"), None))
+            warning = await s.wait_for(
+                "the change diagnostic",
+                lambda: next(
+                    (d for d in s.diagnostics_of(program) if (d.data or {}).get("role") == "change"), None
+                ),
+            )
             assert warning.severity == types.DiagnosticSeverity.Warning and warning.code == "divergence"
             assert warning.range.start.line == change_line - 1
             rate = cause["evidence"]["rate_per_step"]
@@ -57,17 +69,28 @@ def test_the_optimizer_line_gets_the_cause_diagnostic_hover_and_fix(tmp_path: Pa
             origin_hover = await s.hover(program, origin_line)
             assert origin_hover is not None and "cause — divergence" in origin_hover.contents.value  # type: ignore[union-attr]
 
-            actions = await s.client.text_document_code_action_async(types.CodeActionParams(
-                text_document=types.TextDocumentIdentifier(uri=uri), range=warning.range,
-                context=types.CodeActionContext(diagnostics=[warning])))
+            actions = await s.client.text_document_code_action_async(
+                types.CodeActionParams(
+                    text_document=types.TextDocumentIdentifier(uri=uri),
+                    range=warning.range,
+                    context=types.CodeActionContext(diagnostics=[warning]),
+                )
+            )
             assert actions
             titles = [a.title for a in actions if isinstance(a, types.CodeAction)]
-            assert titles[:2] == ["NaN Lens: lower the learning rate to 7e-6 (a tenth of 7e-5)",
-                                  "NaN Lens: clip the gradients: add clipnorm=1.0 to the optimizer"]
+            assert titles[:2] == [
+                "NaN Lens: lower the learning rate to 7e-6 (a tenth of 7e-5)",
+                "NaN Lens: clip the gradients: add clipnorm=1.0 to the optimizer",
+            ]
             first = actions[0]
             assert isinstance(first, types.CodeAction) and first.edit and first.edit.changes
-            edits = [TextEdit(e.range.start.line + 1, e.range.start.character, e.range.end.character, e.new_text)
-                     for e in first.edit.changes[uri]]
-            assert "SGD(learning_rate=7e-6, momentum=0.9)" in apply_edits(text, edits).splitlines()[change_line - 1]
+            edits = [
+                TextEdit(e.range.start.line + 1, e.range.start.character, e.range.end.character, e.new_text)
+                for e in first.edit.changes[uri]
+            ]
+            assert (
+                "SGD(learning_rate=7e-6, momentum=0.9)"
+                in apply_edits(text, edits).splitlines()[change_line - 1]
+            )
 
     run(body())

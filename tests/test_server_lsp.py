@@ -67,8 +67,14 @@ def workspace(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
     ws.program.write_text(PROGRAM)
     ws.dump.parent.mkdir(parents=True)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-    subprocess.run([PYTHON, str(ws.program), str(ws.dump)], check=True, env=env, cwd=ws.root, timeout=300,
-                   capture_output=True)
+    subprocess.run(
+        [PYTHON, str(ws.program), str(ws.dump)],
+        check=True,
+        env=env,
+        cwd=ws.root,
+        timeout=300,
+        capture_output=True,
+    )
     assert any(ws.dump.glob("tfdbg_events.*.metadata"))
     return ws
 
@@ -139,14 +145,21 @@ class Session:
         caps = types.ClientCapabilities(
             window=types.WindowClientCapabilities(work_done_progress=self.progress),
             workspace=types.WorkspaceClientCapabilities(
-                code_lens=types.CodeLensWorkspaceClientCapabilities(refresh_support=True)),
+                code_lens=types.CodeLensWorkspaceClientCapabilities(refresh_support=True)
+            ),
             notebook_document=types.NotebookDocumentClientCapabilities(
-                synchronization=types.NotebookDocumentSyncClientCapabilities()),
+                synchronization=types.NotebookDocumentSyncClientCapabilities()
+            ),
         )
         uri = from_fs_path(str(self.workspace))
-        await self.client.initialize_async(types.InitializeParams(
-            capabilities=caps, root_uri=uri, workspace_folders=[types.WorkspaceFolder(uri=uri, name="ws")],
-            initialization_options=self.options))
+        await self.client.initialize_async(
+            types.InitializeParams(
+                capabilities=caps,
+                root_uri=uri,
+                workspace_folders=[types.WorkspaceFolder(uri=uri, name="ws")],
+                initialization_options=self.options,
+            )
+        )
         self.client.initialized(types.InitializedParams())
         return self
 
@@ -174,8 +187,10 @@ class Session:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or self.client.stopped:
                 log = "\n".join(self.stderr[-30:])
-                raise AssertionError(f"timed out waiting for {what}; last state: {self.findings[-1:]}\n"
-                                     f"messages: {self.messages}\nserver log:\n{log}")
+                raise AssertionError(
+                    f"timed out waiting for {what}; last state: {self.findings[-1:]}\n"
+                    f"messages: {self.messages}\nserver log:\n{log}"
+                )
             self._changed.clear()
             try:
                 await asyncio.wait_for(self._changed.wait(), min(remaining, 0.5))
@@ -198,17 +213,26 @@ class Session:
     async def hover(self, path: Path | str, line: int) -> types.Hover | None:
         """Hover a line of a file (a Path) or of a document given by its URI (a notebook cell's)."""
         uri = path if isinstance(path, str) else from_fs_path(str(path))
-        return await self.client.text_document_hover_async(types.HoverParams(
-            text_document=types.TextDocumentIdentifier(uri=uri), position=types.Position(line=line - 1, character=4)))
+        return await self.client.text_document_hover_async(
+            types.HoverParams(
+                text_document=types.TextDocumentIdentifier(uri=uri),
+                position=types.Position(line=line - 1, character=4),
+            )
+        )
 
     async def code_lenses(self, path: Path | str) -> list[types.CodeLens]:
         uri = path if isinstance(path, str) else from_fs_path(str(path))
-        return await self.client.text_document_code_lens_async(types.CodeLensParams(
-            text_document=types.TextDocumentIdentifier(uri=uri))) or []
+        return (
+            await self.client.text_document_code_lens_async(
+                types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
+            )
+            or []
+        )
 
     async def command(self, name: str, *arguments: Any) -> Any:
         return await self.client.workspace_execute_command_async(
-            types.ExecuteCommandParams(command=name, arguments=list(arguments)))
+            types.ExecuteCommandParams(command=name, arguments=list(arguments))
+        )
 
 
 def run(coro: Any) -> Any:
@@ -216,19 +240,29 @@ def run(coro: Any) -> Any:
 
 
 def origin_diagnostic(session: Session, ws: Workspace) -> types.Diagnostic | None:
-    return next((d for d in session.diagnostics_of(ws.program)
-                 if d.range.start.line == ws.origin_line - 1 and (d.data or {}).get("role") == "origin"), None)
+    return next(
+        (
+            d
+            for d in session.diagnostics_of(ws.program)
+            if d.range.start.line == ws.origin_line - 1 and (d.data or {}).get("role") == "origin"
+        ),
+        None,
+    )
 
 
 # --- tests -----------------------------------------------------------------------------------------------------------
 
 
-def test_dump_in_workspace_marks_origin_line_with_hover_lens_findings_and_progress(workspace: Workspace) -> None:
+def test_dump_in_workspace_marks_origin_line_with_hover_lens_findings_and_progress(
+    workspace: Workspace,
+) -> None:
     ws = workspace
 
     async def body() -> None:
-        async with Session(ws.root, {"captureDirs": [".nanlens", "captures"], "dumpDirs": [".nanlens/dumps"],
-                                     "logLevel": "INFO"}) as s:
+        async with Session(
+            ws.root,
+            {"captureDirs": [".nanlens", "captures"], "dumpDirs": [".nanlens/dumps"], "logLevel": "INFO"},
+        ) as s:
             diag = await s.wait_for("the origin diagnostic", lambda: origin_diagnostic(s, ws))
             assert diag.severity == types.DiagnosticSeverity.Error
             assert diag.source == "NaN Lens" and diag.code == "Log"
@@ -257,8 +291,9 @@ def test_dump_in_workspace_marks_origin_line_with_hover_lens_findings_and_progre
             command = lenses[0].command
             assert command is not None and command.command == "nanlens.debugEagerly"
             assert command.title == "$(debug-alt) Run eagerly under debugger"
-            assert list(command.arguments) == [{"script": str(ws.program), "file": str(ws.program),
-                                          "line": ws.origin_line}]
+            assert list(command.arguments) == [
+                {"script": str(ws.program), "file": str(ws.program), "line": ws.origin_line}
+            ]
 
             kinds = [kind for kind, _ in s.progress_events]
             assert "create" in kinds and "begin" in kinds
@@ -269,7 +304,9 @@ def test_dump_in_workspace_marks_origin_line_with_hover_lens_findings_and_progre
     run(body())
 
 
-def test_bad_dump_dir_gives_one_message_and_server_keeps_working(workspace: Workspace, tmp_path: Path) -> None:
+def test_bad_dump_dir_gives_one_message_and_server_keeps_working(
+    workspace: Workspace, tmp_path: Path
+) -> None:
     ws = workspace
     not_a_dir = tmp_path / "dumps.txt"
     not_a_dir.write_text("not a folder")
@@ -279,7 +316,9 @@ def test_bad_dump_dir_gives_one_message_and_server_keeps_working(workspace: Work
         options = {"dumpDirs": [".nanlens/dumps", str(missing), str(not_a_dir)], "captureDirs": []}
         async with Session(ws.root, options) as s:
             await s.wait_for("a settings message", lambda: s.messages)
-            await s.wait_for("the origin diagnostic", lambda: origin_diagnostic(s, ws))  # the good dir still works
+            await s.wait_for(
+                "the origin diagnostic", lambda: origin_diagnostic(s, ws)
+            )  # the good dir still works
             assert len(s.messages) == 1
             message = s.messages[0]
             assert message.type == types.MessageType.Warning
@@ -287,13 +326,19 @@ def test_bad_dump_dir_gives_one_message_and_server_keeps_working(workspace: Work
             assert "\n" not in message.message
 
             # A malformed change of settings: one more message, and the server still answers.
-            s.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-                settings={"nanlens": {"dumpDirs": 42, "captureDirs": [], "logLevel": "INFO"}}))
+            s.client.workspace_did_change_configuration(
+                types.DidChangeConfigurationParams(
+                    settings={"nanlens": {"dumpDirs": 42, "captureDirs": [], "logLevel": "INFO"}}
+                )
+            )
             await s.wait_for("a second message", lambda: len(s.messages) >= 2)
             assert "dumpDirs" in s.messages[1].message
             # The same settings again (clients resend them): no second pop-up for the same problem.
-            s.client.workspace_did_change_configuration(types.DidChangeConfigurationParams(
-                settings={"nanlens": {"dumpDirs": 42, "captureDirs": [], "logLevel": "INFO"}}))
+            s.client.workspace_did_change_configuration(
+                types.DidChangeConfigurationParams(
+                    settings={"nanlens": {"dumpDirs": 42, "captureDirs": [], "logLevel": "INFO"}}
+                )
+            )
             hover = await s.hover(ws.program, ws.origin_line)
             assert hover is not None
             assert s.client.stopped is False
@@ -306,8 +351,10 @@ def test_file_changed_since_the_dump_is_marked_stale(workspace: Workspace) -> No
     ws = workspace
     original = ws.program.read_text()
     uri = from_fs_path(str(ws.program))
-    edited = original.replace('"""A training step gone wrong: log of a zero."""\n',
-                              '"""A training step gone wrong: log of a zero."""\nEPS = 1e-7\n')
+    edited = original.replace(
+        '"""A training step gone wrong: log of a zero."""\n',
+        '"""A training step gone wrong: log of a zero."""\nEPS = 1e-7\n',
+    )
 
     def stale_state(s: Session) -> dict[str, Any] | None:
         source = s.settled("dump", ws.dump)
@@ -323,8 +370,11 @@ def test_file_changed_since_the_dump_is_marked_stale(workspace: Workspace) -> No
             await s.wait_for("fresh findings", lambda: fresh_state(s))
 
             # Unsaved edit in the editor: the marks no longer describe this text.
-            s.client.text_document_did_open(types.DidOpenTextDocumentParams(
-                types.TextDocumentItem(uri=uri, language_id="python", version=1, text=edited)))
+            s.client.text_document_did_open(
+                types.DidOpenTextDocumentParams(
+                    types.TextDocumentItem(uri=uri, language_id="python", version=1, text=edited)
+                )
+            )
             await s.wait_for("stale findings after an editor edit", lambda: stale_state(s))
             diag = next(d for d in s.diagnostics_of(ws.program) if d.range.start.line == ws.origin_line - 1)
             assert diag.message.startswith("(stale) ")
@@ -333,12 +383,16 @@ def test_file_changed_since_the_dump_is_marked_stale(workspace: Workspace) -> No
             assert hover is not None and "(stale)" in hover.contents.value  # type: ignore[union-attr]
 
             # Undo in the editor: fresh again.
-            s.client.text_document_did_change(types.DidChangeTextDocumentParams(
-                text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
-                content_changes=[types.TextDocumentContentChangeWholeDocument(text=original)]))
+            s.client.text_document_did_change(
+                types.DidChangeTextDocumentParams(
+                    text_document=types.VersionedTextDocumentIdentifier(uri=uri, version=2),
+                    content_changes=[types.TextDocumentContentChangeWholeDocument(text=original)],
+                )
+            )
             await s.wait_for("fresh findings after undo", lambda: fresh_state(s))
-            s.client.text_document_did_close(types.DidCloseTextDocumentParams(
-                types.TextDocumentIdentifier(uri=uri)))
+            s.client.text_document_did_close(
+                types.DidCloseTextDocumentParams(types.TextDocumentIdentifier(uri=uri))
+            )
 
             # Saved edit on disk, file not open: noticed by the watcher.
             try:
@@ -370,8 +424,9 @@ def test_growing_dump_is_rescanned_live(workspace: Workspace, tmp_path: Path) ->
             for f in ws.dump.iterdir():
                 if f.name.endswith(late):
                     shutil.copyfile(f, live / f.name)
-            grown = await s.wait_for("the origin after the dump grew",
-                                     lambda: (x := s.settled("dump", live)) and x["origin"] and x)
+            grown = await s.wait_for(
+                "the origin after the dump grew", lambda: (x := s.settled("dump", live)) and x["origin"] and x
+            )
             assert grown["origin"]["line"] == ws.origin_line and grown["origin"]["file"] == str(ws.program)
 
     run(body())
@@ -404,7 +459,8 @@ def test_bundle_with_precomputed_findings_gets_replay_lens(workspace: Workspace,
             assert lenses[0].command.title == "$(debug-alt) Replay eagerly (step 7)"
             assert lenses[0].command.command == "nanlens.replayEagerly"
             assert list(lenses[0].command.arguments) == [
-                {"bundle": str(bundle), "file": str(ws.program), "line": ws.origin_line, "step": 7}]
+                {"bundle": str(bundle), "file": str(ws.program), "line": ws.origin_line, "step": 7}
+            ]
 
     run(body())
 
@@ -423,38 +479,75 @@ def test_notebook_findings_are_shown_on_the_cells_of_the_open_notebook(tmp_path:
 
     bundle = make_bundle(tmp_path, step=5)
     notebook = tmp_path / "analysis.ipynb"
-    notebook.write_text(json.dumps({
-        "cells": [{"cell_type": kind, "metadata": {}, "source": source.splitlines(keepends=True),
-                   **({"outputs": [], "execution_count": None} if kind == "code" else {})}
-                  for kind, source in NOTEBOOK_CELLS],
-        "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}))
-    origin = Finding(file=str(notebook), line=2, cell=2, role="origin", op=OpRef(name="Log", type="Log"),
-                     health=TensorHealth(dtype="float32", size=2, neg_inf=1), message="Log produced 1 -inf of 2")
-    findings = Findings(source_kind="bundle", source_path=str(bundle), origin=origin, findings=[origin],
-                        bundle={"step": 5})
+    notebook.write_text(
+        json.dumps(
+            {
+                "cells": [
+                    {
+                        "cell_type": kind,
+                        "metadata": {},
+                        "source": source.splitlines(keepends=True),
+                        **({"outputs": [], "execution_count": None} if kind == "code" else {}),
+                    }
+                    for kind, source in NOTEBOOK_CELLS
+                ],
+                "metadata": {"language_info": {"name": "python"}},
+                "nbformat": 4,
+                "nbformat_minor": 5,
+            }
+        )
+    )
+    origin = Finding(
+        file=str(notebook),
+        line=2,
+        cell=2,
+        role="origin",
+        op=OpRef(name="Log", type="Log"),
+        health=TensorHealth(dtype="float32", size=2, neg_inf=1),
+        message="Log produced 1 -inf of 2",
+    )
+    findings = Findings(
+        source_kind="bundle", source_path=str(bundle), origin=origin, findings=[origin], bundle={"step": 5}
+    )
     Path(str(bundle) + ".findings.json").write_text(findings.dumps())
     nb_uri = from_fs_path(str(notebook))
     cell_uris = [f"vscode-notebook-cell:{notebook}#cell{i}" for i in range(len(NOTEBOOK_CELLS))]
     opened = types.DidOpenNotebookDocumentParams(
         notebook_document=types.NotebookDocument(
-            uri=nb_uri, notebook_type="jupyter-notebook", version=1,
-            cells=[types.NotebookCell(kind=types.NotebookCellKind.Markup if kind == "markdown"
-                                      else types.NotebookCellKind.Code, document=cell_uri)
-                   for (kind, _), cell_uri in zip(NOTEBOOK_CELLS, cell_uris, strict=True)]),
-        cell_text_documents=[types.TextDocumentItem(uri=cell_uri, language_id=kind if kind == "markdown" else "python",
-                                                    version=1, text=source)
-                             for (kind, source), cell_uri in zip(NOTEBOOK_CELLS, cell_uris, strict=True)])
+            uri=nb_uri,
+            notebook_type="jupyter-notebook",
+            version=1,
+            cells=[
+                types.NotebookCell(
+                    kind=types.NotebookCellKind.Markup if kind == "markdown" else types.NotebookCellKind.Code,
+                    document=cell_uri,
+                )
+                for (kind, _), cell_uri in zip(NOTEBOOK_CELLS, cell_uris, strict=True)
+            ],
+        ),
+        cell_text_documents=[
+            types.TextDocumentItem(
+                uri=cell_uri, language_id=kind if kind == "markdown" else "python", version=1, text=source
+            )
+            for (kind, source), cell_uri in zip(NOTEBOOK_CELLS, cell_uris, strict=True)
+        ],
+    )
 
     async def body() -> None:
         async with Session(tmp_path, {"captureDirs": ["captures"], "dumpDirs": []}) as s:
             source = await s.wait_for("the bundle source", lambda: s.settled("bundle", bundle))
-            assert source["status"] == "ok" and source["origin"]["cell"] == 2 and source["origin"]["line"] == 2
+            assert (
+                source["status"] == "ok" and source["origin"]["cell"] == 2 and source["origin"]["line"] == 2
+            )
             assert s.diagnostics_of(notebook) == []  # closed: nothing, and never on the .ipynb's JSON lines
 
             s.client.notebook_document_did_open(opened)
-            diags = await s.wait_for("a diagnostic on the third cell", lambda: s.diagnostics.get(cell_uris[2]))
+            diags = await s.wait_for(
+                "a diagnostic on the third cell", lambda: s.diagnostics.get(cell_uris[2])
+            )
             assert [(d.range.start.line, d.range.start.character, d.code) for d in diags] == [
-                (1, len("    "), "Log")]
+                (1, len("    "), "Log")
+            ]
             assert diags[0].severity == types.DiagnosticSeverity.Error and "-inf" in diags[0].message
             assert not s.diagnostics.get(cell_uris[0]) and not s.diagnostics.get(cell_uris[1])
             assert s.diagnostics_of(notebook) == []
@@ -465,7 +558,10 @@ def test_notebook_findings_are_shown_on_the_cells_of_the_open_notebook(tmp_path:
             assert await s.hover(cell_uris[1], 2) is None  # line 2 of another cell
             lenses = await s.code_lenses(cell_uris[2])
             assert [lens.range.start.line for lens in lenses] == [1]
-            assert lenses[0].command is not None and lenses[0].command.title == "$(debug-alt) Replay eagerly (step 5)"
+            assert (
+                lenses[0].command is not None
+                and lenses[0].command.title == "$(debug-alt) Replay eagerly (step 5)"
+            )
             (target,) = lenses[0].command.arguments
             cell_file = Path(target.pop("cellFile"))
             assert target == {"bundle": str(bundle), "file": str(notebook), "line": 2, "step": 5, "cell": 2}
@@ -479,33 +575,61 @@ def test_notebook_findings_are_shown_on_the_cells_of_the_open_notebook(tmp_path:
             assert asked == {**target, "cellFile": str(cell_file)}
             assert await s.command("nanlens.server.replayTarget", str(tmp_path / "no-such-bundle")) is None
             assert await s.code_lenses(cell_uris[1]) == []
-            actions = await s.client.text_document_code_action_async(types.CodeActionParams(
-                text_document=types.TextDocumentIdentifier(uri=cell_uris[2]), range=diags[0].range,
-                context=types.CodeActionContext(diagnostics=diags)))
-            assert actions and all(isinstance(a, types.CodeAction) and a.title.startswith("NaN Lens: ") for a in actions)
+            actions = await s.client.text_document_code_action_async(
+                types.CodeActionParams(
+                    text_document=types.TextDocumentIdentifier(uri=cell_uris[2]),
+                    range=diags[0].range,
+                    context=types.CodeActionContext(diagnostics=diags),
+                )
+            )
+            assert actions and all(
+                isinstance(a, types.CodeAction) and a.title.startswith("NaN Lens: ") for a in actions
+            )
             edit = actions[0].edit  # type: ignore[union-attr]
             assert edit is not None and edit.changes is not None and list(edit.changes) == [cell_uris[2]]
             assert all(e.range.start.line == 1 for e in edit.changes[cell_uris[2]])  # line 2 of the cell
 
             # Typing in the cell (unsaved) makes the finding stale, as an edited .py buffer does.
-            s.client.notebook_document_did_change(types.DidChangeNotebookDocumentParams(
-                notebook_document=types.VersionedNotebookDocumentIdentifier(version=2, uri=nb_uri),
-                change=types.NotebookDocumentChangeEvent(cells=types.NotebookDocumentCellChanges(text_content=[
-                    types.NotebookDocumentCellContentChanges(
-                        document=types.VersionedTextDocumentIdentifier(uri=cell_uris[2], version=2),
-                        changes=[types.TextDocumentContentChangePartial(
-                            range=types.Range(types.Position(1, 25), types.Position(1, 25)), text=" + 1e-7")])]))))
-            stale = await s.wait_for("the finding marked stale", lambda: (d := s.diagnostics.get(cell_uris[2]))
-                                     and d[0].message.startswith("(stale) ") and d)
+            s.client.notebook_document_did_change(
+                types.DidChangeNotebookDocumentParams(
+                    notebook_document=types.VersionedNotebookDocumentIdentifier(version=2, uri=nb_uri),
+                    change=types.NotebookDocumentChangeEvent(
+                        cells=types.NotebookDocumentCellChanges(
+                            text_content=[
+                                types.NotebookDocumentCellContentChanges(
+                                    document=types.VersionedTextDocumentIdentifier(
+                                        uri=cell_uris[2], version=2
+                                    ),
+                                    changes=[
+                                        types.TextDocumentContentChangePartial(
+                                            range=types.Range(types.Position(1, 25), types.Position(1, 25)),
+                                            text=" + 1e-7",
+                                        )
+                                    ],
+                                )
+                            ]
+                        )
+                    ),
+                )
+            )
+            stale = await s.wait_for(
+                "the finding marked stale",
+                lambda: (d := s.diagnostics.get(cell_uris[2])) and d[0].message.startswith("(stale) ") and d,
+            )
             assert stale[0].severity == types.DiagnosticSeverity.Information
 
-            s.client.notebook_document_did_close(types.DidCloseNotebookDocumentParams(
-                notebook_document=types.NotebookDocumentIdentifier(uri=nb_uri),
-                cell_text_documents=[types.TextDocumentIdentifier(uri=u) for u in cell_uris]))
+            s.client.notebook_document_did_close(
+                types.DidCloseNotebookDocumentParams(
+                    notebook_document=types.NotebookDocumentIdentifier(uri=nb_uri),
+                    cell_text_documents=[types.TextDocumentIdentifier(uri=u) for u in cell_uris],
+                )
+            )
             await s.wait_for("the cell's diagnostics cleared", lambda: s.diagnostics.get(cell_uris[2]) == [])
             # Closed without saving: the code on disk is what ran again, so the finding is current.
-            await s.wait_for("a current origin again", lambda: (src := s.settled("bundle", bundle))
-                             and src["origin"]["stale"] is False)
+            await s.wait_for(
+                "a current origin again",
+                lambda: (src := s.settled("bundle", bundle)) and src["origin"]["stale"] is False,
+            )
 
     run(body())
 
@@ -516,10 +640,17 @@ def test_bundle_that_cannot_be_located_is_an_error_source_with_one_message(tmp_p
     async def body() -> None:
         async with Session(tmp_path, {"captureDirs": ["captures"], "dumpDirs": []}) as s:
             waiting = await s.wait_for("the bundle", lambda: s.settled("bundle", bundle))
-            assert waiting["status"] == "unlocated" and waiting["foreign"] == "no host recorded" and not s.messages
+            assert (
+                waiting["status"] == "unlocated"
+                and waiting["foreign"] == "no host recorded"
+                and not s.messages
+            )
             await s.command("nanlens.server.locateBundle", str(bundle))  # the click
-            source = await s.wait_for("the bundle to fail", lambda: (x := s.settled("bundle", bundle))
-                                      and x["status"] != "unlocated" and x, timeout=120)
+            source = await s.wait_for(
+                "the bundle to fail",
+                lambda: (x := s.settled("bundle", bundle)) and x["status"] != "unlocated" and x,
+                timeout=120,
+            )
             assert source["status"] == "error" and source["error"] and "\n" not in source["error"]
             assert source["findings"] == [] and source["origin"] is None
             await s.wait_for("one message", lambda: s.messages)
@@ -565,8 +696,9 @@ class GuardedCapture:
         self.root = root
         self.program = root / "train.py"
         self.bundle = next(p for p in (root / "captures").iterdir() if p.is_dir())
-        self.origin_line = next(i for i, line in enumerate(self.program.read_text().splitlines(), 1)
-                                if "# ORIGIN" in line)
+        self.origin_line = next(
+            i for i, line in enumerate(self.program.read_text().splitlines(), 1) if "# ORIGIN" in line
+        )
 
     def copy(self, root: Path, name: str | None = None, host: str | None = None) -> Path:
         """The bundle copied into ``root/captures`` (renamed, another host recorded) with train.py beside it in
@@ -590,8 +722,13 @@ class GuardedCapture:
 def guarded(tmp_path_factory: pytest.TempPathFactory) -> GuardedCapture:
     root = tmp_path_factory.mktemp("guarded")
     shutil.copyfile(Path(__file__).parent / "zoo" / "zoo_log_of_zero.py", root / "train.py")
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", NANLENS_CAPTURE_DIR="captures", CUDA_VISIBLE_DEVICES="",
-               NANLENS_LOCATE_AT_SCENE="0")
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL="2",
+        NANLENS_CAPTURE_DIR="captures",
+        CUDA_VISIBLE_DEVICES="",
+        NANLENS_LOCATE_AT_SCENE="0",
+    )
     subprocess.run([PYTHON, str(root / "train.py")], env=env, cwd=root, timeout=300, capture_output=True)
     bundles = [p for p in (root / "captures").iterdir() if p.is_dir()]
     assert len(bundles) == 1, "the guarded run wrote one bundle"
@@ -636,7 +773,8 @@ def begun(session: Session) -> list[Any]:
 
 
 def test_bundle_from_a_guarded_training_run_waits_for_the_click_then_is_located_cached_and_replayable(
-        guarded: GuardedCapture, tmp_path: Path) -> None:
+    guarded: GuardedCapture, tmp_path: Path
+) -> None:
     """The main flow for a bundle without findings located at the scene: the server shows it and offers "Locate
     (runs train.py)", runs nothing until that click (no child, no progress), then locates it in a child process
     (with progress), marks the origin line with a 'Replay eagerly' lens, and caches the result beside the bundle."""
@@ -650,10 +788,16 @@ def test_bundle_from_a_guarded_training_run_waits_for_the_click_then_is_located_
             children = ChildWatch(s)
             waiting = await s.wait_for("the bundle waiting for a click", lambda: s.settled("bundle", bundle))
             assert waiting["status"] == "unlocated" and waiting["origin"] is None and waiting["error"] is None
-            assert waiting["entry"] == str(program) and waiting["foreign"] is None and waiting["untrusted"] is None
+            assert (
+                waiting["entry"] == str(program)
+                and waiting["foreign"] is None
+                and waiting["untrusted"] is None
+            )
             (lens,) = await s.code_lenses(program)
             assert lens.range.start.line == 0 and lens.command is not None
-            assert lens.command.command == "nanlens.locateBundle" and list(lens.command.arguments) == [str(bundle)]
+            assert lens.command.command == "nanlens.locateBundle" and list(lens.command.arguments) == [
+                str(bundle)
+            ]
             assert lens.command.title.startswith(f"$(search) Locate NaN in {bundle.name}")
             assert lens.command.title.endswith("(runs train.py)")
             await asyncio.sleep(5)  # three watcher polls: still nothing runs
@@ -677,10 +821,13 @@ def test_bundle_from_a_guarded_training_run_waits_for_the_click_then_is_located_
             assert lenses[0].command is not None
             assert lenses[0].command.title == f"$(debug-alt) Replay eagerly (step {step})"
             assert list(lenses[0].command.arguments) == [
-                {"bundle": str(bundle), "file": str(program), "line": origin_line, "step": step}]
+                {"bundle": str(bundle), "file": str(program), "line": origin_line, "step": step}
+            ]
         cache = Path(str(bundle) + ".findings.json")
         assert cache.is_file()
-        assert sorted((p.name, p.stat().st_mtime_ns) for p in bundle.iterdir()) == bundle_files  # bundle untouched
+        assert (
+            sorted((p.name, p.stat().st_mtime_ns) for p in bundle.iterdir()) == bundle_files
+        )  # bundle untouched
 
         # A new server (the editor reopened) reads the cached result instead of replaying again.
         async with Session(tmp_path, {"captureDirs": ["captures"], "dumpDirs": []}) as s:
@@ -694,7 +841,8 @@ def test_bundle_from_a_guarded_training_run_waits_for_the_click_then_is_located_
 
 
 def test_automatic_locate_runs_own_bundles_never_foreign_ones_until_clicked(
-        guarded: GuardedCapture, tmp_path: Path) -> None:
+    guarded: GuardedCapture, tmp_path: Path
+) -> None:
     """With nanlens.locate.automatic on, the user's own bundle (captured on this host) is located as it appears;
     a bundle recorded on another host is not, whatever the setting, until the user clicks Locate."""
     own = guarded.copy(tmp_path, "own-step1")
@@ -702,10 +850,15 @@ def test_automatic_locate_runs_own_bundles_never_foreign_ones_until_clicked(
     program = tmp_path / "train.py"
 
     async def body() -> None:
-        async with Session(tmp_path, {"captureDirs": ["captures"], "dumpDirs": [], "locateAutomatic": True}) as s:
+        async with Session(
+            tmp_path, {"captureDirs": ["captures"], "dumpDirs": [], "locateAutomatic": True}
+        ) as s:
             children = ChildWatch(s)
-            located = await s.wait_for("the own bundle located", lambda: (x := s.settled("bundle", own))
-                                       and x["status"] == "ok" and x, timeout=240)
+            located = await s.wait_for(
+                "the own bundle located",
+                lambda: (x := s.settled("bundle", own)) and x["status"] == "ok" and x,
+                timeout=240,
+            )
             assert located["origin"]["line"] == guarded.origin_line
             await asyncio.sleep(4)  # more polls: the foreign one still waits
             waiting = s.source("bundle", foreign)
@@ -715,8 +868,11 @@ def test_automatic_locate_runs_own_bundles_never_foreign_ones_until_clicked(
             assert [cmd for cmd in ran.values() if str(foreign) in cmd] == [], ran
             assert [cmd for cmd in ran.values() if str(own) in cmd], ran
             assert [t for t in begun(s) if foreign.name in str(t)] == []
-            (lens,) = [lens for lens in await s.code_lenses(program) if lens.command
-                       and lens.command.command == "nanlens.locateBundle"]
+            (lens,) = [
+                lens
+                for lens in await s.code_lenses(program)
+                if lens.command and lens.command.command == "nanlens.locateBundle"
+            ]
             assert list(lens.command.arguments) == [str(foreign)]
             assert "captured on node-7.cluster.example" in lens.command.title
 
@@ -737,11 +893,15 @@ def test_a_changed_program_runs_only_once_the_user_trusts_it(guarded: GuardedCap
     program.write_text(program.read_text() + "\n# a change of the user's\n")
 
     async def body() -> None:
-        async with Session(tmp_path, {"captureDirs": ["captures"], "dumpDirs": [], "locateAutomatic": True}) as s:
+        async with Session(
+            tmp_path, {"captureDirs": ["captures"], "dumpDirs": [], "locateAutomatic": True}
+        ) as s:
             waiting = await s.wait_for("the bundle", lambda: s.settled("bundle", bundle))
             # The setting is on and the bundle is ours, so it was tried: refused, it waits for the user.
             assert waiting["status"] == "unlocated", waiting
-            assert waiting["untrusted"]["file"] == str(program) and waiting["untrusted"]["reason"] == "changed"
+            assert (
+                waiting["untrusted"]["file"] == str(program) and waiting["untrusted"]["reason"] == "changed"
+            )
             refused = await s.command("nanlens.server.locateBundle", str(bundle))
             refused = json.loads(json.dumps(refused, default=lambda o: o._asdict()))
             assert refused["status"] == "unlocated" and refused["untrusted"]["file"] == str(program)
@@ -751,7 +911,9 @@ def test_a_changed_program_runs_only_once_the_user_trusts_it(guarded: GuardedCap
             check = json.loads(json.dumps(check, default=lambda o: o._asdict()))
             assert check["trusted"] is False and check["untrusted"]["reason"] == "changed"
 
-            source = await s.command("nanlens.server.locateBundle", str(bundle), {"trustEntry": [str(program)]})
+            source = await s.command(
+                "nanlens.server.locateBundle", str(bundle), {"trustEntry": [str(program)]}
+            )
             source = json.loads(json.dumps(source, default=lambda o: o._asdict()))
             assert source["status"] == "ok", source
             assert source["origin"]["line"] == guarded.origin_line and source["untrusted"] is None

@@ -50,8 +50,15 @@ def test_picture_model_of_a_bundle_comes_with_its_findings(workspace: Workspace,
     bundle = make_bundle(tmp_path, step=7)
     findings = scan_dump(str(ws.dump))  # what a locate of this bundle finds, pictures included
     findings.extra["pictures"] = build_picture_model(
-        ws.dump, findings=findings, source_kind="bundle", source_path=str(bundle), failing_step=7,
-        loss_history=[{"step": 6, "loss": 1.5, "logged_loss": 1.5}, {"step": 7, "loss": None, "logged_loss": None}],
+        ws.dump,
+        findings=findings,
+        source_kind="bundle",
+        source_path=str(bundle),
+        failing_step=7,
+        loss_history=[
+            {"step": 6, "loss": 1.5, "logged_loss": 1.5},
+            {"step": 7, "loss": None, "logged_loss": None},
+        ],
     ).to_json()
     findings.source_kind, findings.source_path, findings.bundle = "bundle", str(bundle), {"step": 7}
     Path(str(bundle) + ".findings.json").write_text(findings.dumps())
@@ -61,8 +68,11 @@ def test_picture_model_of_a_bundle_comes_with_its_findings(workspace: Workspace,
             source = await s.wait_for("the bundle source", lambda: s.settled("bundle", bundle))
             model = plain(await s.command(CMD, {"sourceId": source["id"]}))
             assert model["source"] == {"kind": "bundle", "path": str(bundle), "label": "run-step7"}
-            assert model["failing_step"] == 7 and model["loss_history"][-1] == {"step": 7, "loss": None,
-                                                                                 "logged_loss": None}
+            assert model["failing_step"] == 7 and model["loss_history"][-1] == {
+                "step": 7,
+                "loss": None,
+                "logged_loss": None,
+            }
             assert any(n["role"] == "origin" and n["type"] == "Log" for n in model["nodes"])
 
     run(body())

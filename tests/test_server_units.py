@@ -32,7 +32,9 @@ from pyadapter.server.state import SourceRecord
 BUNDLE_MANIFEST = {"format": "nanlens.bundle/1", "step": 12}
 
 
-def make_finding(file: str, line: int, role: str = "origin", op_type: str = "Log", message: str = "") -> Finding:
+def make_finding(
+    file: str, line: int, role: str = "origin", op_type: str = "Log", message: str = ""
+) -> Finding:
     return Finding(
         file=file,
         line=line,
@@ -48,10 +50,17 @@ def make_finding(file: str, line: int, role: str = "origin", op_type: str = "Log
 def make_record(tmp_path: Path, kind: str = "dump", stale: bool = False) -> tuple[SourceRecord, str]:
     user_file = tmp_path / "train.py"
     user_file.write_text("import tensorflow as tf\n\ny = tf.math.log(x)  # ORIGIN\nz = y * 2\n")
-    origin = make_finding(str(user_file), 3, message="Log produced 1 -inf from input model/probs_1:0 which holds 1 zeros")
+    origin = make_finding(
+        str(user_file), 3, message="Log produced 1 -inf from input model/probs_1:0 which holds 1 zeros"
+    )
     propagated = make_finding(str(user_file), 4, role="propagated", op_type="Mul")
-    findings = Findings(source_kind=kind, source_path=str(tmp_path / "src"), origin=origin,  # type: ignore[arg-type]
-                        findings=[origin, propagated], bundle={"step": 12} if kind == "bundle" else None)
+    findings = Findings(
+        source_kind=kind,
+        source_path=str(tmp_path / "src"),
+        origin=origin,  # type: ignore[arg-type]
+        findings=[origin, propagated],
+        bundle={"step": 12} if kind == "bundle" else None,
+    )
     record = SourceRecord(SourceRef(kind, str(tmp_path / "run-step12")), status="ok", findings=findings)  # type: ignore[arg-type]
     if stale:
         record.stale_files.add(str(user_file))
@@ -80,7 +89,10 @@ def test_diagnostics_mark_origin_as_error_and_propagated_as_warning(tmp_path: Pa
     assert origin.data == {"sourceId": record.id, "role": "origin"}
     assert origin.message.startswith("Log produced 1 -inf")
     # Underlines the code, not the indentation or past the line's end.
-    assert (origin.range.start.character, origin.range.end.character) == (0, len("y = tf.math.log(x)  # ORIGIN"))
+    assert (origin.range.start.character, origin.range.end.character) == (
+        0,
+        len("y = tf.math.log(x)  # ORIGIN"),
+    )
     assert propagated.severity == types.DiagnosticSeverity.Warning
     assert propagated.related_information and propagated.related_information[0].location.range.start.line == 2
 
@@ -108,8 +120,16 @@ def test_hover_shows_op_type_graph_step_health_inputs_and_message(tmp_path: Path
     hits = render.findings_at([record], user_file, 2)
     assert [f.role for _, f in hits] == ["origin"]
     text = render.hover_markdown(hits)
-    for expected in ("`model/Log`", "`Log`", "__inference_train_step_42", "step: 12", "1 -inf of 2",
-                     "model/probs_1:0", "finite (2 values, 1 zeros)", "Log produced 1 -inf from input model/probs\\_1:0"):
+    for expected in (
+        "`model/Log`",
+        "`Log`",
+        "__inference_train_step_42",
+        "step: 12",
+        "1 -inf of 2",
+        "model/probs_1:0",
+        "finite (2 values, 1 zeros)",
+        "Log produced 1 -inf from input model/probs\\_1:0",
+    ):
         assert expected in text, expected
     assert render.findings_at([record], user_file, 0) == []
 
@@ -150,10 +170,17 @@ def test_dump_origin_gets_debug_lens_when_script_is_known(tmp_path: Path) -> Non
 
 def test_lenses_of_two_sources_on_one_line_say_which_is_which(tmp_path: Path) -> None:
     first, user_file = make_record(tmp_path, kind="bundle")
-    second = SourceRecord(SourceRef("bundle", str(tmp_path / "other-run")), status="ok", findings=first.findings)
-    titles = [lens.command.title for lens in render.code_lenses([first, second], user_file, disk_line_text)
-              if lens.command]
-    assert len(set(titles)) == 2 and all(t.startswith("$(debug-alt) Replay eagerly (step 12) · ") for t in titles)
+    second = SourceRecord(
+        SourceRef("bundle", str(tmp_path / "other-run")), status="ok", findings=first.findings
+    )
+    titles = [
+        lens.command.title
+        for lens in render.code_lenses([first, second], user_file, disk_line_text)
+        if lens.command
+    ]
+    assert len(set(titles)) == 2 and all(
+        t.startswith("$(debug-alt) Replay eagerly (step 12) · ") for t in titles
+    )
 
 
 def test_findings_notification_matches_protocol(tmp_path: Path) -> None:
@@ -167,10 +194,21 @@ def test_findings_notification_matches_protocol(tmp_path: Path) -> None:
     assert bundle["label"] == "run-step12 (step 12)" and bundle["step"] == 12 and bundle["status"] == "ok"
     assert bundle["origin"]["role"] == "origin" and bundle["origin"]["line"] == 3
     assert [f["role"] for f in bundle["findings"]] == ["origin", "propagated"]
-    assert by_kind["dump"] == {"id": f"dump:{error.path}", "kind": "dump", "path": error.path, "label": "broken",
-                               "step": None, "status": "error", "error": "truncated dump", "origin": None,
-                               "findings": [], "entry": None, "foreign": None, "untrusted": None,
-                               "cause": None}
+    assert by_kind["dump"] == {
+        "id": f"dump:{error.path}",
+        "kind": "dump",
+        "path": error.path,
+        "label": "broken",
+        "step": None,
+        "status": "error",
+        "error": "truncated dump",
+        "origin": None,
+        "findings": [],
+        "entry": None,
+        "foreign": None,
+        "untrusted": None,
+        "cause": None,
+    }
 
 
 # --- settings -------------------------------------------------------------------------------------------------------
@@ -197,7 +235,9 @@ def test_relative_dirs_resolve_per_workspace_folder(tmp_path: Path) -> None:
 def test_root_problems_for_missing_absolute_and_non_folder(tmp_path: Path) -> None:
     a_file = tmp_path / "f.txt"
     a_file.write_text("x")
-    settings = Settings(capture_dirs=(str(tmp_path / "missing"), str(a_file), "relative-missing"), dump_dirs=())
+    settings = Settings(
+        capture_dirs=(str(tmp_path / "missing"), str(a_file), "relative-missing"), dump_dirs=()
+    )
     problems = [root_problem(r) for r in watched_roots(settings, [str(tmp_path)])]
     assert "does not exist" in (problems[0] or "")
     assert "not a folder" in (problems[1] or "")
@@ -269,7 +309,9 @@ def test_watcher_reports_new_changed_removed_sources_and_changed_files(tmp_path:
     watcher.set_watched_files([str(user_file)])
     dump = make_dump_dir(tmp_path / "run1")
     first = watcher.poll()
-    assert [ref.path for ref, _ in first.scan] == [str(dump)] and not first.removed and not first.files_changed
+    assert (
+        [ref.path for ref, _ in first.scan] == [str(dump)] and not first.removed and not first.files_changed
+    )
     assert not watcher.poll()
     with open(dump / "tfdbg_events.1700000000.host.graph_execution_traces", "ab") as fh:
         fh.write(b"more")
@@ -297,8 +339,11 @@ def test_snapshot_prefers_recorded_text_and_flags_files_edited_after_the_source(
     new.write_text("x = 2\n")
     source_time = time.time() - 100
     os.utime(old, (source_time - 50, source_time - 50))
-    snap = snapshot_files([str(old), str(new), str(tmp_path / "recorded.py")], source_time,
-                          {str(tmp_path / "recorded.py"): text_hash("r = 0\n")})
+    snap = snapshot_files(
+        [str(old), str(new), str(tmp_path / "recorded.py")],
+        source_time,
+        {str(tmp_path / "recorded.py"): text_hash("r = 0\n")},
+    )
     assert snap[str(old)] == text_hash("x = 1\n")
     assert snap[str(new)] == CHANGED_AFTER_SOURCE
     assert not is_stale(snap[str(old)], "x = 1\n")
@@ -329,8 +374,11 @@ def test_precomputed_findings_used_only_when_newer_than_the_content(tmp_path: Pa
     assert fresh_cache(ref, content) is None  # the bundle was rewritten after: recompute
     # Written in the same clock tick as the bundle (coarse file-system timestamps): still fresh. Every ns value in
     # one second is tried: compared as floats, about one in seven such ties was judged older.
-    for nanos in range(content.newest_mtime_ns - content.newest_mtime_ns % 10**9, content.newest_mtime_ns
-                       - content.newest_mtime_ns % 10**9 + 10**9, 7_919_111):
+    for nanos in range(
+        content.newest_mtime_ns - content.newest_mtime_ns % 10**9,
+        content.newest_mtime_ns - content.newest_mtime_ns % 10**9 + 10**9,
+        7_919_111,
+    ):
         os.utime(beside, ns=(nanos, nanos))
         tied = fingerprint(ref)
         assert tied is not None
@@ -368,7 +416,9 @@ def test_progress_callback_accepts_the_usual_shapes() -> None:
 def test_hover_of_bundle_finding_shows_the_training_step_not_the_replay_step(tmp_path: Path) -> None:
     record, user_file = make_record(tmp_path, kind="bundle")
     assert record.findings is not None and record.findings.origin is not None
-    record.findings.origin.op.step = 0  # locate replays the bundle's one step: the dump's step counter starts at 0
+    record.findings.origin.op.step = (
+        0  # locate replays the bundle's one step: the dump's step counter starts at 0
+    )
     text = render.hover_markdown(render.findings_at([record], user_file, 2))
     assert "step: 12" in text and "step: 0" not in text
 
@@ -378,12 +428,24 @@ def test_hover_of_bundle_finding_shows_the_training_step_not_the_replay_step(tmp
 NOTEBOOK_JSON = {
     "cells": [
         {"cell_type": "markdown", "metadata": {}, "source": ["# Training\n", "A markdown cell first."]},
-        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 1,
-         "source": ["import tensorflow as tf\n"]},
-        {"cell_type": "code", "metadata": {}, "outputs": [], "execution_count": 2,
-         "source": "x = tf.constant([0.0])\n    y = tf.math.log(x)  # ORIGIN\nz = y * 2"},
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": 1,
+            "source": ["import tensorflow as tf\n"],
+        },
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": 2,
+            "source": "x = tf.constant([0.0])\n    y = tf.math.log(x)  # ORIGIN\nz = y * 2",
+        },
     ],
-    "metadata": {}, "nbformat": 4, "nbformat_minor": 5,
+    "metadata": {},
+    "nbformat": 4,
+    "nbformat_minor": 5,
 }
 
 
@@ -395,8 +457,13 @@ def make_notebook_record(tmp_path: Path, kind: str = "bundle") -> tuple[SourceRe
     origin.cell = 2
     propagated = make_finding(str(notebook), 3, role="propagated", op_type="Mul")
     propagated.cell = 2
-    findings = Findings(source_kind=kind, source_path=str(tmp_path / "src"), origin=origin,  # type: ignore[arg-type]
-                        findings=[origin, propagated], bundle={"step": 12} if kind == "bundle" else None)
+    findings = Findings(
+        source_kind=kind,
+        source_path=str(tmp_path / "src"),
+        origin=origin,  # type: ignore[arg-type]
+        findings=[origin, propagated],
+        bundle={"step": 12} if kind == "bundle" else None,
+    )
     record = SourceRecord(SourceRef(kind, str(tmp_path / "run-step12")), status="ok", findings=findings)  # type: ignore[arg-type]
     return record, str(notebook)
 
@@ -416,13 +483,17 @@ def test_notebook_findings_go_to_their_cell_and_never_onto_the_ipynb(tmp_path: P
     assert render.diagnostics_by_file([record], notebook_line_text, uri) == {}
     cell_uri = "vscode-notebook-cell:" + notebook + "#W2sZmlsZQ%3D%3D"
     by_place = render.diagnostics_by_place(
-        [record], notebook_line_text, lambda f, c: cell_uri if c == 2 else None if c is not None else uri(f))
+        [record], notebook_line_text, lambda f, c: cell_uri if c == 2 else None if c is not None else uri(f)
+    )
     assert list(by_place) == [(notebook, 2)]
     by_line = {d.range.start.line + 1: d for d in by_place[(notebook, 2)]}
     origin, propagated = by_line[2], by_line[3]
     assert origin.severity == types.DiagnosticSeverity.Error and origin.code == "Log"
     # Underlined from the code of the cell's line, not column 0 of its indentation.
-    assert (origin.range.start.character, origin.range.end.character) == (4, len("    y = tf.math.log(x)  # ORIGIN"))
+    assert (origin.range.start.character, origin.range.end.character) == (
+        4,
+        len("    y = tf.math.log(x)  # ORIGIN"),
+    )
     assert propagated.related_information and propagated.related_information[0].location.uri == cell_uri
     # The origin's cell not shown anywhere (its notebook is closed): no related location rather than a wrong one.
     closed = render.diagnostics_by_place([record], notebook_line_text, lambda f, c: None)
@@ -432,7 +503,7 @@ def test_notebook_findings_go_to_their_cell_and_never_onto_the_ipynb(tmp_path: P
 def test_notebook_hover_and_lens_match_the_cell_not_just_the_line(tmp_path: Path) -> None:
     record, notebook = make_notebook_record(tmp_path)
     assert [f.role for _, f in render.findings_at([record], notebook, 1, cell=2)] == ["origin"]
-    assert render.findings_at([record], notebook, 1) == []          # the file without a cell: not this finding
+    assert render.findings_at([record], notebook, 1) == []  # the file without a cell: not this finding
     assert render.findings_at([record], notebook, 1, cell=1) == []  # another cell's line 2
     assert "`Log`" in render.hover_markdown(render.findings_at([record], notebook, 1, cell=2))
     assert render.code_lenses([record], notebook, notebook_line_text) == []
@@ -474,8 +545,14 @@ def test_notebook_cells_from_disk_and_from_the_synced_notebook(tmp_path: Path) -
 
     path = str(tmp_path / "a b.ipynb")
     nb_uri = "file://" + str(tmp_path).replace(" ", "%20") + "/a%20b.ipynb"
-    cells = [types.NotebookCell(kind=types.NotebookCellKind.Markup, document="vscode-notebook-cell:/x/a%20b.ipynb#m0"),
-             types.NotebookCell(kind=types.NotebookCellKind.Code, document="vscode-notebook-cell:/x/a%20b.ipynb#c1")]
+    cells = [
+        types.NotebookCell(
+            kind=types.NotebookCellKind.Markup, document="vscode-notebook-cell:/x/a%20b.ipynb#m0"
+        ),
+        types.NotebookCell(
+            kind=types.NotebookCellKind.Code, document="vscode-notebook-cell:/x/a%20b.ipynb#c1"
+        ),
+    ]
     notebook = types.NotebookDocument(uri=nb_uri, notebook_type="jupyter-notebook", version=1, cells=cells)
     assert find_notebook([notebook], path) is notebook
     assert cell_uri([notebook], path, 1) == "vscode-notebook-cell:/x/a%20b.ipynb#c1"
@@ -516,15 +593,28 @@ def test_quick_fixes_in_a_cell_know_the_imports_of_earlier_cells() -> None:
     from pyadapter.server.code_actions import fixes_with_preamble
     from pyadapter.server.notebooks import import_preamble
 
-    preamble = import_preamble(["import numpy as np\nimport tensorflow as tf\nx = 1", "# Notes",
-                                "from tensorflow import keras\nfrom a import (\n    b,\n)\n  import os"])
+    preamble = import_preamble(
+        [
+            "import numpy as np\nimport tensorflow as tf\nx = 1",
+            "# Notes",
+            "from tensorflow import keras\nfrom a import (\n    b,\n)\n  import os",
+        ]
+    )
     assert preamble == "import numpy as np\nimport tensorflow as tf\nfrom tensorflow import keras\n"
     cell = "def loss(x):\n    return tf.math.log(x)\n"
-    finding = Finding(file="/nb.ipynb", line=2, cell=2, role="origin", op=OpRef(name="Log", type="Log"),
-                      health=TensorHealth(dtype="float32", size=2, neg_inf=1))
+    finding = Finding(
+        file="/nb.ipynb",
+        line=2,
+        cell=2,
+        role="origin",
+        op=OpRef(name="Log", type="Log"),
+        health=TensorHealth(dtype="float32", size=2, neg_inf=1),
+    )
     assert fixes_with_preamble(cell, finding, "") == []  # `tf` unknown in the cell alone
     fixes = fixes_with_preamble(cell, finding, preamble)
-    assert fixes and all(edit.line == 2 for fix in fixes for edit in fix.edits)  # lines of the cell, not the preamble
+    assert fixes and all(
+        edit.line == 2 for fix in fixes for edit in fix.edits
+    )  # lines of the cell, not the preamble
     assert "tf.maximum" in fixes[0].edits[0].new_text
 
 
@@ -541,13 +631,17 @@ def test_settings_read_the_automatic_locate_switch() -> None:
 def test_a_refusal_to_run_the_program_is_recognised_in_the_replay_error_line() -> None:
     from pyadapter.server.consent import untrusted_of
 
-    cli = ("nanlens: error: not running /w s/train.py: its code changed since the capture (sha256 differs from the "
-           "bundle's record); if the change is yours, add --trust-entry /w s/train.py")
+    cli = (
+        "nanlens: error: not running /w s/train.py: its code changed since the capture (sha256 differs from the "
+        "bundle's record); if the change is yours, add --trust-entry /w s/train.py"
+    )
     found = untrusted_of("some TensorFlow noise\n" + cli + "\n")
     assert found is not None and found.file == "/w s/train.py" and found.reason == "changed"
     assert found.message == cli.removeprefix("nanlens: error: ")
-    worker = ("not running /elsewhere/x.py: the bundle names it, but it is outside /ws (the folder nanlens runs in); "
-              "if it is your code, run nanlens from its folder or add --trust-entry /elsewhere/x.py")
+    worker = (
+        "not running /elsewhere/x.py: the bundle names it, but it is outside /ws (the folder nanlens runs in); "
+        "if it is your code, run nanlens from its folder or add --trust-entry /elsewhere/x.py"
+    )
     outside = untrusted_of(worker)
     assert outside is not None and outside.file == "/elsewhere/x.py" and outside.reason == "outside"
     assert untrusted_of("replay failed: the step raised ValueError") is None
@@ -580,14 +674,20 @@ def test_a_bundle_without_findings_is_not_located_unless_allowed(tmp_path: Path,
     ref = SourceRef("bundle", str(bundle))
     reports: list[tuple[str | None, int | None]] = []
     try:
-        compute(ref, fingerprint(ref), lambda m, p: reports.append((m, p)), threading.Event(), may_locate=False)
+        compute(
+            ref, fingerprint(ref), lambda m, p: reports.append((m, p)), threading.Event(), may_locate=False
+        )
     except NotLocated as exc:
         assert exc.untrusted is None and "not located" in str(exc)
     else:
         raise AssertionError("a bundle without findings was answered without a locate")
     assert reports == []  # no progress: nothing ran
-    write_findings(bundle / "findings.json", "bundle", bundle)  # located at the scene: shown, still nothing runs
-    shown = compute(ref, fingerprint(ref), lambda m, p: reports.append((m, p)), threading.Event(), may_locate=False)
+    write_findings(
+        bundle / "findings.json", "bundle", bundle
+    )  # located at the scene: shown, still nothing runs
+    shown = compute(
+        ref, fingerprint(ref), lambda m, p: reports.append((m, p)), threading.Event(), may_locate=False
+    )
     assert shown.findings.origin is not None and reports == []
 
 
@@ -611,8 +711,14 @@ def test_a_locate_refused_by_the_replay_waits_for_the_user_with_the_file(tmp_pat
     bundle = make_bundle_dir(tmp_path / "captures" / "run-step12")
     ref = SourceRef("bundle", str(bundle))
     try:
-        compute_module.compute(ref, fingerprint(ref), lambda m, p: None, threading.Event(), cwd=str(tmp_path),
-                               trust=("/ws/other.py",))
+        compute_module.compute(
+            ref,
+            fingerprint(ref),
+            lambda m, p: None,
+            threading.Event(),
+            cwd=str(tmp_path),
+            trust=("/ws/other.py",),
+        )
     except compute_module.NotLocated as exc:
         assert exc.untrusted is not None and exc.untrusted.file == "/ws/train.py"
         assert exc.untrusted.reason == "changed"
@@ -633,8 +739,10 @@ def test_check_entry_says_whether_a_replay_would_run_the_program(tmp_path: Path)
     ws.mkdir()
     program = ws / "train.py"
     program.write_text("print('train')\n")
-    manifest = {**BUNDLE_MANIFEST, "entry_script": {
-        "path": str(program), "sha256": hashlib.sha256(program.read_bytes()).hexdigest()}}
+    manifest = {
+        **BUNDLE_MANIFEST,
+        "entry_script": {"path": str(program), "sha256": hashlib.sha256(program.read_bytes()).hexdigest()},
+    }
     bundle = str(ws / "captures" / "run-step12")
     mine = check_entry(bundle, manifest, str(ws), set())
     assert mine == {"entry": str(program), "trusted": True, "untrusted": None, "error": None}
@@ -653,11 +761,18 @@ def test_check_entry_says_whether_a_replay_would_run_the_program(tmp_path: Path)
 def test_a_bundle_waiting_for_the_user_gets_a_locate_lens_on_its_program(tmp_path: Path) -> None:
     program = tmp_path / "train.py"
     program.write_text("import tensorflow as tf\n")
-    record = SourceRecord(SourceRef("bundle", str(tmp_path / "captures" / "run-step12")), status="unlocated",
-                          manifest={**BUNDLE_MANIFEST, "entry_script": {"path": str(program)}}, foreign="captured on node-7")
+    record = SourceRecord(
+        SourceRef("bundle", str(tmp_path / "captures" / "run-step12")),
+        status="unlocated",
+        manifest={**BUNDLE_MANIFEST, "entry_script": {"path": str(program)}},
+        foreign="captured on node-7",
+    )
     (lens,) = render.locate_lenses([record], str(program))
     assert lens.range.start.line == 0 and lens.command is not None
-    assert lens.command.title == "$(search) Locate NaN in run-step12 (step 12), captured on node-7 (runs train.py)"
+    assert (
+        lens.command.title
+        == "$(search) Locate NaN in run-step12 (step 12), captured on node-7 (runs train.py)"
+    )
     assert lens.command.command == "nanlens.locateBundle" and lens.command.arguments == [record.path]
     assert render.locate_lenses([record], str(tmp_path / "other.py")) == []
     record.status = "ok"

@@ -67,9 +67,17 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     for name in CASES:
         capture_dir = root / name
         env = dict(_env(legacy=True), NANLENS_CAPTURE_DIR=str(capture_dir))
-        started[name] = (capture_dir, subprocess.Popen(
-            [sys.executable, str(PROGRAMS / f"{name}.py")], cwd=str(root), env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT))
+        started[name] = (
+            capture_dir,
+            subprocess.Popen(
+                [sys.executable, str(PROGRAMS / f"{name}.py")],
+                cwd=str(root),
+                env=env,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+            ),
+        )
     done = {}
     for name, (capture_dir, process) in started.items():
         output, _ = process.communicate(timeout=600)
@@ -82,12 +90,20 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
 
 def _nanlens(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     # Without TF_USE_LEGACY_KERAS: the bundle says it is a tf_keras one. In the programs' folder: their own code.
-    return subprocess.run([sys.executable, "-m", "pyadapter", *args], capture_output=True, text=True,
-                          timeout=timeout, env=_env(legacy=False), cwd=str(PROGRAMS))
+    return subprocess.run(
+        [sys.executable, "-m", "pyadapter", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(legacy=False),
+        cwd=str(PROGRAMS),
+    )
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_guard_stops_before_the_update_and_locates_the_origin_at_the_scene(runs: dict[str, Run], name: str) -> None:
+def test_guard_stops_before_the_update_and_locates_the_origin_at_the_scene(
+    runs: dict[str, Run], name: str
+) -> None:
     run = runs[name]
     assert run.returncode == 1 and "zoo: training went non-finite" in run.output, run.output[-3000:]
     assert "AttributeError" not in run.output
@@ -132,8 +148,9 @@ DEBUG_CASES = [
 
 
 @pytest.mark.parametrize(("name", "expression", "expected"), DEBUG_CASES, ids=[c[0] for c in DEBUG_CASES])
-def test_debug_session_stops_on_the_origin_line(runs: dict[str, Run], name: str, expression: str,
-                                                expected: float) -> None:
+def test_debug_session_stops_on_the_origin_line(
+    runs: dict[str, Run], name: str, expression: str, expected: float
+) -> None:
     from dap_client import DapClient, replay_stopped_at
 
     run = runs[name]
@@ -143,15 +160,16 @@ def test_debug_session_stops_on_the_origin_line(runs: dict[str, Run], name: str,
         thread = stopped["body"]["threadId"]
         top = dap.request("stackTrace", {"threadId": thread, "levels": 3})["body"]["stackFrames"][0]
         assert (top["source"]["path"], top["line"]) == (str(run.script), run.origin_line)
-        value = dap.request("evaluate", {"expression": expression, "frameId": top["id"],
-                                         "context": "repl"})["body"]["result"]
+        value = dap.request("evaluate", {"expression": expression, "frameId": top["id"], "context": "repl"})[
+            "body"
+        ]["result"]
         assert float(value) == expected
         dap.request("continue", {"threadId": thread})
         dap.wait_event("terminated", timeout=180)
         assert "eager: NaN reproduced" in dap.debuggee_output()
 
 
-BAD_INPUT = textwrap.dedent('''
+BAD_INPUT = textwrap.dedent("""
     import json, os
     import keras  # Keras 3, beside tf.keras = tf_keras
     import tensorflow as tf
@@ -179,23 +197,33 @@ BAD_INPUT = textwrap.dedent('''
     except Exception as exc:
         out["fit"] = f"{type(exc).__name__}: {exc}"
     print(json.dumps(out))
-''')
+""")
 
 
 def test_bad_input_gets_one_line(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", BAD_INPUT], capture_output=True, text=True, timeout=300,
-                          env=_env(legacy=True), cwd=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", BAD_INPUT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(legacy=True),
+        cwd=str(tmp_path),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert set(out) == {"module", "loop", "fit"}, out
     for message in out.values():
         assert message.startswith("MixedKerasError: ") and "\n" not in message
-    assert "keras.Model (Keras 3) or a tf_keras.Model" in out["module"] and "tensorflow.Module" in out["module"]
+    assert (
+        "keras.Model (Keras 3) or a tf_keras.Model" in out["module"] and "tensorflow.Module" in out["module"]
+    )
     for key in ("loop", "fit"):
-        assert "both Keras lines" in out[key] and "keras.Adam (Keras 3)" in out[key] and "(tf_keras)" in out[key]
+        assert (
+            "both Keras lines" in out[key] and "keras.Adam (Keras 3)" in out[key] and "(tf_keras)" in out[key]
+        )
 
 
-SKIP_MODE = textwrap.dedent('''
+SKIP_MODE = textwrap.dedent("""
     import json, os
     import numpy as np
     import tensorflow as tf
@@ -216,14 +244,20 @@ SKIP_MODE = textwrap.dedent('''
                     "finite": all(bool(np.isfinite(w).all()) for w in model.get_weights()),
                     "logs_finite": all(np.isfinite(v).all() for v in history.history.values())})
     print(json.dumps(out))
-''')
+""")
 
 
 def test_skip_mode_holds_back_only_the_bad_step(tmp_path: Path) -> None:
     """on_nan="skip" with tf_keras's current and legacy optimizers, two steps per execution: the bad batch's update
     is held back, the other three are applied, and the epoch's metrics do not take the NaN in."""
-    done = subprocess.run([sys.executable, "-c", SKIP_MODE], capture_output=True, text=True, timeout=300,
-                          env=_env(legacy=True), cwd=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", SKIP_MODE],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(legacy=True),
+        cwd=str(tmp_path),
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     for result in json.loads(done.stdout.strip().splitlines()[-1]):
         assert result == {"iterations": 3, "failed": [1], "finite": True, "logs_finite": True}

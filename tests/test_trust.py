@@ -25,7 +25,9 @@ class Bundle:  # what check_entry reads of a CaptureBundle
 
 def bundle_for(program: Path, tmp_path: Path, **record: object) -> Bundle:
     sha = hashlib.sha256(program.read_bytes()).hexdigest()
-    return Bundle(tmp_path / "bundle", program, {"entry_script": {"path": str(program), "sha256": sha, **record}})
+    return Bundle(
+        tmp_path / "bundle", program, {"entry_script": {"path": str(program), "sha256": sha, **record}}
+    )
 
 
 @pytest.fixture(autouse=True)
@@ -40,8 +42,12 @@ def test_own_unchanged_program_inside_the_folder_runs(tmp_path: Path) -> None:
     assert trust.check_entry(bundle_for(program, tmp_path), root=tmp_path) == program.resolve()
 
 
-def test_program_outside_the_folder_is_refused_until_trusted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    outside = tmp_path / "elsewhere" / "server.py"  # e.g. a crafted bundle naming a file outside the workspace
+def test_program_outside_the_folder_is_refused_until_trusted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    outside = (
+        tmp_path / "elsewhere" / "server.py"
+    )  # e.g. a crafted bundle naming a file outside the workspace
     outside.parent.mkdir()
     outside.write_text("print('serve the home folder')\n")
     workspace = tmp_path / "workspace"
@@ -51,7 +57,8 @@ def test_program_outside_the_folder_is_refused_until_trusted(tmp_path: Path, mon
         trust.check_entry(bundle, root=workspace)
     assert str(refused.value) == (
         f"not running {outside}: the bundle names it, but it is outside {workspace} (the folder nanlens runs in); "
-        f"if it is your code, run nanlens from its folder or add --trust-entry {outside}")
+        f"if it is your code, run nanlens from its folder or add --trust-entry {outside}"
+    )
     trust.allow([outside])
     assert trust.check_entry(bundle, root=workspace) == outside.resolve()
 
@@ -81,10 +88,25 @@ def test_a_notebook_is_judged_by_its_code_cells_not_its_saved_outputs(tmp_path: 
     notebook = tmp_path / "nb.ipynb"
 
     def save(code: str, outputs: list) -> None:
-        notebook.write_text(json.dumps({"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [
-            {"cell_type": "markdown", "metadata": {}, "source": "# title"},
-            {"cell_type": "code", "metadata": {}, "source": code, "outputs": outputs, "execution_count": None},
-        ]}))
+        notebook.write_text(
+            json.dumps(
+                {
+                    "nbformat": 4,
+                    "nbformat_minor": 5,
+                    "metadata": {},
+                    "cells": [
+                        {"cell_type": "markdown", "metadata": {}, "source": "# title"},
+                        {
+                            "cell_type": "code",
+                            "metadata": {},
+                            "source": code,
+                            "outputs": outputs,
+                            "execution_count": None,
+                        },
+                    ],
+                }
+            )
+        )
 
     save("x = 1", [])
     bundle = bundle_for(notebook, tmp_path, code_sha256=code_sha256(notebook))
@@ -103,7 +125,10 @@ def test_trust_given_to_a_parent_reaches_children_and_is_never_replaced(
     trust.allow([])  # a command line without --trust-entry
     assert trust.trusted_files() == {inherited.resolve()}
     trust.allow([added])
-    assert {Path(p) for p in os.environ[trust.TRUST_ENV].split(os.pathsep)} == {inherited.resolve(), added.resolve()}
+    assert {Path(p) for p in os.environ[trust.TRUST_ENV].split(os.pathsep)} == {
+        inherited.resolve(),
+        added.resolve(),
+    }
 
 
 def test_missing_program_or_none_recorded_is_one_line(tmp_path: Path) -> None:

@@ -35,7 +35,9 @@ TIMEOUT = 600
 
 def marked_line(path: Path) -> int:
     """The line marked `# ORIGIN`, read straight from the source (not through the evaluator)."""
-    (line,) = [n for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if ORIGIN_RE.search(text)]
+    (line,) = [
+        n for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if ORIGIN_RE.search(text)
+    ]
     return line
 
 
@@ -54,8 +56,14 @@ def marked_cell(path: Path) -> tuple[int, int]:
 
 def child_env(capture_dir: Path) -> dict[str, str]:
     env = dict(os.environ)
-    env.update({"NANLENS_CAPTURE_DIR": str(capture_dir), "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "",
-                "PYTHONUNBUFFERED": "1"})
+    env.update(
+        {
+            "NANLENS_CAPTURE_DIR": str(capture_dir),
+            "TF_CPP_MIN_LOG_LEVEL": "2",
+            "CUDA_VISIBLE_DEVICES": "",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     return env
 
 
@@ -67,7 +75,9 @@ def only_bundle(capture_dir: Path) -> Path:
 
 def scene_origin(bundle: Path) -> dict:
     manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
-    assert "findings.json" in manifest["files"], f"no findings.json in {bundle}: {manifest.get('located_at_scene')}"
+    assert "findings.json" in manifest["files"], (
+        f"no findings.json in {bundle}: {manifest.get('located_at_scene')}"
+    )
     origin = json.loads((bundle / "findings.json").read_text(encoding="utf-8"))["origin"]
     assert origin is not None, f"{bundle}: findings.json has no origin"
     return origin
@@ -77,8 +87,14 @@ def scene_origin(bundle: Path) -> dict:
 def script_run(request, tmp_path_factory):
     program = ZOO / f"{request.param}.py"
     work = tmp_path_factory.mktemp(request.param)
-    done = subprocess.run([sys.executable, str(program)], cwd=work, env=child_env(work / "captures"),
-                          capture_output=True, text=True, timeout=TIMEOUT)
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        cwd=work,
+        env=child_env(work / "captures"),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     return program, done, work / "captures"
 
 
@@ -91,12 +107,19 @@ def test_script_is_located_at_its_origin_line_at_the_scene(script_run):
     line = marked_line(program)
     assert (Path(origin["file"]), origin["line"]) == (program.resolve(), line), origin["message"]
     assert "cell" not in origin
-    assert re.search(rf"NaN Lens: located in [\d.]+ s: {re.escape(str(program.resolve()))}:{line}: ", done.stderr)
+    assert re.search(
+        rf"NaN Lens: located in [\d.]+ s: {re.escape(str(program.resolve()))}:{line}: ", done.stderr
+    )
 
 
 def nanlens_json(*args: str) -> dict:
-    done = subprocess.run([sys.executable, "-m", "pyadapter", *args, "--json"], capture_output=True, text=True,
-                          timeout=TIMEOUT, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    done = subprocess.run(
+        [sys.executable, "-m", "pyadapter", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     assert done.returncode in (0, 1), done.stderr[-3000:]
     return json.loads(done.stdout)
 
@@ -108,7 +131,10 @@ def test_script_is_located_and_replayed_by_reentry(script_run):
     program, _, capture_dir = script_run
     bundle = only_bundle(capture_dir)
     located = nanlens_json("locate", str(bundle), "--replay")
-    assert (Path(located["origin"]["file"]), located["origin"]["line"]) == (program.resolve(), marked_line(program))
+    assert (Path(located["origin"]["file"]), located["origin"]["line"]) == (
+        program.resolve(),
+        marked_line(program),
+    )
     assert located["bundle"]["route"].startswith("replayed by re-entry")
     replayed = nanlens_json("replay", str(bundle))
     assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
@@ -122,8 +148,14 @@ def notebook_run(tmp_path_factory):
     from pyadapter.evaluate.notebook import run_argv
 
     work = tmp_path_factory.mktemp("notebook")
-    done = subprocess.run(run_argv(NOTEBOOK), cwd=work, env=child_env(work / "captures"), capture_output=True,
-                          text=True, timeout=TIMEOUT)
+    done = subprocess.run(
+        run_argv(NOTEBOOK),
+        cwd=work,
+        env=child_env(work / "captures"),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     return done, work / "captures"
 
 
@@ -135,7 +167,9 @@ def test_notebook_is_located_at_its_origin_cell_and_line_at_the_scene(notebook_r
     assert bundle.name.startswith(f"{NOTEBOOK.stem}-")
     origin = scene_origin(bundle)
     cell, line = marked_cell(NOTEBOOK)
-    assert (Path(origin["file"]), origin.get("cell"), origin["line"]) == (NOTEBOOK.resolve(), cell, line), origin
+    assert (Path(origin["file"]), origin.get("cell"), origin["line"]) == (NOTEBOOK.resolve(), cell, line), (
+        origin
+    )
     assert origin["op"]["type"] == "Log"
     assert f"{NOTEBOOK.resolve()}:{line} (cell {cell}): Log" in done.stderr
 
@@ -147,7 +181,9 @@ def test_notebook_is_located_and_replayed_by_reentry(notebook_run):
     located = nanlens_json("locate", str(bundle), "--replay")
     cell, line = marked_cell(NOTEBOOK)
     origin = located["origin"]
-    assert (Path(origin["file"]), origin.get("cell"), origin["line"]) == (NOTEBOOK.resolve(), cell, line), origin
+    assert (Path(origin["file"]), origin.get("cell"), origin["line"]) == (NOTEBOOK.resolve(), cell, line), (
+        origin
+    )
     assert located["bundle"]["route"].startswith(f"replayed by re-entry: ran the notebook {NOTEBOOK.name}")
     replayed = nanlens_json("replay", str(bundle))
     assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
@@ -159,7 +195,10 @@ def test_nanlens_eval_scores_the_notebook_by_cell_and_line(tmp_path):
     pytest.importorskip("nbclient")
     done = subprocess.run(
         [sys.executable, "-m", "pyadapter", "eval", str(ZOO), "--only", NOTEBOOK.stem, "--json"],
-        cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     document = json.loads(done.stdout)
@@ -167,9 +206,15 @@ def test_nanlens_eval_scores_the_notebook_by_cell_and_line(tmp_path):
     cell, line = marked_cell(NOTEBOOK)
     assert row["error"] is None and row["method"] == "capture"
     for key in ("expected", "found"):
-        assert (Path(row[key]["path"]), row[key]["cell"], row[key]["line"]) == (NOTEBOOK.resolve(), cell, line), row
+        assert (Path(row[key]["path"]), row[key]["cell"], row[key]["line"]) == (
+            NOTEBOOK.resolve(),
+            cell,
+            line,
+        ), row
     assert row["exact_line"] is True and document["exact_line"] == 1
-    assert row["op"] == "Log" and row["check_numerics"]["op"] == "Log" and row["check_numerics"]["agree"] is True
+    assert (
+        row["op"] == "Log" and row["check_numerics"]["op"] == "Log" and row["check_numerics"]["agree"] is True
+    )
     assert f"exact Log at {NOTEBOOK.name}:{line} (cell {cell})" in done.stderr
 
 
@@ -239,8 +284,14 @@ def gan_probe(tmp_path_factory):
     work = tmp_path_factory.mktemp("gan_probe")
     out = work / "probe.json"
     program = ZOO / "zoo_gan_two_optimizers.py"
-    done = subprocess.run([sys.executable, "-c", GAN_PROBE, str(program), str(out)], cwd=work,
-                          env=child_env(work / "captures"), capture_output=True, text=True, timeout=TIMEOUT)
+    done = subprocess.run(
+        [sys.executable, "-c", GAN_PROBE, str(program), str(out)],
+        cwd=work,
+        env=child_env(work / "captures"),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
     assert done.returncode == 0 and out.is_file(), done.stderr[-3000:]
     return json.loads(out.read_text(encoding="utf-8"))
 
@@ -278,43 +329,73 @@ def test_eval_discovers_the_notebook_and_its_marked_cell():
         program = programs[name]
         assert program.problem is None and program.method == "capture"
         assert (program.origin.file, program.origin.line, program.origin.cell) == (
-            (ZOO / f"{name}.py").resolve(), marked_line(ZOO / f"{name}.py"), None)
+            (ZOO / f"{name}.py").resolve(),
+            marked_line(ZOO / f"{name}.py"),
+            None,
+        )
     notebook = programs[NOTEBOOK.stem]
     assert notebook.is_notebook and notebook.problem is None and notebook.method == "capture"
     cell, line = marked_cell(NOTEBOOK)
-    assert (notebook.origin.file, notebook.origin.cell, notebook.origin.line) == (NOTEBOOK.resolve(), cell, line)
+    assert (notebook.origin.file, notebook.origin.cell, notebook.origin.line) == (
+        NOTEBOOK.resolve(),
+        cell,
+        line,
+    )
     assert notebook.title.startswith("a Jupyter notebook")
     assert [p.name for p in discover(ZOO, ["*.ipynb"])] == [NOTEBOOK.stem]
     assert [p.name for p in discover(ZOO, ["notebook_log"])] == [NOTEBOOK.stem]
 
 
 def _notebook(path: Path, cells: list[tuple[str, str]]) -> Path:
-    path.write_text(json.dumps({
-        "nbformat": 4, "nbformat_minor": 5, "metadata": {},
-        "cells": [{"cell_type": kind, "metadata": {}, "source": source,
-                   **({"outputs": [], "execution_count": None} if kind == "code" else {})}
-                  for kind, source in cells],
-    }), encoding="utf-8")
+    path.write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {
+                        "cell_type": kind,
+                        "metadata": {},
+                        "source": source,
+                        **({"outputs": [], "execution_count": None} if kind == "code" else {}),
+                    }
+                    for kind, source in cells
+                ],
+            }
+        ),
+        encoding="utf-8",
+    )
     return path
 
 
 def test_notebook_markers_need_a_guard_and_exactly_one_code_cell_comment(tmp_path):
     from pyadapter.evaluate.corpus import discover
 
-    _notebook(tmp_path / "zoo_nb_ok.ipynb", [
-        ("markdown", "# Title\nZoo: a notebook. The ORIGIN word in markdown is no marker.\n# ORIGIN"),
-        ("code", "%env TF_CPP_MIN_LOG_LEVEL=2\nfrom pyadapter import NanGuard"),
-        ("code", "x = 1\ny = x / 0  # ORIGIN: here\nNanGuard('c')"),
-    ])
-    _notebook(tmp_path / "zoo_nb_two.ipynb", [
-        ("code", "a = 1  # ORIGIN\nNanGuard('c')"), ("code", "b = 2  # ORIGIN"),
-    ])
+    _notebook(
+        tmp_path / "zoo_nb_ok.ipynb",
+        [
+            ("markdown", "# Title\nZoo: a notebook. The ORIGIN word in markdown is no marker.\n# ORIGIN"),
+            ("code", "%env TF_CPP_MIN_LOG_LEVEL=2\nfrom pyadapter import NanGuard"),
+            ("code", "x = 1\ny = x / 0  # ORIGIN: here\nNanGuard('c')"),
+        ],
+    )
+    _notebook(
+        tmp_path / "zoo_nb_two.ipynb",
+        [
+            ("code", "a = 1  # ORIGIN\nNanGuard('c')"),
+            ("code", "b = 2  # ORIGIN"),
+        ],
+    )
     _notebook(tmp_path / "zoo_nb_unguarded.ipynb", [("code", "a = 1  # ORIGIN")])
     programs = {p.name: p for p in discover(tmp_path)}
     ok = programs["zoo_nb_ok"]
     assert ok.problem is None and (ok.origin.cell, ok.origin.line, ok.origin.note) == (2, 2, "here")
     assert ok.title == "a notebook. The ORIGIN word in markdown is no marker"
-    assert "2 # ORIGIN markers" in programs["zoo_nb_two"].problem and "(cell 1)" in programs["zoo_nb_two"].problem
+    assert (
+        "2 # ORIGIN markers" in programs["zoo_nb_two"].problem
+        and "(cell 1)" in programs["zoo_nb_two"].problem
+    )
     assert "must train with NanGuard" in programs["zoo_nb_unguarded"].problem
 
 

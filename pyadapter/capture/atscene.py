@@ -32,15 +32,29 @@ class SceneFiles:
     origin: str | None = None  # "file:line: Op" for the guard's stop message
 
 
-def findings_files(scene: Any, step_call: Any, *, capture_dir: Any, run_name: str | None, verbose: bool,
-                   history: Any, report: NonFiniteReport, step: int, epoch: int | None, batch_index: int, kind: str,
-                   batch_problem_of: Any) -> SceneFiles:
+def findings_files(
+    scene: Any,
+    step_call: Any,
+    *,
+    capture_dir: Any,
+    run_name: str | None,
+    verbose: bool,
+    history: Any,
+    report: NonFiniteReport,
+    step: int,
+    epoch: int | None,
+    batch_index: int,
+    kind: str,
+    batch_problem_of: Any,
+) -> SceneFiles:
     """Shared by NanGuard and guard_step: locate at the scene, say so on stderr; what goes into the bundle."""
     bundle_path = str(storage.join(str(capture_dir), f"{run_name or 'run'}-step{step}"))
     entry = snapshot.entry_script_path()
     if verbose:
-        scene.say(f"locating the origin of step {step} here (replaying it once under a FULL_HEALTH dump; "
-                  "nothing is kept)...")
+        scene.say(
+            f"locating the origin of step {step} here (replaying it once under a FULL_HEALTH dump; "
+            "nothing is kept)..."
+        )
     result = scene.locate_here(
         step_call,
         entry_frame=scene.user_call_site(),
@@ -61,13 +75,17 @@ def findings_files(scene: Any, step_call: Any, *, capture_dir: Any, run_name: st
         # the bundle does not answer with the step's weaker origin.
         entry_json["deferred"] = "the captured batch already holds NaN/Inf; the origin is before the step"
         if verbose:
-            scene.say("the failing batch already holds NaN/Inf, so the step only carried it; `nanlens locate` on "
-                      "the bundle re-runs the input pipeline under a dump to find where it was made")
+            scene.say(
+                "the failing batch already holds NaN/Inf, so the step only carried it; `nanlens locate` on "
+                "the bundle re-runs the input pipeline under a dump to find where it was made"
+            )
         return SceneFiles(manifest={"located_at_scene": entry_json})
     if result.findings is None:
         entry_json["error"] = result.error
         if verbose:
-            scene.say(f"could not locate at the scene ({result.error}); `nanlens locate` on the bundle will try")
+            scene.say(
+                f"could not locate at the scene ({result.error}); `nanlens locate` on the bundle will try"
+            )
         return SceneFiles(manifest={"located_at_scene": entry_json})
     map_to_notebook(result.findings)
     origin = result.findings.origin
@@ -77,14 +95,20 @@ def findings_files(scene: Any, step_call: Any, *, capture_dir: Any, run_name: st
             cell = f" (cell {origin.cell})" if origin.cell is not None else ""
             where = f"{origin.file}:{origin.line}{cell}: {origin.op.type} ({origin.message.split(';')[0]})"
         scene.say(f"located in {result.seconds:.1f} s: {where}")
-    entry_json["origin"] = None if origin is None else {"file": origin.file, "line": origin.line,
-                                                         "cell": origin.cell, "op": origin.op.type}
+    entry_json["origin"] = (
+        None
+        if origin is None
+        else {"file": origin.file, "line": origin.line, "cell": origin.cell, "op": origin.op.type}
+    )
     text = None
     if origin is not None:
         cell = f" (cell {origin.cell})" if origin.cell is not None else ""
         text = f"{origin.file}:{origin.line}{cell}: {origin.op.type}"
-    return SceneFiles({bundle_format.FINDINGS_FILE: result.findings.dumps().encode("utf-8")},
-                      {"located_at_scene": entry_json}, text)
+    return SceneFiles(
+        {bundle_format.FINDINGS_FILE: result.findings.dumps().encode("utf-8")},
+        {"located_at_scene": entry_json},
+        text,
+    )
 
 
 def map_to_notebook(findings: Any) -> None:

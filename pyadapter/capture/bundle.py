@@ -74,10 +74,14 @@ BATCH_FILE = "batch.npz"
 WEIGHTS_FILE = "weights.npz"
 MODEL_FILE = "model.keras"
 # Dtype policies a model may be saved with that `saved_dtype_policy` sets globally while loading.
-_PLAIN_DTYPE_POLICIES = frozenset({"float16", "bfloat16", "float32", "float64", "mixed_float16", "mixed_bfloat16"})
+_PLAIN_DTYPE_POLICIES = frozenset(
+    {"float16", "bfloat16", "float32", "float64", "mixed_float16", "mixed_bfloat16"}
+)
 CHECKPOINT_DIR = "checkpoint"
 CHECKPOINT_PREFIX = "checkpoint/ckpt"
-FINDINGS_FILE = "findings.json"  # the origin, located at the scene (in the training process) when the step failed
+FINDINGS_FILE = (
+    "findings.json"  # the origin, located at the scene (in the training process) when the step failed
+)
 MAX_MANIFEST_BYTES = 64 << 20
 PARTIAL_SUFFIX = ".partial"
 
@@ -132,7 +136,9 @@ class BundleWriter:
         self.name = name
         self.tmp = Path(
             tempfile.mkdtemp(
-                prefix=f".{name}~{socket.gethostname()}~{os.getpid()}~", suffix=PARTIAL_SUFFIX, dir=self.capture_dir
+                prefix=f".{name}~{socket.gethostname()}~{os.getpid()}~",
+                suffix=PARTIAL_SUFFIX,
+                dir=self.capture_dir,
             )
         )
         umask = os.umask(0)
@@ -196,7 +202,9 @@ class BundleWriter:
 
 def _fsync_file(path: Path) -> None:
     """Flushes a file written by anyone (np.savez, model.save, tf.train.Checkpoint) to the disk."""
-    with open(path, "r+b" if os.name == "nt" else "rb") as handle:  # Windows flushes only handles open to write
+    with open(
+        path, "r+b" if os.name == "nt" else "rb"
+    ) as handle:  # Windows flushes only handles open to write
         os.fsync(handle.fileno())
 
 
@@ -266,12 +274,33 @@ def _require(manifest: dict[str, Any], key: str, kind: type | tuple[type, ...]) 
 
 # Optional manifest fields and the JSON type readers may assume when one is present and not null.
 _FIELD_TYPES: dict[str, type] = {
-    "nanlens_version": str, "created": str, "run": str, "on_nan": str, "state": str, "model_save_error": str,
-    "epoch": int, "batch_index": int, "optimizer_iterations": int,
-    "host": dict, "entry_script": dict, "rng": dict, "model": dict, "weights": dict, "checkpoint": dict,
-    "step_function": dict, "cluster": dict, "located_at_scene": dict, "loss_history": list,
+    "nanlens_version": str,
+    "created": str,
+    "run": str,
+    "on_nan": str,
+    "state": str,
+    "model_save_error": str,
+    "epoch": int,
+    "batch_index": int,
+    "optimizer_iterations": int,
+    "host": dict,
+    "entry_script": dict,
+    "rng": dict,
+    "model": dict,
+    "weights": dict,
+    "checkpoint": dict,
+    "step_function": dict,
+    "cluster": dict,
+    "located_at_scene": dict,
+    "loss_history": list,
 }
-_ENTRY_SCRIPT_TYPES: dict[str, type] = {"path": str, "sha256": str, "argv": list, "cwd": str, "notebook": dict}
+_ENTRY_SCRIPT_TYPES: dict[str, type] = {
+    "path": str,
+    "sha256": str,
+    "argv": list,
+    "cwd": str,
+    "notebook": dict,
+}
 
 
 def _wrong_type(value: Any, kind: type) -> bool:
@@ -286,14 +315,18 @@ def _check_field_types(manifest: dict[str, Any]) -> None:
     entry = manifest.get("entry_script") or {}
     for key, kind in _ENTRY_SCRIPT_TYPES.items():
         if _wrong_type(entry.get(key), kind):
-            raise BundleError(f"manifest field 'entry_script.{key}' has the wrong type (expected {kind.__name__})")
+            raise BundleError(
+                f"manifest field 'entry_script.{key}' has the wrong type (expected {kind.__name__})"
+            )
     if not all(isinstance(arg, str) for arg in entry.get("argv") or []):
         raise BundleError("manifest field 'entry_script.argv' holds something other than strings")
     variables = (manifest.get("weights") or {}).get("variables")
     if variables is not None and not (
         isinstance(variables, list)
-        and all(isinstance(v, dict) and isinstance(v.get("key"), str) and isinstance(v.get("path"), str)
-                for v in variables)
+        and all(
+            isinstance(v, dict) and isinstance(v.get("key"), str) and isinstance(v.get("path"), str)
+            for v in variables
+        )
     ):
         raise BundleError("manifest field 'weights.variables' is not a list of {key, path} objects")
     history_problem = step_history.check_rows(manifest.get("loss_history") or [])
@@ -358,7 +391,9 @@ class CaptureBundle:
         for name in files:
             integrity.check_relative_path(name)
             if not _is_bundle_file(name):
-                raise BundleError(f"{name} is not a file a bundle may hold (only .npz arrays, model.keras, checkpoint)")
+                raise BundleError(
+                    f"{name} is not a file a bundle may hold (only .npz arrays, model.keras, checkpoint)"
+                )
         integrity.verify_files(root, files, exempt=frozenset({MANIFEST}))
         for name in files:
             if name.endswith(".npz"):
@@ -389,7 +424,7 @@ class CaptureBundle:
 
     @property
     def kind(self) -> str:
-        """"keras_fit" (NanGuard in model.fit) or "custom_loop" (guard_step)."""
+        """ "keras_fit" (NanGuard in model.fit) or "custom_loop" (guard_step)."""
         return self.manifest["kind"]
 
     @property
@@ -461,7 +496,7 @@ class CaptureBundle:
 
     @property
     def keras_line(self) -> str:
-        """"tf_keras" for a bundle of tf_keras objects (Keras 2, TF_USE_LEGACY_KERAS=1), else "keras" (Keras 3)."""
+        """ "tf_keras" for a bundle of tf_keras objects (Keras 2, TF_USE_LEGACY_KERAS=1), else "keras" (Keras 3)."""
         return "tf_keras" if self.manifest.get("keras_line") == "tf_keras" else "keras"
 
     @property
@@ -588,7 +623,9 @@ class CaptureBundle:
         if self.model_path is None:
             reason = self.manifest.get("model_save_error")
             why = f": saving it failed with {reason}" if reason else f" (kind {self.kind})"
-            raise BundleError(f"{self.path}: no model.keras in this bundle{why}; weights.npz has the raw values")
+            raise BundleError(
+                f"{self.path}: no model.keras in this bundle{why}; weights.npz has the raw values"
+            )
         objects: dict[str, Any] = {}
         if entry_module is not None:
             for name, value in vars(entry_module).items():
@@ -608,7 +645,9 @@ class CaptureBundle:
                 )
         except Exception as error:  # Keras raises many kinds; the caller needs one line
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            raise BundleError(f"{self.path}: model.keras could not be loaded: {type(error).__name__}: {first}") from error
+            raise BundleError(
+                f"{self.path}: model.keras could not be loaded: {type(error).__name__}: {first}"
+            ) from error
 
     def saved_dtype_policy_name(self) -> str | None:
         """The Keras dtype policy of the saved model ("mixed_float16", "float32", ...) from model.keras's
@@ -674,7 +713,9 @@ class CaptureBundle:
             return checkpoint.read(str(prefix))
         except Exception as error:
             first = str(error).strip().splitlines()[0] if str(error).strip() else ""
-            raise BundleError(f"{self.path}: checkpoint could not be restored: {type(error).__name__}: {first}") from error
+            raise BundleError(
+                f"{self.path}: checkpoint could not be restored: {type(error).__name__}: {first}"
+            ) from error
 
     def step_function(self, module: ModuleType) -> Any:
         """The guarded step function (custom-loop bundles), looked up by qualified name in the imported entry
@@ -686,7 +727,9 @@ class CaptureBundle:
             raise BundleError(f"{self.path}: no step function recorded")
         for part in qualname.split("."):
             if part == "<locals>" or not hasattr(target, part):
-                raise BundleError(f"{self.path}: step function {qualname} is not reachable from {module.__name__}")
+                raise BundleError(
+                    f"{self.path}: step function {qualname} is not reachable from {module.__name__}"
+                )
             target = getattr(target, part)
         return target
 
@@ -698,7 +741,9 @@ class CaptureBundle:
 
 
 _CHECKPOINT_FILE = re.compile(r"checkpoint/ckpt\.(index|data-\d{5}-of-\d{5})")
-_SHARD_FILE = re.compile(r"shards/worker-\d{1,5}\.npz")  # multi-worker bundles: each worker's part of the batch
+_SHARD_FILE = re.compile(
+    r"shards/worker-\d{1,5}\.npz"
+)  # multi-worker bundles: each worker's part of the batch
 
 
 def _is_bundle_file(name: str) -> bool:

@@ -192,7 +192,9 @@ def _ones(n: int) -> Any:
 
 # ---- history metrics (GateConfig.history) -------------------------------------------------------------------
 
-_NOT_MEASURED = -1.0  # history.NOT_MEASURED: finite on purpose (a NaN constant would trip enable_check_numerics)
+_NOT_MEASURED = (
+    -1.0
+)  # history.NOT_MEASURED: finite on purpose (a NaN constant would trip enable_check_numerics)
 
 
 def _half_squares32(value: Any) -> Any:
@@ -252,7 +254,9 @@ def finite_flags_and_norm(values: list[Any]) -> tuple[Any, Any]:
         flags = finite_flags(values)
         return flags, combine_norms(_exact_norms(values, flags))
 
-    return tf.cond(tf.math.is_finite(total), lambda: (tf.ones([len(values)], tf.bool), tf.sqrt(2.0 * total)), exact)
+    return tf.cond(
+        tf.math.is_finite(total), lambda: (tf.ones([len(values)], tf.bool), tf.sqrt(2.0 * total)), exact
+    )
 
 
 def _max_abs(value: Any) -> Any:
@@ -289,7 +293,9 @@ def _watching_updates(weights: list[Any]) -> Iterator[_UpdateSink]:
     targets: dict[int, Any] = {}
     for weight in weights:
         targets[id(weight)] = weight
-        inner = getattr(weight, "value", None)  # Keras's TF optimizer updates the keras.Variable's tf.Variable
+        inner = getattr(
+            weight, "value", None
+        )  # Keras's TF optimizer updates the keras.Variable's tf.Variable
         if inner is not None and not callable(inner):
             targets[id(inner)] = weight
     sink = _update_sink
@@ -370,8 +376,17 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
                     optimizer.build(variables)
                 optimizer.built = True
         record = scope.record()
-        gate = _gate(optimizer, original_apply, grads, trainable_variables, variables, list(record.losses),
-                     scope.config, check_grads=not loss_scaling, keep_backup=scope.several_optimizers)
+        gate = _gate(
+            optimizer,
+            original_apply,
+            grads,
+            trainable_variables,
+            variables,
+            list(record.losses),
+            scope.config,
+            check_grads=not loss_scaling,
+            keep_backup=scope.several_optimizers,
+        )
         record.gates.append(gate)
         return None
 
@@ -412,8 +427,17 @@ def _gated_apply_gradients(optimizer: Any, original: Any) -> Any:
             original(list(zip(grads_, variables_, strict=True)), *args, **kwargs)
 
         record = scope.record()
-        gated = _gate(_TfKerasVariables(optimizer), apply, grads, variables, variables, list(record.losses),
-                           scope.config, check_grads=not loss_scaling, keep_backup=scope.several_optimizers)
+        gated = _gate(
+            _TfKerasVariables(optimizer),
+            apply,
+            grads,
+            variables,
+            variables,
+            list(record.losses),
+            scope.config,
+            check_grads=not loss_scaling,
+            keep_backup=scope.several_optimizers,
+        )
         record.gates.append(gated)
         return optimizer.iterations
 
@@ -446,7 +470,9 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
         patched.append((obj, name, previous))
 
     for optimizer in unique(optimizers):
-        if keras_lines.is_tf_keras(optimizer):  # tf_keras updates through apply_gradients, scales with get_scaled_loss
+        if keras_lines.is_tf_keras(
+            optimizer
+        ):  # tf_keras updates through apply_gradients, scales with get_scaled_loss
             _patch_tf_keras_optimizer(optimizer, patch)
             continue
         patch(optimizer, "apply", lambda original, o=optimizer: _gated_apply(o, original))
@@ -455,7 +481,9 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
         patch(model, "compute_loss", lambda original: _recording(original, takes_loss_argument=False))
     if config.history:
         # A LossScaleOptimizer's inner optimizer is the one that writes the weights.
-        writers = unique([w for o in optimizers for w in (o, getattr(o, "inner_optimizer", None)) if w is not None])
+        writers = unique(
+            [w for o in optimizers for w in (o, getattr(o, "inner_optimizer", None)) if w is not None]
+        )
         for writer in writers:
             for kind in ("assign", "assign_add", "assign_sub"):
                 patch(writer, kind, lambda original, k=kind: _watched_assign(original, k))
@@ -504,16 +532,30 @@ def record_loss(loss: Any) -> Any:
 # ---- the gate -----------------------------------------------------------------------------------------------
 
 
-def _gate(optimizer: Any, original_apply: Any, grads: list[Any], variables_arg: Any, variables: list[Any],
-          losses: list[Any], config: GateConfig, check_grads: bool, keep_backup: bool = False) -> _Gate:
+def _gate(
+    optimizer: Any,
+    original_apply: Any,
+    grads: list[Any],
+    variables_arg: Any,
+    variables: list[Any],
+    losses: list[Any],
+    config: GateConfig,
+    check_grads: bool,
+    keep_backup: bool = False,
+) -> _Gate:
     present = [i for i, g in enumerate(grads) if g is not None]
     grad_names = [variable_path(variables[i]) for i in present] if check_grads else []
-    checked_weights = [variables[i] for i in present if _is_float(variables[i])] if config.check_weights else []
+    checked_weights = (
+        [variables[i] for i in present if _is_float(variables[i])] if config.check_weights else []
+    )
     weight_names = [variable_path(v) for v in checked_weights]
     history = config.history
     replica_context = tf.distribute.get_replica_context()
-    several_replicas = (tf.distribute.has_strategy() and replica_context is not None
-                        and replica_context.num_replicas_in_sync > 1)
+    several_replicas = (
+        tf.distribute.has_strategy()
+        and replica_context is not None
+        and replica_context.num_replicas_in_sync > 1
+    )
 
     def weights_norm() -> Any:  # history: the checked weights as they are (a skipped update leaves them)
         if not checked_weights:
@@ -605,9 +647,20 @@ def _gate(optimizer: Any, original_apply: Any, grads: list[Any], variables_arg: 
         outcome = decide(ok, lambda: original_apply(grads, variables_arg))
     weight_flags, applied = outcome[0], outcome[1]
     all_ok = tf.logical_and(ok, tf.reduce_all(weight_flags))
-    return _Gate(grad_names, weight_names, all_ok, loss_ok, grad_flags, weight_flags, applied, local_ok, backup,
-                 grad_norm=grad_norm, weight_norm=outcome[2] if history else None,
-                 update_norm=outcome[3] if history else None)
+    return _Gate(
+        grad_names,
+        weight_names,
+        all_ok,
+        loss_ok,
+        grad_flags,
+        weight_flags,
+        applied,
+        local_ok,
+        backup,
+        grad_norm=grad_norm,
+        weight_norm=outcome[2] if history else None,
+        update_norm=outcome[3] if history else None,
+    )
 
 
 # ---- combining what the replicas recorded -------------------------------------------------------------------
@@ -676,8 +729,10 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
     if not n_gates:
         loss_oks.append(tf.reduce_all(finite_flags(all_losses)))
     meta.gated = n_gates > 0
-    meta.checked = (["loss"] if all_losses else []) + (["gradients"] if meta.grad_names else []) + (
-        ["weights"] if meta.weight_names else []
+    meta.checked = (
+        (["loss"] if all_losses else [])
+        + (["gradients"] if meta.grad_names else [])
+        + (["weights"] if meta.weight_names else [])
     )
     if not _same_graph(oks + loss_oks + applied + grads + weights + all_losses):
         raise GuardError(
@@ -729,8 +784,11 @@ def _metrics(records: list[_Record]) -> Any:
     weight_norm = _across_gates([g.weight_norm for g in first])
     update_norm = _across_gates([g.update_norm for g in first])
     maxima = [m for r in records for m in r.output_max]
-    max_abs_output = tf.constant(_NOT_MEASURED) if not maxima else (
-        maxima[0] if len(maxima) == 1 else tf.reduce_max(tf.stack(maxima)))
+    max_abs_output = (
+        tf.constant(_NOT_MEASURED)
+        if not maxima
+        else (maxima[0] if len(maxima) == 1 else tf.reduce_max(tf.stack(maxima)))
+    )
     return tf.stack([grad_norm, weight_norm, update_norm, max_abs_output])
 
 
@@ -743,7 +801,9 @@ def _undo_if_step_failed(gate: _Gate, step_ok: Any) -> None:
     tf.cond(tf.logical_and(tf.logical_not(step_ok), gate.applied), undo, lambda: tf.constant(False))
 
 
-def report(verdict: Verdict, meta: GateMeta, trainable_variables: list[Any], loss_seen_bad: bool = False) -> NonFiniteReport:
+def report(
+    verdict: Verdict, meta: GateMeta, trainable_variables: list[Any], loss_seen_bad: bool = False
+) -> NonFiniteReport:
     """The failing step's NonFiniteReport from its verdict (read on failure only)."""
     grads_ok, weights_ok = verdict.grads_ok.numpy(), verdict.weights_ok.numpy()
     result = NonFiniteReport(

@@ -126,7 +126,9 @@ class GuardedTrainFunction:
         self.strategy = model.distribute_strategy
         self.steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
         self._one_step = self._make_one_step(model)
-        self._step_on_iterator = self._wrap(lambda iterator: self._step_and_capture(iterator.get_next()), model)
+        self._step_on_iterator = self._wrap(
+            lambda iterator: self._step_and_capture(iterator.get_next()), model
+        )
         self._step_on_data = self._wrap(self._step_and_capture, model)
 
     @staticmethod
@@ -163,7 +165,9 @@ class GuardedTrainFunction:
             return _reduce_logs(outputs, strategy), verdict
 
         if not model.run_eagerly:
-            one_step_on_data = tf.function(one_step_on_data, reduce_retracing=True, jit_compile=model.jit_compile)
+            one_step_on_data = tf.function(
+                one_step_on_data, reduce_retracing=True, jit_compile=model.jit_compile
+            )
         return one_step_on_data
 
     def _step_and_capture(self, data: Any) -> Any:
@@ -233,9 +237,16 @@ class LegacyGuardedTrainFunction(GuardedTrainFunction):
 
     @staticmethod
     def key(model: Any, config: gate.GateConfig, restore_metrics: bool) -> tuple:
-        return ("tf_keras", config, restore_metrics, bool(model.run_eagerly), model.jit_compile,
-                keras_lines.steps_per_execution(model), tuple(id(o) for o in model_optimizers(model)),
-                id(model.distribute_strategy))
+        return (
+            "tf_keras",
+            config,
+            restore_metrics,
+            bool(model.run_eagerly),
+            model.jit_compile,
+            keras_lines.steps_per_execution(model),
+            tuple(id(o) for o in model_optimizers(model)),
+            id(model.distribute_strategy),
+        )
 
     def _make_one_step(self, model: Any) -> Any:
         self.steps_per_execution = keras_lines.steps_per_execution(model)
@@ -298,8 +309,9 @@ class NanGuard(keras.callbacks.Callback):
         self.capture_dir = storage.capture_location(capture_dir)
         self.on_nan = on_nan
         self.run_name = run_name
-        self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights,
-                                      history=history_size > 0)
+        self.config = gate.GateConfig(
+            check_weights=check_weights, protect_weights=protect_weights, history=history_size > 0
+        )
         self.max_bundles = max_bundles
         self.max_consecutive_skips = max_consecutive_skips
         self.locate = locate
@@ -392,14 +404,19 @@ class NanGuard(keras.callbacks.Callback):
 
     # ---- per step, called by GuardedTrainFunction ----
 
-    def _after_step(self, function: GuardedTrainFunction, verdict: gate.Verdict, captured: Any, logs: Any) -> bool:
+    def _after_step(
+        self, function: GuardedTrainFunction, verdict: gate.Verdict, captured: Any, logs: Any
+    ) -> bool:
         """Returns False when training must stop."""
         step, batch_index = self._step, self._batch
         self._step += 1
         self._batch += 1
         loss = verdict.loss if function.meta.has_loss else None
-        self._history.append(step_history.HistoryEntry(
-            step, loss, logs.get("loss") if isinstance(logs, dict) else None, verdict.metrics))
+        self._history.append(
+            step_history.HistoryEntry(
+                step, loss, logs.get("loss") if isinstance(logs, dict) else None, verdict.metrics
+            )
+        )
         if bool(verdict.ok):
             self._consecutive = 0
             return True
@@ -420,14 +437,30 @@ class NanGuard(keras.callbacks.Callback):
                     data, seed_states = self._captured_batch(function, captured)
                     located = self._locate_at_scene(function, report, data, seed_states, step, batch_index)
                     scene_origin = located.origin
-                    path = self._write_bundle(function, report, captured, step, batch_index, data=data,
-                                              seed_states=seed_states, extra_files=located.files,
-                                              extra=located.manifest)
+                    path = self._write_bundle(
+                        function,
+                        report,
+                        captured,
+                        step,
+                        batch_index,
+                        data=data,
+                        seed_states=seed_states,
+                        extra_files=located.files,
+                        extra=located.manifest,
+                    )
                     self._bundles_written += 1
             except Exception as exc:  # noqa: BLE001 - training must still stop/skip cleanly; say why, once
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        failure = Failure(step, self._epoch, batch_index, report, path, "stopped" if stop else "skipped", error,
-                          origin=scene_origin)
+        failure = Failure(
+            step,
+            self._epoch,
+            batch_index,
+            report,
+            path,
+            "stopped" if stop else "skipped",
+            error,
+            origin=scene_origin,
+        )
         self.failures.append(failure)
         if self.verbose:
             print("\n" + failure.message(), file=sys.stderr, flush=True)
@@ -435,12 +468,16 @@ class NanGuard(keras.callbacks.Callback):
             self.model.stop_training = True
         return not stop
 
-    def _captured_batch(self, function: GuardedTrainFunction, captured: Any) -> tuple[Any, dict[str, np.ndarray]]:
+    def _captured_batch(
+        self, function: GuardedTrainFunction, captured: Any
+    ) -> tuple[Any, dict[str, np.ndarray]]:
         """(this process's part of the failing batch, nested as fed; Keras seed states from before the step)."""
         leaves, seeds_before = captured.get_value()
         flat = [join_replicas([_to_numpy(part) for part in parts]) for parts in leaves]
         data = tf.nest.map_structure(lambda index: flat[index], function.template)
-        seed_states = {path: np.asarray(v.numpy()) for path, v in zip(function.seed_paths, seeds_before, strict=True)}
+        seed_states = {
+            path: np.asarray(v.numpy()) for path, v in zip(function.seed_paths, seeds_before, strict=True)
+        }
         return data, seed_states
 
     def _model_info(self, function: GuardedTrainFunction) -> dict[str, Any]:
@@ -459,10 +496,20 @@ class NanGuard(keras.callbacks.Callback):
             "file": bundle_format.MODEL_FILE,
         }
 
-    def _write_bundle(self, function: GuardedTrainFunction, report: NonFiniteReport, captured: Any, step: int,
-                      batch_index: int, *, data: Any = None, batch_note: str | None = None,
-                      extra: dict[str, Any] | None = None, extra_files: dict[str, bytes] | None = None,
-                      seed_states: dict[str, np.ndarray] | None = None) -> Path | str:
+    def _write_bundle(
+        self,
+        function: GuardedTrainFunction,
+        report: NonFiniteReport,
+        captured: Any,
+        step: int,
+        batch_index: int,
+        *,
+        data: Any = None,
+        batch_note: str | None = None,
+        extra: dict[str, Any] | None = None,
+        extra_files: dict[str, bytes] | None = None,
+        seed_states: dict[str, np.ndarray] | None = None,
+    ) -> Path | str:
         model = self.model
         if data is None or seed_states is None:
             data, seed_states = self._captured_batch(function, captured)
@@ -497,16 +544,25 @@ class NanGuard(keras.callbacks.Callback):
             save_state=save_state,
         )
 
-    def _locate_at_scene(self, function: GuardedTrainFunction, report: NonFiniteReport, data: Any,
-                         seed_states: dict[str, np.ndarray], step: int, batch_index: int
-                         ) -> atscene.SceneFiles:
+    def _locate_at_scene(
+        self,
+        function: GuardedTrainFunction,
+        report: NonFiniteReport,
+        data: Any,
+        seed_states: dict[str, np.ndarray],
+        step: int,
+        batch_index: int,
+    ) -> atscene.SceneFiles:
         """Re-run the failing step here under a dump (see `pyadapter.replay.scene`); the bundle's findings.json
         and the manifest's ``located_at_scene`` entry. Never raises: the bundle is written either way."""
         if not atscene.locate_enabled(self.locate):
             return atscene.SceneFiles()
         if function.strategy.num_replicas_in_sync > 1:
             return atscene.SceneFiles(
-                manifest={"located_at_scene": {"skipped": "several replicas: locate the bundle on one device"}})
+                manifest={
+                    "located_at_scene": {"skipped": "several replicas: locate the bundle on one device"}
+                }
+            )
         from pyadapter.replay import scene
 
         model = self.model
@@ -517,21 +573,43 @@ class NanGuard(keras.callbacks.Callback):
             step=model.train_step,
             args=(snapshot.to_tensors(data),),
             kwargs={},
-            variables=snapshot.unique([*model.variables, *keras_lines.metrics_variables(model),
-                                         *(v for o in optimizers for v in keras_lines.optimizer_variables(o)),
-                                         *seed_variables]),
+            variables=snapshot.unique(
+                [
+                    *model.variables,
+                    *keras_lines.metrics_variables(model),
+                    *(v for o in optimizers for v in keras_lines.optimizer_variables(o)),
+                    *seed_variables,
+                ]
+            ),
             trainable=list(model.trainable_variables),
             optimizers=optimizers,
             seeds_before={id(v): seed_states[p] for p, v in seeds if p in seed_states},
             seed_variables=seed_variables,
         )
         return atscene.findings_files(
-            scene, step_call, capture_dir=self.capture_dir, run_name=self.run_name, verbose=self.verbose,
-            history=self._history, report=report, step=step, epoch=self._epoch, batch_index=batch_index,
-            kind=bundle_format.KIND_FIT, batch_problem_of=data)
+            scene,
+            step_call,
+            capture_dir=self.capture_dir,
+            run_name=self.run_name,
+            verbose=self.verbose,
+            history=self._history,
+            report=report,
+            step=step,
+            epoch=self._epoch,
+            batch_index=batch_index,
+            kind=bundle_format.KIND_FIT,
+            batch_problem_of=data,
+        )
 
-    def _write_cluster_bundle(self, function: GuardedTrainFunction, verdict: gate.Verdict, report: NonFiniteReport,
-                              captured: Any, step: int, batch_index: int) -> Path | str | None:
+    def _write_cluster_bundle(
+        self,
+        function: GuardedTrainFunction,
+        verdict: gate.Verdict,
+        report: NonFiniteReport,
+        captured: Any,
+        step: int,
+        batch_index: int,
+    ) -> Path | str | None:
         """Multi-worker: every worker stages its shard, the chief assembles one bundle (see cluster.py).
 
         Every worker runs the same collectives in the same order whatever fails locally, so no worker waits for
@@ -562,8 +640,9 @@ class NanGuard(keras.callbacks.Callback):
             try:
                 if described is None:
                     raise RuntimeError(f"the chief's own shard failed: {local_error}")
-                path = self._write_chief_bundle(function, report, step, batch_index, staging, staged_by, bad_by,
-                                                described, seed_states)
+                path = self._write_chief_bundle(
+                    function, report, step, batch_index, staging, staged_by, bad_by, described, seed_states
+                )
                 final = str(path).rstrip("/").rsplit("/", 1)[-1]
                 suffix = 0.0 if final == name else float(final.rsplit("-", 1)[1])
             except Exception as exc:  # noqa: BLE001 - said below, on every worker
@@ -574,15 +653,26 @@ class NanGuard(keras.callbacks.Callback):
         if suffix < 0:
             raise RuntimeError(chief_error or f"the chief ({info.tasks[0]}) could not write the bundle")
         if local_error is not None:
-            raise RuntimeError(f"this worker's shard could not be staged ({local_error}); the bundle lacks it")
+            raise RuntimeError(
+                f"this worker's shard could not be staged ({local_error}); the bundle lacks it"
+            )
         final_name = name if suffix == 0 else f"{name}-{int(suffix)}"
         if isinstance(self.capture_dir, Path):
             return self.capture_dir / final_name
         return storage.join(self.capture_dir, final_name)
 
-    def _write_chief_bundle(self, function: GuardedTrainFunction, report: NonFiniteReport, step: int,
-                            batch_index: int, staging: str, staged_by: np.ndarray, bad_by: np.ndarray,
-                            described: Any, seed_states: dict[str, np.ndarray]) -> Path | str:
+    def _write_chief_bundle(
+        self,
+        function: GuardedTrainFunction,
+        report: NonFiniteReport,
+        step: int,
+        batch_index: int,
+        staging: str,
+        staged_by: np.ndarray,
+        bad_by: np.ndarray,
+        described: Any,
+        seed_states: dict[str, np.ndarray],
+    ) -> Path | str:
         info = self._cluster
         assert info is not None
         shards, files, layout = [], {}, []
@@ -611,8 +701,18 @@ class NanGuard(keras.callbacks.Callback):
             "non_finite_workers": [info.tasks[w] for w in range(info.num_workers) if bad_by[w]],
         }
         note = f"global batch: the {len(shards)} workers' shards ({cluster.SHARDS_DIR}/) concatenated in worker order"
-        return self._write_bundle(function, report, None, step, batch_index, data=data, batch_note=note,
-                                  extra={"cluster": cluster_manifest}, extra_files=files, seed_states=seed_states)
+        return self._write_bundle(
+            function,
+            report,
+            None,
+            step,
+            batch_index,
+            data=data,
+            batch_note=note,
+            extra={"cluster": cluster_manifest},
+            extra_files=files,
+            seed_states=seed_states,
+        )
 
 
 def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, seed_states: dict) -> dict:
@@ -634,8 +734,13 @@ def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, se
             model_file.unlink(missing_ok=True)
             extra["model_save_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
         arrays, described = snapshot.variable_arrays(
-            [("model", list(model.variables)),
-             ("optimizer", [v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)])]
+            [
+                ("model", list(model.variables)),
+                (
+                    "optimizer",
+                    [v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)],
+                ),
+            ]
         )
     finally:
         for path, value in after.items():

@@ -103,7 +103,9 @@ def rows(history: Iterable[Any]) -> list[dict[str, Any]]:
     return result
 
 
-def _update_ratio(entries: list[HistoryEntry], measured: list[dict[str, float | None]], index: int) -> float | None:
+def _update_ratio(
+    entries: list[HistoryEntry], measured: list[dict[str, float | None]], index: int
+) -> float | None:
     """||update of step i|| / ||weights after step i-1||: only when step i-1 is the row before and both are known."""
     update = measured[index]["update_norm"]
     if update is None or index == 0 or entries[index - 1].step != entries[index].step - 1:

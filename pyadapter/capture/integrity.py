@@ -113,8 +113,17 @@ MAX_JSON_MEMBER_BYTES = 64 << 20
 MAX_DEFLATE_RATIO = 1100  # deflate cannot do better than ~1032:1; more than that is a zip bomb
 # Exceptions zipfile raises on a malformed archive (besides BadZipFile): lying offsets and sizes, bad names.
 ZIP_ERRORS = (
-    zipfile.BadZipFile, zipfile.LargeZipFile, ValueError, EOFError, OSError, OverflowError, NotImplementedError,
-    RuntimeError, UnicodeDecodeError, struct.error, zlib.error,
+    zipfile.BadZipFile,
+    zipfile.LargeZipFile,
+    ValueError,
+    EOFError,
+    OSError,
+    OverflowError,
+    NotImplementedError,
+    RuntimeError,
+    UnicodeDecodeError,
+    struct.error,
+    zlib.error,
 )
 
 
@@ -150,7 +159,9 @@ def check_zip_members(path: Path, kind: str) -> list[zipfile.ZipInfo]:
     directory alone would take unbounded memory. Opens nothing but the directory."""
     size = os.path.getsize(path)
     directory = _central_directory(path, size)
-    if directory is not None and (directory[0] > MAX_ZIP_MEMBERS or directory[1] > MAX_CENTRAL_DIRECTORY_BYTES):
+    if directory is not None and (
+        directory[0] > MAX_ZIP_MEMBERS or directory[1] > MAX_CENTRAL_DIRECTORY_BYTES
+    ):
         raise IntegrityError(
             f"{path.name} has an implausibly large zip directory ({directory[0]} entries, {directory[1]} bytes)"
         )
@@ -179,7 +190,9 @@ def check_zip_members(path: Path, kind: str) -> list[zipfile.ZipInfo]:
             raise IntegrityError(f"{path.name}/{name} is encrypted")
         stored = info.compress_type == zipfile.ZIP_STORED
         if kind == "npz" and not stored or not stored and info.compress_type != zipfile.ZIP_DEFLATED:
-            raise IntegrityError(f"{path.name}/{name} is compressed with method {info.compress_type} (refused)")
+            raise IntegrityError(
+                f"{path.name}/{name} is compressed with method {info.compress_type} (refused)"
+            )
         if info.header_offset + info.compress_size > size or stored and info.file_size != info.compress_size:
             raise IntegrityError(f"{path.name}/{name} declares sizes its archive does not hold")
         if info.file_size > MAX_DEFLATE_RATIO * info.compress_size + 1024:

@@ -39,9 +39,11 @@ def install_multiworker_fit_fix() -> None:
         for _, _, batches in iterator:
             batch = next(batches)
             data_batch = tf.nest.map_structure(
-                lambda value: strategy.reduce("MEAN", value, axis=None)
-                if isinstance(value, tf.distribute.DistributedValues)
-                else value,
+                lambda value: (
+                    strategy.reduce("MEAN", value, axis=None)
+                    if isinstance(value, tf.distribute.DistributedValues)
+                    else value
+                ),
                 batch,
             )
             break

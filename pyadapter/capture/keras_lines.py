@@ -17,8 +17,10 @@ KERAS3 = "keras"
 TF_KERAS = "tf_keras"
 ENV = "TF_USE_LEGACY_KERAS"
 
-ACCEPTS = ("NanGuard guards a compiled Keras model: a keras.Model (Keras 3) or a tf_keras.Model (tf.keras under "
-           "TF_USE_LEGACY_KERAS=1)")
+ACCEPTS = (
+    "NanGuard guards a compiled Keras model: a keras.Model (Keras 3) or a tf_keras.Model (tf.keras under "
+    "TF_USE_LEGACY_KERAS=1)"
+)
 
 
 class MixedKerasError(TypeError):
@@ -40,8 +42,10 @@ def _keras3() -> Any:
 
 def _tf_keras_optimizer_types(tf_keras: Any) -> tuple[type, ...]:
     types: list[type] = []
-    for holder, name in ((getattr(tf_keras, "optimizers", None), "Optimizer"),
-                         (getattr(getattr(tf_keras, "optimizers", None), "legacy", None), "Optimizer")):
+    for holder, name in (
+        (getattr(tf_keras, "optimizers", None), "Optimizer"),
+        (getattr(getattr(tf_keras, "optimizers", None), "legacy", None), "Optimizer"),
+    ):
         value = getattr(holder, name, None)
         if isinstance(value, type):
             types.append(value)
@@ -199,7 +203,9 @@ def use_line_of_bundle(line: str | None, where: str) -> None:
         return
     import importlib.util
 
-    if importlib.util.find_spec("tf_keras") is None:  # found, not imported: this runs before TensorFlow starts
+    if (
+        importlib.util.find_spec("tf_keras") is None
+    ):  # found, not imported: this runs before TensorFlow starts
         raise MixedKerasError(
             f"{where}: the bundle was captured with tf_keras (Keras 2, TF_USE_LEGACY_KERAS=1), which is not "
             "installed here; pip install tf_keras"
@@ -207,7 +213,9 @@ def use_line_of_bundle(line: str | None, where: str) -> None:
     os.environ[ENV] = "1"
     tf = sys.modules.get("tensorflow")
     loader = getattr(tf, "keras", None) if tf is not None else None
-    resolved = getattr(loader, "_tfll_keras_version", None) if getattr(loader, "_tfll_initialized", False) else None
+    resolved = (
+        getattr(loader, "_tfll_keras_version", None) if getattr(loader, "_tfll_initialized", False) else None
+    )
     if resolved is not None and resolved != "tf_keras":
         raise MixedKerasError(
             f"{where}: the bundle was captured with tf_keras, but tf.keras in this process is already Keras 3; "

@@ -28,7 +28,9 @@ def _reduce_logs(model: Any, outputs: Any, strategy: Any) -> Any:
         import tensorflow as tf
 
         return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], outputs)
-    return reduce_per_replica(outputs, strategy, reduction=getattr(model, "distribute_reduction_method", "auto"))
+    return reduce_per_replica(
+        outputs, strategy, reduction=getattr(model, "distribute_reduction_method", "auto")
+    )
 
 
 def make_one_step(function: Any, model: Any, optimizers_of: Callable[[Any], list[Any]]) -> Any:
@@ -40,8 +42,9 @@ def make_one_step(function: Any, model: Any, optimizers_of: Callable[[Any], list
 
     def replica_step(data: Any) -> Any:
         model_ = function.model_ref()
-        logs = gate.train_step_keeping_metrics(model_.train_step, data,
-                                               metrics_variables(model_) if restore_metrics else [])
+        logs = gate.train_step_keeping_metrics(
+            model_.train_step, data, metrics_variables(model_) if restore_metrics else []
+        )
         counter = getattr(model_, "_train_counter", None)
         if counter is not None:
             with tf.control_dependencies([t for t in tf.nest.flatten(logs) if isinstance(t, tf.Tensor)][:1]):
@@ -68,7 +71,9 @@ def load_model(path: Any, custom_objects: dict[str, Any] | None, compile: bool) 
     """tf_keras's own ``.keras`` loader, safe mode (a Lambda's bytecode is refused: the step is re-entered)."""
     import tf_keras
 
-    return tf_keras.models.load_model(str(path), custom_objects=custom_objects, compile=compile, safe_mode=True)
+    return tf_keras.models.load_model(
+        str(path), custom_objects=custom_objects, compile=compile, safe_mode=True
+    )
 
 
 def wrap_loss_scale(model: Any) -> bool:

@@ -109,13 +109,16 @@ class GuardedStep:
             self.optimizers.append(optimizer)
         keras_lines.check_same_line([*self.models, *self.optimizers], "guard_step")
         if not self.optimizers:
-            raise ValueError("guard_step found no Keras optimizer to gate (pass optimizer=... or put it in checkpoint)")
+            raise ValueError(
+                "guard_step found no Keras optimizer to gate (pass optimizer=... or put it in checkpoint)"
+            )
         self.step_function = step_function
         self.capture_dir = storage.capture_location(capture_dir)
         self.on_nan = on_nan
         self.run_name = run_name
-        self.config = gate.GateConfig(check_weights=check_weights, protect_weights=protect_weights,
-                                      history=history_size > 0)
+        self.config = gate.GateConfig(
+            check_weights=check_weights, protect_weights=protect_weights, history=history_size > 0
+        )
         self.max_bundles = max_bundles
         self.max_consecutive_skips = max_consecutive_skips
         self.locate = locate
@@ -138,7 +141,9 @@ class GuardedStep:
                 return self._traced(*args, **kwargs)
 
             # The step's own signature, so input_signature and keyword arguments bind as they did before.
-            functools.update_wrapper(traced, self.python_function, assigned=("__name__", "__qualname__", "__doc__"))
+            functools.update_wrapper(
+                traced, self.python_function, assigned=("__name__", "__qualname__", "__doc__")
+            )
             traced.__signature__ = inspect.signature(self.python_function)
             self._compiled = tf.function(
                 traced,
@@ -186,7 +191,9 @@ class GuardedStep:
                 "call the guarded step from Python (eagerly), not from inside another tf.function"
             )
         replay = takeover.active()
-        if replay is not None:  # a replay by re-entry: this call is the captured step, from the captured state
+        if (
+            replay is not None
+        ):  # a replay by re-entry: this call is the captured step, from the captured state
             replay.guarded_step(self, args, kwargs)
         if self._first_iteration is None:
             self._first_iteration = int(self.optimizers[0].iterations.numpy())
@@ -200,7 +207,9 @@ class GuardedStep:
             self._consecutive = 0
             return result
         self._consecutive += 1
-        returned_loss_bad = loss is not None and "loss" not in self.meta.checked and not np.isfinite(loss.numpy())
+        returned_loss_bad = (
+            loss is not None and "loss" not in self.meta.checked and not np.isfinite(loss.numpy())
+        )
         trainable = [v for model in self.models for v in model.trainable_variables]
         report = gate.report(verdict, self.meta, trainable, loss_seen_bad=bool(returned_loss_bad))
         stop = self.on_nan == "stop" or (
@@ -208,17 +217,21 @@ class GuardedStep:
         )
         path, error, scene_origin = None, None, None
         if self._bundles_written < self.max_bundles:
-            seed_states = {p: np.asarray(v.numpy()) for p, v in zip(self._seed_paths, seeds_before, strict=True)}
+            seed_states = {
+                p: np.asarray(v.numpy()) for p, v in zip(self._seed_paths, seeds_before, strict=True)
+            }
             try:
                 located = self._locate_at_scene(report, step, index, args, kwargs, seed_states)
                 scene_origin = located.origin
-                path = self._write_bundle(report, step, index, args, kwargs, seed_states, located.files,
-                                          located.manifest)
+                path = self._write_bundle(
+                    report, step, index, args, kwargs, seed_states, located.files, located.manifest
+                )
                 self._bundles_written += 1
             except Exception as exc:  # noqa: BLE001 - still stop/skip cleanly; say why
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        failure = Failure(step, None, index, report, path, "stopped" if stop else "skipped", error,
-                          origin=scene_origin)
+        failure = Failure(
+            step, None, index, report, path, "stopped" if stop else "skipped", error, origin=scene_origin
+        )
         self.failures.append(failure)
         if stop:
             raise NonFiniteStepError(failure)
@@ -226,14 +239,24 @@ class GuardedStep:
             print(failure.message(), file=sys.stderr, flush=True)
         return result
 
-    def _locate_at_scene(self, report: NonFiniteReport, step: int, index: int, args: tuple, kwargs: dict,
-                         seed_states: dict[str, np.ndarray]) -> atscene.SceneFiles:
+    def _locate_at_scene(
+        self,
+        report: NonFiniteReport,
+        step: int,
+        index: int,
+        args: tuple,
+        kwargs: dict,
+        seed_states: dict[str, np.ndarray],
+    ) -> atscene.SceneFiles:
         """Re-run the failing step here under a dump (`pyadapter.replay.scene`): findings.json for the bundle."""
         if not atscene.locate_enabled(self.locate):
             return atscene.SceneFiles()
         if any(isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs))):
             return atscene.SceneFiles(
-                manifest={"located_at_scene": {"skipped": "per-replica arguments: locate the bundle on one device"}})
+                manifest={
+                    "located_at_scene": {"skipped": "per-replica arguments: locate the bundle on one device"}
+                }
+            )
         from pyadapter.replay import scene
 
         seeds = self._seed_states()
@@ -252,18 +275,41 @@ class GuardedStep:
             seed_variables=seed_variables,
         )
         return atscene.findings_files(
-            scene, step_call, capture_dir=self.capture_dir, run_name=self.run_name, verbose=self.verbose,
-            history=self._history, report=report, step=step, epoch=None, batch_index=index,
+            scene,
+            step_call,
+            capture_dir=self.capture_dir,
+            run_name=self.run_name,
+            verbose=self.verbose,
+            history=self._history,
+            report=report,
+            step=step,
+            epoch=None,
+            batch_index=index,
             kind=bundle_format.KIND_LOOP,
-            batch_problem_of={"args": list(snapshot.to_numpy_structure(tuple(args))),
-                              "kwargs": snapshot.to_numpy_structure(dict(kwargs))})
+            batch_problem_of={
+                "args": list(snapshot.to_numpy_structure(tuple(args))),
+                "kwargs": snapshot.to_numpy_structure(dict(kwargs)),
+            },
+        )
 
-    def _write_bundle(self, report: NonFiniteReport, step: int, index: int, args: tuple, kwargs: dict,
-                      seed_states: dict[str, np.ndarray], files: dict[str, bytes] | None = None,
-                      scene: dict[str, Any] | None = None) -> Path | str:
-        batch = {"args": list(snapshot.to_numpy_structure(tuple(args))),
-                 "kwargs": snapshot.to_numpy_structure(dict(kwargs))}
-        distributed = any(isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs)))
+    def _write_bundle(
+        self,
+        report: NonFiniteReport,
+        step: int,
+        index: int,
+        args: tuple,
+        kwargs: dict,
+        seed_states: dict[str, np.ndarray],
+        files: dict[str, bytes] | None = None,
+        scene: dict[str, Any] | None = None,
+    ) -> Path | str:
+        batch = {
+            "args": list(snapshot.to_numpy_structure(tuple(args))),
+            "kwargs": snapshot.to_numpy_structure(dict(kwargs)),
+        }
+        distributed = any(
+            isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs))
+        )
         function = self.python_function
         step_info = {
             "module": getattr(function, "__module__", None),
@@ -296,8 +342,9 @@ class GuardedStep:
             save_state=lambda writer: self._save_state(writer, seed_states, files or {}),
         )
 
-    def _save_state(self, writer: bundle_format.BundleWriter, seed_states: dict[str, np.ndarray],
-                    files: dict[str, bytes]) -> dict:
+    def _save_state(
+        self, writer: bundle_format.BundleWriter, seed_states: dict[str, np.ndarray], files: dict[str, bytes]
+    ) -> dict:
         for name, content in files.items():
             writer.file(name).write_bytes(content)
         seeds = dict(self._seed_states())
@@ -360,9 +407,19 @@ def guard_step(
         Other arguments as for `NanGuard`.
     """
     options = dict(
-        capture_dir=capture_dir, checkpoint=checkpoint, model=model, optimizer=optimizer, on_nan=on_nan,
-        run_name=run_name, check_weights=check_weights, protect_weights=protect_weights, max_bundles=max_bundles,
-        max_consecutive_skips=max_consecutive_skips, history_size=history_size, verbose=verbose, locate=locate,
+        capture_dir=capture_dir,
+        checkpoint=checkpoint,
+        model=model,
+        optimizer=optimizer,
+        on_nan=on_nan,
+        run_name=run_name,
+        check_weights=check_weights,
+        protect_weights=protect_weights,
+        max_bundles=max_bundles,
+        max_consecutive_skips=max_consecutive_skips,
+        history_size=history_size,
+        verbose=verbose,
+        locate=locate,
     )
     if step_function is None:
         return lambda function: GuardedStep(function, **options)

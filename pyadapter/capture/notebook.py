@@ -92,11 +92,12 @@ def read_notebook_cells(path: str | os.PathLike[str]) -> list[NotebookCell]:
         raise NotebookError(f"{p}: not a Jupyter notebook (the JSON is not an object)")
     version = data.get("nbformat")
     if "worksheets" in data or (isinstance(version, int) and not isinstance(version, bool) and version < 4):
-        raise NotebookError(f"{p}: nbformat {version} notebooks are not supported; save it with Jupyter as "
-                            "version 4")
+        raise NotebookError(
+            f"{p}: nbformat {version} notebooks are not supported; save it with Jupyter as version 4"
+        )
     cells = data.get("cells")
     if not isinstance(cells, list):
-        raise NotebookError(f"{p}: not a Jupyter notebook (no \"cells\" list)")
+        raise NotebookError(f'{p}: not a Jupyter notebook (no "cells" list)')
     out: list[NotebookCell] = []
     for index, cell in enumerate(cells):
         if not isinstance(cell, dict) or not isinstance(cell.get("cell_type"), str):
@@ -109,7 +110,9 @@ def read_notebook_cells(path: str | os.PathLike[str]) -> list[NotebookCell]:
         count = cell.get("execution_count")
         if not isinstance(count, int) or isinstance(count, bool):
             count = None
-        out.append(NotebookCell(index=index, cell_type=cell["cell_type"], source=source, execution_count=count))
+        out.append(
+            NotebookCell(index=index, cell_type=cell["cell_type"], source=source, execution_count=count)
+        )
     return out
 
 
@@ -183,7 +186,7 @@ def _replace_magics(source: str) -> str:
         name = lines[first].lstrip()[2:].split(maxsplit=1)
         keep_body = bool(name) and name[0] in _PYTHON_BODY_CELL_MAGICS
         out = lines[:first] + ["pass"]
-        out += lines[first + 1:] if keep_body else ["pass"] * (len(lines) - first - 1)
+        out += lines[first + 1 :] if keep_body else ["pass"] * (len(lines) - first - 1)
         return "\n".join(out) + ("\n" if source.endswith("\n") else "")
     out = []
     continued: str | None = None  # indentation of a magic line continued with a backslash
@@ -232,7 +235,11 @@ class ExecutedCell:
         return max(_leading_blank_lines(self.source) - _leading_blank_lines(self.code), 0)
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"execution_count": self.execution_count, "file": self.file, "source": self.source}
+        out: dict[str, Any] = {
+            "execution_count": self.execution_count,
+            "file": self.file,
+            "source": self.source,
+        }
         if self.code is not None:
             out["code"] = self.code
         return out
@@ -337,8 +344,14 @@ class NotebookInfo:
             matches = candidates.get(_normalized(executed.source))
             if not matches:
                 continue
-            chosen = next((c for c in matches if executed.execution_count is not None
-                           and c.execution_count == executed.execution_count), None)
+            chosen = next(
+                (
+                    c
+                    for c in matches
+                    if executed.execution_count is not None and c.execution_count == executed.execution_count
+                ),
+                None,
+            )
             chosen = chosen or next((c for c in matches if c.index > previous), matches[0])
             previous = chosen.index
             if executed.file:
@@ -423,8 +436,10 @@ def current_notebook_path() -> tuple[Path, str] | None:
     if shell is None:
         return None
     namespace = getattr(shell, "user_ns", None) or {}
-    for found_by, value in (("__vsc_ipynb_file__", namespace.get("__vsc_ipynb_file__")),
-                            ("JPY_SESSION_NAME", os.environ.get("JPY_SESSION_NAME"))):
+    for found_by, value in (
+        ("__vsc_ipynb_file__", namespace.get("__vsc_ipynb_file__")),
+        ("JPY_SESSION_NAME", os.environ.get("JPY_SESSION_NAME")),
+    ):
         if isinstance(value, str) and value:
             path = resolve_notebook_path(value)
             if path is not None:
@@ -480,16 +495,20 @@ def executed_cells(shell: Any) -> list[ExecutedCell]:
         transformed = parsed[number] if number < len(parsed) else source
         file, compiled = _compiled_name(compiler, source, transformed, number)
         code = compiled if compiled is not None else transformed
-        out.append(ExecutedCell(
-            execution_count=number,
-            source=source,
-            file=file,
-            code=None if _normalized(code) == _normalized(source) else code,
-        ))
+        out.append(
+            ExecutedCell(
+                execution_count=number,
+                source=source,
+                file=file,
+                code=None if _normalized(code) == _normalized(source) else code,
+            )
+        )
     return out
 
 
-def _compiled_name(compiler: Any, source: str, transformed: str, number: int) -> tuple[str | None, str | None]:
+def _compiled_name(
+    compiler: Any, source: str, transformed: str, number: int
+) -> tuple[str | None, str | None]:
     """The name the shell compiled a cell under and the text it cached there. History strips trailing newlines
     from what ran, so the names of a few variants are tried against linecache."""
     get_code_name = getattr(compiler, "get_code_name", None)

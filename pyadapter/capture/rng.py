@@ -81,7 +81,8 @@ def capture(seed_states_before: dict[str, np.ndarray] | None) -> dict[str, Any]:
         "tf_global_generator": _tf_global_generator_state(),
         "keras_global_seed_generator": _keras_global_seed_generator_state(),
         "keras_seed_generators": {
-            path: [int(v) for v in np.asarray(state).reshape(-1)] for path, state in (seed_states_before or {}).items()
+            path: [int(v) for v in np.asarray(state).reshape(-1)]
+            for path, state in (seed_states_before or {}).items()
         },
     }
 
@@ -94,7 +95,13 @@ def restore(states: dict[str, Any], model: Any = None) -> None:
     npy = states.get("numpy")
     if npy:
         np.random.set_state(
-            (npy["kind"], np.array(npy["keys"], dtype=np.uint32), npy["pos"], npy["has_gauss"], npy["cached_gaussian"])
+            (
+                npy["kind"],
+                np.array(npy["keys"], dtype=np.uint32),
+                npy["pos"],
+                npy["has_gauss"],
+                npy["cached_gaussian"],
+            )
         )
     import tensorflow as tf
 

@@ -70,8 +70,11 @@ def _is_kernel_launcher(path: str) -> bool:
     """A kernel's own start-up file (``ipykernel_launcher.py``, ``ipykernel/__main__.py``, an installed
     package's launcher), as opposed to a script the user ``%run``s in the kernel."""
     name = os.path.basename(path)
-    return ("launcher" in name.lower() or name == "__main__.py"
-            or re.search(r"[/\\](site-packages|dist-packages)[/\\]", path) is not None)
+    return (
+        "launcher" in name.lower()
+        or name == "__main__.py"
+        or re.search(r"[/\\](site-packages|dist-packages)[/\\]", path) is not None
+    )
 
 
 def entry_script_info() -> dict[str, Any]:
@@ -137,7 +140,9 @@ def variable_path(variable: Any) -> str:
     return name[:-2] if name.endswith(":0") else name
 
 
-def variable_arrays(groups: list[tuple[str, list[Any]]]) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
+def variable_arrays(
+    groups: list[tuple[str, list[Any]]],
+) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
     """Raw values of variables, for weights.npz: arrays keyed w000.. and their descriptions (path, group)."""
     arrays: dict[str, np.ndarray] = {}
     described: list[dict[str, Any]] = []
@@ -153,8 +158,13 @@ def variable_arrays(groups: list[tuple[str, list[Any]]]) -> tuple[dict[str, np.n
             key = f"w{len(arrays):03d}"
             arrays[key] = value
             described.append(
-                {"key": key, "path": variable_path(variable), "group": group, "shape": list(value.shape),
-                 "dtype": value.dtype.str}
+                {
+                    "key": key,
+                    "path": variable_path(variable),
+                    "group": group,
+                    "shape": list(value.shape),
+                    "dtype": value.dtype.str,
+                }
             )
     return arrays, described
 

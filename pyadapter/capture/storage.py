@@ -70,7 +70,7 @@ def join(base: str, *parts: str) -> str:
     if match is None:
         return os.path.join(base, *parts)
     prefix = match.group(0)
-    rest = base[len(prefix):]
+    rest = base[len(prefix) :]
     lead = "/" if rest.startswith("/") else ""  # file:///tmp keeps its absolute path
     pieces = [p for p in rest.split("/") if p] + [p for part in parts for p in part.split("/") if p]
     return prefix + lead + "/".join(pieces)
@@ -87,7 +87,7 @@ def _strip_trailing_slash(location: str) -> str:
 def _basename(location: str) -> str:
     """The last path part of a URL or path: the bundle's name (``gs://b/runs/seq-step3/`` -> ``seq-step3``)."""
     match = _SCHEME.match(location)
-    rest = location[len(match.group(0)):] if match else location.replace(os.sep, "/")
+    rest = location[len(match.group(0)) :] if match else location.replace(os.sep, "/")
     parts = [p for p in rest.split("/") if p]
     return parts[-1] if parts else ""
 
@@ -250,7 +250,9 @@ def _upload(gfile: Any, local: Path, entry: _Entry, url: str) -> None:
             size += len(chunk)
             out.write(chunk)
     if size != entry.size or digest.hexdigest() != entry.sha256:
-        raise bundle.BundleError(f"{local}: {entry.name} changed since the bundle was written (not published)")
+        raise bundle.BundleError(
+            f"{local}: {entry.name} changed since the bundle was written (not published)"
+        )
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -332,7 +334,9 @@ def fetch_bundle(
     parent = Path(local_parent)
     free = _free_bytes(parent)
     if free is not None and total + _FREE_SPACE_MARGIN > free:
-        raise bundle.BundleError(f"{url}: the bundle is {_size_text(total)}, {parent} has {_size_text(free)} free")
+        raise bundle.BundleError(
+            f"{url}: the bundle is {_size_text(total)}, {parent} has {_size_text(free)} free"
+        )
     done = 0
     if progress is not None:
         progress(0, total)
@@ -350,7 +354,9 @@ def fetch_bundle(
         shutil.rmtree(final, ignore_errors=True)
         message = str(error)
         prefix = f"{final}: "
-        raise bundle.BundleError(f"{url}: {message[len(prefix):] if message.startswith(prefix) else message}") from None
+        raise bundle.BundleError(
+            f"{url}: {message[len(prefix) :] if message.startswith(prefix) else message}"
+        ) from None
     return final
 
 
@@ -390,7 +396,9 @@ def _read_manifest(gfile: Any, source: str, url: str) -> bytes:
         too_large = gfile.stat(manifest_url).length > bundle.MAX_MANIFEST_BYTES
         if not too_large:
             with gfile.GFile(manifest_url, "rb") as handle:
-                data = handle.read(bundle.MAX_MANIFEST_BYTES + 1)  # stat may be stale: never read more than this
+                data = handle.read(
+                    bundle.MAX_MANIFEST_BYTES + 1
+                )  # stat may be stale: never read more than this
             too_large = len(data) > bundle.MAX_MANIFEST_BYTES
     except tf.errors.NotFoundError:
         raise bundle.BundleError(f"no bundle at {url} (no manifest.json)") from None
@@ -402,7 +410,14 @@ def _read_manifest(gfile: Any, source: str, url: str) -> bytes:
 
 
 def _download(
-    gfile: Any, source: str, url: str, entry: _Entry, target: Path, done: int, total: int, progress: Progress | None
+    gfile: Any,
+    source: str,
+    url: str,
+    entry: _Entry,
+    target: Path,
+    done: int,
+    total: int,
+    progress: Progress | None,
 ) -> int:
     """Streams one listed file to `target`, checking size and sha256 on the way; returns the new byte count."""
     import tensorflow as tf
@@ -414,7 +429,9 @@ def _download(
             while chunk := handle.read(integrity.CHUNK):
                 size += len(chunk)
                 if size > entry.size:  # stop at once: a file grown remotely may be of any size
-                    raise bundle.BundleError(f"{url}: {entry.name} is larger than its manifest says (changed)")
+                    raise bundle.BundleError(
+                        f"{url}: {entry.name} is larger than its manifest says (changed)"
+                    )
                 digest.update(chunk)
                 out.write(chunk)
                 done += len(chunk)
@@ -425,7 +442,9 @@ def _download(
     except tf.errors.OpError as error:
         raise bundle.BundleError(f"{url}: cannot read {entry.name}: {_one_line(error)}") from None
     if size != entry.size:
-        raise bundle.BundleError(f"{url}: {entry.name} has {size} bytes, manifest says {entry.size} (changed)")
+        raise bundle.BundleError(
+            f"{url}: {entry.name} has {size} bytes, manifest says {entry.size} (changed)"
+        )
     if digest.hexdigest() != entry.sha256:
         raise bundle.BundleError(f"{url}: {entry.name} does not match its sha256 in the manifest (changed)")
     return done

@@ -103,7 +103,11 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows
         return {key: rebuild(item, arrays, any_rows) for key, item in zip(keys, items, strict=True)}
     if kind == "namedtuple":
         fields, name = description.get("fields", []), description.get("name", "Batch")
-        if not isinstance(fields, list) or not all(isinstance(f, str) for f in fields) or not isinstance(name, str):
+        if (
+            not isinstance(fields, list)
+            or not all(isinstance(f, str) for f in fields)
+            or not isinstance(name, str)
+        ):
             raise StructureError("namedtuple description has invalid names")
         if not name.isidentifier() or not all(f.isidentifier() for f in fields) or len(fields) != len(items):
             raise StructureError("namedtuple description has invalid names")
@@ -142,8 +146,20 @@ def read_npz(source: Path | BinaryIO, name: str | None = None) -> dict[str, np.n
         if "pickle" in str(error).lower():
             raise StructureError(f"{name} holds a pickled object array (refused)") from None
         raise StructureError(f"{name} is not a readable .npz: {_first_line(error)}") from None
-    except (OSError, zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, RuntimeError, NotImplementedError,
-            OverflowError, MemoryError, SyntaxError, TypeError, struct.error, zlib.error) as error:
+    except (
+        OSError,
+        zipfile.BadZipFile,
+        zipfile.LargeZipFile,
+        EOFError,
+        RuntimeError,
+        NotImplementedError,
+        OverflowError,
+        MemoryError,
+        SyntaxError,
+        TypeError,
+        struct.error,
+        zlib.error,
+    ) as error:
         raise StructureError(f"{name} is not a readable .npz: {_first_line(error)}") from None
 
 

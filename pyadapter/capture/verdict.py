@@ -59,7 +59,9 @@ class NonFiniteReport:
         weights_label = "weights before the step" if self.weights_before_step else "weights after the update"
         for label, names in (("gradients", self.gradients), (weights_label, self.weights)):
             if names:
-                shown = ", ".join(names[:limit]) + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
+                shown = ", ".join(names[:limit]) + (
+                    f" (+{len(names) - limit} more)" if len(names) > limit else ""
+                )
                 parts.append(f"{label} of {shown}")
         return "non-finite " + (" and ".join(parts) if parts else "values")
 
@@ -100,7 +102,9 @@ class Failure:
         where = f"step {self.step}"
         if self.epoch is not None:
             where += f" (epoch {self.epoch}, batch {self.batch_index}; counting from 0)"
-        update = "was applied (it made weights non-finite)" if self.report.update_applied else "was not applied"
+        update = (
+            "was applied (it made weights non-finite)" if self.report.update_applied else "was not applied"
+        )
         action = "training stopped" if self.action == "stopped" else "step skipped, training goes on"
         lines = [f"NanGuard: {where}: {self.report.summary()}. The update {update}; {action}."]
         if self.bundle is not None:
@@ -108,8 +112,10 @@ class Failure:
             if isinstance(self.bundle, str):  # a URL: locate needs a local copy
                 lines.append(f"NanGuard: bring it home, then locate: nanlens pull {self.bundle}")
             elif self.origin is not None:
-                lines.append(f"NanGuard: origin (located here): {self.origin}; the editor marks it, "
-                             f"`nanlens locate {self.bundle}` prints it")
+                lines.append(
+                    f"NanGuard: origin (located here): {self.origin}; the editor marks it, "
+                    f"`nanlens locate {self.bundle}` prints it"
+                )
             else:
                 lines.append(f"NanGuard: find the op that made it: nanlens locate {self.bundle}")
         elif self.bundle_error:

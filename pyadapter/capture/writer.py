@@ -29,10 +29,23 @@ def instead_of_writing(hook: Callable[[str, int], None] | None) -> None:
     _instead = hook
 
 
-def write_bundle(*, capture_dir: Path | str, run: str, kind: str, step: int, epoch: int | None,
-                 batch_index: int | None, on_nan: str, report: NonFiniteReport, batch: Any, batch_note: str | None,
-                 seed_states: dict[str, np.ndarray], history: Any, extra: dict[str, Any],
-                 save_state: Any) -> Path | str:
+def write_bundle(
+    *,
+    capture_dir: Path | str,
+    run: str,
+    kind: str,
+    step: int,
+    epoch: int | None,
+    batch_index: int | None,
+    on_nan: str,
+    report: NonFiniteReport,
+    batch: Any,
+    batch_note: str | None,
+    seed_states: dict[str, np.ndarray],
+    history: Any,
+    extra: dict[str, Any],
+    save_state: Any,
+) -> Path | str:
     """Writes one bundle atomically (shared by NanGuard and guard_step); returns its final path (a URL string for
     a URL capture folder)."""
     if _instead is not None:
@@ -43,10 +56,23 @@ def write_bundle(*, capture_dir: Path | str, run: str, kind: str, step: int, epo
     # with manifest.json last (those filesystems cannot rename a directory into place atomically).
     local_parent = Path(tempfile.mkdtemp(prefix="nanlens-bundle-")) if remote else Path(capture_dir)
     try:
-        local = _write_local_bundle(local_parent, name, kind=kind, run=run, step=step, epoch=epoch,
-                                    batch_index=batch_index, on_nan=on_nan, report=report, batch=batch,
-                                    batch_note=batch_note, seed_states=seed_states, history=history, extra=extra,
-                                    save_state=save_state)
+        local = _write_local_bundle(
+            local_parent,
+            name,
+            kind=kind,
+            run=run,
+            step=step,
+            epoch=epoch,
+            batch_index=batch_index,
+            on_nan=on_nan,
+            report=report,
+            batch=batch,
+            batch_note=batch_note,
+            seed_states=seed_states,
+            history=history,
+            extra=extra,
+            save_state=save_state,
+        )
         if not remote:
             return local
         return storage.publish_bundle(local, storage.join(str(capture_dir), name))
@@ -60,10 +86,24 @@ def history_to_json(history: Any) -> list[dict[str, Any]]:
     return step_history.rows(history)
 
 
-def _write_local_bundle(capture_dir: Path, name: str, *, kind: str, run: str, step: int, epoch: int | None,
-                        batch_index: int | None, on_nan: str, report: NonFiniteReport, batch: Any,
-                        batch_note: str | None, seed_states: dict[str, np.ndarray], history: Any,
-                        extra: dict[str, Any], save_state: Any) -> Path:
+def _write_local_bundle(
+    capture_dir: Path,
+    name: str,
+    *,
+    kind: str,
+    run: str,
+    step: int,
+    epoch: int | None,
+    batch_index: int | None,
+    on_nan: str,
+    report: NonFiniteReport,
+    batch: Any,
+    batch_note: str | None,
+    seed_states: dict[str, np.ndarray],
+    history: Any,
+    extra: dict[str, Any],
+    save_state: Any,
+) -> Path:
     arrays: dict[str, np.ndarray] = {}
     described = structure.describe(batch, arrays)
     history_json = history_to_json(history)

@@ -21,7 +21,16 @@ from pyadapter.cause.model import FINDINGS_KEY, Cause, Change
 from pyadapter.cause.report import cause_lines
 from pyadapter.findings import Findings
 
-__all__ = ["Cause", "CauseContext", "Change", "attach_cause", "cause_lines", "cause_of", "classify", "context_of_bundle"]
+__all__ = [
+    "Cause",
+    "CauseContext",
+    "Change",
+    "attach_cause",
+    "cause_lines",
+    "cause_of",
+    "classify",
+    "context_of_bundle",
+]
 
 
 def context_of_bundle(bundle: Any) -> CauseContext:
@@ -32,7 +41,7 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         batch = bundle.batch()
     except (BundleError, OSError, ValueError):
         batch = None
-    entry = (bundle.manifest.get("entry_script") or {})
+    entry = bundle.manifest.get("entry_script") or {}
     script = bundle.entry_script
     return CauseContext(
         history=bundle.loss_history,

@@ -15,13 +15,42 @@ from dataclasses import dataclass
 
 from pyadapter.cause.sources import SourceUnit, called_name, calls, keyword, number
 
-OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam", "Ftrl", "Lion", "Lamb",
-              "Adafactor", "LossScaleOptimizer")
+OPTIMIZERS = (
+    "SGD",
+    "Adam",
+    "AdamW",
+    "RMSprop",
+    "Adagrad",
+    "Adadelta",
+    "Adamax",
+    "Nadam",
+    "Ftrl",
+    "Lion",
+    "Lamb",
+    "Adafactor",
+    "LossScaleOptimizer",
+)
 # Keras's default learning rates, for ``compile(optimizer="sgd")`` (no number on the line).
-DEFAULT_LEARNING_RATES = {"sgd": 0.01, "adam": 0.001, "adamw": 0.001, "rmsprop": 0.001, "adagrad": 0.001,
-                          "adadelta": 0.001, "adamax": 0.001, "nadam": 0.001, "ftrl": 0.001, "lion": 0.001}
-SCHEDULES = ("ExponentialDecay", "PiecewiseConstantDecay", "CosineDecay", "CosineDecayRestarts",
-             "InverseTimeDecay", "PolynomialDecay")
+DEFAULT_LEARNING_RATES = {
+    "sgd": 0.01,
+    "adam": 0.001,
+    "adamw": 0.001,
+    "rmsprop": 0.001,
+    "adagrad": 0.001,
+    "adadelta": 0.001,
+    "adamax": 0.001,
+    "nadam": 0.001,
+    "ftrl": 0.001,
+    "lion": 0.001,
+}
+SCHEDULES = (
+    "ExponentialDecay",
+    "PiecewiseConstantDecay",
+    "CosineDecay",
+    "CosineDecayRestarts",
+    "InverseTimeDecay",
+    "PolynomialDecay",
+)
 NUMPY_READERS = ("genfromtxt", "loadtxt", "read_csv", "read_parquet", "fromfile", "load")
 TFDATA_READERS = ("make_csv_dataset", "CsvDataset", "TextLineDataset", "TFRecordDataset")
 
@@ -52,15 +81,21 @@ class Site:
 
 def _learning_rate_arg(node: ast.Call, name: str) -> ast.expr | None:
     if name in SCHEDULES:
-        return keyword(node, "initial_learning_rate") or keyword(node, "boundaries") or (
-            node.args[0] if node.args else None)
+        return (
+            keyword(node, "initial_learning_rate")
+            or keyword(node, "boundaries")
+            or (node.args[0] if node.args else None)
+        )
     return keyword(node, "learning_rate") or keyword(node, "lr") or (node.args[0] if node.args else None)
 
 
 def _constant_of(unit: SourceUnit, name: str) -> float | None:
     """``LR = 0.05`` somewhere in the unit: the value of a name assigned a number once."""
-    values = [number(n.value) for n in ast.walk(unit.tree) if isinstance(n, ast.Assign)
-              and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)]
+    values = [
+        number(n.value)
+        for n in ast.walk(unit.tree)
+        if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+    ]
     return values[0] if len(values) == 1 else None
 
 
@@ -77,7 +112,9 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str]) -> Site | None:
             name = called_name(node)
             if name in wanted:
                 arg = _learning_rate_arg(node, name)
-                site = Site(unit, node, name, number(arg), number(arg) is not None, number(keyword(node, "momentum")))
+                site = Site(
+                    unit, node, name, number(arg), number(arg) is not None, number(keyword(node, "momentum"))
+                )
                 if site.learning_rate is None and isinstance(arg, ast.Name):
                     site.learning_rate = _constant_of(unit, arg.id)
                 if site.learning_rate is None and isinstance(arg, (ast.Name, ast.Call)):
@@ -88,7 +125,11 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str]) -> Site | None:
                 found.append(site)
             elif name == "compile":
                 arg = keyword(node, "optimizer")
-                if isinstance(arg, ast.Constant) and isinstance(arg.value, str) and arg.value.lower() in lowered:
+                if (
+                    isinstance(arg, ast.Constant)
+                    and isinstance(arg.value, str)
+                    and arg.value.lower() in lowered
+                ):
                     found.append(Site(unit, node, arg.value, DEFAULT_LEARNING_RATES.get(arg.value.lower())))
     return found[0] if found else None
 
@@ -103,8 +144,9 @@ def _schedule_site(units: list[SourceUnit]) -> Site | None:
     return None
 
 
-def reading_site(units: list[SourceUnit], origin_file: str | None, origin_line: int | None,
-                 origin_cell: int | None) -> Site | None:
+def reading_site(
+    units: list[SourceUnit], origin_file: str | None, origin_line: int | None, origin_cell: int | None
+) -> Site | None:
     """The call that reads the data: on the origin's own line when it is one there, else the first reader in the
     user's code (entry script first). ``np.load`` counts only as ``np.load`` / ``numpy.load``."""
     readers = [site for unit in units for site in _readers(unit)]
@@ -120,8 +162,12 @@ def _readers(unit: SourceUnit) -> list[Site]:
         name = called_name(node)
         if name in TFDATA_READERS or name in NUMPY_READERS and name != "load":
             out.append(Site(unit, node, name))
-        elif name == "load" and isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name) \
-                and node.func.value.id in ("np", "numpy"):
+        elif (
+            name == "load"
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id in ("np", "numpy")
+        ):
             out.append(Site(unit, node, name))
     return out
 
@@ -165,8 +211,13 @@ def _other_dtype(node: ast.Call, dtype: str | None) -> bool:
     """The construction pins a dtype other than the op's (``Dense(1, dtype="float32")`` cannot have made a float16
     op): a replayed model's layer names are shifted (``sequential_1/dense_1``), so the dtype is the surer sign."""
     value = keyword(node, "dtype")
-    return dtype is not None and isinstance(value, ast.Constant) and isinstance(value.value, str) \
-        and value.value.removeprefix("mixed_") != dtype and not (dtype == "float16" and value.value == "mixed_float16")
+    return (
+        dtype is not None
+        and isinstance(value, ast.Constant)
+        and isinstance(value.value, str)
+        and value.value.removeprefix("mixed_") != dtype
+        and not (dtype == "float16" and value.value == "mixed_float16")
+    )
 
 
 def layer_site(units: list[SourceUnit], op_name: str, dtype: str | None = None) -> Site | None:
@@ -182,9 +233,14 @@ def layer_site(units: list[SourceUnit], op_name: str, dtype: str | None = None) 
                 return Site(unit, node, called_name(node) or segment)
         match = _SUFFIX.match(segment)
         base, index = (match.group(1), int(match.group(2) or 0)) if match else (segment, 0)
-        same = [(unit, node) for unit, node in constructions
-                if snake_case(called_name(node) or "") == base and keyword(node, "name") is None
-                and (called_name(node) or "")[:1].isupper() and not _other_dtype(node, dtype)]
+        same = [
+            (unit, node)
+            for unit, node in constructions
+            if snake_case(called_name(node) or "") == base
+            and keyword(node, "name") is None
+            and (called_name(node) or "")[:1].isupper()
+            and not _other_dtype(node, dtype)
+        ]
         if not same:
             continue
         unit, node = same[index] if index < len(same) else same[-1]

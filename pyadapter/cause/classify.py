@@ -15,8 +15,28 @@ from pyadapter.cause.sources import SourceUnit, user_sources
 from pyadapter.findings import Finding, Findings
 
 # Ops that make NaN/Inf from finite inputs outside their domain: log(0), sqrt(-1), ... (not an overflow).
-DOMAIN_OPS = frozenset({"Log", "Log1p", "Sqrt", "Rsqrt", "SqrtGrad", "RsqrtGrad", "Acos", "Asin", "Atanh", "Acosh",
-                        "Lgamma", "Digamma", "Xlogy", "Xlog1py", "Pow", "Igamma", "Igammac", "Betainc"})
+DOMAIN_OPS = frozenset(
+    {
+        "Log",
+        "Log1p",
+        "Sqrt",
+        "Rsqrt",
+        "SqrtGrad",
+        "RsqrtGrad",
+        "Acos",
+        "Asin",
+        "Atanh",
+        "Acosh",
+        "Lgamma",
+        "Digamma",
+        "Xlogy",
+        "Xlog1py",
+        "Pow",
+        "Igamma",
+        "Igammac",
+        "Betainc",
+    }
+)
 DIVISION_OPS = frozenset({"RealDiv", "Div", "TrueDiv", "FloorDiv", "Reciprocal", "Inv", "DivNoNan", "Xdivy"})
 # The largest finite value of each half-precision dtype (float32's is 3.4e38).
 DTYPE_MAX = {"float16": 65504.0, "half": 65504.0, "bfloat16": 3.3895313892515355e38}
@@ -25,9 +45,23 @@ FLOAT32_MAX = 3.4028234663852886e38
 FLOAT16_TINY = 5.960464477539063e-08
 # Ops that read a variable: non-finite output with no inputs means the weights were non-finite before the step.
 # Ops that turn stored records into tensors: a NaN/Inf they output was in the data they read.
-DECODE_OPS = frozenset({"ParseExample", "ParseExampleV2", "ParseSingleExample", "ParseSequenceExample",
-                        "ParseSequenceExampleV2", "ParseSingleSequenceExample", "DecodeCSV", "DecodeRaw",
-                        "DecodePaddedRaw", "ParseTensor", "StringToNumber", "DecodeNpy", "DecodeJSONExample"})
+DECODE_OPS = frozenset(
+    {
+        "ParseExample",
+        "ParseExampleV2",
+        "ParseSingleExample",
+        "ParseSequenceExample",
+        "ParseSequenceExampleV2",
+        "ParseSingleSequenceExample",
+        "DecodeCSV",
+        "DecodeRaw",
+        "DecodePaddedRaw",
+        "ParseTensor",
+        "StringToNumber",
+        "DecodeNpy",
+        "DecodeJSONExample",
+    }
+)
 VARIABLE_READS = frozenset({"ReadVariableOp", "VarHandleOp", "ResourceGather", "VariableV2", "Identity"})
 
 
@@ -75,8 +109,13 @@ def _fmt(value: float | None) -> str:
 
 
 def _change(site: change_line.Site, what: str, target: str) -> Change:
-    return Change(file=os.path.abspath(site.file) if not site.file.startswith("<") else site.file, line=site.line,
-                  what=what, cell=site.cell, target=target)
+    return Change(
+        file=os.path.abspath(site.file) if not site.file.startswith("<") else site.file,
+        line=site.line,
+        what=what,
+        cell=site.cell,
+        target=target,
+    )
 
 
 def _origin_change(findings: Findings, what: str, target: str) -> Change | None:
@@ -94,14 +133,18 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     origin = findings.origin
     section = findings.bundle or {}
     bad_batch = section.get("non_finite_batch") or (
-        {"element": e.describe()} if (e := provenance.first_bad_element(context.batch)) is not None else None)
+        {"element": e.describe()} if (e := provenance.first_bad_element(context.batch)) is not None else None
+    )
     if bad_batch and section.get("origin_from") != "input pipeline re-run":
         return _data(findings, context, units)
     if origin is not None and origin.op.type in DECODE_OPS:  # the values were in the records it decoded
         return _data(findings, context, units)
     if origin is None:
-        return Cause("unknown", "no op made NaN/Inf when the step was located, so the cause is not known",
-                     {"origin": None})
+        return Cause(
+            "unknown",
+            "no op made NaN/Inf when the step was located, so the cause is not known",
+            {"origin": None},
+        )
     dtype = (_dtype(origin) or "").lower()
     if known and dtype in ("float16", "half") and _zero_into_domain_op(origin):
         return _underflow(findings, context, origin, dtype)
@@ -116,10 +159,13 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     if overflow and growth is not None:
         return _divergence(context, units, origin, growth)
     if overflow and not known:
-        return Cause("unknown", f"{origin.op.type} overflowed on finite inputs: a divergence (values growing step "
-                                "after step) or a wrong op; a dump holds no loss history to tell",
-                     {"op": origin.op.type, "op_name": origin.op.name, "overflow": True},
-                     _origin_change(findings, f"the {origin.op.type} op, or the learning rate", "op"))
+        return Cause(
+            "unknown",
+            f"{origin.op.type} overflowed on finite inputs: a divergence (values growing step "
+            "after step) or a wrong op; a dump holds no loss history to tell",
+            {"op": origin.op.type, "op_name": origin.op.name, "overflow": True},
+            _origin_change(findings, f"the {origin.op.type} op, or the learning rate", "op"),
+        )
     return _op(findings, origin, growth, overflow)
 
 
@@ -127,18 +173,29 @@ def _zero_into_domain_op(origin: Finding) -> bool:
     """A log/rsqrt/division that got zeros: in float16 those zeros are often finite values that underflowed."""
     op = origin.op.type
     return (op in DOMAIN_OPS or op in DIVISION_OPS) and any(
-        i.health is not None and i.health.is_finite and (i.health.zero or 0) > 0 for i in origin.inputs)
+        i.health is not None and i.health.is_finite and (i.health.zero or 0) > 0 for i in origin.inputs
+    )
 
 
 def _underflow(findings: Findings, context: CauseContext, origin: Finding, dtype: str) -> Cause:
-    policy = context.dtype_policy or ("mixed_float16" if context.model_info.get("loss_scale_optimizer") else None)
+    policy = context.dtype_policy or (
+        "mixed_float16" if context.model_info.get("loss_scale_optimizer") else None
+    )
     zeros = sum((i.health.zero or 0) for i in origin.inputs if i.health is not None)
-    evidence: dict[str, Any] = {"dtype": dtype, "dtype_tiny": FLOAT16_TINY, "op": origin.op.type,
-                                "op_name": origin.op.name, "zeros_in": zeros, "dtype_policy": policy,
-                                "output": origin.health.describe() if origin.health else None}
-    summary = (f"{origin.op.type} got {zeros} zero{'s' if zeros != 1 else ''} in {dtype}, where values below "
-               f"{FLOAT16_TINY:.3g} (an epsilon of 1e-8 too) round to 0"
-               f"{f' under the {policy} policy' if policy else ''}; float32 would keep them apart from 0")
+    evidence: dict[str, Any] = {
+        "dtype": dtype,
+        "dtype_tiny": FLOAT16_TINY,
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "zeros_in": zeros,
+        "dtype_policy": policy,
+        "output": origin.health.describe() if origin.health else None,
+    }
+    summary = (
+        f"{origin.op.type} got {zeros} zero{'s' if zeros != 1 else ''} in {dtype}, where values below "
+        f"{FLOAT16_TINY:.3g} (an epsilon of 1e-8 too) round to 0"
+        f"{f' under the {policy} policy' if policy else ''}; float32 would keep them apart from 0"
+    )
     what = f"compute this in float32, or use an epsilon {dtype} can hold (>= 1e-4)"
     return Cause("precision", summary, evidence, _origin_change(findings, what, "op"))
 
@@ -149,59 +206,92 @@ def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Find
     growth = trend.growth(context.history)
     if growth is not None:
         return _divergence(context, units, origin, growth)
-    recorded = [str(context.model_info.get("optimizer") or ""),
-                *[str(name) for name in context.model_info.get("optimizers") or []]]
+    recorded = [
+        str(context.model_info.get("optimizer") or ""),
+        *[str(name) for name in context.model_info.get("optimizers") or []],
+    ]
     site = change_line.optimizer_site(units, [name for name in recorded if name])
-    evidence: dict[str, Any] = {"op": origin.op.type, "op_name": origin.op.name,
-                                "optimizer": context.model_info.get("optimizer"), "weights_non_finite": True,
-                                "output": origin.health.describe() if origin.health else None}
+    evidence: dict[str, Any] = {
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "optimizer": context.model_info.get("optimizer"),
+        "weights_non_finite": True,
+        "output": origin.health.describe() if origin.health else None,
+    }
     rate_text, change = "", None
     if site is not None:
         evidence["learning_rate"] = site.learning_rate
         evidence["optimizer_line"] = {"file": site.file, "line": site.line, "call": site.name}
         if site.learning_rate is not None:
             rate_text = f" at learning rate {format_number(site.learning_rate)}"
-            what = (f"learning rate {format_number(site.learning_rate)} ({site.name}): try "
-                    f"{format_number(site.learning_rate / 10)}, or clip the gradients")
+            what = (
+                f"learning rate {format_number(site.learning_rate)} ({site.name}): try "
+                f"{format_number(site.learning_rate / 10)}, or clip the gradients"
+            )
         else:
             what = f"the learning rate of {site.name}: lower it, or clip the gradients"
         change = _change(site, what, "compile" if site.name.lower() == site.name else "optimizer")
-    summary = (f"the run diverged{rate_text}: an update made the weights non-finite (the step read them through "
-               f"{origin.op.type}), too fast for the history to show a trend")
+    summary = (
+        f"the run diverged{rate_text}: an update made the weights non-finite (the step read them through "
+        f"{origin.op.type}), too fast for the history to show a trend"
+    )
     return Cause("divergence", summary, evidence, change)
 
 
 def _op(findings: Findings, origin: Finding, growth: trend.Trend | None, overflow: bool) -> Cause:
     inputs = ", ".join(f"{i.name}: {i.health.describe()}" for i in origin.inputs if i.health is not None)
-    evidence: dict[str, Any] = {"op": origin.op.type, "op_name": origin.op.name, "overflow": overflow,
-                                "output": origin.health.describe() if origin.health else None, "inputs": inputs}
+    evidence: dict[str, Any] = {
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "overflow": overflow,
+        "output": origin.health.describe() if origin.health else None,
+        "inputs": inputs,
+    }
     if growth is not None:
         evidence["history"] = growth.to_json()
-    what = f"the {origin.op.type} op: keep its inputs in its domain" if not overflow else \
-        f"the {origin.op.type} op: keep its values in range"
+    what = (
+        f"the {origin.op.type} op: keep its inputs in its domain"
+        if not overflow
+        else f"the {origin.op.type} op: keep its values in range"
+    )
     summary = f"a {origin.op.type} op made NaN/Inf from finite inputs ({inputs or 'inputs not recorded'})"
     if overflow:
         summary = f"a {origin.op.type} op overflowed on finite inputs with no growth over the steps before"
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
 
 
-def _divergence(context: CauseContext, units: list[SourceUnit], origin: Finding, growth: trend.Trend) -> Cause:
-    recorded = [str(context.model_info.get("optimizer") or ""),
-                *[str(name) for name in context.model_info.get("optimizers") or []]]
+def _divergence(
+    context: CauseContext, units: list[SourceUnit], origin: Finding, growth: trend.Trend
+) -> Cause:
+    recorded = [
+        str(context.model_info.get("optimizer") or ""),
+        *[str(name) for name in context.model_info.get("optimizers") or []],
+    ]
     site = change_line.optimizer_site(units, [name for name in recorded if name])
-    label = {"loss": "loss", "logged_loss": "logged loss", "grad_norm": "gradient norm",
-             "update_ratio": "update/weight ratio", "max_abs_output": "largest activation"}.get(growth.series,
-                                                                                             growth.series)
+    label = {
+        "loss": "loss",
+        "logged_loss": "logged loss",
+        "grad_norm": "gradient norm",
+        "update_ratio": "update/weight ratio",
+        "max_abs_output": "largest activation",
+    }.get(growth.series, growth.series)
     evidence: dict[str, Any] = {
-        "trend": growth.to_json(), "series": growth.series, "rate_per_step": growth.to_json()["rate_per_step"],
-        "steps": growth.steps, "start_step": growth.start_step, "factor": growth.to_json()["factor"],
-        "op": origin.op.type, "op_name": origin.op.name,
+        "trend": growth.to_json(),
+        "series": growth.series,
+        "rate_per_step": growth.to_json()["rate_per_step"],
+        "steps": growth.steps,
+        "start_step": growth.start_step,
+        "factor": growth.to_json()["factor"],
+        "op": origin.op.type,
+        "op_name": origin.op.name,
         "output": origin.health.describe() if origin.health else None,
         "optimizer": context.model_info.get("optimizer"),
     }
-    trend_text = (f"the {label} grew x{growth.rate:.3g} per step for {growth.steps} steps "
-                  f"({_fmt(growth.start_value)} at step {growth.start_step} to {_fmt(growth.end_value)} at step "
-                  f"{growth.end_step})")
+    trend_text = (
+        f"the {label} grew x{growth.rate:.3g} per step for {growth.steps} steps "
+        f"({_fmt(growth.start_value)} at step {growth.start_step} to {_fmt(growth.end_value)} at step "
+        f"{growth.end_step})"
+    )
     change = None
     if site is not None:
         rate = site.learning_rate
@@ -211,30 +301,50 @@ def _divergence(context: CauseContext, units: list[SourceUnit], origin: Finding,
             evidence["momentum"] = site.momentum
         if rate is not None:
             momentum = f", momentum {site.momentum:g}" if site.momentum is not None else ""
-            what = (f"learning rate {format_number(rate)} ({site.name}{momentum}): try {format_number(rate / 10)}, "
-                    "or clip the gradients")
+            what = (
+                f"learning rate {format_number(rate)} ({site.name}{momentum}): try {format_number(rate / 10)}, "
+                "or clip the gradients"
+            )
         else:
             what = f"the learning rate of {site.name}: lower it, or clip the gradients"
-        target = "schedule" if site.name in change_line.SCHEDULES else (
-            "compile" if site.name.lower() == site.name else "optimizer")
+        target = (
+            "schedule"
+            if site.name in change_line.SCHEDULES
+            else ("compile" if site.name.lower() == site.name else "optimizer")
+        )
         change = _change(site, what, target)
-    rate_text = f" at learning rate {format_number(site.learning_rate)}" if site is not None and site.learning_rate else ""
-    ending = ("until an update made the weights non-finite" if origin.op.type in VARIABLE_READS
-              else f"until {origin.op.type} overflowed float32 (max {FLOAT32_MAX:.3g})")
+    rate_text = (
+        f" at learning rate {format_number(site.learning_rate)}"
+        if site is not None and site.learning_rate
+        else ""
+    )
+    ending = (
+        "until an update made the weights non-finite"
+        if origin.op.type in VARIABLE_READS
+        else f"until {origin.op.type} overflowed float32 (max {FLOAT32_MAX:.3g})"
+    )
     summary = f"the run diverged{rate_text}: {trend_text}, {ending}"
     return Cause("divergence", summary, evidence, change)
 
 
-def _precision(findings: Findings, context: CauseContext, units: list[SourceUnit], origin: Finding,
-               dtype: str) -> Cause:
+def _precision(
+    findings: Findings, context: CauseContext, units: list[SourceUnit], origin: Finding, dtype: str
+) -> Cause:
     limit = DTYPE_MAX.get(dtype, 65504.0)
     layer = _layer_of_origin(units, origin)
-    policy = context.dtype_policy or ("mixed_float16" if context.model_info.get("loss_scale_optimizer") else None)
-    evidence: dict[str, Any] = {"dtype": dtype, "dtype_max": limit, "float32_max": FLOAT32_MAX,
-                                "op": origin.op.type, "op_name": origin.op.name,
-                                "output": origin.health.describe() if origin.health else None,
-                                "dtype_policy": policy,
-                                "loss_scale_optimizer": context.model_info.get("loss_scale_optimizer")}
+    policy = context.dtype_policy or (
+        "mixed_float16" if context.model_info.get("loss_scale_optimizer") else None
+    )
+    evidence: dict[str, Any] = {
+        "dtype": dtype,
+        "dtype_max": limit,
+        "float32_max": FLOAT32_MAX,
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "output": origin.health.describe() if origin.health else None,
+        "dtype_policy": policy,
+        "loss_scale_optimizer": context.model_info.get("loss_scale_optimizer"),
+    }
     growth = trend.growth(context.history)
     if growth is not None:
         evidence["history"] = growth.to_json()
@@ -245,19 +355,29 @@ def _precision(findings: Findings, context: CauseContext, units: list[SourceUnit
         # The op is in the user's own layer code: that line is theirs to change (compute it in float32, or keep
         # it in range), and building the layer with dtype="float32" is the other way, named with its line.
         evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
-        change = _origin_change(findings, f"compute this in float32 (tf.cast its input to \"float32\") or keep it "
-                                          f"in {dtype}'s range; or build {layer.name} with dtype=\"float32\" "
-                                          f"(line {layer.line})", "op")
+        change = _origin_change(
+            findings,
+            f'compute this in float32 (tf.cast its input to "float32") or keep it '
+            f'in {dtype}\'s range; or build {layer.name} with dtype="float32" '
+            f"(line {layer.line})",
+            "op",
+        )
         where = f" in the {layer.name} layer"
     elif layer is not None:
         evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
-        change = _change(layer, f"keep the {layer.name} layer in float32: dtype=\"float32\" (it computes in "
-                                f"{dtype} under {policy or 'the dtype policy'})", "layer")
+        change = _change(
+            layer,
+            f'keep the {layer.name} layer in float32: dtype="float32" (it computes in '
+            f"{dtype} under {policy or 'the dtype policy'})",
+            "layer",
+        )
         where = f" in the {layer.name} layer"
     else:
         change = _origin_change(findings, f"compute this in float32 (it runs in {dtype})", "op")
-    summary = (f"{origin.op.type}{where} overflowed {dtype} (max {limit:g}) on finite inputs"
-               f"{f' under the {policy} policy' if policy else ''}; float32 (max {FLOAT32_MAX:.3g}) would hold it")
+    summary = (
+        f"{origin.op.type}{where} overflowed {dtype} (max {limit:g}) on finite inputs"
+        f"{f' under the {policy} policy' if policy else ''}; float32 (max {FLOAT32_MAX:.3g}) would hold it"
+    )
     return Cause("precision", summary, evidence, change)
 
 
@@ -269,7 +389,9 @@ def _custom_layer_class(units: list[SourceUnit], origin: Finding) -> str | None:
         if unit.cell != origin.cell or os.path.abspath(unit.file) != os.path.abspath(origin.file):
             continue
         for node in ast.walk(unit.tree):
-            if isinstance(node, ast.ClassDef) and node.lineno <= origin.line <= (node.end_lineno or node.lineno):
+            if isinstance(node, ast.ClassDef) and node.lineno <= origin.line <= (
+                node.end_lineno or node.lineno
+            ):
                 return node.name
     return None
 
@@ -283,28 +405,47 @@ def _layer_of_origin(units: list[SourceUnit], origin: Finding) -> change_line.Si
         if unit.cell != origin.cell or os.path.abspath(unit.file) != os.path.abspath(origin.file):
             continue
         for node in ast.walk(unit.tree):
-            if isinstance(node, ast.ClassDef) and node.lineno <= origin.line <= (node.end_lineno or node.lineno):
+            if isinstance(node, ast.ClassDef) and node.lineno <= origin.line <= (
+                node.end_lineno or node.lineno
+            ):
                 for other in units:
                     for call in change_line.calls(other):
                         if change_line.called_name(call) == node.name:
                             return change_line.Site(other, call, node.name)
-    return change_line.layer_site(units, origin.op.forward_op or origin.op.name, (_dtype(origin) or "").lower() or None)
+    return change_line.layer_site(
+        units, origin.op.forward_op or origin.op.name, (_dtype(origin) or "").lower() or None
+    )
 
 
 def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) -> Cause:
     origin = findings.origin
-    site = change_line.reading_site(units, origin.file if origin else None, origin.line if origin else None,
-                                    origin.cell if origin else None)
+    site = change_line.reading_site(
+        units,
+        origin.file if origin else None,
+        origin.line if origin else None,
+        origin.cell if origin else None,
+    )
     section = findings.bundle or {}
     batch_index = context.batch_index if context.batch_index is not None else section.get("batch_index")
     epoch = context.epoch if context.epoch is not None else section.get("epoch")
     where = provenance.data_provenance(
-        context.batch, site, batch_index=batch_index, epoch=epoch,
-        batch_size=change_line.fit_batch_size(units), shuffled=change_line.fit_shuffles(units), cwd=context.cwd)
+        context.batch,
+        site,
+        batch_index=batch_index,
+        epoch=epoch,
+        batch_size=change_line.fit_batch_size(units),
+        shuffled=change_line.fit_shuffles(units),
+        cwd=context.cwd,
+    )
     problem = section.get("non_finite_batch") or {}
-    evidence: dict[str, Any] = {"non_finite_values": problem.get("total"), "arrays": problem.get("leaves"),
-                                "examples": problem.get("examples"), "step": context.step,
-                                "batch_index": batch_index, "epoch": epoch}
+    evidence: dict[str, Any] = {
+        "non_finite_values": problem.get("total"),
+        "arrays": problem.get("leaves"),
+        "examples": problem.get("examples"),
+        "step": context.step,
+        "batch_index": batch_index,
+        "epoch": epoch,
+    }
     element = (where or {}).get("element") or next(iter(problem.get("examples") or []), "a batch value")
     came = ""
     if where and where.get("index") is not None:
@@ -318,7 +459,11 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         summary += f" (batch {where['batch_index']}, row {where['batch_row']})"
     if site is not None:
         what = f"filter or repair non-finite records where the data is read ({site.name})"
-        change: Change | None = _change(site, what, "reading-tfdata" if change_line.is_tfdata(site) else "reading")
+        change: Change | None = _change(
+            site, what, "reading-tfdata" if change_line.is_tfdata(site) else "reading"
+        )
     else:
-        change = _origin_change(findings, "filter or repair non-finite records where the data is read", "reading")
+        change = _origin_change(
+            findings, "filter or repair non-finite records where the data is read", "reading"
+        )
     return Cause("data", summary, evidence, change, provenance=where)

@@ -39,8 +39,13 @@ class Change:
         file, line, cell = data.get("file"), data.get("line"), data.get("cell")
         if not isinstance(file, str) or not _is_int(line) or line < 1:
             return None
-        return cls(file=file, line=line, what=str(data.get("what") or ""),
-                   cell=cell if _is_int(cell) and cell >= 0 else None, target=str(data.get("target") or ""))
+        return cls(
+            file=file,
+            line=line,
+            what=str(data.get("what") or ""),
+            cell=cell if _is_int(cell) and cell >= 0 else None,
+            target=str(data.get("target") or ""),
+        )
 
 
 @dataclass
@@ -54,8 +59,12 @@ class Cause:
     provenance: dict[str, Any] | None = None  # data: where the bad element came from
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"kind": self.kind, "summary": self.summary, "evidence": self.evidence,
-                               "change": self.change.to_json() if self.change else None}
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "summary": self.summary,
+            "evidence": self.evidence,
+            "change": self.change.to_json() if self.change else None,
+        }
         if self.provenance is not None:
             out["provenance"] = self.provenance
         return out
@@ -67,10 +76,13 @@ class Cause:
             return None
         evidence = data.get("evidence")
         provenance = data.get("provenance")
-        return cls(kind=data["kind"], summary=str(data.get("summary") or ""),
-                   evidence=evidence if isinstance(evidence, dict) else {},
-                   change=Change.from_json(data.get("change")),
-                   provenance=provenance if isinstance(provenance, dict) else None)
+        return cls(
+            kind=data["kind"],
+            summary=str(data.get("summary") or ""),
+            evidence=evidence if isinstance(evidence, dict) else {},
+            change=Change.from_json(data.get("change")),
+            provenance=provenance if isinstance(provenance, dict) else None,
+        )
 
 
 def _is_int(value: Any) -> bool:

@@ -44,19 +44,31 @@ def _fmt(value: float) -> str:
 def leaves(batch: Any, name: str = "") -> list[tuple[str, Any, str | None]]:
     """(label, array, column name for a dict of feature columns) of a Keras batch ``(x, y[, sample_weight])``."""
     if isinstance(batch, dict):
-        return [(f"{name}[{k!r}]" if name else str(k), v, str(k)) for k, v in batch.items()
-                if not isinstance(v, (dict, list, tuple))] + \
-               [leaf for k, v in batch.items() if isinstance(v, (dict, list, tuple))
-                for leaf in leaves(v, f"{name}[{k!r}]" if name else str(k))]
+        return [
+            (f"{name}[{k!r}]" if name else str(k), v, str(k))
+            for k, v in batch.items()
+            if not isinstance(v, (dict, list, tuple))
+        ] + [
+            leaf
+            for k, v in batch.items()
+            if isinstance(v, (dict, list, tuple))
+            for leaf in leaves(v, f"{name}[{k!r}]" if name else str(k))
+        ]
     if isinstance(batch, (list, tuple)):
         labels = ("x", "y", "sample_weight") if not name and len(batch) <= 3 else None
-        return [leaf for i, v in enumerate(batch) for leaf in leaves(v, labels[i] if labels else f"{name}[{i}]")]
+        return [
+            leaf for i, v in enumerate(batch) for leaf in leaves(v, labels[i] if labels else f"{name}[{i}]")
+        ]
     return [(name or "batch", batch, None)]
 
 
 def first_bad_element(batch: Any) -> BadElement | None:
     for label, value, _ in leaves(batch):
-        if not isinstance(value, np.ndarray) or not np.issubdtype(value.dtype, np.floating) or value.ndim == 0:
+        if (
+            not isinstance(value, np.ndarray)
+            or not np.issubdtype(value.dtype, np.floating)
+            or value.ndim == 0
+        ):
             continue
         bad = np.argwhere(~np.isfinite(value))
         if len(bad):
@@ -82,30 +94,51 @@ def _row_values(batch: Any, element: BadElement) -> tuple[list[float], dict[str,
     return ordered, named
 
 
-def array_provenance(element: BadElement, batch_index: int | None, epoch: int | None, batch_size: int | None,
-                     shuffled: bool | None) -> dict[str, Any]:
+def array_provenance(
+    element: BadElement,
+    batch_index: int | None,
+    epoch: int | None,
+    batch_size: int | None,
+    shuffled: bool | None,
+) -> dict[str, Any]:
     """The index of the bad row in the array passed to ``fit`` (NumPy inputs): batch_index * batch_size + row."""
     size = batch_size or element.rows
-    out: dict[str, Any] = {"source": "array", "element": element.describe(), "batch_row": element.row,
-                           "batch_index": batch_index, "epoch": epoch, "batch_size": size}
+    out: dict[str, Any] = {
+        "source": "array",
+        "element": element.describe(),
+        "batch_row": element.row,
+        "batch_index": batch_index,
+        "epoch": epoch,
+        "batch_size": size,
+    }
     if batch_index is None:
         return out
     out["index"] = batch_index * size + element.row
     out["shuffled"] = shuffled
     if shuffled is not False:
-        out["note"] = ("fit shuffles (shuffle=True is its default), so this is the index in the epoch's shuffled "
-                       "order, not in your array; pass shuffle=False to reproduce it, or find the row by its values")
+        out["note"] = (
+            "fit shuffles (shuffle=True is its default), so this is the index in the epoch's shuffled "
+            "order, not in your array; pass shuffle=False to reproduce it, or find the row by its values"
+        )
     return out
 
 
 def _literal_paths(site: Site) -> list[str]:
-    return [node.value for node in ast.walk(site.node) if isinstance(node, ast.Constant)
-            and isinstance(node.value, str) and node.value.lower().endswith(DATA_SUFFIXES)]
+    return [
+        node.value
+        for node in ast.walk(site.node)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and node.value.lower().endswith(DATA_SUFFIXES)
+    ]
 
 
 def _resolve(path: str, site: Site, cwd: str | None) -> str | None:
-    candidates = [path] if os.path.isabs(path) else [
-        os.path.join(folder, path) for folder in (cwd, os.path.dirname(site.file)) if folder]
+    candidates = (
+        [path]
+        if os.path.isabs(path)
+        else [os.path.join(folder, path) for folder in (cwd, os.path.dirname(site.file)) if folder]
+    )
     for candidate in candidates:
         if os.path.isfile(candidate) and os.path.getsize(candidate) <= MAX_DATA_FILE_BYTES:
             return os.path.abspath(candidate)
@@ -162,8 +195,10 @@ def csv_row(site: Site, batch: Any, element: BadElement, cwd: str | None) -> dic
         for number, fields in enumerate(rows[start:], start=start + 1):
             values = [_as_float(f) for f in fields]
             if named and header is not None:
-                ok = all(c in header and header.index(c) < len(values) and _close(v, values[header.index(c)])
-                         for c, v in named.items())
+                ok = all(
+                    c in header and header.index(c) < len(values) and _close(v, values[header.index(c)])
+                    for c, v in named.items()
+                )
             else:
                 ok = bool(ordered) and _matches(values, ordered)
             if ok:
@@ -173,15 +208,29 @@ def csv_row(site: Site, batch: Any, element: BadElement, cwd: str | None) -> dic
     return None
 
 
-def data_provenance(batch: Any, site: Site | None, *, batch_index: int | None, epoch: int | None,
-                    batch_size: int | None, shuffled: bool | None, cwd: str | None) -> dict[str, Any] | None:
+def data_provenance(
+    batch: Any,
+    site: Site | None,
+    *,
+    batch_index: int | None,
+    epoch: int | None,
+    batch_size: int | None,
+    shuffled: bool | None,
+    cwd: str | None,
+) -> dict[str, Any] | None:
     """Everything known about where the first bad element came from, or None when the batch is all finite."""
     element = first_bad_element(batch)
     if element is None:
         return None
     if site is not None and is_tfdata(site):
-        out: dict[str, Any] = {"source": "tf.data", "element": element.describe(), "batch_row": element.row,
-                               "batch_index": batch_index, "epoch": epoch, "reader": site.name}
+        out: dict[str, Any] = {
+            "source": "tf.data",
+            "element": element.describe(),
+            "batch_row": element.row,
+            "batch_index": batch_index,
+            "epoch": epoch,
+            "reader": site.name,
+        }
     else:
         out = array_provenance(element, batch_index, epoch, batch_size, shuffled)
     if site is not None:

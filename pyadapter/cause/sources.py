@@ -55,8 +55,11 @@ def _units_of(path: str) -> list[SourceUnit]:
             cells = notebook_code_cells(path)
         except NotebookError:
             return []
-        return [SourceUnit(path, cell.index, cell.source, tree)
-                for cell in cells if (tree := _parse(cell.source)) is not None]
+        return [
+            SourceUnit(path, cell.index, cell.source, tree)
+            for cell in cells
+            if (tree := _parse(cell.source)) is not None
+        ]
     if not path.endswith(".py"):
         return []
     text = _read(path)
@@ -132,6 +135,10 @@ def number(node: ast.expr | None) -> float | None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         inner = number(node.operand)
         return -inner if inner is not None else None
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
         return float(node.value)
     return None

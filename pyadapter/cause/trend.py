@@ -52,9 +52,16 @@ class Trend:
         return self.steps >= MIN_STEPS and self.factor >= MIN_FACTOR and self.rate >= MIN_RATE
 
     def to_json(self) -> dict[str, Any]:
-        return {"series": self.series, "start_step": self.start_step, "end_step": self.end_step,
-                "steps": self.steps, "start_value": _round(self.start_value), "end_value": _round(self.end_value),
-                "factor": _round(self.factor), "rate_per_step": _round(self.rate)}
+        return {
+            "series": self.series,
+            "start_step": self.start_step,
+            "end_step": self.end_step,
+            "steps": self.steps,
+            "start_value": _round(self.start_value),
+            "end_value": _round(self.end_value),
+            "factor": _round(self.factor),
+            "rate_per_step": _round(self.rate),
+        }
 
 
 def _round(value: float) -> float | None:

@@ -38,18 +38,30 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("zoo_dir", metavar="ZOO_DIR", help="folder of zoo_*.py programs and zoo_*.ipynb notebooks (e.g. tests/zoo)")
+    parser.add_argument(
+        "zoo_dir",
+        metavar="ZOO_DIR",
+        help="folder of zoo_*.py programs and zoo_*.ipynb notebooks (e.g. tests/zoo)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as JSON instead of a table")
     parser.add_argument(
-        "--only", action="append", metavar="PATTERN", default=[],
+        "--only",
+        action="append",
+        metavar="PATTERN",
+        default=[],
         help="only programs whose name matches: a glob (zoo_sqrt*) or a substring; comma-separated or repeated",
     )
-    parser.add_argument("--jobs", type=int, default=1, metavar="N", help="programs evaluated at once (default 1)")
+    parser.add_argument(
+        "--jobs", type=int, default=1, metavar="N", help="programs evaluated at once (default 1)"
+    )
     parser.add_argument(
         "--no-check-numerics", action="store_true", help="skip the second run under enable_check_numerics"
     )
     parser.add_argument(
-        "--timeout", type=float, default=180.0, metavar="SECONDS",
+        "--timeout",
+        type=float,
+        default=180.0,
+        metavar="SECONDS",
         help="limit for each child process: the program's run, the locate, the replay, check_numerics (default 180)",
     )
     parser.add_argument(

@@ -47,7 +47,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the findings JSON (nanlens.findings/1)")
     parser.add_argument("-o", "--output", metavar="FILE", help="also write the findings JSON to FILE")
-    parser.add_argument("--dump-dir", metavar="DIR", help="keep the replay's tfdbg2 dump in DIR (new or empty)")
+    parser.add_argument(
+        "--dump-dir", metavar="DIR", help="keep the replay's tfdbg2 dump in DIR (new or empty)"
+    )
     parser.add_argument(
         "--replay",
         action="store_true",
@@ -99,7 +101,11 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
             lines.append("no NaN or Inf in the graph replay of the step")
     else:
         label = "origin (backward pass)" if origin.role == "backward-origin" else "origin"
-        func = f" in {origin.stack[-1].function}" if origin.stack and origin.stack[-1].line == origin.line else ""
+        func = (
+            f" in {origin.stack[-1].function}"
+            if origin.stack and origin.stack[-1].line == origin.line
+            else ""
+        )
         cell = f" (cell {origin.cell}, line {origin.line} of the cell)" if origin.cell is not None else ""
         lines.append(f"{label}: {origin.file}:{origin.line}{cell}{func}")
         code = findings.extra.get("origin_code")
@@ -125,8 +131,10 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
     if bundle.get("origin_from") == "scene":
         seconds = (findings.extra.get("located_at_scene") or {}).get("seconds")
         took = f" in {seconds} s" if seconds is not None else ""
-        lines.append(f"located at the scene{took}, when the step failed (findings.json in the bundle; --replay "
-                     "locates again from the bundle)")
+        lines.append(
+            f"located at the scene{took}, when the step failed (findings.json in the bundle; --replay "
+            "locates again from the bundle)"
+        )
     lines.append(f"replay of {where} from {findings.source_path}:")
     if bundle.get("route"):
         lines.append(f"  route: {bundle['route']}")

@@ -9,7 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-HELP = "copy a capture bundle from gs://, s3://, hdfs:// or a mounted folder into the editor's captures folder"
+HELP = (
+    "copy a capture bundle from gs://, s3://, hdfs:// or a mounted folder into the editor's captures folder"
+)
 DESCRIPTION = """\
 Copy one capture bundle (a folder with manifest.json, as NanGuard writes it, also to a remote capture_dir)
 from any filesystem TensorFlow can open into DIR, where the editor sees it. Only the files the manifest
@@ -32,7 +34,9 @@ PROGRESS_MIN_BYTES = 4_000_000
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("url", metavar="URL", help="the bundle folder: gs://..., s3://..., hdfs://... or a local path")
+    parser.add_argument(
+        "url", metavar="URL", help="the bundle folder: gs://..., s3://..., hdfs://... or a local path"
+    )
     parser.add_argument(
         "dir",
         metavar="DIR",
@@ -61,10 +65,14 @@ def _size(text: str) -> int:
     try:
         return parse_size(text)
     except (ValueError, OverflowError):
-        raise argparse.ArgumentTypeError(f"not a size: {text!r} (say 64G, 500M or a number of bytes)") from None
+        raise argparse.ArgumentTypeError(
+            f"not a size: {text!r} (say 64G, 500M or a number of bytes)"
+        ) from None
 
 
-def pull_bundle(url: str, directory: str = DEFAULT_DIR, progress: Any = None, max_bytes: int | None = None) -> Path:
+def pull_bundle(
+    url: str, directory: str = DEFAULT_DIR, progress: Any = None, max_bytes: int | None = None
+) -> Path:
     """Copies the bundle at `url` into `directory` (verified); a bad bundle, one larger than `max_bytes`
     (default `storage.DEFAULT_MAX_PULL_BYTES`) or a URL DIR is a CliError."""
     from pyadapter.capture.bundle import BundleError

@@ -41,7 +41,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     parser.add_argument("bundle", metavar="BUNDLE", help="the capture bundle directory")
     modes = parser.add_mutually_exclusive_group()
-    modes.add_argument("--graph", action="store_true", help="run the step only as a traced graph (tf.function)")
+    modes.add_argument(
+        "--graph", action="store_true", help="run the step only as a traced graph (tf.function)"
+    )
     modes.add_argument("--eager", action="store_true", help="run the step only eagerly (debugger-friendly)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
     add_trust_argument(parser)
@@ -105,8 +107,11 @@ def main(args: argparse.Namespace) -> int:
             print(f"nanlens: warning: {warning}", file=sys.stderr)
         data = report.to_json()
         # Every mode that ran stayed finite (and none failed): what "Verify fix on captured step" asks.
-        data.setdefault("finite", bool(report.verdicts) and not any(
-            v.reproduced or v.error is not None for v in report.verdicts.values()))
+        data.setdefault(
+            "finite",
+            bool(report.verdicts)
+            and not any(v.reproduced or v.error is not None for v in report.verdicts.values()),
+        )
         print(json.dumps(data, indent=2))
     else:
         print(format_report(report))

@@ -25,7 +25,9 @@ examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("source", metavar="BUNDLE_OR_DUMP", help="a capture bundle or a tfdbg2 dump directory")
+    parser.add_argument(
+        "source", metavar="BUNDLE_OR_DUMP", help="a capture bundle or a tfdbg2 dump directory"
+    )
     parser.add_argument("--html", metavar="OUT.html", required=True, help="where to write the page")
     parser.add_argument(
         "--relocate", action="store_true", help="replay a bundle's step again even if its findings are cached"
@@ -55,7 +57,9 @@ def _cached_bundle_findings(bundle: str):  # type: ignore[no-untyped-def]
 
     cache = bundle.rstrip(os.sep) + ".findings.json"
     try:
-        newest = max(os.stat(os.path.join(root, name)).st_mtime for root, _, names in os.walk(bundle) for name in names)
+        newest = max(
+            os.stat(os.path.join(root, name)).st_mtime for root, _, names in os.walk(bundle) for name in names
+        )
         if os.stat(cache).st_mtime < newest:
             return None
         findings = load_findings(cache)

@@ -12,9 +12,15 @@ The VS Code extension starts this with the chosen Python interpreter. It logs to
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stdio", action="store_true", help="talk LSP over stdin/stdout (the default and only transport)")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"],
-                        help="how much the server logs to stderr (default: INFO)")
+    parser.add_argument(
+        "--stdio", action="store_true", help="talk LSP over stdin/stdout (the default and only transport)"
+    )
+    parser.add_argument(
+        "--log-level",
+        default="INFO",
+        choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+        help="how much the server logs to stderr (default: INFO)",
+    )
 
 
 def main(args: argparse.Namespace) -> int:

@@ -214,8 +214,14 @@ def eager_finding(
 
 
 def _placed_finding(
-    host: HostScan, frame_ids: tuple[str, ...], graph_id: str | None, role: str, ref: OpRef,
-    health: TensorHealth | None, inputs: list[InputHealth], message: str,
+    host: HostScan,
+    frame_ids: tuple[str, ...],
+    graph_id: str | None,
+    role: str,
+    ref: OpRef,
+    health: TensorHealth | None,
+    inputs: list[InputHealth],
+    message: str,
 ) -> LocatedFinding:
     """Put a finding on the line its stack points at, or say why it has no line."""
     place = _location(host, frame_ids, graph_id)

@@ -168,7 +168,9 @@ def debug_event_class() -> Any:
 @lru_cache(maxsize=1)
 def execution_health_class() -> Any:
     """A DebugEvent class that reads of an execution only its outputs and their health (see above)."""
-    return _message_class("nanlens_tfdbg_execution_health.proto", f"{_PACKAGE}.health", _EXECUTION_HEALTH_SCHEMA)
+    return _message_class(
+        "nanlens_tfdbg_execution_health.proto", f"{_PACKAGE}.health", _EXECUTION_HEALTH_SCHEMA
+    )
 
 
 def _message_class(

@@ -110,5 +110,5 @@ def short_path(path: str) -> str:
     """An installed package's file from its package folder on (``keras/src/losses/losses.py``); else as is."""
     match = _PACKAGE_DIR_RE.search(path)
     if match:
-        return path[match.end():].replace("\\", "/")
+        return path[match.end() :].replace("\\", "/")
     return path

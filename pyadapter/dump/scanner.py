@@ -63,7 +63,11 @@ def _scan_host(files: HostFiles, progress: _ProgressCounter, warnings: list[str]
     dump = load_host_dump(files, progress.add)
     trace_path = files.path("graph_execution_traces")
     exec_path = files.path("execution")
-    mode = detect_trace_mode(trace_path, dump.issues) if trace_path and files.size("graph_execution_traces") else None
+    mode = (
+        detect_trace_mode(trace_path, dump.issues)
+        if trace_path and files.size("graph_execution_traces")
+        else None
+    )
     layout = LAYOUTS.get(mode) if mode else None
     host = HostScan(dump=dump, layout=layout, mode=mode)
     if trace_path and files.size("graph_execution_traces"):

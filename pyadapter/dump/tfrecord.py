@@ -243,7 +243,9 @@ class RecordFile:
                     self._stop(offset, classify_stop(head, 0, len(head), size, offset))
                     return
                 if length > MAX_RECORD_BYTES:
-                    self._stop(offset, f"record of {length} bytes (more than {MAX_RECORD_BYTES}: a corrupt length)")
+                    self._stop(
+                        offset, f"record of {length} bytes (more than {MAX_RECORD_BYTES}: a corrupt length)"
+                    )
                     return
                 yield offset, head[HEADER_SIZE : HEADER_SIZE + length], length
                 self.records_read += 1

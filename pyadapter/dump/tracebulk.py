@@ -170,9 +170,7 @@ class TensorTable:
             g_order = np.argsort(_small(graphs, len(self.graph_ids)), kind="stable")
             g_sorted = graphs[g_order]
             cuts = np.flatnonzero(g_sorted[1:] != g_sorted[:-1]) + 1
-            groups = [
-                (int(graphs[part[0]]), offsets[part], prev[part]) for part in np.split(g_order, cuts)
-            ]
+            groups = [(int(graphs[part[0]]), offsets[part], prev[part]) for part in np.split(g_order, cuts)]
         for g, offs_g, prev_g in groups:
             running_max = np.maximum.accumulate(prev_g)
             start = int(self.round_start[g])
@@ -192,7 +190,8 @@ class TensorTable:
         """The per-record loop's state: graph id -> [round start, round, graph id], key -> [graph state, last
         sighting, tensor id, graph id]."""
         graph_state = {
-            gid: [int(self.round_start[g]), int(self.round_no[g]), gid] for g, gid in enumerate(self.graph_ids)
+            gid: [int(self.round_start[g]), int(self.round_no[g]), gid]
+            for g, gid in enumerate(self.graph_ids)
         }
         entries: dict[bytes, list] = {}
         last_seen = self.last_seen.tolist()

@@ -106,7 +106,9 @@ def detect_trace_mode(path: str, issues: list[ReadIssue] | None = None) -> str |
         if event is not None and event.HasField("graph_execution_trace"):
             return MODE_NAMES.get(event.graph_execution_trace.tensor_debug_mode, "UNSPECIFIED")
         if issues is not None:
-            issues.append(ReadIssue(path, offset, "first record is not a graph execution trace (traces not read)"))
+            issues.append(
+                ReadIssue(path, offset, "first record is not a graph execution trace (traces not read)")
+            )
         return None
     if issues is not None and records.issue is not None:
         issues.append(records.issue)
@@ -224,7 +226,17 @@ def scan_traces(
                 start, index, graph_state, entries = 0, 0, {}, {}
                 _fill_entries(host, graph_state, entries)
             _per_record(
-                f, file_size, start, index, graph_state, entries, host, layout, result, on_bytes, lengths,
+                f,
+                file_size,
+                start,
+                index,
+                graph_state,
+                entries,
+                host,
+                layout,
+                result,
+                on_bytes,
+                lengths,
                 synthetic_ids,
             )
         except OSError as exc:
@@ -347,7 +359,9 @@ def _bulk_phase(
         if eof:
             if rest:
                 tail = bytes(buf[pos:n])
-                result.issue = ReadIssue(path, base + pos, classify_stop(tail, 0, rest, file_size, base + pos), index)
+                result.issue = ReadIssue(
+                    path, base + pos, classify_stop(tail, 0, rest, file_size, base + pos), index
+                )
             result.traces_read = index
             return None
         size = BULK_CHUNK_SIZE

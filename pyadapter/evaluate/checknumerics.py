@@ -68,7 +68,9 @@ def parse_check_numerics(output: str, zoo_dir: Path | None = None) -> CheckNumer
         text = match.group(1)
         tail = text[3:] if text.startswith("...") else None
         for file in zoo_files:
-            if (tail is not None and str(file).endswith(tail)) or (tail is None and Path(text).resolve() == file):
+            if (tail is not None and str(file).endswith(tail)) or (
+                tail is None and Path(text).resolve() == file
+            ):
                 result.file, result.line = str(file), int(match.group(2))
     if result.file is not None:
         return result

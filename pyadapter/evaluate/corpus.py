@@ -78,7 +78,7 @@ def _source_markers(source: str, path: Path, cell: int | None = None) -> list[Ma
                 continue
             text = token.string.lstrip("#").strip()
             if text == MARKER or (text.startswith(MARKER) and not text[len(MARKER)].isalnum()):
-                markers.append(Marker(path.resolve(), token.start[0], text[len(MARKER):].strip(" :"), cell))
+                markers.append(Marker(path.resolve(), token.start[0], text[len(MARKER) :].strip(" :"), cell))
     except (tokenize.TokenError, SyntaxError):
         pass  # the program itself will fail to run and be reported then
     return markers
@@ -87,8 +87,11 @@ def _source_markers(source: str, path: Path, cell: int | None = None) -> list[Ma
 def cause_markers(path: Path) -> list[tuple[int, str]]:
     """Every ``# CAUSE: <kind>`` comment in a program (a notebook: in its code cells), as ``(line, kind)``; the kind
     is the first word after ``CAUSE:``, lowercased, whether or not it is one of `CAUSE_KINDS`."""
-    sources = [source for _, source in _notebook_sources(path)] if _is_notebook(path) else [
-        path.read_text(encoding="utf-8")]
+    sources = (
+        [source for _, source in _notebook_sources(path)]
+        if _is_notebook(path)
+        else [path.read_text(encoding="utf-8")]
+    )
     found = []
     for source in sources:
         try:
@@ -96,8 +99,8 @@ def cause_markers(path: Path) -> list[tuple[int, str]]:
                 if token.type != tokenize.COMMENT:
                     continue
                 text = token.string.lstrip("#").strip()
-                if text.startswith(CAUSE_MARKER) and text[len(CAUSE_MARKER):].lstrip().startswith(":"):
-                    words = text[len(CAUSE_MARKER):].lstrip()[1:].split()
+                if text.startswith(CAUSE_MARKER) and text[len(CAUSE_MARKER) :].lstrip().startswith(":"):
+                    words = text[len(CAUSE_MARKER) :].lstrip()[1:].split()
                     found.append((token.start[0], words[0].strip(".,;:").lower() if words else ""))
         except (tokenize.TokenError, SyntaxError):
             pass
@@ -172,7 +175,7 @@ def _module_files(root: Path, dotted: str) -> list[Path]:
 
 
 def run_method(path: Path) -> Method:
-    """"capture" when the program calls NanGuard or guard_step, else "dump"."""
+    """ "capture" when the program calls NanGuard or guard_step, else "dump"."""
     for node in (node for tree in _trees(path) for node in ast.walk(tree)):
         if isinstance(node, ast.Call):
             func = node.func
@@ -210,20 +213,28 @@ def load_program(path: Path, zoo_dir: Path) -> Program:
     if not markers:
         problem = "no # ORIGIN marker in the program or the zoo modules it imports"
     elif len(markers) > 1:
-        where = ", ".join(f"{m.file.name}:{m.line}" + (f" (cell {m.cell})" if m.cell is not None else "")
-                          for m in markers)
+        where = ", ".join(
+            f"{m.file.name}:{m.line}" + (f" (cell {m.cell})" if m.cell is not None else "") for m in markers
+        )
         problem = f"{len(markers)} # ORIGIN markers ({where}); a program must mark exactly one line"
     cause = causes[0][1] if len(causes) == 1 else None
     if problem is None:  # no CAUSE marker at all: the line is scored, the cause is not
         if len(causes) > 1:
-            problem = f"{len(causes)} # CAUSE: markers (lines " + ", ".join(str(line) for line, _ in causes) + (
-                "); a program must name exactly one cause")
+            problem = (
+                f"{len(causes)} # CAUSE: markers (lines "
+                + ", ".join(str(line) for line, _ in causes)
+                + ("); a program must name exactly one cause")
+            )
         elif causes and cause not in CAUSE_KINDS:
-            problem = f"# CAUSE: {cause or '(nothing)'} is not a cause kind (one of " + ", ".join(CAUSE_KINDS) + ")"
+            problem = (
+                f"# CAUSE: {cause or '(nothing)'} is not a cause kind (one of " + ", ".join(CAUSE_KINDS) + ")"
+            )
     method = run_method(path)
     if problem is None and _is_notebook(path) and method != "capture":
         problem = "a notebook program must train with NanGuard or guard_step (a dump is run for scripts only)"
-    return Program(path.stem, path, method, origin, problem, title_of(path), cause if cause in CAUSE_KINDS else None)
+    return Program(
+        path.stem, path, method, origin, problem, title_of(path), cause if cause in CAUSE_KINDS else None
+    )
 
 
 def matches(name: str, patterns: list[str], filename: str | None = None) -> bool:

@@ -116,8 +116,12 @@ class _Echo:
                 continue
             if stream == "stdout" and any(line.startswith(NON_FINITE_LINE) for line in text.splitlines()):
                 self.non_finite = True
-            print(text, end="" if text.endswith("\n") else "\n", file=sys.stderr if stream == "stderr" else sys.stdout,
-                  flush=True)
+            print(
+                text,
+                end="" if text.endswith("\n") else "\n",
+                file=sys.stderr if stream == "stderr" else sys.stdout,
+                flush=True,
+            )
 
 
 def execute(path: Path, *, check_numerics: bool = False, cell_timeout: int | None = None) -> int:
@@ -158,21 +162,34 @@ def execute(path: Path, *, check_numerics: bool = False, cell_timeout: int | Non
         except CellExecutionError as exc:
             # The failing cell's outputs, its traceback among them, were passed on already.
             evalue = strip_ansi(str(getattr(exc, "evalue", "") or "")).strip().splitlines()
-            print(f"nanlens eval: a cell of {path.name} raised {getattr(exc, 'ename', 'an error')}"
-                  + (f": {evalue[0]}" if evalue else ""), file=sys.stderr, flush=True)
+            print(
+                f"nanlens eval: a cell of {path.name} raised {getattr(exc, 'ename', 'an error')}"
+                + (f": {evalue[0]}" if evalue else ""),
+                file=sys.stderr,
+                flush=True,
+            )
             return 3
     return 1 if echo.non_finite else 0
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m pyadapter.evaluate.notebook", description="Run a Jupyter notebook headless, as Jupyter does."
+        prog="python -m pyadapter.evaluate.notebook",
+        description="Run a Jupyter notebook headless, as Jupyter does.",
     )
     parser.add_argument("notebook", help="the .ipynb to run")
-    parser.add_argument("--check-numerics", action="store_true",
-                        help="run tf.debugging.enable_check_numerics() before the notebook's first cell")
-    parser.add_argument("--cell-timeout", type=int, default=None, metavar="SECONDS",
-                        help="limit for each cell (default: none; the caller bounds the whole run)")
+    parser.add_argument(
+        "--check-numerics",
+        action="store_true",
+        help="run tf.debugging.enable_check_numerics() before the notebook's first cell",
+    )
+    parser.add_argument(
+        "--cell-timeout",
+        type=int,
+        default=None,
+        metavar="SECONDS",
+        help="limit for each cell (default: none; the caller bounds the whole run)",
+    )
     args = parser.parse_args(argv)
     path = Path(args.notebook)
     if not path.is_file() or not is_notebook(path):

@@ -55,7 +55,11 @@ def markdown_table(rows: list[Row], summary: Summary, base: Path) -> str:
         found = row.found.show(base) if row.found else ("error: " + row.error if row.error else "-")
         if row.found and row.role and row.role != "origin":
             found += f" ({row.role})"
-        replay = "-" if row.method != "capture" else f"{_yes_no(row.reproduced.get('graph'))} / {_yes_no(row.reproduced.get('eager'))}"
+        replay = (
+            "-"
+            if row.method != "capture"
+            else f"{_yes_no(row.reproduced.get('graph'))} / {_yes_no(row.reproduced.get('eager'))}"
+        )
         cn = row.check_numerics_op or "-"
         if row.check_numerics_agree is not None:
             cn += " (same)" if row.check_numerics_agree else " (differs)"
@@ -72,8 +76,9 @@ def markdown_table(rows: list[Row], summary: Summary, base: Path) -> str:
                     "yes" if row.exact_line else "**no**",
                     row.expected_cause or "-",
                     row.cause or "-",
-                    "-" if row.cause_hit is None and not row.expected_cause else (
-                        "yes" if row.cause_hit else "**no**"),
+                    "-"
+                    if row.cause_hit is None and not row.expected_cause
+                    else ("yes" if row.cause_hit else "**no**"),
                     replay,
                     cn,
                     f"{row.seconds.get('run', 0.0):.1f}",
@@ -97,6 +102,8 @@ def markdown_table(rows: list[Row], summary: Summary, base: Path) -> str:
         lines.append("| cause marked | programs | cause right | line right | both |")
         lines.append("|---|---|---|---|---|")
         for kind, counts in summary.by_cause.items():
-            lines.append(f"| {kind} | {counts['programs']} | {counts['cause_hit']} | {counts['exact_line']} "
-                         f"| {counts['both']} |")
+            lines.append(
+                f"| {kind} | {counts['programs']} | {counts['cause_hit']} | {counts['exact_line']} "
+                f"| {counts['both']} |"
+            )
     return "\n".join(lines)

@@ -47,7 +47,11 @@ def find_bundles(capture_dir: Path) -> list[Path]:
     """Complete bundles (a folder with manifest.json, not a hidden partial), oldest first."""
     if not capture_dir.is_dir():
         return []
-    bundles = [p.parent for p in capture_dir.rglob("manifest.json") if not any(x.startswith(".") for x in p.parent.parts[-1:])]
+    bundles = [
+        p.parent
+        for p in capture_dir.rglob("manifest.json")
+        if not any(x.startswith(".") for x in p.parent.parts[-1:])
+    ]
     return sorted(bundles, key=lambda p: p.stat().st_mtime)
 
 

@@ -59,8 +59,11 @@ class Row:
         def loc(location: Location | None) -> dict[str, Any] | None:
             if location is None:
                 return None
-            out: dict[str, Any] = {"file": display_path(location.file, base), "line": location.line,
-                                   "path": location.file}
+            out: dict[str, Any] = {
+                "file": display_path(location.file, base),
+                "line": location.line,
+                "path": location.file,
+            }
             if location.cell is not None:
                 out["cell"] = location.cell
             return out
@@ -106,7 +109,7 @@ def display_path(file: str, base: Path) -> str:
     for marker in ("site-packages", "dist-packages"):
         parts = Path(file).parts
         if marker in parts:
-            return "/".join(parts[parts.index(marker) + 1:])
+            return "/".join(parts[parts.index(marker) + 1 :])
     return file
 
 
@@ -134,13 +137,18 @@ def _location(where: Any) -> Location | None:
     line, cell = where.get("line"), where.get("cell")
     if not isinstance(line, int) or isinstance(line, bool):
         return None
-    return Location(str(where["file"]), line, cell if isinstance(cell, int) and not isinstance(cell, bool) else None)
+    return Location(
+        str(where["file"]), line, cell if isinstance(cell, int) and not isinstance(cell, bool) else None
+    )
 
 
 def score(outcome: Outcome) -> Row:
     program = outcome.program
-    expected = (Location(str(program.origin.file), program.origin.line, program.origin.cell)
-                if program.origin else None)
+    expected = (
+        Location(str(program.origin.file), program.origin.line, program.origin.cell)
+        if program.origin
+        else None
+    )
     row = Row(
         program=program.name,
         path=str(program.path),
@@ -157,8 +165,11 @@ def score(outcome: Outcome) -> Row:
     change = _location(cause.get("change")) if cause is not None else None
     if origin is not None:
         cell = origin.get("cell")
-        row.found = Location(str(origin.get("file", "")), int(origin.get("line", 0)),
-                             cell if isinstance(cell, int) and not isinstance(cell, bool) else None)
+        row.found = Location(
+            str(origin.get("file", "")),
+            int(origin.get("line", 0)),
+            cell if isinstance(cell, int) and not isinstance(cell, bool) else None,
+        )
         row.line_from = "origin"
         row.role = origin.get("role")
         op = origin.get("op") or {}
@@ -231,7 +242,9 @@ class Summary:
 
 
 def summarize(rows: list[Row]) -> Summary:
-    replayed = [r for r in rows if r.method == "capture" and any(v is not None for v in r.reproduced.values())]
+    replayed = [
+        r for r in rows if r.method == "capture" and any(v is not None for v in r.reproduced.values())
+    ]
     return Summary(
         programs=len(rows),
         exact_line=sum(r.exact_line for r in rows),
@@ -253,8 +266,10 @@ def by_cause(rows: list[Row]) -> dict[str, dict[str, int]]:
     found, their line found, and both."""
     from pyadapter.evaluate.corpus import CAUSE_KINDS
 
-    kinds = sorted({r.expected_cause for r in rows if r.expected_cause is not None},
-                   key=lambda k: (CAUSE_KINDS.index(k) if k in CAUSE_KINDS else len(CAUSE_KINDS), k))
+    kinds = sorted(
+        {r.expected_cause for r in rows if r.expected_cause is not None},
+        key=lambda k: (CAUSE_KINDS.index(k) if k in CAUSE_KINDS else len(CAUSE_KINDS), k),
+    )
     table = {}
     for kind in kinds:
         mine = [r for r in rows if r.expected_cause == kind]

@@ -22,8 +22,14 @@ from pyadapter.fixes.source import read_line
 __all__ = ["QuickFix", "TextEdit", "apply_edits", "cause_fixes", "epsilon", "fixes_for_line", "quick_fixes"]
 
 
-def fixes_for_line(source: str, line: int, op_type: str, dtype: str | None = None, forward_op: str | None = None,
-                   backward: bool = False) -> list[QuickFix]:
+def fixes_for_line(
+    source: str,
+    line: int,
+    op_type: str,
+    dtype: str | None = None,
+    forward_op: str | None = None,
+    backward: bool = False,
+) -> list[QuickFix]:
     """The fixes for an op of ``op_type`` made on 1-based ``line`` of ``source``; [] where no pattern applies."""
     family = family_of(op_type, forward_op)
     if family is None:
@@ -42,6 +48,14 @@ def quick_fixes(source: str, finding: Finding) -> list[QuickFix]:
         return []
     dtype = finding.health.dtype if finding.health is not None else None
     if dtype is None:
-        dtype = next((i.health.dtype for i in finding.inputs if i.health is not None and i.health.dtype), None)
-    return fixes_for_line(source, finding.line, finding.op.type, dtype, finding.op.forward_op,
-                          backward=finding.role == "backward-origin")
+        dtype = next(
+            (i.health.dtype for i in finding.inputs if i.health is not None and i.health.dtype), None
+        )
+    return fixes_for_line(
+        source,
+        finding.line,
+        finding.op.type,
+        dtype,
+        finding.op.forward_op,
+        backward=finding.role == "backward-origin",
+    )

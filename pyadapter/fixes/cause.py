@@ -19,10 +19,28 @@ from pyadapter.cause.model import Cause, format_number
 from pyadapter.fixes.model import QuickFix, TextEdit
 from pyadapter.fixes.source import LineSource, dotted_name, last_name, read_line
 
-OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax", "Nadam", "Ftrl", "Lion", "Lamb",
-              "Adafactor")
-SCHEDULES = ("ExponentialDecay", "PiecewiseConstantDecay", "CosineDecay", "CosineDecayRestarts",
-             "InverseTimeDecay", "PolynomialDecay")
+OPTIMIZERS = (
+    "SGD",
+    "Adam",
+    "AdamW",
+    "RMSprop",
+    "Adagrad",
+    "Adadelta",
+    "Adamax",
+    "Nadam",
+    "Ftrl",
+    "Lion",
+    "Lamb",
+    "Adafactor",
+)
+SCHEDULES = (
+    "ExponentialDecay",
+    "PiecewiseConstantDecay",
+    "CosineDecay",
+    "CosineDecayRestarts",
+    "InverseTimeDecay",
+    "PolynomialDecay",
+)
 DEFAULT_LEARNING_RATES = {"sgd": 0.01}  # every other Keras optimizer defaults to 0.001
 CLIP_KEYWORDS = ("clipnorm", "global_clipnorm", "clipvalue")
 
@@ -32,7 +50,11 @@ def _keyword(node: ast.Call, name: str) -> ast.keyword | None:
 
 
 def _number(node: ast.AST | None) -> float | None:
-    if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool):
+    if (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+    ):
         return float(node.value)
     return None
 
@@ -52,11 +74,11 @@ def _insert_keyword(src: LineSource, call: ast.Call, text: str) -> TextEdit | No
     span = src.span(call)
     if span is None:
         return None
-    inside = src.text[span[0]:span[1]]
+    inside = src.text[span[0] : span[1]]
     close = span[1] - 1
     if not inside.endswith(")"):
         return None
-    body = inside[inside.index("(") + 1:-1].rstrip() if "(" in inside else ""
+    body = inside[inside.index("(") + 1 : -1].rstrip() if "(" in inside else ""
     separator = "" if not body else (" " if body.endswith(",") else ", ")
     return TextEdit(src.line, close, close, separator + text)
 
@@ -66,14 +88,19 @@ def divergence_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
     for call in _calls_on_line(src, OPTIMIZERS + SCHEDULES):
         name = last_name(call) or ""
         key = "initial_learning_rate" if name in SCHEDULES else "learning_rate"
-        node = (_keyword(call, key) or _keyword(call, "lr"))
+        node = _keyword(call, key) or _keyword(call, "lr")
         value_node = node.value if node is not None else (call.args[0] if call.args else None)
         rate = _number(value_node)
         span = src.span(value_node) if value_node is not None else None
         if rate is not None and span is not None and rate > 0:
             lower = format_number(rate / 10)
-            fixes.append(QuickFix(f"lower the learning rate to {lower} (a tenth of {format_number(rate)})",
-                                  [TextEdit(src.line, span[0], span[1], lower)], preferred=True))
+            fixes.append(
+                QuickFix(
+                    f"lower the learning rate to {lower} (a tenth of {format_number(rate)})",
+                    [TextEdit(src.line, span[0], span[1], lower)],
+                    preferred=True,
+                )
+            )
         if name in OPTIMIZERS and not any(_keyword(call, k) for k in CLIP_KEYWORDS):
             edit = _insert_keyword(src, call, "clipnorm=1.0")
             if edit is not None:
@@ -91,9 +118,13 @@ def divergence_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
         if cls is None or prefix is None or span is None:
             continue
         lower = format_number(DEFAULT_LEARNING_RATES.get(lowered, 0.001) / 10)
-        fixes.append(QuickFix(f"build {cls} with learning rate {lower} (a tenth of its default)",
-                              [TextEdit(src.line, span[0], span[1], f"{prefix}.optimizers.{cls}(learning_rate={lower})")],
-                              preferred=True))
+        fixes.append(
+            QuickFix(
+                f"build {cls} with learning rate {lower} (a tenth of its default)",
+                [TextEdit(src.line, span[0], span[1], f"{prefix}.optimizers.{cls}(learning_rate={lower})")],
+                preferred=True,
+            )
+        )
     return fixes
 
 
@@ -112,8 +143,13 @@ def _assigned_name(src: LineSource, call: ast.Call) -> str | None:
     if tree is None:
         return None
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assign) and node.value is call and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name) and node.lineno == node.end_lineno == src.line:
+        if (
+            isinstance(node, ast.Assign)
+            and node.value is call
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and node.lineno == node.end_lineno == src.line
+        ):
             return node.targets[0].id
     return None
 
@@ -130,42 +166,85 @@ def data_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
         target = _assigned_name(src, call)
         if name in ("genfromtxt", "loadtxt") and numpy is not None and span is not None:
             if target is not None:
-                fixes.append(QuickFix(
-                    "drop the rows holding NaN/Inf where the data is read",
-                    [TextEdit(src.line, end, end, f"\n{indent}{target} = {target}[{numpy}.isfinite({target})"
-                                                  f".all(axis=1)]  # NaN Lens: drop rows holding NaN/Inf")],
-                    preferred=True))
-            fixes.append(QuickFix(f"replace NaN with 0 and Inf with the largest float ({numpy}.nan_to_num)",
-                                  [TextEdit(src.line, span[0], span[0], f"{numpy}.nan_to_num("),
-                                   TextEdit(src.line, span[1], span[1], ")")]))
+                fixes.append(
+                    QuickFix(
+                        "drop the rows holding NaN/Inf where the data is read",
+                        [
+                            TextEdit(
+                                src.line,
+                                end,
+                                end,
+                                f"\n{indent}{target} = {target}[{numpy}.isfinite({target})"
+                                f".all(axis=1)]  # NaN Lens: drop rows holding NaN/Inf",
+                            )
+                        ],
+                        preferred=True,
+                    )
+                )
+            fixes.append(
+                QuickFix(
+                    f"replace NaN with 0 and Inf with the largest float ({numpy}.nan_to_num)",
+                    [
+                        TextEdit(src.line, span[0], span[0], f"{numpy}.nan_to_num("),
+                        TextEdit(src.line, span[1], span[1], ")"),
+                    ],
+                )
+            )
         elif name == "read_csv" and span is not None and (dotted_name(call.func) or "").count(".") == 1:
-            fixes.append(QuickFix("drop the rows with missing values (.dropna())",
-                                  [TextEdit(src.line, span[1], span[1], ".dropna()")], preferred=True))
+            fixes.append(
+                QuickFix(
+                    "drop the rows with missing values (.dropna())",
+                    [TextEdit(src.line, span[1], span[1], ".dropna()")],
+                    preferred=True,
+                )
+            )
         elif name in ("make_csv_dataset", "CsvDataset") and tf is not None and target is not None:
-            check = (f"lambda *element: {tf}.reduce_all([{tf}.reduce_all({tf}.math.is_finite({tf}.cast(t, "
-                     f"{tf}.float32))) for t in {tf}.nest.flatten(element)])")
-            fixes.append(QuickFix("skip records holding NaN/Inf (ds.filter)",
-                                  [TextEdit(src.line, end, end, f"\n{indent}{target} = {target}.filter({check})"
-                                                                "  # NaN Lens: skip non-finite records")],
-                                  preferred=True))
+            check = (
+                f"lambda *element: {tf}.reduce_all([{tf}.reduce_all({tf}.math.is_finite({tf}.cast(t, "
+                f"{tf}.float32))) for t in {tf}.nest.flatten(element)])"
+            )
+            fixes.append(
+                QuickFix(
+                    "skip records holding NaN/Inf (ds.filter)",
+                    [
+                        TextEdit(
+                            src.line,
+                            end,
+                            end,
+                            f"\n{indent}{target} = {target}.filter({check})"
+                            "  # NaN Lens: skip non-finite records",
+                        )
+                    ],
+                    preferred=True,
+                )
+            )
     return fixes
 
 
 def precision_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
-    layer = (cause.evidence.get("layer") or {}).get("class") if isinstance(cause.evidence.get("layer"), dict) else None
+    layer = (
+        (cause.evidence.get("layer") or {}).get("class")
+        if isinstance(cause.evidence.get("layer"), dict)
+        else None
+    )
     if not isinstance(layer, str):
         return []
     for call in _calls_on_line(src, (layer,)):
         dtype = _keyword(call, "dtype")
         if dtype is not None:
             span = src.span(dtype.value)
-            if span is None or src.text[span[0]:span[1]] in ('"float32"', "'float32'"):
+            if span is None or src.text[span[0] : span[1]] in ('"float32"', "'float32'"):
                 continue
-            return [QuickFix(f"keep the {layer} layer in float32", [TextEdit(src.line, span[0], span[1], '"float32"')],
-                             preferred=True)]
+            return [
+                QuickFix(
+                    f"keep the {layer} layer in float32",
+                    [TextEdit(src.line, span[0], span[1], '"float32"')],
+                    preferred=True,
+                )
+            ]
         edit = _insert_keyword(src, call, 'dtype="float32"')
         if edit is not None:
-            return [QuickFix(f"keep the {layer} layer in float32 (dtype=\"float32\")", [edit], preferred=True)]
+            return [QuickFix(f'keep the {layer} layer in float32 (dtype="float32")', [edit], preferred=True)]
     return []
 
 

@@ -26,8 +26,15 @@ class QuickFix:
 
 # Half precision cannot hold 1e-7 (float16's smallest normal is 6.1e-5): a clamp uses 1e-4; a value added to
 # O(1) numbers (or kept apart from 1.0) uses 1e-3, the float16 spacing near 1 being 9.8e-4.
-_CLAMP_EPSILON = {"float16": 1e-4, "half": 1e-4, "bfloat16": 1e-4, "float32": 1e-7, "float": 1e-7, "float64": 1e-12,
-                  "double": 1e-12}
+_CLAMP_EPSILON = {
+    "float16": 1e-4,
+    "half": 1e-4,
+    "bfloat16": 1e-4,
+    "float32": 1e-7,
+    "float": 1e-7,
+    "float64": 1e-12,
+    "double": 1e-12,
+}
 _ADD_EPSILON = {"float16": 1e-3, "half": 1e-3, "bfloat16": 1e-3}
 
 
@@ -53,5 +60,5 @@ def apply_edits(text: str, edits: list[TextEdit]) -> str:
         if not 0 < edit.line <= len(lines):
             raise ValueError(f"edit of line {edit.line} outside the text ({len(lines)} lines)")
         line = lines[edit.line - 1]
-        lines[edit.line - 1] = line[:edit.start_col] + edit.new_text + line[edit.end_col:]
+        lines[edit.line - 1] = line[: edit.start_col] + edit.new_text + line[edit.end_col :]
     return "".join(lines)

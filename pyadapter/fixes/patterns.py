@@ -17,15 +17,26 @@ from pyadapter.fixes.source import LineSource, Namespace, dotted_name, last_name
 
 # Op type (as the finding names it) -> the family of user-level expressions that make it.
 OP_FAMILIES = {
-    "Log": "log", "Log1p": "log1p",
-    "Sqrt": "sqrt", "SqrtGrad": "sqrt", "Rsqrt": "rsqrt", "RsqrtGrad": "rsqrt",
+    "Log": "log",
+    "Log1p": "log1p",
+    "Sqrt": "sqrt",
+    "SqrtGrad": "sqrt",
+    "Rsqrt": "rsqrt",
+    "RsqrtGrad": "rsqrt",
     "Pow": "pow",
-    "RealDiv": "div", "Div": "div", "TrueDiv": "div",
+    "RealDiv": "div",
+    "Div": "div",
+    "TrueDiv": "div",
     "Exp": "exp",
 }
 _CALL_NAMES = {
-    "log": {"log"}, "log1p": {"log1p"}, "sqrt": {"sqrt"}, "rsqrt": {"rsqrt"}, "pow": {"pow", "power"},
-    "div": {"divide", "truediv", "true_divide", "div", "realdiv"}, "exp": {"exp"},
+    "log": {"log"},
+    "log1p": {"log1p"},
+    "sqrt": {"sqrt"},
+    "rsqrt": {"rsqrt"},
+    "pow": {"pow", "power"},
+    "div": {"divide", "truediv", "true_divide", "div", "realdiv"},
+    "exp": {"exp"},
 }
 # Only names that say "probability": clipping at 1.0 would silently change any other quantity.
 _PROBABILITY_HINT = re.compile(r"prob|softmax|sigmoid|likelihood|^p$|^p_|_p$", re.IGNORECASE)
@@ -83,8 +94,13 @@ def find_sites(src: LineSource, family: str) -> list[Site]:
 def _euclidean_norm(src: LineSource, call: ast.Call) -> bool:
     """tf.norm(x[, axis=..., keepdims=...]): a sqrt inside, whose gradient at a zero vector is NaN."""
     namespace = src.namespace_of(call)
-    return namespace is not None and namespace.kind == "tf" and last_name(call) == "norm" and \
-        len(call.args) == 1 and all(k.arg in ("axis", "keepdims") for k in call.keywords)
+    return (
+        namespace is not None
+        and namespace.kind == "tf"
+        and last_name(call) == "norm"
+        and len(call.args) == 1
+        and all(k.arg in ("axis", "keepdims") for k in call.keywords)
+    )
 
 
 def _norm_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) -> list[QuickFix]:
@@ -95,20 +111,33 @@ def _norm_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) 
     eps = format_epsilon(epsilon(dtype, additive=True))
     p = ns.prefix
     rewritten = f"{p}.sqrt({p}.reduce_sum({p}.square({x}){keywords}) + {eps})"
-    return [QuickFix(f"Write the norm as sqrt(sum({_short(x, 20)}²) + {eps}): its gradient at a zero vector is NaN",
-                     [_replace(src, site.node, rewritten)], preferred=True)]
+    return [
+        QuickFix(
+            f"Write the norm as sqrt(sum({_short(x, 20)}²) + {eps}): its gradient at a zero vector is NaN",
+            [_replace(src, site.node, rewritten)],
+            preferred=True,
+        )
+    ]
 
 
 def _fractional(exponent: ast.AST) -> bool:
     """An exponent that can make NaN of a negative base: anything but an integer literal."""
-    value = exponent.operand if isinstance(exponent, ast.UnaryOp) and isinstance(exponent.op, ast.USub) else exponent
+    value = (
+        exponent.operand
+        if isinstance(exponent, ast.UnaryOp) and isinstance(exponent.op, ast.USub)
+        else exponent
+    )
     return not (isinstance(value, ast.Constant) and isinstance(value.value, int))
 
 
 def _plus(text: str, node: ast.AST, addend: str, sign: str = "+") -> str:
     """``text + addend`` with parentheses around text only where precedence needs them."""
-    plain = isinstance(node, _ATOMS) or (isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC)) or \
-        isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd))
+    plain = (
+        isinstance(node, _ATOMS)
+        or (isinstance(node, ast.BinOp) and isinstance(node.op, _ARITHMETIC))
+        or isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, (ast.USub, ast.UAdd))
+    )
     return f"{text if plain else f'({text})'} {sign} {addend}"
 
 
@@ -119,10 +148,11 @@ def _replace(src: LineSource, node: ast.AST, new_text: str) -> TextEdit:
 
 
 def _short(text: str, limit: int = 40) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # --- one fixer per family: (line, site, dtype, backward) -> fixes ------------------------------------------------
+
 
 def _log_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) -> list[QuickFix]:
     x = src.segment(site.operand)
@@ -132,13 +162,25 @@ def _log_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) -
     assert ns is not None
     if _is_probability(site.operand, x):
         high = "1.0"
-        fixes.append(QuickFix(f"Clip {_short(x)} to [{eps}, {high}] before the log",
-                              [_replace(src, site.operand, ns.clip(x, eps, high))]))
-    fixes.append(QuickFix(f"Clamp {_short(x)} at {eps} before the log: {ns.maximum('…', eps)}",
-                          [_replace(src, site.operand, ns.maximum(x, eps))]))
+        fixes.append(
+            QuickFix(
+                f"Clip {_short(x)} to [{eps}, {high}] before the log",
+                [_replace(src, site.operand, ns.clip(x, eps, high))],
+            )
+        )
+    fixes.append(
+        QuickFix(
+            f"Clamp {_short(x)} at {eps} before the log: {ns.maximum('…', eps)}",
+            [_replace(src, site.operand, ns.maximum(x, eps))],
+        )
+    )
     add_eps = format_epsilon(epsilon(dtype, additive=True))
-    fixes.append(QuickFix(f"Add {add_eps} inside the log: log({_short(x)} + {add_eps})",
-                          [_replace(src, site.operand, _plus(x, site.operand, add_eps))]))
+    fixes.append(
+        QuickFix(
+            f"Add {add_eps} inside the log: log({_short(x)} + {add_eps})",
+            [_replace(src, site.operand, _plus(x, site.operand, add_eps))],
+        )
+    )
     fixes[0].preferred = True
     return fixes
 
@@ -146,9 +188,12 @@ def _log_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) -
 def _is_probability(node: ast.AST, text: str) -> bool:
     if isinstance(node, ast.Call) and last_name(node) in ("softmax", "sigmoid", "log_softmax"):
         return last_name(node) != "log_softmax"
-    names = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)] + \
-        [n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)]
-    return any(_PROBABILITY_HINT.search(name) for name in names) or bool(_PROBABILITY_HINT.search(text.strip()))
+    names = [n.id for n in ast.walk(node) if isinstance(n, ast.Name)] + [
+        n.attr for n in ast.walk(node) if isinstance(n, ast.Attribute)
+    ]
+    return any(_PROBABILITY_HINT.search(name) for name in names) or bool(
+        _PROBABILITY_HINT.search(text.strip())
+    )
 
 
 def _log1p_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) -> list[QuickFix]:
@@ -156,8 +201,13 @@ def _log1p_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool)
     eps = format_epsilon(epsilon(dtype, additive=True))
     assert site.namespace is not None
     bound = f"-1.0 + {eps}"
-    return [QuickFix(f"Clamp {_short(x)} above -1 before log1p",
-                     [_replace(src, site.operand, site.namespace.maximum(x, bound))], preferred=True)]
+    return [
+        QuickFix(
+            f"Clamp {_short(x)} above -1 before log1p",
+            [_replace(src, site.operand, site.namespace.maximum(x, bound))],
+            preferred=True,
+        )
+    ]
 
 
 def _root_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) -> list[QuickFix]:
@@ -167,15 +217,27 @@ def _root_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) 
         return []
     x = src.segment(site.operand)
     eps = format_epsilon(epsilon(dtype))
-    what = "the base" if isinstance(site.node, ast.BinOp) or last_name(site.node) in _CALL_NAMES["pow"] else \
-        "the square root's argument"
+    what = (
+        "the base"
+        if isinstance(site.node, ast.BinOp) or last_name(site.node) in _CALL_NAMES["pow"]
+        else "the square root's argument"
+    )
     why = " (the gradient at 0 is inf)" if backward else ""
-    fixes = [QuickFix(f"Clamp {what} {_short(x)} at {eps}{why}",
-                      [_replace(src, site.operand, ns.maximum(x, eps))], preferred=True)]
+    fixes = [
+        QuickFix(
+            f"Clamp {what} {_short(x)} at {eps}{why}",
+            [_replace(src, site.operand, ns.maximum(x, eps))],
+            preferred=True,
+        )
+    ]
     if backward:
         add_eps = format_epsilon(epsilon(dtype, additive=True))
-        fixes.append(QuickFix(f"Add {add_eps} to {what} {_short(x)}",
-                              [_replace(src, site.operand, _plus(x, site.operand, add_eps))]))
+        fixes.append(
+            QuickFix(
+                f"Add {add_eps} to {what} {_short(x)}",
+                [_replace(src, site.operand, _plus(x, site.operand, add_eps))],
+            )
+        )
     return fixes
 
 
@@ -184,13 +246,16 @@ def _div_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) -
     a, b = src.segment(site.other), src.segment(site.operand)
     fixes = []
     if site.namespace is not None and (safe := site.namespace.divide_no_nan(a, b)) is not None:
-        fixes.append(QuickFix(f"Divide with divide_no_nan: 0 where {_short(b)} is 0",
-                              [_replace(src, site.node, safe)]))
+        fixes.append(
+            QuickFix(f"Divide with divide_no_nan: 0 where {_short(b)} is 0", [_replace(src, site.node, safe)])
+        )
     eps = format_epsilon(epsilon(dtype, additive=True))
     denominator = _plus(b, site.operand, eps)
     if isinstance(site.node, ast.BinOp) and not _parenthesized(src, site.operand):
         denominator = f"({denominator})"
-    fixes.append(QuickFix(f"Add {eps} to the denominator {_short(b)}", [_replace(src, site.operand, denominator)]))
+    fixes.append(
+        QuickFix(f"Add {eps} to the denominator {_short(b)}", [_replace(src, site.operand, denominator)])
+    )
     fixes[0].preferred = True
     return fixes
 
@@ -198,7 +263,12 @@ def _div_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) -
 def _parenthesized(src: LineSource, node: ast.AST) -> bool:
     """The right operand of a / is written in parentheses already: (n - 1) keeps them, the edit goes inside."""
     span = src.span(node)
-    return span is not None and span[0] > 0 and src.text[span[0] - 1] == "(" and src.text[span[1]:span[1] + 1] == ")"
+    return (
+        span is not None
+        and span[0] > 0
+        and src.text[span[0] - 1] == "("
+        and src.text[span[1] : span[1] + 1] == ")"
+    )
 
 
 def _exp_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) -> list[QuickFix]:
@@ -210,16 +280,30 @@ def _exp_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) -
     division, axis = softmax
     x = src.segment(site.operand)
     shifted = _plus(x, site.operand, ns.reduce_max(x, axis), sign="-")
-    fixes = [QuickFix(f"Subtract the max of {_short(x)} before exp (a stable softmax)",
-                      [_replace(src, site.operand, shifted)], preferred=True)]
+    fixes = [
+        QuickFix(
+            f"Subtract the max of {_short(x)} before exp (a stable softmax)",
+            [_replace(src, site.operand, shifted)],
+            preferred=True,
+        )
+    ]
     division_line = getattr(division, "lineno", 0)
     built = ns.softmax(x, axis)
-    if built is not None and getattr(division, "end_lineno", 0) == division_line and division_line != src.line:
+    if (
+        built is not None
+        and getattr(division, "end_lineno", 0) == division_line
+        and division_line != src.line
+    ):
         assert isinstance(division, ast.BinOp) and isinstance(division.left, ast.Name)
-        fixes.append(QuickFix(f"Use {built.split('(')[0]} instead of the hand-written softmax", [
-            _replace(src, site.node, built),
-            _edit_other_line(src, division, division.left.id),
-        ]))
+        fixes.append(
+            QuickFix(
+                f"Use {built.split('(')[0]} instead of the hand-written softmax",
+                [
+                    _replace(src, site.node, built),
+                    _edit_other_line(src, division, division.left.id),
+                ],
+            )
+        )
     return fixes
 
 
@@ -230,16 +314,27 @@ def _softmax_division(src: LineSource, site: Site) -> tuple[ast.BinOp, str] | No
         return None
     target = None
     for node in ast.walk(scope):
-        if isinstance(node, ast.Assign) and node.value is site.node and len(node.targets) == 1 and \
-                isinstance(node.targets[0], ast.Name):
+        if (
+            isinstance(node, ast.Assign)
+            and node.value is site.node
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
             target = node.targets[0].id
     if target is None:
         return None
     for node in ast.walk(scope):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and isinstance(node.left, ast.Name) and \
-                node.left.id == target and isinstance(node.right, ast.Call) and \
-                last_name(node.right) in ("reduce_sum", "sum") and node.right.args and \
-                isinstance(node.right.args[0], ast.Name) and node.right.args[0].id == target:
+        if (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Div)
+            and isinstance(node.left, ast.Name)
+            and node.left.id == target
+            and isinstance(node.right, ast.Call)
+            and last_name(node.right) in ("reduce_sum", "sum")
+            and node.right.args
+            and isinstance(node.right.args[0], ast.Name)
+            and node.right.args[0].id == target
+        ):
             axis_node = next((k.value for k in node.right.keywords if k.arg == "axis"), None)
             if axis_node is None and len(node.right.args) > 1:
                 axis_node = node.right.args[1]
@@ -270,14 +365,25 @@ def _where_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool)
                 if not c:
                     return []
                 guarded = ns.where(c, x, ns.ones_like(x)) if in_taken else ns.where(c, ns.ones_like(x), x)
-                return [QuickFix(f"Guard {_short(x)} with a second {ns.prefix}.where (no NaN in the hidden branch"
-                                 " or its gradient)", [_replace(src, site.operand, guarded)], preferred=True)]
+                return [
+                    QuickFix(
+                        f"Guard {_short(x)} with a second {ns.prefix}.where (no NaN in the hidden branch"
+                        " or its gradient)",
+                        [_replace(src, site.operand, guarded)],
+                        preferred=True,
+                    )
+                ]
     return []
 
 
 _FIXERS: dict[str, Callable[[LineSource, Site, str | None, bool], list[QuickFix]]] = {
-    "log": _log_fixes, "log1p": _log1p_fixes, "sqrt": _root_fixes, "rsqrt": _root_fixes, "pow": _root_fixes,
-    "div": _div_fixes, "exp": _exp_fixes,
+    "log": _log_fixes,
+    "log1p": _log1p_fixes,
+    "sqrt": _root_fixes,
+    "rsqrt": _root_fixes,
+    "pow": _root_fixes,
+    "div": _div_fixes,
+    "exp": _exp_fixes,
 }
 
 

@@ -72,10 +72,10 @@ class LineSource:
         lineno, end_lineno = getattr(node, "lineno", None), getattr(node, "end_lineno", None)
         if lineno != self._line_number_in_tree or end_lineno != lineno:
             return None
-        stripped = self.text[self._col_shift:]
+        stripped = self.text[self._col_shift :]
         raw = stripped.encode("utf-8")
-        start = len(raw[:node.col_offset].decode("utf-8", errors="ignore"))  # type: ignore[attr-defined]
-        end = len(raw[:node.end_col_offset].decode("utf-8", errors="ignore"))  # type: ignore[attr-defined]
+        start = len(raw[: node.col_offset].decode("utf-8", errors="ignore"))  # type: ignore[attr-defined]
+        end = len(raw[: node.end_col_offset].decode("utf-8", errors="ignore"))  # type: ignore[attr-defined]
         return start + self._col_shift, end + self._col_shift
 
     def place(self, node: ast.AST) -> tuple[int, int, int] | None:
@@ -87,13 +87,13 @@ class LineSource:
         if lineno is None or lineno != end_lineno or not 0 < lineno <= len(self.lines):
             return None
         raw = self.lines[lineno - 1].encode("utf-8")
-        start = len(raw[:node.col_offset].decode("utf-8", errors="ignore"))  # type: ignore[attr-defined]
-        end = len(raw[:node.end_col_offset].decode("utf-8", errors="ignore"))  # type: ignore[attr-defined]
+        start = len(raw[: node.col_offset].decode("utf-8", errors="ignore"))  # type: ignore[attr-defined]
+        end = len(raw[: node.end_col_offset].decode("utf-8", errors="ignore"))  # type: ignore[attr-defined]
         return lineno, start, end
 
     def segment(self, node: ast.AST) -> str:
         span = self.span(node)
-        return self.text[span[0]:span[1]] if span is not None else ""
+        return self.text[span[0] : span[1]] if span is not None else ""
 
     def default_namespace(self) -> Namespace | None:
         """For `/` and `**`: TensorFlow when imported, else keras.ops, else NumPy."""
@@ -120,8 +120,11 @@ class LineSource:
             return None
         best: ast.AST = self.tree
         for node in ast.walk(self.tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
-                    node.lineno <= self.line <= (node.end_lineno or node.lineno) and node.lineno >= getattr(best, "lineno", 0):
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.lineno <= self.line <= (node.end_lineno or node.lineno)
+                and node.lineno >= getattr(best, "lineno", 0)
+            ):
                 best = node
         return best
 
@@ -191,9 +194,12 @@ def read_line(source: str, line: int) -> LineSource | None:
             return None
         number = 1
     root = tree if tree is not None else alone
-    nodes = [n for n in _walk(root) if getattr(n, "lineno", None) == number and getattr(n, "end_lineno", None) == number]
-    out = LineSource(text=text, line=line, nodes=nodes, tree=tree, aliases=_aliases(tree, text),
-                     lines=lines)
+    nodes = [
+        n
+        for n in _walk(root)
+        if getattr(n, "lineno", None) == number and getattr(n, "end_lineno", None) == number
+    ]
+    out = LineSource(text=text, line=line, nodes=nodes, tree=tree, aliases=_aliases(tree, text), lines=lines)
     out._line_number_in_tree, out._col_shift = number, shift
     return out
 

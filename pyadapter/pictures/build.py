@@ -48,7 +48,9 @@ def build_picture_model(
     if findings is not None:  # a bundle's cause comes later, from pyadapter.cause.attach_cause (with_cause)
         model.cause = picture_cause(findings.extra.get("cause"))
     candidate = tables.origin
-    host: HostScan | None = candidate.host if candidate is not None else (tables.hosts[0] if tables.hosts else None)
+    host: HostScan | None = (
+        candidate.host if candidate is not None else (tables.hosts[0] if tables.hosts else None)
+    )
     if candidate is not None:
         near = neighborhood(candidate.host, candidate, hops_back, hops_forward)
         model.nodes, model.edges = near.nodes, near.edges
@@ -59,11 +61,15 @@ def build_picture_model(
     if host is not None:
         model.timeline = build_timeline(host, candidate)
         if len(tables.hosts) > 1:
-            model.notes.append(f"the timeline shows host {host.host} (the origin's) of {len(tables.hosts)} hosts")
+            model.notes.append(
+                f"the timeline shows host {host.host} (the origin's) of {len(tables.hosts)} hosts"
+            )
     return model
 
 
-def bundle_loss_history(bundle_path: str | os.PathLike[str]) -> tuple[list[dict[str, Any]] | None, int | None]:
+def bundle_loss_history(
+    bundle_path: str | os.PathLike[str],
+) -> tuple[list[dict[str, Any]] | None, int | None]:
     """(loss history, failing step) from a bundle's manifest, read as plain JSON; (None, None) if unreadable."""
     from pyadapter import safejson
 
@@ -74,12 +80,19 @@ def bundle_loss_history(bundle_path: str | os.PathLike[str]) -> tuple[list[dict[
     if not isinstance(manifest, dict):
         return None, None
     step = manifest.get("step")
-    return history_rows(manifest.get("loss_history")), step if isinstance(step, int) and not isinstance(step, bool) else None
+    return history_rows(manifest.get("loss_history")), step if isinstance(step, int) and not isinstance(
+        step, bool
+    ) else None
 
 
-
-def attach_bundle_pictures(findings: Findings, dump_dir: str | os.PathLike[str], bundle_path: str, *,
-                           history: list[dict[str, Any]] | None = None, step: int | None = None) -> None:
+def attach_bundle_pictures(
+    findings: Findings,
+    dump_dir: str | os.PathLike[str],
+    bundle_path: str,
+    *,
+    history: list[dict[str, Any]] | None = None,
+    step: int | None = None,
+) -> None:
     """During a locate, while the replay's dump still exists: ``findings.extra["pictures"]`` for the bundle.
 
     The loss history and failing step come from the bundle's manifest unless given (at the scene the bundle is

@@ -42,7 +42,12 @@ def _script_safe(code: str) -> str:
 
 def _json_script(data: Any) -> str:
     # "<" escaped, so no string in the data can close the element or open a comment.
-    return json.dumps(data, allow_nan=False).replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+    return (
+        json.dumps(data, allow_nan=False)
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+    )
 
 
 def _e(text: object) -> str:
@@ -76,7 +81,7 @@ def _findings_html(findings: Findings) -> str:
             op = unlocated["op"]
             parts.append(
                 f'<p class="nl-verdict">NaN/Inf starts at op <code>{_e(op.get("name", "?"))}</code> '
-                f'({_e(op.get("type") or "unknown type")}), but {_e(unlocated.get("reason", ""))}.</p>'
+                f"({_e(op.get('type') or 'unknown type')}), but {_e(unlocated.get('reason', ''))}.</p>"
             )
         else:
             parts.append('<p class="nl-verdict nl-finite">No NaN or Inf was found.</p>')
@@ -86,7 +91,9 @@ def _findings_html(findings: Findings) -> str:
         parts.append(f'<p class="nl-verdict"><strong>{label}:</strong> <code>{_e(_where(origin))}</code></p>')
         code = extra.get("origin_code")
         if isinstance(code, str):
-            parts.append(f'<pre class="nl-code"><span class="nl-lineno">{origin.line}</span> {_e(code.rstrip())}</pre>')
+            parts.append(
+                f'<pre class="nl-code"><span class="nl-lineno">{origin.line}</span> {_e(code.rstrip())}</pre>'
+            )
         op = origin.op
         forward = f", the gradient of <code>{_e(op.forward_op)}</code>" if op.forward_op else ""
         parts.append("<dl>")

@@ -19,7 +19,16 @@ SCHEMA = "nanlens.pictures/1"
 HISTORY_NUMBERS = ("loss", "logged_loss", "grad_norm", "weight_norm", "update_ratio", "max_abs_output")
 NONFINITE_MARKERS = ("nan", "inf", "-inf")
 # What the chart needs of a trend (pyadapter/cause/trend.py Trend.to_json).
-TREND_KEYS = ("series", "start_step", "end_step", "steps", "start_value", "end_value", "factor", "rate_per_step")
+TREND_KEYS = (
+    "series",
+    "start_step",
+    "end_step",
+    "steps",
+    "start_value",
+    "end_value",
+    "factor",
+    "rate_per_step",
+)
 
 # How a node's tensor is colored: by the kind of non-finite value it holds.
 HealthClass = Literal["finite", "nan", "neg_inf", "pos_inf", "mixed", "unknown"]
@@ -63,7 +72,11 @@ def picture_cause(cause: Any) -> dict[str, Any] | None:
     evidence = cause.get("evidence")
     trend = evidence.get("trend") if isinstance(evidence, dict) and cause["kind"] == "divergence" else None
     window = None
-    if isinstance(trend, dict) and _step(trend.get("start_step")) is not None and _step(trend.get("end_step")) is not None:
+    if (
+        isinstance(trend, dict)
+        and _step(trend.get("start_step")) is not None
+        and _step(trend.get("end_step")) is not None
+    ):
         window = {key: trend.get(key) for key in TREND_KEYS}
     return {"kind": cause["kind"], "summary": str(cause.get("summary") or ""), "trend": window}
 
@@ -79,7 +92,9 @@ def health_class(health: TensorHealth | None) -> HealthClass:
     """finite / nan / neg_inf / pos_inf, "mixed" when several kinds occur, "unknown" without a health."""
     if health is None:
         return "unknown"
-    kinds = [k for k, n in (("nan", health.nan), ("neg_inf", health.neg_inf), ("pos_inf", health.pos_inf)) if n]
+    kinds = [
+        k for k, n in (("nan", health.nan), ("neg_inf", health.neg_inf), ("pos_inf", health.pos_inf)) if n
+    ]
     if not kinds:
         return "finite"
     return kinds[0] if len(kinds) == 1 else "mixed"  # type: ignore[return-value]

@@ -252,7 +252,9 @@ class _GraphPicture:
                     )
                 )
         for forward, gradient in forward_links:
-            result.edges.append(PictureEdge(source=ids[forward], target=ids[gradient], tensor="", kind="gradient"))
+            result.edges.append(
+                PictureEdge(source=ids[forward], target=ids[gradient], tensor="", kind="gradient")
+            )
         if skipped:
             result.truncated = True
             result.notes.append(f"{skipped} more inputs/consumers are not shown (at most {MAX_FAN} per op)")
@@ -260,7 +262,10 @@ class _GraphPicture:
 
 
 def graph_neighborhood(
-    host: HostScan, candidate: Candidate, hops_back: int = DEFAULT_HOPS_BACK, hops_forward: int = DEFAULT_HOPS_FORWARD
+    host: HostScan,
+    candidate: Candidate,
+    hops_back: int = DEFAULT_HOPS_BACK,
+    hops_forward: int = DEFAULT_HOPS_FORWARD,
 ) -> Neighborhood:
     entry = candidate.trace
     assert entry is not None
@@ -294,7 +299,10 @@ def _eager_node(host: HostScan, entry: ExecEntry, role: str, distance: int) -> P
 
 
 def eager_neighborhood(
-    host: HostScan, candidate: Candidate, hops_back: int = DEFAULT_HOPS_BACK, hops_forward: int = DEFAULT_HOPS_FORWARD
+    host: HostScan,
+    candidate: Candidate,
+    hops_back: int = DEFAULT_HOPS_BACK,
+    hops_forward: int = DEFAULT_HOPS_FORWARD,
 ) -> Neighborhood:
     """Executions that fed the eager origin and executions that consumed its outputs."""
     origin = candidate.execution
@@ -302,7 +310,9 @@ def eager_neighborhood(
     assert origin is not None
     result = Neighborhood()
     if origin.is_function_call:
-        result.notes.append("the origin is a tf.function call whose graph traces are missing: its inside is unknown")
+        result.notes.append(
+            "the origin is a tf.function call whose graph traces are missing: its inside is unknown"
+        )
     nodes: dict[int, PictureNode] = {origin.index: _eager_node(host, origin, "origin", 0)}
     entries: dict[int, ExecEntry] = {origin.index: origin}
     edges: list[tuple[int, int, str, TensorHealth | None]] = []
@@ -369,7 +379,10 @@ def eager_neighborhood(
 
 
 def neighborhood(
-    host: HostScan, candidate: Candidate, hops_back: int = DEFAULT_HOPS_BACK, hops_forward: int = DEFAULT_HOPS_FORWARD
+    host: HostScan,
+    candidate: Candidate,
+    hops_back: int = DEFAULT_HOPS_BACK,
+    hops_forward: int = DEFAULT_HOPS_FORWARD,
 ) -> Neighborhood:
     if candidate.trace is not None:
         return graph_neighborhood(host, candidate, hops_back, hops_forward)

@@ -123,7 +123,9 @@ def _bin(points: list[TimelinePoint], unit_name: str) -> tuple[list[TimelinePoin
 def _segment(members: list[_Execution], last: _Execution) -> TimelinePoint:
     """One point for a function call and the eager ops before it."""
     eager = len(members) - 1
-    label = f"#{last.index} {_short_function_name(last.op_type)}" + (f" (+{eager} eager ops)" if eager else "")
+    label = f"#{last.index} {_short_function_name(last.op_type)}" + (
+        f" (+{eager} eager ops)" if eager else ""
+    )
     return TimelinePoint(
         x=last.index,
         end=last.index,
@@ -158,7 +160,11 @@ def _short_function_name(op_type: str) -> str:
 def build_timeline(host: HostScan, origin: Candidate | None) -> Timeline:
     executions = _read_executions(host)
     trace_path = host.traces.path if host.traces else None
-    traces = _read_traces(trace_path, host.layout) if trace_path and host.layout and host.layout.reports_health else None
+    traces = (
+        _read_traces(trace_path, host.layout)
+        if trace_path and host.layout and host.layout.reports_health
+        else None
+    )
     origin_trace = origin.trace.index if origin is not None and origin.trace is not None else None
     origin_exec = origin.execution.index if origin is not None and origin.execution is not None else None
 

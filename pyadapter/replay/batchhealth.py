@@ -46,7 +46,11 @@ def _leaves(batch: Any, name: str = "") -> list[tuple[str, Any]]:
             args = [(f"args[{i}]", v) for i, v in enumerate(batch.get("args", []))]
             kwargs = [(f"kwargs[{k!r}]", v) for k, v in dict(batch.get("kwargs", {})).items()]
             return [leaf for label, value in args + kwargs for leaf in _leaves(value, label)]
-        return [leaf for key, value in batch.items() for leaf in _leaves(value, f"{name}[{key!r}]" if name else str(key))]
+        return [
+            leaf
+            for key, value in batch.items()
+            for leaf in _leaves(value, f"{name}[{key!r}]" if name else str(key))
+        ]
     if isinstance(batch, (list, tuple)):
         labels = ("x", "y", "sample_weight") if not name and len(batch) <= 3 else None
         return [
@@ -68,7 +72,11 @@ def batch_problem(batch: Any) -> BatchProblem | None:
         if not count:
             continue
         problem.total += count
-        nan, pos, neg = int(np.isnan(value).sum()), int(np.isposinf(value).sum()), int(np.isneginf(value).sum())
+        nan, pos, neg = (
+            int(np.isnan(value).sum()),
+            int(np.isposinf(value).sum()),
+            int(np.isneginf(value).sum()),
+        )
         parts = [f"{n} {label}" for n, label in ((nan, "NaN"), (neg, "-inf"), (pos, "+inf")) if n]
         problem.leaves.append(f"{name}: {', '.join(parts)} of {value.size}")
         for index in np.argwhere(bad)[: MAX_EXAMPLES - len(problem.examples)]:

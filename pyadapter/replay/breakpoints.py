@@ -51,7 +51,11 @@ def _dataset_function_names(tree: ast.AST) -> set[str]:
     """Names of functions passed to ``ds.map(fn)`` and the like anywhere in the file."""
     names: set[str] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in DATASET_METHODS:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in DATASET_METHODS
+        ):
             for arg in [*node.args, *(k.value for k in node.keywords)]:
                 if isinstance(arg, ast.Name):
                     names.add(arg.id)

@@ -35,7 +35,9 @@ def _enclosing_functions(tree: ast.AST) -> dict[int, str]:
     return owners
 
 
-def training_call_frame(script: str | Path, kind: str | None, step_function: str | None = None) -> Frame | None:
+def training_call_frame(
+    script: str | Path, kind: str | None, step_function: str | None = None
+) -> Frame | None:
     """The first call in ``script`` that runs training: ``X.fit(...)`` (or ``train_on_batch``) for a Keras
     bundle, ``step_function(...)`` for a custom loop. None if the script cannot be read or has no such call."""
     path = Path(script)

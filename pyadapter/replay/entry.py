@@ -70,7 +70,9 @@ def training_at_import(source: str) -> int | None:
     except SyntaxError:
         return None  # importing it will report the syntax error itself
     for stmt in tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)):
+        if isinstance(
+            stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+        ):
             continue
         if _is_main_guard(stmt):
             continue
@@ -196,7 +198,11 @@ def user_modules(entry: types.ModuleType) -> list[types.ModuleType]:
     script_dir = Path(entry.__file__ or ".").resolve().parent
     found: list[types.ModuleType] = [entry]
     for value in list(vars(entry).values()):
-        module = value if isinstance(value, types.ModuleType) else sys.modules.get(getattr(value, "__module__", ""))
+        module = (
+            value
+            if isinstance(value, types.ModuleType)
+            else sys.modules.get(getattr(value, "__module__", ""))
+        )
         if module is None or module in found:
             continue
         file = getattr(module, "__file__", None)

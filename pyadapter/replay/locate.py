@@ -124,13 +124,17 @@ def _run_worker(path: str, dump_dir: str, progress: Progress | None, timeout: fl
 
         def on_line(line: str) -> None:
             if line.startswith(PROGRESS_PREFIX):
-                _report_progress(progress, line[len(PROGRESS_PREFIX):].strip())
+                _report_progress(progress, line[len(PROGRESS_PREFIX) :].strip())
             else:
                 tail.append(line)
 
         try:
-            child = run_python(["-m", "pyadapter.replay.worker", path, dump_dir, report_path], timeout=timeout,
-                               stderr="merge", on_line=on_line)
+            child = run_python(
+                ["-m", "pyadapter.replay.worker", path, dump_dir, report_path],
+                timeout=timeout,
+                stderr="merge",
+                on_line=on_line,
+            )
         except OSError as exc:
             raise ReplayError(f"cannot start the replay worker: {exc.strerror or exc}") from None
         if child.timed_out:
@@ -273,7 +277,9 @@ def locate_bundle(
             progress=progress,
         )
     replay_warnings = list(report.warnings)
-    if problem is not None:  # the replay's own note on the batch; the origin's message says it (and more) here
+    if (
+        problem is not None
+    ):  # the replay's own note on the batch; the origin's message says it (and more) here
         replay_warnings = [w for w in replay_warnings if not w.startswith(BATCH_WARNING_START)]
     warnings = replay_warnings + list(findings.extra.get("warnings", []))
     if report.note:

@@ -69,7 +69,9 @@ def use_keras_line(bundle: CaptureBundle) -> None:
 def import_entry(bundle: CaptureBundle) -> EntryScript:
     script = bundle.entry_script
     if script is None:
-        raise ReplayError(f"{bundle.path}: the bundle does not record its entry script, so its code cannot be found")
+        raise ReplayError(
+            f"{bundle.path}: the bundle does not record its entry script, so its code cannot be found"
+        )
     recorded = bundle.manifest.get("entry_script") or {}
     argv = recorded.get("argv")
     try:
@@ -104,7 +106,9 @@ def rebuild(path: str | Path) -> Rebuilt:
     bad_inputs = non_finite_inputs(bundle.batch())
     if bad_inputs:
         warnings.append(
-            "the captured batch already holds non-finite values (" + "; ".join(bad_inputs) + "): the NaN comes "
+            "the captured batch already holds non-finite values ("
+            + "; ".join(bad_inputs)
+            + "): the NaN comes "
             "from the data or the input pipeline (e.g. a tf.data map function) before the step; find where with "
             "`nanlens run --dump -- SCRIPT.py`"
         )
@@ -149,7 +153,9 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
     except (ValueError, BundleError) as exc:
         raise ReplayError(f"{bundle.path}: {exc}") from None
     if model.optimizer is None:
-        raise ReplayError(f"{bundle.path}: model.keras was saved without its optimizer; the step cannot be rerun")
+        raise ReplayError(
+            f"{bundle.path}: model.keras was saved without its optimizer; the step cannot be rerun"
+        )
     _restore_loss_scaling(bundle, model, warnings)
     # Every model and optimizer value from weights.npz, by path: what Keras loaded is overwritten with the same
     # values, and what it skipped (an optimizer whose variables it could not match) is set here.
@@ -180,8 +186,14 @@ def keras_step_program(bundle: CaptureBundle, model: Any, optimizers: list[Any],
     )
 
 
-def loop_step_program(bundle: CaptureBundle, step: Any, models: list[Any], optimizers: list[Any], args: tuple,
-                      kwargs: dict[str, Any]) -> StepProgram:
+def loop_step_program(
+    bundle: CaptureBundle,
+    step: Any,
+    models: list[Any],
+    optimizers: list[Any],
+    args: tuple,
+    kwargs: dict[str, Any],
+) -> StepProgram:
     """A guard_step function on its captured arguments (tensors), with the models' and optimizers' variables as
     its state, and the bundle's random state and fresh metrics before each run (both routes)."""
 
@@ -195,8 +207,9 @@ def loop_step_program(bundle: CaptureBundle, step: Any, models: list[Any], optim
         step=step,
         args=args,
         kwargs=kwargs,
-        state=unique([v for m in models for v in m.variables]
-                     + [v for o in optimizers for v in optimizer_variables(o)]),
+        state=unique(
+            [v for m in models for v in m.variables] + [v for o in optimizers for v in optimizer_variables(o)]
+        ),
         trainable=[v for m in models for v in m.trainable_variables],
         optimizers=list(optimizers),
         before_run=before_run,
@@ -247,7 +260,9 @@ def _optimizer_loading_skipped() -> Iterator[list[str]]:
         if text.startswith(_KERAS_OPTIMIZER_SKIP):
             skipped.append("Keras: " + text.strip().splitlines()[0])
         else:
-            warnings_module.warn_explicit(item.message, item.category, item.filename, item.lineno, source=item.source)
+            warnings_module.warn_explicit(
+                item.message, item.category, item.filename, item.lineno, source=item.source
+            )
 
 
 def _python_function(step: Any) -> Any:
@@ -309,7 +324,9 @@ def _check_restored(bundle: CaptureBundle, state: list[Any], warnings: list[str]
             f"(first: {fixed[0]}); set from weights.npz instead"
         )
     if missing:
-        warnings.append(f"{missing} variables of the rebuilt objects are not in the bundle; they keep their values")
+        warnings.append(
+            f"{missing} variables of the rebuilt objects are not in the bundle; they keep their values"
+        )
 
 
 def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]) -> StepProgram:

@@ -99,8 +99,13 @@ def _keras_rebuilt(bundle: Any, model: Any) -> Any:
     warnings = assign_captured_state(bundle.weights(), model, optimizers)
     program = keras_step_program(bundle, model, optimizers, data)
     program.snapshot()
-    return Rebuilt(bundle=bundle, entry=None, program=program, warnings=warnings,
-                   bad_inputs=non_finite_inputs(bundle.batch()))
+    return Rebuilt(
+        bundle=bundle,
+        entry=None,
+        program=program,
+        warnings=warnings,
+        bad_inputs=non_finite_inputs(bundle.batch()),
+    )
 
 
 def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
@@ -109,8 +114,10 @@ def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
     from pyadapter.replay.state import assign_captured_state, build_optimizers
 
     if bundle.kind != KIND_LOOP:
-        raise ReplayError(f"{bundle.path}: the bundle was captured by Keras fit, but the program reached a "
-                          "guard_step function first")
+        raise ReplayError(
+            f"{bundle.path}: the bundle was captured by Keras fit, but the program reached a "
+            "guard_step function first"
+        )
     models, optimizers = list(guarded.models), list(guarded.optimizers)
     args, kwargs = captured_arguments(bundle)
     if _unbuilt(models, optimizers):
@@ -121,8 +128,13 @@ def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
     warnings = assign_captured_state(bundle.weights(), models, optimizers)
     program = loop_step_program(bundle, guarded.python_function, models, optimizers, args, kwargs)
     program.snapshot()
-    return Rebuilt(bundle=bundle, entry=None, program=program, warnings=warnings,
-                   bad_inputs=non_finite_inputs(bundle.batch()))
+    return Rebuilt(
+        bundle=bundle,
+        entry=None,
+        program=program,
+        warnings=warnings,
+        bad_inputs=non_finite_inputs(bundle.batch()),
+    )
 
 
 def _unbuilt(models: list[Any], optimizers: list[Any]) -> bool:
@@ -164,8 +176,9 @@ def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
             def on_train_begin(self, logs: dict | None = None) -> None:
                 hook.keras_fit(self.model)
 
-        def fit(self: Any, *args: Any, _original: Any = model_class.fit, _callback: Any = _TakeOver,
-                **kwargs: Any) -> Any:
+        def fit(
+            self: Any, *args: Any, _original: Any = model_class.fit, _callback: Any = _TakeOver, **kwargs: Any
+        ) -> Any:
             callbacks = list(kwargs.pop("callbacks", None) or [])
             return _original(self, *args, callbacks=[*callbacks, _callback()], **kwargs)
 
@@ -325,15 +338,22 @@ def map_cell_files(findings: Any) -> None:
                 target.file, target.cell = where
 
 
-def run_by_reentry(bundle: Any, action: Callable[[Any], T], *, timeout: float = DEFAULT_REENTRY_TIMEOUT,
-                   notes: list[str] | None = None) -> T:
+def run_by_reentry(
+    bundle: Any,
+    action: Callable[[Any], T],
+    *,
+    timeout: float = DEFAULT_REENTRY_TIMEOUT,
+    notes: list[str] | None = None,
+) -> T:
     """Run the bundle's program until its first training step, run ``action(rebuilt)`` there, end the program;
     returns what `action` returned. Raises ReplayError (one line) when the program is gone, fails or ends before
     its first training step, or does not reach it within `timeout` seconds. ``notes`` receives one line on the
     route (the seconds the program's own setup took)."""
     entry = bundle.entry_script
     if entry is None:
-        raise ReplayError(f"{bundle.path}: the bundle does not record its program, so it cannot be re-entered")
+        raise ReplayError(
+            f"{bundle.path}: the bundle does not record its program, so it cannot be re-entered"
+        )
     program = Path(entry)
     if not program.is_file():
         raise ReplayError(

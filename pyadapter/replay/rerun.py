@@ -82,15 +82,21 @@ def _run_child(
 ) -> RerunResult:
     try:
         child = run_python(
-            ["-m", "pyadapter.replay.rerun", dump_dir, str(with_result), *script_argv], cwd=cwd, timeout=timeout,
+            ["-m", "pyadapter.replay.rerun", dump_dir, str(with_result), *script_argv],
+            cwd=cwd,
+            timeout=timeout,
             # the whole run is dumped already; a second dump at the scene would cut it short
-            env={"NANLENS_LOCATE_AT_SCENE": "0"}, stdout="discard", stderr="pipe",
+            env={"NANLENS_LOCATE_AT_SCENE": "0"},
+            stdout="discard",
+            stderr="pipe",
         )
     except OSError as exc:
         return RerunResult(dump_dir, 0.0, error=f"cannot start the re-run: {exc.strerror or exc}")
     if child.timed_out:
         return RerunResult(
-            dump_dir, time.perf_counter() - started, error=f"the re-run took longer than {timeout:.0f} s; stopped"
+            dump_dir,
+            time.perf_counter() - started,
+            error=f"the re-run took longer than {timeout:.0f} s; stopped",
         )
     stderr = child.stderr
     result = RerunResult(dump_dir, time.perf_counter() - started, exit_code=child.returncode)
@@ -101,7 +107,9 @@ def _run_child(
         pass
     if result.stopped_at_step is None:
         tail = _last_line(stderr or "")
-        result.error = "the re-run never reached a non-finite step" + (f" (its last words: {tail})" if tail else "")
+        result.error = "the re-run never reached a non-finite step" + (
+            f" (its last words: {tail})" if tail else ""
+        )
     return result
 
 
@@ -116,16 +124,19 @@ def _stop_instead_of_writing(result_path: str) -> None:
     from pyadapter.capture import writer
 
     def record_and_stop(kind: str, step: int) -> None:
-        Path(result_path).write_text(json.dumps({"stopped_at_step": int(step), "kind": kind}), encoding="utf-8")
+        Path(result_path).write_text(
+            json.dumps({"stopped_at_step": int(step), "kind": kind}), encoding="utf-8"
+        )
         raise _StopAtFirstNonFiniteStep(0)
 
     writer.instead_of_writing(record_and_stop)
 
 
-
 def main(argv: list[str]) -> int:
     if len(argv) < 3:
-        print("usage: python -m pyadapter.replay.rerun DUMP_DIR RESULT.json SCRIPT [ARGS...]", file=sys.stderr)
+        print(
+            "usage: python -m pyadapter.replay.rerun DUMP_DIR RESULT.json SCRIPT [ARGS...]", file=sys.stderr
+        )
         return 2
     dump_dir, result_path, script, *script_args = argv
     exit_with_parent()

@@ -65,8 +65,11 @@ def user_call_site() -> Frame | None:
     while frame is not None:
         path = frame.f_code.co_filename
         if is_user_file(path):
-            return Frame(file=os.path.abspath(path) if not path.startswith("<") else path, line=frame.f_lineno,
-                         function=frame.f_code.co_name)
+            return Frame(
+                file=os.path.abspath(path) if not path.startswith("<") else path,
+                line=frame.f_lineno,
+                function=frame.f_code.co_name,
+            )
         frame = frame.f_back
     return None
 
@@ -136,8 +139,18 @@ def locate_here(
                     "located in an eager re-run of the step: the graph re-run called tf.functions traced "
                     "before, whose ops a dump cannot see"
                 )
-        _describe(findings, verdict, report=report, batch=batch, bundle_path=bundle_path, step=step,
-                  epoch=epoch, batch_index=batch_index, kind=kind, entry_script=entry_script)
+        _describe(
+            findings,
+            verdict,
+            report=report,
+            batch=batch,
+            bundle_path=bundle_path,
+            step=step,
+            epoch=epoch,
+            batch_index=batch_index,
+            kind=kind,
+            entry_script=entry_script,
+        )
         _attach_pictures(findings, dump_dir, bundle_path, history, step)
         seconds = time.perf_counter() - started
         findings.extra["located_at_scene"] = {"seconds": round(seconds, 2)}
@@ -190,8 +203,19 @@ def _scan(dump_dir: str, entry_frame: Frame | None) -> Findings:
     return scan_dump(dump_dir, entry_frame=entry_frame)
 
 
-def _describe(findings: Findings, verdict: Any, *, report: Any, batch: Any, bundle_path: str, step: int,
-              epoch: int | None, batch_index: int | None, kind: str, entry_script: str | None) -> None:
+def _describe(
+    findings: Findings,
+    verdict: Any,
+    *,
+    report: Any,
+    batch: Any,
+    bundle_path: str,
+    step: int,
+    epoch: int | None,
+    batch_index: int | None,
+    kind: str,
+    entry_script: str | None,
+) -> None:
     """The ``bundle`` section as ``locate_bundle`` writes it, with origin_from "scene"; a batch that already held
     NaN/Inf is said on the origin, as a locate from the bundle says it."""
     from pyadapter.replay.batchhealth import batch_problem
@@ -227,8 +251,9 @@ def _describe(findings: Findings, verdict: Any, *, report: Any, batch: Any, bund
             findings.extra.setdefault("warnings", []).append(carried)
 
 
-def _attach_pictures(findings: Findings, dump_dir: str, bundle_path: str, history: list[dict[str, Any]] | None,
-                     step: int) -> None:
+def _attach_pictures(
+    findings: Findings, dump_dir: str, bundle_path: str, history: list[dict[str, Any]] | None, step: int
+) -> None:
     from pyadapter.pictures.build import attach_bundle_pictures
 
     attach_bundle_pictures(findings, dump_dir, bundle_path, history=history, step=step)

@@ -63,8 +63,9 @@ def reentry_reason(bundle: object) -> str | None:
     return None
 
 
-def with_captured_step(path: str | Path, action: Callable[[Rebuilt], T], *,
-                       reentry_timeout: float | None = None) -> tuple[T, str]:
+def with_captured_step(
+    path: str | Path, action: Callable[[Rebuilt], T], *, reentry_timeout: float | None = None
+) -> tuple[T, str]:
     """Bring the bundle's step back by the route that fits its program and run ``action`` on it; returns what
     `action` returned and the one-line route. Raises ReplayError (one line) when neither route can."""
     from pyadapter.replay.reentry import DEFAULT_REENTRY_TIMEOUT, TrainingReached, no_training, run_by_reentry
@@ -94,7 +95,10 @@ def with_captured_step(path: str | Path, action: Callable[[Rebuilt], T], *,
 
 
 def replay_bundle(
-    path: str | Path, modes: Sequence[Mode] = MODES, *, progress: Progress | None = None,
+    path: str | Path,
+    modes: Sequence[Mode] = MODES,
+    *,
+    progress: Progress | None = None,
     reentry_timeout: float | None = None,
 ) -> ReplayReport:
     """Bring the bundle's step back and run it once per mode from the captured state.

@@ -35,8 +35,10 @@ def assign_captured_state(weights: dict[str, np.ndarray], model: Any, optimizers
     models = [m for m in (model if isinstance(model, (list, tuple)) else [model]) if m is not None]
     live_optimizers = unique([o for o in optimizers if o is not None])
     build_optimizers(live_optimizers, [v for m in models for v in m.trainable_variables])
-    variables = unique([v for m in models for v in m.variables]
-                       + [v for o in live_optimizers for v in optimizer_variables(o)])
+    variables = unique(
+        [v for m in models for v in m.variables]
+        + [v for o in live_optimizers for v in optimizer_variables(o)]
+    )
     if not variables:
         return []
     if not weights:
@@ -89,7 +91,10 @@ def build_optimizers(optimizers: list[Any], trainable: list[Any], name_scopes: b
                 optimizer.build(trainable)
         inner = getattr(optimizer, "inner_optimizer", None)
         if inner is not None and not inner.built:
-            with keras.name_scope(optimizer.name, caller=optimizer), keras.name_scope(inner.name, caller=inner):
+            with (
+                keras.name_scope(optimizer.name, caller=optimizer),
+                keras.name_scope(inner.name, caller=inner),
+            ):
                 inner.build(trainable)
 
 
@@ -111,8 +116,10 @@ def match_captured(
             used.add(path)
     rest = [i for i in range(len(variables)) if i not in values]
     unused = [path for path in weights if path not in used]
-    if rest and len(rest) == len(unused) and all(
-        _fits(weights[path], variables[i]) for i, path in zip(rest, unused, strict=True)
+    if (
+        rest
+        and len(rest) == len(unused)
+        and all(_fits(weights[path], variables[i]) for i, path in zip(rest, unused, strict=True))
     ):
         for index, path in zip(rest, unused, strict=True):
             values[index] = weights[path]

@@ -71,13 +71,21 @@ class _GradientRecorder:
                 continue  # non-finite scaled gradients are its normal business: it skips them and lowers the scale
             original = getattr(optimizer, "apply", None)
             if original is None and _watch_apply_gradients(optimizer, self.seen):
-                patched.append((optimizer, "apply_gradients"))  # tf_keras: no apply, the update is apply_gradients
+                patched.append(
+                    (optimizer, "apply_gradients")
+                )  # tf_keras: no apply, the update is apply_gradients
                 continue
             if original is None or "apply" in vars(optimizer):
                 continue
 
-            def apply(grads: Any, trainable_variables: Any = None, *rest: Any, _original=original,
-                      _optimizer=optimizer, **kw: Any) -> Any:
+            def apply(
+                grads: Any,
+                trainable_variables: Any = None,
+                *rest: Any,
+                _original=original,
+                _optimizer=optimizer,
+                **kw: Any,
+            ) -> Any:
                 variables = trainable_variables
                 if variables is None:
                     variables = getattr(_optimizer, "_trainable_variables", None) or [None] * len(list(grads))
@@ -198,9 +206,12 @@ def run_step(
                 (loss_value, grad_flags), grad_names = step_and_flags(*program.args, **program.kwargs)
     except tf.errors.InvalidArgumentError as exc:  # a check_numerics in the user's code fired
         error = _one_line(exc.message if hasattr(exc, "message") else str(exc))
-    except Exception as exc:  # the step cannot run at all (shapes, a changed script...): one line for the user
-        raise ReplayError(f"the captured step failed in {mode} mode: {type(exc).__name__}: {_one_line(str(exc))}") \
-            from exc
+    except (
+        Exception
+    ) as exc:  # the step cannot run at all (shapes, a changed script...): one line for the user
+        raise ReplayError(
+            f"the captured step failed in {mode} mode: {type(exc).__name__}: {_one_line(str(exc))}"
+        ) from exc
     seconds = time.perf_counter() - started
 
     verdict = StepVerdict(mode=mode, error=error, seconds=seconds)
@@ -210,7 +221,9 @@ def run_step(
     if error is None:
         flags = [bool(np.asarray(flag)) for flag in grad_flags]
         if flags:
-            verdict.non_finite_gradients = [name for name, ok in zip(grad_names, flags, strict=True) if not ok]
+            verdict.non_finite_gradients = [
+                name for name, ok in zip(grad_names, flags, strict=True) if not ok
+            ]
             verdict.gradients_finite = not verdict.non_finite_gradients
     verdict.non_finite_weights = [
         variable_name(v) for v in program.trainable if not bool(np.isfinite(v.numpy()).all())

@@ -43,9 +43,13 @@ class StepVerdict:
     loss_finite: bool | None = None
     gradients_finite: bool | None = None  # None: the gradients were not seen (no optimizer call observed)
     weights_finite: bool | None = None  # the model's variables after the update
-    non_finite_gradients: list[str] = field(default_factory=list)  # variable names whose gradient is non-finite
+    non_finite_gradients: list[str] = field(
+        default_factory=list
+    )  # variable names whose gradient is non-finite
     non_finite_weights: list[str] = field(default_factory=list)  # variables non-finite after the update
-    error: str | None = None  # one line when the step raised (e.g. a tf.debugging.check_numerics in user code)
+    error: str | None = (
+        None  # one line when the step raised (e.g. a tf.debugging.check_numerics in user code)
+    )
     seconds: float = 0.0
     # Run under a tfdbg2 dump (locate). Dumping turns off some graph rewrites (op fusion), so such a run can
     # differ from a plain graph run, e.g. relu(NaN) gives NaN unfused but 0 in a fused MatMul+Relu.
@@ -118,7 +122,11 @@ def _is_numeric_error(message: str) -> bool:
 
 
 def _fmt(value: float) -> str:
-    return "nan" if math.isnan(value) else ("inf" if value == math.inf else ("-inf" if value == -math.inf else f"{value:.6g}"))
+    return (
+        "nan"
+        if math.isnan(value)
+        else ("inf" if value == math.inf else ("-inf" if value == -math.inf else f"{value:.6g}"))
+    )
 
 
 def _count(n: int, noun: str) -> str:

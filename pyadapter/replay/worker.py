@@ -17,7 +17,6 @@ from pyadapter.replay.lifeline import exit_with_parent
 PROGRESS_PREFIX = "nanlens-progress: "
 
 
-
 def phase(message: str) -> None:
     print(PROGRESS_PREFIX + message, file=sys.stderr, flush=True)
 

@@ -94,7 +94,9 @@ class NanLensServer(LanguageServer):
         self.workspace_folders: list[str] = []
         self.settings = Settings()
         self.records: dict[str, SourceRecord] = {}
-        self.pinned: dict[str, SourceRef] = {}  # sources added by locateBundle, watched even outside the roots
+        self.pinned: dict[
+            str, SourceRef
+        ] = {}  # sources added by locateBundle, watched even outside the roots
         self.jobs: dict[str, Job] = {}
         self.generation = 0  # bumped by rescan/clear: results of older jobs are dropped
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -139,8 +141,11 @@ class NanLensServer(LanguageServer):
         log.info("watching %s", ", ".join(r.path for r in roots) or "nothing (no workspace folder)")
         self.update_watcher_roots()
         if automatic_now and self.loop is not None:
-            waiting = [r for r in self.records.values() if r.status == "unlocated" and r.untrusted is None
-                       and r.id not in self.jobs]
+            waiting = [
+                r
+                for r in self.records.values()
+                if r.status == "unlocated" and r.untrusted is None and r.id not in self.jobs
+            ]
             for record in waiting:
                 self.start_job(record.ref, fingerprint(record.ref))
             if waiting:
@@ -252,15 +257,18 @@ class NanLensServer(LanguageServer):
         self._disk_lines.clear()
         self._disk_cells.clear()
         diagnostics: dict[str, list[types.Diagnostic]] = {}
-        for (path, cell), diags in render.diagnostics_by_place(self.records.values(), self.line_text,
-                                                               self.uri_of).items():
+        for (path, cell), diags in render.diagnostics_by_place(
+            self.records.values(), self.line_text, self.uri_of
+        ).items():
             uri = self.uri_of(path, cell)
             if uri is not None:  # a cell of a notebook that is not open: nowhere to show it yet
                 diagnostics.setdefault(uri, []).extend(diags)
         for uri in sorted(set(self._published) | set(diagnostics)):
             new = diagnostics.get(uri, [])
             if self._published.get(uri) != new:
-                self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=new))
+                self.text_document_publish_diagnostics(
+                    types.PublishDiagnosticsParams(uri=uri, diagnostics=new)
+                )
         self._published = {u: d for u, d in diagnostics.items() if d}
         self.protocol.notify(FINDINGS_NOTIFICATION, render.findings_notification(self.records.values()))
         caps = self.client_capabilities
@@ -326,8 +334,9 @@ class NanLensServer(LanguageServer):
         self.start_job(ref, fp)
         self.publish()
 
-    def start_job(self, ref: SourceRef, fp: Fingerprint | None, use_cache: bool = True,
-                  may_locate: bool | None = None) -> Job:
+    def start_job(
+        self, ref: SourceRef, fp: Fingerprint | None, use_cache: bool = True, may_locate: bool | None = None
+    ) -> Job:
         """Compute a source's findings in the pool; a source already being computed is queued to run again.
         ``may_locate``: a bundle without findings may be located (True: the user asked); None: as the automatic
         setting says for this bundle."""
@@ -337,7 +346,9 @@ class NanLensServer(LanguageServer):
             record = self.records[ref.id] = SourceRecord(ref, pinned=ref.id in self.pinned)
         if ref.kind == "bundle":
             record.manifest = read_bundle_manifest(ref.path)
-            record.foreign = foreign_reason(ref.path, record.manifest, pulled=os.path.normpath(ref.path) in self.pulled)
+            record.foreign = foreign_reason(
+                ref.path, record.manifest, pulled=os.path.normpath(ref.path) in self.pulled
+            )
         allowed = may_locate if may_locate is not None else self.may_locate_automatically(record)
         running = self.jobs.get(ref.id)
         if running is not None:
@@ -366,8 +377,12 @@ class NanLensServer(LanguageServer):
         cwd = self.cwd_for(ref.path) if ref.kind == "bundle" else None
         trust = tuple(sorted(self.trusted.get(os.path.normpath(ref.path), ())))
         log.info("%s %s", verb if ref.kind == "dump" or allowed else "reading bundle", ref.path)
-        future = loop.run_in_executor(self.executor, lambda: compute(
-            ref, fp, report, job.cancel, use_cache=use_cache, may_locate=allowed, cwd=cwd, trust=trust))
+        future = loop.run_in_executor(
+            self.executor,
+            lambda: compute(
+                ref, fp, report, job.cancel, use_cache=use_cache, may_locate=allowed, cwd=cwd, trust=trust
+            ),
+        )
         future.add_done_callback(lambda f: self._job_finished(job, bar, f))
         return job
 
@@ -417,16 +432,22 @@ class NanLensServer(LanguageServer):
             job.done.set_result(record if current else None)
         if current and job.rerun is not None:
             fp, use_cache, may_locate = job.rerun
-            self.start_job(job.ref, fp if fp is not None else fingerprint(job.ref), use_cache, may_locate or None)
+            self.start_job(
+                job.ref, fp if fp is not None else fingerprint(job.ref), use_cache, may_locate or None
+            )
 
     def _record_result(self, record: SourceRecord, result: ComputeResult) -> None:
         record.status, record.error, record.findings = "ok", None, result.findings
         record.untrusted = None
-        record.snapshot = snapshot_files(finding_files(result.findings), result.made_at, result.recorded_hashes)
+        record.snapshot = snapshot_files(
+            finding_files(result.findings), result.made_at, result.recorded_hashes
+        )
         record.stale_files = set()
         self.refresh_staleness(record.files())
         origin = result.findings.origin
-        where = f"origin {origin.op.type} at {origin.file}:{origin.line}" if origin else "no non-finite values"
+        where = (
+            f"origin {origin.op.type} at {origin.file}:{origin.line}" if origin else "no non-finite values"
+        )
         log.info("%s: %s (%d marked lines)", record.label, where, len(record.all_findings()))
 
     def _record_unlocated(self, record: SourceRecord, message: str, untrusted: Untrusted | None) -> None:
@@ -465,8 +486,9 @@ class NanLensServer(LanguageServer):
         self.update_watcher_roots()
         self.publish()
 
-    async def locate(self, path: str, force: bool = False, *, run: bool = True, trust: object = None,
-                     pulled: bool = False) -> dict[str, Any]:
+    async def locate(
+        self, path: str, force: bool = False, *, run: bool = True, trust: object = None, pulled: bool = False
+    ) -> dict[str, Any]:
         """The user's Locate: show the bundle's findings, else replay it (``run``; False: only show it, as after
         a pull), trusting ``trust`` (programs the user agreed to run for it) besides those trusted before."""
         if not os.path.isabs(path) and self.workspace_folders:
@@ -474,7 +496,9 @@ class NanLensServer(LanguageServer):
         path = os.path.normpath(os.path.abspath(path))
         ref = source_at(path)
         if ref is None:
-            message = f"{path} is not a capture bundle (no manifest.json with format nanlens.bundle/1) or a dump"
+            message = (
+                f"{path} is not a capture bundle (no manifest.json with format nanlens.bundle/1) or a dump"
+            )
             log.warning("%s", message)
             self.show_message(types.MessageType.Error, message)
             record = SourceRecord(SourceRef("bundle", path), status="error", error=message)
@@ -497,8 +521,11 @@ class NanLensServer(LanguageServer):
         while (running := self.jobs.get(ref.id)) is not None and running.done is not None:
             await asyncio.shield(running.done)  # a rerun queued meanwhile: answer with the newest result
         record = self.records.get(ref.id)
-        return render.source_json(record) if record is not None else render.source_json(
-            SourceRecord(ref, status="error", error="cleared before it finished"))
+        return (
+            render.source_json(record)
+            if record is not None
+            else render.source_json(SourceRecord(ref, status="error", error="cleared before it finished"))
+        )
 
     def stop_work(self) -> None:
         self.watcher.stop()
@@ -531,8 +558,12 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
     def initialized(ls: NanLensServer, params: types.InitializedParams) -> None:
         ls.loop = asyncio.get_running_loop()
         ls.refresh_workspace_folders()
-        log.info("NaN Lens server %s ready; workspace folders: %s", __version__, ls.workspace_folders or "none")
-        ls.window_log_message(types.LogMessageParams(types.MessageType.Info, f"NaN Lens server {__version__} ready"))
+        log.info(
+            "NaN Lens server %s ready; workspace folders: %s", __version__, ls.workspace_folders or "none"
+        )
+        ls.window_log_message(
+            types.LogMessageParams(types.MessageType.Info, f"NaN Lens server {__version__} ready")
+        )
         ls.apply_settings(ls.settings)
         ls.watcher.start()
         ls.publish()  # an empty state at first, so the client knows the server is up
@@ -546,7 +577,9 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
         ls.apply_settings(parse_settings(settings["nanlens"]))
 
     @server.feature(types.WORKSPACE_DID_CHANGE_WORKSPACE_FOLDERS)
-    def did_change_workspace_folders(ls: NanLensServer, params: types.DidChangeWorkspaceFoldersParams) -> None:
+    def did_change_workspace_folders(
+        ls: NanLensServer, params: types.DidChangeWorkspaceFoldersParams
+    ) -> None:
         ls.refresh_workspace_folders()
         ls.update_watcher_roots()
 
@@ -594,8 +627,11 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
         hits = render.findings_at(ls.records.values(), place[0], params.position.line, place[1])
         # The line a cause says to change (the optimizer's, the reading line): its own section, unless the
         # origin's hover on that same line already says the cause.
-        changes = [r for r in render.causes_at(ls.records.values(), place[0], params.position.line, place[1])
-                   if not any(record is r and f.role != "propagated" for record, f in hits)]
+        changes = [
+            r
+            for r in render.causes_at(ls.records.values(), place[0], params.position.line, place[1])
+            if not any(record is r and f.role != "propagated" for record, f in hits)
+        ]
         if not hits and not changes:
             return None
         sections = [render.hover_markdown(hits)] if hits else []
@@ -610,8 +646,9 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
         place = ls.place_of_uri(params.text_document.uri)
         if place is None:
             return []
-        return (render.locate_lenses(ls.records.values(), place[0], place[1])
-                + render.code_lenses(ls.records.values(), place[0], ls.line_text, place[1]))
+        return render.locate_lenses(ls.records.values(), place[0], place[1]) + render.code_lenses(
+            ls.records.values(), place[0], ls.line_text, place[1]
+        )
 
     @server.command(CMD_LOCATE)
     async def locate_bundle(ls: NanLensServer, *args: Any) -> dict[str, Any] | None:
@@ -622,8 +659,9 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
             return None
         pulled = options.get("pulled") is True
         run = options.get("run", not pulled) is not False
-        return await ls.locate(path, force=bool(options.get("force")), run=run, trust=options.get("trustEntry"),
-                               pulled=pulled)
+        return await ls.locate(
+            path, force=bool(options.get("force")), run=run, trust=options.get("trustEntry"), pulled=pulled
+        )
 
     @server.command(CMD_CHECK_ENTRY)
     async def check_bundle_entry(ls: NanLensServer, *args: Any) -> dict[str, Any]:
@@ -631,7 +669,12 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
         path = args[0] if args else None
         options = _options(args[1] if len(args) > 1 else None)
         if not isinstance(path, str) or not path.strip():
-            return {"entry": None, "trusted": None, "untrusted": None, "error": f"{CMD_CHECK_ENTRY} needs a bundle"}
+            return {
+                "entry": None,
+                "trusted": None,
+                "untrusted": None,
+                "error": f"{CMD_CHECK_ENTRY} needs a bundle",
+            }
         path = os.path.normpath(os.path.abspath(path))
         root = options.get("root") if isinstance(options.get("root"), str) else ls.cwd_for(path)
         trusted = set(ls.trust(path, options.get("trustEntry")))
@@ -646,8 +689,14 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
         path = args[0] if args else None
         if not isinstance(path, str) or not path.strip():
             return None
-        record = next((r for r in ls.records.values()
-                       if r.kind == "bundle" and same_file(r.path, path) and r.findings is not None), None)
+        record = next(
+            (
+                r
+                for r in ls.records.values()
+                if r.kind == "bundle" and same_file(r.path, path) and r.findings is not None
+            ),
+            None,
+        )
         if record is None or record.findings is None or record.findings.origin is None:
             return None
         origin = record.findings.origin
@@ -671,8 +720,10 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
 
         return await serve_pictures(ls, args[0] if args else None)
 
-    @server.feature(types.TEXT_DOCUMENT_CODE_ACTION,
-                    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]))
+    @server.feature(
+        types.TEXT_DOCUMENT_CODE_ACTION,
+        types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.QuickFix]),
+    )
     def code_action(ls: NanLensServer, params: types.CodeActionParams) -> list[types.CodeAction]:
         from pyadapter.server.code_actions import code_actions
 
@@ -685,10 +736,20 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
             return code_actions(ls.records, path, uri, ls.current_text(path), params.context.diagnostics)
         doc = ls.synced_document(uri)
         notebook = ls.workspace.get_notebook_document(cell_uri=uri)
-        earlier = [d.source for c in (notebook.cells[:cell] if notebook else [])
-                   if c.kind == types.NotebookCellKind.Code and (d := ls.synced_document(c.document)) is not None]
-        return code_actions(ls.records, path, uri, doc.source if doc is not None else None,
-                            params.context.diagnostics, cell, preamble=import_preamble(earlier))
+        earlier = [
+            d.source
+            for c in (notebook.cells[:cell] if notebook else [])
+            if c.kind == types.NotebookCellKind.Code and (d := ls.synced_document(c.document)) is not None
+        ]
+        return code_actions(
+            ls.records,
+            path,
+            uri,
+            doc.source if doc is not None else None,
+            params.context.diagnostics,
+            cell,
+            preamble=import_preamble(earlier),
+        )
 
     @server.command(CMD_VERIFY)
     async def verify_fix(ls: NanLensServer, *args: Any) -> dict[str, Any]:
@@ -707,12 +768,18 @@ def create_server(poll_interval: float = 1.5) -> NanLensServer:
 def _recheck(ls: NanLensServer, uri: str) -> None:
     """An editor buffer opened, changed or closed: its findings may have become (or stopped being) stale."""
     path = _path_of(uri)
-    if path is not None and any(path in r.files() for r in ls.records.values()) and ls.refresh_staleness({path}):
+    if (
+        path is not None
+        and any(path in r.files() for r in ls.records.values())
+        and ls.refresh_staleness({path})
+    ):
         ls.publish()
 
 
 def serve(log_level: str = "INFO") -> None:
-    logging.basicConfig(stream=sys.stderr, level=log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    logging.basicConfig(
+        stream=sys.stderr, level=log_level, format="%(asctime)s %(name)s %(levelname)s %(message)s"
+    )
     # pygls logs every message body at INFO; keep that for DEBUG only.
     logging.getLogger("pygls").setLevel(logging.DEBUG if log_level == "DEBUG" else logging.WARNING)
     log.info("starting NaN Lens language server %s (python %s)", __version__, sys.version.split()[0])

@@ -154,7 +154,10 @@ def scan_dump_dir(ref: SourceRef, report: ProgressReport) -> Findings:
 
 
 def locate_bundle_dir(
-    ref: SourceRef, report: ProgressReport, cancel: threading.Event, cwd: str | None = None,
+    ref: SourceRef,
+    report: ProgressReport,
+    cancel: threading.Event,
+    cwd: str | None = None,
     trust: tuple[str, ...] = (),
 ) -> tuple[Findings, str | None]:
     """Locate in a child process started in ``cwd`` (the workspace folder), trusting the files in ``trust``;
@@ -162,12 +165,19 @@ def locate_bundle_dir(
     cache_path = ref.path.rstrip(os.sep) + ".findings.json"
     parent = os.path.dirname(cache_path)
     writable = os.access(parent, os.W_OK)
-    fd, tmp_path = tempfile.mkstemp(prefix=".nanlens-locate-", suffix=".json", dir=parent if writable else None)
+    fd, tmp_path = tempfile.mkstemp(
+        prefix=".nanlens-locate-", suffix=".json", dir=parent if writable else None
+    )
     os.close(fd)
     args = ["-m", "pyadapter.server.locate_worker", ref.path, tmp_path]
     for path in trust:
         args += ["--trust-entry", path]
-    log.info("locating %s (in %s%s)", ref.path, cwd or os.getcwd(), f"; trusting {', '.join(trust)}" if trust else "")
+    log.info(
+        "locating %s (in %s%s)",
+        ref.path,
+        cwd or os.getcwd(),
+        f"; trusting {', '.join(trust)}" if trust else "",
+    )
     report("starting the locate worker", 0)
     error: str | None = None
 
@@ -270,8 +280,14 @@ def compute(
 
 
 def _compute(
-    ref: SourceRef, fp: Fingerprint | None, report: ProgressReport, cancel: threading.Event, use_cache: bool,
-    may_locate: bool, cwd: str | None, trust: tuple[str, ...],
+    ref: SourceRef,
+    fp: Fingerprint | None,
+    report: ProgressReport,
+    cancel: threading.Event,
+    use_cache: bool,
+    may_locate: bool,
+    cwd: str | None,
+    trust: tuple[str, ...],
 ) -> ComputeResult:
     content_time = fp.newest_mtime if fp else time.time()
     findings: Findings | None = None

@@ -57,7 +57,9 @@ def untrusted_of(message: str | None) -> Untrusted | None:
             continue
         file = match.group("file").strip().strip("'\"")
         lowered = line.lower()
-        reason: Reason = "outside" if "outside" in lowered else "changed" if "changed" in lowered else "untrusted"
+        reason: Reason = (
+            "outside" if "outside" in lowered else "changed" if "changed" in lowered else "untrusted"
+        )
         return Untrusted(file, reason, line)
     return None
 
@@ -97,8 +99,9 @@ class _ManifestView:
         self.entry_script = Path(entry) if entry is not None else None
 
 
-def check_entry(bundle: str, manifest: dict[str, Any] | None, root: str | None,
-                trusted: set[str]) -> dict[str, Any]:
+def check_entry(
+    bundle: str, manifest: dict[str, Any] | None, root: str | None, trusted: set[str]
+) -> dict[str, Any]:
     """Would a replay of this bundle, started in ``root`` with ``--trust-entry`` for ``trusted``, run its program?
     Reads files only (hashes the program); runs nothing. Answers ``{"entry", "trusted": bool | None,
     "untrusted": {...} | None, "error": str | None}``; ``trusted`` None: cannot tell (the replay will say)."""

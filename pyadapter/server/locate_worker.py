@@ -49,7 +49,11 @@ def main(argv: list[str]) -> int:
         else:
             positional.append(arg)
     if len(positional) != 2:
-        send({"error": "usage: python -m pyadapter.server.locate_worker BUNDLE OUT.json [--trust-entry PATH]..."})
+        send(
+            {
+                "error": "usage: python -m pyadapter.server.locate_worker BUNDLE OUT.json [--trust-entry PATH]..."
+            }
+        )
         return 2
     bundle, out_path = positional
     from pyadapter.server.compute import progress_callback
@@ -65,11 +69,16 @@ def main(argv: list[str]) -> int:
     try:
         from pyadapter.replay import locate_bundle
     except ImportError:
-        send({"error": "locating bundles is not available in this NaN Lens install "
-                       "(pyadapter.replay.locate_bundle is missing)"})
+        send(
+            {
+                "error": "locating bundles is not available in this NaN Lens install "
+                "(pyadapter.replay.locate_bundle is missing)"
+            }
+        )
         return 3
-    progress = progress_callback(lambda message, percentage: send(
-        {"progress": {"message": message, "percentage": percentage}}))
+    progress = progress_callback(
+        lambda message, percentage: send({"progress": {"message": message, "percentage": percentage}})
+    )
     # The server stops a locate with SIGTERM; turn it into an exception so the replay's temporary dump is removed.
     signal.signal(signal.SIGTERM, _interrupt)
     try:

@@ -23,10 +23,13 @@ from pyadapter.server.state import same_file
 
 # Every cell of a notebook opened from disk: no `cells` filter, so markdown cells are synced too and indices
 # match the findings' (filtering by language would drop them and shift every index after a markdown cell).
-NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(notebook_selector=[
-    types.NotebookDocumentFilterWithNotebook(
-        notebook=types.NotebookDocumentFilterNotebookType(notebook_type="jupyter-notebook", scheme="file")),
-])
+NOTEBOOK_SYNC = types.NotebookDocumentSyncOptions(
+    notebook_selector=[
+        types.NotebookDocumentFilterWithNotebook(
+            notebook=types.NotebookDocumentFilterNotebookType(notebook_type="jupyter-notebook", scheme="file")
+        ),
+    ]
+)
 
 
 def is_notebook_path(path: str) -> bool:
@@ -86,7 +89,11 @@ def cell_place(notebook: types.NotebookDocument | None, uri: str) -> tuple[str, 
 
 def import_preamble(sources: Iterable[str]) -> str:
     """The top-level import lines of some cells' sources (a notebook's cells before the one being fixed)."""
-    lines = [line.rstrip() for source in sources for line in source.splitlines()
-             if line.startswith("import ") or (line.startswith("from ") and " import " in line)]
+    lines = [
+        line.rstrip()
+        for source in sources
+        for line in source.splitlines()
+        if line.startswith("import ") or (line.startswith("from ") and " import " in line)
+    ]
     # A statement continued on the next line would not parse alone: leave it out.
     return "".join(f"{line}\n" for line in lines if not line.endswith(("(", "\\", ",")))

@@ -76,7 +76,9 @@ async def picture_model(ls: NanLensServer, wanted: object) -> dict[str, Any]:
     record = find_record(ls.records, wanted)
     if record is None:
         what = f" {wanted!r}" if wanted else ""
-        return _error(f"no capture bundle or dump{what} is known; locate a bundle or open a workspace with one")
+        return _error(
+            f"no capture bundle or dump{what} is known; locate a bundle or open a workspace with one"
+        )
     source_id = record.id
     record = await _settled(ls, source_id)
     if record is None:
@@ -97,7 +99,11 @@ async def picture_model(ls: NanLensServer, wanted: object) -> dict[str, Any]:
         if again is not None and again.status == "unlocated":
             return _error(_not_located(again))
         pictures = _pictures_of(again)
-        return pictures if pictures is not None else _error("locating the bundle again made no pictures; see the log")
+        return (
+            pictures
+            if pictures is not None
+            else _error("locating the bundle again made no pictures; see the log")
+        )
     findings = record.findings
     path = record.path
     label = record.label

@@ -36,7 +36,7 @@ class ProgressBar:
 
     @property
     def state(self) -> str:
-        """"new" until start(); then "creating", "running", "ended", or "dead" (no bar in this client)."""
+        """ "new" until start(); then "creating", "running", "ended", or "dead" (no bar in this client)."""
         return self._state
 
     def start(self) -> None:
@@ -56,7 +56,8 @@ class ProgressBar:
             self._state = "dead"
             return
         self._server.work_done_progress.begin(
-            self._token, types.WorkDoneProgressBegin(title=self._title, cancellable=False, percentage=0))
+            self._token, types.WorkDoneProgressBegin(title=self._title, cancellable=False, percentage=0)
+        )
         self._state = "running"
         if self._ended_message is not None:
             self._send_end()
@@ -68,13 +69,19 @@ class ProgressBar:
         if now - self._last_report < MIN_INTERVAL and percentage != 100:
             return
         if percentage is not None and self._last_percentage is not None:
-            percentage = max(percentage, self._last_percentage)  # VS Code ignores a bar going backwards anyway
+            percentage = max(
+                percentage, self._last_percentage
+            )  # VS Code ignores a bar going backwards anyway
         if (message, percentage) == self._last_sent:
             return
         self._last_sent = (message, percentage)
-        self._last_report, self._last_percentage = now, percentage if percentage is not None else self._last_percentage
+        self._last_report, self._last_percentage = (
+            now,
+            percentage if percentage is not None else self._last_percentage,
+        )
         self._server.work_done_progress.report(
-            self._token, types.WorkDoneProgressReport(message=message, percentage=percentage))
+            self._token, types.WorkDoneProgressReport(message=message, percentage=percentage)
+        )
 
     def end(self, message: str | None = None) -> None:
         self._ended_message = message or ""
@@ -83,4 +90,6 @@ class ProgressBar:
 
     def _send_end(self) -> None:
         self._state = "ended"
-        self._server.work_done_progress.end(self._token, types.WorkDoneProgressEnd(message=self._ended_message or None))
+        self._server.work_done_progress.end(
+            self._token, types.WorkDoneProgressEnd(message=self._ended_message or None)
+        )

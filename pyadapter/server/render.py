@@ -89,16 +89,20 @@ def severity(finding: Finding, stale: bool) -> types.DiagnosticSeverity:
     return types.DiagnosticSeverity.Error
 
 
-def diagnostic(record: SourceRecord, finding: Finding, line_text: LineText, uri_of: PlaceUri) -> types.Diagnostic:
+def diagnostic(
+    record: SourceRecord, finding: Finding, line_text: LineText, uri_of: PlaceUri
+) -> types.Diagnostic:
     stale = record.is_stale(finding)
     related = None
     origin = record.findings.origin if record.findings else None
     origin_uri = uri_of(*place_of(origin)) if finding.role == "propagated" and origin is not None else None
     if origin is not None and origin_uri is not None:
-        related = [types.DiagnosticRelatedInformation(
-            location=types.Location(uri=origin_uri, range=line_range(origin, line_text)),
-            message=f"the non-finite values start here: {finding_message(origin)}",
-        )]
+        related = [
+            types.DiagnosticRelatedInformation(
+                location=types.Location(uri=origin_uri, range=line_range(origin, line_text)),
+                message=f"the non-finite values start here: {finding_message(origin)}",
+            )
+        ]
     return types.Diagnostic(
         range=line_range(finding, line_text),
         message=(STALE_PREFIX if stale else "") + finding_message(finding),
@@ -110,8 +114,9 @@ def diagnostic(record: SourceRecord, finding: Finding, line_text: LineText, uri_
     )
 
 
-def diagnostics_by_place(records: Iterable[SourceRecord], line_text: LineText,
-                         uri_of: PlaceUri) -> dict[Place, list[types.Diagnostic]]:
+def diagnostics_by_place(
+    records: Iterable[SourceRecord], line_text: LineText, uri_of: PlaceUri
+) -> dict[Place, list[types.Diagnostic]]:
     """Every finding of every source as a diagnostic, grouped by place (file, notebook cell or None)."""
     out: dict[Place, list[types.Diagnostic]] = {}
     for record in records:
@@ -129,8 +134,9 @@ def change_message(cause: Cause) -> str:
     return f"change here: {what} — {cause.summary}"
 
 
-def change_diagnostic(record: SourceRecord, line_text: LineText,
-                      uri_of: PlaceUri) -> tuple[Place, types.Diagnostic] | None:
+def change_diagnostic(
+    record: SourceRecord, line_text: LineText, uri_of: PlaceUri
+) -> tuple[Place, types.Diagnostic] | None:
     """A Warning on the line the cause says to change (the optimizer, the reading line, the layer), pointing back
     at the origin; none for an ``op`` cause, whose line to change is the origin itself (already an Error)."""
     cause = record.cause
@@ -138,17 +144,23 @@ def change_diagnostic(record: SourceRecord, line_text: LineText,
         return None
     change = cause.change
     origin = record.findings.origin if record.findings else None
-    if origin is not None and (origin.line, origin.cell) == (change.line, change.cell) \
-            and same_file(origin.file, change.file) and cause.kind == "unknown":
+    if (
+        origin is not None
+        and (origin.line, origin.cell) == (change.line, change.cell)
+        and same_file(origin.file, change.file)
+        and cause.kind == "unknown"
+    ):
         return None
     stale = change.file in record.stale_files
     related = None
     origin_uri = uri_of(*place_of(origin)) if origin is not None else None
     if origin is not None and origin_uri is not None:
-        related = [types.DiagnosticRelatedInformation(
-            location=types.Location(uri=origin_uri, range=line_range(origin, line_text)),
-            message=f"the non-finite values start here: {finding_message(origin)}",
-        )]
+        related = [
+            types.DiagnosticRelatedInformation(
+                location=types.Location(uri=origin_uri, range=line_range(origin, line_text)),
+                message=f"the non-finite values start here: {finding_message(origin)}",
+            )
+        ]
     return (change.file, change.cell), types.Diagnostic(
         range=place_range(change.file, change.line, change.cell, line_text),
         message=(STALE_PREFIX if stale else "") + change_message(cause),
@@ -160,12 +172,19 @@ def change_diagnostic(record: SourceRecord, line_text: LineText,
     )
 
 
-def causes_at(records: Iterable[SourceRecord], file: str, line0: int, cell: int | None = None) -> list[SourceRecord]:
+def causes_at(
+    records: Iterable[SourceRecord], file: str, line0: int, cell: int | None = None
+) -> list[SourceRecord]:
     """The sources whose cause says to change this 0-based line of a file (of one cell of a notebook)."""
     out = []
     for record in records:
         change = record.cause.change if record.cause is not None else None
-        if change is not None and change.line - 1 == line0 and change.cell == cell and same_file(change.file, file):
+        if (
+            change is not None
+            and change.line - 1 == line0
+            and change.cell == cell
+            and same_file(change.file, file)
+        ):
             out.append(record)
     return out
 
@@ -179,27 +198,37 @@ def cause_markdown(record: SourceRecord, on_change_line: bool) -> str:
     if cause.change is not None:
         change = cause.change
         cell = f" (cell {change.cell})" if change.cell is not None else ""
-        where = "this line" if on_change_line else f"`{escape_markdown(os.path.basename(change.file))}:{change.line}`{cell}"
+        where = (
+            "this line"
+            if on_change_line
+            else f"`{escape_markdown(os.path.basename(change.file))}:{change.line}`{cell}"
+        )
         lines += ["", f"- change {where}: {escape_markdown(change.what)}"]
     where_from = cause.provenance or {}
     if where_from.get("file"):
-        lines.append(f"- from: `{escape_markdown(os.path.basename(str(where_from['file'])))}` line "
-                     f"{where_from.get('line')} (data row {where_from.get('row')})")
+        lines.append(
+            f"- from: `{escape_markdown(os.path.basename(str(where_from['file'])))}` line "
+            f"{where_from.get('line')} (data row {where_from.get('row')})"
+        )
     elif where_from.get("index") is not None:
         lines.append(f"- from: index {where_from['index']} of the array passed to fit")
     if where_from.get("note"):
         lines.append(f"- note: {escape_markdown(str(where_from['note']))}")
     if on_change_line and record.findings is not None and record.findings.origin is not None:
         origin = record.findings.origin
-        lines.append(f"- the non-finite values start at `{escape_markdown(os.path.basename(origin.file))}:"
-                     f"{origin.line}`: {escape_markdown(finding_message(origin))}")
+        lines.append(
+            f"- the non-finite values start at `{escape_markdown(os.path.basename(origin.file))}:"
+            f"{origin.line}`: {escape_markdown(finding_message(origin))}"
+        )
     lines.append(f"- source: {record.kind} `{record.label}`")
     return "\n".join(lines)
 
 
-def diagnostics_by_file(records: Iterable[SourceRecord], line_text: LineText,
-                        file_uri: Callable[[str], str]) -> dict[str, list[types.Diagnostic]]:
+def diagnostics_by_file(
+    records: Iterable[SourceRecord], line_text: LineText, file_uri: Callable[[str], str]
+) -> dict[str, list[types.Diagnostic]]:
     """The diagnostics of plain source files (notebook cells left out), grouped by absolute file path."""
+
     def uri_of(file: str, cell: int | None) -> str | None:
         return file_uri(file) if cell is None else None
 
@@ -207,11 +236,16 @@ def diagnostics_by_file(records: Iterable[SourceRecord], line_text: LineText,
     return {file: diags for (file, cell), diags in by_place.items() if cell is None}
 
 
-def findings_at(records: Iterable[SourceRecord], file: str, line0: int,
-                cell: int | None = None) -> list[tuple[SourceRecord, Finding]]:
+def findings_at(
+    records: Iterable[SourceRecord], file: str, line0: int, cell: int | None = None
+) -> list[tuple[SourceRecord, Finding]]:
     """The findings on a 0-based line of a file (of one cell of a notebook), origins first."""
-    hits = [(r, f) for r in records for f in r.all_findings()
-            if f.line - 1 == line0 and f.cell == cell and same_file(f.file, file)]
+    hits = [
+        (r, f)
+        for r in records
+        for f in r.all_findings()
+        if f.line - 1 == line0 and f.cell == cell and same_file(f.file, file)
+    ]
     return sorted(hits, key=lambda rf: rf[1].role == "propagated")
 
 
@@ -284,8 +318,9 @@ def replay_cell_file(notebook: str, cell: int) -> str | None:
     return str(cell_file(Path(notebook), cell))
 
 
-def code_lenses(records: Iterable[SourceRecord], file: str, line_text: LineText,
-                cell: int | None = None) -> list[types.CodeLens]:
+def code_lenses(
+    records: Iterable[SourceRecord], file: str, line_text: LineText, cell: int | None = None
+) -> list[types.CodeLens]:
     """'Replay eagerly' (bundle) or 'Run eagerly under debugger' (dump with a known script) on origin lines, plus
     'Verify fix on captured step' on a bundle's origin line once its file changed since the locate.
     ``cell``: the lenses of that cell of the notebook ``file``."""
@@ -297,18 +332,26 @@ def code_lenses(records: Iterable[SourceRecord], file: str, line_text: LineText,
         if record.kind == "bundle":
             step = record.step
             title = "$(debug-alt) Replay eagerly" + (f" (step {step})" if step is not None else "")
-            command = types.Command(title=title, command=REPLAY_COMMAND, arguments=[replay_target(record, origin)])
+            command = types.Command(
+                title=title, command=REPLAY_COMMAND, arguments=[replay_target(record, origin)]
+            )
         else:
             script = record.entry_script
             if script is None or origin.cell is not None:  # the nanlens debugger runs scripts, not notebooks
                 continue
-            command = types.Command(title="$(debug-alt) Run eagerly under debugger", command=DEBUG_COMMAND,
-                                    arguments=[{"script": script, "file": origin.file, "line": origin.line}])
+            command = types.Command(
+                title="$(debug-alt) Run eagerly under debugger",
+                command=DEBUG_COMMAND,
+                arguments=[{"script": script, "file": origin.file, "line": origin.line}],
+            )
         lenses.append((record, types.CodeLens(range=line_range(origin, line_text), command=command)))
         if record.kind == "bundle" and record.is_stale(origin):
             # The file changed since the locate: perhaps a fix; replaying the captured step tells.
-            verify = types.Command(title=VERIFY_TITLE, command=VERIFY_COMMAND,
-                                   arguments=[{"sourceId": record.id, "bundle": record.path}])
+            verify = types.Command(
+                title=VERIFY_TITLE,
+                command=VERIFY_COMMAND,
+                arguments=[{"sourceId": record.id, "bundle": record.path}],
+            )
             lenses.append((record, types.CodeLens(range=line_range(origin, line_text), command=verify)))
     # Several sources on one line: say which lens is which (the title alone would repeat).
     per_line: dict[int, set[str]] = {}
@@ -328,7 +371,9 @@ def locate_title(record: SourceRecord) -> str:
     return f"$(search) Locate NaN in {record.label}{where}{runs}"
 
 
-def locate_lenses(records: Iterable[SourceRecord], file: str, cell: int | None = None) -> list[types.CodeLens]:
+def locate_lenses(
+    records: Iterable[SourceRecord], file: str, cell: int | None = None
+) -> list[types.CodeLens]:
     """'Locate NaN in <bundle> (runs train.py)' on the first line of the program of each bundle that waits for the
     user's Locate (no findings; locating replays the step, which runs that program). Not on notebooks' cells."""
     lenses = []
@@ -337,7 +382,9 @@ def locate_lenses(records: Iterable[SourceRecord], file: str, cell: int | None =
         if record.status != "unlocated" or entry is None or cell is not None or not same_file(entry, file):
             continue
         command = types.Command(title=locate_title(record), command=LOCATE_COMMAND, arguments=[record.path])
-        lenses.append(types.CodeLens(range=types.Range(types.Position(0, 0), types.Position(0, 0)), command=command))
+        lenses.append(
+            types.CodeLens(range=types.Range(types.Position(0, 0), types.Position(0, 0)), command=command)
+        )
     return lenses
 
 

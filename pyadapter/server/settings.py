@@ -56,16 +56,22 @@ def parse_settings(options: Any) -> Settings:
     dump_dirs = _dir_list(options, "dumpDirs", DEFAULT_DUMP_DIRS, problems)
     log_level = options.get("logLevel", "INFO")
     if not isinstance(log_level, str) or log_level.upper() not in LOG_LEVELS:
-        problems.append(f"nanlens.logLevel must be one of {', '.join(LOG_LEVELS)} (got {log_level!r}); using INFO")
+        problems.append(
+            f"nanlens.logLevel must be one of {', '.join(LOG_LEVELS)} (got {log_level!r}); using INFO"
+        )
         log_level = "INFO"
     locate_automatic = options.get("locateAutomatic", False)
     if not isinstance(locate_automatic, bool):
-        problems.append(f"nanlens.locate.automatic must be true or false (got {locate_automatic!r}); using false")
+        problems.append(
+            f"nanlens.locate.automatic must be true or false (got {locate_automatic!r}); using false"
+        )
         locate_automatic = False
     return Settings(capture_dirs, dump_dirs, log_level.upper(), locate_automatic, tuple(problems))
 
 
-def _dir_list(options: dict[str, Any], key: str, default: tuple[str, ...], problems: list[str]) -> tuple[str, ...]:
+def _dir_list(
+    options: dict[str, Any], key: str, default: tuple[str, ...], problems: list[str]
+) -> tuple[str, ...]:
     value = options.get(key)
     if value is None:
         return default

@@ -22,7 +22,9 @@ BUNDLE_FORMAT = "nanlens.bundle/1"
 BUNDLE_MANIFEST = "manifest.json"
 DUMP_PREFIX = "tfdbg_events."
 # Folders never worth descending into while looking for sources.
-SKIP_DIRS = frozenset({".git", "__pycache__", "node_modules", ".venv", "venv", "site-packages", ".mypy_cache"})
+SKIP_DIRS = frozenset(
+    {".git", "__pycache__", "node_modules", ".venv", "venv", "site-packages", ".mypy_cache"}
+)
 MAX_DEPTH = 3  # a root, its children, grandchildren: captures/run-1/, .nanlens/dumps/run-1/
 MAX_DIRS_PER_POLL = 5000  # a root pointed at a huge tree must not make each poll crawl it all
 
@@ -107,8 +109,10 @@ def discover(roots: Iterable[str], max_depth: int = MAX_DEPTH) -> list[SourceRef
         seen_dirs.add(path)
         visited += 1
         if visited > MAX_DIRS_PER_POLL:
-            log.warning("stopped looking for dumps/bundles after %d folders; point the settings at smaller folders",
-                        MAX_DIRS_PER_POLL)
+            log.warning(
+                "stopped looking for dumps/bundles after %d folders; point the settings at smaller folders",
+                MAX_DIRS_PER_POLL,
+            )
             break
         try:
             with os.scandir(path) as it:
@@ -228,7 +232,9 @@ class FolderWatcher:
     ``on_events`` is called from the watcher thread; the server hands the events over to its event loop.
     """
 
-    def __init__(self, on_events: Callable[[WatchEvents], None], interval: float = 1.5, max_wait: float = 5.0):
+    def __init__(
+        self, on_events: Callable[[WatchEvents], None], interval: float = 1.5, max_wait: float = 5.0
+    ):
         self._on_events = on_events
         self._interval = interval
         self._debouncer = Debouncer(max_wait=max_wait)

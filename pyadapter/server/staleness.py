@@ -78,7 +78,9 @@ def snapshot_files(
         text = read_text(path)
         if text is None:
             snapshot[path] = MISSING
-        elif mtime > source_time + 1.0 and not is_notebook_path(path):  # 1 s of slack: coarse file system clocks
+        elif mtime > source_time + 1.0 and not is_notebook_path(
+            path
+        ):  # 1 s of slack: coarse file system clocks
             # (A notebook is saved after its cells ran as a matter of course, with new outputs: its code is
             # compared, from the text read now.)
             snapshot[path] = CHANGED_AFTER_SOURCE
@@ -121,12 +123,12 @@ def _fields(buf: bytes):
         if wire == 0:
             value, pos = _varint(buf, pos)
         elif wire == 1:
-            value, pos = buf[pos:pos + 8], pos + 8
+            value, pos = buf[pos : pos + 8], pos + 8
         elif wire == 2:
             length, pos = _varint(buf, pos)
-            value, pos = buf[pos:pos + length], pos + length
+            value, pos = buf[pos : pos + length], pos + length
         elif wire == 5:
-            value, pos = buf[pos:pos + 4], pos + 4
+            value, pos = buf[pos : pos + 4], pos + 4
         else:
             raise ValueError(f"unsupported wire type {wire}")
         yield number, wire, value

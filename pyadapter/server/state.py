@@ -25,8 +25,12 @@ class SourceRecord:
     snapshot: dict[str, str] = field(default_factory=dict)  # user file -> text hash when findings were made
     stale_files: set[str] = field(default_factory=set)
     pinned: bool = False  # added by an explicit locateBundle outside the watched folders
-    foreign: str | None = None  # a bundle from elsewhere ("pulled", "captured on node-7"): never located unasked
-    untrusted: Untrusted | None = None  # the last locate refused to run the bundle's program without the user's say
+    foreign: str | None = (
+        None  # a bundle from elsewhere ("pulled", "captured on node-7"): never located unasked
+    )
+    untrusted: Untrusted | None = (
+        None  # the last locate refused to run the bundle's program without the user's say
+    )
 
     @property
     def entry(self) -> str | None:
@@ -61,8 +65,11 @@ class SourceRecord:
     @property
     def entry_script(self) -> str | None:
         """The script that ran, when known: said by the findings or manifest, else the outermost module frame."""
-        for holder in (self.findings.extra if self.findings else None, self.findings.bundle if self.findings else None,
-                       self.manifest):
+        for holder in (
+            self.findings.extra if self.findings else None,
+            self.findings.bundle if self.findings else None,
+            self.manifest,
+        ):
             if isinstance(holder, dict):
                 for key in ("entry_script", "script"):
                     value = holder.get(key)

@@ -39,8 +39,12 @@ class ReplayRun:
     error: str | None = None
 
 
-def run_replay(bundle: str, timeout: float = REPLAY_TIMEOUT, cwd: str | None = None,
-               trust: tuple[str, ...] | list[str] = ()) -> ReplayRun:
+def run_replay(
+    bundle: str,
+    timeout: float = REPLAY_TIMEOUT,
+    cwd: str | None = None,
+    trust: tuple[str, ...] | list[str] = (),
+) -> ReplayRun:
     """Blocking: ``nanlens replay BUNDLE --json`` in a fresh interpreter started in ``cwd``, trusting the files in
     ``trust`` (``--trust-entry``); exit 0/1 carry a report, 2 an error."""
     args = ["-m", "pyadapter", "replay", bundle, "--json"]
@@ -71,8 +75,11 @@ def verdict_of(run: ReplayRun) -> dict[str, Any]:
     report = run.report
     reproduced = {str(k): bool(v) for k, v in (report.get("reproduced") or {}).items()}
     verdicts = report.get("verdicts") or {}
-    failed = [f"{mode}: {v['error']}" for mode, v in verdicts.items() if isinstance(v, dict) and v.get("error")
-              and not v.get("reproduced")]
+    failed = [
+        f"{mode}: {v['error']}"
+        for mode, v in verdicts.items()
+        if isinstance(v, dict) and v.get("error") and not v.get("reproduced")
+    ]
     finite = report.get("finite")
     if finite is None:  # a report from before the field existed
         finite = bool(reproduced) and not any(reproduced.values()) and not failed
@@ -82,11 +89,15 @@ def verdict_of(run: ReplayRun) -> dict[str, Any]:
         message = "the step failed: " + "; ".join(failed)
     else:
         modes = [m for m, r in reproduced.items() if r]
-        message = f"still non-finite: NaN/Inf again in {' and '.join(modes)} mode" if modes else "still non-finite"
+        message = (
+            f"still non-finite: NaN/Inf again in {' and '.join(modes)} mode" if modes else "still non-finite"
+        )
     return {"verified": bool(finite), "reproduced": reproduced, "message": message}
 
 
-async def verify_fix(ls: NanLensServer, wanted: object, options: dict[str, Any] | None = None) -> dict[str, Any]:
+async def verify_fix(
+    ls: NanLensServer, wanted: object, options: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The command: replay, tell the user, and on failure locate again (force) so the marker follows.
     ``options["trustEntry"]``: programs the user agreed to run for this bundle."""
     record = find_record(ls.records, wanted)
@@ -101,7 +112,9 @@ async def verify_fix(ls: NanLensServer, wanted: object, options: dict[str, Any] 
         return {"verified": False, "reproduced": {}, "message": message}
     assert ls.loop is not None
     step = record.step if record is not None else None
-    bar = ProgressBar(ls, "NaN Lens: verifying the fix on the captured step" + (f" {step}" if step is not None else ""))
+    bar = ProgressBar(
+        ls, "NaN Lens: verifying the fix on the captured step" + (f" {step}" if step is not None else "")
+    )
     bar.start()
     bar.report("replaying the step in graph and eager mode", None)
     cwd = ls.cwd_for(bundle)
@@ -114,8 +127,12 @@ async def verify_fix(ls: NanLensServer, wanted: object, options: dict[str, Any] 
     if untrusted is not None:
         # Not a failure: the replay waits for the user's say about this program; the editor asks.
         log.info("verify %s: %s", bundle, untrusted.message)
-        return {"verified": False, "reproduced": {}, "message": f"not run: {untrusted.message}",
-                "untrusted": untrusted.to_json()}
+        return {
+            "verified": False,
+            "reproduced": {},
+            "message": f"not run: {untrusted.message}",
+            "untrusted": untrusted.to_json(),
+        }
     result = verdict_of(run)
     log.info("verify %s: %s", bundle, result["message"])
     if result["verified"]:
@@ -126,7 +143,9 @@ async def verify_fix(ls: NanLensServer, wanted: object, options: dict[str, Any] 
         origin = source.get("origin")
         if isinstance(origin, dict):
             result["origin"] = origin
-            result["message"] += f"; the origin is now {origin['op']['type']} at " \
+            result["message"] += (
+                f"; the origin is now {origin['op']['type']} at "
                 f"{os.path.basename(origin['file'])}:{origin['line']}"
+            )
     ls.show_message(types.MessageType.Warning, result["message"])
     return result

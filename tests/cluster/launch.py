@@ -43,8 +43,9 @@ class WorkerRun:
         return f"worker {self.index} rc={self.returncode}\n" + "\n".join(self.stderr.splitlines()[-lines:])
 
 
-def run_cluster(argv_for: list[list[str]], *, cwd: Path, timeout: float = 240.0,
-                extra_env: dict[str, str] | None = None) -> list[WorkerRun]:
+def run_cluster(
+    argv_for: list[list[str]], *, cwd: Path, timeout: float = 240.0, extra_env: dict[str, str] | None = None
+) -> list[WorkerRun]:
     """Starts one process per argv (worker i gets argv_for[i]) as a cluster; returns when all exit or at the
     deadline (then every worker is killed and its returncode is None)."""
     ports = free_ports(len(argv_for))
@@ -54,7 +55,9 @@ def run_cluster(argv_for: list[list[str]], *, cwd: Path, timeout: float = 240.0,
     for index, argv in enumerate(argv_for):
         env = dict(os.environ)
         env.update(extra_env or {})
-        env["TF_CONFIG"] = json.dumps({"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}})
+        env["TF_CONFIG"] = json.dumps(
+            {"cluster": {"worker": workers}, "task": {"type": "worker", "index": index}}
+        )
         env["TF_CPP_MIN_LOG_LEVEL"] = "2"
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
         env["CUDA_VISIBLE_DEVICES"] = ""
@@ -62,8 +65,15 @@ def run_cluster(argv_for: list[list[str]], *, cwd: Path, timeout: float = 240.0,
         err = open(cwd / f"worker-{index}.err", "w+", encoding="utf-8")  # noqa: SIM115
         logs.append((out, err))
         procs.append(
-            subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, stdout=out, stderr=err,
-                             stdin=subprocess.DEVNULL, start_new_session=True)
+            subprocess.Popen(
+                [sys.executable, *argv],
+                cwd=cwd,
+                env=env,
+                stdout=out,
+                stderr=err,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         )
     deadline = time.monotonic() + timeout
     codes: list[int | None] = [None] * len(procs)
