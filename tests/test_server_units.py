@@ -733,7 +733,7 @@ def test_a_locate_refused_by_the_replay_waits_for_the_user_with_the_file(tmp_pat
 def test_check_entry_says_whether_a_replay_would_run_the_program(tmp_path: Path) -> None:
     import hashlib
 
-    from pyadapter.server.consent import check_entry
+    from pyadapter.server.consent import check_entry, refusal_of
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -749,6 +749,10 @@ def test_check_entry_says_whether_a_replay_would_run_the_program(tmp_path: Path)
     outside = check_entry(bundle, manifest, str(tmp_path / "other"), set())
     assert outside["trusted"] is False and outside["untrusted"]["reason"] == "outside"
     assert outside["untrusted"]["file"] == str(program)
+    # What a waiting bundle's record carries, so the editor names the refusal before the user clicks Locate.
+    refused = refusal_of(bundle, manifest, str(tmp_path / "other"), set())
+    assert refused is not None and (refused.file, refused.reason) == (str(program), "outside")
+    assert refusal_of(bundle, manifest, str(ws), set()) is None
     program.write_text("print('fixed')\n")
     changed = check_entry(bundle, manifest, str(ws), set())
     assert changed["trusted"] is False and changed["untrusted"]["reason"] == "changed"

@@ -37,7 +37,7 @@ from pyadapter.server.compute import (
     compute,
     finding_files,
 )
-from pyadapter.server.consent import Untrusted, check_entry, foreign_reason, mark_pulled
+from pyadapter.server.consent import Untrusted, check_entry, foreign_reason, mark_pulled, refusal_of
 from pyadapter.server.notebooks import (
     NOTEBOOK_SYNC,
     cell_place,
@@ -451,7 +451,12 @@ class NanLensServer(LanguageServer):
         log.info("%s: %s (%d marked lines)", record.label, where, len(record.all_findings()))
 
     def _record_unlocated(self, record: SourceRecord, message: str, untrusted: Untrusted | None) -> None:
-        """A bundle without findings waits for the user's Locate (no message: the editor offers it)."""
+        """A bundle without findings waits for the user's Locate (no message: the editor offers it). When its
+        program would be refused (outside the workspace, changed), the record says so now: the editor's notice and
+        the Captures view name the file before the user clicks, not only in the question after."""
+        if untrusted is None and record.ref.kind == "bundle":
+            trusted = self.trusted.get(os.path.normpath(record.path), set())
+            untrusted = refusal_of(record.path, record.manifest, self.cwd_for(record.path), trusted)
         record.status, record.error, record.findings = "unlocated", None, None
         record.snapshot, record.stale_files, record.untrusted = {}, set(), untrusted
         why = f"; {record.foreign}" if record.foreign else ""

@@ -136,6 +136,15 @@ def check_entry(
     return answer
 
 
+def refusal_of(
+    bundle: str, manifest: dict[str, Any] | None, root: str | None, trusted: set[str]
+) -> Untrusted | None:
+    """What a replay of this bundle would refuse (its program outside ``root`` or changed), found before anything
+    runs so the editor can say it while the bundle waits; None when the replay would run it or cannot tell."""
+    found = check_entry(bundle, manifest, root, trusted).get("untrusted")
+    return Untrusted(found["file"], found["reason"], found["message"]) if found else None
+
+
 def _resolved(path: str) -> str:
     try:
         return str(Path(path).resolve())
