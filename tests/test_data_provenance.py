@@ -219,3 +219,63 @@ def test_shuffled_csv_in_the_folder_is_linked_from_hover_and_warning(tmp_path: P
     bad = [r for r in related if r.location.uri == (tmp_path / "weather.csv").as_uri()]
     assert len(bad) == 1 and bad[0].location.range.start.line == 1043
     assert bad[0].message == "the bad record: weather.csv line 1044: field 'pressure' is 'nan'"
+
+
+# ---- the capture side on real tf.data pipelines (no training: the batch is read from the dataset itself) ----
+
+
+def _first_bad_batch(dataset) -> tuple[int, tuple[np.ndarray, np.ndarray]]:
+    for index, (x, y) in enumerate(dataset):
+        if not np.isfinite(x.numpy()).all():
+            return index, (x.numpy(), y.numpy())
+    raise AssertionError("no batch holds the bad row")
+
+
+def _decode(line):
+    import tensorflow as tf
+
+    fields = tf.io.decode_csv(line, [[0.0]] * 5)
+    return tf.stack(fields[:4]) / 100.0, tf.stack(fields[4:])
+
+
+def test_the_pipeline_order_decides_the_position_or_says_why_not(tmp_path: Path) -> None:
+    import tensorflow as tf
+
+    from pyadapter.capture import datasource
+
+    rows = _weather_rows()
+    _write_csv(tmp_path / "weather.csv", rows)
+    path = str(tmp_path / "weather.csv")
+
+    # TextLineDataset, header skipped, in order: position and values agree (row 41 is line 43 of the file).
+    plain = tf.data.TextLineDataset(path).skip(1).map(_decode).batch(8)
+    index, batch = _first_bad_batch(plain)
+    source = datasource.describe(plain, batch, index)
+    assert source is not None and source.order == "in order" and source.note is None
+    assert [(f.path, f.kind) for f in source.files] == [(path, "text")]
+    assert source.position is not None and source.found is not None
+    assert (source.position.record, source.position.line) == (
+        42,
+        43,
+    )  # TextLineDataset counts the header line
+    assert (source.found.record, source.found.line, source.found.field) == (42, 43, "humidity")
+
+    # make_csv_dataset shuffling with a seed: no position; the values find the line anyway.
+    shuffled = tf.data.experimental.make_csv_dataset(
+        path, batch_size=8, label_name="rain", num_epochs=1, shuffle_seed=4, column_defaults=[0.0] * 5
+    ).map(lambda f, y: (tf.stack([f[c] for c in ("pressure", "humidity", "wind", "temperature")], -1), y))
+    index, batch = _first_bad_batch(shuffled)
+    source = datasource.describe(shuffled, batch, index)
+    assert source is not None and source.order == "shuffled" and source.position is None
+    assert source.files[0].kind == "csv" and source.files[0].header is True
+    assert source.found is not None and source.found.line in (43, 209)  # whichever bad row came first
+    assert source.found.field == ("humidity" if source.found.line == 43 else "wind")
+
+    # Two files interleaved, or a filter: not decidable, said so.
+    _write_csv(tmp_path / "more.csv", _weather_rows()[:50])
+    both = tf.data.TextLineDataset([path, str(tmp_path / "more.csv")]).skip(1)
+    both = both.filter(lambda line: tf.strings.length(line) > 0).map(_decode).batch(8)
+    index, batch = _first_bad_batch(both)
+    source = datasource.describe(both, batch, index)
+    assert source is not None and source.order == "interleaved" and len(source.files) == 2
+    assert "reads 2 files" in (source.note or "") and "drops records" in (source.note or "")

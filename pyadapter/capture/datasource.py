@@ -31,6 +31,8 @@ import tensorflow as tf
 
 from pyadapter.capture.sourcerecord import MANIFEST_KEY, DataSource, RecordPlace, SourceFile
 
+# The training process stops (or skips) while it searches: a short bound; `nanlens locate` searches longer.
+CAPTURE_SEARCH_SECONDS = 10.0
 READERS = {
     "CSVDataset": "csv",
     "CSVDatasetV2": "csv",
@@ -179,10 +181,32 @@ def _callers(scopes: dict[str, _Scope], function: str) -> list[tuple[_Scope, Any
     return [(s, n) for s in scopes.values() for n in s.nodes.values() if function in _functions_of(n)]
 
 
+def _packed_strings(tensor: Any) -> list[bytes] | None:
+    """A string tensor whose values are packed in ``tensor_content`` (as several file names are): n varint
+    lengths, then the bytes; ``tf.make_ndarray`` does not read that form."""
+    if tensor.dtype != tf.string.as_datatype_enum or not tensor.tensor_content:
+        return None
+    from pyadapter.dump import wire
+
+    count = int(np.prod([d.size for d in tensor.tensor_shape.dim])) if tensor.tensor_shape.dim else 1
+    data, pos, lengths = tensor.tensor_content, 0, []
+    for _ in range(count):
+        length, pos = wire.read_varint(data, pos)
+        lengths.append(length)
+    out = []
+    for length in lengths:
+        out.append(bytes(data[pos : pos + length]))
+        pos += length
+    return out
+
+
 def _const(node: Any) -> Any:
     if node is None or node.op != "Const":
         return None
     try:
+        packed = _packed_strings(node.attr["value"].tensor)
+        if packed is not None:
+            return np.array(packed, dtype=object)
         return tf.make_ndarray(node.attr["value"].tensor)
     except Exception:  # noqa: BLE001 - a resource or variant constant: not a value of ours
         return None
@@ -375,7 +399,14 @@ def describe(dataset: tf.data.Dataset | None, batch: Any, batches_before: int | 
     row = records.batch_row(batch, element.row, element.rows)
     prefer = source.position.record if source.position is not None else None
     for file in files:  # the process's own input files: read them while they are certainly there
-        found, _ = records.find_record(file, file.path, row, prefer=prefer, found_by="values when captured")
+        found, _ = records.find_record(
+            file,
+            file.path,
+            row,
+            prefer=prefer,
+            found_by="values when captured",
+            seconds=CAPTURE_SEARCH_SECONDS,
+        )
         if found is not None:
             source.found = found
             break

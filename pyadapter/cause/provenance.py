@@ -261,7 +261,7 @@ def file_provenance(
         out.update(place.to_json())
         out["openable"] = openable
         out["sentence"] = _place_text(place)
-        if place.kind != "tfrecord":
+        if place.kind == "csv":
             out["row"] = place.record  # the data row (0-based), as an array read from the file counts them
     return out, notes
 

@@ -148,7 +148,8 @@ def _csv_candidates(source: SourceFile, path: str, row: RowValues, deadline: flo
             if line == 1 and (source.header or (source.header is None and any(v is None for v in values))):
                 header = [h.strip() for h in fields]
                 continue
-            record += 1
+            # TextLineDataset yields every line (a header too, which the user skips): its record is the line's.
+            record = line - 1 if source.kind == "text" else record + 1
             if time.monotonic() > deadline:
                 raise TimeoutError
             bad = next((i for i, v in enumerate(values) if v is not None and not math.isfinite(v)), None)
@@ -247,19 +248,26 @@ def _tfrecord_candidates(path: str, row: RowValues, deadline: float) -> Iterator
 
 
 def find_record(
-    source: SourceFile, path: str, row: RowValues, *, prefer: int | None = None, found_by: str
+    source: SourceFile,
+    path: str,
+    row: RowValues,
+    *,
+    prefer: int | None = None,
+    found_by: str,
+    seconds: float = SEARCH_SECONDS,
 ) -> tuple[RecordPlace | None, str | None]:
-    """The record of ``path`` (already checked readable) holding the batch row, or (None, why not)."""
+    """The record of ``path`` (already checked readable) holding the batch row, or (None, why not); a search
+    longer than ``seconds`` gives up."""
     if source.compression:
         return None, f"{os.path.basename(path)} is {source.compression}-compressed: not searched"
-    deadline = time.monotonic() + SEARCH_SECONDS
+    deadline = time.monotonic() + seconds
     try:
         if source.kind == "tfrecord":
             candidates = list(_tfrecord_candidates(path, row, deadline))
         else:
             candidates = list(_csv_candidates(source, path, row, deadline))
     except TimeoutError:
-        return None, f"{os.path.basename(path)} was not searched to its end (over {SEARCH_SECONDS:.0f} s)"
+        return None, f"{os.path.basename(path)} was not searched to its end (over {seconds:.0f} s)"
     except (OSError, csv.Error, UnicodeError) as exc:
         return None, f"{os.path.basename(path)} could not be read: {exc}"
     chosen, why = _pick(candidates, prefer)
