@@ -279,3 +279,36 @@ def test_the_pipeline_order_decides_the_position_or_says_why_not(tmp_path: Path)
     source = datasource.describe(both, batch, index)
     assert source is not None and source.order == "interleaved" and len(source.files) == 2
     assert "reads 2 files" in (source.note or "") and "drops records" in (source.note or "")
+
+
+@pytest.mark.slow
+def test_guard_step_records_the_loops_text_file(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(2)
+    table = rng.normal(size=(300, 4)).round(3)
+    lines = ["a,b,c,target", *(",".join(f"{v:.3f}" for v in row) for row in table)]
+    fields = lines[151].split(",")
+    fields[1] = "inf"  # data row 150, line 152 of the file
+    lines[151] = ",".join(fields)
+    (tmp_path / "readings.txt").write_text("\n".join(lines) + "\n")
+    program = tmp_path / "loop_textline.py"
+    shutil.copy(PROGRAMS / program.name, program)
+    done = subprocess.run(
+        [sys.executable, str(program), "captures"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    bundle = next((tmp_path / "captures").iterdir())
+    source = DataSource.from_json(CaptureBundle.load(bundle).manifest["data_source"])
+    assert source is not None and [f.kind for f in source.files] == ["text"]
+    assert source.files[0].path == str(tmp_path / "readings.txt")
+    assert source.order == "shuffled" and source.position is None
+    assert source.found is not None and (source.found.line, source.found.field_text) == (152, "inf")
+    assert source.found.field == "b"  # the header line names the column
