@@ -134,6 +134,7 @@ def test_zoo_csv_nan_field_names_the_file_and_line(tmp_path: Path) -> None:
     )  # make_csv_dataset(shuffle=False): the position agrees with the values
     # The program's temporary folder is gone: the record found while the process still had the file.
     assert where["found_by"] == "values when captured" and where["openable"] is False
+    assert "turbine.csv is not read: it no longer exists" in where["note"]
     assert where["text"].split(",")[1] == "nan"
     assert "turbine.csv line 517: field 'rotor_rpm' is 'nan'" in cause["summary"]
 

@@ -240,9 +240,12 @@ def file_provenance(
     for file in source.files:
         path = records.readable_inside(file.path, folders)
         if path is None:
-            notes.append(
-                f"{os.path.basename(file.path)} is not read: it is not a file inside {', '.join(folders)}"
+            why = (
+                "it no longer exists"
+                if not os.path.lexists(file.path)
+                else f"it is not a regular file inside {', '.join(folders)}"
             )
+            notes.append(f"{os.path.basename(file.path)} is not read: {why}")
             continue
         place, why = records.find_record(file, path, row, prefer=prefer, found_by="values in the file")
         if place is not None:
