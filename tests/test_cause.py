@@ -193,7 +193,14 @@ def test_a_bad_batch_row_is_data_with_its_array_index_and_file_row(tmp_path: Pat
     )
     cause = classify(
         findings,
-        CauseContext(batch=batch, batch_index=5, epoch=0, entry_script=str(program), cwd=str(tmp_path)),
+        CauseContext(
+            batch=batch,
+            batch_index=5,
+            epoch=0,
+            entry_script=str(program),
+            cwd=str(tmp_path),
+            folders=[str(tmp_path)],
+        ),
     )
     assert cause.kind == "data"
     assert cause.provenance is not None

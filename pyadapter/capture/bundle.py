@@ -64,7 +64,7 @@ from typing import Any
 import numpy as np
 
 from pyadapter import safejson
-from pyadapter.capture import checkpoint_index, integrity, rng, structure
+from pyadapter.capture import checkpoint_index, integrity, rng, sourcerecord, structure
 from pyadapter.capture import history as step_history
 from pyadapter.capture.verdict import NonFiniteReport
 
@@ -293,6 +293,7 @@ _FIELD_TYPES: dict[str, type] = {
     "cluster": dict,
     "located_at_scene": dict,
     "loss_history": list,
+    sourcerecord.MANIFEST_KEY: dict,
 }
 _ENTRY_SCRIPT_TYPES: dict[str, type] = {
     "path": str,
@@ -340,6 +341,9 @@ def _check_field_types(manifest: dict[str, Any]) -> None:
     shards = (manifest.get("cluster") or {}).get("shards")
     if shards is not None and not (isinstance(shards, list) and all(isinstance(x, dict) for x in shards)):
         raise BundleError("manifest field 'cluster.shards' is not a list of objects")
+    if manifest.get(sourcerecord.MANIFEST_KEY) is not None:
+        if (problem := sourcerecord.check(manifest[sourcerecord.MANIFEST_KEY])) is not None:
+            raise BundleError(f"manifest field {sourcerecord.MANIFEST_KEY!r} {problem}")
 
 
 @dataclass(frozen=True)

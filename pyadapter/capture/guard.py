@@ -34,6 +34,7 @@ import tensorflow as tf
 from pyadapter.capture import (
     atscene,
     cluster,
+    datasource,
     gate,
     keras_fixes,
     keras_lines,
@@ -125,6 +126,7 @@ class GuardedTrainFunction:
         self.seed_paths: list[str] = []
         self.strategy = model.distribute_strategy
         self.steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
+        self.input = datasource.InputTracker()  # the tf.data iterator read, for the bundle's data_source
         self._one_step = self._make_one_step(model)
         self._step_on_iterator = self._wrap(
             lambda iterator: self._step_and_capture(iterator.get_next()), model
@@ -214,6 +216,7 @@ class GuardedTrainFunction:
         logs = None
         if isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
             for index in range(self.steps_per_execution):
+                self.input.see(iterator)
                 try:
                     outputs, verdict, captured = self._step_on_iterator(iterator)
                 except tf.errors.OutOfRangeError:
@@ -446,7 +449,14 @@ class NanGuard(keras.callbacks.Callback):
                         data=data,
                         seed_states=seed_states,
                         extra_files=located.files,
-                        extra=located.manifest,
+                        extra={
+                            **located.manifest,
+                            **datasource.manifest_entry(
+                                datasource.dataset_of(function.input.iterator),
+                                data,
+                                function.input.batches_before,
+                            ),
+                        },
                     )
                     self._bundles_written += 1
             except Exception as exc:  # noqa: BLE001 - training must still stop/skip cleanly; say why, once

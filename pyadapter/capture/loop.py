@@ -44,7 +44,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pyadapter.capture import atscene, gate, keras_lines, rng, snapshot, storage, takeover
+from pyadapter.capture import atscene, datasource, gate, keras_lines, rng, snapshot, storage, takeover
 from pyadapter.capture import bundle as bundle_format
 from pyadapter.capture import history as step_history
 from pyadapter.capture import writer as bundle_writer
@@ -223,8 +223,21 @@ class GuardedStep:
             try:
                 located = self._locate_at_scene(report, step, index, args, kwargs, seed_states)
                 scene_origin = located.origin
+                # The loop's dataset, if a local of the caller reads files (its position in it is not known).
+                source = datasource.manifest_entry(
+                    datasource.dataset_in_frame(sys._getframe(1)),
+                    {"args": list(snapshot.to_numpy_structure(tuple(args)))},
+                    None,
+                )
                 path = self._write_bundle(
-                    report, step, index, args, kwargs, seed_states, located.files, located.manifest
+                    report,
+                    step,
+                    index,
+                    args,
+                    kwargs,
+                    seed_states,
+                    located.files,
+                    {**located.manifest, **source},
                 )
                 self._bundles_written += 1
             except Exception as exc:  # noqa: BLE001 - still stop/skip cleanly; say why

@@ -16,6 +16,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pyadapter.capture.sourcerecord import MANIFEST_KEY as SOURCE_KEY
+from pyadapter.capture.sourcerecord import DataSource
 from pyadapter.cause.classify import CauseContext, classify
 from pyadapter.cause.model import FINDINGS_KEY, Cause, Change
 from pyadapter.cause.report import cause_lines
@@ -53,13 +55,17 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         batch_index=bundle.batch_index,
         entry_script=str(script) if script is not None else None,
         cwd=entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
+        data_source=DataSource.from_json(bundle.manifest.get(SOURCE_KEY)),
     )
 
 
-def attach_cause(findings: Findings, bundle_path: str | Path | None = None) -> Cause:
+def attach_cause(
+    findings: Findings, bundle_path: str | Path | None = None, folders: list[str] | None = None
+) -> Cause:
     """Classify the capture and store the cause as ``findings.extra["cause"]``; returns it. With a bundle the
     history, model info and batch count; without (a dump) only the findings do. Never raises: a cause that cannot
-    be made is ``unknown`` with the reason as its summary."""
+    be made is ``unknown`` with the reason as its summary. Data files named by the bundle are read only inside
+    ``folders`` (default: the current directory, the folder the CLI or the workspace's server runs in)."""
     context = None
     if bundle_path is not None:
         from pyadapter.capture.bundle import BundleError, CaptureBundle
@@ -68,6 +74,8 @@ def attach_cause(findings: Findings, bundle_path: str | Path | None = None) -> C
             context = context_of_bundle(CaptureBundle.load(bundle_path))
         except (BundleError, OSError, ValueError):
             context = None
+    if context is not None:
+        context.folders = folders
     try:
         cause = classify(findings, context)
     except Exception as exc:  # noqa: BLE001 - the cause is an addition; never lose the findings for it

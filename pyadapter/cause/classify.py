@@ -78,6 +78,8 @@ class CauseContext:
     batch_index: int | None = None
     entry_script: str | None = None
     cwd: str | None = None
+    data_source: Any = None  # the bundle's `pyadapter.capture.sourcerecord.DataSource`, if it recorded one
+    folders: list[str] | None = None  # where data files may be read (None: the current directory)
 
 
 def _dtype(finding: Finding) -> str | None:
@@ -436,6 +438,8 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         batch_size=change_line.fit_batch_size(units),
         shuffled=change_line.fit_shuffles(units),
         cwd=context.cwd,
+        data_source=context.data_source,
+        folders=context.folders,
     )
     problem = section.get("non_finite_batch") or {}
     evidence: dict[str, Any] = {
@@ -452,18 +456,22 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         came = f", index {where['index']} of the array passed to fit"
         if where.get("shuffled") is not False:
             came += " (in the shuffled order)"
+    if where and where.get("sentence"):  # a file the tf.data pipeline read: what the user opens next, first
+        summary = f"the data held NaN/Inf before any op touched it: {where['sentence']} ({element}"
+        if where.get("batch_index") is not None:
+            summary += f", batch {where['batch_index']}, row {where['batch_row']}"
+        summary += ")"
+        return Cause("data", summary, evidence, _reading_change(findings, site), provenance=where)
     if where and where.get("file"):
         came += f", line {where['line']} of {os.path.basename(where['file'])} (data row {where['row']})"
     summary = f"the data held NaN/Inf before any op touched it: {element}{came}"
     if where and where.get("batch_index") is not None:
         summary += f" (batch {where['batch_index']}, row {where['batch_row']})"
+    return Cause("data", summary, evidence, _reading_change(findings, site), provenance=where)
+
+
+def _reading_change(findings: Findings, site: change_line.Site | None) -> Change | None:
     if site is not None:
         what = f"filter or repair non-finite records where the data is read ({site.name})"
-        change: Change | None = _change(
-            site, what, "reading-tfdata" if change_line.is_tfdata(site) else "reading"
-        )
-    else:
-        change = _origin_change(
-            findings, "filter or repair non-finite records where the data is read", "reading"
-        )
-    return Cause("data", summary, evidence, change, provenance=where)
+        return _change(site, what, "reading-tfdata" if change_line.is_tfdata(site) else "reading")
+    return _origin_change(findings, "filter or repair non-finite records where the data is read", "reading")

@@ -1,8 +1,11 @@
 """Where the bad element of a captured batch came from: its place in the batch, its index in the array passed to
-``fit`` (NumPy inputs), and, when the reading line names a CSV file, the file and row holding those values.
+``fit`` (NumPy inputs), and the file and record holding it: for a ``tf.data`` pipeline reading files, from the
+bundle's ``data_source`` (the files recorded at capture, `pyadapter.capture.datasource`), else, when the reading
+line names a CSV file as a string literal, that file.
 
-Reads the batch (numpy arrays, no TensorFlow) and at most one data file named by a string literal on the reading
-line; runs nothing. A row is named only when exactly one line of the file matches the batch row's values.
+Reads the batch (numpy arrays, no TensorFlow) and data files only inside the folders it is given (the folder NaN
+Lens runs in: a bundle is data and must not make it read elsewhere); runs nothing. A record is named only when
+its values single it out (`pyadapter.cause.records`).
 """
 
 from __future__ import annotations
@@ -16,9 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from pyadapter.capture.sourcerecord import DataSource, RecordPlace
+from pyadapter.cause import records
 from pyadapter.cause.change_line import Site, is_tfdata
 
-MAX_DATA_FILE_BYTES = 256 << 20
 DATA_SUFFIXES = (".csv", ".tsv", ".txt", ".data")
 
 
@@ -133,14 +137,14 @@ def _literal_paths(site: Site) -> list[str]:
     ]
 
 
-def _resolve(path: str, site: Site, cwd: str | None) -> str | None:
+def _resolve(path: str, site: Site, cwd: str | None, folders: list[str]) -> str | None:
     candidates = (
         [path]
         if os.path.isabs(path)
         else [os.path.join(folder, path) for folder in (cwd, os.path.dirname(site.file)) if folder]
     )
     for candidate in candidates:
-        if os.path.isfile(candidate) and os.path.getsize(candidate) <= MAX_DATA_FILE_BYTES:
+        if records.readable_inside(candidate, folders) is not None:
             return os.path.abspath(candidate)
     return None
 
@@ -171,14 +175,16 @@ def _matches(fields: list[float | None], ordered: list[float]) -> bool:
     return any(all(_close(ordered[j], fields[i + j]) for j in range(n)) for i in range(len(fields) - n + 1))
 
 
-def csv_row(site: Site, batch: Any, element: BadElement, cwd: str | None) -> dict[str, Any] | None:
+def csv_row(
+    site: Site, batch: Any, element: BadElement, cwd: str | None, folders: list[str]
+) -> dict[str, Any] | None:
     """``{"file", "row", "line"}`` of the one line of the CSV file named on the reading line whose values are the
     bad batch row (row counted from 0 among the data rows, as an array read from the file counts them; line from 1 in the file), or None when not exactly one."""
     ordered, named = _row_values(batch, element)
     if not ordered and not named:
         return None
     for literal in _literal_paths(site):
-        path = _resolve(literal, site, cwd)
+        path = _resolve(literal, site, cwd, folders)
         if path is None:
             continue
         delimiter = "\t" if path.endswith(".tsv") else ","
@@ -208,6 +214,61 @@ def csv_row(site: Site, batch: Any, element: BadElement, cwd: str | None) -> dic
     return None
 
 
+def _place_text(place: RecordPlace) -> str:
+    """'turbine.csv line 517: field 'rotor_rpm' is 'nan'' / 'listings.tfrecord record 390: feature ... is inf'."""
+    name = os.path.basename(place.file)
+    where = f"{name} line {place.line}" if place.line is not None else f"{name} record {place.record}"
+    if place.field is None:
+        return where
+    if place.kind == "tfrecord":
+        return f"{where}: feature {place.field!r} is {place.field_text}"
+    shown = "empty" if place.field_text == "" else repr(place.field_text)
+    return f"{where}: field {place.field!r} is {shown}"
+
+
+def file_provenance(
+    source: DataSource, batch: Any, element: BadElement, folders: list[str]
+) -> tuple[dict[str, Any], list[str]]:
+    """The record holding the bad row, from the recorded files: searched now by its values in a file inside
+    ``folders`` (the answer links to it: ``openable``), else the record found when captured, else the position
+    the pipeline's order gives; with notes saying what could not be done."""
+    notes: list[str] = []
+    row = records.batch_row(batch, element.row, element.rows)
+    prefer = source.position.record if source.position is not None else None
+    place: RecordPlace | None = None
+    openable = False
+    for file in source.files:
+        path = records.readable_inside(file.path, folders)
+        if path is None:
+            why = (
+                "it no longer exists"
+                if not os.path.lexists(file.path)
+                else f"it is not a regular file inside {', '.join(folders)}"
+            )
+            notes.append(f"{os.path.basename(file.path)} is not read: {why}")
+            continue
+        place, why = records.find_record(file, path, row, prefer=prefer, found_by="values in the file")
+        if place is not None:
+            openable = True
+            break
+        if why:
+            notes.append(why)
+    if place is None:
+        place = source.found or source.position
+        if place is not None and place.found_by == "values when captured":
+            notes.append("found by its values when the batch was captured")
+    out: dict[str, Any] = {"files": [f.path for f in source.files], "order": source.order}
+    if source.note:
+        notes.insert(0, source.note)
+    if place is not None:
+        out.update(place.to_json())
+        out["openable"] = openable
+        out["sentence"] = _place_text(place)
+        if place.kind == "csv":
+            out["row"] = place.record  # the data row (0-based), as an array read from the file counts them
+    return out, notes
+
+
 def data_provenance(
     batch: Any,
     site: Site | None,
@@ -217,24 +278,36 @@ def data_provenance(
     batch_size: int | None,
     shuffled: bool | None,
     cwd: str | None,
+    data_source: DataSource | None = None,
+    folders: list[str] | None = None,
 ) -> dict[str, Any] | None:
-    """Everything known about where the first bad element came from, or None when the batch is all finite."""
+    """Everything known about where the first bad element came from, or None when the batch is all finite.
+    ``folders``: where data files may be read (default: the current directory)."""
     element = first_bad_element(batch)
     if element is None:
         return None
-    if site is not None and is_tfdata(site):
+    folders = folders if folders is not None else [os.getcwd()]
+    if data_source is not None or (site is not None and is_tfdata(site)):
         out: dict[str, Any] = {
             "source": "tf.data",
             "element": element.describe(),
             "batch_row": element.row,
             "batch_index": batch_index,
             "epoch": epoch,
-            "reader": site.name,
         }
+        if site is not None:
+            out["reader"] = site.name
     else:
         out = array_provenance(element, batch_index, epoch, batch_size, shuffled)
+    if data_source is not None and data_source.files:
+        found, notes = file_provenance(data_source, batch, element, folders)
+        out.update(found)
+        if notes:
+            out["note"] = "; ".join(notes)
+        if out.get("file"):
+            return out
     if site is not None:
-        found = csv_row(site, batch, element, cwd)
-        if found is not None:
-            out.update(found)
+        found_row = csv_row(site, batch, element, cwd, folders)
+        if found_row is not None:
+            out.update(found_row)
     return out

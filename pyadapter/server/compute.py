@@ -322,5 +322,5 @@ def _compute(
         # the findings and the bundle here, as locate_bundle does for the rest (reads only, runs nothing).
         from pyadapter.cause import attach_cause
 
-        attach_cause(findings, ref.path)
+        attach_cause(findings, ref.path, folders=[cwd or os.getcwd()])  # data files: the workspace's only
     return ComputeResult(findings, cache_path, recorded, made_at)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 from lsprotocol import types
@@ -161,6 +162,7 @@ def change_diagnostic(
                 message=f"the non-finite values start here: {finding_message(origin)}",
             )
         ]
+    related = (related or []) + data_related(cause) or None
     return (change.file, change.cell), types.Diagnostic(
         range=place_range(change.file, change.line, change.cell, line_text),
         message=(STALE_PREFIX if stale else "") + change_message(cause),
@@ -206,10 +208,10 @@ def cause_markdown(record: SourceRecord, on_change_line: bool) -> str:
         lines += ["", f"- change {where}: {escape_markdown(change.what)}"]
     where_from = cause.provenance or {}
     if where_from.get("file"):
-        lines.append(
-            f"- from: `{escape_markdown(os.path.basename(str(where_from['file'])))}` line "
-            f"{where_from.get('line')} (data row {where_from.get('row')})"
-        )
+        lines.append(f"- from: {data_place_markdown(where_from)}")
+        if isinstance(where_from.get("text"), str) and where_from["text"]:
+            record_text = where_from["text"].replace("`", "'")  # a backtick would end the code span
+            lines.append(f"  - `{record_text}`")
     elif where_from.get("index") is not None:
         lines.append(f"- from: index {where_from['index']} of the array passed to fit")
     if where_from.get("note"):
@@ -222,6 +224,51 @@ def cause_markdown(record: SourceRecord, on_change_line: bool) -> str:
         )
     lines.append(f"- source: {record.kind} `{record.label}`")
     return "\n".join(lines)
+
+
+def data_link(provenance: dict[str, Any]) -> str | None:
+    """A file URI opening the bad record's line (``#L517``: VS Code opens a linked file at that line), when the
+    locate read that file inside the workspace just now (``openable``) and it is a text file with a line."""
+    file, line = provenance.get("file"), provenance.get("line")
+    if not provenance.get("openable") or not isinstance(file, str) or not os.path.isabs(file):
+        return None
+    if not isinstance(line, int) or isinstance(line, bool) or line < 1:
+        return None
+    uri = Path(file).as_uri().replace("(", "%28").replace(")", "%29")  # parentheses would end the link
+    return f"{uri}#L{line}"
+
+
+def data_place_markdown(provenance: dict[str, Any]) -> str:
+    """'[turbine.csv line 517](file:///...#L517): field 'rotor_rpm' is 'nan'' (a link when ``data_link`` has one)."""
+    name = os.path.basename(str(provenance["file"]))
+    line, record = provenance.get("line"), provenance.get("record")
+    where = f"line {line}" if line is not None else f"record {record}"
+    link = data_link(provenance)
+    text = f"[{escape_markdown(name)} {where}]({link})" if link else f"`{name.replace('`', chr(39))}` {where}"
+    sentence = str(provenance.get("sentence") or "")
+    if ": " in sentence:
+        text += ": " + escape_markdown(sentence.split(": ", 1)[1])
+    if provenance.get("row") is not None and line is not None:
+        text += f" (data row {provenance['row']})"
+    return text
+
+
+def data_related(cause: Cause) -> list[types.DiagnosticRelatedInformation]:
+    """The bad record's line as related information of a data cause's Warning (clickable in Problems)."""
+    link = data_link(cause.provenance or {})
+    if cause.kind != "data" or link is None:
+        return []
+    provenance = cause.provenance or {}
+    line0 = int(provenance["line"]) - 1
+    return [
+        types.DiagnosticRelatedInformation(
+            location=types.Location(
+                uri=link.split("#", 1)[0],
+                range=types.Range(types.Position(line0, 0), types.Position(line0, 0)),
+            ),
+            message=f"the bad record: {provenance.get('sentence') or os.path.basename(str(provenance['file']))}",
+        )
+    ]
 
 
 def diagnostics_by_file(
