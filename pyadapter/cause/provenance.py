@@ -22,6 +22,7 @@ import numpy as np
 from pyadapter.capture.sourcerecord import DataSource, RecordPlace
 from pyadapter.cause import records
 from pyadapter.cause.change_line import Site, is_tfdata
+from pyadapter.cause.records import leaves
 
 DATA_SUFFIXES = (".csv", ".tsv", ".txt", ".data")
 
@@ -43,27 +44,6 @@ class BadElement:
 
 def _fmt(value: float) -> str:
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-
-
-def leaves(batch: Any, name: str = "") -> list[tuple[str, Any, str | None]]:
-    """(label, array, column name for a dict of feature columns) of a Keras batch ``(x, y[, sample_weight])``."""
-    if isinstance(batch, dict):
-        return [
-            (f"{name}[{k!r}]" if name else str(k), v, str(k))
-            for k, v in batch.items()
-            if not isinstance(v, (dict, list, tuple))
-        ] + [
-            leaf
-            for k, v in batch.items()
-            if isinstance(v, (dict, list, tuple))
-            for leaf in leaves(v, f"{name}[{k!r}]" if name else str(k))
-        ]
-    if isinstance(batch, (list, tuple)):
-        labels = ("x", "y", "sample_weight") if not name and len(batch) <= 3 else None
-        return [
-            leaf for i, v in enumerate(batch) for leaf in leaves(v, labels[i] if labels else f"{name}[{i}]")
-        ]
-    return [(name or "batch", batch, None)]
 
 
 def first_bad_element(batch: Any) -> BadElement | None:

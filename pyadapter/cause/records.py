@@ -58,10 +58,29 @@ class RowValues:
         return not self.values and not self.named
 
 
+def leaves(batch: Any, name: str = "") -> list[tuple[str, Any, str | None]]:
+    """(label, array, column name for a dict of feature columns) of a Keras batch ``(x, y[, sample_weight])``."""
+    if isinstance(batch, dict):
+        return [
+            (f"{name}[{k!r}]" if name else str(k), v, str(k))
+            for k, v in batch.items()
+            if not isinstance(v, (dict, list, tuple))
+        ] + [
+            leaf
+            for k, v in batch.items()
+            if isinstance(v, (dict, list, tuple))
+            for leaf in leaves(v, f"{name}[{k!r}]" if name else str(k))
+        ]
+    if isinstance(batch, (list, tuple)):
+        labels = ("x", "y", "sample_weight") if not name and len(batch) <= 3 else None
+        return [
+            leaf for i, v in enumerate(batch) for leaf in leaves(v, labels[i] if labels else f"{name}[{i}]")
+        ]
+    return [(name or "batch", batch, None)]
+
+
 def batch_row(batch: Any, row: int, rows: int) -> RowValues:
     """The values of row ``row`` of every array of the batch whose leading dimension is the batch's (x, y, ...)."""
-    from pyadapter.cause.provenance import leaves
-
     out = RowValues()
     for _, value, column in leaves(batch):
         if not isinstance(value, np.ndarray) or value.ndim == 0 or value.shape[0] != rows:
