@@ -15,8 +15,8 @@ from typing import Any
 
 from lsprotocol import types
 
-from pyadapter.cause import Cause
-from pyadapter.findings import Finding, TensorHealth
+from pyadapter.findings import Finding
+from pyadapter.findings_text import change_message, finding_message, health_detail, provenance_note
 from pyadapter.server.state import SourceRecord, same_file
 
 DIAGNOSTIC_SOURCE = "NaN Lens"
@@ -71,16 +71,6 @@ def place_range(file: str, line: int, cell: int | None, line_text: LineText) -> 
     return types.Range(types.Position(line0, start), types.Position(line0, len(text)))
 
 
-def finding_message(finding: Finding) -> str:
-    """The finding's own sentence, or one built from its op and health when the engine gave none."""
-    if finding.message:
-        return finding.message
-    verb = "carried" if finding.role == "propagated" else "produced"
-    health = finding.health.describe() if finding.health else "non-finite values"
-    where = " in the backward pass" if finding.role == "backward-origin" else ""
-    return f"{finding.op.type} {verb} {health}{where}"
-
-
 def severity(finding: Finding, stale: bool) -> types.DiagnosticSeverity:
     if stale:
         return types.DiagnosticSeverity.Information
@@ -126,12 +116,6 @@ def diagnostics_by_place(
         if change is not None:
             out.setdefault(change[0], []).append(change[1])
     return out
-
-
-def change_message(cause: Cause) -> str:
-    """'change here: learning rate 0.05 (SGD): try 0.005 — the run diverged: the loss grew x3.1 per step ...'."""
-    what = cause.change.what if cause.change is not None else ""
-    return f"change here: {what} — {cause.summary}"
 
 
 def change_diagnostic(
@@ -212,8 +196,9 @@ def cause_markdown(record: SourceRecord, on_change_line: bool) -> str:
         )
     elif where_from.get("index") is not None:
         lines.append(f"- from: index {where_from['index']} of the array passed to fit")
-    if where_from.get("note"):
-        lines.append(f"- note: {escape_markdown(str(where_from['note']))}")
+    note = provenance_note(cause)
+    if note:
+        lines.append(f"- note: {escape_markdown(note)}")
     if on_change_line and record.findings is not None and record.findings.origin is not None:
         origin = record.findings.origin
         lines.append(
@@ -249,14 +234,6 @@ def findings_at(
     return sorted(hits, key=lambda rf: rf[1].role == "propagated")
 
 
-def _health_line(health: TensorHealth | None) -> str:
-    if health is None:
-        return "not recorded"
-    text = health.describe()
-    details = [d for d in (health.dtype, f"shape {health.shape}" if health.shape is not None else None) if d]
-    return f"{text} ({', '.join(details)})" if details else text
-
-
 def hover_markdown(hits: list[tuple[SourceRecord, Finding]]) -> str:
     """One section per finding on the line: op, type, graph, step, health, inputs' health, message."""
     sections = []
@@ -282,11 +259,11 @@ def hover_markdown(hits: list[tuple[SourceRecord, Finding]]) -> str:
             lines.append(f"- host: `{op.host}`{task}")
         if op.device:
             lines.append(f"- device: `{op.device}`")
-        lines.append(f"- output: {escape_markdown(_health_line(finding.health))}")
+        lines.append(f"- output: {escape_markdown(health_detail(finding.health))}")
         if finding.inputs:
             lines.append("- inputs:")
             for item in finding.inputs:
-                lines.append(f"  - `{item.name}`: {escape_markdown(_health_line(item.health))}")
+                lines.append(f"  - `{item.name}`: {escape_markdown(health_detail(item.health))}")
         lines.append(f"- source: {record.kind} `{record.label}`")
         if finding.role != "propagated" and record.cause is not None and record.cause.kind != "unknown":
             lines += ["", cause_markdown(record, on_change_line=False)]
