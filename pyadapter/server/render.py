@@ -8,10 +8,12 @@ cell's document, never on the ``.ipynb`` file (whose lines are JSON); ``uri_of``
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import quote
 
 from lsprotocol import types
 
@@ -26,6 +28,11 @@ DEBUG_COMMAND = "nanlens.debugEagerly"
 VERIFY_COMMAND = "nanlens.verifyFix"
 VERIFY_TITLE = "$(check) Verify fix on captured step"
 LOCATE_COMMAND = "nanlens.locateBundle"
+# The pictures of a source (the client's webviews draw them; extension/src/core/pictures.ts).
+SHOW_OP_GRAPH = "nanlens.showOpGraph"
+SHOW_TIMELINE = "nanlens.showTimeline"
+GRAPH_TITLE = "$(type-hierarchy) Show op graph"
+TIMELINE_TITLE = "$(graph-line) Health timeline"
 
 # (absolute file, 1-based line, notebook cell index or None) -> the line's current text, or None when unknown.
 LineText = Callable[[str, int, "int | None"], "str | None"]
@@ -267,8 +274,19 @@ def hover_markdown(hits: list[tuple[SourceRecord, Finding]]) -> str:
         lines.append(f"- source: {record.kind} `{record.label}`")
         if finding.role != "propagated" and record.cause is not None and record.cause.kind != "unknown":
             lines += ["", cause_markdown(record, on_change_line=False)]
+        if record.status == "ok" and record.findings is not None and finding is record.findings.origin:
+            lines += ["", picture_links(record)]
         sections.append("\n".join(lines))
     return "\n\n---\n\n".join(sections)
+
+
+def picture_links(record: SourceRecord) -> str:
+    """Hover links to the source's op graph and health timeline (the client trusts these two commands only)."""
+    args = quote(json.dumps([{"sourceId": record.id}]), safe="")
+    return (
+        f'[Show op graph](command:{SHOW_OP_GRAPH}?{args} "The origin op, its inputs and consumers") · '
+        f'[Health timeline](command:{SHOW_TIMELINE}?{args} "Where the non-finite values begin")'
+    )
 
 
 def replay_target(record: SourceRecord, origin: Finding) -> dict[str, Any]:
@@ -295,33 +313,39 @@ def replay_cell_file(notebook: str, cell: int) -> str | None:
     return str(cell_file(Path(notebook), cell))
 
 
+def replay_command(record: SourceRecord, origin: Finding) -> types.Command | None:
+    """'Replay eagerly' for a bundle; 'Run eagerly under debugger' for a dump of a known script (not a notebook:
+    the nanlens debugger runs scripts); None otherwise."""
+    if record.kind == "bundle":
+        step = record.step
+        title = "$(debug-alt) Replay eagerly" + (f" (step {step})" if step is not None else "")
+        return types.Command(title=title, command=REPLAY_COMMAND, arguments=[replay_target(record, origin)])
+    script = record.entry_script
+    if script is None or origin.cell is not None:
+        return None
+    return types.Command(
+        title="$(debug-alt) Run eagerly under debugger",
+        command=DEBUG_COMMAND,
+        arguments=[{"script": script, "file": origin.file, "line": origin.line}],
+    )
+
+
 def code_lenses(
     records: Iterable[SourceRecord], file: str, line_text: LineText, cell: int | None = None
 ) -> list[types.CodeLens]:
     """'Replay eagerly' (bundle) or 'Run eagerly under debugger' (dump with a known script) on origin lines, plus
-    'Verify fix on captured step' on a bundle's origin line once its file changed since the locate.
-    ``cell``: the lenses of that cell of the notebook ``file``."""
+    'Verify fix on captured step' on a bundle's origin line once its file changed since the locate, then 'Show op
+    graph' and 'Health timeline' (the client's webviews draw them). ``cell``: the lenses of that cell of the
+    notebook ``file``."""
     lenses: list[tuple[SourceRecord, types.CodeLens]] = []
     for record in records:
         origin = record.findings.origin if record.findings else None
         if origin is None or origin.cell != cell or not same_file(origin.file, file):
             continue
-        if record.kind == "bundle":
-            step = record.step
-            title = "$(debug-alt) Replay eagerly" + (f" (step {step})" if step is not None else "")
-            command = types.Command(
-                title=title, command=REPLAY_COMMAND, arguments=[replay_target(record, origin)]
-            )
-        else:
-            script = record.entry_script
-            if script is None or origin.cell is not None:  # the nanlens debugger runs scripts, not notebooks
-                continue
-            command = types.Command(
-                title="$(debug-alt) Run eagerly under debugger",
-                command=DEBUG_COMMAND,
-                arguments=[{"script": script, "file": origin.file, "line": origin.line}],
-            )
-        lenses.append((record, types.CodeLens(range=line_range(origin, line_text), command=command)))
+        at_origin = line_range(origin, line_text)
+        command = replay_command(record, origin)
+        if command is not None:
+            lenses.append((record, types.CodeLens(range=at_origin, command=command)))
         if record.kind == "bundle" and record.is_stale(origin):
             # The file changed since the locate: perhaps a fix; replaying the captured step tells.
             verify = types.Command(
@@ -329,7 +353,11 @@ def code_lenses(
                 command=VERIFY_COMMAND,
                 arguments=[{"sourceId": record.id, "bundle": record.path}],
             )
-            lenses.append((record, types.CodeLens(range=line_range(origin, line_text), command=verify)))
+            lenses.append((record, types.CodeLens(range=at_origin, command=verify)))
+        if record.status == "ok":  # its pictures can be drawn
+            for title, command_id in ((GRAPH_TITLE, SHOW_OP_GRAPH), (TIMELINE_TITLE, SHOW_TIMELINE)):
+                picture = types.Command(title=title, command=command_id, arguments=[{"sourceId": record.id}])
+                lenses.append((record, types.CodeLens(range=at_origin, command=picture)))
     # Several sources on one line: say which lens is which (the title alone would repeat).
     per_line: dict[int, set[str]] = {}
     for record, lens in lenses:
