@@ -12,6 +12,7 @@ import time
 import urllib.parse
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
 
 from pyadapter.findings import Finding, Findings, Frame, InputHealth, OpRef, TensorHealth
@@ -834,3 +835,30 @@ def test_a_bundle_waiting_for_the_user_gets_a_locate_lens_on_its_program(tmp_pat
     assert render.locate_lenses([record], str(program)) == []
     source = render.source_json(SourceRecord(record.ref, status="unlocated", manifest=record.manifest))
     assert source["status"] == "unlocated" and source["entry"] == str(program) and source["origin"] is None
+
+
+def test_a_rescan_asked_too_soon_after_the_last_one_waits_then_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A growing dump rescans at most once per twice its last scan's duration: the later start must happen."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from pyadapter.server import jobs
+
+    ref = SourceRef("dump", "/w/.nanlens/dumps/run")
+    events: list[str] = []
+    monkeypatch.setattr(jobs, "start_job", lambda ls, started, fp: events.append(f"start {started.id}"))
+    loop = asyncio.new_event_loop()
+    try:
+        ls = SimpleNamespace(
+            loop=loop,
+            timing={ref.id: (time.monotonic(), 0.05)},  # the last scan just ended and took 50 ms
+            delayed={},
+            jobs={},
+            records={ref.id: SourceRecord(ref)},
+            publish=lambda: events.append("publish"),
+        )
+        assert jobs.schedule_job(ls, ref, None) is False and events == []  # type: ignore[arg-type]
+        loop.run_until_complete(asyncio.sleep(0.3))
+    finally:
+        loop.close()
+    assert events == [f"start {ref.id}", "publish"] and ls.delayed == {}

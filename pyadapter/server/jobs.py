@@ -74,7 +74,7 @@ def schedule_job(ls: NanLensServer, ref: SourceRef, fp: Fingerprint | None) -> b
         return True
     if (handle := ls.delayed.pop(ref.id, None)) is not None:
         handle.cancel()
-    ls.delayed[ref.id] = ls.loop.call_later(delay, ls._start_delayed, ref, fp)
+    ls.delayed[ref.id] = ls.loop.call_later(delay, _start_delayed, ls, ref, fp)
     return False
 
 
