@@ -6,7 +6,7 @@ import argparse
 import os
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:
     from pyadapter.findings import Findings
@@ -42,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class ProgressBar:
     """A one-line text bar on stderr, redrawn at most ~10 times a second."""
 
-    def __init__(self, stream=None, min_total: int = 0, label: str = "scanning") -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, stream: TextIO | None = None, min_total: int = 0, label: str = "scanning") -> None:
         self.stream = stream or sys.stderr
         self.label = label
         self.min_total = min_total

@@ -249,10 +249,10 @@ class NanLensServer(LanguageServer):
         await asyncio.shield(job.done)
         while (running := self.jobs.get(ref.id)) is not None and running.done is not None:
             await asyncio.shield(running.done)  # a rerun queued meanwhile: answer with the newest result
-        record = self.records.get(ref.id)
+        located = self.records.get(ref.id)
         return (
-            render.source_json(record)
-            if record is not None
+            render.source_json(located)
+            if located is not None
             else render.source_json(SourceRecord(ref, status="error", error="cleared before it finished"))
         )
 

@@ -9,7 +9,7 @@ talks to no client: the server object (core.py) owns it, on the event loop threa
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from urllib.parse import unquote
 
 from pygls.uris import from_fs_path, to_fs_path
@@ -27,7 +27,7 @@ class Documents:
 
     def __init__(self, workspace: Callable[[], Workspace]) -> None:
         self._workspace = workspace
-        self._disk_lines: dict[str, list[str] | None] = {}
+        self._disk_lines: dict[str, Sequence[str] | None] = {}
         self._disk_cells: dict[str, list[str] | None] = {}  # .ipynb -> its cells' source, read from disk
 
     def forget_disk(self) -> None:
@@ -70,7 +70,7 @@ class Documents:
 
     # --- notebooks: a finding's `cell` is shown on that cell's document (pyadapter/server/notebooks.py) ---------
 
-    def cell_lines(self, path: str, cell: int) -> list[str] | None:
+    def cell_lines(self, path: str, cell: int) -> Sequence[str] | None:
         """A notebook cell's lines: the editor's cell when the notebook is open, else the .ipynb on disk."""
         uri = cell_uri(self._workspace().notebook_documents.values(), path, cell)
         doc = self.synced_document(uri) if uri is not None else None
