@@ -74,9 +74,7 @@ def register(server: NanLensServer) -> None:
     # lenses go), and so may its findings' staleness (its cells' sources as the user sees them).
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_OPEN)
     def notebook_did_open(ls: NanLensServer, params: types.DidOpenNotebookDocumentParams) -> None:
-        if files := ls.finding_files_of(params.notebook_document.uri):
-            ls.refresh_staleness(files)
-            ls.publish()
+        _notebook_shown_or_hidden(ls, params.notebook_document.uri)
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CHANGE)
     def notebook_did_change(ls: NanLensServer, params: types.DidChangeNotebookDocumentParams) -> None:
@@ -90,9 +88,7 @@ def register(server: NanLensServer) -> None:
 
     @server.feature(types.NOTEBOOK_DOCUMENT_DID_CLOSE)
     def notebook_did_close(ls: NanLensServer, params: types.DidCloseNotebookDocumentParams) -> None:
-        if files := ls.finding_files_of(params.notebook_document.uri):
-            ls.refresh_staleness(files)
-            ls.publish()
+        _notebook_shown_or_hidden(ls, params.notebook_document.uri)
 
     @server.feature(types.TEXT_DOCUMENT_HOVER)
     def hover(ls: NanLensServer, params: types.HoverParams) -> types.Hover | None:
@@ -173,4 +169,11 @@ def _recheck(ls: NanLensServer, uri: str) -> None:
         and any(path in r.files() for r in ls.records.values())
         and ls.refresh_staleness({path})
     ):
+        ls.publish()
+
+
+def _notebook_shown_or_hidden(ls: NanLensServer, uri: str) -> None:
+    """A notebook with findings opened or closed: its findings move between its cells' documents and the disk."""
+    if files := ls.finding_files_of(uri):
+        ls.refresh_staleness(files)
         ls.publish()
