@@ -115,7 +115,8 @@ def origin_lines(findings: Findings, *, none: str) -> list[str]:
         lines.append(f"  {origin.line:>5} | {code.rstrip()}")
     op = origin.op
     graph = f" in graph {op.graph}" if op.graph else ""
-    # A bundle's step was replayed on this machine: its host says nothing; a dump's host says which machine.
+    # A bundle's findings come from one run of its step (a replay, or at the scene): the host adds nothing there;
+    # a dump may hold several hosts, so its op says which ran it.
     host = (
         f" on host {op.host}" + (f" ({op.task})" if op.task else "")
         if op.host and findings.source_kind == "dump"
