@@ -236,7 +236,7 @@ class Finding:
         return cls(
             file=_field(data, "file", str),
             line=_field(data, "line", int),
-            role=role,  # type: ignore[arg-type]
+            role=role,
             op=OpRef.from_json(_field(data, "op", dict)),
             health=TensorHealth.from_json(health) if health else None,
             inputs=[InputHealth.from_json(i) for i in _list(data, "inputs", "finding")],
@@ -308,7 +308,7 @@ class Findings:
             raise FindingsError("findings source field 'hosts' must be a list of strings")
         known = {"schema", "source", "origin", "findings", "bundle"}
         return cls(
-            source_kind=kind,  # type: ignore[arg-type]
+            source_kind=kind,
             source_path=_field(source, "path", str, "", "findings source"),
             origin=Finding.from_json(origin) if origin else None,
             findings=findings,

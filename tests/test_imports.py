@@ -73,3 +73,75 @@ def test_no_import_circle_in_pyadapter() -> None:
         if name not in state:
             visit(name)
     assert cycles == [], "import circles: " + "; ".join(" -> ".join(c) for c in cycles)
+
+
+# The package's rooms from the bottom up: a module may import its own layer and the ones below, never one above,
+# so each room reads without the rooms that use it. Derived from the code (tests/test_imports.py lists what each
+# room imports when it fails). A new top-level module or room must be placed here.
+LAYERS: list[tuple[str, ...]] = [
+    ("safejson", "findings", "findings_text"),  # the findings contract and its words
+    (
+        "dump",
+        "eager",
+        "childproc",
+        "userscript",
+        "pyadapter",
+    ),  # dump reading and process tools; the public API
+    ("pictures",),  # the op graph and health timeline drawn from a dump, and the report page
+    ("capture",),  # NanGuard / guard_step and the bundle format
+    ("cause", "fixes"),  # why, from findings + a bundle; the fixes for a cause
+    ("replay",),  # rebuild and rerun a bundle's step, locate it (makes pictures and the cause)
+    ("evaluate",),  # the corpus evaluation, run by `nanlens eval`
+    ("server",),  # the language server
+    ("commands",),  # the CLI verbs
+    ("cli", "__main__"),  # the entry points
+]
+# Imports that run up a layer on purpose, each with the reason: (importing room, imported module).
+UPWARD_BY_DESIGN: dict[tuple[str, str], str] = {
+    ("capture", "pyadapter.replay.scene"): "locate at the scene: when a step fails in training, NanGuard and "
+    "guard_step re-run it right there under a dump (lazily, only then) so the bundle carries its findings",
+}
+
+
+def room_of(module: str) -> str:
+    """`pyadapter.replay.scene` -> `replay`; a top-level module is its own room; the package itself is `pyadapter`."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward_imports(added: dict[str, Path] | None = None) -> tuple[list[str], set[tuple[str, str]]]:
+    """The upward imports not listed in UPWARD_BY_DESIGN, and the listed ones in use; ``added``: more modules
+    (name -> file) to check as if they were in the package."""
+    layer = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}
+    files = {module_name(p): p for p in PACKAGE.rglob("*.py")} | (added or {})
+    unplaced = sorted({room_of(m) for m in files} - set(layer))
+    assert unplaced == [], f"rooms with no layer in LAYERS: {unplaced}"
+    bad, used = [], set()
+    for name, path in sorted(files.items()):
+        for target in sorted(imports_of(path, set(files))):
+            if layer[room_of(target)] <= layer[room_of(name)]:
+                continue
+            key = (room_of(name), target)
+            if key in UPWARD_BY_DESIGN:
+                used.add(key)
+            else:
+                bad.append(f"{name} -> {target}")
+    return bad, used
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    bad, used = upward_imports()
+    assert bad == [], (
+        "upward imports (import down, take a callback, or move the shared piece down): " + "; ".join(bad)
+    )
+    assert used == set(UPWARD_BY_DESIGN), (
+        f"listed as by design but no longer imported: {set(UPWARD_BY_DESIGN) - used}"
+    )
+
+
+def test_the_layer_check_sees_an_upward_import(tmp_path: Path) -> None:
+    """The check must be able to fail: a lazy import of the server from inside a dump module is caught."""
+    planted = tmp_path / "planted.py"
+    planted.write_text("def f():\n    from pyadapter.server import render\n", encoding="utf-8")
+    bad, _ = upward_imports({"pyadapter.dump.planted": planted})
+    assert bad == ["pyadapter.dump.planted -> pyadapter.server.render"]

@@ -26,6 +26,8 @@ from pygls.uris import from_fs_path
 pytestmark = pytest.mark.slow
 
 PYTHON = sys.executable
+# The lenses (and hover links) of an origin line that open the client's pictures of its source.
+PICTURE_COMMANDS = ("nanlens.showOpGraph", "nanlens.showTimeline")
 TIMEOUT = 60.0  # seconds to wait for one expected message (a cold scanner import on a busy CI box)
 
 PROGRAM = '''\
@@ -220,14 +222,19 @@ class Session:
             )
         )
 
-    async def code_lenses(self, path: Path | str) -> list[types.CodeLens]:
+    async def code_lenses(self, path: Path | str, pictures: bool = False) -> list[types.CodeLens]:
+        """The document's lenses; without ``pictures``, less the 'Show op graph' / 'Health timeline' pair every
+        origin line of a readable source gets (test_bundle_with_precomputed_findings_gets_replay_lens checks it)."""
         uri = path if isinstance(path, str) else from_fs_path(str(path))
-        return (
+        lenses = (
             await self.client.text_document_code_lens_async(
                 types.CodeLensParams(text_document=types.TextDocumentIdentifier(uri=uri))
             )
             or []
         )
+        if pictures:
+            return lenses
+        return [lens for lens in lenses if not (lens.command and lens.command.command in PICTURE_COMMANDS)]
 
     async def command(self, name: str, *arguments: Any) -> Any:
         return await self.client.workspace_execute_command_async(
@@ -461,6 +468,19 @@ def test_bundle_with_precomputed_findings_gets_replay_lens(workspace: Workspace,
             assert list(lenses[0].command.arguments) == [
                 {"bundle": str(bundle), "file": str(ws.program), "line": ws.origin_line, "step": 7}
             ]
+            # The server, not the client, offers the pictures on the origin line: lenses and hover links.
+            pictures = [
+                (lens.range.start.line, lens.command.command, list(lens.command.arguments))
+                for lens in await s.code_lenses(ws.program, pictures=True)
+                if lens.command is not None and lens.command.command in PICTURE_COMMANDS
+            ]
+            assert pictures == [
+                (ws.origin_line - 1, command, [{"sourceId": source["id"]}]) for command in PICTURE_COMMANDS
+            ]
+            hover = await s.hover(ws.program, ws.origin_line)
+            assert hover is not None and isinstance(hover.contents, types.MarkupContent)
+            assert "[Show op graph](command:nanlens.showOpGraph?" in hover.contents.value
+            assert "[Health timeline](command:nanlens.showTimeline?" in hover.contents.value
 
     run(body())
 

@@ -9,8 +9,10 @@ import json
 import os
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
+import pytest
 from lsprotocol import types
 
 from pyadapter.findings import Finding, Findings, Frame, InputHealth, OpRef, TensorHealth
@@ -65,6 +67,14 @@ def make_record(tmp_path: Path, kind: str = "dump", stale: bool = False) -> tupl
     if stale:
         record.stale_files.add(str(user_file))
     return record, str(user_file)
+
+
+PICTURE_COMMANDS = (render.SHOW_OP_GRAPH, render.SHOW_TIMELINE)
+
+
+def run_lenses(lenses: list[types.CodeLens]) -> list[types.CodeLens]:
+    """The lenses that replay or debug (every origin line of a readable source also gets the two picture lenses)."""
+    return [lens for lens in lenses if lens.command is None or lens.command.command not in PICTURE_COMMANDS]
 
 
 def disk_line_text(path: str, line: int, cell: int | None = None) -> str | None:
@@ -146,7 +156,7 @@ def test_message_built_when_engine_gave_none(tmp_path: Path) -> None:
 
 def test_bundle_origin_gets_replay_lens_with_replay_target(tmp_path: Path) -> None:
     record, user_file = make_record(tmp_path, kind="bundle")
-    lenses = render.code_lenses([record], user_file, disk_line_text)
+    lenses = run_lenses(render.code_lenses([record], user_file, disk_line_text))
     assert len(lenses) == 1
     lens = lenses[0]
     assert lens.range.start.line == 2
@@ -156,16 +166,62 @@ def test_bundle_origin_gets_replay_lens_with_replay_target(tmp_path: Path) -> No
     assert lens.command.arguments == [{"bundle": record.path, "file": user_file, "line": 3, "step": 12}]
 
 
+def test_origin_lines_get_the_picture_lenses_and_hover_links_from_the_server(tmp_path: Path) -> None:
+    """The server owns every lens and hover of an origin line; the client only draws the pictures they open."""
+    bundle, user_file = make_record(tmp_path, kind="bundle")
+    args = [{"sourceId": bundle.id}]
+    pictures = [
+        (lens.range.start.line, lens.command.title, lens.command.command, lens.command.arguments)
+        for lens in render.code_lenses([bundle], user_file, disk_line_text)
+        if lens.command is not None and lens.command.command in PICTURE_COMMANDS
+    ]
+    assert pictures == [
+        (2, "$(type-hierarchy) Show op graph", "nanlens.showOpGraph", args),
+        (2, "$(graph-line) Health timeline", "nanlens.showTimeline", args),
+    ]
+    hover = render.hover_markdown(render.findings_at([bundle], user_file, 2))
+    encoded = urllib.parse.quote(json.dumps(args), safe="")
+    assert f"[Show op graph](command:nanlens.showOpGraph?{encoded} " in hover
+    assert f"[Health timeline](command:nanlens.showTimeline?{encoded} " in hover
+    assert json.loads(urllib.parse.unquote(encoded)) == args  # what VS Code hands the command
+    # Only the origin's line, and only a source whose pictures can be drawn.
+    assert "command:" not in render.hover_markdown(render.findings_at([bundle], user_file, 3))
+    bundle.status = "error"
+    assert "command:" not in render.hover_markdown(render.findings_at([bundle], user_file, 2))
+    assert all(
+        lens.command is None or lens.command.command not in PICTURE_COMMANDS
+        for lens in render.code_lenses([bundle], user_file, disk_line_text)
+    )
+    # Two sources on one line: each picture lens says which.
+    first, _ = make_record(tmp_path, kind="dump")
+    titles = {
+        lens.command.title
+        for lens in render.code_lenses([first, bundle], user_file, disk_line_text)
+        if lens.command is not None and lens.command.command == render.SHOW_OP_GRAPH
+    }
+    assert titles == {f"$(type-hierarchy) Show op graph · {first.label}"}
+    bundle.status = "ok"
+    second = SourceRecord(
+        SourceRef("bundle", str(tmp_path / "other-run")), status="ok", findings=bundle.findings
+    )
+    titles = {
+        lens.command.title
+        for lens in render.code_lenses([bundle, second], user_file, disk_line_text)
+        if lens.command is not None and lens.command.command == render.SHOW_OP_GRAPH
+    }
+    assert titles == {f"$(type-hierarchy) Show op graph · {r.label}" for r in (bundle, second)}
+
+
 def test_dump_origin_gets_debug_lens_when_script_is_known(tmp_path: Path) -> None:
     record, user_file = make_record(tmp_path, kind="dump")
-    lenses = render.code_lenses([record], user_file, disk_line_text)
+    lenses = run_lenses(render.code_lenses([record], user_file, disk_line_text))
     assert len(lenses) == 1 and lenses[0].command is not None
     assert lenses[0].command.title == "$(debug-alt) Run eagerly under debugger"
     assert lenses[0].command.command == "nanlens.debugEagerly"
     assert lenses[0].command.arguments == [{"script": user_file, "file": user_file, "line": 3}]
     assert record.findings is not None and record.findings.origin is not None
     record.findings.origin.stack = []  # no module frame: the script is unknown, so no lens
-    assert render.code_lenses([record], user_file, disk_line_text) == []
+    assert run_lenses(render.code_lenses([record], user_file, disk_line_text)) == []
 
 
 def test_lenses_of_two_sources_on_one_line_say_which_is_which(tmp_path: Path) -> None:
@@ -175,7 +231,7 @@ def test_lenses_of_two_sources_on_one_line_say_which_is_which(tmp_path: Path) ->
     )
     titles = [
         lens.command.title
-        for lens in render.code_lenses([first, second], user_file, disk_line_text)
+        for lens in run_lenses(render.code_lenses([first, second], user_file, disk_line_text))
         if lens.command
     ]
     assert len(set(titles)) == 2 and all(
@@ -508,7 +564,7 @@ def test_notebook_hover_and_lens_match_the_cell_not_just_the_line(tmp_path: Path
     assert "`Log`" in render.hover_markdown(render.findings_at([record], notebook, 1, cell=2))
     assert render.code_lenses([record], notebook, notebook_line_text) == []
     assert render.code_lenses([record], notebook, notebook_line_text, cell=0) == []
-    lenses = render.code_lenses([record], notebook, notebook_line_text, cell=2)
+    lenses = run_lenses(render.code_lenses([record], notebook, notebook_line_text, cell=2))
     assert len(lenses) == 1 and lenses[0].command is not None and lenses[0].range.start.line == 1
     assert lenses[0].command.title == "$(debug-alt) Replay eagerly (step 12)"
     (target,) = lenses[0].command.arguments
@@ -523,7 +579,7 @@ def test_notebook_dump_origin_gets_no_debug_script_lens(tmp_path: Path) -> None:
     record, notebook = make_notebook_record(tmp_path, kind="dump")
     assert record.findings is not None
     record.findings.extra["entry_script"] = str(tmp_path / "train.py")  # a script, but the origin is a cell's
-    assert render.code_lenses([record], notebook, notebook_line_text, cell=2) == []
+    assert run_lenses(render.code_lenses([record], notebook, notebook_line_text, cell=2)) == []
 
 
 def test_same_line_in_two_cells_is_two_findings(tmp_path: Path) -> None:
@@ -783,3 +839,30 @@ def test_a_bundle_waiting_for_the_user_gets_a_locate_lens_on_its_program(tmp_pat
     assert render.locate_lenses([record], str(program)) == []
     source = render.source_json(SourceRecord(record.ref, status="unlocated", manifest=record.manifest))
     assert source["status"] == "unlocated" and source["entry"] == str(program) and source["origin"] is None
+
+
+def test_a_rescan_asked_too_soon_after_the_last_one_waits_then_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A growing dump rescans at most once per twice its last scan's duration: the later start must happen."""
+    import asyncio
+    from types import SimpleNamespace
+
+    from pyadapter.server import jobs
+
+    ref = SourceRef("dump", "/w/.nanlens/dumps/run")
+    events: list[str] = []
+    monkeypatch.setattr(jobs, "start_job", lambda ls, started, fp: events.append(f"start {started.id}"))
+    loop = asyncio.new_event_loop()
+    try:
+        ls = SimpleNamespace(
+            loop=loop,
+            timing={ref.id: (time.monotonic(), 0.05)},  # the last scan just ended and took 50 ms
+            delayed={},
+            jobs={},
+            records={ref.id: SourceRecord(ref)},
+            publish=lambda: events.append("publish"),
+        )
+        assert jobs.schedule_job(ls, ref, None) is False and events == []  # type: ignore[arg-type]
+        loop.run_until_complete(asyncio.sleep(0.3))
+    finally:
+        loop.close()
+    assert events == [f"start {ref.id}", "publish"] and ls.delayed == {}

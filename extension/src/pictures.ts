@@ -1,5 +1,6 @@
-// The "Op Graph" and "Health Timeline" webviews: commands, the CodeLens and hover links on origin lines, and
-// the panels (one per source and view) that draw the server's picture model with dist/pictures.js.
+// The "Op Graph" and "Health Timeline" webviews: their commands and the panels (one per source and view) that
+// draw the server's picture model with dist/pictures.js. The lenses and hover links that run the commands on
+// origin lines are the language server's (it owns every lens and hover there); this side only draws.
 
 import { randomBytes } from 'node:crypto';
 import * as vscode from 'vscode';
@@ -8,22 +9,16 @@ import {
   PICTURE_MODEL_COMMAND,
   SHOW_OP_GRAPH,
   SHOW_TIMELINE,
-  VIEW_COMMANDS,
   VIEW_TITLES,
   drawableSources,
-  hoverLinks,
-  lensTitles,
   makeNonce,
-  originLenses,
   panelTitle,
   pictureSourceId,
   readPictureAnswer,
   readWebviewMessage,
   webviewHtml,
-  type OriginLens,
   type PictureView,
 } from './core/pictures';
-import { NOTEBOOK_CELL_SCHEME, placeOf } from './core/notebookCells';
 import { showLocation } from './locations';
 import { getLog } from './log';
 import type { NanLensServer } from './server';
@@ -79,10 +74,8 @@ class PicturePanel {
   }
 }
 
-export class Pictures implements vscode.Disposable, vscode.CodeLensProvider, vscode.HoverProvider {
+export class Pictures implements vscode.Disposable {
   private readonly panels = new Map<string, PicturePanel>();
-  private readonly lensesChanged = new vscode.EventEmitter<void>();
-  readonly onDidChangeCodeLenses = this.lensesChanged.event;
   private readonly disposables: { dispose(): unknown }[] = [];
 
   constructor(
@@ -90,50 +83,10 @@ export class Pictures implements vscode.Disposable, vscode.CodeLensProvider, vsc
     private readonly model: FindingsModel,
     private readonly server: NanLensServer,
   ) {
-    const python = [
-      { language: 'python', scheme: 'file' },
-      { language: 'python', scheme: NOTEBOOK_CELL_SCHEME },
-    ];
     this.disposables.push(
       vscode.commands.registerCommand(SHOW_OP_GRAPH, (arg: unknown) => this.show('graph', arg)),
       vscode.commands.registerCommand(SHOW_TIMELINE, (arg: unknown) => this.show('timeline', arg)),
-      vscode.languages.registerCodeLensProvider(python, this),
-      vscode.languages.registerHoverProvider(python, this),
-      this.lensesChanged,
     );
-    this.disposables.push(
-      model.onDidChange(() => {
-        this.lensesChanged.fire();
-      }),
-    );
-  }
-
-  private lensesOf(document: vscode.TextDocument): OriginLens[] {
-    const place = placeOf(document, vscode.workspace.notebookDocuments);
-    return place ? originLenses(this.model.sources, place.file, place.cell) : [];
-  }
-
-  provideCodeLenses(document: vscode.TextDocument): vscode.CodeLens[] {
-    const lenses = this.lensesOf(document);
-    return lenses.flatMap((lens) => {
-      const line = Math.min(Math.max(lens.line - 1, 0), Math.max(document.lineCount - 1, 0));
-      const range = new vscode.Range(line, 0, line, 0);
-      const titles = lensTitles(lens, lenses);
-      const args = [{ sourceId: lens.sourceId }];
-      return (['graph', 'timeline'] as const).map(
-        (view) => new vscode.CodeLens(range, { title: titles[view], command: VIEW_COMMANDS[view], arguments: args }),
-      );
-    });
-  }
-
-  provideHover(document: vscode.TextDocument, position: vscode.Position): vscode.Hover | undefined {
-    const lenses = this.lensesOf(document).filter((l) => l.line - 1 === position.line);
-    if (lenses.length === 0) {
-      return undefined;
-    }
-    const markdown = new vscode.MarkdownString(hoverLinks(lenses), true);
-    markdown.isTrusted = { enabledCommands: [SHOW_OP_GRAPH, SHOW_TIMELINE] };
-    return new vscode.Hover(markdown);
   }
 
   private async pickSource(): Promise<string | undefined> {

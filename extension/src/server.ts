@@ -14,6 +14,7 @@ import {
 import type { FindingsModel } from './core/findingsModel';
 import type { Interpreter } from './core/interpreter';
 import { NOTEBOOK_CELL_SCHEME } from './core/notebookCells';
+import { SHOW_OP_GRAPH, SHOW_TIMELINE } from './core/pictures';
 import { FINDINGS_NOTIFICATION, readFindingsNotification } from './core/protocol';
 import type { ServerState } from './core/status';
 import { getLog } from './log';
@@ -136,6 +137,8 @@ export class NanLensServer implements vscode.Disposable {
         { scheme: NOTEBOOK_CELL_SCHEME, language: 'python' },
       ],
       initializationOptions: serverSettings(settings),
+      // The server's hovers link an origin line to its pictures; only those two commands may run from them.
+      markdown: { isTrusted: { enabledCommands: [SHOW_OP_GRAPH, SHOW_TIMELINE] } },
       outputChannel: getLog(),
       revealOutputChannelOn: RevealOutputChannelOn.Never,
     };

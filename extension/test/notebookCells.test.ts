@@ -2,7 +2,6 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { FindingsModel } from '../src/core/findingsModel';
 import { cellDocument, findNotebook, locationText, placeOf, type DocumentLike, type NotebookLike } from '../src/core/notebookCells';
-import { originLenses } from '../src/core/pictures';
 import { readFinding, readFindingsNotification, readReplayTarget } from '../src/core/protocol';
 import { replayTargetOf, sourceRows } from '../src/core/sourceTree';
 import { at, bundleSource, NOTEBOOK, notebookSource, TRAIN } from './fixtures';
@@ -97,12 +96,5 @@ describe('notebook findings in the model', () => {
       ],
     );
     assert.equal('cell' in at(at(sourceRows([bundleSource()]), 0).children, 0), false);
-  });
-
-  it('puts the op graph lens on the origin cell only', () => {
-    const sources = [notebookSource()];
-    assert.deepEqual(originLenses(sources, NOTEBOOK, 2).map((l) => l.line), [2]);
-    assert.deepEqual(originLenses(sources, NOTEBOOK, 1), []);
-    assert.deepEqual(originLenses(sources, NOTEBOOK), []);
   });
 });

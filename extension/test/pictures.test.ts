@@ -1,17 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import {
-  hoverLinks,
-  lensTitles,
   makeNonce,
-  originLenses,
   pictureSourceId,
   readPictureAnswer,
   readWebviewMessage,
   webviewHtml,
 } from '../src/core/pictures';
 import { sourceRows } from '../src/core/sourceTree';
-import { MODEL, TRAIN, at, bundleSource, dumpSource, finding } from './fixtures';
+import { TRAIN, at, bundleSource, dumpSource, finding } from './fixtures';
 
 describe('pictureSourceId', () => {
   const sources = [bundleSource(), dumpSource({ origin: finding({ line: 3, role: 'origin' }) })];
@@ -30,40 +27,6 @@ describe('pictureSourceId', () => {
     assert.equal(pictureSourceId(undefined, sources), undefined);
     assert.equal(pictureSourceId({}, sources), undefined);
     assert.equal(pictureSourceId('', sources), undefined);
-  });
-});
-
-describe('origin lenses and hover links', () => {
-  it('puts the lenses on the origin line of each source in that file only', () => {
-    const sources = [
-      bundleSource(),
-      dumpSource({ origin: finding({ line: 42, role: 'origin' }) }),
-      bundleSource({ id: 'b-err', status: 'error', error: 'bad' }),
-      bundleSource({ id: 'b-model', origin: finding({ file: MODEL, line: 7, role: 'origin' }) }),
-    ];
-    const lenses = originLenses(sources, TRAIN);
-    assert.deepEqual(
-      lenses.map((l) => [l.line, l.sourceId]),
-      [
-        [42, 'bundle:/work/proj/captures/run-step12'],
-        [42, 'dump:/work/proj/.nanlens/dumps/20250101-120000'],
-      ],
-    );
-    // Two sources on one line: each lens says which.
-    assert.equal(lensTitles(at(lenses, 0), lenses).graph, '$(type-hierarchy) Show op graph · run-step12 (step 12)');
-    const single = originLenses([bundleSource()], TRAIN);
-    assert.deepEqual(lensTitles(at(single, 0), single), {
-      graph: '$(type-hierarchy) Show op graph',
-      timeline: '$(graph-line) Health timeline',
-    });
-    assert.deepEqual(originLenses(sources, '/elsewhere.py'), []);
-  });
-
-  it('links the hover to both views with the source as the argument', () => {
-    const text = hoverLinks(originLenses([bundleSource()], TRAIN));
-    const args = encodeURIComponent(JSON.stringify([{ sourceId: 'bundle:/work/proj/captures/run-step12' }]));
-    assert.ok(text.includes(`(command:nanlens.showOpGraph?${args} `), text);
-    assert.ok(text.includes(`(command:nanlens.showTimeline?${args} `), text);
   });
 });
 

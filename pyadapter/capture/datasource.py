@@ -10,7 +10,7 @@ it (shuffle, filter, skip, batch, ...). From that:
 - the files, their kind and parse options (CSV header, delimiter, NA value, compression);
 - the position of the batch row in the one file when the order decides it (no shuffle, filter, repeat or
   interleave of several files: ``skip + batches_before * batch_size + row``), else why not;
-- the record holding the bad row, found by its values (`pyadapter.cause.records`) while the files are certainly
+- the record holding the bad row, found by its values (`pyadapter.capture.records`) while the files are certainly
   there (a program may write its data to a temporary folder that is gone when ``nanlens locate`` runs later).
 
 All of it goes into the manifest as ``data_source`` (`pyadapter.capture.sourcerecord`). Nothing here may break a
@@ -389,9 +389,9 @@ def describe(dataset: tf.data.Dataset | None, batch: Any, batches_before: int | 
     source = DataSource(
         files=files, pipeline=order.pipeline, order=order.order, note=order.note, shuffle_seed=order.seed
     )
-    from pyadapter.cause import provenance, records
+    from pyadapter.capture import records
 
-    element = provenance.first_bad_element(batch)
+    element = records.first_bad_element(batch)
     if element is None:
         return source
     if len(files) == 1:

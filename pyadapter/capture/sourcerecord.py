@@ -102,7 +102,9 @@ class RecordPlace:
         ):
             return None
         record, line = data.get("record"), data.get("line")
-        if not _count(record) or (line is not None and not (_count(line) and line >= 1)):
+        if not isinstance(record, int) or not _count(record):
+            return None
+        if line is not None and not (_count(line) and line >= 1):
             return None
         texts = {key: data.get(key) for key in ("field", "field_text", "text")}
         if any(value is not None and not isinstance(value, str) for value in texts.values()):

@@ -112,7 +112,7 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows
         if not name.isidentifier() or not all(f.isidentifier() for f in fields) or len(fields) != len(items):
             raise StructureError("namedtuple description has invalid names")
         try:
-            cls = collections.namedtuple(name, fields)
+            cls = collections.namedtuple(name, fields)  # type: ignore[misc]  # named by the data, at run time
         except ValueError as error:  # keywords, duplicates, leading underscores
             raise StructureError(f"namedtuple description has invalid names ({error})") from None
         return cls(*(rebuild(item, arrays, any_rows) for item in items))

@@ -7,7 +7,7 @@ Public API (no TensorFlow; reads the bundle and the user's sources, runs nothing
   wherever findings for a bundle are made (``locate_bundle``, which also answers with the scene's findings, and the
   language server loading a bundle's own findings.json) and for a dump (``nanlens scan``, no history).
 - ``cause_of(findings) -> Cause | None``: the cause a findings document carries.
-- ``cause_lines(cause)``: the cause in words for the CLI.
+- ``cause_lines(cause)``: the cause in words for the CLI (``pyadapter.findings_text``, where all findings' words are).
 - ``classify(findings, context)``, ``CauseContext``, ``Cause``, ``Change``.
 """
 
@@ -20,8 +20,8 @@ from pyadapter.capture.sourcerecord import MANIFEST_KEY as SOURCE_KEY
 from pyadapter.capture.sourcerecord import DataSource
 from pyadapter.cause.classify import CauseContext, classify
 from pyadapter.cause.model import FINDINGS_KEY, Cause, Change
-from pyadapter.cause.report import cause_lines
 from pyadapter.findings import Findings
+from pyadapter.findings_text import cause_lines
 
 __all__ = [
     "Cause",

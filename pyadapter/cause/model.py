@@ -4,7 +4,7 @@ line of the user's code to change (``findings.extra["cause"]``; docs/protocol.md
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 CauseKind = Literal["op", "divergence", "data", "precision", "unknown"]
 KINDS: tuple[str, ...] = ("op", "divergence", "data", "precision", "unknown")
@@ -85,7 +85,7 @@ class Cause:
         )
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 

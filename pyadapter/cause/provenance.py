@@ -5,7 +5,7 @@ line names a CSV file as a string literal, that file.
 
 Reads the batch (numpy arrays, no TensorFlow) and data files only inside the folders it is given (the folder NaN
 Lens runs in: a bundle is data and must not make it read elsewhere); runs nothing. A record is named only when
-its values single it out (`pyadapter.cause.records`).
+its values single it out (`pyadapter.capture.records`).
 """
 
 from __future__ import annotations
@@ -14,51 +14,16 @@ import ast
 import csv
 import math
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from pyadapter.capture import records
+from pyadapter.capture.records import BadElement, first_bad_element, leaves  # noqa: F401 - re-exported
 from pyadapter.capture.sourcerecord import DataSource, RecordPlace
-from pyadapter.cause import records
 from pyadapter.cause.change_line import Site, is_tfdata
-from pyadapter.cause.records import leaves
 
 DATA_SUFFIXES = (".csv", ".tsv", ".txt", ".data")
-
-
-@dataclass
-class BadElement:
-    """The first non-finite value of the batch: which array (``x``, ``x['age']``), row and full index."""
-
-    leaf: str
-    row: int
-    index: tuple[int, ...]
-    value: float
-    rows: int  # rows in the batch (its leading dimension)
-
-    def describe(self) -> str:
-        position = ", ".join(str(i) for i in self.index)
-        return f"{self.leaf}[{position}] = {_fmt(self.value)}"
-
-
-def _fmt(value: float) -> str:
-    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-
-
-def first_bad_element(batch: Any) -> BadElement | None:
-    for label, value, _ in leaves(batch):
-        if (
-            not isinstance(value, np.ndarray)
-            or not np.issubdtype(value.dtype, np.floating)
-            or value.ndim == 0
-        ):
-            continue
-        bad = np.argwhere(~np.isfinite(value))
-        if len(bad):
-            index = tuple(int(i) for i in bad[0])
-            return BadElement(label, index[0], index, float(value[index]), int(value.shape[0]))
-    return None
 
 
 def _row_values(batch: Any, element: BadElement) -> tuple[list[float], dict[str, float]]:
@@ -220,12 +185,12 @@ def file_provenance(
     for file in source.files:
         path = records.readable_inside(file.path, folders)
         if path is None:
-            why = (
+            unread = (
                 "it no longer exists"
                 if not os.path.lexists(file.path)
                 else f"it is not a regular file inside {', '.join(folders)}"
             )
-            notes.append(f"{os.path.basename(file.path)} is not read: {why}")
+            notes.append(f"{os.path.basename(file.path)} is not read: {unread}")
             continue
         place, why = records.find_record(file, path, row, prefer=prefer, found_by="values in the file")
         if place is not None:

@@ -6,6 +6,10 @@ import argparse
 import contextlib
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyadapter.findings import Findings
 
 HELP = "replay a capture bundle's step with a health dump and name the line where NaN/Inf starts"
 DESCRIPTION = """\
@@ -79,52 +83,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _health(health) -> str:  # type: ignore[no-untyped-def]
-    return health.describe() if health is not None else "unknown"
-
-
-def format_report(findings) -> str:  # type: ignore[no-untyped-def]
-    """Origin file:line, the source line, op, health, where it spread, then the replay verdicts."""
-    from pyadapter.replay.verdict import StepVerdict
+def format_report(findings: Findings) -> str:
+    """Origin file:line, the source line, op, health, where it spread, the cause, then the replay verdicts."""
+    from pyadapter import findings_text as text
+    from pyadapter.cause import cause_of
 
     bundle = findings.bundle or {}
-    lines = []
-    origin = findings.origin
-    if origin is None:
-        unlocated = findings.extra.get("unlocated_origin")
-        if unlocated:
-            op = unlocated["op"]
-            lines.append(
-                f"NaN/Inf starts at op {op['name']} ({op.get('type') or 'unknown type'}), but {unlocated['reason']}"
-            )
-        else:
-            lines.append("no NaN or Inf in the graph replay of the step")
-    else:
-        label = "origin (backward pass)" if origin.role == "backward-origin" else "origin"
-        func = (
-            f" in {origin.stack[-1].function}"
-            if origin.stack and origin.stack[-1].line == origin.line
-            else ""
-        )
-        cell = f" (cell {origin.cell}, line {origin.line} of the cell)" if origin.cell is not None else ""
-        lines.append(f"{label}: {origin.file}:{origin.line}{cell}{func}")
-        code = findings.extra.get("origin_code")
-        if code is not None:
-            lines.append(f"  {origin.line:>5} | {code.rstrip()}")
-        op = origin.op
-        forward = f", gradient of {op.forward_op}" if op.forward_op else ""
-        lines.append(f"  op: {op.name} ({op.type}{forward})")
-        lines.append(f"  health: {_health(origin.health)}")
-        for inp in origin.inputs:
-            lines.append(f"  input {inp.name}: {_health(inp.health)}")
-        if origin.message:
-            lines.append(f"  {origin.message}")
-        spread = [f for f in findings.findings if f is not origin and f.role == "propagated"]
-        if spread:
-            lines.append(f"  spread to {len(spread)} more line{'s' if len(spread) != 1 else ''}")
-    from pyadapter.cause import cause_lines, cause_of
-
-    lines.extend(cause_lines(cause_of(findings)))
+    lines = text.origin_lines(findings, none="no NaN or Inf in the graph replay of the step")
+    lines.extend(text.cause_lines(cause_of(findings)))
     where = f"step {bundle.get('step')}"
     if bundle.get("epoch") is not None:
         where += f" (epoch {bundle['epoch']}, batch {bundle.get('batch_index')}; counting from 0)"
@@ -139,16 +105,13 @@ def format_report(findings) -> str:  # type: ignore[no-untyped-def]
     if bundle.get("route"):
         lines.append(f"  route: {bundle['route']}")
     for data in (bundle.get("verdicts") or {}).values():
-        lines.append(f"  {StepVerdict.from_json(data).describe()}")
+        lines.append(f"  {text.verdict_sentence(data)}")
     workers = bundle.get("workers") or []
     if workers:
         lines.append(f"each worker's shard replayed alone ({len(workers)} workers):")
         for worker in workers:
             lines.append(f"  {worker.get('task')} ({worker.get('rows')} rows): {worker.get('summary')}")
-    warnings = findings.extra.get("warnings") or []
-    if warnings:
-        lines.append("warnings:")
-        lines.extend(f"  {w}" for w in warnings)
+    lines.extend(text.warning_lines(findings))
     return "\n".join(lines)
 
 

@@ -6,6 +6,10 @@ import argparse
 import contextlib
 import json
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyadapter.replay.verdict import Mode, ReplayReport
 
 HELP = "rerun a capture bundle's failing step (graph and/or eager) and say whether the NaN comes back"
 DESCRIPTION = """\
@@ -56,7 +60,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def format_report(report) -> str:  # type: ignore[no-untyped-def]
+def format_report(report: ReplayReport) -> str:
     """The human report: which step, what the guard saw, one line per mode, the note, warnings."""
     lines = [f"bundle {report.bundle}: {report.where()}"]
     if report.captured:
@@ -84,7 +88,7 @@ def main(args: argparse.Namespace) -> int:
     from pyadapter.replay.locate import check_bundle
     from pyadapter.replay.trust import allow
 
-    modes = ("graph",) if args.graph else ("eager",) if args.eager else ("graph", "eager")
+    modes: tuple[Mode, ...] = ("graph",) if args.graph else ("eager",) if args.eager else ("graph", "eager")
     allow(args.trust_entry)
     try:
         check_bundle(args.bundle)  # a bad bundle or missing script fails before TensorFlow starts

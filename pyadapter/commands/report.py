@@ -6,6 +6,10 @@ import argparse
 import contextlib
 import os
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyadapter.findings import Findings
 
 HELP = "write the findings, the op graph and the health timeline as one self-contained HTML page"
 DESCRIPTION = """\
@@ -51,7 +55,7 @@ def _is_dump(path: str) -> bool:
         return False
 
 
-def _cached_bundle_findings(bundle: str):  # type: ignore[no-untyped-def]
+def _cached_bundle_findings(bundle: str) -> Findings | None:
     """``<bundle>.findings.json`` when it is at least as new as the bundle and carries the pictures."""
     from pyadapter.findings import FindingsError, load_findings
 
@@ -71,7 +75,7 @@ def _cached_bundle_findings(bundle: str):  # type: ignore[no-untyped-def]
     return findings
 
 
-def _bundle_findings(bundle: str, relocate: bool):  # type: ignore[no-untyped-def]
+def _bundle_findings(bundle: str, relocate: bool) -> Findings:
     from pyadapter.commands.errors import CliError
     from pyadapter.replay.errors import ReplayError
     from pyadapter.replay.locate import locate_bundle

@@ -6,6 +6,10 @@ import argparse
 import os
 import sys
 import time
+from typing import TYPE_CHECKING, TextIO
+
+if TYPE_CHECKING:
+    from pyadapter.findings import Findings
 
 HELP = "find the op and source line where NaN/Inf starts in a tfdbg2 dump"
 DESCRIPTION = """\
@@ -38,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 class ProgressBar:
     """A one-line text bar on stderr, redrawn at most ~10 times a second."""
 
-    def __init__(self, stream=None, min_total: int = 0, label: str = "scanning") -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, stream: TextIO | None = None, min_total: int = 0, label: str = "scanning") -> None:
         self.stream = stream or sys.stderr
         self.label = label
         self.min_total = min_total
@@ -67,80 +71,25 @@ class ProgressBar:
             self.stream.flush()
 
 
-def _short_path(path: str) -> str:
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:  # another drive on Windows
-        return path
-    return path if rel.startswith("..") else rel
+def format_report(findings: Findings) -> str:
+    """The short human report: the dump read, the origin and where it spread, the cause, the warnings."""
+    from pyadapter import findings_text as text
+    from pyadapter.cause import cause_of
 
-
-def _health_text(health) -> str:  # type: ignore[no-untyped-def]
-    return health.describe() if health is not None else "unknown"
-
-
-def format_report(findings) -> str:  # type: ignore[no-untyped-def]
-    """The short human report."""
-    extra = findings.extra
-    scan = extra.get("scan", {})
-    lines = []
+    scan = findings.extra.get("scan", {})
     mode = findings.tensor_debug_mode or "unknown mode"
     hosts = ", ".join(findings.hosts)
     counts = (
         f"{scan.get('traces_read', 0):,} graph traces, {scan.get('executions_read', 0):,} eager executions"
     )
-    lines.append(
-        f"dump {findings.source_path} (host {hosts}, {mode}; {counts}; {scan.get('seconds', 0):.2f} s)"
-    )
-    origin = findings.origin
-    if origin is None:
-        unlocated = extra.get("unlocated_origin")
-        if unlocated:
-            op = unlocated["op"]
-            lines.append(
-                f"NaN/Inf starts at op {op['name']} ({op.get('type') or 'unknown type'}), "
-                f"but {unlocated['reason']}"
-            )
-        elif not scan.get("health_recorded", True):
-            lines.append(
-                f"cannot tell where NaN/Inf starts: the dump was recorded in {mode} mode (no NaN/Inf counts)"
-            )
-        else:
-            lines.append("no NaN or Inf found")
+    lines = [f"dump {findings.source_path} (host {hosts}, {mode}; {counts}; {scan.get('seconds', 0):.2f} s)"]
+    if not scan.get("health_recorded", True):
+        none = f"cannot tell where NaN/Inf starts: the dump was recorded in {mode} mode (no NaN/Inf counts)"
     else:
-        label = "origin (backward pass)" if origin.role == "backward-origin" else "origin"
-        func = (
-            f" in {origin.stack[-1].function}"
-            if origin.stack and origin.stack[-1].line == origin.line
-            else ""
-        )
-        lines.append(f"{label}: {origin.file}:{origin.line}{func}")
-        code = extra.get("origin_code")
-        if code is not None:
-            lines.append(f"  {origin.line:>5} | {code.rstrip()}")
-        op = origin.op
-        forward = f", gradient of {op.forward_op}" if op.forward_op else ""
-        where = f" in graph {op.graph}" if op.graph else ""
-        task = f" ({op.task})" if op.task else ""
-        lines.append(f"  op: {op.name} ({op.type}{forward}){where} on host {op.host}{task}")
-        lines.append(f"  output: {_health_text(origin.health)}")
-        for inp in origin.inputs:
-            lines.append(f"  input {inp.name}: {_health_text(inp.health)}")
-        lines.append(f"  {origin.message}")
-        others = [f for f in findings.findings if f is not origin and f.role == "propagated"]
-        if others:
-            lines.append(f"spread to {len(others)} more line{'s' if len(others) != 1 else ''}:")
-            for f in others:
-                lines.append(
-                    f"  {_short_path(f.file)}:{f.line}  {f.op.name} ({f.op.type}): {_health_text(f.health)}"
-                )
-    from pyadapter.cause import cause_lines, cause_of
-
-    lines.extend(cause_lines(cause_of(findings)))
-    warnings = extra.get("warnings") or []
-    if warnings:
-        lines.append("warnings:")
-        lines.extend(f"  {w}" for w in warnings)
+        none = "no NaN or Inf found"
+    lines.extend(text.origin_lines(findings, none=none))
+    lines.extend(text.cause_lines(cause_of(findings)))
+    lines.extend(text.warning_lines(findings))
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import importlib
 import inspect
 import logging
 import os
@@ -42,11 +43,10 @@ def force_jit_off() -> None:
     tf.config.optimizer.set_jit(False)
     keras = sys.modules.get("keras")
     if keras is None:
-        try:
-            import keras  # noqa: F401 - TensorFlow 2.21 already imports it; this is the fallback
+        try:  # TensorFlow 2.21 already imports it; this is the fallback
+            keras = importlib.import_module("keras")
         except ImportError:
             return
-        keras = sys.modules["keras"]
     model_cls = getattr(keras, "Model", None)
     if model_cls is None or getattr(model_cls.compile, "_nanlens_no_jit", False):
         return

@@ -71,7 +71,7 @@ _unpack_double = struct.Struct("<d").unpack_from
 class TraceEntry(NamedTuple):
     """One trace kept for the origin analysis."""
 
-    index: int  # position in the trace file; -1 for traces before the window (known only to be finite)
+    index: int  # type: ignore[assignment]  # shadows tuple.index (unused here); position in the trace file; -1 for traces before the window (known only to be finite)
     offset: int  # byte offset of the record, to re-read its health
     tensor_id: int  # key into HostDump.tensors
     graph_id: str
@@ -256,7 +256,7 @@ def _read_full(f: BinaryIO, view: memoryview) -> int:
     """Fill ``view`` from ``f``; fewer bytes only at the end of the file."""
     got = 0
     while got < len(view):
-        n = f.readinto(view[got:])
+        n = f.readinto(view[got:])  # type: ignore[attr-defined]  # a file opened "rb" (typing.BinaryIO omits it)
         if not n:
             break
         got += n

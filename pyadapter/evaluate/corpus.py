@@ -130,7 +130,7 @@ def python_sources(path: Path) -> list[str]:
 
 
 def _trees(path: Path) -> list[ast.AST]:
-    trees = []
+    trees: list[ast.AST] = []
     try:
         sources = python_sources(path)
     except (OSError, UnicodeDecodeError):

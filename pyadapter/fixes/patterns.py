@@ -219,7 +219,7 @@ def _root_fixes(src: LineSource, site: Site, dtype: str | None, backward: bool) 
     eps = format_epsilon(epsilon(dtype))
     what = (
         "the base"
-        if isinstance(site.node, ast.BinOp) or last_name(site.node) in _CALL_NAMES["pow"]
+        if not isinstance(site.node, ast.Call) or last_name(site.node) in _CALL_NAMES["pow"]
         else "the square root's argument"
     )
     why = " (the gradient at 0 is inf)" if backward else ""

@@ -11,7 +11,8 @@ import os
 from importlib import resources
 from typing import Any
 
-from pyadapter.findings import Finding, Findings, TensorHealth
+from pyadapter import findings_text as text
+from pyadapter.findings import Findings
 
 ASSET_FILES = ("pictures.js", "pictures.css")
 # The page may run only its own inline script and style: nothing is fetched, even by accident.
@@ -54,65 +55,48 @@ def _e(text: object) -> str:
     return html.escape(str(text), quote=True)
 
 
-def _health(health: TensorHealth | None) -> str:
-    return health.describe() if health is not None else "unknown"
-
-
-def _where(finding: Finding) -> str:
-    return f"{finding.file}:{finding.line}"
-
-
-def _verdict_text(data: Any) -> str:
-    from pyadapter.replay.verdict import StepVerdict
-
-    try:
-        return StepVerdict.from_json(data).describe()
-    except (KeyError, TypeError, ValueError, AttributeError):
-        return json.dumps(data)
-
-
 def _findings_html(findings: Findings) -> str:
+    """The findings as the CLI says them (``pyadapter.findings_text``), laid out as HTML."""
     parts = []
     origin = findings.origin
-    extra = findings.extra
     if origin is None:
-        unlocated = extra.get("unlocated_origin")
-        if isinstance(unlocated, dict) and isinstance(unlocated.get("op"), dict):
-            op = unlocated["op"]
-            parts.append(
-                f'<p class="nl-verdict">NaN/Inf starts at op <code>{_e(op.get("name", "?"))}</code> '
-                f"({_e(op.get('type') or 'unknown type')}), but {_e(unlocated.get('reason', ''))}.</p>"
-            )
+        unlocated = text.unlocated_text(findings)
+        if unlocated is not None:
+            parts.append(f'<p class="nl-verdict">{_e(unlocated)}.</p>')
         else:
             parts.append('<p class="nl-verdict nl-finite">No NaN or Inf was found.</p>')
     else:
-        label = "Origin (backward pass)" if origin.role == "backward-origin" else "Origin"
+        label = text.origin_label(origin).capitalize()
         parts.append('<div class="nl-origin">')
-        parts.append(f'<p class="nl-verdict"><strong>{label}:</strong> <code>{_e(_where(origin))}</code></p>')
-        code = extra.get("origin_code")
+        parts.append(
+            f'<p class="nl-verdict"><strong>{label}:</strong> <code>{_e(text.origin_place(origin))}</code></p>'
+        )
+        code = findings.extra.get("origin_code")
         if isinstance(code, str):
             parts.append(
                 f'<pre class="nl-code"><span class="nl-lineno">{origin.line}</span> {_e(code.rstrip())}</pre>'
             )
         op = origin.op
-        forward = f", the gradient of <code>{_e(op.forward_op)}</code>" if op.forward_op else ""
         parts.append("<dl>")
-        parts.append(f"<dt>op</dt><dd><code>{_e(op.name)}</code> ({_e(op.type)}){forward}</dd>")
+        parts.append(f"<dt>op</dt><dd><code>{_e(text.op_text(op))}</code></dd>")
         if op.graph:
             parts.append(f"<dt>graph</dt><dd>{_e(op.graph)}</dd>")
-        parts.append(f"<dt>output</dt><dd>{_e(_health(origin.health))}</dd>")
+        parts.append(f"<dt>output</dt><dd>{_e(text.health_text(origin.health))}</dd>")
         for item in origin.inputs:
-            parts.append(f"<dt>input</dt><dd><code>{_e(item.name)}</code>: {_e(_health(item.health))}</dd>")
+            parts.append(
+                f"<dt>input</dt><dd><code>{_e(item.name)}</code>: {_e(text.health_text(item.health))}</dd>"
+            )
         parts.append("</dl>")
         if origin.message:
             parts.append(f'<p class="nl-message">{_e(origin.message)}</p>')
         parts.append("</div>")
-        spread = [f for f in findings.findings if f is not origin and f.role == "propagated"]
+        spread = text.spread_of(findings)
         if spread:
-            parts.append(f"<h3>Spread to {len(spread)} more line{'s' if len(spread) != 1 else ''}</h3><ul>")
+            parts.append(f"<h3>{_e(text.spread_title(len(spread)).capitalize())}</h3><ul>")
             for f in spread:
                 parts.append(
-                    f"<li><code>{_e(_where(f))}</code> {_e(f.op.name)} ({_e(f.op.type)}): {_e(_health(f.health))}</li>"
+                    f"<li><code>{_e(f.file)}:{f.line}</code> {_e(f.op.name)} ({_e(f.op.type)}): "
+                    f"{_e(text.health_text(f.health))}</li>"
                 )
             parts.append("</ul>")
     bundle = findings.bundle or {}
@@ -122,12 +106,24 @@ def _findings_html(findings: Findings) -> str:
         for verdict in verdicts.values():
             parts.append(f"<li>{_e(_verdict_text(verdict))}</li>")
         parts.append("</ul>")
-    warnings = extra.get("warnings")
+    warnings = findings.extra.get("warnings")
     if isinstance(warnings, list) and warnings:
         parts.append('<h3>Warnings</h3><ul class="nl-warnings">')
         parts.extend(f"<li>{_e(w)}</li>" for w in warnings)
         parts.append("</ul>")
     return "\n".join(parts)
+
+
+def _verdict_text(data: Any) -> str:
+    try:
+        return text.verdict_sentence(data)
+    except (
+        KeyError,
+        TypeError,
+        ValueError,
+        AttributeError,
+    ):  # a hand-edited findings.json: show what it holds
+        return json.dumps(data)
 
 
 def render_report(findings: Findings, pictures: dict[str, Any], assets: dict[str, str] | None = None) -> str:

@@ -251,9 +251,9 @@ class _GraphPicture:
                         health=self.output_health(self.ops[producer], slot),
                     )
                 )
-        for forward, gradient in forward_links:
+        for forward_name, gradient_name in forward_links:
             result.edges.append(
-                PictureEdge(source=ids[forward], target=ids[gradient], tensor="", kind="gradient")
+                PictureEdge(source=ids[forward_name], target=ids[gradient_name], tensor="", kind="gradient")
             )
         if skipped:
             result.truncated = True

@@ -13,9 +13,10 @@ import contextlib
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 
 
-def _attached_debugpy():  # type: ignore[no-untyped-def]
+def _attached_debugpy() -> Any:
     debugpy = sys.modules.get("debugpy")
     if debugpy is None:
         return None

@@ -108,7 +108,8 @@ def module_name_for(script: Path) -> str:
         existing = sys.modules.get(stem)
         if existing is None:
             return stem
-        if getattr(existing, "__file__", None) and Path(existing.__file__).resolve() == script.resolve():
+        loaded_from = getattr(existing, "__file__", None)
+        if loaded_from and Path(loaded_from).resolve() == script.resolve():
             return stem
     return "nanlens_entry_" + hashlib.sha256(str(script).encode()).hexdigest()[:8]
 

@@ -40,7 +40,7 @@ from pyadapter.replay.trust import safe_cwd
 @dataclass
 class Rebuilt:
     bundle: CaptureBundle
-    entry: EntryScript
+    entry: EntryScript | None  # None when re-entry ran the user's own program (nothing imported by us)
     program: StepProgram
     warnings: list[str] = field(default_factory=list)
     bad_inputs: list[str] = field(default_factory=list)  # batch leaves holding NaN/Inf already

@@ -140,8 +140,8 @@ def main(argv: list[str]) -> int:
         return 2
     dump_dir, result_path, script, *script_args = argv
     exit_with_parent()
-    from pyadapter.commands.run import run_script
     from pyadapter.dump.recorder import DumpRecorder
+    from pyadapter.userscript import run_script
 
     _stop_instead_of_writing(result_path)
     recorder = DumpRecorder(dump_dir, "FULL_HEALTH")

@@ -23,6 +23,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from pyadapter.findings import Findings, Frame
@@ -61,7 +62,7 @@ def user_call_site() -> Frame | None:
     guarded step's call), which stands for ops made wholly inside Keras."""
     from pyadapter.dump.frames import is_user_file
 
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         path = frame.f_code.co_filename
         if is_user_file(path):

@@ -68,22 +68,9 @@ class StepVerdict:
 
     def describe(self) -> str:
         """One line for a person: 'graph: NaN reproduced — loss nan, 3 gradients and 4 weights non-finite'."""
-        if self.error is not None:
-            kind = "NaN reproduced" if self.reproduced else "step failed"
-            return f"{self.label}: {kind} — {self.error}"
-        parts = []
-        if self.loss is not None:
-            parts.append(f"loss {_fmt(self.loss)}")
-        if self.non_finite_gradients:
-            parts.append(f"{_count(len(self.non_finite_gradients), 'gradient')} non-finite")
-        elif self.gradients_finite:
-            parts.append("gradients finite")
-        if self.non_finite_weights:
-            parts.append(f"{_count(len(self.non_finite_weights), 'weight')} non-finite after the update")
-        elif self.weights_finite:
-            parts.append("weights finite after the update")
-        head = "NaN reproduced" if self.reproduced else "stayed finite"
-        return f"{self.label}: {head} — " + ", ".join(parts) if parts else f"{self.label}: {head}"
+        from pyadapter.findings_text import verdict_sentence  # one wording for the CLI, the report and this
+
+        return verdict_sentence(self.to_json())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -119,18 +106,6 @@ class StepVerdict:
 def _is_numeric_error(message: str) -> bool:
     # tf.debugging.check_numerics / assert_all_finite raise InvalidArgumentError naming NaN or Inf.
     return re.search(r"\b(nan|inf|infinity)\b", message, re.IGNORECASE) is not None
-
-
-def _fmt(value: float) -> str:
-    return (
-        "nan"
-        if math.isnan(value)
-        else ("inf" if value == math.inf else ("-inf" if value == -math.inf else f"{value:.6g}"))
-    )
-
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 @dataclass

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pyadapter.server.state import SourceRecord, same_file
 
 if TYPE_CHECKING:
-    from pyadapter.server.app import NanLensServer
+    from pyadapter.server.core import NanLensServer
 
 log = logging.getLogger("nanlens.server.pictures")
 

@@ -8,17 +8,22 @@ cell's document, never on the ``.ipynb`` file (whose lines are JSON); ``uri_of``
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 from lsprotocol import types
 
-from pyadapter.cause import Cause
-from pyadapter.findings import Finding, TensorHealth
+from pyadapter.findings import Finding
+from pyadapter.findings_text import change_message, finding_message, health_detail, provenance_note
 from pyadapter.server.state import SourceRecord, same_file
+
+if TYPE_CHECKING:
+    from pyadapter.cause.model import Cause
 
 DIAGNOSTIC_SOURCE = "NaN Lens"
 STALE_PREFIX = "(stale) "
@@ -27,6 +32,11 @@ DEBUG_COMMAND = "nanlens.debugEagerly"
 VERIFY_COMMAND = "nanlens.verifyFix"
 VERIFY_TITLE = "$(check) Verify fix on captured step"
 LOCATE_COMMAND = "nanlens.locateBundle"
+# The pictures of a source (the client's webviews draw them; extension/src/core/pictures.ts).
+SHOW_OP_GRAPH = "nanlens.showOpGraph"
+SHOW_TIMELINE = "nanlens.showTimeline"
+GRAPH_TITLE = "$(type-hierarchy) Show op graph"
+TIMELINE_TITLE = "$(graph-line) Health timeline"
 
 # (absolute file, 1-based line, notebook cell index or None) -> the line's current text, or None when unknown.
 LineText = Callable[[str, int, "int | None"], "str | None"]
@@ -70,16 +80,6 @@ def place_range(file: str, line: int, cell: int | None, line_text: LineText) -> 
     text = text.rstrip("\r\n")
     start = len(text) - len(text.lstrip())
     return types.Range(types.Position(line0, start), types.Position(line0, len(text)))
-
-
-def finding_message(finding: Finding) -> str:
-    """The finding's own sentence, or one built from its op and health when the engine gave none."""
-    if finding.message:
-        return finding.message
-    verb = "carried" if finding.role == "propagated" else "produced"
-    health = finding.health.describe() if finding.health else "non-finite values"
-    where = " in the backward pass" if finding.role == "backward-origin" else ""
-    return f"{finding.op.type} {verb} {health}{where}"
 
 
 def severity(finding: Finding, stale: bool) -> types.DiagnosticSeverity:
@@ -127,12 +127,6 @@ def diagnostics_by_place(
         if change is not None:
             out.setdefault(change[0], []).append(change[1])
     return out
-
-
-def change_message(cause: Cause) -> str:
-    """'change here: learning rate 0.05 (SGD): try 0.005 — the run diverged: the loss grew x3.1 per step ...'."""
-    what = cause.change.what if cause.change is not None else ""
-    return f"change here: {what} — {cause.summary}"
 
 
 def change_diagnostic(
@@ -214,8 +208,9 @@ def cause_markdown(record: SourceRecord, on_change_line: bool) -> str:
             lines.append(f"  - `{record_text}`")
     elif where_from.get("index") is not None:
         lines.append(f"- from: index {where_from['index']} of the array passed to fit")
-    if where_from.get("note"):
-        lines.append(f"- note: {escape_markdown(str(where_from['note']))}")
+    note = provenance_note(cause)
+    if note:
+        lines.append(f"- note: {escape_markdown(note)}")
     if on_change_line and record.findings is not None and record.findings.origin is not None:
         origin = record.findings.origin
         lines.append(
@@ -296,14 +291,6 @@ def findings_at(
     return sorted(hits, key=lambda rf: rf[1].role == "propagated")
 
 
-def _health_line(health: TensorHealth | None) -> str:
-    if health is None:
-        return "not recorded"
-    text = health.describe()
-    details = [d for d in (health.dtype, f"shape {health.shape}" if health.shape is not None else None) if d]
-    return f"{text} ({', '.join(details)})" if details else text
-
-
 def hover_markdown(hits: list[tuple[SourceRecord, Finding]]) -> str:
     """One section per finding on the line: op, type, graph, step, health, inputs' health, message."""
     sections = []
@@ -329,16 +316,27 @@ def hover_markdown(hits: list[tuple[SourceRecord, Finding]]) -> str:
             lines.append(f"- host: `{op.host}`{task}")
         if op.device:
             lines.append(f"- device: `{op.device}`")
-        lines.append(f"- output: {escape_markdown(_health_line(finding.health))}")
+        lines.append(f"- output: {escape_markdown(health_detail(finding.health))}")
         if finding.inputs:
             lines.append("- inputs:")
             for item in finding.inputs:
-                lines.append(f"  - `{item.name}`: {escape_markdown(_health_line(item.health))}")
+                lines.append(f"  - `{item.name}`: {escape_markdown(health_detail(item.health))}")
         lines.append(f"- source: {record.kind} `{record.label}`")
         if finding.role != "propagated" and record.cause is not None and record.cause.kind != "unknown":
             lines += ["", cause_markdown(record, on_change_line=False)]
+        if record.status == "ok" and record.findings is not None and finding is record.findings.origin:
+            lines += ["", picture_links(record)]
         sections.append("\n".join(lines))
     return "\n\n---\n\n".join(sections)
+
+
+def picture_links(record: SourceRecord) -> str:
+    """Hover links to the source's op graph and health timeline (the client trusts these two commands only)."""
+    args = quote(json.dumps([{"sourceId": record.id}]), safe="")
+    return (
+        f'[Show op graph](command:{SHOW_OP_GRAPH}?{args} "The origin op, its inputs and consumers") · '
+        f'[Health timeline](command:{SHOW_TIMELINE}?{args} "Where the non-finite values begin")'
+    )
 
 
 def replay_target(record: SourceRecord, origin: Finding) -> dict[str, Any]:
@@ -365,33 +363,39 @@ def replay_cell_file(notebook: str, cell: int) -> str | None:
     return str(cell_file(Path(notebook), cell))
 
 
+def replay_command(record: SourceRecord, origin: Finding) -> types.Command | None:
+    """'Replay eagerly' for a bundle; 'Run eagerly under debugger' for a dump of a known script (not a notebook:
+    the nanlens debugger runs scripts); None otherwise."""
+    if record.kind == "bundle":
+        step = record.step
+        title = "$(debug-alt) Replay eagerly" + (f" (step {step})" if step is not None else "")
+        return types.Command(title=title, command=REPLAY_COMMAND, arguments=[replay_target(record, origin)])
+    script = record.entry_script
+    if script is None or origin.cell is not None:
+        return None
+    return types.Command(
+        title="$(debug-alt) Run eagerly under debugger",
+        command=DEBUG_COMMAND,
+        arguments=[{"script": script, "file": origin.file, "line": origin.line}],
+    )
+
+
 def code_lenses(
     records: Iterable[SourceRecord], file: str, line_text: LineText, cell: int | None = None
 ) -> list[types.CodeLens]:
     """'Replay eagerly' (bundle) or 'Run eagerly under debugger' (dump with a known script) on origin lines, plus
-    'Verify fix on captured step' on a bundle's origin line once its file changed since the locate.
-    ``cell``: the lenses of that cell of the notebook ``file``."""
+    'Verify fix on captured step' on a bundle's origin line once its file changed since the locate, then 'Show op
+    graph' and 'Health timeline' (the client's webviews draw them). ``cell``: the lenses of that cell of the
+    notebook ``file``."""
     lenses: list[tuple[SourceRecord, types.CodeLens]] = []
     for record in records:
         origin = record.findings.origin if record.findings else None
         if origin is None or origin.cell != cell or not same_file(origin.file, file):
             continue
-        if record.kind == "bundle":
-            step = record.step
-            title = "$(debug-alt) Replay eagerly" + (f" (step {step})" if step is not None else "")
-            command = types.Command(
-                title=title, command=REPLAY_COMMAND, arguments=[replay_target(record, origin)]
-            )
-        else:
-            script = record.entry_script
-            if script is None or origin.cell is not None:  # the nanlens debugger runs scripts, not notebooks
-                continue
-            command = types.Command(
-                title="$(debug-alt) Run eagerly under debugger",
-                command=DEBUG_COMMAND,
-                arguments=[{"script": script, "file": origin.file, "line": origin.line}],
-            )
-        lenses.append((record, types.CodeLens(range=line_range(origin, line_text), command=command)))
+        at_origin = line_range(origin, line_text)
+        command = replay_command(record, origin)
+        if command is not None:
+            lenses.append((record, types.CodeLens(range=at_origin, command=command)))
         if record.kind == "bundle" and record.is_stale(origin):
             # The file changed since the locate: perhaps a fix; replaying the captured step tells.
             verify = types.Command(
@@ -399,7 +403,11 @@ def code_lenses(
                 command=VERIFY_COMMAND,
                 arguments=[{"sourceId": record.id, "bundle": record.path}],
             )
-            lenses.append((record, types.CodeLens(range=line_range(origin, line_text), command=verify)))
+            lenses.append((record, types.CodeLens(range=at_origin, command=verify)))
+        if record.status == "ok":  # its pictures can be drawn
+            for title, command_id in ((GRAPH_TITLE, SHOW_OP_GRAPH), (TIMELINE_TITLE, SHOW_TIMELINE)):
+                picture = types.Command(title=title, command=command_id, arguments=[{"sourceId": record.id}])
+                lenses.append((record, types.CodeLens(range=at_origin, command=picture)))
     # Several sources on one line: say which lens is which (the title alone would repeat).
     per_line: dict[int, set[str]] = {}
     for record, lens in lenses:

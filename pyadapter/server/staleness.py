@@ -117,6 +117,7 @@ def _varint(buf: bytes, pos: int) -> tuple[int, int]:
 def _fields(buf: bytes):
     """(field number, wire type, value) of a protobuf message; length-delimited values as bytes."""
     pos, end = 0, len(buf)
+    value: int | bytes
     while pos < end:
         key, pos = _varint(buf, pos)
         number, wire = key >> 3, key & 7

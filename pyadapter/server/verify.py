@@ -24,7 +24,7 @@ from pyadapter.server.pictures import find_record
 from pyadapter.server.progress import ProgressBar
 
 if TYPE_CHECKING:
-    from pyadapter.server.app import NanLensServer
+    from pyadapter.server.core import NanLensServer
 
 log = logging.getLogger("nanlens.server.verify")
 

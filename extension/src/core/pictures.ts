@@ -1,7 +1,8 @@
-// The op graph and health timeline webviews, as plain logic: which source a command means, which origin lines
-// get a "Show op graph" lens, the webview's HTML and the messages it exchanges. No `vscode` import here.
+// The op graph and health timeline webviews, as plain logic: which source a command means, the webview's HTML
+// and the messages it exchanges. No `vscode` import here. The "Show op graph" / "Health timeline" lenses and
+// hover links on origin lines come from the language server (pyadapter/server/render.py), like every other
+// lens and hover there; they run the two commands below.
 
-import { fileKey } from './findingsModel';
 import type { Source } from './protocol';
 
 export type PictureView = 'graph' | 'timeline';
@@ -11,7 +12,6 @@ export const SHOW_TIMELINE = 'nanlens.showTimeline';
 export const PICTURE_MODEL_COMMAND = 'nanlens.server.pictureModel';
 
 export const VIEW_TITLES: Record<PictureView, string> = { graph: 'Op Graph', timeline: 'Health Timeline' };
-export const VIEW_COMMANDS: Record<PictureView, string> = { graph: SHOW_OP_GRAPH, timeline: SHOW_TIMELINE };
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
@@ -44,44 +44,6 @@ export function pictureSourceId(arg: unknown, sources: readonly Source[]): strin
 /** Sources whose pictures can be drawn: read without error, with or without an origin. */
 export function drawableSources(sources: readonly Source[]): Source[] {
   return sources.filter((s) => s.status === 'ok');
-}
-
-export interface OriginLens {
-  /** 1-based line of the origin. */
-  line: number;
-  sourceId: string;
-  sourceLabel: string;
-}
-
-/**
- * One entry per source whose origin is in `file` (in its cell `cell`, for a notebook); several sources on one
- * line each get theirs.
- */
-export function originLenses(sources: readonly Source[], file: string, cell?: number): OriginLens[] {
-  const key = fileKey(file);
-  return drawableSources(sources)
-    .filter((s) => s.origin !== null && s.origin.cell === cell && fileKey(s.origin.file) === key)
-    .map((s) => ({ line: s.origin?.line ?? 1, sourceId: s.id, sourceLabel: s.label }));
-}
-
-/** Lens titles; the source's label is added when several sources mark the same line. */
-export function lensTitles(lens: OriginLens, all: readonly OriginLens[]): Record<PictureView, string> {
-  const shared = all.filter((l) => l.line === lens.line).length > 1 ? ` · ${lens.sourceLabel}` : '';
-  return { graph: `$(type-hierarchy) Show op graph${shared}`, timeline: `$(graph-line) Health timeline${shared}` };
-}
-
-/** Markdown with command links for the hover of an origin line. */
-export function hoverLinks(lenses: readonly OriginLens[]): string {
-  return lenses
-    .map((lens) => {
-      const args = encodeURIComponent(JSON.stringify([{ sourceId: lens.sourceId }]));
-      const of = lenses.length > 1 ? ` (${lens.sourceLabel})` : '';
-      return (
-        `NaN Lens${of}: [$(type-hierarchy) Show op graph](command:${SHOW_OP_GRAPH}?${args} "The origin op, its inputs and consumers") · ` +
-        `[$(graph-line) Health timeline](command:${SHOW_TIMELINE}?${args} "Where the non-finite values begin")`
-      );
-    })
-    .join('\n\n');
 }
 
 export function panelTitle(view: PictureView, label: string): string {

@@ -79,6 +79,40 @@ def leaves(batch: Any, name: str = "") -> list[tuple[str, Any, str | None]]:
     return [(name or "batch", batch, None)]
 
 
+@dataclass
+class BadElement:
+    """The first non-finite value of the batch: which array (``x``, ``x['age']``), row and full index."""
+
+    leaf: str
+    row: int
+    index: tuple[int, ...]
+    value: float
+    rows: int  # rows in the batch (its leading dimension)
+
+    def describe(self) -> str:
+        position = ", ".join(str(i) for i in self.index)
+        return f"{self.leaf}[{position}] = {_nonfinite_text(self.value)}"
+
+
+def _nonfinite_text(value: float) -> str:
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def first_bad_element(batch: Any) -> BadElement | None:
+    for label, value, _ in leaves(batch):
+        if (
+            not isinstance(value, np.ndarray)
+            or not np.issubdtype(value.dtype, np.floating)
+            or value.ndim == 0
+        ):
+            continue
+        bad = np.argwhere(~np.isfinite(value))
+        if len(bad):
+            index = tuple(int(i) for i in bad[0])
+            return BadElement(label, index[0], index, float(value[index]), int(value.shape[0]))
+    return None
+
+
 def batch_row(batch: Any, row: int, rows: int) -> RowValues:
     """The values of row ``row`` of every array of the batch whose leading dimension is the batch's (x, y, ...)."""
     out = RowValues()

@@ -1,0 +1,221 @@
+"""Findings in words: the one place that says an origin, a tensor's health, a replay verdict and a cause as text.
+
+The CLI reports (``nanlens scan`` / ``nanlens locate``), the HTML report (``pictures/html.py``) and the language
+server's hovers and diagnostics (``server/render.py``) lay these pieces out as plain lines, HTML or Markdown; none
+of them words a finding itself, so a sentence changed here changes everywhere. Pure functions of the findings
+records and their JSON: no TensorFlow, no I/O, and no import above ``findings`` (the cause is read duck-typed, its
+type named for the checker only), so every room may use it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from pyadapter.findings import Finding, Findings, OpRef, TensorHealth
+
+if TYPE_CHECKING:
+    from pyadapter.cause.model import Cause, Change
+
+
+# --- a tensor's health ------------------------------------------------------------------------------------------
+
+
+def health_text(health: TensorHealth | None) -> str:
+    """'3 -inf of 640', or 'unknown' when the dump did not record it."""
+    return health.describe() if health is not None else "unknown"
+
+
+def health_detail(health: TensorHealth | None) -> str:
+    """The health with its dtype and shape, as a hover shows it: '3 -inf of 640 (float32, shape [64, 10])'."""
+    if health is None:
+        return "not recorded"
+    text = health.describe()
+    details = [d for d in (health.dtype, f"shape {health.shape}" if health.shape is not None else None) if d]
+    return f"{text} ({', '.join(details)})" if details else text
+
+
+# --- the origin and the lines it spread to ----------------------------------------------------------------------
+
+
+def origin_label(origin: Finding) -> str:
+    """'origin' or 'origin (backward pass)': where the first non-finite values were made."""
+    return "origin (backward pass)" if origin.role == "backward-origin" else "origin"
+
+
+def place_text(file: str, line: int, cell: int | None) -> str:
+    """'train.py:12', or for notebook code 'a.ipynb:3 (cell 2, line 3 of the cell)'."""
+    inside = f" (cell {cell}, line {line} of the cell)" if cell is not None else ""
+    return f"{file}:{line}{inside}"
+
+
+def origin_place(origin: Finding) -> str:
+    """The origin's place plus its function when the innermost frame is that line: 'train.py:12 in loss_fn'."""
+    func = f" in {origin.stack[-1].function}" if origin.stack and origin.stack[-1].line == origin.line else ""
+    return place_text(origin.file, origin.line, origin.cell) + func
+
+
+def op_text(op: OpRef) -> str:
+    """'model/dense/Log (Log)', and for a gradient op 'gradients/SqrtGrad (SqrtGrad, gradient of Sqrt)'."""
+    forward = f", gradient of {op.forward_op}" if op.forward_op else ""
+    return f"{op.name} ({op.type}{forward})"
+
+
+def finding_message(finding: Finding) -> str:
+    """The finding's own sentence, or one built from its op and health when the engine gave none."""
+    if finding.message:
+        return finding.message
+    verb = "carried" if finding.role == "propagated" else "produced"
+    health = finding.health.describe() if finding.health else "non-finite values"
+    where = " in the backward pass" if finding.role == "backward-origin" else ""
+    return f"{finding.op.type} {verb} {health}{where}"
+
+
+def unlocated_text(findings: Findings) -> str | None:
+    """'NaN/Inf starts at op X (Log), but <reason>' when the origin op is known but not its line; else None."""
+    unlocated = findings.extra.get("unlocated_origin")
+    if not isinstance(unlocated, dict) or not isinstance(unlocated.get("op"), dict):
+        return None
+    op = unlocated["op"]
+    return (
+        f"NaN/Inf starts at op {op.get('name', '?')} ({op.get('type') or 'unknown type'}), "
+        f"but {unlocated.get('reason', '')}"
+    )
+
+
+def spread_of(findings: Findings) -> list[Finding]:
+    """The lines the non-finite values reached after the origin."""
+    return [f for f in findings.findings if f is not findings.origin and f.role == "propagated"]
+
+
+def spread_title(count: int) -> str:
+    return f"spread to {count} more line{'s' if count != 1 else ''}"
+
+
+def short_path(path: str) -> str:
+    """A path relative to the current folder when it lies inside it (shorter on a terminal), else as it is."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return path
+    return path if rel.startswith("..") else rel
+
+
+def origin_lines(findings: Findings, *, none: str) -> list[str]:
+    """The origin as the CLI prints it (``nanlens scan`` and ``nanlens locate``): place, code, op, health, inputs,
+    message and the lines it spread to; ``none`` is the sentence when there is no NaN/Inf to report."""
+    origin = findings.origin
+    if origin is None:
+        return [unlocated_text(findings) or none]
+    lines = [f"{origin_label(origin)}: {origin_place(origin)}"]
+    code = findings.extra.get("origin_code")
+    if isinstance(code, str):
+        lines.append(f"  {origin.line:>5} | {code.rstrip()}")
+    op = origin.op
+    graph = f" in graph {op.graph}" if op.graph else ""
+    # A bundle's findings come from one run of its step (a replay, or at the scene): the host adds nothing there;
+    # a dump may hold several hosts, so its op says which ran it.
+    host = (
+        f" on host {op.host}" + (f" ({op.task})" if op.task else "")
+        if op.host and findings.source_kind == "dump"
+        else ""
+    )
+    lines.append(f"  op: {op_text(op)}{graph}{host}")
+    lines.append(f"  health: {health_text(origin.health)}")
+    lines.extend(f"  input {inp.name}: {health_text(inp.health)}" for inp in origin.inputs)
+    if origin.message:
+        lines.append(f"  {origin.message}")
+    spread = spread_of(findings)
+    if spread:
+        lines.append(f"{spread_title(len(spread))}:")
+        lines.extend(
+            f"  {short_path(f.file)}:{f.line}  {f.op.name} ({f.op.type}): {health_text(f.health)}"
+            for f in spread
+        )
+    return lines
+
+
+def warning_lines(findings: Findings) -> list[str]:
+    warnings = findings.extra.get("warnings")
+    if not isinstance(warnings, list) or not warnings:
+        return []
+    return ["warnings:", *(f"  {w}" for w in warnings)]
+
+
+# --- a replay's verdict (``findings.bundle["verdicts"]``, replay/verdict.py StepVerdict.to_json) -------------------
+
+
+def _number(value: Any) -> str:
+    number = float(value)  # JSON writes non-finite losses as "nan", "inf", "-inf": float() reads them
+    if math.isnan(number):
+        return "nan"
+    if math.isinf(number):
+        return "inf" if number > 0 else "-inf"
+    return f"{number:.6g}"
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def verdict_sentence(verdict: Mapping[str, Any]) -> str:
+    """One line for a person: 'graph: NaN reproduced — loss nan, 3 gradients and 4 weights non-finite'."""
+    label = f"{verdict['mode']} (dumped)" if verdict.get("dumped") else str(verdict["mode"])
+    reproduced = bool(verdict.get("reproduced"))
+    error = verdict.get("error")
+    if error is not None:
+        kind = "NaN reproduced" if reproduced else "step failed"
+        return f"{label}: {kind} — {error}"
+    parts = []
+    if verdict.get("loss") is not None:
+        parts.append(f"loss {_number(verdict['loss'])}")
+    gradients, weights = verdict.get("non_finite_gradients") or [], verdict.get("non_finite_weights") or []
+    if gradients:
+        parts.append(f"{_count(len(gradients), 'gradient')} non-finite")
+    elif verdict.get("gradients_finite"):
+        parts.append("gradients finite")
+    if weights:
+        parts.append(f"{_count(len(weights), 'weight')} non-finite after the update")
+    elif verdict.get("weights_finite"):
+        parts.append("weights finite after the update")
+    head = "NaN reproduced" if reproduced else "stayed finite"
+    return f"{label}: {head} — " + ", ".join(parts) if parts else f"{label}: {head}"
+
+
+# --- the cause (``findings.extra["cause"]``, cause/model.py) --------------------------------------------------------
+
+
+def cause_headline(cause: Cause) -> str:
+    """'divergence — the loss grew x3.1 per step ...': the cause's kind and its sentence."""
+    return f"{cause.kind} — {cause.summary}"
+
+
+def change_place(change: Change) -> str:
+    return place_text(change.file, change.line, change.cell)
+
+
+def change_message(cause: Cause) -> str:
+    """'change here: learning rate 0.05 (SGD): try 0.005 — divergence sentence', said on the line to change."""
+    what = cause.change.what if cause.change is not None else ""
+    return f"change here: {what} — {cause.summary}"
+
+
+def provenance_note(cause: Cause) -> str | None:
+    """The note the data's provenance adds (e.g. why its file could not be read), if any."""
+    note = (cause.provenance or {}).get("note")
+    return str(note) if note else None
+
+
+def cause_lines(cause: Cause | None) -> list[str]:
+    """``cause: divergence — <summary>`` and ``change: file:line (cell N): what``; [] without a cause."""
+    if cause is None:
+        return []
+    lines = [f"cause: {cause_headline(cause)}"]
+    if cause.change is not None:
+        lines.append(f"  change: {change_place(cause.change)}: {cause.change.what}")
+    note = provenance_note(cause)
+    if note:
+        lines.append(f"  note: {note}")
+    return lines
