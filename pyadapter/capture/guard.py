@@ -45,6 +45,7 @@ from pyadapter.capture import (
 )
 from pyadapter.capture import bundle as bundle_format
 from pyadapter.capture import history as step_history
+from pyadapter.capture import window as step_window
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
 
@@ -114,10 +115,15 @@ def primary_optimizer(model: keras.Model) -> Any:
 class GuardedTrainFunction:
     """The replacement for ``model.train_function`` (see module docstring). One per model and configuration."""
 
-    def __init__(self, model: keras.Model, config: gate.GateConfig, restore_metrics: bool) -> None:
+    def __init__(
+        self, model: keras.Model, config: gate.GateConfig, restore_metrics: bool, keep_batches: bool = False
+    ) -> None:
         self.model_ref = weakref.ref(model)
         self.config = config
         self.restore_metrics = restore_metrics
+        # The window (`pyadapter.capture.window`): hand every step's batch back to Python as the tensors it already
+        # is (a reference, no copy); off: the batch leaves the function only on a failing step.
+        self.keep_batches = keep_batches
         self.guard: NanGuard | None = None
         self.keras_function: Any = model.train_function  # Keras's own, put back after fit
         self.meta = gate.GateMeta()
@@ -132,10 +138,13 @@ class GuardedTrainFunction:
         self._step_on_data = self._wrap(self._step_and_capture, model)
 
     @staticmethod
-    def key(model: keras.Model, config: gate.GateConfig, restore_metrics: bool) -> tuple:
+    def key(
+        model: keras.Model, config: gate.GateConfig, restore_metrics: bool, keep_batches: bool = False
+    ) -> tuple:
         return (
             config,
             restore_metrics,
+            keep_batches,
             bool(model.run_eagerly),
             model.jit_compile,
             int(getattr(model, "steps_per_execution", 1) or 1),
@@ -188,7 +197,8 @@ class GuardedTrainFunction:
             lambda: tf.experimental.Optional.empty(spec),
             lambda: tf.experimental.Optional.from_value(element),
         )
-        return outputs, verdict, captured
+        kept = tuple(flat) if self.keep_batches else ()
+        return outputs, verdict, captured, kept
 
     # ---- called by Keras fit instead of its own train function ----
 
@@ -215,18 +225,18 @@ class GuardedTrainFunction:
         if isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
             for index in range(self.steps_per_execution):
                 try:
-                    outputs, verdict, captured = self._step_on_iterator(iterator)
+                    outputs, verdict, captured, kept = self._step_on_iterator(iterator)
                 except tf.errors.OutOfRangeError:
                     if index == 0:
                         raise
                     break
                 logs = outputs
-                if guard is not None and not guard._after_step(self, verdict, captured, outputs):
+                if guard is not None and not guard._after_step(self, verdict, captured, outputs, kept):
                     break
             return logs
         for _, data in zip(range(self.steps_per_execution), iterator, strict=False):
-            logs, verdict, captured = self._step_on_data(data)
-            if guard is not None and not guard._after_step(self, verdict, captured, logs):
+            logs, verdict, captured, kept = self._step_on_data(data)
+            if guard is not None and not guard._after_step(self, verdict, captured, logs, kept):
                 break
         return logs
 
@@ -236,11 +246,12 @@ class LegacyGuardedTrainFunction(GuardedTrainFunction):
     own step (see `legacy_keras.make_one_step`)."""
 
     @staticmethod
-    def key(model: Any, config: gate.GateConfig, restore_metrics: bool) -> tuple:
+    def key(model: Any, config: gate.GateConfig, restore_metrics: bool, keep_batches: bool = False) -> tuple:
         return (
             "tf_keras",
             config,
             restore_metrics,
+            keep_batches,
             bool(model.run_eagerly),
             model.jit_compile,
             keras_lines.steps_per_execution(model),
@@ -284,6 +295,11 @@ class NanGuard(keras.callbacks.Callback):
             so the editor marks the line at once, whatever the program's shape. Costs a few seconds, on failure
             only. Off (or ``NANLENS_LOCATE_AT_SCENE=0`` in the environment): ``nanlens locate BUNDLE`` replays the
             bundle later instead.
+        window: keep the training state this many steps back and the batches since (`pyadapter.capture.window`:
+            two device-side copies of the weights and optimizer state, taken every ``window`` steps, and references
+            to up to ``2 * window`` batches), so that a failing step's bundle holds the steps that led to it; for a
+            divergence the guard then replays them at lower learning rates (graph mode, at most a minute) and the
+            fix proposes the largest that kept them finite. 0: off (one model copy and the batches less).
         verbose: print the one-paragraph report to stderr on a failing step.
 
     After training, ``guard.failures`` lists what happened and ``guard.last_bundle`` is the newest bundle.
@@ -301,9 +317,14 @@ class NanGuard(keras.callbacks.Callback):
         max_consecutive_skips: int | None = 100,
         history_size: int = step_history.DEFAULT_SIZE,
         locate: bool = True,
+        window: int = step_window.DEFAULT_SIZE,
         verbose: bool = True,
     ) -> None:
         super().__init__()
+        if not isinstance(window, int) or isinstance(window, bool) or window < 0:
+            raise ValueError(f"window must be 0 (off) or a number of steps, got {window!r}")
+        self.window_size = window
+        self._window: step_window.WindowKeeper | None = None
         if on_nan not in ON_NAN:
             raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
         self.capture_dir = storage.capture_location(capture_dir)
@@ -380,12 +401,19 @@ class NanGuard(keras.callbacks.Callback):
         if isinstance(keras_function, GuardedTrainFunction):  # left installed by a fit that raised
             keras_function = keras_function.keras_function
         restore_metrics = self.on_nan == "skip"
-        key = function_class.key(model, self.config, restore_metrics)
+        # The window needs one device's batches and state: not under several replicas.
+        keep = (
+            self.window_size > 0 and model.distribute_strategy.num_replicas_in_sync == 1 and not self._cluster
+        )
+        self._window = (
+            step_window.WindowKeeper(self.window_size, lambda: _state_variables(model)) if keep else None
+        )
+        key = function_class.key(model, self.config, restore_metrics, keep)
         per_model = _cached_functions(model)
         function = per_model.get(key)
         if function is None or function.keras_function is not keras_function:
             # New, or the model was compiled again since (Keras then builds a new train function): retrace.
-            function = per_model[key] = function_class(model, self.config, restore_metrics)
+            function = per_model[key] = function_class(model, self.config, restore_metrics, keep)
         function.keras_function = keras_function
         function.guard = self
         self._function = function
@@ -405,7 +433,7 @@ class NanGuard(keras.callbacks.Callback):
     # ---- per step, called by GuardedTrainFunction ----
 
     def _after_step(
-        self, function: GuardedTrainFunction, verdict: gate.Verdict, captured: Any, logs: Any
+        self, function: GuardedTrainFunction, verdict: gate.Verdict, captured: Any, logs: Any, kept: Any = ()
     ) -> bool:
         """Returns False when training must stop."""
         step, batch_index = self._step, self._batch
@@ -419,13 +447,15 @@ class NanGuard(keras.callbacks.Callback):
         )
         if bool(verdict.ok):
             self._consecutive = 0
+            if self._window is not None:
+                self._window.after_step(step, kept)
             return True
         self._consecutive += 1
         report = gate.report(verdict, function.meta, list(self.model.trainable_variables))
         stop = self.on_nan == "stop" or (
             self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
         )
-        path, error, scene_origin = None, None, None
+        path, error, scene_origin, cause = None, None, None, None
         if self._bundles_written < self.max_bundles:
             try:
                 if self._cluster is not None:
@@ -437,6 +467,9 @@ class NanGuard(keras.callbacks.Callback):
                     data, seed_states = self._captured_batch(function, captured)
                     located = self._locate_at_scene(function, report, data, seed_states, step, batch_index)
                     scene_origin = located.origin
+                    window_files, window_entry = self._window_files(
+                        function, located, data, step, batch_index
+                    )
                     path = self._write_bundle(
                         function,
                         report,
@@ -445,10 +478,11 @@ class NanGuard(keras.callbacks.Callback):
                         batch_index,
                         data=data,
                         seed_states=seed_states,
-                        extra_files=located.files,
-                        extra=located.manifest,
+                        extra_files={**located.files, **window_files},
+                        extra={**located.manifest, **window_entry},
                     )
                     self._bundles_written += 1
+                    cause = atscene.cause_sentence(path, located)
             except Exception as exc:  # noqa: BLE001 - training must still stop/skip cleanly; say why, once
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         failure = Failure(
@@ -460,8 +494,13 @@ class NanGuard(keras.callbacks.Callback):
             "stopped" if stop else "skipped",
             error,
             origin=scene_origin,
+            cause=cause,
         )
         self.failures.append(failure)
+        if self._window is not None:
+            self._window.after_step(
+                step, kept
+            )  # skip mode goes on: the refused step is part of later windows
         if self.verbose:
             print("\n" + failure.message(), file=sys.stderr, flush=True)
         if stop:
@@ -479,6 +518,52 @@ class NanGuard(keras.callbacks.Callback):
             path: np.asarray(v.numpy()) for path, v in zip(function.seed_paths, seeds_before, strict=True)
         }
         return data, seed_states
+
+    def _window_files(
+        self,
+        function: GuardedTrainFunction,
+        located: atscene.SceneFiles,
+        data: Any,
+        step: int,
+        batch_index: int,
+    ) -> tuple[dict[str, bytes], dict[str, Any]]:
+        """The window's bundle files and manifest entry; for a divergence located here, with the learning-rate
+        search (`pyadapter.capture.window`). Never raises: the bundle is written without the window instead."""
+        keeper = self._window
+        if keeper is None:
+            return {}, {}
+        model = self.model
+        template = function.template
+
+        def to_numpy(kept: Any) -> Any:
+            flat = [None if leaf is None else _to_numpy(leaf) for leaf in kept]
+            return tf.nest.map_structure(lambda index: flat[index], template)
+
+        try:
+            search = atscene.window_search(
+                keeper,
+                located,
+                step_call=model.train_step,
+                kind=bundle_format.KIND_FIT,
+                failing_batch=data,
+                to_numpy=to_numpy,
+                step=step,
+                history=self._history,
+                model_info=self._model_info(function),
+                trainable=list(model.trainable_variables),
+                optimizers=model_optimizers(model),
+                extra_state=keras_lines.metrics_variables(model),
+                reset=model.reset_metrics,
+                epoch=self._epoch,
+                batch_index=batch_index,
+                verbose=self.verbose,
+            )
+            rate = step_window_rate(primary_optimizer(model))
+            return keeper.files(step, data, to_numpy, learning_rate=rate, search=search)
+        except Exception as exc:  # noqa: BLE001 - the bundle matters more than its window
+            return {}, {
+                step_window.MANIFEST_KEY + "_error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            }
 
     def _model_info(self, function: GuardedTrainFunction) -> dict[str, Any]:
         model = self.model
@@ -713,6 +798,26 @@ class NanGuard(keras.callbacks.Callback):
             extra_files=files,
             seed_states=seed_states,
         )
+
+
+def _state_variables(model: keras.Model) -> list[Any]:
+    """What the window copies: the model's variables, its optimizers' (slots, iterations, learning rate) and its
+    seed generators' states."""
+    return snapshot.unique(
+        [
+            *model.variables,
+            *(v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)),
+            *(v for _, v in rng.seed_generator_states(model)),
+        ]
+    )
+
+
+def step_window_rate(optimizer: Any) -> float | None:
+    """The optimizer's constant learning rate now (None for a schedule)."""
+    from pyadapter.replay.window import learning_rate_variable
+
+    variable = learning_rate_variable(optimizer)
+    return None if variable is None else float(np.asarray(variable.numpy()))
 
 
 def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, seed_states: dict) -> dict:

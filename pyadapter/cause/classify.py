@@ -78,6 +78,8 @@ class CauseContext:
     batch_index: int | None = None
     entry_script: str | None = None
     cwd: str | None = None
+    # The guard's learning-rate search over its window (``manifest["window"]["search"]``), when it ran.
+    window_search: dict[str, Any] | None = None
 
 
 def _dtype(finding: Finding) -> str | None:
@@ -299,12 +301,13 @@ def _divergence(
         evidence["optimizer_line"] = {"file": site.file, "line": site.line, "call": site.name}
         if site.momentum is not None:
             evidence["momentum"] = site.momentum
+        searched = _window_suggestion(context)
         if rate is not None:
             momentum = f", momentum {site.momentum:g}" if site.momentum is not None else ""
-            what = (
-                f"learning rate {format_number(rate)} ({site.name}{momentum}): try {format_number(rate / 10)}, "
-                "or clip the gradients"
-            )
+            advice = searched[1] if searched else f"try {format_number(rate / 10)}"
+            what = f"learning rate {format_number(rate)} ({site.name}{momentum}): {advice}, or clip the gradients"
+        elif searched:
+            what = f"the learning rate of {site.name}: {searched[1]}, or clip the gradients"
         else:
             what = f"the learning rate of {site.name}: lower it, or clip the gradients"
         target = (
@@ -324,7 +327,34 @@ def _divergence(
         else f"until {origin.op.type} overflowed float32 (max {FLOAT32_MAX:.3g})"
     )
     summary = f"the run diverged{rate_text}: {trend_text}, {ending}"
+    searched = _window_suggestion(context)
+    if searched:
+        evidence["window"] = searched[0]  # the sentence is in change.what, next to the rate it replaces
     return Cause("divergence", summary, evidence, change)
+
+
+def _window_suggestion(context: CauseContext) -> tuple[dict[str, Any], str] | None:
+    """(evidence, sentence) of the guard's learning-rate search over its window, when it found a finite rate."""
+    search = context.window_search or {}
+    largest, suggested = search.get("largest_finite_learning_rate"), search.get("suggested_learning_rate")
+    steps = search.get("steps")
+    if not all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in (largest, suggested, steps)
+    ):
+        return None
+    evidence = {
+        "steps": int(steps),
+        "start_step": search.get("start_step"),
+        "captured_learning_rate": search.get("captured_learning_rate"),
+        "largest_finite_learning_rate": float(largest),
+        "smallest_non_finite_learning_rate": search.get("smallest_non_finite_learning_rate"),
+        "suggested_learning_rate": float(suggested),
+    }
+    sentence = (
+        f"largest finite over the {int(steps)}-step window: {format_number(float(largest))}; "
+        f"try {format_number(float(suggested))}"
+    )
+    return evidence, sentence
 
 
 def _precision(
