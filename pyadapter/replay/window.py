@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -254,7 +255,8 @@ def run_of_program(program: Any, window: WindowData, kind: str) -> tuple[WindowR
     from pyadapter.replay.state import match_captured
 
     values_by_index, unmatched, _ = match_captured(window.state, list(program.state))
-    values = [values_by_index.get(i) for i in range(len(program.state))]
+    # Variables the window has no value for start where the captured step does (its rebuilt values).
+    values = [values_by_index.get(i, np.asarray(v.numpy())) for i, v in enumerate(program.state)]
     warnings = []
     if unmatched:
         first = variable_path(program.state[unmatched[0]])
@@ -273,3 +275,146 @@ def run_of_program(program: Any, window: WindowData, kind: str) -> tuple[WindowR
         before_run=program.before_run,
     )
     return run, warnings
+
+
+# ---- a bundle's window (`nanlens replay BUNDLE --window`) ------------------------------------------------------
+
+
+def learning_rate_in_source(bundle_path: str | Path) -> tuple[float, str] | None:
+    """(the learning rate the user's code sets now, "file:line") on the line the bundle's cause says to change
+    (after a quick fix, the new rate); None when the bundle has no divergence cause or the line holds no number.
+    Reads the findings and the source file; runs nothing."""
+    from pyadapter.capture.bundle import FINDINGS_FILE
+    from pyadapter.cause import attach_cause
+    from pyadapter.findings import FindingsError, load_findings
+    from pyadapter.fixes.cause import learning_rate_on_line
+
+    findings_path = Path(bundle_path) / FINDINGS_FILE
+    if not findings_path.is_file():
+        return None
+    try:
+        cause = attach_cause(load_findings(findings_path), bundle_path)
+    except FindingsError:
+        return None
+    change = cause.change
+    if cause.kind != "divergence" or change is None or change.cell is not None:
+        return None
+    try:
+        text = Path(change.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    rate = learning_rate_on_line(text, change.line)
+    return None if rate is None else (rate, f"{change.file}:{change.line}")
+
+
+@dataclass
+class BundleWindowReport:
+    """What ``nanlens replay BUNDLE --window`` says."""
+
+    bundle: str
+    start_step: int
+    end_step: int
+    steps: int
+    learning_rate: float | None  # the rate replayed
+    rate_from: str  # "option", "source file:line" or "captured"
+    verdict: WindowVerdict
+    captured: WindowVerdict | None = None  # the same window at the captured rate (when another was replayed)
+    search: WindowSearch | None = None
+    route: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def finite(self) -> bool:
+        return self.verdict.finite
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bundle": self.bundle,
+            "window": {"start_step": self.start_step, "end_step": self.end_step, "steps": self.steps},
+            "learning_rate": self.learning_rate,
+            "learning_rate_from": self.rate_from,
+            "finite": self.finite,
+            "verdict": self.verdict.to_json(),
+            "captured": self.captured.to_json() if self.captured else None,
+            "search": self.search.to_json() if self.search else None,
+            "message": self.message(),
+            "route": self.route,
+            "warnings": list(self.warnings),
+        }
+
+    def message(self) -> str:
+        """One line for the editor and the CLI."""
+        text = self.verdict.sentence()
+        if self.captured is not None and not self.captured.finite:
+            text += (
+                f" (at the captured rate it went non-finite at step {self.captured.first_non_finite_step})"
+            )
+        elif self.captured is not None:
+            text += " (it stayed finite at the captured rate too)"
+        if self.search is not None:
+            text += f"; {self.search.sentence()}"
+        return text
+
+
+def replay_bundle_window(
+    path: str | Path,
+    *,
+    learning_rate: float | None = None,
+    search: bool = False,
+    search_seconds: float = SEARCH_SECONDS,
+    reentry_timeout: float | None = None,
+) -> BundleWindowReport:
+    """Replay the bundle's window from its state copy in graph mode at `learning_rate` (default: the rate the
+    user's code sets now on the cause's change line, else the captured one), and at the captured rate when that
+    differs; with `search`, also the largest rate that keeps the window finite. Raises ReplayError (one line)."""
+    from pyadapter.capture.window import WindowError, read_window
+    from pyadapter.replay.debugger import breakpoints_paused
+    from pyadapter.replay.rebuild import open_bundle
+    from pyadapter.replay.session import with_captured_step
+
+    bundle = open_bundle(path)
+    try:
+        window = read_window(bundle)
+    except WindowError as exc:
+        raise ReplayError(f"{bundle.path}: {exc}") from None
+    if window is None:
+        raise ReplayError(
+            f"{bundle.path}: the bundle holds no window (the guard ran with window=0, is older, or failed before "
+            "its first state copy); `nanlens replay` replays the captured step alone"
+        )
+    rate_from = "option"
+    if learning_rate is None:
+        found = learning_rate_in_source(bundle.path)
+        if found is not None:
+            learning_rate, rate_from = found[0], f"source {found[1]}"
+        else:
+            rate_from = "captured"
+
+    def action(rebuilt: Any) -> BundleWindowReport:
+        with breakpoints_paused():
+            run, warnings = run_of_program(rebuilt.program, window, bundle.kind)
+            captured_rate = run.captured_learning_rate
+            same = learning_rate is None or (
+                captured_rate is not None and math.isclose(learning_rate, captured_rate, rel_tol=1e-6)
+            )
+            verdict = run.replay(None if same else learning_rate)
+            captured = None if same else run.replay(None)
+            searched = run.search(seconds=search_seconds) if search else None
+        return BundleWindowReport(
+            bundle=str(bundle.path),
+            start_step=window.start_step,
+            end_step=window.end_step,
+            steps=window.steps,
+            learning_rate=verdict.learning_rate,
+            rate_from=rate_from
+            if not same or rate_from == "captured"
+            else f"{rate_from} (= the captured rate)",
+            verdict=verdict,
+            captured=captured,
+            search=searched,
+            warnings=[*rebuilt.warnings, *warnings],
+        )
+
+    report, route = with_captured_step(path, action, reentry_timeout=reentry_timeout)
+    report.route = route
+    return report
