@@ -192,6 +192,7 @@ def window_search(
         trainable=trainable,
         optimizers=optimizers,
         before_run=reset,
+        step_reset=reset,
     )
     live = snapshot.unique([*keeper.variables, *extra_state])
     saved = [(variable, np.array(variable.numpy(), copy=True)) for variable in live]

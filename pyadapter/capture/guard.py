@@ -420,6 +420,9 @@ class NanGuard(keras.callbacks.Callback):
         model.train_function = function
         self._step = int(primary_optimizer(model).iterations.numpy())
         self._consecutive = 0
+        if self._window is not None:
+            _build_own_optimizer(model)
+            self._window.start(self._step)
 
     def on_train_end(self, logs: dict | None = None) -> None:
         if self._function is not None:
@@ -810,6 +813,26 @@ def _state_variables(model: keras.Model) -> list[Any]:
             *(v for _, v in rng.seed_generator_states(model)),
         ]
     )
+
+
+def _build_own_optimizer(model: keras.Model) -> None:
+    """Make the slots of a model's only optimizer now, as its first update would (Keras's own ``train_step``
+    builds it on the model's trainable variables, under its name scope), so the window's first copy holds them:
+    a run that blows up in its first steps then has a window from step 0. Custom steps are left alone (an
+    optimizer may train only some variables); their window starts after the first step."""
+    optimizers = model_optimizers(model)
+    if (
+        keras_lines.is_tf_keras(model)
+        or len(optimizers) != 1
+        or optimizers[0] is not getattr(model, "optimizer", None)
+        or type(model).train_step is not keras.Model.train_step
+        or keras_lines.optimizer_built(optimizers[0])
+    ):
+        return
+    from pyadapter.replay.state import build_optimizers
+
+    with model.distribute_strategy.scope():
+        build_optimizers(optimizers, list(model.trainable_variables))
 
 
 def step_window_rate(optimizer: Any) -> float | None:

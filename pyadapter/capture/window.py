@@ -78,10 +78,25 @@ class WindowKeeper:
         self._variables: list[Any] = []
         self._copies: list[_Copy] = []  # older first, at most two
         self._batches: collections.deque = collections.deque()
+        self._recheck = False
 
     @property
     def enabled(self) -> bool:
         return self.size > 0
+
+    def start(self, step: int) -> None:
+        """Training starts at `step`: copy the state it starts from, when its variables exist already (Keras
+        builds the model and optimizer before ``on_train_begin``), so a run that blows up in its first steps has a
+        window from its very first update."""
+        if self.enabled and self._sources():
+            self._take(step)
+            self._recheck = True
+
+    def _sources_changed(self) -> bool:
+        variables = unique(self._sources())
+        return len(variables) != len(self._variables) or any(
+            a is not b for a, b in zip(variables, self._variables, strict=True)
+        )
 
     def after_step(self, step: int, held: Any) -> None:
         """Step `step` ran on `held` (its update applied or, in skip mode, refused): keep the batch; every `size`
@@ -90,6 +105,12 @@ class WindowKeeper:
             return
         self._batches.append((step, held))
         following = step + 1
+        if self._recheck:
+            # Once, after the first step: an optimizer that made its slots in that step was not in the start copy,
+            # which then cannot restore it; the window starts after that step instead.
+            self._recheck = False
+            if self._sources_changed():
+                self._copies = []
         if self._copies and following - self._copies[-1].step < self.size:
             return
         self._take(following)
@@ -101,9 +122,7 @@ class WindowKeeper:
         import tensorflow as tf
 
         variables = unique(self._sources())
-        if len(variables) != len(self._variables) or any(
-            a is not b for a, b in zip(variables, self._variables, strict=True)
-        ):
+        if self._sources_changed():
             # New variables (the first copy, or a model that grew): earlier copies do not match them any more.
             self._variables, self._copies = variables, []
         if len(self._copies) == 2:
@@ -224,12 +243,14 @@ class Trial:
     learning_rate: float
     finite: bool
     first_non_finite_step: int | None = None  # the step of the window that went non-finite first
+    loss_grew_at_step: int | None = None  # finite, but its loss passed the growth limit at this step
 
     def to_json(self) -> dict[str, Any]:
         return {
             "learning_rate": self.learning_rate,
             "finite": self.finite,
             "first_non_finite_step": self.first_non_finite_step,
+            "loss_grew_at_step": self.loss_grew_at_step,
         }
 
 

@@ -7,6 +7,11 @@ The same `WindowRun` serves two places:
 - a replay of a bundle's window (``nanlens replay BUNDLE --window``, "Verify fix" for a divergence): the step
   brought back by `pyadapter.replay.session.with_captured_step` and the window read from the bundle.
 
+A window counts as finite when every step's loss and the weights after it are finite AND no step's loss grew past
+`GROWTH_LIMIT` times the window's first: a rate that is merely still finite at the window's end, its loss having
+grown a millionfold, would diverge a few steps later. The loss is each step's own (Keras's metrics are reset before
+every step, so ``logs["loss"]`` is not a running mean).
+
 A learning rate is set on every optimizer whose rate is a variable (Keras 3 keeps a constant rate in one), as the
 same factor of its captured rate; a schedule's rate cannot be changed without retracing, so it is not searched.
 """
@@ -29,6 +34,7 @@ from pyadapter.replay.errors import ReplayError
 
 SEARCH_SECONDS = 60.0  # the search stops trying rates after this long (the last finite one found stands)
 MAX_HALVINGS = 12  # 1/4096 of the captured rate at the lowest
+GROWTH_LIMIT = 100.0  # a window whose loss grows past this factor of its first step's is diverging still
 REFINE_TRIALS = 3  # bisections between the largest finite and smallest non-finite rates (log scale)
 
 
@@ -43,6 +49,7 @@ class WindowVerdict:
     first_non_finite_step: int | None = None
     losses: list[float | None] = field(default_factory=list)
     seconds: float = 0.0
+    grew_at: int | None = None  # finite, but the loss passed GROWTH_LIMIT x the first step's at this step
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -51,6 +58,7 @@ class WindowVerdict:
             "steps": self.steps,
             "steps_run": self.steps_run,
             "first_non_finite_step": self.first_non_finite_step,
+            "loss_grew_at_step": self.grew_at,
             "losses": [None if v is None or not math.isfinite(v) else v for v in self.losses],
             "seconds": round(self.seconds, 2),
         }
@@ -61,6 +69,11 @@ class WindowVerdict:
         rate = f" at learning rate {format_number(self.learning_rate)}" if self.learning_rate else ""
         if self.finite:
             return f"the {self.steps}-step window stays finite{rate}"
+        if self.grew_at is not None:
+            return (
+                f"the {self.steps}-step window still diverges{rate}: its loss passed {GROWTH_LIMIT:g}x the first "
+                f"step's at step {self.grew_at}"
+            )
         return (
             f"the {self.steps}-step window goes non-finite{rate} at step {self.first_non_finite_step} "
             f"({self.steps_run} of {self.steps} steps finite)"
@@ -91,6 +104,9 @@ class WindowRun:
     trainable: list[Any]
     optimizers: list[Any]
     before_run: Callable[[], None] | None = None  # e.g. fresh metrics
+    step_reset: Callable[[], None] | None = (
+        None  # before every step: fresh metrics, so the loss is the step's
+    )
     _function: Any = None
     _rates: list[tuple[Any, float]] | None = None
 
@@ -164,6 +180,8 @@ class WindowRun:
         losses: list[float | None] = []
         verdict = WindowVerdict(shown, True, self.steps, 0)
         for index, (args, kwargs) in enumerate(self.calls):
+            if self.step_reset is not None:
+                self.step_reset()
             try:
                 loss, finite = function(*args, **kwargs)
             except tf.errors.InvalidArgumentError:  # a check_numerics in the user's step fired
@@ -172,6 +190,10 @@ class WindowRun:
             if not bool(np.asarray(finite)):
                 verdict.finite = False
                 verdict.first_non_finite_step = self.start_step + index
+                break
+            if index and abs(losses[-1]) > GROWTH_LIMIT * max(abs(losses[0]), 1e-12):
+                verdict.finite = False
+                verdict.grew_at = self.start_step + index
                 break
             verdict.steps_run = index + 1
         verdict.losses = losses
@@ -190,7 +212,7 @@ class WindowRun:
 
         def trial(rate: float) -> bool:
             verdict = self.replay(rate)
-            result.trials.append(Trial(rate, verdict.finite, verdict.first_non_finite_step))
+            result.trials.append(Trial(rate, verdict.finite, verdict.first_non_finite_step, verdict.grew_at))
             return verdict.finite
 
         def out_of_time() -> bool:
@@ -273,6 +295,7 @@ def run_of_program(program: Any, window: WindowData, kind: str) -> tuple[WindowR
         trainable=list(program.trainable),
         optimizers=list(program.optimizers),
         before_run=program.before_run,
+        step_reset=getattr(getattr(program.step, "__self__", None), "reset_metrics", None),
     )
     return run, warnings
 
