@@ -89,9 +89,10 @@ def test_the_bundle_holds_the_window_and_the_guard_found_a_finite_learning_rate(
     captured = search["captured_learning_rate"]
     assert captured == pytest.approx(7e-5)
     first = search["trials"][0]
-    # The window replayed at the captured rate goes non-finite at the very step training did.
+    # The window replayed at the captured rate diverges again: non-finite, or its loss past 100x its first step's.
     assert first["learning_rate"] == pytest.approx(captured) and not first["finite"]
-    assert first["first_non_finite_step"] == window["end_step"]
+    stopped = first["first_non_finite_step"] or first["loss_grew_at_step"]
+    assert window["start_step"] < stopped <= window["end_step"]
     assert 0 < search["largest_finite_learning_rate"] < captured
     assert search["suggested_learning_rate"] == pytest.approx(search["largest_finite_learning_rate"] / 2)
     assert any(t["finite"] for t in search["trials"])
@@ -159,7 +160,11 @@ def test_a_rate_that_is_still_too_high_is_not_verified(diverged: SimpleNamespace
     assert done.returncode == 0, done.stderr[-3000:]  # 0: the NaN came back
     report = json.loads(done.stdout)
     assert report["finite"] is False and report["learning_rate_from"] == "option"
-    assert report["verdict"]["first_non_finite_step"] <= report["window"]["end_step"]
+    stopped = report["verdict"]["first_non_finite_step"] or report["verdict"]["loss_grew_at_step"]
+    assert report["window"]["start_step"] < stopped <= report["window"]["end_step"]
+    assert "window" in report["message"] and (
+        "non-finite" in report["message"] or "diverges" in report["message"]
+    )
 
 
 @pytest.mark.slow

@@ -325,6 +325,7 @@ class NanGuard(keras.callbacks.Callback):
             raise ValueError(f"window must be 0 (off) or a number of steps, got {window!r}")
         self.window_size = window
         self._window: step_window.WindowKeeper | None = None
+        self._window_model: Any = lambda: None
         if on_nan not in ON_NAN:
             raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
         self.capture_dir = storage.capture_location(capture_dir)
@@ -405,9 +406,13 @@ class NanGuard(keras.callbacks.Callback):
         keep = (
             self.window_size > 0 and model.distribute_strategy.num_replicas_in_sync == 1 and not self._cluster
         )
-        self._window = (
-            step_window.WindowKeeper(self.window_size, lambda: _state_variables(model)) if keep else None
-        )
+        if not keep:
+            self._window = None
+        elif self._window is not None and self._window_model() is model:
+            self._window.restart()  # the same model's buffers and compiled copy serve the next fit
+        else:
+            self._window = step_window.WindowKeeper(self.window_size, lambda: _state_variables(model))
+            self._window_model = weakref.ref(model)
         key = function_class.key(model, self.config, restore_metrics, keep)
         per_model = _cached_functions(model)
         function = per_model.get(key)

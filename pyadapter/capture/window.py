@@ -77,12 +77,17 @@ class WindowKeeper:
         self._sources = sources
         self._variables: list[Any] = []
         self._copies: list[_Copy] = []  # older first, at most two
+        self._pool: list[_Copy] = []  # the buffers and compiled copies made so far (kept over restarts)
         self._batches: collections.deque = collections.deque()
         self._recheck = False
 
     @property
     def enabled(self) -> bool:
         return self.size > 0
+
+    def restart(self) -> None:
+        """A new ``fit``: forget the copies and batches, keep the buffers (no new variables, no retrace)."""
+        self._copies, self._batches = [], collections.deque()
 
     def start(self, step: int) -> None:
         """Training starts at `step`: copy the state it starts from, when its variables exist already (Keras
@@ -124,9 +129,10 @@ class WindowKeeper:
         variables = unique(self._sources())
         if self._sources_changed():
             # New variables (the first copy, or a model that grew): earlier copies do not match them any more.
-            self._variables, self._copies = variables, []
-        if len(self._copies) == 2:
-            reused = self._copies.pop(0)  # the older copy's buffers take the new state
+            self._variables, self._copies, self._pool = variables, [], []
+        free = [c for c in self._pool if all(c is not active for active in self._copies)]
+        if free or len(self._copies) == 2:
+            reused = free[0] if free else self._copies.pop(0)  # the older copy's buffers take the new state
             reused.copy()
             reused.step = step
             self._copies.append(reused)
@@ -144,7 +150,10 @@ class WindowKeeper:
             for shadow, source in zip(shadows, sources, strict=True):
                 shadow.assign(tf.convert_to_tensor(source))
 
-        self._copies.append(_Copy(step, shadows, copy))
+        copy()  # traced now, at the first copy of the training
+        made = _Copy(step, shadows, copy)
+        self._pool.append(made)
+        self._copies.append(made)
 
     def window_for(self, failing_step: int) -> tuple[_Copy, list[tuple[int, Any]]] | None:
         """The copy a window replay starts from and the held batches from it up to (not including) the failing step;
