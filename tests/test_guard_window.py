@@ -210,3 +210,23 @@ def test_zoo_divergence_gets_a_window_and_a_finite_learning_rate(
     assert not search["trials"][0]["finite"], search  # the captured rate fails over the window
     assert 0 < search["largest_finite_learning_rate"] < search["captured_learning_rate"], search
     assert "NanGuard: cause: divergence" in stderr
+
+
+@pytest.mark.slow
+def test_a_custom_loop_keeps_a_window_too_and_its_verify_replays_it(tmp_path: Path) -> None:
+    program, bundle, stderr = train(tmp_path, PROGRAMS / "loop_divergence.py", "captures")
+    assert "NanGuard: cause: divergence" in stderr, stderr[-3000:]
+    window = manifest(bundle)["window"]
+    search = window["search"]
+    assert window["steps"] == window["end_step"] - window["start_step"] + 1 >= 2
+    assert not search["trials"][0]["finite"]
+    suggested = search["suggested_learning_rate"]
+    assert 0 < suggested < search["captured_learning_rate"] == pytest.approx(3e-4)
+    # The program trains at module level: the window is replayed by re-entry, at the rate the guard proposed.
+    done = nanlens(
+        "replay", str(bundle), "--window", "--learning-rate", str(suggested), "--json", cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stderr[-3000:]  # 1: the window stayed finite
+    report = json.loads(done.stdout)
+    assert report["finite"] is True and report["captured"]["finite"] is False
+    assert "re-entry" in report["route"]
