@@ -35,7 +35,7 @@ def train_step(xb, yb):
 
 
 try:
-    for epoch in range(10):
+    for _ in range(10):
         for xb, yb in dataset:
             train_step(xb, yb)
     print("training stayed finite")
