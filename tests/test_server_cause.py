@@ -5,6 +5,7 @@ hover says the cause, ``nanlens/findings`` carries it, and the code action there
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -103,5 +104,15 @@ def test_the_optimizer_line_gets_the_cause_diagnostic_hover_and_fix(tmp_path: Pa
                 f"SGD(learning_rate={suggested}, momentum=0.9)"
                 in apply_edits(text, edits).splitlines()[change_line - 1]
             )
+
+            # "Verify fix" after the fix is applied: a divergence is verified over the guard's window (the captured
+            # step alone starts from blown-up weights), at the rate the edited line sets, against the captured one.
+            program.write_text(apply_edits(text, edits))
+            answer = await s.command("nanlens.server.verifyFix", str(bundle), {"trustEntry": [str(program)]})
+            answer = json.loads(json.dumps(answer, default=lambda o: o._asdict()))
+            assert answer["verified"] is True, answer["message"]
+            assert answer["window"]["learning_rate_from"].startswith("source ")
+            assert answer["window"]["captured"]["finite"] is False
+            assert "window stays finite at learning rate" in answer["message"]
 
     run(body())
