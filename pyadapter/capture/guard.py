@@ -566,7 +566,7 @@ class NanGuard(keras.callbacks.Callback):
                 batch_index=batch_index,
                 verbose=self.verbose,
             )
-            rate = step_window_rate(primary_optimizer(model))
+            rate = step_window.current_learning_rate(primary_optimizer(model))
             return keeper.files(step, data, to_numpy, learning_rate=rate, search=search)
         except Exception as exc:  # noqa: BLE001 - the bundle matters more than its window
             return {}, {
@@ -838,14 +838,6 @@ def _build_own_optimizer(model: keras.Model) -> None:
 
     with model.distribute_strategy.scope():
         build_optimizers(optimizers, list(model.trainable_variables))
-
-
-def step_window_rate(optimizer: Any) -> float | None:
-    """The optimizer's constant learning rate now (None for a schedule)."""
-    from pyadapter.replay.window import learning_rate_variable
-
-    variable = learning_rate_variable(optimizer)
-    return None if variable is None else float(np.asarray(variable.numpy()))
 
 
 def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, seed_states: dict) -> dict:

@@ -334,9 +334,7 @@ class GuardedStep:
                 batch_index=index,
                 verbose=self.verbose,
             )
-            from pyadapter.capture.guard import step_window_rate
-
-            rate = step_window_rate(self.optimizers[0])
+            rate = step_window.current_learning_rate(self.optimizers[0])
             return keeper.files(step, failing, to_numpy, learning_rate=rate, search=search)
         except Exception as exc:  # noqa: BLE001 - the bundle matters more than its window
             return {}, {

@@ -230,6 +230,14 @@ class WindowKeeper:
         return total
 
 
+def current_learning_rate(optimizer: Any) -> float | None:
+    """The optimizer's constant learning rate now (None for a schedule), for ``manifest["window"]``."""
+    from pyadapter.replay.window import learning_rate_variable
+
+    variable = learning_rate_variable(optimizer)
+    return None if variable is None else float(np.asarray(variable.numpy()))
+
+
 def _leaves(value: Any) -> list[Any]:
     if isinstance(value, dict):
         return [leaf for item in value.values() for leaf in _leaves(item)]
