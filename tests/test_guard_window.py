@@ -230,3 +230,23 @@ def test_a_custom_loop_keeps_a_window_too_and_its_verify_replays_it(tmp_path: Pa
     report = json.loads(done.stdout)
     assert report["finite"] is True and report["captured"]["finite"] is False
     assert "re-entry" in report["route"]
+
+
+def test_the_quick_fix_proposes_half_the_largest_finite_rate_and_a_tenth_without_a_window() -> None:
+    from pyadapter.cause import Change
+    from pyadapter.fixes.cause import learning_rate_on_line
+
+    source = "import keras\n\noptimizer = keras.optimizers.SGD(learning_rate=0.02, momentum=0.9)\n"
+    change = Change("train.py", 3, "the learning rate", target="optimizer")
+    window = {"steps": 16, "largest_finite_learning_rate": 3.1e-3, "suggested_learning_rate": 1.55e-3}
+    searched = cause_fixes(source, Cause("divergence", "diverged", {"window": window}, change))
+    assert (
+        searched[0].title
+        == "lower the learning rate to 0.00155 (largest finite over the 16-step window: 0.0031)"
+    )
+    fixed = apply_edits(source, searched[0].edits)
+    assert "SGD(learning_rate=0.00155, momentum=0.9)" in fixed
+    # What "Verify fix" replays the window at: the rate the edited line sets now.
+    assert learning_rate_on_line(fixed, 3) == pytest.approx(1.55e-3)
+    blind = cause_fixes(source, Cause("divergence", "diverged", {}, change))
+    assert blind[0].title == "lower the learning rate to 0.002 (a tenth of 0.02)"
