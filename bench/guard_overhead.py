@@ -10,8 +10,11 @@ dilute the per-step overhead. Arms:
 
 - plain       `model.fit(...)`
 - nanguard    `model.fit(..., callbacks=[NanGuard(dir)])`: the default, with the step history (history_size=256:
-              gradient/weight/update norms and max |y_pred| measured in the step)
+              gradient/weight/update norms and max |y_pred| measured in the step) and the window (window=16: a
+              device-side copy of the weights and optimizer state every 16 steps, the batches kept by reference)
 - nanguard-h0 `NanGuard(dir, history_size=0)`: the guard without the history (no history ops in the step)
+- nanguard-w0 `NanGuard(dir, window=0)`: the guard without the window (the nanguard vs nanguard-w0 gap is what
+              the window costs)
 - py-loop     the hand-written way to keep the batch: `for x, y in ds:` in Python, keep (x, y), a tf.function
               step that checks the gradients and applies the update under tf.cond, read the flag per step
 - check_numerics / dump (FULL_HEALTH): cannot be switched off in-process, so each runs in its own subprocess,
@@ -147,12 +150,14 @@ def interleaved(rounds: int, steps: int) -> dict:
     capture_dir = tempfile.mkdtemp(prefix="nanlens-bench-")  # stays empty unless the model goes non-finite
     guard = NanGuard(capture_dir, verbose=True)
     guard_h0 = NanGuard(capture_dir, verbose=True, history_size=0)
+    guard_w0 = NanGuard(capture_dir, verbose=True, window=0)
 
     py_loop = make_py_loop(model, x, y)
     arms = {
         "plain": lambda: timed_fit(model, x, y, []),
         "nanguard": lambda: timed_fit(model, x, y, [guard]),
         "nanguard-h0": lambda: timed_fit(model, x, y, [guard_h0]),
+        "nanguard-w0": lambda: timed_fit(model, x, y, [guard_w0]),
         "py-loop": lambda: timed(py_loop),
     }
     for fn in arms.values():  # trace everything once
@@ -169,7 +174,7 @@ def interleaved(rounds: int, steps: int) -> dict:
             c, w = arms[name]()
             cpu[name].append(c)
             wall[name].append(w)
-    if guard.failures or guard_h0.failures:
+    if guard.failures or guard_h0.failures or guard_w0.failures:
         raise RuntimeError(
             f"the benchmark model went non-finite (see {capture_dir}); numbers would be meaningless"
         )
@@ -297,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"history target: nanguard (history_size=256) <= {HISTORY_TARGET:.2f} x plain -> {history}"
             f" (without the history: {results['nanguard-h0']['ratio_cpu_median']:.3f})"
+        )
+        print(
+            f"window: nanguard (window=16) {results['nanguard']['ratio_cpu_median']:.3f} x plain, without the window"
+            f" (window=0) {results['nanguard-w0']['ratio_cpu_median']:.3f}"
         )
     return 0 if results["nanguard"]["ratio_cpu_median"] <= FLOOR else 1
 

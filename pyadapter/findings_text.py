@@ -219,3 +219,14 @@ def cause_lines(cause: Cause | None) -> list[str]:
     if note:
         lines.append(f"  note: {note}")
     return lines
+
+
+def format_number(value: float) -> str:
+    """How a person writes a learning rate: 0.005, 0.05; 7e-06 -> 7e-6, 0.0001 -> 1e-4 (the cause's sentence and
+    the fix that rewrites the number spell it the same)."""
+    if value >= 1e-3:
+        return f"{value:.3g}"
+    mantissa, _, exponent = f"{value:.2e}".partition("e")
+    if "." in mantissa:
+        mantissa = mantissa.rstrip("0").rstrip(".")
+    return f"{mantissa}e{int(exponent)}"

@@ -74,7 +74,15 @@ def test_divergence_points_at_the_optimizer_line(tmp_path: Path) -> None:
     assert cause["change"]["file"] == str(tmp_path / program.name)
     assert cause["change"]["line"] == marked_line(program, "CHANGE")
     evidence = cause["evidence"]
-    assert "learning rate 7e-5 (SGD, momentum 0.9): try 7e-6" in cause["change"]["what"]
+    # The guard's window search (NanGuard's default window=16) replaces the blind tenth with half the largest
+    # learning rate that kept the window finite, below the captured 7e-5.
+    assert "learning rate 7e-5 (SGD, momentum 0.9): largest finite over the" in cause["change"]["what"]
+    assert (
+        0
+        < evidence["window"]["suggested_learning_rate"]
+        < evidence["window"]["largest_finite_learning_rate"]
+        < 7e-5
+    )
     assert (
         evidence["learning_rate"] == 7e-5 and evidence["momentum"] == 0.9 and evidence["optimizer"] == "SGD"
     )

@@ -100,6 +100,16 @@ LAYERS: list[tuple[str, ...]] = [
 UPWARD_BY_DESIGN: dict[tuple[str, str], str] = {
     ("capture", "pyadapter.replay.scene"): "locate at the scene: when a step fails in training, NanGuard and "
     "guard_step re-run it right there under a dump (lazily, only then) so the bundle carries its findings",
+    (
+        "capture",
+        "pyadapter.replay.window",
+    ): "the learning-rate search at the scene: on a divergence the guard "
+    "replays its window from the state copy it holds in memory (lazily, only on a failing step)",
+    (
+        "capture",
+        "pyadapter.cause",
+    ): "the cause in the stop message at the scene (lazily, only on a failing step)",
+    ("capture", "pyadapter.cause.classify"): "which cause to search the window for, at the scene (lazily)",
 }
 
 

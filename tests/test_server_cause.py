@@ -5,6 +5,7 @@ hover says the cause, ``nanlens/findings`` carries it, and the code action there
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 from lsprotocol import types
 from pygls.uris import from_fs_path
 
+from pyadapter.cause.model import format_number
 from pyadapter.fixes import TextEdit, apply_edits
 
 pytestmark = pytest.mark.slow
@@ -57,7 +59,16 @@ def test_the_optimizer_line_gets_the_cause_diagnostic_hover_and_fix(tmp_path: Pa
             assert warning.severity == types.DiagnosticSeverity.Warning and warning.code == "divergence"
             assert warning.range.start.line == change_line - 1
             rate = cause["evidence"]["rate_per_step"]
-            assert warning.message.startswith("change here: learning rate 7e-5 (SGD, momentum 0.9): try 7e-6")
+            # The guard searched its window for the largest finite learning rate: the advice is half of it.
+            window = cause["evidence"]["window"]
+            largest, suggested = (
+                format_number(window["largest_finite_learning_rate"]),
+                format_number(window["suggested_learning_rate"]),
+            )
+            assert warning.message.startswith(
+                f"change here: learning rate 7e-5 (SGD, momentum 0.9): largest finite over the {window['steps']}-step "
+                f"window: {largest}; try {suggested}"
+            )
             assert f"grew x{rate:.3g} per step for {cause['evidence']['steps']} steps" in warning.message
             assert warning.related_information  # points back at where the values went non-finite
 
@@ -79,7 +90,8 @@ def test_the_optimizer_line_gets_the_cause_diagnostic_hover_and_fix(tmp_path: Pa
             assert actions
             titles = [a.title for a in actions if isinstance(a, types.CodeAction)]
             assert titles[:2] == [
-                "NaN Lens: lower the learning rate to 7e-6 (a tenth of 7e-5)",
+                f"NaN Lens: lower the learning rate to {suggested} (largest finite over the {window['steps']}-step "
+                f"window: {largest})",
                 "NaN Lens: clip the gradients: add clipnorm=1.0 to the optimizer",
             ]
             first = actions[0]
@@ -89,8 +101,18 @@ def test_the_optimizer_line_gets_the_cause_diagnostic_hover_and_fix(tmp_path: Pa
                 for e in first.edit.changes[uri]
             ]
             assert (
-                "SGD(learning_rate=7e-6, momentum=0.9)"
+                f"SGD(learning_rate={suggested}, momentum=0.9)"
                 in apply_edits(text, edits).splitlines()[change_line - 1]
             )
+
+            # "Verify fix" after the fix is applied: a divergence is verified over the guard's window (the captured
+            # step alone starts from blown-up weights), at the rate the edited line sets, against the captured one.
+            program.write_text(apply_edits(text, edits))
+            answer = await s.command("nanlens.server.verifyFix", str(bundle), {"trustEntry": [str(program)]})
+            answer = json.loads(json.dumps(answer, default=lambda o: o._asdict()))
+            assert answer["verified"] is True, answer["message"]
+            assert answer["window"]["learning_rate_from"].startswith("source ")
+            assert answer["window"]["captured"]["finite"] is False
+            assert "window stays finite at learning rate" in answer["message"]
 
     run(body())

@@ -120,3 +120,112 @@ def map_to_notebook(findings: Any) -> None:
     info = notebook.current_notebook()
     if info is not None:
         notebook.map_findings_to_notebook(findings, info)
+
+
+def _scene_cause(located: SceneFiles, context: Any) -> Any:
+    """The cause of the failure located here (`pyadapter.cause.classify`), or None without findings."""
+    import json
+
+    from pyadapter.cause import classify
+    from pyadapter.findings import Findings
+
+    content = located.files.get(bundle_format.FINDINGS_FILE)
+    if content is None:
+        return None
+    return classify(Findings.from_json(json.loads(content)), context)
+
+
+def window_search(
+    keeper: Any,
+    located: SceneFiles,
+    *,
+    step_call: Any,
+    kind: str,
+    failing_batch: Any,
+    to_numpy: Any,
+    step: int,
+    history: Any,
+    model_info: dict[str, Any],
+    trainable: list[Any],
+    optimizers: list[Any],
+    extra_state: list[Any],
+    reset: Any,
+    epoch: int | None,
+    batch_index: int | None,
+    verbose: bool,
+) -> dict[str, Any] | None:
+    """For a divergence located here: the largest learning rate that keeps the guard's window finite, found by
+    replaying the window from the copy the guard kept (`pyadapter.replay.window`), as the bundle's
+    ``window["search"]``. Every variable is put back as it was before. None when the failure is not a divergence,
+    the window is not there yet, or the search could not run."""
+    import numpy as np
+
+    found = keeper.window_for(step)
+    if found is None or not located.files:
+        return None
+    from pyadapter.cause import CauseContext
+
+    entry = snapshot.entry_script_info()
+    context = CauseContext(
+        history=bundle_writer.history_to_json(history),
+        model_info=model_info,
+        batch=failing_batch,
+        step=step,
+        epoch=epoch,
+        batch_index=batch_index,
+        entry_script=entry.get("path"),
+        cwd=entry.get("cwd"),
+    )
+    cause = _scene_cause(located, context)
+    if cause is None or cause.kind != "divergence":
+        return None
+    from pyadapter.replay import scene
+    from pyadapter.replay.window import WindowRun, calls_of
+
+    copy, held = found
+    run = WindowRun(
+        step=step_call,
+        calls=calls_of([to_numpy(b) for _, b in held] + [failing_batch], kind),
+        start_step=copy.step,
+        state=keeper.variables,
+        values=keeper.state_values(copy),
+        trainable=trainable,
+        optimizers=optimizers,
+        before_run=reset,
+        step_reset=reset,
+    )
+    live = snapshot.unique([*keeper.variables, *extra_state])
+    saved = [(variable, np.array(variable.numpy(), copy=True)) for variable in live]
+    if verbose:
+        scene.say(
+            f"the run diverged: replaying the last {run.steps} steps from the guard's copy at lower learning "
+            "rates (graph mode, at most a minute)..."
+        )
+    try:
+        search = run.search()
+    finally:
+        for variable, value in saved:
+            variable.assign(value)
+    if verbose:
+        scene.say(f"{search.sentence()} ({search.seconds:.1f} s, {len(search.trials)} replays)")
+    return search.to_json()
+
+
+def cause_sentence(bundle_path: Any, located: SceneFiles) -> str | None:
+    """The cause of the bundle just written, in one sentence, for the guard's stop message (needs the findings
+    located here; None otherwise or for a URL capture folder)."""
+    if not located.files or not isinstance(bundle_path, os.PathLike):
+        return None
+    try:
+        from pyadapter.cause import attach_cause
+        from pyadapter.findings import load_findings
+
+        findings = load_findings(os.path.join(bundle_path, bundle_format.FINDINGS_FILE))
+        cause = attach_cause(findings, os.fspath(bundle_path))
+    except Exception:  # noqa: BLE001 - the message goes out without a cause rather than not at all
+        return None
+    if cause.kind == "unknown":
+        return None
+    change = cause.change
+    where = f" Change {os.path.basename(change.file)}:{change.line}: {change.what}." if change else ""
+    return f"{cause.kind}: {cause.summary}.{where}"

@@ -85,6 +85,8 @@ FINDINGS_FILE = (
 MAX_MANIFEST_BYTES = 64 << 20
 PARTIAL_SUFFIX = ".partial"
 
+WINDOW_FILES = ("window/state.npz", "window/batches.npz")  # the guard's window (`pyadapter.capture.window`)
+
 KIND_FIT = "keras_fit"
 KIND_LOOP = "custom_loop"
 
@@ -753,7 +755,7 @@ _SHARD_FILE = re.compile(
 def _is_bundle_file(name: str) -> bool:
     """The files a bundle may hold; anything else (a pickle, a script, ...) marks a bundle that was tampered."""
     return (
-        name in (BATCH_FILE, WEIGHTS_FILE, MODEL_FILE, FINDINGS_FILE)
+        name in (BATCH_FILE, WEIGHTS_FILE, MODEL_FILE, FINDINGS_FILE, *WINDOW_FILES)
         or _CHECKPOINT_FILE.fullmatch(name) is not None
         or _SHARD_FILE.fullmatch(name) is not None
     )

@@ -46,6 +46,7 @@ from pyadapter.capture import (
 )
 from pyadapter.capture import bundle as bundle_format
 from pyadapter.capture import history as step_history
+from pyadapter.capture import window as step_window
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
 
@@ -115,10 +116,15 @@ def primary_optimizer(model: keras.Model) -> Any:
 class GuardedTrainFunction:
     """The replacement for ``model.train_function`` (see module docstring). One per model and configuration."""
 
-    def __init__(self, model: keras.Model, config: gate.GateConfig, restore_metrics: bool) -> None:
+    def __init__(
+        self, model: keras.Model, config: gate.GateConfig, restore_metrics: bool, keep_batches: bool = False
+    ) -> None:
         self.model_ref = weakref.ref(model)
         self.config = config
         self.restore_metrics = restore_metrics
+        # The window (`pyadapter.capture.window`): hand every step's batch back to Python as the tensors it already
+        # is (a reference, no copy); off: the batch leaves the function only on a failing step.
+        self.keep_batches = keep_batches
         self.guard: NanGuard | None = None
         self.keras_function: Any = model.train_function  # Keras's own, put back after fit
         self.meta = gate.GateMeta()
@@ -134,10 +140,13 @@ class GuardedTrainFunction:
         self._step_on_data = self._wrap(self._step_and_capture, model)
 
     @staticmethod
-    def key(model: keras.Model, config: gate.GateConfig, restore_metrics: bool) -> tuple:
+    def key(
+        model: keras.Model, config: gate.GateConfig, restore_metrics: bool, keep_batches: bool = False
+    ) -> tuple:
         return (
             config,
             restore_metrics,
+            keep_batches,
             bool(model.run_eagerly),
             model.jit_compile,
             int(getattr(model, "steps_per_execution", 1) or 1),
@@ -190,7 +199,8 @@ class GuardedTrainFunction:
             lambda: tf.experimental.Optional.empty(spec),
             lambda: tf.experimental.Optional.from_value(element),
         )
-        return outputs, verdict, captured
+        kept = tuple(flat) if self.keep_batches else ()
+        return outputs, verdict, captured, kept
 
     # ---- called by Keras fit instead of its own train function ----
 
@@ -218,18 +228,18 @@ class GuardedTrainFunction:
             for index in range(self.steps_per_execution):
                 self.input.see(iterator)
                 try:
-                    outputs, verdict, captured = self._step_on_iterator(iterator)
+                    outputs, verdict, captured, kept = self._step_on_iterator(iterator)
                 except tf.errors.OutOfRangeError:
                     if index == 0:
                         raise
                     break
                 logs = outputs
-                if guard is not None and not guard._after_step(self, verdict, captured, outputs):
+                if guard is not None and not guard._after_step(self, verdict, captured, outputs, kept):
                     break
             return logs
         for _, data in zip(range(self.steps_per_execution), iterator, strict=False):
-            logs, verdict, captured = self._step_on_data(data)
-            if guard is not None and not guard._after_step(self, verdict, captured, logs):
+            logs, verdict, captured, kept = self._step_on_data(data)
+            if guard is not None and not guard._after_step(self, verdict, captured, logs, kept):
                 break
         return logs
 
@@ -239,11 +249,12 @@ class LegacyGuardedTrainFunction(GuardedTrainFunction):
     own step (see `legacy_keras.make_one_step`)."""
 
     @staticmethod
-    def key(model: Any, config: gate.GateConfig, restore_metrics: bool) -> tuple:
+    def key(model: Any, config: gate.GateConfig, restore_metrics: bool, keep_batches: bool = False) -> tuple:
         return (
             "tf_keras",
             config,
             restore_metrics,
+            keep_batches,
             bool(model.run_eagerly),
             model.jit_compile,
             keras_lines.steps_per_execution(model),
@@ -287,6 +298,11 @@ class NanGuard(keras.callbacks.Callback):
             so the editor marks the line at once, whatever the program's shape. Costs a few seconds, on failure
             only. Off (or ``NANLENS_LOCATE_AT_SCENE=0`` in the environment): ``nanlens locate BUNDLE`` replays the
             bundle later instead.
+        window: keep the training state this many steps back and the batches since (`pyadapter.capture.window`:
+            two device-side copies of the weights and optimizer state, taken every ``window`` steps, and references
+            to up to ``2 * window`` batches), so that a failing step's bundle holds the steps that led to it; for a
+            divergence the guard then replays them at lower learning rates (graph mode, at most a minute) and the
+            fix proposes the largest that kept them finite. 0: off (one model copy and the batches less).
         verbose: print the one-paragraph report to stderr on a failing step.
 
     After training, ``guard.failures`` lists what happened and ``guard.last_bundle`` is the newest bundle.
@@ -304,9 +320,15 @@ class NanGuard(keras.callbacks.Callback):
         max_consecutive_skips: int | None = 100,
         history_size: int = step_history.DEFAULT_SIZE,
         locate: bool = True,
+        window: int = step_window.DEFAULT_SIZE,
         verbose: bool = True,
     ) -> None:
         super().__init__()
+        if not isinstance(window, int) or isinstance(window, bool) or window < 0:
+            raise ValueError(f"window must be 0 (off) or a number of steps, got {window!r}")
+        self.window_size = window
+        self._window: step_window.WindowKeeper | None = None
+        self._window_model: Any = lambda: None
         if on_nan not in ON_NAN:
             raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
         self.capture_dir = storage.capture_location(capture_dir)
@@ -383,18 +405,32 @@ class NanGuard(keras.callbacks.Callback):
         if isinstance(keras_function, GuardedTrainFunction):  # left installed by a fit that raised
             keras_function = keras_function.keras_function
         restore_metrics = self.on_nan == "skip"
-        key = function_class.key(model, self.config, restore_metrics)
+        # The window needs one device's batches and state: not under several replicas.
+        keep = (
+            self.window_size > 0 and model.distribute_strategy.num_replicas_in_sync == 1 and not self._cluster
+        )
+        if not keep:
+            self._window = None
+        elif self._window is not None and self._window_model() is model:
+            self._window.restart()  # the same model's buffers and compiled copy serve the next fit
+        else:
+            self._window = step_window.WindowKeeper(self.window_size, lambda: _state_variables(model))
+            self._window_model = weakref.ref(model)
+        key = function_class.key(model, self.config, restore_metrics, keep)
         per_model = _cached_functions(model)
         function = per_model.get(key)
         if function is None or function.keras_function is not keras_function:
             # New, or the model was compiled again since (Keras then builds a new train function): retrace.
-            function = per_model[key] = function_class(model, self.config, restore_metrics)
+            function = per_model[key] = function_class(model, self.config, restore_metrics, keep)
         function.keras_function = keras_function
         function.guard = self
         self._function = function
         model.train_function = function
         self._step = int(primary_optimizer(model).iterations.numpy())
         self._consecutive = 0
+        if self._window is not None:
+            _build_own_optimizer(model)
+            self._window.start(self._step)
 
     def on_train_end(self, logs: dict | None = None) -> None:
         if self._function is not None:
@@ -408,7 +444,7 @@ class NanGuard(keras.callbacks.Callback):
     # ---- per step, called by GuardedTrainFunction ----
 
     def _after_step(
-        self, function: GuardedTrainFunction, verdict: gate.Verdict, captured: Any, logs: Any
+        self, function: GuardedTrainFunction, verdict: gate.Verdict, captured: Any, logs: Any, kept: Any = ()
     ) -> bool:
         """Returns False when training must stop."""
         step, batch_index = self._step, self._batch
@@ -422,13 +458,15 @@ class NanGuard(keras.callbacks.Callback):
         )
         if bool(verdict.ok):
             self._consecutive = 0
+            if self._window is not None:
+                self._window.after_step(step, kept)
             return True
         self._consecutive += 1
         report = gate.report(verdict, function.meta, list(self.model.trainable_variables))
         stop = self.on_nan == "stop" or (
             self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
         )
-        path, error, scene_origin = None, None, None
+        path, error, scene_origin, cause = None, None, None, None
         if self._bundles_written < self.max_bundles:
             try:
                 if self._cluster is not None:
@@ -440,6 +478,9 @@ class NanGuard(keras.callbacks.Callback):
                     data, seed_states = self._captured_batch(function, captured)
                     located = self._locate_at_scene(function, report, data, seed_states, step, batch_index)
                     scene_origin = located.origin
+                    window_files, window_entry = self._window_files(
+                        function, located, data, step, batch_index
+                    )
                     path = self._write_bundle(
                         function,
                         report,
@@ -448,9 +489,10 @@ class NanGuard(keras.callbacks.Callback):
                         batch_index,
                         data=data,
                         seed_states=seed_states,
-                        extra_files=located.files,
+                        extra_files={**located.files, **window_files},
                         extra={
                             **located.manifest,
+                            **window_entry,
                             **datasource.manifest_entry(
                                 datasource.dataset_of(function.input.iterator),
                                 data,
@@ -459,6 +501,7 @@ class NanGuard(keras.callbacks.Callback):
                         },
                     )
                     self._bundles_written += 1
+                    cause = atscene.cause_sentence(path, located)
             except Exception as exc:  # noqa: BLE001 - training must still stop/skip cleanly; say why, once
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         failure = Failure(
@@ -470,8 +513,13 @@ class NanGuard(keras.callbacks.Callback):
             "stopped" if stop else "skipped",
             error,
             origin=scene_origin,
+            cause=cause,
         )
         self.failures.append(failure)
+        if self._window is not None:
+            self._window.after_step(
+                step, kept
+            )  # skip mode goes on: the refused step is part of later windows
         if self.verbose:
             print("\n" + failure.message(), file=sys.stderr, flush=True)
         if stop:
@@ -489,6 +537,52 @@ class NanGuard(keras.callbacks.Callback):
             path: np.asarray(v.numpy()) for path, v in zip(function.seed_paths, seeds_before, strict=True)
         }
         return data, seed_states
+
+    def _window_files(
+        self,
+        function: GuardedTrainFunction,
+        located: atscene.SceneFiles,
+        data: Any,
+        step: int,
+        batch_index: int,
+    ) -> tuple[dict[str, bytes], dict[str, Any]]:
+        """The window's bundle files and manifest entry; for a divergence located here, with the learning-rate
+        search (`pyadapter.capture.window`). Never raises: the bundle is written without the window instead."""
+        keeper = self._window
+        if keeper is None:
+            return {}, {}
+        model = self.model
+        template = function.template
+
+        def to_numpy(kept: Any) -> Any:
+            flat = [None if leaf is None else _to_numpy(leaf) for leaf in kept]
+            return tf.nest.map_structure(lambda index: flat[index], template)
+
+        try:
+            search = atscene.window_search(
+                keeper,
+                located,
+                step_call=model.train_step,
+                kind=bundle_format.KIND_FIT,
+                failing_batch=data,
+                to_numpy=to_numpy,
+                step=step,
+                history=self._history,
+                model_info=self._model_info(function),
+                trainable=list(model.trainable_variables),
+                optimizers=model_optimizers(model),
+                extra_state=keras_lines.metrics_variables(model),
+                reset=model.reset_metrics,
+                epoch=self._epoch,
+                batch_index=batch_index,
+                verbose=self.verbose,
+            )
+            rate = step_window.current_learning_rate(primary_optimizer(model))
+            return keeper.files(step, data, to_numpy, learning_rate=rate, search=search)
+        except Exception as exc:  # noqa: BLE001 - the bundle matters more than its window
+            return {}, {
+                step_window.MANIFEST_KEY + "_error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            }
 
     def _model_info(self, function: GuardedTrainFunction) -> dict[str, Any]:
         model = self.model
@@ -723,6 +817,38 @@ class NanGuard(keras.callbacks.Callback):
             extra_files=files,
             seed_states=seed_states,
         )
+
+
+def _state_variables(model: keras.Model) -> list[Any]:
+    """What the window copies: the model's variables, its optimizers' (slots, iterations, learning rate) and its
+    seed generators' states."""
+    return snapshot.unique(
+        [
+            *model.variables,
+            *(v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)),
+            *(v for _, v in rng.seed_generator_states(model)),
+        ]
+    )
+
+
+def _build_own_optimizer(model: keras.Model) -> None:
+    """Make the slots of a model's only optimizer now, as its first update would (Keras's own ``train_step``
+    builds it on the model's trainable variables, under its name scope), so the window's first copy holds them:
+    a run that blows up in its first steps then has a window from step 0. Custom steps are left alone (an
+    optimizer may train only some variables); their window starts after the first step."""
+    optimizers = model_optimizers(model)
+    if (
+        keras_lines.is_tf_keras(model)
+        or len(optimizers) != 1
+        or optimizers[0] is not getattr(model, "optimizer", None)
+        or type(model).train_step is not keras.Model.train_step
+        or keras_lines.optimizer_built(optimizers[0])
+    ):
+        return
+    from pyadapter.capture.optimizers import build_optimizers
+
+    with model.distribute_strategy.scope():
+        build_optimizers(optimizers, list(model.trainable_variables))
 
 
 def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, seed_states: dict) -> dict:

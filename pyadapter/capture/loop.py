@@ -47,6 +47,7 @@ import tensorflow as tf
 from pyadapter.capture import atscene, datasource, gate, keras_lines, rng, snapshot, storage, takeover
 from pyadapter.capture import bundle as bundle_format
 from pyadapter.capture import history as step_history
+from pyadapter.capture import window as step_window
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
 
@@ -89,6 +90,7 @@ class GuardedStep:
         history_size: int,
         verbose: bool,
         locate: bool = True,
+        window: int = step_window.DEFAULT_SIZE,
     ) -> None:
         if on_nan not in ON_NAN:
             raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
@@ -131,6 +133,13 @@ class GuardedStep:
         self._consecutive = 0
         self._bundles_written = 0
         self._seed_paths: list[str] = []
+        if not isinstance(window, int) or isinstance(window, bool) or window < 0:
+            raise ValueError(f"window must be 0 (off) or a number of steps, got {window!r}")
+        # The window (`pyadapter.capture.window`): the arguments of the last steps, kept by reference, and the state
+        # copied every `window` steps. Off for per-replica arguments (decided at the first call).
+        self._window: step_window.WindowKeeper | None = (
+            step_window.WindowKeeper(window, self._state_variables) if window else None
+        )
 
         if isinstance(step_function, tf.types.experimental.PolymorphicFunction):
             self.python_function = step_function.python_function
@@ -197,6 +206,12 @@ class GuardedStep:
             replay.guarded_step(self, args, kwargs)
         if self._first_iteration is None:
             self._first_iteration = int(self.optimizers[0].iterations.numpy())
+            if self._window is not None and any(
+                isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs))
+            ):
+                self._window = None  # one device's arguments and state only
+            if self._window is not None:
+                self._window.start(self._first_iteration)
         result, verdict, seeds_before = self._compiled(*args, **kwargs)
         step = self._first_iteration + self._calls
         index = self._calls
@@ -205,6 +220,8 @@ class GuardedStep:
         self._history.append(step_history.HistoryEntry(step, loss, None, verdict.metrics))
         if bool(verdict.ok):
             self._consecutive = 0
+            if self._window is not None:
+                self._window.after_step(step, (args, kwargs))
             return result
         self._consecutive += 1
         returned_loss_bad = (
@@ -215,7 +232,7 @@ class GuardedStep:
         stop = self.on_nan == "stop" or (
             self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
         )
-        path, error, scene_origin = None, None, None
+        path, error, scene_origin, cause = None, None, None, None
         if self._bundles_written < self.max_bundles:
             seed_states = {
                 p: np.asarray(v.numpy()) for p, v in zip(self._seed_paths, seeds_before, strict=True)
@@ -229,6 +246,7 @@ class GuardedStep:
                     {"args": list(snapshot.to_numpy_structure(tuple(args)))},
                     None,
                 )
+                window_files, window_entry = self._window_files(located, step, index, args, kwargs)
                 path = self._write_bundle(
                     report,
                     step,
@@ -236,21 +254,98 @@ class GuardedStep:
                     args,
                     kwargs,
                     seed_states,
-                    located.files,
-                    {**located.manifest, **source},
+                    {**located.files, **window_files},
+                    {**located.manifest, **window_entry, **source},
                 )
                 self._bundles_written += 1
+                cause = atscene.cause_sentence(path, located)
             except Exception as exc:  # noqa: BLE001 - still stop/skip cleanly; say why
                 error = f"{type(exc).__name__}: {exc}".splitlines()[0]
         failure = Failure(
-            step, None, index, report, path, "stopped" if stop else "skipped", error, origin=scene_origin
+            step,
+            None,
+            index,
+            report,
+            path,
+            "stopped" if stop else "skipped",
+            error,
+            origin=scene_origin,
+            cause=cause,
         )
         self.failures.append(failure)
+        if self._window is not None:
+            self._window.after_step(
+                step, (args, kwargs)
+            )  # skip mode goes on: the step is part of later windows
         if stop:
             raise NonFiniteStepError(failure)
         if self.verbose:
             print(failure.message(), file=sys.stderr, flush=True)
         return result
+
+    def _state_variables(self) -> list[Any]:
+        """What the window copies: the models', optimizers' and checkpoint's variables and the seed states."""
+        held = [v for v in _trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)]
+        return snapshot.unique(
+            [
+                *(v for m in self.models for v in m.variables),
+                *(v for o in self.optimizers for v in keras_lines.optimizer_variables(o)),
+                *held,
+                *(v for _, v in self._seed_states()),
+            ]
+        )
+
+    def _window_files(
+        self, located: atscene.SceneFiles, step: int, index: int, args: tuple, kwargs: dict
+    ) -> tuple[dict[str, bytes], dict[str, Any]]:
+        """The window's bundle files and manifest entry, with the learning-rate search for a divergence located
+        here. Never raises: the bundle is written without the window instead."""
+        keeper = self._window
+        if keeper is None:
+            return {}, {}
+
+        def to_numpy(held: Any) -> Any:
+            held_args, held_kwargs = held
+            return {
+                "args": list(snapshot.to_numpy_structure(tuple(held_args))),
+                "kwargs": snapshot.to_numpy_structure(dict(held_kwargs)),
+            }
+
+        failing = to_numpy((args, kwargs))
+        models = list(self.models)
+
+        def reset() -> None:
+            for model in models:
+                model.reset_metrics()
+
+        try:
+            search = atscene.window_search(
+                keeper,
+                located,
+                step_call=self.python_function,
+                kind=bundle_format.KIND_LOOP,
+                failing_batch=failing,
+                to_numpy=to_numpy,
+                step=step,
+                history=self._history,
+                model_info={
+                    "optimizer": type(self.optimizers[0]).__name__,
+                    "optimizers": [type(o).__name__ for o in self.optimizers],
+                },
+                trainable=[v for m in models for v in m.trainable_variables],
+                optimizers=list(self.optimizers),
+                extra_state=[v for m in models for v in keras_lines.metrics_variables(m)],
+                reset=reset,
+                epoch=None,
+                batch_index=index,
+                verbose=self.verbose,
+            )
+            rate = step_window.current_learning_rate(self.optimizers[0])
+            return keeper.files(step, failing, to_numpy, learning_rate=rate, search=search)
+        except Exception as exc:  # noqa: BLE001 - the bundle matters more than its window
+            return {}, {
+                step_window.MANIFEST_KEY + "_error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
+            }
 
     def _locate_at_scene(
         self,
@@ -405,6 +500,7 @@ def guard_step(
     max_consecutive_skips: int | None = 100,
     history_size: int = step_history.DEFAULT_SIZE,
     locate: bool = True,
+    window: int = step_window.DEFAULT_SIZE,
     verbose: bool = True,
 ) -> Any:
     """Guard a custom training step: decorator (``@guard_step(checkpoint=ckpt)``) or wrapper
@@ -433,6 +529,7 @@ def guard_step(
         history_size=history_size,
         verbose=verbose,
         locate=locate,
+        window=window,
     )
     if step_function is None:
         return lambda function: GuardedStep(function, **options)

@@ -97,6 +97,7 @@ class Failure:
     action: str  # "stopped" | "skipped"
     bundle_error: str | None = None  # why no bundle was written, if writing failed
     origin: str | None = None  # "file:line: Op", when the origin was located at the scene
+    cause: str | None = None  # "divergence: the run diverged ...", the cause of what was located at the scene
 
     def message(self) -> str:
         where = f"step {self.step}"
@@ -116,6 +117,8 @@ class Failure:
                     f"NanGuard: origin (located here): {self.origin}; the editor marks it, "
                     f"`nanlens locate {self.bundle}` prints it"
                 )
+                if self.cause is not None:
+                    lines.append(f"NanGuard: cause: {self.cause}")
             else:
                 lines.append(f"NanGuard: find the op that made it: nanlens locate {self.bundle}")
         elif self.bundle_error:

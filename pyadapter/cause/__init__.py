@@ -56,7 +56,14 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         entry_script=str(script) if script is not None else None,
         cwd=entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
         data_source=DataSource.from_json(bundle.manifest.get(SOURCE_KEY)),
+        window_search=_window_search(bundle.manifest),
     )
+
+
+def _window_search(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    window = manifest.get("window")
+    search = window.get("search") if isinstance(window, dict) else None
+    return search if isinstance(search, dict) else None
 
 
 def attach_cause(

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyadapter.cause import change_line, provenance, trend
-from pyadapter.cause.model import Cause, Change, format_number
+from pyadapter.cause.model import Cause, Change, format_number, positive_numbers
 from pyadapter.cause.sources import SourceUnit, user_sources
 from pyadapter.findings import Finding, Findings
 
@@ -80,6 +80,8 @@ class CauseContext:
     cwd: str | None = None
     data_source: Any = None  # the bundle's `pyadapter.capture.sourcerecord.DataSource`, if it recorded one
     folders: list[str] | None = None  # where data files may be read (None: the current directory)
+    # The guard's learning-rate search over its window (``manifest["window"]["search"]``), when it ran.
+    window_search: dict[str, Any] | None = None
 
 
 def _dtype(finding: Finding) -> str | None:
@@ -301,12 +303,13 @@ def _divergence(
         evidence["optimizer_line"] = {"file": site.file, "line": site.line, "call": site.name}
         if site.momentum is not None:
             evidence["momentum"] = site.momentum
+        searched = _window_suggestion(context)
         if rate is not None:
             momentum = f", momentum {site.momentum:g}" if site.momentum is not None else ""
-            what = (
-                f"learning rate {format_number(rate)} ({site.name}{momentum}): try {format_number(rate / 10)}, "
-                "or clip the gradients"
-            )
+            advice = searched[1] if searched else f"try {format_number(rate / 10)}"
+            what = f"learning rate {format_number(rate)} ({site.name}{momentum}): {advice}, or clip the gradients"
+        elif searched:
+            what = f"the learning rate of {site.name}: {searched[1]}, or clip the gradients"
         else:
             what = f"the learning rate of {site.name}: lower it, or clip the gradients"
         target = (
@@ -326,7 +329,34 @@ def _divergence(
         else f"until {origin.op.type} overflowed float32 (max {FLOAT32_MAX:.3g})"
     )
     summary = f"the run diverged{rate_text}: {trend_text}, {ending}"
+    searched = _window_suggestion(context)
+    if searched:
+        evidence["window"] = searched[0]  # the sentence is in change.what, next to the rate it replaces
     return Cause("divergence", summary, evidence, change)
+
+
+def _window_suggestion(context: CauseContext) -> tuple[dict[str, Any], str] | None:
+    """(evidence, sentence) of the guard's learning-rate search over its window, when it found a finite rate."""
+    search = context.window_search or {}
+    largest, suggested = search.get("largest_finite_learning_rate"), search.get("suggested_learning_rate")
+    steps = search.get("steps")
+    numbers = positive_numbers(largest, suggested, steps)
+    if numbers is None:
+        return None
+    largest_rate, suggested_rate, window_steps = numbers
+    evidence = {
+        "steps": int(window_steps),
+        "start_step": search.get("start_step"),
+        "captured_learning_rate": search.get("captured_learning_rate"),
+        "largest_finite_learning_rate": largest_rate,
+        "smallest_non_finite_learning_rate": search.get("smallest_non_finite_learning_rate"),
+        "suggested_learning_rate": suggested_rate,
+    }
+    sentence = (
+        f"largest finite over the {int(window_steps)}-step window: {format_number(largest_rate)}; "
+        f"try {format_number(suggested_rate)}"
+    )
+    return evidence, sentence
 
 
 def _precision(

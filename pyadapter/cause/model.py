@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeGuard
 
+from pyadapter.findings_text import format_number  # noqa: F401 - the cause sentences and fixes take it from here
+
 CauseKind = Literal["op", "divergence", "data", "precision", "unknown"]
 KINDS: tuple[str, ...] = ("op", "divergence", "data", "precision", "unknown")
 # The key of the cause in a findings document (a top-level field; the schema allows added fields).
@@ -89,12 +91,9 @@ def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def format_number(value: float) -> str:
-    """How a person writes a learning rate: 0.005, 0.05; 7e-06 -> 7e-6, 0.0001 -> 1e-4 (the cause's sentence and
-    the fix that rewrites the number spell it the same)."""
-    if value >= 1e-3:
-        return f"{value:.3g}"
-    mantissa, _, exponent = f"{value:.2e}".partition("e")
-    if "." in mantissa:
-        mantissa = mantissa.rstrip("0").rstrip(".")
-    return f"{mantissa}e{int(exponent)}"
+def positive_numbers(*values: Any) -> list[float] | None:
+    """The values as floats when each is a positive number (int or float, not a bool), else None: numbers read
+    from a manifest are data and may be anything."""
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 for v in values):
+        return [float(v) for v in values]
+    return None

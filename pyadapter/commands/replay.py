@@ -31,11 +31,21 @@ Only your own code runs: the bundle's program must lie inside the current folder
 capture (a notebook: its code cells), else nanlens refuses in one line naming the file; --trust-entry PATH runs
 it anyway (e.g. after your own fix).
 
-exit status: 0 the NaN reproduced (in at least one mode), 1 every mode stayed finite, 2 error.
+--window replays the bundle's window instead (a guard with window=K, the default, keeps the state K to 2K-1
+steps before the failing one and the batches since): every step from that state up to the failing one, in graph
+mode, at the learning rate your code sets now on the line the cause names (the fix you made), or at
+--learning-rate, and at the captured rate for comparison; --find-learning-rate also finds the largest rate that
+keeps the window finite (halving, then bisecting; at most --search-seconds). For a divergence the captured step
+alone is no test of a fix: it starts from weights that are already blown up.
+
+exit status: 0 the NaN reproduced (in at least one mode; --window: the window went non-finite), 1 every mode
+stayed finite (--window: the window stayed finite), 2 error.
 
 examples:
   nanlens replay .nanlens/captures/train-20250101-120000-step4711
   nanlens replay BUNDLE --eager --json
+  nanlens replay BUNDLE --window --learning-rate 3e-5
+  nanlens replay BUNDLE --window --find-learning-rate --json
   python -m debugpy --listen 5678 --wait-for-client -m pyadapter replay BUNDLE --eager
 """
 
@@ -50,6 +60,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     modes.add_argument("--eager", action="store_true", help="run the step only eagerly (debugger-friendly)")
     parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.add_argument(
+        "--window",
+        action="store_true",
+        help="replay the bundle's window (the steps from the guard's state copy to the failing one), graph mode",
+    )
+    parser.add_argument(
+        "--learning-rate",
+        type=_positive_float,
+        default=None,
+        metavar="LR",
+        help="with --window: replay at this learning rate (default: the one your code sets now on the cause's line)",
+    )
+    parser.add_argument(
+        "--find-learning-rate",
+        action="store_true",
+        help="with --window: also find the largest learning rate that keeps the window finite",
+    )
+    parser.add_argument(
+        "--search-seconds",
+        type=_positive_float,
+        default=60.0,
+        metavar="SECONDS",
+        help="with --find-learning-rate: stop trying rates after SECONDS (default 60)",
+    )
     add_trust_argument(parser)
     parser.add_argument(
         "--timeout",
@@ -58,6 +92,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="stop a re-entered program that has not reached its first training step after SECONDS (default 600)",
     )
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number: {text!r}")
+    return value
 
 
 def format_report(report: ReplayReport) -> str:
@@ -90,6 +134,12 @@ def main(args: argparse.Namespace) -> int:
 
     modes: tuple[Mode, ...] = ("graph",) if args.graph else ("eager",) if args.eager else ("graph", "eager")
     allow(args.trust_entry)
+    if not args.window and (args.learning_rate is not None or args.find_learning_rate):
+        raise CliError("--learning-rate and --find-learning-rate go with --window")
+    if args.window and (args.graph or args.eager):
+        raise CliError("--window replays in graph mode only; drop --graph/--eager")
+    if args.window:
+        return _main_window(args)
     try:
         check_bundle(args.bundle)  # a bad bundle or missing script fails before TensorFlow starts
         from pyadapter.replay.session import replay_bundle
@@ -120,3 +170,45 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(format_report(report))
     return 0 if any(report.reproduced.values()) else 1
+
+
+def _main_window(args: argparse.Namespace) -> int:
+    from pyadapter.commands.errors import CliError
+    from pyadapter.replay.errors import ReplayError
+    from pyadapter.replay.locate import check_bundle
+
+    try:
+        check_bundle(args.bundle)
+        from pyadapter.replay.window_bundle import replay_bundle_window
+
+        print("nanlens replay: replaying the window", file=sys.stderr, flush=True)
+        with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+            report = replay_bundle_window(
+                args.bundle,
+                learning_rate=args.learning_rate,
+                search=args.find_learning_rate,
+                search_seconds=args.search_seconds,
+                reentry_timeout=args.timeout,
+            )
+    except ReplayError as exc:
+        raise CliError(str(exc)) from None
+    except Exception as exc:  # noqa: BLE001 - an unforeseen failure in the user's code or ours: still one line
+        lines = str(exc).strip().splitlines()
+        raise CliError(f"window replay failed: {type(exc).__name__}: {lines[0] if lines else ''}") from None
+    if args.json:
+        for warning in report.warnings:
+            print(f"nanlens: warning: {warning}", file=sys.stderr)
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        lines = [
+            f"bundle {report.bundle}: window of steps {report.start_step}-{report.end_step} ({report.steps} steps)",
+            f"  learning rate: {report.learning_rate} ({report.rate_from})",
+            f"  {report.message()}",
+        ]
+        if report.route:
+            lines.append(f"  route: {report.route}")
+        if report.warnings:
+            lines.append("warnings:")
+            lines.extend(f"  {w}" for w in report.warnings)
+        print("\n".join(lines))
+    return 1 if report.finite else 0

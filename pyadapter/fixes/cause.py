@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 
-from pyadapter.cause.model import Cause, format_number
+from pyadapter.cause.model import Cause, format_number, positive_numbers
 from pyadapter.fixes.model import QuickFix, TextEdit
 from pyadapter.fixes.source import LineSource, dotted_name, last_name, read_line
 
@@ -83,8 +83,45 @@ def _insert_keyword(src: LineSource, call: ast.Call, text: str) -> TextEdit | No
     return TextEdit(src.line, close, close, separator + text)
 
 
+def _searched_rate(cause: Cause) -> tuple[float, str] | None:
+    """(the rate to write, why) from the guard's search over its window (``cause.evidence["window"]``): half the
+    largest rate that kept the window finite."""
+    window = cause.evidence.get("window")
+    if not isinstance(window, dict):
+        return None
+    largest, suggested, steps = (
+        window.get("largest_finite_learning_rate"),
+        window.get("suggested_learning_rate"),
+        window.get("steps"),
+    )
+    numbers = positive_numbers(largest, suggested, steps)
+    if numbers is None:
+        return None
+    largest_rate, suggested_rate, window_steps = numbers
+    return (
+        suggested_rate,
+        f"largest finite over the {int(window_steps)}-step window: {format_number(largest_rate)}",
+    )
+
+
+def learning_rate_on_line(source: str, line: int) -> float | None:
+    """The learning rate written on 1-based `line` of `source` (an optimizer's or a schedule's), or None."""
+    src = read_line(source, line)
+    if src is None:
+        return None
+    for call in _calls_on_line(src, OPTIMIZERS + SCHEDULES):
+        name = last_name(call) or ""
+        key = "initial_learning_rate" if name in SCHEDULES else "learning_rate"
+        node = _keyword(call, key) or _keyword(call, "lr")
+        rate = _number(node.value if node is not None else (call.args[0] if call.args else None))
+        if rate is not None and rate > 0:
+            return rate
+    return None
+
+
 def divergence_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
     fixes: list[QuickFix] = []
+    searched = _searched_rate(cause)
     for call in _calls_on_line(src, OPTIMIZERS + SCHEDULES):
         name = last_name(call) or ""
         key = "initial_learning_rate" if name in SCHEDULES else "learning_rate"
@@ -94,9 +131,12 @@ def divergence_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
         span = src.span(value_node) if value_node is not None else None
         if rate is not None and span is not None and rate > 0:
             lower = format_number(rate / 10)
+            why = f"a tenth of {format_number(rate)}"
+            if searched is not None and searched[0] < rate:
+                lower, why = format_number(searched[0]), searched[1]
             fixes.append(
                 QuickFix(
-                    f"lower the learning rate to {lower} (a tenth of {format_number(rate)})",
+                    f"lower the learning rate to {lower} ({why})",
                     [TextEdit(src.line, span[0], span[1], lower)],
                     preferred=True,
                 )
@@ -117,10 +157,13 @@ def divergence_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
         span = src.span(node.value)
         if cls is None or prefix is None or span is None:
             continue
-        lower = format_number(DEFAULT_LEARNING_RATES.get(lowered, 0.001) / 10)
+        default = DEFAULT_LEARNING_RATES.get(lowered, 0.001)
+        lower, why = format_number(default / 10), "a tenth of its default"
+        if searched is not None and searched[0] < default:
+            lower, why = format_number(searched[0]), searched[1]
         fixes.append(
             QuickFix(
-                f"build {cls} with learning rate {lower} (a tenth of its default)",
+                f"build {cls} with learning rate {lower} ({why})",
                 [TextEdit(src.line, span[0], span[1], f"{prefix}.optimizers.{cls}(learning_rate={lower})")],
                 preferred=True,
             )

@@ -6,6 +6,11 @@ workspace folder, so the user's files are imported fresh from disk, never from a
 After the user's own edit the program differs from the capture, and the replay refuses it until the user says so:
 the answer then carries ``untrusted`` (the file, why) and no message, the editor asks, naming the file, and calls
 again with ``{"trustEntry": [file]}`` (passed on as ``--trust-entry``).
+
+For a divergence whose bundle holds the guard's window, the captured step alone is no test (it starts from weights
+that are blown up already): the fix is verified over the window instead (``nanlens replay BUNDLE --window``: the
+steps from the guard's state copy to the failing one, at the learning rate the code sets now, against the captured
+rate), and the answer carries ``window`` (that replay's JSON).
 """
 
 from __future__ import annotations
@@ -44,10 +49,11 @@ def run_replay(
     timeout: float = REPLAY_TIMEOUT,
     cwd: str | None = None,
     trust: tuple[str, ...] | list[str] = (),
+    window: bool = False,
 ) -> ReplayRun:
-    """Blocking: ``nanlens replay BUNDLE --json`` in a fresh interpreter started in ``cwd``, trusting the files in
-    ``trust`` (``--trust-entry``); exit 0/1 carry a report, 2 an error."""
-    args = ["-m", "pyadapter", "replay", bundle, "--json"]
+    """Blocking: ``nanlens replay BUNDLE --json`` (``--window``: over the guard's window) in a fresh interpreter
+    started in ``cwd``, trusting the files in ``trust`` (``--trust-entry``); exit 0/1 carry a report, 2 an error."""
+    args = ["-m", "pyadapter", "replay", bundle, "--json", *(["--window"] if window else [])]
     for path in trust:
         args += ["--trust-entry", path]
     try:
@@ -66,6 +72,28 @@ def run_replay(
     errors = [line for line in lines if line.startswith("nanlens: error:")]
     message = (errors or lines or [f"exit code {proc.returncode}"])[-1].removeprefix("nanlens: error: ")
     return ReplayRun(None, message)
+
+
+def wants_window(record: Any) -> bool:
+    """A divergence whose bundle holds the guard's window: verified over the window."""
+    from pyadapter.cause import cause_of
+
+    manifest = getattr(record, "manifest", None) or {}
+    findings = getattr(record, "findings", None)
+    cause = cause_of(findings) if findings is not None else None
+    return isinstance(manifest.get("window"), dict) and cause is not None and cause.kind == "divergence"
+
+
+def window_verdict_of(run: ReplayRun) -> dict[str, Any]:
+    """The command's answer from a window replay: verified when the window stayed finite at the code's rate."""
+    if run.report is None:
+        return {"verified": False, "reproduced": {}, "message": f"window replay failed: {run.error}"}
+    report = run.report
+    finite = bool(report.get("finite"))
+    message = str(
+        report.get("message") or ("the window stays finite" if finite else "the window goes non-finite")
+    )
+    return {"verified": finite, "reproduced": {"window": not finite}, "message": message, "window": report}
 
 
 def verdict_of(run: ReplayRun) -> dict[str, Any]:
@@ -112,15 +140,19 @@ async def verify_fix(
         return {"verified": False, "reproduced": {}, "message": message}
     assert ls.loop is not None
     step = record.step if record is not None else None
-    bar = ProgressBar(
-        ls, "NaN Lens: verifying the fix on the captured step" + (f" {step}" if step is not None else "")
-    )
+    window = record is not None and wants_window(record)
+    what = "over the window before the captured step" if window else "on the captured step"
+    bar = ProgressBar(ls, f"NaN Lens: verifying the fix {what}" + (f" {step}" if step is not None else ""))
     bar.start()
-    bar.report("replaying the step in graph and eager mode", None)
+    bar.report(
+        "replaying the window in graph mode" if window else "replaying the step in graph and eager mode", None
+    )
     cwd = ls.cwd_for(bundle)
     trust = ls.trust(bundle, (options or {}).get("trustEntry"))
     try:
-        run = await ls.loop.run_in_executor(ls.executor, lambda: run_replay(bundle, cwd=cwd, trust=trust))
+        run = await ls.loop.run_in_executor(
+            ls.executor, lambda: run_replay(bundle, cwd=cwd, trust=trust, window=window)
+        )
     finally:
         bar.end()
     untrusted = untrusted_of(run.error) if run.report is None else None
@@ -133,8 +165,12 @@ async def verify_fix(
             "message": f"not run: {untrusted.message}",
             "untrusted": untrusted.to_json(),
         }
-    result = verdict_of(run)
+    result = window_verdict_of(run) if window else verdict_of(run)
     log.info("verify %s: %s", bundle, result["message"])
+    if window:  # a diverging window has no new origin to move to: the learning rate is still too high
+        kind = types.MessageType.Info if result["verified"] else types.MessageType.Warning
+        ls.show_message(kind, ("fix verified: " if result["verified"] else "") + result["message"])
+        return result
     if result["verified"]:
         ls.show_message(types.MessageType.Info, f"fix verified: {result['message']}")
         return result

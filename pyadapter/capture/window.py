@@ -1,0 +1,408 @@
+"""The guard's window: the training state a few steps back and the batches since, so a divergence can be replayed
+over the steps that made it (its last step alone starts from weights that are already blown up).
+
+While training, `WindowKeeper` (NanGuard / guard_step, ``window=K``; 0 turns it off) keeps
+
+- two device-side copies of the step's state (model variables, optimizer variables — slots, iteration counter,
+  learning rate — and Keras seed-generator states), taken every K steps by one compiled copy function
+  (``tf.Variable.assign`` per variable, no host transfer), alternating between the two, so the older copy is
+  always between K and 2K-1 steps back once training has run that long;
+- references to the batches the steps ran on since the older copy (the tensors the step already made: nothing
+  is copied).
+
+Memory: two copies of the weights and optimizer state on the device, plus up to 2K batches. On healthy steps the
+only cost is appending a reference to a deque, and every K steps one copy of the state.
+
+On a failing step the bundle gets the window in its own files: ``window/state.npz`` (the older copy, keyed like
+weights.npz) and ``window/batches.npz`` (every step's batch from the copy's step to the failing one, the failing
+batch included), described by ``manifest["window"]``::
+
+    {"size": 16, "start_step": 37, "end_step": 55, "steps": 19,
+     "state": {"file": "window/state.npz", "variables": [{"key": "w000", "path": "sequential/dense/kernel"}, ...]},
+     "batches": {"file": "window/batches.npz", "structures": [<structure of step 37's batch>, ...]},
+     "learning_rate": 7e-05, "memory_bytes": 123456,
+     "search": {...}}   # optional: `WindowSearch`, when the guard searched a learning rate at the scene
+
+Bundles without ``"window"`` load as before (`read_window` returns None). Reading never runs code: arrays are read
+with ``allow_pickle=False`` through `pyadapter.capture.structure`. TensorFlow is imported only by the keeper.
+"""
+
+from __future__ import annotations
+
+import collections
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeGuard
+
+import numpy as np
+
+from pyadapter.capture import structure
+from pyadapter.capture.snapshot import unique, variable_path
+
+DEFAULT_SIZE = 16
+STATE_FILE = "window/state.npz"
+BATCHES_FILE = "window/batches.npz"
+MANIFEST_KEY = "window"
+FILES = (STATE_FILE, BATCHES_FILE)
+
+
+class WindowError(ValueError):
+    """A bundle's window that cannot be used (one line)."""
+
+
+# ---- training side ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Copy:
+    step: int  # the state is the one step `step` started from
+    shadows: list[Any]
+    copy: Any  # compiled: assign every source variable to its shadow
+
+
+class WindowKeeper:
+    """Keeps the state ``size`` to ``2*size - 1`` steps back and the batches since (see the module docstring).
+
+    ``sources()`` lists the variables of the step's state; it is asked at every copy (optimizers make their slots
+    on the first step, so the list is known only once a step ran). A held batch is whatever the guard passes
+    (tensors, by reference); ``to_numpy(held)`` turns one into the nested numpy batch when a bundle is written.
+    """
+
+    def __init__(self, size: int, sources: Callable[[], list[Any]]) -> None:
+        if size < 0:
+            raise ValueError(f"window must be 0 (off) or a number of steps, got {size}")
+        self.size = int(size)
+        self._sources = sources
+        self._variables: list[Any] = []
+        self._copies: list[_Copy] = []  # older first, at most two
+        self._pool: list[_Copy] = []  # the buffers and compiled copies made so far (kept over restarts)
+        self._batches: collections.deque = collections.deque()
+        self._recheck = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.size > 0
+
+    def restart(self) -> None:
+        """A new ``fit``: forget the copies and batches, keep the buffers (no new variables, no retrace)."""
+        self._copies, self._batches = [], collections.deque()
+
+    def start(self, step: int) -> None:
+        """Training starts at `step`: copy the state it starts from, when its variables exist already (Keras
+        builds the model and optimizer before ``on_train_begin``), so a run that blows up in its first steps has a
+        window from its very first update."""
+        if self.enabled and self._sources():
+            self._take(step)
+            self._recheck = True
+
+    def _sources_changed(self) -> bool:
+        variables = unique(self._sources())
+        return len(variables) != len(self._variables) or any(
+            a is not b for a, b in zip(variables, self._variables, strict=True)
+        )
+
+    def after_step(self, step: int, held: Any) -> None:
+        """Step `step` ran on `held` (its update applied or, in skip mode, refused): keep the batch; every `size`
+        steps copy the state, which is now the state step ``step + 1`` starts from."""
+        if not self.enabled:
+            return
+        self._batches.append((step, held))
+        following = step + 1
+        if self._recheck:
+            # Once, after the first step: an optimizer that made its slots in that step was not in the start copy,
+            # which then cannot restore it; the window starts after that step instead.
+            self._recheck = False
+            if self._sources_changed():
+                self._copies = []
+        if self._copies and following - self._copies[-1].step < self.size:
+            return
+        self._take(following)
+        oldest = self._copies[0].step
+        while self._batches and self._batches[0][0] < oldest:
+            self._batches.popleft()
+
+    def _take(self, step: int) -> None:
+        import tensorflow as tf
+
+        variables = unique(self._sources())
+        if self._sources_changed():
+            # New variables (the first copy, or a model that grew): earlier copies do not match them any more.
+            self._variables, self._copies, self._pool = variables, [], []
+        free = [c for c in self._pool if all(c is not active for active in self._copies)]
+        if free or len(self._copies) == 2:
+            reused = free[0] if free else self._copies.pop(0)  # the older copy's buffers take the new state
+            reused.copy()
+            reused.step = step
+            self._copies.append(reused)
+            return
+        with tf.init_scope():
+            shadows = [
+                tf.Variable(tf.convert_to_tensor(v), trainable=False, name="nanlens_window")
+                for v in self._variables
+            ]
+
+        sources = list(self._variables)
+
+        @tf.function(autograph=False, jit_compile=False)
+        def copy() -> None:
+            for shadow, source in zip(shadows, sources, strict=True):
+                shadow.assign(tf.convert_to_tensor(source))
+
+        copy()  # traced now, at the first copy of the training
+        made = _Copy(step, shadows, copy)
+        self._pool.append(made)
+        self._copies.append(made)
+
+    def window_for(self, failing_step: int) -> tuple[_Copy, list[tuple[int, Any]]] | None:
+        """The copy a window replay starts from and the held batches from it up to (not including) the failing step;
+        None when no copy is there yet or a batch of the window is missing."""
+        if not self._copies:
+            return None
+        start = self._copies[0]
+        if start.step > failing_step:
+            return None
+        held = [(s, b) for s, b in self._batches if start.step <= s < failing_step]
+        if [s for s, _ in held] != list(range(start.step, failing_step)):
+            return None
+        return start, held
+
+    def state_values(self, copy: _Copy) -> list[np.ndarray]:
+        return [np.asarray(shadow.numpy()) for shadow in copy.shadows]
+
+    @property
+    def variables(self) -> list[Any]:
+        return list(self._variables)
+
+    def files(
+        self,
+        failing_step: int,
+        failing_batch: Any,
+        to_numpy: Callable[[Any], Any],
+        *,
+        learning_rate: float | None = None,
+        search: dict[str, Any] | None = None,
+    ) -> tuple[dict[str, bytes], dict[str, Any]]:
+        """The bundle's window files and its ``manifest["window"]`` entry (nothing when there is no window)."""
+        found = self.window_for(failing_step) if self.enabled else None
+        if found is None:
+            return {}, {}
+        copy, held = found
+        state_arrays: dict[str, np.ndarray] = {}
+        described = []
+        for variable, value in zip(self._variables, self.state_values(copy), strict=True):
+            if value.dtype == object:
+                continue
+            key = f"w{len(state_arrays):03d}"
+            state_arrays[key] = value
+            described.append({"key": key, "path": variable_path(variable), "dtype": value.dtype.str})
+        batch_arrays: dict[str, np.ndarray] = {}
+        structures = []
+        batches = [to_numpy(b) for _, b in held] + [failing_batch]
+        for index, batch in enumerate(batches):
+            structures.append(structure.describe(batch, batch_arrays, prefix=f"s{index:04d}_"))
+        files = {STATE_FILE: _npz_bytes(state_arrays), BATCHES_FILE: _npz_bytes(batch_arrays)}
+        entry: dict[str, Any] = {
+            "size": self.size,
+            "start_step": copy.step,
+            "end_step": failing_step,
+            "steps": len(batches),
+            "state": {"file": STATE_FILE, "variables": described},
+            "batches": {"file": BATCHES_FILE, "structures": structures},
+            "learning_rate": learning_rate,
+            "memory_bytes": self.memory_bytes(),
+        }
+        if search is not None:
+            entry["search"] = search
+        return files, {MANIFEST_KEY: entry}
+
+    def memory_bytes(self) -> int:
+        """What the window holds now: its state copies and the batches it references."""
+        total = 0
+        for copy in self._copies:
+            total += sum(int(np.prod(s.shape)) * s.dtype.size for s in copy.shadows)
+        for _, held in self._batches:
+            for leaf in _leaves(held):
+                shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", None)
+                if shape is not None and dtype is not None and shape.is_fully_defined():
+                    total += int(np.prod(shape.as_list())) * getattr(dtype, "size", 0)
+        return total
+
+
+def learning_rate_variable(optimizer: Any) -> Any:
+    """The variable holding the optimizer's constant learning rate (a LossScaleOptimizer's inner one), or None
+    (a schedule, or an optimizer line without one)."""
+    inner = getattr(optimizer, "inner_optimizer", None)
+    if inner is not None:
+        return learning_rate_variable(inner)
+    rate = getattr(optimizer, "_learning_rate", None)
+    if rate is None:
+        rate = getattr(optimizer, "learning_rate", None)
+    return rate if hasattr(rate, "assign") and hasattr(rate, "numpy") else None
+
+
+def current_learning_rate(optimizer: Any) -> float | None:
+    """The optimizer's constant learning rate now (None for a schedule), for ``manifest["window"]``."""
+    variable = learning_rate_variable(optimizer)
+    return None if variable is None else float(np.asarray(variable.numpy()))
+
+
+def _leaves(value: Any) -> list[Any]:
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _leaves(item)]
+    if isinstance(value, (list, tuple)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [] if value is None else [value]
+
+
+def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:
+    buffer = io.BytesIO()
+    structure.write_npz(buffer, arrays)
+    return buffer.getvalue()
+
+
+# ---- the learning-rate search's record --------------------------------------------------------------------------
+
+
+@dataclass
+class Trial:
+    learning_rate: float
+    finite: bool
+    first_non_finite_step: int | None = None  # the step of the window that went non-finite first
+    loss_grew_at_step: int | None = None  # finite, but its loss passed the growth limit at this step
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "learning_rate": self.learning_rate,
+            "finite": self.finite,
+            "first_non_finite_step": self.first_non_finite_step,
+            "loss_grew_at_step": self.loss_grew_at_step,
+        }
+
+
+@dataclass
+class WindowSearch:
+    """The largest learning rate that keeps the window finite, found by replaying it from its copy."""
+
+    steps: int  # steps in the window
+    start_step: int
+    captured_learning_rate: float | None
+    largest_finite: float | None = None  # None: none of the rates tried kept the window finite
+    smallest_non_finite: float | None = None
+    trials: list[Trial] = field(default_factory=list)
+    seconds: float = 0.0
+    stopped: str | None = None  # why the search ended early (time limit), if it did
+
+    @property
+    def suggested(self) -> float | None:
+        """Half the largest finite rate: the window is short, and the steps after it start from larger weights."""
+        return None if self.largest_finite is None else self.largest_finite / 2
+
+    def sentence(self) -> str:
+        from pyadapter.findings_text import format_number
+
+        if self.largest_finite is None:
+            lowest = min((t.learning_rate for t in self.trials), default=None)
+            shown = format_number(lowest) if lowest else "?"
+            return f"no learning rate down to {shown} kept the {self.steps}-step window finite"
+        suggested = self.suggested
+        assert suggested is not None
+        return (
+            f"largest finite over the {self.steps}-step window: {format_number(self.largest_finite)}; "
+            f"try {format_number(suggested)}"
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "steps": self.steps,
+            "start_step": self.start_step,
+            "captured_learning_rate": self.captured_learning_rate,
+            "largest_finite_learning_rate": self.largest_finite,
+            "smallest_non_finite_learning_rate": self.smallest_non_finite,
+            "suggested_learning_rate": self.suggested,
+            "sentence": self.sentence(),
+            "trials": [t.to_json() for t in self.trials],
+            "seconds": round(self.seconds, 2),
+            "stopped": self.stopped,
+        }
+
+
+# ---- reading side (no TensorFlow) ---------------------------------------------------------------------------
+
+
+@dataclass
+class WindowData:
+    """A bundle's window, read back: the state at ``start_step`` (by variable path) and one batch per step."""
+
+    size: int
+    start_step: int
+    end_step: int
+    state: dict[str, np.ndarray]
+    batches: list[Any]
+    learning_rate: float | None = None
+    search: dict[str, Any] | None = None
+
+    @property
+    def steps(self) -> int:
+        return len(self.batches)
+
+
+def manifest_entry(manifest: dict[str, Any]) -> dict[str, Any] | None:
+    entry = manifest.get(MANIFEST_KEY)
+    return entry if isinstance(entry, dict) else None
+
+
+def read_window(bundle: Any) -> WindowData | None:
+    """The window a loaded `CaptureBundle` holds, or None (an older bundle, or a guard with ``window=0``). Raises
+    `WindowError` (one line) for a window entry that does not fit its files."""
+    entry = manifest_entry(bundle.manifest)
+    if entry is None:
+        return None
+    files = bundle.manifest.get("files") or {}
+    state_entry, batches_entry = entry.get("state"), entry.get("batches")
+    if not isinstance(state_entry, dict) or not isinstance(batches_entry, dict):
+        raise WindowError("the bundle's window entry has no state or batches")
+    for name in (state_entry.get("file"), batches_entry.get("file")):
+        if name not in FILES or name not in files:
+            raise WindowError(f"the bundle's window names a file it does not hold ({name!r:.80})")
+    try:
+        state_arrays = structure.read_npz(bundle.path / state_entry["file"])
+        batch_arrays = structure.read_npz(bundle.path / batches_entry["file"])
+    except structure.StructureError as error:
+        raise WindowError(f"the bundle's window: {error}") from None
+    state: dict[str, np.ndarray] = {}
+    for item in state_entry.get("variables") or []:
+        key, path = (item or {}).get("key"), (item or {}).get("path")
+        if not isinstance(key, str) or not isinstance(path, str) or key not in state_arrays:
+            raise WindowError(f"the bundle's window state lacks {key!r:.40}")
+        state[path] = state_arrays[key]
+    structures = batches_entry.get("structures")
+    if not isinstance(structures, list) or not structures:
+        raise WindowError("the bundle's window holds no batches")
+    try:
+        batches = [structure.rebuild(s, batch_arrays) for s in structures]
+    except structure.StructureError as error:
+        raise WindowError(f"the bundle's window batches: {error}") from None
+    start, end, size = entry.get("start_step"), entry.get("end_step"), entry.get("size")
+    if not (_is_int(start) and _is_int(end) and _is_int(size)):
+        raise WindowError("the bundle's window has no integer start_step/end_step/size")
+    if end - start + 1 != len(batches):
+        raise WindowError(f"the bundle's window spans steps {start}-{end} but holds {len(batches)} batches")
+    rate = entry.get("learning_rate")
+    search = entry.get("search")
+    return WindowData(
+        size=size,
+        start_step=start,
+        end_step=end,
+        state=state,
+        batches=batches,
+        learning_rate=float(rate)
+        if isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate)
+        else None,
+        search=search if isinstance(search, dict) else None,
+    )
+
+
+def _is_int(value: Any) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)

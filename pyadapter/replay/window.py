@@ -1,0 +1,289 @@
+"""Replaying a divergence's window: the steps from the guard's state copy up to the failing one, in graph mode, no
+debugger; whether they stay finite at a given learning rate, and the largest learning rate that keeps them finite.
+
+The same `WindowRun` serves two places:
+- the guard at the scene (``NanGuard`` / ``guard_step``, on a failing step): the live model and optimizer, the
+  copy the guard kept in memory (`pyadapter.capture.window`); the live state is put back afterwards;
+- a replay of a bundle's window (``nanlens replay BUNDLE --window``, "Verify fix" for a divergence): the step
+  brought back by `pyadapter.replay.session.with_captured_step` and the window read from the bundle.
+
+A window counts as finite when every step's loss and the weights after it are finite AND no step's loss grew past
+`GROWTH_LIMIT` times the window's first: a rate that is merely still finite at the window's end, its loss having
+grown a millionfold, would diverge a few steps later. The loss is each step's own (Keras's metrics are reset before
+every step, so ``logs["loss"]`` is not a running mean).
+
+A learning rate is set on every optimizer whose rate is a variable (Keras 3 keeps a constant rate in one), as the
+same factor of its captured rate; a schedule's rate cannot be changed without retracing, so it is not searched.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import tensorflow as tf
+
+from pyadapter.capture.snapshot import to_tensors, variable_path
+from pyadapter.capture.window import Trial, WindowData, WindowSearch, learning_rate_variable
+from pyadapter.replay.errors import ReplayError
+
+SEARCH_SECONDS = 60.0  # the search stops trying rates after this long (the last finite one found stands)
+MAX_HALVINGS = 12  # 1/4096 of the captured rate at the lowest
+GROWTH_LIMIT = 100.0  # a window whose loss grows past this factor of its first step's is diverging still
+REFINE_TRIALS = 3  # bisections between the largest finite and smallest non-finite rates (log scale)
+
+
+@dataclass
+class WindowVerdict:
+    """One replay of the window."""
+
+    learning_rate: float | None
+    finite: bool
+    steps: int  # steps the window holds
+    steps_run: int  # steps run before it went non-finite (all of them when finite)
+    first_non_finite_step: int | None = None
+    losses: list[float | None] = field(default_factory=list)
+    seconds: float = 0.0
+    grew_at: int | None = None  # finite, but the loss passed GROWTH_LIMIT x the first step's at this step
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "learning_rate": self.learning_rate,
+            "finite": self.finite,
+            "steps": self.steps,
+            "steps_run": self.steps_run,
+            "first_non_finite_step": self.first_non_finite_step,
+            "loss_grew_at_step": self.grew_at,
+            "losses": [None if v is None or not math.isfinite(v) else v for v in self.losses],
+            "seconds": round(self.seconds, 2),
+        }
+
+    def sentence(self) -> str:
+        from pyadapter.findings_text import format_number
+
+        rate = f" at learning rate {format_number(self.learning_rate)}" if self.learning_rate else ""
+        if self.finite:
+            return f"the {self.steps}-step window stays finite{rate}"
+        if self.grew_at is not None:
+            return (
+                f"the {self.steps}-step window still diverges{rate}: its loss passed {GROWTH_LIMIT:g}x the first "
+                f"step's at step {self.grew_at}"
+            )
+        return (
+            f"the {self.steps}-step window goes non-finite{rate} at step {self.first_non_finite_step} "
+            f"({self.steps_run} of {self.steps} steps finite)"
+        )
+
+
+@dataclass
+class WindowRun:
+    """What replays a window: the step, one call (args, kwargs) per step, the state and the copy to start from."""
+
+    step: Callable[..., Any]
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]]
+    start_step: int
+    state: list[Any]  # live variables put back before each replay
+    values: list[np.ndarray | None]  # their values at the window's start (None: keep the current value)
+    trainable: list[Any]
+    optimizers: list[Any]
+    before_run: Callable[[], None] | None = None  # e.g. fresh metrics
+    step_reset: Callable[[], None] | None = (
+        None  # before every step: fresh metrics, so the loss is the step's
+    )
+    _function: Any = None
+    _rates: list[tuple[Any, float]] | None = None
+
+    @property
+    def steps(self) -> int:
+        return len(self.calls)
+
+    def restore(self) -> None:
+        if self.before_run is not None:
+            self.before_run()
+        for variable, value in zip(self.state, self.values, strict=True):
+            if value is not None:
+                variable.assign(value.astype(np.asarray(variable.numpy()).dtype, copy=False))
+
+    def captured_rates(self) -> list[tuple[Any, float]]:
+        """(learning-rate variable, its rate at the window's start) for each optimizer with a constant rate."""
+        if self._rates is None:
+            self.restore()
+            found: list[tuple[Any, float]] = []
+            for optimizer in self.optimizers:
+                variable = learning_rate_variable(optimizer)
+                if variable is not None and all(variable is not seen for seen, _ in found):
+                    found.append((variable, float(np.asarray(variable.numpy()))))
+            self._rates = found
+        return self._rates
+
+    @property
+    def captured_learning_rate(self) -> float | None:
+        rates = self.captured_rates()
+        return rates[0][1] if rates else None
+
+    def _compiled(self) -> Any:
+        if self._function is None:
+            step, trainable = self.step, self.trainable
+
+            def one_step(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+                outputs = step(*args, **kwargs)
+                loss = _loss_of(outputs)
+                flags = [tf.reduce_all(tf.math.is_finite(tf.convert_to_tensor(v))) for v in trainable]
+                finite = tf.reduce_all(tf.stack(flags)) if flags else tf.constant(True)
+                if loss is not None:
+                    finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(loss)))
+                    loss = tf.cast(tf.reduce_mean(loss), tf.float32)
+                else:
+                    loss = tf.constant(0.0)
+                return loss, finite
+
+            one_step.__name__ = getattr(step, "__name__", "window_step")
+            self._function = tf.function(one_step, jit_compile=False, autograph=True)
+        return self._function
+
+    def replay(self, learning_rate: float | None = None) -> WindowVerdict:
+        """Run the window from its start at `learning_rate` (the primary optimizer's; the others scaled alike;
+        None: as captured) and say whether every step stayed finite. Stops at the first non-finite step."""
+        rates = self.captured_rates()
+        self.restore()
+        shown = learning_rate
+        if learning_rate is not None:
+            if not rates:
+                raise ReplayError(
+                    "the optimizer's learning rate is a schedule (or not a variable), so the window cannot be "
+                    "replayed at another rate"
+                )
+            factor = learning_rate / rates[0][1] if rates[0][1] else 1.0
+            for variable, captured in rates:
+                variable.assign(captured * factor)
+        elif rates:
+            shown = rates[0][1]
+        function = self._compiled()
+        started = time.perf_counter()
+        losses: list[float] = []
+        verdict = WindowVerdict(shown, True, self.steps, 0)
+        for index, (args, kwargs) in enumerate(self.calls):
+            if self.step_reset is not None:
+                self.step_reset()
+            try:
+                loss, finite = function(*args, **kwargs)
+            except tf.errors.InvalidArgumentError:  # a check_numerics in the user's step fired
+                finite, loss = False, float("nan")
+            losses.append(float(np.asarray(loss)))
+            if not bool(np.asarray(finite)):
+                verdict.finite = False
+                verdict.first_non_finite_step = self.start_step + index
+                break
+            if index and abs(losses[-1]) > GROWTH_LIMIT * max(abs(losses[0]), 1e-12):
+                verdict.finite = False
+                verdict.grew_at = self.start_step + index
+                break
+            verdict.steps_run = index + 1
+        verdict.losses = list(losses)
+        verdict.seconds = time.perf_counter() - started
+        return verdict
+
+    def search(self, *, seconds: float = SEARCH_SECONDS) -> WindowSearch:
+        """The largest learning rate that keeps the window finite: halve the captured rate until the window stays
+        finite, then bisect (log scale) between that and the next rate up. Bounded by `seconds`."""
+        captured = self.captured_learning_rate
+        result = WindowSearch(steps=self.steps, start_step=self.start_step, captured_learning_rate=captured)
+        if captured is None or not captured > 0:
+            result.stopped = "the learning rate is a schedule or not a variable: not searched"
+            return result
+        started = time.perf_counter()
+
+        def trial(rate: float) -> bool:
+            verdict = self.replay(rate)
+            result.trials.append(Trial(rate, verdict.finite, verdict.first_non_finite_step, verdict.grew_at))
+            return verdict.finite
+
+        def out_of_time() -> bool:
+            if time.perf_counter() - started > seconds:
+                result.stopped = f"stopped after {seconds:.0f} s"
+                return True
+            return False
+
+        high, low = None, None  # smallest non-finite, largest finite
+        rate = captured
+        for _ in range(MAX_HALVINGS + 1):
+            if trial(rate):
+                low = rate
+                break
+            high = rate
+            rate /= 2
+            if out_of_time():
+                break
+        if low is not None and high is not None:
+            for _ in range(REFINE_TRIALS):
+                if out_of_time():
+                    break
+                middle = math.sqrt(low * high)
+                if trial(middle):
+                    low = middle
+                else:
+                    high = middle
+        result.largest_finite, result.smallest_non_finite = low, high
+        result.seconds = time.perf_counter() - started
+        return result
+
+
+def _loss_of(outputs: Any) -> Any:
+    if isinstance(outputs, dict) and "loss" in outputs:
+        return tf.convert_to_tensor(outputs["loss"])
+    for value in tf.nest.flatten(outputs):
+        if isinstance(value, (tf.Tensor, tf.Variable)) and value.dtype.is_floating and value.shape.rank == 0:
+            return tf.convert_to_tensor(value)
+    return None
+
+
+def calls_of(batches: list[Any], kind: str) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+    """One (args, kwargs) per window batch: ``train_step(data)`` for Keras fit, the guarded step's own arguments
+    (``{"args": [...], "kwargs": {...}}``) for custom loops."""
+    from pyadapter.capture.bundle import KIND_FIT
+
+    calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
+    for batch in batches:
+        if kind == KIND_FIT:
+            calls.append(((to_tensors(batch),), {}))
+            continue
+        if not isinstance(batch, dict) or not isinstance(batch.get("args"), (list, tuple)):
+            raise ReplayError("a window batch of a custom-loop bundle holds no step arguments")
+        kwargs = batch.get("kwargs") or {}
+        calls.append((tuple(to_tensors(list(batch["args"]))), {k: to_tensors(v) for k, v in kwargs.items()}))
+    return calls
+
+
+def run_of_program(program: Any, window: WindowData, kind: str) -> tuple[WindowRun, list[str]]:
+    """A bundle's window over a rebuilt step (`pyadapter.replay.step.StepProgram`): its state takes the window's
+    values by variable path (`pyadapter.replay.state.match_captured`); warnings for variables that got none."""
+    from pyadapter.replay.state import match_captured
+
+    values_by_index, unmatched, _ = match_captured(window.state, list(program.state))
+    # Variables the window has no value for start where the captured step does (its rebuilt values).
+    values: list[np.ndarray | None] = [
+        values_by_index.get(i, np.asarray(v.numpy())) for i, v in enumerate(program.state)
+    ]
+    warnings = []
+    if unmatched:
+        first = variable_path(program.state[unmatched[0]])
+        warnings.append(
+            f"{len(unmatched)} variables have no value in the window's state copy (first: {first}); they start "
+            "from the captured step's values"
+        )
+    run = WindowRun(
+        step=program.step,
+        calls=calls_of(window.batches, kind),
+        start_step=window.start_step,
+        state=list(program.state),
+        values=values,
+        trainable=list(program.trainable),
+        optimizers=list(program.optimizers),
+        before_run=program.before_run,
+        step_reset=getattr(getattr(program.step, "__self__", None), "reset_metrics", None),
+    )
+    return run, warnings

@@ -1,0 +1,154 @@
+"""A bundle's window, replayed (``nanlens replay BUNDLE --window``, "Verify fix" for a divergence): the captured
+step brought back by `pyadapter.replay.session.with_captured_step`, the window read from the bundle, and the
+learning rate the user's code sets now. The replay itself is `pyadapter.replay.window.WindowRun`."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyadapter.capture.window import WindowSearch
+from pyadapter.replay.errors import ReplayError
+from pyadapter.replay.window import SEARCH_SECONDS, WindowVerdict, run_of_program
+
+
+def learning_rate_in_source(bundle_path: str | Path) -> tuple[float, str] | None:
+    """(the learning rate the user's code sets now, "file:line") on the line the bundle's cause says to change
+    (after a quick fix, the new rate); None when the bundle has no divergence cause or the line holds no number.
+    Reads the findings and the source file; runs nothing."""
+    from pyadapter.capture.bundle import FINDINGS_FILE
+    from pyadapter.cause import attach_cause
+    from pyadapter.findings import FindingsError, load_findings
+    from pyadapter.fixes.cause import learning_rate_on_line
+
+    findings_path = Path(bundle_path) / FINDINGS_FILE
+    if not findings_path.is_file():
+        return None
+    try:
+        cause = attach_cause(load_findings(findings_path), bundle_path)
+    except FindingsError:
+        return None
+    change = cause.change
+    if cause.kind != "divergence" or change is None or change.cell is not None:
+        return None
+    try:
+        text = Path(change.file).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    rate = learning_rate_on_line(text, change.line)
+    return None if rate is None else (rate, f"{change.file}:{change.line}")
+
+
+@dataclass
+class BundleWindowReport:
+    """What ``nanlens replay BUNDLE --window`` says."""
+
+    bundle: str
+    start_step: int
+    end_step: int
+    steps: int
+    learning_rate: float | None  # the rate replayed
+    rate_from: str  # "option", "source file:line" or "captured"
+    verdict: WindowVerdict
+    captured: WindowVerdict | None = None  # the same window at the captured rate (when another was replayed)
+    search: WindowSearch | None = None
+    route: str = ""
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def finite(self) -> bool:
+        return self.verdict.finite
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bundle": self.bundle,
+            "window": {"start_step": self.start_step, "end_step": self.end_step, "steps": self.steps},
+            "learning_rate": self.learning_rate,
+            "learning_rate_from": self.rate_from,
+            "finite": self.finite,
+            "verdict": self.verdict.to_json(),
+            "captured": self.captured.to_json() if self.captured else None,
+            "search": self.search.to_json() if self.search else None,
+            "message": self.message(),
+            "route": self.route,
+            "warnings": list(self.warnings),
+        }
+
+    def message(self) -> str:
+        """One line for the editor and the CLI."""
+        text = self.verdict.sentence()
+        if self.captured is not None and not self.captured.finite:
+            text += (
+                f" (at the captured rate it went non-finite at step {self.captured.first_non_finite_step})"
+            )
+        elif self.captured is not None:
+            text += " (it stayed finite at the captured rate too)"
+        if self.search is not None:
+            text += f"; {self.search.sentence()}"
+        return text
+
+
+def replay_bundle_window(
+    path: str | Path,
+    *,
+    learning_rate: float | None = None,
+    search: bool = False,
+    search_seconds: float = SEARCH_SECONDS,
+    reentry_timeout: float | None = None,
+) -> BundleWindowReport:
+    """Replay the bundle's window from its state copy in graph mode at `learning_rate` (default: the rate the
+    user's code sets now on the cause's change line, else the captured one), and at the captured rate when that
+    differs; with `search`, also the largest rate that keeps the window finite. Raises ReplayError (one line)."""
+    from pyadapter.capture.window import WindowError, read_window
+    from pyadapter.replay.debugger import breakpoints_paused
+    from pyadapter.replay.rebuild import open_bundle
+    from pyadapter.replay.session import with_captured_step
+
+    bundle = open_bundle(path)
+    try:
+        window = read_window(bundle)
+    except WindowError as exc:
+        raise ReplayError(f"{bundle.path}: {exc}") from None
+    if window is None:
+        raise ReplayError(
+            f"{bundle.path}: the bundle holds no window (the guard ran with window=0, is older, or failed before "
+            "its first state copy); `nanlens replay` replays the captured step alone"
+        )
+    rate_from = "option"
+    if learning_rate is None:
+        found = learning_rate_in_source(bundle.path)
+        if found is not None:
+            learning_rate, rate_from = found[0], f"source {found[1]}"
+        else:
+            rate_from = "captured"
+
+    def action(rebuilt: Any) -> BundleWindowReport:
+        with breakpoints_paused():
+            run, warnings = run_of_program(rebuilt.program, window, bundle.kind)
+            captured_rate = run.captured_learning_rate
+            same = learning_rate is None or (
+                captured_rate is not None and math.isclose(learning_rate, captured_rate, rel_tol=1e-6)
+            )
+            verdict = run.replay(None if same else learning_rate)
+            captured = None if same else run.replay(None)
+            searched = run.search(seconds=search_seconds) if search else None
+        return BundleWindowReport(
+            bundle=str(bundle.path),
+            start_step=window.start_step,
+            end_step=window.end_step,
+            steps=window.steps,
+            learning_rate=verdict.learning_rate,
+            rate_from=rate_from
+            if not same or rate_from == "captured"
+            else f"{rate_from} (= the captured rate)",
+            verdict=verdict,
+            captured=captured,
+            search=searched,
+            warnings=[*rebuilt.warnings, *warnings],
+        )
+
+    report, route = with_captured_step(path, action, reentry_timeout=reentry_timeout)
+    report.route = route
+    return report

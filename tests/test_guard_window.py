@@ -1,0 +1,252 @@
+"""The guard's window (issue 16), end to end with real TensorFlow/Keras: a diverging program trains under NanGuard
+(default ``window=16``) until it goes non-finite; the bundle must hold the window (the state copy and the batches
+since), the guard must have found the largest learning rate that keeps the window finite (the captured rate
+failing), its stop message must print the cause, and "Verify fix" (``nanlens replay BUNDLE --window``, the
+server's worker) must replay the window finite after the quick fix and non-finite at the captured rate.
+
+The zoo's divergence programs (``# CAUSE: divergence``) must all get a window and a finite learning rate.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pyadapter.capture.window import read_window
+from pyadapter.cause import Cause
+from pyadapter.fixes import apply_edits, cause_fixes
+from pyadapter.server.verify import run_replay, window_verdict_of
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = ROOT / "tests" / "programs"
+ZOO = ROOT / "tests" / "zoo"
+
+
+def environment() -> dict[str, str]:
+    return dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", NANLENS_CAPTURE_DIR="captures")
+
+
+def train(folder: Path, program: Path, *args: str) -> tuple[Path, Path, str]:
+    """Copy the program into `folder`, run it there as a user would; (its copy, the one bundle, stderr)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    local = folder / program.name
+    shutil.copy(program, local)
+    done = subprocess.run(
+        [sys.executable, str(local), *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=600,
+    )
+    captures = folder / "captures"
+    bundles = [p for p in captures.iterdir() if (p / "manifest.json").is_file()] if captures.is_dir() else []
+    assert len(bundles) == 1, done.stdout[-2000:] + done.stderr[-3000:]
+    return local, bundles[0], done.stderr
+
+
+def manifest(bundle: Path) -> dict:
+    return json.loads((bundle / "manifest.json").read_text())
+
+
+def nanlens(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pyadapter", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=600,
+    )
+
+
+@pytest.fixture(scope="module")
+def diverged(tmp_path_factory: pytest.TempPathFactory) -> SimpleNamespace:
+    folder = tmp_path_factory.mktemp("divergence")
+    program, bundle, stderr = train(folder, PROGRAMS / "cause_divergence.py", "captures")
+    return SimpleNamespace(folder=folder, program=program, bundle=bundle, stderr=stderr)
+
+
+@pytest.mark.slow
+def test_the_bundle_holds_the_window_and_the_guard_found_a_finite_learning_rate(
+    diverged: SimpleNamespace,
+) -> None:
+    window = manifest(diverged.bundle)["window"]
+    assert window["size"] == 16
+    assert window["end_step"] == manifest(diverged.bundle)["step"]
+    assert window["steps"] == window["end_step"] - window["start_step"] + 1 >= 2
+    assert (diverged.bundle / "window" / "state.npz").is_file()
+    assert (diverged.bundle / "window" / "batches.npz").is_file()
+    search = window["search"]
+    captured = search["captured_learning_rate"]
+    assert captured == pytest.approx(7e-5)
+    first = search["trials"][0]
+    # The window replayed at the captured rate diverges again: non-finite, or its loss past 100x its first step's.
+    assert first["learning_rate"] == pytest.approx(captured) and not first["finite"]
+    stopped = first["first_non_finite_step"] or first["loss_grew_at_step"]
+    assert window["start_step"] < stopped <= window["end_step"]
+    assert 0 < search["largest_finite_learning_rate"] < captured
+    assert search["suggested_learning_rate"] == pytest.approx(search["largest_finite_learning_rate"] / 2)
+    assert any(t["finite"] for t in search["trials"])
+    # Read back through the bundle reader: the state by variable path, one batch per step.
+    from pyadapter.capture.bundle import CaptureBundle
+
+    data = read_window(CaptureBundle.load(diverged.bundle))
+    assert data is not None and data.steps == window["steps"]
+    assert any(path.endswith("learning_rate") for path in data.state)
+    x, y = data.batches[-1]
+    assert x.shape == (32, 6) and y.shape == (32, 1)
+
+
+@pytest.mark.slow
+def test_the_stop_message_prints_the_cause(diverged: SimpleNamespace) -> None:
+    lines = [line for line in diverged.stderr.splitlines() if line.startswith("NanGuard: cause: ")]
+    assert len(lines) == 1, diverged.stderr[-3000:]
+    assert "divergence: the run diverged at learning rate 7e-5" in lines[0]
+    assert "cause_divergence.py:30" in lines[0] and "largest finite over the" in lines[0]
+
+
+@pytest.mark.slow
+def test_the_quick_fix_proposes_the_searched_rate_and_verify_replays_the_window_finite(
+    diverged: SimpleNamespace,
+) -> None:
+    located = nanlens("locate", str(diverged.bundle), "--json", cwd=diverged.folder)
+    assert located.returncode == 0, located.stderr[-3000:]
+    cause = Cause.from_json(json.loads(located.stdout)["cause"])
+    assert cause is not None and cause.kind == "divergence"
+    suggested = cause.evidence["window"]["suggested_learning_rate"]
+    assert "largest finite over the" in cause.change.what
+    source = diverged.program.read_text()
+    fixes = cause_fixes(source, cause)
+    assert fixes and fixes[0].preferred and "largest finite over the" in fixes[0].title, [
+        f.title for f in fixes
+    ]
+    fixed = apply_edits(source, fixes[0].edits)
+    assert "learning_rate=7e-5" not in fixed
+    diverged.program.write_text(fixed)
+    try:
+        run = run_replay(
+            str(diverged.bundle), cwd=str(diverged.folder), trust=[str(diverged.program)], window=True
+        )
+    finally:
+        diverged.program.write_text(source)
+    answer = window_verdict_of(run)
+    assert answer["verified"], answer["message"]
+    report = answer["window"]
+    assert report["learning_rate"] == pytest.approx(suggested, rel=0.02)
+    assert (
+        report["learning_rate_from"].startswith("source ")
+        and "cause_divergence.py:30" in report["learning_rate_from"]
+    )
+    assert report["verdict"]["steps_run"] == report["window"]["steps"]
+    # The same window at the captured rate still goes non-finite: the fix, not the replay, made it finite.
+    assert report["captured"]["finite"] is False
+    assert "stays finite" in answer["message"] and "went non-finite at step" in answer["message"]
+
+
+@pytest.mark.slow
+def test_a_rate_that_is_still_too_high_is_not_verified(diverged: SimpleNamespace) -> None:
+    done = nanlens(
+        "replay", str(diverged.bundle), "--window", "--learning-rate", "1e-4", "--json", cwd=diverged.folder
+    )
+    assert done.returncode == 0, done.stderr[-3000:]  # 0: the NaN came back
+    report = json.loads(done.stdout)
+    assert report["finite"] is False and report["learning_rate_from"] == "option"
+    stopped = report["verdict"]["first_non_finite_step"] or report["verdict"]["loss_grew_at_step"]
+    assert report["window"]["start_step"] < stopped <= report["window"]["end_step"]
+    assert "window" in report["message"] and (
+        "non-finite" in report["message"] or "diverges" in report["message"]
+    )
+
+
+@pytest.mark.slow
+def test_window_options_without_window_are_refused_in_one_line(diverged: SimpleNamespace) -> None:
+    done = nanlens("replay", str(diverged.bundle), "--learning-rate", "1e-4", cwd=diverged.folder)
+    assert done.returncode == 2
+    assert (
+        done.stderr.strip().splitlines()[-1]
+        == "nanlens: error: --learning-rate and --find-learning-rate go with --window"
+    )
+
+
+def test_a_bundle_without_a_window_reads_as_none() -> None:
+    # Bundles from before the window (or window=0) have no "window" entry: replay as before.
+    assert read_window(SimpleNamespace(manifest={"files": {}}, path=Path("."))) is None
+
+
+ZOO_DIVERGENCE = sorted(p for p in ZOO.glob("zoo_*.py") if "# CAUSE: divergence" in p.read_text())
+
+
+@pytest.fixture(scope="module")
+def zoo_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, str]]:
+    root = tmp_path_factory.mktemp("zoo-window")
+
+    def one(program: Path) -> tuple[str, tuple[Path, str]]:
+        _, bundle, stderr = train(root / program.stem, program)
+        return program.stem, (bundle, stderr)
+
+    with ThreadPoolExecutor(2) as pool:  # two cores
+        return dict(pool.map(one, ZOO_DIVERGENCE))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", [p.stem for p in ZOO_DIVERGENCE])
+def test_zoo_divergence_gets_a_window_and_a_finite_learning_rate(
+    zoo_runs: dict[str, tuple[Path, str]], program: str
+) -> None:
+    assert len(ZOO_DIVERGENCE) >= 3
+    bundle, stderr = zoo_runs[program]
+    window = manifest(bundle).get("window")
+    assert window is not None, stderr[-3000:]
+    search = window["search"]
+    assert not search["trials"][0]["finite"], search  # the captured rate fails over the window
+    assert 0 < search["largest_finite_learning_rate"] < search["captured_learning_rate"], search
+    assert "NanGuard: cause: divergence" in stderr
+
+
+@pytest.mark.slow
+def test_a_custom_loop_keeps_a_window_too_and_its_verify_replays_it(tmp_path: Path) -> None:
+    program, bundle, stderr = train(tmp_path, PROGRAMS / "loop_divergence.py", "captures")
+    assert "NanGuard: cause: divergence" in stderr, stderr[-3000:]
+    window = manifest(bundle)["window"]
+    search = window["search"]
+    assert window["steps"] == window["end_step"] - window["start_step"] + 1 >= 2
+    assert not search["trials"][0]["finite"]
+    suggested = search["suggested_learning_rate"]
+    assert 0 < suggested < search["captured_learning_rate"] == pytest.approx(3e-4)
+    # The program trains at module level: the window is replayed by re-entry, at the rate the guard proposed.
+    done = nanlens(
+        "replay", str(bundle), "--window", "--learning-rate", str(suggested), "--json", cwd=tmp_path
+    )
+    assert done.returncode == 1, done.stderr[-3000:]  # 1: the window stayed finite
+    report = json.loads(done.stdout)
+    assert report["finite"] is True and report["captured"]["finite"] is False
+    assert "re-entry" in report["route"]
+
+
+def test_the_quick_fix_proposes_half_the_largest_finite_rate_and_a_tenth_without_a_window() -> None:
+    from pyadapter.cause import Change
+    from pyadapter.fixes.cause import learning_rate_on_line
+
+    source = "import keras\n\noptimizer = keras.optimizers.SGD(learning_rate=0.02, momentum=0.9)\n"
+    change = Change("train.py", 3, "the learning rate", target="optimizer")
+    window = {"steps": 16, "largest_finite_learning_rate": 3.1e-3, "suggested_learning_rate": 1.55e-3}
+    searched = cause_fixes(source, Cause("divergence", "diverged", {"window": window}, change))
+    assert (
+        searched[0].title
+        == "lower the learning rate to 0.00155 (largest finite over the 16-step window: 0.0031)"
+    )
+    fixed = apply_edits(source, searched[0].edits)
+    assert "SGD(learning_rate=0.00155, momentum=0.9)" in fixed
+    # What "Verify fix" replays the window at: the rate the edited line sets now.
+    assert learning_rate_on_line(fixed, 3) == pytest.approx(1.55e-3)
+    blind = cause_fixes(source, Cause("divergence", "diverged", {}, change))
+    assert blind[0].title == "lower the learning rate to 0.002 (a tenth of 0.02)"
