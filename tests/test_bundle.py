@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 
 from pyadapter import BundleError, CaptureBundle  # noqa: E402
 from pyadapter.capture import structure  # noqa: E402
-from pyadapter.capture.bundle import BundleWriter  # noqa: E402
+from pyadapter.capture.bundle_format import BundleWriter  # noqa: E402
 
 PROGRAMS = Path(__file__).parent / "programs"
 
@@ -296,6 +296,7 @@ def test_load_model_uses_safe_mode(tmp_path):
     import guard_models as gm
 
     from pyadapter import NanGuard
+    from pyadapter.replay.restore import load_model
 
     keras.utils.set_random_seed(41)
     x, y = gm.data(batches=3, bad_batch=1)
@@ -307,5 +308,5 @@ def test_load_model_uses_safe_mode(tmp_path):
     model.fit(x, y, batch_size=gm.BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[guard])
     bundle = CaptureBundle.load(guard.last_bundle)
     with pytest.raises(BundleError, match="could not be loaded.*safe_mode") as raised:
-        bundle.load_model()
+        load_model(bundle)
     assert "\n" not in str(raised.value)

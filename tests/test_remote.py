@@ -26,7 +26,7 @@ import guard_models as gm  # noqa: E402
 
 from pyadapter import CaptureBundle, NanGuard  # noqa: E402
 from pyadapter.capture import storage  # noqa: E402
-from pyadapter.capture.bundle import BundleError  # noqa: E402
+from pyadapter.capture.bundle_format import BundleError  # noqa: E402
 from pyadapter.cli import main  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -119,7 +119,9 @@ def test_names_already_taken_get_a_number_on_both_sides(original, tmp_path, caps
 def test_progress_reports_every_byte(original, tmp_path):
     url = storage.publish_bundle(original, fresh_url())
     calls: list[tuple[int, int]] = []
-    path = storage.fetch_bundle(url, tmp_path, progress=lambda done, total: calls.append((done, total)))
+    path = storage.fetch_bundle(
+        url, tmp_path, progress=lambda done, total: calls.append((done, total)), verify=CaptureBundle.load
+    )
     size = sum(e["size"] for e in CaptureBundle.load(path).manifest["files"].values())
     assert calls[0] == (0, size) and calls[-1] == (size, size)
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
@@ -241,13 +243,23 @@ def test_names_and_sizes_are_checked_before_any_byte_is_copied(original, tmp_pat
     _edit_manifest(url, _list_matching_pickle)
     calls: list[tuple[int, int]] = []
     with pytest.raises(BundleError, match="evil.pkl is not a file a bundle may hold"):
-        storage.fetch_bundle(url, tmp_path / "a", progress=lambda done, total: calls.append((done, total)))
+        storage.fetch_bundle(
+            url,
+            tmp_path / "a",
+            progress=lambda done, total: calls.append((done, total)),
+            verify=CaptureBundle.load,
+        )
     assert calls == [] and not (tmp_path / "a").exists(), "nothing was copied, not even the allowed files"
 
     url = storage.publish_bundle(original, fresh_url())
     monkeypatch.setattr(storage, "_free_bytes", lambda parent: 1000)
     with pytest.raises(BundleError, match=r"the bundle is .* KB, .* has 1000 bytes free"):
-        storage.fetch_bundle(url, tmp_path / "b", progress=lambda done, total: calls.append((done, total)))
+        storage.fetch_bundle(
+            url,
+            tmp_path / "b",
+            progress=lambda done, total: calls.append((done, total)),
+            verify=CaptureBundle.load,
+        )
     assert calls == [] and not (tmp_path / "b").exists()
 
 

@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from pyadapter.capture import (
     atscene,
+    bundle_format,
     cluster,
     gate,
     keras_fixes,
@@ -43,7 +44,6 @@ from pyadapter.capture import (
     storage,
     structure,
 )
-from pyadapter.capture import bundle as bundle_format
 from pyadapter.capture import history as step_history
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport

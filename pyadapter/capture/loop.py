@@ -44,8 +44,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pyadapter.capture import atscene, gate, keras_lines, rng, snapshot, storage, takeover
-from pyadapter.capture import bundle as bundle_format
+from pyadapter.capture import atscene, bundle_format, gate, keras_lines, rng, snapshot, storage, takeover
 from pyadapter.capture import history as step_history
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport

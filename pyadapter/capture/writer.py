@@ -1,7 +1,7 @@
 """Writing a capture bundle: the manifest and files of one failing step (`write_bundle`, shared by NanGuard and
-guard_step), built in a `BundleWriter` (``bundle.py``: the format, atomic writes) on local disk and, for a URL
-capture folder, published there by ``storage``. Reading bundles back is ``bundle.CaptureBundle``; neither of those
-two modules imports this one, so there is no import circle between format, storage and writing.
+guard_step), built in a `BundleWriter` (``bundle_format``: the format, atomic writes) on local disk and, for a URL
+capture folder, published there by ``storage``. Reading bundles back is ``reader.CaptureBundle``; none of those
+modules imports this one, so there is no import circle between format, storage and writing.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from typing import Any
 
 import numpy as np
 
-from pyadapter.capture import bundle, rng, snapshot, storage, structure
+from pyadapter.capture import bundle_format as bundle
 from pyadapter.capture import history as step_history
+from pyadapter.capture import rng, snapshot, storage, structure
 from pyadapter.capture.verdict import NonFiniteReport
 
 # A process that wants the failing step rather than a bundle (the input-pipeline re-run of `nanlens locate`)

@@ -35,7 +35,7 @@ __all__ = [
 
 def context_of_bundle(bundle: Any) -> CauseContext:
     """What a loaded ``CaptureBundle`` says beyond the findings: history, model, dtype policy, batch, step."""
-    from pyadapter.capture.bundle import BundleError
+    from pyadapter.capture.bundle_format import BundleError
 
     try:
         batch = bundle.batch()
@@ -62,7 +62,8 @@ def attach_cause(findings: Findings, bundle_path: str | Path | None = None) -> C
     be made is ``unknown`` with the reason as its summary."""
     context = None
     if bundle_path is not None:
-        from pyadapter.capture.bundle import BundleError, CaptureBundle
+        from pyadapter.capture.bundle_format import BundleError
+        from pyadapter.capture.reader import CaptureBundle
 
         try:
             context = context_of_bundle(CaptureBundle.load(bundle_path))
