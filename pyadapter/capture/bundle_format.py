@@ -7,8 +7,11 @@ Layout of ``capture_dir/<run>-step<N>/``::
                        sha256 + size of every file
     batch.npz          the step's inputs (x, y, sample weights / the step function's arguments), flat arrays;
                        the nesting (dict/list/tuple) is described in manifest["batch"]["structure"]
-    weights.npz        raw values of the model and optimizer variables (names in manifest["weights"]["variables"])
-    model.keras        (Keras fit) the compiled model with its optimizer state, before the failing update
+    weights.npz        raw values of the model and optimizer variables before the failing update (names in
+                       manifest["weights"]["variables"]), written one variable at a time
+    model.keras        (Keras fit) the model's architecture and compile settings: a Keras archive of config.json
+                       and metadata.json, whose values are weights.npz's (`model_archive`); bundles of nanlens 0.2.0
+                       and earlier, tf_keras models and models with assets hold Keras's whole archive (values in it)
     checkpoint/        (custom loops) a tf.train.Checkpoint of what is trained, before the failing update
 
 ``manifest["loss_history"]`` holds the guard's last ``history_size`` steps up to the failing one, oldest first::
@@ -21,8 +24,6 @@ Layout of ``capture_dir/<run>-step<N>/``::
 
 Each number is null when not measured or not finite, and a non-finite one also has ``<name>_nonfinite`` =
 "nan" | "inf" | "-inf". What each measures: `pyadapter.capture.history`.
-
-Every array file is read with ``allow_pickle=False`` and the Keras archive with ``safe_mode=True``; nothing in a
 
 Every array file is read with ``allow_pickle=False`` and the Keras archive with ``safe_mode=True``; nothing in a
 bundle is ever unpickled. A bundle is written into a hidden temporary directory inside ``capture_dir`` (named
@@ -43,6 +44,7 @@ import re
 import shutil
 import socket
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +52,7 @@ import numpy as np
 
 from pyadapter import safejson
 from pyadapter.capture import integrity, structure
+from pyadapter.capture.progress import WriteProgress
 
 FORMAT = "nanlens.bundle/1"
 MANIFEST = "manifest.json"
@@ -154,7 +157,7 @@ class BundleWriter:
     which the next writer on the same host removes.
     """
 
-    def __init__(self, capture_dir: Path | str, name: str) -> None:
+    def __init__(self, capture_dir: Path | str, name: str, progress: WriteProgress | None = None) -> None:
         self.capture_dir = Path(capture_dir).absolute()
         self.capture_dir.mkdir(parents=True, exist_ok=True)
         clean_stale_partials(self.capture_dir)
@@ -170,6 +173,7 @@ class BundleWriter:
         os.umask(umask)
         os.chmod(self.tmp, 0o777 & ~umask)  # mkdtemp makes it 0700; a bundle is an ordinary directory
         self.final: Path | None = None
+        self.progress = progress
 
     def __enter__(self) -> BundleWriter:
         return self
@@ -182,10 +186,25 @@ class BundleWriter:
         """Where to write the bundle file `name` (a relative POSIX path) while the bundle is being built."""
         path = self.tmp / integrity.check_relative_path(name)
         path.parent.mkdir(parents=True, exist_ok=True)
+        if self.progress is not None:
+            self.progress.stage(name, 0)
         return path
 
-    def write_arrays(self, name: str, arrays: dict[str, np.ndarray]) -> None:
-        structure.write_npz(self.file(name), arrays)
+    def write_arrays(
+        self,
+        name: str,
+        arrays: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
+        total: int | None = None,
+    ) -> None:
+        """Writes an `.npz`, one array at a time: `arrays` may be a generator of (key, array) pairs (then `total`,
+        their bytes, sizes the progress), so a bundle's weights are never all in memory at once."""
+        if total is None and isinstance(arrays, Mapping):
+            total = sum(int(array.nbytes) for array in arrays.values())
+        path = self.file(name)
+        progress = self.progress
+        if progress is not None:
+            progress.stage(name, total or 0)
+        structure.write_npz(path, arrays, progress.advance if progress is not None else None)
 
     def commit(self, manifest: dict[str, Any]) -> Path:
         """Hashes every file, writes manifest.json and renames the directory into place; returns the bundle path.
@@ -193,10 +212,15 @@ class BundleWriter:
         Durable: every file (arrays, model, checkpoint, findings, manifest) and every folder of the bundle is
         fsynced before the rename, and the capture folder after it, so a power cut leaves either the whole
         bundle under its name or only the hidden temporary folder (which the next writer removes)."""
+        names = integrity.list_tree(self.tmp)
+        progress = self.progress
+        if progress is not None:
+            progress.stage("checking", sum((self.tmp / name).stat().st_size for name in names))
         files = {}
-        for name in integrity.list_tree(self.tmp):
+        for name in names:
             path = self.tmp / name
-            files[name] = {"sha256": integrity.sha256_file(path), "size": path.stat().st_size}
+            hashed = integrity.sha256_file(path, progress and (lambda n: progress.advance(n, written=False)))
+            files[name] = {"sha256": hashed, "size": path.stat().st_size}
             _fsync_file(path)
         manifest = dict(manifest, format=FORMAT, files=files)
         with open(self.tmp / MANIFEST, "w", encoding="utf-8") as handle:

@@ -13,6 +13,7 @@ import stat
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -24,11 +25,14 @@ class IntegrityError(ValueError):
     """A bundle file or path that fails a check; the message is one line."""
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: Path, on_chunk: Callable[[int], None] | None = None) -> str:
+    """The file's sha256; `on_chunk(bytes)` after each chunk read (a writer's progress)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
+            if on_chunk is not None:
+                on_chunk(len(chunk))
     return digest.hexdigest()
 
 

@@ -339,6 +339,7 @@ class GuardedStep:
                 **(scene or {}),
             },
             save_state=lambda writer: self._save_state(writer, seed_states, files or {}),
+            verbose=self.verbose,
         )
 
     def _save_state(
@@ -356,11 +357,12 @@ class GuardedStep:
             self.checkpoint.write(str(prefix))
             groups = [("model", list(m.variables)) for m in self.models]
             groups += [("optimizer", keras_lines.optimizer_variables(o)) for o in self.optimizers]
-            arrays, described = snapshot.variable_arrays(groups)
+            described: list[dict[str, Any]] = []
+            values, total = snapshot.variable_values(groups, described)
+            writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)  # streamed, one variable at a time
         finally:
             for path, value in after.items():
                 seeds[path].assign(value)
-        writer.write_arrays(bundle_format.WEIGHTS_FILE, arrays)
         return {"weights": {"file": bundle_format.WEIGHTS_FILE, "variables": described}}
 
 

@@ -295,8 +295,9 @@ def remove_tree(location: str) -> None:
 # Fetching
 
 
-# The most a pull copies unless told otherwise (`nanlens pull --max-size`): a bundle holds the weights about twice
-# (model.keras and weights.npz) plus the optimizer's slots, so this fits a model of ~2 billion float32 parameters.
+# The most a pull copies unless told otherwise (`nanlens pull --max-size`): a bundle holds the weights and the
+# optimizer's slots once (weights.npz; older bundles twice), so this fits a model of several billion float32
+# parameters.
 DEFAULT_MAX_PULL_BYTES = 32 << 30
 _FREE_SPACE_MARGIN = 64 << 20
 

@@ -151,7 +151,9 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
         # A model that cannot come back from its config (a subclass without get_config, a Lambda layer, which
         # safe mode rightly refuses) fails here, and the step is re-entered instead (`session.py`).
         with _optimizer_loading_skipped() as skipped:
-            model = load_model(bundle, custom_objects=objects, entry_module=entry.module)
+            model = load_model(
+                bundle, custom_objects=objects, entry_module=entry.module, restore_values=False
+            )
     except (ValueError, BundleError) as exc:
         raise ReplayError(f"{bundle.path}: {exc}") from None
     if model.optimizer is None:
@@ -159,8 +161,9 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
             f"{bundle.path}: model.keras was saved without its optimizer; the step cannot be rerun"
         )
     _restore_loss_scaling(bundle, model, warnings)
-    # Every model and optimizer value from weights.npz, by path: what Keras loaded is overwritten with the same
-    # values, and what it skipped (an optimizer whose variables it could not match) is set here.
+    # Every model and optimizer value from weights.npz, by path: a model rebuilt from its config gets its values
+    # here; from an archive with values (older bundles), what Keras loaded is overwritten with the same values,
+    # and what it skipped (an optimizer whose variables it could not match) is set here.
     captured = bundle.weights()
     state_warnings = assign_captured_state(captured, model, [model.optimizer]) if captured else []
     warnings.extend(state_warnings)

@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from types import ModuleType
 from typing import Any
 
-from pyadapter.capture import rng
+from pyadapter.capture import model_archive, rng
 from pyadapter.capture.bundle_format import BundleError
 from pyadapter.capture.reader import CaptureBundle
 
@@ -30,8 +30,14 @@ def load_model(
     custom_objects: dict[str, Any] | None = None,
     entry_module: ModuleType | None = None,
     compile: bool = True,
+    restore_values: bool = True,
 ) -> Any:
     """The compiled Keras model with its optimizer state, as it was before the failing update.
+
+    A bundle's model.keras holds the architecture and compile settings; the values are in weights.npz (see
+    ``pyadapter.capture.model_archive``), set into the rebuilt model and its optimizer by variable path unless
+    `restore_values` is False (the caller sets them itself). An archive that holds its values (bundles written
+    before, tf_keras models, models with assets) is loaded by Keras with them.
 
     Loaded with ``safe_mode=True`` (no lambda bytecode). Custom classes must be importable: pass `entry_module`
     (from ``pyadapter.replay.entry.import_entry_script``) to offer every class and function defined in it by name,
@@ -59,16 +65,26 @@ def load_model(
                 from pyadapter.capture import legacy_keras
 
                 return legacy_keras.load_model(bundle.model_path, objects or None, compile)
-            import keras
+            if model_archive.holds_values(bundle.model_path):
+                import keras
 
-            return keras.saving.load_model(
-                bundle.model_path, custom_objects=objects or None, compile=compile, safe_mode=True
+                return keras.saving.load_model(
+                    bundle.model_path, custom_objects=objects or None, compile=compile, safe_mode=True
+                )
+            model = model_archive.model_from_config(
+                model_archive.read_config(bundle.model_path), objects or None, compile
             )
     except Exception as error:  # Keras raises many kinds; the caller needs one line
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise BundleError(
             f"{bundle.path}: model.keras could not be loaded: {type(error).__name__}: {first}"
         ) from error
+    if restore_values:
+        from pyadapter.replay.state import assign_captured_state
+
+        optimizer = getattr(model, "optimizer", None)
+        assign_captured_state(bundle.weights(), model, [optimizer] if optimizer is not None else [])
+    return model
 
 
 @contextlib.contextmanager
