@@ -156,6 +156,12 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
             )
     except (ValueError, BundleError) as exc:
         raise ReplayError(f"{bundle.path}: {exc}") from None
+    if not getattr(model, "built", True):
+        # Rebuilt from its config without variables (built only by its first call): the captured values have no
+        # place to go, and the step would run on fresh ones. Keras's whole archive fails here too; re-entry does it.
+        raise ReplayError(
+            f"{bundle.path}: model.keras rebuilds an unbuilt model; the captured values have no place"
+        )
     if model.optimizer is None:
         raise ReplayError(
             f"{bundle.path}: model.keras was saved without its optimizer; the step cannot be rerun"

@@ -74,6 +74,12 @@ def load_model(
             model = model_archive.model_from_config(
                 model_archive.read_config(bundle.model_path), objects or None, compile
             )
+            if not getattr(model, "built", True) and restore_values:
+                # Keras's whole archive fails to load into such a model; so must this, or the step would run on
+                # the fresh variables its first call makes (the replay then re-enters the program instead).
+                raise ValueError(
+                    "the model comes back unbuilt from its config: the captured values have no place"
+                )
     except Exception as error:  # Keras raises many kinds; the caller needs one line
         first = str(error).strip().splitlines()[0] if str(error).strip() else ""
         raise BundleError(
