@@ -45,7 +45,8 @@ def write_loop(bundle, capture_dir, batch, weights, others, manifest, phase_file
                         handle.write(content[at : at + (1 << 20)])
             if weights:
                 phase("weights", count)
-                writer.write_arrays(WEIGHTS_FILE, weights)
+                # streamed, one array at a time, as NanGuard writes the variables
+                writer.write_arrays(WEIGHTS_FILE, iter(weights.items()), sum(a.nbytes for a in weights.values()))
             phase("commit", count)
             writer.commit(manifest)
         phase("done", count)
