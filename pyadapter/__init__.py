@@ -42,8 +42,8 @@ _LAZY_CAPTURE = {
     "NanGuard": "pyadapter.capture.guard",
     "guard_step": "pyadapter.capture.loop",
     "NonFiniteStepError": "pyadapter.capture.loop",
-    "CaptureBundle": "pyadapter.capture.bundle",
-    "BundleError": "pyadapter.capture.bundle",
+    "CaptureBundle": "pyadapter.capture.reader",
+    "BundleError": "pyadapter.capture.bundle_format",
     # Replay API: rerun a bundle's step (graph/eager) and locate its origin line; TensorFlow only when run.
     "replay_bundle": "pyadapter.replay",
     "locate_bundle": "pyadapter.replay",

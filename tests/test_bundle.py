@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 
 from pyadapter import BundleError, CaptureBundle  # noqa: E402
 from pyadapter.capture import structure  # noqa: E402
-from pyadapter.capture.bundle import BundleWriter  # noqa: E402
+from pyadapter.capture.bundle_format import BundleWriter  # noqa: E402
 
 PROGRAMS = Path(__file__).parent / "programs"
 
@@ -148,7 +148,13 @@ slow = pytest.mark.slow
 def test_clean_copy_loads(copy):
     bundle = CaptureBundle.load(copy)
     assert bundle.kind == "keras_fit" and bundle.step == 2 and bundle.model_path.name == "model.keras"
-    assert sorted(bundle.manifest["files"]) == ["batch.npz", "model.keras", "weights.npz"]
+    assert sorted(bundle.manifest["files"]) == [
+        "batch.npz",
+        "model.keras",
+        "weights.npz",
+        "window/batches.npz",
+        "window/state.npz",
+    ]
 
 
 @slow
@@ -296,6 +302,7 @@ def test_load_model_uses_safe_mode(tmp_path):
     import guard_models as gm
 
     from pyadapter import NanGuard
+    from pyadapter.replay.restore import load_model
 
     keras.utils.set_random_seed(41)
     x, y = gm.data(batches=3, bad_batch=1)
@@ -307,5 +314,94 @@ def test_load_model_uses_safe_mode(tmp_path):
     model.fit(x, y, batch_size=gm.BATCH, epochs=1, shuffle=False, verbose=0, callbacks=[guard])
     bundle = CaptureBundle.load(guard.last_bundle)
     with pytest.raises(BundleError, match="could not be loaded.*safe_mode") as raised:
-        bundle.load_model()
+        load_model(bundle)
     assert "\n" not in str(raised.value)
+
+
+# ---- weights once, streamed, with progress --------------------------------------------------------------------
+
+
+def test_weights_are_written_one_array_at_a_time(tmp_path):
+    """A generator of 16 arrays of 8 MB goes to disk holding about one of them in memory, not all 128 MB."""
+    import tracemalloc
+
+    size = 1 << 20  # float64: 8 MB each
+
+    def arrays():
+        for index in range(16):
+            yield f"w{index:03d}", np.full(size, float(index))
+
+    tracemalloc.start()
+    try:
+        with BundleWriter(tmp_path, "big-step1") as writer:
+            writer.write_arrays("weights.npz", arrays(), total=16 * 8 * size)
+            _, peak = tracemalloc.get_traced_memory()
+            writer.abort()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * 8 * size, f"peak {peak / 1e6:.0f} MB: the arrays were held together"
+
+
+def test_a_write_over_a_second_shows_progress_and_its_peak_memory(tmp_path, monkeypatch):
+    """The progress line and the last line with size, time and peak RSS; a quick write stays silent."""
+    import io
+
+    from pyadapter.capture import progress as progress_module
+
+    quiet = io.StringIO()
+    with BundleWriter(tmp_path, "quick-step1", progress_module.WriteProgress(stream=quiet)) as writer:
+        writer.write_arrays("batch.npz", {"a000": np.zeros(3)})
+        writer.commit({"kind": "keras_fit", "step": 1})
+    assert quiet.getvalue() == ""
+
+    monkeypatch.setattr(progress_module, "QUIET_SECONDS", 0.0)  # as if the write were slow
+    monkeypatch.setattr(progress_module, "EVERY_SECONDS", 0.0)
+    shown = io.StringIO()
+    progress = progress_module.WriteProgress(stream=shown)
+    with BundleWriter(tmp_path, "slow-step1", progress) as writer:
+        writer.write_arrays(
+            "weights.npz", ((f"w{i:03d}", np.zeros(1 << 18)) for i in range(4)), total=4 << 21
+        )
+        final = writer.commit({"kind": "keras_fit", "step": 1})
+    progress.finish(final)
+    lines = shown.getvalue().splitlines()
+    assert "NanGuard: writing the capture bundle: weights.npz 100% of 8.0 MB" in "\n".join(lines)
+    assert any(line.startswith("NanGuard: writing the capture bundle: checking") for line in lines)
+    assert lines[-1].startswith("NanGuard: writing the capture bundle: done, 8.0 MB in ")
+    assert "process peak RSS" in lines[-1] and lines[-1].endswith(str(final))
+
+
+@slow
+def test_the_weights_are_stored_once_and_older_bundles_still_load(real_bundle, tmp_path):
+    """model.keras holds the architecture and compile settings only; the values are in weights.npz once. A bundle
+    written before (model.keras with Keras's model.weights.h5 inside) still loads, to the same model."""
+    import zipfile
+
+    import keras
+
+    from pyadapter.capture.bundle_format import MANIFEST
+    from pyadapter.replay.restore import load_model
+
+    bundle = CaptureBundle.load(real_bundle)
+    with zipfile.ZipFile(bundle.model_path) as archive:
+        assert sorted(archive.namelist()) == ["config.json", "metadata.json"]
+    assert bundle.model_path.stat().st_size < 20_000, "model.keras holds no values"
+    model = load_model(bundle)  # (tests/test_guard.py compares its values with the trained model's)
+    assert model.optimizer is not None and int(model.optimizer.iterations.numpy()) == bundle.step
+
+    # The same step as an older nanlens wrote it: Keras's whole archive beside weights.npz.
+    with BundleWriter(tmp_path, "old-step2") as writer:
+        for name in bundle.manifest["files"]:
+            if name != "model.keras":
+                writer.file(name).write_bytes((bundle.path / name).read_bytes())
+        model.save(writer.file("model.keras"))
+        old = CaptureBundle.load(writer.commit({k: v for k, v in bundle.manifest.items() if k != "files"}))
+    with zipfile.ZipFile(old.model_path) as archive:
+        assert "model.weights.h5" in archive.namelist()
+    assert (old.path / MANIFEST).is_file()
+    again = load_model(old)
+    assert [v.numpy().tolist() for v in again.weights] == [v.numpy().tolist() for v in model.weights]
+    assert [v.numpy().tolist() for v in again.optimizer.variables] == [
+        v.numpy().tolist() for v in model.optimizer.variables
+    ]
+    assert keras.ops.convert_to_numpy(again.optimizer.iterations) == bundle.step

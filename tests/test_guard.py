@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).parent / "programs"))
 import guard_models as gm  # noqa: E402
 
 from pyadapter import CaptureBundle, NanGuard  # noqa: E402
+from pyadapter.replay.restore import load_model, restore_rng  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -59,7 +60,7 @@ def test_sequential_stops_before_the_bad_update_and_bundle_reloads(tmp_path, cap
     bx, by = bundle.batch()
     ex, ey = bad_batch(x, y, 3)
     assert np.array_equal(bx, ex, equal_nan=True) and np.array_equal(by, ey)
-    restored = bundle.load_model()
+    restored = load_model(bundle)
     assert gm.weights_equal(restored.get_weights(), model.get_weights())
     assert gm.weights_equal(
         [v.numpy() for v in restored.optimizer.variables], [v.numpy() for v in model.optimizer.variables]
@@ -136,7 +137,7 @@ def test_subclassed_custom_train_step_with_dropout_under_xla(tmp_path):
     assert np.array_equal(bx, bad_batch(x, y, 4)[0], equal_nan=True)
     seeds = bundle.rng["keras_seed_generators"]
     assert len(seeds) == 1, "the dropout layer's seed generator state is captured"
-    restored = bundle.load_model()
+    restored = load_model(bundle)
     assert isinstance(restored, gm.DropoutNet)
     assert gm.weights_equal(restored.get_weights(), model.get_weights())
     # The seed state in the bundle is the one from before the failing step: replaying draws the same mask.
@@ -146,7 +147,7 @@ def test_subclassed_custom_train_step_with_dropout_under_xla(tmp_path):
     ((_, live_variable),) = seed_generator_states(model)
     assert list(live_variable.numpy()) != state, "the failing step itself advanced the live generator"
     ((_, restored_variable),) = seed_generator_states(restored)
-    bundle.restore_rng(restored)  # model.keras does not store seed states; the manifest does
+    restore_rng(bundle, restored)  # model.keras does not store seed states; the manifest does
     assert list(restored_variable.numpy()) == state
     assert [list(v) for k, v in bundle.weights().items() if "seed_generator" in k] == [state]
 

@@ -19,6 +19,7 @@ import guard_models as gm  # noqa: E402
 
 from pyadapter import CaptureBundle, NonFiniteStepError, guard_step  # noqa: E402
 from pyadapter.capture.gate import record_loss  # noqa: E402
+from pyadapter.replay.restore import restore_checkpoint  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -72,7 +73,7 @@ def test_tf_function_step_stops_and_checkpoint_restores(tmp_path, jit_compile):
     fresh = gm.sequential()
     fresh_optimizer = keras.optimizers.Adam(0.01)
     fresh_optimizer.build(fresh.trainable_variables)
-    bundle.restore_checkpoint(model=fresh, optimizer=fresh_optimizer).assert_consumed()
+    restore_checkpoint(bundle, model=fresh, optimizer=fresh_optimizer).assert_consumed()
     assert gm.weights_equal(fresh.get_weights(), model.get_weights())
     assert gm.weights_equal(
         [v.numpy() for v in fresh_optimizer.variables], [v.numpy() for v in optimizer.variables]

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from pyadapter import CaptureBundle
+from pyadapter.replay.restore import load_model
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +54,7 @@ def test_program_stops_at_the_bad_step_and_its_bundle_reloads(tmp_path):
     bx, by = bundle.batch()
     assert np.array_equal(bx, x[bad]) and np.array_equal(by, y[bad])
 
-    model = bundle.load_model(entry_module=module)
+    model = load_model(bundle, entry_module=module)
     assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), after_fit, strict=True))
     assert int(model.optimizer.iterations.numpy()) == 5
     raw = bundle.weights()

@@ -123,7 +123,7 @@ def test_nanlens_replay_reproduces_the_step_without_skipping_optimizer_state(tra
 def test_the_rebuilt_step_is_the_training_step_bit_for_bit(training: Training) -> None:
     import keras
 
-    from pyadapter.capture.bundle import CaptureBundle
+    from pyadapter.capture.reader import CaptureBundle
     from pyadapter.replay.rebuild import rebuild, to_tensors
     from pyadapter.replay.state import assign_captured_state
     from pyadapter.replay.step import run_step
@@ -181,7 +181,7 @@ def test_assign_captured_state_fills_objects_a_program_just_built(training: Trai
     """The captured state goes into a model and optimizer built anew (unbuilt optimizer, other names)."""
     import keras
 
-    from pyadapter.capture.bundle import CaptureBundle
+    from pyadapter.capture.reader import CaptureBundle
     from pyadapter.replay.state import assign_captured_state
 
     spec = importlib.util.spec_from_file_location("mixed_precision_fit_objects", PROGRAM)

@@ -22,6 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.cluster`,
 import multiworker_train as program  # noqa: E402
 
 from pyadapter import CaptureBundle  # noqa: E402
+from pyadapter.replay.restore import load_model  # noqa: E402
 from tests.cluster.launch import REPO, WorkerRun, run_cluster  # noqa: E402
 
 PROGRAM = Path(program.__file__).resolve()
@@ -98,7 +99,7 @@ def test_one_bundle_holds_every_workers_shard_and_the_cluster_layout(cluster: Cl
     assert bundle.step == program.BAD_STEP
     assert not any(Path(cluster.bundle.parent).glob(".*"))  # no staging folder or partial bundle left behind
     # The captured weights are those before the step, i.e. what both workers ended with.
-    model = bundle.load_model()
+    model = load_model(bundle)
     total = sum(float(np.sum(np.asarray(w), dtype=np.float64)) for w in model.trainable_weights)
     assert total == pytest.approx(cluster.results[0]["weights_sum"], rel=1e-6)
 

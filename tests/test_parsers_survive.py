@@ -31,7 +31,8 @@ import pytest
 
 from pyadapter import safejson
 from pyadapter.capture import checkpoint_index, integrity, storage
-from pyadapter.capture.bundle import BundleError, BundleWriter, CaptureBundle, parse_manifest
+from pyadapter.capture.bundle_format import BundleError, BundleWriter, parse_manifest
+from pyadapter.capture.reader import CaptureBundle
 from pyadapter.dump import ScanError, scan_dump, tfrecord, traces
 from pyadapter.dump.tfrecord import masked_crc32c
 from pyadapter.findings import Findings, FindingsError, load_findings
@@ -413,9 +414,9 @@ def test_bad_manifests_are_one_bundle_error(fit, edit, reason):
 
 @slow
 def test_an_oversized_manifest_is_not_read(fit, monkeypatch):
-    from pyadapter.capture import bundle as bundle_module
+    from pyadapter.capture import bundle_format
 
-    monkeypatch.setattr(bundle_module, "MAX_MANIFEST_BYTES", 1000)
+    monkeypatch.setattr(bundle_format, "MAX_MANIFEST_BYTES", 1000)
     refused(fit, "manifest.json is implausibly large")
 
 

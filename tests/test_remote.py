@@ -26,7 +26,7 @@ import guard_models as gm  # noqa: E402
 
 from pyadapter import CaptureBundle, NanGuard  # noqa: E402
 from pyadapter.capture import storage  # noqa: E402
-from pyadapter.capture.bundle import BundleError  # noqa: E402
+from pyadapter.capture.bundle_format import BundleError  # noqa: E402
 from pyadapter.cli import main  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -78,7 +78,10 @@ def test_publish_then_pull_gives_back_the_same_bundle(original, tmp_path, capsys
     url = storage.publish_bundle(original, fresh_url())
     assert url.startswith("ram://") and url.endswith("/remote-step1")
     listed = json.loads((original / "manifest.json").read_text())["files"]
-    assert sorted(gfile.listdir(url)) == sorted([*listed, "manifest.json"])
+    # Top-level names: the guard's window files sit in a `window/` folder.
+    assert sorted(name.rstrip("/") for name in gfile.listdir(url)) == sorted(
+        {name.split("/")[0] for name in [*listed, "manifest.json"]}
+    )
 
     target = tmp_path / "captures"
     code, out, err = pull(capsys, url, str(target))
@@ -119,7 +122,9 @@ def test_names_already_taken_get_a_number_on_both_sides(original, tmp_path, caps
 def test_progress_reports_every_byte(original, tmp_path):
     url = storage.publish_bundle(original, fresh_url())
     calls: list[tuple[int, int]] = []
-    path = storage.fetch_bundle(url, tmp_path, progress=lambda done, total: calls.append((done, total)))
+    path = storage.fetch_bundle(
+        url, tmp_path, progress=lambda done, total: calls.append((done, total)), verify=CaptureBundle.load
+    )
     size = sum(e["size"] for e in CaptureBundle.load(path).manifest["files"].values())
     assert calls[0] == (0, size) and calls[-1] == (size, size)
     assert [done for done, _ in calls] == sorted(done for done, _ in calls)
@@ -162,9 +167,8 @@ def test_files_the_manifest_does_not_list_are_not_copied(original, tmp_path, cap
     assert code == 0, err
     pulled = tmp_path / "remote-step1"
     assert not (pulled / "evil.pkl").exists() and not (pulled / "checkpoint").exists()
-    assert sorted(p.name for p in pulled.iterdir()) == sorted(
-        [*CaptureBundle.load(original).manifest["files"], "manifest.json"]
-    )
+    pulled_files = sorted(str(p.relative_to(pulled)) for p in pulled.rglob("*") if p.is_file())
+    assert pulled_files == sorted([*CaptureBundle.load(original).manifest["files"], "manifest.json"])
 
 
 def _edit_manifest(url: str, edit) -> None:  # type: ignore[no-untyped-def]
@@ -241,13 +245,23 @@ def test_names_and_sizes_are_checked_before_any_byte_is_copied(original, tmp_pat
     _edit_manifest(url, _list_matching_pickle)
     calls: list[tuple[int, int]] = []
     with pytest.raises(BundleError, match="evil.pkl is not a file a bundle may hold"):
-        storage.fetch_bundle(url, tmp_path / "a", progress=lambda done, total: calls.append((done, total)))
+        storage.fetch_bundle(
+            url,
+            tmp_path / "a",
+            progress=lambda done, total: calls.append((done, total)),
+            verify=CaptureBundle.load,
+        )
     assert calls == [] and not (tmp_path / "a").exists(), "nothing was copied, not even the allowed files"
 
     url = storage.publish_bundle(original, fresh_url())
     monkeypatch.setattr(storage, "_free_bytes", lambda parent: 1000)
     with pytest.raises(BundleError, match=r"the bundle is .* KB, .* has 1000 bytes free"):
-        storage.fetch_bundle(url, tmp_path / "b", progress=lambda done, total: calls.append((done, total)))
+        storage.fetch_bundle(
+            url,
+            tmp_path / "b",
+            progress=lambda done, total: calls.append((done, total)),
+            verify=CaptureBundle.load,
+        )
     assert calls == [] and not (tmp_path / "b").exists()
 
 

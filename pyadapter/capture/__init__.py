@@ -3,7 +3,10 @@
 - `pyadapter.capture.guard`: `NanGuard`, the Keras callback (imports TensorFlow).
 - `pyadapter.capture.loop`: `guard_step` for custom training loops (imports TensorFlow).
 - `pyadapter.capture.gate`: the in-graph check-and-gate both use (imports TensorFlow).
-- `pyadapter.capture.bundle`: `CaptureBundle` (read/verify) and `BundleWriter` (atomic write); no TensorFlow.
+- `pyadapter.capture.bundle_format`: file names, `BundleError`, the atomic `BundleWriter` and stale-partial
+  cleanup; `writer`: `write_bundle` (manifest, publish); `reader`: `CaptureBundle` (open and verify); `storage`:
+  URL capture folders (publish, pull). No TensorFlow at import. Rebuilding Keras/TF objects from a bundle is
+  `pyadapter.replay.restore`.
 - `pyadapter.capture.integrity`, `structure`, `verdict`, `rng`, `snapshot`: hashes and path checks, nested batches
   in `.npz` without pickle, the non-finite report, RNG states, run facts.
 

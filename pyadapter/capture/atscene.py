@@ -9,8 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyadapter.capture import bundle as bundle_format
-from pyadapter.capture import snapshot, storage
+from pyadapter.capture import bundle_format, snapshot, storage
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import NonFiniteReport
 

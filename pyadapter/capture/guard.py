@@ -33,18 +33,19 @@ import tensorflow as tf
 
 from pyadapter.capture import (
     atscene,
+    bundle_format,
     cluster,
     datasource,
     gate,
     keras_fixes,
     keras_lines,
     legacy_keras,
+    model_archive,
     rng,
     snapshot,
     storage,
     structure,
 )
-from pyadapter.capture import bundle as bundle_format
 from pyadapter.capture import history as step_history
 from pyadapter.capture import window as step_window
 from pyadapter.capture import writer as bundle_writer
@@ -163,6 +164,7 @@ class GuardedTrainFunction:
 
         def replica_step(data: Any) -> Any:
             model_ = self.model_ref()
+            assert model_ is not None, "the model is alive while its train function runs"
             metrics = list(model_.metrics_variables) if restore_metrics else []
             logs = gate.train_step_keeping_metrics(model_.train_step, data, metrics)
             return logs
@@ -646,6 +648,7 @@ class NanGuard(keras.callbacks.Callback):
                 **(extra or {}),
             },
             save_state=save_state,
+            verbose=self.verbose,
         )
 
     def _locate_at_scene(
@@ -852,10 +855,12 @@ def _build_own_optimizer(model: keras.Model) -> None:
 
 
 def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, seed_states: dict) -> dict:
-    """model.keras (compiled, with optimizer state) and weights.npz, with the seed states from before the step."""
+    """model.keras (architecture and compile settings: `model_archive`) and weights.npz (every model and optimizer
+    value, streamed one variable at a time), with the seed states from before the step."""
     seeds = dict(rng.seed_generator_states(model))
     after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
     extra: dict[str, Any] = {}
+    described: list[dict[str, Any]] = []
     try:
         for path, value in seed_states.items():
             if path in seeds:
@@ -865,21 +870,23 @@ def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, se
             with warnings.catch_warnings():
                 # "You are saving a model that has not yet been built": a subclass built only inside its step.
                 warnings.simplefilter("ignore", UserWarning)
-                model.save(model_file)
+                model_archive.save(model, model_file, keras_lines.keras_line(model) or keras_lines.KERAS3)
         except Exception as exc:  # noqa: BLE001 - e.g. a custom object without get_config: keep the rest
             model_file.unlink(missing_ok=True)
             extra["model_save_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        arrays, described = snapshot.variable_arrays(
+        values, total = snapshot.variable_values(
             [
                 ("model", list(model.variables)),
                 (
                     "optimizer",
                     [v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)],
                 ),
-            ]
+            ],
+            described,
         )
+        # Written while the seed states are the captured ones: the values are read as they are written.
+        writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)
     finally:
         for path, value in after.items():
             seeds[path].assign(value)
-    writer.write_arrays(bundle_format.WEIGHTS_FILE, arrays)
     return {"weights": {"file": bundle_format.WEIGHTS_FILE, "variables": described}, **extra}

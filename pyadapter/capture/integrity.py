@@ -13,7 +13,10 @@ import stat
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
+
+import numpy as np
 
 CHUNK = 1 << 20
 
@@ -22,11 +25,14 @@ class IntegrityError(ValueError):
     """A bundle file or path that fails a check; the message is one line."""
 
 
-def sha256_file(path: Path) -> str:
+def sha256_file(path: Path, on_chunk: Callable[[int], None] | None = None) -> str:
+    """The file's sha256; `on_chunk(bytes)` after each chunk read (a writer's progress)."""
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         while chunk := handle.read(CHUNK):
             digest.update(chunk)
+            if on_chunk is not None:
+                on_chunk(len(chunk))
     return digest.hexdigest()
 
 
@@ -200,6 +206,46 @@ def check_zip_members(path: Path, kind: str) -> list[zipfile.ZipInfo]:
         if kind == "keras" and name in KERAS_JSON_MEMBERS and info.file_size > MAX_JSON_MEMBER_BYTES:
             raise IntegrityError(f"{path.name}/{name} is implausibly large ({info.file_size} bytes)")
     return infos
+
+
+def check_npz_headers(path: Path) -> None:
+    """Reads only the headers of a `.npz`'s arrays: an object (pickled) dtype anywhere is refused, and so is a
+    header whose shape and dtype do not account for exactly the bytes the member holds (numpy allocates what
+    the header declares before it reads a byte)."""
+    infos = check_zip_members(path, "npz")
+    try:
+        archive = zipfile.ZipFile(path)
+    except ZIP_ERRORS as error:
+        raise IntegrityError(f"{path.name} is not a valid zip archive ({first_line(error)})") from None
+    with archive:
+        for info in infos:
+            name = info.filename
+            try:
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+                    elif version == (2, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+                    else:
+                        raise ValueError(f"unsupported .npy version {version}")
+                    data_start = member.tell()
+            except (*ZIP_ERRORS, SyntaxError, TypeError, RecursionError, MemoryError) as error:
+                raise IntegrityError(
+                    f"{path.name}/{name} is not a valid .npy array ({first_line(error)})"
+                ) from None
+            if dtype.hasobject:
+                raise IntegrityError(f"{path.name}/{name} holds a pickled object array (refused)")
+            count = 1
+            for dim in shape:
+                if not isinstance(dim, int) or dim < 0:
+                    raise IntegrityError(f"{path.name}/{name} has an invalid shape")
+                count *= dim
+            declared = count * dtype.itemsize
+            if data_start + declared != info.file_size:
+                raise IntegrityError(
+                    f"{path.name}/{name} declares {declared} bytes of data but holds {info.file_size - data_start}"
+                )
 
 
 def first_line(error: BaseException) -> str:

@@ -44,8 +44,17 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pyadapter.capture import atscene, datasource, gate, keras_lines, rng, snapshot, storage, takeover
-from pyadapter.capture import bundle as bundle_format
+from pyadapter.capture import (
+    atscene,
+    bundle_format,
+    datasource,
+    gate,
+    keras_lines,
+    rng,
+    snapshot,
+    storage,
+    takeover,
+)
 from pyadapter.capture import history as step_history
 from pyadapter.capture import window as step_window
 from pyadapter.capture import writer as bundle_writer
@@ -448,6 +457,7 @@ class GuardedStep:
                 **(scene or {}),
             },
             save_state=lambda writer: self._save_state(writer, seed_states, files or {}),
+            verbose=self.verbose,
         )
 
     def _save_state(
@@ -465,11 +475,12 @@ class GuardedStep:
             self.checkpoint.write(str(prefix))
             groups = [("model", list(m.variables)) for m in self.models]
             groups += [("optimizer", keras_lines.optimizer_variables(o)) for o in self.optimizers]
-            arrays, described = snapshot.variable_arrays(groups)
+            described: list[dict[str, Any]] = []
+            values, total = snapshot.variable_values(groups, described)
+            writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)  # streamed, one variable at a time
         finally:
             for path, value in after.items():
                 seeds[path].assign(value)
-        writer.write_arrays(bundle_format.WEIGHTS_FILE, arrays)
         return {"weights": {"file": bundle_format.WEIGHTS_FILE, "variables": described}}
 
 

@@ -11,6 +11,7 @@ import platform
 import re
 import socket
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -140,23 +141,30 @@ def variable_path(variable: Any) -> str:
     return name[:-2] if name.endswith(":0") else name
 
 
-def variable_arrays(
-    groups: list[tuple[str, list[Any]]],
-) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
-    """Raw values of variables, for weights.npz: arrays keyed w000.. and their descriptions (path, group)."""
-    arrays: dict[str, np.ndarray] = {}
-    described: list[dict[str, Any]] = []
+def variable_values(
+    groups: list[tuple[str, list[Any]]], described: list[dict[str, Any]]
+) -> tuple[Iterator[tuple[str, np.ndarray]], int]:
+    """weights.npz's arrays, read one variable at a time as the writer asks for them: (a generator of (key w000..,
+    value), the bytes they will take). Each value read is described in `described` (key, path, group, shape,
+    dtype) as it is yielded; a variable holding objects (strings) is skipped. Never more than one value in memory:
+    a bundle of a model of N bytes of state costs about the largest variable, not N, on top of training."""
+    chosen: list[tuple[str, Any]] = []
     seen: set[int] = set()
+    total = 0
     for group, variables in groups:
         for variable in variables:
             if variable is None or id(variable) in seen:
                 continue
             seen.add(id(variable))
+            chosen.append((group, variable))
+            total += _nbytes(variable)
+
+    def values() -> Iterator[tuple[str, np.ndarray]]:
+        for group, variable in chosen:
             value = np.asarray(variable.numpy())
             if value.dtype == object:
                 continue
-            key = f"w{len(arrays):03d}"
-            arrays[key] = value
+            key = f"w{len(described):03d}"
             described.append(
                 {
                     "key": key,
@@ -166,7 +174,22 @@ def variable_arrays(
                     "dtype": value.dtype.str,
                 }
             )
-    return arrays, described
+            yield key, value
+
+    return values(), total
+
+
+def _nbytes(variable: Any) -> int:
+    """A variable's size from its shape and dtype, without reading it (0 when it cannot be told: progress only)."""
+    try:
+        dtype = getattr(variable, "dtype", None)
+        itemsize = getattr(dtype, "size", None) or np.dtype(getattr(dtype, "as_numpy_dtype", dtype)).itemsize
+        count = 1
+        for dim in variable.shape:
+            count *= int(dim)
+        return count * int(itemsize)
+    except (TypeError, ValueError, AttributeError):
+        return 0
 
 
 def non_finite_variables(variables: list[Any]) -> list[str]:

@@ -5,7 +5,8 @@ A remote bundle has the same layout as a local one. Object stores (GCS) and ram:
 atomically, so `publish_bundle` copies every listed file first and manifest.json last: a remote folder is a
 complete bundle exactly when its manifest.json exists. `fetch_bundle` trusts nothing remote: it reads the
 manifest, copies only the files it lists (each checked for size and sha256 while it streams) into a hidden
-temporary directory, renames that into place and verifies the result with `CaptureBundle.load`.
+temporary directory, renames that into place and verifies the result with the `verify` it is given (the caller
+passes ``reader.CaptureBundle.load``: this module depends on ``bundle_format`` only).
 
 TensorFlow is imported inside the functions that touch a filesystem, never when this module is imported.
 """
@@ -21,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# `bundle` is used through the module (not `from ... import`) so that bundle.py may import this module too.
-from pyadapter.capture import bundle, integrity
+from pyadapter.capture import bundle_format as bundle
+from pyadapter.capture import integrity
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -148,7 +149,7 @@ def _entries(manifest: dict[str, Any]) -> list[_Entry]:
         integrity.check_relative_path(name)
         if name == bundle.MANIFEST:
             raise integrity.IntegrityError("manifest lists manifest.json itself")
-        if not bundle._is_bundle_file(name):  # refused before a byte of it is copied
+        if not bundle.is_bundle_file(name):  # refused before a byte of it is copied
             raise bundle.BundleError(
                 f"{name} is not a file a bundle may hold (only .npz arrays, model.keras, checkpoint)"
             )
@@ -282,11 +283,12 @@ def read_file(location: str) -> bytes:
 def remove_tree(location: str) -> None:
     """Removes a folder and everything in it; a folder that is gone already, or cannot be removed, is left be
     (callers use it for leftovers that do no harm)."""
+    harmless: tuple[type[BaseException], ...] = (bundle.BundleError, *_op_errors())
     try:
         gfile = _gfile(location)
         if gfile.exists(location):
             gfile.rmtree(location)
-    except (bundle.BundleError, *_op_errors()):
+    except harmless:
         pass
 
 
@@ -294,14 +296,20 @@ def remove_tree(location: str) -> None:
 # Fetching
 
 
-# The most a pull copies unless told otherwise (`nanlens pull --max-size`): a bundle holds the weights about twice
-# (model.keras and weights.npz) plus the optimizer's slots, so this fits a model of ~2 billion float32 parameters.
+# The most a pull copies unless told otherwise (`nanlens pull --max-size`): a bundle holds the weights and the
+# optimizer's slots once (weights.npz; older bundles twice), so this fits a model of several billion float32
+# parameters.
 DEFAULT_MAX_PULL_BYTES = 32 << 30
 _FREE_SPACE_MARGIN = 64 << 20
 
 
 def fetch_bundle(
-    url: str, local_parent: Path, progress: Progress | None = None, max_bytes: int = DEFAULT_MAX_PULL_BYTES
+    url: str,
+    local_parent: Path,
+    progress: Progress | None = None,
+    max_bytes: int = DEFAULT_MAX_PULL_BYTES,
+    *,
+    verify: Callable[[Path], object],
 ) -> Path:
     """Copies the bundle at `url` (a URL or a local folder) into ``local_parent/<its name>`` and verifies it.
 
@@ -309,9 +317,9 @@ def fetch_bundle(
     and a total size of at most `max_bytes` that also fits the free space of `local_parent`. Only the files
     manifest.json lists are copied, each checked for size and sha256 as it streams (a file larger than listed
     stops the pull at once); the copy is made in a hidden temporary directory and renamed into place (``-1``,
-    ``-2``... if the name is taken), then opened with `CaptureBundle.load`. On any failure nothing is left in
-    `local_parent` and a one-line BundleError is raised. `progress(done_bytes, total_bytes)` is called as bytes
-    arrive.
+    ``-2``... if the name is taken), then checked with `verify(path)` (``CaptureBundle.load``: a BundleError if it
+    is not a valid bundle). On any failure nothing is left in `local_parent` and a one-line BundleError is raised.
+    `progress(done_bytes, total_bytes)` is called as bytes arrive.
     """
     location = os.fspath(url)
     if _SCHEME.match(location) is None:
@@ -349,7 +357,7 @@ def fetch_bundle(
         raise bundle.BundleError(f"cannot pull {url} into {parent}: {_one_line(error)}") from None
 
     try:
-        bundle.CaptureBundle.load(final)
+        verify(final)
     except bundle.BundleError as error:
         shutil.rmtree(final, ignore_errors=True)
         message = str(error)

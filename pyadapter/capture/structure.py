@@ -12,6 +12,7 @@ import math
 import struct
 import zipfile
 import zlib
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -123,16 +124,41 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows
     raise StructureError(f"unknown structure type {kind!r:.80}")
 
 
-def write_npz(target: Path | BinaryIO, arrays: dict[str, np.ndarray]) -> None:
-    """Writes arrays to an uncompressed `.npz` (a path or a binary file) without pickle; object arrays are refused."""
-    for key, array in arrays.items():
-        if array.dtype == object:
-            raise StructureError(f"array {key!r} is an object array; it cannot be stored without pickle")
+def write_npz(
+    target: Path | BinaryIO,
+    arrays: Mapping[str, np.ndarray] | Iterable[tuple[str, np.ndarray]],
+    on_array: Callable[[int], None] | None = None,
+) -> None:
+    """Writes arrays to an uncompressed `.npz` (a path or a binary file) without pickle; object arrays are refused.
+
+    Streams: `arrays` may be an iterable of (key, array) pairs made one at a time (a generator reading variables),
+    and each is written as its own member before the next is asked for, so only one array is in memory at once.
+    `on_array(nbytes)` is called after each. The file is what ``np.savez`` writes."""
+    if isinstance(arrays, Mapping):
+        for key, array in arrays.items():
+            if array.dtype == object:
+                raise StructureError(f"array {key!r} is an object array; it cannot be stored without pickle")
+        arrays = arrays.items()
     if isinstance(target, Path):
         with open(target, "wb") as handle:
-            np.savez(handle, allow_pickle=False, **arrays)
+            _write_members(handle, arrays, on_array)
     else:
-        np.savez(target, allow_pickle=False, **arrays)
+        _write_members(target, arrays, on_array)
+
+
+def _write_members(
+    handle: BinaryIO, arrays: Iterable[tuple[str, np.ndarray]], on_array: Callable[[int], None] | None
+) -> None:
+    # As np.savez does (stored members, ZIP64 for large arrays), one member at a time.
+    with zipfile.ZipFile(handle, "w", compression=zipfile.ZIP_STORED, allowZip64=True) as archive:
+        for key, value in arrays:
+            array = np.asanyarray(value)
+            if array.dtype == object:
+                raise StructureError(f"array {key!r} is an object array; it cannot be stored without pickle")
+            with archive.open(f"{key}.npy", "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, array, allow_pickle=False)
+            if on_array is not None:
+                on_array(array.nbytes)
 
 
 def read_npz(source: Path | BinaryIO, name: str | None = None) -> dict[str, np.ndarray]:

@@ -1,7 +1,7 @@
 """Writing a capture bundle: the manifest and files of one failing step (`write_bundle`, shared by NanGuard and
-guard_step), built in a `BundleWriter` (``bundle.py``: the format, atomic writes) on local disk and, for a URL
-capture folder, published there by ``storage``. Reading bundles back is ``bundle.CaptureBundle``; neither of those
-two modules imports this one, so there is no import circle between format, storage and writing.
+guard_step), built in a `BundleWriter` (``bundle_format``: the format, atomic writes) on local disk and, for a URL
+capture folder, published there by ``storage``. Reading bundles back is ``reader.CaptureBundle``; none of those
+modules imports this one, so there is no import circle between format, storage and writing.
 """
 
 from __future__ import annotations
@@ -14,8 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from pyadapter.capture import bundle, rng, snapshot, storage, structure
+from pyadapter.capture import bundle_format as bundle
 from pyadapter.capture import history as step_history
+from pyadapter.capture import rng, snapshot, storage, structure
+from pyadapter.capture.progress import WriteProgress
 from pyadapter.capture.verdict import NonFiniteReport
 
 # A process that wants the failing step rather than a bundle (the input-pipeline re-run of `nanlens locate`)
@@ -45,9 +47,11 @@ def write_bundle(
     history: Any,
     extra: dict[str, Any],
     save_state: Any,
+    verbose: bool = True,
 ) -> Path | str:
     """Writes one bundle atomically (shared by NanGuard and guard_step); returns its final path (a URL string for
-    a URL capture folder)."""
+    a URL capture folder). With `verbose`, a write that takes over a second shows its progress on stderr and ends
+    with its size, time and the process's peak RSS (`progress.WriteProgress`)."""
     if _instead is not None:
         _instead(kind, step)
     name = f"{run}-step{step}"
@@ -72,6 +76,7 @@ def write_bundle(
             history=history,
             extra=extra,
             save_state=save_state,
+            progress=WriteProgress() if verbose else None,
         )
         if not remote:
             return local
@@ -103,11 +108,12 @@ def _write_local_bundle(
     history: Any,
     extra: dict[str, Any],
     save_state: Any,
+    progress: WriteProgress | None,
 ) -> Path:
     arrays: dict[str, np.ndarray] = {}
     described = structure.describe(batch, arrays)
     history_json = history_to_json(history)
-    with bundle.BundleWriter(capture_dir, name) as writer:
+    with bundle.BundleWriter(capture_dir, name, progress) as writer:
         writer.write_arrays(bundle.BATCH_FILE, arrays)
         state_manifest = save_state(writer)
         manifest: dict[str, Any] = {
@@ -131,4 +137,7 @@ def _write_local_bundle(
         }
         manifest.update(extra)
         manifest.update(state_manifest)
-        return writer.commit(manifest)
+        final = writer.commit(manifest)
+    if progress is not None:
+        progress.finish(final)
+    return final

@@ -37,7 +37,7 @@ __all__ = [
 
 def context_of_bundle(bundle: Any) -> CauseContext:
     """What a loaded ``CaptureBundle`` says beyond the findings: history, model, dtype policy, batch, step."""
-    from pyadapter.capture.bundle import BundleError
+    from pyadapter.capture.bundle_format import BundleError
 
     try:
         batch = bundle.batch()
@@ -75,7 +75,8 @@ def attach_cause(
     ``folders`` (default: the current directory, the folder the CLI or the workspace's server runs in)."""
     context = None
     if bundle_path is not None:
-        from pyadapter.capture.bundle import BundleError, CaptureBundle
+        from pyadapter.capture.bundle_format import BundleError
+        from pyadapter.capture.reader import CaptureBundle
 
         try:
             context = context_of_bundle(CaptureBundle.load(bundle_path))

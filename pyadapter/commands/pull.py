@@ -75,7 +75,8 @@ def pull_bundle(
 ) -> Path:
     """Copies the bundle at `url` into `directory` (verified); a bad bundle, one larger than `max_bytes`
     (default `storage.DEFAULT_MAX_PULL_BYTES`) or a URL DIR is a CliError."""
-    from pyadapter.capture.bundle import BundleError
+    from pyadapter.capture.bundle_format import BundleError
+    from pyadapter.capture.reader import CaptureBundle
     from pyadapter.capture.storage import DEFAULT_MAX_PULL_BYTES, fetch_bundle, is_remote, mark_pulled
     from pyadapter.commands.errors import CliError
 
@@ -83,7 +84,13 @@ def pull_bundle(
         raise CliError(f"DIR must be a local folder, not {directory}")
     limit = DEFAULT_MAX_PULL_BYTES if max_bytes is None else max_bytes
     try:
-        path = fetch_bundle(url, Path(os.path.expanduser(directory)), progress=progress, max_bytes=limit)
+        path = fetch_bundle(
+            url,
+            Path(os.path.expanduser(directory)),
+            progress=progress,
+            max_bytes=limit,
+            verify=CaptureBundle.load,
+        )
     except BundleError as exc:
         raise CliError(str(exc)) from None
     mark_pulled(path)  # from elsewhere: the editor shows it but never replays it by itself

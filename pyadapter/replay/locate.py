@@ -65,7 +65,8 @@ def _report_progress(progress: Progress | None, phase: str, fraction: float | No
 def check_bundle(path: str | Path) -> Any:
     """Fail fast, without TensorFlow: a tampered bundle or a missing entry script is one line. Returns the
     loaded CaptureBundle."""
-    from pyadapter.capture.bundle import BundleError, CaptureBundle
+    from pyadapter.capture.bundle_format import BundleError
+    from pyadapter.capture.reader import CaptureBundle
     from pyadapter.replay.trust import check_entry
 
     try:
@@ -85,7 +86,8 @@ def check_bundle(path: str | Path) -> Any:
 def scene_findings(path: str | Path) -> Findings | None:
     """The findings NanGuard/guard_step located at the scene and wrote into the bundle, or None if it holds none.
     Reads JSON only (the bundle is verified first); raises ReplayError for a bad bundle or findings file."""
-    from pyadapter.capture.bundle import BundleError, CaptureBundle
+    from pyadapter.capture.bundle_format import BundleError
+    from pyadapter.capture.reader import CaptureBundle
     from pyadapter.findings import FindingsError, load_findings
 
     try:
@@ -107,7 +109,7 @@ def scene_findings(path: str | Path) -> Findings | None:
 
 
 def _captured_batch_problem(bundle: Any) -> BatchProblem | None:
-    from pyadapter.capture.bundle import BundleError
+    from pyadapter.capture.bundle_format import BundleError
 
     try:
         return batch_problem(bundle.batch())

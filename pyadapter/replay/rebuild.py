@@ -19,8 +19,9 @@ from typing import Any
 
 import tensorflow as tf
 
-from pyadapter.capture.bundle import KIND_FIT, BundleError, CaptureBundle
+from pyadapter.capture.bundle_format import KIND_FIT, BundleError
 from pyadapter.capture.keras_lines import optimizer_variables
+from pyadapter.capture.reader import CaptureBundle
 from pyadapter.capture.snapshot import (
     to_tensors,  # noqa: F401 - the batch as the step takes it (shards, reentry)
     unique,
@@ -32,6 +33,7 @@ from pyadapter.replay.entry import (
     import_entry_script,
 )
 from pyadapter.replay.errors import ReplayError
+from pyadapter.replay.restore import load_model, restore_checkpoint, restore_rng, step_function
 from pyadapter.replay.state import assign_captured_state
 from pyadapter.replay.step import StepProgram
 from pyadapter.replay.trust import safe_cwd
@@ -149,16 +151,25 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
         # A model that cannot come back from its config (a subclass without get_config, a Lambda layer, which
         # safe mode rightly refuses) fails here, and the step is re-entered instead (`session.py`).
         with _optimizer_loading_skipped() as skipped:
-            model = bundle.load_model(custom_objects=objects, entry_module=entry.module)
+            model = load_model(
+                bundle, custom_objects=objects, entry_module=entry.module, restore_values=False
+            )
     except (ValueError, BundleError) as exc:
         raise ReplayError(f"{bundle.path}: {exc}") from None
+    if not getattr(model, "built", True):
+        # Rebuilt from its config without variables (built only by its first call): the captured values have no
+        # place to go, and the step would run on fresh ones. Keras's whole archive fails here too; re-entry does it.
+        raise ReplayError(
+            f"{bundle.path}: model.keras rebuilds an unbuilt model; the captured values have no place"
+        )
     if model.optimizer is None:
         raise ReplayError(
             f"{bundle.path}: model.keras was saved without its optimizer; the step cannot be rerun"
         )
     _restore_loss_scaling(bundle, model, warnings)
-    # Every model and optimizer value from weights.npz, by path: what Keras loaded is overwritten with the same
-    # values, and what it skipped (an optimizer whose variables it could not match) is set here.
+    # Every model and optimizer value from weights.npz, by path: a model rebuilt from its config gets its values
+    # here; from an archive with values (older bundles), what Keras loaded is overwritten with the same values,
+    # and what it skipped (an optimizer whose variables it could not match) is set here.
     captured = bundle.weights()
     state_warnings = assign_captured_state(captured, model, [model.optimizer]) if captured else []
     warnings.extend(state_warnings)
@@ -172,7 +183,7 @@ def keras_step_program(bundle: CaptureBundle, model: Any, optimizers: list[Any],
     state and fresh metrics before each run (both routes: a model loaded from the bundle, or the program's own)."""
 
     def before_run() -> None:
-        bundle.restore_rng(model)
+        restore_rng(bundle, model)
         model.reset_metrics()
 
     return StepProgram(
@@ -199,7 +210,7 @@ def loop_step_program(
 
     def before_run() -> None:
         for model in models or [None]:
-            bundle.restore_rng(model)
+            restore_rng(bundle, model)
         for model in models:
             model.reset_metrics()
 
@@ -334,7 +345,7 @@ def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]
     from pyadapter.replay.state import build_optimizers
 
     try:
-        step = bundle.step_function(entry.module)
+        step = step_function(bundle, entry.module)
     except BundleError as exc:
         raise ReplayError(f"{exc}; define the step function at module level so replay can find it") from None
     checkpoint = _find_checkpoint(bundle, entry.module, step)
@@ -344,7 +355,7 @@ def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]
     trainable = [v for m in models for v in m.trainable_variables]
     # Optimizer slots are made on first use; make them now so the checkpoint's values land in them.
     build_optimizers(optimizers, trainable, name_scopes=False)
-    bundle.restore_checkpoint(checkpoint).expect_partial()
+    restore_checkpoint(bundle, checkpoint).expect_partial()
     state = [v for m in models for v in m.variables] + [v for o in optimizers for v in optimizer_variables(o)]
     _check_restored(bundle, state, warnings)
     args, kwargs = captured_arguments(bundle)

@@ -83,7 +83,7 @@ class _BundleTakeover:
 
 
 def _keras_rebuilt(bundle: Any, model: Any) -> Any:
-    from pyadapter.capture.bundle import KIND_FIT
+    from pyadapter.capture.bundle_format import KIND_FIT
     from pyadapter.capture.guard import model_optimizers
     from pyadapter.replay.rebuild import Rebuilt, keras_step_program, non_finite_inputs, to_tensors
     from pyadapter.replay.state import assign_captured_state
@@ -109,8 +109,9 @@ def _keras_rebuilt(bundle: Any, model: Any) -> Any:
 
 
 def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
-    from pyadapter.capture.bundle import KIND_LOOP
+    from pyadapter.capture.bundle_format import KIND_LOOP
     from pyadapter.replay.rebuild import Rebuilt, captured_arguments, loop_step_program, non_finite_inputs
+    from pyadapter.replay.restore import restore_checkpoint
     from pyadapter.replay.state import assign_captured_state, build_optimizers
 
     if bundle.kind != KIND_LOOP:
@@ -124,7 +125,7 @@ def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
         _warm_up(guarded.python_function, args, kwargs)
     build_optimizers(optimizers, [v for m in models for v in m.trainable_variables])
     if bundle.checkpoint_prefix is not None:
-        bundle.restore_checkpoint(guarded.checkpoint).expect_partial()
+        restore_checkpoint(bundle, guarded.checkpoint).expect_partial()
     warnings = assign_captured_state(bundle.weights(), models, optimizers)
     program = loop_step_program(bundle, guarded.python_function, models, optimizers, args, kwargs)
     program.snapshot()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from pyadapter.capture.bundle import KIND_FIT, BundleError
+from pyadapter.capture.bundle_format import KIND_FIT, BundleError
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.rebuild import Rebuilt, to_tensors
 from pyadapter.replay.step import run_step

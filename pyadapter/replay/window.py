@@ -244,7 +244,7 @@ def _loss_of(outputs: Any) -> Any:
 def calls_of(batches: list[Any], kind: str) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     """One (args, kwargs) per window batch: ``train_step(data)`` for Keras fit, the guarded step's own arguments
     (``{"args": [...], "kwargs": {...}}``) for custom loops."""
-    from pyadapter.capture.bundle import KIND_FIT
+    from pyadapter.capture.bundle_format import KIND_FIT
 
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     for batch in batches:

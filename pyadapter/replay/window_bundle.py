@@ -18,7 +18,7 @@ def learning_rate_in_source(bundle_path: str | Path) -> tuple[float, str] | None
     """(the learning rate the user's code sets now, "file:line") on the line the bundle's cause says to change
     (after a quick fix, the new rate); None when the bundle has no divergence cause or the line holds no number.
     Reads the findings and the source file; runs nothing."""
-    from pyadapter.capture.bundle import FINDINGS_FILE
+    from pyadapter.capture.bundle_format import FINDINGS_FILE
     from pyadapter.cause import attach_cause
     from pyadapter.findings import FindingsError, load_findings
     from pyadapter.fixes.cause import learning_rate_on_line

@@ -15,6 +15,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
+from pyadapter.capture.bundle_format import is_partial
+
 log = logging.getLogger("nanlens.server.sources")
 
 SourceKind = Literal["bundle", "dump"]
@@ -130,7 +132,14 @@ def discover(roots: Iterable[str], max_depth: int = MAX_DEPTH) -> list[SourceRef
                 is_dir = entry.is_dir(follow_symlinks=True)
             except OSError:
                 is_dir = False
-            if is_dir and entry.name not in SKIP_DIRS and not entry.name.endswith(".tmp"):
+            # A writer's hidden partial folder may already hold a complete manifest.json (killed just before
+            # its rename): it is not a bundle until it has its name, and the next writer removes it.
+            if (
+                is_dir
+                and entry.name not in SKIP_DIRS
+                and not entry.name.endswith(".tmp")
+                and not is_partial(entry.name)
+            ):
                 queue.append((entry.path, depth + 1))
     return sorted(found.values(), key=lambda r: r.path)
 

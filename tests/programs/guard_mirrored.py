@@ -23,6 +23,7 @@ import guard_models as gm  # noqa: E402
 import keras  # noqa: E402
 
 from pyadapter import CaptureBundle, NanGuard, NonFiniteStepError, guard_step  # noqa: E402
+from pyadapter.replay.restore import load_model  # noqa: E402
 
 
 def replicas_agree(strategy, model) -> bool:
@@ -99,7 +100,7 @@ def run(strategy, capture_dir: str, mode: str) -> None:
         bundle_replicas=bundle.model_info.get("num_replicas"),
     )
     if bundle.kind == "keras_fit":
-        out["reloaded_weights_match"] = gm.weights_equal(bundle.load_model().get_weights(), model.get_weights())
+        out["reloaded_weights_match"] = gm.weights_equal(load_model(bundle).get_weights(), model.get_weights())
     print(json.dumps(out), flush=True)
 
 
