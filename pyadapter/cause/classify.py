@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyadapter.cause import change_line, provenance, trend
+from pyadapter.cause import change_line, provenance, python_feed, trend
 from pyadapter.cause.model import Cause, Change, format_number
 from pyadapter.cause.sources import SourceUnit, user_sources
 from pyadapter.findings import Finding, Findings
@@ -138,6 +138,9 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     if bad_batch and section.get("origin_from") != "input pipeline re-run":
         return _data(findings, context, units)
     if origin is not None and origin.op.type in DECODE_OPS:  # the values were in the records it decoded
+        return _data(findings, context, units)
+    if origin is not None and origin.op.type in python_feed.PY_FUNC_OPS:
+        # Python code (a generator, a PyDataset, a py_function) made the values; no op of the graph did.
         return _data(findings, context, units)
     if origin is None:
         return Cause(
@@ -419,12 +422,20 @@ def _layer_of_origin(units: list[SourceUnit], origin: Finding) -> change_line.Si
 
 def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) -> Cause:
     origin = findings.origin
-    site = change_line.reading_site(
+    site: change_line.Site | None = change_line.reading_site(
         units,
         origin.file if origin else None,
         origin.line if origin else None,
         origin.cell if origin else None,
     )
+    on_origin_line = (
+        site is not None and origin is not None and (site.file, site.line) == (origin.file, origin.line)
+    )
+    if not on_origin_line:
+        # Batches made in Python (a generator, a PyDataset): the place they leave the user's code is the line to
+        # change, before any reading call elsewhere in the program (it may not feed this fit at all).
+        made_by_python = origin is not None and origin.op.type in python_feed.PY_FUNC_OPS
+        site = python_feed.feed_site(units, wrapped_functions=made_by_python) or site
     section = findings.bundle or {}
     batch_index = context.batch_index if context.batch_index is not None else section.get("batch_index")
     epoch = context.epoch if context.epoch is not None else section.get("epoch")
@@ -452,16 +463,20 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         came = f", index {where['index']} of the array passed to fit"
         if where.get("shuffled") is not False:
             came += " (in the shuffled order)"
+    if isinstance(site, python_feed.FeedSite):
+        came += f", made in Python by {site.describe()} ({os.path.basename(site.file)}:{site.line})"
     if where and where.get("file"):
         came += f", line {where['line']} of {os.path.basename(where['file'])} (data row {where['row']})"
     summary = f"the data held NaN/Inf before any op touched it: {element}{came}"
     if where and where.get("batch_index") is not None:
         summary += f" (batch {where['batch_index']}, row {where['batch_row']})"
-    if site is not None:
+    change: Change | None
+    if isinstance(site, python_feed.FeedSite):
+        what = f"filter or repair non-finite records before {site.describe()} hands them to fit"
+        change = _change(site, what, "reading")
+    elif site is not None:
         what = f"filter or repair non-finite records where the data is read ({site.name})"
-        change: Change | None = _change(
-            site, what, "reading-tfdata" if change_line.is_tfdata(site) else "reading"
-        )
+        change = _change(site, what, "reading-tfdata" if change_line.is_tfdata(site) else "reading")
     else:
         change = _origin_change(
             findings, "filter or repair non-finite records where the data is read", "reading"

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from pyadapter.cause.change_line import Site, is_tfdata
+from pyadapter.cause.python_feed import FeedSite
 
 MAX_DATA_FILE_BYTES = 256 << 20
 DATA_SUFFIXES = (".csv", ".tsv", ".txt", ".data")
@@ -222,8 +223,18 @@ def data_provenance(
     element = first_bad_element(batch)
     if element is None:
         return None
-    if site is not None and is_tfdata(site):
+    if isinstance(site, FeedSite):
+        # Batches made in Python come in the order the code makes them: no index into an array passed to fit.
         out: dict[str, Any] = {
+            "source": "python",
+            "element": element.describe(),
+            "batch_row": element.row,
+            "batch_index": batch_index,
+            "epoch": epoch,
+            "reader": site.describe(),
+        }
+    elif site is not None and is_tfdata(site):
+        out = {
             "source": "tf.data",
             "element": element.describe(),
             "batch_row": element.row,
