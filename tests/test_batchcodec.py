@@ -221,3 +221,27 @@ def test_a_from_generator_generator_is_found():
 
 def test_arrays_passed_to_fit_have_no_python_feed():
     assert feed_site([unit(ARRAYS)]) is None
+
+
+# ---- a step that cannot run says why in one line ----------------------------------------------------------------
+
+
+def test_a_keras_error_inside_a_tf_function_is_one_line_with_its_reason():
+    """What a replay says when the captured step cannot run (here: the batch a ragged model gets is dense): the
+    reason, not TensorFlow's "in user code:" header."""
+    import keras
+
+    from pyadapter.replay.errors import error_text
+
+    class MeanOfTokens(keras.layers.Layer):
+        def call(self, ids):
+            return tf.cast(ids.row_lengths(), "float32")
+
+    layer = MeanOfTokens()
+    with pytest.raises(Exception) as caught:
+        tf.function(layer)(tf.constant([[1, 2], [3, 0]]))
+    assert str(caught.value).strip().splitlines()[0] == "in user code:"
+    line = error_text(caught.value)
+    assert "\n" not in line
+    assert line.startswith("AttributeError: Exception encountered when calling MeanOfTokens.call(): ")
+    assert line.endswith("object has no attribute 'row_lengths'")
