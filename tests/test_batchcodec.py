@@ -150,6 +150,45 @@ def test_strings_offsets_past_their_data_are_refused():
     assert "offsets" in _damaged(described, arrays, lambda d, a: None)
 
 
+def test_any_damage_to_a_composite_description_is_a_structure_error_or_a_valid_leaf():
+    """A bundle is untrusted data: random changes to the description or the arrays of ragged, sparse and string
+    leaves give a one-line StructureError (or, when still consistent, a leaf), never another exception."""
+    import random
+
+    rng = random.Random(14)
+    batch = {
+        "ids": batchcodec.from_tf(tf.ragged.constant([[[1, 2], [3]], [[4]], []], dtype=tf.int64)),
+        "counts": batchcodec.from_tf(tf.SparseTensor([[0, 1], [2, 3]], [1.0, 2.0], [3, 4])),
+        "records": np.array([b"a\x00", b"", b"bc"], dtype=object),
+    }
+    arrays: dict[str, np.ndarray] = {}
+    clean = json.dumps(structure.describe(batch, arrays))
+    junk = [None, [], {}, -1, 0, 2**70, 1.5, True, "ragged", "array", [3], [-1], {"type": "array"}]
+    for _ in range(400):
+        description = json.loads(clean)
+        changed = {k: v.copy() for k, v in arrays.items()}
+        nodes = [description]
+        places = []
+        while nodes:
+            node = nodes.pop()
+            for key in list(node) if isinstance(node, dict) else range(len(node)):
+                places.append((node, key))
+                if isinstance(node[key], (dict, list)):
+                    nodes.append(node[key])
+        if rng.random() < 0.6:
+            node, key = rng.choice(places)
+            node[key] = rng.choice(junk)
+        else:
+            key = rng.choice(sorted(changed))
+            changed[key] = rng.choice(
+                [changed[key][::-1].copy(), changed[key][:1].copy(), changed[key] * 7, changed[key] - 5]
+            )
+        try:
+            structure.rebuild(description, changed)
+        except structure.StructureError as error:
+            assert "\n" not in str(error)
+
+
 # ---- the Python code that feeds fit ---------------------------------------------------------------------------
 
 

@@ -22,6 +22,7 @@ Capture turns tensors into `RaggedLeaf` / `SparseLeaf` with `from_tf`; replay tu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -228,9 +229,9 @@ def _strings(description: dict[str, Any], load: Load, any_rows: bool) -> np.ndar
     data, ends = load(description.get("data")), load(description.get("ends"))
     if data.dtype != np.uint8 or data.ndim != 1 or ends.dtype != np.int64 or ends.ndim != 1:
         raise CodecError("strings leaf's data/ends are not 1-D uint8/int64 arrays")
-    count = int(np.prod(shape, dtype=np.int64))
+    count = math.prod(shape)  # Python ints: a damaged shape cannot overflow
     if any_rows and shape:
-        inner = int(np.prod(shape[1:], dtype=np.int64))
+        inner = math.prod(shape[1:])
         if inner == 0 or ends.shape[0] % inner:
             raise CodecError("strings leaf's item count does not fit its shape")
         shape = [ends.shape[0] // inner, *shape[1:]]

@@ -91,7 +91,7 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows
         return value
     if kind == "array":
         return _rebuild_array(description, arrays, any_rows)
-    if kind in batchcodec.KINDS:
+    if isinstance(kind, str) and kind in batchcodec.KINDS:
         try:
             return batchcodec.rebuild(
                 description, lambda part: _rebuild_array(part, arrays, any_rows), any_rows
