@@ -284,3 +284,12 @@ def test_a_keras_error_inside_a_tf_function_is_one_line_with_its_reason():
     assert "\n" not in line
     assert line.startswith("AttributeError: Exception encountered when calling MeanOfTokens.call(): ")
     assert line.endswith("object has no attribute 'row_lengths'")
+
+
+def test_one_long_document_among_short_ones_is_not_padded_to_its_length(tmp_path):
+    long = b"word " * (14 << 20)  # 70 MB
+    fed = np.array([long, b"short", b"", b"also short"], dtype=object)
+    described, back = round_trip((fed,), tmp_path)
+    assert described["items"][0]["type"] == "strings"
+    assert (tmp_path / "batch.npz").stat().st_size < len(long) + (1 << 20)  # not 4 x 70 MB, padded
+    assert back[0].tolist() == fed.tolist()

@@ -10,8 +10,9 @@ rows differs. They are kept as what they are made of:
 - sparse: ``{"type": "sparse", "indices": A, "values": A, "dense_shape": A}``;
 - strings: ``{"type": "strings", "shape": [...], "data": A, "ends": A}``, the items' bytes concatenated (uint8) and
   each item's end offset (int64). Only for strings that end in a NUL byte (a serialized proto, raw binary
-  records): numpy's fixed-width ``S`` arrays drop trailing NULs, so those would come back changed. Every other
-  string array stays a plain ``S`` array (older readers read it, multi-worker shards concatenate).
+  records): numpy's fixed-width ``S`` arrays drop trailing NULs, so those would come back changed; and for a batch
+  whose fixed-width array would be huge (one very long document among short ones). Every other string array stays
+  a plain ``S`` array (older readers read it, multi-worker shards concatenate).
 
 where each ``A`` is an ``{"type": "array", ...}`` description of `pyadapter.capture.structure`. Reading validates
 every offset and index against the arrays (a bundle is untrusted data) and raises `CodecError` in one line.
@@ -145,12 +146,25 @@ def to_tensor(leaf: Any) -> Any:
 # Leaves <-> JSON descriptions and flat arrays
 
 
+# A fixed-width array pads every item to the longest: past this size and this many times the bytes it holds (one
+# long document in a batch of short ones), the strings are stored as bytes and offsets instead.
+FIXED_WIDTH_LIMIT = 64 << 20
+FIXED_WIDTH_WASTE = 2
+
+
 def needs_strings_encoding(array: np.ndarray) -> bool:
-    """True for a byte-string array that a fixed-width ``S`` array would change (an item ends in a NUL byte)."""
+    """True for a byte-string array that a fixed-width ``S`` array would change (an item ends in a NUL byte) or
+    blow up (see `FIXED_WIDTH_LIMIT`)."""
     if array.dtype != object:
         return False
     flat = array.reshape(-1)
-    return all(isinstance(item, bytes) for item in flat) and any(item.endswith(b"\x00") for item in flat)
+    if not all(isinstance(item, bytes) for item in flat):
+        return False
+    if any(item.endswith(b"\x00") for item in flat):
+        return True
+    lengths = [len(item) for item in flat]
+    fixed = max(lengths, default=0) * len(lengths)
+    return fixed > FIXED_WIDTH_LIMIT and fixed > FIXED_WIDTH_WASTE * sum(lengths)
 
 
 def describe(leaf: Any, store: Store) -> dict[str, Any]:
