@@ -33,6 +33,7 @@ import tensorflow as tf
 
 from pyadapter.capture import (
     atscene,
+    batchcodec,
     bundle_format,
     cluster,
     datasource,
@@ -75,23 +76,6 @@ def _reduce_logs(outputs: Any, strategy: tf.distribute.Strategy) -> Any:
     except ImportError:  # pragma: no cover - Keras internals moved
         return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], outputs)
     return reduce_per_replica(outputs, strategy, reduction="auto")
-
-
-def _to_numpy(value: Any) -> np.ndarray:
-    if isinstance(value, tf.SparseTensor):
-        value = tf.sparse.to_dense(value)
-    elif isinstance(value, tf.RaggedTensor):
-        value = value.to_tensor()
-    return np.asarray(value.numpy())
-
-
-def join_replicas(parts: list[np.ndarray]) -> np.ndarray | None:
-    """A batch leaf from its per-replica shards (the global batch as fed)."""
-    if not parts:
-        return None
-    if len(parts) == 1 or parts[0].ndim == 0:
-        return parts[0]
-    return np.concatenate(parts, axis=0)
 
 
 def model_optimizers(model: keras.Model) -> list[Any]:
@@ -533,7 +517,8 @@ class NanGuard(keras.callbacks.Callback):
     ) -> tuple[Any, dict[str, np.ndarray]]:
         """(this process's part of the failing batch, nested as fed; Keras seed states from before the step)."""
         leaves, seeds_before = captured.get_value()
-        flat = [join_replicas([_to_numpy(part) for part in parts]) for parts in leaves]
+        # Ragged and sparse leaves stay ragged and sparse: densified, the replayed step would differ.
+        flat = [batchcodec.from_tf_parts(list(parts)) for parts in leaves]
         data = tf.nest.map_structure(lambda index: flat[index], function.template)
         seed_states = {
             path: np.asarray(v.numpy()) for path, v in zip(function.seed_paths, seeds_before, strict=True)
@@ -557,7 +542,7 @@ class NanGuard(keras.callbacks.Callback):
         template = function.template
 
         def to_numpy(kept: Any) -> Any:
-            flat = [None if leaf is None else _to_numpy(leaf) for leaf in kept]
+            flat = [None if leaf is None else batchcodec.from_tf(leaf) for leaf in kept]
             return tf.nest.map_structure(lambda index: flat[index], template)
 
         try:

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pyadapter.capture import integrity, notebook
+from pyadapter.capture import batchcodec, integrity, notebook
 
 
 def versions() -> dict[str, str]:
@@ -219,13 +219,16 @@ def to_numpy_structure(value: Any) -> Any:
         return np.concatenate(parts, axis=0) if parts and parts[0].ndim else parts[0]
     if isinstance(value, tf.experimental.Optional):
         return None
+    if isinstance(value, (tf.RaggedTensor, tf.SparseTensor)):
+        return batchcodec.from_tf(value)
     if hasattr(value, "numpy"):
         return np.asarray(value.numpy())
     return np.asarray(value)
 
 
 def to_tensors(structure: Any) -> Any:
-    """numpy leaves -> tensors (None stays None: Keras's 'no sample weights')."""
+    """numpy leaves -> tensors (None stays None: Keras's 'no sample weights'; ragged and sparse leaves become
+    ragged and sparse tensors again)."""
     import tensorflow as tf
 
-    return tf.nest.map_structure(lambda leaf: leaf if leaf is None else tf.convert_to_tensor(leaf), structure)
+    return tf.nest.map_structure(batchcodec.to_tensor, structure)

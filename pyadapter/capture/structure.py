@@ -1,7 +1,8 @@
 """Nested batches (dicts, lists, tuples of arrays) <-> a JSON structure description plus flat arrays in a `.npz`.
 
 The `.npz` is written and read with ``allow_pickle=False``: object arrays are refused on both sides, so loading a
-batch never unpickles anything. String tensors become fixed-width byte arrays (dtype ``S``), which need no pickle.
+batch never unpickles anything. String tensors become fixed-width byte arrays (dtype ``S``), which need no pickle;
+ragged and sparse tensors, and strings a fixed-width array would change, are kept by `pyadapter.capture.batchcodec`.
 Nothing here imports TensorFlow.
 """
 
@@ -17,6 +18,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 import numpy as np
+
+from pyadapter.capture import batchcodec
 
 
 class StructureError(ValueError):
@@ -58,6 +61,11 @@ def describe(structure: Any, arrays: dict[str, np.ndarray], prefix: str = "a") -
             "type": "list" if isinstance(structure, list) else "tuple",
             "items": [describe(item, arrays, prefix) for item in structure],
         }
+    if batchcodec.is_composite(structure) or (
+        isinstance(structure, np.ndarray) and batchcodec.needs_strings_encoding(structure)
+    ):
+        # Ragged/sparse tensors and NUL-ended strings: kept as plain arrays (`batchcodec`), never densified.
+        return batchcodec.describe(structure, lambda array: describe(array, arrays, prefix))
     array = _as_array(structure)
     key = f"{prefix}{len(arrays):03d}"
     arrays[key] = array
@@ -83,18 +91,14 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows
             raise StructureError("python value in a structure description must be bool/int/float/str")
         return value
     if kind == "array":
-        key = description.get("key")
-        if not isinstance(key, str) or key not in arrays:
-            raise StructureError(f"array {key!r:.80} is described but missing from the batch file")
-        array = arrays[key]
-        shape, described = list(array.shape), description.get("shape", [])
-        if not isinstance(described, list):
-            raise StructureError(f"array {key!r} has a shape that is not a list")
-        if any_rows and shape and described:
-            shape, described = shape[1:], described[1:]
-        if shape != described or array.dtype.str != description.get("dtype"):
-            raise StructureError(f"array {key!r} does not have the described shape/dtype")
-        return array
+        return _rebuild_array(description, arrays, any_rows)
+    if isinstance(kind, str) and kind in batchcodec.KINDS:
+        try:
+            return batchcodec.rebuild(
+                description, lambda part: _rebuild_array(part, arrays, any_rows), any_rows
+            )
+        except batchcodec.CodecError as error:
+            raise StructureError(str(error)) from None
     if kind == "dict":
         keys = description.get("keys", [])
         if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
@@ -122,6 +126,23 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows
     if kind == "tuple":
         return tuple(rebuild(item, arrays, any_rows) for item in items)
     raise StructureError(f"unknown structure type {kind!r:.80}")
+
+
+def _rebuild_array(description: Any, arrays: dict[str, np.ndarray], any_rows: bool) -> np.ndarray:
+    if not isinstance(description, dict) or description.get("type") != "array":
+        raise StructureError("structure description of an array is not an array")
+    key = description.get("key")
+    if not isinstance(key, str) or key not in arrays:
+        raise StructureError(f"array {key!r:.80} is described but missing from the batch file")
+    array = arrays[key]
+    shape, described = list(array.shape), description.get("shape", [])
+    if not isinstance(described, list):
+        raise StructureError(f"array {key!r} has a shape that is not a list")
+    if any_rows and shape and described:
+        shape, described = shape[1:], described[1:]
+    if shape != described or array.dtype.str != description.get("dtype"):
+        raise StructureError(f"array {key!r} does not have the described shape/dtype")
+    return array
 
 
 def write_npz(

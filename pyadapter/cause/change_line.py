@@ -60,7 +60,7 @@ class Site:
     """A call in the user's code: where it is, and what the cause's sentence and fixes need to know about it."""
 
     unit: SourceUnit
-    node: ast.Call
+    node: ast.expr  # a call; a yield or returned value for batches made in Python (`python_feed.FeedSite`)
     name: str
     learning_rate: float | None = None
     literal: bool = False  # the learning rate is a number written on this line

@@ -9,7 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyadapter.cause import change_line, provenance, trend
+from pyadapter.cause import change_line, provenance, python_feed, trend
 from pyadapter.cause.model import Cause, Change, format_number, positive_numbers
 from pyadapter.cause.sources import SourceUnit, user_sources
 from pyadapter.findings import Finding, Findings
@@ -142,6 +142,9 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     if bad_batch and section.get("origin_from") != "input pipeline re-run":
         return _data(findings, context, units)
     if origin is not None and origin.op.type in DECODE_OPS:  # the values were in the records it decoded
+        return _data(findings, context, units)
+    if origin is not None and origin.op.type in python_feed.PY_FUNC_OPS:
+        # Python code (a generator, a PyDataset, a py_function) made the values; no op of the graph did.
         return _data(findings, context, units)
     if origin is None:
         return Cause(
@@ -451,12 +454,20 @@ def _layer_of_origin(units: list[SourceUnit], origin: Finding) -> change_line.Si
 
 def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) -> Cause:
     origin = findings.origin
-    site = change_line.reading_site(
+    site: change_line.Site | None = change_line.reading_site(
         units,
         origin.file if origin else None,
         origin.line if origin else None,
         origin.cell if origin else None,
     )
+    on_origin_line = (
+        site is not None and origin is not None and (site.file, site.line) == (origin.file, origin.line)
+    )
+    if not on_origin_line:
+        # Batches made in Python (a generator, a PyDataset): the place they leave the user's code is the line to
+        # change, before any reading call elsewhere in the program (it may not feed this fit at all).
+        made_by_python = origin is not None and origin.op.type in python_feed.PY_FUNC_OPS
+        site = python_feed.feed_site(units, wrapped_functions=made_by_python) or site
     section = findings.bundle or {}
     batch_index = context.batch_index if context.batch_index is not None else section.get("batch_index")
     epoch = context.epoch if context.epoch is not None else section.get("epoch")
@@ -492,6 +503,8 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
             summary += f", batch {where['batch_index']}, row {where['batch_row']}"
         summary += ")"
         return Cause("data", summary, evidence, _reading_change(findings, site), provenance=where)
+    if isinstance(site, python_feed.FeedSite):
+        came += f", made in Python by {site.describe()} ({os.path.basename(site.file)}:{site.line})"
     if where and where.get("file"):
         came += f", line {where['line']} of {os.path.basename(where['file'])} (data row {where['row']})"
     summary = f"the data held NaN/Inf before any op touched it: {element}{came}"
@@ -501,6 +514,9 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
 
 
 def _reading_change(findings: Findings, site: change_line.Site | None) -> Change | None:
+    if isinstance(site, python_feed.FeedSite):
+        what = f"filter or repair non-finite records before {site.describe()} hands them to fit"
+        return _change(site, what, "reading")
     if site is not None:
         what = f"filter or repair non-finite records where the data is read ({site.name})"
         return _change(site, what, "reading-tfdata" if change_line.is_tfdata(site) else "reading")

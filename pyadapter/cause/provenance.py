@@ -22,6 +22,7 @@ from pyadapter.capture import records
 from pyadapter.capture.records import BadElement, first_bad_element, leaves  # noqa: F401 - re-exported
 from pyadapter.capture.sourcerecord import DataSource, RecordPlace
 from pyadapter.cause.change_line import Site, is_tfdata
+from pyadapter.cause.python_feed import FeedSite
 
 DATA_SUFFIXES = (".csv", ".tsv", ".txt", ".data")
 
@@ -232,8 +233,18 @@ def data_provenance(
     if element is None:
         return None
     folders = folders if folders is not None else [os.getcwd()]
-    if data_source is not None or (site is not None and is_tfdata(site)):
+    if isinstance(site, FeedSite):
+        # Batches made in Python come in the order the code makes them: no index into an array passed to fit.
         out: dict[str, Any] = {
+            "source": "python",
+            "element": element.describe(),
+            "batch_row": element.row,
+            "batch_index": batch_index,
+            "epoch": epoch,
+            "reader": site.describe(),
+        }
+    elif data_source is not None or (site is not None and is_tfdata(site)):
+        out = {
             "source": "tf.data",
             "element": element.describe(),
             "batch_row": element.row,

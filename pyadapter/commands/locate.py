@@ -130,7 +130,7 @@ def _local_bundle(location: str) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from pyadapter.commands.errors import CliError
-    from pyadapter.replay.errors import ReplayError
+    from pyadapter.replay.errors import ReplayError, error_text
     from pyadapter.replay.locate import locate_bundle
 
     shown: set[str] = set()
@@ -158,8 +158,7 @@ def main(args: argparse.Namespace) -> int:
     except ReplayError as exc:
         raise CliError(str(exc)) from None
     except Exception as exc:  # an unforeseen failure in the user's code or ours: still one line
-        lines = str(exc).strip().splitlines()
-        raise CliError(f"locate failed: {type(exc).__name__}: {lines[0] if lines else ''}") from None
+        raise CliError(f"locate failed: {error_text(exc)}") from None
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as fh:

@@ -128,7 +128,7 @@ def format_report(report: ReplayReport) -> str:
 
 def main(args: argparse.Namespace) -> int:
     from pyadapter.commands.errors import CliError
-    from pyadapter.replay.errors import ReplayError
+    from pyadapter.replay.errors import ReplayError, error_text
     from pyadapter.replay.locate import check_bundle
     from pyadapter.replay.trust import allow
 
@@ -154,8 +154,7 @@ def main(args: argparse.Namespace) -> int:
     except ReplayError as exc:
         raise CliError(str(exc)) from None
     except Exception as exc:  # an unforeseen failure in the user's code or ours: still one line
-        lines = str(exc).strip().splitlines()
-        raise CliError(f"replay failed: {type(exc).__name__}: {lines[0] if lines else ''}") from None
+        raise CliError(f"replay failed: {error_text(exc)}") from None
     if args.json:
         for warning in report.warnings:
             print(f"nanlens: warning: {warning}", file=sys.stderr)

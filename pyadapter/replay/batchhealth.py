@@ -11,6 +11,8 @@ from typing import Any
 
 import numpy as np
 
+from pyadapter.capture import batchcodec
+
 MAX_EXAMPLES = 3
 
 
@@ -65,6 +67,8 @@ def batch_problem(batch: Any) -> BatchProblem | None:
     """The NaN/Inf values of a captured batch (``CaptureBundle.batch()``), or None when it is all finite."""
     problem = BatchProblem(total=0)
     for name, value in _leaves(batch):
+        if batchcodec.is_composite(value):  # a ragged/sparse leaf: its values, by their flat position
+            name, value = f"{name}.values", batchcodec.values_of(value)
         if not isinstance(value, np.ndarray) or not np.issubdtype(value.dtype, np.floating):
             continue
         bad = ~np.isfinite(value)

@@ -19,6 +19,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from pyadapter.capture.batchcodec import values_of
 from pyadapter.capture.bundle_format import KIND_FIT, BundleError
 from pyadapter.capture.keras_lines import optimizer_variables
 from pyadapter.capture.reader import CaptureBundle
@@ -124,6 +125,7 @@ def non_finite_inputs(batch: Any) -> list[str]:
     found: list[str] = []
 
     def visit(value: Any, name: str) -> None:
+        value = values_of(value)  # a ragged/sparse leaf: its values
         if isinstance(value, dict):
             for key, item in value.items():
                 visit(item, f"{name}[{key!r}]" if name else str(key))

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pyadapter.replay.errors import ReplayError
+from pyadapter.replay.errors import ReplayError, error_text
 from pyadapter.replay.verdict import Mode, StepVerdict
 
 
@@ -209,9 +209,7 @@ def run_step(
     except (
         Exception
     ) as exc:  # the step cannot run at all (shapes, a changed script...): one line for the user
-        raise ReplayError(
-            f"the captured step failed in {mode} mode: {type(exc).__name__}: {_one_line(str(exc))}"
-        ) from exc
+        raise ReplayError(f"the captured step failed in {mode} mode: {error_text(exc)}") from exc
     seconds = time.perf_counter() - started
 
     verdict = StepVerdict(mode=mode, error=error, seconds=seconds)
