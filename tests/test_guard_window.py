@@ -250,3 +250,33 @@ def test_the_quick_fix_proposes_half_the_largest_finite_rate_and_a_tenth_without
     assert learning_rate_on_line(fixed, 3) == pytest.approx(1.55e-3)
     blind = cause_fixes(source, Cause("divergence", "diverged", {}, change))
     assert blind[0].title == "lower the learning rate to 0.002 (a tenth of 0.02)"
+
+
+def test_a_state_too_large_for_two_copies_turns_the_window_off_and_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The copies live where the variables do (a GPU's memory): past the budget the window is off, said once, and
+    training goes on without it; within the budget the same state is copied."""
+    import tensorflow as tf
+
+    from pyadapter.capture.window import MAX_BYTES_ENV, WindowKeeper
+
+    state = [tf.Variable(tf.zeros([1000])), tf.Variable(tf.zeros([24]))]  # 4096 bytes
+    monkeypatch.setenv(MAX_BYTES_ENV, str(2 * 4096 - 1))
+    keeper = WindowKeeper(4, lambda: state)
+    keeper.start(0)
+    for step in range(10):
+        keeper.after_step(step, ())
+    assert not keeper.enabled and keeper.window_for(10) is None
+    said = capsys.readouterr().err
+    assert said.count("window off") == 1, said
+    assert "two copies of the training state would take 8 KB (more than 8 KB)" in said
+    assert MAX_BYTES_ENV in said and "window=0" in said
+
+    monkeypatch.setenv(MAX_BYTES_ENV, str(2 * 4096))
+    fits = WindowKeeper(4, lambda: state)
+    fits.start(0)
+    for step in range(5):
+        fits.after_step(step, ())
+    assert fits.enabled and fits.window_for(5) is not None
+    assert "window off" not in capsys.readouterr().err

@@ -32,6 +32,8 @@ from __future__ import annotations
 import collections
 import io
 import math
+import os
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -42,6 +44,10 @@ from pyadapter.capture import structure
 from pyadapter.capture.snapshot import unique, variable_path
 
 DEFAULT_SIZE = 16
+# The two state copies live where the variables do (a GPU's memory for a GPU run): a model whose two copies of
+# weights and optimizer slots pass this gets no window rather than an out-of-memory error in a week-long run.
+MAX_BYTES_ENV = "NANLENS_WINDOW_MAX_BYTES"
+DEFAULT_MAX_BYTES = 2 << 30
 STATE_FILE = "window/state.npz"
 BATCHES_FILE = "window/batches.npz"
 MANIFEST_KEY = "window"
@@ -80,6 +86,8 @@ class WindowKeeper:
         self._pool: list[_Copy] = []  # the buffers and compiled copies made so far (kept over restarts)
         self._batches: collections.deque = collections.deque()
         self._recheck = False
+        self.max_bytes = _max_bytes()
+        self.off_reason: str | None = None  # why the window turned itself off (too large a state), once said
 
     @property
     def enabled(self) -> bool:
@@ -130,6 +138,8 @@ class WindowKeeper:
         if self._sources_changed():
             # New variables (the first copy, or a model that grew): earlier copies do not match them any more.
             self._variables, self._copies, self._pool = variables, [], []
+        if not self._pool and not self._fits(variables):
+            return
         free = [c for c in self._pool if all(c is not active for active in self._copies)]
         if free or len(self._copies) == 2:
             reused = free[0] if free else self._copies.pop(0)  # the older copy's buffers take the new state
@@ -154,6 +164,20 @@ class WindowKeeper:
         made = _Copy(step, shadows, copy)
         self._pool.append(made)
         self._copies.append(made)
+
+    def _fits(self, variables: list[Any]) -> bool:
+        """Whether two copies of `variables` fit the budget; if not, the window turns off and says so once."""
+        state = sum(_nbytes(v) for v in variables)
+        if 2 * state <= self.max_bytes:
+            return True
+        self.size, self._copies, self._batches = 0, [], collections.deque()
+        self.off_reason = (
+            f"window off: two copies of the training state would take {_gigabytes(2 * state)} "
+            f"(more than {_gigabytes(self.max_bytes)}); set {MAX_BYTES_ENV} to a larger number of bytes to keep "
+            "the steps before a failure, or window=0 to say nothing"
+        )
+        print(f"NanGuard: {self.off_reason}", file=sys.stderr, flush=True)
+        return False
 
     def window_for(self, failing_step: int) -> tuple[_Copy, list[tuple[int, Any]]] | None:
         """The copy a window replay starts from and the held batches from it up to (not including) the failing step;
@@ -406,3 +430,24 @@ def read_window(bundle: Any) -> WindowData | None:
 
 def _is_int(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _max_bytes() -> int:
+    text = os.environ.get(MAX_BYTES_ENV, "").strip()
+    try:
+        return int(text) if text else DEFAULT_MAX_BYTES
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+def _nbytes(variable: Any) -> int:
+    count = variable.shape.num_elements() if hasattr(variable.shape, "num_elements") else None
+    if count is None:
+        count = int(np.prod(tuple(variable.shape)))
+    return int(count) * int(getattr(variable.dtype, "size", 4))
+
+
+def _gigabytes(count: int) -> str:
+    if count >= 2**30:
+        return f"{count / 2**30:.1f} GB"
+    return f"{count / 2**20:.0f} MB" if count >= 2**20 else f"{count / 2**10:.0f} KB"
