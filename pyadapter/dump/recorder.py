@@ -28,11 +28,16 @@ FLUSH_INTERVAL_SECONDS = 2.0
 
 
 class _PseudoFileWarningFilter(logging.Filter):
-    """Drop TF's 'Failed to read source code from path .../<frozen runpy>' warnings (not real files)."""
+    """Drop TF's 'Failed to read source code from path ...' warnings and its 'Enabled/Disabled dumping callback'
+    notes while we record. The paths are not files (``<frozen runpy>``; a notebook cell's
+    ``/tmp/ipykernel_<pid>/<hash>.py``, whose source the bundle records from the notebook itself), and a kernel
+    that shows INFO logs would print both into the user's cell output for a dump the user did not ask for."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not (message.startswith("Failed to read source code from path") and "<" in message)
+        if message.startswith("Failed to read source code from path"):
+            return False
+        return not message.startswith(("Enabled dumping callback", "Disabled dumping callback"))
 
 
 def force_jit_off() -> None:
