@@ -293,7 +293,8 @@ class NanGuard(keras.callbacks.Callback):
             so the editor marks the line at once, whatever the program's shape. Costs a few seconds, on failure
             only. Off (or ``NANLENS_LOCATE_AT_SCENE=0`` in the environment): ``nanlens locate BUNDLE`` replays the
             bundle later instead.
-        verbose: print the one-paragraph report to stderr on a failing step.
+        verbose: print the one-paragraph report to stderr on a failing step (and, once, what the guard does with
+            ``steps_per_execution`` > 1).
 
     After training, ``guard.failures`` lists what happened and ``guard.last_bundle`` is the newest bundle.
     """

@@ -239,12 +239,17 @@ def step_dump(dump_dir: str | os.PathLike[str]) -> Iterator[None]:
     thread, no signal handler, so it works in any thread), every file flushed on exit."""
     import tensorflow as tf
 
-    writer = tf.debugging.experimental.enable_dump_debug_info(
-        str(dump_dir), tensor_debug_mode=STEP_DUMP_MODE, circular_buffer_size=-1
-    )
+    quiet = _PseudoFileWarningFilter()
+    logging.getLogger("tensorflow").addFilter(quiet)
     try:
-        yield
+        writer = tf.debugging.experimental.enable_dump_debug_info(
+            str(dump_dir), tensor_debug_mode=STEP_DUMP_MODE, circular_buffer_size=-1
+        )
+        try:
+            yield
+        finally:
+            writer.FlushNonExecutionFiles()
+            writer.FlushExecutionFiles()
+            tf.debugging.experimental.disable_dump_debug_info()
     finally:
-        writer.FlushNonExecutionFiles()
-        writer.FlushExecutionFiles()
-        tf.debugging.experimental.disable_dump_debug_info()
+        logging.getLogger("tensorflow").removeFilter(quiet)
