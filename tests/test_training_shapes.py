@@ -226,14 +226,42 @@ def test_module_level_loop_stops_on_a_nan_loss_with_finite_gradients(tmp_path):
     assert_replays_by_reentry(bundle, program)
 
 
+def test_debugger_stops_inside_the_tf_function_step_of_a_module_level_loop(tmp_path):
+    """ "Replay eagerly" on the loop's bundle: debugpy stops on the origin line inside the ``@tf.function`` step
+    (the program is re-entered up to its guarded step), and the frame holds the real batch's class counts."""
+    from dap_client import DapClient, replay_stopped_at
+    from replay_fixtures import quiet_env
+
+    program = SHAPES / "loop_module_level.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 1, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    source, line = str(program.resolve()), marked_line(program)
+    with DapClient([sys.executable, "-m", "debugpy.adapter"], env=quiet_env()) as dap:
+        stopped = replay_stopped_at(dap, str(bundle), str(SHAPES), source, line)
+        assert stopped["body"]["reason"] == "breakpoint"
+        thread = stopped["body"]["threadId"]
+        (top,) = dap.request("stackTrace", {"threadId": thread, "levels": 1})["body"]["stackFrames"]
+        assert (top["source"]["path"], top["line"]) == (source, line)
+        request = {"expression": "counts.numpy().tolist()", "frameId": top["id"], "context": "repl"}
+        counts = dap.request("evaluate", request)["body"]["result"]
+        assert counts.endswith(", 0.0]"), counts  # batch 5 has no sample of class 2
+        dap.request("continue", {"threadId": thread})
+        dap.wait_event("terminated", timeout=120)
+        assert "eager: NaN reproduced" in dap.debuggee_output()
+
+
 def test_mirrored_loop_at_module_level(tmp_path):
     program = SHAPES / "loop_mirrored.py"
     done = run_program(program.name, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "stopped: NanGuard: step" in done.stdout
+    assert "stopped: NanGuard: step 13:" in done.stdout  # the first zero count is in batch 13
+    # Per-replica arguments are not re-run at the scene; the user is told so, and `nanlens locate` replays.
+    assert "NaN Lens: not located here: the step's arguments are per-replica" in done.stderr
     (bundle,) = bundles(tmp_path)
     located = nanlens_json("locate", str(bundle))
     assert at(located["origin"]) == (program.resolve(), marked_line(program))
+    assert located["bundle"]["reproduced"] == {"graph": True, "eager": True}, located["bundle"]["verdicts"]
 
 
 def test_notebook_loop_is_located_in_its_cell(tmp_path):

@@ -252,6 +252,13 @@ class GuardedStep:
         if not atscene.locate_enabled(self.locate):
             return atscene.SceneFiles()
         if any(isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs))):
+            if self.verbose:  # say why the editor will not mark a line at once, and what will
+                print(
+                    "NaN Lens: not located here: the step's arguments are per-replica (a tf.distribute strategy); "
+                    "`nanlens locate` on the bundle replays the step on one device",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return atscene.SceneFiles(
                 manifest={
                     "located_at_scene": {"skipped": "per-replica arguments: locate the bundle on one device"}
