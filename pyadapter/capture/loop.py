@@ -24,7 +24,8 @@ failing step they become the bundle's batch, next to a tf.train.Checkpoint of wh
 update, which was not applied), the entry script and the step function's qualified name.
 
 Losses are checked before the update when the step computes them through ``model.compute_loss`` or
-``optimizer.scale_loss``, or passes them to `pyadapter.capture.gate.record_loss`; gradients always (except under a
+``optimizer.scale_loss``, passes them to `pyadapter.capture.gate.record_loss`, or differentiates them (a scalar
+target of ``tape.gradient``, see `pyadapter.capture.tape_targets`); gradients always (except under a
 LossScaleOptimizer, which skips non-finite gradients by design). With several optimizers each update is gated on
 its own gradients and the losses recorded before it.
 
