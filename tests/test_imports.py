@@ -110,6 +110,11 @@ UPWARD_BY_DESIGN: dict[tuple[str, str], str] = {
         "pyadapter.cause",
     ): "the cause in the stop message at the scene (lazily, only on a failing step)",
     ("capture", "pyadapter.cause.classify"): "which cause to search the window for, at the scene (lazily)",
+    (
+        "capture",
+        "pyadapter.replay.stateful_random",
+    ): "the scene's message names the unseeded random draws its "
+    "re-run could not repeat (lazily, only on a failing step)",
 }
 
 

@@ -88,8 +88,15 @@ def findings_files(
         return SceneFiles(manifest={"located_at_scene": entry_json})
     map_to_notebook(result.findings)
     origin = result.findings.origin
+    stateful = ((result.findings.bundle or {}).get("verdicts", {}).get("graph") or {}).get("stateful_random")
+    if origin is None and stateful:
+        from pyadapter.replay.stateful_random import note
+
+        result.findings.extra.setdefault("warnings", []).append(note(stateful))
     if verbose:
         where = "no origin (the step stayed finite when re-run)"
+        if origin is None and stateful:
+            where = f"no origin (the step stayed finite when re-run: {note(stateful)})"
         if origin is not None:
             cell = f" (cell {origin.cell})" if origin.cell is not None else ""
             where = f"{origin.file}:{origin.line}{cell}: {origin.op.type} ({origin.message.split(';')[0]})"

@@ -32,7 +32,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from pyadapter.capture import keras_lines
+from pyadapter.capture import keras_lines, tape_targets
 from pyadapter.capture.snapshot import non_finite_variables, unique, variable_path
 from pyadapter.capture.verdict import NonFiniteReport
 
@@ -487,9 +487,17 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
         for writer in writers:
             for kind in ("assign", "assign_add", "assign_sub"):
                 patch(writer, kind, lambda original, k=kind: _watched_assign(original, k))
+    # A scalar the step differentiates is a loss too (see tape_targets); not under loss scaling, where the
+    # differentiated loss is the scaled one and overflowing it is the LossScaleOptimizer's business.
+    targets = (
+        contextlib.nullcontext()
+        if any(is_loss_scale_optimizer(o) for o in optimizers)
+        else tape_targets.recording(record_loss)
+    )
     _active = scope
     try:
-        yield scope
+        with targets:
+            yield scope
     finally:
         _active = None
         for obj, name, previous in reversed(patched):
@@ -808,7 +816,10 @@ def report(
     grads_ok, weights_ok = verdict.grads_ok.numpy(), verdict.weights_ok.numpy()
     result = NonFiniteReport(
         loss=not bool(verdict.loss_ok) or loss_seen_bad,
-        gradients=[name for name, ok in zip(meta.grad_names, grads_ok, strict=True) if not ok],
+        # A name once: a step that applies the same optimizer several times (a GAN's critic steps) repeats them.
+        gradients=list(
+            dict.fromkeys(name for name, ok in zip(meta.grad_names, grads_ok, strict=True) if not ok)
+        ),
         weights=[name for name, ok in zip(meta.weight_names, weights_ok, strict=True) if not ok],
         update_applied=bool(verdict.applied),
         checked=list(meta.checked),

@@ -24,7 +24,8 @@ failing step they become the bundle's batch, next to a tf.train.Checkpoint of wh
 update, which was not applied), the entry script and the step function's qualified name.
 
 Losses are checked before the update when the step computes them through ``model.compute_loss`` or
-``optimizer.scale_loss``, or passes them to `pyadapter.capture.gate.record_loss`; gradients always (except under a
+``optimizer.scale_loss``, passes them to `pyadapter.capture.gate.record_loss`, or differentiates them (a scalar
+target of ``tape.gradient``, see `pyadapter.capture.tape_targets`); gradients always (except under a
 LossScaleOptimizer, which skips non-finite gradients by design). With several optimizers each update is gated on
 its own gradients and the losses recorded before it.
 
@@ -369,6 +370,13 @@ class GuardedStep:
         if not atscene.locate_enabled(self.locate):
             return atscene.SceneFiles()
         if any(isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs))):
+            if self.verbose:  # say why the editor will not mark a line at once, and what will
+                print(
+                    "NaN Lens: not located here: the step's arguments are per-replica (a tf.distribute strategy); "
+                    "`nanlens locate` on the bundle replays the step on one device",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return atscene.SceneFiles(
                 manifest={
                     "located_at_scene": {"skipped": "per-replica arguments: locate the bundle on one device"}

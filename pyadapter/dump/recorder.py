@@ -29,11 +29,16 @@ FLUSH_INTERVAL_SECONDS = 2.0
 
 
 class _PseudoFileWarningFilter(logging.Filter):
-    """Drop TF's 'Failed to read source code from path .../<frozen runpy>' warnings (not real files)."""
+    """Drop TF's 'Failed to read source code from path ...' warnings and its 'Enabled/Disabled dumping callback'
+    notes while we record. The paths are not files (``<frozen runpy>``; a notebook cell's
+    ``/tmp/ipykernel_<pid>/<hash>.py``, whose source the bundle records from the notebook itself), and a kernel
+    that shows INFO logs would print both into the user's cell output for a dump the user did not ask for."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not (message.startswith("Failed to read source code from path") and "<" in message)
+        if message.startswith("Failed to read source code from path"):
+            return False
+        return not message.startswith(("Enabled dumping callback", "Disabled dumping callback"))
 
 
 def force_jit_off() -> None:
@@ -234,12 +239,17 @@ def step_dump(dump_dir: str | os.PathLike[str]) -> Iterator[None]:
     thread, no signal handler, so it works in any thread), every file flushed on exit."""
     import tensorflow as tf
 
-    writer = tf.debugging.experimental.enable_dump_debug_info(
-        str(dump_dir), tensor_debug_mode=STEP_DUMP_MODE, circular_buffer_size=-1
-    )
+    quiet = _PseudoFileWarningFilter()
+    logging.getLogger("tensorflow").addFilter(quiet)
     try:
-        yield
+        writer = tf.debugging.experimental.enable_dump_debug_info(
+            str(dump_dir), tensor_debug_mode=STEP_DUMP_MODE, circular_buffer_size=-1
+        )
+        try:
+            yield
+        finally:
+            writer.FlushNonExecutionFiles()
+            writer.FlushExecutionFiles()
+            tf.debugging.experimental.disable_dump_debug_info()
     finally:
-        writer.FlushNonExecutionFiles()
-        writer.FlushExecutionFiles()
-        tf.debugging.experimental.disable_dump_debug_info()
+        logging.getLogger("tensorflow").removeFilter(quiet)

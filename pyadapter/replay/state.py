@@ -35,7 +35,10 @@ def assign_captured_state(weights: dict[str, np.ndarray], model: Any, optimizers
     """
     models = [m for m in (model if isinstance(model, (list, tuple)) else [model]) if m is not None]
     live_optimizers = unique([o for o in optimizers if o is not None])
-    build_optimizers(live_optimizers, [v for m in models for v in m.trainable_variables])
+    build_optimizers(
+        [o for o in live_optimizers if not unbuilt_at_capture(o, weights)],
+        [v for m in models for v in m.trainable_variables],
+    )
     variables = unique(
         [v for m in models for v in m.variables]
         + [v for o in live_optimizers for v in optimizer_variables(o)]
@@ -65,6 +68,20 @@ def assign_captured_state(weights: dict[str, np.ndarray], model: Any, optimizers
             f"{len(wrong)} variables do not hold their captured value after assigning it (first: {wrong[0]})"
         )
     return warnings
+
+
+def unbuilt_at_capture(optimizer: Any, weights: dict[str, np.ndarray]) -> bool:
+    """Whether `optimizer`, not built yet here, was not built at capture either: the bundle holds its own variables
+    (iteration, learning rate) by path and nothing else under its name. A custom ``train_step`` that trains with
+    optimizers of its own leaves the ``model.optimizer`` of a bare ``super().compile()`` unused (a GAN's RMSprop);
+    building it here would only make slot variables the bundle has no values for."""
+    if getattr(optimizer, "built", True):
+        return False
+    own = {variable_path(v) for v in optimizer_variables(optimizer)}
+    if not own or not own <= weights.keys():
+        return False  # not captured under these paths: nothing tells, build it as before
+    scopes = {path.split("/", 1)[0] for path in own}
+    return not any(path.split("/", 1)[0] in scopes and path not in own for path in weights)
 
 
 def match_captured(

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from pyadapter.replay import stateful_random
 from pyadapter.replay.errors import ReplayError, error_text
 from pyadapter.replay.verdict import Mode, StepVerdict
 
@@ -181,16 +182,19 @@ def run_step(
     wrap = around if around is not None else contextlib.nullcontext
     started = time.perf_counter()
     error: str | None = None
+    stateful: list[str] = []
     loss_value: Any = None
     grad_flags: list[Any] = []
     grad_names: list[str] = []
     try:
         if mode == "graph":
             names_box: list[list[str]] = []
+            random_box: list[str] = []
 
             def traced(*args: Any, **kwargs: Any) -> Any:
                 values, names = step_and_flags(*args, **kwargs)
                 names_box[:] = [names]
+                random_box[:] = stateful_random.found_in_graph(tf.compat.v1.get_default_graph())
                 return values
 
             # The graph is named after the step (e.g. "train_step"), as the dump and the findings show it.
@@ -199,6 +203,7 @@ def run_step(
             with wrap():
                 loss_value, grad_flags = function(*program.args, **program.kwargs)
             grad_names = names_box[0] if names_box else []
+            stateful = list(random_box)
         else:
             from pyadapter.eager import eager
 
@@ -212,7 +217,7 @@ def run_step(
         raise ReplayError(f"the captured step failed in {mode} mode: {error_text(exc)}") from exc
     seconds = time.perf_counter() - started
 
-    verdict = StepVerdict(mode=mode, error=error, seconds=seconds)
+    verdict = StepVerdict(mode=mode, error=error, seconds=seconds, stateful_random=stateful)
     loss = _as_float(loss_value)
     verdict.loss = loss
     verdict.loss_finite = None if loss is None else math.isfinite(loss)

@@ -54,6 +54,9 @@ class StepVerdict:
     # Run under a tfdbg2 dump (locate). Dumping turns off some graph rewrites (op fusion), so such a run can
     # differ from a plain graph run, e.g. relu(NaN) gives NaN unfused but 0 in a fused MatMul+Relu.
     dumped: bool = False
+    # Stateful random ops in the replayed graph ("RandomStandardNormal at wgan_gp.py:73"): a re-run draws other
+    # numbers than training did (`pyadapter.replay.stateful_random`).
+    stateful_random: list[str] = field(default_factory=list)
 
     @property
     def label(self) -> str:
@@ -85,6 +88,7 @@ class StepVerdict:
             "error": self.error,
             "seconds": round(self.seconds, 3),
             "dumped": self.dumped,
+            **({"stateful_random": list(self.stateful_random)} if self.stateful_random else {}),
         }
 
     @classmethod
@@ -100,6 +104,7 @@ class StepVerdict:
             error=data.get("error"),
             seconds=float(data.get("seconds", 0.0)),
             dumped=bool(data.get("dumped", False)),
+            stateful_random=[str(v) for v in data.get("stateful_random", [])],
         )
 
 
@@ -176,6 +181,12 @@ class ReplayReport:
     def note(self) -> str | None:
         """What the comparison of modes says, when both ran and disagree: a finding in itself."""
         graph, eager = self.verdicts.get("graph"), self.verdicts.get("eager")
+        stateful = [op for v in self.verdicts.values() for op in v.stateful_random]
+        if stateful and not all(v.reproduced for v in self.verdicts.values()):
+            from pyadapter.replay.stateful_random import note
+
+            text = note(list(dict.fromkeys(stateful)))
+            return text[0].upper() + text[1:] + "."
         if graph is None or eager is None or graph.reproduced == eager.reproduced:
             return None
         if graph.reproduced:

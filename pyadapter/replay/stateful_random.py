@@ -1,0 +1,74 @@
+"""Random draws a re-run of a step cannot repeat: TensorFlow's stateful random ops.
+
+``tf.random.normal`` / ``tf.random.uniform`` / ``tf.nn.dropout`` without a seed (keras.io's WGAN-GP draws its
+latent vectors and interpolation weights this way) keep their state inside the op's kernel: nothing can read it or
+put it back, so a re-run of the step (at the scene, or a replay from the bundle) draws other numbers than training
+did. Keras's own random layers and ``keras.random.*`` draw from a SeedGenerator's state variable instead, which a
+bundle captures; so do ``tf.random.stateless_*`` ops, whose seed is an input.
+
+When a re-run stays finite, or only one mode reproduces, and the step has such ops, the honest answer is that the
+re-run drew other numbers, not that graph and eager mode compute differently: `found_in_graph` lists them as the
+re-run's graph holds them, and `note` says so in one line.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+# Legacy stateful random ops (state in the kernel) and tf.random.Generator ops (state in a variable the step
+# advances; the bundle does not hold a user's generator).
+STATEFUL_RANDOM_OPS = frozenset(
+    {
+        "RandomStandardNormal",
+        "RandomUniform",
+        "RandomUniformInt",
+        "TruncatedNormal",
+        "ParameterizedTruncatedNormal",
+        "RandomGamma",
+        "RandomPoisson",
+        "RandomPoissonV2",
+        "RandomShuffle",
+        "Multinomial",
+        "StatefulStandardNormalV2",
+        "StatefulUniform",
+        "StatefulUniformFullInt",
+        "StatefulUniformInt",
+        "StatefulTruncatedNormal",
+        "StatefulRandomBinomial",
+    }
+)
+
+
+def _user_line(traceback: Any) -> str | None:
+    from pyadapter.dump.frames import is_user_file
+
+    for frame in reversed(list(traceback or [])):
+        filename = getattr(frame, "filename", None)
+        if filename and is_user_file(filename):
+            return f"{os.path.basename(filename)}:{frame.lineno}"
+    return None
+
+
+def found_in_graph(graph: Any) -> list[str]:
+    """'RandomStandardNormal at wgan_gp.py:73' for each stateful random op of `graph` (a FuncGraph being
+    traced), once per op type and line, in creation order."""
+    found: list[str] = []
+    for op in graph.get_operations():
+        if op.type not in STATEFUL_RANDOM_OPS:
+            continue
+        where = _user_line(getattr(op, "traceback", None))
+        text = f"{op.type} at {where}" if where else op.type
+        if text not in found:
+            found.append(text)
+    return found
+
+
+def note(found: list[str], limit: int = 3) -> str:
+    """One line: why a re-run of this step may not repeat training's numbers, and the fix."""
+    shown = ", ".join(found[:limit]) + (f" (+{len(found) - limit} more)" if len(found) > limit else "")
+    return (
+        f"the step draws from TensorFlow's stateful random ops ({shown}), whose state no bundle can hold: a "
+        "re-run draws other numbers than training did, so whether the NaN comes back is chance; draw them with "
+        "keras.random.* and a keras.random.SeedGenerator (or tf.random.stateless_*) to make the step replayable"
+    )

@@ -1,0 +1,292 @@
+"""Training-loop shapes users write, unlike the zoo's: compile() speed knobs (``steps_per_execution``,
+``jit_compile``, ``run_eagerly``, in stop and skip mode), keras.io's WGAN-GP (nested tapes, two optimizers, a
+``d_steps`` loop in ``train_step``), keras.io's "Customizing what happens in fit()" (``compute_loss``, metrics by
+hand, its own ``test_step``, validation data), a subclass whose ``call`` branches on ``training`` (Dropout,
+BatchNormalization: the replay must draw the same dropout mask), and custom ``tf.GradientTape`` loops with
+``guard_step`` at module level, in a notebook (a real kernel, headless) and under MirroredStrategy on two logical
+CPUs.
+
+Each program (tests/programs/shapes/) runs as its user runs it, with a real NaN bug on the line marked ``# ORIGIN``.
+The checks are what a user sees: the run's own output (which steps failed, whether the weights stayed finite),
+the line the bundle's findings name, and whether ``nanlens locate --replay`` / ``nanlens replay`` reproduce the
+step from the bundle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pyadapter import CaptureBundle
+
+SHAPES = Path(__file__).parent / "programs" / "shapes"
+ORIGIN_RE = re.compile(r"#\s*ORIGIN\b")
+TIMEOUT = 600
+
+pytestmark = pytest.mark.slow
+
+
+def marked_line(path: Path) -> int:
+    (line,) = [
+        n for n, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if ORIGIN_RE.search(text)
+    ]
+    return line
+
+
+def child_env() -> dict[str, str]:
+    return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
+
+
+def run_program(name: str, work: Path, *args: str) -> subprocess.CompletedProcess:
+    """The program as its user runs it: ``python program.py ARGS`` in a folder of theirs (bundles go to
+    ``captures/`` there, as the programs say)."""
+    return subprocess.run(
+        [sys.executable, str(SHAPES / name), *args],
+        cwd=work,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+
+
+def bundles(work: Path) -> list[Path]:
+    return sorted((p.parent for p in (work / "captures").glob("*/manifest.json")), key=lambda p: p.name)
+
+
+def scene_origin(bundle: Path) -> dict:
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    assert "findings.json" in manifest["files"], (
+        f"no findings.json in {bundle}: {manifest.get('located_at_scene')}"
+    )
+    origin = json.loads((bundle / "findings.json").read_text(encoding="utf-8"))["origin"]
+    assert origin is not None, f"{bundle}: findings.json has no origin"
+    return origin
+
+
+def at(origin: dict) -> tuple[Path, int]:
+    return Path(origin["file"]), origin["line"]
+
+
+def nanlens_json(*args: str, cwd: Path | None = None) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-m", "pyadapter", *args, "--json"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=child_env(),
+    )
+    assert done.returncode in (0, 1), done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def output_value(stdout: str, label: str) -> str:
+    (value,) = re.findall(rf"^{re.escape(label)}: (.*)$", stdout, flags=re.MULTILINE)
+    return value
+
+
+def assert_replays_by_reentry(bundle: Path, program: Path, locate: bool = True) -> None:
+    """From the bundle alone: ``nanlens locate --replay`` names the marked line and ``nanlens replay`` reproduces
+    the step in graph and eager mode, with every captured value put back (no warnings)."""
+    if locate:
+        located = nanlens_json("locate", str(bundle), "--replay")
+        assert at(located["origin"]) == (program.resolve(), marked_line(program)), located["origin"]
+        assert located["bundle"]["route"].startswith("replayed by re-entry")
+    replayed = nanlens_json("replay", str(bundle))
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
+    assert replayed["warnings"] == [], replayed["warnings"]
+
+
+# ---- compile(steps_per_execution=..., jit_compile=..., run_eagerly=...) ------------------------------------------
+
+COMPILE_OPTIONS = SHAPES / "fit_compile_options.py"
+BAD_ROW = 7  # the zero price sits in row 7 of batch 11 of each epoch (20 batches of 32 per epoch)
+
+
+def test_steps_per_execution_checks_every_step_and_skips_only_the_bad_ones(tmp_path):
+    """Eight steps per execution: each step is still checked on its own; skip mode skips exactly the two bad
+    steps (batch 11 of both epochs), applies the 38 others, and each bundle holds its own step's batch."""
+    done = run_program(COMPILE_OPTIONS.name, tmp_path, "--steps-per-execution", "8", "--on-nan", "skip")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert output_value(done.stdout, "failures") == "[11, 31]"
+    assert output_value(done.stdout, "weights finite") == "True"
+    assert output_value(done.stdout, "epochs run") == "2"
+    assert output_value(done.stdout, "optimizer iterations") == "38"
+    # Said once: the guard runs the 8 steps as 8 calls, so steps_per_execution's speed-up is given up.
+    assert done.stderr.count("NanGuard: steps_per_execution=8: each step is still checked") == 1
+    found = bundles(tmp_path)
+    assert [CaptureBundle.load(b).step for b in found] == [11, 31]
+    for bundle in found:
+        _, prices = CaptureBundle.load(bundle).batch()
+        assert np.flatnonzero(np.asarray(prices) == 0.0).tolist() == [BAD_ROW]
+        assert at(scene_origin(bundle)) == (COMPILE_OPTIONS.resolve(), marked_line(COMPILE_OPTIONS))
+    assert_replays_by_reentry(found[0], COMPILE_OPTIONS, locate=False)
+
+
+@pytest.mark.parametrize("option", ["--jit-compile", "--run-eagerly"])
+def test_xla_and_eager_fit_stop_at_the_bad_step_and_locate_it(tmp_path, option):
+    done = run_program(COMPILE_OPTIONS.name, tmp_path, option)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert output_value(done.stdout, "failures") == "[11]"
+    assert output_value(done.stdout, "weights finite") == "True"
+    assert output_value(done.stdout, "optimizer iterations") == "11"  # steps 0-10 applied, 11 not
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (COMPILE_OPTIONS.resolve(), marked_line(COMPILE_OPTIONS))
+    if option == "--jit-compile":
+        assert_replays_by_reentry(bundle, COMPILE_OPTIONS)
+
+
+def test_xla_fit_in_skip_mode_goes_on_with_finite_weights(tmp_path):
+    done = run_program(COMPILE_OPTIONS.name, tmp_path, "--jit-compile", "--on-nan", "skip")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert output_value(done.stdout, "failures") == "[11, 31]"
+    assert output_value(done.stdout, "weights finite") == "True"
+    assert output_value(done.stdout, "optimizer iterations") == "38"
+
+
+# ---- subclassed models with their own train_step ---------------------------------------------------------------
+
+
+def test_wgan_gp_withholds_both_updates_and_is_honest_about_its_random_draws(tmp_path):
+    """keras.io's WGAN-GP: the NaN starts in the gradient penalty's sqrt (backward, at a zero input gradient),
+    inside the critic's d_steps loop. Neither model takes the NaN update. The step draws its latent vectors and
+    interpolation weights with unseeded ``tf.random.normal`` / ``tf.random.uniform``, whose state lives in the
+    op's kernel: a re-run draws other numbers. When the scene's re-run stays finite, it says so and why, in one
+    line naming the ops and their lines (not "no origin" alone); when it does reproduce, the line is the right
+    one. The replay puts back both Adams' state, and does not build the RMSprop that ``super().compile()`` made
+    and nothing used (no "variables have no captured value" warning)."""
+    program = SHAPES / "wgan_gp.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert output_value(done.stdout, "d weights finite") == "True"
+    assert output_value(done.stdout, "g weights finite") == "True"
+    (bundle,) = bundles(tmp_path)
+    captured = CaptureBundle.load(bundle)
+    gradients = captured.non_finite.gradients
+    assert gradients and len(gradients) == len(set(gradients)), gradients  # three critic updates, names once
+    findings = json.loads((bundle / "findings.json").read_text(encoding="utf-8"))
+    if findings["origin"] is not None:
+        assert at(findings["origin"]) == (program.resolve(), marked_line(program))
+    else:
+        assert "stateful random ops (RandomStandardNormal at wgan_gp.py:73" in done.stderr
+        assert any("RandomUniform at wgan_gp.py:53" in w for w in findings["warnings"]), findings["warnings"]
+    replayed = nanlens_json("replay", str(bundle))
+    assert replayed["warnings"] == [], replayed["warnings"]
+    if replayed["reproduced"] != {"graph": True, "eager": True}:
+        assert "stateful random ops" in replayed["note"], replayed
+    else:
+        assert replayed["note"] is None
+
+
+def test_customized_train_and_test_step_with_validation_data(tmp_path):
+    program = SHAPES / "fit_custom_train_step.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert CaptureBundle.load(bundle).step == 10  # row 700 of 1000, batches of 64
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
+    assert_replays_by_reentry(bundle, program, locate=False)
+
+
+def test_dropout_mask_is_drawn_again_by_the_replay(tmp_path):
+    """The NaN needs dropout to drop all eight features of one sample: the scene's re-run and both replays see it
+    only if they draw the training step's dropout mask, at a step well past the first."""
+    program = SHAPES / "fit_subclass_dropout.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert CaptureBundle.load(bundle).step > 3
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
+    assert_replays_by_reentry(bundle, program)
+
+
+# ---- custom tf.GradientTape loops with guard_step ----------------------------------------------------------------
+
+
+def test_module_level_loop_stops_on_a_nan_loss_with_finite_gradients(tmp_path):
+    """The balanced loss is NaN (0 / 0 for a class missing from batch 5) while every gradient is finite: the
+    differentiated loss is checked before the update, so the step is stopped, not applied and forgotten."""
+    program = SHAPES / "loop_module_level.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "stopped: NanGuard: step 5: non-finite loss." in done.stdout
+    (bundle,) = bundles(tmp_path)
+    captured = CaptureBundle.load(bundle)
+    assert (captured.step, captured.non_finite.loss, captured.non_finite.gradients) == (5, True, [])
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
+    assert_replays_by_reentry(bundle, program)
+
+
+def test_debugger_stops_inside_the_tf_function_step_of_a_module_level_loop(tmp_path):
+    """ "Replay eagerly" on the loop's bundle: debugpy stops on the origin line inside the ``@tf.function`` step
+    (the program is re-entered up to its guarded step), and the frame holds the real batch's class counts."""
+    from dap_client import DapClient, replay_stopped_at
+    from replay_fixtures import quiet_env
+
+    program = SHAPES / "loop_module_level.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 1, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    source, line = str(program.resolve()), marked_line(program)
+    with DapClient([sys.executable, "-m", "debugpy.adapter"], env=quiet_env()) as dap:
+        stopped = replay_stopped_at(dap, str(bundle), str(SHAPES), source, line)
+        assert stopped["body"]["reason"] == "breakpoint"
+        thread = stopped["body"]["threadId"]
+        (top,) = dap.request("stackTrace", {"threadId": thread, "levels": 1})["body"]["stackFrames"]
+        assert (top["source"]["path"], top["line"]) == (source, line)
+        request = {"expression": "counts.numpy().tolist()", "frameId": top["id"], "context": "repl"}
+        counts = dap.request("evaluate", request)["body"]["result"]
+        assert counts.endswith(", 0.0]"), counts  # batch 5 has no sample of class 2
+        dap.request("continue", {"threadId": thread})
+        dap.wait_event("terminated", timeout=120)
+        assert "eager: NaN reproduced" in dap.debuggee_output()
+
+
+def test_mirrored_loop_at_module_level(tmp_path):
+    program = SHAPES / "loop_mirrored.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "stopped: NanGuard: step 13:" in done.stdout  # the first zero count is in batch 13
+    # Per-replica arguments are not re-run at the scene; the user is told so, and `nanlens locate` replays.
+    assert "NaN Lens: not located here: the step's arguments are per-replica" in done.stderr
+    (bundle,) = bundles(tmp_path)
+    located = nanlens_json("locate", str(bundle))
+    assert at(located["origin"]) == (program.resolve(), marked_line(program))
+    assert located["bundle"]["reproduced"] == {"graph": True, "eager": True}, located["bundle"]["verdicts"]
+
+
+def test_notebook_loop_is_located_in_its_cell(tmp_path):
+    pytest.importorskip("nbclient")
+    pytest.importorskip("ipykernel")
+    from pyadapter.evaluate.notebook import run_argv
+
+    # The user's notebook in the user's folder: Jupyter starts the kernel there, and its captures/ go there.
+    notebook = tmp_path / "loop_notebook.ipynb"
+    shutil.copyfile(SHAPES / notebook.name, notebook)
+    done = subprocess.run(
+        run_argv(notebook), cwd=tmp_path, env=child_env(), capture_output=True, text=True, timeout=TIMEOUT
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "INFO:tensorflow" not in done.stdout + done.stderr  # the scene's dump leaves the cell output alone
+    assert "Failed to read source code" not in done.stdout + done.stderr
+    (bundle,) = bundles(tmp_path)
+    assert bundle.name.startswith("loop_notebook-")
+    origin = scene_origin(bundle)
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    (cell,) = [i for i, c in enumerate(cells) if "# ORIGIN" in "".join(c["source"])]
+    (line,) = [
+        n for n, text in enumerate("".join(cells[cell]["source"]).splitlines(), 1) if "# ORIGIN" in text
+    ]
+    assert (Path(origin["file"]), origin.get("cell"), origin["line"]) == (notebook.resolve(), cell, line)
+    replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)  # nanlens runs programs inside its folder
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
+    assert replayed["route"].startswith("replayed by re-entry: ran the notebook loop_notebook.ipynb")
