@@ -1,7 +1,9 @@
 // Issue 16, "for a CSV capture the hover names data.csv and the row; clicking it opens that row". A regression reads
 // weather.csv from its folder with make_csv_dataset (which shuffles); one pressure reading is "nan". The program
-// runs under NanGuard (located at the scene). In the editor the reading line (the line to change) carries the data
-// cause; its hover names weather.csv and the line of the bad row, and clicking that opens weather.csv there.
+// runs under NanGuard. The failing batch already holds the NaN, so the scene leaves locating to a re-run of the input
+// pipeline, which runs the program: the bundle waits for the user's Locate (one click on the lens). Then the
+// reading line (the line to change) carries the data cause; its hover names weather.csv and the line of the bad
+// row, and clicking that opens weather.csv there.
 //
 // Nothing is faked: a real training run (real TensorFlow), the real server and editor.
 
@@ -16,7 +18,7 @@ import { bundlesIn, lineOf } from './lib/capture.mjs';
 import { REPO_DIR, VENV_PYTHON } from './lib/paths.mjs';
 import { removeOnExit, waitFor } from './lib/procs.mjs';
 import { withSession } from './lib/session.mjs';
-import { cursorPosition, gutterDecorations, hoverLine, openFile } from './lib/workbench.mjs';
+import { clickCodeLens, codeLenses, cursorPosition, gutterDecorations, hoverLine, openFile } from './lib/workbench.mjs';
 
 const PROGRAM = 'csv_shuffled.py';
 const BAD_ROW = 1042; // 0-based data row; the file's line is BAD_ROW + 2 (header, 1-based)
@@ -63,9 +65,15 @@ test('the data cause links the bad CSV row: the hover names weather.csv and its 
   const changeLine = lineOf(join(workspace, PROGRAM), '# CHANGE');
 
   await withSession({ name: 'datarow', folder: workspace, timeoutMs: 270000 }, async (s) => {
+    await openFile(s.page, PROGRAM, { line: 1 });
+    await waitFor(async () => (await codeLenses(s.page)).find((l) => l.title.includes('Locate NaN in')), {
+      timeoutMs: 60000,
+      what: 'the CodeLens "Locate NaN in ... (runs csv_shuffled.py)"',
+    });
+    await clickCodeLens(s.page, 'Locate NaN in');
     await openFile(s.page, PROGRAM, { line: changeLine });
     await waitFor(async () => (await gutterDecorations(s.page, { line: changeLine })).length > 0, {
-      timeoutMs: 90000,
+      timeoutMs: 150000,
       intervalMs: 500,
       what: `the change marker on ${PROGRAM}:${changeLine} (the reading line)`,
     });
