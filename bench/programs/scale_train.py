@@ -131,14 +131,14 @@ def main(argv: list[str]) -> None:
     timings: dict = {}
     after_step = NanGuard._after_step
 
-    def timed_after_step(self, function, verdict, captured, logs):
+    def timed_after_step(self, function, verdict, *rest, **options):
         if bool(verdict.ok):
-            return after_step(self, function, verdict, captured, logs)
+            return after_step(self, function, verdict, *rest, **options)
         rss_before = _status_kb("VmRSS")
         _reset_peak_rss()
         started, cpu = time.perf_counter(), time.process_time()
         try:
-            return after_step(self, function, verdict, captured, logs)
+            return after_step(self, function, verdict, *rest, **options)
         finally:
             timings.update(seconds=time.perf_counter() - started, cpu_seconds=time.process_time() - cpu,
                            rss_before_mb=rss_before / 1024, peak_rss_mb=_status_kb("VmHWM") / 1024)
