@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from pyadapter.cause import CauseContext, attach_cause, cause_of, classify
-from pyadapter.cause.trend import growth
+from pyadapter.cause.trend import fast_growth, growth, large_update
 from pyadapter.findings import Finding, Findings, InputHealth, OpRef, TensorHealth
 from pyadapter.fixes import apply_edits, cause_fixes
 
@@ -405,3 +405,122 @@ def test_a_float16_overflow_in_a_replayed_model_names_the_float16_layer(tmp_path
         findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_float16")
     )
     assert cause.kind == "precision" and cause.change is not None and cause.change.line == 5
+
+
+def matmul_nan_origin(program: Path) -> Finding:
+    """A MatMul whose finite inputs are so large that +inf and -inf products meet in its sums: all NaN, no Inf."""
+    return Finding(
+        file=str(program),
+        line=FIT_LINE,
+        role="origin",
+        op=OpRef("sequential/dense_1/MatMul", "MatMul"),
+        health=TensorHealth(dtype="float32", size=32, nan=32),
+        inputs=[
+            InputHealth(
+                "sequential/dense/BiasAdd:0", TensorHealth(dtype="float32", size=512, neg=352, pos=160)
+            ),
+            InputHealth(
+                "sequential/dense_1/ReadVariableOp:0", TensorHealth(dtype="float32", size=16, neg=5, pos=11)
+            ),
+        ],
+    )
+
+
+def fast_history() -> list[dict]:
+    """Ten calm steps, then one update that takes the loss from ~2e2 to ~4e35: the run fails at step 11."""
+    calm = [
+        {"step": s, "loss": 240.0 - s, "grad_norm": 90.0, "weight_norm": 5.0, "update_ratio": 2e-3}
+        for s in range(10)
+    ]
+    jump = {"step": 10, "loss": 4.3e35, "grad_norm": 7e28, "weight_norm": 7e27, "update_ratio": None}
+    failed = {
+        "step": 11,
+        "loss": None,
+        "loss_nonfinite": "inf",
+        "grad_norm": None,
+        "grad_norm_nonfinite": "nan",
+    }
+    return [*calm, jump, failed]
+
+
+def test_a_one_step_blow_up_into_a_matmul_overflow_is_a_fast_divergence(tmp_path: Path) -> None:
+    """One step is no trend, but a x1e33 jump made by the last update, ending in an overflow, is a divergence: the
+    optimizer line is the one to change, and the summary says the jump in numbers."""
+    program = write_program(tmp_path)
+    context = CauseContext(history=fast_history(), entry_script=str(program), model_info={"optimizer": "SGD"})
+    assert growth(context.history) is None
+    cause = classify(findings_of(matmul_nan_origin(program)), context)
+    assert cause.kind == "divergence", cause.summary
+    assert (
+        cause.evidence["fast"] is True and cause.evidence["series"] == "loss" and cause.evidence["steps"] == 1
+    )
+    assert "the loss jumped x1.86e+33 in 1 step (231 at step 9 to 4.3e+35 at step 10)" in cause.summary
+    assert "until MatMul overflowed float32" in cause.summary
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE
+    assert "learning rate 0.05" in cause.change.what
+
+
+def test_an_update_larger_than_the_weights_is_a_fast_divergence(tmp_path: Path) -> None:
+    """No series jumped a thousandfold, but the last update was 40 times the weights' norm: a learning rate far too
+    high, not a wrong op."""
+    program = write_program(tmp_path)
+    history = [
+        {"step": s, "loss": 3.0, "grad_norm": 2.0, "weight_norm": 1.0, "update_ratio": 1e-3} for s in range(5)
+    ]
+    history.append({"step": 5, "loss": 30.0, "grad_norm": 20.0, "weight_norm": 40.0, "update_ratio": 40.0})
+    history.append({"step": 6, "loss": None, "loss_nonfinite": "inf"})
+    cause = classify(
+        findings_of(overflow_origin(program)),
+        CauseContext(history=history, entry_script=str(program), model_info={"optimizer": "SGD"}),
+    )
+    assert cause.kind == "divergence", cause.summary
+    assert cause.evidence["update_ratio"] == {"step": 5, "ratio": 40.0}
+    assert "the update at step 5 was 40 times the weights' norm" in cause.summary
+
+
+def test_a_matmul_nan_or_an_exp_overflow_on_calm_steps_stays_an_op(tmp_path: Path) -> None:
+    """The same overflows after steps whose numbers stayed put: nothing the updates did, so a wrong op; and a log
+    of zero after a one-step jump is still the log's (it is not an overflow)."""
+    program = write_program(tmp_path)
+    calm = [
+        {
+            "step": s,
+            "loss": 2.0 + 0.1 * (s % 3),
+            "grad_norm": 5.0,
+            "weight_norm": 3.0 + 0.01 * s,
+            "update_ratio": 1e-3,
+        }
+        for s in range(12)
+    ]
+    calm.append({"step": 12, "loss": None, "loss_nonfinite": "nan"})
+    for origin in (matmul_nan_origin(program), overflow_origin(program, line=EXP_LINE, op="Exp")):
+        cause = classify(findings_of(origin), CauseContext(history=calm, entry_script=str(program)))
+        assert cause.kind == "op" and cause.evidence["overflow"] is True, cause.summary
+    cause = classify(
+        findings_of(log_origin(program)), CauseContext(history=fast_history(), entry_script=str(program))
+    )
+    assert cause.kind == "op" and cause.change is not None and cause.change.line == LOG_LINE
+
+
+def test_fast_growth_reads_only_the_steps_before_the_failure() -> None:
+    # A thousandfold jump long before the failure, then calm steps: not the blow-up that made the NaN.
+    early = [
+        {"step": 0, "loss": 1e-3},
+        {"step": 1, "loss": 5.0},
+        *({"step": s, "loss": 5.0} for s in range(2, 12)),
+    ]
+    assert fast_growth([*early, {"step": 12, "loss": None, "loss_nonfinite": "nan"}]) is None
+    # A series that stopped being recorded steps before the failure says nothing about it.
+    stale = [
+        {"step": 0, "grad_norm": 1.0},
+        {"step": 1, "grad_norm": 1e6},
+        *({"step": s} for s in range(2, 8)),
+    ]
+    assert fast_growth(stale) is None
+    assert (
+        large_update([{"step": 0, "update_ratio": 0.5}, {"step": 1, "loss": None, "loss_nonfinite": "inf"}])
+        is None
+    )
+    assert large_update(
+        [{"step": 0, "update_ratio": 3.0}, {"step": 1, "loss": None, "loss_nonfinite": "inf"}]
+    ) == (0, 3.0)

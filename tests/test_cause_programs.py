@@ -7,7 +7,9 @@ change (the line marked ``# CHANGE`` / ``# ORIGIN`` in the program):
   in the array passed to fit and the line of readings.csv;
 - precision: tests/programs/mixed_precision_fit.py (float16 exp overflow in a custom layer) -> the exp line in that layer (its
   construction line named as the other way), float16's range in the evidence;
-- op: tests/zoo/zoo_log_of_zero.py (log of a probability that underflows to 0) stays ``op`` at the log line.
+- op: tests/zoo/zoo_log_of_zero.py (log of a probability that underflows to 0) stays ``op`` at the log line;
+- fast divergence: tests/programs/loop_divergence.py at ten times its learning rate and
+  tests/programs/fit_fast_divergence.py (SGD at 1.0) blow up in 1-3 steps with a MatMul overflow -> divergence.
 """
 
 from __future__ import annotations
@@ -131,3 +133,42 @@ def test_log_of_zero_stays_an_op(tmp_path: Path) -> None:
     assert cause["kind"] == "op", cause
     assert cause["change"]["line"] == marked_line(program, "ORIGIN")
     assert cause["evidence"]["op"] == "Log"
+
+
+def test_a_custom_loop_at_ten_times_the_rate_is_a_divergence_not_an_op(tmp_path: Path) -> None:
+    """loop_divergence.py as a user would run it with its learning rate raised from 3e-4 to 3e-3: the loss goes
+    from 290 to ~1e33 in three steps and a MatMul on huge-but-finite values makes NaN (+inf and -inf products
+    summed). That is the divergence, with the optimizer line to change and the guard's window search run."""
+    source = (PROGRAMS / "loop_divergence.py").read_text()
+    assert source.count("learning_rate=3e-4") == 1
+    edited = tmp_path / "edited" / "loop_divergence.py"
+    edited.parent.mkdir()
+    edited.write_text(source.replace("learning_rate=3e-4", "learning_rate=3e-3"))
+    findings = train_and_locate(tmp_path, edited, "captures")
+    cause = findings["cause"]
+    assert cause["kind"] == "divergence", cause
+    assert cause["change"]["line"] == marked_line(edited, "CHANGE")
+    assert cause["evidence"]["learning_rate"] == 3e-3 and cause["evidence"]["factor"] > 1e6
+    assert "the run diverged at learning rate 0.003" in cause["summary"]
+    window = cause["evidence"]["window"]  # searched because the scene's cause was a divergence
+    assert 0 < window["suggested_learning_rate"] < window["largest_finite_learning_rate"] < 3e-3
+    assert findings["origin"]["op"]["type"] in ("MatMul", "Square", "AddV2", "Mul", "BiasAdd", "Sub")
+
+
+def test_fit_that_blows_up_in_one_step_is_a_divergence(tmp_path: Path) -> None:
+    """SGD(learning_rate=1.0) on unscaled regression data: one update takes the loss from ~1e8 to ~1e35 and the
+    next step's MatMul overflows; one step is no trend, but the jump is the evidence of a divergence."""
+    program = PROGRAMS / "fit_fast_divergence.py"
+    findings = train_and_locate(tmp_path, program, "captures")
+    cause = findings["cause"]
+    assert cause["kind"] == "divergence", cause
+    assert cause["change"]["file"] == str(tmp_path / program.name)
+    assert cause["change"]["line"] == marked_line(program, "CHANGE")
+    evidence = cause["evidence"]
+    assert evidence["learning_rate"] == 1.0 and evidence["factor"] >= 1e3
+    assert (
+        "the run diverged at learning rate 1: the" in cause["summary"]
+        and "overflowed float32" in cause["summary"]
+    )
+    assert "learning rate 1 (SGD): " in cause["change"]["what"]
+    assert findings["origin"]["op"]["type"] in ("MatMul", "Square", "AddV2", "Mul", "BiasAdd", "Sub")

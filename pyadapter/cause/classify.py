@@ -37,6 +37,25 @@ DOMAIN_OPS = frozenset(
         "Betainc",
     }
 )
+# Ops that sum products of their inputs: once the products pass the dtype's max, +inf and -inf meet in the sum and
+# the output is NaN rather than Inf (an overflow all the same; a MatMul of finite inputs has no other way to NaN).
+ACCUMULATING_OPS = frozenset(
+    {
+        "MatMul",
+        "BatchMatMul",
+        "BatchMatMulV2",
+        "BatchMatMulV3",
+        "Einsum",
+        "Conv1D",
+        "Conv2D",
+        "Conv3D",
+        "DepthwiseConv2dNative",
+        "Conv2DBackpropInput",
+        "Conv2DBackpropFilter",
+        "Conv3DBackpropInputV2",
+        "Conv3DBackpropFilterV2",
+    }
+)
 DIVISION_OPS = frozenset({"RealDiv", "Div", "TrueDiv", "FloorDiv", "Reciprocal", "Inv", "DivNoNan", "Xdivy"})
 # The largest finite value of each half-precision dtype (float32's is 3.4e38).
 DTYPE_MAX = {"float16": 65504.0, "half": 65504.0, "bfloat16": 3.3895313892515355e38}
@@ -92,11 +111,18 @@ def _dtype(finding: Finding) -> str | None:
 
 def is_overflow(origin: Finding) -> bool:
     """Inf made from finite inputs by an op that overflows (MatMul, Square, Exp, ...), not one outside its
-    domain (log of 0) and not a division by an input holding zeros."""
+    domain (log of 0) and not a division by an input holding zeros. NaN counts for ops that sum products
+    (MatMul, Conv2D): +inf and -inf products meet in their sums."""
     health = origin.health
-    if health is None or health.pos_inf + health.neg_inf == 0:
+    if health is None or health.non_finite == 0:
         return False
     if any(i.health is not None and not i.health.is_finite for i in origin.inputs):
+        return False
+    if health.pos_inf + health.neg_inf == 0 and not (
+        origin.op.type in ACCUMULATING_OPS
+        and origin.inputs
+        and all(i.health is not None and (i.health.size or 0) > 0 for i in origin.inputs)
+    ):
         return False
     op = origin.op.type
     if op in DOMAIN_OPS or (origin.op.forward_op or "").rsplit("/", 1)[-1].split("_")[0] in DOMAIN_OPS:
@@ -165,6 +191,10 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     growth = trend.growth(context.history)
     if overflow and growth is not None:
         return _divergence(context, units, origin, growth)
+    if overflow and known and (fast := _fast(context)) is not None:
+        # Blew up in 1-3 steps, too fast for a trend: a jump of finite values the last updates made, or an
+        # update larger than the weights, is a divergence; an overflow on steady values stays a wrong op.
+        return _divergence(context, units, origin, *fast)
     if overflow and not known:
         return Cause(
             "unknown",
@@ -213,6 +243,8 @@ def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Find
     growth = trend.growth(context.history)
     if growth is not None:
         return _divergence(context, units, origin, growth)
+    if (fast := _fast(context)) is not None:
+        return _divergence(context, units, origin, *fast)
     recorded = [
         str(context.model_info.get("optimizer") or ""),
         *[str(name) for name in context.model_info.get("optimizers") or []],
@@ -267,38 +299,68 @@ def _op(findings: Findings, origin: Finding, growth: trend.Trend | None, overflo
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
 
 
+def _fast(context: CauseContext) -> tuple[trend.Trend | None, tuple[int, float] | None] | None:
+    """(jump, large update) of a fast divergence (``trend.fast_growth``, ``trend.large_update``), None without
+    either."""
+    jump, update = trend.fast_growth(context.history), trend.large_update(context.history)
+    return (jump, update) if jump is not None or update is not None else None
+
+
 def _divergence(
-    context: CauseContext, units: list[SourceUnit], origin: Finding, growth: trend.Trend
+    context: CauseContext,
+    units: list[SourceUnit],
+    origin: Finding,
+    growth: trend.Trend | None,
+    update: tuple[int, float] | None = None,
 ) -> Cause:
+    """A divergence: ``growth`` is the history's geometric trend, or (a fast divergence) the jump of the last
+    steps and/or ``update``, an update larger than the weights."""
     recorded = [
         str(context.model_info.get("optimizer") or ""),
         *[str(name) for name in context.model_info.get("optimizers") or []],
     ]
     site = change_line.optimizer_site(units, [name for name in recorded if name])
-    label = {
-        "loss": "loss",
-        "logged_loss": "logged loss",
-        "grad_norm": "gradient norm",
-        "update_ratio": "update/weight ratio",
-        "max_abs_output": "largest activation",
-    }.get(growth.series, growth.series)
     evidence: dict[str, Any] = {
-        "trend": growth.to_json(),
-        "series": growth.series,
-        "rate_per_step": growth.to_json()["rate_per_step"],
-        "steps": growth.steps,
-        "start_step": growth.start_step,
-        "factor": growth.to_json()["factor"],
         "op": origin.op.type,
         "op_name": origin.op.name,
         "output": origin.health.describe() if origin.health else None,
         "optimizer": context.model_info.get("optimizer"),
     }
-    trend_text = (
-        f"the {label} grew x{growth.rate:.3g} per step for {growth.steps} steps "
-        f"({_fmt(growth.start_value)} at step {growth.start_step} to {_fmt(growth.end_value)} at step "
-        f"{growth.end_step})"
-    )
+    fast = update is not None or (growth is not None and not growth.is_growth)
+    texts = []
+    if growth is not None:
+        label = {
+            "loss": "loss",
+            "logged_loss": "logged loss",
+            "grad_norm": "gradient norm",
+            "update_ratio": "update/weight ratio",
+            "max_abs_output": "largest activation",
+            "weight_norm": "weight norm",
+        }.get(growth.series, growth.series)
+        shown = growth.to_json()
+        evidence.update(
+            trend=shown,
+            series=growth.series,
+            rate_per_step=shown["rate_per_step"],
+            steps=growth.steps,
+            start_step=growth.start_step,
+            factor=shown["factor"],
+        )
+        span = (
+            f"({_fmt(growth.start_value)} at step {growth.start_step} to {_fmt(growth.end_value)} at step "
+            f"{growth.end_step})"
+        )
+        if fast:
+            plural = "s" if growth.steps != 1 else ""
+            texts.append(f"the {label} jumped x{growth.factor:.3g} in {growth.steps} step{plural} {span}")
+        else:
+            texts.append(f"the {label} grew x{growth.rate:.3g} per step for {growth.steps} steps {span}")
+    if update is not None:
+        evidence["update_ratio"] = {"step": update[0], "ratio": float(f"{update[1]:.4g}")}
+        texts.append(f"the update at step {update[0]} was {update[1]:.3g} times the weights' norm")
+    if fast:
+        evidence["fast"] = True  # too few steps for a trend: the jump and the update size are the evidence
+    trend_text = " and ".join(texts)
     change = None
     if site is not None:
         rate = site.learning_rate

@@ -114,3 +114,58 @@ def non_finite_at(history: list[dict[str, Any]]) -> int | None:
                 step = entry.get("step")
                 return step if isinstance(step, int) and not isinstance(step, bool) else None
     return None
+
+
+# A fast divergence blows up in 1-3 steps, too few for a trend (MIN_STEPS with MIN_FACTOR): a series that rose at
+# least FAST_FACTOR times over its last FAST_STEPS finite steps, ending at the last finite step before the failure,
+# or an update larger than the weights it changed (UPDATE_RATIO_LIMIT; healthy training moves weights by ~1e-3 of
+# their norm per step), is the evidence instead.
+FAST_FACTOR = 1e3
+FAST_STEPS = 3
+UPDATE_RATIO_LIMIT = 1.0
+FAST_SERIES = ("grad_norm", "loss", "max_abs_output", "weight_norm")
+
+
+def _failure_step(history: list[dict[str, Any]]) -> int | None:
+    """The step the run failed at: the first with a non-finite loss or gradient norm, else the history's last."""
+    failed = non_finite_at(history)
+    if failed is not None:
+        return failed
+    steps = [e["step"] for e in history if isinstance(e, dict) and _is_step(e.get("step"))]
+    return max(steps) if steps else None
+
+
+def _is_step(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def fast_growth(history: list[dict[str, Any]]) -> Trend | None:
+    """The largest jump (at least FAST_FACTOR) of a series over its last FAST_STEPS finite steps, when the series
+    is finite up to the step before the failure; None when no series jumped (a slow rise, or none)."""
+    failed = _failure_step(history)
+    if failed is None:
+        return None
+    jumps = []
+    for key in FAST_SERIES:
+        points = [p for p in _finite_points(history, key) if p[0] <= failed]
+        if len(points) < 2 or points[-1][0] < failed - 1:
+            continue  # a series that stopped earlier says nothing about the steps that blew up
+        recent = [p for p in points if p[0] >= points[-1][0] - FAST_STEPS]
+        low = min(range(len(recent)), key=lambda i: (recent[i][1], -recent[i][0]))
+        (start_step, start_value), (end_step, end_value) = recent[low], recent[-1]
+        if end_step > start_step and start_value > 0 and end_value / start_value >= FAST_FACTOR:
+            jumps.append(Trend(key, start_step, end_step, start_value, end_value, len(recent) - low))
+    return max(jumps, key=lambda t: (t.series in ("grad_norm", "loss"), t.factor), default=None)
+
+
+def large_update(history: list[dict[str, Any]]) -> tuple[int, float] | None:
+    """(step, ratio) of the largest update/weight norm ratio at or above UPDATE_RATIO_LIMIT among the last
+    FAST_STEPS steps before the failure: an update larger than the weights, the mark of a learning rate far too high."""
+    failed = _failure_step(history)
+    if failed is None:
+        return None
+    recent = [
+        (s, v) for s, v in _finite_points(history, "update_ratio") if failed - FAST_STEPS <= s <= failed
+    ]
+    largest = max(recent, key=lambda p: p[1], default=None)
+    return largest if largest is not None and largest[1] >= UPDATE_RATIO_LIMIT else None
