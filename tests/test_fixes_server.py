@@ -127,12 +127,14 @@ def test_stale_bundle_origin_gets_a_verify_lens_after_the_replay_lens(tmp_path: 
     fresh, program = make_record(tmp_path)
     assert [
         lens.command.command for lens in render.code_lenses([fresh], str(program), line_text) if lens.command
-    ] == ["nanlens.replayEagerly"]
+    ] == ["nanlens.replayEagerly", "nanlens.showOpGraph", "nanlens.showTimeline"]
     stale, _ = make_record(tmp_path, stale=True)
     lenses = render.code_lenses([stale], str(program), line_text)
     assert [lens.command.title for lens in lenses if lens.command] == [
         "$(debug-alt) Replay eagerly (step 7)",
         "$(check) Verify fix on captured step",
+        "$(type-hierarchy) Show op graph",
+        "$(graph-line) Health timeline",
     ]
     assert all(lens.range.start.line == ORIGIN_LINE - 1 for lens in lenses)
     assert lenses[1].command is not None
