@@ -15,24 +15,13 @@ from __future__ import annotations
 
 import ast
 
+from pyadapter.cause import change_line
 from pyadapter.cause.model import Cause, format_number, positive_numbers
 from pyadapter.fixes.model import QuickFix, TextEdit
 from pyadapter.fixes.source import LineSource, dotted_name, last_name, read_line
 
-OPTIMIZERS = (
-    "SGD",
-    "Adam",
-    "AdamW",
-    "RMSprop",
-    "Adagrad",
-    "Adadelta",
-    "Adamax",
-    "Nadam",
-    "Ftrl",
-    "Lion",
-    "Lamb",
-    "Adafactor",
-)
+# The optimizers whose learning rate a fix rewrites: the classifier's list, less the wrapper that holds none itself.
+OPTIMIZERS = tuple(name for name in change_line.OPTIMIZERS if name != "LossScaleOptimizer")
 SCHEDULES = (
     "ExponentialDecay",
     "PiecewiseConstantDecay",
