@@ -347,7 +347,7 @@ def _check_trains_only(bundle: CaptureBundle, entry: EntryScript, state: list[An
     step's optimizer trained more than the checkpoint's objects (a second model, a bare tf.Variable), and an
     optimizer built on the checkpoint's alone refuses the rest ("Unknown variable"). The program's own objects
     are then used (re-entry), which build the optimizer on everything the step trains."""
-    captured = len(bundle.weights())
+    captured = len((bundle.manifest.get("weights") or {}).get("variables") or [])  # counted, not read
     held = len(state)
     if captured > held:
         raise ReplayError(
