@@ -138,11 +138,24 @@ def manifest_entry(objects: list[Any]) -> dict[str, str]:
 
 
 def optimizer_variables(optimizer: Any) -> list[Any]:
-    """An optimizer's variables: a list (Keras 3), a CallableList (tf_keras) or a method (tf_keras legacy)."""
+    """An optimizer's state: its variables (a list in Keras 3, a CallableList in tf_keras, a method in tf_keras
+    legacy), then the variables it updates (Keras 3, once built).
+
+    The updated variables are usually the models' own (callers list the models' variables first and drop
+    repeats), but a custom loop may train more with the same optimizer than the models it names: a second model,
+    a bare ``tf.Variable`` (a learned temperature). Those are part of the step's state too: captured, restored
+    around a re-run, set again in a replay (else the replay trains them from their initial values, or a rebuilt
+    optimizer refuses them with "Unknown variable")."""
     variables = optimizer.variables
     if callable(variables) and not isinstance(variables, (list, tuple)):
         variables = variables()
     variables = list(variables)
+    if keras_line(optimizer) == KERAS3:
+        seen = {id(v) for v in variables}
+        for variable in getattr(optimizer, "_trainable_variables", None) or []:
+            if id(variable) not in seen:
+                seen.add(id(variable))
+                variables.append(variable)
     if is_loss_scale_optimizer(optimizer):
         # tf_keras's LossScaleOptimizer lists only its inner optimizer's variables; the loss scale and its growth
         # counter decide whether the replayed step overflows, so they belong to the step's state too.

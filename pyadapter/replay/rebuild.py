@@ -342,6 +342,21 @@ def _check_restored(bundle: CaptureBundle, state: list[Any], warnings: list[str]
         )
 
 
+def _check_trains_only(bundle: CaptureBundle, entry: EntryScript, state: list[Any]) -> None:
+    """Refuse (ReplayError, one line) a rebuild whose objects hold fewer variables than the bundle captured: the
+    step's optimizer trained more than the checkpoint's objects (a second model, a bare tf.Variable), and an
+    optimizer built on the checkpoint's alone refuses the rest ("Unknown variable"). The program's own objects
+    are then used (re-entry), which build the optimizer on everything the step trains."""
+    captured = len((bundle.manifest.get("weights") or {}).get("variables") or [])  # counted, not read
+    held = len(state)
+    if captured > held:
+        raise ReplayError(
+            f"{bundle.path}: the step trains {captured - held} more variables than its checkpoint's objects hold "
+            f"({captured} captured, {held} rebuilt from {entry.path.name}: a second model or a tf.Variable its "
+            "optimizer also trains); replay runs the program itself for them"
+        )
+
+
 def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]) -> StepProgram:
     from pyadapter.capture.keras_lines import is_model, is_optimizer
     from pyadapter.replay.state import build_optimizers
@@ -357,8 +372,11 @@ def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]
     trainable = [v for m in models for v in m.trainable_variables]
     # Optimizer slots are made on first use; make them now so the checkpoint's values land in them.
     build_optimizers(optimizers, trainable, name_scopes=False)
+    state = unique(
+        [v for m in models for v in m.variables] + [v for o in optimizers for v in optimizer_variables(o)]
+    )
+    _check_trains_only(bundle, entry, state)
     restore_checkpoint(bundle, checkpoint).expect_partial()
-    state = [v for m in models for v in m.variables] + [v for o in optimizers for v in optimizer_variables(o)]
     _check_restored(bundle, state, warnings)
     args, kwargs = captured_arguments(bundle)
     return loop_step_program(bundle, _python_function(step), models, optimizers, args, kwargs)
