@@ -11,77 +11,19 @@ from typing import Any
 
 from pyadapter.cause import change_line, provenance, python_feed, trend
 from pyadapter.cause.model import Cause, Change, format_number, positive_numbers
+from pyadapter.cause.ops import (
+    DECODE_OPS,
+    DIVISION_OPS,
+    DOMAIN_OPS,
+    DTYPE_MAX,
+    FLOAT16_TINY,
+    FLOAT32_MAX,
+    VARIABLE_READS,
+    dtype_of,
+    is_overflow,
+)
 from pyadapter.cause.sources import SourceUnit, user_sources
 from pyadapter.findings import Finding, Findings
-
-# Ops that make NaN/Inf from finite inputs outside their domain: log(0), sqrt(-1), ... (not an overflow).
-DOMAIN_OPS = frozenset(
-    {
-        "Log",
-        "Log1p",
-        "Sqrt",
-        "Rsqrt",
-        "SqrtGrad",
-        "RsqrtGrad",
-        "Acos",
-        "Asin",
-        "Atanh",
-        "Acosh",
-        "Lgamma",
-        "Digamma",
-        "Xlogy",
-        "Xlog1py",
-        "Pow",
-        "Igamma",
-        "Igammac",
-        "Betainc",
-    }
-)
-# Ops that sum products of their inputs: once the products pass the dtype's max, +inf and -inf meet in the sum and
-# the output is NaN rather than Inf (an overflow all the same; a MatMul of finite inputs has no other way to NaN).
-ACCUMULATING_OPS = frozenset(
-    {
-        "MatMul",
-        "BatchMatMul",
-        "BatchMatMulV2",
-        "BatchMatMulV3",
-        "Einsum",
-        "Conv1D",
-        "Conv2D",
-        "Conv3D",
-        "DepthwiseConv2dNative",
-        "Conv2DBackpropInput",
-        "Conv2DBackpropFilter",
-        "Conv3DBackpropInputV2",
-        "Conv3DBackpropFilterV2",
-    }
-)
-DIVISION_OPS = frozenset({"RealDiv", "Div", "TrueDiv", "FloorDiv", "Reciprocal", "Inv", "DivNoNan", "Xdivy"})
-# The largest finite value of each half-precision dtype (float32's is 3.4e38).
-DTYPE_MAX = {"float16": 65504.0, "half": 65504.0, "bfloat16": 3.3895313892515355e38}
-FLOAT32_MAX = 3.4028234663852886e38
-# The smallest positive (subnormal) value of float16: smaller magnitudes, an epsilon of 1e-8 included, become 0.
-FLOAT16_TINY = 5.960464477539063e-08
-# Ops that read a variable: non-finite output with no inputs means the weights were non-finite before the step.
-# Ops that turn stored records into tensors: a NaN/Inf they output was in the data they read.
-DECODE_OPS = frozenset(
-    {
-        "ParseExample",
-        "ParseExampleV2",
-        "ParseSingleExample",
-        "ParseSequenceExample",
-        "ParseSequenceExampleV2",
-        "ParseSingleSequenceExample",
-        "DecodeCSV",
-        "DecodeRaw",
-        "DecodePaddedRaw",
-        "ParseTensor",
-        "StringToNumber",
-        "DecodeNpy",
-        "DecodeJSONExample",
-    }
-)
-VARIABLE_READS = frozenset({"ReadVariableOp", "VarHandleOp", "ResourceGather", "VariableV2", "Identity"})
 
 
 @dataclass
@@ -101,35 +43,6 @@ class CauseContext:
     folders: list[str] | None = None  # where data files may be read (None: the current directory)
     # The guard's learning-rate search over its window (``manifest["window"]["search"]``), when it ran.
     window_search: dict[str, Any] | None = None
-
-
-def _dtype(finding: Finding) -> str | None:
-    if finding.health is not None and finding.health.dtype:
-        return finding.health.dtype
-    return next((i.health.dtype for i in finding.inputs if i.health is not None and i.health.dtype), None)
-
-
-def is_overflow(origin: Finding) -> bool:
-    """Inf made from finite inputs by an op that overflows (MatMul, Square, Exp, ...), not one outside its
-    domain (log of 0) and not a division by an input holding zeros. NaN counts for ops that sum products
-    (MatMul, Conv2D): +inf and -inf products meet in their sums."""
-    health = origin.health
-    if health is None or health.non_finite == 0:
-        return False
-    if any(i.health is not None and not i.health.is_finite for i in origin.inputs):
-        return False
-    if health.pos_inf + health.neg_inf == 0 and not (
-        origin.op.type in ACCUMULATING_OPS
-        and origin.inputs
-        and all(i.health is not None and (i.health.size or 0) > 0 for i in origin.inputs)
-    ):
-        return False
-    op = origin.op.type
-    if op in DOMAIN_OPS or (origin.op.forward_op or "").rsplit("/", 1)[-1].split("_")[0] in DOMAIN_OPS:
-        return False
-    if op in DIVISION_OPS and any(i.health is not None and (i.health.zero or 0) > 0 for i in origin.inputs):
-        return False
-    return True
 
 
 def _fmt(value: float | None) -> str:
@@ -178,7 +91,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             "no op made NaN/Inf when the step was located, so the cause is not known",
             {"origin": None},
         )
-    dtype = (_dtype(origin) or "").lower()
+    dtype = (dtype_of(origin) or "").lower()
     if known and dtype in ("float16", "half") and _zero_into_domain_op(origin):
         return _underflow(findings, context, origin, dtype)
     # A variable read's only input is the resource handle (no health of its own).
@@ -510,7 +423,7 @@ def _layer_of_origin(units: list[SourceUnit], origin: Finding) -> change_line.Si
                         if change_line.called_name(call) == node.name:
                             return change_line.Site(other, call, node.name)
     return change_line.layer_site(
-        units, origin.op.forward_op or origin.op.name, (_dtype(origin) or "").lower() or None
+        units, origin.op.forward_op or origin.op.name, (dtype_of(origin) or "").lower() or None
     )
 
 
