@@ -50,7 +50,9 @@ from pyadapter.capture import (
 from pyadapter.capture import history as step_history
 from pyadapter.capture import window as step_window
 from pyadapter.capture import writer as bundle_writer
-from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
+from pyadapter.capture.options import GuardOptions
+from pyadapter.capture.policy import Attempt, FailurePolicy, write_located
+from pyadapter.capture.verdict import Failure, NonFiniteReport
 
 
 def _optionals_to_none(data: Any) -> Any:
@@ -320,40 +322,43 @@ class NanGuard(keras.callbacks.Callback):
         verbose: bool = True,
     ) -> None:
         super().__init__()
-        if not isinstance(window, int) or isinstance(window, bool) or window < 0:
-            raise ValueError(f"window must be 0 (off) or a number of steps, got {window!r}")
+        self.options = GuardOptions(
+            capture_dir=capture_dir,
+            on_nan=on_nan,
+            run_name=run_name,
+            check_weights=check_weights,
+            protect_weights=protect_weights,
+            max_bundles=max_bundles,
+            max_consecutive_skips=max_consecutive_skips,
+            history_size=history_size,
+            locate=locate,
+            window=window,
+            verbose=verbose,
+        )
+        self.policy = FailurePolicy(self.options)
         self.window_size = window
         self._window: step_window.WindowKeeper | None = None
         self._window_model: Any = lambda: None
-        if on_nan not in ON_NAN:
-            raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
-        self.capture_dir = storage.capture_location(capture_dir)
+        self.capture_dir = self.options.capture_dir
         self.on_nan = on_nan
-        self.run_name = run_name
-        self.config = gate.GateConfig(
-            check_weights=check_weights, protect_weights=protect_weights, history=history_size > 0
-        )
+        self.run_name = run_name  # set at on_train_begin when None (all workers must agree on it)
+        self.config = self.options.gate_config
         self.max_bundles = max_bundles
         self.max_consecutive_skips = max_consecutive_skips
         self.locate = locate
         self.verbose = verbose
-        self.failures: list[Failure] = []
+        self.failures: list[Failure] = self.policy.failures
         self._history: collections.deque = collections.deque(maxlen=history_size)
         self._function: GuardedTrainFunction | None = None
         self._step = 0
         self._epoch: int | None = None
         self._batch = 0
-        self._consecutive = 0
-        self._bundles_written = 0
         self._cluster: cluster.ClusterInfo | None = None
         keras_fixes.install_multiworker_fit_fix()  # without it Keras 3 fit fails under MultiWorkerMirroredStrategy
 
     @property
     def last_bundle(self) -> Path | str | None:
-        for failure in reversed(self.failures):
-            if failure.bundle is not None:
-                return failure.bundle
-        return None
+        return self.policy.last_bundle
 
     # ---- both Keras lines ----
     # One NanGuard class serves Keras 3 and tf_keras (Keras 2, TF_USE_LEGACY_KERAS=1): it stays the Keras 3
@@ -428,7 +433,7 @@ class NanGuard(keras.callbacks.Callback):
                 STEPS_PER_EXECUTION_NOTE.format(n=function.steps_per_execution), file=sys.stderr, flush=True
             )
         self._step = int(primary_optimizer(model).iterations.numpy())
-        self._consecutive = 0
+        self.policy.passed()  # a new fit starts a new run of failures
         if self._window is not None:
             _build_own_optimizer(model)
             self._window.start(self._step)
@@ -458,71 +463,49 @@ class NanGuard(keras.callbacks.Callback):
             )
         )
         if bool(verdict.ok):
-            self._consecutive = 0
+            self.policy.passed()
             if self._window is not None:
                 self._window.after_step(step, kept)
             return True
-        self._consecutive += 1
+        stop = self.policy.failed()
         report = gate.report(verdict, function.meta, list(self.model.trainable_variables))
-        stop = self.on_nan == "stop" or (
-            self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
-        )
-        path, error, scene_origin, cause = None, None, None, None
-        if self._bundles_written < self.max_bundles:
-            try:
-                if self._cluster is not None:
-                    # Counted before writing: every worker must make the same number of attempts (each is a
-                    # collective), whether its own part of an attempt failed or not.
-                    self._bundles_written += 1
-                    path = self._write_cluster_bundle(function, verdict, report, captured, step, batch_index)
-                else:
-                    data, seed_states = self._captured_batch(function, captured)
-                    located = self._locate_at_scene(function, report, data, seed_states, step, batch_index)
-                    scene_origin = located.origin
-                    window_files, window_entry = self._window_files(
-                        function, located, data, step, batch_index
-                    )
-                    path = self._write_bundle(
-                        function,
-                        report,
-                        captured,
-                        step,
-                        batch_index,
-                        data=data,
-                        seed_states=seed_states,
-                        extra_files={**located.files, **window_files},
-                        extra={
-                            **located.manifest,
-                            **window_entry,
-                            **datasource.manifest_entry(
-                                datasource.dataset_of(function.input.iterator),
-                                data,
-                                function.input.batches_before,
-                            ),
-                        },
-                    )
-                    self._bundles_written += 1
-                    cause = atscene.cause_sentence(path, located)
-            except Exception as exc:  # noqa: BLE001 - training must still stop/skip cleanly; say why, once
-                error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        failure = Failure(
-            step,
-            self._epoch,
-            batch_index,
-            report,
-            path,
-            "stopped" if stop else "skipped",
-            error,
-            origin=scene_origin,
-            cause=cause,
-        )
-        self.failures.append(failure)
+
+        def write(attempt: Attempt) -> None:
+            if self._cluster is not None:
+                attempt.path = self._write_cluster_bundle(
+                    function, verdict, report, captured, step, batch_index
+                )
+                return
+            data, seed_states = self._captured_batch(function, captured)
+            write_located(
+                attempt,
+                locate=lambda: self._locate_at_scene(function, report, data, seed_states, step, batch_index),
+                window_files=lambda located: self._window_files(function, located, data, step, batch_index),
+                data_source=lambda: datasource.manifest_entry(
+                    datasource.dataset_of(function.input.iterator), data, function.input.batches_before
+                ),
+                write=lambda files, extra: self._write_bundle(
+                    function,
+                    report,
+                    captured,
+                    step,
+                    batch_index,
+                    data=data,
+                    seed_states=seed_states,
+                    extra_files=files,
+                    extra=extra,
+                ),
+            )
+
+        # Multi-worker: counted before writing, as every worker must make the same number of attempts (each is a
+        # collective), whether its own part of an attempt failed or not.
+        attempt = self.policy.attempt(write, count_first=self._cluster is not None)
+        failure = self.policy.record(step, self._epoch, batch_index, report, attempt, stop)
         if self._window is not None:
             self._window.after_step(
                 step, kept
             )  # skip mode goes on: the refused step is part of later windows
-        if self.verbose:
-            print("\n" + failure.message(), file=sys.stderr, flush=True)
+        self.policy.say(failure, prefix="\n")
         if stop:
             self.model.stop_training = True
         return not stop

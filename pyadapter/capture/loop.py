@@ -53,13 +53,14 @@ from pyadapter.capture import (
     keras_lines,
     rng,
     snapshot,
-    storage,
     takeover,
 )
 from pyadapter.capture import history as step_history
 from pyadapter.capture import window as step_window
 from pyadapter.capture import writer as bundle_writer
-from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
+from pyadapter.capture.options import GuardOptions
+from pyadapter.capture.policy import Attempt, FailurePolicy, write_located
+from pyadapter.capture.verdict import Failure, NonFiniteReport
 
 
 class NonFiniteStepError(RuntimeError):
@@ -102,8 +103,20 @@ class GuardedStep:
         locate: bool = True,
         window: int = step_window.DEFAULT_SIZE,
     ) -> None:
-        if on_nan not in ON_NAN:
-            raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
+        self.options = GuardOptions(
+            capture_dir=capture_dir,
+            on_nan=on_nan,
+            run_name=run_name,
+            check_weights=check_weights,
+            protect_weights=protect_weights,
+            max_bundles=max_bundles,
+            max_consecutive_skips=max_consecutive_skips,
+            history_size=history_size,
+            locate=locate,
+            window=window,
+            verbose=verbose,
+        )
+        self.policy = FailurePolicy(self.options)
         objects = {}
         if checkpoint is not None:
             objects.update(_trackable_children(checkpoint))
@@ -125,26 +138,20 @@ class GuardedStep:
                 "guard_step found no Keras optimizer to gate (pass optimizer=... or put it in checkpoint)"
             )
         self.step_function = step_function
-        self.capture_dir = storage.capture_location(capture_dir)
+        self.capture_dir = self.options.capture_dir
         self.on_nan = on_nan
         self.run_name = run_name
-        self.config = gate.GateConfig(
-            check_weights=check_weights, protect_weights=protect_weights, history=history_size > 0
-        )
+        self.config = self.options.gate_config
         self.max_bundles = max_bundles
         self.max_consecutive_skips = max_consecutive_skips
         self.locate = locate
         self.verbose = verbose
-        self.failures: list[Failure] = []
+        self.failures: list[Failure] = self.policy.failures
         self.meta = gate.GateMeta()
         self._history: collections.deque = collections.deque(maxlen=history_size)
         self._calls = 0
         self._first_iteration: int | None = None
-        self._consecutive = 0
-        self._bundles_written = 0
         self._seed_paths: list[str] = []
-        if not isinstance(window, int) or isinstance(window, bool) or window < 0:
-            raise ValueError(f"window must be 0 (off) or a number of steps, got {window!r}")
         # The window (`pyadapter.capture.window`): the arguments of the last steps, kept by reference, and the state
         # copied every `window` steps. Off for per-replica arguments (decided at the first call).
         self._window: step_window.WindowKeeper | None = (
@@ -179,10 +186,7 @@ class GuardedStep:
 
     @property
     def last_bundle(self) -> Path | str | None:
-        for failure in reversed(self.failures):
-            if failure.bundle is not None:
-                return failure.bundle
-        return None
+        return self.policy.last_bundle
 
     def _seed_states(self) -> list[tuple[str, Any]]:
         found = []
@@ -229,68 +233,46 @@ class GuardedStep:
         loss = verdict.loss if "loss" in self.meta.checked else _scalar_loss(result)
         self._history.append(step_history.HistoryEntry(step, loss, None, verdict.metrics))
         if bool(verdict.ok):
-            self._consecutive = 0
+            self.policy.passed()
             if self._window is not None:
                 self._window.after_step(step, (args, kwargs))
             return result
-        self._consecutive += 1
+        stop = self.policy.failed()
         returned_loss_bad = (
             loss is not None and "loss" not in self.meta.checked and not np.isfinite(loss.numpy())
         )
         trainable = [v for model in self.models for v in model.trainable_variables]
         report = gate.report(verdict, self.meta, trainable, loss_seen_bad=bool(returned_loss_bad))
-        stop = self.on_nan == "stop" or (
-            self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
-        )
-        path, error, scene_origin, cause = None, None, None, None
-        if self._bundles_written < self.max_bundles:
+        caller = sys._getframe(1)  # the loop's frame: its dataset, if a local there reads files
+
+        def write(attempt: Attempt) -> None:
             seed_states = {
                 p: np.asarray(v.numpy()) for p, v in zip(self._seed_paths, seeds_before, strict=True)
             }
-            try:
-                located = self._locate_at_scene(report, step, index, args, kwargs, seed_states)
-                scene_origin = located.origin
-                # The loop's dataset, if a local of the caller reads files (its position in it is not known).
-                source = datasource.manifest_entry(
-                    datasource.dataset_in_frame(sys._getframe(1)),
+            write_located(
+                attempt,
+                locate=lambda: self._locate_at_scene(report, step, index, args, kwargs, seed_states),
+                window_files=lambda located: self._window_files(located, step, index, args, kwargs),
+                # (its position in the dataset is not known)
+                data_source=lambda: datasource.manifest_entry(
+                    datasource.dataset_in_frame(caller),
                     {"args": list(snapshot.to_numpy_structure(tuple(args)))},
                     None,
-                )
-                window_files, window_entry = self._window_files(located, step, index, args, kwargs)
-                path = self._write_bundle(
-                    report,
-                    step,
-                    index,
-                    args,
-                    kwargs,
-                    seed_states,
-                    {**located.files, **window_files},
-                    {**located.manifest, **window_entry, **source},
-                )
-                self._bundles_written += 1
-                cause = atscene.cause_sentence(path, located)
-            except Exception as exc:  # noqa: BLE001 - still stop/skip cleanly; say why
-                error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        failure = Failure(
-            step,
-            None,
-            index,
-            report,
-            path,
-            "stopped" if stop else "skipped",
-            error,
-            origin=scene_origin,
-            cause=cause,
-        )
-        self.failures.append(failure)
+                ),
+                write=lambda files, extra: self._write_bundle(
+                    report, step, index, args, kwargs, seed_states, files, extra
+                ),
+            )
+
+        attempt = self.policy.attempt(write)
+        failure = self.policy.record(step, None, index, report, attempt, stop)
         if self._window is not None:
             self._window.after_step(
                 step, (args, kwargs)
             )  # skip mode goes on: the step is part of later windows
         if stop:
             raise NonFiniteStepError(failure)
-        if self.verbose:
-            print(failure.message(), file=sys.stderr, flush=True)
+        self.policy.say(failure)
         return result
 
     def _state_variables(self) -> list[Any]:
