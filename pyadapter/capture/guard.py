@@ -287,10 +287,8 @@ class NanGuard(keras.callbacks.Callback):
         # collective), whether its own part of an attempt failed or not.
         attempt = self.policy.attempt(write, count_first=self._cluster is not None)
         failure = self.policy.record(step, self._epoch, batch_index, report, attempt, stop)
-        if self._window is not None:
-            self._window.after_step(
-                step, kept
-            )  # skip mode goes on: the refused step is part of later windows
+        if self._window is not None:  # skip mode goes on: the refused step is part of later windows
+            self._window.after_step(step, kept)
         self.policy.say(failure, prefix="\n")
         if stop:
             self.model.stop_training = True

@@ -51,13 +51,13 @@ from pyadapter.capture import (
     datasource,
     gate,
     keras_lines,
+    loop_bundle,
     rng,
     snapshot,
     takeover,
 )
 from pyadapter.capture import history as step_history
 from pyadapter.capture import window as step_window
-from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.options import GuardOptions
 from pyadapter.capture.policy import Attempt, FailurePolicy, write_located
 from pyadapter.capture.verdict import Failure, NonFiniteReport
@@ -69,15 +69,6 @@ class NonFiniteStepError(RuntimeError):
     def __init__(self, failure: Failure) -> None:
         super().__init__(failure.message())
         self.failure = failure
-
-
-def _trackable_children(checkpoint: Any) -> dict[str, Any]:
-    """The objects a tf.train.Checkpoint was given, by name (`Checkpoint(model=m, optimizer=o)`)."""
-    children = {}
-    for name, value in vars(checkpoint).items():
-        if not name.startswith("_"):
-            children[name] = value
-    return children
 
 
 class GuardedStep:
@@ -119,7 +110,7 @@ class GuardedStep:
         self.policy = FailurePolicy(self.options)
         objects = {}
         if checkpoint is not None:
-            objects.update(_trackable_children(checkpoint))
+            objects.update(loop_bundle.trackable_children(checkpoint))
         if model is not None:
             objects.setdefault("model", model)
         if optimizer is not None:
@@ -259,17 +250,15 @@ class GuardedStep:
                     {"args": list(snapshot.to_numpy_structure(tuple(args)))},
                     None,
                 ),
-                write=lambda files, extra: self._write_bundle(
-                    report, step, index, args, kwargs, seed_states, files, extra
+                write=lambda files, extra: loop_bundle.write_bundle(
+                    self, report, step, index, args, kwargs, seed_states, files, extra
                 ),
             )
 
         attempt = self.policy.attempt(write)
         failure = self.policy.record(step, None, index, report, attempt, stop)
-        if self._window is not None:
-            self._window.after_step(
-                step, (args, kwargs)
-            )  # skip mode goes on: the step is part of later windows
+        if self._window is not None:  # skip mode goes on: the step is part of later windows
+            self._window.after_step(step, (args, kwargs))
         if stop:
             raise NonFiniteStepError(failure)
         self.policy.say(failure)
@@ -277,7 +266,9 @@ class GuardedStep:
 
     def _state_variables(self) -> list[Any]:
         """What the window copies: the models', optimizers' and checkpoint's variables and the seed states."""
-        held = [v for v in _trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)]
+        held = [
+            v for v in loop_bundle.trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)
+        ]
         return snapshot.unique(
             [
                 *(v for m in self.models for v in m.variables),
@@ -368,7 +359,9 @@ class GuardedStep:
 
         seeds = self._seed_states()
         seed_variables = [variable for _, variable in seeds]
-        held = [v for v in _trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)]
+        held = [
+            v for v in loop_bundle.trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)
+        ]
         variables = [v for m in self.models for v in [*m.variables, *keras_lines.metrics_variables(m)]]
         variables += [v for o in self.optimizers for v in keras_lines.optimizer_variables(o)]
         step_call = scene.SceneStep(
@@ -399,91 +392,12 @@ class GuardedStep:
             },
         )
 
-    def _write_bundle(
-        self,
-        report: NonFiniteReport,
-        step: int,
-        index: int,
-        args: tuple,
-        kwargs: dict,
-        seed_states: dict[str, np.ndarray],
-        files: dict[str, bytes] | None = None,
-        scene: dict[str, Any] | None = None,
-    ) -> Path | str:
-        batch = {
-            "args": list(snapshot.to_numpy_structure(tuple(args))),
-            "kwargs": snapshot.to_numpy_structure(dict(kwargs)),
-        }
-        distributed = any(
-            isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs))
-        )
-        function = self.python_function
-        step_info = {
-            "module": getattr(function, "__module__", None),
-            "qualname": getattr(function, "__qualname__", None),
-            "file": _source_file(function),
-            "tf_function": isinstance(self.step_function, tf.types.experimental.PolymorphicFunction),
-            "jit_compile": getattr(self.step_function, "_jit_compile", None),
-        }
-        checkpoint_objects = sorted(_trackable_children(self.checkpoint))
-        return bundle_writer.write_bundle(
-            capture_dir=self.capture_dir,
-            run=self.run_name or snapshot.default_run_name(),
-            kind=bundle_format.KIND_LOOP,
-            step=step,
-            epoch=None,
-            batch_index=index,
-            on_nan=self.on_nan,
-            report=report,
-            batch=batch,
-            batch_note="per-replica arguments concatenated into global batches" if distributed else None,
-            seed_states=seed_states,
-            history=self._history,
-            extra={
-                "step_function": step_info,
-                "checkpoint": {"prefix": bundle_format.CHECKPOINT_PREFIX, "objects": checkpoint_objects},
-                "optimizer_iterations": int(self.optimizers[0].iterations.numpy()),
-                **keras_lines.manifest_entry([*self.models, *self.optimizers]),
-                **(scene or {}),
-            },
-            save_state=lambda writer: self._save_state(writer, seed_states, files or {}),
-            verbose=self.verbose,
-        )
-
-    def _save_state(
-        self, writer: bundle_format.BundleWriter, seed_states: dict[str, np.ndarray], files: dict[str, bytes]
-    ) -> dict:
-        for name, content in files.items():
-            writer.file(name).write_bytes(content)
-        seeds = dict(self._seed_states())
-        after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
-        try:
-            for path, value in seed_states.items():
-                if path in seeds:
-                    seeds[path].assign(value)
-            prefix = writer.file(bundle_format.CHECKPOINT_PREFIX)
-            self.checkpoint.write(str(prefix))
-            groups = [("model", list(m.variables)) for m in self.models]
-            groups += [("optimizer", keras_lines.optimizer_variables(o)) for o in self.optimizers]
-            described: list[dict[str, Any]] = []
-            values, total = snapshot.variable_values(groups, described)
-            writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)  # streamed, one variable at a time
-        finally:
-            for path, value in after.items():
-                seeds[path].assign(value)
-        return {"weights": {"file": bundle_format.WEIGHTS_FILE, "variables": described}}
-
 
 def _scalar_loss(result: Any) -> Any:
     for value in tf.nest.flatten(result):
         if isinstance(value, tf.Tensor) and value.dtype.is_floating and value.shape.rank == 0:
             return value
     return None
-
-
-def _source_file(function: Any) -> str | None:
-    code = getattr(function, "__code__", None)
-    return str(Path(code.co_filename).absolute()) if code is not None else None
 
 
 def guard_step(
