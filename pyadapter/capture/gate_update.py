@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 @dataclass
 class Gate:
+    """One gated optimizer update as traced: what it checked and the flags it returned (per replica)."""
+
     grad_names: list[str]
     weight_names: list[str]
     ok: Any
@@ -49,6 +51,9 @@ class Gate:
     grad_norm: Any = None
     weight_norm: Any = None
     update_norm: Any = None
+
+
+# ---- measuring the update (history on) ----------------------------------------------------------------------
 
 
 class _UpdateSink(threading.local):
