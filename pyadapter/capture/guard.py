@@ -106,19 +106,7 @@ class NanGuard(keras.callbacks.Callback):
         verbose: bool = True,
     ) -> None:
         super().__init__()
-        self.options = GuardOptions(
-            capture_dir=capture_dir,
-            on_nan=on_nan,
-            run_name=run_name,
-            check_weights=check_weights,
-            protect_weights=protect_weights,
-            max_bundles=max_bundles,
-            max_consecutive_skips=max_consecutive_skips,
-            history_size=history_size,
-            locate=locate,
-            window=window,
-            verbose=verbose,
-        )
+        self.options = GuardOptions.of(locals())  # validated there, as guard_step's are
         self.policy = FailurePolicy(self.options)
         self.window_size = window
         self._window: step_window.WindowKeeper | None = None

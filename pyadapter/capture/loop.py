@@ -79,34 +79,12 @@ class GuardedStep:
         self,
         step_function: Any,
         *,
-        capture_dir: str | Path,
+        options: GuardOptions,
         checkpoint: Any,
         model: Any,
         optimizer: Any,
-        on_nan: str,
-        run_name: str | None,
-        check_weights: bool,
-        protect_weights: bool,
-        max_bundles: int,
-        max_consecutive_skips: int | None,
-        history_size: int,
-        verbose: bool,
-        locate: bool = True,
-        window: int = step_window.DEFAULT_SIZE,
     ) -> None:
-        self.options = GuardOptions(
-            capture_dir=capture_dir,
-            on_nan=on_nan,
-            run_name=run_name,
-            check_weights=check_weights,
-            protect_weights=protect_weights,
-            max_bundles=max_bundles,
-            max_consecutive_skips=max_consecutive_skips,
-            history_size=history_size,
-            locate=locate,
-            window=window,
-            verbose=verbose,
-        )
+        self.options = options
         self.policy = FailurePolicy(self.options)
         objects = {}
         if checkpoint is not None:
@@ -130,23 +108,23 @@ class GuardedStep:
             )
         self.step_function = step_function
         self.capture_dir = self.options.capture_dir
-        self.on_nan = on_nan
-        self.run_name = run_name
-        self.config = self.options.gate_config
-        self.max_bundles = max_bundles
-        self.max_consecutive_skips = max_consecutive_skips
-        self.locate = locate
-        self.verbose = verbose
+        self.on_nan = options.on_nan
+        self.run_name = options.run_name
+        self.config = options.gate_config
+        self.max_bundles = options.max_bundles
+        self.max_consecutive_skips = options.max_consecutive_skips
+        self.locate = options.locate
+        self.verbose = options.verbose
         self.failures: list[Failure] = self.policy.failures
         self.meta = gate.GateMeta()
-        self._history: collections.deque = collections.deque(maxlen=history_size)
+        self._history: collections.deque = collections.deque(maxlen=options.history_size)
         self._calls = 0
         self._first_iteration: int | None = None
         self._seed_paths: list[str] = []
         # The window (`pyadapter.capture.window`): the arguments of the last steps, kept by reference, and the state
         # copied every `window` steps. Off for per-replica arguments (decided at the first call).
         self._window: step_window.WindowKeeper | None = (
-            step_window.WindowKeeper(window, self._state_variables) if window else None
+            step_window.WindowKeeper(options.window, self._state_variables) if options.window else None
         )
 
         if isinstance(step_function, tf.types.experimental.PolymorphicFunction):
@@ -288,11 +266,7 @@ class GuardedStep:
             return {}, {}
 
         def to_numpy(held: Any) -> Any:
-            held_args, held_kwargs = held
-            return {
-                "args": list(snapshot.to_numpy_structure(tuple(held_args))),
-                "kwargs": snapshot.to_numpy_structure(dict(held_kwargs)),
-            }
+            return loop_bundle.batch_of(*held)
 
         failing = to_numpy((args, kwargs))
         models = list(self.models)
@@ -386,10 +360,7 @@ class GuardedStep:
             epoch=None,
             batch_index=index,
             kind=bundle_format.KIND_LOOP,
-            batch_problem_of={
-                "args": list(snapshot.to_numpy_structure(tuple(args))),
-                "kwargs": snapshot.to_numpy_structure(dict(kwargs)),
-            },
+            batch_problem_of=loop_bundle.batch_of(args, kwargs),
         )
 
 
@@ -430,22 +401,8 @@ def guard_step(
         on_nan: ``"stop"`` (raise `NonFiniteStepError`) or ``"skip"`` (return the step's result, go on).
         Other arguments as for `NanGuard`.
     """
-    options = dict(
-        capture_dir=capture_dir,
-        checkpoint=checkpoint,
-        model=model,
-        optimizer=optimizer,
-        on_nan=on_nan,
-        run_name=run_name,
-        check_weights=check_weights,
-        protect_weights=protect_weights,
-        max_bundles=max_bundles,
-        max_consecutive_skips=max_consecutive_skips,
-        history_size=history_size,
-        verbose=verbose,
-        locate=locate,
-        window=window,
-    )
+    options = GuardOptions.of(locals())  # validated now, as NanGuard's are
+    given = dict(options=options, checkpoint=checkpoint, model=model, optimizer=optimizer)
     if step_function is None:
-        return lambda function: GuardedStep(function, **options)
-    return GuardedStep(step_function, **options)
+        return lambda function: GuardedStep(function, **given)
+    return GuardedStep(step_function, **given)

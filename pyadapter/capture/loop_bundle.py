@@ -27,6 +27,14 @@ def trackable_children(checkpoint: Any) -> dict[str, Any]:
     return children
 
 
+def batch_of(args: Any, kwargs: Any) -> dict[str, Any]:
+    """A loop step's batch as the bundle holds it: its arguments, as numpy."""
+    return {
+        "args": list(snapshot.to_numpy_structure(tuple(args))),
+        "kwargs": snapshot.to_numpy_structure(dict(kwargs)),
+    }
+
+
 def write_bundle(
     guarded: GuardedStep,
     report: NonFiniteReport,
@@ -38,10 +46,7 @@ def write_bundle(
     files: dict[str, bytes] | None = None,
     scene: dict[str, Any] | None = None,
 ) -> Path | str:
-    batch = {
-        "args": list(snapshot.to_numpy_structure(tuple(args))),
-        "kwargs": snapshot.to_numpy_structure(dict(kwargs)),
-    }
+    batch = batch_of(args, kwargs)
     distributed = any(isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs)))
     function = guarded.python_function
     step_info = {

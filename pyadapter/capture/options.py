@@ -6,8 +6,10 @@ from them, so a bad value is refused with the same words whichever guard it was 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
 from pyadapter.capture import gate, storage
 from pyadapter.capture import history as step_history
@@ -40,6 +42,12 @@ class GuardOptions:
         # Frozen: the one place the folder is resolved, so both guards write where the user meant at creation
         # (a later chdir does not move the bundles).
         object.__setattr__(self, "capture_dir", storage.capture_location(self.capture_dir))
+
+    @classmethod
+    def of(cls, arguments: Mapping[str, Any]) -> GuardOptions:
+        """From a guard's keyword arguments (the ``locals()`` of its signature): one list of options, kept here,
+        whatever else the guard takes. Every field must be there: a guard that lacks one fails at once."""
+        return cls(**{option.name: arguments[option.name] for option in fields(cls)})
 
     @property
     def gate_config(self) -> gate.GateConfig:
