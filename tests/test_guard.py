@@ -255,15 +255,15 @@ def test_run_eagerly(tmp_path):
 
 
 def test_bundle_write_failure_still_stops_and_leaves_nothing(tmp_path, monkeypatch, capsys):
-    from pyadapter.capture import guard as guard_module
+    from pyadapter.capture import keras_state
 
-    original = guard_module._save_keras_state
+    original = keras_state.save_keras_state
 
     def crash_mid_write(writer, model, seed_states):
         original(writer, model, seed_states)  # model.keras and weights.npz are on disk by now
         raise OSError("disk full (injected)")
 
-    monkeypatch.setattr(guard_module, "_save_keras_state", crash_mid_write)
+    monkeypatch.setattr(keras_state, "save_keras_state", crash_mid_write)
     keras.utils.set_random_seed(11)
     x, y = gm.data(batches=4, bad_batch=2)
     model = gm.sequential()

@@ -20,6 +20,9 @@ gradient norm, weight norm, update norm, max |y_pred|) as one float32 vector, ``
 and weight checks then reduce each tensor to its sum of squares instead of its sum, so the norms cost no extra
 pass over them (see `finite_flags_and_norm` for why the verdict stays the same); the optimizer's writes to
 the checked weights are watched to measure the update without keeping a copy of the weights. Off: not one op more.
+
+This module holds the hooks and the verdict; the checks are in `gate_checks`, the gated update in `gate_update`,
+tf_keras's hooks in `gate_tf_keras`.
 """
 
 from __future__ import annotations
@@ -32,9 +35,38 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from pyadapter.capture import keras_lines, tape_targets
-from pyadapter.capture.snapshot import non_finite_variables, unique, variable_path
+from pyadapter.capture import gate_tf_keras, keras_lines, tape_targets
+from pyadapter.capture.gate_checks import (
+    NOT_MEASURED,
+    combine_norms,
+    dense,
+    finite_flags,
+    finite_flags_and_norm,
+    is_float,
+    max_abs,
+    ones,
+)
+from pyadapter.capture.gate_update import Gate, gate_update, undo_if_step_failed, watched_assign
+from pyadapter.capture.snapshot import non_finite_variables, unique
 from pyadapter.capture.verdict import NonFiniteReport
+
+# The in-graph checks (gate_checks) and the gated update (gate_update) live apart; these names are part of what
+# the gate offers (tests check finite_flags and finite_flags_and_norm directly).
+__all__ = [
+    "GateConfig",
+    "GateMeta",
+    "GuardError",
+    "Verdict",
+    "combine",
+    "finite_flags",
+    "finite_flags_and_norm",
+    "hooks",
+    "is_loss_scale_optimizer",
+    "local_ok",
+    "record_loss",
+    "report",
+    "train_step_keeping_metrics",
+]
 
 
 class GuardError(RuntimeError):
@@ -86,29 +118,9 @@ class GateMeta:
 
 
 @dataclass
-class _Gate:
-    grad_names: list[str]
-    weight_names: list[str]
-    ok: Any
-    loss_ok: Any
-    grads_ok: Any
-    weights_ok: Any
-    applied: Any
-    local_ok: Any  # this replica's own loss and gradients, before the replicas agreed
-    # (variable, value before this update): kept when the step updates several optimizers, so that a later update
-    # of the same step that fails can take this one back (a GAN's generator update after a NaN discriminator's)
-    backup: list[tuple[Any, Any]] = field(default_factory=list)
-    # History (GateConfig.history), float32 scalars: L2 norms of this replica's checked gradients, of the checked
-    # weights after the update, and of the update itself (-1.0: not measured); None when off.
-    grad_norm: Any = None
-    weight_norm: Any = None
-    update_norm: Any = None
-
-
-@dataclass
 class _Record:
     losses: list[Any] = field(default_factory=list)
-    gates: list[_Gate] = field(default_factory=list)
+    gates: list[Gate] = field(default_factory=list)
     output_max: list[Any] = field(default_factory=list)  # max |y_pred| per compute_loss call (history on)
 
 
@@ -145,191 +157,6 @@ def is_loss_scale_optimizer(optimizer: Any) -> bool:
     return isinstance(optimizer, keras.optimizers.LossScaleOptimizer)
 
 
-# ---- small tensor helpers -----------------------------------------------------------------------------------
-
-
-def _dense(value: Any) -> Any:
-    if isinstance(value, tf.IndexedSlices):
-        return value.values
-    inner = getattr(value, "value", None)  # keras.Variable -> tf.Variable
-    if inner is not None and not isinstance(value, tf.Tensor) and not callable(inner):
-        value = inner
-    return tf.convert_to_tensor(value)
-
-
-def _is_float(value: Any) -> bool:
-    dtype = getattr(value, "dtype", None)
-    try:
-        return tf.as_dtype(dtype).is_floating
-    except TypeError:
-        return False
-
-
-def _sum32(value: Any) -> Any:
-    value = _dense(value)
-    if value.dtype not in (tf.float32, tf.float64):
-        value = tf.cast(value, tf.float32)  # a float16 sum would overflow at 65504
-    if value.shape.rank != 0:
-        value = tf.reduce_sum(value)
-    return value if value.dtype == tf.float32 else tf.cast(value, tf.float32)
-
-
-def finite_flags(values: list[Any]) -> Any:
-    """bool [len(values)]: whether each tensor is free of NaN/Inf (non-float tensors count as finite).
-
-    One reduction per tensor: the float32 sum of a tensor is NaN/Inf exactly when the tensor holds a NaN or an
-    Inf, or when its finite values are so large that their sum overflows (about 3e38), which counts as a failure
-    too. That is half the work of is_finite + reduce_all, and this runs on every step."""
-    if not values:
-        return tf.ones([0], tf.bool)
-    sums = [_sum32(v) if _is_float(v) else tf.constant(0.0) for v in values]
-    return tf.math.is_finite(tf.stack(sums))
-
-
-def _ones(n: int) -> Any:
-    return tf.ones([n], tf.bool)
-
-
-# ---- history metrics (GateConfig.history) -------------------------------------------------------------------
-
-_NOT_MEASURED = (
-    -1.0
-)  # history.NOT_MEASURED: finite on purpose (a NaN constant would trip enable_check_numerics)
-
-
-def _half_squares32(value: Any) -> Any:
-    """float32 half sum of squares of one tensor: one fused L2Loss kernel (no squared copy), computed in float32
-    for float16/bfloat16 (which would overflow at 65504); NaN when the tensor holds a NaN, else Inf when it holds
-    an Inf or its squares overflow (|x| > ~1.8e19)."""
-    value = _dense(value)
-    if value.dtype not in (tf.float32, tf.float64):
-        value = tf.cast(value, tf.float32)
-    half = tf.nn.l2_loss(value)
-    return half if half.dtype == tf.float32 else tf.cast(half, tf.float32)
-
-
-def _exact_norms(values: list[Any], flags: Any) -> Any:
-    """float32 [n]: each tensor's L2 norm, also when its squares overflow float32 (scaled by its max |x|). For the
-    rare branch only: two more passes over each tensor. A non-finite tensor's is NaN or Inf, as its values are."""
-    norms = []
-    for index, value in enumerate(values):
-        if not _is_float(value):
-            norms.append(tf.constant(0.0))
-            continue
-        plain = tf.sqrt(2.0 * _half_squares32(value))
-        value = _dense(value)
-        value = value if value.dtype == tf.float32 else tf.cast(value, tf.float32)
-        largest = tf.reduce_max(tf.abs(value))
-        # where(): both sides are computed, so the unused side must not divide 0 by 0 (a NaN in the graph).
-        scale = tf.where(tf.logical_and(flags[index], largest > 0.0), largest, tf.constant(1.0))
-        scaled = scale * tf.sqrt(2.0 * tf.nn.l2_loss(value / scale))
-        norms.append(tf.where(tf.math.is_finite(plain) | tf.logical_not(flags[index]), plain, scaled))
-    return tf.stack(norms)
-
-
-def combine_norms(norms: Any) -> Any:
-    """float32 L2 norm of a vector of norms without overflowing (NaN/Inf as they are; -1.0 if any is -1.0)."""
-    largest = tf.reduce_max(norms)
-    scale = tf.where(tf.math.is_finite(largest) & (largest > 0.0), largest, tf.constant(1.0))
-    scaled = scale * tf.sqrt(tf.reduce_sum(tf.square(norms / scale)))
-    total = tf.where(tf.reduce_all(tf.math.is_finite(norms)), scaled, tf.reduce_sum(norms))
-    return tf.where(tf.reduce_min(norms) < 0.0, tf.constant(_NOT_MEASURED), total)
-
-
-def finite_flags_and_norm(values: list[Any]) -> tuple[Any, Any]:
-    """(`finite_flags(values)`, float32 L2 norm over all of them), with one reduction per tensor on healthy steps.
-
-    The flags are `finite_flags`'s on every input. Healthy steps reduce each tensor to its sum of squares instead
-    of its sum: that is non-finite when the tensor holds NaN/Inf, as the sum is, but also when its values are
-    finite and merely large (|x| > ~1.8e19), where `finite_flags` says "finite". Conversely, a finite total of
-    squares bounds every |x| by ~1.8e19, so every plain sum (of < 1e19 elements) is finite too and every flag is
-    True. So: total finite -> all True; otherwise (a failing step, or huge finite values) the flags come from
-    `finite_flags` itself and the norms from `_exact_norms`, in a branch that healthy steps never run."""
-    if not values:
-        return tf.ones([0], tf.bool), tf.constant(0.0, tf.float32)
-    halves = tf.stack([_half_squares32(v) if _is_float(v) else tf.constant(0.0) for v in values])
-    total = tf.reduce_sum(halves)
-
-    def exact() -> tuple[Any, Any]:
-        flags = finite_flags(values)
-        return flags, combine_norms(_exact_norms(values, flags))
-
-    return tf.cond(
-        tf.math.is_finite(total), lambda: (tf.ones([len(values)], tf.bool), tf.sqrt(2.0 * total)), exact
-    )
-
-
-def _max_abs(value: Any) -> Any:
-    """float32 max |x| over the float leaves of `value` (y_pred may be a dict/list); NaN when any holds NaN (XLA's
-    reduce_max drops NaN, so it is added back from the data: no NaN constant); -1.0 when there is none."""
-    leaves = [_dense(v) for v in tf.nest.flatten(value) if v is not None and _is_float(v)]
-    maxima = []
-    for leaf in leaves:
-        leaf = leaf if leaf.dtype == tf.float32 else tf.cast(leaf, tf.float32)
-        nan_sum = tf.reduce_sum(tf.where(tf.math.is_nan(leaf), leaf, tf.zeros_like(leaf)))  # NaN iff any NaN
-        maxima.append(tf.reduce_max(tf.abs(leaf)) + nan_sum)
-    if not maxima:
-        return tf.constant(_NOT_MEASURED, tf.float32)
-    return maxima[0] if len(maxima) == 1 else tf.reduce_max(tf.stack(maxima))
-
-
-class _UpdateSink(threading.local):
-    """While a gated update runs (history on): the checked weights, and the sums of squares of what the
-    optimizer writes into them. Thread-local: MirroredStrategy traces each replica in its own thread."""
-
-    def __init__(self) -> None:
-        self.targets: dict[int, Any] | None = None
-        self.squares: list[Any] = []  # half sums of squares (L2Loss) of each update
-        self.graph: Any = None  # where the update is applied; an update made in a nested one (a
-        # LossScaleOptimizer applies inside its own tf.cond) cannot be returned from it: then not measured
-        self.complete = True
-
-
-_update_sink = _UpdateSink()
-
-
-@contextlib.contextmanager
-def _watching_updates(weights: list[Any]) -> Iterator[_UpdateSink]:
-    targets: dict[int, Any] = {}
-    for weight in weights:
-        targets[id(weight)] = weight
-        inner = getattr(
-            weight, "value", None
-        )  # Keras's TF optimizer updates the keras.Variable's tf.Variable
-        if inner is not None and not callable(inner):
-            targets[id(inner)] = weight
-    sink = _update_sink
-    previous = (sink.targets, sink.squares, sink.graph, sink.complete)
-    sink.targets, sink.squares, sink.graph, sink.complete = targets, [], _current_graph(), True
-    try:
-        yield sink
-    finally:
-        sink.targets, sink.squares, sink.graph, sink.complete = previous
-
-
-def _current_graph() -> Any:
-    return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
-
-
-def _watched_assign(original: Any, kind: str) -> Any:
-    """optimizer.assign / assign_add / assign_sub that also records the squared size of a checked weight's update.
-    ``assign_add``/``assign_sub`` get the update itself (SGD, Adam, RMSprop...); ``assign`` gets the new value, so
-    the update is new - old, read before the write (ordered by automatic control dependencies)."""
-
-    def wrapper(variable: Any, value: Any) -> Any:
-        targets = _update_sink.targets
-        if targets is not None and id(variable) in targets and _current_graph() is not _update_sink.graph:
-            _update_sink.complete = False
-        elif targets is not None and id(variable) in targets:
-            update = _dense(value)
-            if kind == "assign":
-                update = tf.cast(update, _dense(variable).dtype) - _dense(variable)
-            _update_sink.squares.append(_half_squares32(update))
-        return original(variable, value)
-
-    return wrapper
-
-
 # ---- hooks --------------------------------------------------------------------------------------------------
 
 
@@ -339,13 +166,13 @@ def _recording(original: Any, takes_loss_argument: bool) -> Any:
         scope = _active
         if scope is not None:
             loss = (args[0] if args else kwargs.get("loss")) if takes_loss_argument else result
-            if loss is not None and _is_float(loss):
+            if loss is not None and is_float(loss):
                 scope.record().losses.append(loss)
             if scope.config.history and not takes_loss_argument:
                 # compute_loss(x, y, y_pred, sample_weight, training): the history's max |y_pred|
                 y_pred = args[2] if len(args) > 2 else kwargs.get("y_pred")
                 if y_pred is not None:
-                    scope.record().output_max.append(_max_abs(y_pred))
+                    scope.record().output_max.append(max_abs(y_pred))
         return result
 
     return wrapper
@@ -376,7 +203,7 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
                     optimizer.build(variables)
                 optimizer.built = True
         record = scope.record()
-        gate = _gate(
+        gate = gate_update(
             optimizer,
             original_apply,
             grads,
@@ -391,64 +218,6 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
         return None
 
     return apply
-
-
-class _TfKerasVariables:
-    """What the gate reads of an optimizer for its backups: its variables now (as a list, for either tf_keras
-    optimizer kind)."""
-
-    def __init__(self, optimizer: Any) -> None:
-        self._optimizer = optimizer
-
-    @property
-    def variables(self) -> list[Any]:
-        return keras_lines.optimizer_variables(self._optimizer)
-
-
-def _gated_apply_gradients(optimizer: Any, original: Any) -> Any:
-    loss_scaling = keras_lines.is_loss_scale_optimizer(optimizer)
-
-    def apply_gradients(grads_and_vars: Any, *args: Any, **kwargs: Any) -> Any:
-        scope = _active
-        if scope is None:
-            return original(grads_and_vars, *args, **kwargs)
-        pairs = list(grads_and_vars)
-        if not pairs:
-            return original(pairs, *args, **kwargs)
-        grads = [g for g, _ in pairs]
-        variables = [v for _, v in pairs]
-        # Slots are made outside the cond (as apply_gradients does in init_scope) so they exist once, whichever
-        # branch runs.
-        keras_lines.build_optimizer(getattr(optimizer, "inner_optimizer", optimizer), variables)
-        if loss_scaling:
-            keras_lines.build_optimizer(optimizer, variables)
-
-        def apply(grads_: Any, variables_: Any) -> Any:
-            original(list(zip(grads_, variables_, strict=True)), *args, **kwargs)
-
-        record = scope.record()
-        gated = _gate(
-            _TfKerasVariables(optimizer),
-            apply,
-            grads,
-            variables,
-            variables,
-            list(record.losses),
-            scope.config,
-            check_grads=not loss_scaling,
-            keep_backup=scope.several_optimizers,
-        )
-        record.gates.append(gated)
-        return optimizer.iterations
-
-    return apply_gradients
-
-
-def _patch_tf_keras_optimizer(optimizer: Any, patch: Any) -> None:
-    """The gate's hooks on a tf_keras optimizer (it updates through ``apply_gradients(grads_and_vars)`` and scales
-    losses with ``get_scaled_loss``), through `hooks`'s ``patch(obj, name, make)``."""
-    patch(optimizer, "apply_gradients", lambda original: _gated_apply_gradients(optimizer, original))
-    patch(optimizer, "get_scaled_loss", lambda original: _recording(original, takes_loss_argument=True))
 
 
 @contextlib.contextmanager
@@ -473,7 +242,7 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
         if keras_lines.is_tf_keras(
             optimizer
         ):  # tf_keras updates through apply_gradients, scales with get_scaled_loss
-            _patch_tf_keras_optimizer(optimizer, patch)
+            gate_tf_keras.patch_optimizer(optimizer, patch, lambda: _active, _recording)
             continue
         patch(optimizer, "apply", lambda original, o=optimizer: _gated_apply(o, original))
         patch(optimizer, "scale_loss", lambda original: _recording(original, takes_loss_argument=True))
@@ -486,7 +255,7 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
         )
         for writer in writers:
             for kind in ("assign", "assign_add", "assign_sub"):
-                patch(writer, kind, lambda original, k=kind: _watched_assign(original, k))
+                patch(writer, kind, lambda original, k=kind: watched_assign(original, k))
     # A scalar the step differentiates is a loss too (see tape_targets); not under loss scaling, where the
     # differentiated loss is the scaled one and overflowing it is the LossScaleOptimizer's business.
     targets = (
@@ -511,7 +280,7 @@ def train_step_keeping_metrics(train_step: Any, data: Any, metric_variables: lis
     """``train_step(data)`` inside a guarded step; when the gate rejects the step, the metric variables are put back
     as they were (skip mode: a skipped batch leaves no trace in the epoch's metrics). Without metric variables it is
     just the call."""
-    saved = [(v, tf.identity(_dense(v))) for v in metric_variables]
+    saved = [(v, tf.identity(dense(v))) for v in metric_variables]
     logs = train_step(data)
     scope = _active
     if saved and scope is not None:
@@ -532,143 +301,9 @@ def record_loss(loss: Any) -> Any:
     before ``optimizer.apply`` so a non-finite loss blocks the update even when the gradients are finite.
     """
     scope = _active
-    if scope is not None and loss is not None and _is_float(loss):
+    if scope is not None and loss is not None and is_float(loss):
         scope.record().losses.append(loss)
     return loss
-
-
-# ---- the gate -----------------------------------------------------------------------------------------------
-
-
-def _gate(
-    optimizer: Any,
-    original_apply: Any,
-    grads: list[Any],
-    variables_arg: Any,
-    variables: list[Any],
-    losses: list[Any],
-    config: GateConfig,
-    check_grads: bool,
-    keep_backup: bool = False,
-) -> _Gate:
-    present = [i for i, g in enumerate(grads) if g is not None]
-    grad_names = [variable_path(variables[i]) for i in present] if check_grads else []
-    checked_weights = (
-        [variables[i] for i in present if _is_float(variables[i])] if config.check_weights else []
-    )
-    weight_names = [variable_path(v) for v in checked_weights]
-    history = config.history
-    replica_context = tf.distribute.get_replica_context()
-    several_replicas = (
-        tf.distribute.has_strategy()
-        and replica_context is not None
-        and replica_context.num_replicas_in_sync > 1
-    )
-
-    def weights_norm() -> Any:  # history: the checked weights as they are (a skipped update leaves them)
-        if not checked_weights:
-            return tf.constant(_NOT_MEASURED)
-        return combine_norms(_exact_norms(checked_weights, finite_flags(checked_weights)))
-
-    def apply_and_check(do_apply: Any) -> tuple[Any, ...]:
-        backup = []
-        if config.protect_weights:
-            state = [v for v in list(variables) + list(optimizer.variables) if v is not None]
-            backup = [(v, tf.identity(_dense(v))) for v in state]
-        update_norm = tf.constant(_NOT_MEASURED)
-        if history and not several_replicas:
-            # Each replica writes its own copy of the weights: the updates would be counted once per replica.
-            with _watching_updates(checked_weights) as sink:
-                do_apply()
-                update_halves, complete = list(sink.squares), sink.complete
-            if update_halves and complete:
-                # Squares that overflow float32 read as Inf here; history.rows tells that from a non-finite update
-                # by the weights after it (finite weights: the update was finite too).
-                update_norm = tf.sqrt(2.0 * tf.add_n(update_halves))
-        else:
-            do_apply()
-        if history:
-            weight_flags, weight_norm = finite_flags_and_norm(checked_weights)
-            weight_norm = weight_norm if checked_weights else tf.constant(_NOT_MEASURED)
-        else:
-            weight_flags = finite_flags(checked_weights)
-        weights_ok = tf.reduce_all(weight_flags)
-        if config.protect_weights:
-
-            def undo() -> Any:
-                for v, old in backup:
-                    v.assign(old)
-                return tf.constant(False)
-
-            applied = tf.cond(weights_ok, lambda: tf.constant(True), undo)
-        else:
-            applied = tf.constant(True)
-        if history:
-            return weight_flags, applied, weight_norm, update_norm
-        return weight_flags, applied
-
-    def skip() -> tuple[Any, ...]:
-        if history:
-            return _ones(len(checked_weights)), tf.constant(False), weights_norm(), tf.constant(_NOT_MEASURED)
-        return _ones(len(checked_weights)), tf.constant(False)
-
-    def decide(ok: Any, do_apply: Any) -> tuple[Any, ...]:
-        return tf.cond(ok, lambda: apply_and_check(do_apply), skip)
-
-    grad_norm = None
-    if history and check_grads:
-        grad_flags, grad_norm = finite_flags_and_norm([grads[i] for i in present])
-    else:
-        grad_flags = finite_flags([grads[i] for i in present]) if check_grads else _ones(0)
-    if history and grad_norm is None:
-        grad_norm = tf.constant(_NOT_MEASURED)  # a LossScaleOptimizer's gradients are scaled: not the model's
-    loss_ok = tf.reduce_all(finite_flags(losses))
-    local_ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
-    in_sync = tf.distribute.has_strategy() and replica_context is not None
-    if in_sync and replica_context.num_replicas_in_sync > 1:
-        # Every replica, on every worker, must take the same branch: the update all-reduces the gradients, so one
-        # replica skipping it while another applies would hang the collective (MultiWorkerMirroredStrategy) or
-        # diverge the copies. One small all-reduce of "bad" counts gives all replicas the same flags.
-        bad = tf.cast(tf.logical_not(tf.concat([tf.reshape(loss_ok, [1]), grad_flags], axis=0)), tf.float32)
-        agreed = tf.equal(replica_context.all_reduce(tf.distribute.ReduceOp.SUM, bad), 0.0)
-        loss_ok, grad_flags = agreed[0], agreed[1:]
-    ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
-    backup: list[tuple[Any, Any]] = []
-    if keep_backup and not (in_sync and replica_context.num_replicas_in_sync > 1):
-        # Read before the update (automatic control dependencies keep program order): one copy of what this
-        # optimizer changes, for models that train several optimizers in one step.
-        state = [v for v in list(variables) + list(optimizer.variables) if v is not None]
-        backup = [(v, tf.identity(_dense(v))) for v in unique(state)]
-    needs_merge = in_sync and not tf.__internal__.distribute.strategy_supports_no_merge_call()
-    if needs_merge:
-
-        def merge_fn(distribution: Any, ok: Any, grads: Any) -> tuple[Any, Any]:
-            agreed_ok = distribution.experimental_local_results(ok)[0]  # the same on every replica
-
-            def do_apply() -> None:  # `grads` is per replica here: each replica applies its own
-                distribution.extended.call_for_each_replica(original_apply, args=(grads, variables_arg))
-
-            return decide(agreed_ok, do_apply)
-
-        outcome = replica_context.merge_call(merge_fn, args=(ok, grads))
-    else:
-        outcome = decide(ok, lambda: original_apply(grads, variables_arg))
-    weight_flags, applied = outcome[0], outcome[1]
-    all_ok = tf.logical_and(ok, tf.reduce_all(weight_flags))
-    return _Gate(
-        grad_names,
-        weight_names,
-        all_ok,
-        loss_ok,
-        grad_flags,
-        weight_flags,
-        applied,
-        local_ok,
-        backup,
-        grad_norm=grad_norm,
-        weight_norm=outcome[2] if history else None,
-        update_norm=outcome[3] if history else None,
-    )
 
 
 # ---- combining what the replicas recorded -------------------------------------------------------------------
@@ -705,7 +340,7 @@ def _all(flags: list[Any]) -> Any:
 
 
 def _scalar_loss(value: Any) -> Any:
-    value = _dense(value)
+    value = dense(value)
     if value.shape.rank != 0:
         value = tf.reduce_mean(value)
     return value if value.dtype == tf.float32 else tf.cast(value, tf.float32)
@@ -753,7 +388,7 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         # Several updates in one step (a GAN's two optimizers): when any of them fails, the step is not applied
         # at all, so the updates that did go through are taken back.
         for gate in records[0].gates:
-            _undo_if_step_failed(gate, ok)
+            undo_if_step_failed(gate, ok)
         applied = [tf.logical_and(ok, _all(applied))]
     firsts = [_scalar_loss(r.losses[0]) for r in records if r.losses]
     if not firsts:
@@ -763,8 +398,8 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
     verdict = Verdict(
         ok=ok,
         loss_ok=loss_ok,
-        grads_ok=grads[0] if len(grads) == 1 else tf.concat(grads, axis=0) if grads else _ones(0),
-        weights_ok=weights[0] if len(weights) == 1 else tf.concat(weights, axis=0) if weights else _ones(0),
+        grads_ok=grads[0] if len(grads) == 1 else tf.concat(grads, axis=0) if grads else ones(0),
+        weights_ok=weights[0] if len(weights) == 1 else tf.concat(weights, axis=0) if weights else ones(0),
         applied=_all(applied) if applied else tf.constant(False),
         loss=loss,
         local_ok=_all(local_oks) if n_gates else loss_ok,
@@ -776,7 +411,7 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
 def _across_gates(norms: list[Any]) -> Any:
     """One norm from each gate's (several optimizers); -1.0 when there is none or one was not measured."""
     if not norms:
-        return tf.constant(_NOT_MEASURED)
+        return tf.constant(NOT_MEASURED)
     return norms[0] if len(norms) == 1 else combine_norms(tf.stack(norms))
 
 
@@ -787,26 +422,17 @@ def _metrics(records: list[_Record]) -> Any:
         grad_norm = _across_gates([g.grad_norm for g in first])
     else:
         # Several replicas: each saw only its local gradients, not the all-reduced ones that were applied.
-        grad_norm = tf.constant(_NOT_MEASURED)
+        grad_norm = tf.constant(NOT_MEASURED)
     # Weights and updates are decided once for all replicas (the first record's are everyone's).
     weight_norm = _across_gates([g.weight_norm for g in first])
     update_norm = _across_gates([g.update_norm for g in first])
     maxima = [m for r in records for m in r.output_max]
     max_abs_output = (
-        tf.constant(_NOT_MEASURED)
+        tf.constant(NOT_MEASURED)
         if not maxima
         else (maxima[0] if len(maxima) == 1 else tf.reduce_max(tf.stack(maxima)))
     )
     return tf.stack([grad_norm, weight_norm, update_norm, max_abs_output])
-
-
-def _undo_if_step_failed(gate: _Gate, step_ok: Any) -> None:
-    def undo() -> Any:
-        for variable, value in gate.backup:
-            variable.assign(value)
-        return tf.constant(True)
-
-    tf.cond(tf.logical_and(tf.logical_not(step_ok), gate.applied), undo, lambda: tf.constant(False))
 
 
 def report(

@@ -1,20 +1,14 @@
 """NanGuard: the Keras callback that stops (or skips) a training step whose loss or gradients are not finite.
 
 ``model.fit(..., callbacks=[NanGuard("captures")])`` is the only change. At ``on_train_begin`` the callback swaps
-``model.train_function`` for a guarded one built like Keras's own (Keras 3, TensorFlow backend):
+``model.train_function`` for a guarded one (`pyadapter.capture.train_function`: the update runs only if the loss
+and gradients are finite, and healthy steps pull nothing to Python but one boolean). On a failing step the
+callback writes a capture bundle (`pyadapter.capture.bundle`) with the batch, the model and optimizer state from
+before the update (it was not applied), RNG states and loss history, then stops training (``on_nan="stop"``) or
+goes on (``"skip"``), as `pyadapter.capture.policy` decides for both guards.
 
-- the inner step (``strategy.run(model.train_step)``, compiled with the model's ``jit_compile``) has the gate of
-  `pyadapter.capture.gate`: the optimizer update runs inside ``tf.cond(loss and gradients finite, ...)``;
-- the outer, never-XLA function reads the batch from the iterator, runs the step, and hands the batch back as a
-  ``tf.experimental.Optional`` that is filled only when the step failed: on healthy steps no batch is copied or
-  pulled to Python, and the only thing Python reads is one boolean;
-- on a failing step Python writes a capture bundle (`pyadapter.capture.bundle`) with the batch, the model and
-  optimizer state from before the update (it was not applied), RNG states and loss history, then stops training
-  (``on_nan="stop"``) or goes on (``"skip"``).
-
-The guarded function is cached per model and configuration, so later ``fit`` calls do not retrace. It works for
-Sequential, functional and subclassed models, custom ``train_step``s that call ``super()`` or the optimizer,
-``jit_compile`` on or off, ``steps_per_execution`` (run as single steps) and MirroredStrategy.
+It works for Sequential, functional and subclassed models, custom ``train_step``s that call ``super()`` or the
+optimizer, ``jit_compile`` on or off, ``steps_per_execution`` (run as single steps) and MirroredStrategy.
 """
 
 from __future__ import annotations
@@ -22,7 +16,6 @@ from __future__ import annotations
 import collections
 import sys
 import time
-import warnings
 import weakref
 from pathlib import Path
 from typing import Any
@@ -36,239 +29,32 @@ from pyadapter.capture import (
     batchcodec,
     bundle_format,
     cluster,
+    cluster_bundle,
     datasource,
     gate,
     keras_fixes,
     keras_lines,
-    legacy_keras,
-    model_archive,
+    keras_state,
     rng,
     snapshot,
-    storage,
-    structure,
 )
 from pyadapter.capture import history as step_history
 from pyadapter.capture import window as step_window
 from pyadapter.capture import writer as bundle_writer
-from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
-
-
-def _optionals_to_none(data: Any) -> Any:
-    # As Keras's _autoconvert_optionals: an Optional in the data stands for "no value" (e.g. no sample weights).
-    return keras.tree.map_structure(lambda v: None if isinstance(v, tf.experimental.Optional) else v, data)
-
-
-def _replica_parts(value: Any, strategy: tf.distribute.Strategy) -> list[Any]:
-    if value is None:
-        return []
-    if isinstance(value, tf.distribute.DistributedValues):
-        return list(strategy.experimental_local_results(value))
-    return [value]
-
-
-def _reduce_logs(outputs: Any, strategy: tf.distribute.Strategy) -> Any:
-    if cluster.cluster_of(strategy) is not None:
-        # Keras's reduce_per_replica asks MultiWorkerMirroredStrategy for reduce(MEAN, scalar, axis=0), which
-        # fails on scalar logs; the mean over all replicas of the cluster is reduce(MEAN, value, axis=None).
-        return tf.nest.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None), outputs)
-    try:
-        from keras.src.backend.tensorflow.trainer import reduce_per_replica
-    except ImportError:  # pragma: no cover - Keras internals moved
-        return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], outputs)
-    return reduce_per_replica(outputs, strategy, reduction="auto")
-
-
-def model_optimizers(model: keras.Model) -> list[Any]:
-    """The optimizers a model trains with: ``model.optimizer`` and any optimizer it holds as an attribute (a GAN's
-    ``d_optimizer`` / ``g_optimizer`` passed to its own ``compile``), each once."""
-    found: list[Any] = []
-    candidates = [getattr(model, "optimizer", None), *vars(model).values()]
-    for value in candidates:
-        if keras_lines.is_optimizer(value) and all(value is not seen for seen in found):  # either Keras line
-            found.append(value)
-    return found
-
-
-def primary_optimizer(model: keras.Model) -> Any:
-    """The optimizer whose iteration count is the model's step: the one that has taken the most steps; among
-    equals, one the model holds itself (a GAN's ``d_optimizer``) before the ``model.optimizer`` that a bare
-    ``super().compile()`` makes and nothing uses."""
-    optimizers = model_optimizers(model)
-    own = getattr(model, "optimizer", None)
-    return max(optimizers, key=lambda o: (int(o.iterations.numpy()), len(optimizers) == 1 or o is not own))
-
-
-class GuardedTrainFunction:
-    """The replacement for ``model.train_function`` (see module docstring). One per model and configuration."""
-
-    def __init__(
-        self, model: keras.Model, config: gate.GateConfig, restore_metrics: bool, keep_batches: bool = False
-    ) -> None:
-        self.model_ref = weakref.ref(model)
-        self.config = config
-        self.restore_metrics = restore_metrics
-        # The window (`pyadapter.capture.window`): hand every step's batch back to Python as the tensors it already
-        # is (a reference, no copy); off: the batch leaves the function only on a failing step.
-        self.keep_batches = keep_batches
-        self.guard: NanGuard | None = None
-        self.keras_function: Any = model.train_function  # Keras's own, put back after fit
-        self.meta = gate.GateMeta()
-        self.template: Any = None  # data structure with leaf indices, from the last trace
-        self.seed_paths: list[str] = []
-        self.strategy = model.distribute_strategy
-        self.steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
-        self.input = datasource.InputTracker()  # the tf.data iterator read, for the bundle's data_source
-        self._one_step = self._make_one_step(model)
-        self._step_on_iterator = self._wrap(
-            lambda iterator: self._step_and_capture(iterator.get_next()), model
-        )
-        self._step_on_data = self._wrap(self._step_and_capture, model)
-
-    @staticmethod
-    def key(
-        model: keras.Model, config: gate.GateConfig, restore_metrics: bool, keep_batches: bool = False
-    ) -> tuple:
-        return (
-            config,
-            restore_metrics,
-            keep_batches,
-            bool(model.run_eagerly),
-            model.jit_compile,
-            int(getattr(model, "steps_per_execution", 1) or 1),
-            tuple(id(optimizer) for optimizer in model_optimizers(model)),
-            id(model.distribute_strategy),
-        )
-
-    def _wrap(self, fn: Any, model: keras.Model) -> Any:
-        return fn if model.run_eagerly else tf.function(fn, reduce_retracing=True)
-
-    def _make_one_step(self, model: keras.Model) -> Any:
-        config, strategy = self.config, self.strategy
-        restore_metrics = self.restore_metrics
-
-        def replica_step(data: Any) -> Any:
-            model_ = self.model_ref()
-            assert model_ is not None, "the model is alive while its train function runs"
-            metrics = list(model_.metrics_variables) if restore_metrics else []
-            logs = gate.train_step_keeping_metrics(model_.train_step, data, metrics)
-            return logs
-
-        def one_step_on_data(data: Any) -> Any:
-            model_ = self.model_ref()
-            with gate.hooks(model_optimizers(model_), [model_], config) as scope:
-                outputs = strategy.run(replica_step, args=(data,))
-                verdict, meta = gate.combine(scope)
-            self.meta = meta
-            return _reduce_logs(outputs, strategy), verdict
-
-        if not model.run_eagerly:
-            one_step_on_data = tf.function(
-                one_step_on_data, reduce_retracing=True, jit_compile=model.jit_compile
-            )
-        return one_step_on_data
-
-    def _step_and_capture(self, data: Any) -> Any:
-        model = self.model_ref()
-        data = _optionals_to_none(data)
-        seeds = rng.seed_generator_states(model)
-        self.seed_paths = [path for path, _ in seeds]
-        seeds_before = [tf.identity(tf.convert_to_tensor(variable)) for _, variable in seeds]
-        outputs, verdict = self._one_step(data)
-        flat = tf.nest.flatten(data)
-        self.template = tf.nest.pack_sequence_as(data, list(range(len(flat))))
-        # Tuples, not lists: tf.data structures would turn lists into stacked tensors.
-        leaves = tuple(tuple(_replica_parts(value, self.strategy)) for value in flat)
-        element = (leaves, tuple(seeds_before))
-        spec = tf.nest.map_structure(tf.type_spec_from_value, element)
-        captured = tf.cond(
-            verdict.ok,
-            lambda: tf.experimental.Optional.empty(spec),
-            lambda: tf.experimental.Optional.from_value(element),
-        )
-        kept = tuple(flat) if self.keep_batches else ()
-        return outputs, verdict, captured, kept
-
-    # ---- called by Keras fit instead of its own train function ----
-
-    def uninstall(self) -> None:
-        """Give the model its own train function back (after fit, or when fit is aborted by an error)."""
-        self.guard = None
-        model = self.model_ref()
-        if model is not None and model.train_function is self:
-            model.train_function = self.keras_function
-
-    def __call__(self, iterator: Any) -> Any:
-        try:
-            return self._run(iterator)
-        except (tf.errors.OutOfRangeError, StopIteration):
-            raise  # the end of an epoch, not an error
-        except BaseException:
-            # fit is aborting and will not call on_train_end: do not leave the guard installed.
-            self.uninstall()
-            raise
-
-    def _run(self, iterator: Any) -> Any:
-        guard = self.guard
-        logs = None
-        if isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
-            for index in range(self.steps_per_execution):
-                self.input.see(iterator)
-                try:
-                    outputs, verdict, captured, kept = self._step_on_iterator(iterator)
-                except tf.errors.OutOfRangeError:
-                    if index == 0:
-                        raise
-                    break
-                logs = outputs
-                if guard is not None and not guard._after_step(self, verdict, captured, outputs, kept):
-                    break
-            return logs
-        for _, data in zip(range(self.steps_per_execution), iterator, strict=False):
-            logs, verdict, captured, kept = self._step_on_data(data)
-            if guard is not None and not guard._after_step(self, verdict, captured, logs, kept):
-                break
-        return logs
-
-
-class LegacyGuardedTrainFunction(GuardedTrainFunction):
-    """The guarded ``train_function`` of a tf_keras model: the same outer function and capture, around tf_keras's
-    own step (see `legacy_keras.make_one_step`)."""
-
-    @staticmethod
-    def key(model: Any, config: gate.GateConfig, restore_metrics: bool, keep_batches: bool = False) -> tuple:
-        return (
-            "tf_keras",
-            config,
-            restore_metrics,
-            keep_batches,
-            bool(model.run_eagerly),
-            model.jit_compile,
-            keras_lines.steps_per_execution(model),
-            tuple(id(o) for o in model_optimizers(model)),
-            id(model.distribute_strategy),
-        )
-
-    def _make_one_step(self, model: Any) -> Any:
-        self.steps_per_execution = keras_lines.steps_per_execution(model)
-        return legacy_keras.make_one_step(self, model, model_optimizers)
-
-
-# What NanGuard does with compile(steps_per_execution=N), said once per guard: the guarantees hold per step, and
-# the speed-up does not (measured on a small MLP on CPU: about the time of steps_per_execution=1).
-STEPS_PER_EXECUTION_NOTE = (
-    "NanGuard: steps_per_execution={n}: each step is still checked and a failing step's own batch captured, "
-    "because the guard runs the {n} steps of an execution as {n} calls; this gives up the speed-up "
-    "steps_per_execution buys (a small model runs about as fast as with steps_per_execution=1)"
+from pyadapter.capture.options import GuardOptions
+from pyadapter.capture.policy import Attempt, FailurePolicy, write_located
+from pyadapter.capture.train_function import (
+    STEPS_PER_EXECUTION_NOTE,
+    GuardedTrainFunction,
+    LegacyGuardedTrainFunction,
+    cached_functions,
+    model_optimizers,
+    primary_optimizer,
 )
+from pyadapter.capture.verdict import Failure, NonFiniteReport
 
-
-# Guarded functions live on the model (like Keras's own train_function), so they go when it goes: a module-level
-# weak-keyed cache would not, as Keras's train function, kept for restoring, refers back to the model.
-_CACHE_ATTRIBUTE = "_nanlens_guarded_train_functions"
-
-
-def _cached_functions(model: keras.Model) -> dict[tuple, GuardedTrainFunction]:
-    return model.__dict__.setdefault(_CACHE_ATTRIBUTE, {})  # __dict__: no Keras attribute tracking
+# Imported here by name elsewhere (pyadapter.replay.reentry, tests): the guarded function moved to train_function.
+__all__ = ["GuardedTrainFunction", "NanGuard", "model_optimizers", "primary_optimizer"]
 
 
 class NanGuard(keras.callbacks.Callback):
@@ -320,40 +106,31 @@ class NanGuard(keras.callbacks.Callback):
         verbose: bool = True,
     ) -> None:
         super().__init__()
-        if not isinstance(window, int) or isinstance(window, bool) or window < 0:
-            raise ValueError(f"window must be 0 (off) or a number of steps, got {window!r}")
+        self.options = GuardOptions.of(locals())  # validated there, as guard_step's are
+        self.policy = FailurePolicy(self.options)
         self.window_size = window
         self._window: step_window.WindowKeeper | None = None
         self._window_model: Any = lambda: None
-        if on_nan not in ON_NAN:
-            raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
-        self.capture_dir = storage.capture_location(capture_dir)
+        self.capture_dir = self.options.capture_dir
         self.on_nan = on_nan
-        self.run_name = run_name
-        self.config = gate.GateConfig(
-            check_weights=check_weights, protect_weights=protect_weights, history=history_size > 0
-        )
+        self.run_name = run_name  # set at on_train_begin when None (all workers must agree on it)
+        self.config = self.options.gate_config
         self.max_bundles = max_bundles
         self.max_consecutive_skips = max_consecutive_skips
         self.locate = locate
         self.verbose = verbose
-        self.failures: list[Failure] = []
+        self.failures: list[Failure] = self.policy.failures
         self._history: collections.deque = collections.deque(maxlen=history_size)
         self._function: GuardedTrainFunction | None = None
         self._step = 0
         self._epoch: int | None = None
         self._batch = 0
-        self._consecutive = 0
-        self._bundles_written = 0
         self._cluster: cluster.ClusterInfo | None = None
         keras_fixes.install_multiworker_fit_fix()  # without it Keras 3 fit fails under MultiWorkerMirroredStrategy
 
     @property
     def last_bundle(self) -> Path | str | None:
-        for failure in reversed(self.failures):
-            if failure.bundle is not None:
-                return failure.bundle
-        return None
+        return self.policy.last_bundle
 
     # ---- both Keras lines ----
     # One NanGuard class serves Keras 3 and tf_keras (Keras 2, TF_USE_LEGACY_KERAS=1): it stays the Keras 3
@@ -410,10 +187,12 @@ class NanGuard(keras.callbacks.Callback):
         elif self._window is not None and self._window_model() is model:
             self._window.restart()  # the same model's buffers and compiled copy serve the next fit
         else:
-            self._window = step_window.WindowKeeper(self.window_size, lambda: _state_variables(model))
+            self._window = step_window.WindowKeeper(
+                self.window_size, lambda: keras_state.state_variables(model)
+            )
             self._window_model = weakref.ref(model)
         key = function_class.key(model, self.config, restore_metrics, keep)
-        per_model = _cached_functions(model)
+        per_model = cached_functions(model)
         function = per_model.get(key)
         if function is None or function.keras_function is not keras_function:
             # New, or the model was compiled again since (Keras then builds a new train function): retrace.
@@ -428,9 +207,9 @@ class NanGuard(keras.callbacks.Callback):
                 STEPS_PER_EXECUTION_NOTE.format(n=function.steps_per_execution), file=sys.stderr, flush=True
             )
         self._step = int(primary_optimizer(model).iterations.numpy())
-        self._consecutive = 0
+        self.policy.passed()  # a new fit starts a new run of failures
         if self._window is not None:
-            _build_own_optimizer(model)
+            keras_state.build_own_optimizer(model)
             self._window.start(self._step)
 
     def on_train_end(self, logs: dict | None = None) -> None:
@@ -458,87 +237,50 @@ class NanGuard(keras.callbacks.Callback):
             )
         )
         if bool(verdict.ok):
-            self._consecutive = 0
+            self.policy.passed()
             if self._window is not None:
                 self._window.after_step(step, kept)
             return True
-        self._consecutive += 1
+        stop = self.policy.failed()
         report = gate.report(verdict, function.meta, list(self.model.trainable_variables))
-        stop = self.on_nan == "stop" or (
-            self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
-        )
-        path, error, scene_origin, cause = None, None, None, None
-        if self._bundles_written < self.max_bundles:
-            try:
-                if self._cluster is not None:
-                    # Counted before writing: every worker must make the same number of attempts (each is a
-                    # collective), whether its own part of an attempt failed or not.
-                    self._bundles_written += 1
-                    path = self._write_cluster_bundle(function, verdict, report, captured, step, batch_index)
-                else:
-                    data, seed_states = self._captured_batch(function, captured)
-                    located = self._locate_at_scene(function, report, data, seed_states, step, batch_index)
-                    scene_origin = located.origin
-                    window_files, window_entry = self._window_files(
-                        function, located, data, step, batch_index
-                    )
-                    path = self._write_bundle(
-                        function,
-                        report,
-                        captured,
-                        step,
-                        batch_index,
-                        data=data,
-                        seed_states=seed_states,
-                        extra_files={**located.files, **window_files},
-                        extra={
-                            **located.manifest,
-                            **window_entry,
-                            **datasource.manifest_entry(
-                                datasource.dataset_of(function.input.iterator),
-                                data,
-                                function.input.batches_before,
-                            ),
-                        },
-                    )
-                    self._bundles_written += 1
-                    cause = atscene.cause_sentence(path, located)
-            except Exception as exc:  # noqa: BLE001 - training must still stop/skip cleanly; say why, once
-                error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        failure = Failure(
-            step,
-            self._epoch,
-            batch_index,
-            report,
-            path,
-            "stopped" if stop else "skipped",
-            error,
-            origin=scene_origin,
-            cause=cause,
-        )
-        self.failures.append(failure)
-        if self._window is not None:
-            self._window.after_step(
-                step, kept
-            )  # skip mode goes on: the refused step is part of later windows
-        if self.verbose:
-            print("\n" + failure.message(), file=sys.stderr, flush=True)
+
+        def write(attempt: Attempt) -> None:
+            if self._cluster is not None:
+                attempt.path = self._write_cluster_bundle(
+                    function, verdict, report, captured, step, batch_index
+                )
+                return
+            data, seed_states = function.captured_batch(captured)
+            write_located(
+                attempt,
+                locate=lambda: self._locate_at_scene(function, report, data, seed_states, step, batch_index),
+                window_files=lambda located: self._window_files(function, located, data, step, batch_index),
+                data_source=lambda: datasource.manifest_entry(
+                    datasource.dataset_of(function.input.iterator), data, function.input.batches_before
+                ),
+                write=lambda files, extra: self._write_bundle(
+                    function,
+                    report,
+                    captured,
+                    step,
+                    batch_index,
+                    data=data,
+                    seed_states=seed_states,
+                    extra_files=files,
+                    extra=extra,
+                ),
+            )
+
+        # Multi-worker: counted before writing, as every worker must make the same number of attempts (each is a
+        # collective), whether its own part of an attempt failed or not.
+        attempt = self.policy.attempt(write, count_first=self._cluster is not None)
+        failure = self.policy.record(step, self._epoch, batch_index, report, attempt, stop)
+        if self._window is not None:  # skip mode goes on: the refused step is part of later windows
+            self._window.after_step(step, kept)
+        self.policy.say(failure, prefix="\n")
         if stop:
             self.model.stop_training = True
         return not stop
-
-    def _captured_batch(
-        self, function: GuardedTrainFunction, captured: Any
-    ) -> tuple[Any, dict[str, np.ndarray]]:
-        """(this process's part of the failing batch, nested as fed; Keras seed states from before the step)."""
-        leaves, seeds_before = captured.get_value()
-        # Ragged and sparse leaves stay ragged and sparse: densified, the replayed step would differ.
-        flat = [batchcodec.from_tf_parts(list(parts)) for parts in leaves]
-        data = tf.nest.map_structure(lambda index: flat[index], function.template)
-        seed_states = {
-            path: np.asarray(v.numpy()) for path, v in zip(function.seed_paths, seeds_before, strict=True)
-        }
-        return data, seed_states
 
     def _window_files(
         self,
@@ -570,7 +312,7 @@ class NanGuard(keras.callbacks.Callback):
                 to_numpy=to_numpy,
                 step=step,
                 history=self._history,
-                model_info=self._model_info(function),
+                model_info=function.model_info(self.model),
                 trainable=list(model.trainable_variables),
                 optimizers=model_optimizers(model),
                 extra_state=keras_lines.metrics_variables(model),
@@ -585,22 +327,6 @@ class NanGuard(keras.callbacks.Callback):
             return {}, {
                 step_window.MANIFEST_KEY + "_error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             }
-
-    def _model_info(self, function: GuardedTrainFunction) -> dict[str, Any]:
-        model = self.model
-        return {
-            "class_name": type(model).__name__,
-            "module": type(model).__module__,
-            "jit_compile": bool(model.jit_compile),
-            "run_eagerly": bool(model.run_eagerly),
-            "steps_per_execution": function.steps_per_execution,
-            "distribute_strategy": type(function.strategy).__name__,
-            "num_replicas": function.strategy.num_replicas_in_sync,
-            "optimizer": type(primary_optimizer(model)).__name__,
-            "optimizers": [type(optimizer).__name__ for optimizer in model_optimizers(model)],
-            "loss_scale_optimizer": gate.is_loss_scale_optimizer(primary_optimizer(model)),
-            "file": bundle_format.MODEL_FILE,
-        }
 
     def _write_bundle(
         self,
@@ -618,7 +344,7 @@ class NanGuard(keras.callbacks.Callback):
     ) -> Path | str:
         model = self.model
         if data is None or seed_states is None:
-            data, seed_states = self._captured_batch(function, captured)
+            data, seed_states = function.captured_batch(captured)
         replicas = function.strategy.num_replicas_in_sync
         if batch_note is None and replicas > 1:
             batch_note = f"global batch: the {replicas} replicas' shards concatenated"
@@ -626,7 +352,7 @@ class NanGuard(keras.callbacks.Callback):
         def save_state(writer: bundle_format.BundleWriter) -> dict:
             for name, content in (extra_files or {}).items():
                 writer.file(name).write_bytes(content)
-            return _save_keras_state(writer, model, seed_states)
+            return keras_state.save_keras_state(writer, model, seed_states)
 
         return bundle_writer.write_bundle(
             capture_dir=self.capture_dir,
@@ -642,7 +368,7 @@ class NanGuard(keras.callbacks.Callback):
             seed_states=seed_states,
             history=self._history,
             extra={
-                "model": self._model_info(function),
+                "model": function.model_info(self.model),
                 "optimizer_iterations": int(primary_optimizer(model).iterations.numpy()),
                 **keras_lines.manifest_entry([model]),
                 **(extra or {}),
@@ -716,177 +442,30 @@ class NanGuard(keras.callbacks.Callback):
         captured: Any,
         step: int,
         batch_index: int,
-    ) -> Path | str | None:
-        """Multi-worker: every worker stages its shard, the chief assembles one bundle (see cluster.py).
-
-        Every worker runs the same collectives in the same order whatever fails locally, so no worker waits for
-        one that gave up. Returns the bundle's path (the same on every worker) or raises with the reason."""
-        info = self._cluster
-        assert info is not None
-        channel = cluster.WorkerChannel(function.strategy)
-        name = f"{self.run_name}-step{step}"
-        staging = storage.join(str(self.capture_dir), f".{name}.shards")
-        staged, local_error = 1.0, None
-        described: Any = None
-        seed_states: dict[str, np.ndarray] = {}
-        try:
-            data, seed_states = self._captured_batch(function, captured)
-            arrays: dict[str, np.ndarray] = {}
-            described = structure.describe(data, arrays)
-            cluster.stage_shard(staging, info.worker_index, arrays)
-        except Exception as exc:  # noqa: BLE001 - the other workers must still hear from this one
-            staged, local_error = 0.0, f"{type(exc).__name__}: {exc}".splitlines()[0]
-        n = info.num_workers
-        mine = np.zeros(2 * n)
-        mine[info.worker_index] = staged
-        mine[n + info.worker_index] = 0.0 if bool(verdict.local_ok) else 1.0
-        agreed = channel.sum(mine)
-        staged_by, bad_by = agreed[:n] > 0.5, agreed[n:] > 0.5
-        suffix, chief_error = -1.0, None
-        if info.is_chief:
-            try:
-                if described is None:
-                    raise RuntimeError(f"the chief's own shard failed: {local_error}")
-                path = self._write_chief_bundle(
-                    function, report, step, batch_index, staging, staged_by, bad_by, described, seed_states
-                )
-                final = str(path).rstrip("/").rsplit("/", 1)[-1]
-                suffix = 0.0 if final == name else float(final.rsplit("-", 1)[1])
-            except Exception as exc:  # noqa: BLE001 - said below, on every worker
-                chief_error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-            finally:
-                storage.remove_tree(staging)
-        suffix = float(channel.sum(np.array([suffix if info.is_chief else 0.0]))[0])
-        if suffix < 0:
-            raise RuntimeError(chief_error or f"the chief ({info.tasks[0]}) could not write the bundle")
-        if local_error is not None:
-            raise RuntimeError(
-                f"this worker's shard could not be staged ({local_error}); the bundle lacks it"
-            )
-        final_name = name if suffix == 0 else f"{name}-{int(suffix)}"
-        if isinstance(self.capture_dir, Path):
-            return self.capture_dir / final_name
-        return storage.join(self.capture_dir, final_name)
-
-    def _write_chief_bundle(
-        self,
-        function: GuardedTrainFunction,
-        report: NonFiniteReport,
-        step: int,
-        batch_index: int,
-        staging: str,
-        staged_by: np.ndarray,
-        bad_by: np.ndarray,
-        described: Any,
-        seed_states: dict[str, np.ndarray],
     ) -> Path | str:
-        info = self._cluster
-        assert info is not None
-        shards, files, layout = [], {}, []
-        for worker in range(info.num_workers):
-            entry: dict[str, Any] = {
-                "worker": worker,
-                "task": info.tasks[worker],
-                "address": info.addresses[worker],
-                "own_data_non_finite": bool(bad_by[worker]),
-            }
-            if staged_by[worker]:
-                raw, arrays = cluster.read_staged_shard(staging, worker)
-                shards.append(arrays)
-                files[cluster.shard_file(worker)] = raw
-                entry.update(file=cluster.shard_file(worker), rows=cluster.rows(arrays))
-            else:
-                entry.update(file=None, rows=0, missing="the worker could not stage its shard")
-            layout.append(entry)
-        if not shards:
-            raise RuntimeError("no worker could stage its shard of the batch")
-        data = structure.rebuild(described, cluster.join_shards(shards), any_rows=True)
-        cluster_manifest = {
-            **info.to_json(),
-            "written_by": info.tasks[info.worker_index],
-            "shards": layout,
-            "non_finite_workers": [info.tasks[w] for w in range(info.num_workers) if bad_by[w]],
-        }
-        note = f"global batch: the {len(shards)} workers' shards ({cluster.SHARDS_DIR}/) concatenated in worker order"
-        return self._write_bundle(
-            function,
-            report,
-            None,
-            step,
-            batch_index,
-            data=data,
-            batch_note=note,
-            extra={"cluster": cluster_manifest},
-            extra_files=files,
-            seed_states=seed_states,
+        """Multi-worker: every worker stages its shard, the chief assembles one bundle (`cluster_bundle`)."""
+        assert self._cluster is not None
+
+        def write(chief: cluster_bundle.ChiefBatch) -> Path | str:
+            return self._write_bundle(
+                function,
+                report,
+                None,
+                step,
+                batch_index,
+                data=chief.data,
+                batch_note=chief.note,
+                extra={"cluster": chief.manifest},
+                extra_files=chief.files,
+                seed_states=chief.seed_states,
+            )
+
+        return cluster_bundle.write_cluster_bundle(
+            self._cluster,
+            function.strategy,
+            self.capture_dir,
+            f"{self.run_name}-step{step}",
+            bool(verdict.local_ok),
+            lambda: function.captured_batch(captured),
+            write,
         )
-
-
-def _state_variables(model: keras.Model) -> list[Any]:
-    """What the window copies: the model's variables, its optimizers' (slots, iterations, learning rate) and its
-    seed generators' states."""
-    return snapshot.unique(
-        [
-            *model.variables,
-            *(v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)),
-            *(v for _, v in rng.seed_generator_states(model)),
-        ]
-    )
-
-
-def _build_own_optimizer(model: keras.Model) -> None:
-    """Make the slots of a model's only optimizer now, as its first update would (Keras's own ``train_step``
-    builds it on the model's trainable variables, under its name scope), so the window's first copy holds them:
-    a run that blows up in its first steps then has a window from step 0. Custom steps are left alone (an
-    optimizer may train only some variables); their window starts after the first step."""
-    optimizers = model_optimizers(model)
-    if (
-        keras_lines.is_tf_keras(model)
-        or len(optimizers) != 1
-        or optimizers[0] is not getattr(model, "optimizer", None)
-        or type(model).train_step is not keras.Model.train_step
-        or keras_lines.optimizer_built(optimizers[0])
-    ):
-        return
-    from pyadapter.capture.optimizers import build_optimizers
-
-    with model.distribute_strategy.scope():
-        build_optimizers(optimizers, list(model.trainable_variables))
-
-
-def _save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, seed_states: dict) -> dict:
-    """model.keras (architecture and compile settings: `model_archive`) and weights.npz (every model and optimizer
-    value, streamed one variable at a time), with the seed states from before the step."""
-    seeds = dict(rng.seed_generator_states(model))
-    after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
-    extra: dict[str, Any] = {}
-    described: list[dict[str, Any]] = []
-    try:
-        for path, value in seed_states.items():
-            if path in seeds:
-                seeds[path].assign(value)
-        model_file = writer.file(bundle_format.MODEL_FILE)
-        try:
-            with warnings.catch_warnings():
-                # "You are saving a model that has not yet been built": a subclass built only inside its step.
-                warnings.simplefilter("ignore", UserWarning)
-                model_archive.save(model, model_file, keras_lines.keras_line(model) or keras_lines.KERAS3)
-        except Exception as exc:  # noqa: BLE001 - e.g. a custom object without get_config: keep the rest
-            model_file.unlink(missing_ok=True)
-            extra["model_save_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        values, total = snapshot.variable_values(
-            [
-                ("model", list(model.variables)),
-                (
-                    "optimizer",
-                    [v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)],
-                ),
-            ],
-            described,
-        )
-        # Written while the seed states are the captured ones: the values are read as they are written.
-        writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)
-    finally:
-        for path, value in after.items():
-            seeds[path].assign(value)
-    return {"weights": {"file": bundle_format.WEIGHTS_FILE, "variables": described}, **extra}

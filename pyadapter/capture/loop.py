@@ -51,15 +51,16 @@ from pyadapter.capture import (
     datasource,
     gate,
     keras_lines,
+    loop_bundle,
     rng,
     snapshot,
-    storage,
     takeover,
 )
 from pyadapter.capture import history as step_history
 from pyadapter.capture import window as step_window
-from pyadapter.capture import writer as bundle_writer
-from pyadapter.capture.verdict import ON_NAN, Failure, NonFiniteReport
+from pyadapter.capture.options import GuardOptions
+from pyadapter.capture.policy import Attempt, FailurePolicy, write_located
+from pyadapter.capture.verdict import Failure, NonFiniteReport
 
 
 class NonFiniteStepError(RuntimeError):
@@ -70,15 +71,6 @@ class NonFiniteStepError(RuntimeError):
         self.failure = failure
 
 
-def _trackable_children(checkpoint: Any) -> dict[str, Any]:
-    """The objects a tf.train.Checkpoint was given, by name (`Checkpoint(model=m, optimizer=o)`)."""
-    children = {}
-    for name, value in vars(checkpoint).items():
-        if not name.startswith("_"):
-            children[name] = value
-    return children
-
-
 class GuardedStep:
     """A step function wrapped by `guard_step`. Call it like the original; ``.failures`` / ``.last_bundle`` tell
     what happened; ``.python_function`` / ``.step_function`` are the original and what was wrapped."""
@@ -87,26 +79,16 @@ class GuardedStep:
         self,
         step_function: Any,
         *,
-        capture_dir: str | Path,
+        options: GuardOptions,
         checkpoint: Any,
         model: Any,
         optimizer: Any,
-        on_nan: str,
-        run_name: str | None,
-        check_weights: bool,
-        protect_weights: bool,
-        max_bundles: int,
-        max_consecutive_skips: int | None,
-        history_size: int,
-        verbose: bool,
-        locate: bool = True,
-        window: int = step_window.DEFAULT_SIZE,
     ) -> None:
-        if on_nan not in ON_NAN:
-            raise ValueError(f"on_nan must be one of {ON_NAN}, got {on_nan!r}")
+        self.options = options
+        self.policy = FailurePolicy(self.options)
         objects = {}
         if checkpoint is not None:
-            objects.update(_trackable_children(checkpoint))
+            objects.update(loop_bundle.trackable_children(checkpoint))
         if model is not None:
             objects.setdefault("model", model)
         if optimizer is not None:
@@ -125,30 +107,24 @@ class GuardedStep:
                 "guard_step found no Keras optimizer to gate (pass optimizer=... or put it in checkpoint)"
             )
         self.step_function = step_function
-        self.capture_dir = storage.capture_location(capture_dir)
-        self.on_nan = on_nan
-        self.run_name = run_name
-        self.config = gate.GateConfig(
-            check_weights=check_weights, protect_weights=protect_weights, history=history_size > 0
-        )
-        self.max_bundles = max_bundles
-        self.max_consecutive_skips = max_consecutive_skips
-        self.locate = locate
-        self.verbose = verbose
-        self.failures: list[Failure] = []
+        self.capture_dir = self.options.capture_dir
+        self.on_nan = options.on_nan
+        self.run_name = options.run_name
+        self.config = options.gate_config
+        self.max_bundles = options.max_bundles
+        self.max_consecutive_skips = options.max_consecutive_skips
+        self.locate = options.locate
+        self.verbose = options.verbose
+        self.failures: list[Failure] = self.policy.failures
         self.meta = gate.GateMeta()
-        self._history: collections.deque = collections.deque(maxlen=history_size)
+        self._history: collections.deque = collections.deque(maxlen=options.history_size)
         self._calls = 0
         self._first_iteration: int | None = None
-        self._consecutive = 0
-        self._bundles_written = 0
         self._seed_paths: list[str] = []
-        if not isinstance(window, int) or isinstance(window, bool) or window < 0:
-            raise ValueError(f"window must be 0 (off) or a number of steps, got {window!r}")
         # The window (`pyadapter.capture.window`): the arguments of the last steps, kept by reference, and the state
         # copied every `window` steps. Off for per-replica arguments (decided at the first call).
         self._window: step_window.WindowKeeper | None = (
-            step_window.WindowKeeper(window, self._state_variables) if window else None
+            step_window.WindowKeeper(options.window, self._state_variables) if options.window else None
         )
 
         if isinstance(step_function, tf.types.experimental.PolymorphicFunction):
@@ -179,10 +155,7 @@ class GuardedStep:
 
     @property
     def last_bundle(self) -> Path | str | None:
-        for failure in reversed(self.failures):
-            if failure.bundle is not None:
-                return failure.bundle
-        return None
+        return self.policy.last_bundle
 
     def _seed_states(self) -> list[tuple[str, Any]]:
         found = []
@@ -229,73 +202,51 @@ class GuardedStep:
         loss = verdict.loss if "loss" in self.meta.checked else _scalar_loss(result)
         self._history.append(step_history.HistoryEntry(step, loss, None, verdict.metrics))
         if bool(verdict.ok):
-            self._consecutive = 0
+            self.policy.passed()
             if self._window is not None:
                 self._window.after_step(step, (args, kwargs))
             return result
-        self._consecutive += 1
+        stop = self.policy.failed()
         returned_loss_bad = (
             loss is not None and "loss" not in self.meta.checked and not np.isfinite(loss.numpy())
         )
         trainable = [v for model in self.models for v in model.trainable_variables]
         report = gate.report(verdict, self.meta, trainable, loss_seen_bad=bool(returned_loss_bad))
-        stop = self.on_nan == "stop" or (
-            self.max_consecutive_skips is not None and self._consecutive >= self.max_consecutive_skips
-        )
-        path, error, scene_origin, cause = None, None, None, None
-        if self._bundles_written < self.max_bundles:
+        caller = sys._getframe(1)  # the loop's frame: its dataset, if a local there reads files
+
+        def write(attempt: Attempt) -> None:
             seed_states = {
                 p: np.asarray(v.numpy()) for p, v in zip(self._seed_paths, seeds_before, strict=True)
             }
-            try:
-                located = self._locate_at_scene(report, step, index, args, kwargs, seed_states)
-                scene_origin = located.origin
-                # The loop's dataset, if a local of the caller reads files (its position in it is not known).
-                source = datasource.manifest_entry(
-                    datasource.dataset_in_frame(sys._getframe(1)),
+            write_located(
+                attempt,
+                locate=lambda: self._locate_at_scene(report, step, index, args, kwargs, seed_states),
+                window_files=lambda located: self._window_files(located, step, index, args, kwargs),
+                # (its position in the dataset is not known)
+                data_source=lambda: datasource.manifest_entry(
+                    datasource.dataset_in_frame(caller),
                     {"args": list(snapshot.to_numpy_structure(tuple(args)))},
                     None,
-                )
-                window_files, window_entry = self._window_files(located, step, index, args, kwargs)
-                path = self._write_bundle(
-                    report,
-                    step,
-                    index,
-                    args,
-                    kwargs,
-                    seed_states,
-                    {**located.files, **window_files},
-                    {**located.manifest, **window_entry, **source},
-                )
-                self._bundles_written += 1
-                cause = atscene.cause_sentence(path, located)
-            except Exception as exc:  # noqa: BLE001 - still stop/skip cleanly; say why
-                error = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        failure = Failure(
-            step,
-            None,
-            index,
-            report,
-            path,
-            "stopped" if stop else "skipped",
-            error,
-            origin=scene_origin,
-            cause=cause,
-        )
-        self.failures.append(failure)
-        if self._window is not None:
-            self._window.after_step(
-                step, (args, kwargs)
-            )  # skip mode goes on: the step is part of later windows
+                ),
+                write=lambda files, extra: loop_bundle.write_bundle(
+                    self, report, step, index, args, kwargs, seed_states, files, extra
+                ),
+            )
+
+        attempt = self.policy.attempt(write)
+        failure = self.policy.record(step, None, index, report, attempt, stop)
+        if self._window is not None:  # skip mode goes on: the step is part of later windows
+            self._window.after_step(step, (args, kwargs))
         if stop:
             raise NonFiniteStepError(failure)
-        if self.verbose:
-            print(failure.message(), file=sys.stderr, flush=True)
+        self.policy.say(failure)
         return result
 
     def _state_variables(self) -> list[Any]:
         """What the window copies: the models', optimizers' and checkpoint's variables and the seed states."""
-        held = [v for v in _trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)]
+        held = [
+            v for v in loop_bundle.trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)
+        ]
         return snapshot.unique(
             [
                 *(v for m in self.models for v in m.variables),
@@ -315,11 +266,7 @@ class GuardedStep:
             return {}, {}
 
         def to_numpy(held: Any) -> Any:
-            held_args, held_kwargs = held
-            return {
-                "args": list(snapshot.to_numpy_structure(tuple(held_args))),
-                "kwargs": snapshot.to_numpy_structure(dict(held_kwargs)),
-            }
+            return loop_bundle.batch_of(*held)
 
         failing = to_numpy((args, kwargs))
         models = list(self.models)
@@ -386,7 +333,9 @@ class GuardedStep:
 
         seeds = self._seed_states()
         seed_variables = [variable for _, variable in seeds]
-        held = [v for v in _trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)]
+        held = [
+            v for v in loop_bundle.trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)
+        ]
         variables = [v for m in self.models for v in [*m.variables, *keras_lines.metrics_variables(m)]]
         variables += [v for o in self.optimizers for v in keras_lines.optimizer_variables(o)]
         step_call = scene.SceneStep(
@@ -411,85 +360,8 @@ class GuardedStep:
             epoch=None,
             batch_index=index,
             kind=bundle_format.KIND_LOOP,
-            batch_problem_of={
-                "args": list(snapshot.to_numpy_structure(tuple(args))),
-                "kwargs": snapshot.to_numpy_structure(dict(kwargs)),
-            },
+            batch_problem_of=loop_bundle.batch_of(args, kwargs),
         )
-
-    def _write_bundle(
-        self,
-        report: NonFiniteReport,
-        step: int,
-        index: int,
-        args: tuple,
-        kwargs: dict,
-        seed_states: dict[str, np.ndarray],
-        files: dict[str, bytes] | None = None,
-        scene: dict[str, Any] | None = None,
-    ) -> Path | str:
-        batch = {
-            "args": list(snapshot.to_numpy_structure(tuple(args))),
-            "kwargs": snapshot.to_numpy_structure(dict(kwargs)),
-        }
-        distributed = any(
-            isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs))
-        )
-        function = self.python_function
-        step_info = {
-            "module": getattr(function, "__module__", None),
-            "qualname": getattr(function, "__qualname__", None),
-            "file": _source_file(function),
-            "tf_function": isinstance(self.step_function, tf.types.experimental.PolymorphicFunction),
-            "jit_compile": getattr(self.step_function, "_jit_compile", None),
-        }
-        checkpoint_objects = sorted(_trackable_children(self.checkpoint))
-        return bundle_writer.write_bundle(
-            capture_dir=self.capture_dir,
-            run=self.run_name or snapshot.default_run_name(),
-            kind=bundle_format.KIND_LOOP,
-            step=step,
-            epoch=None,
-            batch_index=index,
-            on_nan=self.on_nan,
-            report=report,
-            batch=batch,
-            batch_note="per-replica arguments concatenated into global batches" if distributed else None,
-            seed_states=seed_states,
-            history=self._history,
-            extra={
-                "step_function": step_info,
-                "checkpoint": {"prefix": bundle_format.CHECKPOINT_PREFIX, "objects": checkpoint_objects},
-                "optimizer_iterations": int(self.optimizers[0].iterations.numpy()),
-                **keras_lines.manifest_entry([*self.models, *self.optimizers]),
-                **(scene or {}),
-            },
-            save_state=lambda writer: self._save_state(writer, seed_states, files or {}),
-            verbose=self.verbose,
-        )
-
-    def _save_state(
-        self, writer: bundle_format.BundleWriter, seed_states: dict[str, np.ndarray], files: dict[str, bytes]
-    ) -> dict:
-        for name, content in files.items():
-            writer.file(name).write_bytes(content)
-        seeds = dict(self._seed_states())
-        after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
-        try:
-            for path, value in seed_states.items():
-                if path in seeds:
-                    seeds[path].assign(value)
-            prefix = writer.file(bundle_format.CHECKPOINT_PREFIX)
-            self.checkpoint.write(str(prefix))
-            groups = [("model", list(m.variables)) for m in self.models]
-            groups += [("optimizer", keras_lines.optimizer_variables(o)) for o in self.optimizers]
-            described: list[dict[str, Any]] = []
-            values, total = snapshot.variable_values(groups, described)
-            writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)  # streamed, one variable at a time
-        finally:
-            for path, value in after.items():
-                seeds[path].assign(value)
-        return {"weights": {"file": bundle_format.WEIGHTS_FILE, "variables": described}}
 
 
 def _scalar_loss(result: Any) -> Any:
@@ -497,11 +369,6 @@ def _scalar_loss(result: Any) -> Any:
         if isinstance(value, tf.Tensor) and value.dtype.is_floating and value.shape.rank == 0:
             return value
     return None
-
-
-def _source_file(function: Any) -> str | None:
-    code = getattr(function, "__code__", None)
-    return str(Path(code.co_filename).absolute()) if code is not None else None
 
 
 def guard_step(
@@ -534,22 +401,8 @@ def guard_step(
         on_nan: ``"stop"`` (raise `NonFiniteStepError`) or ``"skip"`` (return the step's result, go on).
         Other arguments as for `NanGuard`.
     """
-    options = dict(
-        capture_dir=capture_dir,
-        checkpoint=checkpoint,
-        model=model,
-        optimizer=optimizer,
-        on_nan=on_nan,
-        run_name=run_name,
-        check_weights=check_weights,
-        protect_weights=protect_weights,
-        max_bundles=max_bundles,
-        max_consecutive_skips=max_consecutive_skips,
-        history_size=history_size,
-        verbose=verbose,
-        locate=locate,
-        window=window,
-    )
+    options = GuardOptions.of(locals())  # validated now, as NanGuard's are
+    given = dict(options=options, checkpoint=checkpoint, model=model, optimizer=optimizer)
     if step_function is None:
-        return lambda function: GuardedStep(function, **options)
-    return GuardedStep(step_function, **options)
+        return lambda function: GuardedStep(function, **given)
+    return GuardedStep(step_function, **given)

@@ -1,0 +1,135 @@
+"""The gate's in-graph checks: is a list of tensors finite, and (history on) how large is it, in as few passes
+over the tensors as the check allows (`pyadapter.capture.gate` uses them on every guarded step)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tensorflow as tf
+
+# ---- small tensor helpers -----------------------------------------------------------------------------------
+
+
+def dense(value: Any) -> Any:
+    if isinstance(value, tf.IndexedSlices):
+        return value.values
+    inner = getattr(value, "value", None)  # keras.Variable -> tf.Variable
+    if inner is not None and not isinstance(value, tf.Tensor) and not callable(inner):
+        value = inner
+    return tf.convert_to_tensor(value)
+
+
+def is_float(value: Any) -> bool:
+    dtype = getattr(value, "dtype", None)
+    try:
+        return tf.as_dtype(dtype).is_floating
+    except TypeError:
+        return False
+
+
+def _sum32(value: Any) -> Any:
+    value = dense(value)
+    if value.dtype not in (tf.float32, tf.float64):
+        value = tf.cast(value, tf.float32)  # a float16 sum would overflow at 65504
+    if value.shape.rank != 0:
+        value = tf.reduce_sum(value)
+    return value if value.dtype == tf.float32 else tf.cast(value, tf.float32)
+
+
+def finite_flags(values: list[Any]) -> Any:
+    """bool [len(values)]: whether each tensor is free of NaN/Inf (non-float tensors count as finite).
+
+    One reduction per tensor: the float32 sum of a tensor is NaN/Inf exactly when the tensor holds a NaN or an
+    Inf, or when its finite values are so large that their sum overflows (about 3e38), which counts as a failure
+    too. That is half the work of is_finite + reduce_all, and this runs on every step."""
+    if not values:
+        return tf.ones([0], tf.bool)
+    sums = [_sum32(v) if is_float(v) else tf.constant(0.0) for v in values]
+    return tf.math.is_finite(tf.stack(sums))
+
+
+def ones(n: int) -> Any:
+    return tf.ones([n], tf.bool)
+
+
+# ---- history metrics (GateConfig.history) -------------------------------------------------------------------
+
+NOT_MEASURED = (
+    -1.0
+)  # history.NOT_MEASURED: finite on purpose (a NaN constant would trip enable_check_numerics)
+
+
+def half_squares32(value: Any) -> Any:
+    """float32 half sum of squares of one tensor: one fused L2Loss kernel (no squared copy), computed in float32
+    for float16/bfloat16 (which would overflow at 65504); NaN when the tensor holds a NaN, else Inf when it holds
+    an Inf or its squares overflow (|x| > ~1.8e19)."""
+    value = dense(value)
+    if value.dtype not in (tf.float32, tf.float64):
+        value = tf.cast(value, tf.float32)
+    half = tf.nn.l2_loss(value)
+    return half if half.dtype == tf.float32 else tf.cast(half, tf.float32)
+
+
+def exact_norms(values: list[Any], flags: Any) -> Any:
+    """float32 [n]: each tensor's L2 norm, also when its squares overflow float32 (scaled by its max |x|). For the
+    rare branch only: two more passes over each tensor. A non-finite tensor's is NaN or Inf, as its values are."""
+    norms = []
+    for index, value in enumerate(values):
+        if not is_float(value):
+            norms.append(tf.constant(0.0))
+            continue
+        plain = tf.sqrt(2.0 * half_squares32(value))
+        value = dense(value)
+        value = value if value.dtype == tf.float32 else tf.cast(value, tf.float32)
+        largest = tf.reduce_max(tf.abs(value))
+        # where(): both sides are computed, so the unused side must not divide 0 by 0 (a NaN in the graph).
+        scale = tf.where(tf.logical_and(flags[index], largest > 0.0), largest, tf.constant(1.0))
+        scaled = scale * tf.sqrt(2.0 * tf.nn.l2_loss(value / scale))
+        norms.append(tf.where(tf.math.is_finite(plain) | tf.logical_not(flags[index]), plain, scaled))
+    return tf.stack(norms)
+
+
+def combine_norms(norms: Any) -> Any:
+    """float32 L2 norm of a vector of norms without overflowing (NaN/Inf as they are; -1.0 if any is -1.0)."""
+    largest = tf.reduce_max(norms)
+    scale = tf.where(tf.math.is_finite(largest) & (largest > 0.0), largest, tf.constant(1.0))
+    scaled = scale * tf.sqrt(tf.reduce_sum(tf.square(norms / scale)))
+    total = tf.where(tf.reduce_all(tf.math.is_finite(norms)), scaled, tf.reduce_sum(norms))
+    return tf.where(tf.reduce_min(norms) < 0.0, tf.constant(NOT_MEASURED), total)
+
+
+def finite_flags_and_norm(values: list[Any]) -> tuple[Any, Any]:
+    """(`finite_flags(values)`, float32 L2 norm over all of them), with one reduction per tensor on healthy steps.
+
+    The flags are `finite_flags`'s on every input. Healthy steps reduce each tensor to its sum of squares instead
+    of its sum: that is non-finite when the tensor holds NaN/Inf, as the sum is, but also when its values are
+    finite and merely large (|x| > ~1.8e19), where `finite_flags` says "finite". Conversely, a finite total of
+    squares bounds every |x| by ~1.8e19, so every plain sum (of < 1e19 elements) is finite too and every flag is
+    True. So: total finite -> all True; otherwise (a failing step, or huge finite values) the flags come from
+    `finite_flags` itself and the norms from `_exact_norms`, in a branch that healthy steps never run."""
+    if not values:
+        return tf.ones([0], tf.bool), tf.constant(0.0, tf.float32)
+    halves = tf.stack([half_squares32(v) if is_float(v) else tf.constant(0.0) for v in values])
+    total = tf.reduce_sum(halves)
+
+    def exact() -> tuple[Any, Any]:
+        flags = finite_flags(values)
+        return flags, combine_norms(exact_norms(values, flags))
+
+    return tf.cond(
+        tf.math.is_finite(total), lambda: (tf.ones([len(values)], tf.bool), tf.sqrt(2.0 * total)), exact
+    )
+
+
+def max_abs(value: Any) -> Any:
+    """float32 max |x| over the float leaves of `value` (y_pred may be a dict/list); NaN when any holds NaN (XLA's
+    reduce_max drops NaN, so it is added back from the data: no NaN constant); -1.0 when there is none."""
+    leaves = [dense(v) for v in tf.nest.flatten(value) if v is not None and is_float(v)]
+    maxima = []
+    for leaf in leaves:
+        leaf = leaf if leaf.dtype == tf.float32 else tf.cast(leaf, tf.float32)
+        nan_sum = tf.reduce_sum(tf.where(tf.math.is_nan(leaf), leaf, tf.zeros_like(leaf)))  # NaN iff any NaN
+        maxima.append(tf.reduce_max(tf.abs(leaf)) + nan_sum)
+    if not maxima:
+        return tf.constant(NOT_MEASURED, tf.float32)
+    return maxima[0] if len(maxima) == 1 else tf.reduce_max(tf.stack(maxima))

@@ -1,0 +1,256 @@
+"""The gated update: inside the traced step, ``tf.cond(loss and gradients finite, apply, skip)`` around one
+optimizer update, agreed across replicas, with the weights checked (and optionally restored) after it and, with
+history on, the update's size measured from what the optimizer writes. `pyadapter.capture.gate`'s hooks call
+`gate_update` for each ``optimizer.apply`` / ``apply_gradients`` of a guarded step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import tensorflow as tf
+
+from pyadapter.capture.gate_checks import (
+    NOT_MEASURED,
+    combine_norms,
+    dense,
+    exact_norms,
+    finite_flags,
+    finite_flags_and_norm,
+    half_squares32,
+    is_float,
+    ones,
+)
+from pyadapter.capture.snapshot import unique, variable_path
+
+if TYPE_CHECKING:
+    from pyadapter.capture.gate import GateConfig
+
+
+@dataclass
+class Gate:
+    """One gated optimizer update as traced: what it checked and the flags it returned (per replica)."""
+
+    grad_names: list[str]
+    weight_names: list[str]
+    ok: Any
+    loss_ok: Any
+    grads_ok: Any
+    weights_ok: Any
+    applied: Any
+    local_ok: Any  # this replica's own loss and gradients, before the replicas agreed
+    # (variable, value before this update): kept when the step updates several optimizers, so that a later update
+    # of the same step that fails can take this one back (a GAN's generator update after a NaN discriminator's)
+    backup: list[tuple[Any, Any]] = field(default_factory=list)
+    # History (GateConfig.history), float32 scalars: L2 norms of this replica's checked gradients, of the checked
+    # weights after the update, and of the update itself (-1.0: not measured); None when off.
+    grad_norm: Any = None
+    weight_norm: Any = None
+    update_norm: Any = None
+
+
+# ---- measuring the update (history on) ----------------------------------------------------------------------
+
+
+class _UpdateSink(threading.local):
+    """While a gated update runs (history on): the checked weights, and the sums of squares of what the
+    optimizer writes into them. Thread-local: MirroredStrategy traces each replica in its own thread."""
+
+    def __init__(self) -> None:
+        self.targets: dict[int, Any] | None = None
+        self.squares: list[Any] = []  # half sums of squares (L2Loss) of each update
+        self.graph: Any = None  # where the update is applied; an update made in a nested one (a
+        # LossScaleOptimizer applies inside its own tf.cond) cannot be returned from it: then not measured
+        self.complete = True
+
+
+_update_sink = _UpdateSink()
+
+
+@contextlib.contextmanager
+def _watching_updates(weights: list[Any]) -> Iterator[_UpdateSink]:
+    targets: dict[int, Any] = {}
+    for weight in weights:
+        targets[id(weight)] = weight
+        inner = getattr(
+            weight, "value", None
+        )  # Keras's TF optimizer updates the keras.Variable's tf.Variable
+        if inner is not None and not callable(inner):
+            targets[id(inner)] = weight
+    sink = _update_sink
+    previous = (sink.targets, sink.squares, sink.graph, sink.complete)
+    sink.targets, sink.squares, sink.graph, sink.complete = targets, [], _current_graph(), True
+    try:
+        yield sink
+    finally:
+        sink.targets, sink.squares, sink.graph, sink.complete = previous
+
+
+def _current_graph() -> Any:
+    return None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+
+
+def watched_assign(original: Any, kind: str) -> Any:
+    """optimizer.assign / assign_add / assign_sub that also records the squared size of a checked weight's update.
+    ``assign_add``/``assign_sub`` get the update itself (SGD, Adam, RMSprop...); ``assign`` gets the new value, so
+    the update is new - old, read before the write (ordered by automatic control dependencies)."""
+
+    def wrapper(variable: Any, value: Any) -> Any:
+        targets = _update_sink.targets
+        if targets is not None and id(variable) in targets and _current_graph() is not _update_sink.graph:
+            _update_sink.complete = False
+        elif targets is not None and id(variable) in targets:
+            update = dense(value)
+            if kind == "assign":
+                update = tf.cast(update, dense(variable).dtype) - dense(variable)
+            _update_sink.squares.append(half_squares32(update))
+        return original(variable, value)
+
+    return wrapper
+
+
+# ---- the gate -----------------------------------------------------------------------------------------------
+
+
+def gate_update(
+    optimizer: Any,
+    original_apply: Any,
+    grads: list[Any],
+    variables_arg: Any,
+    variables: list[Any],
+    losses: list[Any],
+    config: GateConfig,
+    check_grads: bool,
+    keep_backup: bool = False,
+) -> Gate:
+    present = [i for i, g in enumerate(grads) if g is not None]
+    grad_names = [variable_path(variables[i]) for i in present] if check_grads else []
+    checked_weights = (
+        [variables[i] for i in present if is_float(variables[i])] if config.check_weights else []
+    )
+    weight_names = [variable_path(v) for v in checked_weights]
+    history = config.history
+    replica_context = tf.distribute.get_replica_context()
+    several_replicas = (
+        tf.distribute.has_strategy()
+        and replica_context is not None
+        and replica_context.num_replicas_in_sync > 1
+    )
+
+    def weights_norm() -> Any:  # history: the checked weights as they are (a skipped update leaves them)
+        if not checked_weights:
+            return tf.constant(NOT_MEASURED)
+        return combine_norms(exact_norms(checked_weights, finite_flags(checked_weights)))
+
+    def apply_and_check(do_apply: Any) -> tuple[Any, ...]:
+        backup = []
+        if config.protect_weights:
+            state = [v for v in list(variables) + list(optimizer.variables) if v is not None]
+            backup = [(v, tf.identity(dense(v))) for v in state]
+        update_norm = tf.constant(NOT_MEASURED)
+        if history and not several_replicas:
+            # Each replica writes its own copy of the weights: the updates would be counted once per replica.
+            with _watching_updates(checked_weights) as sink:
+                do_apply()
+                update_halves, complete = list(sink.squares), sink.complete
+            if update_halves and complete:
+                # Squares that overflow float32 read as Inf here; history.rows tells that from a non-finite update
+                # by the weights after it (finite weights: the update was finite too).
+                update_norm = tf.sqrt(2.0 * tf.add_n(update_halves))
+        else:
+            do_apply()
+        if history:
+            weight_flags, weight_norm = finite_flags_and_norm(checked_weights)
+            weight_norm = weight_norm if checked_weights else tf.constant(NOT_MEASURED)
+        else:
+            weight_flags = finite_flags(checked_weights)
+        weights_ok = tf.reduce_all(weight_flags)
+        if config.protect_weights:
+
+            def undo() -> Any:
+                for v, old in backup:
+                    v.assign(old)
+                return tf.constant(False)
+
+            applied = tf.cond(weights_ok, lambda: tf.constant(True), undo)
+        else:
+            applied = tf.constant(True)
+        if history:
+            return weight_flags, applied, weight_norm, update_norm
+        return weight_flags, applied
+
+    def skip() -> tuple[Any, ...]:
+        if history:
+            return ones(len(checked_weights)), tf.constant(False), weights_norm(), tf.constant(NOT_MEASURED)
+        return ones(len(checked_weights)), tf.constant(False)
+
+    def decide(ok: Any, do_apply: Any) -> tuple[Any, ...]:
+        return tf.cond(ok, lambda: apply_and_check(do_apply), skip)
+
+    grad_norm = None
+    if history and check_grads:
+        grad_flags, grad_norm = finite_flags_and_norm([grads[i] for i in present])
+    else:
+        grad_flags = finite_flags([grads[i] for i in present]) if check_grads else ones(0)
+    if history and grad_norm is None:
+        grad_norm = tf.constant(NOT_MEASURED)  # a LossScaleOptimizer's gradients are scaled: not the model's
+    loss_ok = tf.reduce_all(finite_flags(losses))
+    local_ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
+    in_sync = tf.distribute.has_strategy() and replica_context is not None
+    if in_sync and replica_context.num_replicas_in_sync > 1:
+        # Every replica, on every worker, must take the same branch: the update all-reduces the gradients, so one
+        # replica skipping it while another applies would hang the collective (MultiWorkerMirroredStrategy) or
+        # diverge the copies. One small all-reduce of "bad" counts gives all replicas the same flags.
+        bad = tf.cast(tf.logical_not(tf.concat([tf.reshape(loss_ok, [1]), grad_flags], axis=0)), tf.float32)
+        agreed = tf.equal(replica_context.all_reduce(tf.distribute.ReduceOp.SUM, bad), 0.0)
+        loss_ok, grad_flags = agreed[0], agreed[1:]
+    ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
+    backup: list[tuple[Any, Any]] = []
+    if keep_backup and not (in_sync and replica_context.num_replicas_in_sync > 1):
+        # Read before the update (automatic control dependencies keep program order): one copy of what this
+        # optimizer changes, for models that train several optimizers in one step.
+        state = [v for v in list(variables) + list(optimizer.variables) if v is not None]
+        backup = [(v, tf.identity(dense(v))) for v in unique(state)]
+    needs_merge = in_sync and not tf.__internal__.distribute.strategy_supports_no_merge_call()
+    if needs_merge:
+
+        def merge_fn(distribution: Any, ok: Any, grads: Any) -> tuple[Any, Any]:
+            agreed_ok = distribution.experimental_local_results(ok)[0]  # the same on every replica
+
+            def do_apply() -> None:  # `grads` is per replica here: each replica applies its own
+                distribution.extended.call_for_each_replica(original_apply, args=(grads, variables_arg))
+
+            return decide(agreed_ok, do_apply)
+
+        outcome = replica_context.merge_call(merge_fn, args=(ok, grads))
+    else:
+        outcome = decide(ok, lambda: original_apply(grads, variables_arg))
+    weight_flags, applied = outcome[0], outcome[1]
+    all_ok = tf.logical_and(ok, tf.reduce_all(weight_flags))
+    return Gate(
+        grad_names,
+        weight_names,
+        all_ok,
+        loss_ok,
+        grad_flags,
+        weight_flags,
+        applied,
+        local_ok,
+        backup,
+        grad_norm=grad_norm,
+        weight_norm=outcome[2] if history else None,
+        update_norm=outcome[3] if history else None,
+    )
+
+
+def undo_if_step_failed(gate: Gate, step_ok: Any) -> None:
+    def undo() -> Any:
+        for variable, value in gate.backup:
+            variable.assign(value)
+        return tf.constant(True)
+
+    tf.cond(tf.logical_and(tf.logical_not(step_ok), gate.applied), undo, lambda: tf.constant(False))

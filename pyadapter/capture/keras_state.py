@@ -1,0 +1,82 @@
+"""What of a Keras model NanGuard keeps and saves: the variables the window copies, the optimizer slots built
+before the first copy, and the bundle's model.keras and weights.npz."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import keras
+
+from pyadapter.capture import bundle_format, keras_lines, model_archive, rng, snapshot
+from pyadapter.capture.train_function import model_optimizers
+
+
+def state_variables(model: keras.Model) -> list[Any]:
+    """What the window copies: the model's variables, its optimizers' (slots, iterations, learning rate) and its
+    seed generators' states."""
+    return snapshot.unique(
+        [
+            *model.variables,
+            *(v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)),
+            *(v for _, v in rng.seed_generator_states(model)),
+        ]
+    )
+
+
+def build_own_optimizer(model: keras.Model) -> None:
+    """Make the slots of a model's only optimizer now, as its first update would (Keras's own ``train_step``
+    builds it on the model's trainable variables, under its name scope), so the window's first copy holds them:
+    a run that blows up in its first steps then has a window from step 0. Custom steps are left alone (an
+    optimizer may train only some variables); their window starts after the first step."""
+    optimizers = model_optimizers(model)
+    if (
+        keras_lines.is_tf_keras(model)
+        or len(optimizers) != 1
+        or optimizers[0] is not getattr(model, "optimizer", None)
+        or type(model).train_step is not keras.Model.train_step
+        or keras_lines.optimizer_built(optimizers[0])
+    ):
+        return
+    from pyadapter.capture.optimizers import build_optimizers
+
+    with model.distribute_strategy.scope():
+        build_optimizers(optimizers, list(model.trainable_variables))
+
+
+def save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, seed_states: dict) -> dict:
+    """model.keras (architecture and compile settings: `model_archive`) and weights.npz (every model and optimizer
+    value, streamed one variable at a time), with the seed states from before the step."""
+    seeds = dict(rng.seed_generator_states(model))
+    after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
+    extra: dict[str, Any] = {}
+    described: list[dict[str, Any]] = []
+    try:
+        for path, value in seed_states.items():
+            if path in seeds:
+                seeds[path].assign(value)
+        model_file = writer.file(bundle_format.MODEL_FILE)
+        try:
+            with warnings.catch_warnings():
+                # "You are saving a model that has not yet been built": a subclass built only inside its step.
+                warnings.simplefilter("ignore", UserWarning)
+                model_archive.save(model, model_file, keras_lines.keras_line(model) or keras_lines.KERAS3)
+        except Exception as exc:  # noqa: BLE001 - e.g. a custom object without get_config: keep the rest
+            model_file.unlink(missing_ok=True)
+            extra["model_save_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+        values, total = snapshot.variable_values(
+            [
+                ("model", list(model.variables)),
+                (
+                    "optimizer",
+                    [v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)],
+                ),
+            ],
+            described,
+        )
+        # Written while the seed states are the captured ones: the values are read as they are written.
+        writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)
+    finally:
+        for path, value in after.items():
+            seeds[path].assign(value)
+    return {"weights": {"file": bundle_format.WEIGHTS_FILE, "variables": described}, **extra}

@@ -1,0 +1,114 @@
+"""What a guard_step bundle holds beyond the common parts (`pyadapter.capture.writer`): the step's arguments as
+its batch, which step function it was, a tf.train.Checkpoint of what is trained and the weights, all from before
+the update (see `pyadapter.capture.loop`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import tensorflow as tf
+
+from pyadapter.capture import bundle_format, keras_lines, snapshot
+from pyadapter.capture import writer as bundle_writer
+from pyadapter.capture.verdict import NonFiniteReport
+
+if TYPE_CHECKING:
+    from pyadapter.capture.loop import GuardedStep
+
+
+def trackable_children(checkpoint: Any) -> dict[str, Any]:
+    """The objects a tf.train.Checkpoint was given, by name (`Checkpoint(model=m, optimizer=o)`)."""
+    children = {}
+    for name, value in vars(checkpoint).items():
+        if not name.startswith("_"):
+            children[name] = value
+    return children
+
+
+def batch_of(args: Any, kwargs: Any) -> dict[str, Any]:
+    """A loop step's batch as the bundle holds it: its arguments, as numpy."""
+    return {
+        "args": list(snapshot.to_numpy_structure(tuple(args))),
+        "kwargs": snapshot.to_numpy_structure(dict(kwargs)),
+    }
+
+
+def write_bundle(
+    guarded: GuardedStep,
+    report: NonFiniteReport,
+    step: int,
+    index: int,
+    args: tuple,
+    kwargs: dict,
+    seed_states: dict[str, np.ndarray],
+    files: dict[str, bytes] | None = None,
+    scene: dict[str, Any] | None = None,
+) -> Path | str:
+    batch = batch_of(args, kwargs)
+    distributed = any(isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs)))
+    function = guarded.python_function
+    step_info = {
+        "module": getattr(function, "__module__", None),
+        "qualname": getattr(function, "__qualname__", None),
+        "file": _source_file(function),
+        "tf_function": isinstance(guarded.step_function, tf.types.experimental.PolymorphicFunction),
+        "jit_compile": getattr(guarded.step_function, "_jit_compile", None),
+    }
+    checkpoint_objects = sorted(trackable_children(guarded.checkpoint))
+    return bundle_writer.write_bundle(
+        capture_dir=guarded.capture_dir,
+        run=guarded.run_name or snapshot.default_run_name(),
+        kind=bundle_format.KIND_LOOP,
+        step=step,
+        epoch=None,
+        batch_index=index,
+        on_nan=guarded.on_nan,
+        report=report,
+        batch=batch,
+        batch_note="per-replica arguments concatenated into global batches" if distributed else None,
+        seed_states=seed_states,
+        history=guarded._history,
+        extra={
+            "step_function": step_info,
+            "checkpoint": {"prefix": bundle_format.CHECKPOINT_PREFIX, "objects": checkpoint_objects},
+            "optimizer_iterations": int(guarded.optimizers[0].iterations.numpy()),
+            **keras_lines.manifest_entry([*guarded.models, *guarded.optimizers]),
+            **(scene or {}),
+        },
+        save_state=lambda writer: _save_state(guarded, writer, seed_states, files or {}),
+        verbose=guarded.verbose,
+    )
+
+
+def _save_state(
+    guarded: GuardedStep,
+    writer: bundle_format.BundleWriter,
+    seed_states: dict[str, np.ndarray],
+    files: dict[str, bytes],
+) -> dict:
+    for name, content in files.items():
+        writer.file(name).write_bytes(content)
+    seeds = dict(guarded._seed_states())
+    after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
+    try:
+        for path, value in seed_states.items():
+            if path in seeds:
+                seeds[path].assign(value)
+        prefix = writer.file(bundle_format.CHECKPOINT_PREFIX)
+        guarded.checkpoint.write(str(prefix))
+        groups = [("model", list(m.variables)) for m in guarded.models]
+        groups += [("optimizer", keras_lines.optimizer_variables(o)) for o in guarded.optimizers]
+        described: list[dict[str, Any]] = []
+        values, total = snapshot.variable_values(groups, described)
+        writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)  # streamed, one variable at a time
+    finally:
+        for path, value in after.items():
+            seeds[path].assign(value)
+    return {"weights": {"file": bundle_format.WEIGHTS_FILE, "variables": described}}
+
+
+def _source_file(function: Any) -> str | None:
+    code = getattr(function, "__code__", None)
+    return str(Path(code.co_filename).absolute()) if code is not None else None

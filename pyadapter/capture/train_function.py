@@ -1,0 +1,277 @@
+"""The guarded ``train_function`` that NanGuard installs on a Keras model (see `pyadapter.capture.guard`).
+
+Built like Keras's own (Keras 3, TensorFlow backend): the inner step (``strategy.run(model.train_step)``,
+compiled with the model's ``jit_compile``) has the gate of `pyadapter.capture.gate`; the outer, never-XLA
+function reads the batch from the iterator, runs the step, and hands the batch back as a
+``tf.experimental.Optional`` filled only when the step failed, so healthy steps copy nothing to Python but one
+boolean. Each step's verdict goes to the installed guard's ``_after_step``. Cached per model and configuration.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from pyadapter.capture import (
+    batchcodec,
+    bundle_format,
+    cluster,
+    datasource,
+    gate,
+    keras_lines,
+    legacy_keras,
+    rng,
+)
+
+if TYPE_CHECKING:
+    from pyadapter.capture.guard import NanGuard
+
+
+def _optionals_to_none(data: Any) -> Any:
+    # As Keras's _autoconvert_optionals: an Optional in the data stands for "no value" (e.g. no sample weights).
+    return keras.tree.map_structure(lambda v: None if isinstance(v, tf.experimental.Optional) else v, data)
+
+
+def _replica_parts(value: Any, strategy: tf.distribute.Strategy) -> list[Any]:
+    if value is None:
+        return []
+    if isinstance(value, tf.distribute.DistributedValues):
+        return list(strategy.experimental_local_results(value))
+    return [value]
+
+
+def _reduce_logs(outputs: Any, strategy: tf.distribute.Strategy) -> Any:
+    if cluster.cluster_of(strategy) is not None:
+        # Keras's reduce_per_replica asks MultiWorkerMirroredStrategy for reduce(MEAN, scalar, axis=0), which
+        # fails on scalar logs; the mean over all replicas of the cluster is reduce(MEAN, value, axis=None).
+        return tf.nest.map_structure(lambda v: strategy.reduce("MEAN", v, axis=None), outputs)
+    try:
+        from keras.src.backend.tensorflow.trainer import reduce_per_replica
+    except ImportError:  # pragma: no cover - Keras internals moved
+        return tf.nest.map_structure(lambda v: strategy.experimental_local_results(v)[0], outputs)
+    return reduce_per_replica(outputs, strategy, reduction="auto")
+
+
+def model_optimizers(model: keras.Model) -> list[Any]:
+    """The optimizers a model trains with: ``model.optimizer`` and any optimizer it holds as an attribute (a GAN's
+    ``d_optimizer`` / ``g_optimizer`` passed to its own ``compile``), each once."""
+    found: list[Any] = []
+    candidates = [getattr(model, "optimizer", None), *vars(model).values()]
+    for value in candidates:
+        if keras_lines.is_optimizer(value) and all(value is not seen for seen in found):  # either Keras line
+            found.append(value)
+    return found
+
+
+def primary_optimizer(model: keras.Model) -> Any:
+    """The optimizer whose iteration count is the model's step: the one that has taken the most steps; among
+    equals, one the model holds itself (a GAN's ``d_optimizer``) before the ``model.optimizer`` that a bare
+    ``super().compile()`` makes and nothing uses."""
+    optimizers = model_optimizers(model)
+    own = getattr(model, "optimizer", None)
+    return max(optimizers, key=lambda o: (int(o.iterations.numpy()), len(optimizers) == 1 or o is not own))
+
+
+class GuardedTrainFunction:
+    """The replacement for ``model.train_function`` (see module docstring). One per model and configuration."""
+
+    def __init__(
+        self, model: keras.Model, config: gate.GateConfig, restore_metrics: bool, keep_batches: bool = False
+    ) -> None:
+        self.model_ref = weakref.ref(model)
+        self.config = config
+        self.restore_metrics = restore_metrics
+        # The window (`pyadapter.capture.window`): hand every step's batch back to Python as the tensors it already
+        # is (a reference, no copy); off: the batch leaves the function only on a failing step.
+        self.keep_batches = keep_batches
+        self.guard: NanGuard | None = None
+        self.keras_function: Any = model.train_function  # Keras's own, put back after fit
+        self.meta = gate.GateMeta()
+        self.template: Any = None  # data structure with leaf indices, from the last trace
+        self.seed_paths: list[str] = []
+        self.strategy = model.distribute_strategy
+        self.steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
+        self.input = datasource.InputTracker()  # the tf.data iterator read, for the bundle's data_source
+        self._one_step = self._make_one_step(model)
+        self._step_on_iterator = self._wrap(
+            lambda iterator: self._step_and_capture(iterator.get_next()), model
+        )
+        self._step_on_data = self._wrap(self._step_and_capture, model)
+
+    @staticmethod
+    def key(
+        model: keras.Model, config: gate.GateConfig, restore_metrics: bool, keep_batches: bool = False
+    ) -> tuple:
+        return (
+            config,
+            restore_metrics,
+            keep_batches,
+            bool(model.run_eagerly),
+            model.jit_compile,
+            int(getattr(model, "steps_per_execution", 1) or 1),
+            tuple(id(optimizer) for optimizer in model_optimizers(model)),
+            id(model.distribute_strategy),
+        )
+
+    def _wrap(self, fn: Any, model: keras.Model) -> Any:
+        return fn if model.run_eagerly else tf.function(fn, reduce_retracing=True)
+
+    def _make_one_step(self, model: keras.Model) -> Any:
+        config, strategy = self.config, self.strategy
+        restore_metrics = self.restore_metrics
+
+        def replica_step(data: Any) -> Any:
+            model_ = self.model_ref()
+            assert model_ is not None, "the model is alive while its train function runs"
+            metrics = list(model_.metrics_variables) if restore_metrics else []
+            logs = gate.train_step_keeping_metrics(model_.train_step, data, metrics)
+            return logs
+
+        def one_step_on_data(data: Any) -> Any:
+            model_ = self.model_ref()
+            with gate.hooks(model_optimizers(model_), [model_], config) as scope:
+                outputs = strategy.run(replica_step, args=(data,))
+                verdict, meta = gate.combine(scope)
+            self.meta = meta
+            return _reduce_logs(outputs, strategy), verdict
+
+        if not model.run_eagerly:
+            one_step_on_data = tf.function(
+                one_step_on_data, reduce_retracing=True, jit_compile=model.jit_compile
+            )
+        return one_step_on_data
+
+    def _step_and_capture(self, data: Any) -> Any:
+        model = self.model_ref()
+        data = _optionals_to_none(data)
+        seeds = rng.seed_generator_states(model)
+        self.seed_paths = [path for path, _ in seeds]
+        seeds_before = [tf.identity(tf.convert_to_tensor(variable)) for _, variable in seeds]
+        outputs, verdict = self._one_step(data)
+        flat = tf.nest.flatten(data)
+        self.template = tf.nest.pack_sequence_as(data, list(range(len(flat))))
+        # Tuples, not lists: tf.data structures would turn lists into stacked tensors.
+        leaves = tuple(tuple(_replica_parts(value, self.strategy)) for value in flat)
+        element = (leaves, tuple(seeds_before))
+        spec = tf.nest.map_structure(tf.type_spec_from_value, element)
+        captured = tf.cond(
+            verdict.ok,
+            lambda: tf.experimental.Optional.empty(spec),
+            lambda: tf.experimental.Optional.from_value(element),
+        )
+        kept = tuple(flat) if self.keep_batches else ()
+        return outputs, verdict, captured, kept
+
+    def captured_batch(self, captured: Any) -> tuple[Any, dict[str, np.ndarray]]:
+        """(this process's part of a failing step's batch, nested as fed; Keras seed states from before the
+        step), from the Optional the step handed back."""
+        leaves, seeds_before = captured.get_value()
+        # Ragged and sparse leaves stay ragged and sparse: densified, the replayed step would differ.
+        flat = [batchcodec.from_tf_parts(list(parts)) for parts in leaves]
+        data = tf.nest.map_structure(lambda index: flat[index], self.template)
+        seed_states = {
+            path: np.asarray(v.numpy()) for path, v in zip(self.seed_paths, seeds_before, strict=True)
+        }
+        return data, seed_states
+
+    def model_info(self, model: keras.Model) -> dict[str, Any]:
+        """The bundle's ``model`` entry: how the model was built and trained."""
+        return {
+            "class_name": type(model).__name__,
+            "module": type(model).__module__,
+            "jit_compile": bool(model.jit_compile),
+            "run_eagerly": bool(model.run_eagerly),
+            "steps_per_execution": self.steps_per_execution,
+            "distribute_strategy": type(self.strategy).__name__,
+            "num_replicas": self.strategy.num_replicas_in_sync,
+            "optimizer": type(primary_optimizer(model)).__name__,
+            "optimizers": [type(optimizer).__name__ for optimizer in model_optimizers(model)],
+            "loss_scale_optimizer": gate.is_loss_scale_optimizer(primary_optimizer(model)),
+            "file": bundle_format.MODEL_FILE,
+        }
+
+    # ---- called by Keras fit instead of its own train function ----
+
+    def uninstall(self) -> None:
+        """Give the model its own train function back (after fit, or when fit is aborted by an error)."""
+        self.guard = None
+        model = self.model_ref()
+        if model is not None and model.train_function is self:
+            model.train_function = self.keras_function
+
+    def __call__(self, iterator: Any) -> Any:
+        try:
+            return self._run(iterator)
+        except (tf.errors.OutOfRangeError, StopIteration):
+            raise  # the end of an epoch, not an error
+        except BaseException:
+            # fit is aborting and will not call on_train_end: do not leave the guard installed.
+            self.uninstall()
+            raise
+
+    def _run(self, iterator: Any) -> Any:
+        guard = self.guard
+        logs = None
+        if isinstance(iterator, (tf.data.Iterator, tf.distribute.DistributedIterator)):
+            for index in range(self.steps_per_execution):
+                self.input.see(iterator)
+                try:
+                    outputs, verdict, captured, kept = self._step_on_iterator(iterator)
+                except tf.errors.OutOfRangeError:
+                    if index == 0:
+                        raise
+                    break
+                logs = outputs
+                if guard is not None and not guard._after_step(self, verdict, captured, outputs, kept):
+                    break
+            return logs
+        for _, data in zip(range(self.steps_per_execution), iterator, strict=False):
+            logs, verdict, captured, kept = self._step_on_data(data)
+            if guard is not None and not guard._after_step(self, verdict, captured, logs, kept):
+                break
+        return logs
+
+
+class LegacyGuardedTrainFunction(GuardedTrainFunction):
+    """The guarded ``train_function`` of a tf_keras model: the same outer function and capture, around tf_keras's
+    own step (see `legacy_keras.make_one_step`)."""
+
+    @staticmethod
+    def key(model: Any, config: gate.GateConfig, restore_metrics: bool, keep_batches: bool = False) -> tuple:
+        return (
+            "tf_keras",
+            config,
+            restore_metrics,
+            keep_batches,
+            bool(model.run_eagerly),
+            model.jit_compile,
+            keras_lines.steps_per_execution(model),
+            tuple(id(o) for o in model_optimizers(model)),
+            id(model.distribute_strategy),
+        )
+
+    def _make_one_step(self, model: Any) -> Any:
+        self.steps_per_execution = keras_lines.steps_per_execution(model)
+        return legacy_keras.make_one_step(self, model, model_optimizers)
+
+
+# What NanGuard does with compile(steps_per_execution=N), said once per guard: the guarantees hold per step, and
+# the speed-up does not (measured on a small MLP on CPU: about the time of steps_per_execution=1).
+STEPS_PER_EXECUTION_NOTE = (
+    "NanGuard: steps_per_execution={n}: each step is still checked and a failing step's own batch captured, "
+    "because the guard runs the {n} steps of an execution as {n} calls; this gives up the speed-up "
+    "steps_per_execution buys (a small model runs about as fast as with steps_per_execution=1)"
+)
+
+
+# Guarded functions live on the model (like Keras's own train_function), so they go when it goes: a module-level
+# weak-keyed cache would not, as Keras's train function, kept for restoring, refers back to the model.
+_CACHE_ATTRIBUTE = "_nanlens_guarded_train_functions"
+
+
+def cached_functions(model: keras.Model) -> dict[tuple, GuardedTrainFunction]:
+    return model.__dict__.setdefault(_CACHE_ATTRIBUTE, {})  # __dict__: no Keras attribute tracking
