@@ -22,14 +22,7 @@ from pyadapter.fixes.source import LineSource, dotted_name, last_name, read_line
 
 # The optimizers whose learning rate a fix rewrites: the classifier's list, less the wrapper that holds none itself.
 OPTIMIZERS = tuple(name for name in change_line.OPTIMIZERS if name != "LossScaleOptimizer")
-SCHEDULES = (
-    "ExponentialDecay",
-    "PiecewiseConstantDecay",
-    "CosineDecay",
-    "CosineDecayRestarts",
-    "InverseTimeDecay",
-    "PolynomialDecay",
-)
+SCHEDULES = change_line.SCHEDULES
 DEFAULT_LEARNING_RATES = {"sgd": 0.01}  # every other Keras optimizer defaults to 0.001
 CLIP_KEYWORDS = ("clipnorm", "global_clipnorm", "clipvalue")
 
