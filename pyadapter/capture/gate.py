@@ -45,6 +45,7 @@ from pyadapter.capture.gate_checks import (
     is_float,
     max_abs,
     ones,
+    rare_cond,
 )
 from pyadapter.capture.gate_update import Gate, gate_update, undo_if_step_failed, watched_assign
 from pyadapter.capture.snapshot import non_finite_variables, unique
@@ -290,7 +291,7 @@ def train_step_keeping_metrics(train_step: Any, data: Any, metric_variables: lis
                 variable.assign(value)
             return tf.constant(False)
 
-        tf.cond(local_ok(scope), lambda: tf.constant(True), restore)
+        rare_cond(local_ok(scope), lambda: tf.constant(True), restore)
     return logs
 
 
