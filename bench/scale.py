@@ -113,14 +113,22 @@ def _fit(model, x, y, batch, callbacks) -> tuple[float, float]:
     return timer.elapsed
 
 
-def _steps_for(model, family, target_s: float, lo: int, hi: int) -> int:
+def _cpu_per_step(model, family) -> float:
     import scale_train
 
     x, y = scale_train.make_data(family, 4)
     batch = scale_train.BATCH[family]
     _fit(model, x, y, batch, [])  # trace
     cpu, _ = _fit(model, x, y, batch, [])
-    return max(lo, min(hi, round(target_s / max(cpu / 4, 1e-6))))
+    return max(cpu / 4, 1e-6)
+
+
+def _steps_for(model, family, target_s: float, lo: int, hi: int) -> int:
+    return max(lo, min(hi, round(target_s / _cpu_per_step(model, family))))
+
+
+WINDOW = 16  # NanGuard's default window (pyadapter.capture.window.DEFAULT_SIZE)
+MIN_LONG_ROUNDS = 10
 
 
 def child_overhead(family: str, widths: list[int], rounds: int, round_s: float) -> dict:
@@ -134,7 +142,13 @@ def child_overhead(family: str, widths: list[int], rounds: int, round_s: float) 
     for width in widths:
         model = scale_train.make_model(family, width)
         initial = model.get_weights()
-        steps = _steps_for(model, family, round_s, 3, 60)
+        # Whole windows per round: NanGuard copies the training state once every WINDOW steps (its default
+        # window), and a long training run pays that once per WINDOW steps; a round of 3 steps would pay it for
+        # none or all of them. So a round is 16 or a multiple of 16 steps, and long rounds get fewer of them.
+        step_s = _cpu_per_step(model, family)
+        windows = max(1, min(4, round(round_s / step_s / WINDOW)))
+        steps = windows * WINDOW
+        rounds_here = rounds if steps * step_s <= 2.5 * round_s else max(MIN_LONG_ROUNDS, rounds // 2)
         x, y = scale_train.make_data(family, steps)
         batch = scale_train.BATCH[family]
         capture_dir = tempfile.mkdtemp(prefix="nanlens-scale-")
@@ -145,7 +159,7 @@ def child_overhead(family: str, widths: list[int], rounds: int, round_s: float) 
             _fit(model, x, y, batch, callbacks)
         cpu = {name: [] for name in arms}
         wall = {name: [] for name in arms}
-        for index in range(rounds):
+        for index in range(rounds_here):
             order = ["plain", "nanguard"] if index % 2 == 0 else ["nanguard", "plain"]
             for name in order:
                 model.set_weights(initial)
@@ -162,7 +176,7 @@ def child_overhead(family: str, widths: list[int], rounds: int, round_s: float) 
                 "width": width,
                 "params": int(model.count_params()),
                 "steps": steps,
-                "rounds": rounds,
+                "rounds": rounds_here,
                 "plain_s_per_step": statistics.median(cpu["plain"]) / steps,
                 "nanguard_s_per_step": statistics.median(cpu["nanguard"]) / steps,
                 "ratio": statistics.median(ratios),

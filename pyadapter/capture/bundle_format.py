@@ -45,6 +45,7 @@ import shutil
 import socket
 import tempfile
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +153,20 @@ def clean_stale_partials(capture_dir: Path) -> None:
             shutil.rmtree(entry, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class ArraysFile:
+    """An extra `.npz` of a bundle, to be written one array at a time (`BundleWriter.write_extra`): `arrays` is an
+    iterable (a generator) of (key, array) pairs made as they are written, `total` their bytes, so a large file
+    (the window's copy of the training state) is never all in memory at once."""
+
+    arrays: Iterable[tuple[str, np.ndarray]]
+    total: int
+
+
+# An extra file of a bundle: its bytes, or arrays to stream into an `.npz`.
+ExtraFile = bytes | ArraysFile
+
+
 class BundleWriter:
     """Builds a bundle in a temporary directory next to its final place and renames it there on `commit`.
 
@@ -208,6 +223,13 @@ class BundleWriter:
         if progress is not None:
             progress.stage(name, total or 0)
         structure.write_npz(path, arrays, progress.advance if progress is not None else None)
+
+    def write_extra(self, name: str, content: ExtraFile) -> None:
+        """Writes one extra file: bytes as they are, an `ArraysFile` streamed by `write_arrays`."""
+        if isinstance(content, ArraysFile):
+            self.write_arrays(name, content.arrays, content.total)
+        else:
+            self.file(name).write_bytes(content)
 
     def commit(self, manifest: dict[str, Any]) -> Path:
         """Hashes every file, writes manifest.json and renames the directory into place; returns the bundle path.

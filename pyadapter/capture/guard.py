@@ -17,6 +17,7 @@ import collections
 import sys
 import time
 import weakref
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -289,7 +290,7 @@ class NanGuard(keras.callbacks.Callback):
         data: Any,
         step: int,
         batch_index: int,
-    ) -> tuple[dict[str, bytes], dict[str, Any]]:
+    ) -> tuple[dict[str, bundle_format.ExtraFile], dict[str, Any]]:
         """The window's bundle files and manifest entry; for a divergence located here, with the learning-rate
         search (`pyadapter.capture.window`). Never raises: the bundle is written without the window instead."""
         keeper = self._window
@@ -339,7 +340,7 @@ class NanGuard(keras.callbacks.Callback):
         data: Any = None,
         batch_note: str | None = None,
         extra: dict[str, Any] | None = None,
-        extra_files: dict[str, bytes] | None = None,
+        extra_files: Mapping[str, bundle_format.ExtraFile] | None = None,
         seed_states: dict[str, np.ndarray] | None = None,
     ) -> Path | str:
         model = self.model
@@ -351,7 +352,7 @@ class NanGuard(keras.callbacks.Callback):
 
         def save_state(writer: bundle_format.BundleWriter) -> dict:
             for name, content in (extra_files or {}).items():
-                writer.file(name).write_bytes(content)
+                writer.write_extra(name, content)
             return keras_state.save_keras_state(writer, model, seed_states)
 
         return bundle_writer.write_bundle(

@@ -258,7 +258,7 @@ class GuardedStep:
 
     def _window_files(
         self, located: atscene.SceneFiles, step: int, index: int, args: tuple, kwargs: dict
-    ) -> tuple[dict[str, bytes], dict[str, Any]]:
+    ) -> tuple[dict[str, bundle_format.ExtraFile], dict[str, Any]]:
         """The window's bundle files and manifest entry, with the learning-rate search for a divergence located
         here. Never raises: the bundle is written without the window instead."""
         keeper = self._window

@@ -4,6 +4,7 @@ the update (see `pyadapter.capture.loop`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -43,7 +44,7 @@ def write_bundle(
     args: tuple,
     kwargs: dict,
     seed_states: dict[str, np.ndarray],
-    files: dict[str, bytes] | None = None,
+    files: Mapping[str, bundle_format.ExtraFile] | None = None,
     scene: dict[str, Any] | None = None,
 ) -> Path | str:
     batch = batch_of(args, kwargs)
@@ -86,10 +87,10 @@ def _save_state(
     guarded: GuardedStep,
     writer: bundle_format.BundleWriter,
     seed_states: dict[str, np.ndarray],
-    files: dict[str, bytes],
+    files: Mapping[str, bundle_format.ExtraFile],
 ) -> dict:
     for name, content in files.items():
-        writer.file(name).write_bytes(content)
+        writer.write_extra(name, content)
     seeds = dict(guarded._seed_states())
     after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
     try:

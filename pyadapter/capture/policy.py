@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from pyadapter.capture import atscene
+from pyadapter.capture.bundle_format import ExtraFile
 from pyadapter.capture.options import GuardOptions
 from pyadapter.capture.verdict import Failure, NonFiniteReport
 
 # (the files and manifest entry the window adds to a bundle), from what was located at the scene
-WindowFiles = Callable[[atscene.SceneFiles], tuple[dict[str, bytes], dict[str, Any]]]
+WindowFiles = Callable[[atscene.SceneFiles], tuple[dict[str, ExtraFile], dict[str, Any]]]
 # Writes the bundle with these extra files and manifest entries; returns where it went.
-WriteBundle = Callable[[dict[str, bytes], dict[str, Any]], "Path | str"]
+WriteBundle = Callable[[dict[str, ExtraFile], dict[str, Any]], "Path | str"]
 
 
 @dataclass

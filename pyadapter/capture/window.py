@@ -41,6 +41,7 @@ from typing import Any, TypeGuard
 import numpy as np
 
 from pyadapter.capture import structure
+from pyadapter.capture.bundle_format import ArraysFile, ExtraFile
 from pyadapter.capture.snapshot import unique, variable_path
 
 DEFAULT_SIZE = 16
@@ -158,7 +159,10 @@ class WindowKeeper:
         @tf.function(autograph=False, jit_compile=False)
         def copy() -> None:
             for shadow, source in zip(shadows, sources, strict=True):
-                shadow.assign(tf.convert_to_tensor(source))
+                # A real copy, made now: assigned a plain read, the shadow would share the variable's buffer and the
+                # next update would make the copy (copy on write) inside the training step. Same cost, but here it
+                # is paid, and measured, where the window takes it.
+                shadow.assign(tf.raw_ops.DeepCopy(x=tf.convert_to_tensor(source)))
 
         copy()  # traced now, at the first copy of the training
         made = _Copy(step, shadows, copy)
@@ -207,26 +211,31 @@ class WindowKeeper:
         *,
         learning_rate: float | None = None,
         search: dict[str, Any] | None = None,
-    ) -> tuple[dict[str, bytes], dict[str, Any]]:
-        """The bundle's window files and its ``manifest["window"]`` entry (nothing when there is no window)."""
+    ) -> tuple[dict[str, ExtraFile], dict[str, Any]]:
+        """The bundle's window files and its ``manifest["window"]`` entry (nothing when there is no window). The
+        state file is streamed: each copy leaves the device when it is written, one variable at a time."""
         found = self.window_for(failing_step) if self.enabled else None
         if found is None:
             return {}, {}
         copy, held = found
-        state_arrays: dict[str, np.ndarray] = {}
+        kept: list[tuple[str, Any]] = []
         described = []
-        for variable, value in zip(self._variables, self.state_values(copy), strict=True):
-            if value.dtype == object:
+        total = 0
+        for variable, shadow in zip(self._variables, copy.shadows, strict=True):
+            dtype = np.dtype(shadow.dtype.as_numpy_dtype)
+            if dtype.kind == "O":  # a string variable: not an array an .npz holds without pickle
                 continue
-            key = f"w{len(state_arrays):03d}"
-            state_arrays[key] = value
-            described.append({"key": key, "path": variable_path(variable), "dtype": value.dtype.str})
+            key = f"w{len(kept):03d}"
+            kept.append((key, shadow))
+            total += int(np.prod(shadow.shape.as_list())) * dtype.itemsize
+            described.append({"key": key, "path": variable_path(variable), "dtype": dtype.str})
+        state = ArraysFile(((key, np.asarray(shadow.numpy())) for key, shadow in kept), total)
         batch_arrays: dict[str, np.ndarray] = {}
         structures = []
         batches = [to_numpy(b) for _, b in held] + [failing_batch]
         for index, batch in enumerate(batches):
             structures.append(structure.describe(batch, batch_arrays, prefix=f"s{index:04d}_"))
-        files = {STATE_FILE: _npz_bytes(state_arrays), BATCHES_FILE: _npz_bytes(batch_arrays)}
+        files: dict[str, ExtraFile] = {STATE_FILE: state, BATCHES_FILE: _npz_bytes(batch_arrays)}
         entry: dict[str, Any] = {
             "size": self.size,
             "start_step": copy.step,
