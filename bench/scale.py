@@ -11,8 +11,9 @@ Measured, per family and size, all in this one run:
 - guard overhead: NanGuard vs plain `fit`, method of bench/guard_overhead.py (shared/notes/benchmarking.md): one
   model instance per size, reset to the same initial weights before every round, shuffle off, 1 intra/1 inter-op
   thread, many short rounds in ABBA order, the figure is the median of per-round process-CPU-time ratios (a round
-  runs from the first batch's begin to the end of fit). Steps per round are chosen for ~1 s of CPU per round.
-  Each family runs in its own child process.
+  runs from the first batch's begin to the end of fit). A round is whole windows (16, 32 or 64 steps, nearest ~1 s
+  of CPU), so it pays NanGuard's state copy once per 16 steps as a long run does; sizes whose round is over 2.5 s
+  run half the rounds (at least 10). Each family runs in its own child process.
 - anchors at the smallest size of each family: tf.debugging.enable_check_numerics and a FULL_HEALTH dump
   (tf.debugging.experimental.enable_dump_debug_info), each in its own child: plain rounds, then the anchor's
   rounds, ratio of medians (as bench/guard_overhead.py).
