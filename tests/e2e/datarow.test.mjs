@@ -78,6 +78,13 @@ test('the data cause links the bad CSV row: the hover names weather.csv and its 
       what: `the change marker on ${PROGRAM}:${changeLine} (the reading line)`,
     });
 
+    // The origin's CodeLens comes with the findings, a moment after the marker: its view zone shifts the lines
+    // below it, and hoverLine aims at a line by its position, so hover once it is there (as flow.test.mjs does).
+    await waitFor(async () => (await codeLenses(s.page)).some((lens) => lens.title.includes('Replay eagerly')), {
+      timeoutMs: 20000,
+      what: 'the CodeLens "Replay eagerly" of the located bundle',
+    });
+
     // 1. The hover of the reading line says the data held NaN and names the file and line of the bad row.
     const hover = await hoverLine(s.page, changeLine, { timeoutMs: 15000 });
     assert.match(hover, /data/i);
