@@ -142,9 +142,8 @@ def gate_update(
         and replica_context.num_replicas_in_sync > 1
     )
 
-    def weights_norm(
-        ok: Any,
-    ) -> Any:  # history: the checked weights as they are (a skipped update leaves them)
+    def weights_norm(ok: Any) -> Any:
+        # History: the checked weights as they are (a skipped update leaves them).
         if not checked_weights:
             return tf.constant(NOT_MEASURED)
         # In its own function: the skip branch is the one healthy steps do not take (see rare_cond).
