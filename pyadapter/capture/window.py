@@ -227,7 +227,7 @@ class WindowKeeper:
                 continue
             key = f"w{len(kept):03d}"
             kept.append((key, shadow))
-            total += int(np.prod(shadow.shape.as_list())) * dtype.itemsize
+            total += _nbytes(shadow)
             described.append({"key": key, "path": variable_path(variable), "dtype": dtype.str})
         state = ArraysFile(((key, np.asarray(shadow.numpy())) for key, shadow in kept), total)
         batch_arrays: dict[str, np.ndarray] = {}
