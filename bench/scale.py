@@ -143,17 +143,21 @@ def child_overhead(family: str, widths: list[int], rounds: int, round_s: float) 
     for width in widths:
         model = scale_train.make_model(family, width)
         initial = model.get_weights()
-        # Whole windows per round: NanGuard copies the training state once every WINDOW steps (its default
-        # window), and a long training run pays that once per WINDOW steps; a round of 3 steps would pay it for
-        # none or all of them. So a round is 16 or a multiple of 16 steps, and long rounds get fewer of them.
+        # Whole copy intervals per round: NanGuard copies the training state once every `window_copy_every` steps
+        # (its window of 16, spaced out to as many as 64 where a copy would cost over 0.5% of the steps), and a long
+        # run pays that once per interval; a round of 3 steps would pay it for none or all of them. A warm-up fit
+        # long enough for the guard to time its copies gives the interval; a round is then 1 to 4 of them.
         step_s = _cpu_per_step(model, family)
-        windows = max(1, min(4, round(round_s / step_s / WINDOW)))
-        steps = windows * WINDOW
-        rounds_here = rounds if steps * step_s <= 2.5 * round_s else max(MIN_LONG_ROUNDS, rounds // 2)
-        x, y = scale_train.make_data(family, steps)
         batch = scale_train.BATCH[family]
         capture_dir = tempfile.mkdtemp(prefix="nanlens-scale-")
         guard = NanGuard(capture_dir, verbose=True)
+        x, y = scale_train.make_data(family, 3 * WINDOW)
+        _fit(model, x, y, batch, [guard])
+        interval = guard.window_copy_every or WINDOW
+        intervals = max(1, min(4, round(round_s / step_s / interval)))
+        steps = intervals * interval
+        rounds_here = rounds if steps * step_s <= 2.5 * round_s else max(MIN_LONG_ROUNDS, rounds // 2)
+        x, y = scale_train.make_data(family, steps)
         arms = {"plain": [], "nanguard": [guard]}
         for callbacks in arms.values():
             model.set_weights(initial)
@@ -177,6 +181,7 @@ def child_overhead(family: str, widths: list[int], rounds: int, round_s: float) 
                 "width": width,
                 "params": int(model.count_params()),
                 "steps": steps,
+                "copy_every": interval,
                 "rounds": rounds_here,
                 "plain_s_per_step": statistics.median(cpu["plain"]) / steps,
                 "nanguard_s_per_step": statistics.median(cpu["nanguard"]) / steps,
@@ -362,16 +367,16 @@ def report(data: dict, picture_dir: Path | None) -> None:
         f"{data['conditions']})"
     )
     print(
-        f"{'family':12} {'params':>8} {'steps':>5} {'rounds':>6} {'plain s/step':>12} {'ratio':>7} "
-        f"{'q1-q3':>13} {'wall':>6}"
+        f"{'family':12} {'params':>8} {'steps':>5} {'copy every':>10} {'rounds':>6} {'plain s/step':>12} "
+        f"{'ratio':>7} {'q1-q3':>13} {'wall':>6}"
     )
     for fam, result in data["overhead"].items():
         if "error" in result:
             print(f"{fam:12} error: {result['error']}")
     for r in overhead:
         print(
-            f"{r['family']:12} {_fmt_params(r['params']):>8} {r['steps']:5d} {r['rounds']:6d} "
-            f"{r['plain_s_per_step']:12.4f} {r['ratio']:7.3f} {r['q1_q3'][0]:6.3f}-{r['q1_q3'][1]:.3f} "
+            f"{r['family']:12} {_fmt_params(r['params']):>8} {r['steps']:5d} {r.get('copy_every', WINDOW):10d} "
+            f"{r['rounds']:6d} {r['plain_s_per_step']:12.4f} {r['ratio']:7.3f} {r['q1_q3'][0]:6.3f}-{r['q1_q3'][1]:.3f} "
             f"{r['ratio_wall']:6.3f}"
         )
     print("\n== anchors at the smallest size (anchor / plain in the same child, ratio of medians)")

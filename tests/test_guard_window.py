@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pytest
 
 from pyadapter.capture.window import read_window
@@ -175,6 +176,26 @@ def test_window_options_without_window_are_refused_in_one_line(diverged: SimpleN
         done.stderr.strip().splitlines()[-1]
         == "nanlens: error: --learning-rate and --find-learning-rate go with --window"
     )
+
+
+@pytest.mark.slow
+def test_copies_that_cost_more_than_the_steps_are_spaced_out_and_the_window_still_holds_the_steps(
+    tmp_path: Path,
+) -> None:
+    # A large frozen embedding (64 MB, never trained) makes each copy of the state cost many cheap steps: copies 16
+    # steps apart would be a large share of this run's time. The guard times them and spaces them out to 64.
+    _, bundle, _ = train(tmp_path, PROGRAMS / "frozen_embedding_bad_label.py", "captures")
+    window = manifest(bundle)["window"]
+    assert window["size"] == 16 and window["copy_every"] == 64, window
+    assert window["end_step"] == manifest(bundle)["step"] == 150
+    # Copies 64 steps apart keep the state 64 to 127 steps back: every batch since is in the bundle.
+    assert 64 < window["steps"] <= 128 and window["steps"] == window["end_step"] - window["start_step"] + 1
+    from pyadapter.capture.bundle import CaptureBundle
+
+    data = read_window(CaptureBundle.load(bundle))
+    assert data is not None and data.steps == window["steps"]
+    assert any("embedding" in path for path in data.state)
+    assert np.isnan(data.batches[-1][1]).any()  # the failing batch, bad label included
 
 
 def test_a_bundle_without_a_window_reads_as_none() -> None:

@@ -200,3 +200,27 @@ def test_producers_map_answers_like_a_dict_with_ids_out_of_order_and_pruning() -
         for tensor_id in range(-6, newest + 6):
             assert (tensor_id in compact) == (tensor_id in plain)
             assert compact.get(tensor_id) == plain.get(tensor_id)
+
+
+def test_producers_set_outputs_is_set_for_each_output_slot() -> None:
+    """``set_outputs`` (one call per execution, the scan's path) against a plain dict filled slot by slot: one or
+    several outputs, mostly new increasing ids, some out of order or repeated (its fast path must not skip them)."""
+    rng = random.Random(5)
+    for _ in range(200):
+        compact, plain = Producers(), {}
+        newest = 0
+        for i in range(rng.randint(0, 300)):
+            ids = []
+            for _slot in range(rng.choice((1, 1, 1, 2, 3))):
+                if rng.random() < 0.85:
+                    newest += rng.randint(1, 3)
+                    ids.append(newest)
+                else:
+                    ids.append(rng.randint(-5, newest + 5))
+            compact.set_outputs(ids, i, i * 10)
+            for slot, tensor_id in enumerate(ids):
+                plain[tensor_id] = (i, i * 10, slot)
+            assert len(compact) == len(plain)
+        assert dict(compact.items()) == plain
+        for tensor_id in range(-6, newest + 6):
+            assert compact.get(tensor_id) == plain.get(tensor_id)

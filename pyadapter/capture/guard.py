@@ -133,6 +133,13 @@ class NanGuard(keras.callbacks.Callback):
     def last_bundle(self) -> Path | str | None:
         return self.policy.last_bundle
 
+    @property
+    def window_copy_every(self) -> int | None:
+        """Steps between the window's state copies now: ``window``, or more once copies would cost over 0.5% of
+        the training time (see `pyadapter.capture.window`); None while the window is off."""
+        keeper = self._window
+        return keeper.copy_every if keeper is not None and keeper.enabled else None
+
     # ---- both Keras lines ----
     # One NanGuard class serves Keras 3 and tf_keras (Keras 2, TF_USE_LEGACY_KERAS=1): it stays the Keras 3
     # Callback it always was (so Keras 3 fit sees no change) and also answers what tf_keras's CallbackList asks of

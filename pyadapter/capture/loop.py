@@ -157,6 +157,13 @@ class GuardedStep:
     def last_bundle(self) -> Path | str | None:
         return self.policy.last_bundle
 
+    @property
+    def window_copy_every(self) -> int | None:
+        """Steps between the window's state copies now: ``window``, or more once copies would cost over 0.5% of
+        the training time (see `pyadapter.capture.window`); None while the window is off."""
+        keeper = self._window
+        return keeper.copy_every if keeper is not None and keeper.enabled else None
+
     def _seed_states(self) -> list[tuple[str, Any]]:
         found = []
         for model in self.models:

@@ -4,20 +4,26 @@ over the steps that made it (its last step alone starts from weights that are al
 While training, `WindowKeeper` (NanGuard / guard_step, ``window=K``; 0 turns it off) keeps
 
 - two device-side copies of the step's state (model variables, optimizer variables — slots, iteration counter,
-  learning rate — and Keras seed-generator states), taken every K steps by one compiled copy function
+  learning rate — and Keras seed-generator states), taken every N >= K steps by one compiled copy function
   (``tf.Variable.assign`` per variable, no host transfer), alternating between the two, so the older copy is
-  always between K and 2K-1 steps back once training has run that long;
+  always between N and 2N-1 steps back once training has run that long;
 - references to the batches the steps ran on since the older copy (the tensors the step already made: nothing
   is copied).
 
-Memory: two copies of the weights and optimizer state on the device, plus up to 2K batches. On healthy steps the
-only cost is appending a reference to a deque, and every K steps one copy of the state.
+N (``copy_every``) is K unless a copy costs more than `COPY_BUDGET` of the training time between copies: a copy
+reads and writes every weight and slot once, which on a CPU is 10-50% of a step's time (bench/scale.py models,
+one core), i.e. 1-3% of training at K=16. The keeper times its copies and the steps between them and spaces the
+copies out until they cost at most that share, up to `MAX_SPACING` x K steps and as long as the batches held stay
+under `BATCH_BUDGET`. On a GPU the copy is a device-memory copy, queued like any kernel: N stays K.
+
+Memory: two copies of the weights and optimizer state on the device, plus up to 2N batches. On healthy steps the
+only cost is appending a reference to a deque and reading a clock, and every N steps one copy of the state.
 
 On a failing step the bundle gets the window in its own files: ``window/state.npz`` (the older copy, keyed like
 weights.npz) and ``window/batches.npz`` (every step's batch from the copy's step to the failing one, the failing
 batch included), described by ``manifest["window"]``::
 
-    {"size": 16, "start_step": 37, "end_step": 55, "steps": 19,
+    {"size": 16, "copy_every": 16, "start_step": 37, "end_step": 55, "steps": 19,
      "state": {"file": "window/state.npz", "variables": [{"key": "w000", "path": "sequential/dense/kernel"}, ...]},
      "batches": {"file": "window/batches.npz", "structures": [<structure of step 37's batch>, ...]},
      "learning_rate": 7e-05, "memory_bytes": 123456,
@@ -33,7 +39,9 @@ import collections
 import io
 import math
 import os
+import statistics
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -53,6 +61,14 @@ STATE_FILE = "window/state.npz"
 BATCHES_FILE = "window/batches.npz"
 MANIFEST_KEY = "window"
 FILES = (STATE_FILE, BATCHES_FILE)
+# Spacing the copies (see the module docstring): their share of the training time, the widest spacing (in windows),
+# and the most memory the held batches may take for a wider spacing (never below K steps).
+COPY_BUDGET = 0.005
+MAX_SPACING = 4
+BATCH_BUDGET = 1 << 30
+# The step time is the median of the last steps (epoch ends, validation and retraces stand out).
+_STEPS_TIMED = 33
+_COPIES_TIMED = 5
 
 
 class WindowError(ValueError):
@@ -67,6 +83,7 @@ class _Copy:
     step: int  # the state is the one step `step` started from
     shadows: list[Any]
     copy: Any  # compiled: assign every source variable to its shadow
+    runs: int = 0
 
 
 class WindowKeeper:
@@ -89,6 +106,10 @@ class WindowKeeper:
         self._recheck = False
         self.max_bytes = _max_bytes()
         self.off_reason: str | None = None  # why the window turned itself off (too large a state), once said
+        self.copy_every = self.size  # N: steps between copies (see `_space_copies`)
+        self._step_seconds: collections.deque[float] = collections.deque(maxlen=_STEPS_TIMED)
+        self._copy_seconds: collections.deque[float] = collections.deque(maxlen=_COPIES_TIMED)
+        self._last_step_end: float | None = None
 
     @property
     def enabled(self) -> bool:
@@ -97,6 +118,7 @@ class WindowKeeper:
     def restart(self) -> None:
         """A new ``fit``: forget the copies and batches, keep the buffers (no new variables, no retrace)."""
         self._copies, self._batches = [], collections.deque()
+        self._last_step_end = None  # the time between two fits is not a step's
 
     def start(self, step: int) -> None:
         """Training starts at `step`: copy the state it starts from, when its variables exist already (Keras
@@ -117,6 +139,10 @@ class WindowKeeper:
         steps copy the state, which is now the state step ``step + 1`` starts from."""
         if not self.enabled:
             return
+        now = time.perf_counter()
+        if self._last_step_end is not None:
+            self._step_seconds.append(now - self._last_step_end)
+        self._last_step_end = now
         self._batches.append((step, held))
         following = step + 1
         if self._recheck:
@@ -125,12 +151,38 @@ class WindowKeeper:
             self._recheck = False
             if self._sources_changed():
                 self._copies = []
-        if self._copies and following - self._copies[-1].step < self.size:
+        if self._copies and following - self._copies[-1].step < self.copy_every:
             return
         self._take(following)
+        if not self._copies:  # the window turned itself off (too large a state)
+            return
         oldest = self._copies[0].step
         while self._batches and self._batches[0][0] < oldest:
             self._batches.popleft()
+        self._space_copies(held)
+        self._last_step_end = time.perf_counter()  # the copy is not part of the next step's time
+
+    def _space_copies(self, held: Any) -> None:
+        """Set `copy_every`: the fewest steps between copies that keeps them within `COPY_BUDGET` of the time the
+        steps take, from K up to `MAX_SPACING` x K, and no wider than `BATCH_BUDGET` allows for 2N held batches."""
+        if not self._copy_seconds or len(self._step_seconds) < 4:
+            return
+        step_seconds = statistics.median(self._step_seconds)
+        if step_seconds <= 0:
+            return
+        wanted = math.ceil(statistics.median(self._copy_seconds) / (COPY_BUDGET * step_seconds))
+        widest = MAX_SPACING * self.size
+        batch_bytes = _held_bytes(held)
+        if batch_bytes:
+            widest = min(widest, BATCH_BUDGET // (2 * batch_bytes))
+        self.copy_every = max(self.size, min(wanted, widest))
+
+    def _timed_copy(self, made: _Copy) -> None:
+        started = time.perf_counter()
+        made.copy()
+        made.runs += 1
+        if made.runs > 1:  # a function's first run sets up its kernels: several times a copy's cost
+            self._copy_seconds.append(time.perf_counter() - started)
 
     def _take(self, step: int) -> None:
         import tensorflow as tf
@@ -144,7 +196,7 @@ class WindowKeeper:
         free = [c for c in self._pool if all(c is not active for active in self._copies)]
         if free or len(self._copies) == 2:
             reused = free[0] if free else self._copies.pop(0)  # the older copy's buffers take the new state
-            reused.copy()
+            self._timed_copy(reused)
             reused.step = step
             self._copies.append(reused)
             return
@@ -164,8 +216,9 @@ class WindowKeeper:
                 # is paid, and measured, where the window takes it.
                 shadow.assign(tf.raw_ops.DeepCopy(x=tf.convert_to_tensor(source)))
 
-        copy()  # traced now, at the first copy of the training
+        copy.get_concrete_function()  # traced now, at the first copy of the training
         made = _Copy(step, shadows, copy)
+        self._timed_copy(made)
         self._pool.append(made)
         self._copies.append(made)
 
@@ -238,6 +291,7 @@ class WindowKeeper:
         files: dict[str, ExtraFile] = {STATE_FILE: state, BATCHES_FILE: _npz_bytes(batch_arrays)}
         entry: dict[str, Any] = {
             "size": self.size,
+            "copy_every": self.copy_every,
             "start_step": copy.step,
             "end_step": failing_step,
             "steps": len(batches),
@@ -255,12 +309,7 @@ class WindowKeeper:
         total = 0
         for copy in self._copies:
             total += sum(int(np.prod(s.shape)) * s.dtype.size for s in copy.shadows)
-        for _, held in self._batches:
-            for leaf in _leaves(held):
-                shape, dtype = getattr(leaf, "shape", None), getattr(leaf, "dtype", None)
-                if shape is not None and dtype is not None and shape.is_fully_defined():
-                    total += int(np.prod(shape.as_list())) * getattr(dtype, "size", 0)
-        return total
+        return total + sum(_held_bytes(held) for _, held in self._batches)
 
 
 def learning_rate_variable(optimizer: Any) -> Any:
@@ -287,6 +336,22 @@ def _leaves(value: Any) -> list[Any]:
     if isinstance(value, (list, tuple)):
         return [leaf for item in value for leaf in _leaves(item)]
     return [] if value is None else [value]
+
+
+def _held_bytes(held: Any) -> int:
+    """Bytes of a held batch's tensors (those of a known shape)."""
+    total = 0
+    for leaf in _leaves(held):
+        nbytes = getattr(leaf, "nbytes", None)  # numpy arrays (a custom loop's arguments)
+        if isinstance(nbytes, int):
+            total += nbytes
+            continue
+        shape: Any = getattr(leaf, "shape", None)
+        dtype = getattr(leaf, "dtype", None)
+        defined = getattr(shape, "is_fully_defined", None)
+        if callable(defined) and defined() and dtype is not None:
+            total += int(np.prod(shape.as_list())) * int(getattr(dtype, "size", 0) or 0)
+    return total
 
 
 def _npz_bytes(arrays: dict[str, np.ndarray]) -> bytes:

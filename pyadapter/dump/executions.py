@@ -139,8 +139,7 @@ def scan_executions(
                 else:
                     result.origin = entry
                     tail = TAIL_EXECUTIONS
-        for slot, tensor_id in enumerate(outputs):
-            producers.set(tensor_id, index, offset, slot)
+        producers.set_outputs(outputs, index, offset)
         if len(producers) > MAX_PRODUCERS:
             producers.drop_older_half()
         if tail >= 0:

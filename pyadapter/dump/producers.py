@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 
 class Producers(Mapping[int, tuple[int, int, int]]):
@@ -37,6 +37,20 @@ class Producers(Mapping[int, tuple[int, int, int]]):
             if tensor_id not in self._other and not self._in_columns(tensor_id):
                 self._count += 1
             self._other[tensor_id] = (index, offset, slot)
+
+    def set_outputs(self, tensor_ids: Sequence[int], index: int, offset: int) -> None:
+        """``set`` for each output of one execution (slot = position): one call per execution, and the common
+        case (one output, a new largest id) without the general path's checks."""
+        ids = self._ids
+        if len(tensor_ids) == 1 and not self._other and (not ids or tensor_ids[0] > ids[-1]):
+            ids.append(tensor_ids[0])
+            self._index.append(index)
+            self._offset.append(offset)
+            self._slot.append(0)
+            self._count += 1
+            return
+        for slot, tensor_id in enumerate(tensor_ids):
+            self.set(tensor_id, index, offset, slot)
 
     def drop_older_half(self) -> None:
         """Forget the lower half of the ids (the oldest tensors), as the scan's memory bound."""
