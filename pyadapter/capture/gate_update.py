@@ -21,10 +21,10 @@ from pyadapter.capture.gate_checks import (
     exact_norms,
     finite_flags,
     finite_flags_and_norm,
-    half_squares32,
     is_float,
     ones,
     rare_cond,
+    sampled_half_squares32,
 )
 from pyadapter.capture.snapshot import unique, variable_path
 
@@ -105,10 +105,9 @@ def watched_assign(original: Any, kind: str) -> Any:
         if targets is not None and id(variable) in targets and _current_graph() is not _update_sink.graph:
             _update_sink.complete = False
         elif targets is not None and id(variable) in targets:
-            update = dense(value)
-            if kind == "assign":
-                update = tf.cast(update, dense(variable).dtype) - dense(variable)
-            _update_sink.squares.append(half_squares32(update))
+            # Read before the write (automatic control dependencies keep program order).
+            old = variable if kind == "assign" else None
+            _update_sink.squares.append(sampled_half_squares32(value, old))
         return original(variable, value)
 
     return wrapper
