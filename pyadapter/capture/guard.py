@@ -80,9 +80,11 @@ class NanGuard(keras.callbacks.Callback):
             so the editor marks the line at once, whatever the program's shape. Costs a few seconds, on failure
             only. Off (or ``NANLENS_LOCATE_AT_SCENE=0`` in the environment): ``nanlens locate BUNDLE`` replays the
             bundle later instead.
-        window: keep the training state this many steps back and the batches since (`pyadapter.capture.window`:
-            two device-side copies of the weights and optimizer state, taken every ``window`` steps, and references
-            to up to ``2 * window`` batches), so that a failing step's bundle holds the steps that led to it; for a
+        window: keep the training state at least this many steps back and the batches since
+            (`pyadapter.capture.window`: two device-side copies of the weights and optimizer state, taken every
+            ``window`` steps, or up to 4x further apart where a copy would cost more than 0.5% of the training
+            time (``guard.window_copy_every``), and references to the batches since the older copy), so that a
+            failing step's bundle holds the steps that led to it; for a
             divergence the guard then replays them at lower learning rates (graph mode, at most a minute) and the
             fix proposes the largest that kept them finite. 0: off (one model copy and the batches less).
         verbose: print the one-paragraph report to stderr on a failing step (and, once, what the guard does with
