@@ -306,10 +306,8 @@ class WindowKeeper:
 
     def memory_bytes(self) -> int:
         """What the window holds now: its state copies and the batches it references."""
-        total = 0
-        for copy in self._copies:
-            total += sum(int(np.prod(s.shape)) * s.dtype.size for s in copy.shadows)
-        return total + sum(_held_bytes(held) for _, held in self._batches)
+        copies = sum(_nbytes(shadow) for copy in self._copies for shadow in copy.shadows)
+        return copies + sum(_held_bytes(held) for _, held in self._batches)
 
 
 def learning_rate_variable(optimizer: Any) -> Any:
