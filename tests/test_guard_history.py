@@ -199,12 +199,18 @@ def test_the_norms_keep_the_finite_verdict_of_the_plain_sums(compiled):
             assert float(norm) == pytest.approx(expected, rel=1e-6), name
 
 
-@pytest.mark.parametrize("shape", [(64, 64), (1024, 1024), (300, 200), (8, 768, 96), (70001,)])
+@pytest.mark.parametrize(
+    "shape",
+    # (256, 512) and (768, 3072): fewer rows than sample blocks, where blocks spaced by a divisor of the row would
+    # all start in the same few columns; (1024, 1024): a spacing near a multiple of the row would do the same.
+    [(64, 64), (1024, 1024), (300, 200), (8, 768, 96), (70001,), (256, 512), (768, 3072), (3, 3, 64, 128)],
+)
 def test_large_updates_are_measured_on_a_sample_to_a_few_percent(shape):
-    """The history's update norm reads a strided sample of an update of more than UPDATE_SAMPLE values (a full pass
-    was 1.8% of a 47M-parameter step). Units differ: a quarter of the columns dead (zero update), a few 5x larger,
-    as a layer's units do. The sample must still give the norm to a few percent, for assign_add/assign_sub (the
-    update) and for assign (new value minus old), and exactly below the sample size."""
+    """The history's update norm reads a sample (blocks of a cache line spread over the tensor) of an update of more
+    than UPDATE_SAMPLE values (a full pass was 1.8% of a 47M-parameter step). Units differ: a quarter of the columns
+    dead (zero update), a few 5x larger, as a layer's units do. The sample must still give the norm to a few
+    percent, for assign_add/assign_sub (the update) and for assign (new value minus old), and exactly below the
+    sample size."""
     from pyadapter.capture.gate_checks import UPDATE_SAMPLE, sampled_half_squares32
 
     rng = np.random.default_rng(7)
@@ -222,3 +228,23 @@ def test_large_updates_are_measured_on_a_sample_to_a_few_percent(shape):
     exact_assign = 0.5 * float(np.sum(np.square(new.astype("float64") - old.astype("float64"))))
     measured_assign = tf.function(lambda: sampled_half_squares32(tf.constant(new), variable))()
     assert float(measured_assign) == pytest.approx(exact_assign, rel=tolerance)
+
+
+@pytest.mark.parametrize("shape", [(1024, 1024), (256, 512), (768, 3072), (3, 3, 64, 128), (4800, 40)])
+def test_a_sampled_update_sees_every_unit(shape):
+    """An update that moves one unit only (one column: the others' gradients are zero, as for dead ReLU units) is
+    still measured: the sample reads every column, not a few bands of them (a spacing that divides the row, or sits
+    just above a multiple of it, would)."""
+    from pyadapter.capture.gate_checks import sampled_half_squares32
+
+    rng = np.random.default_rng(3)
+    row = shape[-1]
+    measure = tf.function(sampled_half_squares32)
+    for column in sorted({0, 1, row // 3, row // 2 + 1, row - 1}):
+        update = np.zeros(shape, "float32")
+        update[..., column] = rng.normal(size=shape[:-1])
+        exact = 0.5 * float(np.sum(np.square(update.astype("float64"))))
+        measured = float(measure(tf.constant(update)))
+        # A unit outside the sample reads 0. Inside, its few samples (16384 / row of them, 5 for a 3072-wide row)
+        # give its norm to within a factor of a few, not percent: the bound says "seen", not "accurate".
+        assert exact / 10 < measured < exact * 10, (column, measured, exact)
