@@ -19,9 +19,10 @@ Manifest row (``manifest["loss_history"][i]``)::
 - ``update_ratio``: ||w_after - w_before|| / ||w_before||. The numerator is measured from the updates the optimizer
   writes (its ``assign_add`` / ``assign_sub`` / ``assign`` of the checked weights: no copy of the weights is kept;
   decoupled weight decay, which Keras applies outside those, is not counted; an update beyond ~1.8e19, whose
-  float32 sum of squares overflows, is null; a weight of more than 16384 values is measured on a strided sample of
-  about 16384 of them, to a few percent, see `gate_checks.sampled_half_squares32`); the denominator is the
-  previous step's ``weight_norm``, so the first row of the window and a step whose update was not applied have null;
+  float32 sum of squares overflows, is null; a weight of more than 16384 values is measured on a sample of
+  16384 of them, in blocks of 16 spread over its rows and columns, to a few percent, see
+  `gate_checks.sampled_half_squares32`); the denominator is the previous step's ``weight_norm``, so the first row
+  of the window and a step whose update was not applied have null;
 - ``max_abs_output``: max |value| over the predictions the step's ``model.compute_loss`` received (``y_pred``).
 
 A number is null when it was not measured or is not finite; a non-finite one also gets ``"<name>_nonfinite":
