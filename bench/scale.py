@@ -13,7 +13,8 @@ Measured, per family and size, all in this one run:
   thread, many short rounds in ABBA order, the figure is the median of per-round process-CPU-time ratios (a round
   runs from the first batch's begin to the end of fit). A round is whole windows (16, 32 or 64 steps, nearest ~1 s
   of CPU), so it pays NanGuard's state copy once per 16 steps as a long run does; sizes whose round is over 2.5 s
-  run half the rounds (at least 10). Each family runs in its own child process.
+  run half the rounds (at least 10). Each family's rounds are split over three child processes, one after the
+  other, and pooled: two processes measuring the same model can differ by 2% on this VM (merge_overhead).
 - anchors at the smallest size of each family: tf.debugging.enable_check_numerics and a FULL_HEALTH dump
   (tf.debugging.experimental.enable_dump_debug_info), each in its own child: plain rounds, then the anchor's
   rounds, ratio of medians (as bench/guard_overhead.py).
@@ -26,7 +27,7 @@ Measured, per family and size, all in this one run:
 - exponents: least-squares slope of log(cost) against log(parameters) per family (1.0 = linear).
 
 Usage:
-    python bench/scale.py            # full run (~30 min on 2 cores); writes bench/results/scale.json and PNGs
+    python bench/scale.py            # full run (~50 min on 2 cores); writes bench/results/scale.json and PNGs
     python bench/scale.py --from-json bench/results/scale.json   # tables and PNGs of a saved run
     python bench/scale.py --quick    # small sizes, few rounds, anchors and --replay for the MLP only, one
                                      # transformer capture: a smoke test (< 3 min); PNGs to a temp folder
@@ -130,9 +131,13 @@ def _steps_for(model, family, target_s: float, lo: int, hi: int) -> int:
 
 WINDOW = 16  # NanGuard's default window (pyadapter.capture.window.DEFAULT_SIZE)
 MIN_LONG_ROUNDS = 10
+# The guard-overhead rounds of a family are split over this many child processes (merge_overhead says why).
+OVERHEAD_PROCESSES = 3
 
 
-def child_overhead(family: str, widths: list[int], rounds: int, round_s: float) -> dict:
+def child_overhead(
+    family: str, widths: list[int], rounds: int, round_s: float, min_long_rounds: int = MIN_LONG_ROUNDS
+) -> dict:
     _setup_tf()
     import numpy as np
     import scale_train
@@ -156,7 +161,7 @@ def child_overhead(family: str, widths: list[int], rounds: int, round_s: float) 
         interval = guard.window_copy_every or WINDOW
         intervals = max(1, min(4, round(round_s / step_s / interval)))
         steps = intervals * interval
-        rounds_here = rounds if steps * step_s <= 2.5 * round_s else max(MIN_LONG_ROUNDS, rounds // 2)
+        rounds_here = rounds if steps * step_s <= 2.5 * round_s else max(min_long_rounds, rounds // 2)
         x, y = scale_train.make_data(family, steps)
         arms = {"plain": [], "nanguard": [guard]}
         for callbacks in arms.values():
@@ -190,10 +195,54 @@ def child_overhead(family: str, widths: list[int], rounds: int, round_s: float) 
                 "ratio_wall": statistics.median(
                     [a / b for a, b in zip(wall["nanguard"], wall["plain"], strict=True)]
                 ),
+                # Per round, for merging the processes' rounds (merge_overhead).
+                "round_ratios": ratios,
+                "round_wall_ratios": [a / b for a, b in zip(wall["nanguard"], wall["plain"], strict=True)],
+                "round_plain_s": cpu["plain"],
+                "round_nanguard_s": cpu["nanguard"],
             }
         )
         del model
     return {"sizes": out}
+
+
+def merge_overhead(parts: list[dict]) -> dict:
+    """One family's overhead from the child processes that measured it: every size's rounds pooled, the ratio the
+    median over all of them, and each process's own median kept (``process_ratios``) to show their spread.
+
+    Why several processes: on this VM the rounds of one process agree closely, but two processes measuring the
+    same model can sit 2% apart (ConvNet 1M, interleaved steps: 1.039 with quartiles 1.033-1.044 in one, 1.015
+    with 1.007-1.022 in the next), as if each process drew its own placement of threads and buffers. One process
+    per family made that draw part of the figure."""
+    import numpy as np
+
+    failed = [p for p in parts if "error" in p]
+    if failed:
+        return failed[
+            0
+        ]  # a process that failed leaves the family's figure incomplete: say so, do not pool the rest
+    merged = []
+    for sizes in zip(*(p["sizes"] for p in parts), strict=True):
+        ratios = [r for s in sizes for r in s["round_ratios"]]
+        plain = [t for s in sizes for t in s["round_plain_s"]]
+        guarded = [t for s in sizes for t in s["round_nanguard_s"]]
+        steps = sizes[0]["steps"]
+        merged.append(
+            {
+                **{k: v for k, v in sizes[0].items() if not k.startswith("round_")},
+                "copy_every": int(statistics.median(s["copy_every"] for s in sizes)),
+                "steps": steps,
+                "rounds": len(ratios),
+                "processes": len(sizes),
+                "process_ratios": [s["ratio"] for s in sizes],
+                "plain_s_per_step": statistics.median(plain) / steps,
+                "nanguard_s_per_step": statistics.median(guarded) / steps,
+                "ratio": statistics.median(ratios),
+                "q1_q3": [float(np.percentile(ratios, 25)), float(np.percentile(ratios, 75))],
+                "ratio_wall": statistics.median(r for s in sizes for r in s["round_wall_ratios"]),
+            }
+        )
+    return {"sizes": merged}
 
 
 def child_anchor(family: str, width: int, kind: str, rounds: int, round_s: float) -> dict:
@@ -368,16 +417,17 @@ def report(data: dict, picture_dir: Path | None) -> None:
     )
     print(
         f"{'family':12} {'params':>8} {'steps':>5} {'copy every':>10} {'rounds':>6} {'plain s/step':>12} "
-        f"{'ratio':>7} {'q1-q3':>13} {'wall':>6}"
+        f"{'ratio':>7} {'q1-q3':>13} {'wall':>6}  each process"
     )
     for fam, result in data["overhead"].items():
         if "error" in result:
             print(f"{fam:12} error: {result['error']}")
     for r in overhead:
+        each = " ".join(f"{x:.3f}" for x in r.get("process_ratios", []))
         print(
             f"{r['family']:12} {_fmt_params(r['params']):>8} {r['steps']:5d} {r.get('copy_every', WINDOW):10d} "
-            f"{r['rounds']:6d} {r['plain_s_per_step']:12.4f} {r['ratio']:7.3f} {r['q1_q3'][0]:6.3f}-{r['q1_q3'][1]:.3f} "
-            f"{r['ratio_wall']:6.3f}"
+            f"{r['rounds']:6d} {r['plain_s_per_step']:12.4f} {r['ratio']:7.3f} "
+            f"{r['q1_q3'][0]:6.3f}-{r['q1_q3'][1]:.3f} {r['ratio_wall']:6.3f}  {each}"
         )
     print("\n== anchors at the smallest size (anchor / plain in the same child, ratio of medians)")
     print(f"{'family':12} {'params':>8} {'anchor':16} {'s/step':>8} {'ratio':>7}")
@@ -537,10 +587,24 @@ def main(argv: list[str] | None = None) -> int:
     }
     started = time.perf_counter()
     timeout = 600 if quick else 3600
+    processes = 1 if quick else OVERHEAD_PROCESSES
     for fam in families:
-        print(f"[{time.perf_counter() - started:6.0f} s] overhead {fam} {list(widths[fam])}", flush=True)
-        spec = {"family": fam, "widths": list(widths[fam]), "rounds": rounds, "round_s": round_s}
-        data["overhead"][fam] = _child(["--child", "overhead", "--spec", json.dumps(spec)], timeout)
+        parts = []
+        for index in range(processes):
+            print(
+                f"[{time.perf_counter() - started:6.0f} s] overhead {fam} {list(widths[fam])}"
+                f" (process {index + 1} of {processes})",
+                flush=True,
+            )
+            spec = {
+                "family": fam,
+                "widths": list(widths[fam]),
+                "rounds": math.ceil(rounds / processes),
+                "round_s": round_s,
+                "min_long_rounds": math.ceil(MIN_LONG_ROUNDS / processes),
+            }
+            parts.append(_child(["--child", "overhead", "--spec", json.dumps(spec)], timeout))
+        data["overhead"][fam] = merge_overhead(parts)
     if not args.no_anchors:
         for fam in families[:1] if quick else families:  # quick: the first family's anchors only
             for kind in ("check_numerics", "dump"):

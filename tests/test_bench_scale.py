@@ -59,3 +59,38 @@ def test_scale_quick_prints_its_tables_and_writes_pictures(tmp_path):
     pictures = sorted((tmp_path / "pictures").glob("scale_*.png"))
     assert {p.name for p in pictures} >= {"scale_guard.png", "scale_capture.png", "scale_bundle_size.png"}
     assert all(p.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") for p in pictures)
+
+
+def test_overhead_rounds_of_several_processes_are_pooled():
+    """The full run splits each family's rounds over child processes (two processes measuring the same model can sit
+    2% apart); the table's ratio is the median over all their rounds, and each process's own median is kept."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("scale_bench", SCRIPT)
+    scale = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(scale)
+
+    def part(ratios, copy_every):
+        size = {
+            "family": "mlp",
+            "width": 64,
+            "params": 1000,
+            "steps": 16,
+            "copy_every": copy_every,
+            "ratio": sorted(ratios)[len(ratios) // 2],
+            "round_ratios": ratios,
+            "round_wall_ratios": ratios,
+            "round_plain_s": [1.6] * len(ratios),
+            "round_nanguard_s": [1.6 * r for r in ratios],
+        }
+        return {"sizes": [size]}
+
+    assert scale.merge_overhead([part([1.0], 16), {"error": "killed"}]) == {"error": "killed"}
+    merged = scale.merge_overhead([part([1.00, 1.01, 1.02], 16), part([1.04, 1.05, 1.06], 32)])
+    (row,) = merged["sizes"]
+    assert row["rounds"] == 6 and row["processes"] == 2
+    assert row["ratio"] == pytest.approx(1.03)  # the median of all six rounds, not of one process
+    assert row["process_ratios"] == [1.01, 1.05]
+    assert row["plain_s_per_step"] == pytest.approx(0.1)
+    assert row["copy_every"] == 24
+    assert not any(key.startswith("round_") for key in row)
