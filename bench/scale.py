@@ -27,7 +27,7 @@ Measured, per family and size, all in this one run:
 - exponents: least-squares slope of log(cost) against log(parameters) per family (1.0 = linear).
 
 Usage:
-    python bench/scale.py            # full run (~50 min on 2 cores); writes bench/results/scale.json and PNGs
+    python bench/scale.py            # full run (~55 min on 2 cores); writes bench/results/scale.json and PNGs
     python bench/scale.py --from-json bench/results/scale.json   # tables and PNGs of a saved run
     python bench/scale.py --quick    # small sizes, few rounds, anchors and --replay for the MLP only, one
                                      # transformer capture: a smoke test (< 3 min); PNGs to a temp folder
@@ -224,19 +224,19 @@ def merge_overhead(parts: list[dict]) -> dict:
     merged = []
     for sizes in zip(*(p["sizes"] for p in parts), strict=True):
         ratios = [r for s in sizes for r in s["round_ratios"]]
-        plain = [t for s in sizes for t in s["round_plain_s"]]
-        guarded = [t for s in sizes for t in s["round_nanguard_s"]]
-        steps = sizes[0]["steps"]
+        # Each process sizes its rounds from the copy interval its own guard chose: per step before pooling.
+        plain = [t / s["steps"] for s in sizes for t in s["round_plain_s"]]
+        guarded = [t / s["steps"] for s in sizes for t in s["round_nanguard_s"]]
         merged.append(
             {
                 **{k: v for k, v in sizes[0].items() if not k.startswith("round_")},
                 "copy_every": int(statistics.median(s["copy_every"] for s in sizes)),
-                "steps": steps,
+                "steps": int(statistics.median(s["steps"] for s in sizes)),
                 "rounds": len(ratios),
                 "processes": len(sizes),
                 "process_ratios": [s["ratio"] for s in sizes],
-                "plain_s_per_step": statistics.median(plain) / steps,
-                "nanguard_s_per_step": statistics.median(guarded) / steps,
+                "plain_s_per_step": statistics.median(plain),
+                "nanguard_s_per_step": statistics.median(guarded),
                 "ratio": statistics.median(ratios),
                 "q1_q3": [float(np.percentile(ratios, 25)), float(np.percentile(ratios, 75))],
                 "ratio_wall": statistics.median(r for s in sizes for r in s["round_wall_ratios"]),

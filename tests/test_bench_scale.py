@@ -71,17 +71,18 @@ def test_overhead_rounds_of_several_processes_are_pooled():
     spec.loader.exec_module(scale)
 
     def part(ratios, copy_every):
+        steps = copy_every  # a round is whole copy intervals, as each process's guard chose them
         size = {
             "family": "mlp",
             "width": 64,
             "params": 1000,
-            "steps": 16,
+            "steps": steps,
             "copy_every": copy_every,
             "ratio": sorted(ratios)[len(ratios) // 2],
             "round_ratios": ratios,
             "round_wall_ratios": ratios,
-            "round_plain_s": [1.6] * len(ratios),
-            "round_nanguard_s": [1.6 * r for r in ratios],
+            "round_plain_s": [0.1 * steps] * len(ratios),
+            "round_nanguard_s": [0.1 * steps * r for r in ratios],
         }
         return {"sizes": [size]}
 

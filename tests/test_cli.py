@@ -34,7 +34,7 @@ def test_module_entry_point_help() -> None:
 
 @pytest.mark.parametrize("verb", VERBS)
 def test_every_verb_has_help_and_does_not_import_tensorflow(verb: str) -> None:
-    # --help must be instant: a verb's module may not import TensorFlow at import time.
+    # --help must be instant: a verb's module may not import TensorFlow, nor numpy (0.1 s), at import time.
     code = (
         "import sys\n"
         "from pyadapter.cli import main\n"
@@ -43,6 +43,7 @@ def test_every_verb_has_help_and_does_not_import_tensorflow(verb: str) -> None:
         "except SystemExit as e:\n"
         "    assert e.code == 0, e.code\n"
         "assert 'tensorflow' not in sys.modules, 'tensorflow imported by --help'\n"
+        "assert 'numpy' not in sys.modules, 'numpy imported by --help'\n"
     )
     result = run(sys.executable, "-c", code)
     assert result.returncode == 0, result.stderr

@@ -182,9 +182,10 @@ def test_window_options_without_window_are_refused_in_one_line(diverged: SimpleN
 def test_copies_that_cost_more_than_the_steps_are_spaced_out_and_the_window_still_holds_the_steps(
     tmp_path: Path,
 ) -> None:
-    # A large frozen embedding (64 MB, never trained) makes each copy of the state cost many cheap steps: copies 16
-    # steps apart would be a large share of this run's time. The guard times them and spaces them out to 64.
-    _, bundle, _ = train(tmp_path, PROGRAMS / "frozen_embedding_bad_label.py", "captures")
+    # A large embedding table (64 MB) trained by plain SGD: each step updates only the rows its batch looks up, so
+    # steps are cheap while a copy of the state is not; copies 16 steps apart would be a large share of this run's
+    # time. The guard times them and spaces them out to 64.
+    _, bundle, _ = train(tmp_path, PROGRAMS / "sparse_embedding_bad_label.py", "captures")
     window = manifest(bundle)["window"]
     assert window["size"] == 16 and window["copy_every"] == 64, window
     assert window["end_step"] == manifest(bundle)["step"] == 150
@@ -196,6 +197,25 @@ def test_copies_that_cost_more_than_the_steps_are_spaced_out_and_the_window_stil
     assert data is not None and data.steps == window["steps"]
     assert any("embedding" in path for path in data.state)
     assert np.isnan(data.batches[-1][1]).any()  # the failing batch, bad label included
+
+
+@pytest.mark.slow
+def test_a_frozen_pretrained_table_is_not_copied_and_the_window_still_holds_it(tmp_path: Path) -> None:
+    # A 64 MB pretrained embedding frozen under a small head: the window copies the head and its optimizer state
+    # (kilobytes), not the table, so it holds no 2 x 64 MB; the bundle's window state still has the table, read
+    # from the variable when the bundle was written (it cannot have changed).
+    _, bundle, _ = train(tmp_path, PROGRAMS / "frozen_embedding_bad_label.py", "captures")
+    window = manifest(bundle)["window"]
+    assert window["end_step"] == manifest(bundle)["step"] == 150
+    assert window["memory_bytes"] < 8 << 20, window  # two copies of the table alone would be 128 MB
+    from pyadapter.capture.bundle import CaptureBundle
+
+    loaded = CaptureBundle.load(bundle)
+    data = read_window(loaded)
+    assert data is not None and data.steps == window["steps"] == window["end_step"] - window["start_step"] + 1
+    (path,) = [path for path in data.state if "embedding" in path]
+    assert data.state[path].shape == (1_000_000, 16)
+    np.testing.assert_array_equal(data.state[path], loaded.weights()[path])  # frozen: as at the failing step
 
 
 def test_a_bundle_without_a_window_reads_as_none() -> None:
@@ -301,3 +321,37 @@ def test_a_state_too_large_for_two_copies_turns_the_window_off_and_says_so(
         fits.after_step(step, ())
     assert fits.enabled and fits.window_for(5) is not None
     assert "window off" not in capsys.readouterr().err
+
+
+def test_frozen_weights_are_not_copied_and_a_window_is_dropped_when_one_changed_anyway() -> None:
+    """Frozen weights (a pretrained table under a trained head) are read from the variable when the window is
+    written, not copied every N steps; that is right only while they do not change, so the keeper checks: one that
+    changed anyway (a custom layer assigning to its own frozen weight) leaves the window out with one line saying
+    why, and is copied from the next window on."""
+    import tensorflow as tf
+
+    from pyadapter.capture.window import WindowError, WindowKeeper
+
+    table = tf.Variable(tf.random.normal([500, 8]), name="table")  # frozen
+    head = tf.Variable(tf.zeros([8]), name="head")
+    keeper = WindowKeeper(4, lambda: [table, head], frozen=lambda: [table])
+    keeper.start(0)
+    for step in range(6):
+        head.assign_add(tf.ones([8]))
+        keeper.after_step(step, ())
+    found = keeper.window_for(6)
+    assert found is not None
+    copy, _ = found
+    assert keeper.memory_bytes() == 2 * 8 * 4  # two copies of the head only
+    values = keeper.state_values(copy)
+    np.testing.assert_array_equal(values[0], table.numpy())  # the frozen table, as it is (and was)
+    assert values[1][0] == copy.step  # the head as the copy's step found it
+
+    table.assign_add(tf.ones([500, 8]) * 1e-3)  # "frozen", and yet changed
+    with pytest.raises(WindowError, match="frozen weights changed during training \\(table"):
+        keeper.window_for(6)
+    keeper.start(6)  # the next window copies the table too
+    for step in range(6, 12):
+        keeper.after_step(step, ())
+    assert keeper.window_for(12) is not None
+    assert keeper.memory_bytes() == 2 * (500 * 8 + 8) * 4

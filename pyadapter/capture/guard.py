@@ -198,7 +198,9 @@ class NanGuard(keras.callbacks.Callback):
             self._window.restart()  # the same model's buffers and compiled copy serve the next fit
         else:
             self._window = step_window.WindowKeeper(
-                self.window_size, lambda: keras_state.state_variables(model)
+                self.window_size,
+                lambda: keras_state.state_variables(model),
+                frozen=lambda: keras_lines.frozen_weights(model),
             )
             self._window_model = weakref.ref(model)
         key = function_class.key(model, self.config, restore_metrics, keep)

@@ -1,6 +1,6 @@
 """Which Keras line an object is from, Keras 3 (``keras``) or Keras 2 (``tf_keras``, what ``tf.keras`` is under
 ``TF_USE_LEGACY_KERAS=1``), and the small questions the shared code asks of either: an optimizer's variables, a
-model's metric variables, whether an optimizer is built, steps per execution.
+model's metric variables and frozen weights, whether an optimizer is built, steps per execution.
 
 tf_keras is looked up in ``sys.modules`` only, so it is never imported where the program did not import it (an
 object can only be a tf_keras object when it is). No NaN Lens imports: the gate, the guards, the bundle reader and
@@ -172,6 +172,19 @@ def metrics_variables(model: Any) -> list[Any]:
     if found is not None:
         return list(found)
     return [v for metric in getattr(model, "metrics", []) for v in metric.variables]
+
+
+def frozen_weights(model: Any) -> list[Any]:
+    """The weights of the model's layers that have ``trainable=False`` (a pretrained backbone or embedding table
+    under a trained head), each once: no step changes them, as either line runs a frozen layer's BatchNorm in
+    inference mode. Setting ``trainable`` on a layer sets it on its sublayers too. Empty for an object that is not
+    a Keras layer (a tf.Module)."""
+    layers = model._flatten_layers() if hasattr(model, "_flatten_layers") else []  # itself and every sublayer
+    found: dict[int, Any] = {}
+    for layer in layers:
+        if not layer.trainable:
+            found.update((id(w), w) for w in layer.weights)
+    return list(found.values())
 
 
 def optimizer_built(optimizer: Any) -> bool:

@@ -124,7 +124,13 @@ class GuardedStep:
         # The window (`pyadapter.capture.window`): the arguments of the last steps, kept by reference, and the state
         # copied every `window` steps. Off for per-replica arguments (decided at the first call).
         self._window: step_window.WindowKeeper | None = (
-            step_window.WindowKeeper(options.window, self._state_variables) if options.window else None
+            step_window.WindowKeeper(
+                options.window,
+                self._state_variables,
+                frozen=lambda: [w for m in self.models for w in keras_lines.frozen_weights(m)],
+            )
+            if options.window
+            else None
         )
 
         if isinstance(step_function, tf.types.experimental.PolymorphicFunction):

@@ -19,6 +19,13 @@ under `BATCH_BUDGET`. On a GPU the copy is a device-memory copy, queued like any
 Memory: two copies of the weights and optimizer state on the device, plus up to 2N batches. On healthy steps the
 only cost is appending a reference to a deque and reading a clock, and every N steps one copy of the state.
 
+Frozen weights (float32 weights of layers with ``trainable=False``: a pretrained backbone or embedding table under
+a trained head) are not copied: the step cannot change them, so the value they have when a bundle is written is the
+value they had at the window's start. To make sure, the keeper takes a fingerprint of each (the wrapping int32 sum
+of its bits: exact, and independent of the order it is summed in) when a window starts and checks it when the
+window is read; a frozen weight that changed anyway (a custom layer assigning to its own weights) leaves that
+bundle without a window, with the reason in its manifest, and is copied like the rest from then on.
+
 On a failing step the bundle gets the window in its own files: ``window/state.npz`` (the older copy, keyed like
 weights.npz) and ``window/batches.npz`` (every step's batch from the copy's step to the failing one, the failing
 batch included), described by ``manifest["window"]``::
@@ -94,12 +101,20 @@ class WindowKeeper:
     (tensors, by reference); ``to_numpy(held)`` turns one into the nested numpy batch when a bundle is written.
     """
 
-    def __init__(self, size: int, sources: Callable[[], list[Any]]) -> None:
+    def __init__(
+        self, size: int, sources: Callable[[], list[Any]], frozen: Callable[[], list[Any]] | None = None
+    ) -> None:
         if size < 0:
             raise ValueError(f"window must be 0 (off) or a number of steps, got {size}")
         self.size = int(size)
         self._sources = sources
+        self._frozen = frozen  # the variables no step can change (see the module docstring), or None
         self._variables: list[Any] = []
+        self._copied: list[Any] = []  # the variables the copies hold: all but the fixed ones
+        self._fixed: list[Any] = []  # frozen float32 weights: fingerprinted, not copied
+        self._fingerprints: np.ndarray | None = None  # of `_fixed`, when the oldest copy was taken
+        self._fingerprint: Any = None  # compiled: the fingerprints of `_fixed`
+        self._changed: set[int] = set()  # ids of frozen weights seen to change: copied from then on
         self._copies: list[_Copy] = []  # older first, at most two
         self._pool: list[_Copy] = []  # the buffers and compiled copies made so far (kept over restarts)
         self._batches: collections.deque = collections.deque()
@@ -130,9 +145,24 @@ class WindowKeeper:
 
     def _sources_changed(self) -> bool:
         variables = unique(self._sources())
-        return len(variables) != len(self._variables) or any(
+        if len(variables) != len(self._variables) or any(
             a is not b for a, b in zip(variables, self._variables, strict=True)
+        ):
+            return True
+        # The same variables, but a layer frozen or unfrozen since (fine-tuning's second fit): split them anew.
+        fixed = self._split(variables)[1]
+        return len(fixed) != len(self._fixed) or any(
+            a is not b for a, b in zip(fixed, self._fixed, strict=True)
         )
+
+    def _split(self, variables: list[Any]) -> tuple[list[Any], list[Any]]:
+        """(the variables to copy, the fixed ones): fixed are the frozen float32 weights not seen to change."""
+        if self._frozen is None:
+            return variables, []
+        frozen = {id(v) for v in self._frozen()} - self._changed
+        fixed = [v for v in variables if id(v) in frozen and _dtype_name(v) == "float32"]
+        ids = {id(v) for v in fixed}
+        return [v for v in variables if id(v) not in ids], fixed
 
     def after_step(self, step: int, held: Any) -> None:
         """Step `step` ran on `held` (its update applied or, in skip mode, refused): keep the batch; every `size`
@@ -189,10 +219,15 @@ class WindowKeeper:
 
         variables = unique(self._sources())
         if self._sources_changed():
-            # New variables (the first copy, or a model that grew): earlier copies do not match them any more.
+            # New variables (the first copy, or a model that grew), or other ones frozen: earlier copies do not
+            # match them any more.
             self._variables, self._copies, self._pool = variables, [], []
-        if not self._pool and not self._fits(variables):
+            self._copied, self._fixed = self._split(variables)
+            self._fingerprint = None
+        if not self._pool and not self._fits(self._copied):
             return
+        if not self._copies:  # a window starts: the fixed weights as they are now, to check when it is read
+            self._fingerprints = self._fingerprints_now()
         free = [c for c in self._pool if all(c is not active for active in self._copies)]
         if free or len(self._copies) == 2:
             reused = free[0] if free else self._copies.pop(0)  # the older copy's buffers take the new state
@@ -203,10 +238,10 @@ class WindowKeeper:
         with tf.init_scope():
             shadows = [
                 tf.Variable(tf.convert_to_tensor(v), trainable=False, name="nanlens_window")
-                for v in self._variables
+                for v in self._copied
             ]
 
-        sources = list(self._variables)
+        sources = list(self._copied)
 
         @tf.function(autograph=False, jit_compile=False)
         def copy() -> None:
@@ -221,6 +256,41 @@ class WindowKeeper:
         self._timed_copy(made)
         self._pool.append(made)
         self._copies.append(made)
+
+    def _fingerprints_now(self) -> np.ndarray | None:
+        """int32 [len(_fixed)]: each fixed weight's bits summed as int32, wrapping (one read of each)."""
+        if not self._fixed:
+            return None
+        import tensorflow as tf
+
+        if self._fingerprint is None:
+            fixed = list(self._fixed)
+
+            @tf.function(autograph=False, jit_compile=False)
+            def fingerprint() -> Any:
+                return tf.stack([tf.reduce_sum(tf.bitcast(tf.convert_to_tensor(v), tf.int32)) for v in fixed])
+
+            self._fingerprint = fingerprint
+        return np.asarray(self._fingerprint().numpy())
+
+    def _check_fixed(self) -> None:
+        """Raise WindowError when a fixed weight is not what it was when the oldest copy was taken (and copy it from
+        the next window on)."""
+        if self._fingerprints is None:
+            return
+        now = self._fingerprints_now()
+        if now is None:
+            return
+        changed = [v for v, a, b in zip(self._fixed, self._fingerprints, now, strict=True) if a != b]
+        if not changed:
+            return
+        self._changed.update(id(v) for v in changed)
+        self._variables, self._copies, self._pool = [], [], []  # split anew at the next copy
+        names = ", ".join(variable_path(v) for v in changed[:3]) + (" ..." if len(changed) > 3 else "")
+        raise WindowError(
+            f"frozen weights changed during training ({names}): the window has no copy of their earlier value; "
+            "they are copied from the next window on"
+        )
 
     def _fits(self, variables: list[Any]) -> bool:
         """Whether two copies of `variables` fit the budget; if not, the window turns off and says so once."""
@@ -247,10 +317,17 @@ class WindowKeeper:
         held = [(s, b) for s, b in self._batches if start.step <= s < failing_step]
         if [s for s, _ in held] != list(range(start.step, failing_step)):
             return None
+        self._check_fixed()
         return start, held
 
+    def _held_state(self, copy: _Copy) -> list[Any]:
+        """Per variable (in `variables` order), where its value at the copy's step is: the copy's shadow, or the
+        variable itself for a fixed weight (checked unchanged by `window_for`)."""
+        shadows = {id(v): shadow for v, shadow in zip(self._copied, copy.shadows, strict=True)}
+        return [shadows.get(id(v), v) for v in self._variables]
+
     def state_values(self, copy: _Copy) -> list[np.ndarray]:
-        return [np.asarray(shadow.numpy()) for shadow in copy.shadows]
+        return [np.asarray(value.numpy()) for value in self._held_state(copy)]
 
     @property
     def variables(self) -> list[Any]:
@@ -274,8 +351,8 @@ class WindowKeeper:
         kept: list[tuple[str, Any]] = []
         described = []
         total = 0
-        for variable, shadow in zip(self._variables, copy.shadows, strict=True):
-            dtype = np.dtype(shadow.dtype.as_numpy_dtype)
+        for variable, shadow in zip(self._variables, self._held_state(copy), strict=True):
+            dtype = _numpy_dtype(shadow)
             if dtype.kind == "O":  # a string variable: not an array an .npz holds without pickle
                 continue
             key = f"w{len(kept):03d}"
@@ -510,6 +587,16 @@ def _max_bytes() -> int:
         return int(text) if text else DEFAULT_MAX_BYTES
     except ValueError:
         return DEFAULT_MAX_BYTES
+
+
+def _numpy_dtype(value: Any) -> np.dtype:
+    dtype = value.dtype  # a tf.DType, or a Keras variable's name of one ("float32")
+    return np.dtype(dtype.as_numpy_dtype if hasattr(dtype, "as_numpy_dtype") else str(dtype))
+
+
+def _dtype_name(variable: Any) -> str:
+    dtype = getattr(variable, "dtype", None)
+    return str(getattr(dtype, "name", dtype))
 
 
 def _nbytes(variable: Any) -> int:

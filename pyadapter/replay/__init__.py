@@ -13,12 +13,25 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pyadapter.replay.errors import ReplayError
-from pyadapter.replay.locate import locate_bundle
 from pyadapter.replay.verdict import MODES, Mode, ReplayReport, StepVerdict
 
+if TYPE_CHECKING:
+    from pyadapter.replay.locate import locate_bundle
+
 __all__ = ["ReplayError", "ReplayReport", "StepVerdict", "locate_bundle", "replay_bundle"]
+
+
+def __getattr__(name: str) -> Any:
+    # locate_bundle brings numpy and the cause classifier: imported on first use, so that importing a light part of
+    # this package (`nanlens VERB --help` reads replay.trust) does not load them.
+    if name == "locate_bundle":
+        from pyadapter.replay.locate import locate_bundle
+
+        return locate_bundle
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def replay_bundle(

@@ -1,8 +1,7 @@
 """A text classifier on a large frozen (pretrained) embedding table, trained at module level the way an example
 script does: 1M x 16 embedding weights that never train, a small trainable head, and one label in the data set
-that is NaN (a bad row). Its steps are cheap (a gather and a Dense) while a copy of the model's state is not (the
-table is 64 MB): NanGuard's window must space its copies out (`window_copy_every` 64, not 16) and still hold the
-steps before the failure. Used by tests/test_guard_window.py.
+that is NaN (a bad row). NanGuard's window must not copy the frozen table (64 MB, twice) every few steps, and its
+bundle must still give the table's value at the window's start. Used by tests/test_guard_window.py.
 
 Usage: frozen_embedding_bad_label.py CAPTURE_DIR
 """
