@@ -112,7 +112,7 @@ class WindowKeeper:
         self._variables: list[Any] = []
         self._copied: list[Any] = []  # the variables the copies hold: all but the fixed ones
         self._fixed: list[Any] = []  # frozen float32 weights: fingerprinted, not copied
-        self._fingerprints: np.ndarray | None = None  # of `_fixed`, when the oldest copy was taken
+        self._fingerprints: np.ndarray | None = None  # of `_fixed`, when the window started (its first copy)
         self._fingerprint: Any = None  # compiled: the fingerprints of `_fixed`
         self._changed: set[int] = set()  # ids of frozen weights seen to change: copied from then on
         self._copies: list[_Copy] = []  # older first, at most two
@@ -274,8 +274,8 @@ class WindowKeeper:
         return np.asarray(self._fingerprint().numpy())
 
     def _check_fixed(self) -> None:
-        """Raise WindowError when a fixed weight is not what it was when the oldest copy was taken (and copy it from
-        the next window on)."""
+        """Raise WindowError when a fixed weight is not what it was when the window started, so not what it was at
+        the oldest copy either (and copy it from the next window on)."""
         if self._fingerprints is None:
             return
         now = self._fingerprints_now()
