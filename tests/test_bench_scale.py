@@ -95,3 +95,27 @@ def test_overhead_rounds_of_several_processes_are_pooled():
     assert row["plain_s_per_step"] == pytest.approx(0.1)
     assert row["copy_every"] == 24
     assert not any(key.startswith("round_") for key in row)
+
+
+@pytest.mark.timeout(600)
+def test_embedding_overhead_prints_its_arms_and_the_anchor():
+    """Smoke test of bench/embedding_overhead.py on a small table: it finishes, the guarded arms stayed finite (the
+    bench raises otherwise), and it prints a ratio for every arm and the check_numerics anchor."""
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(SCRIPT.parent / "embedding_overhead.py"),
+            "--vocabulary=20000",
+            "--rounds=2",
+            "--steps=8",
+        ],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        timeout=580,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = dict(line.split() for line in done.stdout.splitlines()[2:])
+    assert set(rows) == {"nanguard", "nanguard-w0", "check_numerics"}, done.stdout
+    assert all(float(ratio) > 0 for ratio in rows.values()), done.stdout

@@ -242,6 +242,64 @@ def test_weights_check_catches_an_optimizer_that_breaks_the_weights(tmp_path, mo
         assert bundle.manifest["state"] == "after_update"
 
 
+def embedding_model() -> keras.Model:
+    return keras.Sequential(
+        [
+            keras.Input((4,), dtype="int32"),
+            keras.layers.Embedding(500, 4),
+            keras.layers.GlobalAveragePooling1D(),
+            keras.layers.Dense(1),
+        ]
+    )
+
+
+def token_data(batches: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(3)
+    return rng.integers(0, 500, (batches * gm.BATCH, 4)), rng.standard_normal(
+        (batches * gm.BATCH, 1), "float32"
+    )
+
+
+def resource_gathers(guard_model: keras.Model) -> int:
+    """ResourceGather ops (row reads of a variable) in the guarded step's graph and the functions it calls."""
+    from pyadapter.capture.train_function import cached_functions
+
+    (function,) = cached_functions(guard_model).values()
+    (concrete,) = function._one_step._list_all_concrete_functions()  # the one trace of the step
+    graph = concrete.graph.as_graph_def()
+    nodes = list(graph.node) + [n for f in graph.library.function for n in f.node_def]
+    return sum(node.op == "ResourceGather" for node in nodes)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_weights_check_of_an_embedding_table(tmp_path, optimizer):
+    """SGD writes only the rows a batch looked up (IndexedSlices -> scatter_sub), so the weights check reads those
+    rows, not the table (the table read whole doubled a 1M-row recommender's step); it must still catch the rows
+    going infinite. Adam writes every row (its moments are dense), so the whole table is checked: with epsilon=0
+    the rows no batch looked up become 0/0 = NaN in the first update, with finite gradients."""
+    keras.utils.set_random_seed(4)
+    x, y = token_data(4)
+    model = embedding_model()
+    if optimizer == "sgd":
+        model.compile(keras.optimizers.SGD(DivideByZeroSchedule()), "mse", jit_compile=False)
+    else:
+        model.compile(keras.optimizers.Adam(0.01, epsilon=0.0), "mse", jit_compile=False)
+    guard = NanGuard(tmp_path, window=0)
+    fit(model, x, y, guard)
+    failure = guard.failures[0]
+    assert failure.step == (2 if optimizer == "sgd" else 0), failure
+    assert not failure.report.gradients and not failure.report.loss, failure.report
+    assert any(name.endswith("/embeddings") for name in failure.report.weights), failure.report
+    table = model.layers[0].embeddings.numpy()
+    looked_up = np.unique(x[: (failure.step + 1) * gm.BATCH])
+    if optimizer == "sgd":
+        # Rows outside the batches are untouched and finite; the failing batch's rows are not.
+        assert np.isfinite(np.delete(table, looked_up, axis=0)).all()
+        assert resource_gathers(model) >= 2, "the table's rows are read by row (check and history sample)"
+    else:
+        assert not np.isfinite(np.delete(table, looked_up, axis=0)).all()
+
+
 def test_run_eagerly(tmp_path):
     keras.utils.set_random_seed(10)
     x, y = gm.data(batches=4, bad_batch=1)

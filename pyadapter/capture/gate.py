@@ -249,8 +249,10 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
         patch(optimizer, "scale_loss", lambda original: _recording(original, takes_loss_argument=True))
     for model in unique(models):
         patch(model, "compute_loss", lambda original: _recording(original, takes_loss_argument=False))
-    if config.history:
-        # A LossScaleOptimizer's inner optimizer is the one that writes the weights.
+    if config.history or config.check_weights:
+        # The optimizer's writes to the checked weights: their size (history) and which rows a sparse update wrote
+        # (the weights check then reads those rows, not the table). A LossScaleOptimizer's inner optimizer is the
+        # one that writes the weights.
         writers = unique(
             [w for o in optimizers for w in (o, getattr(o, "inner_optimizer", None)) if w is not None]
         )

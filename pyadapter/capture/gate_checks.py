@@ -191,8 +191,42 @@ def combine_norms(norms: Any) -> Any:
     return tf.where(tf.reduce_min(norms) < 0.0, tf.constant(NOT_MEASURED), total)
 
 
-def finite_flags_and_norm(values: list[Any]) -> tuple[Any, Any]:
+# A weight that sparse updates write (``scatter_*``) is read a row at a time here, never whole: such an update puts
+# the tf.Variable in copy-on-read mode, where every dense read copies the whole table (64 MB for 1M x 16).
+
+
+def _variable(weight: Any) -> Any:
+    inner = getattr(
+        weight, "value", None
+    )  # keras.Variable -> tf.Variable (tf.gather then reads only the rows)
+    return inner if inner is not None and not callable(inner) else weight
+
+
+def gather_rows(weight: Any, rows: Any) -> Any:
+    """The rows `rows` of a weight (read now: after the update that wrote them)."""
+    return tf.gather(_variable(weight), rows)
+
+
+def sampled_table_half_squares32(weight: Any) -> Any:
+    """`half_squares32` of a table that sparse updates write, estimated from about `UPDATE_SAMPLE` values in whole
+    rows spread evenly over it (gathered, see above), scaled by n / samples."""
+    shape = weight.shape
+    count = shape.num_elements()
+    if count is None or shape.rank == 0 or not shape[0]:
+        return half_squares32(weight)  # not a table of known rows (no sparse update writes one)
+    rows = int(shape[0])
+    row_size = max(1, count // rows)
+    sampled = max(1, min(rows, UPDATE_SAMPLE // row_size))
+    indices = tf.range(sampled, dtype=tf.int64) * (rows // sampled)
+    return half_squares32(gather_rows(weight, indices)) * (count / (sampled * row_size))
+
+
+def finite_flags_and_norm(values: list[Any], tables: list[Any] | None = None) -> tuple[Any, Any]:
     """(`finite_flags(values)`, float32 L2 norm over all of them), with one reduction per tensor on healthy steps.
+
+    ``tables[i]``, when given and not None, is the weight of which ``values[i]`` holds the rows a sparse update just
+    wrote: the flag is the rows', the norm the whole table's, estimated from a sample of its rows
+    (`sampled_table_half_squares32`: a few thousand values, where an exact norm would read every row).
 
     The flags are `finite_flags`'s on every input. Healthy steps reduce each tensor to its sum of squares instead
     of its sum: that is non-finite when the tensor holds NaN/Inf, as the sum is, but also when its values are
@@ -202,15 +236,27 @@ def finite_flags_and_norm(values: list[Any]) -> tuple[Any, Any]:
     `finite_flags` itself and the norms from `_exact_norms`, in a branch that healthy steps never run."""
     if not values:
         return tf.ones([0], tf.bool), tf.constant(0.0, tf.float32)
-    halves = tf.stack([half_squares32(v) if is_float(v) else tf.constant(0.0) for v in values])
-    total = tf.reduce_sum(halves)
+    tables = tables or [None] * len(values)
+    halves = [half_squares32(v) if is_float(v) else tf.constant(0.0) for v in values]
+    total = tf.reduce_sum(tf.stack(halves))
+    norm_total = total
+    if any(t is not None for t in tables):
+        norm_total = tf.reduce_sum(
+            tf.stack(
+                [
+                    h if t is None else sampled_table_half_squares32(t)
+                    for h, t in zip(halves, tables, strict=True)
+                ]
+            )
+        )
+    whole = [v if t is None else t for v, t in zip(values, tables, strict=True)]
 
     def exact() -> tuple[Any, Any]:
         flags = finite_flags(values)
-        return flags, combine_norms(exact_norms(values, flags))
+        return flags, combine_norms(exact_norms(whole, flags))
 
     return rare_cond(
-        tf.math.is_finite(total), lambda: (tf.ones([len(values)], tf.bool), tf.sqrt(2.0 * total)), exact
+        tf.math.is_finite(total), lambda: (tf.ones([len(values)], tf.bool), tf.sqrt(2.0 * norm_total)), exact
     )
 
 

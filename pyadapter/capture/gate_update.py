@@ -21,6 +21,7 @@ from pyadapter.capture.gate_checks import (
     exact_norms,
     finite_flags,
     finite_flags_and_norm,
+    gather_rows,
     is_float,
     ones,
     rare_cond,
@@ -58,12 +59,17 @@ class Gate:
 
 
 class _UpdateSink(threading.local):
-    """While a gated update runs (history on): the checked weights, and the sums of squares of what the
-    optimizer writes into them. Thread-local: MirroredStrategy traces each replica in its own thread."""
+    """While a gated update runs: the checked weights, and what the optimizer writes into them (the sums of squares
+    of the updates with history on; the rows written by sparse updates). Thread-local: MirroredStrategy traces each
+    replica in its own thread, so its replicas' writes are not seen here (their weights are checked in full)."""
 
     def __init__(self) -> None:
         self.targets: dict[int, Any] | None = None
+        self.measure = False  # history on: keep `squares`
         self.squares: list[Any] = []  # half sums of squares (L2Loss) of each update
+        # id(checked weight) -> the row indices of its sparse (IndexedSlices) writes; `dense`: ids written whole
+        self.rows: dict[int, list[Any]] = {}
+        self.dense: set[int] = set()
         self.graph: Any = None  # where the update is applied; an update made in a nested one (a
         # LossScaleOptimizer applies inside its own tf.cond) cannot be returned from it: then not measured
         self.complete = True
@@ -73,7 +79,7 @@ _update_sink = _UpdateSink()
 
 
 @contextlib.contextmanager
-def _watching_updates(weights: list[Any]) -> Iterator[_UpdateSink]:
+def _watching_updates(weights: list[Any], measure: bool) -> Iterator[_UpdateSink]:
     targets: dict[int, Any] = {}
     for weight in weights:
         targets[id(weight)] = weight
@@ -83,12 +89,24 @@ def _watching_updates(weights: list[Any]) -> Iterator[_UpdateSink]:
         if inner is not None and not callable(inner):
             targets[id(inner)] = weight
     sink = _update_sink
-    previous = (sink.targets, sink.squares, sink.graph, sink.complete)
-    sink.targets, sink.squares, sink.graph, sink.complete = targets, [], _current_graph(), True
+    fields = ("targets", "measure", "squares", "rows", "dense", "graph", "complete")
+    previous = [getattr(sink, name) for name in fields]
+    sink.targets, sink.measure, sink.squares, sink.rows, sink.dense = targets, measure, [], {}, set()
+    sink.graph, sink.complete = _current_graph(), True
     try:
         yield sink
     finally:
-        sink.targets, sink.squares, sink.graph, sink.complete = previous
+        for name, value in zip(fields, previous, strict=True):
+            setattr(sink, name, value)
+
+
+def written_rows(sink: _UpdateSink, weight: Any) -> Any:
+    """The row indices the update wrote into `weight` when every write the sink saw was sparse (an SGD step on an
+    embedding table: ``scatter_sub`` of the looked-up rows), else None (written whole, or not seen)."""
+    rows = sink.rows.get(id(weight))
+    if not rows or id(weight) in sink.dense or not sink.complete:
+        return None
+    return rows[0] if len(rows) == 1 else tf.concat([tf.cast(r, tf.int64) for r in rows], axis=0)
 
 
 def _current_graph() -> Any:
@@ -101,13 +119,20 @@ def watched_assign(original: Any, kind: str) -> Any:
     the update is new - old, read before the write (ordered by automatic control dependencies)."""
 
     def wrapper(variable: Any, value: Any) -> Any:
-        targets = _update_sink.targets
-        if targets is not None and id(variable) in targets and _current_graph() is not _update_sink.graph:
-            _update_sink.complete = False
+        sink = _update_sink
+        targets = sink.targets
+        if targets is not None and id(variable) in targets and _current_graph() is not sink.graph:
+            sink.complete = False
         elif targets is not None and id(variable) in targets:
-            # Read before the write (automatic control dependencies keep program order).
-            old = variable if kind == "assign" else None
-            _update_sink.squares.append(sampled_half_squares32(value, old))
+            weight = id(targets[id(variable)])
+            if isinstance(value, tf.IndexedSlices):
+                sink.rows.setdefault(weight, []).append(value.indices)
+            else:
+                sink.dense.add(weight)
+            if sink.measure:
+                # Read before the write (automatic control dependencies keep program order).
+                old = variable if kind == "assign" else None
+                sink.squares.append(sampled_half_squares32(value, old))
         return original(variable, value)
 
     return wrapper
@@ -158,22 +183,30 @@ def gate_update(
             state = [v for v in list(variables) + list(optimizer.variables) if v is not None]
             backup = [(v, tf.identity(dense(v))) for v in state]
         update_norm = tf.constant(NOT_MEASURED)
-        if history and not several_replicas:
-            # Each replica writes its own copy of the weights: the updates would be counted once per replica.
-            with _watching_updates(checked_weights) as sink:
-                do_apply()
-                update_halves, complete = list(sink.squares), sink.complete
-            if update_halves and complete:
+        # Each replica writes its own copy of the weights: the updates would be counted once per replica.
+        with _watching_updates(checked_weights, measure=history and not several_replicas) as sink:
+            do_apply()
+            if sink.measure and sink.squares and sink.complete:
                 # Squares that overflow float32 read as Inf here; history.rows tells that from a non-finite update
                 # by the weights after it (finite weights: the update was finite too).
-                update_norm = tf.sqrt(2.0 * tf.add_n(update_halves))
-        else:
-            do_apply()
+                update_norm = tf.sqrt(2.0 * tf.add_n(sink.squares))
+            # A weight the update wrote only some rows of (a sparse update of an embedding table) is checked on
+            # those rows: the others are as the last step's check found them. Reading the whole 1M-row table
+            # instead doubled an embedding model's step. The history's weight norm samples such a table
+            # (`finite_flags_and_norm`).
+            written = [written_rows(sink, w) for w in checked_weights]
+        checked = [
+            w if rows is None else gather_rows(w, rows)
+            for w, rows in zip(checked_weights, written, strict=True)
+        ]
         if history:
-            weight_flags, weight_norm = finite_flags_and_norm(checked_weights)
+            tables = [
+                w if rows is not None else None for w, rows in zip(checked_weights, written, strict=True)
+            ]
+            weight_flags, weight_norm = finite_flags_and_norm(checked, tables)
             weight_norm = weight_norm if checked_weights else tf.constant(NOT_MEASURED)
         else:
-            weight_flags = finite_flags(checked_weights)
+            weight_flags = finite_flags(checked)
         weights_ok = tf.reduce_all(weight_flags)
         if config.protect_weights:
 

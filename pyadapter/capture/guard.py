@@ -67,7 +67,8 @@ class NanGuard(keras.callbacks.Callback):
         on_nan: ``"stop"`` (set ``model.stop_training``; fit returns after this batch) or ``"skip"``.
         run_name: bundle name prefix; default ``<script>-<YYYYmmdd-HHMMSS>``.
         check_weights: also check the trainable weights after each applied update (catches an optimizer or
-            learning rate that makes finite gradients produce NaN/Inf weights).
+            learning rate that makes finite gradients produce NaN/Inf weights). Of a weight the update wrote only
+            some rows of (an embedding table under SGD), those rows.
         protect_weights: keep a copy of the weights and optimizer state during the update so that such an update
             is undone too (costs roughly one copy of the model per step; off by default).
         max_bundles: bundles written at most per guard (skip mode can see many failing steps).

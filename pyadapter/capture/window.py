@@ -249,7 +249,7 @@ class WindowKeeper:
                 # A real copy, made now: assigned a plain read, the shadow would share the variable's buffer and the
                 # next update would make the copy (copy on write) inside the training step. Same cost, but here it
                 # is paid, and measured, where the window takes it.
-                shadow.assign(tf.raw_ops.DeepCopy(x=tf.convert_to_tensor(source)))
+                shadow.assign(tf.raw_ops.DeepCopy(x=_read_without_copy(source)))
 
         copy.get_concrete_function()  # traced now, at the first copy of the training
         made = _Copy(step, shadows, copy)
@@ -403,6 +403,18 @@ def current_learning_rate(optimizer: Any) -> float | None:
     """The optimizer's constant learning rate now (None for a schedule), for ``manifest["window"]``."""
     variable = learning_rate_variable(optimizer)
     return None if variable is None else float(np.asarray(variable.numpy()))
+
+
+def _read_without_copy(variable: Any) -> Any:
+    """A variable's value, not copied to be read: a table that sparse updates write (an embedding under SGD) is in
+    TensorFlow's copy-on-read mode, where a plain read copies the whole table, and the copy above would copy it
+    twice. (The next sparse update turns the mode back on, copying nothing: the read is done by then.)"""
+    import tensorflow as tf
+
+    inner = getattr(variable, "value", None)  # keras.Variable -> tf.Variable
+    inner = inner if inner is not None and not callable(inner) else variable
+    read = getattr(inner, "read_value_no_copy", None)
+    return read() if read is not None else tf.convert_to_tensor(variable)
 
 
 def _leaves(value: Any) -> list[Any]:
