@@ -172,3 +172,19 @@ def test_fit_that_blows_up_in_one_step_is_a_divergence(tmp_path: Path) -> None:
     )
     assert "learning rate 1 (SGD): " in cause["change"]["what"]
     assert findings["origin"]["op"]["type"] in ("MatMul", "Square", "AddV2", "Mul", "BiasAdd", "Sub")
+
+
+def test_a_schedule_that_returns_inf_is_named_with_its_line(tmp_path: Path) -> None:
+    """A warm-up + inverse-square-root schedule written so that it is +inf at the step the warm-up ends (step 20):
+    the weights go non-finite from finite gradients there. The cause is the rate, named with the schedule and the
+    line in it that made the inf (not its return line, not the optimizer's construction)."""
+    program = PROGRAMS / "cause_schedule_inf.py"
+    findings = train_and_locate(tmp_path, program, "captures")
+    cause = findings["cause"]
+    assert cause["kind"] == "op", cause
+    assert cause["evidence"] == {"learning_rate": "inf", "schedule": "WarmupInverseSqrt", "step": 20}, cause
+    assert cause["summary"].startswith(
+        "the learning rate was inf at step 20: the schedule WarmupInverseSqrt"
+    ), cause
+    assert cause["change"]["file"] == str(tmp_path / program.name)
+    assert cause["change"]["line"] == marked_line(program, "CHANGE")

@@ -232,6 +232,10 @@ def test_weights_check_catches_an_optimizer_that_breaks_the_weights(tmp_path, mo
         return
     assert failure.step == 2
     assert report.weights and not report.gradients and not report.loss, report
+    # The rate the failing step used, evaluated at it: the cause (`pyadapter.cause`) names the schedule.
+    rate = bundle.manifest["learning_rate"]
+    assert rate["value"] == "inf" and rate["schedule"] == "DivideByZeroSchedule", rate
+    assert rate["line"] == DivideByZeroSchedule.__call__.__code__.co_firstlineno + 1, rate
     if mode == "protect":
         assert not report.update_applied and gm.all_finite(model.get_weights())
         assert int(model.optimizer.iterations.numpy()) == 2, "the undo restores the optimizer state too"

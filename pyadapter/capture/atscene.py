@@ -163,13 +163,18 @@ def window_search(
     """For a divergence located here: the largest learning rate that keeps the guard's window finite, found by
     replaying the window from the copy the guard kept (`pyadapter.replay.window`), as the bundle's
     ``window["search"]``. Every variable is put back as it was before. None when the failure is not a divergence,
-    the window is not there yet, or the search could not run."""
+    the learning rate was not finite, the window is not there yet, or the search could not run."""
     import numpy as np
 
     found = keeper.window_for(step)
     if found is None or not located.files:
         return None
+    from pyadapter.capture import learning_rate
     from pyadapter.cause import CauseContext
+
+    used = learning_rate.of_step(optimizers[0], step) if optimizers else None
+    if used is not None and not used.finite:
+        return None  # the rate itself is the cause (`pyadapter.cause`): no lower rate to search for
 
     entry = snapshot.entry_script_info()
     context = CauseContext(

@@ -36,6 +36,7 @@ from pyadapter.capture import (
     keras_fixes,
     keras_lines,
     keras_state,
+    learning_rate,
     rng,
     snapshot,
 )
@@ -383,6 +384,7 @@ class NanGuard(keras.callbacks.Callback):
             extra={
                 "model": function.model_info(self.model),
                 "optimizer_iterations": int(primary_optimizer(model).iterations.numpy()),
+                **learning_rate.manifest_entry(primary_optimizer(model), report.update_applied),
                 **keras_lines.manifest_entry([model]),
                 **(extra or {}),
             },

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tensorflow as tf
 
-from pyadapter.capture import bundle_format, keras_lines, snapshot
+from pyadapter.capture import bundle_format, keras_lines, learning_rate, snapshot
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import NonFiniteReport
 
@@ -75,6 +75,7 @@ def write_bundle(
             "step_function": step_info,
             "checkpoint": {"prefix": bundle_format.CHECKPOINT_PREFIX, "objects": checkpoint_objects},
             "optimizer_iterations": int(guarded.optimizers[0].iterations.numpy()),
+            **learning_rate.manifest_entry(guarded.optimizers[0], report.update_applied),
             **keras_lines.manifest_entry([*guarded.models, *guarded.optimizers]),
             **(scene or {}),
         },

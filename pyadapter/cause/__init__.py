@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pyadapter.capture import learning_rate
 from pyadapter.capture.sourcerecord import MANIFEST_KEY as SOURCE_KEY
 from pyadapter.capture.sourcerecord import DataSource
 from pyadapter.cause.classify import CauseContext, classify
@@ -57,6 +58,7 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         cwd=entry.get("cwd") if isinstance(entry.get("cwd"), str) else None,
         data_source=DataSource.from_json(bundle.manifest.get(SOURCE_KEY)),
         window_search=_window_search(bundle.manifest),
+        learning_rate=learning_rate.read(bundle.manifest.get(learning_rate.MANIFEST_KEY)),
     )
 
 

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyadapter.capture.learning_rate import LearningRate
 from pyadapter.cause import change_line, provenance, python_feed, trend
 from pyadapter.cause.model import Cause, Change, format_number, positive_numbers
 from pyadapter.cause.ops import (
@@ -43,6 +44,8 @@ class CauseContext:
     folders: list[str] | None = None  # where data files may be read (None: the current directory)
     # The guard's learning-rate search over its window (``manifest["window"]["search"]``), when it ran.
     window_search: dict[str, Any] | None = None
+    # The learning rate the failing step's update used (``manifest["learning_rate"]``), when recorded.
+    learning_rate: LearningRate | None = None
 
 
 def _fmt(value: float | None) -> str:
@@ -85,6 +88,11 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     if origin is not None and origin.op.type in python_feed.PY_FUNC_OPS:
         # Python code (a generator, a PyDataset, a py_function) made the values; no op of the graph did.
         return _data(findings, context, units)
+    rate = context.learning_rate
+    if rate is not None and not rate.finite:
+        # Finite data, and an update at a non-finite rate: whatever the replayed step found first (the weights that
+        # update wrote, read back), the rate made it.
+        return _rate_not_finite(context, units, rate)
     if origin is None:
         return Cause(
             "unknown",
@@ -148,6 +156,38 @@ def _underflow(findings: Findings, context: CauseContext, origin: Finding, dtype
     )
     what = f"compute this in float32, or use an epsilon {dtype} can hold (>= 1e-4)"
     return Cause("precision", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _rate_not_finite(context: CauseContext, units: list[SourceUnit], rate: LearningRate) -> Cause:
+    """The step's learning rate was Inf or NaN: a schedule returned it (change the schedule), or a constant rate
+    was set to it (change the optimizer's line)."""
+    at_step = f" at step {context.step}" if context.step is not None else ""
+    evidence: dict[str, Any] = {
+        "learning_rate": rate.shown(),
+        "schedule": rate.schedule,
+        "step": context.step,
+    }
+    change = None
+    if rate.schedule is not None:
+        where = f" ({os.path.basename(rate.file)}:{rate.line})" if rate.file and rate.line else ""
+        name = rate.schedule if not rate.schedule.startswith("<") else "the learning-rate function"
+        shown = f"the schedule {name}" if name == rate.schedule else name
+        summary = (
+            f"the learning rate was {rate.shown()}{at_step}: {shown} returned it{where}, so "
+            "finite gradients made a non-finite update"
+        )
+        if rate.file and rate.line:
+            what = f"{name}: it returns {rate.shown()}{at_step}; keep the learning rate finite"
+            change = Change(file=os.path.abspath(rate.file), line=rate.line, what=what, target="schedule")
+    else:
+        summary = (
+            f"the learning rate was {rate.shown()}{at_step}, so finite gradients made a non-finite update"
+        )
+        recorded = [str(name) for name in [context.model_info.get("optimizer")] if name]
+        site = change_line.optimizer_site(units, recorded)
+        if site is not None:
+            change = _change(site, f"the learning rate of {site.name}: set a finite one", "optimizer")
+    return Cause("op", summary, evidence, change)
 
 
 def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Finding) -> Cause:

@@ -1,0 +1,200 @@
+"""The learning rate a failing step's update used, recorded in the bundle's manifest as ``learning_rate``:
+
+    {"value": 0.01 | "inf" | "-inf" | "nan", "schedule": "WarmupSchedule" | null, "file": "...", "line": 12}
+
+A learning-rate schedule that returns Inf or NaN at some step (a warm-up written ``base / (warmup - step)``, a decay
+through ``log`` of 0) makes finite gradients write non-finite weights at exactly that step, often hours into a run;
+the update, not the model, is then the cause. ``file``/``line`` name the schedule's ``__call__`` (its ``return``
+line when it has one), read from its source with `inspect` while training, where the user's own code is loaded.
+Reading the record (`read`) never runs anything: it is data, checked field by field.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import math
+import os
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+MANIFEST_KEY = "learning_rate"
+_NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
+
+
+@dataclass
+class LearningRate:
+    value: float
+    schedule: str | None = None  # the schedule's class name; None for a constant rate
+    file: str | None = None  # where the schedule's __call__ is written
+    line: int | None = None
+
+    @property
+    def finite(self) -> bool:
+        return math.isfinite(self.value)
+
+    def shown(self) -> str:
+        return str(self.value) if self.finite else _text(self.value)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "value": self.value if self.finite else _text(self.value),
+            "schedule": self.schedule,
+            "file": self.file,
+            "line": self.line,
+        }
+
+
+def _text(value: float) -> str:
+    return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+
+
+def read(data: Any) -> LearningRate | None:
+    """The record as a bundle holds it, or None when it is absent or not one (a bundle is data: no raise)."""
+    if not isinstance(data, dict):
+        return None
+    value = data.get("value")
+    if isinstance(value, str):
+        value = _NON_FINITE.get(value)
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        return None
+    schedule, file, line = data.get("schedule"), data.get("file"), data.get("line")
+    return LearningRate(
+        float(value),
+        schedule if isinstance(schedule, str) else None,
+        file if isinstance(file, str) else None,
+        line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else None,
+    )
+
+
+def manifest_entry(optimizer: Any, update_applied: bool) -> dict[str, Any]:
+    """``{"learning_rate": ...}`` for the step that just failed (the optimizer's iteration count went up by one if
+    its update was applied), or {} when the rate cannot be told. Never raises."""
+    try:
+        step = int(optimizer.iterations.numpy()) - (1 if update_applied else 0)
+    except Exception:  # noqa: BLE001 - an optimizer without an iteration count
+        return {}
+    record = of_step(optimizer, step)
+    return {MANIFEST_KEY: record.to_json()} if record is not None else {}
+
+
+def of_step(optimizer: Any, step: int) -> LearningRate | None:
+    """The learning rate `optimizer` used at `step` (a schedule is evaluated at it), or None when it cannot be
+    told (an optimizer without one, a schedule that raises). Called while training, on a failing step."""
+    inner = getattr(optimizer, "inner_optimizer", None)  # a LossScaleOptimizer's own optimizer holds the rate
+    if inner is not None:
+        return of_step(inner, step)
+    rate = getattr(optimizer, "_learning_rate", None)
+    try:
+        import numpy as np
+        import tensorflow as tf
+
+        if (
+            rate is not None and hasattr(rate, "numpy") and hasattr(rate, "assign")
+        ):  # a constant, in a variable
+            return LearningRate(float(np.asarray(rate.numpy())))
+        if rate is not None and callable(rate):
+            arguments = (tf.constant(step, tf.int64),) if _takes_step(rate) else ()
+            with _iterations_at(optimizer, step, when=not arguments):
+                value = float(np.asarray(rate(*arguments)))
+                file, line = _source_of(rate)
+                if not math.isfinite(value):
+                    file, line = _line_that_made_it(rate, arguments) or (file, line)
+            name = type(rate).__name__ if not inspect.isfunction(rate) else rate.__qualname__
+            return LearningRate(value, name, file, line)
+    except Exception:  # noqa: BLE001 - a schedule is the user's code; the record is an extra
+        return None
+    return None
+
+
+@contextlib.contextmanager
+def _iterations_at(optimizer: Any, step: int, when: bool) -> Iterator[None]:
+    """A rate of no arguments (``lambda: schedule(optimizer.iterations)``) reads the optimizer's iteration count
+    itself: it is set to the failing step while the rate is evaluated, and put back."""
+    iterations = getattr(optimizer, "iterations", None)
+    if not when or iterations is None or not hasattr(iterations, "assign"):
+        yield
+        return
+    now = iterations.numpy()
+    iterations.assign(step)
+    try:
+        yield
+    finally:
+        iterations.assign(now)
+
+
+def _takes_step(rate: Any) -> bool:
+    try:
+        return len(inspect.signature(rate).parameters) >= 1
+    except (TypeError, ValueError):
+        return True
+
+
+def _line_that_made_it(rate: Any, arguments: tuple) -> tuple[str, int] | None:
+    """Run the schedule again under a trace function on the user's own frames (not a library's): the first line
+    after which a local name holds a non-finite value (``decay = peak * rsqrt(step - warmup)``), or the first
+    ``return`` of a non-finite value (``return base / (warmup - step)``, also inside a function the schedule
+    calls). None when neither is seen. A debugger's trace function is put back afterwards."""
+    import numpy as np
+
+    found: list[tuple[str, int]] = []
+    last_line: dict[int, int] = {}
+
+    def non_finite(value: Any) -> bool:
+        if not hasattr(value, "dtype") and not isinstance(value, float):
+            return False
+        try:
+            array = np.asarray(value)
+            return array.dtype.kind == "f" and array.size <= 1 << 20 and not bool(np.isfinite(array).all())
+        except Exception:  # noqa: BLE001 - a local that is not a number
+            return False
+
+    def local_trace(frame: Any, event: str, arg: Any) -> Any:
+        if found:
+            return None
+        previous = last_line.get(id(frame))
+        if event == "return" and non_finite(arg):
+            found.append((frame.f_code.co_filename, frame.f_lineno))
+        elif previous is not None and event in ("line", "return"):
+            if any(non_finite(v) for v in frame.f_locals.values()):
+                found.append((frame.f_code.co_filename, previous))
+        last_line[id(frame)] = frame.f_lineno
+        return None if found else local_trace
+
+    def global_trace(frame: Any, event: str, _: Any) -> Any:
+        return local_trace if event == "call" and _is_user_code(frame.f_code.co_filename) else None
+
+    previous_trace = sys.gettrace()
+    sys.settrace(global_trace)
+    try:
+        rate(*arguments)
+    except Exception:  # noqa: BLE001 - the user's schedule: what it did up to here counts
+        pass
+    finally:
+        sys.settrace(previous_trace)
+    return found[0] if found else None
+
+
+def _is_user_code(file: str) -> bool:
+    if file.startswith("<") or "site-packages" in file or "dist-packages" in file:
+        return False
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # pyadapter itself
+    library = os.path.dirname(os.__file__)  # the standard library
+    return not (file.startswith(here) or file.startswith(library))
+
+
+def _source_of(rate: Any) -> tuple[str | None, int | None]:
+    """The file and line of a schedule's ``__call__`` (a function's own body): its first ``return``, else its
+    ``def``; (None, None) for code without source (Keras's own schedules are found too, and are as good a line)."""
+    function = type(rate).__call__ if not inspect.isfunction(rate) else rate
+    try:
+        lines, first = inspect.getsourcelines(function)
+        file = inspect.getsourcefile(function)
+    except (OSError, TypeError):
+        return None, None
+    for offset, text in enumerate(lines):
+        if text.strip().startswith("return"):
+            return file, first + offset
+    return file, first

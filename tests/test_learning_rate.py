@@ -1,0 +1,73 @@
+"""The learning rate a failing step used (`pyadapter.capture.learning_rate`): evaluated from the optimizer while
+training, read back from a bundle as data. The end-to-end case (a schedule that is +inf at step 20, under
+NanGuard) is tests/test_cause_programs.py::test_a_schedule_that_returns_inf_is_named_with_its_line."""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+from pyadapter.capture import learning_rate  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "data",
+    [None, "inf", [], {"value": True}, {"value": "Infinity"}, {"value": None}, {"value": {"x": 1}}],
+)
+def test_a_record_that_is_not_one_reads_as_none(data):
+    assert learning_rate.read(data) is None
+
+
+def test_a_record_keeps_what_is_well_formed_and_drops_the_rest():
+    rate = learning_rate.read({"value": "-inf", "schedule": 3, "file": "a.py", "line": True})
+    assert rate is not None and rate.value == -math.inf and not rate.finite
+    assert (rate.schedule, rate.file, rate.line) == (None, "a.py", None)
+    assert learning_rate.read(rate.to_json()) == rate
+    assert learning_rate.read({"value": 0.01}).to_json()["value"] == 0.01
+
+
+def test_a_constant_rate_and_a_schedule_at_the_failing_step():
+    keras = pytest.importorskip("keras")
+    tf = pytest.importorskip("tensorflow")
+
+    class Halving(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            base = tf.constant(0.5)
+            shrink = tf.pow(0.5, tf.cast(step, "float32"))
+            ratio = base / (shrink - 0.125)  # zero at step 3
+            return ratio
+
+    constant = learning_rate.of_step(keras.optimizers.SGD(0.25), 7)
+    assert constant == learning_rate.LearningRate(0.25)
+    fine = learning_rate.of_step(keras.optimizers.Adam(Halving()), 1)
+    assert fine is not None and fine.finite and fine.schedule == "Halving"
+    assert fine.line == _line_of(Halving, "return ratio")  # a finite rate: the schedule's return line
+    broken = learning_rate.of_step(keras.optimizers.Adam(Halving()), 3)
+    assert broken is not None and broken.value == math.inf and broken.shown() == "inf"
+    assert broken.file == inspect.getsourcefile(Halving)
+    assert broken.line == _line_of(Halving, "ratio = base")  # the line whose result was first non-finite
+    # A rate given as a plain function of no arguments.
+    called = learning_rate.of_step(keras.optimizers.SGD(lambda: float("nan")), 0)
+    assert called is not None and math.isnan(called.value) and called.shown() == "nan"
+
+
+def _line_of(cls, text: str) -> int:
+    lines, first = inspect.getsourcelines(cls.__call__)
+    return first + next(i for i, line in enumerate(lines) if text in line)
+
+
+def test_a_search_that_did_not_run_says_why_not_which_rate():
+    from pyadapter.capture.window import Trial, WindowSearch
+
+    skipped = WindowSearch(steps=3, start_step=5, captured_learning_rate=None)
+    skipped.stopped = "the learning rate is a schedule or not a variable: not searched"
+    assert skipped.sentence() == skipped.stopped
+    tried = WindowSearch(
+        steps=3, start_step=5, captured_learning_rate=0.1, trials=[Trial(0.1, False, 7, None)]
+    )
+    assert tried.sentence() == "no learning rate down to 0.1 kept the 3-step window finite"
