@@ -184,13 +184,14 @@ def test_copies_that_cost_more_than_the_steps_are_spaced_out_and_the_window_stil
 ) -> None:
     # A large embedding table (64 MB) trained by plain SGD: each step updates only the rows its batch looks up, so
     # steps are cheap while a copy of the state is not; copies 16 steps apart would be a large share of this run's
-    # time. The guard times them and spaces them out to 64.
+    # time. The guard times them and spaces them out, past 4 x 16 steps as these take milliseconds. Its first
+    # copies (train begin, then 16 and 32 steps in, until two are timed) are the window at step 150.
     _, bundle, _ = train(tmp_path, PROGRAMS / "sparse_embedding_bad_label.py", "captures")
     window = manifest(bundle)["window"]
-    assert window["size"] == 16 and window["copy_every"] == 64, window
+    assert window["size"] == 16 and window["copy_every"] > 64, window
     assert window["end_step"] == manifest(bundle)["step"] == 150
-    # Copies 64 steps apart keep the state 64 to 127 steps back: every batch since is in the bundle.
-    assert 64 < window["steps"] <= 128 and window["steps"] == window["end_step"] - window["start_step"] + 1
+    # The older copy is at least 16 steps back and every batch since is in the bundle.
+    assert 16 < window["steps"] <= 151 and window["steps"] == window["end_step"] - window["start_step"] + 1
     from pyadapter.capture.bundle import CaptureBundle
 
     data = read_window(CaptureBundle.load(bundle))

@@ -84,8 +84,9 @@ class NanGuard(keras.callbacks.Callback):
             bundle later instead.
         window: keep the training state at least this many steps back and the batches since
             (`pyadapter.capture.window`: two device-side copies of the weights and optimizer state, taken every
-            ``window`` steps, or up to 4x further apart where a copy would cost more than 0.5% of the training
-            time (``guard.window_copy_every``), and references to the batches since the older copy), so that a
+            ``window`` steps, or up to 4x further apart (more where those steps take under 2 s) where a copy would
+            cost more than 0.5% of the training time (``guard.window_copy_every``), and references to the batches
+            since the older copy), so that a
             failing step's bundle holds the steps that led to it; for a
             divergence the guard then replays them at lower learning rates (graph mode, at most a minute) and the
             fix proposes the largest that kept them finite. 0: off (one model copy and the batches less).

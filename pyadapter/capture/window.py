@@ -13,8 +13,11 @@ While training, `WindowKeeper` (NanGuard / guard_step, ``window=K``; 0 turns it 
 N (``copy_every``) is K unless a copy costs more than `COPY_BUDGET` of the training time between copies: a copy
 reads and writes every weight and slot once, which on a CPU is 10-50% of a step's time (bench/scale.py models,
 one core), i.e. 1-3% of training at K=16. The keeper times its copies and the steps between them and spaces the
-copies out until they cost at most that share, up to `MAX_SPACING` x K steps and as long as the batches held stay
-under `BATCH_BUDGET`. On a GPU the copy is a device-memory copy, queued like any kernel: N stays K.
+copies out until they cost at most that share, up to `MAX_SPACING` x K steps, or further where that many steps take
+under `SPACING_SECONDS` (cheap steps next to a large state: a recommender's sparse step against its 64 MB table, where
+64 steps apart the copies were still 3% of the run), and as long as the batches held stay under `BATCH_BUDGET`.
+Either way replaying the window takes seconds. On a GPU the copy is a device-memory copy, queued like any kernel:
+N stays K.
 
 Memory: two copies of the weights and optimizer state on the device, plus up to 2N batches. On healthy steps the
 only cost is appending a reference to a deque and reading a clock, and every N steps one copy of the state.
@@ -68,10 +71,12 @@ STATE_FILE = "window/state.npz"
 BATCHES_FILE = "window/batches.npz"
 MANIFEST_KEY = "window"
 FILES = (STATE_FILE, BATCHES_FILE)
-# Spacing the copies (see the module docstring): their share of the training time, the widest spacing (in windows),
-# and the most memory the held batches may take for a wider spacing (never below K steps).
+# Spacing the copies (see the module docstring): their share of the training time, the widest spacing (in windows,
+# or in seconds of steps where that is wider), and the most memory the held batches may take for a wider spacing
+# (never below K steps).
 COPY_BUDGET = 0.005
 MAX_SPACING = 4
+SPACING_SECONDS = 2.0
 BATCH_BUDGET = 1 << 30
 # The step time is the median of the last steps (epoch ends, validation and retraces stand out).
 _STEPS_TIMED = 33
@@ -194,14 +199,15 @@ class WindowKeeper:
 
     def _space_copies(self, held: Any) -> None:
         """Set `copy_every`: the fewest steps between copies that keeps them within `COPY_BUDGET` of the time the
-        steps take, from K up to `MAX_SPACING` x K, and no wider than `BATCH_BUDGET` allows for 2N held batches."""
+        steps take, from K up to `MAX_SPACING` x K (or `SPACING_SECONDS` of steps, if more), and no wider than
+        `BATCH_BUDGET` allows for 2N held batches."""
         if not self._copy_seconds or len(self._step_seconds) < 4:
             return
         step_seconds = statistics.median(self._step_seconds)
         if step_seconds <= 0:
             return
         wanted = math.ceil(statistics.median(self._copy_seconds) / (COPY_BUDGET * step_seconds))
-        widest = MAX_SPACING * self.size
+        widest = max(MAX_SPACING * self.size, int(SPACING_SECONDS / step_seconds))
         batch_bytes = _held_bytes(held)
         if batch_bytes:
             widest = min(widest, BATCH_BUDGET // (2 * batch_bytes))
