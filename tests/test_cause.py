@@ -4,6 +4,8 @@ match a cause on the change line's own text."""
 
 from __future__ import annotations
 
+import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -347,14 +349,7 @@ def test_float16_zeros_into_rsqrt_are_precision_at_the_op(tmp_path: Path) -> Non
 def test_weights_non_finite_before_the_step_are_a_divergence_at_the_optimizer(tmp_path: Path) -> None:
     """Adam at a huge learning rate writes Inf weights in one update: the next step reads them (ReadVariableOp)."""
     program = write_program(tmp_path)
-    origin = Finding(
-        file=str(program),
-        line=FIT_LINE,
-        role="origin",
-        op=OpRef("sequential/dense/Cast/ReadVariableOp", "ReadVariableOp"),
-        health=TensorHealth(dtype="float32", size=12, nan=3, pos=9),
-        inputs=[InputHealth("sequential/dense/Cast/ReadVariableOp/resource:0", None)],
-    )
+    origin = weights_read_back(program)
     flat = [{"step": s, "loss": 0.7, "logged_loss": 0.7} for s in range(4)]
     cause = classify(
         findings_of(origin),
@@ -524,3 +519,73 @@ def test_fast_growth_reads_only_the_steps_before_the_failure() -> None:
     assert large_update(
         [{"step": 0, "update_ratio": 3.0}, {"step": 1, "loss": None, "loss_nonfinite": "inf"}]
     ) == (0, 3.0)
+
+
+SCHEDULE_CELL = """class Warmup(keras.optimizers.schedules.LearningRateSchedule):
+    def __call__(self, step):
+        step = tf.cast(step, "float32")
+        decay = 1e-3 * tf.math.rsqrt((step - 20.0) / 20.0)
+        return tf.where(step < 20.0, 1e-3 * step / 20.0, decay)
+"""
+
+
+def weights_read_back(program: Path) -> Finding:
+    """What the replay of an applied non-finite update finds first: the broken weights, read."""
+    return Finding(
+        file=str(program),
+        line=FIT_LINE,
+        role="origin",
+        op=OpRef("sequential/dense/Cast/ReadVariableOp", "ReadVariableOp"),
+        health=TensorHealth(dtype="float32", size=12, pos_inf=3, pos=9),
+        inputs=[InputHealth("sequential/dense/Cast/ReadVariableOp/resource:0", None)],
+    )
+
+
+def test_a_non_finite_learning_rate_is_the_cause_at_the_line_that_made_it(tmp_path: Path) -> None:
+    """The rate recorded for the failing step (`pyadapter.capture.learning_rate`) is inf: the cause is the rate,
+    not a divergence, and the line to change is the schedule's: in a .py file as recorded; in a notebook (the cell
+    ran from a file the kernel made, gone by now) the cell whose line has the recorded text; for a library's
+    schedule, the user's call that built it."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = write_program(tmp_path)
+    context = CauseContext(entry_script=str(program), model_info={"optimizer": "SGD"}, step=20)
+    context.learning_rate = LearningRate(
+        math.inf, "Reader", str(program), READ_LINE, TRAIN.splitlines()[6].strip()
+    )
+    cause = classify(findings_of(weights_read_back(program)), context)
+    assert cause.kind == "op", cause
+    assert cause.summary.startswith(
+        "the learning rate was inf at step 20: the schedule Reader returned it at train.py:7,"
+    )
+    assert cause.change is not None and (cause.change.file, cause.change.line) == (str(program), READ_LINE)
+    assert cause.evidence == {"learning_rate": "inf", "schedule": "Reader", "step": 20}
+
+    notebook = tmp_path / "train.ipynb"
+    cells = [
+        {
+            "cell_type": "code",
+            "source": "import keras\nimport tensorflow as tf",
+            "metadata": {},
+            "outputs": [],
+            "execution_count": 1,
+        },
+        {"cell_type": "code", "source": SCHEDULE_CELL, "metadata": {}, "outputs": [], "execution_count": 2},
+    ]
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    context = CauseContext(entry_script=str(notebook), step=20)
+    decay = SCHEDULE_CELL.splitlines()[3].strip()
+    context.learning_rate = LearningRate(math.inf, "Warmup", "/tmp/ipykernel_1/2301.py", 4, decay)
+    cause = classify(findings_of(weights_read_back(program)), context)
+    assert cause.change is not None, cause
+    assert (cause.change.file, cause.change.cell, cause.change.line) == (str(notebook), 1, 4)
+
+    built = tmp_path / "built.py"
+    built.write_text("import keras\nrate = keras.optimizers.schedules.InverseTimeDecay(1e-3, 1, -0.5)\n")
+    library = "/venv/lib/python3.11/site-packages/keras/src/optimizers/schedules/learning_rate_schedule.py"
+    context = CauseContext(entry_script=str(built), step=2)
+    context.learning_rate = LearningRate(math.inf, "InverseTimeDecay", library, 560, "return tf.divide(a, b)")
+    cause = classify(findings_of(weights_read_back(built)), context)
+    assert "learning_rate_schedule.py" not in cause.summary, cause.summary
+    assert cause.change is not None and (cause.change.file, cause.change.line) == (str(built), 2)
+    assert cause.change.what == "InverseTimeDecay: it returns inf at step 2; keep the learning rate finite"

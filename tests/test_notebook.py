@@ -101,8 +101,6 @@ def _write_kernelspec(jupyter_dir: Path) -> None:
 def notebook_run(tmp_path_factory):
     """Writes a notebook under <root>/experiments/ and runs it as Jupyter does: the kernel starts in the
     notebook's folder, with JPY_SESSION_NAME = the notebook's path relative to the server root."""
-    nbclient = pytest.importorskip("nbclient")
-    nbformat = pytest.importorskip("nbformat")
     base = tmp_path_factory.mktemp("notebook")
     root = base / "root"
     folder = root / "experiments"
@@ -123,22 +121,7 @@ def notebook_run(tmp_path_factory):
     ]
     path = folder / f"{STEM}.ipynb"
     path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
-    jupyter_dir = base / "jupyter"
-    _write_kernelspec(jupyter_dir)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("JUPYTER_PATH", str(jupyter_dir))
-        patch.setenv("JUPYTER_RUNTIME_DIR", str(base / "runtime"))
-        patch.setenv("IPYTHONDIR", str(base / "ipython"))
-        patch.setenv("JPY_SESSION_NAME", f"experiments/{STEM}.ipynb")
-        patch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
-        patch.setenv("CUDA_VISIBLE_DEVICES", "")
-        patch.delenv("IPYKERNEL_CELL_NAME", raising=False)
-        nb = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
-        client = nbclient.NotebookClient(
-            nb, timeout=300, kernel_name=KERNEL_NAME, resources={"metadata": {"path": str(folder)}}
-        )
-        client.execute()
+    nb = _run_notebook(path, base, f"experiments/{STEM}.ipynb")
 
     bundles = sorted(p for p in capture_dir.iterdir() if p.is_dir())
     assert len(bundles) == 1, [p.name for p in bundles]
@@ -150,6 +133,29 @@ def notebook_run(tmp_path_factory):
         "location": json.loads(location_file.read_text(encoding="utf-8")),
         "outputs": nb.cells,
     }
+
+
+def _run_notebook(path: Path, base: Path, session_name: str):
+    """Run the notebook at `path` as Jupyter does (a kernel of the test's kernelspec, started in the notebook's
+    folder, JPY_SESSION_NAME = `session_name`), its Jupyter and IPython state under `base`; the executed notebook."""
+    nbclient = pytest.importorskip("nbclient")
+    nbformat = pytest.importorskip("nbformat")
+    jupyter_dir = base / "jupyter"
+    _write_kernelspec(jupyter_dir)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("JUPYTER_PATH", str(jupyter_dir))
+        patch.setenv("JUPYTER_RUNTIME_DIR", str(base / "runtime"))
+        patch.setenv("IPYTHONDIR", str(base / "ipython"))
+        patch.setenv("JPY_SESSION_NAME", session_name)
+        patch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
+        patch.setenv("CUDA_VISIBLE_DEVICES", "")
+        patch.delenv("IPYKERNEL_CELL_NAME", raising=False)
+        nb = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+        client = nbclient.NotebookClient(
+            nb, timeout=300, kernel_name=KERNEL_NAME, resources={"metadata": {"path": str(path.parent)}}
+        )
+        client.execute()
+    return nb
 
 
 def _buggy_index(run) -> int:
@@ -535,3 +541,55 @@ def test_replay_eagerly_of_a_notebook_bundle_stops_in_the_cell_with_real_tensors
         )  # the softmax of huge logits underflowed: real values, not a graph tensor
         dap.request("continue", {"threadId": thread})
         dap.wait_event("terminated", timeout=120)
+
+
+SCHEDULE = '''class WarmupInverseSqrt(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up, then inverse-square-root decay: written so that it is +inf the step the warm-up ends."""
+
+    def __call__(self, step):
+        step = tf.cast(step, "float32")
+        warm = 1e-3 * (step + 1.0) / 20.0
+        decay = 1e-3 * tf.math.rsqrt((step - 20.0) / 20.0)
+        return tf.where(step < 20.0, warm, decay)'''
+
+
+@pytest.mark.slow
+def test_a_schedule_defined_in_a_cell_is_the_line_to_change_in_that_cell(tmp_path):
+    """The rate is +inf at step 20, from a schedule defined in a notebook cell: the kernel ran that cell from a
+    file of its own, and the cause's line to change is the decay line in the notebook's cell."""
+    capture_dir = tmp_path / "captures"
+    fit = (
+        "import numpy as np\nfrom pyadapter import NanGuard\n\n"
+        "rng = np.random.default_rng(0)\nx = rng.normal(size=(1024, 10)).astype('float32')\n"
+        "y = x[:, :1] * 3.0\n"
+        "model = keras.Sequential([keras.Input((10,)), keras.layers.Dense(16), keras.layers.Dense(1)])\n"
+        "model.compile(keras.optimizers.Adam(WarmupInverseSqrt()), 'mse')\n"
+        f"model.fit(x, y, batch_size=32, epochs=2, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    cells = [("code", "import keras\nimport tensorflow as tf"), ("code", SCHEDULE), ("code", fit)]
+    path = tmp_path / "schedule.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, str(path))
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    located = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "locate", str(bundle), "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        timeout=600,
+    )
+    assert located.returncode == 0, located.stderr[-2000:]
+    cause = json.loads(located.stdout)["cause"]
+    decay_line = next(i for i, line in enumerate(SCHEDULE.splitlines(), 1) if "decay =" in line)
+    assert cause["kind"] == "op" and cause["evidence"]["step"] == 20, cause
+    assert cause["change"] == {
+        "file": str(path),
+        "line": decay_line,
+        "cell": 1,
+        "what": "WarmupInverseSqrt: it returns inf at step 20; keep the learning rate finite",
+        "target": "schedule",
+    }, cause
+    assert (
+        "ipykernel" not in cause["summary"] and f"(cell 1, line {decay_line} of the cell)" in cause["summary"]
+    )

@@ -1,11 +1,13 @@
 """The learning rate a failing step's update used, recorded in the bundle's manifest as ``learning_rate``:
 
-    {"value": 0.01 | "inf" | "-inf" | "nan", "schedule": "WarmupSchedule" | null, "file": "...", "line": 12}
+    {"value": 0.01 | "inf" | "-inf" | "nan", "schedule": "WarmupSchedule" | null, "file": "...", "line": 12,
+     "code": "decay = self.peak * tf.math.rsqrt(...)"}
 
 A learning-rate schedule that returns Inf or NaN at some step (a warm-up written ``base / (warmup - step)``, a decay
 through ``log`` of 0) makes finite gradients write non-finite weights at exactly that step, often hours into a run;
 the update, not the model, is then the cause. ``file``/``line`` name the schedule's ``__call__`` (its ``return``
-line when it has one), read from its source with `inspect` while training, where the user's own code is loaded.
+line when it has one), read from its source with `inspect` while training, where the user's own code is loaded;
+``code`` is that line's text, so that a notebook cell (run from a file the kernel made) can be found by it later.
 Reading the record (`read`) never runs anything: it is data, checked field by field.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import linecache
 import math
 import os
 import sys
@@ -30,6 +33,7 @@ class LearningRate:
     schedule: str | None = None  # the schedule's class name; None for a constant rate
     file: str | None = None  # where the schedule's __call__ is written
     line: int | None = None
+    code: str | None = None  # the text of that line, stripped
 
     @property
     def finite(self) -> bool:
@@ -44,6 +48,7 @@ class LearningRate:
             "schedule": self.schedule,
             "file": self.file,
             "line": self.line,
+            "code": self.code,
         }
 
 
@@ -60,12 +65,13 @@ def read(data: Any) -> LearningRate | None:
         value = _NON_FINITE.get(value)
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
-    schedule, file, line = data.get("schedule"), data.get("file"), data.get("line")
+    schedule, file, line, code = data.get("schedule"), data.get("file"), data.get("line"), data.get("code")
     return LearningRate(
         float(value),
         schedule if isinstance(schedule, str) else None,
         file if isinstance(file, str) else None,
         line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else None,
+        code[:500] if isinstance(code, str) else None,
     )
 
 
@@ -103,7 +109,8 @@ def of_step(optimizer: Any, step: int) -> LearningRate | None:
                 if not math.isfinite(value):
                     file, line = _line_that_made_it(rate, arguments) or (file, line)
             name = type(rate).__name__ if not inspect.isfunction(rate) else rate.__qualname__
-            return LearningRate(value, name, file, line)
+            code = linecache.getline(file, line).strip() if file and line else ""
+            return LearningRate(value, name, file, line, code or None)
     except Exception:  # noqa: BLE001 - a schedule is the user's code; the record is an extra
         return None
     return None

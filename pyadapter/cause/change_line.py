@@ -134,6 +134,15 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str]) -> Site | None:
     return found[0] if found else None
 
 
+def construction_site(units: list[SourceUnit], name: str) -> Site | None:
+    """The first call of `name` (a class, by its last dotted part) in the user's code."""
+    for unit in units:
+        for node in calls(unit):
+            if called_name(node) == name:
+                return Site(unit, node, name)
+    return None
+
+
 def _schedule_site(units: list[SourceUnit]) -> Site | None:
     for unit in units:
         for node in calls(unit):

@@ -25,6 +25,7 @@ from pyadapter.cause.ops import (
 )
 from pyadapter.cause.sources import SourceUnit, user_sources
 from pyadapter.findings import Finding, Findings
+from pyadapter.findings_text import place_text
 
 
 @dataclass
@@ -169,16 +170,19 @@ def _rate_not_finite(context: CauseContext, units: list[SourceUnit], rate: Learn
     }
     change = None
     if rate.schedule is not None:
-        where = f" ({os.path.basename(rate.file)}:{rate.line})" if rate.file and rate.line else ""
         name = rate.schedule if not rate.schedule.startswith("<") else "the learning-rate function"
         shown = f"the schedule {name}" if name == rate.schedule else name
+        what = f"{name}: it returns {rate.shown()}{at_step}; keep the learning rate finite"
+        change, own_line = _schedule_change(units, rate, what)
+        where = (
+            f" at {place_text(os.path.basename(change.file), change.line, change.cell)}"
+            if change is not None and own_line
+            else ""
+        )
         summary = (
             f"the learning rate was {rate.shown()}{at_step}: {shown} returned it{where}, so "
             "finite gradients made a non-finite update"
         )
-        if rate.file and rate.line:
-            what = f"{name}: it returns {rate.shown()}{at_step}; keep the learning rate finite"
-            change = Change(file=os.path.abspath(rate.file), line=rate.line, what=what, target="schedule")
     else:
         summary = (
             f"the learning rate was {rate.shown()}{at_step}, so finite gradients made a non-finite update"
@@ -188,6 +192,31 @@ def _rate_not_finite(context: CauseContext, units: list[SourceUnit], rate: Learn
         if site is not None:
             change = _change(site, f"the learning rate of {site.name}: set a finite one", "optimizer")
     return Cause("op", summary, evidence, change)
+
+
+def _schedule_change(units: list[SourceUnit], rate: LearningRate, what: str) -> tuple[Change | None, bool]:
+    """(where to change a schedule that returned a non-finite rate, whether that is the recorded line): the recorded
+    line in the user's code (a notebook cell's code ran from a file the kernel made: the cell is found by the line's
+    text); for a schedule of a library (Keras's `InverseTimeDecay` given a negative rate), the user's call that
+    built it."""
+    if rate.line is not None and rate.code:
+        for unit in units:
+            if unit.line(rate.line).strip() == rate.code and (
+                unit.cell is not None or _same_file(unit.file, rate.file)
+            ):
+                return Change(unit.file, rate.line, what, cell=unit.cell, target="schedule"), True
+    if rate.file and rate.line and os.path.isfile(rate.file) and not _library_file(rate.file):
+        return Change(os.path.abspath(rate.file), rate.line, what, target="schedule"), True
+    site = change_line.construction_site(units, rate.schedule) if rate.schedule else None
+    return (_change(site, what, "schedule") if site is not None else None), False
+
+
+def _same_file(a: str, b: str | None) -> bool:
+    return b is not None and os.path.abspath(a) == os.path.abspath(b)
+
+
+def _library_file(file: str) -> bool:
+    return "site-packages" in file or "dist-packages" in file
 
 
 def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Finding) -> Cause:
