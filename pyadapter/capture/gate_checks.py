@@ -37,12 +37,17 @@ def rare_cond(pred: Any, true_fn: Any, false_fn: Any) -> Any:
 # ---- small tensor helpers -----------------------------------------------------------------------------------
 
 
+def _variable(weight: Any) -> Any:
+    """A keras.Variable's tf.Variable (what the optimizer writes and tf.gather reads by rows); anything else as is."""
+    inner = getattr(weight, "value", None)
+    return inner if inner is not None and not callable(inner) else weight
+
+
 def dense(value: Any) -> Any:
     if isinstance(value, tf.IndexedSlices):
         return value.values
-    inner = getattr(value, "value", None)  # keras.Variable -> tf.Variable
-    if inner is not None and not isinstance(value, tf.Tensor) and not callable(inner):
-        value = inner
+    if not isinstance(value, tf.Tensor):
+        value = _variable(value)
     return tf.convert_to_tensor(value)
 
 
@@ -193,13 +198,6 @@ def combine_norms(norms: Any) -> Any:
 
 # A weight that sparse updates write (``scatter_*``) is read a row at a time here, never whole: such an update puts
 # the tf.Variable in copy-on-read mode, where every dense read copies the whole table (64 MB for 1M x 16).
-
-
-def _variable(weight: Any) -> Any:
-    inner = getattr(
-        weight, "value", None
-    )  # keras.Variable -> tf.Variable (tf.gather then reads only the rows)
-    return inner if inner is not None and not callable(inner) else weight
 
 
 def gather_rows(weight: Any, rows: Any) -> Any:

@@ -17,11 +17,12 @@ import contextlib
 import inspect
 import linecache
 import math
-import os
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
+
+from pyadapter.dump.frames import is_user_file
 
 MANIFEST_KEY = "learning_rate"
 _NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
@@ -86,6 +87,18 @@ def manifest_entry(optimizer: Any, update_applied: bool) -> dict[str, Any]:
     return {MANIFEST_KEY: record.to_json()} if record is not None else {}
 
 
+def learning_rate_variable(optimizer: Any) -> Any:
+    """The variable holding the optimizer's constant learning rate (a LossScaleOptimizer's inner one), or None
+    (a schedule, or an optimizer line without one)."""
+    inner = getattr(optimizer, "inner_optimizer", None)
+    if inner is not None:
+        return learning_rate_variable(inner)
+    rate = getattr(optimizer, "_learning_rate", None)
+    if rate is None:
+        rate = getattr(optimizer, "learning_rate", None)
+    return rate if hasattr(rate, "assign") and hasattr(rate, "numpy") else None
+
+
 def of_step(optimizer: Any, step: int) -> LearningRate | None:
     """The learning rate `optimizer` used at `step` (a schedule is evaluated at it), or None when it cannot be
     told (an optimizer without one, a schedule that raises). Called while training, on a failing step."""
@@ -97,10 +110,9 @@ def of_step(optimizer: Any, step: int) -> LearningRate | None:
         import numpy as np
         import tensorflow as tf
 
-        if (
-            rate is not None and hasattr(rate, "numpy") and hasattr(rate, "assign")
-        ):  # a constant, in a variable
-            return LearningRate(float(np.asarray(rate.numpy())))
+        variable = learning_rate_variable(optimizer)
+        if variable is not None:  # a constant
+            return LearningRate(float(np.asarray(variable.numpy())))
         if rate is not None and callable(rate):
             arguments = (tf.constant(step, tf.int64),) if _takes_step(rate) else ()
             with _iterations_at(optimizer, step, when=not arguments):
@@ -171,7 +183,7 @@ def _line_that_made_it(rate: Any, arguments: tuple) -> tuple[str, int] | None:
         return None if found else local_trace
 
     def global_trace(frame: Any, event: str, _: Any) -> Any:
-        return local_trace if event == "call" and _is_user_code(frame.f_code.co_filename) else None
+        return local_trace if event == "call" and is_user_file(frame.f_code.co_filename) else None
 
     previous_trace = sys.gettrace()
     sys.settrace(global_trace)
@@ -182,14 +194,6 @@ def _line_that_made_it(rate: Any, arguments: tuple) -> tuple[str, int] | None:
     finally:
         sys.settrace(previous_trace)
     return found[0] if found else None
-
-
-def _is_user_code(file: str) -> bool:
-    if file.startswith("<") or "site-packages" in file or "dist-packages" in file:
-        return False
-    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # pyadapter itself
-    library = os.path.dirname(os.__file__)  # the standard library
-    return not (file.startswith(here) or file.startswith(library))
 
 
 def _source_of(rate: Any) -> tuple[str | None, int | None]:

@@ -60,6 +60,7 @@ import numpy as np
 
 from pyadapter.capture import structure
 from pyadapter.capture.bundle_format import ArraysFile, ExtraFile
+from pyadapter.capture.learning_rate import learning_rate_variable
 from pyadapter.capture.snapshot import unique, variable_path
 
 DEFAULT_SIZE = 16
@@ -391,18 +392,6 @@ class WindowKeeper:
         """What the window holds now: its state copies and the batches it references."""
         copies = sum(_nbytes(shadow) for copy in self._copies for shadow in copy.shadows)
         return copies + sum(_held_bytes(held) for _, held in self._batches)
-
-
-def learning_rate_variable(optimizer: Any) -> Any:
-    """The variable holding the optimizer's constant learning rate (a LossScaleOptimizer's inner one), or None
-    (a schedule, or an optimizer line without one)."""
-    inner = getattr(optimizer, "inner_optimizer", None)
-    if inner is not None:
-        return learning_rate_variable(inner)
-    rate = getattr(optimizer, "_learning_rate", None)
-    if rate is None:
-        rate = getattr(optimizer, "learning_rate", None)
-    return rate if hasattr(rate, "assign") and hasattr(rate, "numpy") else None
 
 
 def current_learning_rate(optimizer: Any) -> float | None:

@@ -24,6 +24,7 @@ from pyadapter.cause.ops import (
     is_overflow,
 )
 from pyadapter.cause.sources import SourceUnit, user_sources
+from pyadapter.dump.frames import is_user_file
 from pyadapter.findings import Finding, Findings
 from pyadapter.findings_text import place_text
 
@@ -201,22 +202,12 @@ def _schedule_change(units: list[SourceUnit], rate: LearningRate, what: str) -> 
     built it."""
     if rate.line is not None and rate.code:
         for unit in units:
-            if unit.line(rate.line).strip() == rate.code and (
-                unit.cell is not None or _same_file(unit.file, rate.file)
-            ):
+            if unit.cell is not None and unit.line(rate.line).strip() == rate.code:
                 return Change(unit.file, rate.line, what, cell=unit.cell, target="schedule"), True
-    if rate.file and rate.line and os.path.isfile(rate.file) and not _library_file(rate.file):
+    if rate.file and rate.line and os.path.isfile(rate.file) and is_user_file(rate.file):
         return Change(os.path.abspath(rate.file), rate.line, what, target="schedule"), True
     site = change_line.construction_site(units, rate.schedule) if rate.schedule else None
     return (_change(site, what, "schedule") if site is not None else None), False
-
-
-def _same_file(a: str, b: str | None) -> bool:
-    return b is not None and os.path.abspath(a) == os.path.abspath(b)
-
-
-def _library_file(file: str) -> bool:
-    return "site-packages" in file or "dist-packages" in file
 
 
 def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Finding) -> Cause:

@@ -27,8 +27,9 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from pyadapter.capture.learning_rate import learning_rate_variable
 from pyadapter.capture.snapshot import to_tensors, variable_path
-from pyadapter.capture.window import Trial, WindowData, WindowSearch, learning_rate_variable
+from pyadapter.capture.window import Trial, WindowData, WindowSearch
 from pyadapter.replay.errors import ReplayError
 
 SEARCH_SECONDS = 60.0  # the search stops trying rates after this long (the last finite one found stands)
