@@ -11,9 +11,10 @@ Measured, per family and size, all in this one run:
 - guard overhead: NanGuard vs plain `fit`, method of bench/guard_overhead.py (shared/notes/benchmarking.md): one
   model instance per size, reset to the same initial weights before every round, shuffle off, 1 intra/1 inter-op
   thread, many short rounds in ABBA order, the figure is the median of per-round process-CPU-time ratios (a round
-  runs from the first batch's begin to the end of fit). A round is whole windows (16, 32 or 64 steps, nearest ~1 s
-  of CPU), so it pays NanGuard's state copy once per 16 steps as a long run does; sizes whose round is over 2.5 s
-  run half the rounds (at least 10). Each family's rounds are split over three child processes, one after the
+  runs from the first batch's begin to the end of fit). A round is 1 to 4 whole copy intervals of the window (the
+  interval NanGuard chose, read after a warm-up fit; nearest ~1 s of CPU), so it pays the window's state copies at
+  the rate a long run does; sizes whose round is over 2.5 s run half the rounds (at least 12). Each family's rounds
+  are split over four child processes, one after the
   other, and pooled: two processes measuring the same model can differ by 2% on this VM (merge_overhead).
 - anchors at the smallest size of each family: tf.debugging.enable_check_numerics and a FULL_HEALTH dump
   (tf.debugging.experimental.enable_dump_debug_info), each in its own child: plain rounds, then the anchor's
@@ -130,9 +131,9 @@ def _steps_for(model, family, target_s: float, lo: int, hi: int) -> int:
 
 
 WINDOW = 16  # NanGuard's default window (pyadapter.capture.window.DEFAULT_SIZE)
-MIN_LONG_ROUNDS = 10
+MIN_LONG_ROUNDS = 12
 # The guard-overhead rounds of a family are split over this many child processes (merge_overhead says why).
-OVERHEAD_PROCESSES = 3
+OVERHEAD_PROCESSES = 4
 
 
 def child_overhead(

@@ -866,3 +866,47 @@ def test_a_rescan_asked_too_soon_after_the_last_one_waits_then_runs(monkeypatch:
     finally:
         loop.close()
     assert events == [f"start {ref.id}", "publish"] and ls.delayed == {}
+
+
+def test_data_cause_hover_links_the_bad_record_once(tmp_path: Path) -> None:
+    """A data cause's sentence names the bad record; the hover makes that mention the link and does not repeat
+    it under "from" (it used to say the same record twice in one hover)."""
+    from pyadapter.cause import FINDINGS_KEY
+    from pyadapter.cause.model import Cause, Change
+
+    record, user_file = make_record(tmp_path, kind="bundle")
+    csv = tmp_path / "weather.csv"
+    csv.write_text("pressure,rain\n1.0,2.0\nnan,3.0\n")
+    sentence = "weather.csv line 3: field 'pressure' is 'nan'"
+    cause = Cause(
+        "data",
+        f"the data held NaN/Inf before any op touched it: {sentence} (x[1, 0] = nan, batch 0, row 1)",
+        change=Change(user_file, 3, "filter or repair non-finite records where the data is read (read_csv)"),
+        provenance={
+            "file": str(csv),
+            "line": 3,
+            "row": 1,
+            "field": "pressure",
+            "sentence": sentence,
+            "text": "nan,3.0",
+            "openable": True,
+        },
+    )
+    assert record.findings is not None
+    record.findings.extra[FINDINGS_KEY] = cause.to_json()
+
+    hover = render.cause_markdown(record, on_change_line=True)
+    link = f"{csv.as_uri()}#L3"
+    assert f"touched it: [weather.csv line 3]({link}): field 'pressure' is 'nan' (data row 1)" in hover
+    assert hover.count("field 'pressure' is 'nan'") == 1
+    assert "- the record: `nan,3.0`" in hover and "- from:" not in hover
+
+    # An array passed to fit names no record in its sentence: "from" still says where the value came from.
+    cause.summary = (
+        "the data held NaN/Inf before any op touched it: x[1, 0] = nan, index 7 of the array passed to fit"
+    )
+    cause.provenance = {"file": str(csv), "line": 3, "row": 1, "openable": True}
+    record.findings.extra[FINDINGS_KEY] = cause.to_json()
+    assert f"- from: [weather.csv line 3]({link}) (data row 1)" in render.cause_markdown(
+        record, on_change_line=True
+    )

@@ -190,7 +190,17 @@ def cause_markdown(record: SourceRecord, on_change_line: bool) -> str:
     cause = record.cause
     if cause is None:
         return ""
-    lines = [f"**NaN Lens: cause — {cause.kind}**", "", escape_markdown(cause.summary)]
+    where_from = cause.provenance or {}
+    sentence = str(where_from.get("sentence") or "")
+    # A data cause's summary already names the bad record ("... touched it: weather.csv line 1044: field ..."):
+    # that mention becomes the link, and the record is not said a second time under "from".
+    named = bool(sentence) and bool(where_from.get("file")) and sentence in cause.summary
+    if named:
+        before, _, after = cause.summary.partition(sentence)
+        summary = escape_markdown(before) + data_place_markdown(where_from) + escape_markdown(after)
+    else:
+        summary = escape_markdown(cause.summary)
+    lines = [f"**NaN Lens: cause — {cause.kind}**", "", summary]
     if cause.change is not None:
         change = cause.change
         cell = f" (cell {change.cell})" if change.cell is not None else ""
@@ -200,11 +210,15 @@ def cause_markdown(record: SourceRecord, on_change_line: bool) -> str:
             else f"`{escape_markdown(os.path.basename(change.file))}:{change.line}`{cell}"
         )
         lines += ["", f"- change {where}: {escape_markdown(change.what)}"]
-    where_from = cause.provenance or {}
-    if where_from.get("file"):
+    record_text = where_from.get("text")
+    # A backtick in the record would end its code span.
+    record_text = record_text.replace("`", "'") if isinstance(record_text, str) else ""
+    if named:
+        if record_text:
+            lines.append(f"- the record: `{record_text}`")
+    elif where_from.get("file"):
         lines.append(f"- from: {data_place_markdown(where_from)}")
-        if isinstance(where_from.get("text"), str) and where_from["text"]:
-            record_text = where_from["text"].replace("`", "'")  # a backtick would end the code span
+        if record_text:
             lines.append(f"  - `{record_text}`")
     elif where_from.get("index") is not None:
         lines.append(f"- from: index {where_from['index']} of the array passed to fit")
