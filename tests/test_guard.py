@@ -214,13 +214,18 @@ class DivideByZeroSchedule(keras.optimizers.schedules.LearningRateSchedule):
         return {}
 
 
-@pytest.mark.parametrize("mode", ["protect", "check", "off"])
+@pytest.mark.parametrize("mode", ["protect", "check", "check-no-window", "off"])
 def test_weights_check_catches_an_optimizer_that_breaks_the_weights(tmp_path, mode):
     keras.utils.set_random_seed(9)
     x, y = gm.data(batches=5, bad_batch=None)
     model = gm.sequential()
     model.compile(keras.optimizers.SGD(DivideByZeroSchedule()), "mse")
-    guard = NanGuard(tmp_path, protect_weights=mode == "protect", check_weights=mode != "off")
+    guard = NanGuard(
+        tmp_path,
+        protect_weights=mode == "protect",
+        check_weights=mode != "off",
+        window=0 if mode == "check-no-window" else 16,
+    )
     fit(model, x, y, guard)
     failure = guard.failures[0]
     report = failure.report
@@ -240,9 +245,20 @@ def test_weights_check_catches_an_optimizer_that_breaks_the_weights(tmp_path, mo
         assert not report.update_applied and gm.all_finite(model.get_weights())
         assert int(model.optimizer.iterations.numpy()) == 2, "the undo restores the optimizer state too"
         assert bundle.manifest["state"] == "before_update"
+    elif mode == "check":
+        # No copy before the update, but the window's: the state the step started from is re-made from it (the
+        # copy of step 0 or 1 and the steps since re-run), so training is not left on non-finite weights and the
+        # bundle holds the finite state its replay starts from.
+        assert report.update_applied and report.update_taken_back, report
+        assert gm.all_finite(model.get_weights()) and int(model.optimizer.iterations.numpy()) == 2
+        assert bundle.manifest["state"] == "before_update"
+        assert bundle.manifest["non_finite"]["update_taken_back"] is True
+        assert "was taken back" in failure.message()
+        assert gm.all_finite(list(bundle.weights().values()))
     else:
-        # Without the copy the update cannot be held back; the bundle says so.
-        assert report.update_applied and not gm.all_finite(model.get_weights())
+        # Without any copy the update cannot be held back; the bundle says so.
+        assert report.update_applied and not report.update_taken_back
+        assert not gm.all_finite(model.get_weights())
         assert bundle.manifest["state"] == "after_update"
 
 

@@ -109,6 +109,53 @@ def test_eager_step_skip_mode_with_record_loss(tmp_path, capsys):
     assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2
 
 
+class InfAtStep(keras.optimizers.schedules.LearningRateSchedule):
+    """0.01 / (4 - step): +inf at step 4, so that step's update makes the weights non-finite from finite
+    gradients."""
+
+    def __call__(self, step):
+        return 0.01 / tf.cast(4 - step, "float32")
+
+    def get_config(self):
+        return {}
+
+
+def test_an_update_that_breaks_the_weights_is_taken_back_in_skip_mode(tmp_path, capsys):
+    """A custom loop whose schedule is inf at step 4, in skip mode, weights checked but not protected (the
+    default): the update goes through, the guard re-makes the state step 4 started from out of its window, and
+    training goes on from finite weights (each later step at that iteration count fails the same way)."""
+    keras.utils.set_random_seed(23)
+    x, y = gm.data(batches=7, bad_batch=None)
+    model = gm.sequential()
+    optimizer = keras.optimizers.SGD(InfAtStep())
+
+    @tf.function
+    def train_step(bx, by):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(bx, training=True) - by))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    step = guard_step(
+        train_step, model=model, optimizer=optimizer, capture_dir=tmp_path, on_nan="skip", locate=False
+    )
+    before = None
+    for index, (bx, by) in enumerate(batches(x, y)):
+        if index == 4:
+            before = [w.copy() for w in model.get_weights()]
+        step(bx, by)
+    failures = step.failures
+    assert [f.step for f in failures] == [4, 5, 6], failures
+    assert all(f.report.weights and f.report.update_applied and f.report.update_taken_back for f in failures)
+    assert int(optimizer.iterations.numpy()) == 4 and gm.all_finite(model.get_weights())
+    # Re-made, not approximated: the state step 4 started from, as training had it.
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), before, strict=True))
+    bundle = CaptureBundle.load(failures[0].bundle)
+    assert bundle.manifest["state"] == "before_update"
+    assert "took it back (the state before it re-made from the window's copy" in capsys.readouterr().err
+
+
 def test_guarded_step_must_be_called_eagerly(tmp_path):
     model = gm.sequential()
     optimizer = keras.optimizers.SGD(0.01)

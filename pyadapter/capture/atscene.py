@@ -240,3 +240,65 @@ def cause_sentence(bundle_path: Any, located: SceneFiles) -> str | None:
     change = cause.change
     where = f" Change {os.path.basename(change.file)}:{change.line}: {change.what}." if change else ""
     return f"{cause.kind}: {cause.summary}.{where}"
+
+
+def take_back_update(
+    keeper: Any,
+    step: int,
+    *,
+    step_call: Any,
+    kind: str,
+    to_numpy: Any,
+    trainable: list[Any],
+    optimizers: list[Any],
+    extra_state: list[Any],
+    reset: Any,
+    verbose: bool,
+) -> bool:
+    """The failing update went through (``protect_weights`` off) and made the weights non-finite: put back the
+    state the step started from, re-made from the window's newest copy at or before it with the steps since
+    re-run (graph mode, no debugger; a copy taken right before the step needs none). The bundle then holds the
+    finite state its replay starts from, so locating finds the op that made the update non-finite (a learning-rate
+    schedule's) rather than weights that "came with the data"; in skip mode training goes on from it.
+
+    Returns whether the state was put back. Not when there is no copy yet or a held batch is missing, or when a
+    re-run step was not finite (a step that draws unseeded random numbers re-runs differently): every variable is
+    then left as the update left it. The metric variables (`extra_state`) are left as they were either way."""
+    import numpy as np
+
+    found = keeper.window_for(step, newest=True)
+    if found is None:
+        return False
+    from pyadapter.replay import scene
+    from pyadapter.replay.window import WindowRun, calls_of
+
+    copy, held = found
+    run = WindowRun(
+        step=step_call,
+        calls=calls_of([to_numpy(b) for _, b in held], kind),
+        start_step=copy.step,
+        state=keeper.variables,
+        values=keeper.state_values(copy),
+        trainable=trainable,
+        optimizers=optimizers,
+        before_run=reset,
+        step_reset=reset,
+    )
+    live = snapshot.unique([*keeper.variables, *extra_state])
+    saved = [(variable, np.array(variable.numpy(), copy=True)) for variable in live]
+    metrics = {id(v) for v in extra_state}
+    verdict = run.replay(stop_on_growth=False)
+    taken_back = verdict.finite and verdict.steps_run == run.steps
+    for variable, value in saved:
+        if not taken_back or id(variable) in metrics:
+            variable.assign(value)
+    if verbose:
+        rerun = f", {run.steps} steps re-run" if run.steps else ""
+        scene.say(
+            f"the update of step {step} made the weights non-finite: took it back (the state before it re-made "
+            f"from the window's copy of step {copy.step}{rerun})"
+            if taken_back
+            else f"the update of step {step} made the weights non-finite and could not be taken back (re-running "
+            f"the window from step {copy.step} did not stay finite); the bundle holds the weights after it"
+        )
+    return taken_back

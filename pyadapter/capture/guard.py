@@ -71,7 +71,11 @@ class NanGuard(keras.callbacks.Callback):
             learning rate that makes finite gradients produce NaN/Inf weights). Of a weight the update wrote only
             some rows of (an embedding table under SGD), those rows.
         protect_weights: keep a copy of the weights and optimizer state during the update so that such an update
-            is undone too (costs roughly one copy of the model per step; off by default).
+            is undone too (costs roughly one copy of the model per step; off by default). Without it such an
+            update goes through and is then taken back from the window (below): the state the step started from
+            is re-made from the window's newest copy with the steps since re-run, so training does not go on, and
+            the bundle does not start, from non-finite weights. With ``window=0`` too, the bundle says it holds
+            the weights after the update.
         max_bundles: bundles written at most per guard (skip mode can see many failing steps).
         max_consecutive_skips: in skip mode, stop after this many non-finite steps in a row (None: never).
         history_size: how many recent steps the bundle's ``loss_history`` records (loss, gradient norm, weight
@@ -258,6 +262,8 @@ class NanGuard(keras.callbacks.Callback):
             return True
         stop = self.policy.failed()
         report = gate.report(verdict, function.meta, list(self.model.trainable_variables))
+        if report.update_applied and self._window is not None and self._cluster is None:
+            report.update_taken_back = self._take_back_update(function, step)
 
         def write(attempt: Attempt) -> None:
             if self._cluster is not None:
@@ -290,8 +296,9 @@ class NanGuard(keras.callbacks.Callback):
         # collective), whether its own part of an attempt failed or not.
         attempt = self.policy.attempt(write, count_first=self._cluster is not None)
         failure = self.policy.record(step, self._epoch, batch_index, report, attempt, stop)
-        if self._window is not None:  # skip mode goes on: the refused step is part of later windows
-            self._window.after_step(step, kept)
+        if self._window is not None and not stop:
+            # Skip mode goes on: the refused step is part of later windows.
+            self._window.after_step(step, kept, refused=True)
         self.policy.say(failure, prefix="\n")
         if stop:
             self.model.stop_training = True
@@ -311,12 +318,7 @@ class NanGuard(keras.callbacks.Callback):
         if keeper is None:
             return {}, {}
         model = self.model
-        template = function.template
-
-        def to_numpy(kept: Any) -> Any:
-            flat = [None if leaf is None else batchcodec.from_tf(leaf) for leaf in kept]
-            return tf.nest.map_structure(lambda index: flat[index], template)
-
+        to_numpy = _held_to_numpy(function)
         try:
             search = atscene.window_search(
                 keeper,
@@ -342,6 +344,30 @@ class NanGuard(keras.callbacks.Callback):
             return {}, {
                 step_window.MANIFEST_KEY + "_error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             }
+
+    def _take_back_update(self, function: GuardedTrainFunction, step: int) -> bool:
+        """`atscene.take_back_update` for this model. Never raises: the bundle then says the weights are the ones
+        after the update."""
+        keeper, model = self._window, self.model
+        if keeper is None:
+            return False
+        try:
+            return atscene.take_back_update(
+                keeper,
+                step,
+                step_call=model.train_step,
+                kind=bundle_format.KIND_FIT,
+                to_numpy=_held_to_numpy(function),
+                trainable=list(model.trainable_variables),
+                optimizers=model_optimizers(model),
+                extra_state=keras_lines.metrics_variables(model),
+                reset=model.reset_metrics,
+                verbose=self.verbose,
+            )
+        except Exception as exc:  # noqa: BLE001 - the bundle matters more than taking the update back
+            if self.verbose:
+                print(f"NanGuard: could not take the update back: {exc}".splitlines()[0], file=sys.stderr)
+            return False
 
     def _write_bundle(
         self,
@@ -385,7 +411,7 @@ class NanGuard(keras.callbacks.Callback):
             extra={
                 "model": function.model_info(self.model),
                 "optimizer_iterations": int(primary_optimizer(model).iterations.numpy()),
-                **learning_rate.manifest_entry(primary_optimizer(model), report.update_applied),
+                **learning_rate.manifest_entry(primary_optimizer(model), report.update_in_state),
                 **keras_lines.manifest_entry([model]),
                 **(extra or {}),
             },
@@ -485,3 +511,14 @@ class NanGuard(keras.callbacks.Callback):
             lambda: function.captured_batch(captured),
             write,
         )
+
+
+def _held_to_numpy(function: GuardedTrainFunction) -> Any:
+    """What turns a batch the window holds (the train function's flat tensors) into the nested numpy batch."""
+    template = function.template
+
+    def to_numpy(kept: Any) -> Any:
+        flat = [None if leaf is None else batchcodec.from_tf(leaf) for leaf in kept]
+        return tf.nest.map_structure(lambda index: flat[index], template)
+
+    return to_numpy

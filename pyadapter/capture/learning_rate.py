@@ -76,11 +76,11 @@ def read(data: Any) -> LearningRate | None:
     )
 
 
-def manifest_entry(optimizer: Any, update_applied: bool) -> dict[str, Any]:
+def manifest_entry(optimizer: Any, update_in_state: bool) -> dict[str, Any]:
     """``{"learning_rate": ...}`` for the step that just failed (the optimizer's iteration count went up by one if
-    its update was applied), or {} when the rate cannot be told. Never raises."""
+    its update is in the state: applied and not taken back), or {} when the rate cannot be told. Never raises."""
     try:
-        step = int(optimizer.iterations.numpy()) - (1 if update_applied else 0)
+        step = int(optimizer.iterations.numpy()) - (1 if update_in_state else 0)
     except Exception:  # noqa: BLE001 - an optimizer without an iteration count
         return {}
     record = of_step(optimizer, step)

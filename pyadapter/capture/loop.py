@@ -225,6 +225,8 @@ class GuardedStep:
         )
         trainable = [v for model in self.models for v in model.trainable_variables]
         report = gate.report(verdict, self.meta, trainable, loss_seen_bad=bool(returned_loss_bad))
+        if report.update_applied and self._window is not None:
+            report.update_taken_back = self._take_back_update(step)
         caller = sys._getframe(1)  # the loop's frame: its dataset, if a local there reads files
 
         def write(attempt: Attempt) -> None:
@@ -248,8 +250,8 @@ class GuardedStep:
 
         attempt = self.policy.attempt(write)
         failure = self.policy.record(step, None, index, report, attempt, stop)
-        if self._window is not None:  # skip mode goes on: the step is part of later windows
-            self._window.after_step(step, (args, kwargs))
+        if self._window is not None and not stop:  # skip mode goes on: the step is part of later windows
+            self._window.after_step(step, (args, kwargs), refused=True)
         if stop:
             raise NonFiniteStepError(failure)
         self.policy.say(failure)
@@ -268,6 +270,36 @@ class GuardedStep:
                 *(v for _, v in self._seed_states()),
             ]
         )
+
+    def _take_back_update(self, step: int) -> bool:
+        """`atscene.take_back_update` for this loop. Never raises: the bundle then says the weights are the ones
+        after the update."""
+        keeper = self._window
+        if keeper is None:
+            return False
+        models = list(self.models)
+
+        def reset() -> None:
+            for model in models:
+                model.reset_metrics()
+
+        try:
+            return atscene.take_back_update(
+                keeper,
+                step,
+                step_call=self.python_function,
+                kind=bundle_format.KIND_LOOP,
+                to_numpy=lambda held: loop_bundle.batch_of(*held),
+                trainable=[v for m in models for v in m.trainable_variables],
+                optimizers=list(self.optimizers),
+                extra_state=[v for m in models for v in keras_lines.metrics_variables(m)],
+                reset=reset,
+                verbose=self.verbose,
+            )
+        except Exception as exc:  # noqa: BLE001 - the bundle matters more than taking the update back
+            if self.verbose:
+                print(f"guard_step: could not take the update back: {exc}".splitlines()[0], file=sys.stderr)
+            return False
 
     def _window_files(
         self, located: atscene.SceneFiles, step: int, index: int, args: tuple, kwargs: dict

@@ -75,7 +75,7 @@ def write_bundle(
             "step_function": step_info,
             "checkpoint": {"prefix": bundle_format.CHECKPOINT_PREFIX, "objects": checkpoint_objects},
             "optimizer_iterations": int(guarded.optimizers[0].iterations.numpy()),
-            **learning_rate.manifest_entry(guarded.optimizers[0], report.update_applied),
+            **learning_rate.manifest_entry(guarded.optimizers[0], report.update_in_state),
             **keras_lines.manifest_entry([*guarded.models, *guarded.optimizers]),
             **(scene or {}),
         },

@@ -22,6 +22,8 @@ class NonFiniteReport:
     ``weights``: paths of trainable variables that held a NaN/Inf right after an update with finite gradients
     (an optimizer/learning-rate problem; such an update is already applied unless ``protect_weights`` was on).
     ``update_applied``: whether the failing update reached the variables.
+    ``update_taken_back``: it did, and the guard then put back the state the step started from (re-made from its
+    window's copy: `pyadapter.capture.atscene.take_back_update`); the variables are the finite ones again.
     ``weights_before_step``: the trainable weights were non-finite already when this step began (an earlier update
     broke them while the weights check was off); ``weights`` then names them.
     A gradient or weight whose values are finite but so large that their float32 sum overflows (about 3e38)
@@ -34,11 +36,17 @@ class NonFiniteReport:
     update_applied: bool = False
     checked: list[str] = field(default_factory=list)
     weights_before_step: bool = False
+    update_taken_back: bool = False
+
+    @property
+    def update_in_state(self) -> bool:
+        """Whether the variables hold the failing update now (applied and not taken back)."""
+        return self.update_applied and not self.update_taken_back
 
     @property
     def state_usable(self) -> bool:
         """Whether the variables saved with this step are the finite ones from before the failing update."""
-        return not self.update_applied and not self.weights_before_step
+        return not self.update_in_state and not self.weights_before_step
 
     @property
     def kinds(self) -> list[str]:
@@ -82,6 +90,7 @@ class NonFiniteReport:
             update_applied=bool(data.get("update_applied", False)),
             checked=[str(n) for n in data.get("checked", [])],
             weights_before_step=bool(data.get("weights_before_step", False)),
+            update_taken_back=bool(data.get("update_taken_back", False)),
         )
 
 
@@ -103,9 +112,14 @@ class Failure:
         where = f"step {self.step}"
         if self.epoch is not None:
             where += f" (epoch {self.epoch}, batch {self.batch_index}; counting from 0)"
-        update = (
-            "was applied (it made weights non-finite)" if self.report.update_applied else "was not applied"
-        )
+        if self.report.update_taken_back:
+            update = (
+                "made weights non-finite and was taken back (the state before it re-made from the window)"
+            )
+        elif self.report.update_applied:
+            update = "was applied (it made weights non-finite)"
+        else:
+            update = "was not applied"
         action = "training stopped" if self.action == "stopped" else "step skipped, training goes on"
         lines = [f"NanGuard: {where}: {self.report.summary()}. The update {update}; {action}."]
         if self.bundle is not None:

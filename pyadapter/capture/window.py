@@ -170,9 +170,11 @@ class WindowKeeper:
         ids = {id(v) for v in fixed}
         return [v for v in variables if id(v) not in ids], fixed
 
-    def after_step(self, step: int, held: Any) -> None:
-        """Step `step` ran on `held` (its update applied or, in skip mode, refused): keep the batch; every `size`
-        steps copy the state, which is now the state step ``step + 1`` starts from."""
+    def after_step(self, step: int, held: Any, refused: bool = False) -> None:
+        """Step `step` ran on `held` (its update applied or, in skip mode, `refused`): keep the batch; every `size`
+        steps copy the state, which is now the state step ``step + 1`` starts from. After a refused step the copy is
+        made at once: re-running its batch would apply the update training refused, so a later re-run (taking an
+        update back, `pyadapter.capture.atscene.take_back_update`) starts after it."""
         if not self.enabled:
             return
         now = time.perf_counter()
@@ -187,7 +189,7 @@ class WindowKeeper:
             self._recheck = False
             if self._sources_changed():
                 self._copies = []
-        if self._copies and following - self._copies[-1].step < self.copy_every:
+        if self._copies and following - self._copies[-1].step < self.copy_every and not refused:
             return
         self._take(following)
         if not self._copies:  # the window turned itself off (too large a state)
@@ -313,13 +315,17 @@ class WindowKeeper:
         print(f"NanGuard: {self.off_reason}", file=sys.stderr, flush=True)
         return False
 
-    def window_for(self, failing_step: int) -> tuple[_Copy, list[tuple[int, Any]]] | None:
+    def window_for(
+        self, failing_step: int, newest: bool = False
+    ) -> tuple[_Copy, list[tuple[int, Any]]] | None:
         """The copy a window replay starts from and the held batches from it up to (not including) the failing step;
-        None when no copy is there yet or a batch of the window is missing."""
-        if not self._copies:
+        None when no copy is there yet or a batch of the window is missing. The oldest copy (the longest window),
+        or with `newest` the latest one at or before the failing step (the fewest steps to re-run)."""
+        candidates = [c for c in self._copies if c.step <= failing_step]
+        if not candidates:
             return None
-        start = self._copies[0]
-        if start.step > failing_step:
+        start = candidates[-1] if newest else candidates[0]
+        if not newest and start is not self._copies[0]:
             return None
         held = [(s, b) for s, b in self._batches if start.step <= s < failing_step]
         if [s for s, _ in held] != list(range(start.step, failing_step)):

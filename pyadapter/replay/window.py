@@ -146,9 +146,10 @@ class WindowRun:
             self._function = tf.function(one_step, jit_compile=False, autograph=True)
         return self._function
 
-    def replay(self, learning_rate: float | None = None) -> WindowVerdict:
+    def replay(self, learning_rate: float | None = None, *, stop_on_growth: bool = True) -> WindowVerdict:
         """Run the window from its start at `learning_rate` (the primary optimizer's; the others scaled alike;
-        None: as captured) and say whether every step stayed finite. Stops at the first non-finite step."""
+        None: as captured) and say whether every step stayed finite. Stops at the first non-finite step, and (unless
+        `stop_on_growth` is off: re-making the state, where only finite matters) at a loss past `GROWTH_LIMIT`."""
         rates = self.captured_rates()
         self.restore()
         shown = learning_rate
@@ -179,7 +180,7 @@ class WindowRun:
                 verdict.finite = False
                 verdict.first_non_finite_step = self.start_step + index
                 break
-            if index and abs(losses[-1]) > GROWTH_LIMIT * max(abs(losses[0]), 1e-12):
+            if stop_on_growth and index and abs(losses[-1]) > GROWTH_LIMIT * max(abs(losses[0]), 1e-12):
                 verdict.finite = False
                 verdict.grew_at = self.start_step + index
                 break
