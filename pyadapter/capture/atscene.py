@@ -164,7 +164,6 @@ def window_search(
     replaying the window from the copy the guard kept (`pyadapter.replay.window`), as the bundle's
     ``window["search"]``. Every variable is put back as it was before. None when the failure is not a divergence,
     the learning rate was not finite, the window is not there yet, or the search could not run."""
-    import numpy as np
 
     found = keeper.window_for(step)
     if found is None or not located.files:
@@ -191,22 +190,12 @@ def window_search(
     if cause is None or cause.kind != "divergence":
         return None
     from pyadapter.replay import scene
-    from pyadapter.replay.window import WindowRun, calls_of
+    from pyadapter.replay.window import calls_of
 
     copy, held = found
-    run = WindowRun(
-        step=step_call,
-        calls=calls_of([to_numpy(b) for _, b in held] + [failing_batch], kind),
-        start_step=copy.step,
-        state=keeper.variables,
-        values=keeper.state_values(copy),
-        trainable=trainable,
-        optimizers=optimizers,
-        before_run=reset,
-        step_reset=reset,
-    )
-    live = snapshot.unique([*keeper.variables, *extra_state])
-    saved = [(variable, np.array(variable.numpy(), copy=True)) for variable in live]
+    batches = [to_numpy(b) for _, b in held] + [failing_batch]
+    run = _window_run(keeper, copy, calls_of(batches, kind), step_call, trainable, optimizers, reset)
+    saved = _live_values([*keeper.variables, *extra_state])
     if verbose:
         scene.say(
             f"the run diverged: replaying the last {run.steps} steps from the guard's copy at lower learning "
@@ -264,28 +253,18 @@ def take_back_update(
     Returns whether the state was put back. Not when there is no copy yet or a held batch is missing, or when a
     re-run step was not finite (a step that draws unseeded random numbers re-runs differently): every variable is
     then left as the update left it. The metric variables (`extra_state`) are left as they were either way."""
-    import numpy as np
 
     found = keeper.window_for(step, newest=True)
     if found is None:
         return False
     from pyadapter.replay import scene
-    from pyadapter.replay.window import WindowRun, calls_of
+    from pyadapter.replay.window import calls_of
 
     copy, held = found
-    run = WindowRun(
-        step=step_call,
-        calls=calls_of([to_numpy(b) for _, b in held], kind),
-        start_step=copy.step,
-        state=keeper.variables,
-        values=keeper.state_values(copy),
-        trainable=trainable,
-        optimizers=optimizers,
-        before_run=reset,
-        step_reset=reset,
+    run = _window_run(
+        keeper, copy, calls_of([to_numpy(b) for _, b in held], kind), step_call, trainable, optimizers, reset
     )
-    live = snapshot.unique([*keeper.variables, *extra_state])
-    saved = [(variable, np.array(variable.numpy(), copy=True)) for variable in live]
+    saved = _live_values([*keeper.variables, *extra_state])
     metrics = {id(v) for v in extra_state}
     verdict = run.replay(stop_on_growth=False)
     taken_back = verdict.finite and verdict.steps_run == run.steps
@@ -302,3 +281,35 @@ def take_back_update(
             f"the window from step {copy.step} did not stay finite); the bundle holds the weights after it"
         )
     return taken_back
+
+
+def _window_run(
+    keeper: Any,
+    copy: Any,
+    calls: list[Any],
+    step_call: Any,
+    trainable: list[Any],
+    optimizers: list[Any],
+    reset: Any,
+) -> Any:
+    """A `pyadapter.replay.window.WindowRun` of the live model from the keeper's `copy` through `calls`."""
+    from pyadapter.replay.window import WindowRun
+
+    return WindowRun(
+        step=step_call,
+        calls=calls,
+        start_step=copy.step,
+        state=keeper.variables,
+        values=keeper.state_values(copy),
+        trainable=trainable,
+        optimizers=optimizers,
+        before_run=reset,
+        step_reset=reset,
+    )
+
+
+def _live_values(variables: list[Any]) -> list[tuple[Any, Any]]:
+    """(variable, a numpy copy of its value) for each distinct variable: to put them back afterwards."""
+    import numpy as np
+
+    return [(variable, np.array(variable.numpy(), copy=True)) for variable in snapshot.unique(variables)]
