@@ -325,8 +325,6 @@ class WindowKeeper:
         if not candidates:
             return None
         start = candidates[-1] if newest else candidates[0]
-        if not newest and start is not self._copies[0]:
-            return None
         held = [(s, b) for s, b in self._batches if start.step <= s < failing_step]
         if [s for s, _ in held] != list(range(start.step, failing_step)):
             return None
