@@ -31,6 +31,36 @@ class SceneFiles:
     origin: str | None = None  # "file:line: Op" for the guard's stop message
 
 
+@dataclass
+class LiveStep:
+    """The live training step a window re-runs (the learning-rate search, taking an update back), as one guard
+    gives it: NanGuard's ``model.train_step``, guard_step's own Python step."""
+
+    call: Any
+    kind: str  # bundle_format.KIND_FIT / KIND_LOOP: how a held batch becomes the step's arguments
+    to_numpy: Any  # a batch the window holds -> the nested numpy batch
+    trainable: list[Any]
+    optimizers: list[Any]
+    extra_state: list[Any]  # the metric variables: put back as they were after a re-run
+    reset: Any  # fresh metrics before each step
+
+    def run(self, keeper: Any, copy: Any, batches: list[Any]) -> Any:
+        """A `pyadapter.replay.window.WindowRun` from the keeper's `copy` through `batches` (nested numpy)."""
+        from pyadapter.replay.window import WindowRun, calls_of
+
+        return WindowRun(
+            step=self.call,
+            calls=calls_of(batches, self.kind),
+            start_step=copy.step,
+            state=keeper.variables,
+            values=keeper.state_values(copy),
+            trainable=self.trainable,
+            optimizers=self.optimizers,
+            before_run=self.reset,
+            step_reset=self.reset,
+        )
+
+
 def findings_files(
     scene: Any,
     step_call: Any,
@@ -144,18 +174,12 @@ def _scene_cause(located: SceneFiles, context: Any) -> Any:
 def window_search(
     keeper: Any,
     located: SceneFiles,
+    live: LiveStep,
     *,
-    step_call: Any,
-    kind: str,
     failing_batch: Any,
-    to_numpy: Any,
     step: int,
     history: Any,
     model_info: dict[str, Any],
-    trainable: list[Any],
-    optimizers: list[Any],
-    extra_state: list[Any],
-    reset: Any,
     epoch: int | None,
     batch_index: int | None,
     verbose: bool,
@@ -164,14 +188,13 @@ def window_search(
     replaying the window from the copy the guard kept (`pyadapter.replay.window`), as the bundle's
     ``window["search"]``. Every variable is put back as it was before. None when the failure is not a divergence,
     the learning rate was not finite, the window is not there yet, or the search could not run."""
-
     found = keeper.window_for(step)
     if found is None or not located.files:
         return None
     from pyadapter.capture import learning_rate
     from pyadapter.cause import CauseContext
 
-    used = learning_rate.of_step(optimizers[0], step) if optimizers else None
+    used = learning_rate.of_step(live.optimizers[0], step) if live.optimizers else None
     if used is not None and not used.finite:
         return None  # the rate itself is the cause (`pyadapter.cause`): no lower rate to search for
 
@@ -190,12 +213,10 @@ def window_search(
     if cause is None or cause.kind != "divergence":
         return None
     from pyadapter.replay import scene
-    from pyadapter.replay.window import calls_of
 
     copy, held = found
-    batches = [to_numpy(b) for _, b in held] + [failing_batch]
-    run = _window_run(keeper, copy, calls_of(batches, kind), step_call, trainable, optimizers, reset)
-    saved = _live_values([*keeper.variables, *extra_state])
+    run = live.run(keeper, copy, [live.to_numpy(b) for _, b in held] + [failing_batch])
+    saved = _live_values([*keeper.variables, *live.extra_state])
     if verbose:
         scene.say(
             f"the run diverged: replaying the last {run.steps} steps from the guard's copy at lower learning "
@@ -231,19 +252,7 @@ def cause_sentence(bundle_path: Any, located: SceneFiles) -> str | None:
     return f"{cause.kind}: {cause.summary}.{where}"
 
 
-def take_back_update(
-    keeper: Any,
-    step: int,
-    *,
-    step_call: Any,
-    kind: str,
-    to_numpy: Any,
-    trainable: list[Any],
-    optimizers: list[Any],
-    extra_state: list[Any],
-    reset: Any,
-    verbose: bool,
-) -> bool:
+def take_back_update(keeper: Any, step: int, live: LiveStep, verbose: bool) -> bool:
     """The failing update went through (``protect_weights`` off) and made the weights non-finite: put back the
     state the step started from, re-made from the window's newest copy at or before it with the steps since
     re-run (graph mode, no debugger; a copy taken right before the step needs none). The bundle then holds the
@@ -252,19 +261,16 @@ def take_back_update(
 
     Returns whether the state was put back. Not when there is no copy yet or a held batch is missing, or when a
     re-run step was not finite (a step that draws unseeded random numbers re-runs differently): every variable is
-    then left as the update left it. The metric variables (`extra_state`) are left as they were either way."""
+    then left as the update left it. The metric variables (`live.extra_state`) are left as they were either way."""
     found = keeper.window_for(step, newest=True)
     if found is None:
         return False
     from pyadapter.replay import scene
-    from pyadapter.replay.window import calls_of
 
     copy, held = found
-    run = _window_run(
-        keeper, copy, calls_of([to_numpy(b) for _, b in held], kind), step_call, trainable, optimizers, reset
-    )
-    saved = _live_values([*keeper.variables, *extra_state])
-    metrics = {id(v) for v in extra_state}
+    run = live.run(keeper, copy, [live.to_numpy(b) for _, b in held])
+    saved = _live_values([*keeper.variables, *live.extra_state])
+    metrics = {id(v) for v in live.extra_state}
     taken_back = run.replay(stop_on_growth=False).finite  # every step re-run, each finite
     for variable, value in saved:
         if not taken_back or id(variable) in metrics:
@@ -279,31 +285,6 @@ def take_back_update(
             f"the window from step {copy.step} did not stay finite); the bundle holds the weights after it"
         )
     return taken_back
-
-
-def _window_run(
-    keeper: Any,
-    copy: Any,
-    calls: list[Any],
-    step_call: Any,
-    trainable: list[Any],
-    optimizers: list[Any],
-    reset: Any,
-) -> Any:
-    """A `pyadapter.replay.window.WindowRun` of the live model from the keeper's `copy` through `calls`."""
-    from pyadapter.replay.window import WindowRun
-
-    return WindowRun(
-        step=step_call,
-        calls=calls,
-        start_step=copy.step,
-        state=keeper.variables,
-        values=keeper.state_values(copy),
-        trainable=trainable,
-        optimizers=optimizers,
-        before_run=reset,
-        step_reset=reset,
-    )
 
 
 def _live_values(variables: list[Any]) -> list[tuple[Any, Any]]:

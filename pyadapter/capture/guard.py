@@ -317,53 +317,54 @@ class NanGuard(keras.callbacks.Callback):
         keeper = self._window
         if keeper is None:
             return {}, {}
-        model = self.model
-        to_numpy = _held_to_numpy(function)
+        live = self._live_step(function)
         try:
             search = atscene.window_search(
                 keeper,
                 located,
-                step_call=model.train_step,
-                kind=bundle_format.KIND_FIT,
+                live,
                 failing_batch=data,
-                to_numpy=to_numpy,
                 step=step,
                 history=self._history,
                 model_info=function.model_info(self.model),
-                trainable=list(model.trainable_variables),
-                optimizers=model_optimizers(model),
-                extra_state=keras_lines.metrics_variables(model),
-                reset=model.reset_metrics,
                 epoch=self._epoch,
                 batch_index=batch_index,
                 verbose=self.verbose,
             )
-            rate = step_window.current_learning_rate(primary_optimizer(model))
-            return keeper.files(step, data, to_numpy, learning_rate=rate, search=search)
+            rate = step_window.current_learning_rate(primary_optimizer(self.model))
+            return keeper.files(step, data, live.to_numpy, learning_rate=rate, search=search)
         except Exception as exc:  # noqa: BLE001 - the bundle matters more than its window
             return {}, {
                 step_window.MANIFEST_KEY + "_error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
             }
 
+    def _live_step(self, function: GuardedTrainFunction) -> atscene.LiveStep:
+        """The step a window re-runs: Keras's ``train_step`` on the window's held batches."""
+        model = self.model
+        template = function.template
+
+        def to_numpy(kept: Any) -> Any:
+            flat = [None if leaf is None else batchcodec.from_tf(leaf) for leaf in kept]
+            return tf.nest.map_structure(lambda index: flat[index], template)
+
+        return atscene.LiveStep(
+            call=model.train_step,
+            kind=bundle_format.KIND_FIT,
+            to_numpy=to_numpy,
+            trainable=list(model.trainable_variables),
+            optimizers=model_optimizers(model),
+            extra_state=keras_lines.metrics_variables(model),
+            reset=model.reset_metrics,
+        )
+
     def _take_back_update(self, function: GuardedTrainFunction, step: int) -> bool:
         """`atscene.take_back_update` for this model. Never raises: the bundle then says the weights are the ones
         after the update."""
-        keeper, model = self._window, self.model
+        keeper = self._window
         if keeper is None:
             return False
         try:
-            return atscene.take_back_update(
-                keeper,
-                step,
-                step_call=model.train_step,
-                kind=bundle_format.KIND_FIT,
-                to_numpy=_held_to_numpy(function),
-                trainable=list(model.trainable_variables),
-                optimizers=model_optimizers(model),
-                extra_state=keras_lines.metrics_variables(model),
-                reset=model.reset_metrics,
-                verbose=self.verbose,
-            )
+            return atscene.take_back_update(keeper, step, self._live_step(function), self.verbose)
         except Exception as exc:  # noqa: BLE001 - the bundle matters more than taking the update back
             if self.verbose:
                 print(f"NanGuard: could not take the update back: {exc}".splitlines()[0], file=sys.stderr)
@@ -511,14 +512,3 @@ class NanGuard(keras.callbacks.Callback):
             lambda: function.captured_batch(captured),
             write,
         )
-
-
-def _held_to_numpy(function: GuardedTrainFunction) -> Any:
-    """What turns a batch the window holds (the train function's flat tensors) into the nested numpy batch."""
-    template = function.template
-
-    def to_numpy(kept: Any) -> Any:
-        flat = [None if leaf is None else batchcodec.from_tf(leaf) for leaf in kept]
-        return tf.nest.map_structure(lambda index: flat[index], template)
-
-    return to_numpy

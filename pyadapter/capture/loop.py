@@ -271,31 +271,32 @@ class GuardedStep:
             ]
         )
 
-    def _take_back_update(self, step: int) -> bool:
-        """`atscene.take_back_update` for this loop. Never raises: the bundle then says the weights are the ones
-        after the update."""
-        keeper = self._window
-        if keeper is None:
-            return False
+    def _live_step(self) -> atscene.LiveStep:
+        """The step a window re-runs: the loop's own Python step on the window's held arguments."""
         models = list(self.models)
 
         def reset() -> None:
             for model in models:
                 model.reset_metrics()
 
+        return atscene.LiveStep(
+            call=self.python_function,
+            kind=bundle_format.KIND_LOOP,
+            to_numpy=lambda held: loop_bundle.batch_of(*held),
+            trainable=[v for m in models for v in m.trainable_variables],
+            optimizers=list(self.optimizers),
+            extra_state=[v for m in models for v in keras_lines.metrics_variables(m)],
+            reset=reset,
+        )
+
+    def _take_back_update(self, step: int) -> bool:
+        """`atscene.take_back_update` for this loop. Never raises: the bundle then says the weights are the ones
+        after the update."""
+        keeper = self._window
+        if keeper is None:
+            return False
         try:
-            return atscene.take_back_update(
-                keeper,
-                step,
-                step_call=self.python_function,
-                kind=bundle_format.KIND_LOOP,
-                to_numpy=lambda held: loop_bundle.batch_of(*held),
-                trainable=[v for m in models for v in m.trainable_variables],
-                optimizers=list(self.optimizers),
-                extra_state=[v for m in models for v in keras_lines.metrics_variables(m)],
-                reset=reset,
-                verbose=self.verbose,
-            )
+            return atscene.take_back_update(keeper, step, self._live_step(), self.verbose)
         except Exception as exc:  # noqa: BLE001 - the bundle matters more than taking the update back
             if self.verbose:
                 print(f"guard_step: could not take the update back: {exc}".splitlines()[0], file=sys.stderr)
@@ -309,41 +310,26 @@ class GuardedStep:
         keeper = self._window
         if keeper is None:
             return {}, {}
-
-        def to_numpy(held: Any) -> Any:
-            return loop_bundle.batch_of(*held)
-
-        failing = to_numpy((args, kwargs))
-        models = list(self.models)
-
-        def reset() -> None:
-            for model in models:
-                model.reset_metrics()
-
+        live = self._live_step()
+        failing = live.to_numpy((args, kwargs))
         try:
             search = atscene.window_search(
                 keeper,
                 located,
-                step_call=self.python_function,
-                kind=bundle_format.KIND_LOOP,
+                live,
                 failing_batch=failing,
-                to_numpy=to_numpy,
                 step=step,
                 history=self._history,
                 model_info={
                     "optimizer": type(self.optimizers[0]).__name__,
                     "optimizers": [type(o).__name__ for o in self.optimizers],
                 },
-                trainable=[v for m in models for v in m.trainable_variables],
-                optimizers=list(self.optimizers),
-                extra_state=[v for m in models for v in keras_lines.metrics_variables(m)],
-                reset=reset,
                 epoch=None,
                 batch_index=index,
                 verbose=self.verbose,
             )
             rate = step_window.current_learning_rate(self.optimizers[0])
-            return keeper.files(step, failing, to_numpy, learning_rate=rate, search=search)
+            return keeper.files(step, failing, live.to_numpy, learning_rate=rate, search=search)
         except Exception as exc:  # noqa: BLE001 - the bundle matters more than its window
             return {}, {
                 step_window.MANIFEST_KEY + "_error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
