@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from pyadapter.cause import CauseContext, attach_cause, cause_of, classify
 from pyadapter.cause.trend import fast_growth, growth, large_update
@@ -589,3 +590,101 @@ def test_a_non_finite_learning_rate_is_the_cause_at_the_line_that_made_it(tmp_pa
     assert "learning_rate_schedule.py" not in cause.summary, cause.summary
     assert cause.change is not None and (cause.change.file, cause.change.line) == (str(built), 2)
     assert cause.change.what == "InverseTimeDecay: it returns inf at step 2; keep the learning rate finite"
+
+
+def unrecorded_input_origin(program: Path, op: str, health: TensorHealth, inputs: int = 1) -> Finding:
+    """An origin whose input is a function argument: tfdbg2 records no health for it ("unknown")."""
+    known = [InputHealth("sub:0", TensorHealth(dtype="float32", size=health.size, pos=health.size))]
+    return Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef(f"compile_loss/{op}", op),
+        health=health,
+        inputs=(known if inputs == 2 else []) + [InputHealth("args_0_1:0", None)],
+    )
+
+
+def test_an_op_that_read_a_zero_target_names_the_array_and_the_row(tmp_path: Path) -> None:
+    """log(y_true) in a hand-written loss: the dump has no health for the step's arguments, so the batch is asked
+    which array gives exactly the recorded -inf. It names y, its zero and where that row came from."""
+    program = write_program(tmp_path)
+    x = np.ones((8, 3), np.float32)
+    y = np.linspace(0.5, 2.0, 8, dtype=np.float32).reshape(8, 1)
+    y[5, 0] = 0.0
+    origin = unrecorded_input_origin(program, "Log", TensorHealth(dtype="float32", size=8, neg_inf=1))
+    cause = classify(findings_of(origin), CauseContext(batch=(x, y), batch_index=3, epoch=0))
+    assert cause.kind == "op", cause
+    assert cause.evidence["batch_array"] == "y" and cause.evidence["element"] == "y[5, 0] = 0"
+    assert "a Log op read the batch's y as it came, and y holds 1 zero for it: y[5, 0] = 0" in cause.summary
+    # fit(x, y, batch_size=4) shuffles by default: batch 3, row 5 is index 17 of the epoch's order.
+    assert "index 17 of the array passed to fit (in the shuffled order) (batch 3, row 5)" in cause.summary
+    assert cause.change is not None and cause.change.line == LOG_LINE
+    assert "leave out the records where y holds zeros" in cause.change.what
+
+
+def test_a_zero_somewhere_in_the_batch_is_not_blamed_without_matching_counts(tmp_path: Path) -> None:
+    """One-hot labels are mostly zeros: they do not give the one -inf the Log made, so no array is named."""
+    program = write_program(tmp_path)
+    x = np.ones((8, 3), np.float32)
+    y = np.eye(8, dtype=np.float32)[:, :1]  # seven zeros
+    origin = unrecorded_input_origin(program, "Log", TensorHealth(dtype="float32", size=8, neg_inf=1))
+    cause = classify(findings_of(origin), CauseContext(batch=(x, y)))
+    assert "batch_array" not in cause.evidence
+    assert cause.summary.startswith("a Log op made NaN/Inf from finite inputs"), cause.summary
+
+
+def test_a_division_by_a_zero_target_is_the_data_not_an_overflow(tmp_path: Path) -> None:
+    """A hand-written MAPE, (y_true - y_pred) / y_true, with one target of 0: the RealDiv's Inf from finite inputs
+    would read as an overflow; the batch shows the zero denominator."""
+    program = write_program(tmp_path)
+    x = np.ones((8, 3), np.float32)
+    y = np.full((8, 1), 3.0, np.float32)
+    y[2, 0] = 0.0
+    origin = unrecorded_input_origin(
+        program, "RealDiv", TensorHealth(dtype="float32", size=8, pos_inf=1), inputs=2
+    )
+    cause = classify(findings_of(origin), CauseContext(history=diverging_history(), batch=(x, y)))
+    assert cause.kind == "op", cause
+    assert cause.evidence["batch_array"] == "y" and cause.evidence["element"] == "y[2, 0] = 0"
+
+
+DATASET_TRAIN = """\
+import keras
+import numpy as np
+import tensorflow as tf
+
+x = np.load("x.npy")
+y = np.load("y.npy")
+ds = tf.data.Dataset.from_tensor_slices((x, y))
+ds = ds{shuffle}.batch(4)
+model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse")
+model.fit(ds, epochs=3)
+"""
+
+
+@pytest.mark.parametrize("shuffle", ["", ".shuffle(64)"])
+def test_a_dataset_passed_to_fit_is_counted_in_its_own_order(tmp_path: Path, shuffle: str) -> None:
+    """fit ignores shuffle= for a tf.data pipeline: the bad row is the pipeline's element, in the shuffled order
+    only when the pipeline itself shuffles (the note then speaks of the pipeline, not of fit's shuffle=False)."""
+    program = tmp_path / "train.py"
+    program.write_text(DATASET_TRAIN.format(shuffle=shuffle))
+    x = np.ones((4, 3), np.float32)
+    x[1, 2] = np.nan
+    y = np.ones((4, 1), np.float32)
+    origin = Finding(
+        file=str(program),
+        line=11,
+        role="origin",
+        op=OpRef("IteratorGetNext", "IteratorGetNext"),
+        health=TensorHealth(dtype="float32", size=12, nan=1),
+    )
+    cause = classify(
+        findings_of(origin), CauseContext(batch=(x, y), batch_index=5, entry_script=str(program))
+    )
+    assert cause.kind == "data", cause
+    assert "x[1, 2] = nan, element 21 of the dataset passed to fit" in cause.summary, cause.summary
+    assert ("(in the shuffled order)" in cause.summary) == bool(shuffle)
+    note = (cause.provenance or {}).get("note", "")
+    assert ("the pipeline shuffles" in note) == bool(shuffle) and "shuffle=False" not in note

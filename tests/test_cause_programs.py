@@ -193,3 +193,21 @@ def test_a_schedule_that_returns_inf_is_named_with_its_line(tmp_path: Path) -> N
     # the marked line (before, weights that "came with the data" at the fit line).
     origin = findings["origin"]
     assert origin["op"]["type"] == "Rsqrt" and origin["line"] == marked_line(program, "CHANGE"), origin
+
+
+def test_a_loss_that_takes_the_log_of_a_zero_target_names_the_record(tmp_path: Path) -> None:
+    """cause_log_target.py: a module-level regression script whose own loss takes log(y_true), with one price of
+    0. The origin's input is the step's argument, which a dump does not record: the cause names the batch's y, the
+    row and its index in the arrays passed to fit (shuffle=False: the same index as in the user's array)."""
+    program = PROGRAMS / "cause_log_target.py"
+    findings = train_and_locate(tmp_path, program)
+    assert findings["origin"]["op"]["type"] == "Log"
+    assert findings["origin"]["line"] == marked_line(program, "ORIGIN")
+    cause = findings["cause"]
+    assert cause["kind"] == "op", cause
+    assert cause["evidence"]["batch_array"] == "y" and cause["evidence"]["element"] == "y[13, 0] = 0"
+    assert (
+        "y holds 1 zero for it: y[13, 0] = 0, index 77 of the array passed to fit (batch 2, row 13)"
+        in (cause["summary"])
+    )
+    assert cause["change"]["line"] == marked_line(program, "ORIGIN")

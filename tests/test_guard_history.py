@@ -168,6 +168,32 @@ def test_custom_loop_history_shows_the_divergence(tmp_path):
     assert all(row["max_abs_output"] is None and "max_abs_output_nonfinite" not in row for row in history)
 
 
+@pytest.mark.parametrize("mode", ["eager", "graph", "xla"])
+def test_the_largest_output_is_nan_inf_or_its_size_as_the_predictions_are(mode):
+    """max |y_pred| in the history: a NaN anywhere reads NaN (XLA's reduce_max alone would drop it), an Inf reads
+    Inf, a dict of outputs reads the largest of them, and float16 is measured in float32."""
+    from pyadapter.capture.gate_checks import max_abs
+
+    measure = {
+        "eager": max_abs,
+        "graph": tf.function(max_abs),
+        "xla": tf.function(max_abs, jit_compile=True),
+    }[mode]
+    cases = [
+        (np.array([[1.0, np.nan, -7.0]], "float32"), math.nan),
+        (np.array([[np.nan, np.inf]], "float32"), math.nan),
+        (np.array([[1.0, -np.inf, 2.0]], "float32"), math.inf),
+        (np.array([[3.0, -9.5], [2.0, 0.5]], "float32"), 9.5),
+        (np.array([[60000.0, -65504.0]], "float16"), 65504.0),
+    ]
+    for array, expected in cases:
+        value = float(measure(tf.constant(array)))
+        assert math.isnan(value) if math.isnan(expected) else value == expected, (array, value)
+    both = {"a": tf.constant([[1.0, -4.0]]), "b": tf.constant([[2.5]])}
+    assert float(measure(both)) == 4.0
+    assert float(measure({"a": tf.constant([[1.0]]), "b": tf.constant([[np.nan]])})) != 1.0
+
+
 @pytest.mark.parametrize("compiled", [False, True])
 def test_the_norms_keep_the_finite_verdict_of_the_plain_sums(compiled):
     """The gate's checks reduce to sums of squares when the history is on. Squares of |x| > 1.8e19 overflow where

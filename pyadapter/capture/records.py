@@ -81,7 +81,8 @@ def leaves(batch: Any, name: str = "") -> list[tuple[str, Any, str | None]]:
 
 @dataclass
 class BadElement:
-    """The first non-finite value of the batch: which array (``x``, ``x['age']``), row and full index."""
+    """A value of the batch that made NaN/Inf: which array (``x``, ``x['age']``), row and full index. The first
+    non-finite value (`first_bad_element`), or a finite one an op read outside its domain (log of a 0 target)."""
 
     leaf: str
     row: int
@@ -91,10 +92,12 @@ class BadElement:
 
     def describe(self) -> str:
         position = ", ".join(str(i) for i in self.index)
-        return f"{self.leaf}[{position}] = {_nonfinite_text(self.value)}"
+        return f"{self.leaf}[{position}] = {_value_text(self.value)}"
 
 
-def _nonfinite_text(value: float) -> str:
+def _value_text(value: float) -> str:
+    if math.isfinite(value):
+        return f"{value:g}"
     return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
 
 

@@ -185,14 +185,51 @@ def is_tfdata(site: Site) -> bool:
     return site.name in TFDATA_READERS
 
 
+def _fit_calls(units: list[SourceUnit]) -> list[tuple[SourceUnit, ast.Call]]:
+    return [
+        (unit, node)
+        for unit in units
+        for node in calls(unit)
+        if called_name(node) == "fit" and isinstance(node.func, ast.Attribute)
+    ]
+
+
+def _pipeline_text(unit: SourceUnit, node: ast.expr | None) -> str | None:
+    """The source of the tf.data pipeline ``node`` is (an expression, or a name assigned one in the same file),
+    else None."""
+    if node is None:
+        return None
+    exprs: list[ast.expr] = [node]
+    if isinstance(node, ast.Name):
+        exprs = [
+            a.value
+            for a in ast.walk(unit.tree)
+            if isinstance(a, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == node.id for t in a.targets)
+        ]
+    # Every assignment counts: a pipeline is often built over several (ds = ds.shuffle(1000).batch(32)).
+    text = "\n".join(ast.get_source_segment(unit.text, expr) or "" for expr in exprs)
+    return text if "Dataset" in text or "tf.data" in text else None
+
+
+def fit_reads_a_dataset(units: list[SourceUnit]) -> bool:
+    """Whether the first ``.fit(...)`` call is given a tf.data pipeline (written there, or a name assigned one in
+    the same file): Keras then ignores ``shuffle=`` and reads the elements in the pipeline's order."""
+    for unit, node in _fit_calls(units)[:1]:
+        return _pipeline_text(unit, node.args[0] if node.args else keyword(node, "x")) is not None
+    return False
+
+
 def fit_shuffles(units: list[SourceUnit]) -> bool | None:
     """Whether the first ``.fit(...)`` call shuffles: False for ``shuffle=False``, True when it says True or
-    leaves the default; None when there is no fit call."""
-    for unit in units:
-        for node in calls(unit):
-            if called_name(node) == "fit" and isinstance(node.func, ast.Attribute):
-                value = keyword(node, "shuffle")
-                return not (isinstance(value, ast.Constant) and value.value is False)
+    leaves the default; for a tf.data pipeline, whether the pipeline calls ``.shuffle(``; None when there is no
+    fit call."""
+    for unit, node in _fit_calls(units)[:1]:
+        pipeline = _pipeline_text(unit, node.args[0] if node.args else keyword(node, "x"))
+        if pipeline is not None:
+            return ".shuffle(" in pipeline
+        value = keyword(node, "shuffle")
+        return not (isinstance(value, ast.Constant) and value.value is False)
     return None
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyadapter.capture.learning_rate import LearningRate
-from pyadapter.cause import change_line, provenance, python_feed, trend
+from pyadapter.cause import change_line, domain, provenance, python_feed, trend
 from pyadapter.cause.model import Cause, Change, format_number, positive_numbers
 from pyadapter.cause.ops import (
     DECODE_OPS,
@@ -108,6 +108,11 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     reads_weights = origin.op.type in VARIABLE_READS and all(i.health is None for i in origin.inputs)
     if known and reads_weights and context.model_info.get("optimizer"):
         return _update_blew_up(context, units, origin)
+    read = domain.batch_input(origin, context.batch)
+    if (
+        read is not None
+    ):  # before the overflow checks: a division by an unrecorded zero looks like an overflow
+        return _batch_out_of_domain(findings, context, units, origin, read)
     overflow = is_overflow(origin)
     if overflow and dtype in ("float16", "half"):
         return _precision(findings, context, units, origin, dtype)
@@ -513,6 +518,7 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         epoch=epoch,
         batch_size=change_line.fit_batch_size(units),
         shuffled=change_line.fit_shuffles(units),
+        dataset=change_line.fit_reads_a_dataset(units),
         cwd=context.cwd,
         data_source=context.data_source,
         folders=context.folders,
@@ -527,11 +533,7 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         "epoch": epoch,
     }
     element = (where or {}).get("element") or next(iter(problem.get("examples") or []), "a batch value")
-    came = ""
-    if where and where.get("index") is not None:
-        came = f", index {where['index']} of the array passed to fit"
-        if where.get("shuffled") is not False:
-            came += " (in the shuffled order)"
+    came = _array_index_text(where)
     if where and where.get("sentence"):  # a file the tf.data pipeline read: what the user opens next, first
         summary = f"the data held NaN/Inf before any op touched it: {where['sentence']} ({element}"
         if where.get("batch_index") is not None:
@@ -546,6 +548,67 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
     if where and where.get("batch_index") is not None:
         summary += f" (batch {where['batch_index']}, row {where['batch_row']})"
     return Cause("data", summary, evidence, _reading_change(findings, site), provenance=where)
+
+
+def _array_index_text(where: dict[str, Any] | None) -> str:
+    """', index 196 of the array passed to fit (in the shuffled order)' when the provenance has the index."""
+    if not where or where.get("index") is None:
+        return ""
+    fed = "element {} of the dataset" if where.get("source") == "dataset" else "index {} of the array"
+    text = ", " + fed.format(where["index"]) + " passed to fit"
+    return text + (" (in the shuffled order)" if where.get("shuffled") is not False else "")
+
+
+def _batch_out_of_domain(
+    findings: Findings,
+    context: CauseContext,
+    units: list[SourceUnit],
+    origin: Finding,
+    read: domain.BatchInput,
+) -> Cause:
+    """An op read a batch array as it came (a loss's ``log(y_true)``, a division by a target) and the array holds
+    values outside the op's domain: the values and where they came from, and the op's line to change."""
+    section = findings.bundle or {}
+    batch_index = context.batch_index if context.batch_index is not None else section.get("batch_index")
+    epoch = context.epoch if context.epoch is not None else section.get("epoch")
+    # Where the batch came from, as for NaN in the data (`_data`): a generator's batches have no array index.
+    site: change_line.Site | None = change_line.reading_site(units, None, None, None)
+    site = python_feed.feed_site(units, wrapped_functions=False) or site
+    where = provenance.data_provenance(
+        context.batch,
+        site,
+        batch_index=batch_index,
+        epoch=epoch,
+        batch_size=change_line.fit_batch_size(units),
+        shuffled=change_line.fit_shuffles(units),
+        dataset=change_line.fit_reads_a_dataset(units),
+        cwd=context.cwd,
+        data_source=context.data_source,
+        folders=context.folders,
+        element=read.element,
+    )
+    leaf, op = read.element.leaf, origin.op.type
+    values = read.values_text()
+    evidence: dict[str, Any] = {
+        "op": op,
+        "op_name": origin.op.name,
+        "output": origin.health.describe() if origin.health else None,
+        "batch_array": leaf,
+        "batch_values": values,
+        "count": read.count,
+        "element": read.element.describe(),
+        "step": context.step,
+    }
+    at = f" (batch {batch_index}, row {read.element.row})" if batch_index is not None else ""
+    summary = (
+        f"a {op} op read the batch's {leaf} as it came, and {leaf} holds {values} for it: "
+        f"{read.element.describe()}{_array_index_text(where)}{at}"
+    )
+    what = (
+        f"the {op} op reads {leaf} directly: keep its input in the op's domain (an epsilon, a clip), "
+        f"or leave out the records where {leaf} holds {read.kinds_text()}"
+    )
+    return Cause("op", summary, evidence, _origin_change(findings, what, "op"), provenance=where)
 
 
 def _reading_change(findings: Findings, site: change_line.Site | None) -> Change | None:

@@ -50,11 +50,13 @@ def array_provenance(
     epoch: int | None,
     batch_size: int | None,
     shuffled: bool | None,
+    dataset: bool = False,
 ) -> dict[str, Any]:
-    """The index of the bad row in the array passed to ``fit`` (NumPy inputs): batch_index * batch_size + row."""
+    """The index of the bad row in the array passed to ``fit`` (NumPy inputs): batch_index * batch_size + row.
+    ``dataset``: fit was given a tf.data pipeline built in memory; the index is then the pipeline's element."""
     size = batch_size or element.rows
     out: dict[str, Any] = {
-        "source": "array",
+        "source": "dataset" if dataset else "array",
         "element": element.describe(),
         "batch_row": element.row,
         "batch_index": batch_index,
@@ -65,7 +67,12 @@ def array_provenance(
         return out
     out["index"] = batch_index * size + element.row
     out["shuffled"] = shuffled
-    if shuffled is not False:
+    if dataset and shuffled:
+        out["note"] = (
+            "the pipeline shuffles (.shuffle), so this is the element's place in this epoch's order, not in your "
+            "data; find the record by its values"
+        )
+    elif shuffled is not False:
         out["note"] = (
             "fit shuffles (shuffle=True is its default), so this is the index in the epoch's shuffled "
             "order, not in your array; pass shuffle=False to reproduce it, or find the row by its values"
@@ -226,10 +233,16 @@ def data_provenance(
     cwd: str | None,
     data_source: DataSource | None = None,
     folders: list[str] | None = None,
+    element: BadElement | None = None,
+    dataset: bool = False,
 ) -> dict[str, Any] | None:
     """Everything known about where the first bad element came from, or None when the batch is all finite.
-    ``folders``: where data files may be read (default: the current directory)."""
-    element = first_bad_element(batch)
+    ``folders``: where data files may be read (default: the current directory). ``element``: a finite value an op
+    read outside its domain instead (`pyadapter.cause.domain`); its place in the batch and the array passed to
+    fit only, as data files are searched for records holding a non-finite field. ``dataset``: fit was given a tf.data
+    pipeline (`change_line.fit_reads_a_dataset`)."""
+    search_files = element is None
+    element = element or first_bad_element(batch)
     if element is None:
         return None
     folders = folders if folders is not None else [os.getcwd()]
@@ -254,7 +267,9 @@ def data_provenance(
         if site is not None:
             out["reader"] = site.name
     else:
-        out = array_provenance(element, batch_index, epoch, batch_size, shuffled)
+        out = array_provenance(element, batch_index, epoch, batch_size, shuffled, dataset)
+    if not search_files:
+        return out
     if data_source is not None and data_source.files:
         found, notes = file_provenance(data_source, batch, element, folders)
         out.update(found)

@@ -1,0 +1,129 @@
+"""Which array of the captured batch an op outside its domain read, when the dump cannot say.
+
+A loss that takes ``log(y_true)`` or divides by a target reads the batch straight from the step's arguments, and a
+tfdbg2 dump records no health for a function's arguments: the origin's input reads "unknown" and the cause could
+only say "keep its inputs in its domain". The batch is in the bundle, so the op is applied here to each of its
+float arrays in NumPy; an array that gives exactly the NaN/-inf/+inf counts the dump recorded for the op's output
+is the one it read. Exact counts over the same number of values single it out; a mere zero somewhere (a one-hot
+label, a ReLU feature) does not.
+
+NumPy only; runs nothing of the bundle's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from pyadapter.capture.records import BadElement, leaves
+from pyadapter.cause.ops import DIVISION_OPS
+from pyadapter.findings import Finding, TensorHealth
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    return 1.0 / np.sqrt(x)
+
+
+def _reciprocal(x: np.ndarray) -> np.ndarray:
+    return 1.0 / x
+
+
+# Elementwise ops of one input, as NumPy computes them (the same IEEE results: log(0) = -inf, sqrt(-1) = NaN).
+UNARY: dict[str, Callable[[np.ndarray], np.ndarray]] = {
+    "Log": np.log,
+    "Log1p": np.log1p,
+    "Sqrt": np.sqrt,
+    "Rsqrt": _rsqrt,
+    "Reciprocal": _reciprocal,
+    "Inv": _reciprocal,
+    "Acos": np.arccos,
+    "Asin": np.arcsin,
+    "Atanh": np.arctanh,
+    "Acosh": np.arccosh,
+}
+# Divisions whose denominator (input 1) may be a batch array: x / 0 is +-inf, 0 / 0 NaN.
+DENOMINATOR_OPS = frozenset(DIVISION_OPS - {"DivNoNan", "Reciprocal", "Inv"})
+
+
+@dataclass(frozen=True)
+class BatchInput:
+    """The batch array an op read outside its domain: its first such value and how many there were."""
+
+    element: BadElement  # label, row, index and value of the first value that made NaN/Inf
+    count: int  # values of the array that made NaN/Inf
+    zeros: int
+    negatives: int
+
+    def values_text(self) -> str:
+        """'1 zero', '3 negative values', '2 zeros and 1 negative value', '4 values outside its domain'."""
+        parts = []
+        if self.zeros:
+            parts.append(f"{self.zeros} zero{'s' if self.zeros != 1 else ''}")
+        if self.negatives:
+            parts.append(f"{self.negatives} negative value{'s' if self.negatives != 1 else ''}")
+        rest = self.count - self.zeros - self.negatives
+        if rest > 0 or not parts:
+            parts.append(
+                f"{rest or self.count} value{'s' if (rest or self.count) != 1 else ''} outside its domain"
+            )
+        return " and ".join(parts)
+
+    def kinds_text(self) -> str:
+        """What the bad values are, without counts: 'zeros', 'negative values', 'zeros or negative values'."""
+        kinds = [k for k, n in (("zeros", self.zeros), ("negative values", self.negatives)) if n]
+        if self.count > self.zeros + self.negatives or not kinds:
+            kinds.append("values outside its domain")
+        return " or ".join(kinds)
+
+
+def _counts(values: np.ndarray) -> tuple[int, int, int]:
+    return int(np.isnan(values).sum()), int(np.isneginf(values).sum()), int(np.isposinf(values).sum())
+
+
+def _explains(bad: np.ndarray, out: np.ndarray | None, health: TensorHealth) -> bool:
+    if not bad.any():
+        return False
+    if out is None:  # a division: each zero denominator made one NaN or Inf
+        return int(bad.sum()) == health.nan + health.neg_inf + health.pos_inf
+    return _counts(out) == (health.nan, health.neg_inf, health.pos_inf)
+
+
+def batch_input(origin: Finding, batch: object) -> BatchInput | None:
+    """The batch array that explains `origin`'s NaN/Inf when one of its inputs has no recorded health, else None."""
+    health = origin.health
+    op = origin.op.type
+    if health is None or health.size is None or batch is None:
+        return None
+    unknown = [index for index, i in enumerate(origin.inputs) if i.health is None]
+    if op in UNARY:
+        if unknown != [0] or len(origin.inputs) != 1:
+            return None
+    elif op in DENOMINATOR_OPS:
+        if 1 not in unknown or len(origin.inputs) != 2:
+            return None
+    else:
+        return None
+    for label, value, _ in leaves(batch):
+        if (
+            not isinstance(value, np.ndarray)
+            or not np.issubdtype(value.dtype, np.floating)
+            or value.ndim == 0
+            or value.size != health.size
+        ):
+            continue
+        with np.errstate(all="ignore"):
+            out = UNARY[op](value) if op in UNARY else None
+        bad = ~np.isfinite(out) if out is not None else value == 0
+        if not _explains(bad, out, health):
+            continue
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        element = BadElement(label, index[0], index, float(value[index]), int(value.shape[0]))
+        return BatchInput(
+            element=element,
+            count=int(bad.sum()),
+            zeros=int((bad & (value == 0)).sum()),
+            negatives=int((bad & (value < 0)).sum()),
+        )
+    return None
