@@ -688,3 +688,40 @@ def test_a_dataset_passed_to_fit_is_counted_in_its_own_order(tmp_path: Path, shu
     assert ("(in the shuffled order)" in cause.summary) == bool(shuffle)
     note = (cause.provenance or {}).get("note", "")
     assert ("the pipeline shuffles" in note) == bool(shuffle) and "shuffle=False" not in note
+
+
+LOOP_TRAIN = """\
+import tensorflow as tf
+
+
+@tf.function
+def train_step(features, targets):
+    pred = model(features)
+    return tf.reduce_mean(tf.square(tf.math.log(targets) - tf.math.log(pred)))
+
+
+for features, targets in dataset:
+    train_step(features, targets)
+"""
+
+
+def test_a_custom_loop_step_argument_is_named_as_the_step_names_it(tmp_path: Path) -> None:
+    """guard_step's bundle holds the step's arguments as args[0], args[1]: the cause says ``targets``, the step's own
+    parameter, and counts no index "of the array passed to fit" (there is no fit)."""
+    program = tmp_path / "loop.py"
+    program.write_text(LOOP_TRAIN)
+    targets = np.full((8, 1), 2.0, np.float32)
+    targets[6, 0] = 0.0
+    origin = unrecorded_input_origin(program, "Log", TensorHealth(dtype="float32", size=8, neg_inf=1))
+    context = CauseContext(
+        batch={"args": (np.ones((8, 4), np.float32), targets), "kwargs": {}},
+        batch_index=3,
+        entry_script=str(program),
+        step_function={"module": "__main__", "qualname": "train_step", "file": str(program)},
+    )
+    cause = classify(findings_of(origin), context)
+    assert cause.evidence["batch_array"] == "targets", cause
+    assert cause.summary.startswith(
+        "a Log op read the step's argument targets as it came, and targets holds 1 zero for it: targets[6, 0] = 0"
+    ), cause.summary
+    assert "passed to fit" not in cause.summary and "(batch 3, row 6)" in cause.summary

@@ -290,3 +290,21 @@ def test_notebook_loop_is_located_in_its_cell(tmp_path):
     replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)  # nanlens runs programs inside its folder
     assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
     assert replayed["route"].startswith("replayed by re-entry: ran the notebook loop_notebook.ipynb")
+
+
+# ---- a GAN under mixed precision: two LossScaleOptimizers, and compile()'s own of the same name -----------------
+
+
+def test_mixed_precision_gan_replays_with_every_optimizer_value_put_back(tmp_path):
+    """keras.io's DCGAN shape under mixed_float16: its own compile(d_optimizer, g_optimizer) with two
+    LossScaleOptimizers, and super().compile() wrapping an unused RMSprop in a LossScaleOptimizer also named
+    "loss_scale_optimizer". The replay put 16 optimizer variables back at their fresh values (the duplicate paths
+    matched nothing), the dynamic loss scales and Adam moments among them; now every captured value is put back."""
+    program = SHAPES / "gan_mixed_precision.py"
+    done = run_program(program.name, tmp_path)
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program)), done.stderr[-3000:]
+    assert "NanGuard: cause: precision: Log got 1 zero in float16" in done.stderr
+    paths = [v["path"] for v in json.loads((bundle / "manifest.json").read_text())["weights"]["variables"]]
+    assert paths.count("loss_scale_optimizer/iteration") == 2  # the shape this test is about
+    assert_replays_by_reentry(bundle, program, locate=False)

@@ -372,16 +372,22 @@ class CaptureBundle:
 
     def weights(self) -> dict[str, np.ndarray]:
         """Raw variable values before the failing update, keyed by variable path ("dense/kernel",
-        "adam/dense_kernel_momentum", ...). The optimizer's appear under their own paths."""
+        "adam/dense_kernel_momentum", ...). The optimizer's appear under their own paths. A path captured twice
+        (two optimizers of one name) keeps its last value here; `weight_entries` has both."""
+        return dict(self.weight_entries())
+
+    def weight_entries(self) -> list[tuple[str, np.ndarray]]:
+        """(variable path, raw value) of every captured variable, in capture order (the model's, then each
+        optimizer's in turn): what a replay assigns (`pyadapter.replay.state.assign_captured_state`)."""
         if self.weights_path is None:
-            return {}
+            return []
         arrays = self._read_arrays(WEIGHTS_FILE)
-        out = {}
+        out = []
         for entry in (self.manifest.get("weights") or {}).get("variables") or []:
             key, name = entry.get("key"), entry.get("path")
             if key not in arrays:
                 raise BundleError(f"{self.path}: weights.npz lacks {key!r} ({name})")
-            out[name] = arrays[key]
+            out.append((name, arrays[key]))
         return out
 
     # ---- rebuilding ----

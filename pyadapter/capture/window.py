@@ -524,10 +524,12 @@ class WindowData:
     size: int
     start_step: int
     end_step: int
-    state: dict[str, np.ndarray]
+    state: dict[str, np.ndarray]  # variable path -> value (a path captured twice keeps its last value)
     batches: list[Any]
     learning_rate: float | None = None
     search: dict[str, Any] | None = None
+    # (variable path, value) in capture order, every one: two optimizers of one name share paths
+    state_entries: list[tuple[str, np.ndarray]] = field(default_factory=list)
 
     @property
     def steps(self) -> int:
@@ -557,12 +559,12 @@ def read_window(bundle: Any) -> WindowData | None:
         batch_arrays = structure.read_npz(bundle.path / batches_entry["file"])
     except structure.StructureError as error:
         raise WindowError(f"the bundle's window: {error}") from None
-    state: dict[str, np.ndarray] = {}
+    state: list[tuple[str, np.ndarray]] = []
     for item in state_entry.get("variables") or []:
         key, path = (item or {}).get("key"), (item or {}).get("path")
         if not isinstance(key, str) or not isinstance(path, str) or key not in state_arrays:
             raise WindowError(f"the bundle's window state lacks {key!r:.40}")
-        state[path] = state_arrays[key]
+        state.append((path, state_arrays[key]))
     structures = batches_entry.get("structures")
     if not isinstance(structures, list) or not structures:
         raise WindowError("the bundle's window holds no batches")
@@ -581,7 +583,8 @@ def read_window(bundle: Any) -> WindowData | None:
         size=size,
         start_step=start,
         end_step=end,
-        state=state,
+        state=dict(state),
+        state_entries=state,
         batches=batches,
         learning_rate=float(rate)
         if isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate)

@@ -59,6 +59,7 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         data_source=DataSource.from_json(bundle.manifest.get(SOURCE_KEY)),
         window_search=_window_search(bundle.manifest),
         learning_rate=learning_rate.read(bundle.manifest.get(learning_rate.MANIFEST_KEY)),
+        step_function=step if isinstance(step := bundle.manifest.get("step_function"), dict) else None,
     )
 
 

@@ -5,7 +5,9 @@ numbers and the line to change (``change_line``). Pure reading: the bundle is da
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -23,7 +25,7 @@ from pyadapter.cause.ops import (
     dtype_of,
     is_overflow,
 )
-from pyadapter.cause.sources import SourceUnit, user_sources
+from pyadapter.cause.sources import SourceUnit, parameters_of, user_sources
 from pyadapter.dump.frames import is_user_file
 from pyadapter.findings import Finding, Findings
 from pyadapter.findings_text import place_text
@@ -48,6 +50,9 @@ class CauseContext:
     window_search: dict[str, Any] | None = None
     # The learning rate the failing step's update used (``manifest["learning_rate"]``), when recorded.
     learning_rate: LearningRate | None = None
+    # guard_step: the guarded function (``manifest["step_function"]``: module, qualname, file), whose parameters
+    # name the batch's ``args[i]``.
+    step_function: dict[str, Any] | None = None
 
 
 def _fmt(value: float | None) -> str:
@@ -587,6 +592,7 @@ def _batch_out_of_domain(
         folders=context.folders,
         element=read.element,
     )
+    read = _named_by_step_parameters(read, units, context.step_function)
     leaf, op = read.element.leaf, origin.op.type
     values = read.values_text()
     evidence: dict[str, Any] = {
@@ -600,8 +606,9 @@ def _batch_out_of_domain(
         "step": context.step,
     }
     at = f" (batch {batch_index}, row {read.element.row})" if batch_index is not None else ""
+    whose = "the step's argument" if context.step_function else "the batch's"
     summary = (
-        f"a {op} op read the batch's {leaf} as it came, and {leaf} holds {values} for it: "
+        f"a {op} op read {whose} {leaf} as it came, and {leaf} holds {values} for it: "
         f"{read.element.describe()}{_array_index_text(where)}{at}"
     )
     what = (
@@ -609,6 +616,22 @@ def _batch_out_of_domain(
         f"or leave out the records where {leaf} holds {read.kinds_text()}"
     )
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"), provenance=where)
+
+
+def _named_by_step_parameters(
+    read: domain.BatchInput, units: list[SourceUnit], step_function: dict[str, Any] | None
+) -> domain.BatchInput:
+    """A guard_step bundle's ``args[1]`` as the step names it (``targets``), when its definition is found."""
+    match = re.match(r"args\[(\d+)\](.*)", read.element.leaf)
+    if match is None or not step_function:
+        return read
+    names = parameters_of(units, step_function.get("qualname"), step_function.get("file"))
+    index = int(match.group(1))
+    if names is None or index >= len(names):
+        return read
+    return dataclasses.replace(
+        read, element=dataclasses.replace(read.element, leaf=names[index] + match.group(2))
+    )
 
 
 def _reading_change(findings: Findings, site: change_line.Site | None) -> Change | None:

@@ -63,8 +63,8 @@ def array_provenance(
         "epoch": epoch,
         "batch_size": size,
     }
-    if batch_index is None:
-        return out
+    if batch_index is None or shuffled is None:
+        return out  # no fit call in the user's code (a custom loop): no array of fit's to count in
     out["index"] = batch_index * size + element.row
     out["shuffled"] = shuffled
     if dataset and shuffled:

@@ -142,3 +142,19 @@ def number(node: ast.expr | None) -> float | None:
     ):
         return float(node.value)
     return None
+
+
+def parameters_of(units: list[SourceUnit], qualname: str | None, file: str | None = None) -> list[str] | None:
+    """The positional parameter names of the function ``qualname`` ("train_step", "Trainer.step") as the user's
+    code defines it (in ``file`` when given), ``self`` left out for a method; None when it is not found."""
+    if not qualname or "<" in qualname:
+        return None
+    *owners, name = qualname.split(".")
+    for unit in units:
+        if file is not None and os.path.abspath(unit.file) != os.path.abspath(file):
+            continue
+        for node in ast.walk(unit.tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name == name:
+                names = [a.arg for a in [*node.args.posonlyargs, *node.args.args]]
+                return names[1:] if owners and names and names[0] in ("self", "cls") else names
+    return None

@@ -376,7 +376,8 @@ def _rerun_and_scan(
         if result.stopped_at_step is not None and step is not None and result.stopped_at_step != step:
             warnings.append(
                 f"the re-run went non-finite at step {result.stopped_at_step}, the bundle at step {step} "
-                "(the run is not deterministic); its origin is the re-run's"
+                "(the data came in another order: fit's or the pipeline's shuffle, or unseeded random draws); "
+                "its origin is the re-run's"
             )
         _report_progress(progress, RERUN_SCAN_PHASE)
         try:

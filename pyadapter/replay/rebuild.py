@@ -172,7 +172,7 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
     # Every model and optimizer value from weights.npz, by path: a model rebuilt from its config gets its values
     # here; from an archive with values (older bundles), what Keras loaded is overwritten with the same values,
     # and what it skipped (an optimizer whose variables it could not match) is set here.
-    captured = bundle.weights()
+    captured = bundle.weight_entries()
     state_warnings = assign_captured_state(captured, model, [model.optimizer]) if captured else []
     warnings.extend(state_warnings)
     if state_warnings or not captured:

@@ -96,7 +96,9 @@ def _keras_rebuilt(bundle: Any, model: Any) -> Any:
     data = to_tensors(bundle.batch())
     if _unbuilt([model], optimizers):
         _warm_up(model.train_step, (data,), {})
-    warnings = assign_captured_state(bundle.weights(), model, optimizers)
+    # The step has built every optimizer it applies; one still unbuilt is one it does not use (the optimizer of a
+    # GAN's bare super().compile()), and building it would only add variables the capture had no values for.
+    warnings = assign_captured_state(bundle.weight_entries(), model, optimizers, build=False)
     program = keras_step_program(bundle, model, optimizers, data)
     program.snapshot()
     return Rebuilt(
@@ -126,7 +128,7 @@ def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
     build_optimizers(optimizers, [v for m in models for v in m.trainable_variables])
     if bundle.checkpoint_prefix is not None:
         restore_checkpoint(bundle, guarded.checkpoint).expect_partial()
-    warnings = assign_captured_state(bundle.weights(), models, optimizers)
+    warnings = assign_captured_state(bundle.weight_entries(), models, optimizers)
     program = loop_step_program(bundle, guarded.python_function, models, optimizers, args, kwargs)
     program.snapshot()
     return Rebuilt(

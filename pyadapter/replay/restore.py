@@ -89,7 +89,7 @@ def load_model(
         from pyadapter.replay.state import assign_captured_state
 
         optimizer = getattr(model, "optimizer", None)
-        assign_captured_state(bundle.weights(), model, [optimizer] if optimizer is not None else [])
+        assign_captured_state(bundle.weight_entries(), model, [optimizer] if optimizer is not None else [])
     return model
 
 

@@ -5,7 +5,10 @@ just built. Unbuilt optimizers are built first (a ``LossScaleOptimizer`` with it
 optimizer's own name scope as ``apply`` would, so their slot variables exist and get the paths training gave them.
 
 Values are matched to variables by variable path ("sequential/dense/kernel", "loss_scale_optimizer/dynamic_scale",
-"adam/iteration"). The variables left over, whose paths were not captured (an optimizer built under another name
+"adam/iteration"). Keras lets two optimizers share a name (``compile()`` under a mixed precision policy wraps its
+optimizer in a LossScaleOptimizer named "loss_scale_optimizer", as the user's own first one is): a path the
+capture holds k times pairs with the k live variables of that path, in order (capture and replay list optimizers
+in the same order). The variables left over, whose paths were not captured (an optimizer built under another name
 scope names its slots "adam/dense_kernel_momentum" instead of "loss_scale_optimizer/adam/
 sequential_dense_kernel_momentum"; a second model in the process is "sequential_1/..."), take the captured values
 not used by path, in order, when there are as many of each and every shape matches. Every assigned variable is
@@ -14,7 +17,8 @@ read back and compared with its value.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,22 +27,34 @@ from pyadapter.capture.keras_lines import optimizer_variables
 from pyadapter.capture.optimizers import build_optimizers
 from pyadapter.capture.snapshot import unique, variable_path
 
+# Captured values: path -> value, or (path, value) pairs in capture order, where a path may come more than once.
+Captured = Mapping[str, np.ndarray] | Sequence[tuple[str, np.ndarray]]
 
-def assign_captured_state(weights: dict[str, np.ndarray], model: Any, optimizers: list[Any]) -> list[str]:
+
+def _pairs(captured: Captured) -> list[tuple[str, np.ndarray]]:
+    return list(captured.items()) if isinstance(captured, Mapping) else list(captured)
+
+
+def assign_captured_state(
+    weights: Captured, model: Any, optimizers: list[Any], *, build: bool = True
+) -> list[str]:
     """Set every variable of `model` and of `optimizers` (a LossScaleOptimizer's inner optimizer included) from
-    `weights` (path -> captured value, in capture order, as `CaptureBundle.weights()` returns them).
+    `weights` (captured values in capture order, as `CaptureBundle.weight_entries()` returns them).
 
     `model` is a keras.Model, a list of them, or None; `optimizers` may hold None. An optimizer that is not built
-    yet is built on the models' trainable variables first (build one that trains only some of them yourself).
-    Returns warnings, one line each: variables that got no captured value (they keep theirs) or did not take it.
-    An empty list means every variable holds its captured value.
+    yet is built on the models' trainable variables first (build one that trains only some of them yourself);
+    ``build=False`` leaves unbuilt ones as they are (a re-entry that ran the step once has built every optimizer
+    the step uses). Returns warnings, one line each: variables that got no captured value (they keep theirs) or
+    did not take it. An empty list means every variable holds its captured value.
     """
+    weights = _pairs(weights)
     models = [m for m in (model if isinstance(model, (list, tuple)) else [model]) if m is not None]
     live_optimizers = unique([o for o in optimizers if o is not None])
-    build_optimizers(
-        [o for o in live_optimizers if not unbuilt_at_capture(o, weights)],
-        [v for m in models for v in m.trainable_variables],
-    )
+    if build:
+        build_optimizers(
+            [o for o in live_optimizers if not unbuilt_at_capture(o, weights)],
+            [v for m in models for v in m.trainable_variables],
+        )
     variables = unique(
         [v for m in models for v in m.variables]
         + [v for o in live_optimizers for v in optimizer_variables(o)]
@@ -70,47 +86,58 @@ def assign_captured_state(weights: dict[str, np.ndarray], model: Any, optimizers
     return warnings
 
 
-def unbuilt_at_capture(optimizer: Any, weights: dict[str, np.ndarray]) -> bool:
+def unbuilt_at_capture(optimizer: Any, weights: Captured) -> bool:
     """Whether `optimizer`, not built yet here, was not built at capture either: the bundle holds its own variables
     (iteration, learning rate) by path and nothing else under its name. A custom ``train_step`` that trains with
     optimizers of its own leaves the ``model.optimizer`` of a bare ``super().compile()`` unused (a GAN's RMSprop);
     building it here would only make slot variables the bundle has no values for."""
     if getattr(optimizer, "built", True):
         return False
+    paths = [path for path, _ in _pairs(weights)]
     own = {variable_path(v) for v in optimizer_variables(optimizer)}
-    if not own or not own <= weights.keys():
+    if not own or not own <= set(paths):
         return False  # not captured under these paths: nothing tells, build it as before
     scopes = {path.split("/", 1)[0] for path in own}
-    return not any(path.split("/", 1)[0] in scopes and path not in own for path in weights)
+    return not any(path.split("/", 1)[0] in scopes and path not in own for path in paths)
 
 
 def match_captured(
-    weights: dict[str, np.ndarray], variables: list[Any]
+    weights: Captured, variables: list[Any]
 ) -> tuple[dict[int, np.ndarray], list[int], list[str]]:
     """({variable index: captured value}, indices of variables left without a value, captured paths not used).
 
-    By path first (a path two variables share is not used by path); then the variables left over and the captured
-    values left over pair in order, when there are as many of each and all their shapes and kinds match."""
-    paths = [variable_path(v) for v in variables]
-    counts = Counter(paths)
+    By path first: a path held by as many captured values as live variables pairs them in order (once each, as a
+    rule; twice for two optimizers of one name); a path whose counts differ is not used by path. Then the variables
+    left over and the captured values left over pair in order, when there are as many of each and all their shapes
+    and kinds match."""
+    captured = _pairs(weights)
+    by_path: dict[str, list[int]] = defaultdict(list)
+    for position, (path, _) in enumerate(captured):
+        by_path[path].append(position)
+    live: dict[str, list[int]] = defaultdict(list)
+    for index, variable in enumerate(variables):
+        live[variable_path(variable)].append(index)
     values: dict[int, np.ndarray] = {}
-    used: set[str] = set()
-    for index, (variable, path) in enumerate(zip(variables, paths, strict=True)):
-        value = weights.get(path)
-        if counts[path] == 1 and value is not None and _fits(value, variable):
-            values[index] = value
-            used.add(path)
+    used: set[int] = set()
+    for path, indices in live.items():
+        positions = by_path.get(path, [])
+        if len(positions) != len(indices):
+            continue
+        for index, position in zip(indices, positions, strict=True):
+            if _fits(captured[position][1], variables[index]):
+                values[index] = captured[position][1]
+                used.add(position)
     rest = [i for i in range(len(variables)) if i not in values]
-    unused = [path for path in weights if path not in used]
+    left = [position for position in range(len(captured)) if position not in used]
     if (
         rest
-        and len(rest) == len(unused)
-        and all(_fits(weights[path], variables[i]) for i, path in zip(rest, unused, strict=True))
+        and len(rest) == len(left)
+        and all(_fits(captured[p][1], variables[i]) for i, p in zip(rest, left, strict=True))
     ):
-        for index, path in zip(rest, unused, strict=True):
-            values[index] = weights[path]
-        rest, unused = [], []
-    return values, rest, unused
+        for index, position in zip(rest, left, strict=True):
+            values[index] = captured[position][1]
+        rest, left = [], []
+    return values, rest, [captured[position][0] for position in left]
 
 
 def _fits(value: np.ndarray, variable: Any) -> bool:

@@ -265,7 +265,7 @@ def run_of_program(program: Any, window: WindowData, kind: str) -> tuple[WindowR
     values by variable path (`pyadapter.replay.state.match_captured`); warnings for variables that got none."""
     from pyadapter.replay.state import match_captured
 
-    values_by_index, unmatched, _ = match_captured(window.state, list(program.state))
+    values_by_index, unmatched, _ = match_captured(window.state_entries, list(program.state))
     # Variables the window has no value for start where the captured step does (its rebuilt values).
     values: list[np.ndarray | None] = [
         values_by_index.get(i, np.asarray(v.numpy())) for i, v in enumerate(program.state)
