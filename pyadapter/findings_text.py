@@ -208,6 +208,15 @@ def provenance_note(cause: Cause) -> str | None:
     return str(note) if note else None
 
 
+def index_text(where: dict[str, Any] | None) -> str | None:
+    """'index 77 of the array passed to fit' / 'element 300 of the dataset passed to fit', when a cause's
+    provenance has an index (`pyadapter.cause.provenance.array_provenance`)."""
+    if not where or where.get("index") is None:
+        return None
+    fed = "element {} of the dataset" if where.get("source") == "dataset" else "index {} of the array"
+    return fed.format(where["index"]) + " passed to fit"
+
+
 def cause_lines(cause: Cause | None) -> list[str]:
     """``cause: divergence — <summary>`` and ``change: file:line (cell N): what``; [] without a cause."""
     if cause is None:

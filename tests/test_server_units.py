@@ -910,3 +910,21 @@ def test_data_cause_hover_links_the_bad_record_once(tmp_path: Path) -> None:
     assert f"- from: [weather.csv line 3]({link}) (data row 1)" in render.cause_markdown(
         record, on_change_line=True
     )
+
+
+def test_a_batch_index_in_the_hover_says_array_or_dataset_as_the_cause_does(tmp_path: Path) -> None:
+    """No file record: the hover's "from" gives the element's index, in the words of the cause's sentence (a
+    tf.data pipeline passed to fit is a dataset's element, not an array's index)."""
+    from pyadapter.cause import FINDINGS_KEY
+    from pyadapter.cause.model import Cause
+
+    record, _ = make_record(tmp_path, kind="bundle")
+    assert record.findings is not None
+    for source, expected in (("array", "index 300 of the array"), ("dataset", "element 300 of the dataset")):
+        cause = Cause(
+            "op",
+            "a Log op read the batch's y as it came, and y holds 1 zero for it: y[44, 0] = 0",
+            provenance={"source": source, "index": 300, "batch_row": 44, "shuffled": False},
+        )
+        record.findings.extra[FINDINGS_KEY] = cause.to_json()
+        assert f"- from: {expected} passed to fit" in render.cause_markdown(record, on_change_line=False)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyadapter.capture.learning_rate import LearningRate
+from pyadapter.capture.records import BadElement
 from pyadapter.cause import change_line, domain, provenance, python_feed, trend
 from pyadapter.cause.model import Cause, Change, format_number, positive_numbers
 from pyadapter.cause.ops import (
@@ -28,7 +29,7 @@ from pyadapter.cause.ops import (
 from pyadapter.cause.sources import SourceUnit, parameters_of, user_sources
 from pyadapter.dump.frames import is_user_file
 from pyadapter.findings import Finding, Findings
-from pyadapter.findings_text import place_text
+from pyadapter.findings_text import index_text, place_text
 
 
 @dataclass
@@ -514,20 +515,7 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         made_by_python = origin is not None and origin.op.type in python_feed.PY_FUNC_OPS
         site = python_feed.feed_site(units, wrapped_functions=made_by_python) or site
     section = findings.bundle or {}
-    batch_index = context.batch_index if context.batch_index is not None else section.get("batch_index")
-    epoch = context.epoch if context.epoch is not None else section.get("epoch")
-    where = provenance.data_provenance(
-        context.batch,
-        site,
-        batch_index=batch_index,
-        epoch=epoch,
-        batch_size=change_line.fit_batch_size(units),
-        shuffled=change_line.fit_shuffles(units),
-        dataset=change_line.fit_reads_a_dataset(units),
-        cwd=context.cwd,
-        data_source=context.data_source,
-        folders=context.folders,
-    )
+    where, batch_index, epoch = _batch_provenance(findings, context, units, site)
     problem = section.get("non_finite_batch") or {}
     evidence: dict[str, Any] = {
         "non_finite_values": problem.get("total"),
@@ -555,30 +543,18 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
     return Cause("data", summary, evidence, _reading_change(findings, site), provenance=where)
 
 
-def _array_index_text(where: dict[str, Any] | None) -> str:
-    """', index 196 of the array passed to fit (in the shuffled order)' when the provenance has the index."""
-    if not where or where.get("index") is None:
-        return ""
-    fed = "element {} of the dataset" if where.get("source") == "dataset" else "index {} of the array"
-    text = ", " + fed.format(where["index"]) + " passed to fit"
-    return text + (" (in the shuffled order)" if where.get("shuffled") is not False else "")
-
-
-def _batch_out_of_domain(
+def _batch_provenance(
     findings: Findings,
     context: CauseContext,
     units: list[SourceUnit],
-    origin: Finding,
-    read: domain.BatchInput,
-) -> Cause:
-    """An op read a batch array as it came (a loss's ``log(y_true)``, a division by a target) and the array holds
-    values outside the op's domain: the values and where they came from, and the op's line to change."""
+    site: change_line.Site | None,
+    element: BadElement | None = None,
+) -> tuple[dict[str, Any] | None, int | None, int | None]:
+    """(where the batch's bad element came from, the batch index, the epoch): `provenance.data_provenance` with
+    what the user's code says of its fit call."""
     section = findings.bundle or {}
     batch_index = context.batch_index if context.batch_index is not None else section.get("batch_index")
     epoch = context.epoch if context.epoch is not None else section.get("epoch")
-    # Where the batch came from, as for NaN in the data (`_data`): a generator's batches have no array index.
-    site: change_line.Site | None = change_line.reading_site(units, None, None, None)
-    site = python_feed.feed_site(units, wrapped_functions=False) or site
     where = provenance.data_provenance(
         context.batch,
         site,
@@ -590,9 +566,33 @@ def _batch_out_of_domain(
         cwd=context.cwd,
         data_source=context.data_source,
         folders=context.folders,
-        element=read.element,
+        element=element,
     )
+    return where, batch_index, epoch
+
+
+def _array_index_text(where: dict[str, Any] | None) -> str:
+    """', index 196 of the array passed to fit (in the shuffled order)' when the provenance has the index."""
+    text = index_text(where)
+    if where is None or text is None:
+        return ""
+    return ", " + text + (" (in the shuffled order)" if where.get("shuffled") is not False else "")
+
+
+def _batch_out_of_domain(
+    findings: Findings,
+    context: CauseContext,
+    units: list[SourceUnit],
+    origin: Finding,
+    read: domain.BatchInput,
+) -> Cause:
+    """An op read a batch array as it came (a loss's ``log(y_true)``, a division by a target) and the array holds
+    values outside the op's domain: the values and where they came from, and the op's line to change."""
+    # Where the batch came from, as for NaN in the data (`_data`): a generator's batches have no array index.
+    site: change_line.Site | None = change_line.reading_site(units, None, None, None)
+    site = python_feed.feed_site(units, wrapped_functions=False) or site
     read = _named_by_step_parameters(read, units, context.step_function)
+    where, batch_index, _ = _batch_provenance(findings, context, units, site, read.element)
     leaf, op = read.element.leaf, origin.op.type
     values = read.values_text()
     evidence: dict[str, Any] = {

@@ -19,7 +19,13 @@ from urllib.parse import quote
 from lsprotocol import types
 
 from pyadapter.findings import Finding
-from pyadapter.findings_text import change_message, finding_message, health_detail, provenance_note
+from pyadapter.findings_text import (
+    change_message,
+    finding_message,
+    health_detail,
+    index_text,
+    provenance_note,
+)
 from pyadapter.server.state import SourceRecord, same_file
 
 if TYPE_CHECKING:
@@ -220,8 +226,8 @@ def cause_markdown(record: SourceRecord, on_change_line: bool) -> str:
         lines.append(f"- from: {data_place_markdown(where_from)}")
         if record_text:
             lines.append(f"  - `{record_text}`")
-    elif where_from.get("index") is not None:
-        lines.append(f"- from: index {where_from['index']} of the array passed to fit")
+    elif (index := index_text(where_from)) is not None:
+        lines.append(f"- from: {index}")
     note = provenance_note(cause)
     if note:
         lines.append(f"- note: {escape_markdown(note)}")
