@@ -287,6 +287,12 @@ def test_findings_json_located_at_the_scene_points_at_the_buggy_cell(notebook_ru
         assert finding.file not in cell_files
         assert not any(frame.file in cell_files for frame in finding.stack)
     assert any(f.file == nb and f.cell == index for f in origin.stack)
+    # The stop message's line to change names the cell too ("Change x.ipynb:4 (cell 2, line 4 of the cell)").
+    said = "\n".join(
+        str(out.get("text") or "") for cell in notebook_run["outputs"] for out in cell.get("outputs", [])
+    )
+    (cause_line,) = [line for line in said.splitlines() if line.startswith("NanGuard: cause:")]
+    assert f"(cell {index}, line {ORIGIN_LINE} of the cell): " in cause_line, cause_line
 
 
 # ---- without a kernel -----------------------------------------------------------------------------------------

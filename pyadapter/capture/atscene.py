@@ -240,6 +240,7 @@ def cause_sentence(bundle_path: Any, located: SceneFiles) -> str | None:
     try:
         from pyadapter.cause import attach_cause
         from pyadapter.findings import load_findings
+        from pyadapter.findings_text import place_text
 
         findings = load_findings(os.path.join(bundle_path, bundle_format.FINDINGS_FILE))
         cause = attach_cause(findings, os.fspath(bundle_path))
@@ -248,7 +249,11 @@ def cause_sentence(bundle_path: Any, located: SceneFiles) -> str | None:
     if cause.kind == "unknown":
         return None
     change = cause.change
-    where = f" Change {os.path.basename(change.file)}:{change.line}: {change.what}." if change else ""
+    where = (
+        f" Change {place_text(os.path.basename(change.file), change.line, change.cell)}: {change.what}."
+        if change
+        else ""
+    )
     return f"{cause.kind}: {cause.summary}.{where}"
 
 

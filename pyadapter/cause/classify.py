@@ -621,17 +621,23 @@ def _batch_out_of_domain(
 def _named_by_step_parameters(
     read: domain.BatchInput, units: list[SourceUnit], step_function: dict[str, Any] | None
 ) -> domain.BatchInput:
-    """A guard_step bundle's ``args[1]`` as the step names it (``targets``), when its definition is found."""
-    match = re.match(r"args\[(\d+)\](.*)", read.element.leaf)
-    if match is None or not step_function:
+    """A guard_step bundle's ``args[1]`` as the step names it (``targets``), when its definition is found; a keyword
+    argument ``kwargs['targets']`` by its keyword."""
+    if not step_function:
         return read
-    names = parameters_of(units, step_function.get("qualname"), step_function.get("file"))
-    index = int(match.group(1))
-    if names is None or index >= len(names):
+    leaf = None
+    keyword = re.match(r"kwargs\['(\w+)'\](.*)", read.element.leaf)
+    positional = re.match(r"args\[(\d+)\](.*)", read.element.leaf)
+    if keyword is not None:
+        leaf = keyword.group(1) + keyword.group(2)
+    elif positional is not None:
+        names = parameters_of(units, step_function.get("qualname"), step_function.get("file"))
+        index = int(positional.group(1))
+        if names is not None and index < len(names):
+            leaf = names[index] + positional.group(2)
+    if leaf is None:
         return read
-    return dataclasses.replace(
-        read, element=dataclasses.replace(read.element, leaf=names[index] + match.group(2))
-    )
+    return dataclasses.replace(read, element=dataclasses.replace(read.element, leaf=leaf))
 
 
 def _reading_change(findings: Findings, site: change_line.Site | None) -> Change | None:
