@@ -56,26 +56,23 @@ class BatchInput:
     zeros: int
     negatives: int
 
+    def _kinds(self) -> list[tuple[int, str, str]]:
+        """(count, one, many) of each kind of bad value present; count >= 1, so there is at least one kind."""
+        rest = self.count - self.zeros - self.negatives
+        kinds = [
+            (self.zeros, "zero", "zeros"),
+            (self.negatives, "negative value", "negative values"),
+            (rest, "value outside its domain", "values outside its domain"),
+        ]
+        return [kind for kind in kinds if kind[0] > 0]
+
     def values_text(self) -> str:
         """'1 zero', '3 negative values', '2 zeros and 1 negative value', '4 values outside its domain'."""
-        parts = []
-        if self.zeros:
-            parts.append(f"{self.zeros} zero{'s' if self.zeros != 1 else ''}")
-        if self.negatives:
-            parts.append(f"{self.negatives} negative value{'s' if self.negatives != 1 else ''}")
-        rest = self.count - self.zeros - self.negatives
-        if rest > 0 or not parts:
-            parts.append(
-                f"{rest or self.count} value{'s' if (rest or self.count) != 1 else ''} outside its domain"
-            )
-        return " and ".join(parts)
+        return " and ".join(f"{n} {one if n == 1 else many}" for n, one, many in self._kinds())
 
     def kinds_text(self) -> str:
         """What the bad values are, without counts: 'zeros', 'negative values', 'zeros or negative values'."""
-        kinds = [k for k, n in (("zeros", self.zeros), ("negative values", self.negatives)) if n]
-        if self.count > self.zeros + self.negatives or not kinds:
-            kinds.append("values outside its domain")
-        return " or ".join(kinds)
+        return " or ".join(many for _, _, many in self._kinds())
 
 
 def _counts(values: np.ndarray) -> tuple[int, int, int]:
