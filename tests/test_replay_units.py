@@ -157,6 +157,31 @@ def test_run_step_judges_finite_and_non_finite_batches_from_the_same_state() -> 
         assert set(verdict.non_finite_gradients) == {v.path for v in model.trainable_variables}
 
 
+@pytest.mark.slow
+def test_a_step_that_returns_two_losses_reproduces_when_the_second_is_not_finite() -> None:
+    """A GAN's train_step returns {"d_loss": ..., "g_loss": ...}: the replay judged only the first float it returned,
+    so a generator loss of -log(0) = inf read "stayed finite" while training had stopped on it."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    from pyadapter.replay.step import StepProgram, run_step
+
+    weight = tf.Variable([0.5, 2.0])
+
+    def gan_like_step(x: tf.Tensor) -> dict[str, tf.Tensor]:
+        d_loss = tf.reduce_mean(tf.square(weight * x))
+        g_loss = -tf.reduce_mean(tf.math.log(x))  # x holds a 0
+        return {"d_loss": d_loss, "g_loss": g_loss}
+
+    program = StepProgram(
+        step=gan_like_step, args=(tf.constant([1.0, 0.0]),), state=[weight], trainable=[weight]
+    )
+    program.snapshot()
+    for mode in ("graph", "eager"):
+        verdict = run_step(program, mode)
+        assert verdict.reproduced and verdict.loss_finite is False and verdict.loss == float("inf"), verdict
+
+
 # ---- breakpoint advice (source only) ----------------------------------------------------------------------------
 
 

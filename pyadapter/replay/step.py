@@ -135,16 +135,24 @@ def _watch_apply_gradients(optimizer: Any, seen: list[tuple[str, Any]]) -> bool:
     return True
 
 
-def _loss_of(outputs: Any) -> Any:
-    """The step's loss: ``outputs["loss"]`` for Keras logs, else the first float scalar it returned."""
+def step_losses(outputs: Any) -> list[Any]:
+    """The step's losses: ``[outputs["loss"]]`` for Keras logs, else every float scalar it returned (a GAN's
+    ``{"d_loss": ..., "g_loss": ...}``: its generator's loss may be the one that is not finite)."""
     if isinstance(outputs, dict) and "loss" in outputs:
-        return outputs["loss"]
+        return [outputs["loss"]]
+    losses = []
     for value in tf.nest.flatten(outputs):
         if isinstance(value, (tf.Tensor, tf.Variable, np.ndarray, float)):
             tensor = tf.convert_to_tensor(value)
             if tensor.dtype.is_floating and tensor.shape.rank == 0:
-                return tensor
-    return None
+                losses.append(tensor)
+    return losses
+
+
+def _shown_loss(values: list[Any]) -> float | None:
+    """The loss a verdict shows: the first that is not finite, else the first."""
+    losses = [loss for loss in (_as_float(v) for v in values) if loss is not None]
+    return next((loss for loss in losses if not math.isfinite(loss)), losses[0] if losses else None)
 
 
 def _as_float(value: Any) -> float | None:
@@ -175,7 +183,7 @@ def run_step(
         with recorder.watching():
             outputs = program.step(*args, **kwargs)
         flags = recorder.finite_flags()
-        return (_loss_of(outputs), [flag for _, flag in flags]), [name for name, _ in flags]
+        return (step_losses(outputs), [flag for _, flag in flags]), [name for name, _ in flags]
 
     if restore:
         program.restore()
@@ -183,7 +191,7 @@ def run_step(
     started = time.perf_counter()
     error: str | None = None
     stateful: list[str] = []
-    loss_value: Any = None
+    loss_values: list[Any] = []
     grad_flags: list[Any] = []
     grad_names: list[str] = []
     try:
@@ -201,14 +209,14 @@ def run_step(
             traced.__name__ = getattr(program.step, "__name__", "replayed_step")
             function = tf.function(traced, jit_compile=False, autograph=True)
             with wrap():
-                loss_value, grad_flags = function(*program.args, **program.kwargs)
+                loss_values, grad_flags = function(*program.args, **program.kwargs)
             grad_names = names_box[0] if names_box else []
             stateful = list(random_box)
         else:
             from pyadapter.eager import eager
 
             with eager(), wrap():
-                (loss_value, grad_flags), grad_names = step_and_flags(*program.args, **program.kwargs)
+                (loss_values, grad_flags), grad_names = step_and_flags(*program.args, **program.kwargs)
     except tf.errors.InvalidArgumentError as exc:  # a check_numerics in the user's code fired
         error = _one_line(exc.message if hasattr(exc, "message") else str(exc))
     except (
@@ -218,7 +226,7 @@ def run_step(
     seconds = time.perf_counter() - started
 
     verdict = StepVerdict(mode=mode, error=error, seconds=seconds, stateful_random=stateful)
-    loss = _as_float(loss_value)
+    loss = _shown_loss(list(loss_values))
     verdict.loss = loss
     verdict.loss_finite = None if loss is None else math.isfinite(loss)
     if error is None:

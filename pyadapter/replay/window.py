@@ -31,6 +31,7 @@ from pyadapter.capture.learning_rate import learning_rate_variable
 from pyadapter.capture.snapshot import to_tensors, variable_path
 from pyadapter.capture.window import Trial, WindowData, WindowSearch
 from pyadapter.replay.errors import ReplayError
+from pyadapter.replay.step import step_losses
 
 SEARCH_SECONDS = 60.0  # the search stops trying rates after this long (the last finite one found stands)
 MAX_HALVINGS = 12  # 1/4096 of the captured rate at the lowest
@@ -132,14 +133,11 @@ class WindowRun:
 
             def one_step(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
                 outputs = step(*args, **kwargs)
-                loss = _loss_of(outputs)
+                losses = step_losses(outputs)  # a GAN's: both of its losses
                 flags = [tf.reduce_all(tf.math.is_finite(tf.convert_to_tensor(v))) for v in trainable]
+                flags += [tf.reduce_all(tf.math.is_finite(loss)) for loss in losses]
                 finite = tf.reduce_all(tf.stack(flags)) if flags else tf.constant(True)
-                if loss is not None:
-                    finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(loss)))
-                    loss = tf.cast(tf.reduce_mean(loss), tf.float32)
-                else:
-                    loss = tf.constant(0.0)
+                loss = tf.cast(tf.reduce_mean(losses[0]), tf.float32) if losses else tf.constant(0.0)
                 return loss, finite
 
             one_step.__name__ = getattr(step, "__name__", "window_step")
@@ -232,15 +230,6 @@ class WindowRun:
         result.largest_finite, result.smallest_non_finite = low, high
         result.seconds = time.perf_counter() - started
         return result
-
-
-def _loss_of(outputs: Any) -> Any:
-    if isinstance(outputs, dict) and "loss" in outputs:
-        return tf.convert_to_tensor(outputs["loss"])
-    for value in tf.nest.flatten(outputs):
-        if isinstance(value, (tf.Tensor, tf.Variable)) and value.dtype.is_floating and value.shape.rank == 0:
-            return tf.convert_to_tensor(value)
-    return None
 
 
 def calls_of(batches: list[Any], kind: str) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
