@@ -185,13 +185,14 @@ def is_tfdata(site: Site) -> bool:
     return site.name in TFDATA_READERS
 
 
-def _fit_calls(units: list[SourceUnit]) -> list[tuple[SourceUnit, ast.Call]]:
-    return [
-        (unit, node)
-        for unit in units
-        for node in calls(unit)
-        if called_name(node) == "fit" and isinstance(node.func, ast.Attribute)
-    ]
+def _first_fit(units: list[SourceUnit]) -> tuple[ast.Call, str | None] | None:
+    """The first ``.fit(...)`` call and the source of the tf.data pipeline it is given (None: not a pipeline), or
+    None when the user's code has no fit call."""
+    for unit in units:
+        for node in calls(unit):
+            if called_name(node) == "fit" and isinstance(node.func, ast.Attribute):
+                return node, _pipeline_text(unit, node.args[0] if node.args else keyword(node, "x"))
+    return None
 
 
 def _pipeline_text(unit: SourceUnit, node: ast.expr | None) -> str | None:
@@ -215,22 +216,22 @@ def _pipeline_text(unit: SourceUnit, node: ast.expr | None) -> str | None:
 def fit_reads_a_dataset(units: list[SourceUnit]) -> bool:
     """Whether the first ``.fit(...)`` call is given a tf.data pipeline (written there, or a name assigned one in
     the same file): Keras then ignores ``shuffle=`` and reads the elements in the pipeline's order."""
-    for unit, node in _fit_calls(units)[:1]:
-        return _pipeline_text(unit, node.args[0] if node.args else keyword(node, "x")) is not None
-    return False
+    fit = _first_fit(units)
+    return fit is not None and fit[1] is not None
 
 
 def fit_shuffles(units: list[SourceUnit]) -> bool | None:
     """Whether the first ``.fit(...)`` call shuffles: False for ``shuffle=False``, True when it says True or
     leaves the default; for a tf.data pipeline, whether the pipeline calls ``.shuffle(``; None when there is no
     fit call."""
-    for unit, node in _fit_calls(units)[:1]:
-        pipeline = _pipeline_text(unit, node.args[0] if node.args else keyword(node, "x"))
-        if pipeline is not None:
-            return ".shuffle(" in pipeline
-        value = keyword(node, "shuffle")
-        return not (isinstance(value, ast.Constant) and value.value is False)
-    return None
+    fit = _first_fit(units)
+    if fit is None:
+        return None
+    node, pipeline = fit
+    if pipeline is not None:
+        return ".shuffle(" in pipeline
+    value = keyword(node, "shuffle")
+    return not (isinstance(value, ast.Constant) and value.value is False)
 
 
 def fit_batch_size(units: list[SourceUnit]) -> int | None:
