@@ -728,3 +728,29 @@ def test_a_custom_loop_step_argument_is_named_as_the_step_names_it(tmp_path: Pat
     # Passed by keyword (train_step(features, targets=targets)), the bundle holds it under its keyword.
     context.batch = {"args": (np.ones((8, 4), np.float32),), "kwargs": {"targets": targets}}
     assert classify(findings_of(origin), context).evidence["batch_array"] == "targets"
+
+
+def test_a_sqrt_differentiated_at_zero_says_so_and_proposes_an_epsilon(tmp_path: Path) -> None:
+    """A minibatch std over a feature that does not vary: sqrt(0) is a finite 0, and SqrtGrad (0.5 / y) is Inf.
+    The generic "keep its inputs in its domain" does not tell a user that the forward value was fine."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("gradient_tape/model/std/SqrtGrad", "SqrtGrad"),
+        health=TensorHealth(dtype="float32", size=64, neg_inf=3),
+        inputs=[
+            InputHealth("model/std/Sqrt:0", TensorHealth(dtype="float32", size=64, zero=3, pos=61)),
+            InputHealth("gradient_tape/model/truediv:0", TensorHealth(dtype="float32", size=64, pos=64)),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.kind == "op"
+    assert "differentiated sqrt at 0 (3 zeros" in cause.summary
+    assert cause.change is not None and "epsilon" in cause.change.what and cause.change.line == LOG_LINE
+    # A SqrtGrad whose forward value held no zero (an Inf coming in) keeps the generic words.
+    origin.inputs[0] = InputHealth("model/std/Sqrt:0", TensorHealth(dtype="float32", size=64, pos=64))
+    assert (
+        "differentiated" not in classify(findings_of(origin), CauseContext(entry_script=str(program))).summary
+    )

@@ -268,3 +268,18 @@ def test_a_non_finite_captured_batch_is_described_by_position() -> None:
     loop = batch_problem({"args": [many, np.arange(3)], "kwargs": {"mask": np.ones(2, dtype=np.float32)}})
     assert loop is not None and loop.total == 10 and len(loop.examples) == 3
     assert loop.describe().endswith("(args[0][0] = inf, args[0][1] = inf, args[0][2] = inf, ...)")
+
+
+def test_re_entry_takes_over_the_train_on_batch_of_the_bundles_own_model() -> None:
+    """A GAN trained with train_on_batch calls the discriminator's before the combined model's: a bundle of the
+    combined model must let the discriminator's call through and take over the combined model's. The model's Keras
+    name (recorded in the manifest) tells them apart; a bundle from before the name was recorded takes the first."""
+    from types import SimpleNamespace
+
+    from pyadapter.replay.reentry import _BundleTakeover
+
+    discriminator, combined = SimpleNamespace(name="discriminator"), SimpleNamespace(name="combined")
+    hook = _BundleTakeover(SimpleNamespace(model_info={"name": "combined"}), action=lambda rebuilt: None)
+    assert not hook.takes(discriminator) and hook.takes(combined)
+    older = _BundleTakeover(SimpleNamespace(model_info={}), action=lambda rebuilt: None)
+    assert older.takes(discriminator)

@@ -308,3 +308,21 @@ def test_mixed_precision_gan_replays_with_every_optimizer_value_put_back(tmp_pat
     paths = [v["path"] for v in json.loads((bundle / "manifest.json").read_text())["weights"]["variables"]]
     assert paths.count("loss_scale_optimizer/iteration") == 2  # the shape this test is about
     assert_replays_by_reentry(bundle, program, locate=False)
+
+
+def test_a_gan_trained_with_train_on_batch_is_guarded_and_replayed_at_its_own_model(tmp_path):
+    """The Keras-GAN examples' shape: two compiled models, ``train_on_batch`` in a loop at module level, a guard on
+    each through ``keras.callbacks.CallbackList``. Before, the guard worked but the replay ran the whole training
+    again (re-entry waited for a ``fit`` that never came) and then said there was nothing to replay."""
+    program = SHAPES / "gan_train_on_batch.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "iterations run: 31" in done.stdout  # stopped at the first iteration on the blank-border images
+    assert "discriminator weights finite: True" in done.stdout  # the NaN update was withheld
+    (bundle,) = bundles(tmp_path)
+    assert CaptureBundle.load(bundle).model_info["name"] == "discriminator"
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program)), done.stderr[-3000:]
+    assert "NanGuard: cause: op: the step differentiated sqrt at 0" in done.stderr
+    assert_replays_by_reentry(bundle, program)
+    replayed = nanlens_json("replay", str(bundle))
+    assert "up to Sequential.train_on_batch" in replayed["route"], replayed["route"]

@@ -14,8 +14,9 @@ from typing import Any, Protocol
 
 
 class Takeover(Protocol):
-    def keras_fit(self, model: Any) -> None:
-        """Called instead of training by the first ``fit``; does not return (raises to end the program)."""
+    def keras_fit(self, model: Any, call: str = "fit") -> None:
+        """Called instead of training by the first ``fit`` (or ``train_on_batch``, `call`); does not return (raises
+        to end the program)."""
 
     def guarded_step(self, guarded: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         """Called instead of the first guarded step (a `GuardedStep`); does not return."""

@@ -183,6 +183,8 @@ class GuardedTrainFunction:
         return {
             "class_name": type(model).__name__,
             "module": type(model).__module__,
+            # Which of a program's models (a GAN trained with train_on_batch has two).
+            "name": str(model.name),
             "jit_compile": bool(model.jit_compile),
             "run_eagerly": bool(model.run_eagerly),
             "steps_per_execution": self.steps_per_execution,

@@ -280,7 +280,25 @@ def _op(findings: Findings, origin: Finding, growth: trend.Trend | None, overflo
     summary = f"a {origin.op.type} op made NaN/Inf from finite inputs ({inputs or 'inputs not recorded'})"
     if overflow:
         summary = f"a {origin.op.type} op overflowed on finite inputs with no growth over the steps before"
+    if (zeros := _sqrt_differentiated_at_zero(origin)) is not None:
+        # The forward value is a harmless 0; only its gradient is not, which the generic words do not say.
+        evidence["zeros_in"] = zeros
+        summary = (
+            f"the step differentiated sqrt at 0 ({zeros} zero{'s' if zeros != 1 else ''} in its value): "
+            "sqrt(0) is 0, but its slope there is infinite, so the backward pass made NaN/Inf"
+        )
+        what = "the sqrt: add a small epsilon inside it (tf.sqrt(x + 1e-12)), so the step never takes it at 0"
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _sqrt_differentiated_at_zero(origin: Finding) -> int | None:
+    """How many zeros the Sqrt's value held where its gradient (SqrtGrad: dy * 0.5 / y, reading y) made NaN/Inf;
+    None for any other op. A std or a norm of values that do not vary (a constant feature, a zero gradient) is
+    the usual way there."""
+    if origin.op.type != "SqrtGrad":
+        return None
+    zeros = sum(i.health.zero or 0 for i in origin.inputs if i.health is not None and i.health.is_finite)
+    return zeros or None
 
 
 def _fast(context: CauseContext) -> tuple[trend.Trend | None, tuple[int, float] | None] | None:

@@ -74,8 +74,15 @@ class _BundleTakeover:
             self.error = exc
         raise _Finished
 
-    def keras_fit(self, model: Any) -> None:
-        self._run(f"{type(model).__name__}.fit", lambda: _keras_rebuilt(self.bundle, model))
+    def keras_fit(self, model: Any, call: str = "fit") -> None:
+        self._run(f"{type(model).__name__}.{call}", lambda: _keras_rebuilt(self.bundle, model))
+
+    def takes(self, model: Any) -> bool:
+        """Whether a ``train_on_batch`` of `model` is the bundle's step: the model the guard watched, told by the
+        name Keras gave it (the program makes its models in the same order again, so a GAN's discriminator and
+        combined model get the names they had). A bundle without the name takes the first call."""
+        name = self.bundle.model_info.get("name")
+        return not isinstance(name, str) or getattr(model, "name", None) == name
 
     def guarded_step(self, guarded: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         name = getattr(guarded.python_function, "__qualname__", "the guarded step")
@@ -160,8 +167,10 @@ def _warm_up(step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
 
 @contextlib.contextmanager
 def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
-    """Every ``keras.Model.fit`` hands its built model to the hook at ``on_train_begin``; with
-    ``TF_USE_LEGACY_KERAS=1`` (set for a tf_keras bundle) every ``tf_keras.Model.fit`` too."""
+    """Every ``keras.Model.fit`` hands its built model to the hook at ``on_train_begin``, and the first
+    ``train_on_batch`` of the bundle's model (a loop of ``train_on_batch`` calls, a GAN's alternating models) hands
+    its model over before it trains; with ``TF_USE_LEGACY_KERAS=1`` (set for a tf_keras bundle) ``tf_keras.Model``'s
+    too."""
     import keras
 
     lines = [(keras.Model, keras.callbacks.Callback)]
@@ -185,13 +194,21 @@ def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
             callbacks = list(kwargs.pop("callbacks", None) or [])
             return _original(self, *args, callbacks=[*callbacks, _callback()], **kwargs)
 
-        originals.append((model_class, model_class.fit))
-        model_class.fit = fit
+        def train_on_batch(
+            self: Any, *args: Any, _original: Any = model_class.train_on_batch, **kwargs: Any
+        ) -> Any:
+            if hook.takes(self):
+                hook.keras_fit(self, call="train_on_batch")  # does not return
+            return _original(self, *args, **kwargs)  # another model of the program (a GAN's other half)
+
+        for name, replacement in (("fit", fit), ("train_on_batch", train_on_batch)):
+            originals.append((model_class, name, getattr(model_class, name)))
+            setattr(model_class, name, replacement)
     try:
         yield
     finally:
-        for model_class, original in reversed(originals):
-            model_class.fit = original
+        for model_class, name, original in reversed(originals):
+            setattr(model_class, name, original)
 
 
 class TrainingReached(BaseException):
@@ -200,8 +217,11 @@ class TrainingReached(BaseException):
 
 
 class _Refuse:
-    def keras_fit(self, model: Any) -> None:
+    def keras_fit(self, model: Any, call: str = "fit") -> None:
         raise TrainingReached
+
+    def takes(self, model: Any) -> bool:
+        return True
 
     def guarded_step(self, guarded: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         raise TrainingReached
@@ -384,7 +404,7 @@ def run_by_reentry(
         pass
     except _TimedOut:
         raise ReplayError(
-            f"re-entry: {program.name} did not reach fit or the guarded step within {timeout:.0f} s; stopped "
+            f"re-entry: {program.name} did not reach fit, train_on_batch or the guarded step within {timeout:.0f} s; stopped "
             "(no file was changed)"
         ) from None
     except SystemExit as exc:
@@ -402,8 +422,8 @@ def run_by_reentry(
         takeover.install(None)
     if hook.reached is None:
         raise ReplayError(
-            f"re-entry: the {kind} {program.name} ended without reaching Keras fit or the guarded step; nothing "
-            "to replay"
+            f"re-entry: the {kind} {program.name} ended without reaching Keras fit, train_on_batch or the guarded step; "
+            "nothing to replay"
         )
     if hook.error is not None:
         raise hook.error
