@@ -211,3 +211,34 @@ def test_a_loss_that_takes_the_log_of_a_zero_target_names_the_record(tmp_path: P
         in (cause["summary"])
     )
     assert cause["change"]["line"] == marked_line(program, "ORIGIN")
+
+
+def test_a_record_marked_minus_one_is_named_by_its_row(tmp_path: Path) -> None:
+    """cause_missing_price.py: a log-scale loss, log(1 + y), and one price of -1 (an export's "unknown"). The Log
+    reads y + 1, which the dump records only as counts (1 zero), so neither the dump nor the batch arrays alone
+    name the record. At the scene the step ran once more with the Log's values kept: NaN/Inf in row 17 only, and
+    that row's y is negative where no other row's is."""
+    program = PROGRAMS / "cause_missing_price.py"
+    findings = train_and_locate(tmp_path, program)
+    assert findings["origin"]["op"]["type"] == "Log"
+    assert findings["origin"]["line"] == marked_line(program, "ORIGIN")
+    cause = findings["cause"]
+    assert cause["kind"] == "data", cause
+    assert cause["evidence"]["element"] == "y[17, 0] = -1"
+    assert "in row 17 of the batch (batch 10) only" in cause["summary"]
+    assert "index 337 of the array passed to fit" in cause["summary"]  # shuffle=False: the user's own index
+    assert cause["change"]["line"] == marked_line(program, "ORIGIN")
+    # From the bundle alone (a replay in a worker process), the same record.
+    (bundle,) = [p for p in (tmp_path / "captures").iterdir() if (p / "manifest.json").is_file()]
+    replayed = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "locate", str(bundle), "--replay", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        timeout=600,
+    )
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    again = json.loads(replayed.stdout)
+    assert again["bundle"]["origin_from"] == "replay"
+    assert again["cause"]["kind"] == "data" and again["cause"]["evidence"]["element"] == "y[17, 0] = -1"

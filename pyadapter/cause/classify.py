@@ -26,6 +26,7 @@ from pyadapter.cause.ops import (
     dtype_of,
     is_overflow,
 )
+from pyadapter.cause.rows import BadRows
 from pyadapter.cause.sources import SourceUnit, parameters_of, user_sources
 from pyadapter.dump.frames import is_user_file
 from pyadapter.findings import Finding, Findings
@@ -119,6 +120,9 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         read is not None
     ):  # before the overflow checks: a division by an unrecorded zero looks like an overflow
         return _batch_out_of_domain(findings, context, units, origin, read)
+    rows = BadRows.from_json((findings.bundle or {}).get("bad_rows"))
+    if rows is not None and rows.outliers:
+        return _row_outlier(findings, context, units, origin, rows)
     overflow = is_overflow(origin)
     if overflow and dtype in ("float16", "half"):
         return _precision(findings, context, units, origin, dtype)
@@ -137,7 +141,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             {"op": origin.op.type, "op_name": origin.op.name, "overflow": True},
             _origin_change(findings, f"the {origin.op.type} op, or the learning rate", "op"),
         )
-    return _op(findings, origin, growth, overflow)
+    return _op(findings, origin, growth, overflow, rows)
 
 
 def _zero_into_domain_op(origin: Finding) -> bool:
@@ -261,7 +265,13 @@ def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Find
     return Cause("divergence", summary, evidence, change)
 
 
-def _op(findings: Findings, origin: Finding, growth: trend.Trend | None, overflow: bool) -> Cause:
+def _op(
+    findings: Findings,
+    origin: Finding,
+    growth: trend.Trend | None,
+    overflow: bool,
+    rows: BadRows | None = None,
+) -> Cause:
     inputs = ", ".join(f"{i.name}: {i.health.describe()}" for i in origin.inputs if i.health is not None)
     evidence: dict[str, Any] = {
         "op": origin.op.type,
@@ -288,7 +298,42 @@ def _op(findings: Findings, origin: Finding, growth: trend.Trend | None, overflo
             "sqrt(0) is 0, but its slope there is infinite, so the backward pass made NaN/Inf"
         )
         what = "the sqrt: add a small epsilon inside it (tf.sqrt(x + 1e-12)), so the step never takes it at 0"
+    if rows is not None:
+        # No value of those rows stands out, but the user can look at the records themselves.
+        evidence["bad_rows"] = rows.to_json()
+        summary += f", in {rows.rows_text()} of the batch only"
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _row_outlier(
+    findings: Findings, context: CauseContext, units: list[SourceUnit], origin: Finding, rows: BadRows
+) -> Cause:
+    """The origin op made NaN/Inf in some rows of the batch only, and one of those rows holds a value unlike what
+    the other rows hold (a label of 50 among 0s and 1s, a price of -1): that record, where it came from, and the
+    op's line."""
+    site: change_line.Site | None = change_line.reading_site(units, None, None, None)
+    site = python_feed.feed_site(units, wrapped_functions=False) or site
+    outlier = rows.outliers[0]
+    where, batch_index, _ = _batch_provenance(findings, context, units, site, outlier.element)
+    op = origin.op.type
+    evidence: dict[str, Any] = {
+        "op": op,
+        "op_name": origin.op.name,
+        "output": origin.health.describe() if origin.health else None,
+        "bad_rows": rows.to_json(),
+        "element": outlier.element.describe(),
+        "step": context.step,
+    }
+    at = f" (batch {batch_index})" if batch_index is not None else ""
+    summary = (
+        f"the {op} op made NaN/Inf in {rows.rows_text()} of the batch{at} only, and that record holds a value unlike "
+        f"the other rows': {outlier.describe()}{_array_index_text(where)}"
+    )
+    what = (
+        f"the record where {outlier.element.describe()}: correct it or leave it out where the data is read; or keep "
+        f"the {op} op's input in its domain for such values"
+    )
+    return Cause("data", summary, evidence, _origin_change(findings, what, "op"), provenance=where)
 
 
 def _sqrt_differentiated_at_zero(origin: Finding) -> int | None:

@@ -234,16 +234,19 @@ STEP_DUMP_MODE = "FULL_HEALTH"
 
 
 @contextlib.contextmanager
-def step_dump(dump_dir: str | os.PathLike[str]) -> Iterator[None]:
+def step_dump(
+    dump_dir: str | os.PathLike[str], mode: str = STEP_DUMP_MODE, op_regex: str | None = None
+) -> Iterator[None]:
     """A FULL_HEALTH tfdbg2 dump into `dump_dir` for the duration of the block (one replayed step: no flush
-    thread, no signal handler, so it works in any thread), every file flushed on exit."""
+    thread, no signal handler, so it works in any thread), every file flushed on exit. ``mode="FULL_TENSOR"`` with
+    an `op_regex` records the whole values of the ops it matches (the scene's look at one op's rows)."""
     import tensorflow as tf
 
     quiet = _PseudoFileWarningFilter()
     logging.getLogger("tensorflow").addFilter(quiet)
     try:
         writer = tf.debugging.experimental.enable_dump_debug_info(
-            str(dump_dir), tensor_debug_mode=STEP_DUMP_MODE, circular_buffer_size=-1
+            str(dump_dir), tensor_debug_mode=mode, circular_buffer_size=-1, op_regex=op_regex
         )
         try:
             yield

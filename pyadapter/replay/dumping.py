@@ -45,6 +45,7 @@ def dump_replay(
                 f"the dumped replay failed: {type(exc).__name__}: {exc.message.splitlines()[0]}"
             ) from None
         report.verdicts["graph"].dumped = True
+        report.bad_rows = _bad_rows(rebuilt, str(dump_dir))
         # Keep the report's modes in the usual order.
         report.verdicts = {mode: report.verdicts[mode] for mode in ("graph", "eager")}
         return report
@@ -52,3 +53,28 @@ def dump_replay(
     report, route = with_captured_step(path, run)
     report.route = route
     return report
+
+
+def _bad_rows(rebuilt: Rebuilt, dump_dir: str) -> dict | None:
+    """The batch rows the origin op's NaN/Inf came from (`pyadapter.replay.rowvalues`), from one more graph run
+    from the captured state; the origin is the dump's, scanned here (the caller scans it again: it is small)."""
+    from pyadapter.dump import ScanError, scan_dump
+    from pyadapter.replay.rowvalues import origin_rows, values_dump
+
+    try:
+        origin = scan_dump(dump_dir).origin
+    except ScanError:
+        return None
+
+    def run_values(values_dir: str, op_type: str) -> None:
+        tensor_mode, op_regex = values_dump(op_type)
+        rebuilt.program.restore()
+        run_step(
+            rebuilt.program,
+            "graph",
+            restore=False,
+            around=lambda: dumping(values_dir, tensor_mode, op_regex=op_regex),
+        )
+
+    rows = origin_rows(origin, rebuilt.bundle.batch(), run_values)
+    return None if rows is None else rows.to_json()

@@ -177,6 +177,7 @@ def bundle_section(report: ReplayReport) -> dict[str, Any]:
         "non_finite_inputs": list(report.non_finite_inputs),
         "workers": [w.to_json() for w in report.workers],
         "route": report.route,
+        **({"bad_rows": report.bad_rows} if report.bad_rows else {}),
     }
 
 

@@ -75,8 +75,10 @@ def user_call_site() -> Frame | None:
     return None
 
 
-def _run_dumped(scene: SceneStep, dump_dir: str, mode: str = "graph") -> Any:
-    """Restore the pre-step values, run the step once (as a graph, or eagerly) under the dump; the StepVerdict."""
+def _run_dumped(scene: SceneStep, dump_dir: str, mode: str = "graph", values_of: str | None = None) -> Any:
+    """Restore the pre-step values, run the step once (as a graph, or eagerly) under the dump; the StepVerdict.
+    With `values_of` (an op type), the dump holds the whole values of that type's ops only (FULL_TENSOR; tfdbg
+    filters by op type), not every op's health."""
     from pyadapter.dump.recorder import step_dump as dumping
     from pyadapter.replay.step import StepProgram, run_step
 
@@ -96,6 +98,16 @@ def _run_dumped(scene: SceneStep, dump_dir: str, mode: str = "graph") -> Any:
         before_run=before_run,
         description="the failing step, at the scene",
     )
+    if values_of is not None:
+        from pyadapter.replay.rowvalues import values_dump
+
+        tensor_mode, op_regex = values_dump(values_of)
+        return run_step(
+            program,
+            mode,  # type: ignore[arg-type]
+            restore=True,
+            around=lambda: dumping(dump_dir, tensor_mode, op_regex=op_regex),
+        )
     return run_step(program, mode, restore=True, around=lambda: dumping(dump_dir))  # type: ignore[arg-type]
 
 
@@ -122,6 +134,7 @@ def locate_here(
     saved = [(variable, np.array(variable.numpy(), copy=True)) for variable in scene.variables]
     dump_dir = tempfile.mkdtemp(prefix="nanlens-scene-dump-")
     eager_dir: str | None = None
+    mode = "graph"
     try:
         verdict = _in_own_thread(lambda: _run_dumped(scene, dump_dir))
         findings = _scan(dump_dir, entry_frame)
@@ -135,7 +148,7 @@ def locate_here(
             eager_verdict = _in_own_thread(lambda: _run_dumped(scene, eager_dir, "eager"))
             eager = _scan(eager_dir, entry_frame)
             if eager.origin is not None:
-                findings, verdict, dump_dir = eager, eager_verdict, eager_dir
+                findings, verdict, dump_dir, mode = eager, eager_verdict, eager_dir, "eager"
                 findings.extra.setdefault("warnings", []).append(
                     "located in an eager re-run of the step: the graph re-run called tf.functions traced "
                     "before, whose ops a dump cannot see"
@@ -152,6 +165,9 @@ def locate_here(
             kind=kind,
             entry_script=entry_script,
         )
+        rows = _rows_of_origin(scene, findings, batch, saved, mode)
+        if rows is not None and findings.bundle is not None:
+            findings.bundle["bad_rows"] = rows.to_json()
         _attach_pictures(findings, dump_dir, bundle_path, history, step)
         seconds = time.perf_counter() - started
         findings.extra["located_at_scene"] = {"seconds": round(seconds, 2)}
@@ -164,6 +180,24 @@ def locate_here(
         for folder in {dump_dir, eager_dir}:
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
+
+
+def _rows_of_origin(
+    scene: SceneStep, findings: Findings, batch: Any, saved: list[tuple[Any, Any]], mode: str
+) -> Any:
+    """The batch rows the origin op's NaN/Inf came from (`pyadapter.replay.rowvalues`), from one more graph run of
+    the step from the state before it. An eager run's dump names no ops, so its origin gets none."""
+    from pyadapter.replay.rowvalues import origin_rows
+
+    if mode != "graph":
+        return None
+
+    def run_values(values_dir: str, op_type: str) -> None:
+        for variable, value in saved:  # the locate's run applied its update: start again from before it
+            variable.assign(value)
+        _in_own_thread(lambda: _run_dumped(scene, values_dir, values_of=op_type))
+
+    return origin_rows(findings.origin, batch, run_values)
 
 
 _CALL_OUTPUT = re.compile(r"(?:^|/)(?:Stateful)?PartitionedCall(?:_\d+)?:\d+$")

@@ -165,6 +165,8 @@ class ReplayReport:
     workers: list[WorkerVerdict] = field(default_factory=list)
     # How the step was brought back, one line: rebuilt from the bundle, or by re-entering the user's program.
     route: str = ""
+    # The batch rows the origin op's NaN/Inf came from (`pyadapter.cause.rows.BadRows.to_json`), or None.
+    bad_rows: dict[str, Any] | None = None
 
     @property
     def reproduced(self) -> dict[str, bool]:
@@ -218,6 +220,7 @@ class ReplayReport:
             "warnings": list(self.warnings),
             "workers": [w.to_json() for w in self.workers],
             "route": self.route,
+            "bad_rows": self.bad_rows,
         }
 
     @classmethod
@@ -235,6 +238,7 @@ class ReplayReport:
             non_finite_inputs=list(data.get("non_finite_inputs", [])),
             workers=[WorkerVerdict.from_json(w) for w in data.get("workers", [])],
             route=str(data.get("route", "")),
+            bad_rows=data.get("bad_rows") if isinstance(data.get("bad_rows"), dict) else None,
         )
 
     def bad_workers(self) -> list[str]:

@@ -1,0 +1,196 @@
+"""Which rows of the batch an op's NaN/Inf came from, and what is odd about them.
+
+A dump's health counts say how many values of the origin op went NaN/Inf, not where. When the op's output has the
+batch's rows as its leading dimension (a per-sample loss, an activation), the scene re-runs the step once more with
+that one op's full values recorded (`pyadapter.replay.scene`) and hands them here: the rows holding NaN/Inf are the
+records that made it. A value of such a row unlike the same column of every other row (a label of 50 among 0s and
+1s, a price of -1 among positive prices) is the likely bad record; a row with no such value is still named, so the user knows which
+record to look at.
+
+NumPy only; runs nothing of the bundle's.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from pyadapter.capture.records import BadElement, leaves
+
+MAX_ROWS = 5  # rows named at most (a bad op on every row is no single record's doing: see rows_of)
+# How far outside the other rows' range a value must lie to be called out, as a fraction of that range.
+OUTSIDE = 0.5
+
+
+@dataclass(frozen=True)
+class Outlier:
+    """A value of a bad row unlike what every other row holds in the same column."""
+
+    element: BadElement
+    low: float  # the other rows' smallest and largest value in that column
+    high: float
+
+    def describe(self) -> str:
+        """'y[2, 0] = 50 (the other 31 rows: 0 to 1)'."""
+        others = self.element.rows - 1
+        span = f"{_text(self.low)}" if self.low == self.high else f"{_text(self.low)} to {_text(self.high)}"
+        return f"{self.element.describe()} (the other {others} row{'s' if others != 1 else ''}: {span})"
+
+
+@dataclass(frozen=True)
+class BadRows:
+    """The batch rows where the origin op's output is NaN/Inf (`rows`, first `MAX_ROWS`; `count` in all) and the
+    outlying values found in them."""
+
+    rows: list[int]
+    count: int
+    batch_rows: int
+    outliers: list[Outlier] = field(default_factory=list)
+
+    def rows_text(self) -> str:
+        """'row 2', 'rows 2 and 7', 'rows 2, 7, 9 and 2 more'."""
+        shown = [str(r) for r in self.rows]
+        more = self.count - len(shown)
+        if more > 0:
+            shown.append(f"{more} more")
+        if len(shown) == 1:
+            return f"row {shown[0]}"
+        return f"rows {', '.join(shown[:-1])} and {shown[-1]}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "rows": list(self.rows),
+            "count": self.count,
+            "batch_rows": self.batch_rows,
+            "outliers": [
+                {
+                    "array": o.element.leaf,
+                    "index": list(o.element.index),
+                    "value": _json_float(o.element.value),
+                    "low": _json_float(o.low),
+                    "high": _json_float(o.high),
+                }
+                for o in self.outliers
+            ],
+        }
+
+    @classmethod
+    def from_json(cls, data: Any) -> BadRows | None:
+        """The record `to_json` wrote, or None for anything else (a findings file is data: checked, not trusted)."""
+        if not isinstance(data, dict):
+            return None
+        rows, count, batch_rows = data.get("rows"), data.get("count"), data.get("batch_rows")
+        if not isinstance(rows, list) or not rows or not all(_is_int(r) for r in rows):
+            return None
+        if (
+            not isinstance(count, int)
+            or not _is_int(count)
+            or not isinstance(batch_rows, int)
+            or batch_rows < 1
+        ):
+            return None
+        outliers = []
+        for item in data.get("outliers") or []:
+            if not isinstance(item, dict):
+                return None
+            index, array = item.get("index"), item.get("array")
+            if not isinstance(array, str) or not isinstance(index, list) or not index:
+                return None
+            if not all(_is_int(i) for i in index):
+                return None
+            numbers: list[float] = []
+            for key in ("value", "low", "high"):
+                number = item.get(key)
+                if isinstance(number, bool) or not isinstance(number, (int, float)):
+                    return None
+                numbers.append(float(number))
+            value, low, high = numbers
+            outliers.append(Outlier(BadElement(array, index[0], tuple(index), value, batch_rows), low, high))
+        return cls(list(rows[:MAX_ROWS]), count, batch_rows, outliers)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _json_float(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def _text(value: float) -> str:
+    return f"{value:g}"
+
+
+def _batch_rows(batch: Any) -> int | None:
+    """The batch's leading dimension: that of its first array with one."""
+    for _, value, _ in leaves(batch):
+        if isinstance(value, np.ndarray) and value.ndim > 0:
+            return int(value.shape[0])
+    return None
+
+
+def _outliers(batch: Any, rows: list[int], batch_rows: int) -> list[Outlier]:
+    """Numeric values of `rows` unlike the same column of every other row: further than `OUTSIDE` times the others'
+    range outside it (where every other row holds one value: any other value), negative where no other row is, or 0
+    where no other row is."""
+    found: list[Outlier] = []
+    bad = np.zeros(batch_rows, dtype=bool)
+    bad[rows] = True
+    for label, value, _ in leaves(batch):
+        if (
+            not isinstance(value, np.ndarray)
+            or value.ndim == 0
+            or value.shape[0] != batch_rows
+            or not (
+                np.issubdtype(value.dtype, np.number) and not np.issubdtype(value.dtype, np.complexfloating)
+            )
+            or batch_rows < 3
+        ):
+            continue
+        others = value[~bad].astype(np.float64)
+        with np.errstate(all="ignore"):
+            low = np.nanmin(others, axis=0) if np.isfinite(others).any() else None
+            high = np.nanmax(others, axis=0) if low is not None else None
+        if low is None or high is None:
+            continue
+        margin = OUTSIDE * (high - low)
+        for row in rows:
+            cells = value[row].astype(np.float64)
+            with np.errstate(invalid="ignore"):
+                outside = np.isfinite(cells) & (
+                    (cells < low - margin)
+                    | (cells > high + margin)
+                    | ((cells < 0) & (low >= 0))  # a -1 "missing" marker among prices
+                    | ((cells == 0) & ((low > 0) | (high < 0)))  # a 0 where no other row has one
+                )
+            for position in np.argwhere(np.atleast_1d(outside)):
+                column = tuple(int(i) for i in position) if value.ndim > 1 else ()
+                index = (row, *column)
+                found.append(
+                    Outlier(
+                        BadElement(label, row, index, float(value[index]), batch_rows),
+                        float(np.asarray(low)[column]),
+                        float(np.asarray(high)[column]),
+                    )
+                )
+    return found[:MAX_ROWS]
+
+
+def rows_of(output: np.ndarray, batch: Any) -> BadRows | None:
+    """The rows of `batch` where `output` (the origin op's values, batch rows first) holds NaN/Inf; None when its
+    leading dimension is not the batch's, when it has no NaN/Inf, or when every row has them (no one record made
+    them: a weight, a constant or a reduction over the batch did)."""
+    batch_rows = _batch_rows(batch)
+    if batch_rows is None or output.ndim == 0 or output.shape[0] != batch_rows or batch_rows < 2:
+        return None
+    if not np.issubdtype(output.dtype, np.floating):
+        return None
+    bad_rows = ~np.isfinite(output.reshape(batch_rows, -1)).all(axis=1)
+    count = int(bad_rows.sum())
+    if count == 0 or count == batch_rows:
+        return None
+    rows = [int(r) for r in np.flatnonzero(bad_rows)]
+    return BadRows(rows[:MAX_ROWS], count, batch_rows, _outliers(batch, rows[:MAX_ROWS], batch_rows))

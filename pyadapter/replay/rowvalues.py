@@ -1,0 +1,80 @@
+"""The origin op's whole values, read from one more run of the step, to name the batch rows its NaN/Inf came from.
+
+A FULL_HEALTH dump counts each op's NaN/Inf without saying where they are. When the origin op's output may have the
+batch's rows first (its size a multiple of them, some of its values bad and some not), the step runs once more
+under a FULL_TENSOR dump of that op type only (tfdbg filters by op type), the origin's own output is read back, and
+`pyadapter.cause.rows.rows_of` names the rows. Used by the locate at the scene and by a bundle's dumped replay; an
+extra for the cause, so it never fails a locate.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable
+from typing import Any
+
+from pyadapter.capture.records import first_bad_element, leaves
+from pyadapter.cause.rows import BadRows, rows_of
+from pyadapter.findings import Finding
+
+
+def batch_rows(batch: Any) -> int | None:
+    """The batch's leading dimension: that of its first array with one."""
+    for _, value, _ in leaves(batch):
+        shape = getattr(value, "shape", None)
+        if shape:
+            return int(shape[0])
+    return None
+
+
+def wants_rows(origin: Finding | None, batch: Any) -> bool:
+    """Whether the origin's output may be rows first, with bad values in some rows only (and a batch of finite
+    values: a batch holding NaN/Inf already is named as such)."""
+    health = origin.health if origin is not None else None
+    if health is None or not health.rank or not health.size or batch is None:
+        return False
+    rows = batch_rows(batch)
+    # Health has the size, not the shape: a size that is not a multiple of the rows cannot be rows first.
+    if rows is None or rows < 2 or health.size % rows or health.non_finite in (0, health.size):
+        return False
+    return first_bad_element(batch) is None
+
+
+def op_output(dump_dir: str, op_name: str) -> Any:
+    """Output 0 of the graph op `op_name` from a FULL_TENSOR dump this process just wrote (TensorFlow's own reader:
+    the dump holds one op type's values, is small, and is ours)."""
+    from tensorflow.python.debug.lib import debug_events_reader
+
+    with debug_events_reader.DebugDataReader(dump_dir) as reader:
+        reader.update()
+        for trace in reader.graph_execution_traces():
+            if trace.op_name == op_name and trace.output_slot == 0:
+                return reader.graph_execution_trace_to_tensor_value(trace)
+    return None
+
+
+def origin_rows(
+    origin: Finding | None, batch: Any, run_values: Callable[[str, str], object]
+) -> BadRows | None:
+    """`rows_of` the origin's output; ``run_values(dump_dir, op_type)`` runs the step in graph mode, from the
+    state before it, under a FULL_TENSOR dump of that op type. None when the origin is not such an op, or when the
+    run fails or does not show the op."""
+    if origin is None or not wants_rows(origin, batch):
+        return None
+    values_dir = tempfile.mkdtemp(prefix="nanlens-origin-values-")
+    try:
+        run_values(values_dir, origin.op.type)
+        output = op_output(values_dir, origin.op.name)
+        return None if output is None else rows_of(output, batch)
+    except Exception:  # noqa: BLE001 - an extra for the cause, not the locate
+        return None
+    finally:
+        shutil.rmtree(values_dir, ignore_errors=True)
+
+
+def values_dump(op_type: str) -> tuple[str, str]:
+    """(tensor_debug_mode, op_regex) of the dump `run_values` makes."""
+    import re
+
+    return "FULL_TENSOR", "^" + re.escape(op_type) + "$"

@@ -1,0 +1,68 @@
+"""`pyadapter.cause.rows`: the batch rows an op's NaN/Inf came from, and the value that sets such a row apart."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pyadapter.cause.rows import BadRows, rows_of
+
+
+def batch(y: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    x = np.arange(len(y) * 2, dtype=np.float32).reshape(len(y), 2)
+    return x, np.array(y, dtype=np.float32).reshape(-1, 1)
+
+
+def loss_values(bad_rows: list[int], rows: int = 8) -> np.ndarray:
+    out = np.ones((rows, 1), dtype=np.float32)
+    out[bad_rows] = np.nan
+    return out
+
+
+def test_a_label_far_outside_the_others_is_named_with_their_range() -> None:
+    found = rows_of(loss_values([2]), batch([0, 1, 50, 1, 0, 0, 1, 1]))
+    assert found is not None and found.rows == [2] and found.count == 1
+    (outlier,) = found.outliers
+    assert outlier.describe() == "y[2, 0] = 50 (the other 7 rows: 0 to 1)"
+
+
+def test_a_negative_among_positives_and_a_zero_among_positives_are_unlike_the_others() -> None:
+    found = rows_of(loss_values([5]), batch([10, 12, 30, 14, 18, -1, 11, 20]))
+    assert found is not None and [o.element.describe() for o in found.outliers] == ["y[5, 0] = -1"]
+    found = rows_of(loss_values([1]), batch([10, 0, 30, 14, 18, 16, 11, 20]))
+    assert found is not None and [o.element.describe() for o in found.outliers] == ["y[1, 0] = 0"]
+
+
+def test_a_row_with_nothing_unusual_is_still_named_without_an_outlier() -> None:
+    found = rows_of(loss_values([3, 6]), batch([0, 1, 0, 1, 0, 1, 1, 0]))
+    assert found is not None and found.rows_text() == "rows 3 and 6" and found.outliers == []
+
+
+def test_no_rows_when_every_row_or_none_is_bad_or_the_shape_is_not_rows_first() -> None:
+    y = batch([0, 1, 0, 1, 0, 1, 1, 0])
+    assert rows_of(loss_values(list(range(8))), y) is None  # a weight or a reduction, not one record
+    assert rows_of(loss_values([]), y) is None
+    assert (
+        rows_of(np.full((64,), np.nan, dtype=np.float32), y) is None
+    )  # features first (a std over the batch)
+
+
+def test_the_record_survives_json_and_junk_is_refused() -> None:
+    found = rows_of(loss_values([2]), batch([0, 1, 50, 1, 0, 0, 1, 1]))
+    assert found is not None
+    again = BadRows.from_json(found.to_json())
+    assert again is not None and again.outliers[0].describe() == found.outliers[0].describe()
+    for junk in (
+        None,
+        [],
+        {"rows": "2"},
+        {"rows": [2], "count": True, "batch_rows": 8},
+        {"rows": [-1]},
+        {"rows": [2], "count": 1, "batch_rows": 8, "outliers": [{"array": "y", "index": [], "value": 1}]},
+        {
+            "rows": [2],
+            "count": 1,
+            "batch_rows": 8,
+            "outliers": [{"array": "y", "index": [2], "value": "x", "low": 0, "high": 1}],
+        },
+    ):
+        assert BadRows.from_json(junk) is None, junk
