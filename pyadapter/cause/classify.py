@@ -311,19 +311,10 @@ def _row_outlier(
     """The origin op made NaN/Inf in some rows of the batch only, and one of those rows holds a value unlike what
     the other rows hold (a label of 50 among 0s and 1s, a price of -1): that record, where it came from, and the
     op's line."""
-    site: change_line.Site | None = change_line.reading_site(units, None, None, None)
-    site = python_feed.feed_site(units, wrapped_functions=False) or site
     outlier = rows.outliers[0]
-    where, batch_index, _ = _batch_provenance(findings, context, units, site, outlier.element)
+    where, batch_index = _element_provenance(findings, context, units, outlier.element)
     op = origin.op.type
-    evidence: dict[str, Any] = {
-        "op": op,
-        "op_name": origin.op.name,
-        "output": origin.health.describe() if origin.health else None,
-        "bad_rows": rows.to_json(),
-        "element": outlier.element.describe(),
-        "step": context.step,
-    }
+    evidence = _read_evidence(origin, context, outlier.element, bad_rows=rows.to_json())
     at = f" (batch {batch_index})" if batch_index is not None else ""
     summary = (
         f"the {op} op made NaN/Inf in {rows.rows_text()} of the batch{at} only, and that record holds a value unlike "
@@ -634,6 +625,31 @@ def _batch_provenance(
     return where, batch_index, epoch
 
 
+def _element_provenance(
+    findings: Findings, context: CauseContext, units: list[SourceUnit], element: BadElement
+) -> tuple[dict[str, Any] | None, int | None]:
+    """(where a finite batch value an op choked on came from, the batch index): `_batch_provenance` from the line
+    that reads the data, or the generator / PyDataset that yields it (a generator's batches have no array index)."""
+    site: change_line.Site | None = change_line.reading_site(units, None, None, None)
+    site = python_feed.feed_site(units, wrapped_functions=False) or site
+    where, batch_index, _ = _batch_provenance(findings, context, units, site, element)
+    return where, batch_index
+
+
+def _read_evidence(
+    origin: Finding, context: CauseContext, element: BadElement, **more: Any
+) -> dict[str, Any]:
+    """The evidence of a cause that names a batch value: the op, its output, the value, the step, and `more`."""
+    return {
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "output": origin.health.describe() if origin.health else None,
+        **more,
+        "element": element.describe(),
+        "step": context.step,
+    }
+
+
 def _array_index_text(where: dict[str, Any] | None) -> str:
     """', index 196 of the array passed to fit (in the shuffled order)' when the provenance has the index."""
     text = index_text(where)
@@ -652,22 +668,13 @@ def _batch_out_of_domain(
     """An op read a batch array as it came (a loss's ``log(y_true)``, a division by a target) and the array holds
     values outside the op's domain: the values and where they came from, and the op's line to change."""
     # Where the batch came from, as for NaN in the data (`_data`): a generator's batches have no array index.
-    site: change_line.Site | None = change_line.reading_site(units, None, None, None)
-    site = python_feed.feed_site(units, wrapped_functions=False) or site
     read = _named_by_step_parameters(read, units, context.step_function)
-    where, batch_index, _ = _batch_provenance(findings, context, units, site, read.element)
+    where, batch_index = _element_provenance(findings, context, units, read.element)
     leaf, op = read.element.leaf, origin.op.type
     values = read.values_text()
-    evidence: dict[str, Any] = {
-        "op": op,
-        "op_name": origin.op.name,
-        "output": origin.health.describe() if origin.health else None,
-        "batch_array": leaf,
-        "batch_values": values,
-        "count": read.count,
-        "element": read.element.describe(),
-        "step": context.step,
-    }
+    evidence = _read_evidence(
+        origin, context, read.element, batch_array=leaf, batch_values=values, count=read.count
+    )
     at = f" (batch {batch_index}, row {read.element.row})" if batch_index is not None else ""
     whose = "the step's argument" if context.step_function else "the batch's"
     summary = (
