@@ -242,3 +242,15 @@ def test_a_record_marked_minus_one_is_named_by_its_row(tmp_path: Path) -> None:
     again = json.loads(replayed.stdout)
     assert again["bundle"]["origin_from"] == "replay"
     assert again["cause"]["kind"] == "data" and again["cause"]["evidence"]["element"] == "y[17, 0] = -1"
+
+
+def test_a_glitch_inside_an_rnn_loop_is_named_by_its_record(tmp_path: Path) -> None:
+    """cause_rnn_glitch.py: the origin Log runs in the RNN's while loop, once per time step, and only its later
+    runs hold NaN: the row is read from the first run that does, and the record's negative reading is named."""
+    program = PROGRAMS / "cause_rnn_glitch.py"
+    findings = train_and_locate(tmp_path, program)
+    assert findings["origin"]["line"] == marked_line(program, "ORIGIN")
+    cause = findings["cause"]
+    assert cause["kind"] == "data", cause
+    assert cause["evidence"]["element"] == "x[4, 5, 0] = -3"
+    assert "index 100 of the array passed to fit" in cause["summary"]

@@ -43,15 +43,22 @@ def wants_rows(origin: Finding | None, batch: Any) -> bool:
 
 def op_output(dump_dir: str, op_name: str) -> Any:
     """Output 0 of the graph op `op_name` from a FULL_TENSOR dump this process just wrote (TensorFlow's own reader:
-    the dump holds one op type's values, is small, and is ours)."""
+    the dump holds one op type's values, is small, and is ours): its first run that holds NaN/Inf (an op in a
+    loop body, an RNN cell's, runs once per time step), else its first."""
+    import numpy as np
     from tensorflow.python.debug.lib import debug_events_reader
 
+    first = None
     with debug_events_reader.DebugDataReader(dump_dir) as reader:
         reader.update()
         for trace in reader.graph_execution_traces():
-            if trace.op_name == op_name and trace.output_slot == 0:
-                return reader.graph_execution_trace_to_tensor_value(trace)
-    return None
+            if trace.op_name != op_name or trace.output_slot != 0:
+                continue
+            value = reader.graph_execution_trace_to_tensor_value(trace)
+            if np.issubdtype(value.dtype, np.floating) and not np.isfinite(value).all():
+                return value
+            first = value if first is None else first
+    return first
 
 
 def origin_rows(
