@@ -326,3 +326,27 @@ def test_a_gan_trained_with_train_on_batch_is_guarded_and_replayed_at_its_own_mo
     assert_replays_by_reentry(bundle, program)
     replayed = nanlens_json("replay", str(bundle))
     assert "up to Sequential.train_on_batch" in replayed["route"], replayed["route"]
+
+
+def test_the_fine_tuning_phase_of_a_transfer_learning_script_is_the_one_replayed(tmp_path):
+    """Two fits in one script, each after its own compile (a head on a frozen base with Adam, then the whole model
+    with SGD), the same NanGuard in both; the second diverges. The replay's re-entry took over the first fit it
+    met: the head phase, with Adam and 2 trainable weights, so 6 captured values fit nothing and the step replayed
+    was not the one captured. It now runs the head phase one step and takes over the fit the bundle came from."""
+    program = SHAPES / "fit_two_phases.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "fine-tuned weights finite: True" in done.stdout  # no non-finite update was applied
+    assert "NanGuard: cause: divergence: the run diverged at learning rate 50" in done.stderr
+    (bundle,) = bundles(tmp_path)
+    info = CaptureBundle.load(bundle).model_info
+    assert (info["optimizer"], info["trainable_variables"]) == ("SGD", 6)
+    replayed = nanlens_json("replay", str(bundle))
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
+    assert replayed["warnings"] == [], replayed["warnings"]  # every captured value found its variable
+    assert (
+        "the fit before it (another optimizer or other trainable weights) ran one step only"
+        in replayed["route"]
+    )
+    # The base's weights are trained in this phase (frozen in the head phase): the replayed update reached them.
+    assert any(name.startswith("base/") for name in replayed["verdicts"]["graph"]["non_finite_weights"])

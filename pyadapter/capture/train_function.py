@@ -192,6 +192,8 @@ class GuardedTrainFunction:
             "num_replicas": self.strategy.num_replicas_in_sync,
             "optimizer": type(primary_optimizer(model)).__name__,
             "optimizers": [type(optimizer).__name__ for optimizer in model_optimizers(model)],
+            # With "optimizer": which fit of a program that trains in phases (a replay by re-entry takes that one).
+            "trainable_variables": len(model.trainable_variables),
             "loss_scale_optimizer": gate.is_loss_scale_optimizer(primary_optimizer(model)),
             "file": bundle_format.MODEL_FILE,
         }

@@ -61,6 +61,7 @@ class _BundleTakeover:
         self.result: Any = None
         self.error: BaseException | None = None
         self.seconds_to_step = 0.0
+        self.phases_skipped = 0  # fits before the captured one, run one step each (`takes_fit`)
         self.started = time.perf_counter()
 
     def _run(self, where: str, build: Callable[[], Any]) -> None:
@@ -76,6 +77,28 @@ class _BundleTakeover:
 
     def keras_fit(self, model: Any, call: str = "fit") -> None:
         self._run(f"{type(model).__name__}.{call}", lambda: _keras_rebuilt(self.bundle, model))
+
+    def takes_fit(self, model: Any) -> bool:
+        """Whether this ``fit`` is the bundle's: a program that trains in phases (the head on a frozen base, then the
+        whole model fine-tuned with another optimizer) calls fit more than once, and the captured state fits only
+        the phase it came from. Told by the optimizer's class and the number of trainable variables the manifest
+        records (the class alone while the model has no weights yet); a bundle without them takes the first fit."""
+        from pyadapter.capture.guard import primary_optimizer
+
+        info = self.bundle.model_info
+        optimizer, trainable = info.get("optimizer"), info.get("trainable_variables")
+        if not isinstance(optimizer, str) or not isinstance(trainable, int):
+            return True
+        try:
+            same = type(primary_optimizer(model)).__name__ == optimizer
+        except (ValueError, AttributeError):  # no optimizer: Keras raises its own error for that fit
+            return True
+        # A subclassed model makes its weights at its first call: before its first fit, only the optimizer tells.
+        built = all(layer.built for layer in model._flatten_layers())
+        if same and (not built or len(model.trainable_variables) == trainable):
+            return True
+        self.phases_skipped += 1
+        return False
 
     def takes(self, model: Any) -> bool:
         """Whether a ``train_on_batch`` of `model` is the bundle's step: the model the guard watched, told by the
@@ -186,7 +209,12 @@ def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
 
         class _TakeOver(callback_class):  # type: ignore[misc,valid-type]
             def on_train_begin(self, logs: dict | None = None) -> None:
-                hook.keras_fit(self.model)
+                if hook.takes_fit(self.model):
+                    hook.keras_fit(self.model)  # does not return
+                # An earlier phase of the program (a frozen base's head trained before the fine-tuning that
+                # failed): one step, so the program goes on to the fit that was captured. Keras ends fit after a
+                # step that sets stop_training; the captured state replaces what this step changes.
+                self.model.stop_training = True
 
         def fit(
             self: Any, *args: Any, _original: Any = model_class.fit, _callback: Any = _TakeOver, **kwargs: Any
@@ -221,6 +249,9 @@ class _Refuse:
         raise TrainingReached
 
     def takes(self, model: Any) -> bool:
+        return True
+
+    def takes_fit(self, model: Any) -> bool:
         return True
 
     def guarded_step(self, guarded: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
@@ -428,9 +459,17 @@ def run_by_reentry(
     if hook.error is not None:
         raise hook.error
     if notes is not None:
+        skipped = hook.phases_skipped
+        phases = (
+            "; the fit before it (another optimizer or other trainable weights) ran one step only"
+            if skipped == 1
+            else f"; the {skipped} fits before it (other optimizers or trainable weights) ran one step each"
+            if skipped
+            else ""
+        )
         notes.append(
             f"replayed by re-entry: ran the {kind} {program.name} up to {hook.reached} ({hook.seconds_to_step:.1f} s "
-            "of its own setup), then the captured step from the captured state"
+            f"of its own setup{phases}), then the captured step from the captured state"
         )
     return hook.result
 
