@@ -312,6 +312,9 @@ def _row_outlier(
     the other rows hold (a label of 50 among 0s and 1s, a price of -1): that record, where it came from, and the
     op's line."""
     outlier = rows.outliers[0]
+    outlier = dataclasses.replace(
+        outlier, element=_named_by_step_parameters(outlier.element, units, context.step_function)
+    )
     where, batch_index = _element_provenance(findings, context, units, outlier.element)
     op = origin.op.type
     evidence = _read_evidence(origin, context, outlier.element, bad_rows=rows.to_json())
@@ -668,7 +671,9 @@ def _batch_out_of_domain(
     """An op read a batch array as it came (a loss's ``log(y_true)``, a division by a target) and the array holds
     values outside the op's domain: the values and where they came from, and the op's line to change."""
     # Where the batch came from, as for NaN in the data (`_data`): a generator's batches have no array index.
-    read = _named_by_step_parameters(read, units, context.step_function)
+    read = dataclasses.replace(
+        read, element=_named_by_step_parameters(read.element, units, context.step_function)
+    )
     where, batch_index = _element_provenance(findings, context, units, read.element)
     leaf, op = read.element.leaf, origin.op.type
     values = read.values_text()
@@ -689,15 +694,15 @@ def _batch_out_of_domain(
 
 
 def _named_by_step_parameters(
-    read: domain.BatchInput, units: list[SourceUnit], step_function: dict[str, Any] | None
-) -> domain.BatchInput:
+    element: BadElement, units: list[SourceUnit], step_function: dict[str, Any] | None
+) -> BadElement:
     """A guard_step bundle's ``args[1]`` as the step names it (``targets``), when its definition is found; a keyword
     argument ``kwargs['targets']`` by its keyword."""
     if not step_function:
-        return read
+        return element
     leaf = None
-    keyword = re.match(r"kwargs\['(\w+)'\](.*)", read.element.leaf)
-    positional = re.match(r"args\[(\d+)\](.*)", read.element.leaf)
+    keyword = re.match(r"kwargs\['(\w+)'\](.*)", element.leaf)
+    positional = re.match(r"args\[(\d+)\](.*)", element.leaf)
     if keyword is not None:
         leaf = keyword.group(1) + keyword.group(2)
     elif positional is not None:
@@ -705,9 +710,7 @@ def _named_by_step_parameters(
         index = int(positional.group(1))
         if names is not None and index < len(names):
             leaf = names[index] + positional.group(2)
-    if leaf is None:
-        return read
-    return dataclasses.replace(read, element=dataclasses.replace(read.element, leaf=leaf))
+    return element if leaf is None else dataclasses.replace(element, leaf=leaf)
 
 
 def _reading_change(findings: Findings, site: change_line.Site | None) -> Change | None:
