@@ -254,3 +254,21 @@ def test_a_glitch_inside_an_rnn_loop_is_named_by_its_record(tmp_path: Path) -> N
     assert cause["kind"] == "data", cause
     assert cause["evidence"]["element"] == "x[4, 5, 0] = -3"
     assert "index 100 of the array passed to fit" in cause["summary"]
+
+
+def test_a_softmax_over_a_fully_masked_row_is_the_origin_and_the_empty_record_the_cause(
+    tmp_path: Path,
+) -> None:
+    """cause_empty_sequence.py: the -inf a user writes as a mask is a constant, not an op going wrong; the origin
+    was that Const ("Const produced 1 -inf", cause "a Const op overflowed"). The Softmax that turns a row of -inf
+    into NaN is the origin now, and its one bad row is the empty sequence, 0 throughout where no other row is."""
+    program = PROGRAMS / "cause_empty_sequence.py"
+    findings = train_and_locate(tmp_path, program)
+    assert findings["origin"]["op"]["type"] == "Softmax", findings["origin"]
+    assert findings["origin"]["line"] == marked_line(program, "ORIGIN")
+    cause = findings["cause"]
+    assert cause["kind"] == "data", cause
+    assert (
+        "x[11] = 0 throughout (none of the other 31 rows is), index 203 of the array passed to fit"
+        in (cause["summary"])
+    )

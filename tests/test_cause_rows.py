@@ -66,3 +66,17 @@ def test_the_record_survives_json_and_junk_is_refused() -> None:
         },
     ):
         assert BadRows.from_json(junk) is None, junk
+
+
+def test_a_row_that_is_zero_throughout_where_no_other_is_is_named_whole() -> None:
+    """An empty sequence (every token padding) among padded ones: no single value is unlike its column (others pad
+    with 0 too), but the row as a whole is."""
+    tokens = np.ones((6, 4, 2), dtype=np.float32)
+    tokens[:, 3:] = 0.0  # every sequence has padding at its end
+    tokens[4] = 0.0  # and one is nothing but padding
+    found = rows_of(loss_values([4], rows=6), (tokens, np.zeros((6, 1), dtype=np.float32)))
+    assert found is not None
+    assert [o.describe() for o in found.outliers] == ["x[4] = 0 throughout (none of the other 5 rows is)"]
+    assert found.outliers[0].record_text() == "x[4] (0 throughout)"
+    again = BadRows.from_json(found.to_json())
+    assert again is not None and again.outliers[0].whole_row

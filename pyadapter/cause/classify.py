@@ -288,6 +288,9 @@ def _op(
         else f"the {origin.op.type} op: keep its values in range"
     )
     summary = f"a {origin.op.type} op made NaN/Inf from finite inputs ({inputs or 'inputs not recorded'})"
+    if any(i.health is not None and not i.health.is_finite for i in origin.inputs):
+        # Infinities came in (a -inf mask constant) and this op turned them into NaN (a softmax over -inf only).
+        summary = f"a {origin.op.type} op made NaN from inputs that held infinities but no NaN ({inputs})"
     if overflow:
         summary = f"a {origin.op.type} op overflowed on finite inputs with no growth over the steps before"
     if (zeros := _sqrt_differentiated_at_zero(origin)) is not None:
@@ -324,7 +327,7 @@ def _row_outlier(
         f"the other rows': {outlier.describe()}{_array_index_text(where)}"
     )
     what = (
-        f"the record where {outlier.element.describe()}: correct it or leave it out where the data is read; or keep "
+        f"the record {outlier.record_text()}: correct it or leave it out where the data is read; or keep "
         f"the {op} op's input in its domain for such values"
     )
     return Cause("data", summary, evidence, _origin_change(findings, what, "op"), provenance=where)

@@ -32,10 +32,21 @@ class Outlier:
     element: BadElement
     low: float  # the other rows' smallest and largest value in that column
     high: float
+    whole_row: bool = False  # the row is 0 throughout where no other row is (an empty, all-padding sequence)
+
+    def record_text(self) -> str:
+        """The record in a few words: 'y[2, 0] = 50', 'x[11] (0 throughout)'."""
+        if self.whole_row:
+            return f"{self.element.leaf}[{self.element.row}] (0 throughout)"
+        return self.element.describe()
 
     def describe(self) -> str:
-        """'y[2, 0] = 50 (the other 31 rows: 0 to 1)'."""
+        """'y[2, 0] = 50 (the other 31 rows: 0 to 1)'; 'x[11] = 0 throughout (none of the other 31 rows is)'."""
         others = self.element.rows - 1
+        if self.whole_row:
+            return (
+                f"{self.element.leaf}[{self.element.row}] = 0 throughout (none of the other {others} rows is)"
+            )
         span = f"{_text(self.low)}" if self.low == self.high else f"{_text(self.low)} to {_text(self.high)}"
         return f"{self.element.describe()} (the other {others} row{'s' if others != 1 else ''}: {span})"
 
@@ -72,6 +83,7 @@ class BadRows:
                     "value": _json_float(o.element.value),
                     "low": _json_float(o.low),
                     "high": _json_float(o.high),
+                    "whole_row": o.whole_row,
                 }
                 for o in self.outliers
             ],
@@ -108,7 +120,8 @@ class BadRows:
                     return None
                 numbers.append(float(number))
             value, low, high = numbers
-            outliers.append(Outlier(BadElement(array, index[0], tuple(index), value, batch_rows), low, high))
+            element = BadElement(array, index[0], tuple(index), value, batch_rows)
+            outliers.append(Outlier(element, low, high, whole_row=item.get("whole_row") is True))
         return cls(list(rows[:MAX_ROWS]), count, batch_rows, outliers)
 
 
@@ -135,7 +148,8 @@ def _batch_rows(batch: Any) -> int | None:
 def _outliers(batch: Any, rows: list[int], batch_rows: int) -> list[Outlier]:
     """Numeric values of `rows` unlike the same column of every other row: further than `OUTSIDE` times the others'
     range outside it (where every other row holds one value: any other value), negative where no other row is, or 0
-    where no other row is."""
+    where no other row is; and a row of an array that is 0 throughout where no other row is (an empty sequence, all
+    padding), named first."""
     found: list[Outlier] = []
     bad = np.zeros(batch_rows, dtype=bool)
     bad[rows] = True
@@ -156,8 +170,17 @@ def _outliers(batch: Any, rows: list[int], batch_rows: int) -> list[Outlier]:
             high = np.nanmax(others, axis=0) if low is not None else None
         if low is None or high is None:
             continue
+        if value.ndim > 1 and value[0].size > 1:  # a row of one value is the column rule's
+            zero_rows = np.asarray(~value.reshape(batch_rows, -1).any(axis=1), dtype=bool)
+            for row in rows:
+                if zero_rows[row] and zero_rows.sum() == 1:
+                    index = (row,) + (0,) * (value.ndim - 1)
+                    found.append(
+                        Outlier(BadElement(label, row, index, 0.0, batch_rows), 0.0, 0.0, whole_row=True)
+                    )
         margin = OUTSIDE * (high - low)
-        for row in rows:
+        whole = {o.element.row for o in found if o.whole_row and o.element.leaf == label}
+        for row in (r for r in rows if r not in whole):  # a row named whole needs no cell of it named
             cells = value[row].astype(np.float64)
             with np.errstate(invalid="ignore"):
                 outside = np.isfinite(cells) & (

@@ -5,30 +5,16 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from pyadapter.dump.events import parse_event, tensor_values
 from pyadapter.dump.executions import ExecEntry, read_execution
 from pyadapter.dump.frames import innermost_user_frame, is_user_file, library_frame, short_path, user_frames
 from pyadapter.dump.gradients import forward_op_for, is_gradient_op
 from pyadapter.dump.graphs import OpInfo
 from pyadapter.dump.messages import bad_counts, origin_message
-from pyadapter.dump.origin import WEAK_ORIGIN_TYPES, Candidate, HostScan, input_state
-from pyadapter.dump.tfrecord import RecordFile
+from pyadapter.dump.origin import WEAK_ORIGIN_TYPES, Candidate, HostScan, input_state, trace_health
 from pyadapter.dump.traces import TraceEntry
 from pyadapter.findings import Finding, Frame, InputHealth, OpRef, TensorHealth
 
 MAX_PROPAGATED = 20
-
-
-def trace_health(host: HostScan, entry: TraceEntry) -> tuple[TensorHealth | None, str | None]:
-    """(health, device name) of one kept trace, re-read from its record."""
-    if host.traces is None or host.layout is None:
-        return None, None
-    data = RecordFile(host.traces.path).read_at(entry.offset)
-    event = parse_event(data) if data is not None else None
-    if event is None or not event.HasField("graph_execution_trace"):
-        return None, None
-    trace = event.graph_execution_trace
-    return host.layout.health(tensor_values(trace.tensor_proto)), trace.device_name or None
 
 
 @dataclass

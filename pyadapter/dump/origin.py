@@ -25,15 +25,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pyadapter.dump.events import parse_event, tensor_values
 from pyadapter.dump.executions import ExecEntry, ExecutionScan
 from pyadapter.dump.graphs import HostDump
 from pyadapter.dump.health import HealthLayout
+from pyadapter.dump.tfrecord import RecordFile
 from pyadapter.dump.traces import TraceEntry, TraceScan
-from pyadapter.findings import Frame
+from pyadapter.findings import Frame, TensorHealth
 
 # Ops that only bring values in from elsewhere: a NaN there was made before (or outside) this graph.
 WEAK_ORIGIN_TYPES = frozenset(
     {
+        # A constant that holds NaN/Inf was written so on purpose: a -inf mask before a softmax, an inf "best so
+        # far". What goes wrong is an op that later turns it into NaN (`_nan_from_infinities`).
+        "Const",
+        "HostConst",
         "Placeholder",
         "PlaceholderWithDefault",
         "_Arg",
@@ -160,6 +166,54 @@ def unrecorded_argument(host: HostScan, graph_id: str, name: str, rnd: int, dept
     return False
 
 
+def trace_health(host: HostScan, entry: TraceEntry) -> tuple[TensorHealth | None, str | None]:
+    """(health, device name) of one kept trace, re-read from its record."""
+    if host.traces is None or host.layout is None:
+        return None, None
+    data = RecordFile(host.traces.path).read_at(entry.offset)
+    event = parse_event(data) if data is not None else None
+    if event is None or not event.HasField("graph_execution_trace"):
+        return None, None
+    trace = event.graph_execution_trace
+    return host.layout.health(tensor_values(trace.tensor_proto)), trace.device_name or None
+
+
+def _op_type(host: HostScan, entry: TraceEntry | None) -> str | None:
+    resolved = host.dump.tensors.get(entry.tensor_id) if entry is not None else None
+    return resolved[0].type if resolved is not None else None
+
+
+def _holds_nan(host: HostScan, entry: TraceEntry | None) -> bool:
+    """Whether a traced tensor holds NaN (True when its health cannot be read: not known to be NaN-free)."""
+    health = trace_health(host, entry)[0] if entry is not None else None
+    return health is None or health.nan > 0
+
+
+def _nan_from_infinities(host: HostScan, after: Candidate) -> Candidate | None:
+    """The first op, from `after` on, whose output holds NaN while no input of it does (only infinities came in:
+    a softmax over a row that is -inf throughout takes exp(-inf - -inf)). Asked when the only non-finite values
+    that came in were constants: such an op is what went wrong with them."""
+    if host.traces is None:
+        return None
+    for entry in host.traces.window:
+        if entry.index < 0 or not entry.nonfinite or entry.wall_time < after.wall_time:
+            continue
+        resolved = host.dump.tensors.get(entry.tensor_id)
+        if resolved is None or resolved[0].type in WEAK_ORIGIN_TYPES:
+            continue
+        op = resolved[0]
+        health, _ = trace_health(host, entry)
+        if health is None or not health.nan:
+            continue
+        inputs = [input_state(host, op.graph_id, name, entry.round) for name in op.inputs]
+        if any(bad and trace is None for trace, bad in inputs):
+            continue  # a non-finite input seen only through pass-through ops: its NaN count is not known
+        if any(_holds_nan(host, trace) for trace, bad in inputs if bad):
+            continue
+        return Candidate(host, False, entry.wall_time, trace=entry)
+    return None
+
+
 def graph_candidate(host: HostScan) -> Candidate | None:
     if host.traces is None or not host.traces.window:
         return None
@@ -187,6 +241,8 @@ def graph_candidate(host: HostScan) -> Candidate | None:
             return candidate
         if weak is None:
             weak = candidate
+    if weak is not None and _op_type(host, weak.trace) in ("Const", "HostConst"):
+        return _nan_from_infinities(host, weak) or weak
     return weak
 
 
