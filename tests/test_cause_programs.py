@@ -54,9 +54,14 @@ def train_and_locate(tmp_path: Path, program: Path, *args: str, env: dict[str, s
     )
     bundles = [p for p in (tmp_path / "captures").iterdir() if (p / "manifest.json").is_file()]
     assert len(bundles) == 1, done.stdout[-2000:] + done.stderr[-3000:]
+    return locate_json(bundles[0], tmp_path, environment)
+
+
+def locate_json(bundle: Path, cwd: Path, environment: dict[str, str], *args: str) -> dict:
+    """``nanlens locate BUNDLE ARGS --json``, as the user runs it in the program's folder."""
     located = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "locate", str(bundles[0]), "--json"],
-        cwd=tmp_path,
+        [sys.executable, "-m", "pyadapter", "locate", str(bundle), *args, "--json"],
+        cwd=cwd,
         capture_output=True,
         text=True,
         env=environment,
@@ -230,16 +235,7 @@ def test_a_record_marked_minus_one_is_named_by_its_row(tmp_path: Path) -> None:
     assert cause["change"]["line"] == marked_line(program, "ORIGIN")
     # From the bundle alone (a replay in a worker process), the same record.
     (bundle,) = [p for p in (tmp_path / "captures").iterdir() if (p / "manifest.json").is_file()]
-    replayed = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "locate", str(bundle), "--replay", "--json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-        timeout=600,
-    )
-    assert replayed.returncode == 0, replayed.stderr[-3000:]
-    again = json.loads(replayed.stdout)
+    again = locate_json(bundle, tmp_path, dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), "--replay")
     assert again["bundle"]["origin_from"] == "replay"
     assert again["cause"]["kind"] == "data" and again["cause"]["evidence"]["element"] == "y[17, 0] = -1"
 
