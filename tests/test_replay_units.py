@@ -279,7 +279,11 @@ def test_re_entry_takes_over_the_train_on_batch_of_the_bundles_own_model() -> No
     from pyadapter.replay.reentry import _BundleTakeover
 
     discriminator, combined = SimpleNamespace(name="discriminator"), SimpleNamespace(name="combined")
-    hook = _BundleTakeover(SimpleNamespace(model_info={"name": "combined"}), action=lambda rebuilt: None)
+    bundle = SimpleNamespace(kind="keras_fit", model_info={"name": "combined"})
+    hook = _BundleTakeover(bundle, action=lambda rebuilt: None)
     assert not hook.takes(discriminator) and hook.takes(combined)
-    older = _BundleTakeover(SimpleNamespace(model_info={}), action=lambda rebuilt: None)
+    older = _BundleTakeover(SimpleNamespace(kind="keras_fit", model_info={}), action=lambda rebuilt: None)
     assert older.takes(discriminator)
+    # A guard_step bundle's step is its guarded function: a train_on_batch before it (a warm-up) goes through.
+    loop = _BundleTakeover(SimpleNamespace(kind="custom_loop", model_info={}), action=lambda rebuilt: None)
+    assert not loop.takes(discriminator)

@@ -137,7 +137,7 @@ def _text(value: float) -> str:
     return f"{value:g}"
 
 
-def _batch_rows(batch: Any) -> int | None:
+def leading_rows(batch: Any) -> int | None:
     """The batch's leading dimension: that of its first array with one."""
     for _, value, _ in leaves(batch):
         if isinstance(value, np.ndarray) and value.ndim > 0:
@@ -206,7 +206,7 @@ def rows_of(output: np.ndarray, batch: Any) -> BadRows | None:
     """The rows of `batch` where `output` (the origin op's values, batch rows first) holds NaN/Inf; None when its
     leading dimension is not the batch's, when it has no NaN/Inf, or when every row has them (no one record made
     them: a weight, a constant or a reduction over the batch did)."""
-    batch_rows = _batch_rows(batch)
+    batch_rows = leading_rows(batch)
     if batch_rows is None or output.ndim == 0 or output.shape[0] != batch_rows or batch_rows < 2:
         return None
     if not np.issubdtype(output.dtype, np.floating):

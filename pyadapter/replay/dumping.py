@@ -59,7 +59,7 @@ def _bad_rows(rebuilt: Rebuilt, dump_dir: str) -> dict | None:
     """The batch rows the origin op's NaN/Inf came from (`pyadapter.replay.rowvalues`), from one more graph run
     from the captured state; the origin is the dump's, scanned here (the caller scans it again: it is small)."""
     from pyadapter.dump import ScanError, scan_dump
-    from pyadapter.replay.rowvalues import origin_rows, values_dump
+    from pyadapter.replay.rowvalues import origin_rows, values_dumping
 
     try:
         origin = scan_dump(dump_dir).origin
@@ -67,14 +67,8 @@ def _bad_rows(rebuilt: Rebuilt, dump_dir: str) -> dict | None:
         return None
 
     def run_values(values_dir: str, op_type: str) -> None:
-        tensor_mode, op_regex = values_dump(op_type)
         rebuilt.program.restore()
-        run_step(
-            rebuilt.program,
-            "graph",
-            restore=False,
-            around=lambda: dumping(values_dir, tensor_mode, op_regex=op_regex),
-        )
+        run_step(rebuilt.program, "graph", restore=False, around=lambda: values_dumping(values_dir, op_type))
 
     rows = origin_rows(origin, rebuilt.bundle.batch(), run_values)
     return None if rows is None else rows.to_json()

@@ -103,7 +103,12 @@ class _BundleTakeover:
     def takes(self, model: Any) -> bool:
         """Whether a ``train_on_batch`` of `model` is the bundle's step: the model the guard watched, told by the
         name Keras gave it (the program makes its models in the same order again, so a GAN's discriminator and
-        combined model get the names they had). A bundle without the name takes the first call."""
+        combined model get the names they had). A bundle without the name takes the first call; a guard_step bundle
+        none."""
+        from pyadapter.capture.bundle_format import KIND_FIT
+
+        if self.bundle.kind != KIND_FIT:
+            return False  # a guard_step bundle: its step is the guarded function's, reached later
         name = self.bundle.model_info.get("name")
         return not isinstance(name, str) or getattr(model, "name", None) == name
 

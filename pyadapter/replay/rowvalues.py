@@ -12,20 +12,12 @@ from __future__ import annotations
 import shutil
 import tempfile
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
-from pyadapter.capture.records import first_bad_element, leaves
-from pyadapter.cause.rows import BadRows, rows_of
+from pyadapter.capture.records import first_bad_element
+from pyadapter.cause.rows import BadRows, leading_rows, rows_of
 from pyadapter.findings import Finding
-
-
-def batch_rows(batch: Any) -> int | None:
-    """The batch's leading dimension: that of its first array with one."""
-    for _, value, _ in leaves(batch):
-        shape = getattr(value, "shape", None)
-        if shape:
-            return int(shape[0])
-    return None
 
 
 def wants_rows(origin: Finding | None, batch: Any) -> bool:
@@ -34,7 +26,7 @@ def wants_rows(origin: Finding | None, batch: Any) -> bool:
     health = origin.health if origin is not None else None
     if health is None or not health.rank or not health.size or batch is None:
         return False
-    rows = batch_rows(batch)
+    rows = leading_rows(batch)
     # Health has the size, not the shape: a size that is not a multiple of the rows cannot be rows first.
     if rows is None or rows < 2 or health.size % rows or health.non_finite in (0, health.size):
         return False
@@ -80,8 +72,10 @@ def origin_rows(
         shutil.rmtree(values_dir, ignore_errors=True)
 
 
-def values_dump(op_type: str) -> tuple[str, str]:
-    """(tensor_debug_mode, op_regex) of the dump `run_values` makes."""
+def values_dumping(dump_dir: str, op_type: str) -> AbstractContextManager[None]:
+    """The dump a `run_values` makes: the whole values (FULL_TENSOR) of the ops of type `op_type`, nothing else."""
     import re
 
-    return "FULL_TENSOR", "^" + re.escape(op_type) + "$"
+    from pyadapter.dump.recorder import step_dump
+
+    return step_dump(dump_dir, "FULL_TENSOR", op_regex="^" + re.escape(op_type) + "$")

@@ -99,15 +99,9 @@ def _run_dumped(scene: SceneStep, dump_dir: str, mode: str = "graph", values_of:
         description="the failing step, at the scene",
     )
     if values_of is not None:
-        from pyadapter.replay.rowvalues import values_dump
+        from pyadapter.replay.rowvalues import values_dumping
 
-        tensor_mode, op_regex = values_dump(values_of)
-        return run_step(
-            program,
-            mode,  # type: ignore[arg-type]
-            restore=True,
-            around=lambda: dumping(dump_dir, tensor_mode, op_regex=op_regex),
-        )
+        return run_step(program, mode, restore=True, around=lambda: values_dumping(dump_dir, values_of))  # type: ignore[arg-type]
     return run_step(program, mode, restore=True, around=lambda: dumping(dump_dir))  # type: ignore[arg-type]
 
 
