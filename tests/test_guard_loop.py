@@ -172,6 +172,130 @@ def test_guarded_step_must_be_called_eagerly(tmp_path):
         outer(tf.zeros([2, gm.FEATURES]))
 
 
-def test_guard_step_needs_an_optimizer():
-    with pytest.raises(ValueError, match="optimizer"):
-        guard_step(lambda: None, model=gm.sequential())
+def test_guard_step_needs_something_to_gate():
+    with pytest.raises(ValueError, match="nothing to gate: no Keras optimizer and no trainable variable"):
+        guard_step(lambda: None, checkpoint=tf.train.Checkpoint(step=tf.Variable(0, trainable=False)))
+
+
+# ---- steps that update by hand (no optimizer) -------------------------------------------------------------------
+
+
+def log_features_data(bad_batch: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positive features that the step takes the log of; one 0 in `bad_batch` makes -inf there and NaN gradients."""
+    rng = np.random.default_rng(5)
+    x = rng.uniform(0.5, 2.0, size=(gm.BATCH * 6, gm.FEATURES)).astype("float32")
+    y = rng.normal(size=(gm.BATCH * 6, 1)).astype("float32")
+    x[bad_batch * gm.BATCH + 2, 1] = 0.0
+    return x, y
+
+
+@pytest.mark.parametrize("compiled", [True, False], ids=["tf_function", "eager"])
+def test_a_keras_model_updated_by_hand_keeps_its_weights_on_a_failing_step(tmp_path, compiled, capsys):
+    """No optimizer: the step writes ``v.assign_sub(lr * g)`` itself. The failing step's writes are held back (the
+    weights stay bit for bit as they were), the gradient is named by its variable, and the next steps update."""
+    keras.utils.set_random_seed(6)
+    x, y = log_features_data(bad_batch=3)
+    model = gm.sequential()
+
+    def step(bx, by):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(tf.math.log(bx)) - by))
+        grads = tape.gradient(loss, model.trainable_variables)
+        for variable, grad in zip(model.trainable_variables, grads, strict=True):
+            variable.assign_sub(0.05 * grad)
+        return loss
+
+    guarded = guard_step(
+        tf.function(step) if compiled else step,
+        model=model,
+        on_nan="skip",
+        capture_dir=tmp_path,
+        locate=False,
+    )
+    weights = []
+    for bx, by in batches(x, y):
+        before = [w.copy() for w in model.get_weights()]
+        guarded(bx, by)
+        weights.append((before, model.get_weights()))
+    assert [f.step for f in guarded.failures] == [3]
+    report = guarded.failures[0].report
+    kernel = model.trainable_variables[
+        0
+    ].path  # "sequential/dense/kernel", numbered by the models made before
+    assert not report.update_applied and kernel in report.gradients, report
+    unchanged = [all(np.array_equal(a, b) for a, b in zip(*pair, strict=True)) for pair in weights]
+    assert unchanged == [False, False, False, True, False, False], "only the failing step wrote nothing"
+    assert gm.all_finite(model.get_weights())
+    bundle = CaptureBundle.load(guarded.last_bundle)
+    assert bundle.manifest["step_function"]["updates_by_hand"] is True
+    assert f"step 3: non-finite gradients of {kernel}" in capsys.readouterr().err
+
+
+class Line(tf.Module):
+    """tensorflow.org's "Basic training loops" model: two scalar variables, no Keras."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = tf.Variable(5.0)
+        self.b = tf.Variable(0.0)
+
+    def __call__(self, x):
+        return self.w * x + self.b
+
+
+def test_a_tf_module_trained_by_hand_is_gated_and_its_bundle_holds_it(tmp_path):
+    """The tutorial's shape: the module is an argument of the step, the rate a Python float, and the update is
+    ``assign`` (a new value) for one variable and ``assign_sub`` for the other. A rate that diverges: the step
+    whose loss overflows writes nothing; the bundle holds both variables and names the module argument by class."""
+    line = Line()
+    x = tf.linspace(-2.0, 2.0, 101)
+    y = 3.0 * x + 2.0
+
+    @tf.function
+    def train(model, x, y, learning_rate):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(y - model(x)))
+        dw, db = tape.gradient(loss, [model.w, model.b])
+        model.w.assign(model.w - learning_rate * dw)
+        model.b.assign_sub(learning_rate * db)
+
+    guarded = guard_step(
+        train, checkpoint=tf.train.Checkpoint(model=line), capture_dir=tmp_path, locate=False
+    )
+    with pytest.raises(NonFiniteStepError) as raised:
+        for _ in range(200):
+            w, b = float(line.w.numpy()), float(line.b.numpy())
+            guarded(line, x, y, learning_rate=1.2)
+    failure = raised.value.failure
+    assert failure.report.loss and not failure.report.update_applied, failure.report
+    assert (float(line.w.numpy()), float(line.b.numpy())) == (w, b), "the failing step wrote nothing"
+    assert np.isfinite([w, b]).all()
+    bundle = CaptureBundle.load(guarded.last_bundle)
+    weights = dict(bundle.weight_entries())
+    assert sorted(weights) == ["model.b", "model.w"] and float(weights["model.w"]) == w, weights
+    args, kwargs = bundle.step_arguments()
+    assert str(args[0]) == "<Line object>" and kwargs == {"learning_rate": 1.2}, (args, kwargs)
+
+
+def test_a_tf1_optimizer_in_a_step_without_keras_optimizer_is_refused_not_let_through(tmp_path):
+    """A tf.compat.v1.train optimizer writes with its own kernels, past the assign methods the gate holds back: the
+    guard said "the update was not applied" while the weights went NaN. It now refuses the step in one line."""
+    from pyadapter.capture.gate import GuardError
+
+    line = Line()
+    optimizer = tf.compat.v1.train.GradientDescentOptimizer(0.05)
+
+    @tf.function
+    def train(x):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(line(x)))
+        grads = tape.gradient(loss, [line.w, line.b])
+        optimizer.apply_gradients(zip(grads, [line.w, line.b]))
+        return loss
+
+    guarded = guard_step(train, checkpoint=tf.train.Checkpoint(model=line), capture_dir=tmp_path)
+    with pytest.raises(GuardError, match="cannot gate a tf.compat.v1.train optimizer's update"):
+        guarded(tf.ones([4]))
+    assert float(line.w.numpy()) == 5.0
+    train(tf.ones([4]))  # outside the guard the optimizer is the user's as before
+    assert float(line.w.numpy()) != 5.0

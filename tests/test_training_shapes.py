@@ -226,6 +226,30 @@ def test_module_level_loop_stops_on_a_nan_loss_with_finite_gradients(tmp_path):
     assert_replays_by_reentry(bundle, program)
 
 
+def test_the_basic_training_loop_tutorial_with_a_rate_too_large(tmp_path):
+    """tensorflow.org's "Basic training loops": a tf.Module updated by hand (``w.assign_sub(learning_rate * dw)``,
+    no optimizer), the model an argument of the step. guard_step refused it ("found no Keras optimizer to gate");
+    the bundle could not hold the model argument, and the replay passed the rate back as a float64 tensor."""
+    program = SHAPES / "loop_by_hand_module.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert re.search(
+        r"NonFiniteStepError: NanGuard: step \d+: non-finite loss\. The update was not applied", done.stderr
+    )
+    change = next(n for n, t in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in t)
+    assert (
+        "NanGuard: cause: divergence: the run diverged at learning rate 1.2" in done.stderr
+        and f"Change {program.name}:{change}: learning rate 1.2 (passed to train as learning_rate): try 0.12"
+        in done.stderr
+    ), done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    captured = CaptureBundle.load(bundle)
+    weights = dict(captured.weight_entries())
+    assert sorted(weights) == ["model.b", "model.w"] and all(np.isfinite(v).all() for v in weights.values())
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
+    assert_replays_by_reentry(bundle, program)  # the model argument is the program's own there
+
+
 def test_debugger_stops_inside_the_tf_function_step_of_a_module_level_loop(tmp_path):
     """ "Replay eagerly" on the loop's bundle: debugpy stops on the origin line inside the ``@tf.function`` step
     (the program is re-entered up to its guarded step), and the frame holds the real batch's class counts."""

@@ -43,6 +43,9 @@ class LiveStep:
     optimizers: list[Any]
     extra_state: list[Any]  # the metric variables: put back as they were after a re-run
     reset: Any  # fresh metrics before each step
+    # A call of the step as the program made it (custom loops): where a held batch has an object argument (a
+    # model passed to the step), the re-run takes the object from here.
+    like: tuple[tuple[Any, ...], dict[str, Any]] | None = None
 
     def run(self, keeper: Any, copy: Any, batches: list[Any]) -> Any:
         """A `pyadapter.replay.window.WindowRun` from the keeper's `copy` through `batches` (nested numpy)."""
@@ -50,7 +53,7 @@ class LiveStep:
 
         return WindowRun(
             step=self.call,
-            calls=calls_of(batches, self.kind),
+            calls=calls_of(batches, self.kind, self.like),
             start_step=copy.step,
             state=keeper.variables,
             values=keeper.state_values(copy),

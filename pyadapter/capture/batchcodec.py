@@ -121,12 +121,17 @@ def from_tf_parts(parts: list[Any]) -> Any:
     return np.concatenate(leaves, axis=0)
 
 
+def _is_data(leaf: Any) -> bool:
+    return isinstance(leaf, (np.ndarray, np.generic, RaggedLeaf, SparseLeaf, list, tuple, bytes))
+
+
 def to_tensor(leaf: Any) -> Any:
     """A leaf as the tensor the step takes (None stays None)."""
     import tensorflow as tf
 
-    if leaf is None:
-        return None
+    if leaf is None or type(leaf) in (bool, int, float, str) or not _is_data(leaf):
+        # A plain Python argument of a step function, or an object one (`structure.ObjectArgument`): as it is.
+        return leaf
     if isinstance(leaf, RaggedLeaf):
         return tf.RaggedTensor.from_nested_row_splits(
             tf.convert_to_tensor(leaf.flat_values),

@@ -35,7 +35,7 @@ from typing import Any, NamedTuple
 
 import tensorflow as tf
 
-from pyadapter.capture import gate_tf_keras, keras_lines, tape_targets
+from pyadapter.capture import gate_manual, gate_tf_keras, keras_lines, tape_targets
 from pyadapter.capture.gate_checks import (
     NOT_MEASURED,
     combine_norms,
@@ -123,15 +123,20 @@ class _Record:
     losses: list[Any] = field(default_factory=list)
     gates: list[Gate] = field(default_factory=list)
     output_max: list[Any] = field(default_factory=list)  # max |y_pred| per compute_loss call (history on)
+    manual: gate_manual.ManualRecord = field(default_factory=gate_manual.ManualRecord)  # writes by hand
 
 
 class _CallScope:
     """The records of one guarded call being traced, one per thread (MirroredStrategy traces each replica in its
     own thread)."""
 
-    def __init__(self, config: GateConfig, several_optimizers: bool = False) -> None:
+    def __init__(
+        self, config: GateConfig, several_optimizers: bool = False, manual_names: dict[int, str] | None = None
+    ) -> None:
         self.config = config
         self.several_optimizers = several_optimizers
+        # Not None: the step updates its variables by hand (no optimizer); their names by id (`gate_manual`).
+        self.manual_names = manual_names
         self._records: dict[int, _Record] = {}
         self._lock = threading.Lock()
 
@@ -221,14 +226,67 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
     return apply
 
 
+def _refused_v1_update(*args: Any, **kwargs: Any) -> Any:
+    # A tf.compat.v1.train optimizer writes with its own kernels (ResourceApplyGradientDescent...), past the
+    # variables' assign methods that a step without a Keras optimizer is gated at: refused rather than let through
+    # unchecked while the guard says the update was not applied.
+    raise GuardError(
+        "guard_step cannot gate a tf.compat.v1.train optimizer's update; use the Keras optimizer of the same "
+        "name (keras.optimizers.SGD, Adam...) and pass it as optimizer=, or write the update with assign_sub"
+    )
+
+
+def _gate_manual_write(graph: Any) -> Any:
+    """`gate_manual.gating_writes`'s callback: a write by hand in the guarded step goes through only when the
+    losses and gradients recorded before it are finite."""
+
+    def gate_write(variable: Any, kind: str, value: Any) -> Any:
+        scope = _active
+        if scope is None or scope.manual_names is None:
+            return None
+        here = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+        if here is not graph:
+            raise GuardError(
+                "the step's update ran inside a nested tf.function; remove @tf.function from the inner step "
+                "(the guarded function is compiled already)"
+            )
+        context = tf.distribute.get_replica_context()
+        if tf.distribute.has_strategy() and context is not None and context.num_replicas_in_sync > 1:
+            raise GuardError(
+                "guard_step cannot gate variables updated by hand under a tf.distribute strategy with several "
+                "replicas; update them with a Keras optimizer (optimizer.apply_gradients)"
+            )
+        record = scope.record()
+        ok = gate_manual.writes_ok(record.manual, record.losses)
+        record.manual.written[id(variable)] = variable
+        value = gate_manual.held_back(variable, kind, value, ok)
+        if scope.config.history:
+            record.manual.update_squares.append(gate_manual.update_squares(variable, kind, value))
+        return value
+
+    return gate_write
+
+
 @contextlib.contextmanager
-def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Iterator[_CallScope]:
+def hooks(
+    optimizers: list[Any],
+    models: list[Any],
+    config: GateConfig,
+    manual_variables: list[Any] | None = None,
+    manual_names: dict[int, str] | None = None,
+) -> Iterator[_CallScope]:
     """Installs the recording and gating hooks on `optimizers` and `models` while a guarded step is traced (or
-    run eagerly); yields the scope that collects what the step recorded."""
+    run eagerly); yields the scope that collects what the step recorded. With `manual_variables` (a step with no
+    optimizer), their writes are gated instead (`gate_manual`), named by `manual_names`."""
     global _active
     if _active is not None:
         raise GuardError("a guarded step is already being traced (nested NanGuard / guard_step)")
-    scope = _CallScope(config, several_optimizers=len(unique(optimizers)) > 1)
+    manual = manual_variables is not None
+    scope = _CallScope(
+        config,
+        several_optimizers=len(unique(optimizers)) > 1,
+        manual_names=dict(manual_names or {}) if manual else None,
+    )
     patched: list[tuple[Any, str, Any]] = []
     missing = object()
 
@@ -261,17 +319,39 @@ def hooks(optimizers: list[Any], models: list[Any], config: GateConfig) -> Itera
                 patch(writer, kind, lambda original, k=kind: watched_assign(original, k))
     # A scalar the step differentiates is a loss too (see tape_targets); not under loss scaling, where the
     # differentiated loss is the scaled one and overflowing it is the LossScaleOptimizer's business.
+    names = scope.manual_names or {}
     targets = (
         contextlib.nullcontext()
         if any(is_loss_scale_optimizer(o) for o in optimizers)
-        else tape_targets.recording(record_loss)
+        else tape_targets.recording(
+            record_loss,
+            (
+                lambda sources, result: gate_manual.record_gradients(
+                    scope.record().manual, sources, result, names
+                )
+            )
+            if manual
+            else None,
+        )
     )
+    graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+    writes = (
+        gate_manual.gating_writes(list(manual_variables or []), _gate_manual_write(graph))
+        if manual
+        else contextlib.nullcontext()
+    )
+    v1_optimizer = tf.compat.v1.train.Optimizer
+    v1_apply = v1_optimizer.__dict__["apply_gradients"]
+    if manual:
+        v1_optimizer.apply_gradients = _refused_v1_update  # the class: the step may make its optimizer late
     _active = scope
     try:
-        with targets:
+        with targets, writes:
             yield scope
     finally:
         _active = None
+        if manual:
+            v1_optimizer.apply_gradients = v1_apply
         for obj, name, previous in reversed(patched):
             if previous is missing:
                 obj.__dict__.pop(name, None)
@@ -374,7 +454,21 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
     all_losses = [loss for r in records for loss in r.losses]
     if not n_gates:
         loss_oks.append(tf.reduce_all(finite_flags(all_losses)))
-    meta.gated = n_gates > 0
+    manual = None
+    if not n_gates and scope.manual_names is not None and records:
+        # A step that updates by hand (one record: several replicas were refused when the writes were traced).
+        manual = gate_manual.manual_verdict(
+            records[0].manual, scope.config.check_weights, scope.config.history, scope.manual_names
+        )
+        if manual.grad_names or manual.weight_names or records[0].manual.write_ok is not None:
+            grads.append(manual.grads_ok)
+            weights.append(manual.weights_ok)
+            applied.append(manual.applied)
+            meta.grad_names += manual.grad_names
+            meta.weight_names += manual.weight_names
+        else:
+            manual = None
+    meta.gated = n_gates > 0 or manual is not None
     meta.checked = (
         (["loss"] if all_losses else [])
         + (["gradients"] if meta.grad_names else [])
@@ -387,6 +481,9 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         )
     loss_ok = _all(loss_oks)
     ok = _all(oks) if n_gates else loss_ok  # a gate's ok already includes its losses
+    if manual is not None:
+        local_oks.append(tf.logical_and(loss_ok, tf.reduce_all(manual.grads_ok)))
+        ok = tf.logical_and(local_oks[-1], tf.reduce_all(manual.weights_ok))
     if n_gates > 1 and len(records) == 1 and any(g.backup for g in records[0].gates):
         # Several updates in one step (a GAN's two optimizers): when any of them fails, the step is not applied
         # at all, so the updates that did go through are taken back.
@@ -405,8 +502,8 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         weights_ok=weights[0] if len(weights) == 1 else tf.concat(weights, axis=0) if weights else ones(0),
         applied=_all(applied) if applied else tf.constant(False),
         loss=loss,
-        local_ok=_all(local_oks) if n_gates else loss_ok,
-        metrics=_metrics(records) if scope.config.history else None,
+        local_ok=_all(local_oks) if n_gates or manual is not None else loss_ok,
+        metrics=_metrics(records, manual) if scope.config.history else None,
     )
     return verdict, meta
 
@@ -418,17 +515,21 @@ def _across_gates(norms: list[Any]) -> Any:
     return norms[0] if len(norms) == 1 else combine_norms(tf.stack(norms))
 
 
-def _metrics(records: list[_Record]) -> Any:
+def _metrics(records: list[_Record], manual: gate_manual.ManualVerdict | None = None) -> Any:
     """The step's history vector (history.METRICS order), float32 [4]."""
     first = records[0].gates if records else []
-    if len(records) == 1:
+    if manual is not None:
+        grad_norm, weight_norm = manual.grad_norm, manual.weight_norm
+        update_norm = manual.update_norm if manual.update_norm is not None else tf.constant(NOT_MEASURED)
+    elif len(records) == 1:
         grad_norm = _across_gates([g.grad_norm for g in first])
     else:
         # Several replicas: each saw only its local gradients, not the all-reduced ones that were applied.
         grad_norm = tf.constant(NOT_MEASURED)
-    # Weights and updates are decided once for all replicas (the first record's are everyone's).
-    weight_norm = _across_gates([g.weight_norm for g in first])
-    update_norm = _across_gates([g.update_norm for g in first])
+    if manual is None:
+        # Weights and updates are decided once for all replicas (the first record's are everyone's).
+        weight_norm = _across_gates([g.weight_norm for g in first])
+        update_norm = _across_gates([g.update_norm for g in first])
     maxima = [m for r in records for m in r.output_max]
     max_abs_output = (
         tf.constant(NOT_MEASURED)

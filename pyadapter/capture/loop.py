@@ -102,9 +102,13 @@ class GuardedStep:
         if optimizer is not None and optimizer not in self.optimizers:
             self.optimizers.append(optimizer)
         keras_lines.check_same_line([*self.models, *self.optimizers], "guard_step")
-        if not self.optimizers:
+        # What a step that updates by hand trains (tf.Module variables, bare tf.Variables): with no Keras
+        # optimizer to gate, their writes are gated (`gate_manual`), and they are part of the step's state.
+        self._hand_variables, self._hand_names = _trained_by_hand(objects, self.models)
+        if not self.optimizers and not self.trainable_variables():
             raise ValueError(
-                "guard_step found no Keras optimizer to gate (pass optimizer=... or put it in checkpoint)"
+                "guard_step found nothing to gate: no Keras optimizer and no trainable variable (pass "
+                "optimizer=..., or checkpoint=tf.train.Checkpoint(model=...) of what the step trains)"
             )
         self.step_function = step_function
         self.capture_dir = self.options.capture_dir
@@ -184,7 +188,14 @@ class GuardedStep:
         if self._autograph:
             # As tf.function(autograph=True) would: Python control flow on tensors becomes graph control flow.
             function = tf.autograph.to_graph(function, recursive=True)
-        with gate.hooks(self.optimizers, self.models, self.config) as scope:
+        by_hand = not self.optimizers
+        with gate.hooks(
+            self.optimizers,
+            self.models,
+            self.config,
+            manual_variables=self.trainable_variables() if by_hand else None,
+            manual_names=self._hand_names if by_hand else None,
+        ) as scope:
             result = function(*args, **kwargs)
             verdict, meta = gate.combine(scope)
         self.meta = meta
@@ -201,7 +212,8 @@ class GuardedStep:
         ):  # a replay by re-entry: this call is the captured step, from the captured state
             replay.guarded_step(self, args, kwargs)
         if self._first_iteration is None:
-            self._first_iteration = int(self.optimizers[0].iterations.numpy())
+            # A step that updates by hand counts no iterations: its steps are this guard's calls.
+            self._first_iteration = int(self.optimizers[0].iterations.numpy()) if self.optimizers else 0
             if self._window is not None and any(
                 isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs))
             ):
@@ -223,10 +235,11 @@ class GuardedStep:
         returned_loss_bad = (
             loss is not None and "loss" not in self.meta.checked and not np.isfinite(loss.numpy())
         )
-        trainable = [v for model in self.models for v in model.trainable_variables]
-        report = gate.report(verdict, self.meta, trainable, loss_seen_bad=bool(returned_loss_bad))
+        report = gate.report(
+            verdict, self.meta, self.trainable_variables(), loss_seen_bad=bool(returned_loss_bad)
+        )
         if report.update_applied and self._window is not None:
-            report.update_taken_back = self._take_back_update(step)
+            report.update_taken_back = self._take_back_update(step, (tuple(args), dict(kwargs)))
         caller = sys._getframe(1)  # the loop's frame: its dataset, if a local there reads files
 
         def write(attempt: Attempt) -> None:
@@ -257,6 +270,20 @@ class GuardedStep:
         self.policy.say(failure)
         return result
 
+    def trainable_variables(self) -> list[Any]:
+        """What the step trains: its Keras models' trainable variables, then what it updates by hand."""
+        return snapshot.unique(
+            [*(v for m in self.models for v in m.trainable_variables), *self._hand_variables]
+        )
+
+    def hand_variables(self) -> list[Any]:
+        """The variables of the step's tf.Modules and its bare tf.Variables (a step that updates by hand)."""
+        return list(self._hand_variables)
+
+    def hand_variable_names(self) -> dict[int, str]:
+        """Names of the variables the step trains, by id: ``model.w`` for a tf.Module's (see `_trained_by_hand`)."""
+        return dict(self._hand_names)
+
     def _state_variables(self) -> list[Any]:
         """What the window copies: the models', optimizers' and checkpoint's variables and the seed states."""
         held = [
@@ -267,12 +294,14 @@ class GuardedStep:
                 *(v for m in self.models for v in m.variables),
                 *(v for o in self.optimizers for v in keras_lines.optimizer_variables(o)),
                 *held,
+                *self._hand_variables,
                 *(v for _, v in self._seed_states()),
             ]
         )
 
-    def _live_step(self) -> atscene.LiveStep:
-        """The step a window re-runs: the loop's own Python step on the window's held arguments."""
+    def _live_step(self, like: tuple[tuple, dict] | None = None) -> atscene.LiveStep:
+        """The step a window re-runs: the loop's own Python step on the window's held arguments (object arguments,
+        a model passed to the step, as in `like`: the failing call)."""
         models = list(self.models)
 
         def reset() -> None:
@@ -283,20 +312,21 @@ class GuardedStep:
             call=self.python_function,
             kind=bundle_format.KIND_LOOP,
             to_numpy=lambda held: loop_bundle.batch_of(*held),
-            trainable=[v for m in models for v in m.trainable_variables],
+            trainable=self.trainable_variables(),
             optimizers=list(self.optimizers),
             extra_state=[v for m in models for v in keras_lines.metrics_variables(m)],
             reset=reset,
+            like=like,
         )
 
-    def _take_back_update(self, step: int) -> bool:
+    def _take_back_update(self, step: int, like: tuple[tuple, dict]) -> bool:
         """`atscene.take_back_update` for this loop. Never raises: the bundle then says the weights are the ones
         after the update."""
         keeper = self._window
         if keeper is None:
             return False
         try:
-            return atscene.take_back_update(keeper, step, self._live_step(), self.verbose)
+            return atscene.take_back_update(keeper, step, self._live_step(like), self.verbose)
         except Exception as exc:  # noqa: BLE001 - the bundle matters more than taking the update back
             if self.verbose:
                 print(f"guard_step: could not take the update back: {exc}".splitlines()[0], file=sys.stderr)
@@ -310,7 +340,7 @@ class GuardedStep:
         keeper = self._window
         if keeper is None:
             return {}, {}
-        live = self._live_step()
+        live = self._live_step((tuple(args), dict(kwargs)))
         failing = live.to_numpy((args, kwargs))
         try:
             search = atscene.window_search(
@@ -321,14 +351,14 @@ class GuardedStep:
                 step=step,
                 history=self._history,
                 model_info={
-                    "optimizer": type(self.optimizers[0]).__name__,
+                    "optimizer": type(self.optimizers[0]).__name__ if self.optimizers else None,
                     "optimizers": [type(o).__name__ for o in self.optimizers],
                 },
                 epoch=None,
                 batch_index=index,
                 verbose=self.verbose,
             )
-            rate = step_window.current_learning_rate(self.optimizers[0])
+            rate = step_window.current_learning_rate(self.optimizers[0]) if self.optimizers else None
             return keeper.files(step, failing, live.to_numpy, learning_rate=rate, search=search)
         except Exception as exc:  # noqa: BLE001 - the bundle matters more than its window
             return {}, {
@@ -373,8 +403,8 @@ class GuardedStep:
             step=self.python_function,
             args=tuple(args),
             kwargs=dict(kwargs),
-            variables=snapshot.unique([*variables, *held, *seed_variables]),
-            trainable=[v for m in self.models for v in m.trainable_variables],
+            variables=snapshot.unique([*variables, *held, *self._hand_variables, *seed_variables]),
+            trainable=self.trainable_variables(),
             optimizers=list(self.optimizers),
             seeds_before={id(v): seed_states[p] for p, v in seeds if p in seed_states},
             seed_variables=seed_variables,
@@ -437,3 +467,40 @@ def guard_step(
     if step_function is None:
         return lambda function: GuardedStep(function, **given)
     return GuardedStep(step_function, **given)
+
+
+def _trained_by_hand(objects: dict[str, Any], models: list[Any]) -> tuple[list[Any], dict[int, str]]:
+    """The trainable variables of the non-Keras tf.Modules and the bare trainable tf.Variables among the objects
+    guard_step was given, and a name for each (by id of the variable and of a keras.Variable's tf.Variable):
+    ``model.w`` for ``Checkpoint(model=m)`` and ``m.w``. Keras models' variables are named by their paths."""
+    variables: list[Any] = []
+    names: dict[int, str] = {}
+
+    def add(variable: Any, name: str) -> None:
+        if not getattr(variable, "trainable", False) or any(variable is v for v in variables):
+            return
+        variables.append(variable)
+        names[id(variable)] = name
+        inner = getattr(variable, "value", None)
+        if isinstance(inner, tf.Variable):
+            names[id(inner)] = name
+
+    for key, value in objects.items():
+        if isinstance(value, tf.Variable):
+            add(value, key)
+        elif (
+            isinstance(value, tf.Module)
+            and not keras_lines.is_model(value)
+            and not keras_lines.is_optimizer(value)
+        ):
+            for path, variable in value._flatten(  # tf.Module's own walk, with attribute paths
+                predicate=lambda v: isinstance(v, tf.Variable), with_path=True
+            ):
+                add(variable, ".".join([key, *(str(p) for p in path)]))
+    for model in models:
+        for variable in model.trainable_variables:
+            names[id(variable)] = snapshot.variable_path(variable)
+            inner = getattr(variable, "value", None)
+            if isinstance(inner, tf.Variable):
+                names[id(inner)] = names[id(variable)]
+    return variables, names

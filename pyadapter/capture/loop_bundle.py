@@ -56,6 +56,9 @@ def write_bundle(
         "file": _source_file(function),
         "tf_function": isinstance(guarded.step_function, tf.types.experimental.PolymorphicFunction),
         "jit_compile": getattr(guarded.step_function, "_jit_compile", None),
+        # No Keras optimizer: the step writes its variables itself (`gate_manual`); the cause then looks for the
+        # learning rate where the step is given it.
+        "updates_by_hand": not guarded.optimizers,
     }
     checkpoint_objects = sorted(trackable_children(guarded.checkpoint))
     return bundle_writer.write_bundle(
@@ -74,8 +77,14 @@ def write_bundle(
         extra={
             "step_function": step_info,
             "checkpoint": {"prefix": bundle_format.CHECKPOINT_PREFIX, "objects": checkpoint_objects},
-            "optimizer_iterations": int(guarded.optimizers[0].iterations.numpy()),
-            **learning_rate.manifest_entry(guarded.optimizers[0], report.update_in_state),
+            **(
+                {
+                    "optimizer_iterations": int(guarded.optimizers[0].iterations.numpy()),
+                    **learning_rate.manifest_entry(guarded.optimizers[0], report.update_in_state),
+                }
+                if guarded.optimizers
+                else {}  # a step that updates by hand
+            ),
             **keras_lines.manifest_entry([*guarded.models, *guarded.optimizers]),
             **(scene or {}),
         },
@@ -102,8 +111,9 @@ def _save_state(
         guarded.checkpoint.write(str(prefix))
         groups = [("model", list(m.variables)) for m in guarded.models]
         groups += [("optimizer", keras_lines.optimizer_variables(o)) for o in guarded.optimizers]
+        groups.append(("module", guarded.hand_variables()))
         described: list[dict[str, Any]] = []
-        values, total = snapshot.variable_values(groups, described)
+        values, total = snapshot.variable_values(groups, described, guarded.hand_variable_names())
         writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)  # streamed, one variable at a time
     finally:
         for path, value in after.items():

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from pyadapter.capture import batchcodec, integrity, notebook
+from pyadapter.capture import batchcodec, integrity, notebook, structure
 
 
 def versions() -> dict[str, str]:
@@ -142,12 +142,15 @@ def variable_path(variable: Any) -> str:
 
 
 def variable_values(
-    groups: list[tuple[str, list[Any]]], described: list[dict[str, Any]]
+    groups: list[tuple[str, list[Any]]],
+    described: list[dict[str, Any]],
+    names: dict[int, str] | None = None,
 ) -> tuple[Iterator[tuple[str, np.ndarray]], int]:
     """weights.npz's arrays, read one variable at a time as the writer asks for them: (a generator of (key w000..,
     value), the bytes they will take). Each value read is described in `described` (key, path, group, shape,
     dtype) as it is yielded; a variable holding objects (strings) is skipped. Never more than one value in memory:
-    a bundle of a model of N bytes of state costs about the largest variable, not N, on top of training."""
+    a bundle of a model of N bytes of state costs about the largest variable, not N, on top of training.
+    `names`: paths by id for variables that have none of their own (a tf.Module's, all called "Variable")."""
     chosen: list[tuple[str, Any]] = []
     seen: set[int] = set()
     total = 0
@@ -168,7 +171,7 @@ def variable_values(
             described.append(
                 {
                     "key": key,
-                    "path": variable_path(variable),
+                    "path": (names or {}).get(id(variable)) or variable_path(variable),
                     "group": group,
                     "shape": list(value.shape),
                     "dtype": value.dtype.str,
@@ -223,12 +226,20 @@ def to_numpy_structure(value: Any) -> Any:
         return batchcodec.from_tf(value)
     if hasattr(value, "numpy"):
         return np.asarray(value.numpy())
-    return np.asarray(value)
+    if type(value) in (bool, int, str) or type(value) is float and np.isfinite(value):
+        # A plain Python argument of a step (a learning rate, training=True) stays one: as a float64 array it
+        # would come back as a float64 tensor, which a float32 step refuses.
+        return value
+    array = np.asarray(value)
+    if array.dtype == object and not isinstance(value, np.ndarray):
+        # An object passed to a step (a tf.Module, a function): not data; the replay takes it from the program.
+        return structure.ObjectArgument(type(value).__qualname__)
+    return array
 
 
 def to_tensors(structure: Any) -> Any:
     """numpy leaves -> tensors (None stays None: Keras's 'no sample weights'; ragged and sparse leaves become
-    ragged and sparse tensors again)."""
+    ragged and sparse tensors again; plain Python values stay as they are, as the step was given them)."""
     import tensorflow as tf
 
     return tf.nest.map_structure(batchcodec.to_tensor, structure)

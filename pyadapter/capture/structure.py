@@ -14,6 +14,7 @@ import struct
 import zipfile
 import zlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -24,6 +25,67 @@ from pyadapter.capture import batchcodec
 
 class StructureError(ValueError):
     """A batch that cannot be stored without pickle, or a structure description that does not fit its arrays."""
+
+
+@dataclass(frozen=True)
+class ObjectArgument:
+    """A step argument that is an object, not data (tensorflow.org's ``train(model, x, y, learning_rate)`` passes
+    its tf.Module): the bundle keeps its class name only, and a replay takes the object from the program
+    (`pyadapter.replay.reentry`). Never the object itself: a bundle holds data, not code."""
+
+    type_name: str
+
+    def __str__(self) -> str:
+        return f"<{self.type_name} object>"
+
+
+# A class name as the bundle may state it (what a reader shows; never looked up or imported).
+_MAX_TYPE_NAME = 200
+
+
+def with_objects(captured: Any, live: Any) -> Any:
+    """`captured` (step arguments read from a bundle) with each `ObjectArgument` replaced by the object at the same
+    place in `live` (arguments of the program's own call of the step), which must be of the class named. Raises
+    StructureError (one line) where the two differ in nesting or class."""
+    if isinstance(captured, ObjectArgument):
+        if type(live).__qualname__ != captured.type_name:
+            raise StructureError(
+                f"the step was captured with {captured} as an argument, but the program passes "
+                f"{type(live).__qualname__} there"
+            )
+        return live
+    if isinstance(captured, dict):
+        if not isinstance(live, dict) or set(live) != set(captured):
+            raise StructureError(
+                "the program calls the step with other keyword arguments than the captured call"
+            )
+        return {key: with_objects(value, live[key]) for key, value in captured.items()}
+    if isinstance(captured, (list, tuple)):
+        if not isinstance(live, (list, tuple)) or len(live) != len(captured):
+            raise StructureError("the program calls the step with other arguments than the captured call")
+        items = [with_objects(value, other) for value, other in zip(captured, live, strict=True)]
+        if isinstance(captured, tuple) and hasattr(captured, "_fields"):
+            return type(captured)(*items)
+        return type(captured)(items)
+    return captured
+
+
+def holds_objects(captured: Any) -> ObjectArgument | None:
+    """The first `ObjectArgument` in a nested structure, or None."""
+    if isinstance(captured, ObjectArgument):
+        return captured
+    values = (
+        captured.values()
+        if isinstance(captured, dict)
+        else captured
+        if isinstance(captured, (list, tuple))
+        else []
+    )
+    for value in values:
+        found = holds_objects(value)
+        if found is not None:
+            return found
+    return None
 
 
 def _as_array(value: Any) -> np.ndarray:
@@ -41,6 +103,8 @@ def describe(structure: Any, arrays: dict[str, np.ndarray], prefix: str = "a") -
     """The JSON description of `structure`; its leaves are added to `arrays` under keys `a000`, `a001`, ..."""
     if structure is None:
         return {"type": "none"}
+    if isinstance(structure, ObjectArgument):
+        return {"type": "object", "class": structure.type_name[:_MAX_TYPE_NAME]}
     if type(structure) in (bool, int, str) or type(structure) is float and math.isfinite(structure):
         # Plain Python arguments of a step function (e.g. training=True) stay Python values.
         return {"type": "python", "value": structure}
@@ -90,6 +154,11 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows
         if type(value) not in (bool, int, str, float):
             raise StructureError("python value in a structure description must be bool/int/float/str")
         return value
+    if kind == "object":
+        name = description.get("class")
+        if not isinstance(name, str) or not 0 < len(name) <= _MAX_TYPE_NAME:
+            raise StructureError("object description has no class name of at most 200 characters")
+        return ObjectArgument(name)
     if kind == "array":
         return _rebuild_array(description, arrays, any_rows)
     if isinstance(kind, str) and kind in batchcodec.KINDS:

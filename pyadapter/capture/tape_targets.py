@@ -29,12 +29,21 @@ def _is_scalar_float(value: Any) -> bool:
 
 
 @contextlib.contextmanager
-def recording(record: Callable[[Any], Any]) -> Iterator[None]:
+def recording(
+    record: Callable[[Any], Any], record_gradients: Callable[[Any, Any], Any] | None = None
+) -> Iterator[None]:
     """Within the block, ``record(target)`` for each scalar floating target of ``GradientTape.gradient`` built in
-    the graph that is current when the block starts (or eagerly, when it starts eagerly)."""
+    the graph that is current when the block starts (or eagerly, when it starts eagerly); with
+    `record_gradients`, also ``record_gradients(sources, gradients)`` for each such call (a step that updates by
+    hand, `pyadapter.capture.gate_manual`)."""
     eager = tf.executing_eagerly()
     graph = None if eager else tf.compat.v1.get_default_graph()
     original = tf.GradientTape.gradient
+
+    def here() -> bool:
+        if eager:
+            return tf.executing_eagerly()
+        return not tf.executing_eagerly() and tf.compat.v1.get_default_graph() is graph
 
     def gradient(self: tf.GradientTape, target: Any, sources: Any, *args: Any, **kwargs: Any) -> Any:
         for value in tf.nest.flatten(target):
@@ -45,7 +54,10 @@ def recording(record: Callable[[Any], Any]) -> Iterator[None]:
                     record(value)
             elif getattr(value, "graph", None) is graph:
                 record(value)
-        return original(self, target, sources, *args, **kwargs)
+        result = original(self, target, sources, *args, **kwargs)
+        if record_gradients is not None and here():
+            record_gradients(sources, result)
+        return result
 
     tf.GradientTape.gradient = gradient  # the class: the user's tapes are made inside the step
     try:

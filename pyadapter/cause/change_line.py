@@ -1,7 +1,8 @@
 """The line of the user's code to change, found by reading (ast) the sources, never by running them:
 
 - divergence: the optimizer's construction (``keras.optimizers.SGD(learning_rate=...)``), a learning-rate
-  schedule, or ``compile(optimizer="adam")``, matching the optimizer class the bundle recorded;
+  schedule, or ``compile(optimizer="adam")``, matching the optimizer class the bundle recorded; for a step that
+  updates by hand (no optimizer), where its rate is given (`hand_update_site`);
 - data: the line that reads or builds the data (``np.genfromtxt``, ``pd.read_csv``, ``make_csv_dataset``, ...);
 - precision: the construction of the layer whose output left the dtype's range (``Dense(...)``,
   ``AttentionPooling()``), matched by the layer name in the op's name (Keras names layers after their class).
@@ -132,6 +133,75 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str]) -> Site | None:
                 ):
                     found.append(Site(unit, node, arg.value, DEFAULT_LEARNING_RATES.get(arg.value.lower())))
     return found[0] if found else None
+
+
+HAND_UPDATES = ("assign_sub", "assign_add")
+
+
+def _rate_operand(value: ast.expr) -> ast.expr | None:
+    """In an update written by hand (``learning_rate * dw``), the factor that is the rate: a number, or a name
+    (one that says rate or lr first); None when the update is not such a product."""
+    if not isinstance(value, ast.BinOp) or not isinstance(value.op, ast.Mult):
+        return None
+    sides = [value.left, value.right]
+    numbers = [side for side in sides if number(side) is not None]
+    if numbers:
+        return numbers[0]
+    names = [side for side in sides if isinstance(side, ast.Name)]
+    names.sort(key=lambda n: not re.search(r"(^|_)(lr|rate|learning)", n.id.lower()))
+    return names[0] if names else None
+
+
+def _enclosing_parameter(unit: SourceUnit, node: ast.AST, name: str) -> tuple[str, int] | None:
+    """(function name, position) when `name` is a parameter of the function (in `unit`) whose body holds `node`."""
+    for function in ast.walk(unit.tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        if not any(inner is node for inner in ast.walk(function)):
+            continue
+        params = [a.arg for a in [*function.args.posonlyargs, *function.args.args]]
+        if name in params:
+            return function.name, params.index(name)
+    return None
+
+
+def _passed_rate(units: list[SourceUnit], function: str, position: int, name: str) -> Site | None:
+    """The first call of `function` that passes a number as its parameter `name` (by position or keyword)."""
+    for unit in units:
+        for node in calls(unit):
+            if called_name(node) != function:
+                continue
+            arg = keyword(node, name) or (node.args[position] if position < len(node.args) else None)
+            if number(arg) is not None:
+                return Site(unit, node, f"passed to {function} as {name}", number(arg), True)
+    return None
+
+
+def hand_update_site(units: list[SourceUnit]) -> Site | None:
+    """Where a step that updates its variables by hand (``w.assign_sub(learning_rate * dw)``, no optimizer) takes
+    its learning rate: the call of the step that passes it as a number, a module constant's value, or else the
+    update's own line."""
+    for unit in units:
+        for node in calls(unit):
+            if (
+                called_name(node) not in HAND_UPDATES
+                or not isinstance(node.func, ast.Attribute)
+                or not node.args
+            ):
+                continue
+            operand = _rate_operand(node.args[0])
+            if operand is None:
+                continue
+            if number(operand) is not None:
+                return Site(unit, node, "the update by hand", number(operand), True)
+            assert isinstance(operand, ast.Name)
+            parameter = _enclosing_parameter(unit, node, operand.id)
+            if parameter is not None:
+                passed = _passed_rate(units, parameter[0], parameter[1], operand.id)
+                if passed is not None:
+                    return passed
+            return Site(unit, node, f"the update by hand, {operand.id}", _constant_of(unit, operand.id))
+    return None
 
 
 def construction_site(units: list[SourceUnit], name: str) -> Site | None:

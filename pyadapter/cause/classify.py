@@ -225,6 +225,16 @@ def _schedule_change(units: list[SourceUnit], rate: LearningRate, what: str) -> 
     return (_change(site, what, "schedule") if site is not None else None), False
 
 
+def _rate_site(
+    context: CauseContext, units: list[SourceUnit], recorded: list[str]
+) -> change_line.Site | None:
+    """Where the learning rate is set: the recorded optimizer's construction, or for a step that updates by hand
+    (no optimizer recorded) where its rate is given."""
+    if not any(recorded) and (context.step_function or {}).get("updates_by_hand"):
+        return change_line.hand_update_site(units) or change_line.optimizer_site(units, [])
+    return change_line.optimizer_site(units, [name for name in recorded if name])
+
+
 def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Finding) -> Cause:
     """The step read weights that were non-finite already: an earlier update wrote them (finite gradients, an
     update too large), which is the optimizer's doing, so the line to change is its construction."""
@@ -237,7 +247,7 @@ def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Find
         str(context.model_info.get("optimizer") or ""),
         *[str(name) for name in context.model_info.get("optimizers") or []],
     ]
-    site = change_line.optimizer_site(units, [name for name in recorded if name])
+    site = _rate_site(context, units, recorded)
     evidence: dict[str, Any] = {
         "op": origin.op.type,
         "op_name": origin.op.name,
@@ -363,7 +373,7 @@ def _divergence(
         str(context.model_info.get("optimizer") or ""),
         *[str(name) for name in context.model_info.get("optimizers") or []],
     ]
-    site = change_line.optimizer_site(units, [name for name in recorded if name])
+    site = _rate_site(context, units, recorded)
     evidence: dict[str, Any] = {
         "op": origin.op.type,
         "op_name": origin.op.name,

@@ -27,6 +27,7 @@ from pyadapter.capture.snapshot import (
     to_tensors,  # noqa: F401 - the batch as the step takes it (shards, reentry)
     unique,
 )
+from pyadapter.capture.structure import StructureError, holds_objects, with_objects
 from pyadapter.replay.entry import (
     EntryScript,
     EntryScriptError,
@@ -206,9 +207,11 @@ def loop_step_program(
     optimizers: list[Any],
     args: tuple,
     kwargs: dict[str, Any],
+    by_hand: list[Any] | None = None,
 ) -> StepProgram:
-    """A guard_step function on its captured arguments (tensors), with the models' and optimizers' variables as
-    its state, and the bundle's random state and fresh metrics before each run (both routes)."""
+    """A guard_step function on its captured arguments (tensors), with the models' and optimizers' variables (and
+    `by_hand`: the tf.Module and bare variables a step without optimizer writes itself) as its state, and the
+    bundle's random state and fresh metrics before each run (both routes)."""
 
     def before_run() -> None:
         for model in models or [None]:
@@ -221,9 +224,11 @@ def loop_step_program(
         args=args,
         kwargs=kwargs,
         state=unique(
-            [v for m in models for v in m.variables] + [v for o in optimizers for v in optimizer_variables(o)]
+            [v for m in models for v in m.variables]
+            + [v for o in optimizers for v in optimizer_variables(o)]
+            + list(by_hand or [])
         ),
-        trainable=[v for m in models for v in m.trainable_variables],
+        trainable=unique([v for m in models for v in m.trainable_variables] + list(by_hand or [])),
         optimizers=list(optimizers),
         before_run=before_run,
         description=f"{getattr(step, '__qualname__', 'the step')} on the captured arguments",
@@ -382,7 +387,25 @@ def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]
     return loop_step_program(bundle, _python_function(step), models, optimizers, args, kwargs)
 
 
-def captured_arguments(bundle: CaptureBundle) -> tuple[tuple[Any, ...], dict[str, Any]]:
-    """A guard_step bundle's captured arguments, as tensors."""
-    args, kwargs = bundle.step_arguments()
-    return tuple(to_tensors(list(args))), {k: to_tensors(v) for k, v in kwargs.items()}
+def captured_arguments(
+    bundle: CaptureBundle, live: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """A guard_step bundle's captured arguments, as tensors. An argument that was an object (a model passed to the
+    step: the bundle names its class only) is the program's own, from `live` (the arguments of the program's call
+    of the step, in a re-entry); without them such a bundle is a ReplayError."""
+    held_args, held_kwargs = bundle.step_arguments()
+    args = tuple(to_tensors(list(held_args)))
+    kwargs = {k: to_tensors(v) for k, v in held_kwargs.items()}
+    found = holds_objects((args, kwargs))
+    if found is None:
+        return args, kwargs
+    if live is None:
+        raise ReplayError(
+            f"{bundle.path}: the step takes {found} as an argument, which a bundle does not hold; the program "
+            "itself is run for it"
+        )
+    try:
+        args, kwargs = with_objects((args, kwargs), (tuple(live[0]), dict(live[1])))
+    except StructureError as exc:
+        raise ReplayError(f"{bundle.path}: {exc}") from None
+    return args, kwargs

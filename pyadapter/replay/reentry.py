@@ -114,7 +114,7 @@ class _BundleTakeover:
 
     def guarded_step(self, guarded: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         name = getattr(guarded.python_function, "__qualname__", "the guarded step")
-        self._run(name, lambda: _loop_rebuilt(self.bundle, guarded))
+        self._run(name, lambda: _loop_rebuilt(self.bundle, guarded, (tuple(args), dict(kwargs))))
 
 
 def _keras_rebuilt(bundle: Any, model: Any) -> Any:
@@ -145,7 +145,7 @@ def _keras_rebuilt(bundle: Any, model: Any) -> Any:
     )
 
 
-def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
+def _loop_rebuilt(bundle: Any, guarded: Any, live: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
     from pyadapter.capture.bundle_format import KIND_LOOP
     from pyadapter.replay.rebuild import Rebuilt, captured_arguments, loop_step_program, non_finite_inputs
     from pyadapter.replay.restore import restore_checkpoint
@@ -157,14 +157,16 @@ def _loop_rebuilt(bundle: Any, guarded: Any) -> Any:
             "guard_step function first"
         )
     models, optimizers = list(guarded.models), list(guarded.optimizers)
-    args, kwargs = captured_arguments(bundle)
+    args, kwargs = captured_arguments(bundle, live)  # an object argument (a model) is the program's own
     if _unbuilt(models, optimizers):
         _warm_up(guarded.python_function, args, kwargs)
     build_optimizers(optimizers, [v for m in models for v in m.trainable_variables])
     if bundle.checkpoint_prefix is not None:
         restore_checkpoint(bundle, guarded.checkpoint).expect_partial()
     warnings = assign_captured_state(bundle.weight_entries(), models, optimizers)
-    program = loop_step_program(bundle, guarded.python_function, models, optimizers, args, kwargs)
+    program = loop_step_program(
+        bundle, guarded.python_function, models, optimizers, args, kwargs, by_hand=guarded.hand_variables()
+    )
     program.snapshot()
     return Rebuilt(
         bundle=bundle,

@@ -135,6 +135,25 @@ def _watch_apply_gradients(optimizer: Any, seen: list[tuple[str, Any]]) -> bool:
     return True
 
 
+def _tape_watched(
+    program: StepProgram, losses: list[Any], gradients: list[tuple[str, Any]]
+) -> contextlib.AbstractContextManager[Any]:
+    """A step without optimizer updates its variables by hand: what its tapes differentiate are its losses and
+    what they return its gradients, as the guard judged them (`pyadapter.capture.gate_manual`). Others: nothing."""
+    if program.optimizers:
+        return contextlib.nullcontext()
+    from pyadapter.capture.tape_targets import recording
+
+    def record_gradients(sources: Any, result: Any) -> None:
+        flat = tf.nest.flatten(sources)
+        for index, grad in enumerate(tf.nest.flatten(result)):
+            if grad is not None:
+                source = flat[index] if index < len(flat) else None
+                gradients.append((variable_name(source) if source is not None else f"gradient {index}", grad))
+
+    return recording(losses.append, record_gradients)
+
+
 def step_losses(outputs: Any) -> list[Any]:
     """The step's losses: ``[outputs["loss"]]`` for Keras logs, else every float scalar it returned (a GAN's
     ``{"d_loss": ..., "g_loss": ...}``: its generator's loss may be the one that is not finite)."""
@@ -180,10 +199,13 @@ def run_step(
 
     def step_and_flags(*args: Any, **kwargs: Any) -> tuple[tuple[Any, list[Any]], list[str]]:
         recorder.seen.clear()
-        with recorder.watching():
+        differentiated: list[Any] = []
+        with recorder.watching(), _tape_watched(program, differentiated, recorder.seen):
             outputs = program.step(*args, **kwargs)
         flags = recorder.finite_flags()
-        return (step_losses(outputs), [flag for _, flag in flags]), [name for name, _ in flags]
+        return (step_losses(outputs) + differentiated, [flag for _, flag in flags]), [
+            name for name, _ in flags
+        ]
 
     if restore:
         program.restore()

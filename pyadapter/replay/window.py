@@ -232,10 +232,14 @@ class WindowRun:
         return result
 
 
-def calls_of(batches: list[Any], kind: str) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
+def calls_of(
+    batches: list[Any], kind: str, like: tuple[tuple[Any, ...], dict[str, Any]] | None = None
+) -> list[tuple[tuple[Any, ...], dict[str, Any]]]:
     """One (args, kwargs) per window batch: ``train_step(data)`` for Keras fit, the guarded step's own arguments
-    (``{"args": [...], "kwargs": {...}}``) for custom loops."""
+    (``{"args": [...], "kwargs": {...}}``) for custom loops, where an object argument (a model passed to the step,
+    `structure.ObjectArgument`) is the one at the same place in `like`, a call of the step with live objects."""
     from pyadapter.capture.bundle_format import KIND_FIT
+    from pyadapter.capture.structure import StructureError, holds_objects, with_objects
 
     calls: list[tuple[tuple[Any, ...], dict[str, Any]]] = []
     for batch in batches:
@@ -245,7 +249,18 @@ def calls_of(batches: list[Any], kind: str) -> list[tuple[tuple[Any, ...], dict[
         if not isinstance(batch, dict) or not isinstance(batch.get("args"), (list, tuple)):
             raise ReplayError("a window batch of a custom-loop bundle holds no step arguments")
         kwargs = batch.get("kwargs") or {}
-        calls.append((tuple(to_tensors(list(batch["args"]))), {k: to_tensors(v) for k, v in kwargs.items()}))
+        call = (tuple(to_tensors(list(batch["args"]))), {k: to_tensors(v) for k, v in kwargs.items()})
+        found = holds_objects(call)
+        if found is not None:
+            if like is None:
+                raise ReplayError(
+                    f"a window batch takes {found} as an argument, and no call of the step has one"
+                )
+            try:
+                call = with_objects(call, (tuple(like[0]), dict(like[1])))
+            except StructureError as exc:
+                raise ReplayError(f"a window batch: {exc}") from None
+        calls.append(call)
     return calls
 
 
@@ -268,7 +283,7 @@ def run_of_program(program: Any, window: WindowData, kind: str) -> tuple[WindowR
         )
     run = WindowRun(
         step=program.step,
-        calls=calls_of(window.batches, kind),
+        calls=calls_of(window.batches, kind, (tuple(program.args), dict(program.kwargs))),
         start_step=window.start_step,
         state=list(program.state),
         values=values,
