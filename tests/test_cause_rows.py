@@ -80,3 +80,20 @@ def test_a_row_that_is_zero_throughout_where_no_other_is_is_named_whole() -> Non
     assert found.outliers[0].record_text() == "x[4] (0 throughout)"
     again = BadRows.from_json(found.to_json())
     assert again is not None and again.outliers[0].whole_row
+
+
+def test_an_empty_text_among_reviews_is_named_and_survives_json() -> None:
+    """Raw strings fed to a TextVectorization: an empty review is an empty token sequence, a masked mean over it
+    0 / 0. The row is named as an empty string; with two blank rows neither is unlike the others."""
+    texts = np.array([b"good plot", b"boring", b"fun fun", b"", b"awful actor", b"fine", b"great movie", b"bad"])
+    labels = np.zeros((8, 1), dtype=np.float32)
+    found = rows_of(loss_values([3]), (texts, labels))
+    assert found is not None and len(found.outliers) == 1
+    (outlier,) = found.outliers
+    assert outlier.describe() == "x[3] = '' (an empty string; none of the other 7 rows is)"
+    assert outlier.record_text() == "x[3] (an empty string)"
+    again = BadRows.from_json(found.to_json())
+    assert again is not None and again.outliers[0].describe() == outlier.describe()
+    texts[5] = b"   "
+    found = rows_of(loss_values([3]), (texts, labels))
+    assert found is not None and found.outliers == []

@@ -5,7 +5,8 @@ batch's rows as its leading dimension (a per-sample loss, an activation), the sc
 that one op's full values recorded (`pyadapter.replay.scene`) and hands them here: the rows holding NaN/Inf are the
 records that made it. A value of such a row unlike the same column of every other row (a label of 50 among 0s and
 1s, a price of -1 among positive prices) is the likely bad record; a row with no such value is still named, so the user knows which
-record to look at.
+record to look at. A row of a batch of texts that is empty where no other row is (an empty review) is named the
+same way.
 
 NumPy only; runs nothing of the bundle's.
 """
@@ -33,16 +34,22 @@ class Outlier:
     low: float  # the other rows' smallest and largest value in that column
     high: float
     whole_row: bool = False  # the row is 0 throughout where no other row is (an empty, all-padding sequence)
+    empty_text: bool = False  # the row is an empty (or blank) string where no other row is (an empty review)
 
     def record_text(self) -> str:
-        """The record in a few words: 'y[2, 0] = 50', 'x[11] (0 throughout)'."""
+        """The record in a few words: 'y[2, 0] = 50', 'x[11] (0 throughout)', 'x[17] (an empty string)'."""
+        if self.empty_text:
+            return f"{self.element.leaf}[{self.element.row}] (an empty string)"
         if self.whole_row:
             return f"{self.element.leaf}[{self.element.row}] (0 throughout)"
         return self.element.describe()
 
     def describe(self) -> str:
-        """'y[2, 0] = 50 (the other 31 rows: 0 to 1)'; 'x[11] = 0 throughout (none of the other 31 rows is)'."""
+        """'y[2, 0] = 50 (the other 31 rows: 0 to 1)'; 'x[11] = 0 throughout (none of the other 31 rows is)';
+        "x[17] = '' (an empty string; none of the other 31 rows is)"."""
         others = self.element.rows - 1
+        if self.empty_text:
+            return f"{self.element.leaf}[{self.element.row}] = '' (an empty string; none of the other {others} rows is)"
         if self.whole_row:
             return (
                 f"{self.element.leaf}[{self.element.row}] = 0 throughout (none of the other {others} rows is)"
@@ -84,6 +91,7 @@ class BadRows:
                     "low": _json_float(o.low),
                     "high": _json_float(o.high),
                     "whole_row": o.whole_row,
+                    "empty_text": o.empty_text,
                 }
                 for o in self.outliers
             ],
@@ -121,7 +129,15 @@ class BadRows:
                 numbers.append(float(number))
             value, low, high = numbers
             element = BadElement(array, index[0], tuple(index), value, batch_rows)
-            outliers.append(Outlier(element, low, high, whole_row=item.get("whole_row") is True))
+            outliers.append(
+                Outlier(
+                    element,
+                    low,
+                    high,
+                    whole_row=item.get("whole_row") is True,
+                    empty_text=item.get("empty_text") is True,
+                )
+            )
         return cls(list(rows[:MAX_ROWS]), count, batch_rows, outliers)
 
 
@@ -154,6 +170,7 @@ def _outliers(batch: Any, rows: list[int], batch_rows: int) -> list[Outlier]:
     bad = np.zeros(batch_rows, dtype=bool)
     bad[rows] = True
     for label, value, _ in leaves(batch):
+        found += _empty_texts(label, value, rows, batch_rows)
         if (
             not isinstance(value, np.ndarray)
             or value.ndim == 0
@@ -200,6 +217,35 @@ def _outliers(batch: Any, rows: list[int], batch_rows: int) -> list[Outlier]:
                     )
                 )
     return found[:MAX_ROWS]
+
+
+def _empty_texts(label: str, value: Any, rows: list[int], batch_rows: int) -> list[Outlier]:
+    """Rows of a batch of strings (one text per row: raw reviews fed to a TextVectorization) that are empty or
+    blank where no other row is: an empty text makes an empty token sequence, and a mean over it is 0 / 0."""
+    if (
+        not isinstance(value, np.ndarray)
+        or value.dtype.kind not in "SU"
+        or value.ndim == 0
+        or value.shape[0] != batch_rows
+        or batch_rows < 3
+    ):
+        return []
+    flat = value.reshape(batch_rows, -1)
+    if flat.shape[1] != 1:
+        return []
+    blank = np.array([not (text.strip() if isinstance(text, (bytes, str)) else text) for text in flat[:, 0]])
+    if blank.sum() != 1:
+        return []
+    return [
+        Outlier(
+            BadElement(label, row, (row,) + (0,) * (value.ndim - 1), 0.0, batch_rows),
+            0.0,
+            0.0,
+            empty_text=True,
+        )
+        for row in rows
+        if blank[row]
+    ]
 
 
 def rows_of(output: np.ndarray, batch: Any) -> BadRows | None:
