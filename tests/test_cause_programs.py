@@ -218,6 +218,22 @@ def test_a_loss_that_takes_the_log_of_a_zero_target_names_the_record(tmp_path: P
     assert cause["change"]["line"] == marked_line(program, "ORIGIN")
 
 
+def test_a_record_in_shuffled_numpy_arrays_is_named_by_its_own_index(tmp_path: Path) -> None:
+    """cause_shuffled_record.py: fit's defaults (shuffle=True) and a validation split. The cause counted the record
+    "index 91 of the array passed to fit (in the shuffled order)", which names nothing in the user's data; it is
+    now found by its values in the arrays fit trained on, at the scene: index 413, as in the user's y."""
+    program = PROGRAMS / "cause_shuffled_record.py"
+    findings = train_and_locate(tmp_path, program)
+    cause = findings["cause"]
+    assert cause["kind"] == "data" and cause["evidence"]["element"].endswith(" = -1"), cause
+    assert "index 413 of the array passed to fit" in cause["summary"], cause["summary"]
+    assert "shuffled" not in cause["summary"], cause["summary"]
+    # From the bundle alone, the same index (the manifest holds the rows' indices).
+    (bundle,) = [p for p in (tmp_path / "captures").iterdir() if (p / "manifest.json").is_file()]
+    again = locate_json(bundle, tmp_path, dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert "index 413 of the array passed to fit" in again["cause"]["summary"], again["cause"]
+
+
 def test_a_record_marked_minus_one_is_named_by_its_row(tmp_path: Path) -> None:
     """cause_missing_price.py: a log-scale loss, log(1 + y), and one price of -1 (an export's "unknown"). The Log
     reads y + 1, which the dump records only as counts (1 zero), so neither the dump nor the batch arrays alone

@@ -85,7 +85,9 @@ def test_a_row_that_is_zero_throughout_where_no_other_is_is_named_whole() -> Non
 def test_an_empty_text_among_reviews_is_named_and_survives_json() -> None:
     """Raw strings fed to a TextVectorization: an empty review is an empty token sequence, a masked mean over it
     0 / 0. The row is named as an empty string; with two blank rows neither is unlike the others."""
-    texts = np.array([b"good plot", b"boring", b"fun fun", b"", b"awful actor", b"fine", b"great movie", b"bad"])
+    texts = np.array(
+        [b"good plot", b"boring", b"fun fun", b"", b"awful actor", b"fine", b"great movie", b"bad"]
+    )
     labels = np.zeros((8, 1), dtype=np.float32)
     found = rows_of(loss_values([3]), (texts, labels))
     assert found is not None and len(found.outliers) == 1

@@ -290,7 +290,7 @@ def test_a_tf1_optimizer_in_a_step_without_keras_optimizer_is_refused_not_let_th
         with tf.GradientTape() as tape:
             loss = tf.reduce_mean(tf.square(line(x)))
         grads = tape.gradient(loss, [line.w, line.b])
-        optimizer.apply_gradients(zip(grads, [line.w, line.b]))
+        optimizer.apply_gradients(zip(grads, [line.w, line.b], strict=True))
         return loss
 
     guarded = guard_step(train, checkpoint=tf.train.Checkpoint(model=line), capture_dir=tmp_path)

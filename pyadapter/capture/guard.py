@@ -32,6 +32,7 @@ from pyadapter.capture import (
     cluster,
     cluster_bundle,
     datasource,
+    fit_arrays,
     gate,
     keras_fixes,
     keras_lines,
@@ -276,9 +277,12 @@ class NanGuard(keras.callbacks.Callback):
                 attempt,
                 locate=lambda: self._locate_at_scene(function, report, data, seed_states, step, batch_index),
                 window_files=lambda located: self._window_files(function, located, data, step, batch_index),
-                data_source=lambda: datasource.manifest_entry(
-                    datasource.dataset_of(function.input.iterator), data, function.input.batches_before
-                ),
+                data_source=lambda: {
+                    **datasource.manifest_entry(
+                        datasource.dataset_of(function.input.iterator), data, function.input.batches_before
+                    ),
+                    **fit_arrays.manifest_entry(data, self.model),  # NumPy inputs: each row's index in them
+                },
                 write=lambda files, extra: self._write_bundle(
                     function,
                     report,

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from pyadapter import safejson
-from pyadapter.capture import checkpoint_index, integrity, sourcerecord, structure
+from pyadapter.capture import checkpoint_index, fit_arrays, integrity, sourcerecord, structure
 from pyadapter.capture import history as step_history
 from pyadapter.capture.bundle_format import (
     BATCH_FILE,
@@ -114,6 +114,9 @@ def _check_field_types(manifest: dict[str, Any]) -> None:
     if manifest.get(sourcerecord.MANIFEST_KEY) is not None:
         if (problem := sourcerecord.check(manifest[sourcerecord.MANIFEST_KEY])) is not None:
             raise BundleError(f"manifest field {sourcerecord.MANIFEST_KEY!r} {problem}")
+    if manifest.get(fit_arrays.MANIFEST_KEY) is not None:
+        if (problem := fit_arrays.check(manifest[fit_arrays.MANIFEST_KEY])) is not None:
+            raise BundleError(f"manifest field {fit_arrays.MANIFEST_KEY!r} {problem}")
     if _wrong_type((manifest.get("step_function") or {}).get("qualname"), str):
         raise BundleError("manifest field 'step_function.qualname' has the wrong type (expected str)")
     objects = (manifest.get("checkpoint") or {}).get("objects")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pyadapter.capture import learning_rate
+from pyadapter.capture import fit_arrays, learning_rate
 from pyadapter.capture.sourcerecord import MANIFEST_KEY as SOURCE_KEY
 from pyadapter.capture.sourcerecord import DataSource
 from pyadapter.cause.classify import CauseContext, classify
@@ -60,6 +60,7 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         window_search=_window_search(bundle.manifest),
         learning_rate=learning_rate.read(bundle.manifest.get(learning_rate.MANIFEST_KEY)),
         step_function=step if isinstance(step := bundle.manifest.get("step_function"), dict) else None,
+        fit_rows=bundle.manifest.get(fit_arrays.MANIFEST_KEY),  # checked when the bundle was loaded
     )
 
 

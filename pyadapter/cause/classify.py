@@ -55,6 +55,8 @@ class CauseContext:
     # guard_step: the guarded function (``manifest["step_function"]``: module, qualname, file), whose parameters
     # name the batch's ``args[i]``.
     step_function: dict[str, Any] | None = None
+    # Keras fit on NumPy arrays: each batch row's index in them, found at the scene (``manifest["fit_rows"]``).
+    fit_rows: dict[str, Any] | None = None
 
 
 def _fmt(value: float | None) -> str:
@@ -637,6 +639,7 @@ def _batch_provenance(
         data_source=context.data_source,
         folders=context.folders,
         element=element,
+        fit_rows=context.fit_rows,
     )
     return where, batch_index, epoch
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pyadapter.capture import records
+from pyadapter.capture import fit_arrays, records
 from pyadapter.capture.records import BadElement, first_bad_element, leaves  # noqa: F401 - re-exported
 from pyadapter.capture.sourcerecord import DataSource, RecordPlace
 from pyadapter.cause.change_line import Site, is_tfdata
@@ -235,12 +235,14 @@ def data_provenance(
     folders: list[str] | None = None,
     element: BadElement | None = None,
     dataset: bool = False,
+    fit_rows: dict[str, Any] | None = None,
 ) -> dict[str, Any] | None:
     """Everything known about where the first bad element came from, or None when the batch is all finite.
     ``folders``: where data files may be read (default: the current directory). ``element``: a finite value an op
     read outside its domain instead (`pyadapter.cause.domain`); its place in the batch and the array passed to
     fit only, as data files are searched for records holding a non-finite field. ``dataset``: fit was given a tf.data
-    pipeline (`change_line.fit_reads_a_dataset`)."""
+    pipeline (`change_line.fit_reads_a_dataset`). ``fit_rows``: the batch rows' indices in the arrays passed to fit,
+    found by their values at the scene (`pyadapter.capture.fit_arrays`)."""
     search_files = element is None
     element = element or first_bad_element(batch)
     if element is None:
@@ -268,6 +270,11 @@ def data_provenance(
             out["reader"] = site.name
     else:
         out = array_provenance(element, batch_index, epoch, batch_size, shuffled, dataset)
+        index = None if dataset else fit_arrays.index_of_row(fit_rows, element.row)
+        if index is not None:
+            # Found by its values in the array fit trained on: the index in the user's array, shuffled or not.
+            out.update(index=index, shuffled=False, found_by="values")
+            out.pop("note", None)
     if not search_files:
         return out
     if data_source is not None and data_source.files:

@@ -1,0 +1,136 @@
+"""Where a failing batch's rows sit in the NumPy arrays passed to ``fit``.
+
+``fit`` shuffles NumPy inputs by default, so row r of batch k is not index ``k * batch_size + r`` of the user's
+array, and a bad record named by that index was in "the shuffled order": the user still had to hunt for it. At a
+failing step the guard runs inside ``fit`` (its train function is called from fit's loop), and fit's own frame
+still holds the arrays it trains on (after a ``validation_split``, the training part: the user's first rows, at
+their own indices). Each batch row is found there by its bytes (`rows_in`: one pass over the array, on failure
+only; NaN rows match too). The bundle records the indices (``manifest["fit_rows"]``), and the data cause then says
+"index 413 of the array passed to fit".
+
+Nothing here runs a bundle's code: the manifest entry is a list of numbers, checked by `check`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import numpy as np
+
+MANIFEST_KEY = "fit_rows"
+MAX_ROWS = 65536  # batch rows recorded at most
+
+
+def _first_array(value: Any) -> np.ndarray | None:
+    """The first NumPy array of x or y as fit was given it (an array, or a list/tuple/dict of them)."""
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, dict):  # by sorted key: Keras hands the batch's dicts over sorted
+        value = [value[key] for key in sorted(value, key=str)]
+    if isinstance(value, (list, tuple)):
+        for item in value:
+            found = _first_array(item)
+            if found is not None:
+                return found
+    return None
+
+
+def fit_inputs(model: Any) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """(first array of x, first array of y) of the ``fit`` call of `model` on the stack, or None (no fit frame, or
+    fit was given a dataset or generator)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model:
+            x = _first_array(frame.f_locals.get("x"))
+            y = _first_array(frame.f_locals.get("y"))
+            return (x, y) if x is not None else None
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def _row_bytes(array: np.ndarray) -> np.ndarray:
+    """One opaque (void) item per row, equal exactly when the rows' bytes are: NaN rows match themselves."""
+    rows = np.ascontiguousarray(array).reshape(len(array), -1)
+    return rows.view(np.dtype((np.void, rows.dtype.itemsize * max(rows.shape[1], 1)))).ravel()
+
+
+def rows_in(
+    batch_x: np.ndarray, array: np.ndarray, batch_y: Any = None, array_y: Any = None
+) -> list[int | None]:
+    """For each row of `batch_x`, its index in `array` (None when not found, or found more than once and `y` does
+    not tell the copies apart)."""
+    if (
+        array.dtype != batch_x.dtype
+        or array.shape[1:] != batch_x.shape[1:]
+        or batch_x.ndim == 0
+        or array.ndim == 0
+    ):
+        return [None] * (len(batch_x) if batch_x.ndim else 0)
+    wanted = _row_bytes(batch_x)
+    have = _row_bytes(array)
+    hits = np.flatnonzero(np.isin(have, wanted))
+    places: dict[bytes, list[int]] = {}
+    for index in hits:
+        places.setdefault(bytes(have[index]), []).append(int(index))
+    use_y = (
+        isinstance(batch_y, np.ndarray)
+        and isinstance(array_y, np.ndarray)
+        and batch_y.ndim > 0
+        and len(batch_y) == len(batch_x)
+        and len(array_y) == len(array)
+    )
+    out: list[int | None] = []
+    for row, key in enumerate(wanted):
+        found = places.get(bytes(key), [])
+        if len(found) > 1 and use_y:
+            assert isinstance(batch_y, np.ndarray) and isinstance(array_y, np.ndarray)
+            label = batch_y[row].tobytes()
+            found = [i for i in found if array_y[i].tobytes() == label]
+        out.append(found[0] if len(found) == 1 else None)
+    return out
+
+
+def manifest_entry(batch: Any, model: Any) -> dict[str, Any]:
+    """``{"fit_rows": {"indices": [...], "array_rows": N}}`` for a failing fit batch fed from NumPy arrays, else
+    ``{}``; never raises (the capture matters more)."""
+    try:
+        inputs = fit_inputs(model)
+        if inputs is None or not isinstance(batch, (list, tuple)) or not batch:
+            return {}
+        array, array_y = inputs
+        batch_x = _first_array(batch[0])
+        batch_y = _first_array(batch[1]) if len(batch) > 1 else None
+        if batch_x is None or len(batch_x) > MAX_ROWS:
+            return {}
+        indices = rows_in(batch_x, array, batch_y, array_y)
+    except Exception:  # noqa: BLE001 - an addition to the bundle; never lose a capture for it
+        return {}
+    if not any(i is not None for i in indices):
+        return {}
+    return {MANIFEST_KEY: {"indices": indices, "array_rows": len(array)}}
+
+
+def check(entry: Any) -> str | None:
+    """What is wrong with a manifest's ``fit_rows`` entry (a bundle is untrusted data), or None."""
+    if not isinstance(entry, dict):
+        return "is not an object"
+    indices, rows = entry.get("indices"), entry.get("array_rows")
+    if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+        return "has no whole 'array_rows'"
+    if not isinstance(indices, list) or len(indices) > MAX_ROWS:
+        return "has no list of 'indices'"
+    for index in indices:
+        if index is not None and (
+            isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < rows
+        ):
+            return "has an index that is not a row of the array"
+    return None
+
+
+def index_of_row(entry: Any, row: int) -> int | None:
+    """The recorded index of batch row `row` in fit's array, or None (no entry, a bad one, or not found)."""
+    if entry is None or check(entry) is not None:
+        return None
+    indices = entry["indices"]
+    return indices[row] if 0 <= row < len(indices) else None

@@ -1,0 +1,60 @@
+"""`pyadapter.capture.fit_arrays`: a failing batch's rows found by their values in the NumPy arrays passed to fit
+(fit shuffles them, so the batch position names nothing in the user's data)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pyadapter.capture import fit_arrays
+
+
+def arrays() -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(500, 6)).astype("float32")
+    y = rng.normal(size=(500, 1)).astype("float32")
+    x[123, 2] = np.nan  # a bad record: a NaN row must match itself
+    return x, y
+
+
+def test_each_batch_row_is_found_at_its_index_nan_rows_included() -> None:
+    x, y = arrays()
+    order = np.random.default_rng(1).permutation(500)[:32]
+    order[7] = 123
+    assert fit_arrays.rows_in(x[order], x, y[order], y) == [int(i) for i in order]
+
+
+def test_copies_are_told_apart_by_y_and_rows_not_there_are_none() -> None:
+    x, y = arrays()
+    x[400] = x[10]  # the same features twice, other labels
+    batch_x = np.stack([x[10], x[400], np.full(6, 9.0, "float32")])
+    batch_y = np.stack([y[10], y[400], y[0]])
+    assert fit_arrays.rows_in(batch_x, x, batch_y, y) == [10, 400, None]
+    assert fit_arrays.rows_in(batch_x, x) == [None, None, None], "without labels a copy is not told apart"
+    assert fit_arrays.rows_in(batch_x.astype("float64"), x) == [None, None, None], "another dtype is no match"
+
+
+def fit(self, x=None, y=None):  # noqa: ARG001 - stands for keras's Trainer.fit: the frame the guard is called in
+    return fit_arrays.manifest_entry((x[[5, 123]], y[[5, 123]]), self)
+
+
+def test_the_manifest_entry_comes_from_the_fit_frame_of_the_same_model() -> None:
+    x, y = arrays()
+    model = object()
+    entry = fit(model, x, y)
+    assert entry == {"fit_rows": {"indices": [5, 123], "array_rows": 500}}
+    assert fit_arrays.check(entry["fit_rows"]) is None
+    assert fit_arrays.index_of_row(entry["fit_rows"], 1) == 123
+    assert fit_arrays.manifest_entry((x[:2], y[:2]), object()) == {}, "another model's fit is not this one's"
+
+
+def test_a_tampered_entry_is_refused_and_names_no_index() -> None:
+    for junk in (
+        [],
+        {"indices": [1], "array_rows": -1},
+        {"indices": [True], "array_rows": 5},
+        {"indices": [7], "array_rows": 5},
+        {"indices": "1,2", "array_rows": 5},
+        {"indices": [0] * (fit_arrays.MAX_ROWS + 1), "array_rows": 5},
+    ):
+        assert fit_arrays.check(junk) is not None, junk
+        assert fit_arrays.index_of_row(junk, 0) is None
