@@ -344,6 +344,12 @@ MANIFEST_CASES = [
     ),
     ("deep-inside", _set(("rng", "note"), f"raw:{DEEP_OBJECT}"), "manifest.json is nested deeper than 100"),
     ("1e400", _set(("step",), "raw:1e400"), "manifest.json holds a number out of range (1e400)"),
+    (
+        "fit-rows-outside",
+        _set(("fit_rows",), {"indices": [3, 900], "array_rows": 10}),
+        "manifest field 'fit_rows' has an index that is not a row of the array",
+    ),
+    ("fit-rows-type", _set(("fit_rows",), [1, 2]), "manifest field 'fit_rows' is not an object"),
     ("huge-int", _set(("step",), "raw:" + "9" * 5000), "manifest.json holds an integer of 5000 digits"),
     ("nan", _set(("epoch",), "raw:NaN"), "manifest.json holds NaN"),
     ("surrogate", _set(("run",), 'raw:"\\udc80"'), "lone surrogate"),
@@ -438,6 +444,11 @@ def test_accessors_of_a_loaded_bundle_give_bundle_errors(loop):
     (loop / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(BundleError, match="keyword arguments are not a mapping"):
         CaptureBundle.load(loop).step_arguments()
+    for junk in ("\x1b[31mred", "", "a" * 201, 7):  # a step's object argument is a class name, nothing else
+        manifest["batch"]["structure"] = {"type": "object", "class": junk}
+        (loop / "manifest.json").write_text(json.dumps(manifest))
+        with pytest.raises(BundleError, match="object description has no class name"):
+            CaptureBundle.load(loop).batch()
     (loop / "batch.npz").write_bytes((loop / "batch.npz").read_bytes()[:-30])  # after the load's checks
     with pytest.raises(BundleError) as raised:
         bundle.batch()

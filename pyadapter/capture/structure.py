@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import math
+import re
 import struct
 import zipfile
 import zlib
@@ -41,6 +42,7 @@ class ObjectArgument:
 
 # A class name as the bundle may state it (what a reader shows; never looked up or imported).
 _MAX_TYPE_NAME = 200
+_TYPE_NAME = re.compile(r"[A-Za-z_<][A-Za-z0-9_.<>]*")
 
 
 def with_objects(captured: Any, live: Any) -> Any:
@@ -156,8 +158,9 @@ def rebuild(description: dict[str, Any], arrays: dict[str, np.ndarray], any_rows
         return value
     if kind == "object":
         name = description.get("class")
-        if not isinstance(name, str) or not 0 < len(name) <= _MAX_TYPE_NAME:
-            raise StructureError("object description has no class name of at most 200 characters")
+        # A qualified class name ("MyModel", "make.<locals>.Net"): it is printed, so nothing else gets through.
+        if not isinstance(name, str) or not _TYPE_NAME.fullmatch(name) or len(name) > _MAX_TYPE_NAME:
+            raise StructureError("object description has no class name (letters, digits, '_', '.', '<>')")
         return ObjectArgument(name)
     if kind == "array":
         return _rebuild_array(description, arrays, any_rows)
