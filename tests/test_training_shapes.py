@@ -352,6 +352,21 @@ def test_a_gan_trained_with_train_on_batch_is_guarded_and_replayed_at_its_own_mo
     assert "up to Sequential.train_on_batch" in replayed["route"], replayed["route"]
 
 
+def test_the_diverging_point_of_a_grid_search_is_the_fit_replayed(tmp_path):
+    """Three models of other widths fit in turn with the same optimizer class and number of weights; the third
+    diverges. The replay took over the first fit (its optimizer and weight count matched): 6 captured values fit
+    nothing and the step "stayed finite". Fits whose variables have other shapes now run one step and end."""
+    program = SHAPES / "fit_grid_search.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "(64, 3.0): inf" in done.stdout and "NanGuard: cause: divergence" in done.stderr
+    (bundle,) = bundles(tmp_path)
+    replayed = nanlens_json("replay", str(bundle))
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
+    assert replayed["warnings"] == [], replayed["warnings"]
+    assert "the 2 fits before it" in replayed["route"], replayed["route"]
+
+
 def test_the_fine_tuning_phase_of_a_transfer_learning_script_is_the_one_replayed(tmp_path):
     """Two fits in one script, each after its own compile (a head on a frozen base with Adam, then the whole model
     with SGD), the same NanGuard in both; the second diverges. The replay's re-entry took over the first fit it
@@ -369,7 +384,7 @@ def test_the_fine_tuning_phase_of_a_transfer_learning_script_is_the_one_replayed
     assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
     assert replayed["warnings"] == [], replayed["warnings"]  # every captured value found its variable
     assert (
-        "the fit before it (another optimizer or other trainable weights) ran one step only"
+        "the fit before it (another optimizer, or other weights or trainable weights) ran one step only"
         in replayed["route"]
     )
     # The base's weights are trained in this phase (frozen in the head phase): the replayed update reached them.

@@ -82,7 +82,8 @@ class _BundleTakeover:
         """Whether this ``fit`` is the bundle's: a program that trains in phases (the head on a frozen base, then the
         whole model fine-tuned with another optimizer) calls fit more than once, and the captured state fits only
         the phase it came from. Told by the optimizer's class and the number of trainable variables the manifest
-        records (the class alone while the model has no weights yet); a bundle without them takes the first fit."""
+        records (the class alone while the model has no weights yet), and the shapes of the model's variables (a grid
+        search's models of other widths); a bundle without them takes the first fit."""
         from pyadapter.capture.guard import primary_optimizer
 
         info = self.bundle.model_info
@@ -95,10 +96,23 @@ class _BundleTakeover:
             return True
         # A subclassed model makes its weights at its first call: before its first fit, only the optimizer tells.
         built = all(layer.built for layer in model._flatten_layers())
-        if same and (not built or len(model.trainable_variables) == trainable):
+        if same and (not built or (len(model.trainable_variables) == trainable and self._same_shapes(model))):
             return True
         self.phases_skipped += 1
         return False
+
+    def _same_shapes(self, model: Any) -> bool:
+        """Whether the model's variables have the shapes, in order, of the model's captured values: a grid search
+        fits a model of another width first, with the same optimizer class and number of weights. True when the
+        manifest lists none (an older bundle)."""
+        captured = [
+            v.get("shape")
+            for v in (self.bundle.manifest.get("weights") or {}).get("variables") or []
+            if isinstance(v, dict) and v.get("group") == "model"
+        ]
+        if not captured:
+            return True
+        return captured == [list(v.shape) for v in model.variables]
 
     def takes(self, model: Any) -> bool:
         """Whether a ``train_on_batch`` of `model` is the bundle's step: the model the guard watched, told by the
@@ -468,9 +482,9 @@ def run_by_reentry(
     if notes is not None:
         skipped = hook.phases_skipped
         phases = (
-            "; the fit before it (another optimizer or other trainable weights) ran one step only"
+            "; the fit before it (another optimizer, or other weights or trainable weights) ran one step only"
             if skipped == 1
-            else f"; the {skipped} fits before it (other optimizers or trainable weights) ran one step each"
+            else f"; the {skipped} fits before it (other optimizers, or other weights or trainable weights) ran one step each"
             if skipped
             else ""
         )
