@@ -347,6 +347,36 @@ def test_float16_zeros_into_rsqrt_are_precision_at_the_op(tmp_path: Path) -> Non
     assert classify(findings_of(origin32), CauseContext(history=diverging_history()[:5])).kind == "op"
 
 
+def one_minus_p_into_log(program: Path, dtype: str, made_by: str = "compile_loss/bce/sub_1:0") -> Finding:
+    return Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("compile_loss/bce/Log_1", "Log"),
+        health=TensorHealth(dtype=dtype, size=64, neg_inf=2, neg=62),
+        inputs=[InputHealth(made_by, TensorHealth(dtype=dtype, size=64, zero=2, pos=62))],
+    )
+
+
+def test_one_minus_a_probability_that_rounded_to_one_in_bfloat16_is_precision(tmp_path: Path) -> None:
+    """mixed_bfloat16 on CPU: log(1 - p) by hand, and bfloat16 (8 significant bits) makes p = 0.999 exactly 1. The
+    cause was "a Log op made NaN/Inf from finite inputs"; the zeros came from a subtraction in a 16-bit float, which
+    float32 would not have made."""
+    program = write_program(tmp_path)
+    context = CauseContext(history=diverging_history()[:5], dtype_policy="mixed_bfloat16")
+    cause = classify(findings_of(one_minus_p_into_log(program, "bfloat16")), context)
+    assert cause.kind == "precision", cause
+    assert cause.summary.startswith("Log got 2 zeros from a subtraction in bfloat16, which keeps 8 significant bits")
+    assert "within 0.002 of 1" in cause.summary and "mixed_bfloat16" in cause.summary
+    assert cause.change is not None and cause.change.line == LOG_LINE and "float32" in cause.change.what
+    # float16 keeps 11 bits: the same rounding, closer to 1.
+    half = classify(findings_of(one_minus_p_into_log(program, "float16")), context)
+    assert half.kind == "precision" and "within 0.00024 of 1" in half.summary, half.summary
+    # Zeros not made by a subtraction, or in float32, are not this.
+    assert classify(findings_of(one_minus_p_into_log(program, "bfloat16", "probs:0")), context).kind == "op"
+    assert classify(findings_of(one_minus_p_into_log(program, "float32")), context).kind == "op"
+
+
 def test_weights_non_finite_before_the_step_are_a_divergence_at_the_optimizer(tmp_path: Path) -> None:
     """Adam at a huge learning rate writes Inf weights in one update: the next step reads them (ReadVariableOp)."""
     program = write_program(tmp_path)

@@ -111,6 +111,8 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             {"origin": None},
         )
     dtype = (dtype_of(origin) or "").lower()
+    if known and dtype in SIGNIFICANT_BITS and _zero_into_domain_op(origin) and _subtracted_zeros(origin):
+        return _cancellation(findings, context, origin, dtype)
     if known and dtype in ("float16", "half") and _zero_into_domain_op(origin):
         return _underflow(findings, context, origin, dtype)
     # A variable read's only input is the resource handle (no health of its own).
@@ -152,6 +154,56 @@ def _zero_into_domain_op(origin: Finding) -> bool:
     return (op in DOMAIN_OPS or op in DIVISION_OPS) and any(
         i.health is not None and i.health.is_finite and (i.health.zero or 0) > 0 for i in origin.inputs
     )
+
+
+# Significant bits of the 16-bit floats: below 1 their values lie 2**-bits apart, so two values closer than that
+# relative distance are one value, and their difference is exactly 0.
+SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11, "half": 11}
+_SUBTRACTION = re.compile(r"(?:^|/)(?:sub|Sub|subtract)(?:_\d+)?:\d+$")
+
+
+def _subtracted_zeros(origin: Finding) -> list[str]:
+    """The origin's inputs that hold zeros and were made by a subtraction (TensorFlow names them ``sub``,
+    ``sub_1``, ``Sub``...): ``1 - p`` that rounded to 0."""
+    return [
+        i.name
+        for i in origin.inputs
+        if i.health is not None
+        and i.health.is_finite
+        and (i.health.zero or 0) > 0
+        and _SUBTRACTION.search(i.name)
+    ]
+
+
+def _cancellation(findings: Findings, context: CauseContext, origin: Finding, dtype: str) -> Cause:
+    """A log/rsqrt/division got zeros that a subtraction made in a 16-bit float: the operands were closer than the
+    dtype can tell apart (a sigmoid's 0.997 and 1 in bfloat16), so they are one value and their difference 0.
+    float32 keeps them apart."""
+    bits = SIGNIFICANT_BITS[dtype]
+    spacing = 2.0**-bits
+    policy = context.dtype_policy or (
+        "mixed_float16" if context.model_info.get("loss_scale_optimizer") else None
+    )
+    inputs = _subtracted_zeros(origin)
+    zeros = sum((i.health.zero or 0) for i in origin.inputs if i.name in inputs and i.health is not None)
+    evidence: dict[str, Any] = {
+        "dtype": dtype,
+        "significant_bits": bits,
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "zeros_in": zeros,
+        "subtraction": inputs[0].rsplit(":", 1)[0],
+        "dtype_policy": policy,
+        "output": origin.health.describe() if origin.health else None,
+    }
+    half = spacing / 2  # round to nearest: values this close to 1 are 1
+    summary = (
+        f"{origin.op.type} got {zeros} zero{'s' if zeros != 1 else ''} from a subtraction in {dtype}, which keeps "
+        f"{bits} significant bits: values within {half:.2g} of 1 (a sigmoid's {1 - half / 2:.4g}) round to 1, so 1 "
+        f"minus them is exactly 0{f' under the {policy} policy' if policy else ''}; float32 would keep them apart"
+    )
+    what = f"compute this in float32 (cast before subtracting), or keep it at least {spacing:.2g} away from 1"
+    return Cause("precision", summary, evidence, _origin_change(findings, what, "op"))
 
 
 def _underflow(findings: Findings, context: CauseContext, origin: Finding, dtype: str) -> Cause:
