@@ -366,7 +366,9 @@ def test_one_minus_a_probability_that_rounded_to_one_in_bfloat16_is_precision(tm
     context = CauseContext(history=diverging_history()[:5], dtype_policy="mixed_bfloat16")
     cause = classify(findings_of(one_minus_p_into_log(program, "bfloat16")), context)
     assert cause.kind == "precision", cause
-    assert cause.summary.startswith("Log got 2 zeros from a subtraction in bfloat16, which keeps 8 significant bits")
+    assert cause.summary.startswith(
+        "Log got 2 zeros from a subtraction in bfloat16, which keeps 8 significant bits"
+    )
     assert "within 0.002 of 1" in cause.summary and "mixed_bfloat16" in cause.summary
     assert cause.change is not None and cause.change.line == LOG_LINE and "float32" in cause.change.what
     # float16 keeps 11 bits: the same rounding, closer to 1.

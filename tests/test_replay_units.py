@@ -287,3 +287,17 @@ def test_re_entry_takes_over_the_train_on_batch_of_the_bundles_own_model() -> No
     # A guard_step bundle's step is its guarded function: a train_on_batch before it (a warm-up) goes through.
     loop = _BundleTakeover(SimpleNamespace(kind="custom_loop", model_info={}), action=lambda rebuilt: None)
     assert not loop.takes(discriminator)
+
+
+def test_a_recorded_module_name_is_followed_only_to_the_recorded_file(tmp_path: Path) -> None:
+    """``python -m trainer.train`` is recorded as the module; a bundle's word for it is checked against the file:
+    a name that leads elsewhere (another file, ``os``, a path trick) gives no package root."""
+    from pyadapter.replay.entry import package_root
+
+    script = tmp_path / "trainer" / "train.py"
+    script.parent.mkdir()
+    script.write_text("x = 1\n")
+    assert package_root(script, "trainer.train") == tmp_path.resolve()
+    assert package_root(script, "train") == script.parent.resolve()
+    for wrong in ("trainer.model", "os", "..trainer.train", "trainer/train", "import.train", "", None):
+        assert package_root(script, wrong) is None, wrong

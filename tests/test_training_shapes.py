@@ -250,6 +250,31 @@ def test_the_basic_training_loop_tutorial_with_a_rate_too_large(tmp_path):
     assert_replays_by_reentry(bundle, program)  # the model argument is the program's own there
 
 
+def test_a_package_run_with_dash_m_replays_with_its_relative_imports(tmp_path):
+    """A project laid out as a package, trained with ``python -m trainer.train --epochs 2`` (``from .model import
+    build``). The replay ran trainer/train.py as a file in both routes: "ImportError: attempted relative import
+    with no known parent package". The bundle now records the module, and the replay imports or runs it as that
+    module of its package, after checking that the name leads to the recorded file."""
+    project = tmp_path / "project"
+    shutil.copytree(SHAPES / "package_project", project)
+    done = subprocess.run(
+        [sys.executable, "-m", "trainer.train", "--epochs", "2"],
+        cwd=project,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(project)
+    assert CaptureBundle.load(bundle).manifest["entry_script"]["module"] == "trainer.train"
+    model_file = project / "trainer" / "model.py"
+    assert at(scene_origin(bundle)) == (model_file.resolve(), marked_line(model_file))
+    replayed = nanlens_json("replay", str(bundle), cwd=project)
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed
+    assert replayed["route"].startswith("rebuilt from the bundle"), replayed["route"]
+
+
 def test_debugger_stops_inside_the_tf_function_step_of_a_module_level_loop(tmp_path):
     """ "Replay eagerly" on the loop's bundle: debugpy stops on the origin line inside the ``@tf.function`` step
     (the program is re-entered up to its guarded step), and the frame holds the real batch's class counts."""

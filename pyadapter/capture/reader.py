@@ -79,6 +79,7 @@ _ENTRY_SCRIPT_TYPES: dict[str, type] = {
     "argv": list,
     "cwd": str,
     "notebook": dict,
+    "module": str,  # run as `python -m module`; checked against the path before use (`replay.entry.package_root`)
 }
 
 

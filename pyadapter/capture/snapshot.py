@@ -97,12 +97,29 @@ def entry_script_info() -> dict[str, Any]:
             "cwd": os.getcwd(),
             "notebook": info.to_manifest(),
         }
-    return {
+    out = {
         "path": str(path) if path else None,
         "sha256": integrity.sha256_file(path) if path else None,
         "argv": list(sys.argv),
         "cwd": os.getcwd(),
     }
+    module = main_module_name(path)
+    if module is not None:
+        out["module"] = module
+    return out
+
+
+def main_module_name(path: Path | None) -> str | None:
+    """``trainer.train`` when the program was run as ``python -m trainer.train`` (the file `path`): a replay must
+    run it as that module too, or its relative imports (``from .model import build``) fail."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name, origin = getattr(spec, "name", None), getattr(spec, "origin", None)
+    if not isinstance(name, str) or name in ("", "__main__") or path is None or not isinstance(origin, str):
+        return None
+    try:
+        return name if Path(origin).resolve() == Path(path).resolve() else None
+    except OSError:
+        return None
 
 
 def default_run_name(timestamp: float | None = None) -> str:

@@ -101,6 +101,22 @@ def _call_name(call: ast.Call) -> str | None:
     return None
 
 
+def package_root(script: Path, module: str | None) -> Path | None:
+    """The folder a program run as ``python -m <module>`` was run from: ``root`` where ``root/a/b.py`` is `script`
+    for module ``a.b``; None when `module` is not a dotted name of identifiers that leads to `script` (a bundle's
+    word is checked against the file, never followed elsewhere)."""
+    if not module:
+        return None
+    parts = module.split(".")
+    if not all(part.isidentifier() and not keyword.iskeyword(part) for part in parts):
+        return None
+    script = script.resolve()
+    if len(script.parents) < len(parts):
+        return None
+    root = script.parents[len(parts) - 1]
+    return root if root.joinpath(*parts[:-1], parts[-1] + ".py") == script else None
+
+
 def module_name_for(script: Path) -> str:
     """The script's stem when it is a free, valid module name; else a private name (never ``__main__``)."""
     stem = script.stem
@@ -120,8 +136,11 @@ def import_entry_script(
     *,
     argv: list[str] | None = None,
     cwd: str | Path | None = None,
+    module: str | None = None,
 ) -> EntryScript:
-    """Import the script as a module (not ``__main__``) with its folder on sys.path.
+    """Import the script as a module (not ``__main__``) with its folder on sys.path; a program run as
+    ``python -m <module>`` (`module`, checked to lead to the script) as that module of its package, with the
+    package's folder on sys.path, so its relative imports work.
 
     `argv` (the training run's arguments after the script name) is what ``sys.argv[1:]`` shows while the module
     runs, so a module-level argument parser builds the same model as in training; `cwd` (the training run's
@@ -141,6 +160,9 @@ def import_entry_script(
             '`if __name__ == "__main__":` so replay can import the script\'s definitions without running it'
         )
 
+    root = package_root(script, module)
+    if root is not None and module is not None:
+        return _import_package_module(script, module, root, warnings, argv, cwd)
     name = module_name_for(script)
     existing = sys.modules.get(name)
     if existing is not None and getattr(existing, "__file__", None) == str(script):
@@ -152,15 +174,15 @@ def import_entry_script(
     spec = importlib.util.spec_from_file_location(name, script)
     if spec is None or spec.loader is None:
         raise EntryScriptError(f"cannot import the entry script {script}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[name] = loaded
     # A script may parse sys.argv or open files at import time: give it the training run's argv and cwd.
     saved_argv, saved_cwd = sys.argv, os.getcwd()
     sys.argv = [str(script), *(argv or [])]
     try:
         if cwd is not None and Path(cwd).is_dir():
             os.chdir(cwd)
-        spec.loader.exec_module(module)
+        spec.loader.exec_module(loaded)
     except SystemExit as exc:
         del sys.modules[name]
         raise EntryScriptError(f"importing the entry script {script} called sys.exit({exc.code})") from None
@@ -173,7 +195,49 @@ def import_entry_script(
     finally:
         sys.argv = saved_argv
         os.chdir(saved_cwd)
-    return EntryScript(module, script, warnings)
+    return EntryScript(loaded, script, warnings)
+
+
+def _import_package_module(
+    script: Path,
+    module: str,
+    root: Path,
+    warnings: list[str],
+    argv: list[str] | None,
+    cwd: str | Path | None,
+) -> EntryScript:
+    """`import_entry_script` for a program run as ``python -m <module>``: imported by its dotted name from `root`."""
+    existing = sys.modules.get(module)
+    if existing is not None:
+        if Path(getattr(existing, "__file__", "") or "").resolve() != script:
+            raise EntryScriptError(f"a module {module} other than {script} is loaded already")
+        return EntryScript(existing, script, warnings)
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    saved_argv, saved_cwd = sys.argv, os.getcwd()
+    sys.argv = [str(script), *(argv or [])]
+    try:
+        if cwd is not None and Path(cwd).is_dir():
+            os.chdir(cwd)
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None or Path(spec.origin).resolve() != script:
+            raise EntryScriptError(f"the module {module} is not the entry script {script} here")
+        loaded = importlib.import_module(module)
+    except EntryScriptError:
+        raise
+    except SystemExit as exc:
+        sys.modules.pop(module, None)
+        raise EntryScriptError(f"importing the entry module {module} called sys.exit({exc.code})") from None
+    except Exception as exc:
+        sys.modules.pop(module, None)
+        where = _innermost_user_line(exc, script)
+        raise EntryScriptError(
+            f"importing the entry module {module} failed{where}: {type(exc).__name__}: {_first_line(exc)}"
+        ) from exc
+    finally:
+        sys.argv = saved_argv
+        os.chdir(saved_cwd)
+    return EntryScript(loaded, script, warnings)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -84,6 +84,7 @@ def import_entry(bundle: CaptureBundle) -> EntryScript:
             bundle.entry_script_sha256,
             argv=[str(a) for a in argv[1:]] if isinstance(argv, list) else None,
             cwd=safe_cwd(bundle, Path(script).resolve()),  # the recorded folder only inside the replay's own
+            module=recorded.get("module") if isinstance(recorded.get("module"), str) else None,
         )
     except EntryScriptError as exc:
         raise ReplayError(str(exc)) from None

@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 from pyadapter.capture import takeover
 from pyadapter.replay.debugger import breakpoints_paused
+from pyadapter.replay.entry import package_root
 from pyadapter.replay.errors import ReplayError
 
 T = TypeVar("T")
@@ -314,16 +315,28 @@ def _deadline(seconds: float) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _program_context(script: Path, argv: list[str], cwd: Path) -> Iterator[None]:
+def _program_context(script: Path, argv: list[str], cwd: Path, root: Path | None = None) -> Iterator[None]:
+    """argv, sys.path and the working directory as the program had them: its folder first on sys.path, or for a
+    program run as ``python -m`` the folder its package is in (`root`)."""
     saved_argv, saved_path, saved_cwd = list(sys.argv), list(sys.path), os.getcwd()
     sys.argv = [str(script), *argv]
-    sys.path.insert(0, str(script.parent))
+    sys.path.insert(0, str(root or script.parent))
     os.chdir(cwd)
     try:
         yield
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
         os.chdir(saved_cwd)
+
+
+def _run_package_module(program: Path, module: str) -> None:
+    """``python -m <module>`` again: the module found on sys.path must be the verified program file itself."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None or Path(spec.origin).resolve() != program.resolve():
+        raise ReplayError(f"re-entry: the module {module} is not the program {program} here")
+    runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
 def cell_files_dir(notebook: Path) -> Path:
@@ -444,12 +457,17 @@ def run_by_reentry(
     folder = safe_cwd(bundle, program)
     hook = _BundleTakeover(bundle, action)
     kind = "notebook" if is_notebook(program) else "script"
+    # Run as `python -m pkg.train` in training: run as that module of its package again (relative imports).
+    module = recorded.get("module") if isinstance(recorded.get("module"), str) else None
+    root = package_root(program, module) if not is_notebook(program) else None
     takeover.install(hook)
     try:
-        with _program_context(program, args, folder), _fit_taken_over(hook), _deadline(timeout):
+        with _program_context(program, args, folder, root), _fit_taken_over(hook), _deadline(timeout):
             with breakpoints_paused():
                 if is_notebook(program):
                     _run_notebook(program)
+                elif root is not None and module is not None:
+                    _run_package_module(program, module)
                 else:
                     runpy.run_path(str(program), run_name="__main__")
     except _Finished:

@@ -1,0 +1,1 @@
+"""A project laid out as a package, trained with `python -m trainer.train`."""
