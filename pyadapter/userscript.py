@@ -6,6 +6,7 @@ reaches into the other's room. Pure standard library: no TensorFlow, nothing of 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import runpy
 import sys
@@ -55,3 +56,31 @@ def run_script(script: str, script_args: list[str]) -> int:
         sys.argv = saved_argv
         if saved_path0 is not None and sys.path:
             sys.path[0] = saved_path0
+
+
+def run_module(module: str, module_args: list[str]) -> int:
+    """Run ``module`` as __main__ the way ``python -m module args...`` would (the working directory first on
+    sys.path, so the package is found where the user stands); returns its exit code."""
+    saved_argv, saved_path = sys.argv, list(sys.path)
+    sys.argv = [module, *module_args]  # run_module puts the module's file here, as python does
+    sys.path.insert(0, os.getcwd())
+    try:
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            print(f"No module named {module!r}", file=sys.stderr)  # as python -m says it
+            return 1
+        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        return 0
+    except SystemExit as exc:
+        return _exit_code(exc)
+    except KeyboardInterrupt:
+        return 130
+    except BaseException as exc:  # noqa: BLE001 - the module's own failure is reported like python does
+        traceback.print_exception(type(exc), exc, exc.__traceback__)
+        return 1
+    finally:
+        sys.argv = saved_argv
+        sys.path[:] = saved_path

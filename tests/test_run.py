@@ -46,6 +46,25 @@ def test_script_gets_argv_path_and_main_like_python(tmp_path: Path) -> None:
     assert any(p.name.endswith(".graph_execution_traces") for p in dumps[0].iterdir())
 
 
+def test_a_module_of_a_package_runs_like_python_dash_m(tmp_path: Path) -> None:
+    """``nanlens run -- -m trainer.show ARGS`` as ``python -m trainer.show ARGS``: found from the working directory,
+    its relative imports work, and a module that is not there is python's one line."""
+    package = tmp_path / "trainer"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "values.py").write_text("VALUE = 'relative import works'\n")
+    (package / "show.py").write_text(
+        "import sys\nfrom .values import VALUE\nprint('name', __name__)\nprint('argv', sys.argv[1:])\n"
+        "print('argv0', sys.argv[0])\nprint(VALUE)\n"
+    )
+    result = nanlens("run", "--no-dump", "--eager", "--", "-m", "trainer.show", "--flag", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "name __main__" in result.stdout and "argv ['--flag']" in result.stdout
+    assert f"argv0 {package / 'show.py'}" in result.stdout and "relative import works" in result.stdout
+    missing = nanlens("run", "--no-dump", "--eager", "--", "-m", "trainer.nothere", cwd=tmp_path)
+    assert missing.returncode == 1 and "No module named 'trainer.nothere'" in missing.stderr
+
+
 def test_failing_script_prints_its_traceback_and_exits_1(tmp_path: Path) -> None:
     dump = tmp_path / "dump"
     result = nanlens("run", "--dump", str(dump), "--", "raises_after_nan.py")

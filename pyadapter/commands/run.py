@@ -46,7 +46,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="run tf.functions and tf.data functions eagerly (breakpoints hit)",
     )
     parser.add_argument("--no-dump", action="store_true", help="do not record a dump (useful with --eager)")
-    parser.add_argument("script", metavar="SCRIPT.py", help="the Python script to run")
+    parser.add_argument(
+        "script",
+        metavar="SCRIPT.py",
+        help="the Python script to run; or -m MODULE to run a module of a package, as `python -m MODULE` does",
+    )
     parser.add_argument(
         "script_args", nargs=argparse.REMAINDER, metavar="ARGS", help="arguments for the script"
     )
@@ -82,8 +86,13 @@ def _dump_size(path: Path) -> int:
 def main(args: argparse.Namespace) -> int:
     from pyadapter.commands.errors import CliError
 
+    module = None
+    if args.script == "-m":  # `nanlens run -- -m trainer.train ARGS`, as `python -m trainer.train ARGS`
+        if not args.script_args:
+            raise CliError("-m needs a module name (nanlens run -- -m package.module [ARGS])")
+        module, args.script_args = args.script_args[0], args.script_args[1:]
     script = Path(args.script)
-    if not script.is_file():
+    if module is None and not script.is_file():
         raise CliError(f"no such script: {script}")
     if args.no_dump and args.dump:
         raise CliError("--dump and --no-dump contradict each other")
@@ -111,9 +120,12 @@ def main(args: argparse.Namespace) -> int:
         print("nanlens: running tf.functions and tf.data functions eagerly", file=sys.stderr)
     code = 1
     try:
-        from pyadapter.userscript import run_script
+        from pyadapter.userscript import run_module, run_script
 
-        code = run_script(str(script), list(args.script_args))
+        if module is not None:
+            code = run_module(module, list(args.script_args))
+        else:
+            code = run_script(str(script), list(args.script_args))
     finally:
         if eager_mode is not None:
             eager_mode.restore()
