@@ -181,21 +181,11 @@ def _cancellation(findings: Findings, context: CauseContext, origin: Finding, dt
     float32 keeps them apart."""
     bits = SIGNIFICANT_BITS[dtype]
     spacing = 2.0**-bits
-    policy = context.dtype_policy or (
-        "mixed_float16" if context.model_info.get("loss_scale_optimizer") else None
-    )
     inputs = _subtracted_zeros(origin)
     zeros = sum((i.health.zero or 0) for i in origin.inputs if i.name in inputs and i.health is not None)
-    evidence: dict[str, Any] = {
-        "dtype": dtype,
-        "significant_bits": bits,
-        "op": origin.op.type,
-        "op_name": origin.op.name,
-        "zeros_in": zeros,
-        "subtraction": inputs[0].rsplit(":", 1)[0],
-        "dtype_policy": policy,
-        "output": origin.health.describe() if origin.health else None,
-    }
+    policy, evidence = _sixteen_bit_evidence(
+        context, origin, dtype, zeros, significant_bits=bits, subtraction=inputs[0].rsplit(":", 1)[0]
+    )
     half = spacing / 2  # round to nearest: values this close to 1 are 1
     summary = (
         f"{origin.op.type} got {zeros} zero{'s' if zeros != 1 else ''} from a subtraction in {dtype}, which keeps "
@@ -206,20 +196,28 @@ def _cancellation(findings: Findings, context: CauseContext, origin: Finding, dt
     return Cause("precision", summary, evidence, _origin_change(findings, what, "op"))
 
 
-def _underflow(findings: Findings, context: CauseContext, origin: Finding, dtype: str) -> Cause:
+def _sixteen_bit_evidence(
+    context: CauseContext, origin: Finding, dtype: str, zeros: int, **more: Any
+) -> tuple[str | None, dict[str, Any]]:
+    """(the dtype policy, the evidence) of a precision cause where an op got zeros a 16-bit float made."""
     policy = context.dtype_policy or (
         "mixed_float16" if context.model_info.get("loss_scale_optimizer") else None
     )
-    zeros = sum((i.health.zero or 0) for i in origin.inputs if i.health is not None)
     evidence: dict[str, Any] = {
         "dtype": dtype,
-        "dtype_tiny": FLOAT16_TINY,
+        **more,
         "op": origin.op.type,
         "op_name": origin.op.name,
         "zeros_in": zeros,
         "dtype_policy": policy,
         "output": origin.health.describe() if origin.health else None,
     }
+    return policy, evidence
+
+
+def _underflow(findings: Findings, context: CauseContext, origin: Finding, dtype: str) -> Cause:
+    zeros = sum((i.health.zero or 0) for i in origin.inputs if i.health is not None)
+    policy, evidence = _sixteen_bit_evidence(context, origin, dtype, zeros, dtype_tiny=FLOAT16_TINY)
     summary = (
         f"{origin.op.type} got {zeros} zero{'s' if zeros != 1 else ''} in {dtype}, where values below "
         f"{FLOAT16_TINY:.3g} (an epsilon of 1e-8 too) round to 0"

@@ -8,14 +8,18 @@ imports resolve as they did during training. No TensorFlow import here (the scri
 from __future__ import annotations
 
 import ast
+import contextlib
 import hashlib
+import importlib
 import importlib.util
 import keyword
 import os
 import sys
 import types
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 class EntryScriptError(Exception):
@@ -176,25 +180,8 @@ def import_entry_script(
         raise EntryScriptError(f"cannot import the entry script {script}")
     loaded = importlib.util.module_from_spec(spec)
     sys.modules[name] = loaded
-    # A script may parse sys.argv or open files at import time: give it the training run's argv and cwd.
-    saved_argv, saved_cwd = sys.argv, os.getcwd()
-    sys.argv = [str(script), *(argv or [])]
-    try:
-        if cwd is not None and Path(cwd).is_dir():
-            os.chdir(cwd)
+    with _as_in_training(script, f"script {script}", argv, cwd, forget=lambda: sys.modules.pop(name, None)):
         spec.loader.exec_module(loaded)
-    except SystemExit as exc:
-        del sys.modules[name]
-        raise EntryScriptError(f"importing the entry script {script} called sys.exit({exc.code})") from None
-    except Exception as exc:
-        del sys.modules[name]
-        where = _innermost_user_line(exc, script)
-        raise EntryScriptError(
-            f"importing the entry script {script} failed{where}: {type(exc).__name__}: {_first_line(exc)}"
-        ) from exc
-    finally:
-        sys.argv = saved_argv
-        os.chdir(saved_cwd)
     return EntryScript(loaded, script, warnings)
 
 
@@ -214,30 +201,40 @@ def _import_package_module(
         return EntryScript(existing, script, warnings)
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
+    with _as_in_training(script, f"module {module}", argv, cwd, forget=lambda: sys.modules.pop(module, None)):
+        spec = importlib.util.find_spec(module)
+        if spec is None or spec.origin is None or Path(spec.origin).resolve() != script:
+            raise EntryScriptError(f"the module {module} is not the entry script {script} here")
+        loaded = importlib.import_module(module)
+    return EntryScript(loaded, script, warnings)
+
+
+@contextlib.contextmanager
+def _as_in_training(
+    script: Path, label: str, argv: list[str] | None, cwd: str | Path | None, forget: Callable[[], Any]
+) -> Iterator[None]:
+    """While the entry runs at import: the training run's argv and working directory (a script may parse sys.argv
+    or open files at import time); its failure as one EntryScriptError line, the half-made module forgotten."""
     saved_argv, saved_cwd = sys.argv, os.getcwd()
     sys.argv = [str(script), *(argv or [])]
     try:
         if cwd is not None and Path(cwd).is_dir():
             os.chdir(cwd)
-        spec = importlib.util.find_spec(module)
-        if spec is None or spec.origin is None or Path(spec.origin).resolve() != script:
-            raise EntryScriptError(f"the module {module} is not the entry script {script} here")
-        loaded = importlib.import_module(module)
+        yield
     except EntryScriptError:
         raise
     except SystemExit as exc:
-        sys.modules.pop(module, None)
-        raise EntryScriptError(f"importing the entry module {module} called sys.exit({exc.code})") from None
+        forget()
+        raise EntryScriptError(f"importing the entry {label} called sys.exit({exc.code})") from None
     except Exception as exc:
-        sys.modules.pop(module, None)
+        forget()
         where = _innermost_user_line(exc, script)
         raise EntryScriptError(
-            f"importing the entry module {module} failed{where}: {type(exc).__name__}: {_first_line(exc)}"
+            f"importing the entry {label} failed{where}: {type(exc).__name__}: {_first_line(exc)}"
         ) from exc
     finally:
         sys.argv = saved_argv
         os.chdir(saved_cwd)
-    return EntryScript(loaded, script, warnings)
 
 
 def _first_line(exc: BaseException) -> str:
