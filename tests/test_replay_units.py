@@ -301,3 +301,40 @@ def test_a_recorded_module_name_is_followed_only_to_the_recorded_file(tmp_path: 
     assert package_root(script, "train") == script.parent.resolve()
     for wrong in ("trainer.model", "os", "..trainer.train", "trainer/train", "import.train", "", None):
         assert package_root(script, wrong) is None, wrong
+
+
+def test_a_rerun_origin_that_only_carried_the_batch_nan_is_not_taken_for_its_maker() -> None:
+    """A NaN already in the data (tf.data from arrays in memory: no op records it) reaches the step as its ``data``
+    argument; the re-run's scan may then name the first step op that read it (a Normalization's Sub). A Sub makes
+    no NaN of finite values, so the NaN came in: the origin says it was in the data, and the cause is then ``data``.
+    A Log in a Dataset.map function that made -inf of a 0 stays the maker."""
+    from pyadapter.findings import Finding, Findings, InputHealth, OpRef, TensorHealth
+    from pyadapter.replay.batchhealth import BatchProblem
+    from pyadapter.replay.locate import _adopt_rerun_origin
+
+    def adopt(op: str, graph: str, health: TensorHealth) -> Findings:
+        made = Finding(
+            "/work/train.py",
+            36,
+            "origin",
+            OpRef(f"model/{op}", op, graph=graph),
+            health=health,
+            inputs=[
+                InputHealth("data:0", None),
+                InputHealth("mean:0", TensorHealth(dtype="float32", size=1, pos=1)),
+            ],
+        )
+        findings = Findings("bundle", "/captures/run-step22", None, [], bundle={"step": 22})
+        _adopt_rerun_origin(
+            findings, Findings("dump", "/rerun", made, [made]), BatchProblem(1, examples=["x[28, 0] = nan"])
+        )
+        return findings
+
+    carried = adopt("Sub", "one_step_on_data", TensorHealth(dtype="float32", size=32, nan=1, pos=31))
+    assert carried.bundle is not None and carried.bundle.get("origin_from") != "input pipeline re-run"
+    assert (
+        carried.origin is not None
+        and "it was in the data before any TensorFlow op touched it" in carried.origin.message
+    )
+    made = adopt("Log", "Dataset_map_preprocess", TensorHealth(dtype="float32", size=32, neg_inf=1, pos=31))
+    assert made.bundle is not None and made.bundle["origin_from"] == "input pipeline re-run"

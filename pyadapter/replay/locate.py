@@ -391,6 +391,54 @@ def _rerun_and_scan(
             shutil.rmtree(rerun_dir, ignore_errors=True)
 
 
+# Ops that make no NaN out of finite values (a NaN in their output came in through an input): a difference of two
+# finite numbers is finite or infinite, never NaN; moving, joining or choosing values makes none either.
+_NO_NEW_NAN = frozenset(
+    {
+        "Sub",
+        "Add",
+        "AddV2",
+        "AddN",
+        "BiasAdd",
+        "Neg",
+        "Identity",
+        "Cast",
+        "ConcatV2",
+        "Reshape",
+        "Transpose",
+        "StridedSlice",
+        "Slice",
+        "GatherV2",
+        "Pack",
+        "ExpandDims",
+        "Squeeze",
+        "Maximum",
+        "Minimum",
+        "Select",
+        "SelectV2",
+        "Relu",
+        "Relu6",
+        "Tanh",
+        "Sigmoid",
+        "Abs",
+        "Square",
+    }
+)
+
+
+def _carried_in(origin: Finding) -> bool:
+    """The re-run's origin only carried a NaN the captured batch already held: an op of the training step (not of a
+    tf.data function, whose graph TensorFlow names ``Dataset_...``) that makes no NaN of finite values, with NaN in
+    its output and an input of no recorded health (the step's argument: the batch, as tf.data handed it over from
+    arrays in memory, which no op records)."""
+    graph = origin.op.graph or ""
+    if origin.op.type not in _NO_NEW_NAN or graph.startswith("Dataset_") or origin.health is None:
+        return False
+    if origin.health.nan == 0:
+        return False
+    return any(i.health is None for i in origin.inputs)
+
+
 def _adopt_rerun_origin(findings: Findings, rerun: Findings, problem: BatchProblem) -> None:
     """Take the re-run's origin when an op in the user's code made the NaN/Inf (e.g. a log in a Dataset.map
     function); when the data held it before any op did, point at where it entered instead."""
@@ -398,7 +446,11 @@ def _adopt_rerun_origin(findings: Findings, rerun: Findings, problem: BatchProbl
 
     new = rerun.origin
     assert new is not None and findings.bundle is not None
-    made_by_user_code = new.op.type not in WEAK_ORIGIN_TYPES and "origin_created_in" not in rerun.extra
+    made_by_user_code = (
+        new.op.type not in WEAK_ORIGIN_TYPES
+        and "origin_created_in" not in rerun.extra
+        and not _carried_in(new)
+    )
     if made_by_user_code:
         findings.bundle["origin_from"] = "input pipeline re-run"
         new.message += f" (found by re-running the script under a dump: {problem.describe()})"
