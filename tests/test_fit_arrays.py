@@ -58,3 +58,14 @@ def test_a_tampered_entry_is_refused_and_names_no_index() -> None:
     ):
         assert fit_arrays.check(junk) is not None, junk
         assert fit_arrays.index_of_row(junk, 0) is None
+
+
+def test_eager_tensors_passed_to_fit_are_searched_as_their_values() -> None:
+    import tensorflow as tf
+
+    def fit(self, x=None, y=None):  # noqa: ARG001 - keras's fit frame, given tensors
+        return fit_arrays.manifest_entry((x.numpy()[[9, 123]], y.numpy()[[9, 123]]), self)
+
+    x, y = arrays()
+    entry = fit(object(), tf.constant(x), tf.constant(y))
+    assert entry == {"fit_rows": {"indices": [9, 123], "array_rows": 500}}

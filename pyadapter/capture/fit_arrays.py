@@ -23,9 +23,13 @@ MAX_ROWS = 65536  # batch rows recorded at most
 
 
 def _first_array(value: Any) -> np.ndarray | None:
-    """The first NumPy array of x or y as fit was given it (an array, or a list/tuple/dict of them)."""
+    """The first NumPy array of x or y as fit was given it (an array or an eager tensor, or a list/tuple/dict of
+    them)."""
     if isinstance(value, np.ndarray):
         return value
+    if type(value).__name__ == "EagerTensor":  # fit(tf.constant(x), ...): its values, copied on failure only
+        array = np.asarray(value.numpy())
+        return array if array.ndim > 0 else None
     if isinstance(value, dict):  # by sorted key: Keras hands the batch's dicts over sorted
         value = [value[key] for key in sorted(value, key=str)]
     if isinstance(value, (list, tuple)):
