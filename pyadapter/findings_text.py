@@ -213,6 +213,8 @@ def index_text(where: dict[str, Any] | None) -> str | None:
     provenance has an index (`pyadapter.cause.provenance.array_provenance`)."""
     if not where or where.get("index") is None:
         return None
+    if where.get("of") == "from_tensor_slices":
+        return f"row {where['index']} of the arrays the dataset was sliced from (Dataset.from_tensor_slices)"
     fed = "element {} of the dataset" if where.get("source") == "dataset" else "index {} of the array"
     return fed.format(where["index"]) + " passed to fit"
 

@@ -69,3 +69,41 @@ def test_eager_tensors_passed_to_fit_are_searched_as_their_values() -> None:
     x, y = arrays()
     entry = fit(object(), tf.constant(x), tf.constant(y))
     assert entry == {"fit_rows": {"indices": [9, 123], "array_rows": 500}}
+
+
+def test_a_pipeline_sliced_from_arrays_in_memory_names_rows_of_those_arrays() -> None:
+    """keras.io's structured data: ``Dataset.from_tensor_slices((dict(df), labels)).shuffle(...).batch(32)`` with
+    a string column; the batch rows are found in the sliced arrays (the shuffle does not matter)."""
+    import tensorflow as tf
+
+    from pyadapter.capture import datasource
+    from pyadapter.findings_text import index_text
+
+    rng = np.random.default_rng(2)
+    columns = {
+        "age": rng.uniform(20, 70, (300, 1)).astype("float32"),
+        "thal": np.array(["fixed", "normal"] * 150)[:, None],
+        "chol": rng.uniform(150, 300, (300, 1)).astype("float32"),
+    }
+    columns["age"][217, 0] = np.nan
+    labels = (rng.uniform(size=300) > 0.5).astype("float32")
+    dataset = tf.data.Dataset.from_tensor_slices((columns, labels)).shuffle(300, seed=4).batch(32)
+    for batch in dataset:
+        data = tf.nest.map_structure(lambda t: t.numpy(), batch)
+        if np.isnan(data[0]["age"]).any():
+            break
+    row = int(np.flatnonzero(np.isnan(data[0]["age"][:, 0]))[0])
+    entry = datasource.sliced_rows_entry(dataset, data)[fit_arrays.MANIFEST_KEY]
+    assert fit_arrays.check(entry) is None and entry["of"] == fit_arrays.SLICES
+    assert fit_arrays.index_of_row(entry, row, fit_arrays.SLICES) == 217
+    assert fit_arrays.index_of_row(entry, row) is None, "not an index of arrays passed to fit"
+    assert index_text({"index": 217, "of": fit_arrays.SLICES}) == (
+        "row 217 of the arrays the dataset was sliced from (Dataset.from_tensor_slices)"
+    )
+    # A map that changes the values: its rows are not found (a wrong index is worse than none).
+    mapped = tf.data.Dataset.from_tensor_slices((columns, labels)).map(
+        lambda x, y: ({**x, "age": x["age"] + 1.0}, y)
+    )
+    first = tf.nest.map_structure(lambda t: t.numpy(), next(iter(mapped.batch(8))))
+    found = datasource.sliced_rows_entry(mapped.batch(8), first).get(fit_arrays.MANIFEST_KEY)
+    assert found is None or all(i is None for i in found["indices"]), found

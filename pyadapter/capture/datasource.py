@@ -374,11 +374,14 @@ def _position(source: SourceFile, order: _Order, batches_before: int | None, row
     return RecordPlace(source.path, source.kind, record, line, found_by="pipeline position")
 
 
-def describe(dataset: tf.data.Dataset | None, batch: Any, batches_before: int | None) -> DataSource | None:
-    """The ``data_source`` of a failing batch read from ``dataset`` (None when it reads no files)."""
+def describe(
+    dataset: tf.data.Dataset | None, batch: Any, batches_before: int | None, graph: Any = None
+) -> DataSource | None:
+    """The ``data_source`` of a failing batch read from ``dataset`` (None when it reads no files). `graph`: the
+    dataset's serialized graph, when the caller has it already."""
     if dataset is None:
         return None
-    graph = _graph(dataset)
+    graph = graph if graph is not None else _graph(dataset)
     if graph is None:
         return None
     scopes = _scopes(graph)
@@ -413,10 +416,79 @@ def describe(dataset: tf.data.Dataset | None, batch: Any, batches_before: int | 
     return source
 
 
-def manifest_entry(dataset: tf.data.Dataset | None, batch: Any, batches_before: int | None) -> dict[str, Any]:
-    """``{"data_source": {...}}`` for the bundle's manifest, or ``{}``; never raises."""
+def _const_array(node: Any) -> np.ndarray | None:
+    """A Const node's numeric value (strings are not searched: TensorFlow keeps them as objects)."""
+    tensor = node.attr["value"].tensor
+    if tensor.dtype == tf.string.as_datatype_enum:
+        return None
+    return np.asarray(tf.make_ndarray(tensor))
+
+
+def sliced_rows_entry(dataset: tf.data.Dataset | None, batch: Any, graph: Any = None) -> dict[str, Any]:
+    """``{"fit_rows": {...}}`` with ``"of": "from_tensor_slices"`` for a pipeline made from arrays in memory
+    (``Dataset.from_tensor_slices((dict(df), labels))``, keras.io's structured-data shape): each batch row's index
+    in the arrays it was sliced from, found by its values (`fit_arrays.rows_in`), so a shuffled pipeline's bad
+    record is named at the user's own row. ``{}`` for anything else; never raises."""
+    from pyadapter.capture import fit_arrays
+
     try:
-        source = describe(dataset, batch, batches_before)
+        graph = graph if graph is not None else _graph(dataset) if dataset is not None else None
+        if graph is None:
+            return {}
+        nodes = {n.name: n for n in graph.node}
+        slices = [n for n in graph.node if n.op in ("TensorSliceDataset", "TensorDataset")]
+        if len(slices) != 1 or not isinstance(batch, (list, tuple)) or not batch:
+            return {}
+        components = [nodes.get(_node_name(i)) for i in _inputs(slices[0])]
+        consts = [c for c in components if c is not None and c.op == "Const"]
+        if not consts or len(consts) != len(components):
+            return {}
+        arrays = [_const_array(c) for c in consts]
+        first = fit_arrays.first_array(batch[0])
+        if first is None:
+            return {}
+        # The components in tf.nest order (dict keys sorted), as the batch's leaves: the first that fits x's first.
+        source = next(
+            (
+                a
+                for a in arrays
+                if a is not None and a.ndim > 0 and a.dtype == first.dtype and a.shape[1:] == first.shape[1:]
+            ),
+            None,
+        )
+        if source is None or len(first) > fit_arrays.MAX_ROWS:
+            return {}
+        # The labels tell copies of one feature row apart: the last other component shaped as y.
+        labels = fit_arrays.first_array(batch[1]) if len(batch) > 1 else None
+        label_source = next(
+            (
+                a
+                for a in reversed(arrays)
+                if a is not None
+                and a is not source
+                and labels is not None
+                and a.ndim > 0
+                and len(a) == len(source)
+                and a.dtype == labels.dtype
+                and a.shape[1:] == labels.shape[1:]
+            ),
+            None,
+        )
+        indices = fit_arrays.rows_in(first, source, labels, label_source)
     except Exception:  # noqa: BLE001 - provenance is an addition; never lose a capture for it
         return {}
-    return {MANIFEST_KEY: source.to_json()} if source is not None else {}
+    if not any(i is not None for i in indices):
+        return {}
+    return {fit_arrays.MANIFEST_KEY: {"indices": indices, "array_rows": len(source), "of": fit_arrays.SLICES}}
+
+
+def manifest_entry(dataset: tf.data.Dataset | None, batch: Any, batches_before: int | None) -> dict[str, Any]:
+    """``{"data_source": {...}}`` for the bundle's manifest, with `sliced_rows_entry`'s rows for a pipeline made
+    from arrays in memory, or ``{}``; never raises. The dataset's graph is serialized once for both."""
+    try:
+        graph = _graph(dataset) if dataset is not None else None
+        source = describe(dataset, batch, batches_before, graph)
+    except Exception:  # noqa: BLE001 - provenance is an addition; never lose a capture for it
+        return {}
+    entry = {MANIFEST_KEY: source.to_json()} if source is not None else {}
+    return {**entry, **sliced_rows_entry(dataset, batch, graph)}

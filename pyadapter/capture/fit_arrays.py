@@ -19,10 +19,13 @@ from typing import Any
 import numpy as np
 
 MANIFEST_KEY = "fit_rows"
+# ``"of"``: the arrays the rows were found in. Absent: those passed to fit. SLICES: those a tf.data pipeline passed
+# to fit was made from (`datasource.sliced_rows_entry`).
+SLICES = "from_tensor_slices"
 MAX_ROWS = 65536  # batch rows recorded at most
 
 
-def _first_array(value: Any) -> np.ndarray | None:
+def first_array(value: Any) -> np.ndarray | None:
     """The first NumPy array of x or y as fit was given it (an array or an eager tensor, or a list/tuple/dict of
     them)."""
     if isinstance(value, np.ndarray):
@@ -34,7 +37,7 @@ def _first_array(value: Any) -> np.ndarray | None:
         value = [value[key] for key in sorted(value, key=str)]
     if isinstance(value, (list, tuple)):
         for item in value:
-            found = _first_array(item)
+            found = first_array(item)
             if found is not None:
                 return found
     return None
@@ -46,8 +49,8 @@ def fit_inputs(model: Any) -> tuple[np.ndarray, np.ndarray | None] | None:
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model:
-            x = _first_array(frame.f_locals.get("x"))
-            y = _first_array(frame.f_locals.get("y"))
+            x = first_array(frame.f_locals.get("x"))
+            y = first_array(frame.f_locals.get("y"))
             return (x, y) if x is not None else None
         frame = frame.f_back  # type: ignore[assignment]
     return None
@@ -103,8 +106,8 @@ def manifest_entry(batch: Any, model: Any) -> dict[str, Any]:
         if inputs is None or not isinstance(batch, (list, tuple)) or not batch:
             return {}
         array, array_y = inputs
-        batch_x = _first_array(batch[0])
-        batch_y = _first_array(batch[1]) if len(batch) > 1 else None
+        batch_x = first_array(batch[0])
+        batch_y = first_array(batch[1]) if len(batch) > 1 else None
         if batch_x is None or len(batch_x) > MAX_ROWS:
             return {}
         indices = rows_in(batch_x, array, batch_y, array_y)
@@ -124,6 +127,8 @@ def check(entry: Any) -> str | None:
         return "has no whole 'array_rows'"
     if not isinstance(indices, list) or len(indices) > MAX_ROWS:
         return "has no list of 'indices'"
+    if entry.get("of") not in (None, SLICES):
+        return "names arrays of an unknown kind"
     for index in indices:
         if index is not None and (
             isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < rows
@@ -132,9 +137,10 @@ def check(entry: Any) -> str | None:
     return None
 
 
-def index_of_row(entry: Any, row: int) -> int | None:
-    """The recorded index of batch row `row` in fit's array, or None (no entry, a bad one, or not found)."""
-    if entry is None or check(entry) is not None:
+def index_of_row(entry: Any, row: int, of: str | None = None) -> int | None:
+    """The recorded index of batch row `row` in the arrays `of` names (None: fit's own), or None (no entry, a bad
+    one, one of other arrays, or not found)."""
+    if entry is None or check(entry) is not None or entry.get("of") != of:
         return None
     indices = entry["indices"]
     return indices[row] if 0 <= row < len(indices) else None

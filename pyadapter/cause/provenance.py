@@ -270,10 +270,14 @@ def data_provenance(
             out["reader"] = site.name
     else:
         out = array_provenance(element, batch_index, epoch, batch_size, shuffled, dataset)
-        index = None if dataset else fit_arrays.index_of_row(fit_rows, element.row)
+        of = fit_arrays.SLICES if dataset else None
+        index = fit_arrays.index_of_row(fit_rows, element.row, of)
         if index is not None:
-            # Found by its values in the array fit trained on: the index in the user's array, shuffled or not.
+            # Found by its values in the arrays fit trained on (or the pipeline was sliced from): the index in the
+            # user's own arrays, shuffled or not.
             out.update(index=index, shuffled=False, found_by="values")
+            if of is not None:
+                out["of"] = of
             out.pop("note", None)
     if not search_files:
         return out
