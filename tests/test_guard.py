@@ -371,3 +371,43 @@ def test_recompiling_retraces_the_guarded_step(tmp_path):
     model.compile(model.optimizer, broken_loss)  # same optimizer object: only the loss changed
     fit(model, x, y, guard)
     assert [f.step for f in guard.failures] == [6], "the new loss is the one that runs"
+
+
+def batch_norm_model() -> keras.Model:
+    return keras.Sequential(
+        [
+            keras.Input((gm.FEATURES,)),
+            keras.layers.Dense(8),
+            keras.layers.BatchNormalization(),
+            keras.layers.ReLU(),
+            keras.layers.Dense(1),
+        ]
+    )
+
+
+@pytest.mark.parametrize("on_nan", ["skip", "stop"])
+def test_a_skipped_batch_leaves_batch_normalization_statistics_as_they_were(tmp_path, on_nan):
+    """A NaN batch's forward pass writes NaN into BatchNormalization's moving mean and variance before any gradient
+    exists. The gate withheld the update, but the statistics stayed NaN: skip mode went on with a model whose
+    validation and predictions were all NaN, and a stop-mode bundle held NaN "before the step"."""
+    keras.utils.set_random_seed(3)
+    x, y = gm.data(batches=6, bad_batch=3)
+    model = batch_norm_model()
+    model.compile(keras.optimizers.Adam(0.01), "mse")
+    norm = model.layers[1]
+    before = [v.numpy().copy() for v in (norm.moving_mean, norm.moving_variance)]
+    guard = NanGuard(tmp_path, on_nan=on_nan, locate=False)
+    x_val, y_val = gm.data(batches=2, bad_batch=None, seed=1)
+    history = fit(model, x, y, guard, epochs=1, validation_data=(x_val, y_val))
+    assert [f.step for f in guard.failures] == [3]
+    stats = [v.numpy() for v in (norm.moving_mean, norm.moving_variance)]
+    assert gm.all_finite(stats), "the failing step's statistics were put back"
+    assert not all(np.array_equal(a, b) for a, b in zip(before, stats, strict=True)), (
+        "healthy steps update them"
+    )
+    if on_nan == "skip":
+        assert np.isfinite(history.history["val_loss"]).all(), history.history
+        assert np.isfinite(model.predict(x_val, verbose=0)).all()
+    else:
+        weights = CaptureBundle.load(guard.last_bundle).weights()
+        assert gm.all_finite([v for k, v in weights.items() if "moving" in k]), sorted(weights)

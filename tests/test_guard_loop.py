@@ -299,3 +299,31 @@ def test_a_tf1_optimizer_in_a_step_without_keras_optimizer_is_refused_not_let_th
     assert float(line.w.numpy()) == 5.0
     train(tf.ones([4]))  # outside the guard the optimizer is the user's as before
     assert float(line.w.numpy()) != 5.0
+
+
+def test_a_failing_custom_step_leaves_batch_normalization_statistics_as_they_were(tmp_path):
+    keras.utils.set_random_seed(3)
+    x, y = gm.data(batches=5, bad_batch=2)
+    model = keras.Sequential(
+        [
+            keras.Input((gm.FEATURES,)),
+            keras.layers.Dense(8),
+            keras.layers.BatchNormalization(),
+            keras.layers.Dense(1),
+        ]
+    )
+    optimizer = keras.optimizers.SGD(0.01)
+
+    @guard_step(model=model, optimizer=optimizer, capture_dir=tmp_path, on_nan="skip", locate=False)
+    @tf.function
+    def train_step(bx, by):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(bx, training=True) - by))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    for bx, by in batches(x, y):
+        train_step(bx, by)
+    assert [f.step for f in train_step.failures] == [2]
+    assert gm.all_finite([v.numpy() for v in model.non_trainable_variables])

@@ -124,6 +124,9 @@ class _Record:
     gates: list[Gate] = field(default_factory=list)
     output_max: list[Any] = field(default_factory=list)  # max |y_pred| per compute_loss call (history on)
     manual: gate_manual.ManualRecord = field(default_factory=gate_manual.ManualRecord)  # writes by hand
+    # id -> (variable, its value before the step's first write): the model's own non-trainable state the forward
+    # pass writes (BatchNormalization's moving statistics), put back when the step fails
+    forward_saved: dict[int, tuple[Any, Any]] = field(default_factory=dict)
 
 
 class _CallScope:
@@ -224,6 +227,38 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
         return None
 
     return apply
+
+
+def _keeping_forward_state(graph: Any) -> Any:
+    """`gate_manual.gating_writes`'s callback for a model's non-trainable state: its value before the step's first
+    write is kept (read before the write: automatic control dependencies keep program order), the write goes on."""
+
+    def keep(variable: Any, kind: str, value: Any) -> None:
+        scope = _active
+        here = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+        if scope is None or here is not graph:
+            return None
+        saved = scope.record().forward_saved
+        if id(variable) not in saved:
+            saved[id(variable)] = (variable, tf.identity(variable.read_value()))
+        return None
+
+    return keep
+
+
+def _forward_state(models: list[Any]) -> list[Any]:
+    """The float non-trainable variables of `models` that are not metrics': what a forward pass may write (a
+    BatchNormalization's moving mean and variance). None under several replicas (each writes its own copy)."""
+    context = tf.distribute.get_replica_context()
+    if tf.distribute.has_strategy() and (context is None or context.num_replicas_in_sync > 1):
+        return []
+    metrics = {id(v) for m in models for v in keras_lines.metrics_variables(m)}
+    found = []
+    for model in models:
+        for variable in getattr(model, "non_trainable_variables", None) or []:
+            if id(variable) not in metrics and is_float(variable):
+                found.append(variable)
+    return unique(found)
 
 
 def _refused_v1_update(*args: Any, **kwargs: Any) -> Any:
@@ -340,13 +375,14 @@ def hooks(
         if manual
         else contextlib.nullcontext()
     )
+    forward = gate_manual.gating_writes(_forward_state(unique(models)), _keeping_forward_state(graph))
     v1_optimizer = tf.compat.v1.train.Optimizer
     v1_apply = v1_optimizer.__dict__["apply_gradients"]
     if manual:
         v1_optimizer.apply_gradients = _refused_v1_update  # the class: the step may make its optimizer late
     _active = scope
     try:
-        with targets, writes:
+        with targets, writes, forward:
             yield scope
     finally:
         _active = None
@@ -484,6 +520,10 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
     if manual is not None:
         local_oks.append(tf.logical_and(loss_ok, tf.reduce_all(manual.grads_ok)))
         ok = tf.logical_and(local_oks[-1], tf.reduce_all(manual.weights_ok))
+    if len(records) == 1 and records[0].forward_saved:
+        # A failing step leaves the model's moving statistics as they were: a NaN batch's forward pass wrote NaN
+        # into BatchNormalization's, which skip mode's next steps, validation and predict would all read.
+        _restore_unless(ok, list(records[0].forward_saved.values()))
     if n_gates > 1 and len(records) == 1 and any(g.backup for g in records[0].gates):
         # Several updates in one step (a GAN's two optimizers): when any of them fails, the step is not applied
         # at all, so the updates that did go through are taken back.
@@ -506,6 +546,15 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         metrics=_metrics(records, manual) if scope.config.history else None,
     )
     return verdict, meta
+
+
+def _restore_unless(ok: Any, saved: list[tuple[Any, Any]]) -> None:
+    def restore() -> Any:
+        for variable, value in saved:
+            variable.assign(value)
+        return tf.constant(False)
+
+    rare_cond(ok, lambda: tf.constant(True), restore)
 
 
 def _across_gates(norms: list[Any]) -> Any:
