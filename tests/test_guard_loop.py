@@ -327,3 +327,39 @@ def test_a_failing_custom_step_leaves_batch_normalization_statistics_as_they_wer
         train_step(bx, by)
     assert [f.step for f in train_step.failures] == [2]
     assert gm.all_finite([v.numpy() for v in model.non_trainable_variables])
+
+
+def test_a_step_traced_once_per_python_flag_reads_each_verdict_with_its_own_trace(tmp_path):
+    """Gradient accumulation by hand: ``train_step(x, y, apply_now)`` with a Python bool traces twice, one trace
+    with the optimizer's update and one without. The guard named a failing step's gradients after the last trace
+    made, and a failure in the other one crashed it ("zip() argument 2 is shorter than argument 1")."""
+    keras.utils.set_random_seed(0)
+    x, y = gm.data(batches=8, bad_batch=5)
+    model = gm.sequential()
+    optimizer = keras.optimizers.SGD(0.01)
+    optimizer.build(model.trainable_variables)
+    accumulated = [tf.Variable(tf.zeros_like(v), trainable=False) for v in model.trainable_variables]
+
+    @guard_step(model=model, optimizer=optimizer, capture_dir=tmp_path, on_nan="skip", locate=False)
+    @tf.function
+    def train_step(bx, by, apply_now):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(bx) - by))
+        grads = tape.gradient(loss, model.trainable_variables)
+        for total, grad in zip(accumulated, grads, strict=True):
+            total.assign_add(grad)
+        if apply_now:
+            optimizer.apply_gradients(
+                zip([t.read_value() for t in accumulated], model.trainable_variables, strict=True)
+            )
+            for total in accumulated:
+                total.assign(tf.zeros_like(total))
+        return loss
+
+    for index, (bx, by) in enumerate(batches(x, y)):
+        train_step(bx, by, apply_now=index % 4 == 3)
+    failures = train_step.failures
+    assert [f.step for f in failures] == [5, 7], "step 5's NaN reached the sum the 4th step applies"
+    assert failures[0].report.loss and failures[0].report.gradients == [], failures[0].report
+    assert failures[1].report.gradients and not failures[1].report.update_applied, failures[1].report
+    assert gm.all_finite(model.get_weights())

@@ -120,7 +120,8 @@ class GuardedStep:
         self.locate = options.locate
         self.verbose = options.verbose
         self.failures: list[Failure] = self.policy.failures
-        self.meta = gate.GateMeta()
+        self.meta = gate.GateMeta()  # of the call that just ran
+        self._traces: list[gate.GateMeta] = []  # per trace of the compiled step
         self._history: collections.deque = collections.deque(maxlen=options.history_size)
         self._calls = 0
         self._first_iteration: int | None = None
@@ -198,8 +199,13 @@ class GuardedStep:
         ) as scope:
             result = function(*args, **kwargs)
             verdict, meta = gate.combine(scope)
-        self.meta = meta
-        return result, verdict, seeds_before
+        if tf.executing_eagerly():  # a plain Python step: this call's own
+            self.meta = meta
+            return result, verdict, seeds_before, tf.constant(-1)
+        # A step traced once per Python argument value (``apply_now=True/False``) has one gate per trace: each call
+        # says which trace ran, so its verdict is read with that trace's names.
+        self._traces.append(meta)
+        return result, verdict, seeds_before, tf.constant(len(self._traces) - 1)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if tf.inside_function():
@@ -220,7 +226,9 @@ class GuardedStep:
                 self._window = None  # one device's arguments and state only
             if self._window is not None:
                 self._window.start(self._first_iteration)
-        result, verdict, seeds_before = self._compiled(*args, **kwargs)
+        result, verdict, seeds_before, trace = self._compiled(*args, **kwargs)
+        if int(trace) >= 0:
+            self.meta = self._traces[int(trace)]
         step = self._first_iteration + self._calls
         index = self._calls
         self._calls += 1
