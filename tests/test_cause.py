@@ -129,6 +129,33 @@ def test_divergence_names_the_growth_and_the_optimizer_line(tmp_path: Path) -> N
     assert "SGD(learning_rate=0.05, momentum=0.9, clipnorm=1.0)" in clipped
 
 
+@pytest.mark.parametrize(
+    "argv", [["train.py", "--learning_rate=2.0"], ["train.py", "--lr", "2"], ["train.py"]]
+)
+def test_a_rate_given_on_the_command_line_is_named_with_its_flag(tmp_path: Path, argv: list[str]) -> None:
+    """An absl/argparse script builds ``SGD(FLAGS.learning_rate)``: the line holds no number, and the divergence
+    said "the learning rate of SGD". The rate the failing step used (recorded) and the flag that gave it are named."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    program.write_text(TRAIN.replace("SGD(learning_rate=0.05, momentum=0.9)", "SGD(FLAGS.learning_rate)"))
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(2.0),
+        argv=argv,
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence" and "the run diverged at learning rate 2:" in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE
+    flag = {1: "", 2: " --learning_rate=2.0", 3: " --lr 2"}[len(argv)].strip()
+    given = f", given as {flag} on the command line" if flag else ""
+    assert cause.change.what.startswith(f"learning rate 2 (SGD{given}): try 0.2"), cause.change.what
+
+
 def test_newer_history_keys_are_used_when_present(tmp_path: Path) -> None:
     """The gradient norm grows while the (noisy) loss alone would not say so: the grad norm is the evidence."""
     program = write_program(tmp_path)

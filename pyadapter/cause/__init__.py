@@ -61,6 +61,7 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         learning_rate=learning_rate.read(bundle.manifest.get(learning_rate.MANIFEST_KEY)),
         step_function=step if isinstance(step := bundle.manifest.get("step_function"), dict) else None,
         fit_rows=bundle.manifest.get(fit_arrays.MANIFEST_KEY),  # checked when the bundle was loaded
+        argv=[str(a) for a in entry.get("argv") or [] if isinstance(a, str)],
     )
 
 

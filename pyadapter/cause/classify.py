@@ -6,6 +6,7 @@ numbers and the line to change (``change_line``). Pure reading: the bundle is da
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -57,6 +58,8 @@ class CauseContext:
     step_function: dict[str, Any] | None = None
     # Keras fit on NumPy arrays: each batch row's index in them, found at the scene (``manifest["fit_rows"]``).
     fit_rows: dict[str, Any] | None = None
+    # The training run's command line (``manifest["entry_script"]["argv"]``): a rate given as ``--lr=2``.
+    argv: list[str] = field(default_factory=list)
 
 
 def _fmt(value: float | None) -> str:
@@ -468,6 +471,16 @@ def _divergence(
         evidence["fast"] = True  # too few steps for a trend: the jump and the update size are the evidence
     trend_text = " and ".join(texts)
     change = None
+    if site is not None and site.learning_rate is None:
+        # The line names no number (``SGD(FLAGS.learning_rate)``): the rate the failing step used, and the
+        # command-line flag that gave it, when the bundle recorded them.
+        used = context.learning_rate
+        if used is not None and used.finite and used.schedule is None and used.value > 0:
+            flag = _rate_flag(context.argv, used.value)
+            given = f", given as {flag} on the command line" if flag else ""
+            site = dataclasses.replace(site, learning_rate=used.value, name=f"{site.name}{given}")
+            if flag:
+                evidence["flag"] = flag
     if site is not None:
         rate = site.learning_rate
         evidence["learning_rate"] = rate
@@ -504,6 +517,27 @@ def _divergence(
     if searched:
         evidence["window"] = searched[0]  # the sentence is in change.what, next to the rate it replaces
     return Cause("divergence", summary, evidence, change)
+
+
+_RATE_FLAG = re.compile(r"^--?[\w.-]*(?:lr|learning[_-]?rate)[\w.-]*$", re.IGNORECASE)
+
+
+def _rate_flag(argv: list[str], value: float) -> str | None:
+    """``--learning_rate=2.0`` (or ``--lr 2``) in the run's command line when it gives `value` (float32 read)."""
+    for index, arg in enumerate(argv[1:], 1):
+        name, _, text = arg.partition("=")
+        if not _RATE_FLAG.match(name):
+            continue
+        if not text and index + 1 < len(argv):
+            text = argv[index + 1]
+            arg = f"{name} {text}"
+        try:
+            given = float(text)
+        except ValueError:
+            continue
+        if math.isclose(given, value, rel_tol=1e-6):
+            return arg
+    return None
 
 
 def _window_suggestion(context: CauseContext) -> tuple[dict[str, Any], str] | None:
