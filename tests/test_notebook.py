@@ -599,3 +599,35 @@ def test_a_schedule_defined_in_a_cell_is_the_line_to_change_in_that_cell(tmp_pat
     assert (
         "ipykernel" not in cause["summary"] and f"(cell 1, line {decay_line} of the cell)" in cause["summary"]
     )
+
+
+@pytest.mark.slow
+def test_a_timed_fit_cell_replays_by_reentry(tmp_path):
+    """Colab's habit: ``%%time`` on the cell that calls fit. IPython runs such a cell's code in its shell's user
+    namespace, and the re-entry ran the cells in another one: "NameError: name 'model' is not defined". The cells
+    and the shell now share one namespace, as in the kernel."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    cells = [
+        ("code", IMPORTS),
+        ("code", f"CAPTURE_DIR = {str(capture_dir)!r}"),
+        ("code", BUGGY),
+        ("code", "%%time\n" + FIT),
+    ]
+    path = folder / "timed.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, "timed.ipynb")
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    result = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "replay", str(bundle), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=folder,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["route"].startswith("replayed by re-entry: ran the notebook timed.ipynb"), report["route"]
+    assert report["reproduced"] == {"graph": True, "eager": True}

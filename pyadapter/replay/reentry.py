@@ -390,6 +390,10 @@ def _run_notebook(path: Path) -> None:
     shell = _notebook_shell()
     if shell is not None:
         namespace["get_ipython"] = lambda: shell
+        # Magics that run code (a `%%time` cell around `model.fit`) run it in the shell's user namespace: make
+        # that the cells' namespace, as in the kernel, or they do not see the model the cells before made.
+        shell.user_module, shell.user_ns = module, namespace
+        shell.ns_table["user_global"] = shell.ns_table["user_local"] = namespace
     saved_main = sys.modules.get("__main__")
     sys.modules["__main__"] = module
     try:
