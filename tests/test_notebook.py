@@ -603,15 +603,16 @@ def test_a_schedule_defined_in_a_cell_is_the_line_to_change_in_that_cell(tmp_pat
 
 @pytest.mark.slow
 def test_a_timed_fit_cell_replays_by_reentry(tmp_path):
-    """Colab's habit: ``%%time`` on the cell that calls fit. IPython runs such a cell's code in its shell's user
-    namespace, and the re-entry ran the cells in another one: "NameError: name 'model' is not defined". The cells
-    and the shell now share one namespace, as in the kernel."""
+    """Colab's habits: ``%%time`` on the cell that calls fit, ``!`` shell commands (``!pip install``). IPython runs a
+    ``%%time`` cell's code in its shell's user namespace, and the re-entry ran the cells in another one:
+    "NameError: name 'model' is not defined". The cells and the shell now share one namespace, as in the kernel;
+    and the replay does not run shell commands again."""
     folder = tmp_path / "work"
     folder.mkdir()
     capture_dir = tmp_path / "captures"
     cells = [
         ("code", IMPORTS),
-        ("code", f"CAPTURE_DIR = {str(capture_dir)!r}"),
+        ("code", f"CAPTURE_DIR = {str(capture_dir)!r}\n!echo ran >> shell_log.txt"),
         ("code", BUGGY),
         ("code", "%%time\n" + FIT),
     ]
@@ -631,3 +632,6 @@ def test_a_timed_fit_cell_replays_by_reentry(tmp_path):
     report = json.loads(result.stdout)
     assert report["route"].startswith("replayed by re-entry: ran the notebook timed.ipynb"), report["route"]
     assert report["reproduced"] == {"graph": True, "eager": True}
+    # Shell commands (`!pip install ...` alike) ran when the notebook did; the replay does not run them again.
+    assert (folder / "shell_log.txt").read_text().split() == ["ran"]
+    assert "1 shell command not run again (!echo ran >> shell_log.txt)" in report["route"], report["route"]

@@ -378,8 +378,45 @@ def write_cell_files(path: Path) -> list[tuple[Path, str]]:
     return written
 
 
-def _run_notebook(path: Path) -> None:
-    """Run the notebook's code cells in order in one ``__main__`` namespace, each from its own cell file."""
+class _NoShellCommands:
+    """The re-entry's IPython shell, less what reaches outside the program: ``!pip install ...``, ``%pip``,
+    ``%conda``, ``%%bash`` and other shell commands are not run again. The run that wrote the bundle ran them; their
+    packages and files are there, and a replay reinstalling packages or downloading data (on a machine that may be
+    offline) is not what the user asked for. ``%%writefile`` and the magics that run Python (``%%time``) run."""
+
+    LINE_MAGICS = frozenset({"pip", "conda", "mamba", "micromamba", "sx", "system", "sc"})
+    CELL_MAGICS = frozenset({"bash", "sh", "script", "system", "sx", "perl", "ruby"})
+
+    def __init__(self, shell: Any, skipped: list[str]) -> None:
+        self._shell = shell
+        self.skipped = skipped
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._shell, name)
+
+    def system(self, command: str) -> None:
+        self.skipped.append(f"!{command}")
+
+    def getoutput(self, command: str, *args: Any, **kwargs: Any) -> list[str]:
+        self.skipped.append(f"!{command}")
+        return []
+
+    def run_line_magic(self, name: str, line: str, *args: Any, **kwargs: Any) -> Any:
+        if name in self.LINE_MAGICS:
+            self.skipped.append(f"%{name} {line}".strip())
+            return None
+        return self._shell.run_line_magic(name, line, *args, **kwargs)
+
+    def run_cell_magic(self, name: str, line: str, cell: str) -> Any:
+        if name in self.CELL_MAGICS:
+            self.skipped.append(f"%%{name} {line}".strip())
+            return None
+        return self._shell.run_cell_magic(name, line, cell)
+
+
+def _run_notebook(path: Path, skipped: list[str] | None = None) -> None:
+    """Run the notebook's code cells in order in one ``__main__`` namespace, each from its own cell file; shell
+    commands are not run again (`_NoShellCommands`), and are listed in `skipped`."""
     try:
         cells = write_cell_files(path)
     except ValueError as exc:
@@ -389,11 +426,12 @@ def _run_notebook(path: Path) -> None:
     namespace["__builtins__"] = __builtins__
     shell = _notebook_shell()
     if shell is not None:
-        namespace["get_ipython"] = lambda: shell
         # Magics that run code (a `%%time` cell around `model.fit`) run it in the shell's user namespace: make
         # that the cells' namespace, as in the kernel, or they do not see the model the cells before made.
         shell.user_module, shell.user_ns = module, namespace
         shell.ns_table["user_global"] = shell.ns_table["user_local"] = namespace
+        quiet = _NoShellCommands(shell, skipped if skipped is not None else [])
+        namespace["get_ipython"] = lambda: quiet
     saved_main = sys.modules.get("__main__")
     sys.modules["__main__"] = module
     try:
@@ -464,12 +502,13 @@ def run_by_reentry(
     # Run as `python -m pkg.train` in training: run as that module of its package again (relative imports).
     module = recorded.get("module") if isinstance(recorded.get("module"), str) else None
     root = package_root(program, module) if not is_notebook(program) else None
+    skipped_commands: list[str] = []  # a notebook's shell commands, not run again
     takeover.install(hook)
     try:
         with _program_context(program, args, folder, root), _fit_taken_over(hook), _deadline(timeout):
             with breakpoints_paused():
                 if is_notebook(program):
-                    _run_notebook(program)
+                    _run_notebook(program, skipped_commands)
                 elif root is not None and module is not None:
                     _run_package_module(program, module)
                 else:
@@ -510,9 +549,16 @@ def run_by_reentry(
             if skipped
             else ""
         )
+        count = len(skipped_commands)
+        commands = (
+            f"; {count} shell command{'s' if count != 1 else ''} not run again ({skipped_commands[0][:60]}"
+            f"{', ...' if count > 1 else ''})"
+            if count
+            else ""
+        )
         notes.append(
             f"replayed by re-entry: ran the {kind} {program.name} up to {hook.reached} ({hook.seconds_to_step:.1f} s "
-            f"of its own setup{phases}), then the captured step from the captured state"
+            f"of its own setup{phases}{commands}), then the captured step from the captured state"
         )
     return hook.result
 
