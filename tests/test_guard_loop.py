@@ -28,6 +28,20 @@ def batches(x, y):
     return tf.data.Dataset.from_tensor_slices((x, y)).batch(gm.BATCH)
 
 
+def mse_step(model, optimizer):
+    """The custom step of TensorFlow's "writing a training loop" guide: a mean squared error, one update."""
+
+    @tf.function
+    def train_step(bx, by):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(model(bx, training=True) - by))
+        grads = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return loss
+
+    return train_step
+
+
 @pytest.mark.parametrize("jit_compile", [False, True])
 def test_tf_function_step_stops_and_checkpoint_restores(tmp_path, jit_compile):
     keras.utils.set_random_seed(20)
@@ -128,15 +142,7 @@ def test_an_update_that_breaks_the_weights_is_taken_back_in_skip_mode(tmp_path, 
     x, y = gm.data(batches=7, bad_batch=None)
     model = gm.sequential()
     optimizer = keras.optimizers.SGD(InfAtStep())
-
-    @tf.function
-    def train_step(bx, by):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(model(bx, training=True) - by))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return loss
-
+    train_step = mse_step(model, optimizer)
     step = guard_step(
         train_step, model=model, optimizer=optimizer, capture_dir=tmp_path, on_nan="skip", locate=False
     )
@@ -313,16 +319,14 @@ def test_a_failing_custom_step_leaves_batch_normalization_statistics_as_they_wer
         ]
     )
     optimizer = keras.optimizers.SGD(0.01)
-
-    @guard_step(model=model, optimizer=optimizer, capture_dir=tmp_path, on_nan="skip", locate=False)
-    @tf.function
-    def train_step(bx, by):
-        with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(model(bx, training=True) - by))
-        grads = tape.gradient(loss, model.trainable_variables)
-        optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
-        return loss
-
+    train_step = guard_step(
+        mse_step(model, optimizer),
+        model=model,
+        optimizer=optimizer,
+        capture_dir=tmp_path,
+        on_nan="skip",
+        locate=False,
+    )
     for bx, by in batches(x, y):
         train_step(bx, by)
     assert [f.step for f in train_step.failures] == [2]
