@@ -333,22 +333,28 @@ def test_a_failing_custom_step_leaves_batch_normalization_statistics_as_they_wer
     assert gm.all_finite([v.numpy() for v in model.non_trainable_variables])
 
 
-def test_a_step_traced_once_per_python_flag_reads_each_verdict_with_its_own_trace(tmp_path):
+@pytest.mark.parametrize("locate", [False, True])
+def test_a_step_traced_once_per_python_flag_reads_each_verdict_with_its_own_trace(tmp_path, locate):
     """Gradient accumulation by hand: ``train_step(x, y, apply_now)`` with a Python bool traces twice, one trace
     with the optimizer's update and one without. The guard named a failing step's gradients after the last trace
-    made, and a failure in the other one crashed it ("zip() argument 2 is shorter than argument 1")."""
+    made, and a failure in the other one crashed it ("zip() argument 2 is shorter than argument 1"). And the
+    failing micro-step's ``total.assign_add(grad)`` went through: a variable the step keeps by hand is now written
+    only when the losses and gradients before the write are finite."""
     keras.utils.set_random_seed(0)
-    x, y = gm.data(batches=8, bad_batch=5)
+    rng = np.random.default_rng(8)
+    x = rng.uniform(0.5, 2.0, size=(gm.BATCH * 8, gm.FEATURES)).astype("float32")
+    y = rng.normal(size=(gm.BATCH * 8, 1)).astype("float32")
+    x[5 * gm.BATCH + 1, 2] = 0.0  # the step takes the log of its features: -inf in step 5
     model = gm.sequential()
     optimizer = keras.optimizers.SGD(0.01)
     optimizer.build(model.trainable_variables)
     accumulated = [tf.Variable(tf.zeros_like(v), trainable=False) for v in model.trainable_variables]
 
-    @guard_step(model=model, optimizer=optimizer, capture_dir=tmp_path, on_nan="skip", locate=False)
+    @guard_step(model=model, optimizer=optimizer, capture_dir=tmp_path, on_nan="skip", locate=locate)
     @tf.function
     def train_step(bx, by, apply_now):
         with tf.GradientTape() as tape:
-            loss = tf.reduce_mean(tf.square(model(bx) - by))
+            loss = tf.reduce_mean(tf.square(model(tf.math.log(bx)) - by))
         grads = tape.gradient(loss, model.trainable_variables)
         for total, grad in zip(accumulated, grads, strict=True):
             total.assign_add(grad)
@@ -363,7 +369,14 @@ def test_a_step_traced_once_per_python_flag_reads_each_verdict_with_its_own_trac
     for index, (bx, by) in enumerate(batches(x, y)):
         train_step(bx, by, apply_now=index % 4 == 3)
     failures = train_step.failures
-    assert [f.step for f in failures] == [5, 7], "step 5's NaN reached the sum the 4th step applies"
-    assert failures[0].report.loss and failures[0].report.gradients == [], failures[0].report
-    assert failures[1].report.gradients and not failures[1].report.update_applied, failures[1].report
-    assert gm.all_finite(model.get_weights())
+    # Step 5's own sums are held back, so the 4th step applies the 3 good ones (before: step 5's NaN reached
+    # the sum and step 7 failed too, its 3 good micro-batches lost).
+    assert [f.step for f in failures] == [5]
+    # A micro-step applies nothing, but its gradients are checked: log(0) made them NaN, with a finite loss.
+    report = failures[0].report
+    assert report.gradients == [model.trainable_variables[0].path] and not report.loss, report
+    assert gm.all_finite(model.get_weights()) and gm.all_finite([t.numpy() for t in accumulated])
+    assert int(optimizer.iterations.numpy()) == 2, "both applying steps (3 and 7) applied"
+    # Locating at the scene re-runs the failing step ungated; the sums it wrote are put back with the models'
+    # state (before, the re-run left its NaN in them and step 7 failed anyway).
+    assert not locate or (failures[0].origin or "").endswith(": Log"), failures[0]

@@ -67,6 +67,7 @@ __all__ = [
     "record_loss",
     "report",
     "train_step_keeping_metrics",
+    "written_by_hand",
 ]
 
 
@@ -261,6 +262,49 @@ def _forward_state(models: list[Any]) -> list[Any]:
     return unique(found)
 
 
+_WRITES = ("assign", "assign_add", "assign_sub")
+
+
+@contextlib.contextmanager
+def _holding_back_other_writes(graph: Any, known: set[int]) -> Iterator[None]:
+    """While a guard_step is traced: a write to any other float tf.Variable in the step (an accumulator of
+    gradients, ``acc.assign_add(g)``; a running statistic kept by hand) writes only when the losses and gradients
+    recorded before it are finite, as a step without optimizer does (`gate_manual`). `known`: the models',
+    optimizers' and metrics' variables (by id), which the gate and the metric restore take care of. Patched on the
+    class for the trace only: the step makes such variables where it likes."""
+    from tensorflow.python.ops import resource_variable_ops
+
+    # ResourceVariable (what tf.Variable makes) defines its own write methods over BaseResourceVariable's.
+    classes = (resource_variable_ops.ResourceVariable, resource_variable_ops.BaseResourceVariable)
+    originals = {
+        (cls, kind): cls.__dict__[kind] for cls in classes for kind in _WRITES if kind in cls.__dict__
+    }
+
+    def make(kind: str, original: Any) -> Any:
+        @tf.autograph.experimental.do_not_convert
+        def write(self: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+            scope = _active
+            here = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
+            if scope is None or here is not graph or id(self) in known or not is_float(self):
+                return original(self, value, *args, **kwargs)
+            record = scope.record()
+            ok = gate_manual.writes_ok(record.manual, record.losses)
+            record.manual.written[id(self)] = (
+                self  # state of the step's (the window and the scene restore it)
+            )
+            return original(self, gate_manual.held_back(self, kind, value, ok), *args, **kwargs)
+
+        return write
+
+    for (cls, kind), original in originals.items():
+        setattr(cls, kind, make(kind, original))
+    try:
+        yield
+    finally:
+        for (cls, kind), original in originals.items():
+            setattr(cls, kind, original)
+
+
 def _refused_v1_update(*args: Any, **kwargs: Any) -> Any:
     # A tf.compat.v1.train optimizer writes with its own kernels (ResourceApplyGradientDescent...), past the
     # variables' assign methods that a step without a Keras optimizer is gated at: refused rather than let through
@@ -309,10 +353,13 @@ def hooks(
     config: GateConfig,
     manual_variables: list[Any] | None = None,
     manual_names: dict[int, str] | None = None,
+    known_variables: list[Any] | None = None,
 ) -> Iterator[_CallScope]:
     """Installs the recording and gating hooks on `optimizers` and `models` while a guarded step is traced (or
     run eagerly); yields the scope that collects what the step recorded. With `manual_variables` (a step with no
-    optimizer), their writes are gated instead (`gate_manual`), named by `manual_names`."""
+    optimizer), their writes are gated instead (`gate_manual`), named by `manual_names`. With `known_variables`
+    (guard_step's models', optimizers' and metrics' variables), writes to any other variable in the step are held
+    back on a failing step too (`_holding_back_other_writes`)."""
     global _active
     if _active is not None:
         raise GuardError("a guarded step is already being traced (nested NanGuard / guard_step)")
@@ -355,6 +402,7 @@ def hooks(
     # A scalar the step differentiates is a loss too (see tape_targets); not under loss scaling, where the
     # differentiated loss is the scaled one and overflowing it is the LossScaleOptimizer's business.
     names = scope.manual_names or {}
+    others = known_variables is not None and not manual
     targets = (
         contextlib.nullcontext()
         if any(is_loss_scale_optimizer(o) for o in optimizers)
@@ -365,7 +413,7 @@ def hooks(
                     scope.record().manual, sources, result, names
                 )
             )
-            if manual
+            if manual or others
             else None,
         )
     )
@@ -376,13 +424,20 @@ def hooks(
         else contextlib.nullcontext()
     )
     forward = gate_manual.gating_writes(_forward_state(unique(models)), _keeping_forward_state(graph))
+    known: set[int] = set()
+    for variable in known_variables or []:
+        known.add(id(variable))
+        inner = getattr(variable, "value", None)
+        if isinstance(inner, tf.Variable):
+            known.add(id(inner))
+    held_back = _holding_back_other_writes(graph, known) if others else contextlib.nullcontext()
     v1_optimizer = tf.compat.v1.train.Optimizer
     v1_apply = v1_optimizer.__dict__["apply_gradients"]
     if manual:
         v1_optimizer.apply_gradients = _refused_v1_update  # the class: the step may make its optimizer late
     _active = scope
     try:
-        with targets, writes, forward:
+        with targets, writes, forward, held_back:
             yield scope
     finally:
         _active = None
@@ -439,6 +494,11 @@ def _same_graph(values: list[Any]) -> bool:
             # graphs of the current one only.
             return False
     return True
+
+
+def written_by_hand(scope: _CallScope) -> list[Any]:
+    """The variables the traced step wrote itself (not through an optimizer): part of its state."""
+    return unique([v for r in scope.records() for v in r.manual.written.values()])
 
 
 def local_ok(scope: _CallScope) -> Any:
@@ -504,6 +564,13 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
             meta.weight_names += manual.weight_names
         else:
             manual = None
+    unapplied = None
+    if not n_gates and manual is None and len(records) == 1 and records[0].manual.gradients:
+        # A guard_step call that took gradients and applied none (a micro-step of gradient accumulation by hand):
+        # its gradients are checked all the same; its writes were held back when they were not finite.
+        unapplied = finite_flags([g for _, g in records[0].manual.gradients])
+        grads.append(unapplied)
+        meta.grad_names += [name for name, _ in records[0].manual.gradients]
     meta.gated = n_gates > 0 or manual is not None
     meta.checked = (
         (["loss"] if all_losses else [])
@@ -520,6 +587,9 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
     if manual is not None:
         local_oks.append(tf.logical_and(loss_ok, tf.reduce_all(manual.grads_ok)))
         ok = tf.logical_and(local_oks[-1], tf.reduce_all(manual.weights_ok))
+    if unapplied is not None:
+        ok = tf.logical_and(ok, tf.reduce_all(unapplied))
+        local_oks.append(ok)
     if len(records) == 1 and records[0].forward_saved:
         # A failing step leaves the model's moving statistics as they were: a NaN batch's forward pass wrote NaN
         # into BatchNormalization's, which skip mode's next steps, validation and predict would all read.
@@ -542,7 +612,7 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         weights_ok=weights[0] if len(weights) == 1 else tf.concat(weights, axis=0) if weights else ones(0),
         applied=_all(applied) if applied else tf.constant(False),
         loss=loss,
-        local_ok=_all(local_oks) if n_gates or manual is not None else loss_ok,
+        local_ok=_all(local_oks) if n_gates or manual is not None or unapplied is not None else loss_ok,
         metrics=_metrics(records, manual) if scope.config.history else None,
     )
     return verdict, meta

@@ -122,6 +122,7 @@ class GuardedStep:
         self.failures: list[Failure] = self.policy.failures
         self.meta = gate.GateMeta()  # of the call that just ran
         self._traces: list[gate.GateMeta] = []  # per trace of the compiled step
+        self._written_by_hand: list[Any] = []  # variables the step writes itself, seen while it was traced
         self._history: collections.deque = collections.deque(maxlen=options.history_size)
         self._calls = 0
         self._first_iteration: int | None = None
@@ -196,9 +197,13 @@ class GuardedStep:
             self.config,
             manual_variables=self.trainable_variables() if by_hand else None,
             manual_names=self._hand_names if by_hand else None,
+            known_variables=None if by_hand else self._known_variables(),
         ) as scope:
             result = function(*args, **kwargs)
             verdict, meta = gate.combine(scope)
+        # Variables the step keeps by hand (gradient accumulators): restored around the scene's and the window's
+        # re-runs like the models' (a re-run of the failing step would leave its NaN in them).
+        self._written_by_hand = snapshot.unique([*self._written_by_hand, *gate.written_by_hand(scope)])
         if tf.executing_eagerly():  # a plain Python step: this call's own
             self.meta = meta
             return result, verdict, seeds_before, tf.constant(-1)
@@ -288,6 +293,15 @@ class GuardedStep:
         """The variables of the step's tf.Modules and its bare tf.Variables (a step that updates by hand)."""
         return list(self._hand_variables)
 
+    def _known_variables(self) -> list[Any]:
+        """The variables the gate and the metric restore take care of: the models' (metrics' included) and the
+        optimizers'. A write to any other in the step is held back when the step fails (an accumulator of
+        gradients)."""
+        return [
+            *(v for m in self.models for v in [*m.variables, *keras_lines.metrics_variables(m)]),
+            *(v for o in self.optimizers for v in keras_lines.optimizer_variables(o)),
+        ]
+
     def hand_variable_names(self) -> dict[int, str]:
         """Names of the variables the step trains, by id: ``model.w`` for a tf.Module's (see `_trained_by_hand`)."""
         return dict(self._hand_names)
@@ -303,6 +317,7 @@ class GuardedStep:
                 *(v for o in self.optimizers for v in keras_lines.optimizer_variables(o)),
                 *held,
                 *self._hand_variables,
+                *self._written_by_hand,
                 *(v for _, v in self._seed_states()),
             ]
         )
@@ -411,7 +426,9 @@ class GuardedStep:
             step=self.python_function,
             args=tuple(args),
             kwargs=dict(kwargs),
-            variables=snapshot.unique([*variables, *held, *self._hand_variables, *seed_variables]),
+            variables=snapshot.unique(
+                [*variables, *held, *self._hand_variables, *self._written_by_hand, *seed_variables]
+            ),
             trainable=self.trainable_variables(),
             optimizers=list(self.optimizers),
             seeds_before={id(v): seed_states[p] for p, v in seeds if p in seed_states},
