@@ -230,23 +230,6 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
     return apply
 
 
-def _keeping_forward_state(graph: Any) -> Any:
-    """`gate_manual.gating_writes`'s callback for a model's non-trainable state: its value before the step's first
-    write is kept (read before the write: automatic control dependencies keep program order), the write goes on."""
-
-    def keep(variable: Any, kind: str, value: Any) -> None:
-        scope = _active
-        here = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
-        if scope is None or here is not graph:
-            return None
-        saved = scope.record().forward_saved
-        if id(variable) not in saved:
-            saved[id(variable)] = (variable, tf.identity(variable.read_value()))
-        return None
-
-    return keep
-
-
 def _forward_state(models: list[Any]) -> list[Any]:
     """The float non-trainable variables of `models` that are not metrics': what a forward pass may write (a
     BatchNormalization's moving mean and variance). None under several replicas (each writes its own copy)."""
@@ -262,49 +245,6 @@ def _forward_state(models: list[Any]) -> list[Any]:
     return unique(found)
 
 
-_WRITES = ("assign", "assign_add", "assign_sub")
-
-
-@contextlib.contextmanager
-def _holding_back_other_writes(graph: Any, known: set[int]) -> Iterator[None]:
-    """While a guard_step is traced: a write to any other float tf.Variable in the step (an accumulator of
-    gradients, ``acc.assign_add(g)``; a running statistic kept by hand) writes only when the losses and gradients
-    recorded before it are finite, as a step without optimizer does (`gate_manual`). `known`: the models',
-    optimizers' and metrics' variables (by id), which the gate and the metric restore take care of. Patched on the
-    class for the trace only: the step makes such variables where it likes."""
-    from tensorflow.python.ops import resource_variable_ops
-
-    # ResourceVariable (what tf.Variable makes) defines its own write methods over BaseResourceVariable's.
-    classes = (resource_variable_ops.ResourceVariable, resource_variable_ops.BaseResourceVariable)
-    originals = {
-        (cls, kind): cls.__dict__[kind] for cls in classes for kind in _WRITES if kind in cls.__dict__
-    }
-
-    def make(kind: str, original: Any) -> Any:
-        @tf.autograph.experimental.do_not_convert
-        def write(self: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
-            scope = _active
-            here = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
-            if scope is None or here is not graph or id(self) in known or not is_float(self):
-                return original(self, value, *args, **kwargs)
-            record = scope.record()
-            ok = gate_manual.writes_ok(record.manual, record.losses)
-            record.manual.written[id(self)] = (
-                self  # state of the step's (the window and the scene restore it)
-            )
-            return original(self, gate_manual.held_back(self, kind, value, ok), *args, **kwargs)
-
-        return write
-
-    for (cls, kind), original in originals.items():
-        setattr(cls, kind, make(kind, original))
-    try:
-        yield
-    finally:
-        for (cls, kind), original in originals.items():
-            setattr(cls, kind, original)
-
-
 def _refused_v1_update(*args: Any, **kwargs: Any) -> Any:
     # A tf.compat.v1.train optimizer writes with its own kernels (ResourceApplyGradientDescent...), past the
     # variables' assign methods that a step without a Keras optimizer is gated at: refused rather than let through
@@ -315,35 +255,54 @@ def _refused_v1_update(*args: Any, **kwargs: Any) -> Any:
     )
 
 
-def _gate_manual_write(graph: Any) -> Any:
-    """`gate_manual.gating_writes`'s callback: a write by hand in the guarded step goes through only when the
-    losses and gradients recorded before it are finite."""
+def _deciding_writes(graph: Any, forward: set[int], manual: set[int] | None, known: set[int] | None) -> Any:
+    """`gate_manual.watching_writes`'s `decide` for one traced guarded step: what each write of a float variable in
+    the step's own graph does.
 
-    def gate_write(variable: Any, kind: str, value: Any) -> Any:
+    - `forward` (a model's non-trainable state a forward pass writes: BatchNormalization's moving statistics): the
+      value before the step's first write is kept, put back when the step fails (`combine`); the write goes on.
+    - `manual` (the variables of a step with no optimizer): written only when the losses and gradients recorded
+      before the write are finite (`gate_manual.held_back`), their updates measured with history on.
+    - with `known` (guard_step: the models', optimizers' and metrics' variables, which the gate and the metric
+      restore take care of), any other variable (an accumulator of gradients, ``acc.assign_add(g)``) likewise.
+    Writes elsewhere (an optimizer's, inside the gate's branch) go as written."""
+
+    def decide(variable: Any, kind: str, value: Any) -> Any:
         scope = _active
-        if scope is None or scope.manual_names is None:
+        if scope is None or not is_float(variable):
             return None
         here = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
-        if here is not graph:
+        by_hand = manual is not None and id(variable) in manual
+        if by_hand and here is not graph:
             raise GuardError(
                 "the step's update ran inside a nested tf.function; remove @tf.function from the inner step "
                 "(the guarded function is compiled already)"
             )
+        if here is not graph:
+            return None
+        record = scope.record()
+        if id(variable) in forward:
+            if id(variable) not in record.forward_saved:
+                record.forward_saved[id(variable)] = (variable, tf.identity(variable.read_value()))
+            return None
+        if not by_hand and (known is None or id(variable) in known):
+            return None
         context = tf.distribute.get_replica_context()
         if tf.distribute.has_strategy() and context is not None and context.num_replicas_in_sync > 1:
+            if not by_hand:
+                return None  # each replica writes its own copy: as written
             raise GuardError(
                 "guard_step cannot gate variables updated by hand under a tf.distribute strategy with several "
                 "replicas; update them with a Keras optimizer (optimizer.apply_gradients)"
             )
-        record = scope.record()
         ok = gate_manual.writes_ok(record.manual, record.losses)
-        record.manual.written[id(variable)] = variable
+        record.manual.written[id(variable)] = variable  # part of the step's state (the window restores it)
         value = gate_manual.held_back(variable, kind, value, ok)
-        if scope.config.history:
+        if by_hand and scope.config.history:
             record.manual.update_squares.append(gate_manual.update_squares(variable, kind, value))
         return value
 
-    return gate_write
+    return decide
 
 
 @contextlib.contextmanager
@@ -418,26 +377,21 @@ def hooks(
         )
     )
     graph = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
-    writes = (
-        gate_manual.gating_writes(list(manual_variables or []), _gate_manual_write(graph))
-        if manual
-        else contextlib.nullcontext()
+    writes = gate_manual.watching_writes(
+        _deciding_writes(
+            graph,
+            forward=gate_manual.ids(_forward_state(unique(models))),
+            manual=gate_manual.ids(list(manual_variables or [])) if manual else None,
+            known=gate_manual.ids(list(known_variables or [])) if others else None,
+        )
     )
-    forward = gate_manual.gating_writes(_forward_state(unique(models)), _keeping_forward_state(graph))
-    known: set[int] = set()
-    for variable in known_variables or []:
-        known.add(id(variable))
-        inner = getattr(variable, "value", None)
-        if isinstance(inner, tf.Variable):
-            known.add(id(inner))
-    held_back = _holding_back_other_writes(graph, known) if others else contextlib.nullcontext()
     v1_optimizer = tf.compat.v1.train.Optimizer
     v1_apply = v1_optimizer.__dict__["apply_gradients"]
     if manual:
         v1_optimizer.apply_gradients = _refused_v1_update  # the class: the step may make its optimizer late
     _active = scope
     try:
-        with targets, writes, forward, held_back:
+        with targets, writes:
             yield scope
     finally:
         _active = None

@@ -93,41 +93,43 @@ def held_back(variable: Any, kind: str, value: Any, ok: Any) -> Any:
     return tf.where(ok, value, keep)
 
 
-def _inner(variable: Any) -> Any:
+def inner(variable: Any) -> Any:
     """A keras.Variable's tf.Variable (its own assign methods end there); a tf.Variable as it is."""
-    inner = getattr(variable, "value", None)
-    return inner if isinstance(inner, tf.Variable) else variable
+    value = getattr(variable, "value", None)
+    return value if isinstance(value, tf.Variable) else variable
+
+
+def ids(variables: list[Any]) -> set[int]:
+    """The ids a write is seen under: each variable's and, for a keras.Variable, its tf.Variable's."""
+    return {id(v) for variable in variables for v in (variable, inner(variable))}
 
 
 @contextlib.contextmanager
-def gating_writes(variables: list[Any], gate_write: Callable[[Any, str, Any], Any | None]) -> Iterator[None]:
-    """While the block runs, the write methods of `variables` (their tf.Variables) pass their value through
-    ``gate_write(variable, kind, value)`` first, which returns the value to write (None: write as given)."""
-    patched: list[tuple[Any, str]] = []
-    seen: set[int] = set()
-    for variable in variables:
-        target = _inner(variable)
-        if id(target) in seen or not is_float(target):
-            continue
-        seen.add(id(target))
-        for kind in WRITES:
-            original = getattr(target, kind, None)
-            if original is None or kind in target.__dict__:
-                continue
-            target.__dict__[kind] = _gated(target, kind, original, gate_write)
-            patched.append((target, kind))
+def watching_writes(decide: Callable[[Any, str, Any], Any | None]) -> Iterator[None]:
+    """While the block runs, every write of a tf.Variable (the WRITES methods, on the class: a step makes its
+    variables where it likes, and a keras.Variable's writes end in its tf.Variable's) passes its value through
+    ``decide(variable, kind, value)`` first, which returns the value to write (None: as given)."""
+    from tensorflow.python.ops import resource_variable_ops
+
+    # ResourceVariable (what tf.Variable makes) defines some write methods over BaseResourceVariable's.
+    classes = (resource_variable_ops.ResourceVariable, resource_variable_ops.BaseResourceVariable)
+    originals = {
+        (cls, kind): cls.__dict__[kind] for cls in classes for kind in WRITES if kind in cls.__dict__
+    }
+    for (cls, kind), original in originals.items():
+        setattr(cls, kind, _deciding(kind, original, decide))
     try:
         yield
     finally:
-        for target, kind in patched:
-            target.__dict__.pop(kind, None)
+        for (cls, kind), original in originals.items():
+            setattr(cls, kind, original)
 
 
-def _gated(target: Any, kind: str, original: Any, gate_write: Callable[[Any, str, Any], Any | None]) -> Any:
+def _deciding(kind: str, original: Any, decide: Callable[[Any, str, Any], Any | None]) -> Any:
     @tf.autograph.experimental.do_not_convert
-    def write(value: Any, *args: Any, **kwargs: Any) -> Any:
-        replaced = gate_write(target, kind, value)
-        return original(value if replaced is None else replaced, *args, **kwargs)
+    def write(self: Any, value: Any, *args: Any, **kwargs: Any) -> Any:
+        replaced = decide(self, kind, value)
+        return original(self, value if replaced is None else replaced, *args, **kwargs)
 
     return write
 
