@@ -318,7 +318,7 @@ def hooks(
     run eagerly); yields the scope that collects what the step recorded. With `manual_variables` (a step with no
     optimizer), their writes are gated instead (`gate_manual`), named by `manual_names`. With `known_variables`
     (guard_step's models', optimizers' and metrics' variables), writes to any other variable in the step are held
-    back on a failing step too (`_holding_back_other_writes`)."""
+    back on a failing step too (`_deciding_writes`)."""
     global _active
     if _active is not None:
         raise GuardError("a guarded step is already being traced (nested NanGuard / guard_step)")

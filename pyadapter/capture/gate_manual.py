@@ -15,6 +15,8 @@ gated too.
 
 Gradients are recorded from ``tf.GradientTape.gradient`` (`pyadapter.capture.tape_targets`), losses as for every
 guarded step. After the step the written variables are checked, as the weights after an optimizer's update are.
+The same select holds back a guard_step's writes of variables it keeps by hand beside an optimizer (gradient
+accumulators); `pyadapter.capture.gate` decides per write (`watching_writes` here sees them all).
 """
 
 from __future__ import annotations
