@@ -156,6 +156,54 @@ def test_a_rate_given_on_the_command_line_is_named_with_its_flag(tmp_path: Path,
     assert cause.change.what.startswith(f"learning rate 2 (SGD{given}): try 0.2"), cause.change.what
 
 
+@pytest.mark.parametrize(
+    ("later", "rate_text"),
+    [
+        ("    model.optimizer.learning_rate = 0.5\n", "(model.optimizer.learning_rate)"),
+        ("    model.optimizer.learning_rate.assign(0.5)\n", "(model.optimizer.learning_rate)"),
+        ("    keras.backend.set_value(model.optimizer.lr, 0.5)\n", "(model.optimizer.lr)"),
+        ("    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.5), loss='mse')\n", "(SGD)"),
+    ],
+)
+def test_a_rate_changed_after_compile_is_the_one_named(tmp_path: Path, later: str, rate_text: str) -> None:
+    """A resumed run or a notebook cell sets the rate again before the fit that diverges. The cause named the
+    number written in the first SGD(...) (0.05) and its line, while the step ran at 0.5 (recorded): the line that
+    set the rate it ran at is the one to change, and its quick fix lowers that number."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    lines = TRAIN.splitlines(keepends=True)
+    lines.insert(FIT_LINE - 1, later)  # just before the fit
+    source = "".join(lines)
+    program.write_text(source)
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(float(np.float32(0.5))),
+    )
+    cause = classify(findings_of(overflow_origin(program, line=FIT_LINE + 1)), context)
+    assert cause.kind == "divergence" and "the run diverged at learning rate 0.5:" in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and cause.change.line == FIT_LINE, (cause.change.line, cause.change.what)
+    assert cause.change.what.startswith(f"learning rate 0.5 {rate_text}"), cause.change.what
+    fixes = cause_fixes(source, cause)
+    assert fixes and fixes[0].title == "lower the learning rate to 0.05 (a tenth of 0.5)", [
+        f.title for f in fixes
+    ]
+    assert "0.05" in apply_edits(source, fixes[0].edits).splitlines()[FIT_LINE - 1]
+
+    # A rate that no line writes (ReduceLROnPlateau lowered it): the optimizer's line, with the rate that ran.
+    program.write_text(TRAIN)
+    context.learning_rate = LearningRate(float(np.float32(0.0125)))
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE
+    assert "at learning rate 0.0125:" in cause.summary and cause.change.what.startswith(
+        "learning rate 0.0125 (SGD"
+    )
+
+
 def test_newer_history_keys_are_used_when_present(tmp_path: Path) -> None:
     """The gradient norm grows while the (noisy) loss alone would not say so: the grad norm is the evidence."""
     program = write_program(tmp_path)

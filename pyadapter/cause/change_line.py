@@ -66,6 +66,8 @@ class Site:
     learning_rate: float | None = None
     literal: bool = False  # the learning rate is a number written on this line
     momentum: float | None = None
+    # what the line is, for the cause's change entry: "optimizer", "compile", "schedule" (None: told by the name)
+    target: str | None = None
 
     @property
     def file(self) -> str:
@@ -100,9 +102,74 @@ def _constant_of(unit: SourceUnit, name: str) -> float | None:
     return values[0] if len(values) == 1 else None
 
 
-def optimizer_site(units: list[SourceUnit], recorded: list[str]) -> Site | None:
+RATE_ATTRIBUTES = ("learning_rate", "lr")
+
+
+def _is_rate_target(node: ast.expr) -> bool:
+    """``<anything>.learning_rate`` / ``<anything>.lr``: where a built optimizer's rate is set."""
+    return isinstance(node, ast.Attribute) and node.attr in RATE_ATTRIBUTES
+
+
+def rate_assignment(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
+    """(where, value) when `node` sets a built optimizer's rate: ``model.optimizer.learning_rate = 0.5``,
+    ``opt.learning_rate.assign(0.5)``, ``keras.backend.set_value(opt.lr, 0.5)``."""
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and _is_rate_target(node.targets[0]):
+        return node.targets[0], node.value
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
+        if node.func.attr == "assign" and _is_rate_target(node.func.value):
+            return node.func.value, node.args[0]
+        if node.func.attr == "set_value" and len(node.args) == 2 and _is_rate_target(node.args[0]):
+            return node.args[0], node.args[1]
+    return None
+
+
+def rate_assignments(unit: SourceUnit) -> list[Site]:
+    """Rates set after the optimizer was built (`rate_assignment`: a resumed run, a notebook cell that changes the
+    rate between two fits), with the number each sets."""
+    found: list[Site] = []
+    for node in ast.walk(unit.tree):
+        assignment = rate_assignment(node)
+        if assignment is None:
+            continue
+        target, value = assignment
+        rate = number(value)
+        if rate is None and isinstance(value, ast.Name):
+            rate = _constant_of(unit, value.id)
+        if rate is not None:
+            found.append(
+                Site(unit, value, ast.unparse(target), rate, number(value) is not None, target="optimizer")
+            )
+    return found
+
+
+def _same_rate(written: float | None, used: float) -> bool:
+    # The recorded rate is the float32 the step read: 0.02 reads back as 0.0199999995...
+    return written is not None and abs(written - used) <= 1e-6 * max(abs(used), 1e-30)
+
+
+def optimizer_site(units: list[SourceUnit], recorded: list[str], used: float | None = None) -> Site | None:
     """Where the optimizer the bundle recorded (class names, outer first) is built: its construction call; the
-    learning-rate schedule it is given instead of a number; or ``compile(optimizer="name")``."""
+    learning-rate schedule it is given instead of a number; or ``compile(optimizer="name")``.
+
+    With ``used``, the constant rate the failing step ran at: the first of those lines, or of the lines that set
+    the rate later (`rate_assignments`), that writes that rate. When no line writes it (the rate comes from a
+    computation), the construction's line with ``used`` as its rate: the number written there is not what ran."""
+    found = _optimizer_sites(units, recorded)
+    if used is None or not (used > 0):
+        return found[0] if found else None
+    candidates = found + [site for unit in units for site in rate_assignments(unit)]
+    matching = [site for site in candidates if _same_rate(site.learning_rate, used)]
+    if matching:
+        return matching[0]
+    if not found:
+        return None
+    first = found[0]
+    if first.learning_rate is None or first.name in SCHEDULES:
+        return first
+    return Site(first.unit, first.node, first.name, used, False, first.momentum, first.target)
+
+
+def _optimizer_sites(units: list[SourceUnit], recorded: list[str]) -> list[Site]:
     wanted = [name for name in recorded if name in OPTIMIZERS and name != "LossScaleOptimizer"]
     if not wanted:  # a LossScaleOptimizer wrapping an unnamed one, or nothing recorded: any optimizer will do
         wanted = [name for name in OPTIMIZERS if name != "LossScaleOptimizer"]
@@ -131,8 +198,16 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str]) -> Site | None:
                     and isinstance(arg.value, str)
                     and arg.value.lower() in lowered
                 ):
-                    found.append(Site(unit, node, arg.value, DEFAULT_LEARNING_RATES.get(arg.value.lower())))
-    return found[0] if found else None
+                    found.append(
+                        Site(
+                            unit,
+                            node,
+                            arg.value,
+                            DEFAULT_LEARNING_RATES.get(arg.value.lower()),
+                            target="compile",
+                        )
+                    )
+    return found
 
 
 HAND_UPDATES = ("assign_sub", "assign_add")

@@ -280,6 +280,14 @@ def _schedule_change(units: list[SourceUnit], rate: LearningRate, what: str) -> 
     return (_change(site, what, "schedule") if site is not None else None), False
 
 
+def _site_target(site: change_line.Site) -> str:
+    if site.target:
+        return site.target
+    if site.name in change_line.SCHEDULES:
+        return "schedule"
+    return "compile" if site.name.lower() == site.name else "optimizer"
+
+
 def _rate_site(
     context: CauseContext, units: list[SourceUnit], recorded: list[str]
 ) -> change_line.Site | None:
@@ -287,7 +295,9 @@ def _rate_site(
     (no optimizer recorded) where its rate is given."""
     if not any(recorded) and (context.step_function or {}).get("updates_by_hand"):
         return change_line.hand_update_site(units) or change_line.optimizer_site(units, [])
-    return change_line.optimizer_site(units, [name for name in recorded if name])
+    used = context.learning_rate
+    constant = used.value if used is not None and used.finite and used.schedule is None else None
+    return change_line.optimizer_site(units, [name for name in recorded if name], constant)
 
 
 def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Finding) -> Cause:
@@ -322,7 +332,7 @@ def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Find
             )
         else:
             what = f"the learning rate of {site.name}: lower it, or clip the gradients"
-        change = _change(site, what, "compile" if site.name.lower() == site.name else "optimizer")
+        change = _change(site, what, _site_target(site))
     summary = (
         f"the run diverged{rate_text}: an update made the weights non-finite (the step read them through "
         f"{origin.op.type}), too fast for the history to show a trend"
@@ -496,12 +506,7 @@ def _divergence(
             what = f"the learning rate of {site.name}: {searched[1]}, or clip the gradients"
         else:
             what = f"the learning rate of {site.name}: lower it, or clip the gradients"
-        target = (
-            "schedule"
-            if site.name in change_line.SCHEDULES
-            else ("compile" if site.name.lower() == site.name else "optimizer")
-        )
-        change = _change(site, what, target)
+        change = _change(site, what, _site_target(site))
     rate_text = (
         f" at learning rate {format_number(site.learning_rate)}"
         if site is not None and site.learning_rate

@@ -129,6 +129,20 @@ def divergence_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
                 fixes.append(QuickFix("clip the gradients: add clipnorm=1.0 to the optimizer", [edit]))
         if fixes:
             return fixes
+    for value_node in _rate_assignments_on_line(src):
+        rate = _number(value_node)
+        span = src.span(value_node)
+        if rate is not None and span is not None and rate > 0:
+            lower, why = format_number(rate / 10), f"a tenth of {format_number(rate)}"
+            if searched is not None and searched[0] < rate:
+                lower, why = format_number(searched[0]), searched[1]
+            return [
+                QuickFix(
+                    f"lower the learning rate to {lower} ({why})",
+                    [TextEdit(src.line, span[0], span[1], lower)],
+                    preferred=True,
+                )
+            ]
     for call in _calls_on_line(src, ("compile",)):
         node = _keyword(call, "optimizer")
         if node is None or not isinstance(node.value, ast.Constant) or not isinstance(node.value.value, str):
@@ -151,6 +165,17 @@ def divergence_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
             )
         )
     return fixes
+
+
+def _rate_assignments_on_line(src: LineSource) -> list[ast.expr]:
+    """The values the line sets a built optimizer's rate to (`change_line.rate_assignment`)."""
+    nodes = (
+        src.nodes
+        if src.tree is None
+        else [n for n in ast.walk(src.tree) if getattr(n, "lineno", None) == src.line]
+    )
+    found = [change_line.rate_assignment(node) for node in nodes]
+    return [assignment[1] for assignment in found if assignment is not None]
 
 
 def _keras_prefix(src: LineSource) -> str | None:
