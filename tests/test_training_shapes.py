@@ -414,3 +414,47 @@ def test_the_fine_tuning_phase_of_a_transfer_learning_script_is_the_one_replayed
     )
     # The base's weights are trained in this phase (frozen in the head phase): the replayed update reached them.
     assert any(name.startswith("base/") for name in replayed["verdicts"]["graph"]["non_finite_weights"])
+
+
+# ---- a replay leaves what training wrote as it was -----------------------------------------------------------
+
+
+def _written_files(folder: Path) -> dict[str, str]:
+    """Every file the program wrote in its folder (bundles and NaN Lens's own folder aside), with a digest."""
+    import hashlib
+
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file() and p.relative_to(folder).parts[0] not in ("captures", ".nanlens", "__pycache__")
+    }
+
+
+@pytest.mark.parametrize("name", ["fit_user_callbacks.py", "loop_summaries.py"])
+def test_a_replay_changes_no_file_the_training_run_wrote(tmp_path, name):
+    """A user's program, in their folder, writes a CSV log, TensorBoard runs (a callback, or tf.summary inside the
+    step), checkpoints and saved models. The replays re-run the program: they emptied the CSV log (CSVLogger opens it
+    for writing at on_train_begin), added event files to the TensorBoard runs, and the earlier phase, run one step
+    on the way to the captured fit, overwrote the saved head model. Now the program's callbacks do not run, its
+    summary writers write nothing and its saves are not written, and the step still reproduces."""
+    program = tmp_path / name
+    shutil.copy(SHAPES / name, program)
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode in (0, 1), done.stderr[-3000:]  # guard_step raises NonFiniteStepError: exit 1
+    (bundle,) = bundles(tmp_path)
+    before = _written_files(tmp_path)
+    assert any(path.startswith("logs/") for path in before), before  # the TensorBoard run training wrote
+    located = nanlens_json("locate", str(bundle), "--replay", cwd=tmp_path)
+    assert located["bundle"]["route"].startswith("replayed by re-entry")
+    replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
+    assert _written_files(tmp_path) == before
+    if name == "fit_user_callbacks.py":
+        assert "1 save not written (Model.save('head.keras'))" in replayed["route"], replayed["route"]

@@ -241,8 +241,10 @@ def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
         def fit(
             self: Any, *args: Any, _original: Any = model_class.fit, _callback: Any = _TakeOver, **kwargs: Any
         ) -> Any:
-            callbacks = list(kwargs.pop("callbacks", None) or [])
-            return _original(self, *args, callbacks=[*callbacks, _callback()], **kwargs)
+            # The program's own callbacks do not run: a replay must not touch what training wrote (CSVLogger
+            # opens its log for writing at on_train_begin, emptying it; TensorBoard and ModelCheckpoint write).
+            kwargs.pop("callbacks", None)
+            return _original(self, *args, callbacks=[_callback()], **kwargs)
 
         def train_on_batch(
             self: Any, *args: Any, _original: Any = model_class.train_on_batch, **kwargs: Any
@@ -287,7 +289,7 @@ def no_training() -> Iterator[None]:
     hook = _Refuse()
     takeover.install(hook)
     try:
-        with _fit_taken_over(hook):
+        with _fit_taken_over(hook), _no_summaries():
             yield
     finally:
         takeover.install(None)
@@ -312,6 +314,76 @@ def _deadline(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+@contextlib.contextmanager
+def _no_summaries() -> Iterator[None]:
+    """``tf.summary.create_file_writer`` gives a writer that writes nothing while a program runs for a replay: its
+    set-up and the replayed step would otherwise add event files to the run's TensorBoard logs."""
+    import tensorflow as tf
+
+    original = tf.summary.create_file_writer
+
+    def create_file_writer(*args: Any, **kwargs: Any) -> Any:
+        return tf.summary.create_noop_writer()
+
+    tf.summary.create_file_writer = create_file_writer
+    try:
+        yield
+    finally:
+        tf.summary.create_file_writer = original
+
+
+def _save_targets() -> list[tuple[Any, str, str]]:
+    """(owner, attribute, name shown) of the calls that write a model or checkpoint to disk."""
+    import keras
+    import tensorflow as tf
+
+    targets: list[tuple[Any, str, str]] = [
+        (keras.Model, "save", "Model.save"),
+        (keras.Model, "save_weights", "Model.save_weights"),
+        (keras.saving, "save_model", "keras.saving.save_model"),
+        (keras.models, "save_model", "keras.models.save_model"),
+        (tf.train.Checkpoint, "save", "Checkpoint.save"),
+        (tf.train.Checkpoint, "write", "Checkpoint.write"),
+        (tf.train.CheckpointManager, "save", "CheckpointManager.save"),
+        (tf.saved_model, "save", "tf.saved_model.save"),
+    ]
+    if os.environ.get("TF_USE_LEGACY_KERAS") in ("1", "true", "True"):
+        try:
+            import tf_keras
+        except ImportError:
+            pass
+        else:
+            targets += [
+                (tf_keras.Model, "save", "Model.save"),
+                (tf_keras.Model, "save_weights", "Model.save_weights"),
+            ]
+    return [(owner, name, shown) for owner, name, shown in targets if hasattr(owner, name)]
+
+
+@contextlib.contextmanager
+def _no_saves(skipped: list[str]) -> Iterator[None]:
+    """While a program runs for a replay, its saves write nothing (each is listed in `skipped`): a program that
+    trains in phases saves between them, and its earlier phase, run one step on the way to the captured fit, would
+    overwrite the model or checkpoint that training wrote. Loading what training saved still works."""
+    originals = []
+    for owner, name, shown in _save_targets():
+
+        def not_written(*args: Any, _shown: str = shown, **kwargs: Any) -> None:
+            path = next((a for a in args if isinstance(a, (str, os.PathLike))), kwargs.get("filepath"))
+            skipped.append(f"{_shown}({os.fspath(path)!r})" if path is not None else _shown)
+
+        originals.append((owner, name, vars(owner).get(name)))  # None: inherited, removed again after
+        setattr(owner, name, not_written)
+    try:
+        yield
+    finally:
+        for owner, name, original in reversed(originals):
+            if original is None:
+                delattr(owner, name)
+            else:
+                setattr(owner, name, original)
 
 
 @contextlib.contextmanager
@@ -503,9 +575,16 @@ def run_by_reentry(
     module = recorded.get("module") if isinstance(recorded.get("module"), str) else None
     root = package_root(program, module) if not is_notebook(program) else None
     skipped_commands: list[str] = []  # a notebook's shell commands, not run again
+    skipped_saves: list[str] = []  # the program's saves, not written
     takeover.install(hook)
     try:
-        with _program_context(program, args, folder, root), _fit_taken_over(hook), _deadline(timeout):
+        with (
+            _program_context(program, args, folder, root),
+            _fit_taken_over(hook),
+            _no_summaries(),
+            _no_saves(skipped_saves),
+            _deadline(timeout),
+        ):
             with breakpoints_paused():
                 if is_notebook(program):
                     _run_notebook(program, skipped_commands)
@@ -556,9 +635,15 @@ def run_by_reentry(
             if count
             else ""
         )
+        saves = (
+            f"; {len(skipped_saves)} save{'s' if len(skipped_saves) != 1 else ''} not written ({skipped_saves[0][:60]}"
+            f"{', ...' if len(skipped_saves) > 1 else ''})"
+            if skipped_saves
+            else ""
+        )
         notes.append(
             f"replayed by re-entry: ran the {kind} {program.name} up to {hook.reached} ({hook.seconds_to_step:.1f} s "
-            f"of its own setup{phases}{commands}), then the captured step from the captured state"
+            f"of its own setup{phases}{commands}{saves}), then the captured step from the captured state"
         )
     return hook.result
 
