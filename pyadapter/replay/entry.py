@@ -74,9 +74,15 @@ def training_at_import(source: str) -> int | None:
     except SyntaxError:
         return None  # importing it will report the syntax error itself
     for stmt in tree.body:
-        if isinstance(
-            stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
-        ):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            # ``@guard_step(capture_dir=..., model=model)`` above the step runs at import, as the call form does.
+            for decorator in stmt.decorator_list:
+                called = decorator.func if isinstance(decorator, ast.Call) else decorator
+                name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", None)
+                if name in _TRAINING_CALLS:
+                    return decorator.lineno
+            continue
+        if isinstance(stmt, (ast.ClassDef, ast.Import, ast.ImportFrom)):
             continue
         if _is_main_guard(stmt):
             continue
