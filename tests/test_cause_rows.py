@@ -96,6 +96,10 @@ def test_an_empty_text_among_reviews_is_named_and_survives_json() -> None:
     assert outlier.record_text() == "x[3] (an empty string)"
     again = BadRows.from_json(found.to_json())
     assert again is not None and again.outliers[0].describe() == outlier.describe()
+    # At the scene the batch is read from a tf.string tensor: an object array of bytes. It was not looked at, so
+    # the scene said cause `op` where the replay (fixed-width bytes from the bundle) said `data`.
+    scene = rows_of(loss_values([3]), (texts.astype(object), labels))
+    assert scene is not None and [o.describe() for o in scene.outliers] == [outlier.describe()]
     texts[5] = b"   "
     found = rows_of(loss_values([3]), (texts, labels))
     assert found is not None and found.outliers == []

@@ -107,3 +107,29 @@ def test_a_pipeline_sliced_from_arrays_in_memory_names_rows_of_those_arrays() ->
     first = tf.nest.map_structure(lambda t: t.numpy(), next(iter(mapped.batch(8))))
     found = datasource.sliced_rows_entry(mapped.batch(8), first).get(fit_arrays.MANIFEST_KEY)
     assert found is None or all(i is None for i in found["indices"]), found
+
+
+def test_texts_sliced_into_a_pipeline_are_found_by_their_value() -> None:
+    """Raw reviews ``from_tensor_slices((texts, labels)).shuffle(...).batch(32)`` into a TextVectorization: a
+    tf.string batch reads as an object array of bytes, whose rows were compared by the objects' addresses, so no
+    row was found and an empty review was named by its shuffled position only."""
+    import tensorflow as tf
+
+    from pyadapter.capture import datasource
+
+    rng = np.random.default_rng(5)
+    words = np.array(["good", "bad", "plot", "actor", "boring", "great", "film"])
+    texts = np.array([" ".join(rng.choice(words, size=3 + i % 5)) + f" {i}" for i in range(200)])
+    texts[137] = ""
+    labels = (rng.uniform(size=200) > 0.5).astype("float32")
+    dataset = tf.data.Dataset.from_tensor_slices((texts, labels)).shuffle(200, seed=3).batch(32)
+    for batch in dataset:
+        data = tf.nest.map_structure(lambda t: t.numpy(), batch)
+        if b"" in list(data[0]):
+            break
+    assert data[0].dtype == object
+    row = list(data[0]).index(b"")
+    entry = datasource.sliced_rows_entry(dataset, data)[fit_arrays.MANIFEST_KEY]
+    assert fit_arrays.check(entry) is None
+    assert fit_arrays.index_of_row(entry, row, fit_arrays.SLICES) == 137
+    assert all(i is not None for i in entry["indices"])  # every text is unique here: every row is found

@@ -417,11 +417,43 @@ def describe(
 
 
 def _const_array(node: Any) -> np.ndarray | None:
-    """A Const node's numeric value (strings are not searched: TensorFlow keeps them as objects)."""
+    """A Const node's value (strings as an object array of bytes, as a tf.string batch reads); None when it cannot
+    be read."""
     tensor = node.attr["value"].tensor
-    if tensor.dtype == tf.string.as_datatype_enum:
-        return None
+    if tensor.dtype == tf.string.as_datatype_enum and tensor.tensor_content:
+        shape = [d.size for d in tensor.tensor_shape.dim]
+        texts = _string_list(tensor.tensor_content, int(np.prod(shape, dtype=np.int64)))
+        if texts is None:
+            return None
+        values = np.empty(len(texts), dtype=object)
+        values[:] = texts
+        return values.reshape(shape)
     return np.asarray(tf.make_ndarray(tensor))
+
+
+def _string_list(content: bytes, count: int) -> list[bytes] | None:
+    """TensorFlow's encoding of a string tensor's values (``EncodeStringList``): every length as a varint, then
+    every string's bytes; None when `content` is not that."""
+    lengths, offset = [], 0
+    for _ in range(count):
+        length, shift = 0, 0
+        while True:
+            if offset >= len(content) or shift > 28:
+                return None
+            byte = content[offset]
+            offset += 1
+            length |= (byte & 0x7F) << shift
+            shift += 7
+            if byte < 0x80:
+                break
+        lengths.append(length)
+    if offset + sum(lengths) != len(content):
+        return None
+    texts = []
+    for length in lengths:
+        texts.append(content[offset : offset + length])
+        offset += length
+    return texts
 
 
 def sliced_rows_entry(dataset: tf.data.Dataset | None, batch: Any, graph: Any = None) -> dict[str, Any]:

@@ -62,6 +62,15 @@ def _row_bytes(array: np.ndarray) -> np.ndarray:
     return rows.view(np.dtype((np.void, rows.dtype.itemsize * max(rows.shape[1], 1)))).ravel()
 
 
+def _text_rows(array: np.ndarray) -> list[tuple[bytes | str, ...]] | None:
+    """Each row of an object array of texts as a tuple of its texts; None when it holds anything else."""
+    rows = array.reshape(len(array), -1)
+    keys = [tuple(row.tolist()) for row in rows]
+    if not all(isinstance(text, (bytes, str)) for key in keys for text in key):
+        return None
+    return keys
+
+
 def rows_in(
     batch_x: np.ndarray, array: np.ndarray, batch_y: Any = None, array_y: Any = None
 ) -> list[int | None]:
@@ -74,12 +83,25 @@ def rows_in(
         or array.ndim == 0
     ):
         return [None] * (len(batch_x) if batch_x.ndim else 0)
-    wanted = _row_bytes(batch_x)
-    have = _row_bytes(array)
-    hits = np.flatnonzero(np.isin(have, wanted))
-    places: dict[bytes, list[int]] = {}
-    for index in hits:
-        places.setdefault(bytes(have[index]), []).append(int(index))
+    places: dict[Any, list[int]] = {}
+    if batch_x.dtype.kind == "O":
+        # Texts (a tf.string batch reads as an object array of bytes): rows compared by value, not by the
+        # objects' addresses that their bytes are.
+        keys = _text_rows(batch_x)
+        have_keys = _text_rows(array)
+        if keys is None or have_keys is None:
+            return [None] * len(batch_x)
+        wanted_set = set(keys)
+        for index, key in enumerate(have_keys):
+            if key in wanted_set:
+                places.setdefault(key, []).append(index)
+        wanted: Any = keys
+    else:
+        wanted = _row_bytes(batch_x)
+        have = _row_bytes(array)
+        hits = np.flatnonzero(np.isin(have, wanted))
+        for hit in hits:
+            places.setdefault(bytes(have[hit]), []).append(int(hit))
     use_y = (
         isinstance(batch_y, np.ndarray)
         and isinstance(array_y, np.ndarray)
@@ -89,7 +111,7 @@ def rows_in(
     )
     out: list[int | None] = []
     for row, key in enumerate(wanted):
-        found = places.get(bytes(key), [])
+        found = places.get(key if isinstance(key, tuple) else bytes(key), [])
         if len(found) > 1 and use_y:
             assert isinstance(batch_y, np.ndarray) and isinstance(array_y, np.ndarray)
             label = batch_y[row].tobytes()

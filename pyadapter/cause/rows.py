@@ -224,7 +224,7 @@ def _empty_texts(label: str, value: Any, rows: list[int], batch_rows: int) -> li
     blank where no other row is: an empty text makes an empty token sequence, and a mean over it is 0 / 0."""
     if (
         not isinstance(value, np.ndarray)
-        or value.dtype.kind not in "SU"
+        or value.dtype.kind not in "SUO"
         or value.ndim == 0
         or value.shape[0] != batch_rows
         or batch_rows < 3
@@ -232,6 +232,9 @@ def _empty_texts(label: str, value: Any, rows: list[int], batch_rows: int) -> li
         return []
     flat = value.reshape(batch_rows, -1)
     if flat.shape[1] != 1:
+        return []
+    # A tf.string tensor read at the scene is an object array of bytes (a bundle stores fixed-width bytes).
+    if value.dtype.kind == "O" and not all(isinstance(text, (bytes, str)) for text in flat[:, 0]):
         return []
     blank = np.array([not (text.strip() if isinstance(text, (bytes, str)) else text) for text in flat[:, 0]])
     if blank.sum() != 1:
