@@ -771,12 +771,38 @@ model.fit(ds, epochs=3)
 """
 
 
-@pytest.mark.parametrize("shuffle", ["", ".shuffle(64)"])
-def test_a_dataset_passed_to_fit_is_counted_in_its_own_order(tmp_path: Path, shuffle: str) -> None:
+KERAS_MAKER = "ds = keras.utils.{maker}\nds = ds"
+
+
+@pytest.mark.parametrize(
+    ("shuffle", "shuffled"),
+    [
+        ("", False),
+        (".shuffle(64)", True),
+        # Keras's makers of a pipeline were not taken for one: "index 0 of the array passed to fit (in the shuffled
+        # order)" with a note about fit's shuffle=, for a timeseries pipeline that does not shuffle at all.
+        (KERAS_MAKER.format(maker="timeseries_dataset_from_array(x, y, sequence_length=1)"), False),
+        (
+            KERAS_MAKER.format(maker="timeseries_dataset_from_array(x, y, sequence_length=1, shuffle=True)"),
+            True,
+        ),
+        (KERAS_MAKER.format(maker="image_dataset_from_directory('images')"), True),
+    ],
+)
+def test_a_dataset_passed_to_fit_is_counted_in_its_own_order(
+    tmp_path: Path, shuffle: str, shuffled: bool
+) -> None:
     """fit ignores shuffle= for a tf.data pipeline: the bad row is the pipeline's element, in the shuffled order
     only when the pipeline itself shuffles (the note then speaks of the pipeline, not of fit's shuffle=False)."""
     program = tmp_path / "train.py"
-    program.write_text(DATASET_TRAIN.format(shuffle=shuffle))
+    if shuffle.startswith("ds = keras"):
+        program.write_text(
+            DATASET_TRAIN.replace("ds = ds{shuffle}", shuffle).replace(
+                "ds = tf.data.Dataset", "_ = tf.data.Dataset"
+            )
+        )
+    else:
+        program.write_text(DATASET_TRAIN.format(shuffle=shuffle))
     x = np.ones((4, 3), np.float32)
     x[1, 2] = np.nan
     y = np.ones((4, 1), np.float32)
@@ -792,9 +818,9 @@ def test_a_dataset_passed_to_fit_is_counted_in_its_own_order(tmp_path: Path, shu
     )
     assert cause.kind == "data", cause
     assert "x[1, 2] = nan, element 21 of the dataset passed to fit" in cause.summary, cause.summary
-    assert ("(in the shuffled order)" in cause.summary) == bool(shuffle)
+    assert ("(in the shuffled order)" in cause.summary) == shuffled
     note = (cause.provenance or {}).get("note", "")
-    assert ("the pipeline shuffles" in note) == bool(shuffle) and "shuffle=False" not in note
+    assert ("the pipeline shuffles" in note) == shuffled and "shuffle=False" not in note
 
 
 LOOP_TRAIN = """\

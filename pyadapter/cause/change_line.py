@@ -355,7 +355,18 @@ def _pipeline_text(unit: SourceUnit, node: ast.expr | None) -> str | None:
         ]
     # Every assignment counts: a pipeline is often built over several (ds = ds.shuffle(1000).batch(32)).
     text = "\n".join(ast.get_source_segment(unit.text, expr) or "" for expr in exprs)
-    return text if "Dataset" in text or "tf.data" in text else None
+    return text if any(mark in text for mark in _PIPELINE_MARKS) else None
+
+
+# A tf.data pipeline's text: its classes, or Keras's makers of one (keras.utils.timeseries_dataset_from_array,
+# image_dataset_from_directory, text_dataset_from_directory, audio_dataset_from_directory).
+_PIPELINE_MARKS = ("Dataset", "tf.data", "dataset_from_")
+# Keras's makers that shuffle unless told not to.
+_SHUFFLING_MAKERS = (
+    "image_dataset_from_directory",
+    "text_dataset_from_directory",
+    "audio_dataset_from_directory",
+)
 
 
 def fit_reads_a_dataset(units: list[SourceUnit]) -> bool:
@@ -374,7 +385,10 @@ def fit_shuffles(units: list[SourceUnit]) -> bool | None:
         return None
     node, pipeline = fit
     if pipeline is not None:
-        return ".shuffle(" in pipeline
+        shuffled_by_maker = (
+            any(maker in pipeline for maker in _SHUFFLING_MAKERS) and "shuffle=False" not in pipeline
+        )
+        return ".shuffle(" in pipeline or "shuffle=True" in pipeline or shuffled_by_maker
     value = keyword(node, "shuffle")
     return not (isinstance(value, ast.Constant) and value.value is False)
 
