@@ -131,7 +131,7 @@ def origin_lines(findings: Findings, *, none: str) -> list[str]:
     if spread:
         lines.append(f"{spread_title(len(spread))}:")
         lines.extend(
-            f"  {short_path(f.file)}:{f.line}  {f.op.name} ({f.op.type}): {health_text(f.health)}"
+            f"  {place_text(short_path(f.file), f.line, f.cell)}  {f.op.name} ({f.op.type}): {health_text(f.health)}"
             for f in spread
         )
     return lines

@@ -57,6 +57,13 @@ def findings(kind: str, backward: bool = False) -> Findings:
     return out
 
 
+def test_a_line_the_origin_spread_to_in_a_notebook_names_its_cell() -> None:
+    doc = findings("bundle")
+    doc.findings[1].file, doc.findings[1].cell, doc.findings[1].line = "/w/a.ipynb", 4, 2
+    report = locate_report(doc).splitlines()
+    assert "  /w/a.ipynb:2 (cell 4, line 2 of the cell)  m/Mul (Mul): 3 NaN of 4" in report, report
+
+
 def test_scan_and_locate_print_the_origin_block_alike() -> None:
     scan, locate = scan_report(findings("dump")).splitlines(), locate_report(findings("bundle")).splitlines()
     block = [

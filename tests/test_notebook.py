@@ -476,6 +476,9 @@ def test_map_findings_rewrites_origin_findings_and_frames(tmp_path):
     ]
     assert (other.file, other.cell, other.line) == ("/work/train.py", None, 10)
     assert (other.stack[0].cell, other.stack[0].line) == (1, 3)
+    # The line shown under the origin comes from the cell (the dump held the kernel's file: `nanlens locate`
+    # printed no code for a notebook origin).
+    assert doc.extra["origin_code"] == "    return tf.math.log(p)"
     map_findings_to_notebook(doc, info)  # idempotent
     assert (origin.cell, origin.line) == (1, 3)
     assert map_findings_to_notebook(doc, None) is doc

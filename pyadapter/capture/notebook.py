@@ -152,6 +152,17 @@ class NotebookInfo:
             return None
         return str(self.path), index, in_cell
 
+    def cell_code(self, cell: int, line: int) -> str | None:
+        """Line `line` (1-based) of cell `cell` of the notebook on disk, or None."""
+        try:
+            cells = read_notebook_cells(self.path)
+        except NotebookError:
+            return None
+        if not 0 <= cell < len(cells):
+            return None
+        lines = cells[cell].source.splitlines()
+        return lines[line - 1] if 0 < line <= len(lines) else None
+
     def _assignments(self) -> tuple[dict[str, tuple[int, ExecutedCell]], dict[int, int]]:
         """cell file -> (index of the notebook cell it ran from, its execution); cell index -> line count.
 
@@ -224,6 +235,13 @@ def map_findings_to_notebook(findings: Findings, info: NotebookInfo | None) -> F
         _map_location(finding, info)
         for frame in finding.stack:
             _map_location(frame, info)
+    origin = findings.origin
+    if origin is not None and origin.cell is not None and "origin_code" not in findings.extra:
+        # The dump holds the kernel's file of the cell, not the notebook: the line shown under the origin comes
+        # from the notebook's cell.
+        code = info.cell_code(origin.cell, origin.line)
+        if code is not None:
+            findings.extra["origin_code"] = code
     return findings
 
 
