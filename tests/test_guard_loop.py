@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -380,3 +381,7 @@ def test_a_step_traced_once_per_python_flag_reads_each_verdict_with_its_own_trac
     # Locating at the scene re-runs the failing step ungated; the sums it wrote are put back with the models'
     # state (before, the re-run left its NaN in them and step 7 failed anyway).
     assert not locate or (failures[0].origin or "").endswith(": Log"), failures[0]
+    if locate:
+        # findings.json names the bundle it is in (it named "captures/run-step5", a folder that does not exist).
+        findings = json.loads((Path(failures[0].bundle) / "findings.json").read_text(encoding="utf-8"))
+        assert Path(findings["source"]["path"]) == Path(failures[0].bundle), findings["source"]

@@ -254,6 +254,9 @@ class GuardedStep:
         if report.update_applied and self._window is not None:
             report.update_taken_back = self._take_back_update(step, (tuple(args), dict(kwargs)))
         caller = sys._getframe(1)  # the loop's frame: its dataset, if a local there reads files
+        if self.run_name is None:
+            # Named once, before the locate: findings.json names the bundle's folder, which the writer makes later.
+            self.run_name = snapshot.default_run_name()
 
         def write(attempt: Attempt) -> None:
             seed_states = {
