@@ -53,7 +53,8 @@ def place_text(file: str, line: int, cell: int | None) -> str:
 
 def origin_place(origin: Finding) -> str:
     """The origin's place plus its function when the innermost frame is that line: 'train.py:12 in loss_fn'."""
-    func = f" in {origin.stack[-1].function}" if origin.stack and origin.stack[-1].line == origin.line else ""
+    last = origin.stack[-1] if origin.stack else None
+    func = f" in {last.function}" if last is not None and last.line == origin.line and last.function else ""
     return place_text(origin.file, origin.line, origin.cell) + func
 
 

@@ -57,6 +57,14 @@ def findings(kind: str, backward: bool = False) -> Findings:
     return out
 
 
+def test_an_origin_in_a_frame_without_a_function_name_says_no_function() -> None:
+    """A tf.data map function's frame has no name in the dump: the place read "train.py:25 in "."""
+    doc = findings("bundle")
+    assert doc.origin is not None
+    doc.origin.stack[-1].function = ""
+    assert "origin: /w/train.py:12" in locate_report(doc).splitlines()
+
+
 def test_a_line_the_origin_spread_to_in_a_notebook_names_its_cell() -> None:
     doc = findings("bundle")
     doc.findings[1].file, doc.findings[1].cell, doc.findings[1].line = "/w/a.ipynb", 4, 2
