@@ -87,6 +87,9 @@ def test_propagated_lines_are_downstream_and_distinct(dumps) -> None:
     assert (path, origin_line + 1) in lines  # `return e / tf.reduce_sum(e)`
     for f in propagated:
         assert f.health is not None and not f.health.is_finite and f.op.host
+    # The tf.function's call (its line is the caller's, `print(naive_softmax(...))`) is not a line it spread to:
+    # its ops are.
+    assert not any(f.op.type.startswith("__inference_") for f in propagated), [f.op for f in propagated]
 
 
 def test_keras_jit_compile_is_forced_off_while_recording(dumps) -> None:

@@ -250,7 +250,9 @@ def propagated_findings(hosts: list[HostScan], origin: Finding | None, origin_na
                         streams.append((entry.wall_time, "trace", entry))
         if host.executions is not None:
             for ex in host.executions.nonfinite:
-                if ex.downstream:
+                # A tf.function's call (``__inference_train_step_12``) is not a line the NaN spread to: its ops
+                # are, and they are the traces above; its call line is the loop's.
+                if ex.downstream and not (ex.is_function_call and host.traces is not None):
                     streams.append((ex.wall_time, "exec", ex))
         streams.sort(key=lambda s: s[0])
         tried = 0
