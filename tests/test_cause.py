@@ -887,3 +887,62 @@ def test_a_sqrt_differentiated_at_zero_says_so_and_proposes_an_epsilon(tmp_path:
     assert (
         "differentiated" not in classify(findings_of(origin), CauseContext(entry_script=str(program))).summary
     )
+
+
+CUSTOM_GRADIENT = """\
+import tensorflow as tf
+
+
+@tf.custom_gradient
+def swish(x):
+    y = x * tf.sigmoid(x)
+
+    def grad(dy):
+        return dy * (y / x + y * (1.0 - tf.sigmoid(x)))
+
+    return y, grad
+
+
+def train_step(x, model, optimizer):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(swish(model(x)))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+"""
+
+
+@pytest.mark.parametrize("in_gradient", [True, False])
+def test_an_all_zero_row_into_a_custom_gradient_is_the_formulas_fault(
+    tmp_path: Path, in_gradient: bool
+) -> None:
+    """A ``@tf.custom_gradient`` whose gradient divides by x, and a batch with one all-zero row (a record filled
+    with zeros, valid data): the cause was `data`, "correct the record where the data is read", while the line
+    named was the gradient's formula. An op made while the user's ``tape.gradient`` ran is the formula's: `op`.
+    The same row into a forward op stays `data`."""
+    from pyadapter.cause.rows import rows_of
+    from pyadapter.findings import Frame
+
+    program = tmp_path / "train.py"
+    program.write_text(CUSTOM_GRADIENT)
+    x = np.arange(1.0, 25.0, dtype=np.float32).reshape(8, 3)
+    x[5] = 0.0
+    per_row = np.ones((8, 1), dtype=np.float32)
+    per_row[5] = np.nan
+    rows = rows_of(per_row, (x, np.ones((8, 1), np.float32)))
+    assert rows is not None and rows.outliers
+    stack = [Frame(str(program), 17, "train_step"), Frame(str(program), 9, "grad")]
+    origin = Finding(
+        file=str(program),
+        line=9,
+        role="origin",
+        op=OpRef("truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=24, nan=3),
+        inputs=[InputHealth("mul:0", TensorHealth(dtype="float32", size=24, zero=3, pos=21))],
+        stack=stack if in_gradient else [Frame(str(program), 9, "grad")],
+    )
+    cause = classify(
+        findings_of(origin, bad_rows=rows.to_json()), CauseContext(batch=(x, None), entry_script=str(program))
+    )
+    assert cause.kind == ("op" if in_gradient else "data"), cause.summary
+    assert cause.change is not None and cause.change.line == 9
+    assert ("where the data is read" in cause.change.what) == (not in_gradient), cause.change.what

@@ -128,7 +128,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     ):  # before the overflow checks: a division by an unrecorded zero looks like an overflow
         return _batch_out_of_domain(findings, context, units, origin, read)
     rows = BadRows.from_json((findings.bundle or {}).get("bad_rows"))
-    if rows is not None and rows.outliers:
+    if rows is not None and rows.outliers and not _made_by_a_gradient_of_the_users(origin, units):
         return _row_outlier(findings, context, units, origin, rows)
     overflow = is_overflow(origin)
     if overflow and dtype in ("float16", "half"):
@@ -381,6 +381,20 @@ def _op(
         evidence["bad_rows"] = rows.to_json()
         summary += f", in {rows.rows_text()} of the batch only"
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _made_by_a_gradient_of_the_users(origin: Finding, units: list[SourceUnit]) -> bool:
+    """Whether the op was made while the user's ``tape.gradient`` (or ``tf.gradients``) call ran, in the user's own
+    code: a ``@tf.custom_gradient``'s gradient function. An all-zero row that makes its formula 0 / 0 is a valid
+    input (padding, a filled-in record); the formula is what to change, not the record."""
+    for frame in origin.stack[:-1]:
+        for unit in units:
+            if unit.cell != frame.cell or os.path.abspath(unit.file) != os.path.abspath(frame.file):
+                continue
+            text = unit.line(frame.line)
+            if ".gradient(" in text or "tf.gradients(" in text:
+                return True
+    return False
 
 
 def _row_outlier(
