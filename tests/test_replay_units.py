@@ -348,3 +348,30 @@ def test_a_rerun_origin_that_only_carried_the_batch_nan_is_not_taken_for_its_mak
     )
     made = adopt("Log", "Dataset_map_preprocess", TensorHealth(dtype="float32", size=32, neg_inf=1, pos=31))
     assert made.bundle is not None and made.bundle["origin_from"] == "input pipeline re-run"
+
+
+def test_a_fit_call_is_read_as_data_and_matched_by_text_and_order_or_cell() -> None:
+    """The bundle's ``fit_call`` (which fit of the program it came from): anything but a well-formed entry is
+    None; a script's fit is matched by its line's text and how many fits that line began before it, a notebook's
+    by text and cell (a kernel counts the fits of cells run again, a re-entry runs each cell once)."""
+    from pyadapter.capture.fit_call import FitCall, FitCounter
+
+    for bad in (
+        None,
+        [],
+        {"code": ""},
+        {"code": "fit()", "ordinal": -1},
+        {"code": "fit()", "ordinal": True},
+        {"code": "x" * 401, "ordinal": 0},
+        {"code": "fit()", "ordinal": 0, "cell": "2"},
+    ):
+        assert FitCall.from_json(bad) is None, bad
+    recorded = FitCall.from_json({"code": "model.fit(x, y)", "ordinal": 3})
+    assert recorded is not None
+    counter = FitCounter()
+    folds = [counter.begin("model.fit(x, y)") for _ in range(5)]
+    assert [recorded.same_fit(call) for call in folds if call] == [False, False, False, True, False]
+    in_cell = FitCall("model.fit(x, y)", 2, cell=6)
+    assert in_cell.same_fit(FitCall("model.fit(x, y)", 1, cell=6))
+    assert not in_cell.same_fit(FitCall("model.fit(x, y)", 2, cell=4))
+    assert FitCall.from_json(in_cell.to_json()) == in_cell

@@ -408,10 +408,7 @@ def test_the_fine_tuning_phase_of_a_transfer_learning_script_is_the_one_replayed
     replayed = nanlens_json("replay", str(bundle))
     assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
     assert replayed["warnings"] == [], replayed["warnings"]  # every captured value found its variable
-    assert (
-        "the fit before it (another optimizer, or other weights or trainable weights) ran one step only"
-        in replayed["route"]
-    )
+    assert "the fit before it (another call, optimizer or weights) ran one step only" in replayed["route"]
     # The base's weights are trained in this phase (frozen in the head phase): the replayed update reached them.
     assert any(name.startswith("base/") for name in replayed["verdicts"]["graph"]["non_finite_weights"])
 
@@ -458,3 +455,36 @@ def test_a_replay_changes_no_file_the_training_run_wrote(tmp_path, name):
     assert _written_files(tmp_path) == before
     if name == "fit_user_callbacks.py":
         assert "1 save not written (Model.save('head.keras'))" in replayed["route"], replayed["route"]
+
+
+def test_a_resumed_run_replays_the_fit_it_resumed_with(tmp_path):
+    """Fit, save, load the checkpoint, raise the rate and fit on: the second fit diverges. The two fits have the
+    same model, optimizer and weights, and the replay took over the first: `locate --replay` named the first fit's
+    line, and the cause the rate written in SGD(...) at its line (1e-4) while the step ran at 0.02. The line that
+    called fit (recorded in the bundle) tells them apart; the first runs one step, its save is not written."""
+    program = tmp_path / "fit_resumed.py"
+    shutil.copy(SHAPES / "fit_resumed.py", program)
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    fit_call = CaptureBundle.load(bundle).model_info["fit_call"]
+    assert fit_call["code"].startswith("model.fit(x, y, initial_epoch=2") and fit_call["ordinal"] == 0, (
+        fit_call
+    )
+    located = nanlens_json("locate", str(bundle), "--replay", cwd=tmp_path)
+    assert at(located["origin"]) == (program, marked_line(program)), located["origin"]
+    route = located["bundle"]["route"]
+    assert "the fit before it (another call, optimizer or weights) ran one step only" in route, route
+    assert "1 save not written (Model.save('checkpoint.keras'))" in route, route
+    change = located["cause"]["change"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [change["line"]] == changed and change["what"].startswith("learning rate 0.02"), change
+    replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]

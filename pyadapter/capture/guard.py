@@ -33,11 +33,13 @@ from pyadapter.capture import (
     cluster_bundle,
     datasource,
     fit_arrays,
+    fit_call,
     gate,
     keras_fixes,
     keras_lines,
     keras_state,
     learning_rate,
+    notebook,
     rng,
     snapshot,
 )
@@ -58,6 +60,16 @@ from pyadapter.capture.verdict import Failure, NonFiniteReport
 
 # Imported here by name elsewhere (pyadapter.replay.reentry, tests): the guarded function moved to train_function.
 __all__ = ["GuardedTrainFunction", "NanGuard", "model_optimizers", "primary_optimizer"]
+
+
+def _this_fit() -> fit_call.FitCall | None:
+    """Which fit of the program this is (`pyadapter.capture.fit_call`), with its notebook cell in a kernel."""
+    found = fit_call.calling_line()
+    if found is None:
+        return None
+    path, line, code = found
+    where = notebook.cell_location(path, line)
+    return fit_call.TRAINING.begin(code, where[1] if where is not None else None)
 
 
 class NanGuard(keras.callbacks.Callback):
@@ -219,6 +231,7 @@ class NanGuard(keras.callbacks.Callback):
             function = per_model[key] = function_class(model, self.config, restore_metrics, keep)
         function.keras_function = keras_function
         function.guard = self
+        function.fit_call = _this_fit()
         self._function = function
         model.train_function = function
         if function.steps_per_execution > 1 and self.verbose and not getattr(self, "_said_executions", False):

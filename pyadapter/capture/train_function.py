@@ -21,6 +21,7 @@ from pyadapter.capture import (
     bundle_format,
     cluster,
     datasource,
+    fit_call,
     gate,
     keras_lines,
     legacy_keras,
@@ -89,6 +90,7 @@ class GuardedTrainFunction:
         # is (a reference, no copy); off: the batch leaves the function only on a failing step.
         self.keep_batches = keep_batches
         self.guard: NanGuard | None = None
+        self.fit_call: fit_call.FitCall | None = None  # which fit of the program runs it (set by the guard)
         self.keras_function: Any = model.train_function  # Keras's own, put back after fit
         self.meta = gate.GateMeta()
         self.template: Any = None  # data structure with leaf indices, from the last trace
@@ -196,6 +198,7 @@ class GuardedTrainFunction:
             "trainable_variables": len(model.trainable_variables),
             "loss_scale_optimizer": gate.is_loss_scale_optimizer(primary_optimizer(model)),
             "file": bundle_format.MODEL_FILE,
+            **({fit_call.MANIFEST_KEY: self.fit_call.to_json()} if self.fit_call is not None else {}),
         }
 
     # ---- called by Keras fit instead of its own train function ----

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import runpy
 import signal
 import sys
@@ -30,6 +31,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from pyadapter.capture import takeover
+from pyadapter.capture.fit_call import MANIFEST_KEY as FIT_CALL_KEY
+from pyadapter.capture.fit_call import FitCall, FitCounter, calling_line
 from pyadapter.replay.debugger import breakpoints_paused
 from pyadapter.replay.entry import package_root
 from pyadapter.replay.errors import ReplayError
@@ -52,6 +55,9 @@ def is_notebook(path: str | Path) -> bool:
     return str(path).lower().endswith(".ipynb")
 
 
+_CELL_FILE = re.compile(r"/cell(\d+)\.py$")  # a re-entered notebook's cell files (`cell_file`)
+
+
 class _BundleTakeover:
     """Loads the bundle's captured state into the program's live objects, runs the action, ends the program."""
 
@@ -64,6 +70,31 @@ class _BundleTakeover:
         self.seconds_to_step = 0.0
         self.phases_skipped = 0  # fits before the captured one, run one step each (`takes_fit`)
         self.started = time.perf_counter()
+        self.fits = FitCounter()  # the fits this re-entry has begun, per calling line
+        self.current_fit: FitCall | None = None  # the fit being begun (`begin_fit`)
+        self.program_text = (
+            ""  # the program's own code (a script, or a notebook's cell files), for `takes_fit`
+        )
+
+    def begin_fit(self, call: tuple[str, int, str] | None) -> None:
+        """A ``fit`` of the program begins, called from `call` (file, line, text)."""
+        if call is None:
+            self.current_fit = None
+            return
+        path, _, code = call
+        cell = _CELL_FILE.search(path.replace("\\", "/"))
+        self.current_fit = self.fits.begin(code, int(cell.group(1)) if cell else None)
+
+    def _not_the_captured_fit(self) -> bool:
+        """Whether the fit being begun is not the one the bundle came from, told by its calling line (a resumed
+        run's second fit, a later fold of a cross-validation, a notebook cell's fit after a healthy one in an
+        earlier cell). Undecided (False) when the bundle or this call lacks it, or when the captured line's text
+        is no longer in the program (edited: the other checks decide)."""
+        recorded = FitCall.from_json(self.bundle.model_info.get(FIT_CALL_KEY))
+        current = self.current_fit
+        if recorded is None or current is None or recorded.code not in self.program_text:
+            return False
+        return not recorded.same_fit(current)
 
     def _run(self, where: str, build: Callable[[], Any]) -> None:
         self.reached = where
@@ -82,11 +113,15 @@ class _BundleTakeover:
     def takes_fit(self, model: Any) -> bool:
         """Whether this ``fit`` is the bundle's: a program that trains in phases (the head on a frozen base, then the
         whole model fine-tuned with another optimizer) calls fit more than once, and the captured state fits only
-        the phase it came from. Told by the optimizer's class and the number of trainable variables the manifest
-        records (the class alone while the model has no weights yet), and the shapes of the model's variables (a grid
-        search's models of other widths); a bundle without them takes the first fit."""
+        the phase it came from. Told by the line that called it (`_not_the_captured_fit`: a resumed run, a fold of a
+        cross-validation, a notebook's second fit), the optimizer's class and the number of trainable variables the
+        manifest records (the class alone while the model has no weights yet), and the shapes of the model's
+        variables (a grid search's models of other widths); a bundle without them takes the first fit."""
         from pyadapter.capture.guard import primary_optimizer
 
+        if self._not_the_captured_fit():
+            self.phases_skipped += 1
+            return False
         info = self.bundle.model_info
         optimizer, trainable = info.get("optimizer"), info.get("trainable_variables")
         if not isinstance(optimizer, str) or not isinstance(trainable, int):
@@ -244,6 +279,8 @@ def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
             # The program's own callbacks do not run: a replay must not touch what training wrote (CSVLogger
             # opens its log for writing at on_train_begin, emptying it; TensorBoard and ModelCheckpoint write).
             kwargs.pop("callbacks", None)
+            if isinstance(hook, _BundleTakeover):
+                hook.begin_fit(calling_line())
             return _original(self, *args, callbacks=[_callback()], **kwargs)
 
         def train_on_batch(
@@ -570,6 +607,7 @@ def run_by_reentry(
     args = [str(a) for a in argv[1:]] if isinstance(argv, list) and not is_notebook(program) else []
     folder = safe_cwd(bundle, program)
     hook = _BundleTakeover(bundle, action)
+    hook.program_text = _program_text(program)
     kind = "notebook" if is_notebook(program) else "script"
     # Run as `python -m pkg.train` in training: run as that module of its package again (relative imports).
     module = recorded.get("module") if isinstance(recorded.get("module"), str) else None
@@ -622,9 +660,9 @@ def run_by_reentry(
     if notes is not None:
         skipped = hook.phases_skipped
         phases = (
-            "; the fit before it (another optimizer, or other weights or trainable weights) ran one step only"
+            "; the fit before it (another call, optimizer or weights) ran one step only"
             if skipped == 1
-            else f"; the {skipped} fits before it (other optimizers, or other weights or trainable weights) ran one step each"
+            else f"; the {skipped} fits before it (other calls, optimizers or weights) ran one step each"
             if skipped
             else ""
         )
@@ -646,6 +684,18 @@ def run_by_reentry(
             f"of its own setup{phases}{commands}{saves}), then the captured step from the captured state"
         )
     return hook.result
+
+
+def _program_text(program: Path) -> str:
+    """The program's own code: the script, or a notebook's code cells; empty when it cannot be read."""
+    try:
+        if is_notebook(program):
+            from pyadapter.capture.notebook_file import read_notebook_cells
+
+            return "\n".join(cell.source for cell in read_notebook_cells(program) if cell.cell_type == "code")
+        return program.read_text(encoding="utf-8", errors="replace")
+    except Exception:  # noqa: BLE001 - only a hint for telling fits apart
+        return ""
 
 
 def _first_line(exc: BaseException) -> str:

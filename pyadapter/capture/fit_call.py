@@ -1,0 +1,93 @@
+"""Which ``fit`` of a program a bundle came from: the text of the user's line that called it, and how many fits
+that line had begun before (a resumed run calls fit twice from two lines; a cross-validation loop calls one line
+once per fold). A replay by re-entry runs the program again and takes over the fit whose call matches
+(`pyadapter.replay.reentry`); the text, not the line number, so that an edit elsewhere in the file (the fix being
+verified) does not lose the fit.
+
+Manifest (``manifest["model"]["fit_call"]``): ``{"code": "model.fit(x, y, epochs=6)", "ordinal": 1}``.
+"""
+
+from __future__ import annotations
+
+import linecache
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from pyadapter.dump.frames import is_user_file
+
+MANIFEST_KEY = "fit_call"
+MAX_CODE = 400  # characters of the line kept
+
+
+@dataclass(frozen=True)
+class FitCall:
+    code: str  # the calling line's text, stripped
+    ordinal: int  # fits begun from a line of this text before this one, in this process
+    cell: int | None = None  # in a notebook: the cell (0-based among all cells) the line is in
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "ordinal": self.ordinal}
+        if self.cell is not None:
+            out["cell"] = self.cell
+        return out
+
+    @classmethod
+    def from_json(cls, data: Any) -> FitCall | None:
+        """None for anything but a well-formed entry (a bundle is data)."""
+        if not isinstance(data, dict):
+            return None
+        code, ordinal, cell = data.get("code"), data.get("ordinal"), data.get("cell")
+        if not isinstance(code, str) or not code or len(code) > MAX_CODE:
+            return None
+        if not isinstance(ordinal, int) or not _count(ordinal) or not (cell is None or _count(cell)):
+            return None
+        return cls(code, ordinal, cell)
+
+    def same_fit(self, other: FitCall) -> bool:
+        """Whether `other`, a fit begun in a re-entry, is this one. In a notebook the cell tells it (a kernel counts
+        the fits of cells run again, which a re-entry runs once, in order); in a script the line's text and how
+        many fits it began before."""
+        if self.code != other.code:
+            return False
+        if self.cell is not None:
+            return other.cell == self.cell
+        return other.ordinal == self.ordinal
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _library(path: str) -> bool:
+    return not is_user_file(path) or "/pyadapter/" in path.replace("\\", "/")
+
+
+def calling_line() -> tuple[str, int, str] | None:
+    """(file, line, text) of the innermost user line on the stack (the line that called fit), or None."""
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not _library(path):
+            text = linecache.getline(path, frame.f_lineno).strip()[:MAX_CODE]
+            return (path, frame.f_lineno, text) if text else None
+        frame = frame.f_back
+    return None
+
+
+class FitCounter:
+    """Counts the fits begun per calling line's text, in one process (the training run, or one re-entry)."""
+
+    def __init__(self) -> None:
+        self._seen: Counter[str] = Counter()
+
+    def begin(self, code: str | None, cell: int | None = None) -> FitCall | None:
+        if code is None:
+            return None
+        call = FitCall(code, self._seen[code], cell)
+        self._seen[code] += 1
+        return call
+
+
+TRAINING = FitCounter()  # the fits this training process has begun under a guard
