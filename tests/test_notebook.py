@@ -638,3 +638,28 @@ def test_a_timed_fit_cell_replays_by_reentry(tmp_path):
     # Shell commands (`!pip install ...` alike) ran when the notebook did; the replay does not run them again.
     assert (folder / "shell_log.txt").read_text().split() == ["ran"]
     assert "1 shell command not run again (!echo ran >> shell_log.txt)" in report["route"], report["route"]
+
+
+def test_a_reading_call_in_a_timed_cell_is_the_data_line_to_change(tmp_path):
+    """A ``%%time`` cell reads the CSV. For reading, its body was IPython's transform: a string argument of
+    ``run_cell_magic``, where no reading call is found, so a data cause named the fit line; it names the
+    ``genfromtxt`` line in that cell."""
+    from pyadapter.cause.change_line import reading_site
+    from pyadapter.cause.sources import user_sources
+    from pyadapter.findings import Findings
+
+    nb = _write(
+        tmp_path / "t.ipynb",
+        [
+            ("code", "import numpy as np\n%load_ext autoreload"),
+            ("markdown", "Read the data"),
+            (
+                "code",
+                "%%time\nraw = np.genfromtxt('houses.csv', delimiter=',', skip_header=1)\nx = raw[:, :3]",
+            ),
+            ("code", "!ls\nmodel.fit(x, y)"),
+        ],
+    )
+    units = user_sources(Findings("bundle", "b", None, []), str(nb))
+    site = reading_site(units, None, None, None)
+    assert site is not None and (site.file, site.cell, site.line, site.name) == (str(nb), 2, 2, "genfromtxt")

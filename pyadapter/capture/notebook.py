@@ -37,6 +37,7 @@ from pyadapter.capture.notebook_file import (  # noqa: F401 - the notebook API, 
     code_sha256,
     notebook_code_cells,
     read_notebook_cells,
+    readable_cell,
 )
 from pyadapter.findings import Finding, Findings, Frame
 

@@ -157,6 +157,13 @@ def _leading_blank_lines(text: str) -> int:
     return count
 
 
+def readable_cell(source: str) -> str:
+    """A cell's code for reading (ast), not running: IPython-only lines become ``pass`` and a Python cell magic's
+    body (``%%time``) stays code, on the cell's own line numbers. IPython's transform would turn that body into a
+    string argument of ``run_cell_magic``, where no call can be found."""
+    return _replace_magics(source)
+
+
 def _replace_magics(source: str) -> str:
     """IPython-only lines -> ``pass`` (same indentation, same number of lines), without IPython."""
     lines = source.splitlines()

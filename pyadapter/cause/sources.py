@@ -49,16 +49,16 @@ def _parse(text: str) -> ast.Module | None:
 
 def _units_of(path: str) -> list[SourceUnit]:
     if path.endswith(".ipynb"):
-        from pyadapter.capture.notebook import NotebookError, notebook_code_cells
+        from pyadapter.capture.notebook import NotebookError, notebook_code_cells, readable_cell
 
         try:
             cells = notebook_code_cells(path)
         except NotebookError:
             return []
         return [
-            SourceUnit(path, cell.index, cell.source, tree)
+            SourceUnit(path, cell.index, code, tree)
             for cell in cells
-            if (tree := _parse(cell.source)) is not None
+            if (tree := _parse(code := readable_cell(cell.raw))) is not None
         ]
     if not path.endswith(".py"):
         return []
