@@ -663,3 +663,40 @@ def test_a_reading_call_in_a_timed_cell_is_the_data_line_to_change(tmp_path):
     units = user_sources(Findings("bundle", "b", None, []), str(nb))
     site = reading_site(units, None, None, None)
     assert site is not None and (site.file, site.cell, site.line, site.name) == (str(nb), 2, 2, "genfromtxt")
+
+
+@pytest.mark.slow
+def test_a_notebook_whose_batch_holds_nan_is_re_run_as_a_notebook(tmp_path):
+    """The batch holds a NaN the data had (a missing field read as NaN), so `nanlens locate` re-runs the input
+    pipeline under a dump. It ran the .ipynb as a Python script ("NameError: name 'null' is not defined"); it
+    runs the notebook's cells in order, stops at the failing step and names the cells."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    data = (
+        "rng = np.random.default_rng(0)\nx = rng.normal(size=(64, 8)).astype('float32')\nx[37, 2] = np.nan\n"
+        "y = x[:, :1] * 0.0 + 1.0"
+    )
+    fit = (
+        "model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])\nmodel.compile('sgd', 'mse')\n"
+        f"model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    cells = [("code", IMPORTS), ("code", data), ("code", fit)]
+    path = folder / "missing.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, "missing.ipynb")
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    result = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "locate", str(bundle), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=folder,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    rerun = report["rerun"]
+    assert rerun["error"] is None and rerun["stopped_at_step"] == 2, rerun
+    assert report["cause"]["kind"] == "data", report["cause"]
+    assert not any("null" in w for w in report.get("warnings", [])), report.get("warnings")

@@ -382,7 +382,9 @@ def _rerun_and_scan(
             )
         _report_progress(progress, RERUN_SCAN_PHASE)
         try:
-            return scan_dump(rerun_dir)
+            rerun = scan_dump(rerun_dir)
+            map_cell_files(rerun)  # a notebook's cells ran from files: name the cells
+            return rerun
         except ScanError as exc:
             warnings.append(f"the re-run's dump cannot be scanned: {exc}")
             return None

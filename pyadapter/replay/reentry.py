@@ -523,7 +523,7 @@ class _NoShellCommands:
         return self._shell.run_cell_magic(name, line, cell)
 
 
-def _run_notebook(path: Path, skipped: list[str] | None = None) -> None:
+def run_notebook(path: Path, skipped: list[str] | None = None) -> None:
     """Run the notebook's code cells in order in one ``__main__`` namespace, each from its own cell file; shell
     commands are not run again (`_NoShellCommands`), and are listed in `skipped`."""
     try:
@@ -625,7 +625,7 @@ def run_by_reentry(
         ):
             with breakpoints_paused():
                 if is_notebook(program):
-                    _run_notebook(program, skipped_commands)
+                    run_notebook(program, skipped_commands)
                 elif root is not None and module is not None:
                     _run_package_module(program, module)
                 else:

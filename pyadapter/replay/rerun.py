@@ -147,6 +147,13 @@ def main(argv: list[str]) -> int:
     recorder = DumpRecorder(dump_dir, "FULL_HEALTH")
     recorder.start()
     try:
+        if script.lower().endswith(".ipynb"):
+            # A notebook's code cells, in order, as a re-entry runs them (it ran "the notebook's JSON as Python":
+            # NameError: name 'null' is not defined).
+            from pyadapter.replay.reentry import run_notebook
+
+            run_notebook(Path(script))
+            return 0
         return run_script(script, script_args)
     finally:
         recorder.close()
