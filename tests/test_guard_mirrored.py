@@ -33,7 +33,7 @@ def results(tmp_path_factory) -> dict[str, dict]:
     )
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
-    return {line["mode"]: line for line in lines}
+    return {**{line["mode"]: line for line in lines}, "stderr": {"text": done.stderr}}
 
 
 @pytest.mark.parametrize("mode", ["fit", "fit-skip", "loop"])
@@ -51,3 +51,11 @@ def test_replicas_agree_and_hold_back_the_update(results, mode):
 def test_fit_bundle_reloads_and_skip_keeps_metrics_finite(results):
     assert results["fit"]["reloaded_weights_match"] and results["fit"]["bundle_replicas"] == 2
     assert results["fit-skip"]["losses_finite"]
+
+
+def test_the_stop_message_says_why_the_origin_is_not_located_at_the_scene(results):
+    """Several replicas: the scene does not locate (a dump of one device's step is what `nanlens locate` makes).
+    fit said nothing about it, and the user waited for a marked line; guard_step said it."""
+    said = results["stderr"]["text"]
+    assert "NaN Lens: not located here: the step runs on 2 replicas" in said, said[-3000:]
+    assert "NaN Lens: not located here: the step's arguments are per-replica" in said

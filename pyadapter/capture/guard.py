@@ -451,6 +451,14 @@ class NanGuard(keras.callbacks.Callback):
         if not atscene.locate_enabled(self.locate):
             return atscene.SceneFiles()
         if function.strategy.num_replicas_in_sync > 1:
+            if self.verbose:  # say why the editor will not mark a line at once, and what will
+                print(
+                    f"NaN Lens: not located here: the step runs on {function.strategy.num_replicas_in_sync} "
+                    "replicas (a tf.distribute strategy); `nanlens locate` on the bundle replays the step on one "
+                    "device",
+                    file=sys.stderr,
+                    flush=True,
+                )
             return atscene.SceneFiles(
                 manifest={
                     "located_at_scene": {"skipped": "several replicas: locate the bundle on one device"}
