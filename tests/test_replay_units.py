@@ -375,3 +375,24 @@ def test_a_fit_call_is_read_as_data_and_matched_by_text_and_order_or_cell() -> N
     assert in_cell.same_fit(FitCall("model.fit(x, y)", 1, cell=6))
     assert not in_cell.same_fit(FitCall("model.fit(x, y)", 2, cell=4))
     assert FitCall.from_json(in_cell.to_json()) == in_cell
+
+
+def test_a_window_report_whose_captured_run_only_grew_says_so() -> None:
+    """At the captured rate the window's loss passed the growth limit without going non-finite: the message said
+    "it went non-finite at step None"."""
+    from pyadapter.replay.window import WindowVerdict
+    from pyadapter.replay.window_bundle import BundleWindowReport
+
+    fixed = WindowVerdict(0.05, True, steps=9, steps_run=9)
+    grew = WindowVerdict(3.0, False, steps=9, steps_run=9, grew_at=7)
+    report = BundleWindowReport("b", 10, 18, 9, 0.05, "option", fixed, captured=grew)
+    assert report.message() == (
+        "the 9-step window stays finite at learning rate 0.05 (at the captured rate its loss passed 100x the first "
+        "step's at step 7)"
+    ), report.message()
+    blew = WindowVerdict(3.0, False, steps=9, steps_run=4, first_non_finite_step=14)
+    assert (
+        report.__class__("b", 10, 18, 9, 0.05, "option", fixed, captured=blew)
+        .message()
+        .endswith("(at the captured rate it went non-finite at step 14)")
+    )

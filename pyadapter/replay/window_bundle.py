@@ -11,7 +11,7 @@ from typing import Any
 
 from pyadapter.capture.window import WindowSearch
 from pyadapter.replay.errors import ReplayError
-from pyadapter.replay.window import SEARCH_SECONDS, WindowVerdict, run_of_program
+from pyadapter.replay.window import GROWTH_LIMIT, SEARCH_SECONDS, WindowVerdict, run_of_program
 
 
 def learning_rate_in_source(bundle_path: str | Path) -> tuple[float, str] | None:
@@ -79,10 +79,12 @@ class BundleWindowReport:
     def message(self) -> str:
         """One line for the editor and the CLI."""
         text = self.verdict.sentence()
-        if self.captured is not None and not self.captured.finite:
-            text += (
-                f" (at the captured rate it went non-finite at step {self.captured.first_non_finite_step})"
-            )
+        captured = self.captured
+        if captured is not None and not captured.finite and captured.first_non_finite_step is None:
+            # Finite, but its loss grew past the limit: no step went non-finite to name.
+            text += f" (at the captured rate its loss passed {GROWTH_LIMIT:g}x the first step's at step {captured.grew_at})"
+        elif captured is not None and not captured.finite:
+            text += f" (at the captured rate it went non-finite at step {captured.first_non_finite_step})"
         elif self.captured is not None:
             text += " (it stayed finite at the captured rate too)"
         if self.search is not None:
