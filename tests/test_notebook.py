@@ -484,6 +484,28 @@ def test_map_findings_rewrites_origin_findings_and_frames(tmp_path):
     assert map_findings_to_notebook(doc, None) is doc
 
 
+def test_an_origin_in_a_cell_run_but_not_saved_shows_its_code_and_says_why(tmp_path):
+    """The user edited a cell and ran it without saving: no cell of the notebook on disk holds that code, so the
+    origin stays in the kernel's temp file. It was shown without a line and without a word; now its line comes from
+    what the kernel ran, and a warning says to save (a replay runs the saved cells)."""
+    nb = _write(tmp_path / "u.ipynb", [("code", "def f(p):\n    return p")])
+    cell_file = "/tmp/ipykernel_9/456.py"
+    info = NotebookInfo(
+        path=nb,
+        sha256=None,
+        cells=[ExecutedCell(4, "def f(p):\n    return tf.math.log(p)", cell_file)],
+    )
+    origin = Finding(file=cell_file, line=2, role="origin", op=OpRef(name="Log", type="Log"))
+    doc = Findings(source_kind="bundle", source_path="b", origin=origin, findings=[origin])
+    map_findings_to_notebook(doc, info)
+    assert (origin.file, origin.cell) == (cell_file, None)
+    assert doc.extra["origin_code"] == "    return tf.math.log(p)"
+    (warning,) = doc.extra["warnings"]
+    assert warning.startswith(
+        "the origin is in code the kernel ran (In [4], line 2) that the saved u.ipynb"
+    ), warning
+
+
 # ---- replay and locate by re-entry: the notebook's code cells run again, in order, up to its fit -------------
 
 
@@ -700,3 +722,27 @@ def test_a_notebook_whose_batch_holds_nan_is_re_run_as_a_notebook(tmp_path):
     assert rerun["error"] is None and rerun["stopped_at_step"] == 2, rerun
     assert report["cause"]["kind"] == "data", report["cause"]
     assert not any("null" in w for w in report.get("warnings", [])), report.get("warnings")
+
+
+def test_a_replay_of_a_notebook_run_but_not_saved_says_it_ran_the_saved_cells(tmp_path):
+    """The re-entry runs the saved cells; when the kernel ran other code (an edit not saved), the step may stay
+    finite, and the route said nothing of why."""
+    from types import SimpleNamespace
+
+    from pyadapter.replay.reentry import _unsaved_note
+
+    nb = _write(tmp_path / "u.ipynb", [("code", "x = 1"), ("code", "model.fit(x)")])
+    ran = [
+        ExecutedCell(1, "x = 1", "/tmp/k/1.py"),
+        ExecutedCell(2, "x = 2", "/tmp/k/2.py"),
+        ExecutedCell(3, "model.fit(x)", "/tmp/k/3.py"),
+    ]
+    info = NotebookInfo(path=nb, sha256=None, cells=ran)
+    bundle = SimpleNamespace(manifest={"entry_script": {"notebook": info.to_manifest()}})
+    note = _unsaved_note(bundle, nb)
+    assert note.startswith(
+        "; the kernel ran code the saved u.ipynb does not hold (In [2]): the replay ran"
+    ), note
+    info.cells = [ran[0], ran[2]]
+    bundle.manifest["entry_script"]["notebook"] = info.to_manifest()
+    assert _unsaved_note(bundle, nb) == ""

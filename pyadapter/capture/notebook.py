@@ -153,6 +153,15 @@ class NotebookInfo:
             return None
         return str(self.path), index, in_cell
 
+    def unsaved_cells(self) -> list[ExecutedCell]:
+        """Executions whose code no cell of the notebook on disk holds (edited and run, not saved); [] when the
+        notebook cannot be read."""
+        try:
+            disk = {_normalized(c.source) for c in read_notebook_cells(self.path) if c.cell_type == "code"}
+        except NotebookError:
+            return []
+        return [cell for cell in self.cells if _normalized(cell.source) not in disk]
+
     def cell_code(self, cell: int, line: int) -> str | None:
         """Line `line` (1-based) of cell `cell` of the notebook on disk, or None."""
         try:
@@ -237,6 +246,8 @@ def map_findings_to_notebook(findings: Findings, info: NotebookInfo | None) -> F
         for frame in finding.stack:
             _map_location(frame, info)
     origin = findings.origin
+    if origin is not None and origin.cell is None and info.is_cell_file(origin.file):
+        _unsaved_origin(findings, origin, info)
     if origin is not None and origin.cell is not None and "origin_code" not in findings.extra:
         # The dump holds the kernel's file of the cell, not the notebook: the line shown under the origin comes
         # from the notebook's cell.
@@ -244,6 +255,23 @@ def map_findings_to_notebook(findings: Findings, info: NotebookInfo | None) -> F
         if code is not None:
             findings.extra["origin_code"] = code
     return findings
+
+
+def _unsaved_origin(findings: Findings, origin: Finding, info: NotebookInfo) -> None:
+    """The origin is in code the kernel ran that no cell of the saved notebook holds (a cell edited and run, not
+    saved): show its line from what the kernel ran, and say why it is not marked in a cell."""
+    executed = next((c for c in reversed(info.cells) if c.file and _same_file(origin.file, c.file)), None)
+    if executed is None:
+        return
+    lines = executed.source.splitlines()
+    in_cell = origin.line + executed.line_offset
+    if "origin_code" not in findings.extra and 0 < in_cell <= len(lines):
+        findings.extra["origin_code"] = lines[in_cell - 1]
+    run = f"In [{executed.execution_count}]" if executed.execution_count is not None else "a cell"
+    findings.extra.setdefault("warnings", []).append(
+        f"the origin is in code the kernel ran ({run}, line {in_cell}) that the saved {info.path.name} does not "
+        "hold: save the notebook to see it marked in its cell; a replay runs the saved cells"
+    )
 
 
 def _map_location(item: Finding | Frame, info: NotebookInfo) -> None:

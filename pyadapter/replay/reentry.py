@@ -682,8 +682,35 @@ def run_by_reentry(
         notes.append(
             f"replayed by re-entry: ran the {kind} {program.name} up to {hook.reached} ({hook.seconds_to_step:.1f} s "
             f"of its own setup{phases}{commands}{saves}), then the captured step from the captured state"
+            f"{_unsaved_note(bundle, program)}"
         )
     return hook.result
+
+
+def _unsaved_note(bundle: Any, program: Path) -> str:
+    """For a notebook whose kernel ran code the saved file does not hold: which executions, since the replay ran
+    the saved cells (a step that then stays finite is explained)."""
+    if not is_notebook(program):
+        return ""
+    from pyadapter.capture.notebook import NotebookError, NotebookInfo
+
+    recorded = (bundle.manifest.get("entry_script") or {}).get("notebook")
+    try:
+        info = NotebookInfo.from_manifest(recorded)
+    except (NotebookError, TypeError, ValueError, AttributeError):
+        return ""
+    info.path = program
+    unsaved = info.unsaved_cells()
+    if not unsaved:
+        return ""
+    runs = ", ".join(
+        f"In [{c.execution_count}]" if c.execution_count is not None else "?" for c in unsaved[:3]
+    )
+    more = ", ..." if len(unsaved) > 3 else ""
+    return (
+        f"; the kernel ran code the saved {program.name} does not hold ({runs}{more}): the replay ran the saved "
+        "cells, save the notebook and capture again to replay what ran"
+    )
 
 
 def _program_text(program: Path) -> str:
