@@ -158,6 +158,18 @@ def _run_notebook(path: Path, base: Path, session_name: str):
     return nb
 
 
+def _nanlens(verb: str, bundle: Path, folder: Path) -> subprocess.CompletedProcess:
+    """``nanlens VERB BUNDLE --json`` run in the notebook's folder, as the editor runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "pyadapter", verb, str(bundle), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=folder,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+
+
 def _buggy_index(run) -> int:
     return next(i for i, (_, source) in enumerate(run["cells"]) if source == BUGGY)
 
@@ -645,14 +657,7 @@ def test_a_timed_fit_cell_replays_by_reentry(tmp_path):
     path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
     _run_notebook(path, tmp_path, "timed.ipynb")
     (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
-    result = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "replay", str(bundle), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=folder,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-    )
+    result = _nanlens("replay", bundle, folder)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert report["route"].startswith("replayed by re-entry: ran the notebook timed.ipynb"), report["route"]
@@ -708,14 +713,7 @@ def test_a_notebook_whose_batch_holds_nan_is_re_run_as_a_notebook(tmp_path):
     path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
     _run_notebook(path, tmp_path, "missing.ipynb")
     (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
-    result = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "locate", str(bundle), "--json"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=folder,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-    )
+    result = _nanlens("locate", bundle, folder)
     assert result.returncode in (0, 1), result.stderr[-3000:]
     report = json.loads(result.stdout)
     rerun = report["rerun"]

@@ -58,6 +58,22 @@ def run_program(name: str, work: Path, *args: str) -> subprocess.CompletedProces
     )
 
 
+def run_copied(name: str, work: Path) -> tuple[Path, subprocess.CompletedProcess]:
+    """The program copied into the user's own folder and run there (its files, and what a replay may touch, are
+    the folder's): ``python work/name``."""
+    program = work / name
+    shutil.copy(SHAPES / name, program)
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        cwd=work,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    return program, done
+
+
 def bundles(work: Path) -> list[Path]:
     return sorted((p.parent for p in (work / "captures").glob("*/manifest.json")), key=lambda p: p.name)
 
@@ -434,16 +450,7 @@ def test_a_replay_changes_no_file_the_training_run_wrote(tmp_path, name):
     for writing at on_train_begin), added event files to the TensorBoard runs, and the earlier phase, run one step
     on the way to the captured fit, overwrote the saved head model. Now the program's callbacks do not run, its
     summary writers write nothing and its saves are not written, and the step still reproduces."""
-    program = tmp_path / name
-    shutil.copy(SHAPES / name, program)
-    done = subprocess.run(
-        [sys.executable, str(program)],
-        cwd=tmp_path,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    program, done = run_copied(name, tmp_path)
     assert done.returncode in (0, 1), done.stderr[-3000:]  # guard_step raises NonFiniteStepError: exit 1
     (bundle,) = bundles(tmp_path)
     before = _written_files(tmp_path)
@@ -462,16 +469,7 @@ def test_a_resumed_run_replays_the_fit_it_resumed_with(tmp_path):
     same model, optimizer and weights, and the replay took over the first: `locate --replay` named the first fit's
     line, and the cause the rate written in SGD(...) at its line (1e-4) while the step ran at 0.02. The line that
     called fit (recorded in the bundle) tells them apart; the first runs one step, its save is not written."""
-    program = tmp_path / "fit_resumed.py"
-    shutil.copy(SHAPES / "fit_resumed.py", program)
-    done = subprocess.run(
-        [sys.executable, str(program)],
-        cwd=tmp_path,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    program, done = run_copied("fit_resumed.py", tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (bundle,) = bundles(tmp_path)
     fit_call = CaptureBundle.load(bundle).model_info["fit_call"]
