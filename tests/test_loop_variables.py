@@ -5,6 +5,8 @@
   the gradient NaN (sqrt at 0).
 - tests/programs/replay_loop_two_models.py: objects at module level, training under `__main__`, the checkpoint
   names the backbone only, the same optimizer trains a task head too.
+- tests/programs/replay_loop_bare_weights.py: no model at all, bare tf.Variables in a list in the checkpoint,
+  trained by a Keras optimizer whose first update makes them Inf.
 
 Capture records every variable the optimizer updates, and replay sets them: the replayed step is the captured
 one (its loss exactly), where it used to run on a head left at its initial weights or fail with Keras's
@@ -23,7 +25,7 @@ from replay_fixtures import PROGRAMS, nanlens, origin_line, quiet_env
 
 pytestmark = pytest.mark.slow
 
-NAMES = ("replay_loop_extra_variables.py", "replay_loop_two_models.py")
+NAMES = ("replay_loop_extra_variables.py", "replay_loop_two_models.py", "replay_loop_bare_weights.py")
 
 
 @pytest.fixture(scope="module")
@@ -97,3 +99,24 @@ def test_locate_by_reentry_names_the_line_and_prints_no_source_warning(
     # TensorFlow's dump reads the source of every frame, `<frozen runpy>` included: no such warning for the user.
     assert "Failed to read source code" not in result.stderr
     assert "WARNING:tensorflow" not in result.stderr
+
+
+def test_bare_weights_in_a_checkpoint_list_are_taken_back_and_checked_by_the_replay(
+    bundles: dict[str, Path],
+) -> None:
+    """The weights are bare tf.Variables in ``Checkpoint(params=[...])``, no model. The window's copy did not hold
+    them (a list in the checkpoint, an optimizer not built yet), so "taking the update back" left them Inf and the
+    bundle held Inf weights "before the step"; and the replay did not check them after the update (no model lists
+    them), so it said "stayed finite". Now the bundle holds the finite weights the step started from, and the
+    replay names the weights its update made non-finite."""
+    import numpy as np
+
+    bundle = bundles[NAMES[2]]
+    with np.load(bundle / "weights.npz") as weights:
+        assert all(np.isfinite(weights[name]).all() for name in weights.files)
+    report, _ = replay_json(bundle)
+    assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
+    for mode in ("graph", "eager"):
+        assert sorted(report["verdicts"][mode]["non_finite_weights"]) == ["w_h", "w_o", "w_x"], report[
+            "verdicts"
+        ]

@@ -60,16 +60,18 @@ def test_training_at_import_is_detected_outside_the_main_block() -> None:
     assert training_at_import(loop) == 3
     definitions = "def main():\n    model.fit(x, y)\n\nclass T:\n    def go(self):\n        self.fit()\n"
     assert training_at_import(definitions) is None
-    # The decorator form of guard_step runs at import as its call form does (it was missed: the program was
-    # imported, reached its step, and ran again by re-entry: its set-up twice).
+    # A loop at module level calling a step decorated with guard_step trains at import (it was missed: the program
+    # was imported, reached its step, and ran again by re-entry: its set-up twice).
     for decorator in (
         "@guard_step(capture_dir='captures', model=model)",
         "@pyadapter.guard_step",
         "@guard_step",
     ):
         decorated = f"import tensorflow as tf\n\n{decorator}\n@tf.function\ndef step(x):\n    return x\n"
-        assert training_at_import(decorated) == 3, decorator
-    assert training_at_import("@tf.function\ndef step(x):\n    return x\n") is None
+        assert training_at_import(decorated) is None, decorator  # defined, not called
+        assert training_at_import(decorated + "\nfor x in data:\n    step(x)\n") == 9, decorator
+        assert training_at_import(decorated + "\nif __name__ == '__main__':\n    step(1)\n") is None
+    assert training_at_import("@tf.function\ndef step(x):\n    return x\n\nstep(1)\n") is None
 
 
 def test_entry_script_imports_as_a_module_without_running_main(tmp_path: Path) -> None:

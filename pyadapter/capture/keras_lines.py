@@ -166,6 +166,14 @@ def optimizer_variables(optimizer: Any) -> list[Any]:
     return variables
 
 
+def trained_variables(optimizer: Any) -> list[Any]:
+    """The variables a built Keras 3 optimizer updates (a custom loop's bare ``tf.Variable`` weights among them,
+    which no model lists); [] for tf_keras or an optimizer not built yet."""
+    if keras_line(optimizer) != KERAS3:
+        return []
+    return list(getattr(optimizer, "_trainable_variables", None) or [])
+
+
 def metrics_variables(model: Any) -> list[Any]:
     """Keras 3's ``model.metrics_variables``; tf_keras has none, its metrics hold their own variables."""
     found = getattr(model, "metrics_variables", None)

@@ -287,9 +287,14 @@ class GuardedStep:
         return result
 
     def trainable_variables(self) -> list[Any]:
-        """What the step trains: its Keras models' trainable variables, then what it updates by hand."""
+        """What the step trains: its Keras models' trainable variables, what its optimizers update besides (bare
+        ``tf.Variable`` weights no model lists), then what it updates by hand."""
         return snapshot.unique(
-            [*(v for m in self.models for v in m.trainable_variables), *self._hand_variables]
+            [
+                *(v for m in self.models for v in m.trainable_variables),
+                *(v for o in self.optimizers for v in keras_lines.trained_variables(o)),
+                *self._hand_variables,
+            ]
         )
 
     def hand_variables(self) -> list[Any]:
@@ -311,8 +316,11 @@ class GuardedStep:
 
     def _state_variables(self) -> list[Any]:
         """What the window copies: the models', optimizers' and checkpoint's variables and the seed states."""
+        # Variables the checkpoint holds, also in a list or dict (``Checkpoint(params=[w_x, w_h])``).
         held = [
-            v for v in loop_bundle.trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)
+            v
+            for v in tf.nest.flatten(list(loop_bundle.trackable_children(self.checkpoint).values()))
+            if isinstance(v, tf.Variable)
         ]
         return snapshot.unique(
             [
@@ -420,8 +428,11 @@ class GuardedStep:
 
         seeds = self._seed_states()
         seed_variables = [variable for _, variable in seeds]
+        # Variables the checkpoint holds, also in a list or dict (``Checkpoint(params=[w_x, w_h])``).
         held = [
-            v for v in loop_bundle.trackable_children(self.checkpoint).values() if isinstance(v, tf.Variable)
+            v
+            for v in tf.nest.flatten(list(loop_bundle.trackable_children(self.checkpoint).values()))
+            if isinstance(v, tf.Variable)
         ]
         variables = [v for m in self.models for v in [*m.variables, *keras_lines.metrics_variables(m)]]
         variables += [v for o in self.optimizers for v in keras_lines.optimizer_variables(o)]

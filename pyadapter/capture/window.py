@@ -322,7 +322,9 @@ class WindowKeeper:
         None when no copy is there yet or a batch of the window is missing. The oldest copy (the longest window),
         or with `newest` the latest one at or before the failing step (the fewest steps to re-run)."""
         candidates = [c for c in self._copies if c.step <= failing_step]
-        if not candidates:
+        if not candidates or self._sources_changed():
+            # No copy yet, or the state has variables the copies lack (an optimizer or a model built by the first
+            # step, after the start copy): a re-run from them would leave those as they are now.
             return None
         start = candidates[-1] if newest else candidates[0]
         held = [(s, b) for s, b in self._batches if start.step <= s < failing_step]

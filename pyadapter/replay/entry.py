@@ -73,25 +73,34 @@ def training_at_import(source: str) -> int | None:
         tree = ast.parse(source)
     except SyntaxError:
         return None  # importing it will report the syntax error itself
+    # A step decorated ``@guard_step(...)`` trains where it is called: a loop at module level calling it trains at
+    # import (it was missed: the import reached the step, and the program ran again by re-entry, its set-up twice).
+    training = _TRAINING_CALLS | {
+        stmt.name
+        for stmt in tree.body
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and any(_decorator_name(d) == "guard_step" for d in stmt.decorator_list)
+    }
     for stmt in tree.body:
-        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            # ``@guard_step(capture_dir=..., model=model)`` above the step runs at import, as the call form does.
-            for decorator in stmt.decorator_list:
-                called = decorator.func if isinstance(decorator, ast.Call) else decorator
-                name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", None)
-                if name in _TRAINING_CALLS:
-                    return decorator.lineno
-            continue
-        if isinstance(stmt, (ast.ClassDef, ast.Import, ast.ImportFrom)):
+        if isinstance(
+            stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+        ):
             continue
         if _is_main_guard(stmt):
             continue
         for node in ast.walk(stmt):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
                 break  # definitions inside e.g. an `if` do not run at import time
-            if isinstance(node, ast.Call) and _call_name(node) in _TRAINING_CALLS:
+            if isinstance(node, ast.Call) and _call_name(node) in training:
                 return node.lineno
     return None
+
+
+def _decorator_name(decorator: ast.expr) -> str | None:
+    called = decorator.func if isinstance(decorator, ast.Call) else decorator
+    if isinstance(called, ast.Attribute):
+        return called.attr
+    return called.id if isinstance(called, ast.Name) else None
 
 
 def _is_main_guard(stmt: ast.stmt) -> bool:

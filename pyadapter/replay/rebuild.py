@@ -21,7 +21,7 @@ import tensorflow as tf
 
 from pyadapter.capture.batchcodec import values_of
 from pyadapter.capture.bundle_format import KIND_FIT, BundleError
-from pyadapter.capture.keras_lines import optimizer_variables
+from pyadapter.capture.keras_lines import optimizer_variables, trained_variables
 from pyadapter.capture.reader import CaptureBundle
 from pyadapter.capture.snapshot import (
     to_tensors,  # noqa: F401 - the batch as the step takes it (shards, reentry)
@@ -229,7 +229,13 @@ def loop_step_program(
             + [v for o in optimizers for v in optimizer_variables(o)]
             + list(by_hand or [])
         ),
-        trainable=unique([v for m in models for v in m.trainable_variables] + list(by_hand or [])),
+        # What the optimizers update counts too: a loop's bare tf.Variable weights, which no model lists, were not
+        # checked after the replayed update (an update that made them NaN "stayed finite").
+        trainable=unique(
+            [v for m in models for v in m.trainable_variables]
+            + [v for o in optimizers for v in trained_variables(o)]
+            + list(by_hand or [])
+        ),
         optimizers=list(optimizers),
         before_run=before_run,
         description=f"{getattr(step, '__qualname__', 'the step')} on the captured arguments",

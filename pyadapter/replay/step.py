@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from pyadapter.capture.snapshot import variable_path
 from pyadapter.replay import stateful_random
 from pyadapter.replay.errors import ReplayError, error_text
 from pyadapter.replay.verdict import Mode, StepVerdict
@@ -53,7 +54,8 @@ class StepProgram:
 
 
 def variable_name(variable: Any) -> str:
-    return str(getattr(variable, "path", None) or getattr(variable, "name", "?"))
+    """As the capture names it (Keras's path, or a bare tf.Variable's name without ':0')."""
+    return variable_path(variable)
 
 
 class _GradientRecorder:
