@@ -12,10 +12,12 @@ Child: ``python -m pyadapter.replay.rerun DUMP_DIR RESULT.json SCRIPT [ARGS...]`
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -132,6 +134,37 @@ def _stop_instead_of_writing(result_path: str) -> None:
     writer.instead_of_writing(record_and_stop)
 
 
+@contextlib.contextmanager
+def sequential_pipelines() -> Iterator[None]:
+    """``Dataset.map`` / ``interleave`` run one element at a time in the re-run. With ``num_parallel_calls`` the
+    traces of several elements' map functions interleave in the dump, and the scan matched an op with another
+    element's inputs: a NaN the data held was then named as made by the map's first op (5 runs in 6). The
+    elements and their order are those of training (a parallel map is deterministic unless told otherwise)."""
+    import tensorflow as tf
+
+    originals = {name: getattr(tf.data.Dataset, name) for name in ("map", "interleave")}
+    for name in originals:
+        original = getattr(tf.data.Dataset, name)
+        # map(map_func, num_parallel_calls, deterministic, ...), interleave(map_func, cycle_length, block_length,
+        # num_parallel_calls, deterministic, ...): the parallelism arguments by keyword or position.
+        position = 0 if name == "map" else 2
+
+        def sequential(
+            self: Any, func: Any, *args: Any, _original: Any = original, _at: int = position, **kwargs: Any
+        ) -> Any:
+            args = args[:_at] + args[_at + 2 :]
+            kwargs.pop("num_parallel_calls", None)
+            kwargs.pop("deterministic", None)
+            return _original(self, func, *args, **kwargs)
+
+        setattr(tf.data.Dataset, name, sequential)
+    try:
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(tf.data.Dataset, name, original)
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 3:
         print(
@@ -147,14 +180,15 @@ def main(argv: list[str]) -> int:
     recorder = DumpRecorder(dump_dir, "FULL_HEALTH")
     recorder.start()
     try:
-        if script.lower().endswith(".ipynb"):
-            # A notebook's code cells, in order, as a re-entry runs them (it ran "the notebook's JSON as Python":
-            # NameError: name 'null' is not defined).
-            from pyadapter.replay.reentry import run_notebook
+        with sequential_pipelines():
+            if script.lower().endswith(".ipynb"):
+                # A notebook's code cells, in order, as a re-entry runs them (it ran "the notebook's JSON as
+                # Python": NameError: name 'null' is not defined).
+                from pyadapter.replay.reentry import run_notebook
 
-            run_notebook(Path(script))
-            return 0
-        return run_script(script, script_args)
+                run_notebook(Path(script))
+                return 0
+            return run_script(script, script_args)
     finally:
         recorder.close()
 
