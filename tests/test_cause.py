@@ -946,3 +946,20 @@ def test_an_all_zero_row_into_a_custom_gradient_is_the_formulas_fault(
     assert cause.kind == ("op" if in_gradient else "data"), cause.summary
     assert cause.change is not None and cause.change.line == 9
     assert ("where the data is read" in cause.change.what) == (not in_gradient), cause.change.what
+
+
+@pytest.mark.parametrize("step", [0, 17])
+def test_an_overflow_in_the_first_steps_does_not_speak_of_steps_before(tmp_path: Path, step: int) -> None:
+    """A MatMul overflow at step 0 read "with no growth over the steps before": there were none. At the first steps
+    it says so, and what such values from the start usually mean."""
+    program = write_program(tmp_path)
+    flat = [{"step": s, "loss": 1.0, "logged_loss": 1.0} for s in range(step)]
+    context = CauseContext(
+        history=flat, model_info={"optimizer": "SGD"}, entry_script=str(program), step=step
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "op", cause.summary
+    first = "at the run's first steps (none before it to show a growth" in cause.summary
+    assert first == (step == 0) and ("no growth over the steps before" in cause.summary) == (step != 0), (
+        cause.summary
+    )

@@ -148,7 +148,8 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             {"op": origin.op.type, "op_name": origin.op.name, "overflow": True},
             _origin_change(findings, f"the {origin.op.type} op, or the learning rate", "op"),
         )
-    return _op(findings, origin, growth, overflow, rows)
+    first_steps = context.step is not None and context.step < trend.MIN_STEPS
+    return _op(findings, origin, growth, overflow, rows, first_steps)
 
 
 def _zero_into_domain_op(origin: Finding) -> bool:
@@ -346,6 +347,7 @@ def _op(
     growth: trend.Trend | None,
     overflow: bool,
     rows: BadRows | None = None,
+    first_steps: bool = False,
 ) -> Cause:
     inputs = ", ".join(f"{i.name}: {i.health.describe()}" for i in origin.inputs if i.health is not None)
     evidence: dict[str, Any] = {
@@ -367,7 +369,13 @@ def _op(
         # Infinities came in (a -inf mask constant) and this op turned them into NaN (a softmax over -inf only).
         summary = f"a {origin.op.type} op made NaN from inputs that held infinities but no NaN ({inputs})"
     if overflow:
-        summary = f"a {origin.op.type} op overflowed on finite inputs with no growth over the steps before"
+        before = (
+            "at the run's first steps (none before it to show a growth: values this large from the start point at "
+            "unscaled inputs or initial weights)"
+            if first_steps
+            else "with no growth over the steps before"
+        )
+        summary = f"a {origin.op.type} op overflowed on finite inputs {before}"
     if (zeros := _sqrt_differentiated_at_zero(origin)) is not None:
         # The forward value is a harmless 0; only its gradient is not, which the generic words do not say.
         evidence["zeros_in"] = zeros
