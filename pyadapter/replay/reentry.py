@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
-import re
 import runpy
 import signal
 import sys
@@ -55,9 +54,6 @@ def is_notebook(path: str | Path) -> bool:
     return str(path).lower().endswith(".ipynb")
 
 
-_CELL_FILE = re.compile(r"/cell(\d+)\.py$")  # a re-entered notebook's cell files (`cell_file`)
-
-
 class _BundleTakeover:
     """Loads the bundle's captured state into the program's live objects, runs the action, ends the program."""
 
@@ -72,9 +68,8 @@ class _BundleTakeover:
         self.started = time.perf_counter()
         self.fits = FitCounter()  # the fits this re-entry has begun, per calling line
         self.current_fit: FitCall | None = None  # the fit being begun (`begin_fit`)
-        self.program_text = (
-            ""  # the program's own code (a script, or a notebook's cell files), for `takes_fit`
-        )
+        # The program's own code (a script, or a notebook's code cells), for `takes_fit`.
+        self.program_text = ""
 
     def begin_fit(self, call: tuple[str, int, str] | None) -> None:
         """A ``fit`` of the program begins, called from `call` (file, line, text)."""
@@ -82,8 +77,8 @@ class _BundleTakeover:
             self.current_fit = None
             return
         path, _, code = call
-        cell = _CELL_FILE.search(path.replace("\\", "/"))
-        self.current_fit = self.fits.begin(code, int(cell.group(1)) if cell else None)
+        cell = notebook_cell_of(path)
+        self.current_fit = self.fits.begin(code, cell[1] if cell is not None else None)
 
     def _not_the_captured_fit(self) -> bool:
         """Whether the fit being begun is not the one the bundle came from, told by its calling line (a resumed
@@ -245,6 +240,18 @@ def _warm_up(step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, 
         step(*args, **kwargs)
 
 
+def _legacy_keras() -> Any:
+    """tf_keras when the program runs with ``TF_USE_LEGACY_KERAS=1`` (set for a tf_keras bundle), else None
+    (TensorFlow says so itself when such a program touches tf.keras without it)."""
+    if os.environ.get("TF_USE_LEGACY_KERAS") not in ("1", "true", "True"):
+        return None
+    try:
+        import tf_keras
+    except ImportError:
+        return None
+    return tf_keras
+
+
 @contextlib.contextmanager
 def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
     """Every ``keras.Model.fit`` hands its built model to the hook at ``on_train_begin``, and the first
@@ -254,13 +261,9 @@ def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
     import keras
 
     lines = [(keras.Model, keras.callbacks.Callback)]
-    if os.environ.get("TF_USE_LEGACY_KERAS") in ("1", "true", "True"):
-        try:
-            import tf_keras
-        except ImportError:
-            pass  # TensorFlow says so itself when the program touches tf.keras
-        else:
-            lines.append((tf_keras.Model, tf_keras.callbacks.Callback))
+    tf_keras = _legacy_keras()
+    if tf_keras is not None:
+        lines.append((tf_keras.Model, tf_keras.callbacks.Callback))
     originals = []
     for model_class, callback_class in lines:
 
@@ -386,16 +389,12 @@ def _save_targets() -> list[tuple[Any, str, str]]:
         (tf.train.CheckpointManager, "save", "CheckpointManager.save"),
         (tf.saved_model, "save", "tf.saved_model.save"),
     ]
-    if os.environ.get("TF_USE_LEGACY_KERAS") in ("1", "true", "True"):
-        try:
-            import tf_keras
-        except ImportError:
-            pass
-        else:
-            targets += [
-                (tf_keras.Model, "save", "Model.save"),
-                (tf_keras.Model, "save_weights", "Model.save_weights"),
-            ]
+    tf_keras = _legacy_keras()
+    if tf_keras is not None:
+        targets += [
+            (tf_keras.Model, "save", "Model.save"),
+            (tf_keras.Model, "save_weights", "Model.save_weights"),
+        ]
     return [(owner, name, shown) for owner, name, shown in targets if hasattr(owner, name)]
 
 
