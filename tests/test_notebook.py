@@ -512,6 +512,7 @@ def test_an_origin_in_a_cell_run_but_not_saved_shows_its_code_and_says_why(tmp_p
     map_findings_to_notebook(doc, info)
     assert (origin.file, origin.cell) == (cell_file, None)
     assert doc.extra["origin_code"] == "    return tf.math.log(p)"
+    map_findings_to_notebook(doc, info)  # idempotent, as for saved cells
     (warning,) = doc.extra["warnings"]
     assert warning.startswith(
         "the origin is in code the kernel ran (In [4], line 2) that the saved u.ipynb"

@@ -268,10 +268,13 @@ def _unsaved_origin(findings: Findings, origin: Finding, info: NotebookInfo) -> 
     if "origin_code" not in findings.extra and 0 < in_cell <= len(lines):
         findings.extra["origin_code"] = lines[in_cell - 1]
     run = f"In [{executed.execution_count}]" if executed.execution_count is not None else "a cell"
-    findings.extra.setdefault("warnings", []).append(
+    warning = (
         f"the origin is in code the kernel ran ({run}, line {in_cell}) that the saved {info.path.name} does not "
         "hold: save the notebook to see it marked in its cell; a replay runs the saved cells"
     )
+    warnings = findings.extra.setdefault("warnings", [])
+    if warning not in warnings:  # mapping the same findings again adds nothing
+        warnings.append(warning)
 
 
 def _map_location(item: Finding | Frame, info: NotebookInfo) -> None:
