@@ -745,3 +745,55 @@ def test_a_replay_of_a_notebook_run_but_not_saved_says_it_ran_the_saved_cells(tm
     info.cells = [ran[0], ran[2]]
     bundle.manifest["entry_script"]["notebook"] = info.to_manifest()
     assert _unsaved_note(bundle, nb) == ""
+
+
+@pytest.mark.slow
+def test_a_notebook_step_with_python_control_flow_replays_in_graph_mode(tmp_path):
+    """A custom loop's ``@tf.function`` step with a Python ``if`` on a tensor (clip only large gradients) is
+    converted by AutoGraph, which reads the step's source: in a replay, the cell files re-entry writes under
+    ``.nanlens/cells``. When the replay's writes first went to a scratch copy (`pyadapter.replay.scratch_files`),
+    those files were not on disk and the graph replay failed with "OperatorNotAllowedInGraphError: Using a symbolic
+    tf.Tensor as a Python bool". NaN Lens's own folder is written as is."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    step = """keras.utils.set_random_seed(1)
+x = np.random.default_rng(0).normal(size=(64, 8)).astype("float32")
+y = keras.utils.to_categorical(np.arange(64) % 4, 4).astype("float32")
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+optimizer = keras.optimizers.SGD(0.1)
+
+@guard_step(capture_dir=CAPTURE_DIR, model=model, optimizer=optimizer)
+@tf.function
+def train_step(xb, yb):
+    with tf.GradientTape() as tape:
+        loss = naive_loss(yb, model(xb))
+    grads = tape.gradient(loss, model.trainable_variables)
+    if tf.linalg.global_norm(grads) > 10.0:  # AutoGraph makes this a tf.cond
+        grads = [g / 10.0 for g in grads]
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss"""
+    loop = """try:
+    for start in range(0, 64, 16):
+        train_step(x[start : start + 16], y[start : start + 16])
+except NonFiniteStepError as error:
+    print("bundle:", error.failure.bundle)"""
+    cells = [
+        ("code", IMPORTS + "\nfrom pyadapter import NonFiniteStepError, guard_step"),
+        ("code", f"CAPTURE_DIR = {str(capture_dir)!r}"),
+        ("code", BUGGY),
+        ("code", step),
+        ("code", loop),
+    ]
+    path = folder / "branching.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, "branching.ipynb")
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    result = _nanlens("replay", bundle, folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["route"].startswith("replayed by re-entry: ran the notebook branching.ipynb"), report[
+        "route"
+    ]
+    assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
+    assert list((folder / ".nanlens" / "cells").glob("branching-*/cell3.py")), "the cell files are on disk"

@@ -443,13 +443,16 @@ def _written_files(folder: Path) -> dict[str, str]:
     }
 
 
-@pytest.mark.parametrize("name", ["fit_user_callbacks.py", "loop_summaries.py"])
+@pytest.mark.parametrize("name", ["fit_user_callbacks.py", "loop_summaries.py", "script_file_writes.py"])
 def test_a_replay_changes_no_file_the_training_run_wrote(tmp_path, name):
     """A user's program, in their folder, writes a CSV log, TensorBoard runs (a callback, or tf.summary inside the
     step), checkpoints and saved models. The replays re-run the program: they emptied the CSV log (CSVLogger opens it
     for writing at on_train_begin), added event files to the TensorBoard runs, and the earlier phase, run one step
     on the way to the captured fit, overwrote the saved head model. Now the program's callbacks do not run, its
-    summary writers write nothing and its saves are not written, and the step still reproduces."""
+    summary writers write nothing and its saves are not written, and the step still reproduces.
+
+    A script's own Python file calls at set-up (``shutil.rmtree("logs")``, ``open("train.log", "w")``, ``np.save``)
+    deleted the TensorBoard run and emptied the training log on every replay; they now go to a scratch copy."""
     program, done = run_copied(name, tmp_path)
     assert done.returncode in (0, 1), done.stderr[-3000:]  # guard_step raises NonFiniteStepError: exit 1
     (bundle,) = bundles(tmp_path)
@@ -462,6 +465,10 @@ def test_a_replay_changes_no_file_the_training_run_wrote(tmp_path, name):
     assert _written_files(tmp_path) == before
     if name == "fit_user_callbacks.py":
         assert "1 save not written (Model.save('head.keras'))" in replayed["route"], replayed["route"]
+    if name == "script_file_writes.py":
+        assert "4 existing files it writes or deletes left untouched (logs, ...)" in replayed["route"], (
+            replayed["route"]
+        )
 
 
 def test_a_resumed_run_replays_the_fit_it_resumed_with(tmp_path):

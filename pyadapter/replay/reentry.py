@@ -35,7 +35,9 @@ from pyadapter.capture.fit_call import FitCall, FitCounter, calling_line
 from pyadapter.replay.debugger import breakpoints_paused
 from pyadapter.replay.entry import package_root
 from pyadapter.replay.errors import ReplayError
+from pyadapter.replay.scratch_files import ScratchFiles
 
+NANLENS_FOLDER = ".nanlens"  # NaN Lens's own folder beside the program (cell files, dumps, captures)
 T = TypeVar("T")
 
 DEFAULT_REENTRY_TIMEOUT = 600.0  # seconds until the program must reach its first training step
@@ -70,6 +72,8 @@ class _BundleTakeover:
         self.current_fit: FitCall | None = None  # the fit being begun (`begin_fit`)
         # The program's own code (a script, or a notebook's code cells), for `takes_fit`.
         self.program_text = ""
+        # The program's writes to files training left go to a scratch copy (set up by run_by_reentry).
+        self.files = ScratchFiles([])
 
     def begin_fit(self, call: tuple[str, int, str] | None) -> None:
         """A ``fit`` of the program begins, called from `call` (file, line, text)."""
@@ -95,9 +99,10 @@ class _BundleTakeover:
         self.reached = where
         self.seconds_to_step = time.perf_counter() - self.started
         try:
-            with breakpoints_paused():
+            with breakpoints_paused(), self.files.paused():
                 rebuilt = build()
-            self.result = self.action(rebuilt)
+            with self.files.paused():
+                self.result = self.action(rebuilt)
         except BaseException as exc:  # noqa: BLE001 - carried out of the user's program, raised by run_by_reentry
             self.error = exc
         raise _Finished
@@ -451,7 +456,7 @@ def cell_files_dir(notebook: Path) -> Path:
     """Where a notebook's code cells are written as files for a re-entry (frames and breakpoints need files):
     ``<notebook folder>/.nanlens/cells/<stem>-<hash of the path>/``."""
     digest = hashlib.sha256(str(notebook.absolute()).encode()).hexdigest()[:8]
-    return notebook.absolute().parent / ".nanlens" / "cells" / f"{notebook.stem}-{digest}"
+    return notebook.absolute().parent / NANLENS_FOLDER / "cells" / f"{notebook.stem}-{digest}"
 
 
 def cell_file(notebook: Path, cell: int) -> Path:
@@ -558,7 +563,7 @@ def notebook_cell_of(file: str) -> tuple[str, int] | None:
     if not (name.startswith("cell") and name.endswith(".py") and name[4:-3].isdigit()):
         return None
     folder = path.parent
-    if folder.parent.name != "cells" or folder.parent.parent.name != ".nanlens" or "-" not in folder.name:
+    if folder.parent.name != "cells" or folder.parent.parent.name != NANLENS_FOLDER or "-" not in folder.name:
         return None
     stem = folder.name.rsplit("-", 1)[0]
     notebook = folder.parent.parent.parent / f"{stem}.ipynb"
@@ -607,6 +612,9 @@ def run_by_reentry(
     folder = safe_cwd(bundle, program)
     hook = _BundleTakeover(bundle, action)
     hook.program_text = _program_text(program)
+    hook.files = ScratchFiles(
+        [program.parent, folder], own=[program.parent / NANLENS_FOLDER, folder / NANLENS_FOLDER]
+    )
     kind = "notebook" if is_notebook(program) else "script"
     # Run as `python -m pkg.train` in training: run as that module of its package again (relative imports).
     module = recorded.get("module") if isinstance(recorded.get("module"), str) else None
@@ -620,6 +628,7 @@ def run_by_reentry(
             _fit_taken_over(hook),
             _no_summaries(),
             _no_saves(skipped_saves),
+            hook.files.active(),
             _deadline(timeout),
         ):
             with breakpoints_paused():
@@ -680,7 +689,8 @@ def run_by_reentry(
         )
         notes.append(
             f"replayed by re-entry: ran the {kind} {program.name} up to {hook.reached} ({hook.seconds_to_step:.1f} s "
-            f"of its own setup{phases}{commands}{saves}), then the captured step from the captured state"
+            f"of its own setup{phases}{commands}{saves}{hook.files.note()}), then the captured step from the "
+            "captured state"
             f"{_unsaved_note(bundle, program)}"
         )
     return hook.result
