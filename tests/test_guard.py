@@ -411,3 +411,44 @@ def test_a_skipped_batch_leaves_batch_normalization_statistics_as_they_were(tmp_
     else:
         weights = CaptureBundle.load(guard.last_bundle).weights()
         assert gm.all_finite([v for k, v in weights.items() if "moving" in k]), sorted(weights)
+
+
+class CriticSteps(keras.Model):
+    """keras.io's WGAN-GP shape: one optimizer applied several times in one train_step (the critic's extra steps).
+    The second sub-update's loss is not finite (its gate skips it); the first and third are finite and apply."""
+
+    def train_step(self, data):
+        x, y = data
+        for index in range(3):
+            with tf.GradientTape() as tape:
+                loss = tf.reduce_mean(tf.square(self(x, training=True) - y))
+                if index == 1:
+                    loss = loss * tf.constant(float("inf"))
+            grads = tape.gradient(loss, self.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_variables, strict=True))
+        return {"loss": loss}
+
+
+def test_a_step_of_several_updates_by_one_optimizer_is_taken_back_whole(tmp_path):
+    """The first sub-update applied, the second was skipped, the third applied from the state after the first. The
+    take-back undid the first (back to the step's start) and then the third (back to its own start, after the
+    first): the step's first update stayed, and the bundle held that mid-step state. Undone last first, the model
+    and optimizer are as the step found them."""
+    keras.utils.set_random_seed(1)
+    x, y = gm.data(bad_batch=None)
+    inputs = keras.Input(x.shape[1:])
+    model = CriticSteps(inputs, keras.layers.Dense(y.shape[-1])(keras.layers.Dense(8)(inputs)))
+    model.compile(keras.optimizers.Adam(0.01))
+    before = [w.copy() for w in model.get_weights()]
+    guard = NanGuard(tmp_path, locate=False)
+    fit(model, x, y, guard)
+
+    assert [f.step for f in guard.failures] == [0]
+    assert int(model.optimizer.iterations.numpy()) == 0, "no sub-update of the failing step stays"
+    for now, then in zip(model.get_weights(), before, strict=True):
+        np.testing.assert_array_equal(now, then)
+    bundle = CaptureBundle.load(guard.last_bundle)
+    assert bundle.manifest["optimizer_iterations"] == 0, bundle.manifest.get("optimizer_iterations")
+    saved = bundle.weights()
+    for variable, then in zip(model.weights, before, strict=True):
+        np.testing.assert_array_equal(saved[variable.path], then)

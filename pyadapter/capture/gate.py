@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
@@ -130,15 +130,32 @@ class _Record:
     forward_saved: dict[int, tuple[Any, Any]] = field(default_factory=dict)
 
 
+class RepeatedUpdate(GuardError):
+    """Raised while a step is traced: its one optimizer updates a second time (a WGAN critic's extra steps), and no
+    copy of the state was kept before the first update, so a failing step could not be taken back whole. The
+    caller traces the step again with ``hooks(..., copy_before_updates=True)`` (`GuardedTrainFunction`). On its way
+    out of tf.function and ``strategy.run`` AutoGraph turns it into a StagingError: the caller learns of it from the
+    ``on_repeated_update`` callback instead."""
+
+
 class _CallScope:
     """The records of one guarded call being traced, one per thread (MirroredStrategy traces each replica in its
     own thread)."""
 
     def __init__(
-        self, config: GateConfig, several_optimizers: bool = False, manual_names: dict[int, str] | None = None
+        self,
+        config: GateConfig,
+        several_optimizers: bool = False,
+        manual_names: dict[int, str] | None = None,
+        copy_before_updates: bool = False,
+        on_repeated_update: Callable[[], None] | None = None,
     ) -> None:
         self.config = config
         self.several_optimizers = several_optimizers
+        # Each update keeps a copy of what it changes, to take back a step of several updates whole: always with
+        # several optimizers; with one, once a trace found it applied more than once (`RepeatedUpdate`).
+        self.keeps_copies = several_optimizers or copy_before_updates
+        self.on_repeated_update = on_repeated_update
         # Not None: the step updates its variables by hand (no optimizer); their names by id (`gate_manual`).
         self.manual_names = manual_names
         self._records: dict[int, _Record] = {}
@@ -206,13 +223,18 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
             trainable_variables = list(trainable_variables)
             variables = trainable_variables
             if not optimizer.built:
-                # As BaseOptimizer.apply does, outside the cond so the variables are created once.
+                # As BaseOptimizer.apply does, outside the cond so the variables are created once; and outside the
+                # trace (init_scope), so that they hold their initial values even when this trace is abandoned
+                # (`RepeatedUpdate`) and the step traced again.
                 import keras
 
-                with keras.name_scope(optimizer.name, caller=optimizer):
+                with tf.init_scope(), keras.name_scope(optimizer.name, caller=optimizer):
                     optimizer.build(variables)
                 optimizer.built = True
         record = scope.record()
+        if record.gates and not scope.keeps_copies and scope.on_repeated_update is not None:
+            scope.on_repeated_update()
+            raise RepeatedUpdate(f"{type(optimizer).__name__} updates more than once in one step")
         gate = gate_update(
             optimizer,
             original_apply,
@@ -222,7 +244,7 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
             list(record.losses),
             scope.config,
             check_grads=not loss_scaling,
-            keep_backup=scope.several_optimizers,
+            keep_backup=scope.keeps_copies,
         )
         record.gates.append(gate)
         return None
@@ -313,12 +335,16 @@ def hooks(
     manual_variables: list[Any] | None = None,
     manual_names: dict[int, str] | None = None,
     known_variables: list[Any] | None = None,
+    copy_before_updates: bool = False,
+    on_repeated_update: Callable[[], None] | None = None,
 ) -> Iterator[_CallScope]:
     """Installs the recording and gating hooks on `optimizers` and `models` while a guarded step is traced (or
     run eagerly); yields the scope that collects what the step recorded. With `manual_variables` (a step with no
     optimizer), their writes are gated instead (`gate_manual`), named by `manual_names`. With `known_variables`
     (guard_step's models', optimizers' and metrics' variables), writes to any other variable in the step are held
-    back on a failing step too (`_deciding_writes`)."""
+    back on a failing step too (`_deciding_writes`). `copy_before_updates`: each optimizer update keeps a copy of
+    what it changes (as with several optimizers); `on_repeated_update`: when no copies are kept, a second update by
+    the one optimizer calls it and raises `RepeatedUpdate`, for the caller to trace again with copies."""
     global _active
     if _active is not None:
         raise GuardError("a guarded step is already being traced (nested NanGuard / guard_step)")
@@ -327,6 +353,8 @@ def hooks(
         config,
         several_optimizers=len(unique(optimizers)) > 1,
         manual_names=dict(manual_names or {}) if manual else None,
+        copy_before_updates=copy_before_updates,
+        on_repeated_update=on_repeated_update,
     )
     patched: list[tuple[Any, str, Any]] = []
     missing = object()
@@ -550,8 +578,10 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         _restore_unless(ok, list(records[0].forward_saved.values()))
     if n_gates > 1 and len(records) == 1 and any(g.backup for g in records[0].gates):
         # Several updates in one step (a GAN's two optimizers): when any of them fails, the step is not applied
-        # at all, so the updates that did go through are taken back.
-        for gate in records[0].gates:
+        # at all, so the updates that did go through are taken back. Last first: each copy holds what its update
+        # started from, and one optimizer applied several times (a WGAN critic's extra steps) has several copies
+        # of the same variables; undone in order, the later copy (after the first update) would be left.
+        for gate in reversed(records[0].gates):
             undo_if_step_failed(gate, ok)
         applied = [tf.logical_and(ok, _all(applied))]
     firsts = [_scalar_loss(r.losses[0]) for r in records if r.losses]

@@ -54,7 +54,7 @@ def _gated_apply_gradients(optimizer: Any, original: Any, active: Callable[[], A
             list(record.losses),
             scope.config,
             check_grads=not loss_scaling,
-            keep_backup=scope.several_optimizers,
+            keep_backup=scope.keeps_copies,
         )
         record.gates.append(gated)
         return optimizer.iterations

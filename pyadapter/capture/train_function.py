@@ -98,6 +98,13 @@ class GuardedTrainFunction:
         self.strategy = model.distribute_strategy
         self.steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
         self.input = datasource.InputTracker()  # the tf.data iterator read, for the bundle's data_source
+        # A train_step that applies its optimizer more than once (a WGAN critic's extra steps) is traced again with
+        # a copy before each update, so that a failing step is taken back whole (`gate.RepeatedUpdate`).
+        self.copy_before_updates = False
+        self._repeated_update = False  # the last trace raised gate.RepeatedUpdate (as a StagingError)
+        self._make_functions(model)
+
+    def _make_functions(self, model: keras.Model) -> None:
         self._one_step = self._make_one_step(model)
         self._step_on_iterator = self._wrap(
             lambda iterator: self._step_and_capture(iterator.get_next()), model
@@ -135,7 +142,14 @@ class GuardedTrainFunction:
 
         def one_step_on_data(data: Any) -> Any:
             model_ = self.model_ref()
-            with gate.hooks(model_optimizers(model_), [model_], config) as scope:
+            with gate.hooks(
+                model_optimizers(model_),
+                [model_],
+                config,
+                copy_before_updates=self.copy_before_updates,
+                # Eagerly, the first update has run already: no second try.
+                on_repeated_update=None if tf.executing_eagerly() else self._found_repeated_update,
+            ) as scope:
                 outputs = strategy.run(replica_step, args=(data,))
                 verdict, meta = gate.combine(scope)
             self.meta = meta
@@ -220,6 +234,24 @@ class GuardedTrainFunction:
             self.uninstall()
             raise
 
+    def _found_repeated_update(self) -> None:
+        self._repeated_update = True
+
+    def _traced(self, name: str, argument: Any) -> Any:
+        """``self.<name>(argument)`` (`_step_on_iterator` or `_step_on_data`); when its first trace found repeated
+        updates, the functions are made again and traced with copies (a failed trace ran nothing: the iterator has
+        not moved)."""
+        self._repeated_update = False
+        try:
+            return getattr(self, name)(argument)
+        except Exception:
+            model = self.model_ref()
+            if not self._repeated_update or self.copy_before_updates or model is None:
+                raise
+        self.copy_before_updates = True
+        self._make_functions(model)
+        return getattr(self, name)(argument)
+
     def _run(self, iterator: Any) -> Any:
         guard = self.guard
         logs = None
@@ -227,7 +259,7 @@ class GuardedTrainFunction:
             for index in range(self.steps_per_execution):
                 self.input.see(iterator)
                 try:
-                    outputs, verdict, captured, kept = self._step_on_iterator(iterator)
+                    outputs, verdict, captured, kept = self._traced("_step_on_iterator", iterator)
                 except tf.errors.OutOfRangeError:
                     if index == 0:
                         raise
@@ -237,7 +269,7 @@ class GuardedTrainFunction:
                     break
             return logs
         for _, data in zip(range(self.steps_per_execution), iterator, strict=False):
-            logs, verdict, captured, kept = self._step_on_data(data)
+            logs, verdict, captured, kept = self._traced("_step_on_data", data)
             if guard is not None and not guard._after_step(self, verdict, captured, logs, kept):
                 break
         return logs
