@@ -963,3 +963,80 @@ def test_an_overflow_in_the_first_steps_does_not_speak_of_steps_before(tmp_path:
     assert first == (step == 0) and ("no growth over the steps before" in cause.summary) == (step != 0), (
         cause.summary
     )
+
+
+MASKED_ATTENTION = """import tensorflow as tf
+
+
+def attend(scores, key_mask, values):
+    scores = tf.where(key_mask, scores, float("-inf"))
+    weights = tf.nn.softmax(scores, axis=-1)
+    return tf.matmul(weights, values)
+"""
+
+
+def test_a_mask_of_minus_inf_on_an_all_padding_row_names_the_mask_constant(tmp_path: Path) -> None:
+    """A hand-written attention masks padding with -inf; a review that is all padding masks every key, and the
+    softmax over -inf only is NaN. The cause was `data` ("x[25] = 0 throughout: correct the record"), though an
+    all-padding row is valid input: the -inf constant is the line to change."""
+    from pyadapter.cause.rows import rows_of
+
+    program = tmp_path / "attention.py"
+    program.write_text(MASKED_ATTENTION)
+    tokens = np.arange(1, 8 * 6 + 1, dtype=np.int64).reshape(8, 6)
+    tokens[5] = 0  # an empty review: all padding
+    per_row = np.ones((8, 4, 6), np.float32)
+    per_row[5] = np.nan
+    rows = rows_of(per_row, (tokens, np.ones((8, 1), np.float32)))
+    assert rows is not None and rows.outliers[0].whole_row
+    origin = Finding(
+        file=str(program),
+        line=6,
+        role="origin",
+        op=OpRef("attention/Softmax", "Softmax"),
+        health=TensorHealth(dtype="float32", size=192, nan=24, zero=40, pos=128),
+        inputs=[
+            InputHealth("attention/SelectV2:0", TensorHealth(dtype="float32", size=192, neg_inf=64, pos=128))
+        ],
+    )
+    constant = Finding(
+        file=str(program),
+        line=5,
+        role="propagated",
+        op=OpRef("attention/SelectV2/e", "Const"),
+        health=TensorHealth(dtype="float32", rank=0, size=1, neg_inf=1),
+    )
+    findings = findings_of(origin, bad_rows=rows.to_json())
+    findings.findings.append(constant)
+    cause = classify(findings, CauseContext(batch=(tokens, None), entry_script=str(program)))
+    assert cause.kind == "op", cause.summary
+    assert "the -inf of a mask constant (attention.py:5) into NaN in row 5 of the batch" in cause.summary
+    assert "x[5] is 0 throughout, all padding" in cause.summary, cause.summary
+    assert cause.change is not None and (cause.change.file, cause.change.line) == (str(program), 5)
+    assert cause.change.what.startswith("the mask value: a large finite number instead of -inf (-1e9")
+    # The same softmax with a NaN already coming in is no mask's doing.
+    origin.inputs.append(InputHealth("attention/other:0", TensorHealth(dtype="float32", size=4, nan=1)))
+    assert "mask constant" not in classify(findings, CauseContext(batch=(tokens, None))).summary
+
+
+def test_sqrt_at_zero_is_the_cause_even_when_a_row_holds_an_odd_value(tmp_path: Path) -> None:
+    """keras.io's Siamese network: identical pairs give distance 0 and sqrt's slope there is infinite. A value of
+    the bad rows that looks odd beside the others (here a label) made the cause `data`; the epsilon is the fix."""
+    from pyadapter.cause.rows import rows_of
+
+    program = write_program(tmp_path)
+    labels = np.array([0, 1, 0, 1, 0, 9, 1, 0], np.float32).reshape(-1, 1)
+    per_row = np.ones((8, 1), np.float32)
+    per_row[5] = np.nan
+    rows = rows_of(per_row, (np.zeros((8, 2), np.float32), labels))
+    assert rows is not None and rows.outliers
+    origin = Finding(
+        file=str(program),
+        line=3,
+        role="origin",
+        op=OpRef("gradient_tape/lambda/SqrtGrad", "SqrtGrad"),
+        health=TensorHealth(dtype="float32", size=8, neg_inf=1, pos=7),
+        inputs=[InputHealth("lambda/Sqrt:0", TensorHealth(dtype="float32", size=8, zero=1, pos=7))],
+    )
+    cause = classify(findings_of(origin, bad_rows=rows.to_json()), CauseContext(batch=(None, labels)))
+    assert cause.kind == "op" and cause.summary.startswith("the step differentiated sqrt at 0"), cause.summary

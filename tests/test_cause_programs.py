@@ -273,14 +273,21 @@ def test_a_softmax_over_a_fully_masked_row_is_the_origin_and_the_empty_record_th
 ) -> None:
     """cause_empty_sequence.py: the -inf a user writes as a mask is a constant, not an op going wrong; the origin
     was that Const ("Const produced 1 -inf", cause "a Const op overflowed"). The Softmax that turns a row of -inf
-    into NaN is the origin now, and its one bad row is the empty sequence, 0 throughout where no other row is."""
+    into NaN is the origin now, and its one bad row is the empty sequence, 0 throughout where no other row is.
+
+    The cause was `data` ("correct the record"), though an empty sequence is valid input: it names the -inf mask
+    constant's line as the one to change (a large finite negative), and the empty record beside it."""
     program = PROGRAMS / "cause_empty_sequence.py"
     findings = train_and_locate(tmp_path, program)
     assert findings["origin"]["op"]["type"] == "Softmax", findings["origin"]
     assert findings["origin"]["line"] == marked_line(program, "ORIGIN")
     cause = findings["cause"]
-    assert cause["kind"] == "data", cause
+    assert cause["kind"] == "op", cause
     assert (
-        "x[11] = 0 throughout (none of the other 31 rows is), index 203 of the array passed to fit"
-        in (cause["summary"])
-    )
+        "(x[11] is 0 throughout, all padding, index 203 of the array passed to fit: every position masked)"
+        in cause["summary"]
+    ), cause["summary"]
+    assert cause["change"]["line"] == marked_line(program, "ORIGIN") - 1, cause[
+        "change"
+    ]  # tf.where(..., -np.inf)
+    assert cause["change"]["what"].startswith("the mask value: a large finite number instead of -inf")

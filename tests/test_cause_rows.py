@@ -103,3 +103,44 @@ def test_an_empty_text_among_reviews_is_named_and_survives_json() -> None:
     texts[5] = b"   "
     found = rows_of(loss_values([3]), (texts, labels))
     assert found is not None and found.outliers == []
+
+
+def test_a_pixel_that_differs_by_chance_is_not_a_bad_record() -> None:
+    """keras.io's Siamese network: pairs of an image with itself give distance 0 and sqrt's gradient NaN in rows 2
+    and 3. Across 784 pixels, some pixel of any row is 0 where the other 15 rows are not, or outside their range:
+    the cause named `x[0][2, 1, 11] = 0` as the bad record. Good rows trip those rules among themselves, so they say
+    nothing here; the rows are still named."""
+    rng = np.random.default_rng(0)
+    images = rng.uniform(0.0, 1.0, size=(16, 28, 28, 1)).astype(np.float32)
+    images[rng.uniform(size=images.shape) < 0.02] = 0.0  # dark pixels, anywhere
+    images[2, 1, 11, 0] = 0.0
+    labels = (np.arange(16) % 2).astype(np.float32).reshape(-1, 1)
+    found = rows_of(loss_values([2, 3], rows=16), ((images, images.copy()), labels))
+    assert found is not None and found.rows == [2, 3] and found.outliers == [], found
+
+
+def test_a_label_unlike_every_good_row_is_still_named_beside_wide_inputs() -> None:
+    rng = np.random.default_rng(1)
+    images = rng.uniform(0.0, 1.0, size=(16, 8, 8)).astype(np.float32)
+    labels = (np.arange(16) % 2).astype(np.float32)
+    labels[5] = 50.0
+    found = rows_of(loss_values([5], rows=16), (images, labels))
+    assert found is not None and [o.describe() for o in found.outliers] == [
+        "y[5] = 50 (the other 15 rows: 0 to 1)"
+    ]
+
+
+def test_most_rows_bad_is_no_single_record_and_bad_rows_are_not_the_others() -> None:
+    """An Exp that overflowed float16 in 56 of 64 rows was named `data`: "x[0, 2, 7] = 36.5 (the other 63 rows:
+    -17.8 to 15.6)", measured against the first 5 bad rows left out only. More than half the rows bad is no one
+    record's doing; and the other rows are the good ones."""
+    rng = np.random.default_rng(2)
+    x = (rng.normal(size=(64, 4, 8)) * 10).astype(np.float32)
+    assert rows_of(loss_values(list(range(56)), rows=64), (x, np.zeros((64, 1), np.float32))) is None
+    y = np.zeros((8, 1), np.float32)
+    y[[1, 4]] = [[7.0], [9.0]]  # two bad records, both far from the good rows' 0
+    found = rows_of(loss_values([1, 4]), (np.arange(16, dtype=np.float32).reshape(8, 2), y))
+    assert found is not None and [o.describe() for o in found.outliers] == [
+        "y[1, 0] = 7 (the 6 rows without NaN/Inf: 0)",
+        "y[4, 0] = 9 (the 6 rows without NaN/Inf: 0)",
+    ]

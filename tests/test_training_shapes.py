@@ -493,3 +493,22 @@ def test_a_resumed_run_replays_the_fit_it_resumed_with(tmp_path):
     assert [change["line"]] == changed and change["what"].startswith("learning rate 0.02"), change
     replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
     assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
+
+
+def test_a_class_weighted_inf_names_the_line_that_makes_the_class_weights(tmp_path):
+    """Class weights made by hand from counts of 1-based labels, the labels made 0-based after: class 0's weight is
+    inf. The cause was "the data held NaN/Inf: sample_weight[1] = inf, index 2343 of the array passed to fit" with
+    the fit line to change ("filter or repair non-finite records") though no array the user passed holds an inf.
+    Keras made that sample weight from class_weight: the class and the line that makes class_weight are named."""
+    program, done = run_copied("fit_class_weight.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    located = nanlens_json("locate", str(bundle), cwd=tmp_path)
+    cause = located["cause"]
+    assert cause["kind"] == "data", cause
+    assert cause["summary"].startswith("the class weights given to fit weigh class 0 inf"), cause["summary"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert cause["change"]["what"].startswith("class_weight: give every class a finite weight"), cause[
+        "change"
+    ]

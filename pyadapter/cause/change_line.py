@@ -403,6 +403,38 @@ def fit_batch_size(units: list[SourceUnit]) -> int | None:
     return None
 
 
+def class_weight_site(units: list[SourceUnit]) -> Site | None:
+    """Where the ``class_weight=`` of a ``.fit(...)`` call is made: the last assignment of the name it is given
+    before that call (``class_weight = {i: total / (n * counts[i]) ...}``), else the keyword's own value. None when no
+    fit call gives one. Keras turns it into each row's sample weight, so a class weighted inf makes that row's
+    sample weight inf."""
+    for unit in units:
+        for node in calls(unit):
+            if called_name(node) != "fit" or not isinstance(node.func, ast.Attribute):
+                continue
+            value = keyword(node, "class_weight")
+            if value is None:
+                continue
+            if isinstance(value, ast.Name):
+                made = [
+                    a.value
+                    for a in ast.walk(unit.tree)
+                    if isinstance(a, (ast.Assign, ast.AnnAssign))
+                    and a.value is not None
+                    and a.lineno <= node.lineno
+                    and any(
+                        isinstance(t, ast.Name) and t.id == value.id
+                        for t in (a.targets if isinstance(a, ast.Assign) else [a.target])
+                    )
+                ]
+                if made:
+                    return Site(
+                        unit, max(made, key=lambda e: e.lineno), "class_weight", target="class_weight"
+                    )
+            return Site(unit, value, "class_weight", target="class_weight")
+    return None
+
+
 _SUFFIX = re.compile(r"^(.*?)(?:_(\d+))?$")
 
 

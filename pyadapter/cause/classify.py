@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from pyadapter.capture.learning_rate import LearningRate
 from pyadapter.capture.records import BadElement
 from pyadapter.cause import change_line, domain, provenance, python_feed, trend
@@ -128,7 +130,20 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     ):  # before the overflow checks: a division by an unrecorded zero looks like an overflow
         return _batch_out_of_domain(findings, context, units, origin, read)
     rows = BadRows.from_json((findings.bundle or {}).get("bad_rows"))
-    if rows is not None and rows.outliers and not _made_by_a_gradient_of_the_users(origin, units):
+    if rows is not None and rows.count > rows.batch_rows // 2:
+        rows = None  # no one record's doing (`rows.rows_of`); a bundle located before that rule recorded them
+    mask = _mask_constant(findings, origin)
+    if mask is not None:
+        # A -inf written to mask positions, on a row with every position masked: the constant is what to change,
+        # though the row (an all-padding sequence) is valid input.
+        return _masked_row(findings, context, units, origin, mask, rows)
+    if (
+        rows is not None
+        and rows.outliers
+        and not _made_by_a_gradient_of_the_users(origin, units)
+        # sqrt's slope at 0 is infinite whatever the record: a pair of identical images, a zero gradient.
+        and _sqrt_differentiated_at_zero(origin) is None
+    ):
         return _row_outlier(findings, context, units, origin, rows)
     overflow = is_overflow(origin)
     if overflow and dtype in ("float16", "half"):
@@ -403,6 +418,77 @@ def _made_by_a_gradient_of_the_users(origin: Finding, units: list[SourceUnit]) -
             if ".gradient(" in text or "tf.gradients(" in text:
                 return True
     return False
+
+
+def _mask_constant(findings: Findings, origin: Finding) -> Finding | None:
+    """The constant holding -inf/+inf that the origin turned into NaN (``tf.where(mask, scores, float("-inf"))``
+    before a softmax): the origin's inputs hold infinities and no NaN, its output NaN, and a constant of the step
+    holds an infinity, in the scope of the op that made the origin's input (``.../SelectV2/e`` for
+    ``.../SelectV2:0``) or else of the origin. None otherwise."""
+    health = origin.health
+    if health is None or not health.nan:
+        return None
+    measured = [i for i in origin.inputs if i.health is not None]
+    infinite_inputs = [i for i in measured if i.health and (i.health.neg_inf or i.health.pos_inf)]
+    if not infinite_inputs or any(i.health and i.health.nan for i in measured):
+        return None
+    constants = [
+        f
+        for f in findings.findings
+        if f.op.type == "Const" and f.health is not None and (f.health.neg_inf or f.health.pos_inf)
+    ]
+    scopes = [i.name.rsplit(":", 1)[0] + "/" for i in infinite_inputs] + [
+        origin.op.name.rsplit("/", 1)[0] + "/"
+    ]
+    for scope in scopes:
+        for constant in constants:
+            if constant.op.name.startswith(scope):
+                return constant
+    return None
+
+
+def _masked_row(
+    findings: Findings,
+    context: CauseContext,
+    units: list[SourceUnit],
+    origin: Finding,
+    mask: Finding,
+    rows: BadRows | None,
+) -> Cause:
+    """A mask's -inf became NaN in the origin: on a row where every position is masked, a softmax over -inf only
+    is exp(-inf) / sum(exp(-inf)) = 0 / 0 (and a hand-written one's x - max(x) is -inf - -inf)."""
+    op = origin.op.type
+    sign = "-inf" if mask.health is not None and mask.health.neg_inf else "+inf"
+    whole = next((o for o in rows.outliers if o.whole_row or o.empty_text), None) if rows else None
+    where = ""
+    came: dict[str, Any] | None = None
+    if rows is not None:
+        where = f" in {rows.rows_text()} of the batch"
+        if whole is not None:
+            record = f"{whole.element.leaf}[{whole.element.row}]"
+            what_it_is = "an empty string" if whole.empty_text else "0 throughout, all padding"
+            came, _ = _element_provenance(findings, context, units, whole.element)
+            where += f" ({record} is {what_it_is}{_array_index_text(came)}: every position masked)"
+    place = f"{os.path.basename(mask.file)}:{mask.line}"
+    summary = (
+        f"the {op} op turned the {sign} of a mask constant ({place}) into NaN{where}: where every position of a row "
+        f"is masked, a softmax over {sign} only is 0 / 0"
+    )
+    evidence: dict[str, Any] = {
+        "op": op,
+        "op_name": origin.op.name,
+        "mask_constant": mask.op.name,
+        "output": origin.health.describe() if origin.health else None,
+    }
+    if rows is not None:
+        evidence["bad_rows"] = rows.to_json()
+    what = (
+        f"the mask value: a large finite number instead of {sign} ({'-' if sign == '-inf' else ''}1e9, or the "
+        "dtype's lowest / 2), so a row with every position masked gets even weights instead of NaN"
+        + ("; or leave such records out where the data is read" if whole is not None else "")
+    )
+    change = Change(file=mask.file, line=mask.line, what=what, cell=mask.cell, target="op")
+    return Cause("op", summary, evidence, change, provenance=came)
 
 
 def _row_outlier(
@@ -682,6 +768,9 @@ def _layer_of_origin(units: list[SourceUnit], origin: Finding) -> change_line.Si
 
 
 def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) -> Cause:
+    weighted = _class_weighted(findings, context, units)
+    if weighted is not None:
+        return weighted
     origin = findings.origin
     site: change_line.Site | None = change_line.reading_site(
         units,
@@ -724,6 +813,52 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
     if where and where.get("batch_index") is not None:
         summary += f" (batch {where['batch_index']}, row {where['batch_row']})"
     return Cause("data", summary, evidence, _reading_change(findings, site), provenance=where)
+
+
+def _class_weighted(findings: Findings, context: CauseContext, units: list[SourceUnit]) -> Cause | None:
+    """The batch's NaN/Inf is a sample weight Keras made from ``fit(class_weight=...)``: a class weighted inf or NaN
+    (``total / (n_classes * count)`` for a class with no samples where the counts were made). The line that makes
+    the class weights is the one to change, not a record. None for anything else."""
+    element = provenance.first_bad_element(context.batch)
+    if element is None or element.leaf != "sample_weight":
+        return None
+    site = change_line.class_weight_site(units)
+    if site is None:
+        return None
+    label = _class_of_row(context.batch, element.row)
+    of_class = f"class {label}" if label is not None else f"the class of row {element.row}"
+    value = element.value
+    weight = (
+        ("NaN" if math.isnan(value) else str(value)) if not math.isfinite(value) else format_number(value)
+    )
+    summary = (
+        f"the class weights given to fit weigh {of_class} {weight}: Keras makes each row's sample weight from "
+        f"class_weight, so row {element.row} of the batch (y = {label}) has sample weight {weight} and the loss is "
+        f"not finite ({os.path.basename(site.file)}:{site.line} makes class_weight)"
+    )
+    evidence: dict[str, Any] = {
+        "element": element.describe(),
+        "class": label,
+        "weight": str(element.value),
+        "step": context.step,
+    }
+    what = (
+        f"class_weight: give every class a finite weight ({of_class} is {weight}: a class with no samples where the "
+        "counts are made divides by 0; count the labels fit trains on)"
+    )
+    return Cause("data", summary, evidence, _change(site, what, "class_weight"))
+
+
+def _class_of_row(batch: Any, row: int) -> int | None:
+    """The class of row `row` of a batch's ``y``: the label, or the one-hot's largest column."""
+    for label, value, _ in provenance.leaves(batch):
+        if label != "y" or not isinstance(value, np.ndarray) or value.ndim == 0 or value.shape[0] <= row:
+            continue
+        target = np.asarray(value[row]).ravel()
+        if target.size == 1:
+            return int(target[0]) if np.isfinite(target[0]) else None
+        return int(np.argmax(target))
+    return None
 
 
 def _batch_provenance(

@@ -35,6 +35,7 @@ class Outlier:
     high: float
     whole_row: bool = False  # the row is 0 throughout where no other row is (an empty, all-padding sequence)
     empty_text: bool = False  # the row is an empty (or blank) string where no other row is (an empty review)
+    good_rows: int | None = None  # how many rows `low` and `high` come from (the rows that are not bad)
 
     def record_text(self) -> str:
         """The record in a few words: 'y[2, 0] = 50', 'x[11] (0 throughout)', 'x[17] (an empty string)'."""
@@ -55,6 +56,8 @@ class Outlier:
                 f"{self.element.leaf}[{self.element.row}] = 0 throughout (none of the other {others} rows is)"
             )
         span = f"{_text(self.low)}" if self.low == self.high else f"{_text(self.low)} to {_text(self.high)}"
+        if self.good_rows is not None and self.good_rows != others:
+            return f"{self.element.describe()} (the {self.good_rows} rows without NaN/Inf: {span})"
         return f"{self.element.describe()} (the other {others} row{'s' if others != 1 else ''}: {span})"
 
 
@@ -92,6 +95,7 @@ class BadRows:
                     "high": _json_float(o.high),
                     "whole_row": o.whole_row,
                     "empty_text": o.empty_text,
+                    **({"good_rows": o.good_rows} if o.good_rows is not None else {}),
                 }
                 for o in self.outliers
             ],
@@ -136,6 +140,7 @@ class BadRows:
                     high,
                     whole_row=item.get("whole_row") is True,
                     empty_text=item.get("empty_text") is True,
+                    good_rows=item["good_rows"] if _is_int(item.get("good_rows")) else None,
                 )
             )
         return cls(list(rows[:MAX_ROWS]), count, batch_rows, outliers)
@@ -161,14 +166,56 @@ def leading_rows(batch: Any) -> int | None:
     return None
 
 
-def _outliers(batch: Any, rows: list[int], batch_rows: int) -> list[Outlier]:
-    """Numeric values of `rows` unlike the same column of every other row: further than `OUTSIDE` times the others'
-    range outside it (where every other row holds one value: any other value), negative where no other row is, or 0
-    where no other row is; and a row of an array that is 0 throughout where no other row is (an empty sequence, all
-    padding), named first."""
+def _unlike(cells: np.ndarray, low: Any, high: Any) -> dict[str, np.ndarray]:
+    """Each rule's verdict on `cells` (one row's values) against the other rows' `low` and `high` per column: further
+    than `OUTSIDE` times their range outside it (where every other row holds one value: any other value), negative
+    where no other row is (a -1 "missing" marker among prices), 0 where no other row is."""
+    margin = OUTSIDE * (high - low)
+    with np.errstate(invalid="ignore"):
+        finite = np.isfinite(cells)
+        return {
+            "range": finite & ((cells < low - margin) | (cells > high + margin)),
+            "negative": finite & (cells < 0) & (low >= 0),
+            "zero": finite & (cells == 0) & ((low > 0) | (high < 0)),
+        }
+
+
+def _rules_that_single_out(good: np.ndarray) -> set[str]:
+    """The rules of `_unlike` that no good row trips against the other good rows (leave one out).
+
+    A rule that good rows trip as well says nothing of the bad ones: across the 784 pixels of an image some pixel of
+    any row is 0 where 15 other rows are not, or outside their range, by chance alone (a Siamese pair of identical
+    images was named by a pixel). A label of 50 among 0s and 1s, or a -1 among prices, is a value no good row
+    holds, so its rule stays."""
+    count = good.shape[0]
+    if count < 3:
+        return set()
+    lows = np.partition(good, 1, axis=0)  # [0]: each column's smallest, [1]: the next
+    highs = np.partition(good, count - 2, axis=0)  # [-1]: each column's largest, [-2]: the next
+    low1, low2, high1, high2 = lows[0], lows[1], highs[-1], highs[-2]
+    kept = {"range", "negative", "zero"}
+    with np.errstate(invalid="ignore"):
+        for row in good:
+            low = np.where(row == low1, low2, low1)  # the others' range: the row's own value left out
+            high = np.where(row == high1, high2, high1)
+            for rule, tripped in _unlike(row, low, high).items():
+                if rule in kept and np.any(tripped):
+                    kept.discard(rule)
+            if not kept:
+                break
+    return kept
+
+
+def _outliers(
+    batch: Any, rows: list[int], batch_rows: int, bad_rows: list[int] | None = None
+) -> list[Outlier]:
+    """Numeric values of `rows` unlike the same column of every row that is not bad (`bad_rows`, all of them;
+    default `rows`) by a rule of `_unlike` that the good rows do not trip among themselves
+    (`_rules_that_single_out`); and a row of an array that is 0 throughout where no other row is (an empty sequence,
+    all padding), named first."""
     found: list[Outlier] = []
     bad = np.zeros(batch_rows, dtype=bool)
-    bad[rows] = True
+    bad[bad_rows if bad_rows is not None else rows] = True
     for label, value, _ in leaves(batch):
         found += _empty_texts(label, value, rows, batch_rows)
         if (
@@ -195,17 +242,14 @@ def _outliers(batch: Any, rows: list[int], batch_rows: int) -> list[Outlier]:
                     found.append(
                         Outlier(BadElement(label, row, index, 0.0, batch_rows), 0.0, 0.0, whole_row=True)
                     )
-        margin = OUTSIDE * (high - low)
+        rules = _rules_that_single_out(others) if np.isfinite(others).all() else set()
         whole = {o.element.row for o in found if o.whole_row and o.element.leaf == label}
         for row in (r for r in rows if r not in whole):  # a row named whole needs no cell of it named
             cells = value[row].astype(np.float64)
-            with np.errstate(invalid="ignore"):
-                outside = np.isfinite(cells) & (
-                    (cells < low - margin)
-                    | (cells > high + margin)
-                    | ((cells < 0) & (low >= 0))  # a -1 "missing" marker among prices
-                    | ((cells == 0) & ((low > 0) | (high < 0)))  # a 0 where no other row has one
-                )
+            verdicts = _unlike(cells, low, high)
+            outside = np.zeros(np.shape(cells), dtype=bool)
+            for rule in rules:
+                outside |= verdicts[rule]
             for position in np.argwhere(np.atleast_1d(outside)):
                 column = tuple(int(i) for i in position) if value.ndim > 1 else ()
                 index = (row, *column)
@@ -214,6 +258,7 @@ def _outliers(batch: Any, rows: list[int], batch_rows: int) -> list[Outlier]:
                         BadElement(label, row, index, float(value[index]), batch_rows),
                         float(np.asarray(low)[column]),
                         float(np.asarray(high)[column]),
+                        good_rows=int(others.shape[0]),
                     )
                 )
     return found[:MAX_ROWS]
@@ -253,8 +298,9 @@ def _empty_texts(label: str, value: Any, rows: list[int], batch_rows: int) -> li
 
 def rows_of(output: np.ndarray, batch: Any) -> BadRows | None:
     """The rows of `batch` where `output` (the origin op's values, batch rows first) holds NaN/Inf; None when its
-    leading dimension is not the batch's, when it has no NaN/Inf, or when every row has them (no one record made
-    them: a weight, a constant or a reduction over the batch did)."""
+    leading dimension is not the batch's, when it has no NaN/Inf, or when more than half the rows have them (no one
+    record made them: a weight, a constant, an overflow of the whole model's values or a reduction over the batch
+    did; naming 56 of 64 rows, or one value of them, says nothing)."""
     batch_rows = leading_rows(batch)
     if batch_rows is None or output.ndim == 0 or output.shape[0] != batch_rows or batch_rows < 2:
         return None
@@ -262,7 +308,7 @@ def rows_of(output: np.ndarray, batch: Any) -> BadRows | None:
         return None
     bad_rows = ~np.isfinite(output.reshape(batch_rows, -1)).all(axis=1)
     count = int(bad_rows.sum())
-    if count == 0 or count == batch_rows:
+    if count == 0 or count > batch_rows // 2:
         return None
     rows = [int(r) for r in np.flatnonzero(bad_rows)]
-    return BadRows(rows[:MAX_ROWS], count, batch_rows, _outliers(batch, rows[:MAX_ROWS], batch_rows))
+    return BadRows(rows[:MAX_ROWS], count, batch_rows, _outliers(batch, rows[:MAX_ROWS], batch_rows, rows))
