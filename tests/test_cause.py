@@ -1040,3 +1040,107 @@ def test_sqrt_at_zero_is_the_cause_even_when_a_row_holds_an_odd_value(tmp_path: 
     )
     cause = classify(findings_of(origin, bad_rows=rows.to_json()), CauseContext(batch=(None, labels)))
     assert cause.kind == "op" and cause.summary.startswith("the step differentiated sqrt at 0"), cause.summary
+
+
+TARGETS_BY_ZERO_STD = """import keras
+import numpy as np
+
+rng = np.random.default_rng(0)
+x = rng.normal(size=(64, 3)).astype("float32")
+targets = np.stack([x[:, 0], x[:, 1] * 2, np.full(64, 5.0)], axis=1)
+y = (targets - targets.mean(axis=0)) / targets.std(axis=0)
+model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(3)])
+model.compile("adam", "mse")
+model.fit(x, y, batch_size=8)
+"""
+
+ENGINEERED_FEATURE = """import keras
+import numpy as np
+
+area = np.array([50.0, 80.0, 120.0, 65.0] * 4)
+rooms = np.array([2.0, 3.0, 0.0, 2.0] * 4)
+area_per_room = area / rooms
+features = np.stack([area, rooms, area_per_room], axis=1).astype("float32")
+prices = area * 3.0
+model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+model.compile("adam", "mse")
+model.fit(features, prices, batch_size=8)
+"""
+
+
+@pytest.mark.parametrize(
+    ("source", "leaf", "bad", "line", "words"),
+    [
+        (
+            TARGETS_BY_ZERO_STD,
+            "y",
+            (slice(None), 2),
+            7,
+            "the computation of y: it makes a whole column NaN/Inf",
+        ),
+        (
+            ENGINEERED_FEATURE,
+            "x",
+            (2, 2),
+            6,
+            "filter or repair non-finite values where area_per_room (column 2",
+        ),
+    ],
+)
+def test_arrays_the_program_computes_name_the_line_that_computes_them(
+    tmp_path: Path, source: str, leaf: str, bad: tuple, line: int, words: str
+) -> None:
+    """No reading call: the arrays are the program's own arithmetic. The change was the fit line with "filter or
+    repair non-finite records where the data is read", and for a target normalised by a zero std (a whole column
+    NaN) "filter records" would drop every row. The line that makes the array fit is given, or the stacked
+    feature's own line, is named; a column NaN/Inf in every row is said to be computed, not a record."""
+    program = tmp_path / "train.py"
+    program.write_text(source)
+    x = np.ones((8, 3), np.float32)
+    y = np.ones((8, 3), np.float32)
+    (x if leaf == "x" else y)[bad] = np.nan if leaf == "y" else np.inf
+    cause = classify(findings_of(None), CauseContext(batch=(x, y), entry_script=str(program)))
+    assert cause.kind == "data", cause.summary
+    assert cause.change is not None and (cause.change.file, cause.change.line) == (str(program), line), (
+        cause.change
+    )
+    assert cause.change.what.startswith(words), cause.change.what
+    whole = f"column 2 of {leaf} is NaN/Inf in every row of the batch: a computed column, not one record"
+    assert (whole in cause.summary) == (leaf == "y"), cause.summary
+
+
+@pytest.mark.parametrize(
+    ("input_name", "health", "summary", "what"),
+    [
+        (
+            "dense_1/Add:0",
+            TensorHealth(dtype="float32", size=32, neg=1, pos=31),
+            "the Log op got 1 negative value in its input dense_1/Add:0: log of a negative number is NaN",
+            "the Log's input: keep it positive (an exp or softplus output), or clip it",
+        ),
+        (
+            "sequential/dense/Softmax:0",
+            TensorHealth(dtype="float32", size=320, zero=10, pos=310),
+            "the Log op got 10 zeros in its input sequential/dense/Softmax:0: log(0) is -inf",
+            "the log of a softmax: take tf.nn.log_softmax of the logits (or a Keras loss with from_logits=True)",
+        ),
+    ],
+)
+def test_a_log_of_negatives_or_of_a_softmax_zero_says_which_values_and_the_way_out(
+    tmp_path: Path, input_name: str, health: TensorHealth, summary: str, what: str
+) -> None:
+    """A Poisson loss written as y_pred - y * log(y_pred) on a linear output, and -sum(y * log(softmax)) by hand:
+    the cause said "a Log op made NaN/Inf from finite inputs" and "keep its inputs in its domain", where the
+    values (a negative, zeros) and the usual way out were known."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=3,
+        role="origin",
+        op=OpRef("loss/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=health.size, nan=health.neg or 0, neg_inf=health.zero or 0),
+        inputs=[InputHealth(input_name, health)],
+    )
+    cause = classify(findings_of(origin), CauseContext())
+    assert cause.kind == "op" and cause.summary == summary, cause.summary
+    assert cause.change is not None and cause.change.what.startswith(what), cause.change.what

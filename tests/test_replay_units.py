@@ -48,6 +48,35 @@ def test_report_says_when_only_graph_mode_reproduces() -> None:
     assert both.note is None
 
 
+def test_report_says_why_graph_mode_shows_fewer_non_finite_values() -> None:
+    """A NaN input row: the graph replay said "loss 0.699, 1 gradient non-finite" (as training saw it) and the eager
+    one "loss nan, 6 gradients non-finite", with nothing to say why; users read two different failures. The fused
+    MatMul+ReLU of the compiled graph turns NaN into 0."""
+    graph = StepVerdict(
+        mode="graph",
+        loss=0.699,
+        loss_finite=True,
+        gradients_finite=False,
+        non_finite_gradients=["dense/kernel"],
+    )
+    eager = StepVerdict(
+        mode="eager",
+        loss=float("nan"),
+        loss_finite=False,
+        gradients_finite=False,
+        non_finite_gradients=["dense/kernel", "dense/bias", "dense_1/kernel"],
+    )
+    report = ReplayReport(bundle="b", entry_script="s", verdicts={"graph": graph, "eager": eager})
+    assert report.note is not None and report.note.startswith(
+        "Both modes reproduce it, graph mode with fewer"
+    )
+    assert "fused ReLU turns NaN into 0" in report.note
+    same = ReplayReport(bundle="b", entry_script="s", verdicts={"graph": eager, "eager": eager})
+    assert same.note is None
+    dumped = StepVerdict.from_json({**graph.to_json(), "dumped": True})  # a dump turns fusion off: no claim
+    assert ReplayReport(bundle="b", entry_script="s", verdicts={"graph": dumped, "eager": eager}).note is None
+
+
 # ---- entry scripts (no TensorFlow) ------------------------------------------------------------------------------
 
 

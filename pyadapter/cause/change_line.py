@@ -435,6 +435,88 @@ def class_weight_site(units: list[SourceUnit]) -> Site | None:
     return None
 
 
+def _fit_calls(units: list[SourceUnit], fit_code: str | None) -> list[tuple[SourceUnit, ast.Call]]:
+    """The ``.fit(...)`` calls of the user's code, the one whose first line is `fit_code` (recorded in the bundle:
+    the fit that failed, in a notebook that trains two models) first."""
+    found = [
+        (unit, node)
+        for unit in units
+        for node in calls(unit)
+        if called_name(node) == "fit" and isinstance(node.func, ast.Attribute)
+    ]
+    if fit_code:
+        found.sort(key=lambda pair: pair[0].line(pair[1].lineno).strip() != fit_code.strip())
+    return found
+
+
+def _last_assignment(unit: SourceUnit, name: str, before: int) -> ast.stmt | None:
+    """The last statement before line `before` that assigns `name` (``y = ...``, ``y /= std``, ``x, y = ...``)."""
+    best: ast.stmt | None = None
+    for node in ast.walk(unit.tree):
+        if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or node.lineno >= before:
+            continue
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        if name in names and (best is None or node.lineno > best.lineno):
+            best = node
+    return best
+
+
+_COLUMN_STACKS = ("column_stack", "stack")
+
+
+def _stacked_column(statement: ast.stmt, column: int | None) -> str | None:
+    """The name stacked as column `column` by ``X = np.column_stack([a, b, c])`` / ``np.stack([...], axis=1)``."""
+    value = getattr(statement, "value", None)
+    while (  # np.stack([...], axis=1).astype("float32")
+        isinstance(value, ast.Call)
+        and called_name(value) == "astype"
+        and isinstance(value.func, ast.Attribute)
+        and isinstance(value.func.value, ast.Call)
+    ):
+        value = value.func.value
+    if column is None or not isinstance(value, ast.Call) or called_name(value) not in _COLUMN_STACKS:
+        return None
+    if called_name(value) == "stack":
+        axis = number(keyword(value, "axis") or (value.args[1] if len(value.args) > 1 else None))
+        if axis not in (1, -1):
+            return None
+    items = value.args[0] if value.args else None
+    if not isinstance(items, (ast.List, ast.Tuple)) or column >= len(items.elts):
+        return None
+    item = items.elts[column]
+    return item.id if isinstance(item, ast.Name) else None
+
+
+def fit_array_site(
+    units: list[SourceUnit], leaf: str, column: int | None = None, fit_code: str | None = None
+) -> Site | None:
+    """Where the array that fit was given as `leaf` (``x``, ``y``, ``sample_weight``) is made, when it is a name
+    assigned in the user's code: the last assignment of it before the fit call (``y = (targets - mean) / std``),
+    and, for ``X = np.column_stack([a, b, c])``, the assignment of the name stacked as `column`. None for an array
+    written in the call itself, or a name the code does not assign."""
+    positions = {"x": 0, "y": 1, "sample_weight": 2}
+    position = positions.get(leaf.split("[")[0])
+    if position is None:
+        return None
+    for unit, call in _fit_calls(units, fit_code)[:1]:
+        name = [k for k in ("x", "y", "sample_weight") if positions[k] == position][0]
+        argument = call.args[position] if len(call.args) > position else keyword(call, name)
+        if not isinstance(argument, ast.Name):
+            return None
+        statement = _last_assignment(unit, argument.id, call.lineno)
+        if statement is None:
+            return None
+        name = argument.id
+        stacked = _stacked_column(statement, column)
+        source = _last_assignment(unit, stacked, statement.lineno) if stacked is not None else None
+        if source is not None:
+            statement, name = source, f"{stacked} (column {column} of {argument.id})"
+        node = getattr(statement, "value", None)
+        return Site(unit, node, name, target="array") if isinstance(node, ast.expr) else None
+    return None
+
+
 _SUFFIX = re.compile(r"^(.*?)(?:_(\d+))?$")
 
 

@@ -391,6 +391,9 @@ def _op(
             else "with no growth over the steps before"
         )
         summary = f"a {origin.op.type} op overflowed on finite inputs {before}"
+    words = None if overflow else _out_of_domain_words(origin)
+    if words is not None:
+        summary, what = words
     if (zeros := _sqrt_differentiated_at_zero(origin)) is not None:
         # The forward value is a harmless 0; only its gradient is not, which the generic words do not say.
         evidence["zeros_in"] = zeros
@@ -404,6 +407,50 @@ def _op(
         evidence["bad_rows"] = rows.to_json()
         summary += f", in {rows.rows_text()} of the batch only"
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+# What each op makes of a value outside its domain, and a way to keep its input inside.
+_DOMAIN_WORDS = {
+    "Log": ("log", "tf.math.log(tf.maximum(x, 1e-7))"),
+    "Sqrt": ("sqrt", "tf.sqrt(tf.maximum(x, 0.0))"),
+    "Rsqrt": ("rsqrt", "tf.math.rsqrt(tf.maximum(x, 1e-12))"),
+}
+
+
+def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
+    """(summary, what to change) for a log/sqrt/rsqrt whose input held negatives (NaN) or, for log and rsqrt,
+    zeros (-inf / +inf): the generic "made NaN/Inf from finite inputs, keep its inputs in its domain" named
+    neither the values nor a way out. None for other ops or inputs."""
+    words = _DOMAIN_WORDS.get(origin.op.type)
+    measured = [i for i in origin.inputs if i.health is not None and i.health.is_finite]
+    if words is None or len(measured) != 1 or measured[0].health is None:
+        return None
+    name, fix = words
+    value = measured[0]
+    health = value.health
+    assert health is not None
+    negative, zero = health.neg or 0, health.zero or 0
+    if negative:
+        found = f"{negative} negative value{'s' if negative != 1 else ''}"
+        result = f"{name} of a negative number is NaN"
+    elif zero and name != "sqrt":
+        found = f"{zero} zero{'s' if zero != 1 else ''}"
+        result = f"{name}(0) is {'-inf' if name == 'log' else 'inf'}"
+    else:
+        return None
+    summary = f"the {origin.op.type} op got {found} in its input {value.name}: {result}"
+    if name == "log" and "softmax" in value.name.lower():
+        what = (
+            "the log of a softmax: take tf.nn.log_softmax of the logits (or a Keras loss with from_logits=True), "
+            f"or keep it above 0 ({fix})"
+        )
+    elif name == "log" and negative:
+        what = (
+            f"the {origin.op.type}'s input: keep it positive (an exp or softplus output), or clip it ({fix})"
+        )
+    else:
+        what = f"the {origin.op.type}'s input: keep it in the domain ({fix})"
+    return summary, what
 
 
 def _made_by_a_gradient_of_the_users(origin: Finding, units: list[SourceUnit]) -> bool:
@@ -812,7 +859,43 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
     summary = f"the data held NaN/Inf before any op touched it: {element}{came}"
     if where and where.get("batch_index") is not None:
         summary += f" (batch {where['batch_index']}, row {where['batch_row']})"
-    return Cause("data", summary, evidence, _reading_change(findings, site), provenance=where)
+    bad = provenance.first_bad_element(context.batch)
+    column = _whole_column(context.batch, bad)
+    if column is not None:
+        summary += f"; {column}"
+    change = _reading_change(findings, site)
+    if site is None and bad is not None:
+        # Arrays made by the program's own arithmetic (no reading call): where the array fit is given is made.
+        fit_code = (context.model_info.get("fit_call") or {}).get("code")
+        at = bad.index[1] if len(bad.index) == 2 else None
+        made = change_line.fit_array_site(
+            units, bad.leaf, at, fit_code if isinstance(fit_code, str) else None
+        )
+        if made is not None:
+            what = (
+                f"the computation of {made.name}: it makes a whole column NaN/Inf (a division by a zero std or "
+                "count, a log of 0), so no record is to blame"
+                if column is not None
+                else f"filter or repair non-finite values where {made.name} is made"
+            )
+            change = _change(made, what, "array")
+    return Cause("data", summary, evidence, change, provenance=where)
+
+
+def _whole_column(batch: Any, bad: Any) -> str | None:
+    """'column 2 of y is NaN/Inf in every row of the batch: a computed column, not one record' when the bad
+    element's column holds no finite value in any row (a target normalised by a zero std); else None."""
+    if bad is None or len(bad.index) != 2:
+        return None
+    for label, value, _ in provenance.leaves(batch):
+        if label != bad.leaf or not isinstance(value, np.ndarray) or value.ndim != 2 or value.shape[0] < 2:
+            continue
+        if not np.isfinite(value[:, bad.index[1]]).any():
+            return (
+                f"column {bad.index[1]} of {bad.leaf} is NaN/Inf in every row of the batch: a computed column, not "
+                "one record"
+            )
+    return None
 
 
 def _class_weighted(findings: Findings, context: CauseContext, units: list[SourceUnit]) -> Cause | None:

@@ -108,6 +108,27 @@ class StepVerdict:
         )
 
 
+def _non_finite_count(verdict: StepVerdict) -> int:
+    return (
+        (verdict.loss_finite is False) + len(verdict.non_finite_gradients) + len(verdict.non_finite_weights)
+    )
+
+
+def _fusion_note(graph: StepVerdict, eager: StepVerdict) -> str | None:
+    """Both modes reproduce, the graph run with fewer non-finite values (a finite loss and one gradient, where eager
+    has a NaN loss and every gradient): TensorFlow's graph rewrites fuse a MatMul with its bias and ReLU on CPU,
+    and the fused ReLU gives 0 for NaN where relu(NaN) is NaN eagerly. Said so the two verdicts do not read as two
+    failures. None when they agree."""
+    if _non_finite_count(graph) >= _non_finite_count(eager):
+        return None
+    return (
+        "Both modes reproduce it, graph mode with fewer non-finite values than eager: the compiled graph runs "
+        "some ops fused (on CPU a MatMul with its bias and ReLU, and the fused ReLU turns NaN into 0), so values "
+        "after them can stay finite. The graph run computes as training's compiled step did; the eager run "
+        "shows the NaN op by op."
+    )
+
+
 def _is_numeric_error(message: str) -> bool:
     # tf.debugging.check_numerics / assert_all_finite raise InvalidArgumentError naming NaN or Inf.
     return re.search(r"\b(nan|inf|infinity)\b", message, re.IGNORECASE) is not None
@@ -189,7 +210,11 @@ class ReplayReport:
 
             text = note(list(dict.fromkeys(stateful)))
             return text[0].upper() + text[1:] + "."
-        if graph is None or eager is None or graph.reproduced == eager.reproduced:
+        if graph is None or eager is None:
+            return None
+        if graph.reproduced and eager.reproduced and not graph.dumped:
+            return _fusion_note(graph, eager)
+        if graph.reproduced == eager.reproduced:
             return None
         if graph.reproduced:
             return (
