@@ -313,3 +313,44 @@ def test_guard_step_records_the_loops_text_file(tmp_path: Path) -> None:
     assert source.order == "shuffled" and source.position is None
     assert source.found is not None and (source.found.line, source.found.field_text) == (152, "inf")
     assert source.found.field == "b"  # the header line names the column
+
+
+def test_tfrecords_with_the_same_label_are_told_apart_by_where_their_nan_sits(tmp_path: Path) -> None:
+    """An ETL wrote two records with a NaN feature, both labelled 2; the pipeline normalises the features, so no
+    finite value of the batch row is in the file. The note said "2 records hold non-finite values and the batch
+    row's values do not tell them apart", though the row is NaN at feature 0 and only one record is."""
+    tf = pytest.importorskip("tensorflow")
+    path = tmp_path / "sensors.tfrecord"
+    rng = np.random.default_rng(0)
+    table = rng.uniform(5.0, 15.0, size=(40, 4)).astype(np.float32)
+    labels = rng.integers(0, 4, size=40)
+    table[11, 2], labels[11] = np.nan, 2
+    table[29, 0], labels[29] = np.nan, 2
+    with tf.io.TFRecordWriter(str(path)) as writer:
+        for features, label in zip(table, labels, strict=True):
+            example = tf.train.Example(
+                features=tf.train.Features(
+                    feature={
+                        "features": tf.train.Feature(float_list=tf.train.FloatList(value=features)),
+                        "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[int(label)])),
+                    }
+                )
+            )
+            writer.write(example.SerializeToString())
+    x = (table[:8] - 10.0) / 3.0
+    x[3] = (table[29] - 10.0) / 3.0
+    y = labels[:8].copy()
+    y[3] = 2
+    where = data_provenance(
+        (x, y),
+        None,
+        batch_index=5,
+        epoch=0,
+        batch_size=None,
+        shuffled=None,
+        cwd=None,
+        data_source=DataSource(files=[SourceFile(str(path), "tfrecord")], order="shuffled"),
+        folders=[str(tmp_path)],
+    )
+    assert where is not None and where.get("record") == 29, where
+    assert where["sentence"].startswith("sensors.tfrecord record 29: feature 'features[0]' is nan"), where

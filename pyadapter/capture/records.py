@@ -53,6 +53,9 @@ class RowValues:
 
     values: list[float] = field(default_factory=list)
     named: dict[str, float] = field(default_factory=dict)
+    # Where each array of the row holds NaN/Inf: (its size, the positions in it). A record whose feature list has
+    # its non-finite values at the same positions is the row's, even when the pipeline scaled the finite ones.
+    gaps: list[tuple[int, tuple[int, ...]]] = field(default_factory=list)
 
     def empty(self) -> bool:
         return not self.values and not self.named
@@ -128,6 +131,9 @@ def batch_row(batch: Any, row: int, rows: int) -> RowValues:
         if column is not None and flat.size == 1:
             out.named[column] = float(flat[0])
         out.values += [float(v) for v in flat[:256] if math.isfinite(v)]
+        gaps = tuple(int(i) for i in np.flatnonzero(~np.isfinite(flat)))
+        if gaps:
+            out.gaps.append((int(flat.size), gaps))
     return out
 
 
@@ -159,6 +165,17 @@ class _Candidate:
     field_text: str | None
     text: str | None
     score: int
+
+
+# A record whose non-finite values sit where the row's do outweighs any count of matching values.
+GAPS_MATCH = 1_000_000
+
+
+def _gaps_match(row: RowValues, values: list[float | None]) -> bool:
+    """Whether `values` (a record's feature list, or a CSV line's fields) has its non-finite values at the very
+    positions, and of the same count of values, as one of the row's arrays."""
+    gaps = tuple(i for i, v in enumerate(values) if v is not None and not math.isfinite(v))
+    return bool(gaps) and (len(values), gaps) in row.gaps
 
 
 def _score(row: RowValues, numbers: list[float], by_name: dict[str, list[float]]) -> int:
@@ -225,7 +242,7 @@ def _csv_candidates(source: SourceFile, path: str, row: RowValues, deadline: flo
                 name,
                 fields[bad].strip(),
                 text[:TEXT_LIMIT],
-                _score(row, numbers, by_name),
+                _score(row, numbers, by_name) + (GAPS_MATCH if _gaps_match(row, values) else 0),
             )
 
 
@@ -300,7 +317,10 @@ def _tfrecord_candidates(path: str, row: RowValues, deadline: float) -> Iterator
         by_name = {k: v for k, v in features.items()}
         name = key if len(features[key]) == 1 else f"{key}[{index}]"
         text = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-        yield _Candidate(record, None, name, text, None, _score(row, numbers, by_name))
+        score = _score(row, numbers, by_name)
+        if any(_gaps_match(row, list(values)) for values in features.values()):
+            score += GAPS_MATCH
+        yield _Candidate(record, None, name, text, None, score)
 
 
 def find_record(
