@@ -144,3 +144,27 @@ def test_most_rows_bad_is_no_single_record_and_bad_rows_are_not_the_others() -> 
         "y[1, 0] = 7 (the 6 rows without NaN/Inf: 0)",
         "y[4, 0] = 9 (the 6 rows without NaN/Inf: 0)",
     ]
+
+
+def test_an_empty_token_list_of_a_ragged_batch_is_the_record() -> None:
+    """Bag-of-words over ragged token lists, the mean a sum over the row length: an empty document is 0 / 0. The
+    rows were named without saying why ("in rows 8 and 28 of the batch only"); they are the empty sequences."""
+    from pyadapter.capture.batchcodec import RaggedLeaf
+
+    lengths = np.array([3, 5, 2, 4, 0, 6, 1, 2, 0, 3])
+    splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = RaggedLeaf(np.arange(1, splits[-1] + 1, dtype=np.int64), (splits,))
+    labels = (np.arange(10) % 2).astype(np.float32)
+    found = rows_of(loss_values([4, 8], rows=10), (tokens, labels))
+    assert found is not None and [o.record_text() for o in found.outliers] == [
+        "x[4] (an empty sequence)",
+        "x[8] (an empty sequence)",
+    ]
+    again = BadRows.from_json(found.to_json())
+    assert again is not None and again.outliers[0].empty_sequence
+    # An empty row among the good ones too: empty rows are ordinary here, not the cause.
+    lengths[2] = 0
+    splits = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    tokens = RaggedLeaf(np.arange(1, splits[-1] + 1, dtype=np.int64), (splits,))
+    found = rows_of(loss_values([4, 8], rows=10), (tokens, labels))
+    assert found is not None and found.outliers == []

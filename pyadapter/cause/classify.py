@@ -552,9 +552,12 @@ def _row_outlier(
     op = origin.op.type
     evidence = _read_evidence(origin, context, outlier.element, bad_rows=rows.to_json())
     at = f" (batch {batch_index})" if batch_index is not None else ""
+    record = "that record" if rows.count == 1 else f"row {outlier.element.row}"
+    whole = outlier.whole_row or outlier.empty_text or outlier.empty_sequence
+    unlike = "is unlike the other rows" if whole else "holds a value unlike the other rows'"
     summary = (
-        f"the {op} op made NaN/Inf in {rows.rows_text()} of the batch{at} only, and that record holds a value unlike "
-        f"the other rows': {outlier.describe()}{_array_index_text(where)}"
+        f"the {op} op made NaN/Inf in {rows.rows_text()} of the batch{at} only, and {record} {unlike}: "
+        f"{outlier.describe()}{_array_index_text(where)}"
     )
     what = (
         f"the record {outlier.record_text()}: correct it or leave it out where the data is read; or keep "

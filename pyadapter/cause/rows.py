@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from pyadapter.capture.batchcodec import RaggedLeaf
 from pyadapter.capture.records import BadElement, leaves
 
 MAX_ROWS = 5  # rows named at most (a bad op on every row is no single record's doing: see rows_of)
@@ -36,11 +37,14 @@ class Outlier:
     whole_row: bool = False  # the row is 0 throughout where no other row is (an empty, all-padding sequence)
     empty_text: bool = False  # the row is an empty (or blank) string where no other row is (an empty review)
     good_rows: int | None = None  # how many rows `low` and `high` come from (the rows that are not bad)
+    empty_sequence: bool = False  # the row of a ragged batch has no values where no good row is empty
 
     def record_text(self) -> str:
         """The record in a few words: 'y[2, 0] = 50', 'x[11] (0 throughout)', 'x[17] (an empty string)'."""
         if self.empty_text:
             return f"{self.element.leaf}[{self.element.row}] (an empty string)"
+        if self.empty_sequence:
+            return f"{self.element.leaf}[{self.element.row}] (an empty sequence)"
         if self.whole_row:
             return f"{self.element.leaf}[{self.element.row}] (0 throughout)"
         return self.element.describe()
@@ -51,6 +55,8 @@ class Outlier:
         others = self.element.rows - 1
         if self.empty_text:
             return f"{self.element.leaf}[{self.element.row}] = '' (an empty string; none of the other {others} rows is)"
+        if self.empty_sequence:
+            return f"{self.element.leaf}[{self.element.row}] is empty (length 0, where no row without NaN/Inf is)"
         if self.whole_row:
             return (
                 f"{self.element.leaf}[{self.element.row}] = 0 throughout (none of the other {others} rows is)"
@@ -95,6 +101,7 @@ class BadRows:
                     "high": _json_float(o.high),
                     "whole_row": o.whole_row,
                     "empty_text": o.empty_text,
+                    **({"empty_sequence": True} if o.empty_sequence else {}),
                     **({"good_rows": o.good_rows} if o.good_rows is not None else {}),
                 }
                 for o in self.outliers
@@ -140,6 +147,7 @@ class BadRows:
                     high,
                     whole_row=item.get("whole_row") is True,
                     empty_text=item.get("empty_text") is True,
+                    empty_sequence=item.get("empty_sequence") is True,
                     good_rows=item["good_rows"] if _is_int(item.get("good_rows")) else None,
                 )
             )
@@ -218,6 +226,7 @@ def _outliers(
     bad[bad_rows if bad_rows is not None else rows] = True
     for label, value, _ in leaves(batch):
         found += _empty_texts(label, value, rows, batch_rows)
+        found += _empty_sequences(label, value, rows, bad)
         if (
             not isinstance(value, np.ndarray)
             or value.ndim == 0
@@ -262,6 +271,21 @@ def _outliers(
                     )
                 )
     return found[:MAX_ROWS]
+
+
+def _empty_sequences(label: str, value: Any, rows: list[int], bad: np.ndarray) -> list[Outlier]:
+    """Rows of a ragged batch (token lists of any length) that hold no values where no good row is empty: a mean
+    over an empty row is a sum of nothing divided by a length of 0."""
+    if not isinstance(value, RaggedLeaf) or value.rows != bad.shape[0] or bad.shape[0] < 3:
+        return []
+    lengths = np.diff(value.row_splits[0])
+    if (lengths[~bad] == 0).any():
+        return []
+    return [
+        Outlier(BadElement(label, row, (row,), 0.0, int(bad.shape[0])), 0.0, 0.0, empty_sequence=True)
+        for row in rows
+        if lengths[row] == 0
+    ]
 
 
 def _empty_texts(label: str, value: Any, rows: list[int], batch_rows: int) -> list[Outlier]:
