@@ -71,6 +71,11 @@ class NonFiniteStepError(RuntimeError):
         self.failure = failure
 
 
+# A traceback names it as users import it (``pyadapter.NonFiniteStepError: NanGuard: step 9 ...``), not as the
+# module that raises it: the stop is NaN Lens doing its job, not an error inside it.
+NonFiniteStepError.__module__ = "pyadapter"
+
+
 class GuardedStep:
     """A step function wrapped by `guard_step`. Call it like the original; ``.failures`` / ``.last_bundle`` tell
     what happened; ``.python_function`` / ``.step_function`` are the original and what was wrapped."""
