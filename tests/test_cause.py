@@ -1144,3 +1144,36 @@ def test_a_log_of_negatives_or_of_a_softmax_zero_says_which_values_and_the_way_o
     cause = classify(findings_of(origin), CauseContext())
     assert cause.kind == "op" and cause.summary == summary, cause.summary
     assert cause.change is not None and cause.change.what.startswith(what), cause.change.what
+
+
+def test_a_schedule_names_the_rate_it_gave_the_failing_step_and_its_piece(tmp_path: Path) -> None:
+    """``PiecewiseConstantDecay(boundaries=[50, 100], values=[0.01, 5.0, 0.001])`` (5.0 typed for 0.005): the run
+    diverges after step 50. The cause said "the learning rate of PiecewiseConstantDecay: lower it", though the
+    bundle records the rate the failing step used (5.0): it is named, with the piece's own line."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    program.write_text(
+        TRAIN.replace(
+            '    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9), loss="mse")\n',
+            "    rate = keras.optimizers.schedules.PiecewiseConstantDecay(\n"
+            "        boundaries=[50, 100], values=[0.01, 5.0, 0.001])\n"
+            '    model.compile(optimizer=keras.optimizers.SGD(learning_rate=rate), loss="mse")\n',
+        )
+    )
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(5.0, schedule="PiecewiseConstantDecay"),
+        step=17,
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence", cause.summary
+    assert "diverged at learning rate 5 (from PiecewiseConstantDecay at step 17)" in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE + 1, cause.change  # values=[...]
+    assert cause.change.what.startswith(
+        "the learning rate 5 that PiecewiseConstantDecay gives at step 17: lower it (try 0.5)"
+    ), cause.change.what

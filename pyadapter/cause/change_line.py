@@ -279,6 +279,19 @@ def hand_update_site(units: list[SourceUnit]) -> Site | None:
     return None
 
 
+def number_written_in(site: Site, value: float) -> ast.expr | None:
+    """The number literal equal to `value` written in the call at `site` (``values=[0.01, 5.0, 0.001]`` of a
+    ``PiecewiseConstantDecay``: the piece in effect), or None when no literal or more than one is."""
+    found = [
+        node
+        for node in ast.walk(site.node)
+        if isinstance(node, (ast.Constant, ast.UnaryOp))
+        and (written := number(node)) is not None
+        and abs(written - value) <= 1e-6 * max(1.0, abs(value))
+    ]
+    return found[0] if len(found) == 1 else None
+
+
 def construction_site(units: list[SourceUnit], name: str) -> Site | None:
     """The first call of `name` (a class, by its last dotted part) in the user's code."""
     for unit in units:

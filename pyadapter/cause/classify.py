@@ -639,10 +639,18 @@ def _divergence(
         evidence["fast"] = True  # too few steps for a trend: the jump and the update size are the evidence
     trend_text = " and ".join(texts)
     change = None
+    scheduled = None  # the rate a schedule gave the failing step, said with the schedule and the step
     if site is not None and site.learning_rate is None:
         # The line names no number (``SGD(FLAGS.learning_rate)``): the rate the failing step used, and the
         # command-line flag that gave it, when the bundle recorded them.
         used = context.learning_rate
+        if used is not None and used.finite and used.schedule is not None and used.value > 0:
+            at_step = f" at step {context.step}" if context.step is not None else ""
+            scheduled = f"{format_number(used.value)} (from {used.schedule}{at_step})"
+            evidence["scheduled_learning_rate"] = used.value
+            piece = change_line.number_written_in(site, used.value)
+            if piece is not None:  # the piece of PiecewiseConstantDecay(values=[...]) in effect: its own line
+                site = dataclasses.replace(site, node=piece)
         if used is not None and used.finite and used.schedule is None and used.value > 0:
             flag = _rate_flag(context.argv, used.value)
             given = f", given as {flag} on the command line" if flag else ""
@@ -662,12 +670,21 @@ def _divergence(
             what = f"learning rate {format_number(rate)} ({site.name}{momentum}): {advice}, or clip the gradients"
         elif searched:
             what = f"the learning rate of {site.name}: {searched[1]}, or clip the gradients"
+        elif scheduled is not None and context.learning_rate is not None:
+            value = context.learning_rate.value
+            at_step = f" at step {context.step}" if context.step is not None else ""
+            what = (
+                f"the learning rate {format_number(value)} that {site.name} gives{at_step}: lower it (try "
+                f"{format_number(value / 10)}), or clip the gradients"
+            )
         else:
             what = f"the learning rate of {site.name}: lower it, or clip the gradients"
         change = _change(site, what, _site_target(site))
     rate_text = (
         f" at learning rate {format_number(site.learning_rate)}"
         if site is not None and site.learning_rate
+        else f" at learning rate {scheduled}"
+        if scheduled is not None
         else ""
     )
     ending = (
