@@ -1177,3 +1177,65 @@ def test_a_schedule_names_the_rate_it_gave_the_failing_step_and_its_piece(tmp_pa
     assert cause.change.what.startswith(
         "the learning rate 5 that PiecewiseConstantDecay gives at step 17: lower it (try 0.5)"
     ), cause.change.what
+
+
+def test_a_warmup_target_is_the_rate_named_and_clipping_is_not_advised_twice(tmp_path: Path) -> None:
+    """``CosineDecay(1e-4, 1000, warmup_target=50.0, warmup_steps=20)`` with ``AdamW(global_clipnorm=1.0)``: the
+    cause said "learning rate 1e-4 (CosineDecay): try 1e-5, or clip the gradients", the initial rate (not what
+    ran: 49.8 after the warmup) and clipping the gradients that were clipped already."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    program.write_text(
+        TRAIN.replace(
+            '    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9), loss="mse")\n',
+            "    rate = keras.optimizers.schedules.CosineDecay(1e-4, 1000,\n"
+            "        warmup_target=50.0, warmup_steps=20)\n"
+            '    model.compile(optimizer=keras.optimizers.AdamW(rate, global_clipnorm=1.0), loss="mse")\n',
+        )
+    )
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "AdamW", "optimizers": ["AdamW"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(49.76, schedule="CosineDecay"),
+        step=17,
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert "diverged at learning rate 49.8 (from CosineDecay at step 17)" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE + 1, cause.change  # warmup_target
+    assert cause.change.what == (
+        "the learning rate 49.8 that CosineDecay gives at step 17: lower it (try 4.98) (the gradients are clipped "
+        "already: global_clipnorm=1.0)"
+    ), cause.change.what
+
+
+SWEEP = """import keras
+import numpy as np
+
+x = np.ones((64, 3), np.float32)
+y = np.ones((64, 1), np.float32)
+for lr in [1e-3, 1e-2, 5.0]:
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(lr), "mse")
+    model.fit(x, y)
+"""
+
+
+def test_a_sweep_s_diverging_rate_is_changed_where_the_sweep_writes_it(tmp_path: Path) -> None:
+    """A notebook's learning-rate sweep, ``for lr in [1e-3, 1e-2, 5.0]:`` around ``SGD(lr)``: the cause named the
+    rate (recorded: 5) at the optimizer's line, where no number is written; the sweep's list holds it."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "sweep.py"
+    program.write_text(SWEEP)
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(5.0),
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence" and "diverged at learning rate 5:" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 6, cause.change
+    assert cause.change.what.startswith("learning rate 5 (SGD): try 0.5"), cause.change.what

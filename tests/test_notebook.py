@@ -797,3 +797,40 @@ except NonFiniteStepError as error:
     ]
     assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
     assert list((folder / ".nanlens" / "cells").glob("branching-*/cell3.py")), "the cell files are on disk"
+
+
+@pytest.mark.slow
+def test_a_sweep_cell_replays_the_fit_that_diverged(tmp_path):
+    """A learning-rate sweep in one cell, ``for lr in [1e-3, 1e-2, 5.0]: ... model.fit(...)``: the third fit
+    diverges. The bundle's fit was matched by its cell alone, so the replay took over the first fit of the sweep
+    (lr=1e-3) and still said "NaN reproduced" from the captured weights. Fits are counted per run of their cell now:
+    the first two run one step each and the third is replayed; the cause's line is the sweep's list."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    sweep = """keras.utils.set_random_seed(1)
+rng = np.random.default_rng(0)
+x = rng.normal(size=(256, 8)).astype("float32")
+y = (x @ rng.normal(size=(8, 1))).astype("float32")
+histories = {}
+for lr in [1e-3, 1e-2, 5.0]:
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(32, activation="relu"), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(lr), "mse")
+    histories[lr] = model.fit(x, y, batch_size=32, epochs=3, verbose=0, callbacks=[NanGuard(CAPTURE_DIR)])"""
+    cells = [("code", IMPORTS), ("code", f"CAPTURE_DIR = {str(capture_dir)!r}"), ("code", sweep)]
+    path = folder / "sweep.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, "sweep.ipynb")
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    result = _nanlens("replay", bundle, folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert "the 2 fits before it (other calls, optimizers or weights) ran one step each" in report["route"], (
+        report["route"]
+    )
+    assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
+    located = json.loads(_nanlens("locate", bundle, folder).stdout)
+    change = located["cause"]["change"]
+    assert (located["cause"]["kind"], change["cell"], change["line"]) == ("divergence", 2, 6), located[
+        "cause"
+    ]

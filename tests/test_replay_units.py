@@ -402,10 +402,28 @@ def test_a_fit_call_is_read_as_data_and_matched_by_text_and_order_or_cell() -> N
     counter = FitCounter()
     folds = [counter.begin("model.fit(x, y)") for _ in range(5)]
     assert [recorded.same_fit(call) for call in folds if call] == [False, False, False, True, False]
-    in_cell = FitCall("model.fit(x, y)", 2, cell=6)
+    in_cell = FitCall("model.fit(x, y)", 2, cell=6)  # an older bundle: the cell alone tells
     assert in_cell.same_fit(FitCall("model.fit(x, y)", 1, cell=6))
     assert not in_cell.same_fit(FitCall("model.fit(x, y)", 2, cell=4))
     assert FitCall.from_json(in_cell.to_json()) == in_cell
+
+
+def test_a_notebook_sweep_s_fits_are_told_apart_within_a_run_of_their_cell() -> None:
+    """A cell ``for lr in [1e-3, 1e-2, 5.0]: ... model.fit(...)`` and the third fit diverges: the fit was matched by
+    its cell alone, so the replay took over the first fit (lr=1e-3). Fits are counted per run of the cell (the
+    kernel's execution count), which a re-entry runs once, so the third fit of the run is the one taken; a cell run
+    again in the kernel starts counting again."""
+    from pyadapter.capture.fit_call import FitCall, FitCounter
+
+    kernel = FitCounter()
+    first_run = [kernel.begin("model.fit(x, y)", cell=5, run=7) for _ in range(3)]
+    again = [kernel.begin("model.fit(x, y)", cell=5, run=8) for _ in range(3)]  # the cell run again: In [8]
+    recorded = FitCall.from_json(again[2].to_json() if again[2] else None)
+    assert recorded is not None and recorded.ordinal == 2 and recorded.per_cell_run, recorded
+    assert first_run[2] is not None and first_run[2].ordinal == 2
+    reentry = FitCounter()
+    sweep = [reentry.begin("model.fit(x, y)", cell=5, run=5) for _ in range(3)]
+    assert [recorded.same_fit(call) for call in sweep if call] == [False, False, True]
 
 
 def test_a_window_report_whose_captured_run_only_grew_says_so() -> None:

@@ -4,7 +4,10 @@ once per fold). A replay by re-entry runs the program again and takes over the f
 (`pyadapter.replay.reentry`); the text, not the line number, so that an edit elsewhere in the file (the fix being
 verified) does not lose the fit.
 
-Manifest (``manifest["model"]["fit_call"]``): ``{"code": "model.fit(x, y, epochs=6)", "ordinal": 1}``.
+Manifest (``manifest["model"]["fit_call"]``): ``{"code": "model.fit(x, y, epochs=6)", "ordinal": 1}``; in a
+notebook also ``"cell": 5, "per_cell_run": true``: the ordinal counts the fits the line began in that run of its cell
+(a sweep's ``for lr in [...]: model.fit(...)`` begins three in one run), since a kernel runs cells again and a
+re-entry runs each once.
 """
 
 from __future__ import annotations
@@ -26,11 +29,16 @@ class FitCall:
     code: str  # the calling line's text, stripped
     ordinal: int  # fits begun from a line of this text before this one, in this process
     cell: int | None = None  # in a notebook: the cell (0-based among all cells) the line is in
+    # In a notebook: `ordinal` counts within one run of the cell (older bundles counted over the kernel's life, and
+    # a re-entry could not match that: their notebook fits are told by the cell alone).
+    per_cell_run: bool = False
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "ordinal": self.ordinal}
         if self.cell is not None:
             out["cell"] = self.cell
+        if self.per_cell_run:
+            out["per_cell_run"] = True
         return out
 
     @classmethod
@@ -43,16 +51,15 @@ class FitCall:
             return None
         if not isinstance(ordinal, int) or not _count(ordinal) or not (cell is None or _count(cell)):
             return None
-        return cls(code, ordinal, cell)
+        return cls(code, ordinal, cell, data.get("per_cell_run") is True)
 
     def same_fit(self, other: FitCall) -> bool:
-        """Whether `other`, a fit begun in a re-entry, is this one. In a notebook the cell tells it (a kernel counts
-        the fits of cells run again, which a re-entry runs once, in order); in a script the line's text and how
-        many fits it began before."""
+        """Whether `other`, a fit begun in a re-entry, is this one: the line's text and how many fits it began before
+        (in a notebook, in that run of its cell, and the cell). An older notebook bundle: the cell alone."""
         if self.code != other.code:
             return False
         if self.cell is not None:
-            return other.cell == self.cell
+            return other.cell == self.cell and (not self.per_cell_run or other.ordinal == self.ordinal)
         return other.ordinal == self.ordinal
 
 
@@ -77,16 +84,18 @@ def calling_line() -> tuple[str, int, str] | None:
 
 
 class FitCounter:
-    """Counts the fits begun per calling line's text, in one process (the training run, or one re-entry)."""
+    """Counts the fits begun per calling line's text, in one process (the training run, or one re-entry); in a
+    notebook per run of the line's cell (`run`: the kernel's execution count; a re-entry runs each cell once)."""
 
     def __init__(self) -> None:
-        self._seen: Counter[str] = Counter()
+        self._seen: Counter[tuple[str, int | None]] = Counter()
 
-    def begin(self, code: str | None, cell: int | None = None) -> FitCall | None:
+    def begin(self, code: str | None, cell: int | None = None, run: int | None = None) -> FitCall | None:
         if code is None:
             return None
-        call = FitCall(code, self._seen[code], cell)
-        self._seen[code] += 1
+        key = (code, run if cell is not None else None)
+        call = FitCall(code, self._seen[key], cell, per_cell_run=cell is not None)
+        self._seen[key] += 1
         return call
 
 

@@ -69,7 +69,9 @@ def _this_fit() -> fit_call.FitCall | None:
         return None
     path, line, code = found
     where = notebook.cell_location(path, line)
-    return fit_call.TRAINING.begin(code, where[1] if where is not None else None)
+    if where is None:
+        return fit_call.TRAINING.begin(code)
+    return fit_call.TRAINING.begin(code, where[1], notebook.execution_count())
 
 
 class NanGuard(keras.callbacks.Callback):

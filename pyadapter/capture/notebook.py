@@ -305,6 +305,13 @@ def _kernel_shell() -> Any:
     return shell if any(k.__name__ == "ZMQInteractiveShell" for k in type(shell).__mro__) else None
 
 
+def execution_count() -> int | None:
+    """The kernel's count of cell runs (the ``In [n]`` of the cell running now), or None outside a kernel."""
+    shell = _kernel_shell()
+    count = getattr(shell, "execution_count", None) if shell is not None else None
+    return count if isinstance(count, int) else None
+
+
 def in_kernel() -> bool:
     """Whether this process is a Jupyter (IPython) kernel."""
     return _kernel_shell() is not None

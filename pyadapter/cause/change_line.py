@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import math
 import re
 from dataclasses import dataclass
 
@@ -142,7 +143,7 @@ def rate_assignments(unit: SourceUnit) -> list[Site]:
     return found
 
 
-def _same_rate(written: float | None, used: float) -> bool:
+def same_rate(written: float | None, used: float) -> bool:
     # The recorded rate is the float32 the step read: 0.02 reads back as 0.0199999995...
     return written is not None and abs(written - used) <= 1e-6 * max(abs(used), 1e-30)
 
@@ -158,7 +159,7 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str], used: float | N
     if used is None or not (used > 0):
         return found[0] if found else None
     candidates = found + [site for unit in units for site in rate_assignments(unit)]
-    matching = [site for site in candidates if _same_rate(site.learning_rate, used)]
+    matching = [site for site in candidates if same_rate(site.learning_rate, used)]
     if matching:
         return matching[0]
     if not found:
@@ -279,17 +280,78 @@ def hand_update_site(units: list[SourceUnit]) -> Site | None:
     return None
 
 
+# Keywords of a schedule (or optimizer) that hold a rate: not step counts, boundaries or powers.
+_RATE_KEYWORDS = (
+    "learning_rate",
+    "lr",
+    "initial_learning_rate",
+    "warmup_target",
+    "values",
+    "end_learning_rate",
+    "maximal_learning_rate",
+)
+CLIP_KEYWORDS = ("clipnorm", "global_clipnorm", "clipvalue")
+
+
 def number_written_in(site: Site, value: float) -> ast.expr | None:
-    """The number literal equal to `value` written in the call at `site` (``values=[0.01, 5.0, 0.001]`` of a
-    ``PiecewiseConstantDecay``: the piece in effect), or None when no literal or more than one is."""
-    found = [
-        node
-        for node in ast.walk(site.node)
+    """The rate literal of the call at `site` that gave `value` (a rate the failing step used): the one equal to it
+    (``values=[0.01, 5.0, 0.001]`` of a ``PiecewiseConstantDecay``: the piece in effect), else the one nearest it
+    within a factor of 2 (``CosineDecay(1e-4, 1000, warmup_target=50.0)`` at 49.8 after its warmup). Only rate
+    keywords and the first argument count; None when none is near."""
+    call = site.node
+    if not isinstance(call, ast.Call) or not value > 0:
+        return None
+    places = [k.value for k in call.keywords if k.arg in _RATE_KEYWORDS] + call.args[:1]
+    written = [
+        (node, number(node))
+        for place in places
+        for node in ast.walk(place)
         if isinstance(node, (ast.Constant, ast.UnaryOp))
-        and (written := number(node)) is not None
-        and abs(written - value) <= 1e-6 * max(1.0, abs(value))
     ]
-    return found[0] if len(found) == 1 else None
+    positive = [(node, rate) for node, rate in written if rate is not None and rate > 0]
+    exact = [node for node, rate in positive if abs(rate - value) <= 1e-6 * value]
+    if exact:
+        return exact[0] if len(exact) == 1 else None
+    near = [
+        (abs(math.log(rate / value)), node) for node, rate in positive if abs(math.log(rate / value)) <= LN2
+    ]
+    return min(near, key=lambda pair: pair[0])[1] if near else None
+
+
+LN2 = math.log(2.0)
+
+
+def swept_value(site: Site, value: float) -> ast.expr | None:
+    """For ``SGD(lr)`` inside ``for lr in [1e-3, 1e-2, 5.0]:`` (a sweep), the literal `value` in the loop's list:
+    the rate the failing fit ran at is written there, not on the optimizer's line. None otherwise."""
+    if not isinstance(site.node, ast.Call):
+        return None
+    arg = _learning_rate_arg(site.node, site.name)
+    if not isinstance(arg, ast.Name):
+        return None
+    for loop in ast.walk(site.unit.tree):
+        if (
+            isinstance(loop, ast.For)
+            and isinstance(loop.target, ast.Name)
+            and loop.target.id == arg.id
+            and isinstance(loop.iter, (ast.List, ast.Tuple))
+        ):
+            found = [e for e in loop.iter.elts if same_rate(number(e), value)]
+            if len(found) == 1:
+                return found[0]
+    return None
+
+
+def optimizer_clips(units: list[SourceUnit], recorded: list[str]) -> str | None:
+    """'global_clipnorm=1.0' when the recorded optimizer's construction clips its gradients already, else None."""
+    for unit in units:
+        for node in calls(unit):
+            if called_name(node) in recorded and called_name(node) in OPTIMIZERS:
+                for clip in CLIP_KEYWORDS:
+                    value = keyword(node, clip)
+                    if value is not None:
+                        return f"{clip}={ast.unparse(value)}"
+    return None
 
 
 def construction_site(units: list[SourceUnit], name: str) -> Site | None:

@@ -640,6 +640,17 @@ def _divergence(
     trend_text = " and ".join(texts)
     change = None
     scheduled = None  # the rate a schedule gave the failing step, said with the schedule and the step
+    used_rate = context.learning_rate
+    if (
+        site is not None
+        and site.name in change_line.SCHEDULES
+        and used_rate is not None
+        and used_rate.schedule is not None
+        and used_rate.finite
+        and not change_line.same_rate(site.learning_rate, used_rate.value)
+    ):
+        # CosineDecay(1e-4, ..., warmup_target=50.0) diverged at 49.8: its initial rate is not what ran.
+        site = dataclasses.replace(site, learning_rate=None, literal=False)
     if site is not None and site.learning_rate is None:
         # The line names no number (``SGD(FLAGS.learning_rate)``): the rate the failing step used, and the
         # command-line flag that gave it, when the bundle recorded them.
@@ -654,7 +665,10 @@ def _divergence(
         if used is not None and used.finite and used.schedule is None and used.value > 0:
             flag = _rate_flag(context.argv, used.value)
             given = f", given as {flag} on the command line" if flag else ""
-            site = dataclasses.replace(site, learning_rate=used.value, name=f"{site.name}{given}")
+            swept = change_line.swept_value(site, used.value)
+            site = dataclasses.replace(
+                site, learning_rate=used.value, name=f"{site.name}{given}", node=swept or site.node
+            )
             if flag:
                 evidence["flag"] = flag
     if site is not None:
@@ -664,21 +678,26 @@ def _divergence(
         if site.momentum is not None:
             evidence["momentum"] = site.momentum
         searched = _window_suggestion(context)
+        clipped = change_line.optimizer_clips(units, recorded)
+        # Clipping is no advice where the optimizer clips already (its norm still let the rate blow up).
+        clip = f" (the gradients are clipped already: {clipped})" if clipped else ", or clip the gradients"
+        if clipped:
+            evidence["clipped"] = clipped
         if rate is not None:
             momentum = f", momentum {site.momentum:g}" if site.momentum is not None else ""
             advice = searched[1] if searched else f"try {format_number(rate / 10)}"
-            what = f"learning rate {format_number(rate)} ({site.name}{momentum}): {advice}, or clip the gradients"
+            what = f"learning rate {format_number(rate)} ({site.name}{momentum}): {advice}{clip}"
         elif searched:
-            what = f"the learning rate of {site.name}: {searched[1]}, or clip the gradients"
+            what = f"the learning rate of {site.name}: {searched[1]}{clip}"
         elif scheduled is not None and context.learning_rate is not None:
             value = context.learning_rate.value
             at_step = f" at step {context.step}" if context.step is not None else ""
             what = (
                 f"the learning rate {format_number(value)} that {site.name} gives{at_step}: lower it (try "
-                f"{format_number(value / 10)}), or clip the gradients"
+                f"{format_number(value / 10)}){clip}"
             )
         else:
-            what = f"the learning rate of {site.name}: lower it, or clip the gradients"
+            what = f"the learning rate of {site.name}: lower it{clip}"
         change = _change(site, what, _site_target(site))
     rate_text = (
         f" at learning rate {format_number(site.learning_rate)}"

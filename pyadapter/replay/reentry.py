@@ -82,7 +82,10 @@ class _BundleTakeover:
             return
         path, _, code = call
         cell = notebook_cell_of(path)
-        self.current_fit = self.fits.begin(code, cell[1] if cell is not None else None)
+        # A re-entry runs each cell once: the cell is its run.
+        self.current_fit = (
+            self.fits.begin(code, cell[1], cell[1]) if cell is not None else self.fits.begin(code)
+        )
 
     def _not_the_captured_fit(self) -> bool:
         """Whether the fit being begun is not the one the bundle came from, told by its calling line (a resumed
