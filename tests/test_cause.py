@@ -1239,3 +1239,37 @@ def test_a_sweep_s_diverging_rate_is_changed_where_the_sweep_writes_it(tmp_path:
     assert cause.kind == "divergence" and "diverged at learning rate 5:" in cause.summary, cause.summary
     assert cause.change is not None and cause.change.line == 6, cause.change
     assert cause.change.what.startswith("learning rate 5 (SGD): try 0.5"), cause.change.what
+
+
+ADAPTED = """import keras
+import numpy as np
+
+table = np.genfromtxt("auto.csv", delimiter=",", skip_header=1)
+normalizer = keras.layers.Normalization()
+normalizer.adapt(table[:, 1:])
+table = table[~np.isnan(table).any(axis=1)]
+model = keras.Sequential([normalizer, keras.layers.Dense(1)])
+model.compile("adam", "mse")
+model.fit(table[:, 1:], table[:, :1])
+"""
+
+
+def test_a_normalization_adapted_on_missing_values_names_the_adapt_call(tmp_path: Path) -> None:
+    """tensorflow.org's "Basic regression" with the rows holding '?' dropped after ``adapt``: the batch is finite,
+    but Keras fixed the NaN mean into the step as a constant. The cause was "a Const op made NaN/Inf from finite
+    inputs (inputs not recorded)" at the fit line, though the message above it said the NaN came with the data."""
+    program = tmp_path / "train.py"
+    program.write_text(ADAPTED)
+    origin = Finding(
+        file=str(program),
+        line=10,
+        role="origin",
+        op=OpRef("sequential_1/normalization_1/Sub/y", "Const"),
+        health=TensorHealth(dtype="float32", rank=2, size=7, nan=1, pos=6),
+    )
+    cause = classify(
+        findings_of(origin), CauseContext(entry_script=str(program), batch=(np.ones((4, 7)), None))
+    )
+    assert cause.kind == "data", cause.summary
+    assert cause.summary.startswith("the Normalization layer's mean or variance holds NaN/Inf (1 NaN of 7)")
+    assert cause.change is not None and cause.change.line == 6, cause.change

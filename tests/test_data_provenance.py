@@ -354,3 +354,34 @@ def test_tfrecords_with_the_same_label_are_told_apart_by_where_their_nan_sits(tm
     )
     assert where is not None and where.get("record") == 29, where
     assert where["sentence"].startswith("sensors.tfrecord record 29: feature 'features[0]' is nan"), where
+
+
+def test_a_csv_named_by_a_variable_is_read_for_the_bad_row(tmp_path: Path) -> None:
+    """``path = "weather.csv"`` then ``np.genfromtxt(path, ...)``: only a file name written on the reading line was
+    read, so the bad row's file and line were not named."""
+    from pyadapter.cause.change_line import reading_site
+    from pyadapter.cause.sources import user_sources
+
+    rows = _weather_rows()
+    _write_csv(tmp_path / "weather.csv", rows)
+    program = tmp_path / "train.py"
+    program.write_text(
+        'import numpy as np\npath = "weather.csv"\ntable = np.genfromtxt(path, delimiter=",", skip_header=1)\n'
+    )
+    units = user_sources(Findings("bundle", "b", None), str(program))
+    site = reading_site(units, None, None, None)
+    assert site is not None and site.name == "genfromtxt"
+    values = np.array([[float(v) for v in r] for r in rows], dtype=np.float32)
+    x, y = values[:16, :4].copy(), values[:16, 4:].copy()
+    x[5], y[5] = values[207, :4], values[207, 4:]
+    where = data_provenance(
+        (x, y),
+        site,
+        batch_index=0,
+        epoch=0,
+        batch_size=None,
+        shuffled=None,
+        cwd=str(tmp_path),
+        folders=[str(tmp_path)],
+    )
+    assert where is not None and Path(where["file"]).name == "weather.csv" and where["line"] == 209, where

@@ -354,6 +354,15 @@ def optimizer_clips(units: list[SourceUnit], recorded: list[str]) -> str | None:
     return None
 
 
+def adapt_site(units: list[SourceUnit]) -> Site | None:
+    """The last ``<layer>.adapt(...)`` call of the user's code (a preprocessing layer computing its state from
+    data), or None."""
+    found = [
+        Site(unit, node, "adapt") for unit in units for node in calls(unit) if called_name(node) == "adapt"
+    ]
+    return found[-1] if found else None
+
+
 def construction_site(units: list[SourceUnit], name: str) -> Site | None:
     """The first call of `name` (a class, by its last dotted part) in the user's code."""
     for unit in units:

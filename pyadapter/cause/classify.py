@@ -115,6 +115,8 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             "no op made NaN/Inf when the step was located, so the cause is not known",
             {"origin": None},
         )
+    if origin.op.type == "Const" and origin.health is not None and not origin.health.is_finite:
+        return _non_finite_constant(findings, units, origin)
     dtype = (dtype_of(origin) or "").lower()
     if known and dtype in SIGNIFICANT_BITS and _zero_into_domain_op(origin) and _subtracted_zeros(origin):
         return _cancellation(findings, context, origin, dtype)
@@ -465,6 +467,34 @@ def _made_by_a_gradient_of_the_users(origin: Finding, units: list[SourceUnit]) -
             if ".gradient(" in text or "tf.gradients(" in text:
                 return True
     return False
+
+
+def _non_finite_constant(findings: Findings, units: list[SourceUnit], origin: Finding) -> Cause:
+    """The step's NaN/Inf came in with a constant of its graph: a value made before training and fixed into the
+    step. Keras 3's ``Normalization`` does that with the mean and variance ``adapt()`` computed: adapted on data with
+    a missing value (NaN), every row it normalises is NaN though the batch is clean. The ``adapt`` call is the line
+    to change; another constant is named as such."""
+    health = origin.health.describe() if origin.health else "NaN/Inf"
+    evidence: dict[str, Any] = {"op": origin.op.type, "op_name": origin.op.name, "output": health}
+    layers = [
+        segment.rsplit("_", 1)[0] if segment.rsplit("_", 1)[-1].isdigit() else segment
+        for segment in origin.op.name.split("/")
+    ]
+    adapt = change_line.adapt_site(units) if "normalization" in layers else None
+    if adapt is not None:
+        summary = (
+            f"the Normalization layer's mean or variance holds NaN/Inf ({health}): adapt() read data with missing "
+            f"values (NaN), and the layer fixed what it computed into the step, so every row it normalises is NaN "
+            f"though the batch is finite ({os.path.basename(adapt.file)}:{adapt.line})"
+        )
+        what = "the data adapt() reads: fill or drop its missing values first (the layer keeps what adapt computes)"
+        return Cause("data", summary, evidence, _change(adapt, what, "reading"))
+    summary = (
+        f"a constant fixed into the step holds {health} ({origin.op.name}): a value made before training (a "
+        "layer's state computed from data, a tensor captured from outside the step) was non-finite already"
+    )
+    what = "the value the step captures: make it finite where it is computed, before training"
+    return Cause("data", summary, evidence, _origin_change(findings, what, "reading"))
 
 
 def _mask_constant(findings: Findings, origin: Finding) -> Finding | None:

@@ -81,9 +81,19 @@ def array_provenance(
 
 
 def _literal_paths(site: Site) -> list[str]:
+    """Data file names the reading call writes as strings, or gives by a name assigned one string in the same code
+    (``path = "houses.csv"`` and ``np.genfromtxt(path, ...)``, a notebook's habit)."""
+    names = {node.id for node in ast.walk(site.node) if isinstance(node, ast.Name)}
+    assigned = [
+        node.value
+        for node in ast.walk(site.unit.tree)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id in names for t in node.targets)
+    ]
     return [
         node.value
-        for node in ast.walk(site.node)
+        for tree in [site.node, *assigned]
+        for node in ast.walk(tree)
         if isinstance(node, ast.Constant)
         and isinstance(node.value, str)
         and node.value.lower().endswith(DATA_SUFFIXES)
