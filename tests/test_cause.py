@@ -1085,6 +1085,15 @@ model.fit(features, prices, batch_size=8)
             6,
             "filter or repair non-finite values where area_per_room (column 2",
         ),
+        (  # a fold of a cross-validation: fit is given rows of the array
+            ENGINEERED_FEATURE.replace(
+                "model.fit(features, prices,", "model.fit(features[:12], prices[:12],"
+            ),
+            "x",
+            (2, 2),
+            6,
+            "filter or repair non-finite values where area_per_room (column 2",
+        ),
     ],
 )
 def test_arrays_the_program_computes_name_the_line_that_computes_them(

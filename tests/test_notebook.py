@@ -747,6 +747,40 @@ def test_a_replay_of_a_notebook_run_but_not_saved_says_it_ran_the_saved_cells(tm
     assert _unsaved_note(bundle, nb) == ""
 
 
+def test_an_edited_cell_run_again_and_saved_is_not_unsaved_code(tmp_path):
+    """A user runs the notebook, changes the rate in the compile cell, runs it and the fit cell again, saves: every
+    replay said "the kernel ran code the saved notebook does not hold (In [2])", the old version of the cell, which
+    the saved version (run as In [4]) replaced. Saving again could not clear it."""
+    from types import SimpleNamespace
+
+    from pyadapter.replay.reentry import _unsaved_note
+
+    compile_old = "model.compile(keras.optimizers.SGD(learning_rate=0.01), 'mse')"
+    compile_new = "model.compile(keras.optimizers.SGD(learning_rate=3.0), 'mse')  # raised"
+    document = _notebook_json([("code", "x = 1"), ("code", compile_new), ("code", "model.fit(x)")])
+    for cell, count in zip(document["cells"], (1, 4, 5), strict=True):
+        cell["execution_count"] = count
+    nb = tmp_path / "r.ipynb"
+    nb.write_text(json.dumps(document), encoding="utf-8")
+    ran = [
+        ExecutedCell(1, "x = 1", "/tmp/k/1.py"),
+        ExecutedCell(2, compile_old, "/tmp/k/2.py"),
+        ExecutedCell(3, "model.fit(x)", "/tmp/k/3.py"),
+        ExecutedCell(4, compile_new, "/tmp/k/4.py"),
+        ExecutedCell(5, "model.fit(x)", "/tmp/k/3.py"),
+    ]
+    info = NotebookInfo(path=nb, sha256=None, cells=ran)
+    bundle = SimpleNamespace(manifest={"entry_script": {"notebook": info.to_manifest()}})
+    assert _unsaved_note(bundle, nb) == ""
+    # Run again after the save, without saving: that version is unsaved code.
+    info.cells = [
+        *ran,
+        ExecutedCell(6, "model.compile(keras.optimizers.SGD(learning_rate=9.0), 'mse')", "/k/6.py"),
+    ]
+    bundle.manifest["entry_script"]["notebook"] = info.to_manifest()
+    assert "(In [6])" in _unsaved_note(bundle, nb)
+
+
 @pytest.mark.slow
 def test_a_notebook_step_with_python_control_flow_replays_in_graph_mode(tmp_path):
     """A custom loop's ``@tf.function`` step with a Python ``if`` on a tensor (clip only large gradients) is

@@ -52,6 +52,8 @@ def test_replay_reproduces_the_nan_in_graph_and_eager_mode(
         assert report["route"].startswith("replayed by re-entry"), report["route"]
     if name == "subclassed":
         assert "rebuilding from the bundle failed" in report["route"]
+        # The route is the bundle's: its path is not said again inside the reason (it was, twice).
+        assert Path(report["bundle"]).name not in report["route"], report["route"]
     # Phases on stderr, while stdout stays clean.
     assert "loading bundle" in result.stderr and "replaying in eager mode" in result.stderr
 

@@ -17,6 +17,7 @@ No TensorFlow here, and IPython is only looked at when it is already imported (a
 
 from __future__ import annotations
 
+import difflib
 import linecache
 import os
 import sys
@@ -45,6 +46,9 @@ MANIFEST_FORMAT = "nanlens.notebook/1"
 
 # --------------------------------------------------------------------------------------------------------------
 # What the kernel ran
+
+# How alike an old execution's text and a saved cell must be for the saved cell to be its edited version.
+_REPLACED = 0.6
 
 
 @dataclass(frozen=True)
@@ -155,12 +159,29 @@ class NotebookInfo:
 
     def unsaved_cells(self) -> list[ExecutedCell]:
         """Executions whose code no cell of the notebook on disk holds (edited and run, not saved); [] when the
-        notebook cannot be read."""
+        notebook cannot be read. An execution of an older version of a cell that was edited, run again and saved
+        is not one: a saved cell much like it (`_REPLACED` of its text alike) ran after it (its saved count is
+        higher), so the kernel's state came from the saved version."""
         try:
-            disk = {_normalized(c.source) for c in read_notebook_cells(self.path) if c.cell_type == "code"}
+            code = [c for c in read_notebook_cells(self.path) if c.cell_type == "code"]
         except NotebookError:
             return []
-        return [cell for cell in self.cells if _normalized(cell.source) not in disk]
+        disk = {_normalized(c.source) for c in code}
+        unsaved = []
+        for cell in self.cells:
+            source = _normalized(cell.source)
+            if source in disk:
+                continue
+            count = cell.execution_count
+            replaced = count is not None and any(
+                saved.execution_count is not None
+                and saved.execution_count > count
+                and difflib.SequenceMatcher(None, source, _normalized(saved.source)).ratio() >= _REPLACED
+                for saved in code
+            )
+            if not replaced:
+                unsaved.append(cell)
+        return unsaved
 
     def cell_code(self, cell: int, line: int) -> str | None:
         """Line `line` (1-based) of cell `cell` of the notebook on disk, or None."""

@@ -586,6 +586,8 @@ def fit_array_site(
     for unit, call in _fit_calls(units, fit_code)[:1]:
         name = [k for k in ("x", "y", "sample_weight") if positions[k] == position][0]
         argument = call.args[position] if len(call.args) > position else keyword(call, name)
+        if isinstance(argument, ast.Subscript) and isinstance(argument.value, ast.Name):
+            argument = argument.value  # x[train_idx]: a fold of a cross-validation takes rows of x
         if not isinstance(argument, ast.Name):
             return None
         statement = _last_assignment(unit, argument.id, call.lineno)

@@ -63,6 +63,19 @@ def reentry_reason(bundle: object) -> str | None:
     return None
 
 
+def _short_reason(text: str, bundle_path: str) -> str:
+    """A rebuild failure for the route line: without the bundle's path (the route is the bundle's already; the
+    message named it twice) and cut at its first sentence (Keras's safe-mode refusal is a paragraph)."""
+    name = Path(bundle_path).name
+    while True:  # "<...>/run-step3: <...>/run-step3: model.keras could not be loaded: ..."
+        head, separator, rest = text.partition(": ")
+        if not separator or not head.endswith(name):
+            break
+        text = rest
+    first = text.split(". ", 1)[0].rstrip(".")
+    return first if len(first) <= 200 else first[:197] + "..."
+
+
 def with_captured_step(
     path: str | Path, action: Callable[[Rebuilt], T], *, reentry_timeout: float | None = None
 ) -> tuple[T, str]:
@@ -85,7 +98,7 @@ def with_captured_step(
         except ReplayError as exc:
             if bundle.entry_script is None or not Path(bundle.entry_script).is_file():
                 raise
-            reason = f"rebuilding from the bundle failed ({exc})"
+            reason = f"rebuilding from the bundle failed ({_short_reason(str(exc), str(bundle.path))})"
         else:
             return action(rebuilt), ROUTE_REBUILD
     notes: list[str] = []
