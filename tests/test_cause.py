@@ -1085,6 +1085,23 @@ model.fit(features, prices, batch_size=8)
             6,
             "filter or repair non-finite values where area_per_room (column 2",
         ),
+        (  # standardised after stacking: the stacked column's line, not the standardising one
+            ENGINEERED_FEATURE.replace(
+                "prices = area * 3.0\n",
+                "features = (features - features.mean(axis=0)) / features.std(axis=0)\nprices = area * 3.0\n",
+            ),
+            "x",
+            (2, 2),
+            6,
+            "filter or repair non-finite values where area_per_room (column 2",
+        ),
+        (  # a test set read after training feeds nothing: not the line to change
+            ENGINEERED_FEATURE + 'test = np.load("test.npy")\nmodel.evaluate(test, test[:, :1])\n',
+            "x",
+            (2, 2),
+            6,
+            "filter or repair non-finite values where area_per_room (column 2",
+        ),
         (  # a fold of a cross-validation: fit is given rows of the array
             ENGINEERED_FEATURE.replace(
                 "model.fit(features, prices,", "model.fit(features[:12], prices[:12],"

@@ -387,11 +387,18 @@ def reading_site(
 ) -> Site | None:
     """The call that reads the data: on the origin's own line when it is one there, else the first reader in the
     user's code (entry script first). ``np.load`` counts only as ``np.load`` / ``numpy.load``."""
-    readers = [site for unit in units for site in _readers(unit)]
+    readers = [site for unit in units for site in _readers(unit) if not _after_every_fit(unit, site)]
     for site in readers:
         if site.file == origin_file and site.line == origin_line and site.cell == origin_cell:
             return site
     return readers[0] if readers else None
+
+
+def _after_every_fit(unit: SourceUnit, site: Site) -> bool:
+    """A reading call below every ``.fit(...)`` of its file or cell (a test set loaded for evaluation, a bundle
+    read back after training) does not feed training."""
+    fits = [n.lineno for n in calls(unit) if called_name(n) == "fit" and isinstance(n.func, ast.Attribute)]
+    return bool(fits) and site.line > max(fits)
 
 
 def _readers(unit: SourceUnit) -> list[Site]:
@@ -549,6 +556,14 @@ def _last_assignment(unit: SourceUnit, name: str, before: int) -> ast.stmt | Non
 _COLUMN_STACKS = ("column_stack", "stack")
 
 
+def _reads_itself(statement: ast.stmt, name: str) -> bool:
+    """``x = (x - mean) / std``, ``x /= std``: the assignment makes `name` from its earlier value."""
+    if isinstance(statement, ast.AugAssign):
+        return True
+    value = getattr(statement, "value", None)
+    return value is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value))
+
+
 def _stacked_column(statement: ast.stmt, column: int | None) -> str | None:
     """The name stacked as column `column` by ``X = np.column_stack([a, b, c])`` / ``np.stack([...], axis=1)``."""
     value = getattr(statement, "value", None)
@@ -594,8 +609,15 @@ def fit_array_site(
         if statement is None:
             return None
         name = argument.id
-        stacked = _stacked_column(statement, column)
-        source = _last_assignment(unit, stacked, statement.lineno) if stacked is not None else None
+        # Back through assignments that rework the array (``features = (features - mean) / std``, ``.astype``)
+        # to the one that stacks its columns, if any.
+        made: ast.stmt | None = statement
+        while made is not None and _stacked_column(made, column) is None and _reads_itself(made, argument.id):
+            made = _last_assignment(unit, argument.id, made.lineno)
+        stacked = _stacked_column(made, column) if made is not None else None
+        source = (
+            _last_assignment(unit, stacked, made.lineno) if stacked is not None and made is not None else None
+        )
         if source is not None:
             statement, name = source, f"{stacked} (column {column} of {argument.id})"
         node = getattr(statement, "value", None)
