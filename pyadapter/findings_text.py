@@ -214,10 +214,16 @@ def index_text(where: dict[str, Any] | None) -> str | None:
     provenance has an index (`pyadapter.cause.provenance.array_provenance`)."""
     if not where or where.get("index") is None:
         return None
+    copies = where.get("copies")
+    index = (
+        " or ".join(str(i) for i in copies) + " (the same values)"
+        if isinstance(copies, list) and len(copies) > 1
+        else str(where["index"])
+    )
     if where.get("of") == "from_tensor_slices":
-        return f"row {where['index']} of the arrays the dataset was sliced from (Dataset.from_tensor_slices)"
+        return f"row {index} of the arrays the dataset was sliced from (Dataset.from_tensor_slices)"
     fed = "element {} of the dataset" if where.get("source") == "dataset" else "index {} of the array"
-    return fed.format(where["index"]) + " passed to fit"
+    return fed.format(index) + " passed to fit"
 
 
 def cause_lines(cause: Cause | None) -> list[str]:

@@ -133,3 +133,31 @@ def test_texts_sliced_into_a_pipeline_are_found_by_their_value() -> None:
     assert fit_arrays.check(entry) is None
     assert fit_arrays.index_of_row(entry, row, fit_arrays.SLICES) == 137
     assert all(i is not None for i in entry["indices"])  # every text is unique here: every row is found
+
+
+def test_a_row_held_twice_is_named_by_both_indices() -> None:
+    """Two empty reviews with the same label: the batch row was matched twice and named by its shuffled position
+    ("index 185 of the array passed to fit (in the shuffled order)", a normal review). Both indices are named."""
+    from pyadapter.cause.provenance import data_provenance
+    from pyadapter.findings_text import index_text
+
+    texts = np.array([f"review {i}" for i in range(400)], dtype=object)
+    texts[150] = texts[333] = ""
+    labels = np.zeros(400, dtype="float32")
+
+    def fit(self, x=None, y=None):  # noqa: ARG001 - stands for keras's Trainer.fit
+        return fit_arrays.manifest_entry((x[[3, 150, 7]], y[[3, 150, 7]]), self)
+
+    model = object()
+    entry = fit(model, texts, labels)["fit_rows"]
+    assert entry["indices"] == [3, None, 7] and entry["copies"] == {"1": [150, 333]}, entry
+    assert fit_arrays.check(entry) is None and fit_arrays.copies_of_row(entry, 1) == [150, 333]
+    for junk in ({"1": [150]}, {"9": [150, 333]}, {"1": [150, 999]}, {"x": [1, 2]}, []):
+        assert fit_arrays.check({**entry, "copies": junk}) is not None, junk
+    batch = (texts[[3, 150, 7]].astype(object), labels[[3, 150, 7]])
+    batch[1][1] = np.nan  # the label of the empty review's row: the batch's bad element
+    where = data_provenance(
+        batch, None, batch_index=5, epoch=0, batch_size=32, shuffled=True, cwd=None, fit_rows=entry
+    )
+    assert where is not None and where["copies"] == [150, 333], where
+    assert index_text(where) == "index 150 or 333 (the same values) of the array passed to fit"

@@ -76,13 +76,22 @@ def rows_in(
 ) -> list[int | None]:
     """For each row of `batch_x`, its index in `array` (None when not found, or found more than once and `y` does
     not tell the copies apart)."""
+    return [
+        found[0] if len(found) == 1 else None for found in _places_of_rows(batch_x, array, batch_y, array_y)
+    ]
+
+
+def _places_of_rows(
+    batch_x: np.ndarray, array: np.ndarray, batch_y: Any = None, array_y: Any = None
+) -> list[list[int]]:
+    """For each row of `batch_x`, every index of `array` holding it (where `y` is given, with its label too)."""
     if (
         array.dtype != batch_x.dtype
         or array.shape[1:] != batch_x.shape[1:]
         or batch_x.ndim == 0
         or array.ndim == 0
     ):
-        return [None] * (len(batch_x) if batch_x.ndim else 0)
+        return [[] for _ in range(len(batch_x) if batch_x.ndim else 0)]
     places: dict[Any, list[int]] = {}
     if batch_x.dtype.kind == "O":
         # Texts (a tf.string batch reads as an object array of bytes): rows compared by value, not by the
@@ -90,7 +99,7 @@ def rows_in(
         keys = _text_rows(batch_x)
         have_keys = _text_rows(array)
         if keys is None or have_keys is None:
-            return [None] * len(batch_x)
+            return [[] for _ in range(len(batch_x))]
         wanted_set = set(keys)
         for index, key in enumerate(have_keys):
             if key in wanted_set:
@@ -109,15 +118,19 @@ def rows_in(
         and len(batch_y) == len(batch_x)
         and len(array_y) == len(array)
     )
-    out: list[int | None] = []
+    out: list[list[int]] = []
     for row, key in enumerate(wanted):
         found = places.get(key if isinstance(key, tuple) else bytes(key), [])
         if len(found) > 1 and use_y:
             assert isinstance(batch_y, np.ndarray) and isinstance(array_y, np.ndarray)
             label = batch_y[row].tobytes()
             found = [i for i in found if array_y[i].tobytes() == label]
-        out.append(found[0] if len(found) == 1 else None)
+        out.append(found)
     return out
+
+
+# Rows held more than once (two empty reviews) are named by all their indices, up to this many.
+MAX_COPIES = 5
 
 
 def manifest_entry(batch: Any, model: Any) -> dict[str, Any]:
@@ -132,12 +145,17 @@ def manifest_entry(batch: Any, model: Any) -> dict[str, Any]:
         batch_y = first_array(batch[1]) if len(batch) > 1 else None
         if batch_x is None or len(batch_x) > MAX_ROWS:
             return {}
-        indices = rows_in(batch_x, array, batch_y, array_y)
+        places = _places_of_rows(batch_x, array, batch_y, array_y)
     except Exception:  # noqa: BLE001 - an addition to the bundle; never lose a capture for it
         return {}
-    if not any(i is not None for i in indices):
+    indices = [found[0] if len(found) == 1 else None for found in places]
+    copies = {str(row): found for row, found in enumerate(places) if 1 < len(found) <= MAX_COPIES}
+    if not any(i is not None for i in indices) and not copies:
         return {}
-    return {MANIFEST_KEY: {"indices": indices, "array_rows": len(array)}}
+    entry: dict[str, Any] = {"indices": indices, "array_rows": len(array)}
+    if copies:
+        entry["copies"] = copies
+    return {MANIFEST_KEY: entry}
 
 
 def check(entry: Any) -> str | None:
@@ -152,11 +170,33 @@ def check(entry: Any) -> str | None:
     if entry.get("of") not in (None, SLICES):
         return "names arrays of an unknown kind"
     for index in indices:
-        if index is not None and (
-            isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < rows
-        ):
+        if index is not None and not _row_of(index, rows):
             return "has an index that is not a row of the array"
+    copies = entry.get("copies", {})
+    if not isinstance(copies, dict) or len(copies) > len(indices):
+        return "has no object of 'copies'"
+    for row, found in copies.items():
+        if not isinstance(row, str) or not row.isdigit() or int(row) >= len(indices):
+            return "has copies of a row that is not in the batch"
+        if (
+            not isinstance(found, list)
+            or not 1 < len(found) <= MAX_COPIES
+            or not all(_row_of(i, rows) for i in found)
+        ):
+            return "has copies that are not rows of the array"
     return None
+
+
+def _row_of(index: Any, rows: int) -> bool:
+    return isinstance(index, int) and not isinstance(index, bool) and 0 <= index < rows
+
+
+def copies_of_row(entry: Any, row: int, of: str | None = None) -> list[int]:
+    """The indices of batch row `row` in the arrays when that row is held there more than once (two empty reviews),
+    or [] (no entry, a bad one, one of other arrays, or one index)."""
+    if entry is None or check(entry) is not None or entry.get("of") != of:
+        return []
+    return list(entry.get("copies", {}).get(str(row), []))
 
 
 def index_of_row(entry: Any, row: int, of: str | None = None) -> int | None:

@@ -282,10 +282,13 @@ def data_provenance(
         out = array_provenance(element, batch_index, epoch, batch_size, shuffled, dataset)
         of = fit_arrays.SLICES if dataset else None
         index = fit_arrays.index_of_row(fit_rows, element.row, of)
-        if index is not None:
+        copies = fit_arrays.copies_of_row(fit_rows, element.row, of) if index is None else []
+        if index is not None or copies:
             # Found by its values in the arrays fit trained on (or the pipeline was sliced from): the index in the
-            # user's own arrays, shuffled or not.
-            out.update(index=index, shuffled=False, found_by="values")
+            # user's own arrays, shuffled or not; a row held there more than once, every index of it.
+            out.update(index=index if index is not None else copies[0], shuffled=False, found_by="values")
+            if copies:
+                out["copies"] = copies
             if of is not None:
                 out["of"] = of
             out.pop("note", None)
