@@ -172,10 +172,12 @@ def test_fit_that_blows_up_in_one_step_is_a_divergence(tmp_path: Path) -> None:
     evidence = cause["evidence"]
     assert evidence["learning_rate"] == 1.0 and evidence["factor"] >= 1e3
     assert (
-        "the run diverged at learning rate 1: the" in cause["summary"]
+        "the run diverged at learning rate 1 on unscaled features (x[:, " in cause["summary"]
         and "overflowed float32" in cause["summary"]
     )
+    # A rate 100x SGD's default is the first thing to change, on any inputs; the scale is named after it.
     assert "learning rate 1 (SGD): " in cause["change"]["what"]
+    assert cause["change"]["what"].endswith("; and scale the features and targets"), cause["change"]
     assert findings["origin"]["op"]["type"] in ("MatMul", "Square", "AddV2", "Mul", "BiasAdd", "Sub")
 
 

@@ -514,3 +514,24 @@ def test_a_class_weighted_inf_names_the_line_that_makes_the_class_weights(tmp_pa
     assert cause["change"]["what"].startswith("class_weight: give every class a finite weight"), cause[
         "change"
     ]
+
+
+def test_raw_features_into_the_default_rate_name_the_scaling_not_the_rate(tmp_path):
+    """A regression on raw features and prices (thousands, hundreds of thousands) with Keras's default SGD blows up
+    in three steps. The cause said "divergence at learning rate 0.01 ... try 1.27e-5": the rate every tutorial
+    uses, lowered a thousandfold. The inputs' scale is what is off; the line to change is where the model takes
+    its inputs, and the rate stays as the slower way out."""
+    program, done = run_copied("fit_raw_housing.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "training stopped" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "divergence", cause
+    assert "on unscaled features (x[:, 2] from" in cause["summary"], cause["summary"]
+    assert "and targets (y from" in cause["summary"], cause["summary"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert "add keras.layers.Normalization() adapted to the training features" in cause["change"]["what"]
+    assert "or, slower to train: learning rate 0.01" in cause["change"]["what"], cause["change"]
+    scaled = {item["role"]: item for item in cause["evidence"]["unscaled_inputs"]}
+    assert [c["column"] for c in scaled["features"]["columns"]] == [2, 3, 1], scaled  # income (RMS ~8) is fine

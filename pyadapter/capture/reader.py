@@ -19,8 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from pyadapter import safejson
-from pyadapter.capture import checkpoint_index, fit_arrays, integrity, sourcerecord, structure
+from pyadapter.capture import checkpoint_index, fit_arrays, integrity, model_archive, sourcerecord, structure
 from pyadapter.capture import history as step_history
 from pyadapter.capture.bundle_format import (
     BATCH_FILE,
@@ -396,22 +395,20 @@ class CaptureBundle:
 
     # ---- rebuilding ----
 
+    def saved_config(self) -> dict[str, Any] | None:
+        """model.keras's config.json (read as bounded JSON, nothing built from it), or None: no model.keras, or
+        a config that cannot be read."""
+        if self.model_path is None:
+            return None
+        try:
+            return model_archive.read_config(self.model_path)
+        except (ValueError, OSError):
+            return None
+
     def saved_dtype_policy_name(self) -> str | None:
         """The Keras dtype policy of the saved model ("mixed_float16", "float32", ...) from model.keras's
         config, or None (no model.keras, no policy in its config, or a quantized/per-layer policy map)."""
-        if self.model_path is None:
-            return None
-        import zipfile
-
-        try:
-            with zipfile.ZipFile(self.model_path) as archive:
-                info = archive.getinfo("config.json")
-                if info.file_size > integrity.MAX_JSON_MEMBER_BYTES:
-                    return None
-                with archive.open(info) as member:
-                    config = safejson.loads(member.read(integrity.MAX_JSON_MEMBER_BYTES + 1))
-        except (*integrity.ZIP_ERRORS, KeyError):  # safejson.JSONError is a ValueError
-            return None
+        config = self.saved_config()
         inner = config.get("config") if isinstance(config, dict) else None
         dtype = inner.get("dtype") if isinstance(inner, dict) else None
         if isinstance(dtype, dict):

@@ -19,6 +19,7 @@ from typing import Any
 from pyadapter.capture import fit_arrays, learning_rate
 from pyadapter.capture.sourcerecord import MANIFEST_KEY as SOURCE_KEY
 from pyadapter.capture.sourcerecord import DataSource
+from pyadapter.cause import scale
 from pyadapter.cause.classify import CauseContext, classify
 from pyadapter.cause.model import FINDINGS_KEY, Cause, Change
 from pyadapter.findings import Findings
@@ -62,6 +63,7 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         step_function=step if isinstance(step := bundle.manifest.get("step_function"), dict) else None,
         fit_rows=bundle.manifest.get(fit_arrays.MANIFEST_KEY),  # checked when the bundle was loaded
         argv=[str(a) for a in entry.get("argv") or [] if isinstance(a, str)],
+        layer_classes=scale.layer_classes(config) if (config := bundle.saved_config()) is not None else None,
     )
 
 

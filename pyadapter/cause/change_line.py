@@ -372,6 +372,21 @@ def construction_site(units: list[SourceUnit], name: str) -> Site | None:
     return None
 
 
+def constructed_names(units: list[SourceUnit], names: frozenset[str]) -> set[str]:
+    """Which of `names` (classes, by their last dotted part) the user's code calls."""
+    return {name for unit in units for node in calls(unit) if (name := called_name(node) or "") in names}
+
+
+def model_input_site(units: list[SourceUnit]) -> Site | None:
+    """Where the model takes its inputs: the first ``Input(...)`` / ``InputLayer(...)``, else the first
+    ``Sequential(...)``; None when the code builds neither (a subclass called on the batch)."""
+    for name in ("Input", "InputLayer", "Sequential"):
+        site = construction_site(units, name)
+        if site is not None:
+            return site
+    return None
+
+
 def _schedule_site(units: list[SourceUnit]) -> Site | None:
     for unit in units:
         for node in calls(unit):

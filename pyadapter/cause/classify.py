@@ -16,7 +16,7 @@ import numpy as np
 
 from pyadapter.capture.learning_rate import LearningRate
 from pyadapter.capture.records import BadElement
-from pyadapter.cause import change_line, domain, provenance, python_feed, trend
+from pyadapter.cause import change_line, domain, provenance, python_feed, scale, trend
 from pyadapter.cause.model import Cause, Change, format_number, positive_numbers
 from pyadapter.cause.ops import (
     DECODE_OPS,
@@ -62,6 +62,8 @@ class CauseContext:
     fit_rows: dict[str, Any] | None = None
     # The training run's command line (``manifest["entry_script"]["argv"]``): a rate given as ``--lr=2``.
     argv: list[str] = field(default_factory=list)
+    # Every layer class of the saved model (model.keras's config), or None without one (a custom loop).
+    layer_classes: set[str] | None = None
 
 
 def _fmt(value: float | None) -> str:
@@ -166,6 +168,9 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             _origin_change(findings, f"the {origin.op.type} op, or the learning rate", "op"),
         )
     first_steps = context.step is not None and context.step < trend.MIN_STEPS
+    if overflow and known and first_steps and _unscaled_inputs(context, units):
+        # Values this large from the first steps, on inputs in the hundreds: the usual step overshoots at once.
+        return _divergence(context, units, origin, None)
     return _op(findings, origin, growth, overflow, rows, first_steps)
 
 
@@ -667,7 +672,10 @@ def _divergence(
         texts.append(f"the update at step {update[0]} was {update[1]:.3g} times the weights' norm")
     if fast:
         evidence["fast"] = True  # too few steps for a trend: the jump and the update size are the evidence
+    if not texts:
+        texts.append(f"values overflowed within the run's first {(context.step or 0) + 1} steps")
     trend_text = " and ".join(texts)
+    unscaled = _unscaled_inputs(context, units)
     change = None
     scheduled = None  # the rate a schedule gave the failing step, said with the schedule and the step
     used_rate = context.learning_rate
@@ -729,6 +737,19 @@ def _divergence(
         else:
             what = f"the learning rate of {site.name}: lower it{clip}"
         change = _change(site, what, _site_target(site))
+    if unscaled:
+        evidence["unscaled_inputs"] = [item.to_json() for item in unscaled]
+        rate = site.learning_rate if site is not None else None
+        if rate is None and context.learning_rate is not None and context.learning_rate.finite:
+            rate = context.learning_rate.value
+        if scale.usual_rate(context.model_info.get("optimizer"), rate) and any(
+            u.first_to_change for u in unscaled
+        ):
+            # A default rate that diverges at once: the inputs' scale is what is off, not the rate.
+            change = _unscaled_change(units, unscaled, change) or change
+        elif change is not None:
+            roles = " and ".join(item.role for item in unscaled)
+            change = dataclasses.replace(change, what=f"{change.what}; and scale the {roles}")
     rate_text = (
         f" at learning rate {format_number(site.learning_rate)}"
         if site is not None and site.learning_rate
@@ -741,11 +762,52 @@ def _divergence(
         if origin.op.type in VARIABLE_READS
         else f"until {origin.op.type} overflowed float32 (max {FLOAT32_MAX:.3g})"
     )
-    summary = f"the run diverged{rate_text}: {trend_text}, {ending}"
+    scale_text = (
+        " on unscaled " + " and ".join(f"{u.role} ({u.describe()})" for u in unscaled) if unscaled else ""
+    )
+    summary = f"the run diverged{rate_text}{scale_text}: {trend_text}, {ending}"
     searched = _window_suggestion(context)
     if searched:
         evidence["window"] = searched[0]  # the sentence is in change.what, next to the rate it replaces
     return Cause("divergence", summary, evidence, change)
+
+
+def _unscaled_inputs(context: CauseContext, units: list[SourceUnit]) -> list[scale.UnscaledInput]:
+    """Features or targets of the captured fit batch in raw units (features: into a model with no normalizing
+    layer in its saved config or constructed in the user's code)."""
+    if context.batch is None:
+        return []
+    classes = set(context.layer_classes or ()) | change_line.constructed_names(
+        units, scale.NORMALIZING_LAYERS
+    )
+    return scale.unscaled_inputs(context.batch, classes)
+
+
+def _unscaled_change(
+    units: list[SourceUnit], unscaled: list[scale.UnscaledInput], rate_change: Change | None
+) -> Change | None:
+    """The change for a divergence on unscaled inputs: features get a Normalization layer where the model takes
+    its inputs, targets a scale where fit gets them; the rate's change stays as the other way out."""
+    instead = f" (or, slower to train: {rate_change.what})" if rate_change is not None else ""
+    parts = []
+    site = None
+    for item in unscaled:
+        if item.role == "features":
+            site = site or change_line.model_input_site(units)
+            parts.append(
+                f"scale the features ({item.describe()}): add keras.layers.Normalization() adapted to the "
+                "training features (norm.adapt(x)) as the model's first layer, or standardize x before fit"
+            )
+        else:
+            site = site or change_line.fit_array_site(units, "y")
+            parts.append(
+                f"scale the targets ({item.describe()}): divide y by its scale (or standardize it) before fit, "
+                "and undo that on the predictions"
+            )
+    if site is None:
+        return None
+    what = "; ".join(parts) + f"; the usual learning rates assume values of about unit scale{instead}"
+    return _change(site, what, "input" if unscaled[0].role == "features" else "data")
 
 
 _RATE_FLAG = re.compile(r"^--?[\w.-]*(?:lr|learning[_-]?rate)[\w.-]*$", re.IGNORECASE)

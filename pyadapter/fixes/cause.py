@@ -23,7 +23,6 @@ from pyadapter.fixes.source import LineSource, dotted_name, last_name, read_line
 # The optimizers whose learning rate a fix rewrites: the classifier's list, less the wrapper that holds none itself.
 OPTIMIZERS = tuple(name for name in change_line.OPTIMIZERS if name != "LossScaleOptimizer")
 SCHEDULES = change_line.SCHEDULES
-DEFAULT_LEARNING_RATES = {"sgd": 0.01}  # every other Keras optimizer defaults to 0.001
 CLIP_KEYWORDS = ("clipnorm", "global_clipnorm", "clipvalue")
 
 
@@ -153,7 +152,7 @@ def divergence_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
         span = src.span(node.value)
         if cls is None or prefix is None or span is None:
             continue
-        default = DEFAULT_LEARNING_RATES.get(lowered, 0.001)
+        default = change_line.DEFAULT_LEARNING_RATES.get(lowered, 0.001)
         lower, why = format_number(default / 10), "a tenth of its default"
         if searched is not None and searched[0] < default:
             lower, why = format_number(searched[0]), searched[1]

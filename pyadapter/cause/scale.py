@@ -1,0 +1,172 @@
+"""Inputs fed to a model without scaling: raw features (areas in m^2, prices, pixels in 0-255) or targets in the
+hundreds or more, into a model with no normalizing layer.
+
+A learning rate that is usual for standardized inputs (SGD's 0.01, Adam's 1e-3) makes every step overshoot when a
+feature's values are in the hundreds: the first layer's gradient scales with the input, the loss grows by orders
+of magnitude per step, and an op overflows within a few steps. The history then reads as a divergence at that rate,
+and "lower the learning rate" (to 1e-5) is the wrong advice: the inputs are what to change. Pure reading of the
+captured batch (NumPy arrays); the model's layers come from its saved config, never from running it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from pyadapter.cause import change_line
+
+# Standardized features have an RMS about 1, pixels scaled to [0, 1] below 1; an RMS of 10 and more is raw units.
+FEATURE_RMS_LIMIT = 10.0
+# Features in the hundreds and more are the first thing to change at a usual rate; in the tens, the rate stays first
+# (a rate that overshoots there is too high for scaled inputs too, only less so).
+FIRST_CHANGE_RMS = 100.0
+# A regression target in the hundreds (a price in dollars) under a squared error makes losses of 1e4 and more.
+TARGET_RMS_LIMIT = 100.0
+# Layers that bring the inputs to a usual scale (or make the first layer's activations independent of it).
+NORMALIZING_LAYERS = frozenset(
+    {
+        "Normalization",
+        "Rescaling",
+        "BatchNormalization",
+        "LayerNormalization",
+        "GroupNormalization",
+        "UnitNormalization",
+        "Discretization",
+        "CategoryEncoding",
+    }
+)
+_SHOWN_COLUMNS = 3
+
+
+def usual_rate(optimizer: str | None, rate: float | None) -> bool:
+    """Whether `rate` is at most the optimizer's Keras default, what it is tuned for on inputs of about unit
+    scale (unknown rates count as usual): above it, the rate is the first thing to change even on unscaled
+    inputs."""
+    if rate is None:
+        return True
+    default = change_line.DEFAULT_LEARNING_RATES.get((optimizer or "").lower(), 0.001)
+    return rate <= default * 1.0001
+
+
+@dataclass(frozen=True)
+class ColumnScale:
+    """One feature column (or a whole image input: ``column`` None) with values of a large scale."""
+
+    column: int | None
+    rms: float
+    low: float
+    high: float
+
+
+@dataclass(frozen=True)
+class UnscaledInput:
+    """What of the captured batch is not scaled: ``role`` "features" or "targets", ``name`` the batch part."""
+
+    role: str
+    name: str
+    columns: tuple[ColumnScale, ...]
+
+    @property
+    def first_to_change(self) -> bool:
+        """Whether the scale, more than a usual learning rate, is what to change (`FIRST_CHANGE_RMS`)."""
+        return max(c.rms for c in self.columns) >= FIRST_CHANGE_RMS
+
+    def describe(self) -> str:
+        shown = []
+        for col in self.columns[:_SHOWN_COLUMNS]:
+            where = f"{self.name}[:, {col.column}]" if col.column is not None else self.name
+            shown.append(f"{where} from {col.low:.3g} to {col.high:.3g}, RMS {col.rms:.3g}")
+        more = len(self.columns) - len(shown)
+        return "; ".join(shown) + (f"; {more} more column{'s' if more != 1 else ''}" if more > 0 else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "role": self.role,
+            "name": self.name,
+            "columns": [
+                {"column": c.column, "rms": float(f"{c.rms:.4g}"), "low": float(c.low), "high": float(c.high)}
+                for c in self.columns
+            ],
+        }
+
+
+def _float_array(value: Any) -> np.ndarray | None:
+    if not isinstance(value, np.ndarray) or value.dtype.kind != "f" or value.size == 0 or value.ndim == 0:
+        return None
+    values = value.astype(np.float64, copy=False)
+    # NaN/Inf in the batch is a data cause, not a scale.
+    return values if np.all(np.isfinite(values)) else None
+
+
+def _large_columns(values: np.ndarray, limit: float) -> tuple[ColumnScale, ...]:
+    """Columns of a table (rows x features) whose RMS passes `limit`, largest first; a single column, an image or
+    a sequence input counts as one."""
+    if values.ndim == 2 and 1 < values.shape[1] <= 4096:
+        rms = np.sqrt(np.mean(np.square(values), axis=0))
+        found = [
+            ColumnScale(int(i), float(rms[i]), float(values[:, i].min()), float(values[:, i].max()))
+            for i in np.flatnonzero(rms >= limit)
+        ]
+        return tuple(sorted(found, key=lambda c: -c.rms))
+    rms_all = float(np.sqrt(np.mean(np.square(values))))
+    if rms_all >= limit:
+        return (ColumnScale(None, rms_all, float(values.min()), float(values.max())),)
+    return ()
+
+
+def _leaves(value: Any, name: str) -> Iterable[tuple[str, Any]]:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _leaves(item, f"{name}[{key!r}]" if name else str(key))
+    elif isinstance(value, (list, tuple)):
+        for index, item in enumerate(value):
+            yield from _leaves(item, f"{name}[{index}]")
+    else:
+        yield name, value
+
+
+def _unscaled(value: Any, role: str, name: str, limit: float) -> UnscaledInput | None:
+    for leaf_name, leaf in _leaves(value, name):
+        values = _float_array(leaf)
+        if values is None:
+            continue
+        if role == "targets" and values.ndim == 2 and values.shape[1] > 1:
+            continue  # one-hot or multi-label targets are not regression values
+        columns = _large_columns(values, limit)
+        if columns:
+            return UnscaledInput(role, leaf_name, columns)
+    return None
+
+
+def unscaled_inputs(batch: Any, layer_classes: Iterable[str] | None) -> list[UnscaledInput]:
+    """The parts of a Keras fit batch ``(x, y[, sample_weight])`` with values of a large scale: the first such
+    feature input, then the first such target; empty when nothing is, the batch is of another shape, or (for the
+    features) the model has a normalizing layer (`NORMALIZING_LAYERS`: what reaches its first weights is then
+    scaled whatever the batch holds)."""
+    if not isinstance(batch, tuple) or not batch:
+        return []
+    found = []
+    if layer_classes is None or not NORMALIZING_LAYERS.intersection(layer_classes):
+        found.append(_unscaled(batch[0], "features", "x", FEATURE_RMS_LIMIT))
+    if len(batch) > 1:
+        found.append(_unscaled(batch[1], "targets", "y", TARGET_RMS_LIMIT))
+    return [item for item in found if item is not None]
+
+
+def layer_classes(config: Any) -> set[str]:
+    """Every ``class_name`` in a Keras model config (layers nested in models and wrappers included)."""
+    found: set[str] = set()
+    stack = [config]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            name = item.get("class_name")
+            if isinstance(name, str):
+                found.add(name)
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return found
