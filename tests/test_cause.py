@@ -1299,3 +1299,29 @@ def test_a_normalization_adapted_on_missing_values_names_the_adapt_call(tmp_path
     assert cause.kind == "data", cause.summary
     assert cause.summary.startswith("the Normalization layer's mean or variance holds NaN/Inf (1 NaN of 7)")
     assert cause.change is not None and cause.change.line == 6, cause.change
+
+
+def test_a_search_that_kept_no_rate_finite_is_not_answered_with_a_tenth(tmp_path: Path) -> None:
+    """The guard's window search tried rates down to 3.8e-7 and none kept the window finite: "try 0.005" (and the
+    quick fix that writes it) would be advice the search disproved; the change says so instead."""
+    program = write_program(tmp_path)
+    search = {
+        "steps": 5,
+        "start_step": 12,
+        "captured_learning_rate": 0.05,
+        "largest_finite_learning_rate": None,
+        "suggested_learning_rate": None,
+        "trials": [{"learning_rate": 0.05 / 2**k, "finite": False} for k in range(18)],
+    }
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        window_search=search,
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence" and cause.change is not None
+    assert "no rate down to 3.81e-7 kept the 5-step window finite, so a lower rate alone" in cause.change.what
+    assert "0.005" not in cause.change.what, cause.change.what
+    assert cause.evidence["window"]["lowest_learning_rate_tried"] == pytest.approx(0.05 / 2**17)
+    assert [f.title for f in cause_fixes(TRAIN, cause)] == []

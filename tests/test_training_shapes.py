@@ -536,3 +536,24 @@ def test_raw_features_into_the_default_rate_name_the_scaling_not_the_rate(tmp_pa
     scaled = {item["role"]: item for item in cause["evidence"]["unscaled_inputs"]}
     # Income (RMS about 8) is in range; rooms, population and age are not, largest first.
     assert [c["column"] for c in scaled["features"]["columns"]] == [2, 3, 1], scaled
+
+
+def test_a_second_fit_of_a_blown_up_model_names_building_it_again(tmp_path):
+    """Try again with a lower rate on the same model: the second fit starts from weights the first one blew up
+    (weight norm ~1e19) and fails at its first step. The guard's search found no rate that keeps that step finite,
+    yet the cause said "learning rate 1e-6: try 1e-7", advice its own search had just disproved. It names the
+    model's construction and the huge weights now; the first fit's cause is the features' scale."""
+    program, done = run_copied("fit_retry_same_model.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.count("went NaN; trying a lower one") == 2, done.stdout
+    first, second = sorted(bundles(tmp_path), key=lambda b: CaptureBundle.load(b).manifest["created"])
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    cause = nanlens_json("locate", str(second), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "divergence", cause
+    assert cause["summary"].startswith("the weights were already huge when this fit began (weight norm"), cause
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert cause["change"]["what"].startswith("build the model again before this fit"), cause["change"]
+    assert "try 1e-7" not in json.dumps(cause), cause
+    assert cause["evidence"]["window"]["largest_finite_learning_rate"] is None, cause["evidence"]
+    first_cause = nanlens_json("locate", str(first), cwd=tmp_path)["cause"]
+    assert "on unscaled features (x[:, 3] from" in first_cause["summary"], first_cause

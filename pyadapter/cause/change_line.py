@@ -380,7 +380,16 @@ def constructed_names(units: list[SourceUnit], names: frozenset[str]) -> set[str
 def model_input_site(units: list[SourceUnit]) -> Site | None:
     """Where the model takes its inputs: the first ``Input(...)`` / ``InputLayer(...)``, else the first
     ``Sequential(...)``; None when the code builds neither (a subclass called on the batch)."""
-    for name in ("Input", "InputLayer", "Sequential"):
+    return _first_site(units, ("Input", "InputLayer", "Sequential"))
+
+
+def model_site(units: list[SourceUnit]) -> Site | None:
+    """Where the model is built: the first ``Sequential(...)`` or ``Model(...)``, else its ``Input(...)``."""
+    return _first_site(units, ("Sequential", "Model", "Input"))
+
+
+def _first_site(units: list[SourceUnit], names: tuple[str, ...]) -> Site | None:
+    for name in names:
         site = construction_site(units, name)
         if site is not None:
             return site

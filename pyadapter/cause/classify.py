@@ -673,7 +673,12 @@ def _divergence(
     if fast:
         evidence["fast"] = True  # too few steps for a trend: the jump and the update size are the evidence
     if not texts:
-        texts.append(f"values overflowed within the run's first {(context.step or 0) + 1} steps")
+        steps = (context.step or 0) + 1
+        texts.append(
+            "values overflowed at the run's first step"
+            if steps == 1
+            else f"values overflowed within the run's first {steps} steps"
+        )
     trend_text = " and ".join(texts)
     unscaled = _unscaled_inputs(context, units)
     change = None
@@ -737,7 +742,21 @@ def _divergence(
         else:
             what = f"the learning rate of {site.name}: lower it{clip}"
         change = _change(site, what, _site_target(site))
-    if unscaled:
+    blown_up = _blown_up_at_start(context.history)
+    if blown_up is not None:
+        # The state fit started from, not this fit's rate: lowering it cannot help (the search says so too).
+        evidence["weights_at_start"] = {"step": blown_up[0], "weight_norm": blown_up[1]}
+        model_site = change_line.model_site(units)
+        rebuild = (
+            f"build the model again before this fit: its weights were already huge when the guard first saw it "
+            f"(weight norm {blown_up[1]:.3g} at step {blown_up[0]}), left so by an earlier fit or loop of the same "
+            "model (a notebook cell run again without the cell that makes the model)"
+        )
+        if model_site is not None:
+            change = _change(model_site, rebuild, "model")
+        elif change is not None:
+            change = dataclasses.replace(change, what=f"{rebuild}; then {change.what}")
+    if unscaled and blown_up is None:
         evidence["unscaled_inputs"] = [item.to_json() for item in unscaled]
         rate = site.learning_rate if site is not None else None
         if rate is None and context.learning_rate is not None and context.learning_rate.finite:
@@ -766,6 +785,11 @@ def _divergence(
         " on unscaled " + " and ".join(f"{u.role} ({u.describe()})" for u in unscaled) if unscaled else ""
     )
     summary = f"the run diverged{rate_text}{scale_text}: {trend_text}, {ending}"
+    if blown_up is not None:
+        summary = (
+            f"the weights were already huge when this fit began (weight norm {blown_up[1]:.3g} at step "
+            f"{blown_up[0]}), and {trend_text}, {ending}"
+        )
     searched = _window_suggestion(context)
     if searched:
         evidence["window"] = searched[0]  # the sentence is in change.what, next to the rate it replaces
@@ -832,13 +856,14 @@ def _rate_flag(argv: list[str], value: float) -> str | None:
 
 
 def _window_suggestion(context: CauseContext) -> tuple[dict[str, Any], str] | None:
-    """(evidence, sentence) of the guard's learning-rate search over its window, when it found a finite rate."""
+    """(evidence, sentence) of the guard's learning-rate search over its window, when it found a finite rate, or
+    when it tried rates and none was (`_search_found_none`)."""
     search = context.window_search or {}
     largest, suggested = search.get("largest_finite_learning_rate"), search.get("suggested_learning_rate")
     steps = search.get("steps")
     numbers = positive_numbers(largest, suggested, steps)
     if numbers is None:
-        return None
+        return _search_found_none(search)
     largest_rate, suggested_rate, window_steps = numbers
     evidence = {
         "steps": int(window_steps),
@@ -853,6 +878,48 @@ def _window_suggestion(context: CauseContext) -> tuple[dict[str, Any], str] | No
         f"try {format_number(suggested_rate)}"
     )
     return evidence, sentence
+
+
+def _search_found_none(search: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+    """A search that tried lower rates and kept no window finite: "try a tenth" would be advice it disproved."""
+    tried = [
+        rate[0]
+        for t in search.get("trials") or []
+        if isinstance(t, dict) and (rate := positive_numbers(t.get("learning_rate"))) is not None
+    ]
+    steps = positive_numbers(search.get("steps"))
+    if not tried or steps is None or search.get("largest_finite_learning_rate") is not None:
+        return None
+    lowest = min(tried)
+    evidence = {
+        "steps": int(steps[0]),
+        "start_step": search.get("start_step"),
+        "captured_learning_rate": search.get("captured_learning_rate"),
+        "largest_finite_learning_rate": None,
+        "lowest_learning_rate_tried": lowest,
+    }
+    sentence = (
+        f"no rate down to {format_number(lowest)} kept the {int(steps[0])}-step window finite, so a lower rate "
+        "alone does not fix it"
+    )
+    return evidence, sentence
+
+
+# A freshly built model's weight norm is in the tens or hundreds; one this large was trained into it before.
+_BLOWN_UP_WEIGHT_NORM = 1e8
+
+
+def _blown_up_at_start(history: list[dict[str, Any]]) -> tuple[int, float] | None:
+    """(0, weight norm) when the weights were already huge at the first step of the fit (or loop) that failed: an
+    earlier fit of the same model object (a notebook cell run again, a loop of fits) left them so."""
+    for row in history:
+        norm = row.get("weight_norm")
+        if isinstance(norm, (int, float)) and not isinstance(norm, bool):
+            step = row.get("step")
+            if norm >= _BLOWN_UP_WEIGHT_NORM and step == 0:
+                return step, float(norm)
+            return None
+    return None
 
 
 def _precision(

@@ -100,7 +100,15 @@ def learning_rate_on_line(source: str, line: int) -> float | None:
     return None
 
 
+def _no_rate_helped(cause: Cause) -> bool:
+    """The guard's search tried lower rates and none kept its window finite: lowering the rate is no fix."""
+    window = cause.evidence.get("window")
+    return isinstance(window, dict) and window.get("lowest_learning_rate_tried") is not None
+
+
 def divergence_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
+    if _no_rate_helped(cause):
+        return []
     fixes: list[QuickFix] = []
     searched = _searched_rate(cause)
     for call in _calls_on_line(src, OPTIMIZERS + SCHEDULES):
