@@ -550,10 +550,34 @@ def test_a_second_fit_of_a_blown_up_model_names_building_it_again(tmp_path):
     changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
     cause = nanlens_json("locate", str(second), cwd=tmp_path)["cause"]
     assert cause["kind"] == "divergence", cause
-    assert cause["summary"].startswith("the weights were already huge when this fit began (weight norm"), cause
+    summary = cause["summary"]
+    assert summary.startswith("the weights were already huge when this fit began (weight norm"), summary
     assert [cause["change"]["line"]] == changed, cause["change"]
     assert cause["change"]["what"].startswith("build the model again before this fit"), cause["change"]
     assert "try 1e-7" not in json.dumps(cause), cause
     assert cause["evidence"]["window"]["largest_finite_learning_rate"] is None, cause["evidence"]
     first_cause = nanlens_json("locate", str(first), cwd=tmp_path)["cause"]
     assert "on unscaled features (x[:, 3] from" in first_cause["summary"], first_cause
+
+
+@pytest.mark.parametrize(
+    "name, summary",
+    [
+        ("fp16_masked_pooling.py", "the mask value -1e9 (fp16_masked_pooling.py:23) is -inf in float16"),
+        ("fp16_poisson_counts.py", "Exp in the PoissonRegressor layer overflowed float16 (max 65504)"),
+    ],
+)
+def test_float16_range_is_the_cause_not_the_mask_row_or_a_record(tmp_path, name, summary):
+    """Under mixed_float16: a mask of -1e9 (finite in float32, -inf in float16) on an empty review was "op" with the
+    advice to write -1e9, the value already there; exp() of a log-rate past 11.1 overflowed in the busiest hours'
+    rows, and the cause blamed one of those rows as "a value unlike the other rows'" (the others being the rows
+    under 65504). Both are float16's range: precision, on the line to change."""
+    program, done = run_copied(name, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "precision", cause
+    assert cause["summary"].startswith(summary), cause["summary"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert "1e9" not in cause["change"]["what"], cause["change"]  # the advice is a value float16 holds

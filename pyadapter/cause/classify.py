@@ -141,9 +141,11 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         # A -inf written to mask positions, on a row with every position masked: the constant is what to change,
         # though the row (an all-padding sequence) is valid input.
         return _masked_row(findings, context, units, origin, mask, rows)
+    sixteen_bit_overflow = is_overflow(origin) and (dtype_of(origin) or "").lower() in ("float16", "half")
     if (
         rows is not None
         and rows.outliers
+        and not sixteen_bit_overflow  # rows past 65504 are the ones that overflowed: no record's doing
         and not _made_by_a_gradient_of_the_users(origin, units)
         # sqrt's slope at 0 is infinite whatever the record: a pair of identical images, a zero gradient.
         and _sqrt_differentiated_at_zero(origin) is None
@@ -185,6 +187,7 @@ def _zero_into_domain_op(origin: Finding) -> bool:
 # Significant bits of the 16-bit floats: below 1 their values lie 2**-bits apart, so two values closer than that
 # relative distance are one value, and their difference is exactly 0.
 SIGNIFICANT_BITS = {"bfloat16": 8, "float16": 11, "half": 11}
+SIXTEEN_BIT = ("float16", "half")  # 16-bit floats of a small range (bfloat16 has float32's)
 _SUBTRACTION = re.compile(r"(?:^|/)(?:sub|Sub|subtract)(?:_\d+)?:\d+$")
 
 
@@ -564,13 +567,56 @@ def _masked_row(
     }
     if rows is not None:
         evidence["bad_rows"] = rows.to_json()
-    what = (
-        f"the mask value: a large finite number instead of {sign} ({'-' if sign == '-inf' else ''}1e9, or the "
-        "dtype's lowest / 2), so a row with every position masked gets even weights instead of NaN"
-        + ("; or leave such records out where the data is read" if whole is not None else "")
+    minus = "-" if sign == "-inf" else ""
+    dtype = (mask.health.dtype if mask.health is not None else None) or ""
+    written = (
+        _written_beyond(units, mask, DTYPE_MAX.get(dtype.lower())) if dtype.lower() in SIXTEEN_BIT else None
     )
+    if dtype.lower() in SIXTEEN_BIT:
+        # -1e9 is the usual finite mask value, and float16 (max 65504) holds it as -inf: the same line is finite
+        # in float32. A value it can hold, or the scores in float32, keeps a fully masked row's weights even.
+        evidence.update(dtype=dtype, written=written)
+        limit = DTYPE_MAX[dtype.lower()]
+        what = (
+            f"the mask value: one {dtype} can hold ({minus}1e4, or the dtype's lowest / 2), or compute the scores "
+            f"and the {op} in float32, so a row with every position masked gets even weights instead of NaN"
+            + ("; or leave such records out where the data is read" if whole is not None else "")
+        )
+        if written is not None:
+            summary = (
+                f"the mask value {written} ({place}) is {sign} in {dtype}, whose largest value is {limit:g}, and the "
+                f"{op} op turned it into NaN{where}: where every position of a row is masked, a softmax over "
+                f"{sign} only is 0 / 0; in float32 the same line gives even weights"
+            )
+            change = Change(file=mask.file, line=mask.line, what=what, cell=mask.cell, target="op")
+            return Cause("precision", summary, evidence, change, provenance=came)
+    else:
+        what = (
+            f"the mask value: a large finite number instead of {sign} ({minus}1e9, or the dtype's lowest / 2), so a "
+            "row with every position masked gets even weights instead of NaN"
+            + ("; or leave such records out where the data is read" if whole is not None else "")
+        )
     change = Change(file=mask.file, line=mask.line, what=what, cell=mask.cell, target="op")
     return Cause("op", summary, evidence, change, provenance=came)
+
+
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?")
+
+
+def _written_beyond(units: list[SourceUnit], finding: Finding, limit: float | None) -> str | None:
+    """A number written on the finding's line whose magnitude the dtype cannot hold (``-1e9`` in float16)."""
+    if limit is None:
+        return None
+    for unit in units:
+        if os.path.abspath(unit.file) == os.path.abspath(finding.file) and unit.cell == finding.cell:
+            for text in _NUMBER.findall(unit.line(finding.line)):
+                try:
+                    value = float(text)
+                except ValueError:
+                    continue
+                if math.isfinite(value) and abs(value) > limit:
+                    return text
+    return None
 
 
 def _row_outlier(
