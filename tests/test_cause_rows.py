@@ -168,3 +168,15 @@ def test_an_empty_token_list_of_a_ragged_batch_is_the_record() -> None:
     tokens = RaggedLeaf(np.arange(1, splits[-1] + 1, dtype=np.int64), (splits,))
     found = rows_of(loss_values([4, 8], rows=10), (tokens, labels))
     assert found is not None and found.outliers == []
+
+
+def test_a_one_hot_category_the_bad_rows_share_is_not_a_bad_record() -> None:
+    """A DQN's next states are one-hot: the rows whose next state is the high-value one overflow an exp. The 1 in
+    that column is a valid state, not "a value unlike the other rows'" (which all hold 0 there); a 2 would be."""
+    states = np.zeros((8, 4), dtype=np.float32)
+    states[np.arange(8), [0, 2, 2, 1, 0, 2, 1, 0]] = 1.0
+    found = rows_of(loss_values([1, 2, 5]), (states, np.zeros((8, 1), np.float32)))
+    assert found is not None and found.rows == [1, 2, 5] and found.outliers == []
+    states[2, 3] = 2.0  # not a one-hot value: named
+    found = rows_of(loss_values([2]), (states, np.zeros((8, 1), np.float32)))
+    assert found is not None and [o.element.describe() for o in found.outliers] == ["x[2, 3] = 2"]

@@ -252,6 +252,11 @@ def _outliers(
                         Outlier(BadElement(label, row, index, 0.0, batch_rows), 0.0, 0.0, whole_row=True)
                     )
         rules = _rules_that_single_out(others) if np.isfinite(others).all() else set()
+        # A 0/1 column (one-hot state, flag, binary label) splits rows by category: a 1 where the good rows have
+        # 0 is a valid record whose category meets the bug (an exp overflowing on the high-value state), not an
+        # unlike value.
+        with np.errstate(invalid="ignore"):
+            binary = np.all((value == 0) | (value == 1), axis=0)
         whole = {o.element.row for o in found if o.whole_row and o.element.leaf == label}
         for row in (r for r in rows if r not in whole):  # a row named whole needs no cell of it named
             cells = value[row].astype(np.float64)
@@ -259,6 +264,7 @@ def _outliers(
             outside = np.zeros(np.shape(cells), dtype=bool)
             for rule in rules:
                 outside |= verdicts[rule]
+            outside &= ~binary
             for position in np.argwhere(np.atleast_1d(outside)):
                 column = tuple(int(i) for i in position) if value.ndim > 1 else ()
                 index = (row, *column)
