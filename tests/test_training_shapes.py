@@ -581,3 +581,24 @@ def test_float16_range_is_the_cause_not_the_mask_row_or_a_record(tmp_path, name,
     changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
     assert [cause["change"]["line"]] == changed, cause["change"]
     assert "1e9" not in cause["change"]["what"], cause["change"]  # the advice is a value float16 holds
+
+
+def test_a_network_the_guarded_step_only_reads_is_named_until_it_is_guarded_too(tmp_path):
+    """A DQN's target network, read by the step and synced by the loop, is not in a bundle guarded with model= and
+    optimizer=: the replay rebuilt it fresh and said "stayed finite" with no warning. The guard now says at the
+    stop which variables the bundle lacks and how to guard them, the replay repeats it, and with the target in
+    checkpoint= the replay reproduces the step with no warning."""
+    program = SHAPES / "loop_target_network.py"
+    done = run_program(program.name, tmp_path)
+    assert "pyadapter.NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    note = "NanGuard: note: the step reads 2 variables the bundle does not hold (sequential_1/dense_1/"
+    assert note in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    replayed = nanlens_json("replay", str(bundle))
+    assert replayed["warnings"] and replayed["warnings"][0].startswith("the step reads 2 variables"), replayed
+
+    shutil.rmtree(tmp_path / "captures")
+    done = run_program(program.name, tmp_path, "checkpoint")
+    assert "pyadapter.NonFiniteStepError" in done.stderr and "NanGuard: note" not in done.stderr, done.stderr
+    (bundle,) = bundles(tmp_path)
+    assert_replays_by_reentry(bundle, program)

@@ -338,6 +338,28 @@ class GuardedStep:
             ]
         )
 
+    def variables_not_held(self, args: tuple, kwargs: dict) -> list[str]:
+        """Names of the variables the compiled step reads that the bundle does not hold: a network the step only
+        reads (a DQN's target network, a frozen teacher) given to guard_step neither as ``model=`` nor in
+        ``checkpoint=``. A replay starts those from the values the re-run program gives them, not training's.
+        Empty for a step that is not a tf.function (its reads are not known without running it)."""
+        if not isinstance(self._compiled, tf.types.experimental.PolymorphicFunction):
+            return []
+        try:
+            concrete = self._compiled.get_concrete_function(
+                *args, **kwargs
+            )  # the trace the failing call used
+        except Exception:  # noqa: BLE001 - a signature it cannot restate: say nothing rather than guess
+            return []
+        held = {
+            id(_backing(v))
+            for v in [
+                *self._state_variables(),
+                *(v for m in self.models for v in keras_lines.metrics_variables(m)),
+            ]
+        }
+        return [v.name.split(":")[0] for v in concrete.variables if id(v) not in held]
+
     def _live_step(self, like: tuple[tuple, dict] | None = None) -> atscene.LiveStep:
         """The step a window re-runs: the loop's own Python step on the window's held arguments (object arguments,
         a model passed to the step, as in `like`: the failing call)."""
@@ -474,6 +496,12 @@ def _scalar_loss(result: Any) -> Any:
         if isinstance(value, tf.Tensor) and value.dtype.is_floating and value.shape.rank == 0:
             return value
     return None
+
+
+def _backing(variable: Any) -> Any:
+    """The tf.Variable a compiled function captures for `variable` (a Keras 3 variable holds one as ``.value``)."""
+    value = getattr(variable, "value", None)
+    return value if isinstance(value, tf.Variable) else variable
 
 
 def guard_step(

@@ -33,6 +33,9 @@ class Attempt:
     error: str | None = None
     origin: str | None = None  # located at the scene
     cause: str | None = None
+    note: str | None = (
+        None  # what a replay of the bundle will lack (variables the step reads it does not hold)
+    )
 
 
 def first_line(exc: BaseException) -> str:
@@ -101,6 +104,7 @@ class FailurePolicy:
             attempt.error,
             origin=attempt.origin,
             cause=attempt.cause,
+            note=attempt.note,
         )
         self.failures.append(failure)
         return failure
@@ -126,3 +130,4 @@ def write_located(
     files, window_entry = window_files(located)
     attempt.path = write({**located.files, **files}, {**located.manifest, **window_entry, **data_source()})
     attempt.cause = atscene.cause_sentence(attempt.path, located)
+    attempt.note = atscene.replay_note(attempt.path)

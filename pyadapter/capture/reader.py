@@ -289,6 +289,34 @@ class CaptureBundle:
         """Model class name/module, jit_compile, run_eagerly, steps_per_execution, strategy, replicas."""
         return dict(self.manifest.get("model") or {})
 
+    @property
+    def variables_not_held(self) -> tuple[int, list[str]]:
+        """(how many, the first names) of the variables the guarded step read that the bundle does not hold (read
+        as data: a count and strings only)."""
+        entry = self.manifest.get("variables_not_held")
+        if not isinstance(entry, dict):
+            return 0, []
+        names = [n for n in entry.get("names") or [] if isinstance(n, str)][:20]
+        count = entry.get("count")
+        return (
+            max(count, len(names)) if isinstance(count, int) and not isinstance(count, bool) else len(names)
+        ), names
+
+    def not_held_warning(self) -> str | None:
+        """The replay's warning for `variables_not_held`, or None."""
+        count, names = self.variables_not_held
+        if not count:
+            return None
+        shown = ", ".join(names[:3]) + (
+            f" and {count - len(names[:3])} more" if count > len(names[:3]) else ""
+        )
+        return (
+            f"the step reads {count} variable{'s' if count != 1 else ''} the bundle does not hold ({shown}): a "
+            "replay gives them the values the program gives them, not training's, so it may not reproduce the "
+            "failure; guard them too, e.g. guard_step(checkpoint=tf.train.Checkpoint(model=..., optimizer=..., "
+            "target=<the network the step reads>))"
+        )
+
     # ---- raw paths ----
 
     @property

@@ -107,6 +107,9 @@ class Failure:
     bundle_error: str | None = None  # why no bundle was written, if writing failed
     origin: str | None = None  # "file:line: Op", when the origin was located at the scene
     cause: str | None = None  # "divergence: the run diverged ...", the cause of what was located at the scene
+    note: str | None = (
+        None  # what a replay of the bundle will lack, said once here where it can still be fixed
+    )
 
     def message(self) -> str:
         where = f"step {self.step}"
@@ -135,6 +138,8 @@ class Failure:
                     lines.append(f"NanGuard: cause: {self.cause}")
             else:
                 lines.append(f"NanGuard: find the op that made it: nanlens locate {self.bundle}")
+            if self.note is not None:
+                lines.append(f"NanGuard: note: {self.note}")
         elif self.bundle_error:
             lines.append(f"NanGuard: could not write the capture bundle: {self.bundle_error}")
         return "\n".join(lines)

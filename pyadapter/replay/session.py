@@ -38,7 +38,7 @@ def new_report(rebuilt: Rebuilt) -> ReplayReport:
         batch_index=bundle.batch_index,
         kind=bundle.kind,
         captured=bundle.non_finite.summary(),
-        warnings=list(rebuilt.warnings),
+        warnings=[*rebuilt.warnings, *filter(None, [bundle.not_held_warning()])],
         non_finite_inputs=list(rebuilt.bad_inputs),
     )
 
