@@ -602,3 +602,18 @@ def test_a_network_the_guarded_step_only_reads_is_named_until_it_is_guarded_too(
     assert "pyadapter.NonFiniteStepError" in done.stderr and "NanGuard: note" not in done.stderr, done.stderr
     (bundle,) = bundles(tmp_path)
     assert_replays_by_reentry(bundle, program)
+
+
+def test_a_nan_the_guarded_steps_arguments_carry_is_located_in_the_program_not_autograph_s_file(tmp_path):
+    """guard_step converts a tf.function step with autograph itself; the ops of its converted code named
+    autograph's temporary file (/tmp/__autograph_generated_file*.py) in a dump's stacks, so `nanlens locate`, which
+    re-runs the program under a dump when the batch already held NaN, marked a file the user never saw, and called
+    the Mul that carried the NaN labels "a Mul op made NaN/Inf from finite inputs"."""
+    program = SHAPES / "loop_numpy_nan_labels.py"
+    done = run_program(program.name, tmp_path)
+    assert "pyadapter.NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    located = nanlens_json("locate", str(bundle))
+    assert at(located["origin"]) == (program, 19), located["origin"]  # target = labels * 2.0
+    assert "__autograph_generated" not in json.dumps(located)
+    assert located["cause"]["kind"] == "data", located["cause"]

@@ -36,6 +36,7 @@ its ``strategy.run`` calls are gated across replicas like NanGuard's.
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import inspect
 import sys
@@ -44,6 +45,9 @@ from typing import Any
 
 import numpy as np
 import tensorflow as tf
+
+# autograph's stack mapper (what tf.function's own conversion uses): no public name in TF 2.x
+from tensorflow.python.autograph.impl import api as autograph_api
 
 from pyadapter.capture import (
     atscene,
@@ -192,9 +196,13 @@ class GuardedStep:
         self._seed_paths = [path for path, _ in seeds]
         seeds_before = tuple(tf.identity(tf.convert_to_tensor(v)) for _, v in seeds)
         function = self.python_function
+        source_map: Any = contextlib.nullcontext()
         if self._autograph:
-            # As tf.function(autograph=True) would: Python control flow on tensors becomes graph control flow.
+            # As tf.function(autograph=True) would: Python control flow on tensors becomes graph control flow; and,
+            # as its converted_call does, the ops' stacks name the step's own lines, not autograph's generated
+            # temporary file (a dump's stack frames are what locate maps to the user's code).
             function = tf.autograph.to_graph(function, recursive=True)
+            source_map = autograph_api.StackTraceMapper(function)
         by_hand = not self.optimizers
         with gate.hooks(
             self.optimizers,
@@ -204,7 +212,8 @@ class GuardedStep:
             manual_names=self._hand_names if by_hand else None,
             known_variables=None if by_hand else self._known_variables(),
         ) as scope:
-            result = function(*args, **kwargs)
+            with source_map:
+                result = function(*args, **kwargs)
             verdict, meta = gate.combine(scope)
         # Variables the step keeps by hand (gradient accumulators): restored around the scene's and the window's
         # re-runs like the models' (a re-run of the failing step would leave its NaN in them).

@@ -393,10 +393,16 @@ def _rerun_and_scan(
             shutil.rmtree(rerun_dir, ignore_errors=True)
 
 
-# Ops that make no NaN out of finite values (a NaN in their output came in through an input): a difference of two
-# finite numbers is finite or infinite, never NaN; moving, joining or choosing values makes none either.
+# Ops that make no NaN out of finite values (a NaN in their output came in through an input): a difference or a
+# product of two finite numbers is finite or infinite, never NaN (nor is a sum or mean of finite numbers: one that
+# overflows stays +inf or -inf); moving, joining or choosing values makes none either.
 _NO_NEW_NAN = frozenset(
     {
+        "Mul",
+        "Sum",
+        "Mean",
+        "Max",
+        "Min",
         "Sub",
         "Add",
         "AddV2",
