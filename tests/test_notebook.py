@@ -135,9 +135,10 @@ def notebook_run(tmp_path_factory):
     }
 
 
-def _run_notebook(path: Path, base: Path, session_name: str):
+def _run_notebook(path: Path, base: Path, session_name: str, edit=None):
     """Run the notebook at `path` as Jupyter does (a kernel of the test's kernelspec, started in the notebook's
-    folder, JPY_SESSION_NAME = `session_name`), its Jupyter and IPython state under `base`; the executed notebook."""
+    folder, JPY_SESSION_NAME = `session_name`), its Jupyter and IPython state under `base`; the executed notebook.
+    `edit(nb)` changes it in the front end first, as a user's unsaved typing does (the file keeps its text)."""
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")
     jupyter_dir = base / "jupyter"
@@ -151,6 +152,8 @@ def _run_notebook(path: Path, base: Path, session_name: str):
         patch.setenv("CUDA_VISIBLE_DEVICES", "")
         patch.delenv("IPYKERNEL_CELL_NAME", raising=False)
         nb = nbformat.reads(path.read_text(encoding="utf-8"), as_version=4)
+        if edit is not None:
+            edit(nb)
         client = nbclient.NotebookClient(
             nb, timeout=300, kernel_name=KERNEL_NAME, resources={"metadata": {"path": str(path.parent)}}
         )
@@ -868,3 +871,43 @@ for lr in [1e-3, 1e-2, 5.0]:
     assert (located["cause"]["kind"], change["cell"], change["line"]) == ("divergence", 2, 6), located[
         "cause"
     ]
+
+
+@pytest.mark.slow
+def test_a_cell_edited_run_and_then_saved_is_marked_and_replays(tmp_path):
+    """The user edits a cell in the browser, runs all before the autosave, then saves. The bundle's origin was left
+    in the kernel's temp file with "save the notebook to see it marked" after the save too, and the replay refused
+    the saved notebook ("its code changed since the capture"), though it holds exactly the code that ran. Both
+    follow the notebook as saved now."""
+    import nbformat
+
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    data = "rng = np.random.default_rng(0)\nx = rng.normal(size=(64, 4)).astype('float32')\ny = np.ones((64, 1), 'float32')"
+    model = (
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])\n"
+        "model.compile('sgd', loss=lambda t, p: tf.reduce_mean(tf.math.log(p - t)))"
+    )
+    fit = f"model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    cells = [("code", IMPORTS), ("code", data), ("code", model), ("code", fit)]
+    path = folder / "edited.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+
+    def typed_but_not_saved(nb) -> None:
+        nb.cells[2].source = "# the loss, by hand\n" + nb.cells[2].source
+
+    nb = _run_notebook(path, tmp_path, "edited.ipynb", edit=typed_but_not_saved)
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    scene = json.loads((bundle / "findings.json").read_text(encoding="utf-8"))
+    assert scene["origin"].get("cell") is None, scene["origin"]  # not saved yet: the kernel's file
+    nbformat.write(nb, str(path))  # the user saves
+
+    located = _nanlens("locate", bundle, folder)
+    assert located.returncode in (0, 1), located.stderr[-3000:]
+    report = json.loads(located.stdout)
+    assert (report["origin"]["file"], report["origin"]["cell"], report["origin"]["line"]) == (str(path), 2, 3)
+    assert not any("save the notebook" in w for w in report.get("warnings", [])), report.get("warnings")
+    replayed = _nanlens("replay", bundle, folder)
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    assert json.loads(replayed.stdout)["reproduced"] == {"graph": True, "eager": True}

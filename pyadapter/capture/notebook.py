@@ -291,11 +291,48 @@ def _unsaved_origin(findings: Findings, origin: Finding, info: NotebookInfo) -> 
     run = f"In [{executed.execution_count}]" if executed.execution_count is not None else "a cell"
     warning = (
         f"the origin is in code the kernel ran ({run}, line {in_cell}) that the saved {info.path.name} does not "
-        "hold: save the notebook to see it marked in its cell; a replay runs the saved cells"
+        f"hold: {_UNSAVED_MARK}; a replay runs the saved cells"
     )
     warnings = findings.extra.setdefault("warnings", [])
     if warning not in warnings:  # mapping the same findings again adds nothing
         warnings.append(warning)
+
+
+_UNSAVED_MARK = "save the notebook to see it marked in its cell"
+
+
+def map_saved_since(findings: Findings, recorded: Any) -> Findings:
+    """A bundle's findings whose origin is still in a kernel's cell file because the notebook was not saved when the
+    step failed (JupyterLab saves every two minutes), mapped again against the notebook as saved now, from the
+    cells the bundle recorded (`recorded`: ``manifest["entry_script"]["notebook"]``). In place; returns `findings`.
+    A notebook still without that code keeps the findings, and their warning, as they were."""
+    origin = findings.origin
+    if origin is None or origin.cell is not None:
+        return findings
+    try:
+        info = NotebookInfo.from_manifest(recorded)
+    except NotebookError:
+        return findings
+    if not info.is_cell_file(origin.file) or info.cell_location(origin.file, origin.line) is None:
+        return findings
+    warnings = findings.extra.get("warnings")
+    if isinstance(warnings, list):  # the capture's "save the notebook" warning: it is saved now
+        findings.extra["warnings"] = [w for w in warnings if not (isinstance(w, str) and _UNSAVED_MARK in w)]
+    findings.extra.pop("origin_code", None)  # shown from the saved cell from now on
+    return map_findings_to_notebook(findings, info)
+
+
+def saved_cells_were_run(recorded: Any) -> bool:
+    """Whether every code cell of the notebook as saved now holds code the kernel ran in the captured session (the
+    cells the bundle recorded): then a re-entry runs the code that trained, though the file's hash is not the one
+    recorded (the notebook was saved after the capture)."""
+    try:
+        info = NotebookInfo.from_manifest(recorded)
+        cells = [c for c in read_notebook_cells(info.path) if c.cell_type == "code" and c.source.strip()]
+    except NotebookError:
+        return False
+    ran = {_normalized(cell.source) for cell in info.cells}
+    return bool(cells) and all(_normalized(cell.source) in ran for cell in cells)
 
 
 def _map_location(item: Finding | Frame, info: NotebookInfo) -> None:

@@ -76,6 +76,21 @@ def _recorded_code_hash(bundle: Any, program: Path) -> tuple[str | None, str | N
     return (recorded if isinstance(recorded, str) else None), current
 
 
+def _saved_after_the_run(bundle: Any, program: Path) -> bool:
+    """A notebook saved after the capture with exactly the cells its kernel ran (edited, run, then saved): its
+    hash is new, its code is what trained."""
+    if program.suffix.lower() != ".ipynb":
+        return False
+    from pyadapter.capture.notebook import saved_cells_were_run
+
+    recorded = (bundle.manifest.get("entry_script") or {}).get("notebook")
+    return (
+        isinstance(recorded, dict)
+        and Path(str(recorded.get("path"))).resolve() == program
+        and (saved_cells_were_run(recorded))
+    )
+
+
 def check_entry(bundle: Any, *, root: str | os.PathLike[str] | None = None) -> Path:
     """The bundle's program, resolved, if a replay may run it; raises `UntrustedEntry` (one line) otherwise, and
     ReplayError when the bundle names no program or it is missing."""
@@ -97,7 +112,7 @@ def check_entry(bundle: Any, *, root: str | os.PathLike[str] | None = None) -> P
             f"if it is your code, run nanlens from its folder or add --trust-entry {program}"
         )
     recorded, current = _recorded_code_hash(bundle, program)
-    if recorded is not None and current != recorded:
+    if recorded is not None and current != recorded and not _saved_after_the_run(bundle, program):
         raise UntrustedEntry(
             f"not running {program}: its code changed since the capture (sha256 differs from the bundle's record); "
             f"if the change is yours, add --trust-entry {program}"
