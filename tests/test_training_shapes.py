@@ -617,3 +617,28 @@ def test_a_nan_the_guarded_steps_arguments_carry_is_located_in_the_program_not_a
     assert at(located["origin"]) == (program, 19), located["origin"]  # target = labels * 2.0
     assert "__autograph_generated" not in json.dumps(located)
     assert located["cause"]["kind"] == "data", located["cause"]
+
+
+def test_a_rate_a_callback_raises_is_not_searched_as_a_constant(tmp_path):
+    """An LR range test: a callback raises the rate x1.1 per batch until the run diverges at ~15. The guard's
+    search replayed the window at the rate of its start (0.002, constant: finite) and said "largest finite over the
+    94-step window: 0.00192"; `replay --window` said the window "stays finite at the captured rate"; the line to
+    change was the optimizer's, whose 1e-4 never ran. The callback's line is named, and no search or window replay
+    at one rate is presented as the run's."""
+    program = SHAPES / "fit_lr_range_test.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "the learning rate changed during the window (" in done.stderr, done.stderr[-3000:]
+    assert "largest finite" not in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle))["cause"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert cause["kind"] == "divergence" and [cause["change"]["line"]] == changed, cause
+    windowed = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "replay", str(bundle), "--window"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=child_env(),
+    )
+    assert "the learning rate changed during the window" in windowed.stdout + windowed.stderr, windowed.stdout

@@ -221,13 +221,14 @@ def window_search(
     copy, held = found
     run = live.run(keeper, copy, [live.to_numpy(b) for _, b in held] + [failing_batch])
     saved = _live_values([*keeper.variables, *live.extra_state])
-    if verbose:
-        scene.say(
-            f"the run diverged: replaying the last {run.steps} steps from the guard's copy at lower learning "
-            "rates (graph mode, at most a minute)..."
-        )
+    failing_rate = used.value if used is not None else None
     try:
-        search = run.search()
+        if verbose and run.rate_changed(failing_rate) is None:  # (reads the copy's rate: puts the copy back)
+            scene.say(
+                f"the run diverged: replaying the last {run.steps} steps from the guard's copy at lower learning "
+                "rates (graph mode, at most a minute)..."
+            )
+        search = run.search(failing_rate=failing_rate)
     finally:
         for variable, value in saved:
             variable.assign(value)

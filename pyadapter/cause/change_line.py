@@ -117,7 +117,12 @@ def rate_assignment(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
     if isinstance(node, ast.Assign) and len(node.targets) == 1 and _is_rate_target(node.targets[0]):
         return node.targets[0], node.value
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
-        if node.func.attr == "assign" and _is_rate_target(node.func.value):
+        if node.func.attr == "assign" and (
+            _is_rate_target(node.func.value)
+            # lr = self.model.optimizer.learning_rate; lr.assign(lr * 1.1): the variable by a name of its own
+            or isinstance(node.func.value, ast.Name)
+            and node.func.value.id in RATE_ATTRIBUTES
+        ):
             return node.func.value, node.args[0]
         if node.func.attr == "set_value" and len(node.args) == 2 and _is_rate_target(node.args[0]):
             return node.args[0], node.args[1]
@@ -143,6 +148,22 @@ def rate_assignments(unit: SourceUnit) -> list[Site]:
     return found
 
 
+def _computed_rate_setter(units: list[SourceUnit]) -> Site | None:
+    """Where the program sets its rate while it trains, from a computation: a ``LearningRateScheduler(...)``, or
+    an assignment of a built optimizer's rate (`rate_assignment`) whose value is no number (``lr * self.factor``)."""
+    for unit in units:
+        for call in calls(unit):
+            if called_name(call) == "LearningRateScheduler":
+                return Site(unit, call, "LearningRateScheduler", target="schedule")
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            assignment = rate_assignment(node)
+            if assignment is not None and number(assignment[1]) is None:
+                target, value = assignment
+                return Site(unit, value, f"{ast.unparse(target)} set as it trains", target="optimizer")
+    return None
+
+
 def same_rate(written: float | None, used: float) -> bool:
     # The recorded rate is the float32 the step read: 0.02 reads back as 0.0199999995...
     return written is not None and abs(written - used) <= 1e-6 * max(abs(used), 1e-30)
@@ -162,6 +183,11 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str], used: float | N
     matching = [site for site in candidates if same_rate(site.learning_rate, used)]
     if matching:
         return matching[0]
+    setter = _computed_rate_setter(units)
+    if setter is not None:
+        # No line writes the rate that ran, and the program sets it as it trains (an LR range test's callback,
+        # a LearningRateScheduler): that line made it, not the construction's number.
+        return Site(setter.unit, setter.node, setter.name, used, False, target=setter.target)
     if not found:
         return None
     first = found[0]

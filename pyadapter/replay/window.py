@@ -187,13 +187,37 @@ class WindowRun:
         verdict.seconds = time.perf_counter() - started
         return verdict
 
-    def search(self, *, seconds: float = SEARCH_SECONDS) -> WindowSearch:
+    def rate_changed(self, failing_rate: float | None) -> str | None:
+        """Why a replay of the window at one rate is not the run: the rate at its start is not the failing step's
+        (a callback raised it as the run trained: an LR range test), or None. The window replays at one rate."""
+        start = self.captured_learning_rate
+        if (
+            start is None
+            or failing_rate is None
+            or not failing_rate > 0
+            or math.isclose(start, failing_rate, rel_tol=0.01)
+        ):
+            return None
+        from pyadapter.findings_text import format_number
+
+        return (
+            f"the learning rate changed during the window ({format_number(start)} at its start, step "
+            f"{self.start_step}; {format_number(failing_rate)} at the failing step): the program sets it as it "
+            "trains, and the window replays at one rate"
+        )
+
+    def search(self, *, seconds: float = SEARCH_SECONDS, failing_rate: float | None = None) -> WindowSearch:
         """The largest learning rate that keeps the window finite: halve the captured rate until the window stays
-        finite, then bisect (log scale) between that and the next rate up. Bounded by `seconds`."""
+        finite, then bisect (log scale) between that and the next rate up. Bounded by `seconds`. Not searched
+        when the rate changed during the window (`rate_changed`: the step's `failing_rate` differs)."""
         captured = self.captured_learning_rate
         result = WindowSearch(steps=self.steps, start_step=self.start_step, captured_learning_rate=captured)
         if captured is None or not captured > 0:
             result.stopped = "the learning rate is a schedule or not a variable: not searched"
+            return result
+        changed = self.rate_changed(failing_rate)
+        if changed is not None:
+            result.stopped = f"{changed}: not searched"
             return result
         started = time.perf_counter()
 

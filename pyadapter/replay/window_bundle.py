@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyadapter.capture import learning_rate as learning_rate_module
 from pyadapter.capture.window import WindowSearch
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.window import GROWTH_LIMIT, SEARCH_SECONDS, WindowVerdict, run_of_program
@@ -130,12 +131,17 @@ def replay_bundle_window(
         with breakpoints_paused():
             run, warnings = run_of_program(rebuilt.program, window, bundle.kind)
             captured_rate = run.captured_learning_rate
+            failing = learning_rate_module.read(bundle.manifest.get(learning_rate_module.MANIFEST_KEY))
+            failing_rate = failing.value if failing is not None and failing.finite else None
+            changed = run.rate_changed(failing_rate)
+            if changed is not None:
+                warnings = [*warnings, f"{changed}: a window that stays finite here says nothing of the run"]
             same = learning_rate is None or (
                 captured_rate is not None and math.isclose(learning_rate, captured_rate, rel_tol=1e-6)
             )
             verdict = run.replay(None if same else learning_rate)
             captured = None if same else run.replay(None)
-            searched = run.search(seconds=search_seconds) if search else None
+            searched = run.search(seconds=search_seconds, failing_rate=failing_rate) if search else None
         return BundleWindowReport(
             bundle=str(bundle.path),
             start_step=window.start_step,
