@@ -111,13 +111,18 @@ class WindowRun:
                 variable.assign(value.astype(np.asarray(variable.numpy()).dtype, copy=False))
 
     def captured_rates(self) -> list[tuple[Any, float]]:
-        """(learning-rate variable, its rate at the window's start) for each optimizer with a constant rate."""
+        """(learning-rate variable, its rate at the window's start) for each optimizer, all with a constant rate;
+        empty when one of them runs on a schedule: scaling the others would search a rate that did not diverge (an
+        autoencoder's scheduled SGD beside a head's constant Adam)."""
         if self._rates is None:
             self.restore()
             found: list[tuple[Any, float]] = []
             for optimizer in self.optimizers:
                 variable = learning_rate_variable(optimizer)
-                if variable is not None and all(variable is not seen for seen, _ in found):
+                if variable is None:
+                    found = []
+                    break
+                if all(variable is not seen for seen, _ in found):
                     found.append((variable, float(np.asarray(variable.numpy()))))
             self._rates = found
         return self._rates
