@@ -445,3 +445,25 @@ def test_a_window_report_whose_captured_run_only_grew_says_so() -> None:
         .message()
         .endswith("(at the captured rate it went non-finite at step 14)")
     )
+
+
+def test_a_product_sum_fed_a_batch_that_holds_nan_carried_it_in() -> None:
+    """The pipeline re-run's first NaN can be the first layer's MatMul, whose data input (the step's argument) has
+    no recorded health: with the captured batch holding NaN, the MatMul carried it; it was named as an op's doing
+    ("a MatMul op made NaN/Inf from finite inputs") in some runs and as the data in others."""
+    from pyadapter.findings import Finding, InputHealth, OpRef, TensorHealth
+    from pyadapter.replay.locate import _carried_in
+
+    matmul = Finding(
+        file="train.py",
+        line=3,
+        role="origin",
+        op=OpRef(name="dense/MatMul", type="MatMul", graph="one_step_on_data"),
+        health=TensorHealth(dtype="float32", size=8, nan=1),
+        inputs=[InputHealth("data:0", None), InputHealth("dense/ReadVariableOp:0", TensorHealth(size=3))],
+    )
+    assert _carried_in(matmul)
+    matmul.inputs[0] = InputHealth(
+        "x:0", TensorHealth(size=24)
+    )  # every input recorded finite: an overflow's NaN
+    assert not _carried_in(matmul)

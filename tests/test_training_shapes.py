@@ -642,3 +642,19 @@ def test_a_rate_a_callback_raises_is_not_searched_as_a_constant(tmp_path):
         env=child_env(),
     )
     assert "the learning rate changed during the window" in windowed.stdout + windowed.stderr, windowed.stdout
+
+
+def test_a_dataset_from_a_helper_is_not_said_to_be_shuffled_by_fit(tmp_path):
+    """fit(make_dataset(x, y)): the bad row was "index 21 of the array passed to fit (in the shuffled order)" with
+    the note "fit shuffles ... pass shuffle=False", which Keras ignores for a Dataset. The guard found the rows in
+    the arrays the pipeline was sliced from, so that is what is said, without the note."""
+    done = run_program("fit_dataset_helper.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle))["cause"]
+    assert cause["kind"] == "data", cause
+    assert "x[5, 1] = nan, row 21 of the arrays the dataset was sliced from" in cause["summary"], cause[
+        "summary"
+    ]
+    assert "shuffle" not in cause["summary"] + cause["change"]["what"], cause
+    assert "note" not in cause.get("provenance", {}), cause.get("provenance")

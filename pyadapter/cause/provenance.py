@@ -254,6 +254,9 @@ def data_provenance(
     pipeline (`change_line.fit_reads_a_dataset`). ``fit_rows``: the batch rows' indices in the arrays passed to fit,
     found by their values at the scene (`pyadapter.capture.fit_arrays`)."""
     search_files = element is None
+    # The guard found the batch's rows in the arrays a tf.data pipeline was sliced from: fit was given that
+    # pipeline, whatever the source text suggests (``fit(make_dataset(x, y))``), and fit's shuffle= is not used.
+    dataset = dataset or (isinstance(fit_rows, dict) and fit_rows.get("of") == fit_arrays.SLICES)
     element = element or first_bad_element(batch)
     if element is None:
         return None

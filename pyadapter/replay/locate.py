@@ -437,13 +437,21 @@ _NO_NEW_NAN = frozenset(
 )
 
 
+# Sums of products make NaN from finite values only by overflowing both ways at once; fed a batch that holds NaN
+# already (which is when `_carried_in` is asked), the NaN came in with it.
+_CARRY_PRODUCT_SUMS = frozenset(
+    {"MatMul", "_FusedMatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum", "Conv2D", "_FusedConv2D", "Conv3D"}
+)
+
+
 def _carried_in(origin: Finding) -> bool:
     """The re-run's origin only carried a NaN the captured batch already held: an op of the training step (not of a
     tf.data function, whose graph TensorFlow names ``Dataset_...``) that makes no NaN of finite values, with NaN in
     its output and an input of no recorded health (the step's argument: the batch, as tf.data handed it over from
     arrays in memory, which no op records)."""
     graph = origin.op.graph or ""
-    if origin.op.type not in _NO_NEW_NAN or graph.startswith("Dataset_") or origin.health is None:
+    carries = origin.op.type in _NO_NEW_NAN or origin.op.type in _CARRY_PRODUCT_SUMS
+    if not carries or graph.startswith("Dataset_") or origin.health is None:
         return False
     if origin.health.nan == 0:
         return False
