@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import math
+import os
 import re
 from dataclasses import dataclass
 
@@ -419,6 +420,46 @@ def _first_site(units: list[SourceUnit], names: tuple[str, ...]) -> Site | None:
         site = construction_site(units, name)
         if site is not None:
             return site
+    return None
+
+
+def _is_square(node: ast.AST) -> bool:
+    """``x ** 2``, ``tf.square(x)``, ``x * x`` (of one name), ``tf.pow(x, 2)``."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Pow):
+        return number(node.right) == 2
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+        return ast.dump(node.left) == ast.dump(node.right)
+    if isinstance(node, ast.Call):
+        name = called_name(node)
+        return name == "square" or name == "pow" and len(node.args) == 2 and number(node.args[1]) == 2
+    return False
+
+
+def squares_difference_site(units: list[SourceUnit], file: str, line: int, cell: int | None) -> Site | None:
+    """A difference with squares on both sides (``mean(x ** 2) - mean(x) ** 2``: the one-pass variance) in the
+    function that holds `line` of `file`, nearest before it, or on it. None when there is none."""
+    for unit in units:
+        if os.path.abspath(unit.file) != os.path.abspath(file) or unit.cell != cell:
+            continue
+        functions = [
+            f
+            for f in ast.walk(unit.tree)
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and f.lineno <= line <= (f.end_lineno or f.lineno)
+        ]
+        scope: ast.AST = (
+            min(functions, key=lambda f: (f.end_lineno or f.lineno) - f.lineno) if functions else unit.tree
+        )
+        found = [
+            node
+            for node in ast.walk(scope)
+            if isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Sub)
+            and node.lineno <= line
+            and all(any(_is_square(n) for n in ast.walk(side)) for side in (node.left, node.right))
+        ]
+        if found:
+            return Site(unit, max(found, key=lambda n: n.lineno), "a difference of squares")
     return None
 
 

@@ -124,6 +124,10 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         return _cancellation(findings, context, origin, dtype)
     if known and dtype in ("float16", "half") and _zero_into_domain_op(origin):
         return _underflow(findings, context, origin, dtype)
+    if known and dtype in SIGNIFICANT_BITS and _negative_into_root_or_log(origin):
+        squares = change_line.squares_difference_site(units, origin.file, origin.line, origin.cell)
+        if squares is not None:
+            return _squares_cancelled(context, origin, dtype, squares)
     # A variable read's only input is the resource handle (no health of its own).
     reads_weights = origin.op.type in VARIABLE_READS and all(i.health is None for i in origin.inputs)
     if known and reads_weights and context.model_info.get("optimizer"):
@@ -223,6 +227,37 @@ def _cancellation(findings: Findings, context: CauseContext, origin: Finding, dt
     )
     what = f"compute this in float32 (cast before subtracting), or keep it at least {spacing:.2g} away from 1"
     return Cause("precision", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _negative_into_root_or_log(origin: Finding) -> bool:
+    """A sqrt, rsqrt or log that got negatives (a value that cannot be negative, a variance, came out so)."""
+    return origin.op.type in ("Sqrt", "Rsqrt", "Log") and any(
+        i.health is not None and i.health.is_finite and (i.health.neg or 0) > 0 for i in origin.inputs
+    )
+
+
+def _squares_cancelled(context: CauseContext, origin: Finding, dtype: str, site: change_line.Site) -> Cause:
+    """A variance by the one-pass formula, mean(x²) - mean(x)², in a 16-bit float: the two squares are close and
+    large, the dtype keeps few bits of them, so their difference loses the variance and can come out negative,
+    which the sqrt/rsqrt/log after it turns into NaN. float32 (or mean((x - mean)²), never negative) keeps it."""
+    bits = SIGNIFICANT_BITS[dtype]
+    negatives = sum((i.health.neg or 0) for i in origin.inputs if i.health is not None)
+    policy, evidence = _sixteen_bit_evidence(
+        context, origin, dtype, 0, significant_bits=bits, negatives_in=negatives, subtraction_line=site.line
+    )
+    evidence.pop("zeros_in", None)
+    place = f"{os.path.basename(site.file)}:{site.line}"
+    summary = (
+        f"{origin.op.type} got {negatives} negative value{'s' if negatives != 1 else ''} from a difference of squares "
+        f"({place}) computed in {dtype}, which keeps {bits} significant bits: two close, large squares "
+        f"(mean(x²) and mean(x)² of values far from 0) lose the small variance between them, which comes out "
+        f"negative{f' under the {policy} policy' if policy else ''}; float32 keeps it"
+    )
+    what = (
+        "compute the variance as mean(square(x - mean)), which is never negative, or compute it in float32 "
+        "(tf.cast(x, 'float32') before squaring)"
+    )
+    return Cause("precision", summary, evidence, _change(site, what, "op"))
 
 
 def _sixteen_bit_evidence(
@@ -439,6 +474,10 @@ def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
     value = measured[0]
     health = value.health
     assert health is not None
+    if (health.dtype or "").lower() in SIXTEEN_BIT:
+        # 1e-12 and 1e-7 are 0 in float16 (its smallest value is 6e-8, its smallest normal 6e-5): a clamp there
+        # is no clamp. 1e-4 it holds.
+        fix = re.sub(r"1e-(?:12|7)\b", "1e-4", fix)
     negative, zero = health.neg or 0, health.zero or 0
     if negative:
         found = f"{negative} negative value{'s' if negative != 1 else ''}"
