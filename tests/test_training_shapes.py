@@ -660,3 +660,31 @@ def test_a_dataset_from_a_helper_is_not_said_to_be_shuffled_by_fit(tmp_path):
     ]
     assert "shuffle" not in cause["summary"] + cause["change"]["what"], cause
     assert "note" not in cause.get("provenance", {}), cause.get("provenance")
+
+
+def test_a_replay_from_another_folder_says_where_the_program_ran(tmp_path):
+    """A script that reads `configs/run.json` relative to where it ran, replayed from a sub-folder: the re-entry
+    runs it in its own folder (the recorded one lies outside the replay's) and it fails to find its config. The
+    error said only "FileNotFoundError: ... configs/run.json"; it says where the program ran in training."""
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "run.json").write_text('{"lr": 0.01}')
+    done = run_program("fit_reads_config.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    elsewhere = tmp_path / "src"
+    elsewhere.mkdir()
+    program = SHAPES / "fit_reads_config.py"
+    replayed = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "replay", str(bundle), "--trust-entry", str(program)],
+        cwd=elsewhere,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=child_env(),
+    )
+    assert replayed.returncode == 2, replayed.stderr[-3000:]
+    assert f"(in training it ran in {tmp_path}, outside the folder nanlens runs in" in replayed.stderr, (
+        replayed.stderr
+    )
+    again = nanlens_json("replay", str(bundle), "--trust-entry", str(program), cwd=tmp_path)
+    assert again["reproduced"] == {"graph": True, "eager": True}, again["verdicts"]

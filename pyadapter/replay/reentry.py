@@ -655,9 +655,14 @@ def run_by_reentry(
     except ReplayError:
         raise
     except Exception as exc:  # the user's program failed while setting up: one line, where
+        ran_in = recorded.get("cwd")
+        hint = ""
+        if isinstance(ran_in, str) and Path(ran_in).resolve() != folder and isinstance(exc, OSError):
+            # A relative path that training read from another folder: safe_cwd runs only inside this one.
+            hint = f" (in training it ran in {ran_in}, outside the folder nanlens runs in: run nanlens from there)"
         raise ReplayError(
             f"re-entry: the {kind} {program.name} failed before its first training step: "
-            f"{type(exc).__name__}: {_first_line(exc)}{_where(exc)}"
+            f"{type(exc).__name__}: {_first_line(exc)}{_where(exc)}{hint}"
         ) from None
     finally:
         takeover.install(None)
