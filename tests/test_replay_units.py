@@ -467,3 +467,38 @@ def test_a_product_sum_fed_a_batch_that_holds_nan_carried_it_in() -> None:
         "x:0", TensorHealth(size=24)
     )  # every input recorded finite: an overflow's NaN
     assert not _carried_in(matmul)
+
+
+def test_the_window_reads_the_rate_a_notebook_cell_sets_now(tmp_path: Path) -> None:
+    """`nanlens replay --window` replays at the rate the user's code sets now (the fix being checked); in a notebook
+    that line is in a cell, whose text was never read, so a lowered rate in the cell was ignored."""
+    import json
+
+    from pyadapter.fixes.cause import learning_rate_on_line
+    from pyadapter.replay.window_bundle import _source_text
+
+    cells = [
+        {"cell_type": "markdown", "metadata": {}, "source": ["# MPG"]},
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": 1,
+            "outputs": [],
+            "source": ["import keras"],
+        },
+        {
+            "cell_type": "code",
+            "metadata": {},
+            "execution_count": 2,
+            "outputs": [],
+            "source": [
+                "x = 1\n",
+                "model.compile(optimizer=keras.optimizers.SGD(learning_rate=1e-6), loss='mse')",
+            ],
+        },
+    ]
+    notebook = tmp_path / "mpg.ipynb"
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    text = _source_text(str(notebook), 2)
+    assert text is not None and learning_rate_on_line(text, 2) == pytest.approx(1e-6)
+    assert _source_text(str(notebook), 7) is None

@@ -385,6 +385,8 @@ def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Find
     if site is not None:
         evidence["learning_rate"] = site.learning_rate
         evidence["optimizer_line"] = {"file": site.file, "line": site.line, "call": site.name}
+        if site.cell is not None:
+            evidence["optimizer_line"]["cell"] = site.cell
         if site.learning_rate is not None:
             rate_text = f" at learning rate {format_number(site.learning_rate)}"
             what = (
@@ -803,6 +805,8 @@ def _divergence(
         rate = site.learning_rate
         evidence["learning_rate"] = rate
         evidence["optimizer_line"] = {"file": site.file, "line": site.line, "call": site.name}
+        if site.cell is not None:
+            evidence["optimizer_line"]["cell"] = site.cell
         if site.momentum is not None:
             evidence["momentum"] = site.momentum
         searched = _window_suggestion(context)

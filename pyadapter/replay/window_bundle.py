@@ -32,14 +32,39 @@ def learning_rate_in_source(bundle_path: str | Path) -> tuple[float, str] | None
     except FindingsError:
         return None
     change = cause.change
-    if cause.kind != "divergence" or change is None or change.cell is not None:
+    if cause.kind != "divergence" or change is None:
         return None
+    places = [(change.file, change.line, change.cell)]
+    optimizer_line = cause.evidence.get("optimizer_line")
+    if isinstance(optimizer_line, dict) and isinstance(optimizer_line.get("line"), int):
+        # The change names the inputs' scale (or building the model again): the rate is on the optimizer's line.
+        cell = optimizer_line.get("cell")
+        places.append(
+            (str(optimizer_line.get("file")), optimizer_line["line"], cell if isinstance(cell, int) else None)
+        )
+    for file, line, cell in places:
+        text = _source_text(file, cell)
+        rate = learning_rate_on_line(text, line) if text is not None else None
+        if rate is not None:
+            where = f"{file}:{line}" + (f" (cell {cell})" if cell is not None else "")
+            return rate, where
+    return None
+
+
+def _source_text(file: str, cell: int | None) -> str | None:
+    """The text of a .py file, or of a notebook's cell `cell` (lines count inside the cell)."""
+    if cell is not None:
+        from pyadapter.capture.notebook import NotebookError, read_notebook_cells
+
+        try:
+            cells = read_notebook_cells(file)
+        except NotebookError:
+            return None
+        return cells[cell].source if 0 <= cell < len(cells) else None
     try:
-        text = Path(change.file).read_text(encoding="utf-8")
+        return Path(file).read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return None
-    rate = learning_rate_on_line(text, change.line)
-    return None if rate is None else (rate, f"{change.file}:{change.line}")
 
 
 @dataclass
