@@ -399,3 +399,33 @@ def test_two_optimizers_one_on_a_schedule_are_not_searched_by_the_other_s_rate()
         optimizers=[keras.optimizers.SGD(0.02), constant],
     )
     assert [rate for _, rate in both.captured_rates()] == pytest.approx([0.02, 1e-3])
+
+
+def test_a_window_finite_at_the_captured_rate_searches_nothing() -> None:
+    """The window's replay stayed finite at the rate the run failed at (an XLA step replayed without XLA, a random
+    draw the bundle does not hold): the search said "largest finite over the 163-step window: 0.005; try 0.0025",
+    the captured rate itself, which the cause then advised. It says the replay does not reproduce the run."""
+    import keras
+
+    from pyadapter.cause import CauseContext
+    from pyadapter.replay.window import WindowRun
+
+    run = WindowRun(
+        step=lambda: None,
+        calls=[],
+        start_step=40,
+        state=[],
+        values=[],
+        trainable=[],
+        optimizers=[keras.optimizers.Adam(5e-3)],
+    )
+    search = run.search()
+    assert search.largest_finite is None and search.suggested is None
+    assert search.sentence().startswith(
+        "the 0-step window stays finite at the captured rate 0.005: its replay does"
+    )
+    assert [t.finite for t in search.trials] == [True]
+    # Nor is it read as "no rate kept the window finite" by the cause.
+    from pyadapter.cause.classify import _window_suggestion
+
+    assert _window_suggestion(CauseContext(window_search=search.to_json())) is None

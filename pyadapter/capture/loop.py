@@ -367,7 +367,12 @@ class GuardedStep:
                 *(v for m in self.models for v in keras_lines.metrics_variables(m)),
             ]
         }
-        return [v.name.split(":")[0] for v in concrete.variables if id(v) not in held]
+        # A Keras SeedGenerator's state is random state, not a network: the bundle's RNG record speaks for it.
+        return [
+            v.name.split(":")[0]
+            for v in concrete.variables
+            if id(v) not in held and "seed_generator" not in v.name
+        ]
 
     def _live_step(self, like: tuple[tuple, dict] | None = None) -> atscene.LiveStep:
         """The step a window re-runs: the loop's own Python step on the window's held arguments (object arguments,

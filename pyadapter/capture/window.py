@@ -488,8 +488,12 @@ class WindowSearch:
     def sentence(self) -> str:
         from pyadapter.findings_text import format_number
 
-        if not self.trials and self.stopped:
-            return self.stopped  # not searched (a schedule): "no learning rate down to ?" would say it was
+        if self.stopped and (
+            not self.trials or self.largest_finite is None and self.smallest_non_finite is None
+        ):
+            # not searched (a schedule), or the captured rate stayed finite: "no learning rate down to ..." would
+            # say a search ran
+            return self.stopped
         if self.largest_finite is None:
             lowest = min((t.learning_rate for t in self.trials), default=None)
             shown = format_number(lowest) if lowest else "?"

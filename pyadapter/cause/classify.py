@@ -149,6 +149,9 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     if (
         rows is not None
         and rows.outliers
+        # The unlike records must account for the bad rows: one odd value among eight bad rows (a -3.5 in a
+        # standard normal column) explains none of the other seven.
+        and 2 * len({o.element.row for o in rows.outliers}) >= len(rows.rows)
         and not sixteen_bit_overflow  # rows past 65504 are the ones that overflowed: no record's doing
         and not _made_by_a_gradient_of_the_users(origin, units)
         # sqrt's slope at 0 is infinite whatever the record: a pair of identical images, a zero gradient.
@@ -977,7 +980,13 @@ def _search_found_none(search: dict[str, Any]) -> tuple[dict[str, Any], str] | N
         if isinstance(t, dict) and (rate := positive_numbers(t.get("learning_rate"))) is not None
     ]
     steps = positive_numbers(search.get("steps"))
-    if not tried or steps is None or search.get("largest_finite_learning_rate") is not None:
+    trials = [t for t in search.get("trials") or [] if isinstance(t, dict)]
+    if (
+        not tried
+        or steps is None
+        or search.get("largest_finite_learning_rate") is not None
+        or any(t.get("finite") is not False for t in trials)  # finite at a rate tried: not "none kept it"
+    ):
         return None
     lowest = min(tried)
     evidence = {

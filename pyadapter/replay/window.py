@@ -256,6 +256,14 @@ class WindowRun:
                     low = middle
                 else:
                     high = middle
+        if high is None and low is not None:
+            # Finite at the captured rate itself: the window's replay is not the run (XLA computed it otherwise, a
+            # random draw the bundle does not hold), so no rate it finds says anything of the run.
+            result.stopped = (
+                f"the {self.steps}-step window stays finite at the captured rate {low:.3g}: its replay does not "
+                "reproduce the run, so no rate was searched"
+            )
+            low = None
         result.largest_finite, result.smallest_non_finite = low, high
         result.seconds = time.perf_counter() - started
         return result
