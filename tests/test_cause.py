@@ -1344,3 +1344,21 @@ def test_one_unlike_value_among_many_bad_rows_is_not_the_record(tmp_path: Path) 
     origin = log_origin(program)
     cause = classify(findings_of(origin, bad_rows=rows.to_json()), CauseContext(batch=(x, None)))
     assert cause.kind == "op", cause.summary
+
+
+def test_a_dip_before_a_flat_series_and_one_spike_is_no_growth() -> None:
+    """A clipped gradient norm sits at its cap (1.0) with one dip to 3e-4 thirty-five steps before the failure; a
+    Poisson loss is flat for 140 steps, then one step spikes. Lowest-to-last read both as geometric growth ("the
+    gradient norm grew x1.26 per step for 35 steps") and the cause as a divergence. A growth is sustained now: the
+    later half of its values sits well above the earlier half. A real divergence still is one."""
+    flat = [
+        {"step": s, "loss": 5.0 + (s % 5) * 0.3, "grad_norm": 3.2e-4 if s == 159 else 1.0 if s % 3 else 0.5}
+        for s in range(195)
+    ]
+    assert growth(flat) is None
+    spike = [{"step": s, "loss": 2.0 + (s % 7) * 0.1, "logged_loss": 2.0 + s * 1e-3} for s in range(52, 192)]
+    spike.append({"step": 192, "loss": 1.39e19, "logged_loss": 3.16e17})
+    assert growth(spike) is None
+    diverging = [{"step": s, "loss": 0.5 * 1.4**s * (1.1 if s % 2 else 0.9)} for s in range(40)]
+    found = growth(diverging)
+    assert found is not None and found.series == "loss" and 1.3 < found.rate < 1.5

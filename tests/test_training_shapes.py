@@ -688,3 +688,24 @@ def test_a_replay_from_another_folder_says_where_the_program_ran(tmp_path):
     )
     again = nanlens_json("replay", str(bundle), "--trust-entry", str(program), cwd=tmp_path)
     assert again["reproduced"] == {"graph": True, "eager": True}, again["verdicts"]
+
+
+def test_a_float64_array_s_bad_row_is_named_in_the_array_fit_got(tmp_path):
+    """np.genfromtxt's float64 arrays, cast to float32 by Keras: the guard's search of fit's arrays compared dtypes
+    and found nothing, so the row was named "of the arrays the dataset was sliced from (Dataset.from_tensor_slices)",
+    a pipeline the user never wrote. It is the index in the array passed to fit, and the CSV line."""
+    rng = np.random.default_rng(0)
+    lines = ["length,width,height,weight"]
+    for row in range(400):
+        values = rng.uniform(1, 50, size=3)
+        weight = "" if row == 300 else f"{values.prod() / 1000:.3f}"
+        lines.append(",".join(f"{v:.2f}" for v in values) + f",{weight}")
+    (tmp_path / "parcels.csv").write_text("\n".join(lines) + "\n")
+    _, done = run_copied("fit_float64_csv.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "data", cause
+    assert "index 300 of the array passed to fit" in cause["summary"], cause["summary"]
+    assert "line 302 of parcels.csv" in cause["summary"], cause["summary"]
+    assert "from_tensor_slices" not in cause["summary"], cause["summary"]

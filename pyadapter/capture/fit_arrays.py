@@ -81,10 +81,27 @@ def rows_in(
     ]
 
 
+def _as_batch_dtype(array: Any, batch: Any) -> Any:
+    if (
+        isinstance(array, np.ndarray)
+        and isinstance(batch, np.ndarray)
+        and array.dtype != batch.dtype
+        and array.dtype.kind == "f"
+        and batch.dtype.kind == "f"
+    ):
+        with np.errstate(over="ignore"):
+            return array.astype(batch.dtype)
+    return array
+
+
 def _places_of_rows(
     batch_x: np.ndarray, array: np.ndarray, batch_y: Any = None, array_y: Any = None
 ) -> list[list[int]]:
     """For each row of `batch_x`, every index of `array` holding it (where `y` is given, with its label too)."""
+    # Keras casts float64 arrays (np.genfromtxt's, pandas') to its float32: compare in the batch's dtype (the
+    # failure path only: one cast copy of the array).
+    array = _as_batch_dtype(array, batch_x)
+    array_y = _as_batch_dtype(array_y, batch_y)
     if (
         array.dtype != batch_x.dtype
         or array.shape[1:] != batch_x.shape[1:]

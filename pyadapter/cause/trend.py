@@ -8,6 +8,7 @@ value is null with ``"<key>_nonfinite": "nan" | "inf" | "-inf"``). Only finite v
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ MIN_FACTOR = 100.0
 MIN_STEPS = 2
 MIN_RATE = 1.2
 SERIES = ("grad_norm", "loss", "logged_loss", "update_ratio", "max_abs_output")
+SUSTAINED_RATIO = 3.0
 
 
 @dataclass
@@ -29,6 +31,9 @@ class Trend:
     start_value: float
     end_value: float
     points: int  # finite entries in the trend
+    # The values between start and end rose as a whole: the later half of the trend's values sits well above the
+    # earlier half (`_sustained`), not one dip followed by a spike. True where only the end points are known.
+    sustained: bool = True
 
     @property
     def steps(self) -> int:
@@ -49,7 +54,9 @@ class Trend:
 
     @property
     def is_growth(self) -> bool:
-        return self.steps >= MIN_STEPS and self.factor >= MIN_FACTOR and self.rate >= MIN_RATE
+        return (
+            self.steps >= MIN_STEPS and self.factor >= MIN_FACTOR and self.rate >= MIN_RATE and self.sustained
+        )
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -90,7 +97,25 @@ def series_trend(history: list[dict[str, Any]], key: str) -> Trend | None:
     end_step, end_value = points[-1]
     low = min(range(len(points)), key=lambda i: (points[i][1], -points[i][0]))
     start_step, start_value = points[low]
-    return Trend(key, start_step, end_step, start_value, end_value, len(points) - low)
+    values = [value for _, value in points[low:]]
+    return Trend(key, start_step, end_step, start_value, end_value, len(values), _sustained(values))
+
+
+def _sustained(values: list[float]) -> bool:
+    """Whether a series rose over its span as a whole: the median of its later half `SUSTAINED_RATIO` times the
+    median of its earlier half or more. A divergence's halves are far apart (a geometric one's by its factor **
+    0.5; an accelerating one's less, but still by orders of magnitude); a flat, noisy series (a clipped gradient
+    norm at its cap, a loss around a level) with one low dip before it and one spike at its end has halves alike,
+    whatever the dip-to-spike factor."""
+    if len(values) < 4:
+        return True  # the end points are the trend
+    half = len(values) // 2
+    # Medians taken toward each other (the earlier half's upper, the later half's lower): a spike at the end of a
+    # short span does not lift its half.
+    first, second = statistics.median_high(values[:half]), statistics.median_low(values[half:])
+    if first <= 0:
+        return second > 0
+    return second / first >= SUSTAINED_RATIO
 
 
 def growth(history: list[dict[str, Any]]) -> Trend | None:
