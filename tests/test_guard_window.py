@@ -17,6 +17,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -366,38 +367,29 @@ def test_frozen_weights_are_not_copied_and_a_window_is_dropped_when_one_changed_
     assert keeper.memory_bytes() == 2 * (500 * 8 + 8) * 4
 
 
+def empty_window(optimizers: list) -> Any:
+    """A window of no steps over `optimizers`: what its learning-rate logic sees, with nothing to run."""
+    from pyadapter.replay.window import WindowRun
+
+    return WindowRun(
+        step=lambda: None, calls=[], start_step=0, state=[], values=[], trainable=[], optimizers=optimizers
+    )
+
+
 def test_two_optimizers_one_on_a_schedule_are_not_searched_by_the_other_s_rate() -> None:
     """An autoencoder's SGD on a CosineDecay warm-up beside a head's constant Adam: the window search scaled the
     Adam rate (the only variable one) and said "no learning rate down to 2.44e-7 kept the window finite", a search
     of the optimizer that did not diverge. With a schedule among the optimizers there is no rate to scale."""
     import keras
 
-    from pyadapter.replay.window import WindowRun
-
     scheduled = keras.optimizers.SGD(
         keras.optimizers.schedules.CosineDecay(0.0, 100, warmup_target=5.0, warmup_steps=60)
     )
     constant = keras.optimizers.Adam(1e-3)
-    run = WindowRun(
-        step=lambda: None,
-        calls=[],
-        start_step=0,
-        state=[],
-        values=[],
-        trainable=[],
-        optimizers=[scheduled, constant],
-    )
+    run = empty_window([scheduled, constant])
     assert run.captured_rates() == [] and run.captured_learning_rate is None
     assert run.search().stopped == "the learning rate is a schedule or not a variable: not searched"
-    both = WindowRun(
-        step=lambda: None,
-        calls=[],
-        start_step=0,
-        state=[],
-        values=[],
-        trainable=[],
-        optimizers=[keras.optimizers.SGD(0.02), constant],
-    )
+    both = empty_window([keras.optimizers.SGD(0.02), constant])
     assert [rate for _, rate in both.captured_rates()] == pytest.approx([0.02, 1e-3])
 
 
@@ -408,17 +400,8 @@ def test_a_window_finite_at_the_captured_rate_searches_nothing() -> None:
     import keras
 
     from pyadapter.cause import CauseContext
-    from pyadapter.replay.window import WindowRun
 
-    run = WindowRun(
-        step=lambda: None,
-        calls=[],
-        start_step=40,
-        state=[],
-        values=[],
-        trainable=[],
-        optimizers=[keras.optimizers.Adam(5e-3)],
-    )
+    run = empty_window([keras.optimizers.Adam(5e-3)])
     search = run.search()
     assert search.largest_finite is None and search.suggested is None
     assert search.sentence().startswith(
