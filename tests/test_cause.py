@@ -1362,3 +1362,26 @@ def test_a_dip_before_a_flat_series_and_one_spike_is_no_growth() -> None:
     diverging = [{"step": s, "loss": 0.5 * 1.4**s * (1.1 if s % 2 else 0.9)} for s in range(40)]
     found = growth(diverging)
     assert found is not None and found.series == "loss" and 1.3 < found.rate < 1.5
+
+
+def test_a_division_by_zeros_in_its_divisor_names_them_and_divide_no_nan(tmp_path: Path) -> None:
+    """A masked mean pooling by hand, sum / count, on an empty text: count holds 0 and 0 / 0 is NaN. The cause was
+    "the RealDiv op: keep its inputs in its domain"; it names the zeros and the two ways out."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=3,
+        role="origin",
+        op=OpRef("pooling/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=64, nan=2, pos=62),
+        inputs=[
+            InputHealth("pooling/Sum:0", TensorHealth(dtype="float32", size=64, zero=2, pos=62)),
+            InputHealth("pooling/Sum_1:0", TensorHealth(dtype="float32", size=64, zero=2, pos=62)),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext())
+    assert cause.kind == "op"
+    assert cause.summary == (
+        "the RealDiv op divided by 2 zeros in its divisor pooling/Sum_1:0: 0 / 0 is NaN"
+    ), cause.summary
+    assert cause.change is not None and "tf.math.divide_no_nan(a, b)" in cause.change.what

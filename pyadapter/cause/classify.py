@@ -471,6 +471,8 @@ def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
     """(summary, what to change) for a log/sqrt/rsqrt whose input held negatives (NaN) or, for log and rsqrt,
     zeros (-inf / +inf): the generic "made NaN/Inf from finite inputs, keep its inputs in its domain" named
     neither the values nor a way out. None for other ops or inputs."""
+    if origin.op.type in ("RealDiv", "Div", "TrueDiv") and len(origin.inputs) == 2:
+        return _division_words(origin)
     words = _DOMAIN_WORDS.get(origin.op.type)
     measured = [i for i in origin.inputs if i.health is not None and i.health.is_finite]
     if words is None or len(measured) != 1 or measured[0].health is None:
@@ -504,6 +506,25 @@ def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
         )
     else:
         what = f"the {origin.op.type}'s input: keep it in the domain ({fix})"
+    return summary, what
+
+
+def _division_words(origin: Finding) -> tuple[str, str] | None:
+    """(summary, what to change) for a division whose finite divisor held zeros (a masked mean's count of 0 on an
+    empty text, a std of 0, a dice loss's empty union): x / 0 is inf, 0 / 0 NaN. None otherwise."""
+    numerator, divisor = origin.inputs
+    health = divisor.health
+    if health is None or not health.is_finite or not health.zero:
+        return None
+    zeros = f"{health.zero} zero{'s' if health.zero != 1 else ''}"
+    both = numerator.health is not None and numerator.health.is_finite and (numerator.health.zero or 0) > 0
+    result = "0 / 0 is NaN" if both else "x / 0 is inf (0 / 0 NaN)"
+    summary = f"the {origin.op.type} op divided by {zeros} in its divisor {divisor.name}: {result}"
+    epsilon = "1e-4" if (health.dtype or "").lower() in SIXTEEN_BIT else "1e-7"
+    what = (
+        f"the division: tf.math.divide_no_nan(a, b) where 0 is the right answer for an empty divisor, or keep the "
+        f"divisor away from 0 (a / tf.maximum(b, {epsilon}), or + {epsilon})"
+    )
     return summary, what
 
 
