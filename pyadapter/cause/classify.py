@@ -406,6 +406,11 @@ def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Find
     return Cause("divergence", summary, evidence, change)
 
 
+def _article(word: str) -> str:
+    """ "an" before an op name read with a vowel sound (an Exp, an AddV2), else "a" (a MatMul, a Log)."""
+    return "an" if word[:1].upper() in "AEIOU" else "a"
+
+
 def _op(
     findings: Findings,
     origin: Finding,
@@ -429,10 +434,15 @@ def _op(
         if not overflow
         else f"the {origin.op.type} op: keep its values in range"
     )
-    summary = f"a {origin.op.type} op made NaN/Inf from finite inputs ({inputs or 'inputs not recorded'})"
+    article = _article(origin.op.type)
+    summary = (
+        f"{article} {origin.op.type} op made NaN/Inf from finite inputs ({inputs or 'inputs not recorded'})"
+    )
     if any(i.health is not None and not i.health.is_finite for i in origin.inputs):
         # Infinities came in (a -inf mask constant) and this op turned them into NaN (a softmax over -inf only).
-        summary = f"a {origin.op.type} op made NaN from inputs that held infinities but no NaN ({inputs})"
+        summary = (
+            f"{article} {origin.op.type} op made NaN from inputs that held infinities but no NaN ({inputs})"
+        )
     if overflow:
         before = (
             "at the run's first steps (none before it to show a growth: values this large from the start point at "
@@ -440,7 +450,7 @@ def _op(
             if first_steps
             else "with no growth over the steps before"
         )
-        summary = f"a {origin.op.type} op overflowed on finite inputs {before}"
+        summary = f"{article} {origin.op.type} op overflowed on finite inputs {before}"
     words = None if overflow else _out_of_domain_words(origin)
     if words is not None:
         summary, what = words
@@ -1345,7 +1355,7 @@ def _batch_out_of_domain(
     at = f" (batch {batch_index}, row {read.element.row})" if batch_index is not None else ""
     whose = "the step's argument" if context.step_function else "the batch's"
     summary = (
-        f"a {op} op read {whose} {leaf} as it came, and {leaf} holds {values} for it: "
+        f"{_article(op)} {op} op read {whose} {leaf} as it came, and {leaf} holds {values} for it: "
         f"{read.element.describe()}{_array_index_text(where)}{at}"
     )
     what = (
