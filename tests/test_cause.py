@@ -1131,7 +1131,10 @@ def test_arrays_the_program_computes_name_the_line_that_computes_them(
         cause.change
     )
     assert cause.change.what.startswith(words), cause.change.what
-    whole = f"column 2 of {leaf} is NaN/Inf in every row of the batch: a computed column, not one record"
+    whole = (
+        f"column 2 of {leaf} is NaN/Inf in every row of the batch: a computed column, not one record (a statistic "
+        "the column was scaled by is NaN/Inf"
+    )
     assert (whole in cause.summary) == (leaf == "y"), cause.summary
 
 

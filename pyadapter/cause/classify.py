@@ -1220,7 +1220,8 @@ def _whole_column(batch: Any, bad: Any) -> str | None:
         if not np.isfinite(value[:, bad.index[1]]).any():
             return (
                 f"column {bad.index[1]} of {bad.leaf} is NaN/Inf in every row of the batch: a computed column, not "
-                "one record"
+                "one record (a statistic the column was scaled by is NaN/Inf: a std of 0, or a mean over a column "
+                "one record of which holds NaN/Inf)"
             )
     return None
 
