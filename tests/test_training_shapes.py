@@ -709,3 +709,29 @@ def test_a_float64_array_s_bad_row_is_named_in_the_array_fit_got(tmp_path):
     assert "index 300 of the array passed to fit" in cause["summary"], cause["summary"]
     assert "line 302 of parcels.csv" in cause["summary"], cause["summary"]
     assert "from_tensor_slices" not in cause["summary"], cause["summary"]
+
+
+def test_the_scene_s_verdict_shows_the_step_s_loss_as_the_replay_does(tmp_path):
+    """At the scene the re-run's loss came from Keras's running mean with the failing step counted twice (0.812
+    where the step's loss, which `nanlens replay` shows, was 0.856): the metrics are fresh for the re-run now."""
+    done = run_program("fit_sqrt_norm_loss.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    located = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "locate", str(bundle)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=child_env(),
+    )
+    replayed = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "replay", str(bundle), "--graph"],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=child_env(),
+    )
+    scene = re.search(r"graph \(dumped\): NaN reproduced — loss ([0-9.e+-]+)", located.stdout)
+    replay = re.search(r"graph: NaN reproduced — loss ([0-9.e+-]+)", replayed.stdout)
+    assert scene and replay, (located.stdout, replayed.stdout)
+    assert scene.group(1) == replay.group(1), (scene.group(0), replay.group(0))

@@ -82,11 +82,18 @@ def _run_dumped(scene: SceneStep, dump_dir: str, mode: str = "graph", values_of:
     from pyadapter.dump.recorder import step_dump as dumping
     from pyadapter.replay.step import StepProgram, run_step
 
+    # Keras fit's step reports its loss through the metrics' running means: fresh ones, as the replay has, so the
+    # verdict's loss is the step's own, not the epoch's mean with the failing step counted twice. (`locate_here`
+    # puts the metrics back afterwards, with every other variable.)
+    reset_metrics = getattr(getattr(scene.step, "__self__", None), "reset_metrics", None)
+
     def before_run() -> None:
         for variable in scene.seed_variables:
             value = scene.seeds_before.get(id(variable))
             if value is not None:
                 variable.assign(value)  # as read from this very variable before the step: same dtype
+        if callable(reset_metrics):
+            reset_metrics()
 
     program = StepProgram(
         step=scene.step,
