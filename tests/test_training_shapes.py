@@ -105,6 +105,17 @@ def nanlens_json(*args: str, cwd: Path | None = None) -> dict:
     return json.loads(done.stdout)
 
 
+def nanlens_text(*args: str) -> subprocess.CompletedProcess:
+    """``nanlens ARGS`` as a user types it: its words, not its JSON."""
+    return subprocess.run(
+        [sys.executable, "-m", "pyadapter", *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        env=child_env(),
+    )
+
+
 def output_value(stdout: str, label: str) -> str:
     (value,) = re.findall(rf"^{re.escape(label)}: (.*)$", stdout, flags=re.MULTILINE)
     return value
@@ -636,13 +647,7 @@ def test_a_rate_a_callback_raises_is_not_searched_as_a_constant(tmp_path):
     cause = nanlens_json("locate", str(bundle))["cause"]
     changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
     assert cause["kind"] == "divergence" and [cause["change"]["line"]] == changed, cause
-    windowed = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "replay", str(bundle), "--window"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=child_env(),
-    )
+    windowed = nanlens_text("replay", str(bundle), "--window")
     assert "the learning rate changed during the window" in windowed.stdout + windowed.stderr, windowed.stdout
 
 
@@ -717,20 +722,8 @@ def test_the_scene_s_verdict_shows_the_step_s_loss_as_the_replay_does(tmp_path):
     done = run_program("fit_sqrt_norm_loss.py", tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (bundle,) = bundles(tmp_path)
-    located = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "locate", str(bundle)],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=child_env(),
-    )
-    replayed = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "replay", str(bundle), "--graph"],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=child_env(),
-    )
+    located = nanlens_text("locate", str(bundle))
+    replayed = nanlens_text("replay", str(bundle), "--graph")
     scene = re.search(r"graph \(dumped\): NaN reproduced — loss ([0-9.e+-]+)", located.stdout)
     replay = re.search(r"graph: NaN reproduced — loss ([0-9.e+-]+)", replayed.stdout)
     assert scene and replay, (located.stdout, replayed.stdout)
