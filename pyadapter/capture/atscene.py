@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from pyadapter.capture import bundle_format, snapshot, storage
@@ -235,18 +234,6 @@ def window_search(
     if verbose:
         scene.say(f"{search.sentence()} ({search.seconds:.1f} s, {len(search.trials)} replays)")
     return search.to_json()
-
-
-def replay_note(bundle_path: Any) -> str | None:
-    """What a replay of the bundle just written will lack (`CaptureBundle.not_held_warning`), or None."""
-    if not isinstance(bundle_path, Path):
-        return None
-    from pyadapter.capture.reader import CaptureBundle
-
-    try:
-        return CaptureBundle.load(bundle_path).not_held_warning()
-    except (bundle_format.BundleError, OSError, ValueError):
-        return None
 
 
 def cause_sentence(bundle_path: Any, located: SceneFiles) -> str | None:

@@ -309,3 +309,21 @@ def _json_default(value: Any) -> Any:
     if isinstance(value, Path):
         return str(value)
     raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+# Variables the guarded step reads that the bundle does not hold (``GuardedStep.variables_not_held``): a DQN's
+# target network given to guard_step neither as ``model=`` nor in ``checkpoint=``.
+NOT_HELD_KEY = "variables_not_held"
+
+
+def not_held_warning(count: int, names: list[str]) -> str | None:
+    """The stop message's and every replay's words for `NOT_HELD_KEY`, or None when nothing is missing."""
+    if not count:
+        return None
+    shown = ", ".join(names[:3]) + (f" and {count - len(names[:3])} more" if count > len(names[:3]) else "")
+    return (
+        f"the step reads {count} variable{'s' if count != 1 else ''} the bundle does not hold ({shown}): a "
+        "replay gives them the values the program gives them, not training's, so it may not reproduce the "
+        "failure; guard them too, e.g. guard_step(checkpoint=tf.train.Checkpoint(model=..., optimizer=..., "
+        "target=<the network the step reads>))"
+    )

@@ -276,6 +276,12 @@ class GuardedStep:
             seed_states = {
                 p: np.asarray(v.numpy()) for p, v in zip(self._seed_paths, seeds_before, strict=True)
             }
+            not_held = self.variables_not_held(args, kwargs)
+            not_held_entry = (
+                {bundle_format.NOT_HELD_KEY: {"count": len(not_held), "names": not_held[:20]}}
+                if not_held
+                else {}
+            )
             write_located(
                 attempt,
                 locate=lambda: self._locate_at_scene(report, step, index, args, kwargs, seed_states),
@@ -287,9 +293,10 @@ class GuardedStep:
                     None,
                 ),
                 write=lambda files, extra: loop_bundle.write_bundle(
-                    self, report, step, index, args, kwargs, seed_states, files, extra
+                    self, report, step, index, args, kwargs, seed_states, files, {**extra, **not_held_entry}
                 ),
             )
+            attempt.note = bundle_format.not_held_warning(len(not_held), not_held[:20])
 
         attempt = self.policy.attempt(write)
         failure = self.policy.record(step, None, index, report, attempt, stop)
@@ -354,10 +361,8 @@ class GuardedStep:
         Empty for a step that is not a tf.function (its reads are not known without running it)."""
         if not isinstance(self._compiled, tf.types.experimental.PolymorphicFunction):
             return []
-        try:
-            concrete = self._compiled.get_concrete_function(
-                *args, **kwargs
-            )  # the trace the failing call used
+        try:  # the trace the failing call used
+            concrete = self._compiled.get_concrete_function(*args, **kwargs)
         except Exception:  # noqa: BLE001 - a signature it cannot restate: say nothing rather than guess
             return []
         held = {

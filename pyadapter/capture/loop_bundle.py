@@ -36,10 +36,6 @@ def batch_of(args: Any, kwargs: Any) -> dict[str, Any]:
     }
 
 
-# Variables the guarded step reads that the bundle does not hold (`GuardedStep.variables_not_held`).
-NOT_HELD_KEY = "variables_not_held"
-
-
 def write_bundle(
     guarded: GuardedStep,
     report: NonFiniteReport,
@@ -65,7 +61,6 @@ def write_bundle(
         "updates_by_hand": not guarded.optimizers,
     }
     checkpoint_objects = sorted(trackable_children(guarded.checkpoint))
-    not_held = guarded.variables_not_held(args, kwargs)
     return bundle_writer.write_bundle(
         capture_dir=guarded.capture_dir,
         run=guarded.run_name or snapshot.default_run_name(),
@@ -91,7 +86,6 @@ def write_bundle(
                 else {}  # a step that updates by hand
             ),
             **keras_lines.manifest_entry([*guarded.models, *guarded.optimizers]),
-            **({NOT_HELD_KEY: {"count": len(not_held), "names": not_held[:20]}} if not_held else {}),
             **(scene or {}),
         },
         save_state=lambda writer: _save_state(guarded, writer, seed_states, files or {}),

@@ -33,9 +33,8 @@ class Attempt:
     error: str | None = None
     origin: str | None = None  # located at the scene
     cause: str | None = None
-    note: str | None = (
-        None  # what a replay of the bundle will lack (variables the step reads it does not hold)
-    )
+    # What a replay of the bundle will lack (variables the step reads that it does not hold).
+    note: str | None = None
 
 
 def first_line(exc: BaseException) -> str:
@@ -130,4 +129,3 @@ def write_located(
     files, window_entry = window_files(located)
     attempt.path = write({**located.files, **files}, {**located.manifest, **window_entry, **data_source()})
     attempt.cause = atscene.cause_sentence(attempt.path, located)
-    attempt.note = atscene.replay_note(attempt.path)

@@ -29,9 +29,11 @@ from pyadapter.capture.bundle_format import (
     KIND_LOOP,
     MANIFEST,
     MODEL_FILE,
+    NOT_HELD_KEY,
     WEIGHTS_FILE,
     BundleError,
     is_bundle_file,
+    not_held_warning,
     parse_manifest,
     read_manifest_bytes,
 )
@@ -293,7 +295,7 @@ class CaptureBundle:
     def variables_not_held(self) -> tuple[int, list[str]]:
         """(how many, the first names) of the variables the guarded step read that the bundle does not hold (read
         as data: a count and strings only)."""
-        entry = self.manifest.get("variables_not_held")
+        entry = self.manifest.get(NOT_HELD_KEY)
         if not isinstance(entry, dict):
             return 0, []
         names = [n for n in entry.get("names") or [] if isinstance(n, str)][:20]
@@ -304,18 +306,7 @@ class CaptureBundle:
 
     def not_held_warning(self) -> str | None:
         """The replay's warning for `variables_not_held`, or None."""
-        count, names = self.variables_not_held
-        if not count:
-            return None
-        shown = ", ".join(names[:3]) + (
-            f" and {count - len(names[:3])} more" if count > len(names[:3]) else ""
-        )
-        return (
-            f"the step reads {count} variable{'s' if count != 1 else ''} the bundle does not hold ({shown}): a "
-            "replay gives them the values the program gives them, not training's, so it may not reproduce the "
-            "failure; guard them too, e.g. guard_step(checkpoint=tf.train.Checkpoint(model=..., optimizer=..., "
-            "target=<the network the step reads>))"
-        )
+        return not_held_warning(*self.variables_not_held)
 
     # ---- raw paths ----
 

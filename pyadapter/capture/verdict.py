@@ -107,9 +107,8 @@ class Failure:
     bundle_error: str | None = None  # why no bundle was written, if writing failed
     origin: str | None = None  # "file:line: Op", when the origin was located at the scene
     cause: str | None = None  # "divergence: the run diverged ...", the cause of what was located at the scene
-    note: str | None = (
-        None  # what a replay of the bundle will lack, said once here where it can still be fixed
-    )
+    # What a replay of the bundle will lack, said once here, where the program can still be changed.
+    note: str | None = None
 
     def message(self) -> str:
         where = f"step {self.step}"

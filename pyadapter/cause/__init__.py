@@ -79,14 +79,20 @@ def attach_cause(
     """Classify the capture and store the cause as ``findings.extra["cause"]``; returns it. With a bundle the
     history, model info and batch count; without (a dump) only the findings do. Never raises: a cause that cannot
     be made is ``unknown`` with the reason as its summary. Data files named by the bundle are read only inside
-    ``folders`` (default: the current directory, the folder the CLI or the workspace's server runs in)."""
+    ``folders`` (default: the current directory, the folder the CLI or the workspace's server runs in). Findings
+    located in a notebook's unsaved cell are first marked in that cell when the notebook has been saved since
+    (`pyadapter.capture.notebook.map_saved_since`): here, at the one load of the bundle that the CLI, the server and
+    the guard's stop message share."""
     context = None
     if bundle_path is not None:
         from pyadapter.capture.bundle_format import BundleError
+        from pyadapter.capture.notebook import map_saved_since
         from pyadapter.capture.reader import CaptureBundle
 
         try:
-            context = context_of_bundle(CaptureBundle.load(bundle_path))
+            bundle = CaptureBundle.load(bundle_path)
+            map_saved_since(findings, (bundle.manifest.get("entry_script") or {}).get("notebook"))
+            context = context_of_bundle(bundle)
         except (BundleError, OSError, ValueError):
             context = None
     if context is not None:

@@ -122,7 +122,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     dtype = (dtype_of(origin) or "").lower()
     if known and dtype in SIGNIFICANT_BITS and _zero_into_domain_op(origin) and _subtracted_zeros(origin):
         return _cancellation(findings, context, origin, dtype)
-    if known and dtype in ("float16", "half") and _zero_into_domain_op(origin):
+    if known and dtype in SIXTEEN_BIT and _zero_into_domain_op(origin):
         return _underflow(findings, context, origin, dtype)
     if known and dtype in SIGNIFICANT_BITS and _negative_into_root_or_log(origin):
         squares = change_line.squares_difference_site(units, origin.file, origin.line, origin.cell)
@@ -145,21 +145,22 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         # A -inf written to mask positions, on a row with every position masked: the constant is what to change,
         # though the row (an all-padding sequence) is valid input.
         return _masked_row(findings, context, units, origin, mask, rows)
-    sixteen_bit_overflow = is_overflow(origin) and (dtype_of(origin) or "").lower() in ("float16", "half")
+    overflow = is_overflow(origin)
     if (
         rows is not None
         and rows.outliers
         # The unlike records must account for the bad rows: one odd value among eight bad rows (a -3.5 in a
         # standard normal column) explains none of the other seven.
         and 2 * len({o.element.row for o in rows.outliers}) >= len(rows.rows)
-        and not sixteen_bit_overflow  # rows past 65504 are the ones that overflowed: no record's doing
+        and not (
+            overflow and dtype in SIXTEEN_BIT
+        )  # rows past 65504 are the ones that overflowed: no record's
         and not _made_by_a_gradient_of_the_users(origin, units)
         # sqrt's slope at 0 is infinite whatever the record: a pair of identical images, a zero gradient.
         and _sqrt_differentiated_at_zero(origin) is None
     ):
         return _row_outlier(findings, context, units, origin, rows)
-    overflow = is_overflow(origin)
-    if overflow and dtype in ("float16", "half"):
+    if overflow and dtype in SIXTEEN_BIT:
         return _precision(findings, context, units, origin, dtype)
     growth = trend.growth(context.history)
     if overflow and growth is not None:
@@ -1005,13 +1006,9 @@ def _window_suggestion(context: CauseContext) -> tuple[dict[str, Any], str] | No
 
 def _search_found_none(search: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
     """A search that tried lower rates and kept no window finite: "try a tenth" would be advice it disproved."""
-    tried = [
-        rate[0]
-        for t in search.get("trials") or []
-        if isinstance(t, dict) and (rate := positive_numbers(t.get("learning_rate"))) is not None
-    ]
-    steps = positive_numbers(search.get("steps"))
     trials = [t for t in search.get("trials") or [] if isinstance(t, dict)]
+    tried = [rate[0] for t in trials if (rate := positive_numbers(t.get("learning_rate"))) is not None]
+    steps = positive_numbers(search.get("steps"))
     if (
         not tried
         or steps is None

@@ -87,7 +87,6 @@ def scene_findings(path: str | Path) -> Findings | None:
     """The findings NanGuard/guard_step located at the scene and wrote into the bundle, or None if it holds none.
     Reads JSON only (the bundle is verified first); raises ReplayError for a bad bundle or findings file."""
     from pyadapter.capture.bundle_format import BundleError
-    from pyadapter.capture.notebook import map_saved_since
     from pyadapter.capture.reader import CaptureBundle
     from pyadapter.findings import FindingsError, load_findings
 
@@ -101,8 +100,6 @@ def scene_findings(path: str | Path) -> Findings | None:
         findings = load_findings(bundle.findings_path)
     except FindingsError as exc:
         raise ReplayError(f"{bundle.path}: findings.json: {exc}") from None
-    # A notebook saved since the capture holds the cells the kernel ran: the origin is marked in its cell now.
-    map_saved_since(findings, (bundle.manifest.get("entry_script") or {}).get("notebook"))
     # The bundle may have been renamed or moved since (a -1 suffix, a pull): it is where it is now.
     findings.source_kind = "bundle"
     findings.source_path = str(bundle.path)

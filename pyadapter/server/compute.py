@@ -322,23 +322,5 @@ def _compute(
         # the findings and the bundle here, as locate_bundle does for the rest (reads only, runs nothing).
         from pyadapter.cause import attach_cause
 
-        _map_saved_notebook(findings, ref.path)
         attach_cause(findings, ref.path, folders=[cwd or os.getcwd()])  # data files: the workspace's only
     return ComputeResult(findings, cache_path, recorded, made_at)
-
-
-def _map_saved_notebook(findings: Findings, bundle_path: str) -> None:
-    """Findings located at the scene in a notebook's unsaved cell, marked in their cell once the notebook is saved
-    (`pyadapter.capture.notebook.map_saved_since`)."""
-    from pyadapter.capture.bundle_format import BundleError
-    from pyadapter.capture.notebook import map_saved_since
-    from pyadapter.capture.reader import CaptureBundle
-
-    origin = findings.origin
-    if origin is None or origin.cell is not None or not origin.file.endswith(".py"):
-        return
-    try:
-        manifest = CaptureBundle.load(bundle_path).manifest
-    except (BundleError, OSError, ValueError):
-        return
-    map_saved_since(findings, (manifest.get("entry_script") or {}).get("notebook"))
