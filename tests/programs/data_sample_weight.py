@@ -12,6 +12,7 @@ import tensorflow as tf
 
 from pyadapter import NanGuard
 
+keras.utils.set_random_seed(1)
 rng = np.random.default_rng(1)
 x = (rng.normal(size=(640, 8)) * 30).astype("float32")  # not normalized
 y = (x[:, 0] > 20).astype("float32")[:, None]
