@@ -173,15 +173,26 @@ def verdict_sentence(verdict: Mapping[str, Any]) -> str:
     if verdict.get("loss") is not None:
         parts.append(f"loss {_number(verdict['loss'])}")
     gradients, weights = verdict.get("non_finite_gradients") or [], verdict.get("non_finite_weights") or []
+    large = verdict.get("too_large_gradients") or []
     if gradients:
         parts.append(f"{_count(len(gradients), 'gradient')} non-finite")
+    elif large:
+        parts.append(
+            f"{_count(len(large), 'gradient')} finite but too large to square in float32 (|g| > 1.8e19)"
+        )
     elif verdict.get("gradients_finite"):
         parts.append("gradients finite")
     if weights:
         parts.append(f"{_count(len(weights), 'weight')} non-finite after the update")
     elif verdict.get("weights_finite"):
         parts.append("weights finite after the update")
-    head = "NaN reproduced" if reproduced else "stayed finite"
+    head = "stayed finite"
+    if reproduced:
+        head = (
+            "overflow reproduced"
+            if large and not gradients and verdict.get("loss_finite")
+            else "NaN reproduced"
+        )
     return f"{label}: {head} — " + ", ".join(parts) if parts else f"{label}: {head}"
 
 

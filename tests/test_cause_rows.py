@@ -180,3 +180,18 @@ def test_a_one_hot_category_the_bad_rows_share_is_not_a_bad_record() -> None:
     states[2, 3] = 2.0  # not a one-hot value: named
     found = rows_of(loss_values([2]), (states, np.zeros((8, 1), np.float32)))
     assert found is not None and [o.element.describe() for o in found.outliers] == ["x[2, 3] = 2"]
+
+
+def test_one_value_a_million_times_the_others_is_the_extreme_record() -> None:
+    from pyadapter.cause.rows import extreme_record
+
+    x = np.random.default_rng(0).uniform(0, 5, size=(32, 3)).astype(np.float32)
+    x[9, 1] = 9.9e37
+    found = extreme_record((x, np.zeros((32, 1), np.float32)))
+    assert found is not None and found.element.describe() == "x[9, 1] = 9.9e+37", found
+    assert found.good_rows == 31 and 0 <= found.low <= found.high <= 5
+    # Raw units (thousands) or a sparse column of zeros with an ordinary value: no record stands out.
+    assert extreme_record((x[:, :1] * 0 + np.arange(32, dtype=np.float32)[:, None] * 1e3,)) is None
+    sparse = np.zeros((32, 1), np.float32)
+    sparse[3] = 5.0
+    assert extreme_record((sparse,)) is None

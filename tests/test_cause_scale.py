@@ -77,3 +77,14 @@ def test_features_in_the_hundreds_come_before_the_rate_and_in_the_tens_after() -
     tens = rng.uniform(5, 40, size=(32, 2)).astype("float32")
     assert unscaled_inputs((hundreds,), set())[0].first_to_change
     assert not unscaled_inputs((tens,), set())[0].first_to_change
+
+
+def test_one_huge_record_is_not_a_feature_in_raw_units() -> None:
+    """One reading of 1e21 among values of about 1 gives the column an RMS of 1.8e20: a bad record (the rows'
+    cause), not a feature to normalize."""
+    x = np.ones((8, 2), np.float32)
+    x[4, 0] = 1e21
+    assert unscaled_inputs((x, np.zeros((8, 1), np.float32)), []) == []
+    column = np.ones((8, 1), np.float32)
+    column[2] = 1e21
+    assert unscaled_inputs((column, np.zeros((8, 1), np.float32)), []) == []

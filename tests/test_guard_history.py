@@ -274,3 +274,26 @@ def test_a_sampled_update_sees_every_unit(shape):
         # A unit outside the sample reads 0. Inside, its few samples (16384 / row of them, 5 for a 3072-wide row)
         # give its norm to within a factor of a few, not percent: the bound says "seen", not "accurate".
         assert exact / 10 < measured < exact * 10, (column, measured, exact)
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_gradients_too_large_to_square_fail_with_their_finite_norm(compiled):
+    """A gradient of 1e20 is finite, but Adam's second moment (g * g) of it is +Inf, and every later update NaN.
+    The gate's gradient check (``squares_must_fit``) fails such a tensor and keeps its exact, finite norm, which
+    is how the report tells "too large" from NaN/Inf; weights (no ``squares_must_fit``) keep the plain verdict."""
+    from pyadapter.capture.gate_checks import finite_flags_and_norm, too_large_to_square
+
+    def gradients(values):
+        return finite_flags_and_norm(values, squares_must_fit=True)
+
+    check = tf.function(gradients) if compiled else gradients
+    flags, norm = check([tf.constant([1e20, -3e20], tf.float32), tf.constant([1.0, 2.0], tf.float32)])
+    assert flags.numpy().tolist() == [False, True]
+    assert float(norm) == pytest.approx(math.sqrt(1e40 + 9e40), rel=1e-6)
+    assert too_large_to_square(float(norm))
+    flags, norm = check([tf.constant([np.nan, 1e20], tf.float32), tf.constant([1.0], tf.float32)])
+    assert flags.numpy().tolist() == [False, True] and not too_large_to_square(float(norm))
+    flags, norm = check([tf.constant([3.0, 4.0], tf.float32)])
+    assert flags.numpy().tolist() == [True] and float(norm) == pytest.approx(5.0)
+    flags, _ = finite_flags_and_norm([tf.constant([1e20], tf.float32)])
+    assert flags.numpy().tolist() == [True]

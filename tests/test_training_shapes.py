@@ -728,3 +728,61 @@ def test_the_scene_s_verdict_shows_the_step_s_loss_as_the_replay_does(tmp_path):
     replay = re.search(r"graph: NaN reproduced — loss ([0-9.e+-]+)", replayed.stdout)
     assert scene and replay, (located.stdout, replayed.stdout)
     assert scene.group(1) == replay.group(1), (scene.group(0), replay.group(0))
+
+
+def _logger_csv(folder: Path) -> None:
+    """Three voltages and a power per record; record 77 holds the logger's over-range mark, 9.9e37."""
+    rng = np.random.default_rng(5)
+    volts = rng.uniform(0.0, 5.0, size=(400, 3))
+    power = volts @ np.array([3.0, -1.5, 0.5]) + rng.normal(0.0, 0.1, 400)
+    rows = [f"{a:.4f},{b:.4f},{c:.4f},{p:.4f}" for (a, b, c), p in zip(volts, power, strict=True)]
+    rows[77] = "1.2500,9.9e37,2.1000,1.0000"
+    (folder / "logger.csv").write_text("v1,v2,v3,power\n" + "\n".join(rows) + "\n")
+
+
+def test_a_gradient_too_large_to_square_is_withheld_before_adam_stores_its_square(tmp_path):
+    """One record of 9.9e37 (a logger's over-range mark) under Adam and MAE: the gradient is finite but its square
+    is not. The guard let that update through (loss, gradients and weights all finite), Adam's second moment went
+    +Inf, and the next step was blamed: "divergence at learning rate 0.001 ... no rate kept the window finite",
+    its origin a variable read that "came with the data"; in skip mode every later step was skipped. Now the step
+    that holds the record stops with no update applied, the cause is that record where the CSV is read, the replay
+    reproduces the overflow, and skip mode skips only the record's batch (once per epoch)."""
+    _logger_csv(tmp_path)
+    program, done = run_copied("fit_logger_overrange.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "too large for float32: finite, but their squares overflow" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    assert manifest["non_finite"]["gradients_too_large"] is True, manifest["non_finite"]
+    assert manifest["non_finite"]["update_applied"] is False, manifest["non_finite"]
+    assert manifest["non_finite"]["loss"] is False, manifest["non_finite"]
+    # The captured batch is the one that holds the record.
+    x = CaptureBundle.load(bundle).batch()[0]
+    assert np.isclose(x.max(), 9.9e37, rtol=1e-6), x.max()
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "data", cause
+    assert "= 9.9e+37" in cause["summary"] and "index 77 of the array passed to fit" in cause["summary"], (
+        cause
+    )
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
+    for verdict in replayed["verdicts"].values():
+        assert verdict["too_large_gradients"] and verdict["loss_finite"], verdict
+
+    skipping = tmp_path / "skip"
+    skipping.mkdir()
+    _logger_csv(skipping)
+    shutil.copy(program, skipping / program.name)
+    done = subprocess.run(
+        [sys.executable, program.name, "--skip"],
+        cwd=skipping,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert output_value(done.stdout, "skipped steps") == "3", done.stdout  # the record's batch, each epoch
+    assert np.isfinite(float(output_value(done.stdout, "last loss"))), done.stdout

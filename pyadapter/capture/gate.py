@@ -46,6 +46,7 @@ from pyadapter.capture.gate_checks import (
     max_abs,
     ones,
     rare_cond,
+    too_large_to_square,
 )
 from pyadapter.capture.gate_update import Gate, gate_update, undo_if_step_failed, watched_assign
 from pyadapter.capture.snapshot import non_finite_variables, unique
@@ -657,6 +658,8 @@ def report(
         update_applied=bool(verdict.applied),
         checked=list(meta.checked),
     )
+    if result.gradients and verdict.metrics is not None:
+        result.gradients_too_large = too_large_to_square(float(verdict.metrics.numpy()[0]))
     if not result.update_applied and not result.weights:
         # Nothing was applied, so the variables are as the step found them: were they broken already?
         broken = non_finite_variables(trainable_variables)

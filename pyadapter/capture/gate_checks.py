@@ -80,6 +80,16 @@ def finite_flags(values: list[Any]) -> Any:
     return tf.math.is_finite(tf.stack(sums))
 
 
+def squares_fit_flags(values: list[Any]) -> Any:
+    """bool [len(values)]: `finite_flags`, failing also tensors whose squares overflow float32 (|x| > ~1.8e19),
+    as ``finite_flags_and_norm(squares_must_fit=True)`` judges gradients; for a gate without the history. One
+    reduction per tensor, as `finite_flags`: a fused L2Loss costs what a sum does."""
+    if not values:
+        return tf.ones([0], tf.bool)
+    halves = [half_squares32(v) if is_float(v) else tf.constant(0.0) for v in values]
+    return tf.math.is_finite(tf.stack(halves))
+
+
 def ones(n: int) -> Any:
     return tf.ones([n], tf.bool)
 
@@ -219,7 +229,9 @@ def sampled_table_half_squares32(weight: Any) -> Any:
     return half_squares32(gather_rows(weight, indices)) * (count / (sampled * row_size))
 
 
-def finite_flags_and_norm(values: list[Any], tables: list[Any] | None = None) -> tuple[Any, Any]:
+def finite_flags_and_norm(
+    values: list[Any], tables: list[Any] | None = None, squares_must_fit: bool = False
+) -> tuple[Any, Any]:
     """(`finite_flags(values)`, float32 L2 norm over all of them), with one reduction per tensor on healthy steps.
 
     ``tables[i]``, when given and not None, is the weight of which ``values[i]`` holds the rows a sparse update just
@@ -231,7 +243,13 @@ def finite_flags_and_norm(values: list[Any], tables: list[Any] | None = None) ->
     finite and merely large (|x| > ~1.8e19), where `finite_flags` says "finite". Conversely, a finite total of
     squares bounds every |x| by ~1.8e19, so every plain sum (of < 1e19 elements) is finite too and every flag is
     True. So: total finite -> all True; otherwise (a failing step, or huge finite values) the flags come from
-    `finite_flags` itself and the norms from `_exact_norms`, in a branch that healthy steps never run."""
+    `finite_flags` itself and the norms from `_exact_norms`, in a branch that healthy steps never run.
+
+    ``squares_must_fit`` (gradients): a tensor whose squares overflow float32 fails too, though finite. Adam,
+    RMSprop, Adagrad and clipnorm square each gradient: one of 1e20 makes their state +Inf, the weights stay finite
+    (m / sqrt(Inf) is 0), and every later step is NaN (Inf - Inf in the moment's update) with nothing left to show
+    why. Its norm stays the exact, finite one: a finite norm beside a failing flag tells "too large" from NaN/Inf
+    (`too_large_to_square`)."""
     if not values:
         return tf.ones([0], tf.bool), tf.constant(0.0, tf.float32)
     tables = tables or [None] * len(values)
@@ -251,11 +269,24 @@ def finite_flags_and_norm(values: list[Any], tables: list[Any] | None = None) ->
 
     def exact() -> tuple[Any, Any]:
         flags = finite_flags(values)
-        return flags, combine_norms(exact_norms(whole, flags))
+        norm = combine_norms(exact_norms(whole, flags))
+        if squares_must_fit:
+            flags = tf.logical_and(flags, tf.math.is_finite(tf.stack(halves)))
+        return flags, norm
 
     return rare_cond(
         tf.math.is_finite(total), lambda: (tf.ones([len(values)], tf.bool), tf.sqrt(2.0 * norm_total)), exact
     )
+
+
+# |x| past this squares to Inf in float32: sqrt(float32 max).
+SQUARE_LIMIT = 1.8446743e19
+
+
+def too_large_to_square(gradient_norm: float) -> bool:
+    """Whether a failing step's gradient norm (`finite_flags_and_norm` with ``squares_must_fit``) says its failing
+    gradients were finite but too large to square: the norm is finite only when every gradient is."""
+    return math.isfinite(gradient_norm) and gradient_norm >= SQUARE_LIMIT
 
 
 def max_abs(value: Any) -> Any:

@@ -26,6 +26,7 @@ from pyadapter.capture.gate_checks import (
     ones,
     rare_cond,
     sampled_half_squares32,
+    squares_fit_flags,
 )
 from pyadapter.capture.snapshot import unique, variable_path
 
@@ -140,6 +141,17 @@ def watched_assign(original: Any, kind: str) -> Any:
 
 # ---- the gate -----------------------------------------------------------------------------------------------
 
+# Keras optimizers whose state keeps no square of the gradient: a finite gradient too large to square is no harm to
+# them (`finite_flags_and_norm`'s ``squares_must_fit``); a divergence under them stops at the first non-finite value.
+_NO_SQUARES = frozenset({"SGD", "Lion", "Adamax"})
+
+
+def squares_gradients(optimizer: Any) -> bool:
+    """Whether `optimizer` squares the gradients it gets (Adam, RMSprop, Adagrad, ... and any optimizer with
+    clipnorm or global_clipnorm, which take their norm); unknown optimizers count as squaring."""
+    clips = any(getattr(optimizer, name, None) for name in ("clipnorm", "global_clipnorm"))
+    return clips or type(optimizer).__name__ not in _NO_SQUARES
+
 
 def gate_update(
     optimizer: Any,
@@ -231,10 +243,14 @@ def gate_update(
         return cond(ok, lambda: apply_and_check(do_apply), lambda: skip(ok))
 
     grad_norm = None
+    squares = squares_gradients(optimizer)
     if history and check_grads:
-        grad_flags, grad_norm = finite_flags_and_norm([grads[i] for i in present])
+        grad_flags, grad_norm = finite_flags_and_norm([grads[i] for i in present], squares_must_fit=squares)
+    elif check_grads:
+        checked = [grads[i] for i in present]
+        grad_flags = squares_fit_flags(checked) if squares else finite_flags(checked)
     else:
-        grad_flags = finite_flags([grads[i] for i in present]) if check_grads else ones(0)
+        grad_flags = ones(0)
     if history and grad_norm is None:
         grad_norm = tf.constant(NOT_MEASURED)  # a LossScaleOptimizer's gradients are scaled: not the model's
     loss_ok = tf.reduce_all(finite_flags(losses))

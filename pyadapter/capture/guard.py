@@ -277,6 +277,10 @@ class NanGuard(keras.callbacks.Callback):
                 self._window.after_step(step, kept)
             return True
         stop = self.policy.failed()
+        if self.verbose and (self.params or {}).get("verbose") in (1, "auto"):
+            # Keras's progress bar (stdout) is mid-line, with no newline until the epoch ends: the lines below
+            # would be glued to it ("loss: 1.2432NaN Lens: locating ...").
+            print(file=sys.stderr, flush=True)
         report = gate.report(verdict, function.meta, list(self.model.trainable_variables))
         if report.update_applied and self._window is not None and self._cluster is None:
             report.update_taken_back = self._take_back_update(function, step)

@@ -12,6 +12,10 @@ from typing import Any
 ON_NAN = ("stop", "skip")
 
 
+def _names(names: list[str], limit: int) -> str:
+    return ", ".join(names[:limit]) + (f" (+{len(names) - limit} more)" if len(names) > limit else "")
+
+
 @dataclass
 class NonFiniteReport:
     """The verdict of one failing step.
@@ -28,6 +32,9 @@ class NonFiniteReport:
     broke them while the weights check was off); ``weights`` then names them.
     A gradient or weight whose values are finite but so large that their float32 sum overflows (about 3e38)
     counts as non-finite too.
+    ``gradients_too_large``: the failing ``gradients`` were finite, but their squares overflow float32 (|g| past
+    about 1.8e19), which would have made the optimizer's squared-gradient state +Inf (`gate_checks`); the update was
+    not applied.
     """
 
     loss: bool = False
@@ -37,6 +44,7 @@ class NonFiniteReport:
     checked: list[str] = field(default_factory=list)
     weights_before_step: bool = False
     update_taken_back: bool = False
+    gradients_too_large: bool = False
 
     @property
     def update_in_state(self) -> bool:
@@ -65,13 +73,21 @@ class NonFiniteReport:
         if self.loss:
             parts.append("loss")
         weights_label = "weights before the step" if self.weights_before_step else "weights after the update"
-        for label, names in (("gradients", self.gradients), (weights_label, self.weights)):
+        too_large = self.gradients_too_large and not self.loss
+        for label, names in (
+            ("gradients", [] if too_large else self.gradients),
+            (weights_label, self.weights),
+        ):
             if names:
-                shown = ", ".join(names[:limit]) + (
-                    f" (+{len(names) - limit} more)" if len(names) > limit else ""
-                )
-                parts.append(f"{label} of {shown}")
-        return "non-finite " + (" and ".join(parts) if parts else "values")
+                parts.append(f"{label} of {_names(names, limit)}")
+        text = "non-finite " + (" and ".join(parts) if parts else "values")
+        if too_large:
+            large = (
+                f"gradients of {_names(self.gradients, limit)} too large for float32: finite, but their squares "
+                "overflow to Inf (|g| > 1.8e19), as Adam's and RMSprop's second moments and clipnorm compute them"
+            )
+            return large if not parts else f"{large}; {text}"
+        return text
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -91,6 +107,7 @@ class NonFiniteReport:
             checked=[str(n) for n in data.get("checked", [])],
             weights_before_step=bool(data.get("weights_before_step", False)),
             update_taken_back=bool(data.get("update_taken_back", False)),
+            gradients_too_large=bool(data.get("gradients_too_large", False)),
         )
 
 

@@ -29,7 +29,7 @@ from pyadapter.cause.ops import (
     dtype_of,
     is_overflow,
 )
-from pyadapter.cause.rows import BadRows
+from pyadapter.cause.rows import BadRows, Outlier, extreme_record
 from pyadapter.cause.sources import SourceUnit, parameters_of, user_sources
 from pyadapter.dump.frames import is_user_file
 from pyadapter.findings import Finding, Findings
@@ -163,6 +163,10 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     if overflow and dtype in SIXTEEN_BIT:
         return _precision(findings, context, units, origin, dtype)
     growth = trend.growth(context.history)
+    if overflow and known and (record := extreme_record(context.batch)) is not None:
+        # One value a million times the rest: that record's gradient made the step's values overflow (Adam's
+        # second moment, a squared error) at any learning rate; the loss "grew" only at the step that read it.
+        return _extreme_record(findings, context, units, origin, record)
     if overflow and growth is not None:
         return _divergence(context, units, origin, growth)
     if overflow and known and (fast := _fast(context)) is not None:
@@ -723,6 +727,55 @@ def _row_outlier(
     return Cause("data", summary, evidence, _origin_change(findings, what, "op"), provenance=where)
 
 
+SERIES_WORDS = {
+    "loss": "loss",
+    "logged_loss": "logged loss",
+    "grad_norm": "gradient norm",
+    "update_ratio": "update/weight ratio",
+    "max_abs_output": "largest activation",
+    "weight_norm": "weight norm",
+}
+
+
+def _extreme_record(
+    findings: Findings, context: CauseContext, units: list[SourceUnit], origin: Finding, record: Outlier
+) -> Cause:
+    """An overflow on a batch with one value a million times every other row's (`rows.extreme_record`): the
+    record, where it came from, and the line that reads the data (not the learning rate: no rate keeps a gradient
+    1e20 times the usual one finite)."""
+    record = dataclasses.replace(
+        record, element=_named_by_step_parameters(record.element, units, context.step_function)
+    )
+    site: change_line.Site | None = change_line.reading_site(units, None, None, None)
+    site = python_feed.feed_site(units, wrapped_functions=False) or site
+    where, batch_index, _ = _batch_provenance(findings, context, units, site, record.element)
+    at = f" (batch {batch_index})" if batch_index is not None else ""
+    jump = trend.fast_growth(context.history)
+    grew = ""
+    if jump is not None:
+        steps = f"{jump.steps} step{'s' if jump.steps != 1 else ''}"
+        grew = f"the {SERIES_WORDS.get(jump.series, jump.series)} jumped x{jump.factor:.3g} in {steps} and "
+    summary = (
+        f"{grew}{origin.op.type} overflowed float32 on a batch{at} with one value far outside the rest: "
+        f"{record.describe()}{_array_index_text(where)}; its gradient alone is that much larger than a usual one, "
+        "so no learning rate keeps the step finite"
+    )
+    what = f"the record {record.record_text()}: correct it or leave it out where the data is read"
+    evidence = _read_evidence(origin, context, record.element, overflow=True)
+    made = None
+    if site is None:
+        # Arrays made by the program's own arithmetic (no reading call): where the array fit is given is made.
+        fit_code = (context.model_info.get("fit_call") or {}).get("code")
+        column = record.element.index[1] if len(record.element.index) == 2 else None
+        made = change_line.fit_array_site(
+            units, record.element.leaf, column, fit_code if isinstance(fit_code, str) else None
+        )
+    change = _change(made, what, "array") if made is not None else _reading_change(findings, site)
+    if change is not None:
+        change = dataclasses.replace(change, what=what)
+    return Cause("data", summary, evidence, change, provenance=where)
+
+
 def _sqrt_differentiated_at_zero(origin: Finding) -> int | None:
     """How many zeros the Sqrt's value held where its gradient (SqrtGrad: dy * 0.5 / y, reading y) made NaN/Inf;
     None for any other op. A std or a norm of values that do not vary (a constant feature, a zero gradient) is
@@ -763,14 +816,7 @@ def _divergence(
     fast = update is not None or (growth is not None and not growth.is_growth)
     texts = []
     if growth is not None:
-        label = {
-            "loss": "loss",
-            "logged_loss": "logged loss",
-            "grad_norm": "gradient norm",
-            "update_ratio": "update/weight ratio",
-            "max_abs_output": "largest activation",
-            "weight_norm": "weight norm",
-        }.get(growth.series, growth.series)
+        label = SERIES_WORDS.get(growth.series, growth.series)
         shown = growth.to_json()
         evidence.update(
             trend=shown,

@@ -326,6 +326,53 @@ def _empty_texts(label: str, value: Any, rows: list[int], batch_rows: int) -> li
     ]
 
 
+# A value at least this many times every other row's largest |value| in its column (and than 1) is a record, not a
+# scale: its gradient alone is that much larger than the step's usual one, and can overflow the step's values.
+EXTREME_FACTOR = 1e6
+
+
+def extreme_record(batch: Any) -> Outlier | None:
+    """The one batch value (in a numeric array with the batch's rows first, 4 rows and more) whose magnitude is at
+    least `EXTREME_FACTOR` times that of every other row in its column and than 1 (a 1e21 among values of about 1),
+    the largest such; None when there is none. For an overflow no op's NaN/Inf can be traced to rows: the values
+    were finite, only too large."""
+    batch_rows = leading_rows(batch)
+    if batch_rows is None or batch_rows < 4:
+        return None
+    best: tuple[float, Outlier] | None = None
+    for label, value, _ in leaves(batch):
+        if (
+            not isinstance(value, np.ndarray)
+            or value.ndim == 0
+            or value.shape[0] != batch_rows
+            or not np.issubdtype(value.dtype, np.floating)
+        ):
+            continue
+        table = value.reshape(batch_rows, -1).astype(np.float64)
+        if not np.isfinite(table).all():
+            continue  # NaN/Inf in the batch is `first_bad_element`'s
+        size = np.abs(table)
+        top = np.argmax(size, axis=0)
+        columns = np.arange(table.shape[1])
+        largest = size[top, columns]
+        others = size.copy()
+        others[top, columns] = -1.0
+        runner_up = others.max(axis=0)
+        ratio = largest / np.maximum(runner_up, 1.0)
+        column = int(np.argmax(ratio))
+        if ratio[column] < EXTREME_FACTOR or (best is not None and ratio[column] <= best[0]):
+            continue
+        row = int(top[column])
+        rest = np.delete(table[:, column], row)
+        place = [int(i) for i in np.unravel_index(column, value.shape[1:])] if value.ndim > 1 else []
+        element = BadElement(label, row, (row, *place), float(table[row, column]), batch_rows)
+        best = (
+            float(ratio[column]),
+            Outlier(element, float(rest.min()), float(rest.max()), good_rows=batch_rows - 1),
+        )
+    return best[1] if best is not None else None
+
+
 def rows_of(output: np.ndarray, batch: Any) -> BadRows | None:
     """The rows of `batch` where `output` (the origin op's values, batch rows first) holds NaN/Inf; None when its
     leading dimension is not the batch's, when it has no NaN/Inf, or when more than half the rows have them (no one

@@ -101,17 +101,31 @@ def _float_array(value: Any) -> np.ndarray | None:
     return values if np.all(np.isfinite(values)) else None
 
 
+def _rms_but_the_largest(values: np.ndarray) -> np.ndarray:
+    """Each column's RMS without its largest |value| (with 4 rows and more): one record of 1e21 among values of
+    about 1 is a bad record, not a feature in raw units, and its own cause (`pyadapter.cause.rows`)."""
+    squares = np.square(values)
+    if values.shape[0] < 4:
+        return np.sqrt(np.mean(squares, axis=0))
+    # Zeroed, not subtracted: 1e42 + 1 - 1e42 is 0 in float64.
+    squares[np.argmax(squares, axis=0), np.arange(values.shape[1])] = 0.0
+    return np.sqrt(squares.sum(axis=0) / (values.shape[0] - 1))
+
+
 def _large_columns(values: np.ndarray, limit: float) -> tuple[ColumnScale, ...]:
     """Columns of a table (rows x features) whose RMS passes `limit`, largest first; a single column, an image or
     a sequence input counts as one."""
     if values.ndim == 2 and 1 < values.shape[1] <= 4096:
-        rms = np.sqrt(np.mean(np.square(values), axis=0))
+        rms = _rms_but_the_largest(values)
         found = [
             ColumnScale(int(i), float(rms[i]), float(values[:, i].min()), float(values[:, i].max()))
             for i in np.flatnonzero(rms >= limit)
         ]
         return tuple(sorted(found, key=lambda c: -c.rms))
-    rms_all = float(np.sqrt(np.mean(np.square(values))))
+    if values.ndim <= 2 and values.size == values.shape[0]:  # one column
+        rms_all = float(_rms_but_the_largest(values.reshape(-1, 1))[0])
+    else:
+        rms_all = float(np.sqrt(np.mean(np.square(values))))
     if rms_all >= limit:
         return (ColumnScale(None, rms_all, float(values.min()), float(values.max())),)
     return ()

@@ -109,7 +109,8 @@ class _GradientRecorder:
                     optimizer.__dict__.pop(name, None)
 
     def finite_flags(self) -> list[tuple[str, Any]]:
-        """(variable name, scalar bool tensor) for each gradient of the current graph (or eager)."""
+        """(variable name, scalar bool tensor [finite, squares fit float32]) for each gradient of the current graph
+        (or eager): the second is False also for finite values past ~1.8e19, as NanGuard's gate judges them."""
         flags = []
         graph = tf.compat.v1.get_default_graph() if not tf.executing_eagerly() else None
         for name, grad in self.seen:
@@ -118,7 +119,10 @@ class _GradientRecorder:
                 continue
             if graph is not None and getattr(values, "graph", None) is not graph:
                 continue  # made inside a nested tf.function: cannot be read from here
-            flags.append((name, tf.reduce_all(tf.math.is_finite(values))))
+            squares = tf.nn.l2_loss(values if values.dtype == tf.float32 else tf.cast(values, tf.float32))
+            flags.append(
+                (name, tf.stack([tf.reduce_all(tf.math.is_finite(values)), tf.math.is_finite(squares)]))
+            )
         return flags
 
 
@@ -254,10 +258,13 @@ def run_step(
     verdict.loss = loss
     verdict.loss_finite = None if loss is None else math.isfinite(loss)
     if error is None:
-        flags = [bool(np.asarray(flag)) for flag in grad_flags]
+        flags = [np.asarray(flag) for flag in grad_flags]
         if flags:
             verdict.non_finite_gradients = [
-                name for name, ok in zip(grad_names, flags, strict=True) if not ok
+                name for name, ok in zip(grad_names, flags, strict=True) if not ok[0]
+            ]
+            verdict.too_large_gradients = [
+                name for name, ok in zip(grad_names, flags, strict=True) if ok[0] and not ok[1]
             ]
             verdict.gradients_finite = not verdict.non_finite_gradients
     verdict.non_finite_weights = [

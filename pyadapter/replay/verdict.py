@@ -47,6 +47,9 @@ class StepVerdict:
         default_factory=list
     )  # variable names whose gradient is non-finite
     non_finite_weights: list[str] = field(default_factory=list)  # variables non-finite after the update
+    # Variables whose gradient is finite but too large to square in float32 (|g| > ~1.8e19): the optimizer's
+    # squared-gradient state (Adam, RMSprop) goes +Inf from it, as NanGuard's gate judges (`gate_checks`).
+    too_large_gradients: list[str] = field(default_factory=list)
     error: str | None = (
         None  # one line when the step raised (e.g. a tf.debugging.check_numerics in user code)
     )
@@ -67,7 +70,12 @@ class StepVerdict:
         """The step made something non-finite (or raised on a numeric check)."""
         if self.error is not None:
             return _is_numeric_error(self.error)
-        return self.loss_finite is False or self.gradients_finite is False or self.weights_finite is False
+        return (
+            self.loss_finite is False
+            or self.gradients_finite is False
+            or self.weights_finite is False
+            or bool(self.too_large_gradients)
+        )
 
     def describe(self) -> str:
         """One line for a person: 'graph: NaN reproduced — loss nan, 3 gradients and 4 weights non-finite'."""
@@ -85,6 +93,7 @@ class StepVerdict:
             "weights_finite": self.weights_finite,
             "non_finite_gradients": list(self.non_finite_gradients),
             "non_finite_weights": list(self.non_finite_weights),
+            **({"too_large_gradients": list(self.too_large_gradients)} if self.too_large_gradients else {}),
             "error": self.error,
             "seconds": round(self.seconds, 3),
             "dumped": self.dumped,
@@ -101,6 +110,7 @@ class StepVerdict:
             weights_finite=data.get("weights_finite"),
             non_finite_gradients=list(data.get("non_finite_gradients", [])),
             non_finite_weights=list(data.get("non_finite_weights", [])),
+            too_large_gradients=[str(v) for v in data.get("too_large_gradients", [])],
             error=data.get("error"),
             seconds=float(data.get("seconds", 0.0)),
             dumped=bool(data.get("dumped", False)),
@@ -110,7 +120,10 @@ class StepVerdict:
 
 def _non_finite_count(verdict: StepVerdict) -> int:
     return (
-        (verdict.loss_finite is False) + len(verdict.non_finite_gradients) + len(verdict.non_finite_weights)
+        (verdict.loss_finite is False)
+        + len(verdict.non_finite_gradients)
+        + len(verdict.non_finite_weights)
+        + len(verdict.too_large_gradients)
     )
 
 
