@@ -786,3 +786,23 @@ def test_a_gradient_too_large_to_square_is_withheld_before_adam_stores_its_squar
     assert done.returncode == 0, done.stderr[-3000:]
     assert output_value(done.stdout, "skipped steps") == "3", done.stdout  # the record's batch, each epoch
     assert np.isfinite(float(output_value(done.stdout, "last loss"))), done.stdout
+
+
+def test_a_column_the_standardization_after_the_read_makes_nan_names_the_division(tmp_path):
+    """``features = (raw - mean) / std`` after ``np.load``, with a stuck sensor's constant column: the column is NaN
+    in every row. The change named the ``np.load`` line ("filter or repair non-finite records where the data is
+    read"); the read is fine, the division is what makes the column."""
+    rng = np.random.default_rng(0)
+    raw = rng.normal(size=(256, 4)).astype("float32")
+    raw[:, 2] = 3.0
+    np.save(tmp_path / "features.npy", raw)
+    np.save(tmp_path / "target.npy", raw[:, :1] * 2)
+    program, done = run_copied("fit_npy_standardized.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "data", cause
+    assert "column 2 of x is NaN/Inf in every row of the batch" in cause["summary"], cause["summary"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert cause["change"]["what"].startswith("the computation of features"), cause["change"]

@@ -5,6 +5,7 @@ numbers and the line to change (``change_line``). Pure reading: the bundle is da
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
 import os
@@ -1234,14 +1235,18 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
     if column is not None:
         summary += f"; {column}"
     change = _reading_change(findings, site)
-    if site is None and bad is not None:
-        # Arrays made by the program's own arithmetic (no reading call): where the array fit is given is made.
+    if (site is None or column is not None) and bad is not None:
+        # Arrays made by the program's own arithmetic (no reading call), or a column NaN in every row, which the
+        # arithmetic after the read made ((raw - mean) / std with a std of 0): where the array fit is given is made.
         fit_code = (context.model_info.get("fit_call") or {}).get("code")
         at = bad.index[1] if len(bad.index) == 2 else None
         made = change_line.fit_array_site(
             units, bad.leaf, at, fit_code if isinstance(fit_code, str) else None
         )
-        if made is not None:
+        computed = made is not None and any(isinstance(n, ast.BinOp) for n in ast.walk(made.node))
+        if made is not None and (
+            site is None or computed
+        ):  # after a read, only arithmetic makes a column NaN
             what = (
                 f"the computation of {made.name}: it makes a whole column NaN/Inf (a division by a zero std or "
                 "count, a log of 0), so no record is to blame"
