@@ -806,3 +806,39 @@ def test_a_column_the_standardization_after_the_read_makes_nan_names_the_divisio
     changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
     assert [cause["change"]["line"]] == changed, cause["change"]
     assert cause["change"]["what"].startswith("the computation of features"), cause["change"]
+
+
+@pytest.mark.parametrize("name", ["loop_accumulate_in_step.py", "loop_accumulate_apart.py"])
+def test_gradient_accumulation_by_hand_is_guarded_and_replayed(tmp_path, name):
+    """Gradient accumulation as research repos write it, with a NaN reading in micro-batch 26 (the 3rd of its
+    group): the update applied in the same guarded step under ``if micro_step % 4 == 0`` (a tf.cond) was refused
+    on the first call ("the optimizer update ran inside a nested tf.function"); with the update in a function of
+    its own, ``nanlens replay`` said "graph: stayed finite" for the micro-step whose gradients are NaN (it read
+    only gradients an optimizer applied). Both stop at micro-step 26 and replay it in both modes."""
+    program, done = run_copied(name, tmp_path)
+    assert "GuardError" not in done.stderr, done.stderr[-3000:]
+    assert "NanGuard: step 26: non-finite gradients of" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
+    assert replayed["verdicts"]["graph"]["non_finite_gradients"], replayed["verdicts"]["graph"]
+
+
+def test_a_window_replayed_on_a_schedule_says_which_schedule_it_ran(tmp_path):
+    """``nanlens replay --window`` on a run whose rate is a schedule said "learning rate: None (captured)" and,
+    after the warm-up target was fixed, "stays finite" under that label: the window had run on the schedule the
+    edited code builds, not training's. It names the schedule and its rate at the failing step, and whether that
+    is training's rate there."""
+    program, done = run_copied("fit_warmup_schedule.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    as_captured = nanlens_json("replay", str(bundle), "--window", cwd=tmp_path)
+    assert as_captured["finite"] is False, as_captured
+    assert as_captured["learning_rate_from"].startswith("the CosineDecay your code builds, as in training:")
+    assert as_captured["learning_rate"] > 1.0, as_captured
+    program.write_text(program.read_text().replace("warmup_target=5.0", "warmup_target=0.05"))
+    fixed = nanlens_json("replay", str(bundle), "--window", "--trust-entry", str(program), cwd=tmp_path)
+    assert fixed["finite"] is True, fixed
+    assert fixed["learning_rate_from"].startswith("the CosineDecay your code builds now, at step "), fixed
+    assert "training's gave 4.9" in fixed["learning_rate_from"], fixed
+    assert fixed["learning_rate"] < 0.1, fixed

@@ -28,6 +28,7 @@ tf_keras's hooks in `gate_tf_keras`.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -513,7 +514,13 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
 
     Under a merge-call strategy every replica's record holds the same gate tensors (decided once in
     cross-replica context); they are taken once. Without a strategy there is one record: no extra ops."""
-    records = scope.records()
+    # An update inside a branch of the step (``if step % 4 == 0: optimizer.apply_gradients(...)``, a tf.cond under
+    # autograph) gates itself there, but its verdict lives in the branch's graph, out of reach here: such a step is
+    # judged on its losses and the gradients its tape took, as a step that applies nothing is.
+    records = [
+        r if _same_graph([g.ok for g in r.gates]) else dataclasses.replace(r, gates=[])
+        for r in scope.records()
+    ]
     meta = GateMeta()
     gate_counts = {len(r.gates) for r in records}
     if len(gate_counts) > 1:

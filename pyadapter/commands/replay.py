@@ -199,9 +199,12 @@ def _main_window(args: argparse.Namespace) -> int:
             print(f"nanlens: warning: {warning}", file=sys.stderr)
         print(json.dumps(report.to_json(), indent=2))
     else:
+        from pyadapter.findings_text import format_number
+
+        rate_text = "unknown" if report.learning_rate is None else format_number(report.learning_rate)
         lines = [
             f"bundle {report.bundle}: window of steps {report.start_step}-{report.end_step} ({report.steps} steps)",
-            f"  learning rate: {report.learning_rate} ({report.rate_from})",
+            f"  learning rate: {rate_text} ({report.rate_from})",
             f"  {report.message()}",
         ]
         if report.route:

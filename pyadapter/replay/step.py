@@ -142,12 +142,10 @@ def _watch_apply_gradients(optimizer: Any, seen: list[tuple[str, Any]]) -> bool:
 
 
 def _tape_watched(
-    program: StepProgram, losses: list[Any], gradients: list[tuple[str, Any]]
+    losses: list[Any], gradients: list[tuple[str, Any]]
 ) -> contextlib.AbstractContextManager[Any]:
-    """A step without optimizer updates its variables by hand: what its tapes differentiate are its losses and
-    what they return its gradients, as the guard judged them (`pyadapter.capture.gate_manual`). Others: nothing."""
-    if program.optimizers:
-        return contextlib.nullcontext()
+    """What the step's tapes differentiate (its losses) and what they return (its gradients): the gradients a
+    step is judged on when no optimizer update of it can be read (`run_step`)."""
     from pyadapter.capture.tape_targets import recording
 
     def record_gradients(sources: Any, result: Any) -> None:
@@ -206,12 +204,19 @@ def run_step(
     def step_and_flags(*args: Any, **kwargs: Any) -> tuple[tuple[Any, list[Any]], list[str]]:
         recorder.seen.clear()
         differentiated: list[Any] = []
-        with recorder.watching(), _tape_watched(program, differentiated, recorder.seen):
+        taped: list[tuple[str, Any]] = []
+        with recorder.watching(), _tape_watched(differentiated, taped):
             outputs = program.step(*args, **kwargs)
         flags = recorder.finite_flags()
-        return (step_losses(outputs) + differentiated, [flag for _, flag in flags]), [
-            name for name, _ in flags
-        ]
+        losses = step_losses(outputs)
+        if not flags:
+            # No update of the step can be read here (it updates by hand, takes gradients it applies later, as a
+            # micro-step of gradient accumulation does, or applies them in a branch): its tapes' losses and
+            # gradients are what the guard judged it on (`pyadapter.capture.gate_manual`, `gate.combine`).
+            recorder.seen[:] = taped
+            flags = recorder.finite_flags()
+            losses += differentiated
+        return (losses, [flag for _, flag in flags]), [name for name, _ in flags]
 
     if restore:
         program.restore()

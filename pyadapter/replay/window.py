@@ -192,6 +192,26 @@ class WindowRun:
         verdict.seconds = time.perf_counter() - started
         return verdict
 
+    def schedule_rate(self, step: int) -> tuple[str, float] | None:
+        """(the schedule's class, the rate it gives at the run's `step`) for the primary optimizer when its learning
+        rate is a schedule the program built (`keras.optimizers.schedules`); None otherwise. The step is counted
+        from the window's start as the optimizer counts its iterations."""
+        if not self.optimizers:
+            return None
+        import keras
+
+        optimizer = self.optimizers[0]
+        schedule = getattr(optimizer, "_learning_rate", None)
+        if not isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+            return None
+        self.restore()
+        iterations = int(np.asarray(optimizer.iterations.numpy()))
+        try:
+            value = float(np.asarray(schedule(iterations + step - self.start_step)))
+        except Exception:  # noqa: BLE001 - the user's own schedule: without its value the label stays generic
+            return None
+        return type(schedule).__name__, value
+
     def rate_changed(self, failing_rate: float | None) -> str | None:
         """Why a replay of the window at one rate is not the run: the rate at its start is not the failing step's
         (a callback raised it as the run trained: an LR range test), or None. The window replays at one rate."""

@@ -118,6 +118,19 @@ class BundleWindowReport:
         return text
 
 
+def _schedule_label(scheduled: tuple[str, float], step: int, failing_rate: float | None) -> str:
+    """How a window run on the program's learning-rate schedule is labelled: the schedule the code builds now, its
+    rate at the failing step, and whether that is the rate training had there."""
+    from pyadapter.findings_text import format_number
+
+    name, now = scheduled
+    if failing_rate is None:
+        return f"the {name} your code builds now, at step {step}"
+    if math.isclose(now, failing_rate, rel_tol=1e-3):
+        return f"the {name} your code builds, as in training: {format_number(failing_rate)} at step {step}"
+    return f"the {name} your code builds now, at step {step}; training's gave {format_number(failing_rate)} there"
+
+
 def replay_bundle_window(
     path: str | Path,
     *,
@@ -167,15 +180,24 @@ def replay_bundle_window(
             verdict = run.replay(None if same else learning_rate)
             captured = None if same else run.replay(None)
             searched = run.search(seconds=search_seconds, failing_rate=failing_rate) if search else None
+            shown_rate, shown_from = verdict.learning_rate, rate_from
+            if not same or rate_from != "captured":
+                shown_from = rate_from if not same else f"{rate_from} (= the captured rate)"
+            elif captured_rate is None:
+                scheduled = run.schedule_rate(bundle.step)
+                if scheduled is not None:
+                    # The window ran on the schedule the re-entered code builds now, which may not be training's.
+                    shown_rate, shown_from = (
+                        scheduled[1],
+                        _schedule_label(scheduled, bundle.step, failing_rate),
+                    )
         return BundleWindowReport(
             bundle=str(bundle.path),
             start_step=window.start_step,
             end_step=window.end_step,
             steps=window.steps,
-            learning_rate=verdict.learning_rate,
-            rate_from=rate_from
-            if not same or rate_from == "captured"
-            else f"{rate_from} (= the captured rate)",
+            learning_rate=shown_rate,
+            rate_from=shown_from,
             verdict=verdict,
             captured=captured,
             search=searched,
