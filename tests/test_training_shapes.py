@@ -822,6 +822,11 @@ def test_gradient_accumulation_by_hand_is_guarded_and_replayed(tmp_path, name):
     replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
     assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
     assert replayed["verdicts"]["graph"]["non_finite_gradients"], replayed["verdicts"]["graph"]
+    # The batch held the NaN: the line to change is where the loop's batches come from, not the model call.
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "data", cause
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
 
 
 def test_a_window_replayed_on_a_schedule_says_which_schedule_it_ran(tmp_path):

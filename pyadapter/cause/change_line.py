@@ -15,6 +15,7 @@ import math
 import os
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from pyadapter.cause.sources import SourceUnit, called_name, calls, keyword, number
 
@@ -483,6 +484,37 @@ def reading_site(
         if site.file == origin_file and site.line == origin_line and site.cell == origin_cell:
             return site
     return readers[0] if readers else None
+
+
+def loop_feed_site(units: list[SourceUnit], step_function: dict[str, Any] | None) -> Site | None:
+    """Where a custom loop's batches come from: the iterable of the ``for`` loop that calls the guarded function
+    (``for x, y in dataset:``, ``for step, (x, y) in enumerate(dataset):``), at the last assignment of its name
+    before the loop (``dataset = tf.data.Dataset.from_tensor_slices(...)``); None when the loop iterates something
+    else or the function is not called in a loop of the user's code."""
+    qualname = (step_function or {}).get("qualname")
+    if not isinstance(qualname, str) or not qualname:
+        return None
+    name = qualname.split(".")[-1]
+    for unit in units:
+        for loop in ast.walk(unit.tree):
+            if not isinstance(loop, ast.For) or not any(
+                isinstance(n, ast.Call) and called_name(n) == name for n in ast.walk(loop)
+            ):
+                continue
+            iterable = loop.iter
+            if (
+                isinstance(iterable, ast.Call)
+                and called_name(iterable) in ("enumerate", "iter")
+                and iterable.args
+            ):
+                iterable = iterable.args[0]
+            if not isinstance(iterable, ast.Name):
+                continue
+            statement = _last_assignment(unit, iterable.id, loop.lineno)
+            value = getattr(statement, "value", None)
+            if isinstance(value, ast.expr):
+                return Site(unit, value, iterable.id, target="reading")
+    return None
 
 
 def _after_every_fit(unit: SourceUnit, site: Site) -> bool:

@@ -1204,6 +1204,9 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         # change, before any reading call elsewhere in the program (it may not feed this fit at all).
         made_by_python = origin is not None and origin.op.type in python_feed.PY_FUNC_OPS
         site = python_feed.feed_site(units, wrapped_functions=made_by_python) or site
+    if site is None:
+        # A custom loop (guard_step): the batches come from what its loop iterates.
+        site = change_line.loop_feed_site(units, context.step_function)
     section = findings.bundle or {}
     where, batch_index, epoch = _batch_provenance(findings, context, units, site)
     problem = section.get("non_finite_batch") or {}

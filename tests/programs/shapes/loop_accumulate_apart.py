@@ -17,7 +17,7 @@ x_train = rng.normal(size=(512, 6)).astype("float32")
 y_train = (x_train @ rng.normal(size=(6, 1)) + 0.1 * rng.normal(size=(512, 1))).astype("float32")
 x_train[209, 3] = np.nan  # a dropped sensor reading nobody filtered
 
-dataset = tf.data.Dataset.from_tensor_slices((x_train, y_train)).batch(MICRO_BATCH)
+dataset = tf.data.Dataset.from_tensor_slices((x_train, y_train)).batch(MICRO_BATCH)  # CHANGE: filter the NaN reading
 
 model = keras.Sequential([
     keras.Input(shape=(6,)),
