@@ -58,13 +58,13 @@ def run_program(name: str, work: Path, *args: str) -> subprocess.CompletedProces
     )
 
 
-def run_copied(name: str, work: Path) -> tuple[Path, subprocess.CompletedProcess]:
+def run_copied(name: str, work: Path, *args: str) -> tuple[Path, subprocess.CompletedProcess]:
     """The program copied into the user's own folder and run there (its files, and what a replay may touch, are
-    the folder's): ``python work/name``."""
+    the folder's): ``python work/name ARGS``."""
     program = work / name
     shutil.copy(SHAPES / name, program)
     done = subprocess.run(
-        [sys.executable, str(program)],
+        [sys.executable, str(program), *args],
         cwd=work,
         env=child_env(),
         capture_output=True,
@@ -774,15 +774,7 @@ def test_a_gradient_too_large_to_square_is_withheld_before_adam_stores_its_squar
     skipping = tmp_path / "skip"
     skipping.mkdir()
     _logger_csv(skipping)
-    shutil.copy(program, skipping / program.name)
-    done = subprocess.run(
-        [sys.executable, program.name, "--skip"],
-        cwd=skipping,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    _, done = run_copied(program.name, skipping, "--skip")
     assert done.returncode == 0, done.stderr[-3000:]
     assert output_value(done.stdout, "skipped steps") == "3", done.stdout  # the record's batch, each epoch
     assert np.isfinite(float(output_value(done.stdout, "last loss"))), done.stdout
