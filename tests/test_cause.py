@@ -1349,6 +1349,25 @@ def test_one_unlike_value_among_many_bad_rows_is_not_the_record(tmp_path: Path) 
     assert cause.kind == "op", cause.summary
 
 
+def test_unlike_values_in_the_named_rows_must_account_for_every_bad_row(tmp_path: Path) -> None:
+    """An LR range test's Square overflowed in 8 of 16 rows; three of the five rows a cause names held a value
+    outside the 8 good rows' narrow range (standard normal data), and the cause was "data: the record x[0, 2] =
+    -1.62": three of five named rows passed the "half the bad rows" rule, which counted only the five named."""
+    from pyadapter.cause.rows import rows_of
+
+    program = write_program(tmp_path)
+    x = np.random.default_rng(3).uniform(-0.4, 1.3, size=(16, 3)).astype(np.float32)
+    bad = [0, 2, 3, 5, 9, 10, 12, 14]
+    x[[0, 2, 3], 2] = [-1.6, 2.5, -1.9]
+    per_row = np.ones(16, np.float32)
+    per_row[bad] = np.nan
+    rows = rows_of(per_row, (x, np.zeros((16, 1), np.float32)))
+    assert rows is not None and rows.count == 8 and len(rows.rows) == 5
+    assert {o.element.row for o in rows.outliers} == {0, 2, 3}
+    cause = classify(findings_of(log_origin(program), bad_rows=rows.to_json()), CauseContext(batch=(x, None)))
+    assert cause.kind == "op", cause.summary
+
+
 def test_a_dip_before_a_flat_series_and_one_spike_is_no_growth() -> None:
     """A clipped gradient norm sits at its cap (1.0) with one dip to 3e-4 thirty-five steps before the failure; a
     Poisson loss is flat for 140 steps, then one step spikes. Lowest-to-last read both as geometric growth ("the

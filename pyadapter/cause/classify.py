@@ -151,8 +151,8 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         rows is not None
         and rows.outliers
         # The unlike records must account for the bad rows: one odd value among eight bad rows (a -3.5 in a
-        # standard normal column) explains none of the other seven.
-        and 2 * len({o.element.row for o in rows.outliers}) >= len(rows.rows)
+        # standard normal column) explains none of the other seven. All of them: `rows.rows` names five at most.
+        and 2 * len({o.element.row for o in rows.outliers}) >= rows.count
         and not (
             overflow and dtype in SIXTEEN_BIT
         )  # rows past 65504 are the ones that overflowed: no record's
