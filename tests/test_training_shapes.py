@@ -212,6 +212,12 @@ def test_wgan_gp_withholds_both_updates_and_is_honest_about_its_random_draws(tmp
         assert "stateful random ops" in replayed["note"], replayed
     else:
         assert replayed["note"] is None
+    # "Replay eagerly" runs the eager mode alone: the draws it executed are named there too (they were found only
+    # in a traced graph, so an eager replay that stayed finite said nothing of them).
+    eager = nanlens_json("replay", str(bundle), "--eager")
+    assert "RandomStandardNormal at wgan_gp.py:73" in eager["verdicts"]["eager"]["stateful_random"], eager
+    if not eager["reproduced"]["eager"]:
+        assert "stateful random ops" in eager["note"], eager
 
 
 def test_customized_train_and_test_step_with_validation_data(tmp_path):

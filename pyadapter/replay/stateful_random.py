@@ -13,7 +13,10 @@ re-run's graph holds them, and `note` says so in one line.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import traceback
+from collections.abc import Iterator
 from typing import Any
 
 # Legacy stateful random ops (state in the kernel) and tf.random.Generator ops (state in a variable the step
@@ -62,6 +65,30 @@ def found_in_graph(graph: Any) -> list[str]:
         if text not in found:
             found.append(text)
     return found
+
+
+@contextlib.contextmanager
+def found_in_eager(found: list[str]) -> Iterator[None]:
+    """While the step runs eagerly: each stateful random op it executes, as `found_in_graph` words it, appended to
+    `found` (an op callback that looks only at the op's type; the stack is read for those ops alone)."""
+    from tensorflow.python.framework import op_callbacks
+
+    def callback(
+        op_type: Any, inputs: Any, attrs: Any, outputs: Any, op_name: Any = None, graph: Any = None
+    ) -> Any:
+        name = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
+        if graph is None and name in STATEFUL_RANDOM_OPS:
+            where = _user_line(traceback.extract_stack())
+            text = f"{name} at {where}" if where else name
+            if text not in found:
+                found.append(text)
+        return None  # the outputs stay as they are
+
+    op_callbacks.add_op_callback(callback)
+    try:
+        yield
+    finally:
+        op_callbacks.remove_op_callback(callback)
 
 
 def note(found: list[str], limit: int = 3) -> str:

@@ -248,7 +248,7 @@ def run_step(
         else:
             from pyadapter.eager import eager
 
-            with eager(), wrap():
+            with eager(), wrap(), stateful_random.found_in_eager(stateful):
                 (loss_values, grad_flags), grad_names = step_and_flags(*program.args, **program.kwargs)
     except tf.errors.InvalidArgumentError as exc:  # a check_numerics in the user's code fired
         error = _one_line(exc.message if hasattr(exc, "message") else str(exc))
