@@ -845,3 +845,18 @@ def test_a_window_replayed_on_a_schedule_says_which_schedule_it_ran(tmp_path):
     assert fixed["learning_rate_from"].startswith("the CosineDecay your code builds now, at step "), fixed
     assert "training's gave 4.9" in fixed["learning_rate_from"], fixed
     assert fixed["learning_rate"] < 0.1, fixed
+
+
+def test_a_weight_penalty_typed_1e3_is_the_line_to_change_not_the_rate(tmp_path):
+    """``kernel_regularizer=keras.regularizers.l2(1e3)`` where 1e-3 was meant, under SGD at its usual 0.01: the
+    weights flip sign and grow each step until the loss overflows. The cause was "divergence at learning rate
+    0.01: try 0.001" on the optimizer's line; the factor is what to change, and no rate fix is offered."""
+    program, done = run_copied("fit_weight_decay_typo.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert "weight penalty is l2(1000) at fit_weight_decay_typo.py:" in cause["summary"], cause["summary"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert cause["change"]["what"].endswith("(a typo for 0.001?)"), cause["change"]
+    assert cause["kind"] != "divergence", cause

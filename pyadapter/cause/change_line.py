@@ -486,6 +486,27 @@ def reading_site(
     return readers[0] if readers else None
 
 
+# Keras's weight penalties; a factor of 1 and more is no usual one (1e-5 to 1e-2 are): a typo for 1e-3 and the like.
+REGULARIZERS = ("L1", "L2", "L1L2", "l1", "l2", "l1_l2")
+
+
+def large_regularizers(units: list[SourceUnit]) -> list[tuple[Site, float]]:
+    """Each ``keras.regularizers.L2(1e30)`` / ``l1_l2(l1=..., l2=...)`` call in the user's code whose factor is 1 or
+    more, with that factor, in source order."""
+    found = []
+    for unit in units:
+        for node in calls(unit):
+            name = called_name(node)
+            if name not in REGULARIZERS:
+                continue
+            values = [number(a) for a in node.args]
+            values += [number(k.value) for k in node.keywords if k.arg in ("l1", "l2")]
+            largest = max((v for v in values if v is not None), default=None)
+            if largest is not None and largest >= 1.0:
+                found.append((Site(unit, node, name, target="regularizer"), largest))
+    return found
+
+
 def loop_feed_site(units: list[SourceUnit], step_function: dict[str, Any] | None) -> Site | None:
     """Where a custom loop's batches come from: the iterable of the ``for`` loop that calls the guarded function
     (``for x, y in dataset:``, ``for step, (x, y) in enumerate(dataset):``), at the last assignment of its name

@@ -168,6 +168,9 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         # One value a million times the rest: that record's gradient made the step's values overflow (Adam's
         # second moment, a squared error) at any learning rate; the loss "grew" only at the step that read it.
         return _extreme_record(findings, context, units, origin, record)
+    if overflow and known and (penalties := change_line.large_regularizers(units)):
+        # A weight penalty of 1e30 (meant: 1e-3) overflows the loss, or drives the weights up, whatever the rate.
+        return _large_regularizer(origin, penalties, growth)
     if overflow and growth is not None:
         return _divergence(context, units, origin, growth)
     if overflow and known and (fast := _fast(context)) is not None:
@@ -726,6 +729,37 @@ def _row_outlier(
         f"the {op} op's input in its domain for such values"
     )
     return Cause("data", summary, evidence, _origin_change(findings, what, "op"), provenance=where)
+
+
+def _large_regularizer(
+    origin: Finding, penalties: list[tuple[change_line.Site, float]], growth: trend.Trend | None
+) -> Cause:
+    """An overflow in a model whose code sets a weight penalty of 1 or more (`change_line.large_regularizers`)."""
+    site, factor = penalties[0]
+    where = f"{os.path.basename(site.file)}:{site.line}"
+    more = f" (and {len(penalties) - 1} more)" if len(penalties) > 1 else ""
+    grew = ""
+    if growth is not None:
+        series = SERIES_WORDS.get(growth.series, growth.series)
+        grew = f"the {series} grew x{growth.rate:.3g} per step for {growth.steps} steps and "
+    summary = (
+        f"{grew}{origin.op.type} overflowed float32 in a model whose weight penalty is {site.name}({factor:g}) "
+        f"at {where}{more}: the penalty, {factor:g} times the weights' squares or magnitudes, outweighs the "
+        "data's loss, and its gradient can push the weights past zero each step; usual factors are 1e-5 to 1e-2"
+    )
+    exponent = round(math.log10(factor))
+    typo = f" (a typo for {10.0**-exponent:g}?)" if 1 <= exponent <= 6 and factor == 10.0**exponent else ""
+    what = f"the {site.name} factor {factor:g}: a usual one is 1e-5 to 1e-2{typo}"
+    evidence = {
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "overflow": True,
+        "regularizers": [
+            {"file": s.file, "line": s.line, "cell": s.cell, "call": s.name, "factor": f}
+            for s, f in penalties
+        ],
+    }
+    return Cause("op", summary, evidence, _change(site, what, "regularizer"))
 
 
 SERIES_WORDS = {
