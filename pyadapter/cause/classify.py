@@ -636,7 +636,7 @@ def _masked_row(
         if whole is not None:
             record = f"{whole.element.leaf}[{whole.element.row}]"
             what_it_is = "an empty string" if whole.empty_text else "0 throughout, all padding"
-            came, _ = _element_provenance(findings, context, units, whole.element)
+            came, _, _ = _element_provenance(findings, context, units, whole.element)
             where += f" ({record} is {what_it_is}{_array_index_text(came)}: every position masked)"
     place = f"{os.path.basename(mask.file)}:{mask.line}"
     summary = (
@@ -713,7 +713,7 @@ def _row_outlier(
     outlier = dataclasses.replace(
         outlier, element=_named_by_step_parameters(outlier.element, units, context.step_function)
     )
-    where, batch_index = _element_provenance(findings, context, units, outlier.element)
+    where, batch_index, _ = _element_provenance(findings, context, units, outlier.element)
     op = origin.op.type
     evidence = _read_evidence(origin, context, outlier.element, bad_rows=rows.to_json())
     at = f" (batch {batch_index})" if batch_index is not None else ""
@@ -781,9 +781,7 @@ def _extreme_record(
     record = dataclasses.replace(
         record, element=_named_by_step_parameters(record.element, units, context.step_function)
     )
-    site: change_line.Site | None = change_line.reading_site(units, None, None, None)
-    site = python_feed.feed_site(units, wrapped_functions=False) or site
-    where, batch_index, _ = _batch_provenance(findings, context, units, site, record.element)
+    where, batch_index, site = _element_provenance(findings, context, units, record.element)
     at = f" (batch {batch_index})" if batch_index is not None else ""
     jump = trend.fast_growth(context.history)
     grew = ""
@@ -797,14 +795,8 @@ def _extreme_record(
     )
     what = f"the record {record.record_text()}: correct it or leave it out where the data is read"
     evidence = _read_evidence(origin, context, record.element, overflow=True)
-    made = None
-    if site is None:
-        # Arrays made by the program's own arithmetic (no reading call): where the array fit is given is made.
-        fit_code = (context.model_info.get("fit_call") or {}).get("code")
-        column = record.element.index[1] if len(record.element.index) == 2 else None
-        made = change_line.fit_array_site(
-            units, record.element.leaf, column, fit_code if isinstance(fit_code, str) else None
-        )
+    # Arrays made by the program's own arithmetic (no reading call): where the array fit is given is made.
+    made = _fit_array_site(context, units, record.element) if site is None else None
     change = _change(made, what, "array") if made is not None else _reading_change(findings, site)
     if change is not None:
         change = dataclasses.replace(change, what=what)
@@ -1275,11 +1267,7 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
     if (site is None or column is not None) and bad is not None:
         # Arrays made by the program's own arithmetic (no reading call), or a column NaN in every row, which the
         # arithmetic after the read made ((raw - mean) / std with a std of 0): where the array fit is given is made.
-        fit_code = (context.model_info.get("fit_call") or {}).get("code")
-        at = bad.index[1] if len(bad.index) == 2 else None
-        made = change_line.fit_array_site(
-            units, bad.leaf, at, fit_code if isinstance(fit_code, str) else None
-        )
+        made = _fit_array_site(context, units, bad)
         computed = made is not None and any(isinstance(n, ast.BinOp) for n in ast.walk(made.node))
         if made is not None and (
             site is None or computed
@@ -1292,6 +1280,18 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
             )
             change = _change(made, what, "array")
     return Cause("data", summary, evidence, change, provenance=where)
+
+
+def _fit_array_site(
+    context: CauseContext, units: list[SourceUnit], element: BadElement
+) -> change_line.Site | None:
+    """Where the array fit was given that holds `element` is made (`change_line.fit_array_site`), if the code
+    assigns it."""
+    fit_code = (context.model_info.get("fit_call") or {}).get("code")
+    column = element.index[1] if len(element.index) == 2 else None
+    return change_line.fit_array_site(
+        units, element.leaf, column, fit_code if isinstance(fit_code, str) else None
+    )
 
 
 def _whole_column(batch: Any, bad: Any) -> str | None:
@@ -1388,13 +1388,14 @@ def _batch_provenance(
 
 def _element_provenance(
     findings: Findings, context: CauseContext, units: list[SourceUnit], element: BadElement
-) -> tuple[dict[str, Any] | None, int | None]:
-    """(where a finite batch value an op choked on came from, the batch index): `_batch_provenance` from the line
-    that reads the data, or the generator / PyDataset that yields it (a generator's batches have no array index)."""
+) -> tuple[dict[str, Any] | None, int | None, change_line.Site | None]:
+    """(where a finite batch value an op choked on came from, the batch index, the site that reads or yields it):
+    `_batch_provenance` from the line that reads the data, or the generator / PyDataset that yields it (a
+    generator's batches have no array index)."""
     site: change_line.Site | None = change_line.reading_site(units, None, None, None)
     site = python_feed.feed_site(units, wrapped_functions=False) or site
     where, batch_index, _ = _batch_provenance(findings, context, units, site, element)
-    return where, batch_index
+    return where, batch_index, site
 
 
 def _read_evidence(
@@ -1432,7 +1433,7 @@ def _batch_out_of_domain(
     read = dataclasses.replace(
         read, element=_named_by_step_parameters(read.element, units, context.step_function)
     )
-    where, batch_index = _element_provenance(findings, context, units, read.element)
+    where, batch_index, _ = _element_provenance(findings, context, units, read.element)
     leaf, op = read.element.leaf, origin.op.type
     values = read.values_text()
     evidence = _read_evidence(
