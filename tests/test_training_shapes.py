@@ -93,22 +93,16 @@ def at(origin: dict) -> tuple[Path, int]:
 
 
 def nanlens_json(*args: str, cwd: Path | None = None) -> dict:
-    done = subprocess.run(
-        [sys.executable, "-m", "pyadapter", *args, "--json"],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        env=child_env(),
-    )
+    done = nanlens_text(*args, "--json", cwd=cwd)
     assert done.returncode in (0, 1), done.stderr[-3000:]
     return json.loads(done.stdout)
 
 
-def nanlens_text(*args: str) -> subprocess.CompletedProcess:
+def nanlens_text(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """``nanlens ARGS`` as a user types it: its words, not its JSON."""
     return subprocess.run(
         [sys.executable, "-m", "pyadapter", *args],
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=TIMEOUT,

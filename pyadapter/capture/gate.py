@@ -28,10 +28,9 @@ tf_keras's hooks in `gate_tf_keras`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
 import tensorflow as tf
@@ -517,10 +516,7 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
     # An update inside a branch of the step (``if step % 4 == 0: optimizer.apply_gradients(...)``, a tf.cond under
     # autograph) gates itself there, but its verdict lives in the branch's graph, out of reach here: such a step is
     # judged on its losses and the gradients its tape took, as a step that applies nothing is.
-    records = [
-        r if _same_graph([g.ok for g in r.gates]) else dataclasses.replace(r, gates=[])
-        for r in scope.records()
-    ]
+    records = [r if _same_graph([g.ok for g in r.gates]) else replace(r, gates=[]) for r in scope.records()]
     meta = GateMeta()
     gate_counts = {len(r.gates) for r in records}
     if len(gate_counts) > 1:

@@ -86,8 +86,12 @@ def squares_fit_flags(values: list[Any]) -> Any:
     reduction per tensor, as `finite_flags`: a fused L2Loss costs what a sum does."""
     if not values:
         return tf.ones([0], tf.bool)
-    halves = [half_squares32(v) if is_float(v) else tf.constant(0.0) for v in values]
-    return tf.math.is_finite(tf.stack(halves))
+    return tf.math.is_finite(tf.stack(_each_half_squares(values)))
+
+
+def _each_half_squares(values: list[Any]) -> list[Any]:
+    """`half_squares32` of each tensor (0.0 for a non-float one)."""
+    return [half_squares32(v) if is_float(v) else tf.constant(0.0) for v in values]
 
 
 def ones(n: int) -> Any:
@@ -253,7 +257,7 @@ def finite_flags_and_norm(
     if not values:
         return tf.ones([0], tf.bool), tf.constant(0.0, tf.float32)
     tables = tables or [None] * len(values)
-    halves = [half_squares32(v) if is_float(v) else tf.constant(0.0) for v in values]
+    halves = _each_half_squares(values)
     total = tf.reduce_sum(tf.stack(halves))
     norm_total = total
     if any(t is not None for t in tables):

@@ -1269,9 +1269,8 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         # arithmetic after the read made ((raw - mean) / std with a std of 0): where the array fit is given is made.
         made = _fit_array_site(context, units, bad)
         computed = made is not None and any(isinstance(n, ast.BinOp) for n in ast.walk(made.node))
-        if made is not None and (
-            site is None or computed
-        ):  # after a read, only arithmetic makes a column NaN
+        # After a read, only arithmetic makes a column NaN: a plain copy or slice of what was read is not the place.
+        if made is not None and (site is None or computed):
             what = (
                 f"the computation of {made.name}: it makes a whole column NaN/Inf (a division by a zero std or "
                 "count, a log of 0), so no record is to blame"

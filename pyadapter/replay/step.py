@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from pyadapter.capture.gate_checks import half_squares32
 from pyadapter.capture.snapshot import variable_path
 from pyadapter.replay import stateful_random
 from pyadapter.replay.errors import ReplayError, error_text
@@ -119,7 +120,7 @@ class _GradientRecorder:
                 continue
             if graph is not None and getattr(values, "graph", None) is not graph:
                 continue  # made inside a nested tf.function: cannot be read from here
-            squares = tf.nn.l2_loss(values if values.dtype == tf.float32 else tf.cast(values, tf.float32))
+            squares = half_squares32(values)  # as the gate reads it (float64 kept, float16 cast to float32)
             flags.append(
                 (name, tf.stack([tf.reduce_all(tf.math.is_finite(values)), tf.math.is_finite(squares)]))
             )
