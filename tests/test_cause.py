@@ -863,6 +863,42 @@ def test_a_custom_loop_step_argument_is_named_as_the_step_names_it(tmp_path: Pat
     assert classify(findings_of(origin), context).evidence["batch_array"] == "targets"
 
 
+def test_a_custom_loop_record_far_outside_the_rest_names_what_the_loop_iterates(tmp_path: Path) -> None:
+    """An overflow on a batch with one value a million times the rest, in a guard_step loop: the record is the
+    cause, and the line to change is where the batches come from, the loop over the dataset, as for a NaN in the
+    data. It named no line to read the data at, since the program passes nothing to fit."""
+    program = tmp_path / "loop.py"
+    program.write_text(
+        LOOP_TRAIN.replace(
+            "for features,",
+            "dataset = tf.data.Dataset.from_tensor_slices((x_train, y_train)).batch(8)\nfor features,",
+        )
+    )
+    features = np.linspace(-1.0, 1.0, 32, dtype=np.float32).reshape(8, 4)
+    features[5, 2] = 3e21
+    origin = Finding(
+        file=str(program),
+        line=7,
+        role="origin",
+        op=OpRef("Square", "Square"),
+        health=TensorHealth(dtype="float32", size=8, pos_inf=1, pos=7),
+        inputs=[InputHealth("sub:0", TensorHealth(dtype="float32", size=8, pos=4, neg=4))],
+    )
+    context = CauseContext(
+        batch={"args": (features, np.ones((8, 1), np.float32)), "kwargs": {}},
+        batch_index=3,
+        entry_script=str(program),
+        step_function={"module": "__main__", "qualname": "train_step", "file": str(program)},
+    )
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "data" and "features[5, 2] = 3e+21" in cause.summary, cause
+    assert "passed to fit" not in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 10, (
+        cause.change
+    )  # dataset = ...from_tensor_slices(...)
+    assert "features[5, 2] = 3e+21" in cause.change.what, cause.change
+
+
 def test_a_sqrt_differentiated_at_zero_says_so_and_proposes_an_epsilon(tmp_path: Path) -> None:
     """A minibatch std over a feature that does not vary: sqrt(0) is a finite 0, and SqrtGrad (0.5 / y) is Inf.
     The generic "keep its inputs in its domain" does not tell a user that the forward value was fine."""

@@ -21,6 +21,9 @@ USER_LINES = [f"line {n} of train.py" for n in range(1, 41)]
 KERAS_LOSSES = "/opt/venv/lib/python3.11/site-packages/keras/src/losses/losses.py"
 TF_MATH_OPS = "/opt/venv/lib/python3.11/site-packages/tensorflow/python/ops/math_ops.py"
 TF_DEBUG_CALLBACK = "/opt/venv/lib/python3.11/site-packages/tensorflow/python/debug/lib/dumping_callback.py"
+NANLENS_CHECKS = str(Path(__file__).resolve().parents[1] / "pyadapter" / "capture" / "gate_checks.py")
+TF_BACKPROP = "/opt/venv/lib/python3.11/site-packages/tensorflow/python/eager/backprop.py"
+NANLENS_FILE, BACKPROP_FILE = 5, 6  # their indexes among DumpWriter's source files
 MODE_NUMBERS = {"CURT_HEALTH": 2, "CONCISE_HEALTH": 3, "FULL_HEALTH": 4, "SHAPE": 5}
 
 
@@ -63,6 +66,8 @@ class DumpWriter:
         self._source_file(KERAS_LOSSES, ["x"] * 10)
         self._source_file(TF_DEBUG_CALLBACK, ["x"] * 10)
         self._source_file(TF_MATH_OPS, ["x"] * 10)
+        self._source_file(NANLENS_CHECKS, ["x"] * 200)
+        self._source_file(TF_BACKPROP, ["x"] * 10)
 
     def _event(self):  # type: ignore[no-untyped-def]
         self.wall += 0.001
@@ -93,10 +98,19 @@ class DumpWriter:
         return frame_id
 
     def op(
-        self, graph: str, name: str, op_type: str, inputs: list[str], line: int, *, library_only: bool = False
+        self,
+        graph: str,
+        name: str,
+        op_type: str,
+        inputs: list[str],
+        line: int,
+        *,
+        library_only: bool = False,
+        inner: tuple[int, ...] = (),
     ) -> int:
         """Create a one-output op; returns its tensor id. ``library_only``: made wholly inside Keras (its stack
-        has no user frame, as in a replay that calls ``train_step`` directly)."""
+        has no user frame, as in a replay that calls ``train_step`` directly). ``inner``: indexes of the source
+        files whose frames (line 7) sit inside the user's line, innermost last, before TF's op wrapper."""
         ev = self._event()
         goc = ev.graph_op_creation
         goc.op_type, goc.op_name, goc.graph_id, goc.graph_name = op_type, name, graph, f"name-of-{graph}"
@@ -107,6 +121,8 @@ class DumpWriter:
             stack = [self.frame(2, 1), self.frame(line, 2), self.frame(3, 4), self.frame(7, 3)]
         else:
             stack = [self.frame(1), self.frame(2, 1), self.frame(line)]
+        if inner:
+            stack += [self.frame(7, index) for index in inner] + [self.frame(3, 4)]
         goc.code_location.stack_frame_ids.extend(stack)
         tensor_id = self.next_tensor_id
         self.next_tensor_id += 1
@@ -294,6 +310,28 @@ def test_tf1_style_gradient_maps_to_its_forward_op(tmp_path: Path) -> None:
     assert origin is not None
     assert (origin.role, origin.line, origin.op.forward_op) == ("backward-origin", 6, "Sqrt")
     assert "backward pass" in origin.message and "train.py:20" in origin.message
+
+
+def test_the_checks_nan_lens_adds_are_not_lines_the_nan_spread_to(tmp_path: Path) -> None:
+    """A guarded step's own finite checks (and a replay's) read the NaN the step made, at the user's training
+    line: `locate --replay` of a custom train_step listed "simclr.py:64 L2Loss" under "spread to". A gradient made
+    through NaN Lens's wrapper of ``tape.gradient`` is TensorFlow's backprop, and is the user's."""
+    w = DumpWriter(tmp_path)
+    ids = softmax_log_graph(w)
+    grad = w.op("g", "gradient_tape/mul_grad/Mul", "Mul", ["mul:0"], 20, inner=(NANLENS_FILE, BACKPROP_FILE))
+    check = w.op("g", "L2Loss", "L2Loss", ["gradient_tape/mul_grad/Mul:0"], 30, inner=(NANLENS_FILE,))
+    w.trace("g", "x", full_health(ids["x"]))
+    w.trace("g", "Softmax", full_health(ids["Softmax"], zero=3))
+    w.trace("g", "Log", full_health(ids["Log"], neg_inf=3))
+    w.trace("g", "mul", full_health(ids["mul"], nan=3))
+    w.trace("g", "gradient_tape/mul_grad/Mul", full_health(grad, nan=3))
+    w.trace("g", "L2Loss", full_health(check, size=1, nan=1))
+    findings = scan_dump(w.write())
+    assert [(f.role, f.line, f.op.name) for f in findings.findings] == [
+        ("origin", 11, "Log"),
+        ("propagated", 12, "mul"),
+        ("propagated", 20, "gradient_tape/mul_grad/Mul"),
+    ]
 
 
 def test_values_in_double_val_are_read_too(tmp_path: Path) -> None:

@@ -1390,9 +1390,11 @@ def _element_provenance(
 ) -> tuple[dict[str, Any] | None, int | None, change_line.Site | None]:
     """(where a finite batch value an op choked on came from, the batch index, the site that reads or yields it):
     `_batch_provenance` from the line that reads the data, or the generator / PyDataset that yields it (a
-    generator's batches have no array index)."""
+    generator's batches have no array index), or in a custom loop (guard_step) what its loop iterates."""
     site: change_line.Site | None = change_line.reading_site(units, None, None, None)
     site = python_feed.feed_site(units, wrapped_functions=False) or site
+    if site is None:
+        site = change_line.loop_feed_site(units, context.step_function)
     where, batch_index, _ = _batch_provenance(findings, context, units, site, element)
     return where, batch_index, site
 

@@ -6,7 +6,14 @@ import os
 from dataclasses import dataclass
 
 from pyadapter.dump.executions import ExecEntry, read_execution
-from pyadapter.dump.frames import innermost_user_frame, is_user_file, library_frame, short_path, user_frames
+from pyadapter.dump.frames import (
+    innermost_user_frame,
+    is_user_file,
+    library_frame,
+    made_by_nanlens,
+    short_path,
+    user_frames,
+)
 from pyadapter.dump.gradients import forward_op_for, is_gradient_op
 from pyadapter.dump.graphs import OpInfo
 from pyadapter.dump.messages import bad_counts, origin_message
@@ -261,9 +268,12 @@ def propagated_findings(hosts: list[HostScan], origin: Finding | None, origin_na
                 break
             # Cheap pre-check on the op's own frames before reading its health back.
             frame_ids = _frame_ids_of(host, kind, item)
-            mark = innermost_user_frame(host.dump.stack(frame_ids)) if frame_ids else None
+            stack = host.dump.stack(frame_ids) if frame_ids else []
+            mark = innermost_user_frame(stack)
             if mark is None or (mark.file, mark.line) in seen or not is_user_file(mark.file):
                 continue
+            if made_by_nanlens(stack):
+                continue  # a check of the guard or of the replay reading the NaN: not a line of the user's
             tried += 1
             located = (
                 graph_finding(host, item, "propagated", origin_name)  # type: ignore[arg-type]

@@ -106,6 +106,22 @@ def library_frame(frames: Sequence[Frame]) -> Frame | None:
     return candidates[-1] if candidates else None
 
 
+# TensorFlow's op wrappers and op building, which every op's stack ends in. Not its ``eager`` folder: the ops
+# ``tape.gradient`` makes are backprop's, also when NaN Lens's wrapper of ``gradient`` called it.
+_OP_BUILDING_RE = re.compile(
+    r"[/\\]tensorflow[/\\]python[/\\](debug|framework|util|autograph|ops|platform)[/\\]"
+)
+
+
+def made_by_nanlens(frames: Sequence[Frame]) -> bool:
+    """Whether NaN Lens's own code made the op: its innermost frame outside TensorFlow's op building is a NaN Lens
+    file (the guard's or a replay's finite checks, which read the step's NaN too), not code NaN Lens called."""
+    for frame in reversed(frames):
+        if frame.file and not _OP_BUILDING_RE.search(frame.file):
+            return _norm(frame.file).startswith(_nanlens_dir())
+    return False
+
+
 def short_path(path: str) -> str:
     """An installed package's file from its package folder on (``keras/src/losses/losses.py``); else as is."""
     match = _PACKAGE_DIR_RE.search(path)
