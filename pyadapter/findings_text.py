@@ -161,6 +161,13 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
+def _is_infinity(value: Any) -> bool:
+    try:
+        return value is not None and math.isinf(float(value))
+    except (TypeError, ValueError):
+        return False
+
+
 def verdict_sentence(verdict: Mapping[str, Any]) -> str:
     """One line for a person: 'graph: NaN reproduced — loss nan, 3 gradients and 4 weights non-finite'."""
     label = f"{verdict['mode']} (dumped)" if verdict.get("dumped") else str(verdict["mode"])
@@ -188,11 +195,12 @@ def verdict_sentence(verdict: Mapping[str, Any]) -> str:
         parts.append("weights finite after the update")
     head = "stayed finite"
     if reproduced:
-        head = (
-            "overflow reproduced"
-            if large and not gradients and verdict.get("loss_finite")
-            else "NaN reproduced"
-        )
+        if large and not gradients and verdict.get("loss_finite"):
+            head = "overflow reproduced"
+        elif _is_infinity(verdict.get("loss")) and not gradients and not weights:
+            head = "Inf reproduced"  # "NaN reproduced — loss inf" said a NaN nothing held
+        else:
+            head = "NaN reproduced"
     return f"{label}: {head} — " + ", ".join(parts) if parts else f"{label}: {head}"
 
 

@@ -240,6 +240,11 @@ def test_an_overflow_without_growth_stays_an_op(tmp_path: Path) -> None:
     )
     assert cause.kind == "op" and cause.evidence["overflow"] is True
     assert cause.change is not None and cause.change.line == EXP_LINE
+    # An exp overflows at 88.7, from no growth at all (logits / a temperature of 0.01): the way out is the stable
+    # form, not "keep its values in range".
+    assert "an Exp op overflowed float32 (exp(x) is Inf for x > 88.7)" in cause.summary, cause.summary
+    assert cause.change.what.startswith("the exp: bound its input (a tanh or a clip"), cause.change
+    assert "tf.reduce_logsumexp" in cause.change.what, cause.change
 
 
 def test_log_of_zero_is_an_op_even_while_the_loss_grows(tmp_path: Path) -> None:
@@ -823,6 +828,58 @@ def test_a_dataset_passed_to_fit_is_counted_in_its_own_order(
     assert ("the pipeline shuffles" in note) == shuffled and "shuffle=False" not in note
 
 
+@pytest.mark.parametrize("given", ["dataset", "shuffled dataset"])
+def test_a_dataset_a_helper_makes_is_counted_as_what_fit_was_given(tmp_path: Path, given: str) -> None:
+    """``model.fit(make_spec_ds(train_ds))``: reading the code cannot tell that fit got a dataset, and the cause said
+    "index 57 of the array passed to fit (in the shuffled order)", with a note to pass shuffle=False, which a dataset
+    ignores. The guard records what fit was given (``model_info["fit_input"]``): the element of the dataset, in the
+    shuffled order only when the pipeline shuffles."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        DATASET_TRAIN.format(shuffle="")
+        .replace("ds = tf.data.Dataset.from_tensor_slices((x, y))", "ds = make_dataset(x, y)")
+        .replace("import tensorflow as tf\n", "import tensorflow as tf\nfrom pipelines import make_dataset\n")
+    )
+    x = np.ones((4, 3), np.float32)
+    x[1, 2] = np.nan
+    origin = Finding(
+        file=str(program),
+        line=11,
+        role="origin",
+        op=OpRef("IteratorGetNext", "IteratorGetNext"),
+        health=TensorHealth(dtype="float32", size=12, nan=1),
+    )
+    context = CauseContext(
+        batch=(x, np.ones((4, 1), np.float32)),
+        batch_index=5,
+        entry_script=str(program),
+        model_info={"fit_input": given},
+    )
+    cause = classify(findings_of(origin), context)
+    assert "x[1, 2] = nan, element 21 of the dataset passed to fit" in cause.summary, cause.summary
+    assert ("(in the shuffled order)" in cause.summary) == (given == "shuffled dataset"), cause.summary
+    assert "shuffle=False" not in (cause.provenance or {}).get("note", ""), cause.provenance
+
+
+def test_what_fit_was_given_is_read_from_fits_own_frame() -> None:
+    """The guard reads fit's ``x`` while fit runs: a dataset, and whether its pipeline shuffles (from its Python
+    objects, not its serialized graph, which would copy the arrays it holds); nothing for arrays."""
+    import tensorflow as tf
+
+    from pyadapter.capture import fit_call
+
+    def fit(x: object) -> str | None:  # stands for keras/src/.../trainer.py's fit (the path is faked below)
+        return fit_call.fit_input_kind()
+
+    fit.__code__ = fit.__code__.replace(
+        co_filename="/venv/site-packages/keras/src/backend/tensorflow/trainer.py"
+    )
+    rows = tf.data.Dataset.range(8)
+    assert fit(rows.map(lambda i: i * 2).batch(2)) == "dataset"
+    assert fit(rows.shuffle(8).map(lambda i: i * 2).batch(2).prefetch(1)) == "shuffled dataset"
+    assert fit(np.zeros((8, 2))) is None
+
+
 LOOP_TRAIN = """\
 import tensorflow as tf
 
@@ -861,6 +918,52 @@ def test_a_custom_loop_step_argument_is_named_as_the_step_names_it(tmp_path: Pat
     # Passed by keyword (train_step(features, targets=targets)), the bundle holds it under its keyword.
     context.batch = {"args": (np.ones((8, 4), np.float32),), "kwargs": {"targets": targets}}
     assert classify(findings_of(origin), context).evidence["batch_array"] == "targets"
+
+
+CLASS_WEIGHTED_DATASET = """\
+import numpy as np
+import tensorflow as tf
+import keras
+
+x = np.random.default_rng(0).normal(size=(256, 4)).astype("float32")
+y = (x[:, 0] > 0).astype("float32")
+ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(32)
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, activation="sigmoid")])
+model.compile(optimizer="adam", loss="binary_crossentropy")
+model.fit(ds, epochs=1,
+          class_weight={0: 1.0, 1: float("inf")})
+"""
+
+
+def test_a_class_weighted_inf_on_a_dataset_names_the_class_weights_after_a_pipeline_re_run(
+    tmp_path: Path,
+) -> None:
+    """The batch holds an inf sample weight, so `locate` re-ran the input pipeline, whose first non-finite op was
+    the weighted loss's gradient AddN in the training step: the cause was "op — an AddN op made NaN from inputs
+    that held infinities ... keep its inputs in its domain" at the fit line. Keras made that weight from
+    class_weight after the pipeline, as with arrays, where the cause names the class_weight line."""
+    program = tmp_path / "cw.py"
+    program.write_text(CLASS_WEIGHTED_DATASET)
+    x = np.ones((32, 4), np.float32)
+    y = np.array([1, 0] * 16, np.float32)
+    weights = np.where(y == 1, np.inf, 1.0).astype(np.float32)
+    origin = Finding(
+        file=str(program),
+        line=10,
+        role="origin",
+        op=OpRef("gradient_tape/AddN", "AddN"),
+        health=TensorHealth(dtype="float32", size=32, nan=16, pos=16),
+        inputs=[InputHealth("Select:0", TensorHealth(dtype="float32", size=32, pos_inf=16, neg=16))],
+    )
+    findings = findings_of(
+        origin,
+        non_finite_batch={"total": 16, "leaves": ["sample_weight"]},
+        origin_from="input pipeline re-run",
+    )
+    cause = classify(findings, CauseContext(batch=(x, y, weights), entry_script=str(program)))
+    assert cause.kind == "data", cause
+    assert cause.summary.startswith("the class weights given to fit weigh class 1 inf"), cause.summary
+    assert cause.change is not None and cause.change.line == 11, cause.change  # class_weight={0: 1.0, 1: inf}
 
 
 def test_a_custom_loop_record_far_outside_the_rest_names_what_the_loop_iterates(tmp_path: Path) -> None:
@@ -923,6 +1026,63 @@ def test_a_sqrt_differentiated_at_zero_says_so_and_proposes_an_epsilon(tmp_path:
     assert (
         "differentiated" not in classify(findings_of(origin), CauseContext(entry_script=str(program))).summary
     )
+
+
+def test_a_fractional_power_differentiated_at_zero_names_the_power_not_its_domain(tmp_path: Path) -> None:
+    """A focal loss's (1 - p) ** 0.5 at p == 1: the gradient's Pow (x ** -0.5) is Inf. The cause said "a Pow op
+    made NaN/Inf from finite inputs ... keep its inputs in its domain", where the forward value was a fine 0."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="backward-origin",
+        op=OpRef(
+            "gradient_tape/compile_loss/focal_loss/Pow/Pow", "Pow", forward_op="compile_loss/focal_loss/Pow"
+        ),
+        health=TensorHealth(dtype="float32", size=64, pos_inf=1, pos=63),
+        inputs=[
+            InputHealth(
+                "compile_loss/focal_loss/sub_2:0", TensorHealth(dtype="float32", size=64, zero=1, pos=63)
+            ),
+            InputHealth(
+                "gradient_tape/compile_loss/focal_loss/Pow/sub:0",
+                TensorHealth(dtype="float32", size=1, neg=1),
+            ),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.kind == "op"
+    assert cause.summary.startswith(
+        "the step differentiated a power x ** p with p < 1 at x = 0 (1 zero in its base)"
+    )
+    assert cause.change is not None and cause.change.line == LOG_LINE, cause.change
+    assert cause.change.what.startswith("the power: keep its base above 0"), cause.change
+    # An exponent >= 1 (x ** 2's gradient is 2 * x ** 1) is not this: the generic words stay.
+    origin.inputs[1] = InputHealth("Pow/sub:0", TensorHealth(dtype="float32", size=1, pos=1))
+    assert (
+        "differentiated" not in classify(findings_of(origin), CauseContext(entry_script=str(program))).summary
+    )
+
+
+def test_a_cholesky_of_a_matrix_no_longer_positive_definite_proposes_a_jitter(tmp_path: Path) -> None:
+    """A Gaussian-process loss (deep kernel learning) whose noise term shrinks: Cholesky of a finite kernel matrix
+    returns NaN on CPU. The cause said "keep its inputs in its domain", which names no domain."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("Cholesky", "Cholesky"),
+        health=TensorHealth(dtype="float32", size=1024, nan=1024),
+        inputs=[InputHealth("add_3:0", TensorHealth(dtype="float32", size=1024, pos=1024))],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.kind == "op"
+    assert cause.summary.startswith(
+        "a Cholesky op made NaN/Inf from a finite matrix that is not positive definite"
+    )
+    assert cause.change is not None and cause.change.line == LOG_LINE
+    assert "jitter to its diagonal (K + 1e-6 * tf.eye(n))" in cause.change.what, cause.change
 
 
 CUSTOM_GRADIENT = """\
@@ -1241,6 +1401,40 @@ def test_a_schedule_names_the_rate_it_gave_the_failing_step_and_its_piece(tmp_pa
     assert cause.change is not None and cause.change.line == OPTIMIZER_LINE + 1, cause.change  # values=[...]
     assert cause.change.what.startswith(
         "the learning rate 5 that PiecewiseConstantDecay gives at step 17: lower it (try 0.5)"
+    ), cause.change.what
+
+
+def test_a_divergence_under_a_schedule_of_the_users_own_names_its_return_line(tmp_path: Path) -> None:
+    """A ``LearningRateSchedule`` subclass whose warm-up never stops growing (``base * step / warmup``): the run
+    diverged at 0.161 at step 161, and the line to change was the ``SGD(...)`` call, "lower it (try 0.0161)", which
+    only puts the failure off. The bundle records the schedule's ``__call__`` line: that line is named."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    program.write_text(
+        TRAIN.replace(
+            '    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9), loss="mse")\n',
+            "    class LinearWarmup(keras.optimizers.schedules.LearningRateSchedule):\n"
+            "        def __call__(self, step):\n"
+            "            return 0.1 * tf.cast(step, tf.float32) / 100\n"
+            '    model.compile(optimizer=keras.optimizers.SGD(learning_rate=LinearWarmup()), loss="mse")\n',
+        )
+    )
+    line = OPTIMIZER_LINE + 2
+    code = program.read_text().splitlines()[line - 1].strip()
+    assert code.startswith("return 0.1 * tf.cast(step"), code
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(0.161, "LinearWarmup", str(program), line, code),
+        step=161,
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence", cause.summary
+    assert cause.change is not None and cause.change.line == line, cause.change
+    assert cause.change.what.startswith(
+        "the learning rate LinearWarmup returns, 0.161 at step 161: lower or cap it (try 0.0161)"
     ), cause.change.what
 
 

@@ -293,3 +293,21 @@ def test_a_softmax_over_a_fully_masked_row_is_the_origin_and_the_empty_record_th
         "change"
     ]  # tf.where(..., -np.inf)
     assert cause["change"]["what"].startswith("the mask value: a large finite number instead of -inf")
+
+
+def test_a_where_that_skips_a_zero_count_is_the_gradient_trap_not_a_bad_record(tmp_path: Path) -> None:
+    """``tf.where(y > 0, y * log(y / mu), 0.0)``: the loss is finite, the gradients NaN. The cause said "data: ...
+    y[4, 0] = 0 (the other 63 rows: 1 to 29) ... correct it or leave it out", for a zero count the where is written
+    to handle. It names the where's other branch and a safe form now."""
+    program = PROGRAMS / "cause_where_gradient.py"
+    findings = train_and_locate(tmp_path, program)
+    assert findings["bundle"]["verdicts"]["graph"]["loss_finite"] is True, findings["bundle"]["verdicts"]
+    assert findings["origin"]["op"]["type"] == "Log", findings["origin"]
+    cause = findings["cause"]
+    assert cause["kind"] == "op", cause
+    line = marked_line(program, "CHANGE")
+    assert cause["summary"].startswith(
+        f"the loss was finite: the tf.where at line {line} discarded the 1 -inf"
+    ), cause["summary"]
+    assert "0 * inf = NaN" in cause["summary"] and "correct it" not in cause["summary"], cause["summary"]
+    assert cause["change"]["line"] == line and "tf.math.xlogy" in cause["change"]["what"], cause["change"]

@@ -111,6 +111,8 @@ def test_a_verdict_reads_the_same_from_its_record_and_its_json() -> None:
         StepVerdict(
             "graph", non_finite_gradients=["a", "b"], non_finite_weights=["c"], gradients_finite=False
         ),
+        # A GAN's generator loss of -log(0): an Inf, with gradients the replay does not judge; no NaN to speak of.
+        StepVerdict("eager", loss=float("inf"), loss_finite=False),
     ]
     said = [text.verdict_sentence(v.to_json()) for v in verdicts]
     assert said == [v.describe() for v in verdicts]
@@ -118,6 +120,7 @@ def test_a_verdict_reads_the_same_from_its_record_and_its_json() -> None:
         "eager: stayed finite — loss 0.25, gradients finite, weights finite after the update",
         "graph (dumped): NaN reproduced — InvalidArgumentError: Tensor had NaN values",
         "graph: NaN reproduced — 2 gradients non-finite, 1 weight non-finite after the update",
+        "eager: Inf reproduced — loss inf",
     ]
 
 

@@ -115,7 +115,8 @@ def test_the_pipeline_re_run_maps_one_element_at_a_time_in_the_same_order() -> N
     """Under ``map(..., num_parallel_calls=AUTOTUNE)`` the dump interleaves the traces of several elements' map
     functions, and the scan matched an op with another element's inputs: a NaN the data held was named as made by
     the map's first op in 5 runs of 6. The re-run makes maps and interleaves sequential; the elements come in the
-    order training had."""
+    order training had. The function may come by keyword (``map(map_func=get_spectrogram, ...)``, as the
+    simple_audio tutorial writes it): the re-run raised "missing 1 required positional argument: 'func'"."""
     import numpy as np
     import tensorflow as tf
 
@@ -123,6 +124,7 @@ def test_the_pipeline_re_run_maps_one_element_at_a_time_in_the_same_order() -> N
 
     def pipeline() -> tf.data.Dataset:
         rows = tf.data.Dataset.range(40).map(lambda i: i * 2, num_parallel_calls=tf.data.AUTOTUNE)
+        rows = rows.map(map_func=lambda i: i + 1, num_parallel_calls=tf.data.AUTOTUNE)
         return rows.interleave(
             lambda i: tf.data.Dataset.from_tensors(i).repeat(2), cycle_length=4, num_parallel_calls=4
         ).batch(8)

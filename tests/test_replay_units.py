@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import sys
 from pathlib import Path
@@ -221,6 +222,46 @@ def test_a_step_that_returns_two_losses_reproduces_when_the_second_is_not_finite
     for mode in ("graph", "eager"):
         verdict = run_step(program, mode)
         assert verdict.reproduced and verdict.loss_finite is False and verdict.loss == float("inf"), verdict
+
+
+@pytest.mark.slow
+def test_a_step_that_returns_its_metrics_shows_the_loss_it_differentiated() -> None:
+    """keras.io's Distiller returns ``{m.name: m.result() for m in self.metrics}`` and never updates Keras's loss
+    tracker: the replay said "NaN reproduced — loss 0" where the guard had stopped on a non-finite loss."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from pyadapter.replay.step import StepProgram, run_step
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    tracker = keras.metrics.Mean(name="loss")  # what fit's logs show, left at 0 by the step
+
+    def train_step(data: tuple[tf.Tensor, tf.Tensor]) -> dict[str, tf.Tensor]:
+        x, y = data
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.math.log(y) * model(x))  # y holds a 0
+        grads = tape.gradient(loss, model.trainable_variables)
+        model.optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return {"loss": tracker.result()}
+
+    y = np.ones((8, 1), np.float32)
+    y[3] = 0.0
+    model.optimizer.build(model.trainable_variables)
+    program = StepProgram(
+        step=train_step,
+        args=((tf.ones((8, 2)), tf.constant(y)),),
+        state=[*model.variables, *model.optimizer.variables],
+        trainable=list(model.trainable_variables),
+        optimizers=[model.optimizer],
+    )
+    program.snapshot()
+    for mode in ("graph", "eager"):
+        verdict = run_step(program, mode)
+        assert verdict.reproduced and verdict.non_finite_gradients, verdict
+        assert verdict.loss_finite is False and not math.isfinite(verdict.loss), verdict
 
 
 # ---- breakpoint advice (source only) ----------------------------------------------------------------------------

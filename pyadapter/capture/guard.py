@@ -234,6 +234,7 @@ class NanGuard(keras.callbacks.Callback):
         function.keras_function = keras_function
         function.guard = self
         function.fit_call = _this_fit()
+        function.fit_input = fit_call.fit_input_kind()
         self._function = function
         model.train_function = function
         if function.steps_per_execution > 1 and self.verbose and not getattr(self, "_said_executions", False):

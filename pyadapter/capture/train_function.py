@@ -91,6 +91,7 @@ class GuardedTrainFunction:
         self.keep_batches = keep_batches
         self.guard: NanGuard | None = None
         self.fit_call: fit_call.FitCall | None = None  # which fit of the program runs it (set by the guard)
+        self.fit_input: str | None = None  # "dataset" when fit was given a tf.data dataset (set by the guard)
         self.keras_function: Any = model.train_function  # Keras's own, put back after fit
         self.meta = gate.GateMeta()
         self.template: Any = None  # data structure with leaf indices, from the last trace
@@ -213,6 +214,7 @@ class GuardedTrainFunction:
             "loss_scale_optimizer": gate.is_loss_scale_optimizer(primary_optimizer(model)),
             "file": bundle_format.MODEL_FILE,
             **({fit_call.MANIFEST_KEY: self.fit_call.to_json()} if self.fit_call is not None else {}),
+            **({"fit_input": self.fit_input} if self.fit_input is not None else {}),
         }
 
     # ---- called by Keras fit instead of its own train function ----

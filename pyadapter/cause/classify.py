@@ -102,6 +102,10 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     )
     if bad_batch and section.get("origin_from") != "input pipeline re-run":
         return _data(findings, context, units)
+    if bad_batch and (weighted := _class_weighted(findings, context, units)) is not None:
+        # Keras made the batch's sample weights from class_weight, after the pipeline: whatever op a pipeline
+        # re-run found first (an AddN of the weighted loss's gradient), the class weights are what to change.
+        return weighted
     if origin is not None and origin.op.type in DECODE_OPS:  # the values were in the records it decoded
         return _data(findings, context, units)
     if origin is not None and origin.op.type in python_feed.PY_FUNC_OPS:
@@ -133,6 +137,10 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     reads_weights = origin.op.type in VARIABLE_READS and all(i.health is None for i in origin.inputs)
     if known and reads_weights and context.model_info.get("optimizer"):
         return _update_blew_up(context, units, origin)
+    masked = findings.extra.get("masked_by_where")
+    if isinstance(masked, dict) and not origin.op.forward_op and _graph_loss_finite(findings) is not False:
+        # Before the batch and row rules: the record (a zero count) is valid, the where is meant to skip it.
+        return _where_trap(findings, origin, masked)
     read = domain.batch_input(origin, context.batch)
     if (
         read is not None
@@ -159,6 +167,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         and not _made_by_a_gradient_of_the_users(origin, units)
         # sqrt's slope at 0 is infinite whatever the record: a pair of identical images, a zero gradient.
         and _sqrt_differentiated_at_zero(origin) is None
+        and _fractional_power_differentiated_at_zero(origin) is None
     ):
         return _row_outlier(findings, context, units, origin, rows)
     if overflow and dtype in SIXTEEN_BIT:
@@ -353,6 +362,31 @@ def _schedule_change(units: list[SourceUnit], rate: LearningRate, what: str) -> 
     return (_change(site, what, "schedule") if site is not None else None), False
 
 
+def _own_schedule_change(
+    context: CauseContext, units: list[SourceUnit], searched: tuple[dict[str, Any], str] | None
+) -> Change | None:
+    """For a divergence at a rate a schedule of the user's own code returned (a ``LearningRateSchedule`` subclass,
+    its ``__call__`` line recorded in the bundle): that line, with the rate it gave and a lower one. None for a
+    constant rate or a library's schedule (their line is the optimizer's or the schedule's construction)."""
+    rate = context.learning_rate
+    if (
+        rate is None
+        or rate.schedule is None
+        or rate.schedule.startswith("<")
+        or not rate.finite
+        or rate.value <= 0
+    ):
+        return None
+    at_step = f" at step {context.step}" if context.step is not None else ""
+    advice = searched[1] if searched else f"try {format_number(rate.value / 10)}"
+    what = (
+        f"the learning rate {rate.schedule} returns, {format_number(rate.value)}{at_step}: lower or cap it "
+        f"({advice}), or clip the gradients"
+    )
+    change, own_line = _schedule_change(units, rate, what)
+    return change if own_line else None
+
+
 def _site_target(site: change_line.Site) -> str:
     if site.target:
         return site.target
@@ -460,7 +494,17 @@ def _op(
             else "with no growth over the steps before"
         )
         summary = f"{article} {origin.op.type} op overflowed on finite inputs {before}"
+        if origin.op.type == "Exp":
+            # A hand-written softmax or log-sum-exp (logits / temperature): no growth needed, exp(89) is Inf.
+            summary = f"an Exp op overflowed float32 (exp(x) is Inf for x > 88.7) on finite inputs {before}"
+            what = (
+                "the exp: bound its input (a tanh or a clip, as a flow's scale does), or, in a softmax or a "
+                "log-sum-exp, compute it stably (tf.nn.softmax, tf.reduce_logsumexp or a loss with "
+                "from_logits=True subtract the largest value first)"
+            )
     words = None if overflow else _out_of_domain_words(origin)
+    if words is None:
+        words = _matrix_words(origin)
     if words is not None:
         summary, what = words
     if (zeros := _sqrt_differentiated_at_zero(origin)) is not None:
@@ -471,6 +515,15 @@ def _op(
             "sqrt(0) is 0, but its slope there is infinite, so the backward pass made NaN/Inf"
         )
         what = "the sqrt: add a small epsilon inside it (tf.sqrt(x + 1e-12)), so the step never takes it at 0"
+    elif (zeros := _fractional_power_differentiated_at_zero(origin)) is not None:
+        # pow(x, 0.5) (a focal loss's (1 - p) ** gamma with gamma < 1): the same slope as sqrt's at 0.
+        evidence["zeros_in"] = zeros
+        summary = (
+            f"the step differentiated a power x ** p with p < 1 at x = 0 ({zeros} zero{'s' if zeros != 1 else ''} "
+            "in its base): the power is 0 there, but its slope p * x ** (p - 1) is infinite, so the backward pass "
+            "made NaN/Inf"
+        )
+        what = "the power: keep its base above 0 (tf.pow(tf.maximum(x, 1e-7), p)), so the step never takes it at 0"
     if rows is not None:
         # No value of those rows stands out, but the user can look at the records themselves.
         evidence["bad_rows"] = rows.to_json()
@@ -484,6 +537,35 @@ _DOMAIN_WORDS = {
     "Sqrt": ("sqrt", "tf.sqrt(tf.maximum(x, 0.0))"),
     "Rsqrt": ("rsqrt", "tf.math.rsqrt(tf.maximum(x, 1e-12))"),
 }
+
+
+# Linear algebra on a finite matrix the op cannot take: what it needs, and the usual way to give it that.
+_MATRIX_WORDS = {
+    "Cholesky": (
+        "is not positive definite in float32 (a kernel or covariance matrix whose smallest eigenvalue reached "
+        "0: repeated inputs, a noise or variance term that shrank to 0)",
+        "add a small jitter to its diagonal (K + 1e-6 * tf.eye(n)), or keep its noise term bounded below",
+    ),
+    "MatrixInverse": (
+        "is singular in float32 (a row or column that depends on the others)",
+        "add a small jitter to its diagonal, or solve with tf.linalg.lstsq / tf.linalg.pinv",
+    ),
+    "MatrixSolve": (
+        "is singular in float32 (a row or column that depends on the others)",
+        "add a small jitter to its diagonal, or solve with tf.linalg.lstsq",
+    ),
+}
+
+
+def _matrix_words(origin: Finding) -> tuple[str, str] | None:
+    """(summary, what to change) for a Cholesky / inverse / solve that made NaN/Inf from a finite matrix; None
+    for other ops. "keep its inputs in its domain" named no domain."""
+    words = _MATRIX_WORDS.get(origin.op.type)
+    if words is None or any(i.health is not None and not i.health.is_finite for i in origin.inputs):
+        return None
+    needs, fix = words
+    summary = f"{_article(origin.op.type)} {origin.op.type} op made NaN/Inf from a finite matrix that {needs}"
+    return summary, f"the matrix given to the {origin.op.type}: {fix}"
 
 
 def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
@@ -813,6 +895,70 @@ def _sqrt_differentiated_at_zero(origin: Finding) -> int | None:
     return zeros or None
 
 
+def _graph_loss_finite(findings: Findings) -> bool | None:
+    """Whether the replayed graph step's loss was finite (None when not replayed: a dump of a whole run)."""
+    verdict = ((findings.bundle or {}).get("verdicts") or {}).get("graph") or {}
+    value = verdict.get("loss_finite")
+    return value if isinstance(value, bool) else None
+
+
+# A safe way to write each op the where guards, without the where's NaN gradient.
+_WHERE_SAFE_FORMS = {
+    "Log": "or tf.math.xlogy(y, x) for y * log(x)",
+    "RealDiv": "or tf.math.divide_no_nan(a, b)",
+    "Div": "or tf.math.divide_no_nan(a, b)",
+}
+
+
+def _where_trap(findings: Findings, origin: Finding, masked: dict[str, Any]) -> Cause:
+    """The forward pass made NaN/Inf where a ``tf.where`` then chose the other branch, so the loss is finite; the
+    backward pass still runs through the branch not chosen and multiplies its zero gradient by the op's infinite
+    slope: 0 * inf is NaN. The record that took that branch is valid (the where is meant for it)."""
+    health = origin.health
+    counts = [
+        f"{n} {label}"
+        for n, label in (
+            (health.nan if health else 0, "NaN"),
+            (health.neg_inf if health else 0, "-inf"),
+            (health.pos_inf if health else 0, "+inf"),
+        )
+        if n
+    ]
+    made = " and ".join(counts) or "NaN/Inf"
+    rows = BadRows.from_json((findings.bundle or {}).get("bad_rows"))
+    at = f" in {rows.rows_text()} of the batch" if rows is not None else ""
+    where = masked.get("line")
+    place = f" at line {where}" if isinstance(where, int) else ""
+    summary = (
+        f"the loss was finite: the tf.where{place} discarded the {made} that {_article(origin.op.type)} "
+        f"{origin.op.type} op made{at}, in the branch it does not select, but the gradient still runs through "
+        "that branch, where a zero gradient times the op's infinite slope is 0 * inf = NaN"
+    )
+    safe = _WHERE_SAFE_FORMS.get(origin.op.type)
+    what = (
+        f"the {origin.op.type} inside the tf.where: give it a safe input where the condition is false, "
+        "tf.where(c, f(tf.where(c, x, 1.0)), 0.0)" + (f", {safe}" if safe else "")
+    )
+    evidence = {
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "output": health.describe() if health is not None else None,
+        "masked_by": masked,
+    }
+    return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _fractional_power_differentiated_at_zero(origin: Finding) -> int | None:
+    """How many zeros the base held where the gradient of ``pow(x, p)`` (a Pow op computing x ** (p - 1) in the
+    backward pass) made NaN/Inf with a negative exponent p - 1; None for any other op."""
+    if origin.op.type != "Pow" or not origin.op.forward_op or len(origin.inputs) != 2:
+        return None
+    base, exponent = (i.health for i in origin.inputs)
+    if base is None or exponent is None or not base.is_finite or not exponent.neg:
+        return None
+    return base.zero or None
+
+
 def _fast(context: CauseContext) -> tuple[trend.Trend | None, tuple[int, float] | None] | None:
     """(jump, large update) of a fast divergence (``trend.fast_growth``, ``trend.large_update``), None without
     either."""
@@ -909,6 +1055,7 @@ def _divergence(
             )
             if flag:
                 evidence["flag"] = flag
+    searched = _window_suggestion(context)
     if site is not None:
         rate = site.learning_rate
         evidence["learning_rate"] = rate
@@ -917,7 +1064,6 @@ def _divergence(
             evidence["optimizer_line"]["cell"] = site.cell
         if site.momentum is not None:
             evidence["momentum"] = site.momentum
-        searched = _window_suggestion(context)
         clipped = change_line.optimizer_clips(units, recorded)
         # Clipping is no advice where the optimizer clips already (its norm still let the rate blow up).
         clip = f" (the gradients are clipped already: {clipped})" if clipped else ", or clip the gradients"
@@ -939,6 +1085,10 @@ def _divergence(
         else:
             what = f"the learning rate of {site.name}: lower it{clip}"
         change = _change(site, what, _site_target(site))
+    own_schedule = _own_schedule_change(context, units, searched)
+    if own_schedule is not None:
+        # A schedule the user wrote (a warm-up with no cap grows without end): its line is the rate's.
+        change = own_schedule
     blown_up = _blown_up_at_start(context.history)
     if blown_up is not None:
         # The state fit started from, not this fit's rate: lowering it cannot help (the search says so too).
@@ -987,7 +1137,6 @@ def _divergence(
             f"the weights were already huge when this fit began (weight norm {blown_up[1]:.3g} at step "
             f"{blown_up[0]}), and {trend_text}, {ending}"
         )
-    searched = _window_suggestion(context)
     if searched:
         evidence["window"] = searched[0]  # the sentence is in change.what, next to the rate it replaces
     return Cause("divergence", summary, evidence, change)
@@ -1368,14 +1517,20 @@ def _batch_provenance(
     section = findings.bundle or {}
     batch_index = context.batch_index if context.batch_index is not None else section.get("batch_index")
     epoch = context.epoch if context.epoch is not None else section.get("epoch")
+    # What fit was given at run time (a dataset a helper of the user's returned) when the code's fit call does not
+    # show its pipeline: fit's own shuffle= does not apply to a dataset, the pipeline's .shuffle does.
+    given = context.model_info.get("fit_input")
+    dataset, shuffled = change_line.fit_reads_a_dataset(units), change_line.fit_shuffles(units)
+    if not dataset and given in ("dataset", "shuffled dataset"):
+        dataset, shuffled = True, given == "shuffled dataset"
     where = provenance.data_provenance(
         context.batch,
         site,
         batch_index=batch_index,
         epoch=epoch,
         batch_size=change_line.fit_batch_size(units),
-        shuffled=change_line.fit_shuffles(units),
-        dataset=change_line.fit_reads_a_dataset(units),
+        shuffled=shuffled,
+        dataset=dataset,
         cwd=context.cwd,
         data_source=context.data_source,
         folders=context.folders,

@@ -13,6 +13,7 @@ from pyadapter.dump.frames import (
     made_by_nanlens,
     short_path,
     user_frames,
+    written_by_the_user,
 )
 from pyadapter.dump.gradients import forward_op_for, is_gradient_op
 from pyadapter.dump.graphs import OpInfo
@@ -286,6 +287,41 @@ def propagated_findings(hosts: list[HostScan], origin: Finding | None, origin_na
             seen.add((f.file, f.line))
             out.append(f)
     return out
+
+
+SELECT_TYPES = ("Select", "SelectV2")
+
+
+def masking_select(candidate: Candidate) -> dict[str, object] | None:
+    """The forward ``tf.where`` that discarded what a graph origin made: a Select of the origin's round with a
+    finite output and a non-finite input (``tf.where(y > 0, y * log(y), 0.0)`` at y == 0). Its gradient still runs
+    through the branch it does not select (0 * inf is NaN), so such a step fails with a finite loss. As
+    ``{"op", "file", "line"}`` (the user's line of the select); None when no select masked anything."""
+    host, origin = candidate.host, candidate.trace
+    if origin is None or host.traces is None:
+        return None
+    for entry in host.traces.window:
+        if (
+            entry.index < 0
+            or entry.nonfinite
+            or entry.round != origin.round
+            or entry.graph_id != origin.graph_id
+        ):
+            continue
+        if entry.wall_time < origin.wall_time:
+            continue
+        resolved = host.dump.tensors.get(entry.tensor_id)
+        if resolved is None or resolved[0].type not in SELECT_TYPES or is_gradient_op(resolved[0]):
+            continue
+        op = resolved[0]
+        if not any(input_state(host, op.graph_id, name, entry.round)[1] for name in op.inputs):
+            continue
+        stack = host.dump.stack(op.frame_ids)
+        if not written_by_the_user(stack):
+            continue  # a where inside Keras (a metric, a masked loss) is no choice of the user's code
+        mark = innermost_user_frame(stack)
+        return {"op": op.name, "file": mark.file if mark else None, "line": mark.line if mark else None}
+    return None
 
 
 def _carries(host: HostScan, entry: TraceEntry) -> bool:

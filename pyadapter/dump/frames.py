@@ -122,6 +122,16 @@ def made_by_nanlens(frames: Sequence[Frame]) -> bool:
     return False
 
 
+def written_by_the_user(frames: Sequence[Frame]) -> bool:
+    """Whether the user's code called the op itself (``tf.where`` or ``keras.ops.where`` on a line of theirs): the
+    innermost frame outside TensorFlow's op building and Keras's ops and backend is a user file, not a Keras layer
+    or loss that the user's line ran."""
+    for frame in reversed(frames):
+        if frame.file and not _PLUMBING_RE.search(frame.file):
+            return is_user_file(frame.file)
+    return False
+
+
 def short_path(path: str) -> str:
     """An installed package's file from its package folder on (``keras/src/losses/losses.py``); else as is."""
     match = _PACKAGE_DIR_RE.search(path)

@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable
 
-from pyadapter.dump.describe import origin_finding, propagated_findings
+from pyadapter.dump.describe import masking_select, origin_finding, propagated_findings
 from pyadapter.dump.errors import ScanError
 from pyadapter.dump.executions import scan_executions
 from pyadapter.dump.files import HostFiles, find_host_files
@@ -166,6 +166,9 @@ def scan_dump(
         origin = located.finding
         if located.created_in is not None:
             extra["origin_created_in"] = located.created_in.to_json()
+        masked = masking_select(candidate)
+        if masked is not None:
+            extra["masked_by_where"] = masked
         if origin is None:
             extra["unlocated_origin"] = {
                 "op": located.op_description.to_json(),

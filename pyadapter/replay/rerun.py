@@ -150,8 +150,14 @@ def sequential_pipelines() -> Iterator[None]:
         position = 0 if name == "map" else 2
 
         def sequential(
-            self: Any, func: Any, *args: Any, _original: Any = original, _at: int = position, **kwargs: Any
+            self: Any, *args: Any, _original: Any = original, _at: int = position, **kwargs: Any
         ) -> Any:
+            # The function by position, or by its keyword (``.map(map_func=get_spectrogram, ...)``, as the
+            # simple_audio tutorial writes it).
+            if "map_func" in kwargs:
+                func = kwargs.pop("map_func")
+            else:
+                func, args = args[0], args[1:]
             args = args[:_at] + args[_at + 2 :]
             kwargs.pop("num_parallel_calls", None)
             kwargs.pop("deterministic", None)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from pyadapter.capture.gate import is_loss_scale_optimizer
 from pyadapter.capture.gate_checks import half_squares32
 from pyadapter.capture.snapshot import variable_path
 from pyadapter.replay import stateful_random
@@ -202,7 +203,7 @@ def run_step(
     """
     recorder = _GradientRecorder(program.optimizers)
 
-    def step_and_flags(*args: Any, **kwargs: Any) -> tuple[tuple[Any, list[Any]], list[str]]:
+    def step_and_flags(*args: Any, **kwargs: Any) -> tuple[tuple[Any, list[Any], list[Any]], list[str]]:
         recorder.seen.clear()
         differentiated: list[Any] = []
         taped: list[tuple[str, Any]] = []
@@ -217,7 +218,8 @@ def run_step(
             recorder.seen[:] = taped
             flags = recorder.finite_flags()
             losses += differentiated
-        return (losses, [flag for _, flag in flags]), [name for name, _ in flags]
+            differentiated = []
+        return (losses, differentiated, [flag for _, flag in flags]), [name for name, _ in flags]
 
     if restore:
         program.restore()
@@ -226,6 +228,7 @@ def run_step(
     error: str | None = None
     stateful: list[str] = []
     loss_values: list[Any] = []
+    tape_losses: list[Any] = []
     grad_flags: list[Any] = []
     grad_names: list[str] = []
     try:
@@ -243,14 +246,16 @@ def run_step(
             traced.__name__ = getattr(program.step, "__name__", "replayed_step")
             function = tf.function(traced, jit_compile=False, autograph=True)
             with wrap():
-                loss_values, grad_flags = function(*program.args, **program.kwargs)
+                loss_values, tape_losses, grad_flags = function(*program.args, **program.kwargs)
             grad_names = names_box[0] if names_box else []
             stateful = list(random_box)
         else:
             from pyadapter.eager import eager
 
             with eager(), wrap(), stateful_random.found_in_eager(stateful):
-                (loss_values, grad_flags), grad_names = step_and_flags(*program.args, **program.kwargs)
+                (loss_values, tape_losses, grad_flags), grad_names = step_and_flags(
+                    *program.args, **program.kwargs
+                )
     except tf.errors.InvalidArgumentError as exc:  # a check_numerics in the user's code fired
         error = _one_line(exc.message if hasattr(exc, "message") else str(exc))
     except (
@@ -273,6 +278,19 @@ def run_step(
                 name for name, ok in zip(grad_names, flags, strict=True) if ok[0] and not ok[1]
             ]
             verdict.gradients_finite = not verdict.non_finite_gradients
+        taped = _shown_loss(list(tape_losses))
+        if (
+            verdict.non_finite_gradients
+            and verdict.loss_finite
+            and taped is not None
+            and not math.isfinite(taped)
+            and not any(
+                is_loss_scale_optimizer(o) for o in program.optimizers
+            )  # a scaled loss's Inf is its own
+        ):
+            # The step returned a loss that is not the one it differentiated (a Distiller's train_step returns its
+            # metrics, Keras's untouched loss tracker says 0): the loss its gradients came from is the one to show.
+            verdict.loss, verdict.loss_finite = taped, False
     verdict.non_finite_weights = [
         variable_name(v) for v in program.trainable if not bool(np.isfinite(v.numpy()).all())
     ]
