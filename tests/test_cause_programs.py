@@ -311,3 +311,24 @@ def test_a_where_that_skips_a_zero_count_is_the_gradient_trap_not_a_bad_record(t
     ), cause["summary"]
     assert "0 * inf = NaN" in cause["summary"] and "correct it" not in cause["summary"], cause["summary"]
     assert cause["change"]["line"] == line and "tf.math.xlogy" in cause["change"]["what"], cause["change"]
+
+
+def test_a_log_of_a_density_whose_exps_underflowed_names_log_space_not_a_clamp(tmp_path: Path) -> None:
+    """A mixture density network's loss ``log(sum(pi * exp(-0.5 * z**2) / sigma))``: far from every component each
+    exp is 0 in float32 and the log is -inf. The cause said "keep it in the domain (tf.math.log(tf.maximum(x,
+    1e-7)))", a clamp that leaves those rows without a gradient; it names the exp that underflowed and log space."""
+    program = PROGRAMS / "cause_mixture_density.py"
+    findings = train_and_locate(tmp_path, program)
+    assert findings["origin"]["op"]["type"] == "Log" and findings["origin"]["line"] == marked_line(
+        program, "CHANGE"
+    )
+    cause = findings["cause"]
+    assert cause["kind"] == "op", cause
+    exp_line = marked_line(program, "EXP")
+    assert f"from the exp at line {exp_line}, which underflowed to 0 in float32" in cause["summary"], cause[
+        "summary"
+    ]
+    assert cause["change"]["line"] == marked_line(program, "CHANGE"), cause["change"]
+    assert "tf.reduce_logsumexp" in cause["change"]["what"] and "maximum" not in cause["change"]["what"], (
+        cause["change"]
+    )

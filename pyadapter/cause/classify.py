@@ -505,6 +505,8 @@ def _op(
     words = None if overflow else _out_of_domain_words(origin)
     if words is None:
         words = _matrix_words(origin)
+    if words is not None and origin.op.type == "Log":
+        words = _underflowed_exp_words(findings, origin) or words
     if words is not None:
         summary, what = words
     if (zeros := _sqrt_differentiated_at_zero(origin)) is not None:
@@ -555,6 +557,27 @@ _MATRIX_WORDS = {
         "add a small jitter to its diagonal, or solve with tf.linalg.lstsq",
     ),
 }
+
+
+def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, str] | None:
+    """(summary, what to change) for a log whose zeros an exp made by underflowing (`describe.underflowed_exp`): a
+    mixture's density ``sum(pi * exp(-0.5 * z**2))`` that is 0 in float32 far from every component. Clamping the
+    log's input (the domain words) silences it and leaves those rows without a gradient; log space does not."""
+    found = findings.extra.get("zeros_from_exp")
+    zeros = sum(i.health.zero or 0 for i in origin.inputs if i.health is not None)
+    if not isinstance(found, dict) or not zeros:
+        return None
+    line = found.get("line")
+    at = f" at line {line}" if isinstance(line, int) else ""
+    summary = (
+        f"the Log op got {zeros} zero{'s' if zeros != 1 else ''} from the exp{at}, which underflowed to 0 in float32 "
+        "(exp(x) is 0 below about -103): log(0) is -inf, a probability taken out of log space"
+    )
+    what = (
+        "the log of a sum of exps: compute it in log space, tf.reduce_logsumexp(log_weights + log_terms) (or "
+        "tf.nn.log_softmax), not tf.math.log(tf.reduce_sum(tf.exp(...)))"
+    )
+    return summary, what
 
 
 def _matrix_words(origin: Finding) -> tuple[str, str] | None:

@@ -324,6 +324,44 @@ def masking_select(candidate: Candidate) -> dict[str, object] | None:
     return None
 
 
+def underflowed_exp(candidate: Candidate, depth: int = 6) -> dict[str, object] | None:
+    """The ``Exp`` whose zeros reached a graph origin that took zeros in (a log of a mixture's density summed from
+    ``exp(-0.5 * z**2)`` terms that all underflowed to 0 in float32): the nearest Exp up the origin's inputs (at most
+    `depth` ops back, same round) whose output held zeros. As ``{"op", "file", "line", "zeros"}``; None when none did.
+    exp(x) is 0 in float32 below about -103: what the log then takes is no bad value of the data, but the sum
+    computed outside log space."""
+    host, origin = candidate.host, candidate.trace
+    if origin is None:
+        return None
+    resolved = host.dump.tensors.get(origin.tensor_id)
+    if resolved is None:
+        return None
+    frontier, seen = [resolved[0]], set()
+    for _ in range(depth):
+        following = []
+        for op in frontier:
+            for name in op.inputs:
+                found = host.dump.op_for_input(op.graph_id, name)
+                if found is None or found[0].name in seen:
+                    continue
+                producer = found[0]
+                seen.add(producer.name)
+                if producer.type == "Exp" and producer.output_tensor_ids:
+                    entry = host.window_index().get((producer.output_tensor_ids[0], origin.round))
+                    health = trace_health(host, entry)[0] if entry is not None else None
+                    if health is not None and health.is_finite and health.zero:
+                        mark = innermost_user_frame(host.dump.stack(producer.frame_ids))
+                        return {
+                            "op": producer.name,
+                            "file": mark.file if mark else None,
+                            "line": mark.line if mark else None,
+                            "zeros": health.zero,
+                        }
+                following.append(producer)
+        frontier = following
+    return None
+
+
 def _carries(host: HostScan, entry: TraceEntry) -> bool:
     """Whether a non-finite trace got its NaN/Inf from an input (or brought it in), i.e. did not make it."""
     resolved = host.dump.tensors.get(entry.tensor_id)

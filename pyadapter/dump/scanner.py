@@ -12,7 +12,7 @@ import os
 import time
 from collections.abc import Callable
 
-from pyadapter.dump.describe import masking_select, origin_finding, propagated_findings
+from pyadapter.dump.describe import masking_select, origin_finding, propagated_findings, underflowed_exp
 from pyadapter.dump.errors import ScanError
 from pyadapter.dump.executions import scan_executions
 from pyadapter.dump.files import HostFiles, find_host_files
@@ -169,6 +169,9 @@ def scan_dump(
         masked = masking_select(candidate)
         if masked is not None:
             extra["masked_by_where"] = masked
+        underflow = underflowed_exp(candidate)
+        if underflow is not None:
+            extra["zeros_from_exp"] = underflow
         if origin is None:
             extra["unlocated_origin"] = {
                 "op": located.op_description.to_json(),
