@@ -264,6 +264,26 @@ def test_a_step_that_returns_its_metrics_shows_the_loss_it_differentiated() -> N
         assert verdict.loss_finite is False and not math.isfinite(verdict.loss), verdict
 
 
+def test_a_dumped_re_run_with_more_nan_than_training_says_why() -> None:
+    """Training's compiled step fused a Conv2D's bias and ReLU (the fused ReLU turns NaN into 0) and saw 1 gradient
+    non-finite; the dumped re-run of `locate` runs the ops unfused and saw 6. The two figures stood side by side with
+    no word; the note says why, and survives the report's JSON."""
+    grads = [f"sequential/layer_{i}/kernel" for i in range(6)]
+    dumped = StepVerdict(
+        "graph", loss=float("nan"), loss_finite=False, non_finite_gradients=grads, dumped=True
+    )
+    dumped.gradients_finite = False
+    report = ReplayReport("b", "train.py", captured_gradients=1, verdicts={"graph": dumped})
+    assert (
+        report.note is not None and "more non-finite gradients than training had (6 against 1)" in report.note
+    )
+    assert ReplayReport.from_json(report.to_json()).note == report.note
+    report.captured_gradients = 6  # as many as training had: nothing to explain
+    assert report.note is None
+    report.captured_gradients = None  # gradients not judged at capture (a LossScaleOptimizer's business)
+    assert report.note is None
+
+
 # ---- breakpoint advice (source only) ----------------------------------------------------------------------------
 
 

@@ -38,6 +38,9 @@ def new_report(rebuilt: Rebuilt) -> ReplayReport:
         batch_index=bundle.batch_index,
         kind=bundle.kind,
         captured=bundle.non_finite.summary(),
+        captured_gradients=(
+            len(bundle.non_finite.gradients) if "gradients" in bundle.non_finite.checked else None
+        ),
         warnings=[*rebuilt.warnings, *filter(None, [bundle.not_held_warning()])],
         non_finite_inputs=list(rebuilt.bad_inputs),
     )

@@ -191,6 +191,8 @@ class ReplayReport:
     batch_index: int | None = None
     kind: str | None = None  # "keras_fit" or "custom_loop"
     captured: str | None = None  # what the guard saw at capture time, one line
+    # How many gradients the guard saw non-finite at capture (None: not judged, as under a LossScaleOptimizer).
+    captured_gradients: int | None = None
     verdicts: dict[str, StepVerdict] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     # Batch leaves that hold NaN/Inf before the step runs ("x: 3 NaN of 512"): the data is the origin.
@@ -223,6 +225,15 @@ class ReplayReport:
 
             text = note(list(dict.fromkeys(stateful)))
             return text[0].upper() + text[1:] + "."
+        if graph is not None and graph.dumped and graph.reproduced and self.captured_gradients:
+            dumped = len(graph.non_finite_gradients)
+            if dumped > self.captured_gradients:
+                return (
+                    f"The dumped re-run has more non-finite gradients than training had ({dumped} against "
+                    f"{self.captured_gradients}): under the dump TensorFlow runs the graph's ops unfused, while "
+                    "training's compiled step fuses some (on CPU a MatMul with its bias and ReLU, and the fused "
+                    "ReLU turns NaN into 0). The origin is the same; `nanlens replay --graph` computes as training did."
+                )
         if graph is None or eager is None:
             return None
         if graph.reproduced and eager.reproduced and not graph.dumped:
@@ -251,6 +262,7 @@ class ReplayReport:
             "batch_index": self.batch_index,
             "kind": self.kind,
             "captured": self.captured,
+            "captured_gradients": self.captured_gradients,
             "reproduced": self.reproduced,
             "verdicts": self.verdicts_json(),
             "note": self.note,
@@ -271,6 +283,11 @@ class ReplayReport:
             batch_index=data.get("batch_index"),
             kind=data.get("kind"),
             captured=data.get("captured"),
+            captured_gradients=(
+                n
+                if isinstance(n := data.get("captured_gradients"), int) and not isinstance(n, bool)
+                else None
+            ),
             verdicts={mode: StepVerdict.from_json(v) for mode, v in data.get("verdicts", {}).items()},
             warnings=list(data.get("warnings", [])),
             non_finite_inputs=list(data.get("non_finite_inputs", [])),
