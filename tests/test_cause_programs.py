@@ -332,3 +332,22 @@ def test_a_log_of_a_density_whose_exps_underflowed_names_log_space_not_a_clamp(t
     assert "tf.reduce_logsumexp" in cause["change"]["what"] and "maximum" not in cause["change"]["what"], (
         cause["change"]
     )
+
+
+def test_an_op_keras_made_in_a_layer_is_marked_at_the_layer_not_the_fit_call(tmp_path: Path) -> None:
+    """``Dense(1, activation="exponential")`` overflows: the Exp has no frame of the user's file but the fit call,
+    and the gutter mark sat on ``model.fit(...)``. The op's name says its layer (``sequential/dense/Exp``), and the
+    file builds one Dense with that activation: that line is marked, at the scene and by ``locate --replay``."""
+    program = PROGRAMS / "cause_exponential_link.py"
+    findings = train_and_locate(tmp_path, program)
+    layer = marked_line(program, "LAYER")
+    for located in (
+        findings,
+        locate_json(next((tmp_path / "captures").iterdir()), tmp_path, dict(os.environ), "--replay"),
+    ):
+        origin = located["origin"]
+        assert (origin["line"], origin["op"]["type"]) == (layer, "Exp"), origin
+        assert "so the line marked is the line that builds its Dense layer" in origin["message"], origin[
+            "message"
+        ]
+        assert located["cause"]["change"]["line"] == marked_line(program, "CHANGE"), located["cause"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
 from pyadapter.dump.executions import ExecEntry, read_execution
@@ -17,6 +18,7 @@ from pyadapter.dump.frames import (
 )
 from pyadapter.dump.gradients import forward_op_for, is_gradient_op
 from pyadapter.dump.graphs import OpInfo
+from pyadapter.dump.layer_site import layer_site
 from pyadapter.dump.messages import bad_counts, origin_message
 from pyadapter.dump.origin import WEAK_ORIGIN_TYPES, Candidate, HostScan, input_state, trace_health
 from pyadapter.dump.traces import TraceEntry
@@ -48,7 +50,9 @@ class Place:
         return text
 
 
-def _location(host: HostScan, frame_ids: tuple[str, ...], graph_id: str | None = None) -> Place:
+def _location(
+    host: HostScan, frame_ids: tuple[str, ...], graph_id: str | None = None, op: OpRef | None = None
+) -> Place:
     """Where to mark an op: never a TensorFlow, Keras, installed-package or NaN Lens file.
 
     An op with no frame in the user's code (e.g. one made by Keras's own loss while a bundle's step is replayed
@@ -58,6 +62,11 @@ def _location(host: HostScan, frame_ids: tuple[str, ...], graph_id: str | None =
     stack = host.dump.stack(frame_ids)
     users = user_frames(stack)
     mark = innermost_user_frame(stack)
+    if mark is not None and _is_training_call(host, mark):
+        # Made inside Keras under the user's fit line (a replay by re-entry runs the program's own fit).
+        built = _layer_place(host, op, mark, users, library_frame(stack))
+        if built is not None:
+            return built
     if mark is not None or not stack:
         return Place(mark, users)
     created_in = library_frame(stack)
@@ -65,8 +74,32 @@ def _location(host: HostScan, frame_ids: tuple[str, ...], graph_id: str | None =
     if caller is not None:
         return Place(caller, [], created_in, "your call of its tf.function")
     if host.entry_frame is not None:
-        return Place(host.entry_frame, [], created_in, "your training call")
+        built = _layer_place(host, op, host.entry_frame, [], created_in)
+        return built or Place(host.entry_frame, [], created_in, "your training call")
     return Place(None, [], created_in)
+
+
+_TRAINING_CALL = re.compile(r"\.(fit|train_on_batch)\(")
+
+
+def _is_training_call(host: HostScan, frame: Frame) -> bool:
+    text = host.dump.source_line(frame.file, frame.line) or ""
+    return bool(_TRAINING_CALL.search(text))
+
+
+def _layer_place(
+    host: HostScan, op: OpRef | None, training_call: Frame, users: list[Frame], created_in: Frame | None
+) -> Place | None:
+    """An op Keras made in a layer (or in the compiled loss) under the user's training call: the line of the
+    user's file that builds that layer (`layer_site`), or None when the file does not name it once. A backward op
+    is placed at its forward op's line, and that op's name says the layer."""
+    if op is None or created_in is None:
+        return None
+    site = layer_site(op.forward_op or op.name, op.type, training_call.file)
+    if site is None:
+        return None
+    frame = Frame(training_call.file, site.line, "")
+    return Place(frame, users, created_in, f"{site.what} (your training call ran it)")
 
 
 def _calling_user_frame(host: HostScan, graph_id: str) -> Frame | None:
@@ -218,7 +251,7 @@ def _placed_finding(
     message: str,
 ) -> LocatedFinding:
     """Put a finding on the line its stack points at, or say why it has no line."""
-    place = _location(host, frame_ids, graph_id)
+    place = _location(host, frame_ids, graph_id, ref)
     if place.mark is None:
         return LocatedFinding(None, ref, _unlocated_reason(place, frame_ids), place.created_in)
     finding = Finding(
