@@ -880,6 +880,53 @@ def test_what_fit_was_given_is_read_from_fits_own_frame() -> None:
     assert fit(np.zeros((8, 2))) is None
 
 
+LOG_AFTER_READ = """\
+import keras
+import numpy as np
+
+data = np.genfromtxt("houses.csv", delimiter=",")
+x = np.column_stack([data[:, :2], np.log(data[:, 2])]).astype("float32")
+y = data.sum(axis=1, keepdims=True).astype("float32")
+model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+model.compile("adam", "mse")
+model.fit(x, y, batch_size=32, epochs=2, shuffle=False)
+"""
+
+
+def test_an_infinity_a_log_after_the_read_made_names_that_computation(tmp_path: Path) -> None:
+    """A lot size of 0 read by genfromtxt, then ``np.log`` of that column where x is made: x holds -inf. The line to
+    change was the genfromtxt call ("filter or repair non-finite records where the data is read"), where every
+    value is finite; it is the computation of x."""
+    program = tmp_path / "train.py"
+    program.write_text(LOG_AFTER_READ)
+    x = np.ones((32, 3), np.float32)
+    x[8, 2] = -np.inf
+    origin = Finding(
+        file=str(program),
+        line=10,
+        role="origin",
+        op=OpRef("IteratorGetNext", "IteratorGetNext"),
+        health=TensorHealth(dtype="float32", size=96, neg_inf=1),
+    )
+    context = CauseContext(
+        batch=(x, np.ones((32, 1), np.float32)),
+        batch_index=6,
+        entry_script=str(program),
+        model_info={
+            "fit_call": {"code": "model.fit(x, y, batch_size=32, epochs=2, shuffle=False)", "ordinal": 0}
+        },
+    )
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "data", cause
+    assert "x is computed from what was read with a log or a division" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 5, (
+        cause.change
+    )  # x = np.column_stack([... np.log(...)])
+    # A NaN (an empty field genfromtxt read) keeps the reading line.
+    x[8, 2] = np.nan
+    assert classify(findings_of(origin), context).change.line == 4
+
+
 LOOP_TRAIN = """\
 import tensorflow as tf
 
@@ -1083,6 +1130,49 @@ def test_a_cholesky_of_a_matrix_no_longer_positive_definite_proposes_a_jitter(tm
     )
     assert cause.change is not None and cause.change.line == LOG_LINE
     assert "jitter to its diagonal (K + 1e-6 * tf.eye(n))" in cause.change.what, cause.change
+
+
+PY_FUNCTION_MODEL = """\
+import numpy as np
+import tensorflow as tf
+import keras
+
+
+def log_transform(x):
+    return np.log(x.numpy()).astype(np.float32)
+
+
+class PyFeatureModel(keras.Model):
+    def call(self, x):
+        return self.out(tf.py_function(log_transform, [x], tf.float32))
+"""
+
+
+@pytest.mark.parametrize("graph", ["train_step", "Dataset_map_load_and_transform"])
+def test_a_py_function_inside_the_step_is_an_op_of_the_step_not_data(tmp_path: Path, graph: str) -> None:
+    """``tf.py_function(log_transform, [x])`` in a model's call: np.log of a 0 reading. The cause said "data — the
+    data held NaN/Inf before any op touched it ... filter or repair non-finite records before the py_function
+    log_transform() hands them to fit" of a finite batch. In a tf.data map function it is the data's, as before."""
+    program = tmp_path / "train.py"
+    program.write_text(PY_FUNCTION_MODEL)
+    origin = Finding(
+        file=str(program),
+        line=13,
+        role="origin",
+        op=OpRef("EagerPyFunc", "EagerPyFunc", graph=graph),
+        health=TensorHealth(dtype="float32", size=64, neg_inf=1, pos=63),
+    )
+    cause = classify(
+        findings_of(origin), CauseContext(batch=(np.ones((8, 8), np.float32),), entry_script=str(program))
+    )
+    if graph == "train_step":
+        assert cause.kind == "op", cause
+        assert cause.summary.startswith(
+            "the py_function log_transform() (train.py:7), run inside the training step"
+        )
+        assert cause.change is not None and cause.change.line == 7, cause.change
+    else:
+        assert cause.kind == "data", cause
 
 
 CUSTOM_GRADIENT = """\

@@ -351,3 +351,15 @@ def test_an_op_keras_made_in_a_layer_is_marked_at_the_layer_not_the_fit_call(tmp
             "message"
         ]
         assert located["cause"]["change"]["line"] == marked_line(program, "CHANGE"), located["cause"]
+
+
+def test_a_log_before_an_lstm_is_the_origin_not_the_lstms_tensor_list(tmp_path: Path) -> None:
+    """The LSTM's ``TensorListGetItem`` came first in the dump with an input of unknown health, and was named the
+    origin ("a TensorListGetItem op overflowed ...") at the LSTM line; a TensorList only hands back what was put in."""
+    program = PROGRAMS / "cause_log_before_lstm.py"
+    for located in (train_and_locate(tmp_path, program),):
+        origin = located["origin"]
+        assert (origin["line"], origin["op"]["type"]) == (marked_line(program, "ORIGIN"), "Log"), origin
+        assert located["cause"]["kind"] == "op" and "x[4, 0, 0] = 0" in located["cause"]["summary"], located[
+            "cause"
+        ]

@@ -413,6 +413,28 @@ def test_a_skipped_batch_leaves_batch_normalization_statistics_as_they_were(tmp_
         assert gm.all_finite([v for k, v in weights.items() if "moving" in k]), sorted(weights)
 
 
+def test_a_moving_variance_the_forward_pass_overflowed_stops_the_step_with_a_finite_loss(tmp_path):
+    """A feature in units of 1e20 into Dense -> BatchNormalization: the batch variance overflows float32, the moving
+    variance goes +Inf, and the loss and gradients stay finite. The guard never stopped and predict read the Inf
+    variance. The step now stops without its update, names the moving variance, and puts it back."""
+    keras.utils.set_random_seed(0)
+    x, y = gm.data(batches=4, bad_batch=None)
+    x[:, 0] *= 1e20
+    model = batch_norm_model()
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    norm = model.layers[1]
+    kernel = model.layers[0].kernel.numpy().copy()
+    guard = NanGuard(tmp_path, locate=False)
+    fit(model, x, y, guard, epochs=1)
+    assert [f.step for f in guard.failures] == [0]
+    report = guard.failures[0].report
+    assert report.forward_state == [norm.moving_variance.path] and not report.update_applied, report
+    assert report.summary().startswith("non-finite values the forward pass wrote to"), report.summary()
+    assert gm.all_finite([norm.moving_mean.numpy(), norm.moving_variance.numpy()])
+    assert np.array_equal(model.layers[0].kernel.numpy(), kernel), "no update was applied"
+    assert np.isfinite(model.predict(x[:8] / 1e20, verbose=0)).all()
+
+
 class CriticSteps(keras.Model):
     """keras.io's WGAN-GP shape: one optimizer applied several times in one train_step (the critic's extra steps).
     The second sub-update's loss is not finite (its gate skips it); the first and third are finite and apply."""

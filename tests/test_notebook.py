@@ -135,10 +135,11 @@ def notebook_run(tmp_path_factory):
     }
 
 
-def _run_notebook(path: Path, base: Path, session_name: str, edit=None):
+def _run_notebook(path: Path, base: Path, session_name: str, edit=None, order: list[int] | None = None):
     """Run the notebook at `path` as Jupyter does (a kernel of the test's kernelspec, started in the notebook's
     folder, JPY_SESSION_NAME = `session_name`), its Jupyter and IPython state under `base`; the executed notebook.
-    `edit(nb)` changes it in the front end first, as a user's unsaved typing does (the file keeps its text)."""
+    `edit(nb)` changes it in the front end first, as a user's unsaved typing does (the file keeps its text).
+    `order`: the cells to run, in the order a user clicked them, in place of "Run All"."""
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")
     jupyter_dir = base / "jupyter"
@@ -157,7 +158,12 @@ def _run_notebook(path: Path, base: Path, session_name: str, edit=None):
         client = nbclient.NotebookClient(
             nb, timeout=300, kernel_name=KERNEL_NAME, resources={"metadata": {"path": str(path.parent)}}
         )
-        client.execute()
+        if order is None:
+            client.execute()
+        else:
+            with client.setup_kernel():
+                for index in order:
+                    client.execute_cell(nb.cells[index], index)
     return nb
 
 
@@ -783,6 +789,27 @@ def test_an_edited_cell_run_again_and_saved_is_not_unsaved_code(tmp_path):
     bundle.manifest["entry_script"]["notebook"] = info.to_manifest()
     assert "(In [6])" in _unsaved_note(bundle, nb)
 
+    # A longer cell (a grid of rates, about 300 characters), its rate list edited: difflib's automatic junk
+    # heuristic matched it to its old version at 0.30, and the note came back after the save.
+    grid = (
+        "results = {}\nfor lr in [{rates}]:\n    model = build_model(lr, units={units})\n    hist = model.fit(x_train, "
+        'y_train, epochs=3, batch_size=32, verbose=0, callbacks=[NanGuard("captures")])\n    results[lr] = '
+        'hist.history["loss"][-1]\n    print(f"lr={lr:g}: final loss {results[lr]:.4f}")'
+    )
+    old = grid.replace("{rates}", "1e-3, 1e-2, 1e-1, 1.0").replace("{units}", "32")
+    new = grid.replace("{rates}", "0.3, 1.0, 3.0").replace("{units}", "64")
+    document = _notebook_json([("code", "x = 1"), ("code", new)])
+    for cell, count in zip(document["cells"], (1, 3), strict=True):
+        cell["execution_count"] = count
+    nb.write_text(json.dumps(document), encoding="utf-8")
+    info.cells = [
+        ExecutedCell(1, "x = 1", "/k/1.py"),
+        ExecutedCell(2, old, "/k/2.py"),
+        ExecutedCell(3, new, "/k/3.py"),
+    ]
+    bundle.manifest["entry_script"]["notebook"] = info.to_manifest()
+    assert _unsaved_note(bundle, nb) == ""
+
 
 @pytest.mark.slow
 def test_a_notebook_step_with_python_control_flow_replays_in_graph_mode(tmp_path):
@@ -911,3 +938,28 @@ def test_a_cell_edited_run_and_then_saved_is_marked_and_replays(tmp_path):
     replayed = _nanlens("replay", bundle, folder)
     assert replayed.returncode == 0, replayed.stderr[-3000:]
     assert json.loads(replayed.stdout)["reproduced"] == {"graph": True, "eager": True}
+
+
+def test_a_notebook_run_out_of_order_replays_in_the_order_its_kernel_ran(tmp_path):
+    """A config cell at the bottom, run before the training cell above it (as users do): the replay ran the saved
+    cells top to bottom and failed with "NameError: name 'LEARNING_RATE' is not defined (at cell2.py:2)". The
+    bundle records the kernel's executions: the saved cells run in that order."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    data = "rng = np.random.default_rng(0)\nx = rng.normal(size=(64, 4)).astype('float32')\ny = x.sum(1, keepdims=True)"
+    train = (
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])\n"
+        "model.compile(keras.optimizers.SGD(learning_rate=LEARNING_RATE), 'mse')\n"
+        f"model.fit(x, y * 1e3, batch_size=16, epochs=3, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    cells = [("code", IMPORTS), ("code", data), ("code", train), ("code", "LEARNING_RATE = 5.0")]
+    path = folder / "sweep.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, "sweep.ipynb", order=[0, 1, 3, 2])
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    replayed = _nanlens("replay", bundle, folder)
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    report = json.loads(replayed.stdout)
+    assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
+    assert "(its cells in the order the kernel ran them)" in report["route"], report["route"]

@@ -857,3 +857,24 @@ def test_a_weight_penalty_typed_1e3_is_the_line_to_change_not_the_rate(tmp_path)
     assert [cause["change"]["line"]] == changed, cause["change"]
     assert cause["change"]["what"].endswith("(a typo for 0.001?)"), cause["change"]
     assert cause["kind"] != "divergence", cause
+
+
+def test_a_loop_of_fits_that_ends_on_stop_training_replays_the_fit_it_stopped_on(tmp_path):
+    """A DQN's loop: one fit per environment step and ``if model.stop_training: break``. The re-entry ran each earlier
+    fit for one step by setting stop_training and left it set, so the program left its loop after its first fit and
+    every replay said "the script ended without reaching Keras fit"."""
+    program, done = run_copied("fit_per_iteration_stop_check.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "stopped at iteration 3" in done.stdout, done.stdout
+    (bundle,) = bundles(tmp_path)
+    assert CaptureBundle.load(bundle).model_info["fit_call"]["ordinal"] == 3
+    replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
+    assert "the 3 fits before it" in replayed["route"], replayed["route"]
+    # The loop shortened since (trusted anyway): the re-entry reaches two fits, none of them the captured fourth,
+    # and says so; it said "ended without reaching Keras fit".
+    program.write_text(program.read_text().replace("range(10)", "range(2)"))
+    done = nanlens_text("replay", str(bundle), "--graph", "--trust-entry", str(program), cwd=tmp_path)
+    assert done.returncode == 2 and "ran 2 fits, none of them the captured one, and ended" in done.stderr, (
+        done.stderr[-2000:]
+    )

@@ -49,7 +49,7 @@ from pyadapter.capture.gate_checks import (
     too_large_to_square,
 )
 from pyadapter.capture.gate_update import Gate, gate_update, undo_if_step_failed, watched_assign
-from pyadapter.capture.snapshot import non_finite_variables, unique
+from pyadapter.capture.snapshot import non_finite_variables, unique, variable_path
 from pyadapter.capture.verdict import NonFiniteReport
 
 # The in-graph checks (gate_checks) and the gated update (gate_update) live apart; these names are part of what
@@ -113,6 +113,7 @@ class GateMeta:
     weight_names: list[str] = field(default_factory=list)
     checked: list[str] = field(default_factory=list)
     gated: bool = False  # an optimizer update was found and gated
+    forward_names: list[str] = field(default_factory=list)  # those of weight_names the forward pass writes
 
     @property
     def has_loss(self) -> bool:
@@ -246,6 +247,9 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
             scope.config,
             check_grads=not loss_scaling,
             keep_backup=scope.keeps_copies,
+            # What the forward pass wrote before this update (BatchNormalization's moving variance of a batch whose
+            # variance overflowed): an update is not applied over it (`combine` names it and puts it back).
+            forward_state=[v for v, _ in record.forward_saved.values()] if scope.config.check_weights else [],
         )
         record.gates.append(gate)
         return None
@@ -568,6 +572,16 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
             "the optimizer update ran inside a nested tf.function; remove @tf.function from the inner step "
             "(the guarded function is compiled already)"
         )
+    forward_ok = None
+    if len(records) == 1 and records[0].forward_saved and scope.config.check_weights:
+        # The moving statistics the step's forward pass wrote, as they are now: a finite loss and finite gradients
+        # can come with an Inf moving variance (a feature in units of 1e20), which validation and predict then read.
+        written = [v for v, _ in records[0].forward_saved.values()]
+        forward_flags = finite_flags([v.read_value() for v in written])
+        weights.append(forward_flags)
+        meta.forward_names = [variable_path(v) for v in written]
+        meta.weight_names += meta.forward_names
+        forward_ok = tf.reduce_all(forward_flags)
     loss_ok = _all(loss_oks)
     ok = _all(oks) if n_gates else loss_ok  # a gate's ok already includes its losses
     if manual is not None:
@@ -575,6 +589,9 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         ok = tf.logical_and(local_oks[-1], tf.reduce_all(manual.weights_ok))
     if unapplied is not None:
         ok = tf.logical_and(ok, tf.reduce_all(unapplied))
+        local_oks.append(ok)
+    if forward_ok is not None:
+        ok = tf.logical_and(ok, forward_ok)
         local_oks.append(ok)
     if len(records) == 1 and records[0].forward_saved:
         # A failing step leaves the model's moving statistics as they were: a NaN batch's forward pass wrote NaN
@@ -657,13 +674,22 @@ def report(
         gradients=list(
             dict.fromkeys(name for name, ok in zip(meta.grad_names, grads_ok, strict=True) if not ok)
         ),
-        weights=[name for name, ok in zip(meta.weight_names, weights_ok, strict=True) if not ok],
+        weights=[
+            name
+            for name, ok in zip(meta.weight_names, weights_ok, strict=True)
+            if not ok and name not in meta.forward_names
+        ],
         update_applied=bool(verdict.applied),
         checked=list(meta.checked),
+        forward_state=[
+            name
+            for name, ok in zip(meta.weight_names, weights_ok, strict=True)
+            if not ok and name in meta.forward_names
+        ],
     )
     if result.gradients and verdict.metrics is not None:
         result.gradients_too_large = too_large_to_square(float(verdict.metrics.numpy()[0]))
-    if not result.update_applied and not result.weights:
+    if not result.update_applied and not result.weights and not result.forward_state:
         # Nothing was applied, so the variables are as the step found them: were they broken already?
         broken = non_finite_variables(trainable_variables)
         if broken:

@@ -163,6 +163,7 @@ def gate_update(
     config: GateConfig,
     check_grads: bool,
     keep_backup: bool = False,
+    forward_state: list[Any] | None = None,
 ) -> Gate:
     present = [i for i, g in enumerate(grads) if g is not None]
     grad_names = [variable_path(variables[i]) for i in present] if check_grads else []
@@ -264,6 +265,9 @@ def gate_update(
         agreed = tf.equal(replica_context.all_reduce(tf.distribute.ReduceOp.SUM, bad), 0.0)
         loss_ok, grad_flags = agreed[0], agreed[1:]
     ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
+    if forward_state and not several_replicas:
+        # Read after the forward pass's writes (automatic control dependencies keep program order).
+        ok = tf.logical_and(ok, tf.reduce_all(finite_flags([v.read_value() for v in forward_state])))
     backup: list[tuple[Any, Any]] = []
     if keep_backup and not (in_sync and replica_context.num_replicas_in_sync > 1):
         # Read before the update (automatic control dependencies keep program order): one copy of what this

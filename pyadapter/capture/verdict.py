@@ -45,6 +45,9 @@ class NonFiniteReport:
     weights_before_step: bool = False
     update_taken_back: bool = False
     gradients_too_large: bool = False
+    # Paths of the non-trainable state the step's forward pass wrote non-finite (BatchNormalization's moving
+    # variance of a batch whose variance overflowed float32), put back as the step found it; no update was applied.
+    forward_state: list[str] = field(default_factory=list)
 
     @property
     def update_in_state(self) -> bool:
@@ -63,7 +66,7 @@ class NonFiniteReport:
             kinds.append("loss")
         if self.gradients:
             kinds.append("gradients")
-        if self.weights:
+        if self.weights or self.forward_state:
             kinds.append("weights")
         return kinds or ["unknown"]
 
@@ -80,6 +83,8 @@ class NonFiniteReport:
         ):
             if names:
                 parts.append(f"{label} of {_names(names, limit)}")
+        if self.forward_state:
+            parts.append(f"values the forward pass wrote to {_names(self.forward_state, limit)}")
         text = "non-finite " + (" and ".join(parts) if parts else "values")
         if too_large:
             large = (
@@ -108,6 +113,7 @@ class NonFiniteReport:
             weights_before_step=bool(data.get("weights_before_step", False)),
             update_taken_back=bool(data.get("update_taken_back", False)),
             gradients_too_large=bool(data.get("gradients_too_large", False)),
+            forward_state=[str(n) for n in data.get("forward_state", [])],
         )
 
 

@@ -109,6 +109,10 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     if origin is not None and origin.op.type in DECODE_OPS:  # the values were in the records it decoded
         return _data(findings, context, units)
     if origin is not None and origin.op.type in python_feed.PY_FUNC_OPS:
+        if _in_the_step(origin):
+            # A py_function the model runs (``tf.py_function(log_transform, [x], ...)`` in a layer's call) made
+            # NaN/Inf of a finite batch: an op of the step, written in Python; it hands nothing to fit.
+            return _python_function_in_step(findings, units, origin)
         # Python code (a generator, a PyDataset, a py_function) made the values; no op of the graph did.
         return _data(findings, context, units)
     rate = context.learning_rate
@@ -918,6 +922,29 @@ def _sqrt_differentiated_at_zero(origin: Finding) -> int | None:
     return zeros or None
 
 
+def _in_the_step(origin: Finding) -> bool:
+    """Whether an op ran in the training step's graph (or one it calls), not in a tf.data pipeline's function
+    (``Dataset_map_...``) or an unknown place."""
+    graph = origin.op.graph or ""
+    return bool(graph) and not graph.startswith("Dataset_")
+
+
+def _python_function_in_step(findings: Findings, units: list[SourceUnit], origin: Finding) -> Cause:
+    """A py_function inside the step made NaN/Inf from a finite batch: the Python function it runs is the line to
+    change (its own line, as for data made in Python), worded as an op of the step."""
+    site = python_feed.feed_site(units, wrapped_functions=True)
+    named = site.describe() if isinstance(site, python_feed.FeedSite) else f"the {origin.op.type} op"
+    where = f" ({os.path.basename(site.file)}:{site.line})" if site is not None else ""
+    summary = (
+        f"{named}{where}, run inside the training step, made NaN/Inf from a finite batch: its Python code computed "
+        "the non-finite values (a log or a division of a zero, an overflow)"
+    )
+    what = f"{named}: keep the values its Python code computes finite (an epsilon, a clip)"
+    evidence = {"op": origin.op.type, "op_name": origin.op.name, "graph": origin.op.graph}
+    change = _change(site, what, "op") if site is not None else _origin_change(findings, what, "op")
+    return Cause("op", summary, evidence, change)
+
+
 def _graph_loss_finite(findings: Findings) -> bool | None:
     """Whether the replayed graph step's loss was finite (None when not replayed: a dump of a whole run)."""
     verdict = ((findings.bundle or {}).get("verdicts") or {}).get("graph") or {}
@@ -1450,7 +1477,48 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 else f"filter or repair non-finite values where {made.name} is made"
             )
             change = _change(made, what, "array")
+    elif site is not None and bad is not None and math.isinf(bad.value):
+        # A reader does not make an infinity of a text field; a log of 0 or a division by 0 where the array fit
+        # is given is computed from what was read does (``np.column_stack([..., np.log(data[:, 2])])``).
+        made = _fit_array_site(context, units, bad)
+        if made is not None and made.line != site.line and _makes_infinities(made.node):
+            summary += (
+                f"; {made.name} is computed from what was read with a log or a division, which makes "
+                f"{_signed_inf(bad.value)} of a finite value"
+            )
+            what = (
+                f"the computation of {made.name}: a log of 0 or a division by 0 makes {bad.describe()} of a finite "
+                "record; guard it (np.log1p, an epsilon) or filter the records before it"
+            )
+            change = _change(made, what, "array")
     return Cause("data", summary, evidence, change, provenance=where)
+
+
+_INFINITY_MAKERS = {"log", "log2", "log10", "divide", "true_divide", "reciprocal", "power", "float_power"}
+
+
+def _makes_infinities(node: ast.AST) -> bool:
+    """Whether an expression computes a log, a division or a power (``np.log(col)``, ``a / b``), which make
+    infinities of finite values."""
+    for child in ast.walk(node):
+        if isinstance(child, ast.BinOp) and isinstance(child.op, (ast.Div, ast.FloorDiv, ast.Pow)):
+            return True
+        if isinstance(child, ast.Call):
+            func = child.func
+            name = (
+                func.attr
+                if isinstance(func, ast.Attribute)
+                else func.id
+                if isinstance(func, ast.Name)
+                else ""
+            )
+            if name in _INFINITY_MAKERS:
+                return True
+    return False
+
+
+def _signed_inf(value: float) -> str:
+    return "-inf" if value < 0 else "+inf"
 
 
 def _fit_array_site(

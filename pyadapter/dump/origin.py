@@ -68,6 +68,23 @@ WEAK_ORIGIN_TYPES = frozenset(
     }
 )
 
+# A TensorList or TensorArray (an RNN's while loop over the time steps) hands back values put into it: its input
+# is a variant tfdbg records no health for, and its traces can come before those of the op that made the values.
+# Weak origins, but no sign that bad data came in (unlike an iterator's or an argument's).
+LIST_READ_TYPES = frozenset(
+    {
+        "TensorListGetItem",
+        "TensorListStack",
+        "TensorListGather",
+        "TensorListConcatV2",
+        "TensorListPopBack",
+        "TensorArrayReadV3",
+        "TensorArrayGatherV3",
+        "TensorArrayConcatV3",
+    }
+)
+WEAK_ORIGIN_TYPES = WEAK_ORIGIN_TYPES | LIST_READ_TYPES
+
 # Ops tfdbg does not instrument (op_callbacks_common.OP_CALLBACK_SKIP_OPS) or that pass values through.
 PASS_THROUGH_TYPES = frozenset(
     {
@@ -218,6 +235,7 @@ def graph_candidate(host: HostScan) -> Candidate | None:
     if host.traces is None or not host.traces.window:
         return None
     weak: Candidate | None = None
+    came_in: Candidate | None = None  # the first weak origin that brings data in (not a TensorList read)
     for entry in host.traces.window:
         if entry.index < 0 or not entry.nonfinite:
             continue
@@ -229,8 +247,8 @@ def graph_candidate(host: HostScan) -> Candidate | None:
             is_weak = op.type in WEAK_ORIGIN_TYPES
             if (
                 not is_weak
-                and weak is not None
-                and weak.wall_time <= entry.wall_time
+                and came_in is not None
+                and came_in.wall_time <= entry.wall_time
                 and any(unrecorded_argument(host, op.graph_id, i, entry.round) for i in op.inputs)
             ):
                 continue  # non-finite data came in earlier: the NaN most likely arrived through the argument
@@ -241,6 +259,8 @@ def graph_candidate(host: HostScan) -> Candidate | None:
             return candidate
         if weak is None:
             weak = candidate
+        if came_in is None and resolved is not None and resolved[0].type not in LIST_READ_TYPES:
+            came_in = candidate
     if weak is not None and _op_type(host, weak.trace) in ("Const", "HostConst"):
         return _nan_from_infinities(host, weak) or weak
     return weak

@@ -69,6 +69,7 @@ class _BundleTakeover:
         self.phases_skipped = 0  # fits before the captured one, run one step each (`takes_fit`)
         self.started = time.perf_counter()
         self.fits = FitCounter()  # the fits this re-entry has begun, per calling line
+        self.kernel_order = False  # a notebook's cells ran in the order its kernel ran them (`kernel_order`)
         self.current_fit: FitCall | None = None  # the fit being begun (`begin_fit`)
         # The program's own code (a script, or a notebook's code cells), for `takes_fit`.
         self.program_text = ""
@@ -292,7 +293,13 @@ def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
             kwargs.pop("callbacks", None)
             if isinstance(hook, _BundleTakeover):
                 hook.begin_fit(calling_line())
-            return _original(self, *args, callbacks=[_callback()], **kwargs)
+            try:
+                return _original(self, *args, callbacks=[_callback()], **kwargs)
+            finally:
+                # The one step of an earlier fit ended it through stop_training; left set, a program that checks
+                # it after each fit (a DQN's ``if q_net.stop_training: break``, as NaN Lens's own README advises
+                # for loops of fit calls) ended before the captured fit.
+                self.stop_training = False
 
         def train_on_batch(
             self: Any, *args: Any, _original: Any = model_class.train_on_batch, **kwargs: Any
@@ -530,13 +537,53 @@ class _NoShellCommands:
         return self._shell.run_cell_magic(name, line, cell)
 
 
-def run_notebook(path: Path, skipped: list[str] | None = None) -> None:
+def kernel_order(bundle: Any, path: Path) -> list[int] | None:
+    """The saved notebook's code cells (positions among its code cells) in the order the kernel last ran them, when
+    that is not top to bottom: a config cell at the bottom run first, a cell run again after the one below it. Each
+    recorded execution is matched to the saved cell with the same source, and each cell runs once, at its last
+    execution (a re-entry counts a cell's fits as one run of it). Only the user's saved cells run; the bundle gives
+    their order. None when the order is top to bottom, or when the kernel ran code the saved notebook does not hold
+    (the saved order is then the best there is, and the replay's route says why)."""
+    from pyadapter.capture.notebook import NotebookError, NotebookInfo
+    from pyadapter.capture.notebook_file import notebook_code_cells
+
+    recorded = (bundle.manifest.get("entry_script") or {}).get("notebook")
+    try:
+        info = NotebookInfo.from_manifest(recorded)
+        saved = notebook_code_cells(path)
+    except (NotebookError, TypeError, ValueError, AttributeError, OSError):
+        return None
+    position: dict[str, int] = {}
+    for index, cell in enumerate(saved):
+        position.setdefault(_same_text(cell.raw), index)
+    runs = sorted(
+        (c for c in info.cells if c.execution_count is not None), key=lambda c: c.execution_count or 0
+    )
+    last: dict[int, int] = {}
+    for count, executed in enumerate(runs):
+        found = position.get(_same_text(executed.source))
+        if found is None:
+            return None
+        last[found] = count
+    ordered = sorted(last, key=lambda cell: last[cell])
+    return ordered if ordered != sorted(ordered) else None
+
+
+def _same_text(source: str) -> str:
+    lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return "\n".join(line.rstrip() for line in lines).strip()
+
+
+def run_notebook(path: Path, skipped: list[str] | None = None, order: list[int] | None = None) -> None:
     """Run the notebook's code cells in order in one ``__main__`` namespace, each from its own cell file; shell
-    commands are not run again (`_NoShellCommands`), and are listed in `skipped`."""
+    commands are not run again (`_NoShellCommands`), and are listed in `skipped`. `order`: the code cells' positions
+    to run, in the kernel's order (`kernel_order`), in place of top to bottom."""
     try:
         cells = write_cell_files(path)
     except ValueError as exc:
         raise ReplayError(f"re-entry: cannot read the notebook {path}: {exc}") from None
+    if order is not None:
+        cells = [cells[i] for i in order if 0 <= i < len(cells)]
     module = types.ModuleType("__main__")
     namespace = module.__dict__
     namespace["__builtins__"] = __builtins__
@@ -636,7 +683,9 @@ def run_by_reentry(
         ):
             with breakpoints_paused():
                 if is_notebook(program):
-                    run_notebook(program, skipped_commands)
+                    order = kernel_order(bundle, program)
+                    hook.kernel_order = order is not None
+                    run_notebook(program, skipped_commands, order)
                 elif root is not None and module is not None:
                     _run_package_module(program, module)
                 else:
@@ -667,6 +716,14 @@ def run_by_reentry(
     finally:
         takeover.install(None)
     if hook.reached is None:
+        if hook.phases_skipped:
+            # It reached fits, none of them the captured one: the program is not as it ran (a notebook's edited
+            # cell not saved, cells run out of order), or took another path this time.
+            raise ReplayError(
+                f"re-entry: the {kind} {program.name} ran {hook.phases_skipped} fit"
+                f"{'s' if hook.phases_skipped != 1 else ''}, none of them the captured one, and ended"
+                f"{_unsaved_note(bundle, program) or '; nothing to replay'}"
+            )
         raise ReplayError(
             f"re-entry: the {kind} {program.name} ended without reaching Keras fit, train_on_batch or the guarded step; "
             "nothing to replay"
@@ -696,8 +753,10 @@ def run_by_reentry(
             else ""
         )
         notes.append(
-            f"replayed by re-entry: ran the {kind} {program.name} up to {hook.reached} ({hook.seconds_to_step:.1f} s "
-            f"of its own setup{phases}{commands}{saves}{hook.files.note()}), then the captured step from the "
+            f"replayed by re-entry: ran the {kind} {program.name}"
+            f"{' (its cells in the order the kernel ran them)' if hook.kernel_order else ''} up to {hook.reached} "
+            f"({hook.seconds_to_step:.1f} s of its own setup{phases}{commands}{saves}{hook.files.note()}), then the "
+            "captured step from the "
             "captured state"
             f"{_unsaved_note(bundle, program)}"
         )

@@ -10,6 +10,7 @@ optimizer slots and iteration counter) and the random state are put back to the 
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import time
 from collections.abc import Callable, Iterator
@@ -245,7 +246,7 @@ def run_step(
             # The graph is named after the step (e.g. "train_step"), as the dump and the findings show it.
             traced.__name__ = getattr(program.step, "__name__", "replayed_step")
             function = tf.function(traced, jit_compile=False, autograph=True)
-            with wrap():
+            with wrap(), _no_retracing_warning():
                 loss_values, tape_losses, grad_flags = function(*program.args, **program.kwargs)
             grad_names = names_box[0] if names_box else []
             stateful = list(random_box)
@@ -296,6 +297,20 @@ def run_step(
     ]
     verdict.weights_finite = not verdict.non_finite_weights if program.trainable else None
     return verdict
+
+
+@contextlib.contextmanager
+def _no_retracing_warning() -> Iterator[None]:
+    """Each replay traces a new function on purpose (the step, as it is now); after five, TensorFlow warns of
+    "5 out of the last 5 calls to <function run_step.<locals>.traced> triggered tf.function retracing" and tells the
+    user to move their @tf.function out of a loop, in the cell a notebook's scene locate ran in."""
+    logger = tf.get_logger()
+    level = logger.level
+    logger.setLevel(max(level, logging.ERROR))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _one_line(text: str) -> str:
