@@ -435,6 +435,35 @@ def test_a_moving_variance_the_forward_pass_overflowed_stops_the_step_with_a_fin
     assert np.isfinite(model.predict(x[:8] / 1e20, verbose=0)).all()
 
 
+class BestSoFar(keras.layers.Layer):
+    """Keeps, in a non-trainable weight its forward pass writes, the smallest activation above a threshold seen so
+    far: +inf until one is seen (a "best so far" that starts at inf), which is not the step's doing."""
+
+    def build(self, input_shape):
+        self.best = self.add_weight(
+            shape=(), initializer=keras.initializers.Constant(np.inf), trainable=False
+        )
+
+    def call(self, x):
+        above = tf.where(x > 1e9, x, tf.fill(tf.shape(x), np.inf))
+        self.best.assign(tf.minimum(self.best, tf.reduce_min(above)))
+        return x
+
+
+def test_a_state_that_held_inf_before_the_step_does_not_stop_training(tmp_path):
+    """The forward pass's state is judged on what the step made of it: a weight that was +Inf before the step (an
+    initial "best so far") and still is, is not a failure, or every step of such a model would stop."""
+    keras.utils.set_random_seed(0)
+    x, y = gm.data(batches=3, bad_batch=None)
+    model = keras.Sequential(
+        [keras.Input((gm.FEATURES,)), keras.layers.Dense(4), BestSoFar(), keras.layers.Dense(1)]
+    )
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    guard = NanGuard(tmp_path, locate=False)
+    fit(model, x, y, guard, epochs=1)
+    assert guard.failures == [] and np.isinf(model.layers[1].best.numpy())
+
+
 class CriticSteps(keras.Model):
     """keras.io's WGAN-GP shape: one optimizer applied several times in one train_step (the critic's extra steps).
     The second sub-update's loss is not finite (its gate skips it); the first and third are finite and apply."""

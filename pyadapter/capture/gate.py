@@ -42,6 +42,7 @@ from pyadapter.capture.gate_checks import (
     dense,
     finite_flags,
     finite_flags_and_norm,
+    forward_state_flags,
     is_float,
     max_abs,
     ones,
@@ -249,7 +250,7 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
             keep_backup=scope.keeps_copies,
             # What the forward pass wrote before this update (BatchNormalization's moving variance of a batch whose
             # variance overflowed): an update is not applied over it (`combine` names it and puts it back).
-            forward_state=[v for v, _ in record.forward_saved.values()] if scope.config.check_weights else [],
+            forward_state=list(record.forward_saved.values()) if scope.config.check_weights else [],
         )
         record.gates.append(gate)
         return None
@@ -576,8 +577,9 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
     if len(records) == 1 and records[0].forward_saved and scope.config.check_weights:
         # The moving statistics the step's forward pass wrote, as they are now: a finite loss and finite gradients
         # can come with an Inf moving variance (a feature in units of 1e20), which validation and predict then read.
-        written = [v for v, _ in records[0].forward_saved.values()]
-        forward_flags = finite_flags([v.read_value() for v in written])
+        saved = list(records[0].forward_saved.values())
+        written = [v for v, _ in saved]
+        forward_flags = forward_state_flags(saved)
         weights.append(forward_flags)
         meta.forward_names = [variable_path(v) for v in written]
         meta.weight_names += meta.forward_names

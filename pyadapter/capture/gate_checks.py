@@ -80,6 +80,18 @@ def finite_flags(values: list[Any]) -> Any:
     return tf.math.is_finite(tf.stack(sums))
 
 
+def forward_state_flags(saved: list[tuple[Any, Any]]) -> Any:
+    """bool [len(saved)]: for each (variable, its value before the step's forward pass wrote it), False when the step
+    made it non-finite (a moving variance of a batch whose variance overflowed). A variable that held NaN/Inf
+    before (a running maximum that starts at -inf) is not the step's doing. Read after the writes (automatic control
+    dependencies keep program order)."""
+    if not saved:
+        return tf.ones([0], tf.bool)
+    now = finite_flags([variable.read_value() for variable, _ in saved])
+    before = finite_flags([value for _, value in saved])
+    return tf.logical_or(now, tf.logical_not(before))
+
+
 def squares_fit_flags(values: list[Any]) -> Any:
     """bool [len(values)]: `finite_flags`, failing also tensors whose squares overflow float32 (|x| > ~1.8e19),
     as ``finite_flags_and_norm(squares_must_fit=True)`` judges gradients; for a gate without the history. One

@@ -21,6 +21,7 @@ from pyadapter.capture.gate_checks import (
     exact_norms,
     finite_flags,
     finite_flags_and_norm,
+    forward_state_flags,
     gather_rows,
     is_float,
     ones,
@@ -163,7 +164,7 @@ def gate_update(
     config: GateConfig,
     check_grads: bool,
     keep_backup: bool = False,
-    forward_state: list[Any] | None = None,
+    forward_state: list[tuple[Any, Any]] | None = None,
 ) -> Gate:
     present = [i for i, g in enumerate(grads) if g is not None]
     grad_names = [variable_path(variables[i]) for i in present] if check_grads else []
@@ -267,7 +268,7 @@ def gate_update(
     ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
     if forward_state and not several_replicas:
         # Read after the forward pass's writes (automatic control dependencies keep program order).
-        ok = tf.logical_and(ok, tf.reduce_all(finite_flags([v.read_value() for v in forward_state])))
+        ok = tf.logical_and(ok, tf.reduce_all(forward_state_flags(forward_state)))
     backup: list[tuple[Any, Any]] = []
     if keep_backup and not (in_sync and replica_context.num_replicas_in_sync > 1):
         # Read before the update (automatic control dependencies keep program order): one copy of what this
