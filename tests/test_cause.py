@@ -83,6 +83,17 @@ def findings_of(origin: Finding | None, **bundle: object) -> Findings:
     )
 
 
+def batch_origin(program: Path, line: int, health: TensorHealth) -> Finding:
+    """The step's first op on a batch that already held NaN/Inf (the iterator's output), at `line`."""
+    return Finding(
+        file=str(program),
+        line=line,
+        role="origin",
+        op=OpRef("IteratorGetNext", "IteratorGetNext"),
+        health=health,
+    )
+
+
 def diverging_history(last_step: int = 17) -> list[dict]:
     """An older bundle's history: loss and logged loss only; the loss falls, then grows x10 per step from step 10."""
     history = []
@@ -811,13 +822,7 @@ def test_a_dataset_passed_to_fit_is_counted_in_its_own_order(
     x = np.ones((4, 3), np.float32)
     x[1, 2] = np.nan
     y = np.ones((4, 1), np.float32)
-    origin = Finding(
-        file=str(program),
-        line=11,
-        role="origin",
-        op=OpRef("IteratorGetNext", "IteratorGetNext"),
-        health=TensorHealth(dtype="float32", size=12, nan=1),
-    )
+    origin = batch_origin(program, 11, TensorHealth(dtype="float32", size=12, nan=1))
     cause = classify(
         findings_of(origin), CauseContext(batch=(x, y), batch_index=5, entry_script=str(program))
     )
@@ -842,13 +847,7 @@ def test_a_dataset_a_helper_makes_is_counted_as_what_fit_was_given(tmp_path: Pat
     )
     x = np.ones((4, 3), np.float32)
     x[1, 2] = np.nan
-    origin = Finding(
-        file=str(program),
-        line=11,
-        role="origin",
-        op=OpRef("IteratorGetNext", "IteratorGetNext"),
-        health=TensorHealth(dtype="float32", size=12, nan=1),
-    )
+    origin = batch_origin(program, 11, TensorHealth(dtype="float32", size=12, nan=1))
     context = CauseContext(
         batch=(x, np.ones((4, 1), np.float32)),
         batch_index=5,
@@ -901,13 +900,7 @@ def test_an_infinity_a_log_after_the_read_made_names_that_computation(tmp_path: 
     program.write_text(LOG_AFTER_READ)
     x = np.ones((32, 3), np.float32)
     x[8, 2] = -np.inf
-    origin = Finding(
-        file=str(program),
-        line=10,
-        role="origin",
-        op=OpRef("IteratorGetNext", "IteratorGetNext"),
-        health=TensorHealth(dtype="float32", size=96, neg_inf=1),
-    )
+    origin = batch_origin(program, 10, TensorHealth(dtype="float32", size=96, neg_inf=1))
     context = CauseContext(
         batch=(x, np.ones((32, 1), np.float32)),
         batch_index=6,
