@@ -90,8 +90,8 @@ def _is_training_call(host: HostScan, frame: Frame) -> bool:
 def _layer_place(
     host: HostScan, op: OpRef | None, training_call: Frame, users: list[Frame], created_in: Frame | None
 ) -> Place | None:
-    """An op Keras made in a layer (or in the compiled loss) under the user's training call: the line of the
-    user's file that builds that layer (`layer_site`), or None when the file does not name it once. A backward op
+    """An op Keras made in a layer under the user's training call: the line of the user's file that builds that
+    layer (`layer_site`), or None when the file does not name it once. A backward op
     is placed at its forward op's line, and that op's name says the layer."""
     if op is None or created_in is None:
         return None

@@ -1,11 +1,10 @@
-"""The user's line behind an op that Keras made: the layer it belongs to, or the compiled loss.
+"""The user's line behind an op that Keras made in a layer: the line that builds that layer.
 
 An op made inside a Keras layer of a ``Sequential`` or functional model (``Dense(1, activation="exponential")``'s
-Exp) or inside a loss given to ``compile`` (``keras.losses.Poisson``'s Log) has no frame in the user's code but the
-training call. Its name says more: Keras names an op by the layers it was made in (``sequential/rate/Exp``,
-``functional/dense_2/Exp``) or ``compile_loss/...``. This module finds, in the user's file, the one call that built
-that layer (by its ``name=``, else by its class when a single call of the class, or of the class with that
-activation, is there) or the one ``compile(..., loss=...)``. Nothing found, or more than one candidate: None (the
+Exp) has no frame in the user's code but the training call. Its name says more: Keras names an op by the layers it
+was made in (``sequential/rate/Exp``, ``functional/dense_2/Exp``). This module finds, in the user's file, the one
+call that built that layer (by its ``name=``, else by its class when a single call of the class, or of the class
+with that activation, is there). Nothing found, more than one candidate, or an op of the compiled loss: None (the
 training call stays marked). Reads the file; never raises.
 """
 
@@ -35,7 +34,7 @@ _AUTO_SUFFIX = re.compile(r"_\d+$")
 @dataclass(frozen=True)
 class LayerSite:
     line: int
-    what: str  # "the line that builds its Dense layer", "the line that compiles its loss"
+    what: str  # "the line that builds its Dense layer"
 
 
 @lru_cache(maxsize=32)
@@ -67,7 +66,7 @@ def _calls(path: str, mtime_key: float) -> tuple[tuple[str, int, tuple[tuple[str
 
 
 def layer_site(op_name: str, op_type: str, path: str) -> LayerSite | None:
-    """Where the user's file builds the layer (or compiles the loss) that made the op ``op_name``."""
+    """Where the user's file builds the layer that made the op ``op_name``."""
     try:
         if not path.endswith(".py") or not os.path.isfile(path):
             return None
@@ -75,11 +74,10 @@ def layer_site(op_name: str, op_type: str, path: str) -> LayerSite | None:
     except (OSError, SyntaxError, ValueError):
         return None
     scopes = op_name.split("/")[:-1]
-    if scopes and scopes[0] == "compile_loss":
-        found = [line for name, line, keywords in calls if name == "compile" and _has(keywords, "loss")]
-        compiles = [line for name, line, _ in calls if name == "compile"]
-        lines = found or compiles
-        return LayerSite(lines[0], "the line that compiles its loss") if len(lines) == 1 else None
+    if scopes and scopes[0] in ("compile_loss", "compile_metrics"):
+        # A built-in loss's op (mse's Square overflowing in a divergence) is a symptom at the loss, and the fit
+        # line says which fit of a program in phases it was: that stays marked.
+        return None
     for scope in reversed(scopes[1:]):  # innermost layer first; the first scope is the model
         named = [(n, line) for n, line, keywords in calls if ("name", scope) in keywords]
         if len(named) == 1:
@@ -91,7 +89,3 @@ def layer_site(op_name: str, op_type: str, path: str) -> LayerSite | None:
         if len(of_class) == 1:
             return LayerSite(of_class[0][1], f"the line that builds its {of_class[0][0]} layer")
     return None
-
-
-def _has(keywords: tuple[tuple[str, str], ...], key: str) -> bool:
-    return any(k == key for k, _ in keywords)
