@@ -577,6 +577,8 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
     if len(records) == 1 and records[0].forward_saved and scope.config.check_weights:
         # The moving statistics the step's forward pass wrote, as they are now: a finite loss and finite gradients
         # can come with an Inf moving variance (a feature in units of 1e20), which validation and predict then read.
+        # Read again though `gate_update` read them before its update: a step may run the model again after it
+        # (a second forward pass with training=True), and that write is only seen here.
         saved = list(records[0].forward_saved.values())
         written = [v for v, _ in saved]
         forward_flags = forward_state_flags(saved)
@@ -670,24 +672,18 @@ def report(
 ) -> NonFiniteReport:
     """The failing step's NonFiniteReport from its verdict (read on failure only)."""
     grads_ok, weights_ok = verdict.grads_ok.numpy(), verdict.weights_ok.numpy()
+    failed = [name for name, ok in zip(meta.weight_names, weights_ok, strict=True) if not ok]
+    forward = set(meta.forward_names)
     result = NonFiniteReport(
         loss=not bool(verdict.loss_ok) or loss_seen_bad,
         # A name once: a step that applies the same optimizer several times (a GAN's critic steps) repeats them.
         gradients=list(
             dict.fromkeys(name for name, ok in zip(meta.grad_names, grads_ok, strict=True) if not ok)
         ),
-        weights=[
-            name
-            for name, ok in zip(meta.weight_names, weights_ok, strict=True)
-            if not ok and name not in meta.forward_names
-        ],
+        weights=[name for name in failed if name not in forward],
         update_applied=bool(verdict.applied),
         checked=list(meta.checked),
-        forward_state=[
-            name
-            for name, ok in zip(meta.weight_names, weights_ok, strict=True)
-            if not ok and name in meta.forward_names
-        ],
+        forward_state=[name for name in failed if name in forward],
     )
     if result.gradients and verdict.metrics is not None:
         result.gradients_too_large = too_large_to_square(float(verdict.metrics.numpy()[0]))

@@ -33,9 +33,9 @@ from pyadapter.capture.notebook_file import (  # noqa: F401 - the notebook API, 
     NotebookCell,
     NotebookError,
     _leading_blank_lines,
-    _normalized,
     _transform_cell,
     code_sha256,
+    normalized_source,
     notebook_code_cells,
     read_notebook_cells,
     readable_cell,
@@ -166,10 +166,10 @@ class NotebookInfo:
             code = [c for c in read_notebook_cells(self.path) if c.cell_type == "code"]
         except NotebookError:
             return []
-        disk = {_normalized(c.source) for c in code}
+        disk = {normalized_source(c.source) for c in code}
         unsaved = []
         for cell in self.cells:
-            source = _normalized(cell.source)
+            source = normalized_source(cell.source)
             if source in disk:
                 continue
             count = cell.execution_count
@@ -178,7 +178,9 @@ class NotebookInfo:
                 and saved.execution_count > count
                 # autojunk off: its heuristic drops characters frequent in a long cell (spaces, "e"), and an
                 # edited 291-character cell then matched its old version at 0.30 instead of 0.96.
-                and difflib.SequenceMatcher(None, source, _normalized(saved.source), autojunk=False).ratio()
+                and difflib.SequenceMatcher(
+                    None, source, normalized_source(saved.source), autojunk=False
+                ).ratio()
                 >= _REPLACED
                 for saved in code
             )
@@ -212,11 +214,11 @@ class NotebookInfo:
         candidates: dict[str, list[NotebookCell]] = {}
         for cell in disk:
             if cell.cell_type == "code":
-                candidates.setdefault(_normalized(cell.source), []).append(cell)
+                candidates.setdefault(normalized_source(cell.source), []).append(cell)
         by_file: dict[str, tuple[int, ExecutedCell]] = {}
         previous = -1
         for executed in self.cells:
-            matches = candidates.get(_normalized(executed.source))
+            matches = candidates.get(normalized_source(executed.source))
             if not matches:
                 continue
             chosen = next(
@@ -334,8 +336,8 @@ def saved_cells_were_run(recorded: Any) -> bool:
         cells = [c for c in read_notebook_cells(info.path) if c.cell_type == "code" and c.source.strip()]
     except NotebookError:
         return False
-    ran = {_normalized(cell.source) for cell in info.cells}
-    return bool(cells) and all(_normalized(cell.source) in ran for cell in cells)
+    ran = {normalized_source(cell.source) for cell in info.cells}
+    return bool(cells) and all(normalized_source(cell.source) in ran for cell in cells)
 
 
 def _map_location(item: Finding | Frame, info: NotebookInfo) -> None:
@@ -448,7 +450,7 @@ def executed_cells(shell: Any) -> list[ExecutedCell]:
                 execution_count=number,
                 source=source,
                 file=file,
-                code=None if _normalized(code) == _normalized(source) else code,
+                code=None if normalized_source(code) == normalized_source(source) else code,
             )
         )
     return out
@@ -474,7 +476,7 @@ def _compiled_name(
         entry = linecache.cache.get(name)
         if entry is not None and len(entry) >= 3 and isinstance(entry[2], list):
             cached = "".join(entry[2])
-            if _normalized(cached) == _normalized(transformed):
+            if normalized_source(cached) == normalized_source(transformed):
                 return name, cached
     return (names[0] if names else None), None
 

@@ -192,7 +192,7 @@ def _replace_magics(source: str) -> str:
     return "\n".join(out) + ("\n" if source.endswith("\n") else "")
 
 
-def _normalized(source: str) -> str:
+def normalized_source(source: str) -> str:
     """Cell source for comparison: newlines unified, trailing whitespace of each line and of the cell dropped."""
     lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return "\n".join(line.rstrip() for line in lines).rstrip()

@@ -545,7 +545,7 @@ def kernel_order(bundle: Any, path: Path) -> list[int] | None:
     their order. None when the order is top to bottom, or when the kernel ran code the saved notebook does not hold
     (the saved order is then the best there is, and the replay's route says why)."""
     from pyadapter.capture.notebook import NotebookError, NotebookInfo
-    from pyadapter.capture.notebook_file import notebook_code_cells
+    from pyadapter.capture.notebook_file import normalized_source, notebook_code_cells
 
     recorded = (bundle.manifest.get("entry_script") or {}).get("notebook")
     try:
@@ -555,23 +555,18 @@ def kernel_order(bundle: Any, path: Path) -> list[int] | None:
         return None
     position: dict[str, int] = {}
     for index, cell in enumerate(saved):
-        position.setdefault(_same_text(cell.raw), index)
+        position.setdefault(normalized_source(cell.raw).lstrip("\n"), index)
     runs = sorted(
         (c for c in info.cells if c.execution_count is not None), key=lambda c: c.execution_count or 0
     )
     last: dict[int, int] = {}
     for count, executed in enumerate(runs):
-        found = position.get(_same_text(executed.source))
+        found = position.get(normalized_source(executed.source).lstrip("\n"))
         if found is None:
             return None
         last[found] = count
     ordered = sorted(last, key=lambda cell: last[cell])
     return ordered if ordered != sorted(ordered) else None
-
-
-def _same_text(source: str) -> str:
-    lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    return "\n".join(line.rstrip() for line in lines).strip()
 
 
 def run_notebook(path: Path, skipped: list[str] | None = None, order: list[int] | None = None) -> None:
