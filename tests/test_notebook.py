@@ -135,9 +135,11 @@ def notebook_run(tmp_path_factory):
     }
 
 
-def _run_notebook(path: Path, base: Path, session_name: str, edit=None, order: list[int] | None = None):
+def _run_notebook(
+    path: Path, base: Path, session_name: str | None, edit=None, order: list[int] | None = None
+):
     """Run the notebook at `path` as Jupyter does (a kernel of the test's kernelspec, started in the notebook's
-    folder, JPY_SESSION_NAME = `session_name`), its Jupyter and IPython state under `base`; the executed notebook.
+    folder, JPY_SESSION_NAME = `session_name`, unset when None), its Jupyter and IPython state under `base`; the executed notebook.
     `edit(nb)` changes it in the front end first, as a user's unsaved typing does (the file keeps its text).
     `order`: the cells to run, in the order a user clicked them, in place of "Run All"."""
     nbclient = pytest.importorskip("nbclient")
@@ -148,7 +150,10 @@ def _run_notebook(path: Path, base: Path, session_name: str, edit=None, order: l
         patch.setenv("JUPYTER_PATH", str(jupyter_dir))
         patch.setenv("JUPYTER_RUNTIME_DIR", str(base / "runtime"))
         patch.setenv("IPYTHONDIR", str(base / "ipython"))
-        patch.setenv("JPY_SESSION_NAME", session_name)
+        if session_name is None:  # a front end that tells the kernel nothing (nbclient, older jupyter_server)
+            patch.delenv("JPY_SESSION_NAME", raising=False)
+        else:
+            patch.setenv("JPY_SESSION_NAME", session_name)
         patch.setenv("TF_CPP_MIN_LOG_LEVEL", "2")
         patch.setenv("CUDA_VISIBLE_DEVICES", "")
         patch.delenv("IPYKERNEL_CELL_NAME", raising=False)
@@ -730,6 +735,61 @@ def test_a_notebook_whose_batch_holds_nan_is_re_run_as_a_notebook(tmp_path):
     assert rerun["error"] is None and rerun["stopped_at_step"] == 2, rerun
     assert report["cause"]["kind"] == "data", report["cause"]
     assert not any("null" in w for w in report.get("warnings", [])), report.get("warnings")
+
+
+@pytest.mark.slow
+def test_a_kernel_told_nothing_finds_its_notebook_by_the_cells_it_ran(tmp_path):
+    """A kernel started by nbclient or an older jupyter_server has neither JPY_SESSION_NAME nor
+    __vsc_ipynb_file__. The bundle was named "notebook-...", recorded no program, and `nanlens locate` said "the
+    bundle does not record its program, so it cannot be replayed". The notebook in the kernel's folder that holds
+    the cells it ran is its notebook: the bundle is named after it and locate names the cell."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    data = "rng = np.random.default_rng(0)\nx = rng.normal(size=(64, 8)).astype('float32')\nx[37, 2] = np.nan\ny = x[:, :1]"
+    fit = (
+        "model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])\nmodel.compile('sgd', 'mse')\n"
+        f"model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    cells = [("markdown", "# Regression"), ("code", IMPORTS), ("code", data), ("code", fit)]
+    path = folder / "regression.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    # Another notebook in the folder, holding the same imports: not the one that ran.
+    _write(folder / "scratch.ipynb", [("code", IMPORTS), ("code", "print(1)")])
+    _run_notebook(path, tmp_path, None)
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    assert bundle.name.startswith("regression-"), bundle.name
+    recorded = json.loads((bundle / "manifest.json").read_text())["entry_script"]["notebook"]
+    assert recorded["path"] == str(path) and recorded["found_by"] == "cells in the kernel's folder", recorded
+    result = _nanlens("locate", bundle, folder)
+    assert result.returncode in (0, 1), result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["cause"]["kind"] == "data", report["cause"]
+    assert report["rerun"]["error"] is None, report["rerun"]
+
+
+def test_the_notebook_holding_the_cells_is_found_only_when_it_is_the_one(tmp_path):
+    from pyadapter.capture.notebook import notebook_holding_cells
+
+    ran = ["import numpy as np", "x = np.ones(3)\n", "model.fit(x)"]
+    _write(
+        tmp_path / "a.ipynb",
+        [("code", "import numpy as np"), ("code", "\nx = np.ones(3)"), ("code", "model.fit(x)")],
+    )
+    _write(tmp_path / "b.ipynb", [("code", "import numpy as np"), ("code", "print(2)")])
+    assert notebook_holding_cells(tmp_path, ran) == tmp_path / "a.ipynb"
+    # Two notebooks holding as many of the cells: neither is named.
+    _write(
+        tmp_path / "c.ipynb",
+        [("code", "import numpy as np"), ("code", "x = np.ones(3)"), ("code", "model.fit(x)")],
+    )
+    assert notebook_holding_cells(tmp_path, ran) is None
+    # One holding fewer than half of the cells the kernel ran is not its notebook.
+    other = tmp_path / "other"
+    other.mkdir()
+    _write(other / "d.ipynb", [("code", "import numpy as np")])
+    assert notebook_holding_cells(other, ran) is None
+    assert notebook_holding_cells(other, []) is None
 
 
 def test_a_replay_of_a_notebook_run_but_not_saved_says_it_ran_the_saved_cells(tmp_path):

@@ -10,7 +10,8 @@ time or in another process reading a bundle's manifest.
 
 The kernel learns its notebook the way the front end tells it: jupyter_server sets ``JPY_SESSION_NAME`` (the
 notebook's path, absolute or relative to the server root) in the kernel's environment; VS Code sets
-``__vsc_ipynb_file__`` in the user namespace.
+``__vsc_ipynb_file__`` in the user namespace. A kernel told neither looks in its own folder for the one notebook
+that holds the cells it ran (`notebook_holding_cells`).
 
 No TensorFlow here, and IPython is only looked at when it is already imported (a kernel always has it).
 """
@@ -99,7 +100,7 @@ class NotebookInfo:
     path: Path
     sha256: str | None
     cells: list[ExecutedCell] = field(default_factory=list)
-    # How the path was learned: "JPY_SESSION_NAME", "__vsc_ipynb_file__" or "manifest".
+    # How the path was learned: "JPY_SESSION_NAME", "__vsc_ipynb_file__", FOUND_IN_FOLDER or "manifest".
     found_by: str = ""
     _disk: tuple[tuple[int, int], dict[str, tuple[int, ExecutedCell]], dict[int, int]] | None = field(
         default=None, init=False, repr=False, compare=False
@@ -394,7 +395,60 @@ def current_notebook_path() -> tuple[Path, str] | None:
             path = resolve_notebook_path(value)
             if path is not None:
                 return path, found_by
-    return None
+    # Not told (an older jupyter_server, nbclient, a front end that sets neither): the kernel runs in its
+    # notebook's folder, and the notebook there holds the cells the kernel ran.
+    path = notebook_holding_cells(Path.cwd(), [cell.source for cell in executed_cells(shell)])
+    return (path, FOUND_IN_FOLDER) if path is not None else None
+
+
+FOUND_IN_FOLDER = "cells in the kernel's folder"
+_FOLDER_LIMIT = 64  # notebooks looked at in the folder (a data folder of thousands is not searched)
+_NOTEBOOK_SIZE_LIMIT = 64 * 1024 * 1024
+_folder_cache: dict[tuple[Any, ...], Path | None] = {}
+
+
+def notebook_holding_cells(folder: Path, sources: list[str]) -> Path | None:
+    """The one ``.ipynb`` in `folder` whose saved code cells hold the most of `sources` (the cells a kernel ran),
+    when it holds at least half of them and no other notebook there holds as many; else None. A notebook is
+    read as data, nothing in it runs. Cached on the folder's notebooks' sizes and times and on `sources`."""
+    ran = {normalized_source(s).lstrip("\n") for s in sources}
+    ran.discard("")
+    if not ran:
+        return None
+    try:
+        names = sorted(e.name for e in os.scandir(folder) if e.name.lower().endswith(".ipynb") and e.is_file())
+    except OSError:
+        return None
+    if not names or len(names) > _FOLDER_LIMIT:
+        return None
+    stats = []
+    for name in names:
+        try:
+            st = os.stat(folder / name)
+        except OSError:
+            continue
+        stats.append((name, st.st_size, st.st_mtime_ns))
+    key = (str(folder), tuple(stats), tuple(sorted(ran)))
+    if key in _folder_cache:
+        return _folder_cache[key]
+    scores: list[tuple[int, Path]] = []
+    for name, size, _ in stats:
+        if size > _NOTEBOOK_SIZE_LIMIT:
+            continue
+        try:
+            cells = read_notebook_cells(folder / name)
+            saved = {normalized_source(c.source).lstrip("\n") for c in cells if c.cell_type == "code"}
+        except NotebookError:
+            continue
+        scores.append((len(ran & saved), folder / name))
+    scores.sort(key=lambda item: -item[0])
+    found = None
+    if scores and 2 * scores[0][0] >= len(ran) and (len(scores) == 1 or scores[1][0] < scores[0][0]):
+        found = Path(os.path.normpath(scores[0][1].absolute()))
+    if len(_folder_cache) > 32:
+        _folder_cache.clear()
+    _folder_cache[key] = found
+    return found
 
 
 def resolve_notebook_path(name: str, cwd: str | os.PathLike[str] | None = None) -> Path | None:
