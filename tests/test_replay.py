@@ -10,6 +10,8 @@ from pathlib import Path
 import pytest
 from replay_fixtures import REPLAY_PROGRAMS, Captured, captured, nanlens
 
+from pyadapter.capture.seal import sealed
+
 pytestmark = pytest.mark.slow
 
 
@@ -18,11 +20,12 @@ def manifest_of(bundle: Path) -> dict:
 
 
 def copy_bundle(source: Path, target: Path, **entry_script: object) -> Path:
-    """A copy of a bundle; `entry_script` fields replace the manifest's (the manifest itself is not hashed)."""
+    """A copy of a bundle; `entry_script` fields replace the manifest's (the manifest itself is not hashed), sealed
+    as this user's NanGuard would have sealed them (the tests here are about the program, not who chose it)."""
     shutil.copytree(source, target)
     manifest = manifest_of(target)
     manifest["entry_script"] = dict(manifest["entry_script"], **entry_script)
-    (target / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+    (target / "manifest.json").write_text(json.dumps(sealed(manifest)), encoding="utf-8")
     return target
 
 
@@ -95,6 +98,49 @@ def test_replay_one_mode_human_report_and_changed_entry_script_warning(
     assert "eager: NaN reproduced" in out
     assert "graph:" not in out  # --eager runs one mode only
     assert f"entry script {script} changed since capture" in out
+
+
+def test_a_handed_over_bundle_naming_a_workspace_tool_and_its_arguments_runs_nothing(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A bundle handed over (a repository, a shared folder) whose manifest names a script of the workspace with its
+    true sha256 and arguments of the writer's choice (a clean-up tool and a folder to delete). The old check
+    (inside the folder, unchanged) passed it and `nanlens locate` re-entered it with those arguments: the folder
+    was gone. A manifest not sealed by this user's NanGuard chooses no program: one line names the command it
+    asked for, before anything runs; the user's --trust-entry runs it."""
+    import hashlib
+
+    cap = captured("keras_layer", tmp_path_factory)
+    victim = tmp_path / "precious"
+    victim.mkdir()
+    (victim / "data.csv").write_text("1,2\n")
+    tool = tmp_path / "tools" / "clean_outputs.py"
+    tool.parent.mkdir()
+    tool.write_text("import shutil, sys\n\nif __name__ == '__main__':\n    shutil.rmtree(sys.argv[1])\n")
+    bundle = tmp_path / "captures" / "handed"
+    shutil.copytree(cap.bundle, bundle)
+    (bundle / "findings.json").unlink(missing_ok=True)  # nothing located at the scene: locate would replay
+    manifest = manifest_of(bundle)
+    manifest["files"].pop("findings.json", None)
+    manifest["entry_script"] = dict(
+        manifest["entry_script"],
+        path=str(tool),
+        sha256=hashlib.sha256(tool.read_bytes()).hexdigest(),
+        argv=["clean_outputs.py", str(victim)],
+        cwd=str(tmp_path),
+    )
+    (bundle / "manifest.json").write_text(
+        json.dumps(manifest), encoding="utf-8"
+    )  # not sealed: not the user's
+    for verb, extra in (("locate", ()), ("replay", ("--eager",))):
+        refused = nanlens(verb, str(bundle), *extra, cwd=tmp_path)
+        assert refused.returncode == 2, refused.stderr[-2000:]
+        assert refused.stderr.strip().splitlines()[-1] == (
+            f"nanlens: error: not running {tool} {victim}: this bundle was not written by your NanGuard on this "
+            "machine (it came from elsewhere, or its manifest was edited), so that program and those arguments "
+            f"are the bundle's choice; if they are yours, add --trust-entry {tool}"
+        )
+        assert (victim / "data.csv").is_file(), f"{verb} ran the tool the bundle named"
 
 
 def test_missing_entry_script_is_one_line_error(

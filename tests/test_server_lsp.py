@@ -23,6 +23,8 @@ from lsprotocol import types
 from pygls.lsp.client import LanguageClient
 from pygls.uris import from_fs_path
 
+from pyadapter.capture.seal import sealed
+
 pytestmark = pytest.mark.slow
 
 PYTHON = sys.executable
@@ -734,7 +736,8 @@ class GuardedCapture:
         manifest["entry_script"]["cwd"] = str(root)
         if host is not None:
             manifest["host"]["hostname"] = host
-        (bundle / "manifest.json").write_text(json.dumps(manifest))
+        # As the user's NanGuard would have sealed it had the program lived here.
+        (bundle / "manifest.json").write_text(json.dumps(sealed(manifest)))
         return bundle
 
 

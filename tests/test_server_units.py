@@ -704,14 +704,20 @@ def test_a_refusal_to_run_the_program_is_recognised_in_the_replay_error_line() -
     assert untrusted_of(None) is None and untrusted_of("") is None
 
 
-def test_a_bundle_is_foreign_when_pulled_or_recorded_on_another_host(tmp_path: Path) -> None:
+def test_a_bundle_is_foreign_when_pulled_unsealed_or_recorded_on_another_host(tmp_path: Path) -> None:
+    from pyadapter.capture.seal import sealed
     from pyadapter.server.consent import foreign_reason, mark_pulled, this_host
 
-    own = {**BUNDLE_MANIFEST, "host": {"hostname": this_host()}}
+    recorded = {**BUNDLE_MANIFEST, "host": {"hostname": this_host()}, "entry_script": {"path": "/w/train.py"}}
+    own = sealed(recorded)
     bundle = str(tmp_path / "run-step12")
     assert foreign_reason(bundle, own) is None
-    assert foreign_reason(bundle, {**own, "host": {"hostname": "node-7"}}) == "captured on node-7"
-    assert foreign_reason(bundle, BUNDLE_MANIFEST) == "no host recorded"
+    # A hostname is anyone's to write: without this user's seal the bundle is not taken as the user's own.
+    assert foreign_reason(bundle, recorded) == "not sealed by your NanGuard here"
+    assert foreign_reason(bundle, {**recorded, "host": {"hostname": "node-7"}}) == "captured on node-7"
+    edited = {**own, "entry_script": {"path": "/w/train.py", "argv": ["train.py", "--out", "/"]}}
+    assert foreign_reason(bundle, edited) == "not sealed by your NanGuard here"
+    assert foreign_reason(bundle, BUNDLE_MANIFEST) == "not sealed by your NanGuard here"
     assert foreign_reason(bundle, own, pulled=True) == "pulled"
     mark_pulled(bundle)  # beside the bundle, never inside it
     assert Path(bundle + ".pulled").is_file() and foreign_reason(bundle, own) == "pulled"
@@ -795,13 +801,18 @@ def test_check_entry_says_whether_a_replay_would_run_the_program(tmp_path: Path)
     ws.mkdir()
     program = ws / "train.py"
     program.write_text("print('train')\n")
-    manifest = {
+    from pyadapter.capture.seal import sealed
+
+    recorded = {
         **BUNDLE_MANIFEST,
         "entry_script": {"path": str(program), "sha256": hashlib.sha256(program.read_bytes()).hexdigest()},
     }
+    manifest = sealed(recorded)  # as this user's NanGuard wrote it
     bundle = str(ws / "captures" / "run-step12")
     mine = check_entry(bundle, manifest, str(ws), set())
     assert mine == {"entry": str(program), "trusted": True, "untrusted": None, "error": None}
+    handed = check_entry(bundle, recorded, str(ws), set())  # the same fields, written by someone else
+    assert handed["trusted"] is False and handed["untrusted"]["reason"] == "untrusted"
     outside = check_entry(bundle, manifest, str(tmp_path / "other"), set())
     assert outside["trusted"] is False and outside["untrusted"]["reason"] == "outside"
     assert outside["untrusted"]["file"] == str(program)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from pyadapter.capture.seal import KEY_ENV, sealed
 from pyadapter.replay import trust
 from pyadapter.replay.errors import ReplayError
 
@@ -23,17 +24,18 @@ class Bundle:  # what check_entry reads of a CaptureBundle
     manifest: dict = field(default_factory=dict)
 
 
-def bundle_for(program: Path, tmp_path: Path, **record: object) -> Bundle:
+def bundle_for(program: Path, tmp_path: Path, seal: bool = True, **record: object) -> Bundle:
+    """A bundle naming `program`, as this user's NanGuard writes it (sealed), or as anyone else could."""
     sha = hashlib.sha256(program.read_bytes()).hexdigest()
-    return Bundle(
-        tmp_path / "bundle", program, {"entry_script": {"path": str(program), "sha256": sha, **record}}
-    )
+    manifest = {"entry_script": {"path": str(program), "sha256": sha, **record}}
+    return Bundle(tmp_path / "bundle", program, sealed(manifest) if seal else manifest)
 
 
 @pytest.fixture(autouse=True)
-def no_trust(monkeypatch: pytest.MonkeyPatch) -> None:
+def no_trust(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv(trust.TRUST_ENV, raising=False)
     monkeypatch.setattr(trust, "_trusted", set())
+    monkeypatch.setenv(KEY_ENV, str(tmp_path / "keys" / "seal.key"))  # this test's user
 
 
 def test_own_unchanged_program_inside_the_folder_runs(tmp_path: Path) -> None:
@@ -146,3 +148,48 @@ def test_recorded_working_folder_is_used_only_inside_the_folder(tmp_path: Path) 
     assert trust.safe_cwd(inside, program, root=tmp_path / "proj") == program.parent
     outside = bundle_for(program, tmp_path, cwd="/")
     assert trust.safe_cwd(outside, program, root=tmp_path / "proj") == program.parent
+
+
+def test_a_bundle_not_sealed_here_does_not_choose_the_program_or_its_arguments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bundle handed over (a repository, a shared folder) named a file of the workspace with its true sha256 and
+    arguments of its choice: IPython's ``__main__.py`` in the project's virtualenv with ``-c <code>``, or a clean-up
+    script with a path to delete. Both ran on a plain ``nanlens locate``. Only a bundle sealed by this user's own
+    NanGuard, or a program the user named, runs; the refusal shows the command the bundle asked for."""
+    tool = tmp_path / "tools" / "clean_outputs.py"
+    tool.parent.mkdir()
+    tool.write_text("import shutil, sys\nshutil.rmtree(sys.argv[1])\n")
+    handed = bundle_for(tool, tmp_path, seal=False, argv=["clean_outputs.py", "/home/me/data\x1b[2K"])
+    with pytest.raises(trust.UntrustedEntry) as refused:
+        trust.check_entry(handed, root=tmp_path)
+    message = str(refused.value)
+    assert message.startswith(
+        f"not running {tool} '/home/me/data\\x1b[2K': this bundle was not written by your"
+    )
+    assert message.endswith(f"add --trust-entry {tool}") and "\x1b" not in message
+    # The server reads the same line as "cannot tell it is your code" and asks, naming the file.
+    from pyadapter.server.consent import untrusted_of
+
+    asked = untrusted_of(message)
+    assert asked is not None and asked.file == str(tool) and asked.reason == "untrusted"
+    # Sealed by this user's NanGuard, then edited to pass other arguments: the seal no longer holds.
+    own = bundle_for(tool, tmp_path, argv=["clean_outputs.py", "build"])
+    assert trust.check_entry(own, root=tmp_path) == tool.resolve()
+    own.manifest["entry_script"]["argv"] = ["clean_outputs.py", "/"]
+    with pytest.raises(trust.UntrustedEntry, match="not written by your NanGuard"):
+        trust.check_entry(own, root=tmp_path)
+    # Another user's (or machine's) key: not this user's seal.
+    other = bundle_for(tool, tmp_path, argv=["clean_outputs.py", "build"])
+    monkeypatch.setenv(KEY_ENV, str(tmp_path / "other-user" / "seal.key"))
+    with pytest.raises(trust.UntrustedEntry, match="not written by your NanGuard"):
+        trust.check_entry(other, root=tmp_path)
+    trust.allow([tool])  # the user named it: --trust-entry, or yes in the editor
+    assert trust.check_entry(handed, root=tmp_path) == tool.resolve()
+
+
+def test_the_seal_key_is_the_users_alone(tmp_path: Path) -> None:
+    sealed({"entry_script": None})
+    key = tmp_path / "keys" / "seal.key"
+    assert key.stat().st_size == 32 and key.stat().st_mode & 0o777 == 0o600
+    assert key.parent.stat().st_mode & 0o077 == 0

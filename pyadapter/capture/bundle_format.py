@@ -54,6 +54,7 @@ import numpy as np
 from pyadapter import safejson
 from pyadapter.capture import integrity, structure
 from pyadapter.capture.progress import WriteProgress
+from pyadapter.capture.seal import sealed as seal_manifest
 
 FORMAT = "nanlens.bundle/1"
 MANIFEST = "manifest.json"
@@ -231,8 +232,9 @@ class BundleWriter:
         else:
             self.file(name).write_bytes(content)
 
-    def commit(self, manifest: dict[str, Any]) -> Path:
+    def commit(self, manifest: dict[str, Any], seal: bool = False) -> Path:
         """Hashes every file, writes manifest.json and renames the directory into place; returns the bundle path.
+        `seal`: NanGuard's own capture, sealed as this user's (`pyadapter.capture.seal`); a pulled copy is not.
 
         Durable: every file (arrays, model, checkpoint, findings, manifest) and every folder of the bundle is
         fsynced before the rename, and the capture folder after it, so a power cut leaves either the whole
@@ -249,8 +251,12 @@ class BundleWriter:
             files[name] = {"sha256": hashed, "size": path.stat().st_size}
             _fsync_file(path)
         manifest = dict(manifest, format=FORMAT, files=files)
+        text = json.dumps(manifest, indent=1, sort_keys=False, allow_nan=False, default=_json_default)
+        if seal:
+            # Sealed as read back (JSON values only: numpy scalars and tuples as a reader will see them).
+            text = json.dumps(seal_manifest(json.loads(text)), indent=1, sort_keys=False, allow_nan=False)
         with open(self.tmp / MANIFEST, "w", encoding="utf-8") as handle:
-            json.dump(manifest, handle, indent=1, sort_keys=False, allow_nan=False, default=_json_default)
+            handle.write(text)
             handle.write("\n")
             handle.flush()
             os.fsync(handle.fileno())

@@ -416,7 +416,9 @@ def notebook_holding_cells(folder: Path, sources: list[str]) -> Path | None:
     if not ran:
         return None
     try:
-        names = sorted(e.name for e in os.scandir(folder) if e.name.lower().endswith(".ipynb") and e.is_file())
+        names = sorted(
+            e.name for e in os.scandir(folder) if e.name.lower().endswith(".ipynb") and e.is_file()
+        )
     except OSError:
         return None
     if not names or len(names) > _FOLDER_LIMIT:

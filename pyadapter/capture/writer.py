@@ -137,7 +137,7 @@ def _write_local_bundle(
         }
         manifest.update(extra)
         manifest.update(state_manifest)
-        final = writer.commit(manifest)
+        final = writer.commit(manifest, seal=True)
     if progress is not None:
         progress.finish(final)
     return final

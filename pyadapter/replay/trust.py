@@ -5,7 +5,9 @@ A replay (rebuild, re-entry, the input-pipeline re-run) runs the bundle's entry 
 - it lies inside the folder the replay runs in (the CLI's current folder; the editor starts it in the workspace
   folder), and
 - its code is what was captured: the script's sha256, or a notebook's code cells (saving outputs does not count),
-  equal the bundle's record;
+  equal the bundle's record, and
+- the bundle carries this user's seal (`pyadapter.capture.seal`): its program, argv, folder and module are what
+  the user's own NanGuard recorded on this machine, not a choice made by whoever wrote the manifest;
 or when the user named that very file as trusted (``--trust-entry PATH``; the editor asks, naming the file). The
 argv and working folder a manifest records are used only inside that folder. Everything else is one line that
 names the file and the flag, before anything runs.
@@ -14,10 +16,12 @@ names the file and the flag, before anything runs.
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pyadapter.capture.seal import is_sealed_here
 from pyadapter.replay.errors import ReplayError
 
 TRUST_ENV = "NANLENS_TRUST_ENTRY"  # os.pathsep-separated files the user trusts; children inherit it
@@ -117,7 +121,24 @@ def check_entry(bundle: Any, *, root: str | os.PathLike[str] | None = None) -> P
             f"not running {program}: its code changed since the capture (sha256 differs from the bundle's record); "
             f"if the change is yours, add --trust-entry {program}"
         )
+    if not is_sealed_here(bundle.manifest):
+        # The program, its arguments and folder are the bundle's word, not the user's: a bundle from another
+        # machine or user, or one whose manifest was edited, could name any file here with any arguments.
+        raise UntrustedEntry(
+            f"not running {_command_text(bundle, program)}: this bundle was not written by your NanGuard on this "
+            "machine (it came from elsewhere, or its manifest was edited), so that program and those arguments "
+            f"are the bundle's choice; if they are yours, add --trust-entry {program}"
+        )
     return program
+
+
+def _command_text(bundle: Any, program: Path) -> str:
+    """The program and the arguments a replay would give it, as one printable shell line."""
+    argv = (bundle.manifest.get("entry_script") or {}).get("argv")
+    arguments = [a for a in argv[1:] if isinstance(a, str)] if isinstance(argv, list) else []
+    text = shlex.join([str(program), *arguments]) if arguments else str(program)
+    # Never a control character (a terminal escape) on the user's screen: shown as its escape.
+    return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)
 
 
 def safe_cwd(bundle: Any, program: Path, *, root: str | os.PathLike[str] | None = None) -> Path:

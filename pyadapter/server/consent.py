@@ -3,10 +3,11 @@
 A bundle is data. Showing it (findings located at the scene, a cached locate) runs nothing. Locating a bundle
 without findings replays its step, which runs the program the bundle names, so the server does that only
 - when the user asked (the Locate lens, the Captures view, a command: ``nanlens.server.locateBundle``), or
-- automatically when the setting ``nanlens.locate.automatic`` is on AND the bundle is the user's own: captured
-  on this machine (its manifest's ``host.hostname``) and not pulled from elsewhere.
-A foreign bundle (pulled, or recorded on another host, or recording no host) waits for a click whatever the
-setting. Every replay child starts in the workspace folder, where ``nanlens locate/replay`` refuse a program
+- automatically when the setting ``nanlens.locate.automatic`` is on AND the bundle is the user's own: sealed by
+  the user's NanGuard on this machine (`pyadapter.capture.seal`; a hostname in the manifest proves nothing) and
+  not pulled from elsewhere.
+A foreign bundle (pulled, unsealed, or sealed by another key) waits for a click whatever the setting, and its
+program runs only after the user said yes to it, named with its arguments. Every replay child starts in the workspace folder, where ``nanlens locate/replay`` refuse a program
 outside that folder or changed since the capture in one line ``... --trust-entry PATH``; the server recognises
 that line (``untrusted_of``) and hands the question to the editor, which asks the user, naming the file, and
 runs it again with ``--trust-entry PATH`` on yes.
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from pyadapter.capture.seal import is_sealed_here
 from pyadapter.capture.storage import PULLED_SUFFIX, mark_pulled, pulled_marker  # noqa: F401 - re-exported
 
 log = logging.getLogger("nanlens.server.consent")
@@ -81,11 +83,10 @@ def foreign_reason(bundle: str, manifest: dict[str, Any] | None, pulled: bool = 
         return "pulled"
     host = manifest.get("host") if isinstance(manifest, dict) else None
     hostname = host.get("hostname") if isinstance(host, dict) else None
-    if not isinstance(hostname, str) or not hostname.strip():
-        return "no host recorded"
-    if hostname != this_host():
-        return f"captured on {hostname}"
-    return None
+    if isinstance(hostname, str) and hostname.strip() and hostname != this_host():
+        return f"captured on {hostname}"  # even sealed (a home folder shared by several machines)
+    # The hostname proves nothing (anyone can write one); the seal does.
+    return None if is_sealed_here(manifest) else "not sealed by your NanGuard here"
 
 
 class _ManifestView:

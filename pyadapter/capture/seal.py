@@ -1,0 +1,108 @@
+"""Whose say a bundle's program is: the seal NanGuard puts on the manifest fields that choose what a replay runs.
+
+A bundle names a program, its argv, working folder, module, notebook cell order, step function and fit call
+(``SEALED_KEYS``). A replay runs that program with those arguments, so whoever wrote those fields chooses code to
+run: a bundle handed over in a repository or a shared folder could name any file of the workspace with any
+arguments (``ipython -c ...`` from a virtualenv inside the project, a clean-up script with a path), with a
+matching sha256, because the manifest records the hash too. The hash says the file is unchanged, not that the
+user chose it.
+
+The seal says the user chose it: an HMAC-SHA256 of those fields under a key that only this user's NanGuard on this
+machine holds (``~/.nanlens/bundle-seal.key``, 32 random bytes made on first use, readable by the user only;
+``NANLENS_SEAL_KEY`` names another file). A bundle NanGuard wrote here carries a valid seal; a bundle from another
+machine, another user, or with any of those fields edited does not, and its program runs only when the user
+names it (``--trust-entry``; the editor asks, naming the program and its arguments). The seal is never a reason
+to distrust data: findings, arrays and pictures of an unsealed bundle show as before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+SEAL_KEY = "seal"  # the manifest's key holding the seal
+FORMAT = "nanlens.seal/1"
+# The manifest fields that choose what a replay runs (the program, its arguments, folder, module, the notebook's
+# executions that order its cells; which function or fit call of the program is the step).
+SEALED_KEYS = ("entry_script", "step_function", "fit_call")
+KEY_ENV = "NANLENS_SEAL_KEY"
+_KEY_BYTES = 32
+
+
+def key_path() -> Path:
+    named = os.environ.get(KEY_ENV, "").strip()
+    return Path(named).expanduser() if named else Path.home() / ".nanlens" / "bundle-seal.key"
+
+
+def _read_key(path: Path) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            key = handle.read(_KEY_BYTES + 1)
+    except OSError:
+        return None
+    return key if len(key) == _KEY_BYTES else None
+
+
+def _key(create: bool) -> bytes | None:
+    """This user's seal key; made (readable by the user only) when `create` and there is none. None when it
+    cannot be read or made (a read-only home): bundles are then written unsealed, and replays ask."""
+    path = key_path()
+    key = _read_key(path)
+    if key is not None or not create:
+        return key
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_key(path)  # another process made it first
+    except OSError:
+        return None
+    with os.fdopen(descriptor, "wb") as handle:
+        handle.write(secrets.token_bytes(_KEY_BYTES))
+        handle.flush()
+        os.fsync(handle.fileno())
+    return _read_key(path)
+
+
+def _sealed_text(manifest: dict[str, Any]) -> bytes:
+    """The sealed fields as canonical JSON (sorted keys, no spaces): the same bytes before writing and after
+    reading back, as the manifest holds only JSON values."""
+    fields = {name: manifest.get(name) for name in SEALED_KEYS}
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
+
+
+def _mac(key: bytes, manifest: dict[str, Any]) -> str:
+    return hmac.new(key, _sealed_text(manifest), hashlib.sha256).hexdigest()
+
+
+def sealed(manifest: dict[str, Any]) -> dict[str, Any]:
+    """`manifest` (JSON values only) with this user's seal over its `SEALED_KEYS`; unchanged (and unsealed) when
+    there is no key and none can be made."""
+    key = _key(create=True)
+    unsealed = {k: v for k, v in manifest.items() if k != SEAL_KEY}
+    if key is None:
+        return unsealed
+    return {**unsealed, SEAL_KEY: {"format": FORMAT, "hmac": _mac(key, unsealed)}}
+
+
+def is_sealed_here(manifest: Any) -> bool:
+    """Whether `manifest` carries a valid seal of this user's key: its program, arguments and folder are what
+    this user's NanGuard recorded on this machine. Reads the key, never makes one."""
+    if not isinstance(manifest, dict):
+        return False
+    seal = manifest.get(SEAL_KEY)
+    if not isinstance(seal, dict) or seal.get("format") != FORMAT or not isinstance(seal.get("hmac"), str):
+        return False
+    key = _key(create=False)
+    if key is None:
+        return False
+    try:
+        expected = _mac(key, manifest)
+    except (TypeError, ValueError):  # a field that is not JSON (never from a loaded manifest)
+        return False
+    return hmac.compare_digest(expected, seal["hmac"])
