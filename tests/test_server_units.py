@@ -11,6 +11,7 @@ import re
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -1024,3 +1025,50 @@ def test_a_bundle_cause_linking_a_file_outside_the_workspace_gets_no_link(tmp_pa
     assert "`id_rsa` line 1" in hover  # still named, as text
     hover, related = hover_of(inside)
     assert f"[weather.csv line 1]({inside.as_uri()}#L1)" in hover and len(related) == 1
+
+
+# --- files that are not files -------------------------------------------------------------------------------------
+
+
+def within_a_second(call: Callable[[], object], fifo: Path) -> object:
+    """``call()``'s answer, failing (not hanging) when it waits more than a second; a reader left stuck in open()
+    of the FIFO is let go by opening its other end."""
+    answer: list[object] = []
+    worker = threading.Thread(target=lambda: answer.append(call()), daemon=True)
+    worker.start()
+    worker.join(1.0)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # the stuck open() returns; the read sees EOF
+        worker.join(5.0)
+        pytest.fail(f"still waiting on the FIFO {fifo} after a second")
+    return answer[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_named_manifest_or_findings_is_no_source_and_never_waited_on(tmp_path: Path) -> None:
+    captures = tmp_path / "captures"
+    bundle = make_bundle_dir(captures / "run-step12")
+    stuck = captures / "fifo"
+    stuck.mkdir()
+    os.mkfifo(stuck / "manifest.json")
+    found = within_a_second(lambda: discover([str(captures)]), stuck / "manifest.json")
+    assert found == [SourceRef("bundle", str(bundle))]  # the FIFO's folder is left out, the rest still shows
+
+    # A bundle whose findings.json is a FIFO: not taken for findings, and not waited on.
+    os.mkfifo(bundle / "findings.json")
+    ref = SourceRef("bundle", str(bundle))
+
+    def load() -> object:
+        try:
+            compute(ref, fingerprint(ref), lambda m, p: None, threading.Event(), may_locate=False)
+        except ComputeError as exc:
+            return str(exc)
+        return None
+
+    assert within_a_second(load, bundle / "findings.json") == (
+        "not located yet: locating replays the step, which runs the bundle's program"
+    )
+    # A finding may name any file as its own: its text is read to underline the line.
+    from pyadapter.server.staleness import read_text
+
+    assert within_a_second(lambda: read_text(str(stuck / "manifest.json")), stuck / "manifest.json") is None

@@ -124,7 +124,9 @@ def progress_callback(report: ProgressReport) -> Callable[..., None]:
 
 def load_cached(path: str, ref: SourceRef) -> tuple[Findings, dict[str, str]]:
     """A precomputed findings.json for this source and the file hashes it recorded (if this server wrote it)."""
-    findings = load_findings(path)
+    # One inside the bundle (located at the scene) is a symlink never, as CaptureBundle.load holds; one beside may be.
+    inside = os.path.dirname(path) == ref.path.rstrip(os.sep)
+    findings = load_findings(path, follow_symlinks=not inside)
     if findings.source_kind != ref.kind:
         raise FindingsError(f"{path} describes a {findings.source_kind}, not a {ref.kind}")
     recorded = findings.extra.get(SNAPSHOT_KEY)
