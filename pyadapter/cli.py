@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from pyadapter import __version__
 from pyadapter.commands.errors import CliError
+from pyadapter.printable import printable
 
 # Order is the order shown in --help: the flow from a training run to the editor.
 VERBS = ("run", "scan", "locate", "pull", "replay", "report", "serve", "eval")
@@ -48,7 +49,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args._command.main(args) or 0)
     except CliError as exc:
-        print(f"nanlens: error: {exc}", file=sys.stderr)
+        # A bundle chooses much of what an error says (its paths, its program's name): no control characters.
+        print(printable(f"nanlens: error: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("nanlens: interrupted", file=sys.stderr)

@@ -319,11 +319,12 @@ class Findings:
         )
 
 
-def load_findings(path: str | Path) -> Findings:
-    """Read a findings.json file; raises FindingsError with a one-line reason on anything malformed."""
+def load_findings(path: str | Path, *, follow_symlinks: bool = True) -> Findings:
+    """Read a findings.json file; raises FindingsError with a one-line reason on anything malformed or unreadable
+    (a FIFO of that name too). ``follow_symlinks=False`` for one inside a bundle, which holds regular files only."""
     p = Path(path)
     try:
-        data = safejson.load_file(p, max_bytes=MAX_FINDINGS_BYTES)
+        data = safejson.load_file(p, max_bytes=MAX_FINDINGS_BYTES, follow_symlinks=follow_symlinks)
     except OSError as exc:
         raise FindingsError(f"cannot read findings {p}: {exc.strerror or exc}") from None
     except safejson.JSONError as exc:

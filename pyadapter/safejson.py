@@ -17,6 +17,8 @@ import math
 import os
 from typing import Any
 
+from pyadapter.regularfile import open_regular
+
 MAX_DEPTH = 100
 MAX_INT_DIGITS = 40  # 2**128 has 39 digits; nothing NaN Lens writes comes near it
 DEFAULT_MAX_BYTES = 64 << 20
@@ -113,12 +115,18 @@ def loads(data: bytes | str, *, max_depth: int = MAX_DEPTH) -> Any:
 
 
 def load_file(
-    path: str | os.PathLike[str], *, max_bytes: int = DEFAULT_MAX_BYTES, max_depth: int = MAX_DEPTH
+    path: str | os.PathLike[str],
+    *,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+    follow_symlinks: bool = True,
 ) -> Any:
     """`loads` of a file of at most `max_bytes` bytes (JSONError if larger; OSError if it cannot be read).
 
-    Never reads more than ``max_bytes + 1`` bytes, whatever the file's size says."""
-    with open(path, "rb") as handle:
+    Never reads more than ``max_bytes + 1`` bytes, whatever the file's size says, and never waits: a FIFO, a
+    device or a socket of that name is an OSError (`regularfile.NotRegularFile`), as is a symlink with
+    ``follow_symlinks=False``."""
+    with open_regular(path, follow_symlinks=follow_symlinks) as handle:
         data = handle.read(max_bytes + 1)
     if len(data) > max_bytes:
         raise JSONError(f"is larger than {max_bytes} bytes")

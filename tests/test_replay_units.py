@@ -563,3 +563,52 @@ def test_the_window_reads_the_rate_a_notebook_cell_sets_now(tmp_path: Path) -> N
     text = _source_text(str(notebook), 2)
     assert text is not None and learning_rate_on_line(text, 2) == pytest.approx(1e-6)
     assert _source_text(str(notebook), 7) is None
+
+
+# ---- the input pipeline's re-run (no TensorFlow: the child is not started) ------------------------------------
+
+
+def test_the_pipeline_re_run_runs_the_program_that_was_checked_not_its_namesake_in_the_recorded_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A manifest may record its program relative (``train.py``) and a working folder (``sub``) that holds
+    another ``train.py``: the check reads the one in nanlens's folder, so that one must be what the child runs."""
+    import hashlib
+    from dataclasses import dataclass, field
+
+    from pyadapter.childproc import ChildRun
+    from pyadapter.replay import rerun, trust
+
+    @dataclass
+    class Bundle:  # what rerun_entry_script reads of a CaptureBundle
+        path: Path
+        entry_script: Path | None
+        manifest: dict = field(default_factory=dict)
+
+    checked = tmp_path / "train.py"
+    checked.write_text("print('the program the user keeps')\n")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "train.py").write_text("print('not checked by anyone')\n")
+    record = {
+        "path": "train.py",
+        "sha256": hashlib.sha256(checked.read_bytes()).hexdigest(),
+        "cwd": str(tmp_path / "sub"),
+        "argv": ["train.py", "--epochs", "3"],
+    }
+    bundle = Bundle(tmp_path / "bundle", Path("train.py"), {"entry_script": record})
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv(trust.TRUST_ENV, raising=False)
+    monkeypatch.setattr(trust, "_trusted", set())
+    started: list[tuple[list[str], str]] = []
+
+    def run_python(args: list[str], cwd: str, **_: object) -> ChildRun:
+        started.append((args, cwd))
+        return ChildRun(0)
+
+    monkeypatch.setattr(rerun, "run_python", run_python)
+    rerun.rerun_entry_script(bundle, str(tmp_path / "dump"))
+    [(args, cwd)] = started
+    assert cwd == str(tmp_path / "sub")  # the recorded folder, inside the replay's own
+    script, script_args = args[4], args[5:]
+    assert (Path(cwd) / script).resolve() == checked.resolve()  # what the child opens, from its folder
+    assert script_args == ["--epochs", "3"]

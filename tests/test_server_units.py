@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 import time
 import urllib.parse
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -137,7 +139,7 @@ def test_hover_shows_op_type_graph_step_health_inputs_and_message(tmp_path: Path
         "step: 12",
         "1 -inf of 2",
         "model/probs_1:0",
-        "finite (2 values, 1 zeros)",
+        "finite \\(2 values, 1 zeros\\)",  # parentheses escaped: no link can form around them
         "Log produced 1 -inf from input model/probs\\_1:0",
     ):
         assert expected in text, expected
@@ -939,3 +941,145 @@ def test_a_batch_index_in_the_hover_says_array_or_dataset_as_the_cause_does(tmp_
         )
         record.findings.extra[FINDINGS_KEY] = cause.to_json()
         assert f"- from: {expected} passed to fit" in render.cause_markdown(record, on_change_line=False)
+
+
+# --- what a crafted findings file can put in a hover -------------------------------------------------------------
+
+# Closes the op's code span, then a `command:` link (runs an editor command when clicked) and an image (fetched
+# when the hover shows).
+INJECTED = "`) [x](command:workbench.action.terminal.sendSequence?%7B%7D) ![b](https://e/p.png) `"
+
+
+def rendered_links(markdown: str) -> list[str]:
+    """The links and images a CommonMark renderer (as the editor's hover) makes of ``markdown``."""
+    markdown_it = pytest.importorskip("markdown_it")
+    page = markdown_it.MarkdownIt("commonmark").render(markdown)
+    return re.findall(r'<a href="([^"]*)"', page) + re.findall(r'<img src="([^"]*)"', page)
+
+
+def test_names_from_a_findings_file_cannot_put_links_or_images_in_the_hover(tmp_path: Path) -> None:
+    from pyadapter.cause import FINDINGS_KEY
+    from pyadapter.cause.model import Cause, Change
+
+    record, user_file = make_record(tmp_path, kind="bundle")
+    # The bundle's folder name is the source's label.
+    record.ref = SourceRef("bundle", str(tmp_path / "run`) [l](command:x) ![i](x.png) `"))
+    assert record.findings is not None and record.findings.origin is not None
+    origin = record.findings.origin
+    origin.op.name, origin.op.graph, origin.op.forward_op = INJECTED, "``" + INJECTED, INJECTED
+    origin.op.device = f"cpu\n\n{INJECTED}"  # a blank line ends the paragraph, and any code span open in it
+    origin.inputs[0].name = INJECTED
+    origin.message = f"Log produced NaN {INJECTED} <img src=https://e/q.png>"
+    record.findings.extra[FINDINGS_KEY] = Cause(
+        "data",
+        f"the data held NaN {INJECTED}",
+        change=Change(f"/w/{INJECTED}.py", 3, f"filter {INJECTED}"),
+        provenance={
+            "file": f"/w/{INJECTED}.csv",
+            "line": 3,
+            "text": f"nan,`\n\n{INJECTED}",
+            "note": INJECTED,
+        },
+    ).to_json()
+
+    hover = render.hover_markdown(render.findings_at([record], user_file, 2))
+    assert "`Log`" in hover and INJECTED in hover  # the names are shown, as code
+    # The only links are the server's own two picture commands; no image at all.
+    links = rendered_links(hover)
+    assert len(links) == 2 and all(
+        link.startswith(("command:nanlens.showOpGraph?", "command:nanlens.showTimeline?")) for link in links
+    )
+    assert rendered_links(render.cause_markdown(record, on_change_line=False)) == []
+    assert rendered_links(render.cause_markdown(record, on_change_line=True)) == []
+
+
+def test_code_span_holds_any_text_on_one_line() -> None:
+    assert render.code_span("model/Log") == "`model/Log`"
+    assert render.code_span("a`b") == "`` a`b ``"
+    assert render.code_span("``x") == "``` ``x ```"
+    assert render.code_span("a\n\nb") == "`a b`"
+
+
+def test_a_bundle_cause_linking_a_file_outside_the_workspace_gets_no_link(tmp_path: Path) -> None:
+    """A bundle's own findings.json (located at the scene) carries its cause; its data record is linked only when
+    the file is inside the workspace now, whatever ``openable`` the file says."""
+    from pyadapter.cause import FINDINGS_KEY
+    from pyadapter.cause.model import Cause
+
+    workspace = tmp_path / "ws"
+    secret = tmp_path / "home" / ".ssh" / "id_rsa"
+    secret.parent.mkdir(parents=True)
+    secret.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    inside = workspace / "weather.csv"
+    bundle = make_bundle_dir(workspace / "captures" / "run-step12")
+    inside.write_text("pressure,rain\nnan,3.0\n")
+    origin = make_finding(str(workspace / "train.py"), 3)
+    findings = Findings("bundle", str(bundle), origin, [origin])  # type: ignore[arg-type]
+
+    def hover_of(data_file: Path) -> tuple[str, list[types.DiagnosticRelatedInformation]]:
+        sentence = f"{data_file.name} line 1: field 'pressure' is 'nan'"
+        cause = Cause(
+            "data",
+            f"the data held NaN/Inf before any op touched it: {sentence}",
+            provenance={"file": str(data_file), "line": 1, "sentence": sentence, "openable": True},
+        )
+        findings.extra[FINDINGS_KEY] = cause.to_json()
+        (bundle / "findings.json").write_text(findings.dumps())
+        ref = SourceRef("bundle", str(bundle))
+        result = compute(ref, fingerprint(ref), lambda m, p: None, threading.Event(), cwd=str(workspace))
+        record = SourceRecord(ref, status="ok", findings=result.findings)
+        assert record.cause is not None
+        return render.cause_markdown(record, on_change_line=False), render.data_related(record.cause)
+
+    hover, related = hover_of(secret)
+    assert "file:" not in hover and related == []
+    assert "`id_rsa` line 1" in hover  # still named, as text
+    hover, related = hover_of(inside)
+    assert f"[weather.csv line 1]({inside.as_uri()}#L1)" in hover and len(related) == 1
+
+
+# --- files that are not files -------------------------------------------------------------------------------------
+
+
+def within_a_second(call: Callable[[], object], fifo: Path) -> object:
+    """``call()``'s answer, failing (not hanging) when it waits more than a second; a reader left stuck in open()
+    of the FIFO is let go by opening its other end."""
+    answer: list[object] = []
+    worker = threading.Thread(target=lambda: answer.append(call()), daemon=True)
+    worker.start()
+    worker.join(1.0)
+    if worker.is_alive():
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))  # the stuck open() returns; the read sees EOF
+        worker.join(5.0)
+        pytest.fail(f"still waiting on the FIFO {fifo} after a second")
+    return answer[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs are POSIX")
+def test_a_fifo_named_manifest_or_findings_is_no_source_and_never_waited_on(tmp_path: Path) -> None:
+    captures = tmp_path / "captures"
+    bundle = make_bundle_dir(captures / "run-step12")
+    stuck = captures / "fifo"
+    stuck.mkdir()
+    os.mkfifo(stuck / "manifest.json")
+    found = within_a_second(lambda: discover([str(captures)]), stuck / "manifest.json")
+    assert found == [SourceRef("bundle", str(bundle))]  # the FIFO's folder is left out, the rest still shows
+
+    # A bundle whose findings.json is a FIFO: not taken for findings, and not waited on.
+    os.mkfifo(bundle / "findings.json")
+    ref = SourceRef("bundle", str(bundle))
+
+    def load() -> object:
+        try:
+            compute(ref, fingerprint(ref), lambda m, p: None, threading.Event(), may_locate=False)
+        except ComputeError as exc:
+            return str(exc)
+        return None
+
+    assert within_a_second(load, bundle / "findings.json") == (
+        "not located yet: locating replays the step, which runs the bundle's program"
+    )
+    # A finding may name any file as its own: its text is read to underline the line.
+    from pyadapter.server.staleness import read_text
+
+    assert within_a_second(lambda: read_text(str(stuck / "manifest.json")), stuck / "manifest.json") is None

@@ -8,6 +8,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from pyadapter.printable import printable
+
 if TYPE_CHECKING:
     from pyadapter.findings import Findings
 
@@ -124,7 +126,10 @@ def _local_bundle(location: str) -> str:
     from pyadapter.commands.pull import DEFAULT_DIR, pull_bundle
 
     path = pull_bundle(location)
-    print(f"nanlens locate: pulled {location} into {os.path.join(DEFAULT_DIR, path.name)}", file=sys.stderr)
+    print(
+        printable(f"nanlens locate: pulled {location} into {os.path.join(DEFAULT_DIR, path.name)}"),
+        file=sys.stderr,
+    )
     return str(path)
 
 
@@ -138,7 +143,7 @@ def main(args: argparse.Namespace) -> int:
     def progress(phase: str, fraction: float) -> None:
         if phase not in shown and phase != "done":  # one line per phase, not per scanned block
             shown.add(phase)
-            print(f"nanlens locate: {phase}", file=sys.stderr, flush=True)
+            print(printable(f"nanlens locate: {phase}"), file=sys.stderr, flush=True)
 
     from pyadapter.replay.trust import allow
 
@@ -168,5 +173,5 @@ def main(args: argparse.Namespace) -> int:
     if args.json:
         print(findings.dumps())
     else:
-        print(format_report(findings))
+        print(printable(format_report(findings)))  # the findings' strings are the bundle's
     return 0

@@ -8,6 +8,8 @@ import json
 import sys
 from typing import TYPE_CHECKING
 
+from pyadapter.printable import printable
+
 if TYPE_CHECKING:
     from pyadapter.replay.verdict import Mode, ReplayReport
 
@@ -146,7 +148,7 @@ def main(args: argparse.Namespace) -> int:
 
         def progress(phase: str, fraction: float) -> None:
             if phase != "done":
-                print(f"nanlens replay: {phase}", file=sys.stderr, flush=True)
+                print(printable(f"nanlens replay: {phase}"), file=sys.stderr, flush=True)
 
         # With --json, stdout carries the JSON alone: what the replayed code prints goes to stderr.
         with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
@@ -157,7 +159,7 @@ def main(args: argparse.Namespace) -> int:
         raise CliError(f"replay failed: {error_text(exc)}") from None
     if args.json:
         for warning in report.warnings:
-            print(f"nanlens: warning: {warning}", file=sys.stderr)
+            print(printable(f"nanlens: warning: {warning}"), file=sys.stderr)
         data = report.to_json()
         # Every mode that ran stayed finite (and none failed): what "Verify fix on captured step" asks.
         data.setdefault(
@@ -167,7 +169,7 @@ def main(args: argparse.Namespace) -> int:
         )
         print(json.dumps(data, indent=2))
     else:
-        print(format_report(report))
+        print(printable(format_report(report)))  # the report's strings are the bundle's
     return 0 if any(report.reproduced.values()) else 1
 
 
@@ -196,7 +198,7 @@ def _main_window(args: argparse.Namespace) -> int:
         raise CliError(f"window replay failed: {type(exc).__name__}: {lines[0] if lines else ''}") from None
     if args.json:
         for warning in report.warnings:
-            print(f"nanlens: warning: {warning}", file=sys.stderr)
+            print(printable(f"nanlens: warning: {warning}"), file=sys.stderr)
         print(json.dumps(report.to_json(), indent=2))
     else:
         from pyadapter.findings_text import format_number
@@ -212,5 +214,5 @@ def _main_window(args: argparse.Namespace) -> int:
         if report.warnings:
             lines.append("warnings:")
             lines.extend(f"  {w}" for w in report.warnings)
-        print("\n".join(lines))
+        print(printable("\n".join(lines)))
     return 1 if report.finite else 0

@@ -8,6 +8,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from pyadapter.printable import printable
+
 if TYPE_CHECKING:
     from pyadapter.findings import Findings
 
@@ -90,7 +92,7 @@ def _bundle_findings(bundle: str, relocate: bool) -> Findings:
     def progress(phase: str, fraction: float) -> None:
         if phase not in shown and phase != "done":
             shown.add(phase)
-            print(f"nanlens report: {phase}", file=sys.stderr, flush=True)
+            print(printable(f"nanlens report: {phase}"), file=sys.stderr, flush=True)
 
     try:
         # What the replayed code prints must not mix with our output.
@@ -146,5 +148,5 @@ def main(args: argparse.Namespace) -> int:
         raise CliError(f"cannot write {args.html}: {exc.strerror or exc}") from None
     origin = findings.origin
     where = f"origin {origin.op.type} at {origin.file}:{origin.line}" if origin else "no origin"
-    print(f"nanlens report: wrote {out} ({len(page) // 1024} KB; {where})")
+    print(printable(f"nanlens report: wrote {out} ({len(page) // 1024} KB; {where})"))
     return 0

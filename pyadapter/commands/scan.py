@@ -8,6 +8,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, TextIO
 
+from pyadapter.printable import printable
+
 if TYPE_CHECKING:
     from pyadapter.findings import Findings
 
@@ -113,7 +115,8 @@ def main(args: argparse.Namespace) -> int:
 
         attach_cause(findings)
     try:
-        print(findings.dumps() if args.json else format_report(findings))
+        # A dump's op names and files are the dump's: no control characters reach the terminal.
+        print(findings.dumps() if args.json else printable(format_report(findings)))
         sys.stdout.flush()
     except BrokenPipeError:  # `nanlens scan DUMP | head`: the reader left; that is fine
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -76,7 +76,8 @@ def rerun_entry_script(bundle: Any, dump_dir: str, *, timeout: float = DEFAULT_R
     argv = [str(a) for a in (info.get("argv") or [])[1:]]
     cwd = str(safe_cwd(bundle, program))
     with tempfile.TemporaryDirectory(prefix="nanlens-rerun-") as tmp:
-        return _run_child(Path(tmp) / "result.json", dump_dir, [str(script), *argv], cwd, timeout, started)
+        # The checked, resolved program: the raw recorded path, if relative, names another file in the child's cwd.
+        return _run_child(Path(tmp) / "result.json", dump_dir, [str(program), *argv], cwd, timeout, started)
 
 
 def _run_child(

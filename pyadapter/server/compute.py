@@ -124,7 +124,9 @@ def progress_callback(report: ProgressReport) -> Callable[..., None]:
 
 def load_cached(path: str, ref: SourceRef) -> tuple[Findings, dict[str, str]]:
     """A precomputed findings.json for this source and the file hashes it recorded (if this server wrote it)."""
-    findings = load_findings(path)
+    # One inside the bundle (located at the scene) is a symlink never, as CaptureBundle.load holds; one beside may be.
+    inside = os.path.dirname(path) == ref.path.rstrip(os.sep)
+    findings = load_findings(path, follow_symlinks=not inside)
     if findings.source_kind != ref.kind:
         raise FindingsError(f"{path} describes a {findings.source_kind}, not a {ref.kind}")
     recorded = findings.extra.get(SNAPSHOT_KEY)
@@ -323,4 +325,22 @@ def _compute(
         from pyadapter.cause import attach_cause
 
         attach_cause(findings, ref.path, folders=[cwd or os.getcwd()])  # data files: the workspace's only
+    link_only_inside(findings, [cwd or os.getcwd()])
     return ComputeResult(findings, cache_path, recorded, made_at)
+
+
+def link_only_inside(findings: Findings, folders: list[str]) -> None:
+    """The hover links a data cause's bad record (``provenance.openable``) only when its file is a regular file
+    inside ``folders`` now, as a locate here decides it. A findings.json is the word of whoever wrote it (a bundle
+    carries its own, located at the scene; a cache sits beside it): its cause may name any file as openable
+    (``file:///home/me/.ssh/id_rsa#L1``)."""
+    from pyadapter.capture.records import readable_inside
+    from pyadapter.cause import FINDINGS_KEY
+
+    cause = findings.extra.get(FINDINGS_KEY)
+    provenance = cause.get("provenance") if isinstance(cause, dict) else None
+    if not isinstance(provenance, dict) or not provenance.get("openable"):
+        return
+    file = provenance.get("file")
+    if not isinstance(file, str) or readable_inside(file, folders) is None:
+        provenance["openable"] = False

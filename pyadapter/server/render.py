@@ -56,8 +56,12 @@ _ROLE_TITLES = {
     "backward-origin": "origin of the non-finite values (backward pass)",
     "propagated": "carries non-finite values",
 }
-# Enough to keep op and tensor names (model/dense_1/...) from turning into emphasis, links or HTML.
-_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|~])")
+# Every string in a hover comes from a findings.json or a dump, which anyone may have written: escaped, it can
+# turn into no emphasis, link, image (``![](https://...)`` fetches on hover), ``command:`` URI or HTML.
+_MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]()!<>|~])")
+# A line break would let the text start a block of its own (a heading, a list item), and a blank line ends a
+# paragraph and with it any code span still open, leaving the rest live Markdown.
+_LINE_BREAKS = re.compile(r"[\r\n\u2028\u2029]+")
 
 
 def no_line_text(_file: str, _line: int, _cell: int | None = None) -> str | None:
@@ -68,8 +72,20 @@ def place_of(finding: Finding) -> Place:
     return finding.file, finding.cell
 
 
-def escape_markdown(text: str) -> str:
-    return _MARKDOWN_SPECIAL.sub(r"\\\1", text)
+def escape_markdown(text: object) -> str:
+    """``text`` as plain Markdown text, on one line: its metacharacters escaped."""
+    return _MARKDOWN_SPECIAL.sub(r"\\\1", _LINE_BREAKS.sub(" ", str(text)))
+
+
+def code_span(text: object) -> str:
+    """``text`` as one Markdown code span it cannot leave: the fence is longer than any run of backticks in it
+    (CommonMark), padded with a space when the text touches a backtick (one space each side is dropped), and on
+    one line. Inside a code span nothing is interpreted, so nothing in ``text`` is escaped."""
+    text = _LINE_BREAKS.sub(" ", str(text))
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if longest or (text.startswith(" ") and text.endswith(" ")) else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def line_range(finding: Finding, line_text: LineText) -> types.Range:
@@ -206,44 +222,44 @@ def cause_markdown(record: SourceRecord, on_change_line: bool) -> str:
         summary = escape_markdown(before) + data_place_markdown(where_from) + escape_markdown(after)
     else:
         summary = escape_markdown(cause.summary)
-    lines = [f"**NaN Lens: cause — {cause.kind}**", "", summary]
+    lines = [f"**NaN Lens: cause — {escape_markdown(cause.kind)}**", "", summary]
     if cause.change is not None:
         change = cause.change
         cell = f" (cell {change.cell})" if change.cell is not None else ""
         where = (
             "this line"
             if on_change_line
-            else f"`{escape_markdown(os.path.basename(change.file))}:{change.line}`{cell}"
+            else f"{code_span(f'{os.path.basename(change.file)}:{change.line}')}{cell}"
         )
         lines += ["", f"- change {where}: {escape_markdown(change.what)}"]
     record_text = where_from.get("text")
-    # A backtick in the record would end its code span.
-    record_text = record_text.replace("`", "'") if isinstance(record_text, str) else ""
+    record_text = record_text if isinstance(record_text, str) else ""
     if named:
         if record_text:
-            lines.append(f"- the record: `{record_text}`")
+            lines.append(f"- the record: {code_span(record_text)}")
     elif where_from.get("file"):
         lines.append(f"- from: {data_place_markdown(where_from)}")
         if record_text:
-            lines.append(f"  - `{record_text}`")
+            lines.append(f"  - {code_span(record_text)}")
     elif (index := index_text(where_from)) is not None:
-        lines.append(f"- from: {index}")
+        lines.append(f"- from: {escape_markdown(index)}")
     note = provenance_note(cause)
     if note:
         lines.append(f"- note: {escape_markdown(note)}")
     if on_change_line and record.findings is not None and record.findings.origin is not None:
         origin = record.findings.origin
         lines.append(
-            f"- the non-finite values start at `{escape_markdown(os.path.basename(origin.file))}:"
-            f"{origin.line}`: {escape_markdown(finding_message(origin))}"
+            f"- the non-finite values start at {code_span(f'{os.path.basename(origin.file)}:{origin.line}')}: "
+            f"{escape_markdown(finding_message(origin))}"
         )
-    lines.append(f"- source: {record.kind} `{record.label}`")
+    lines.append(f"- source: {record.kind} {code_span(record.label)}")
     return "\n".join(lines)
 
 
 def data_link(provenance: dict[str, Any]) -> str | None:
     """A file URI opening the bad record's line (``#L517``: VS Code opens a linked file at that line), when the
-    locate read that file inside the workspace just now (``openable``) and it is a text file with a line."""
+    locate read that file inside the workspace just now (``openable``) and it is a text file with a line. The
+    server re-decides ``openable`` for every findings file it loads (``compute``): a bundle's word is not enough."""
     file, line = provenance.get("file"), provenance.get("line")
     if not provenance.get("openable") or not isinstance(file, str) or not os.path.isabs(file):
         return None
@@ -257,14 +273,14 @@ def data_place_markdown(provenance: dict[str, Any]) -> str:
     """'[turbine.csv line 517](file:///...#L517): field 'rotor_rpm' is 'nan'' (a link when ``data_link`` has one)."""
     name = os.path.basename(str(provenance["file"]))
     line, record = provenance.get("line"), provenance.get("record")
-    where = f"line {line}" if line is not None else f"record {record}"
+    where = escape_markdown(f"line {line}" if line is not None else f"record {record}")
     link = data_link(provenance)
-    text = f"[{escape_markdown(name)} {where}]({link})" if link else f"`{name.replace('`', chr(39))}` {where}"
+    text = f"[{escape_markdown(name)} {where}]({link})" if link else f"{code_span(name)} {where}"
     sentence = str(provenance.get("sentence") or "")
     if ": " in sentence:
         text += ": " + escape_markdown(sentence.split(": ", 1)[1])
     if provenance.get("row") is not None and line is not None:
-        text += f" (data row {provenance['row']})"
+        text += f" (data row {escape_markdown(provenance['row'])})"
     return text
 
 
@@ -316,32 +332,33 @@ def hover_markdown(hits: list[tuple[SourceRecord, Finding]]) -> str:
     sections = []
     for record, finding in hits:
         op = finding.op
-        lines = [f"**NaN Lens: {_ROLE_TITLES.get(finding.role, finding.role)}**", ""]
+        lines = [f"**NaN Lens: {escape_markdown(_ROLE_TITLES.get(finding.role, finding.role))}**", ""]
         if record.is_stale(finding):
             lines += ["*(stale) this file changed since the dump; the line may have moved.*", ""]
         lines += [escape_markdown(finding_message(finding)), ""]
-        lines.append(f"- op: `{op.name}` of type `{op.type}`")
+        # Every name below is the findings' (a bundle's, a dump's): in code spans it cannot leave.
+        lines.append(f"- op: {code_span(op.name)} of type {code_span(op.type)}")
         if op.forward_op:
-            lines.append(f"- gradient of: `{op.forward_op}`")
+            lines.append(f"- gradient of: {code_span(op.forward_op)}")
         if op.graph:
-            lines.append(f"- graph: `{op.graph}`")
+            lines.append(f"- graph: {code_span(op.graph)}")
         # A bundle's op step counts steps of its one-step replay (always 0); the training step is the bundle's.
         step = record.step if record.kind == "bundle" and record.step is not None else op.step
         if step is None:
             step = record.step
         if step is not None:
-            lines.append(f"- step: {step}")
+            lines.append(f"- step: {escape_markdown(step)}")
         if op.host and record.findings and len(record.findings.hosts) > 1:  # a multi-host dump: which machine
-            task = f" ({op.task})" if op.task else ""
-            lines.append(f"- host: `{op.host}`{task}")
+            task = f" ({escape_markdown(op.task)})" if op.task else ""
+            lines.append(f"- host: {code_span(op.host)}{task}")
         if op.device:
-            lines.append(f"- device: `{op.device}`")
+            lines.append(f"- device: {code_span(op.device)}")
         lines.append(f"- output: {escape_markdown(health_detail(finding.health))}")
         if finding.inputs:
             lines.append("- inputs:")
             for item in finding.inputs:
-                lines.append(f"  - `{item.name}`: {escape_markdown(health_detail(item.health))}")
-        lines.append(f"- source: {record.kind} `{record.label}`")
+                lines.append(f"  - {code_span(item.name)}: {escape_markdown(health_detail(item.health))}")
+        lines.append(f"- source: {record.kind} {code_span(record.label)}")
         if finding.role != "propagated" and record.cause is not None and record.cause.kind != "unknown":
             lines += ["", cause_markdown(record, on_change_line=False)]
         if record.status == "ok" and record.findings is not None and finding is record.findings.origin:

@@ -67,8 +67,11 @@ def read_bundle_manifest(path: str) -> dict | None:
     from pyadapter import safejson
 
     try:
-        # Bounded in size and nesting: one crafted manifest must not fail every poll of the folder watcher.
-        manifest = safejson.load_file(os.path.join(path, BUNDLE_MANIFEST), max_bytes=64 << 20)
+        # Bounded in size and nesting, and a regular file only (a FIFO would hang the watcher in open): one
+        # crafted manifest must not fail or stop every poll. A symlink is no manifest, as for CaptureBundle.load.
+        manifest = safejson.load_file(
+            os.path.join(path, BUNDLE_MANIFEST), max_bytes=64 << 20, follow_symlinks=False
+        )
     except (OSError, ValueError):
         return None
     if isinstance(manifest, dict) and manifest.get("format") == BUNDLE_FORMAT:

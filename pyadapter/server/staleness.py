@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import glob
 import hashlib
+import io
 import json
 import logging
 import os
 import struct
 from collections.abc import Iterable, Mapping
 
+from pyadapter.regularfile import open_regular
 from pyadapter.server.notebooks import cell_sources, is_notebook_path
 
 log = logging.getLogger("nanlens.server.staleness")
@@ -47,8 +49,9 @@ def lines_hash(lines: Iterable[str]) -> str:
 
 
 def read_text(path: str) -> str | None:
+    """The text of a file a finding names (any path a findings.json chose), or None; a FIFO is None at once."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
+        with io.TextIOWrapper(open_regular(path), encoding="utf-8", errors="replace") as fh:
             return fh.read()
     except OSError:
         return None
