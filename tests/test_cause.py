@@ -1720,3 +1720,43 @@ def test_a_division_by_zeros_in_its_divisor_names_them_and_divide_no_nan(tmp_pat
         "the RealDiv op divided by 2 zeros in its divisor pooling/Sum_1:0: 0 / 0 is NaN"
     ), cause.summary
     assert cause.change is not None and "tf.math.divide_no_nan(a, b)" in cause.change.what
+
+
+def test_empty_reviews_divided_by_their_count_of_zero_are_the_divisions_fault(tmp_path: Path) -> None:
+    """A masked mean pooling (sum(x * mask) / sum(mask)) on a batch with two all-padding reviews: the cause was
+    `data`, "the record x[22, 0] = 0: correct it or leave it out", the first token of one of them. An empty
+    record is valid input to a masked mean; the division is what to change, as for a graph's isolated node."""
+    from pyadapter.cause.rows import rows_of
+
+    program = write_program(tmp_path)
+    tokens = np.random.default_rng(0).integers(1, 50, size=(8, 6)).astype(np.float32)
+    tokens[:, 4:] = 0.0
+    tokens[[2, 3]] = 0.0
+    per_row = np.ones((8, 1), dtype=np.float32)
+    per_row[[2, 3]] = np.nan
+    rows = rows_of(per_row, (tokens, np.ones((8, 1), np.float32)))
+    assert rows is not None and rows.outliers
+    origin = Finding(
+        file=str(program),
+        line=3,
+        role="origin",
+        op=OpRef("masked_mean_pooling/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=128, nan=32, pos=96),
+        inputs=[
+            InputHealth(
+                "masked_mean_pooling/Sum:0", TensorHealth(dtype="float32", size=128, zero=32, pos=96)
+            ),
+            InputHealth("masked_mean_pooling/Sum_1:0", TensorHealth(dtype="float32", size=8, zero=2, pos=6)),
+        ],
+    )
+    cause = classify(findings_of(origin, bad_rows=rows.to_json()), CauseContext(batch=(tokens, None)))
+    assert cause.kind == "op", cause.summary
+    assert cause.summary == (
+        "the RealDiv op divided by 2 zeros in its divisor masked_mean_pooling/Sum_1:0: 0 / 0 is NaN, in rows 2 "
+        "and 3 of the batch only (x[2] (0 throughout), x[3] (0 throughout): empty records, valid input the "
+        "division must handle)"
+    ), cause.summary
+    assert cause.change is not None and cause.change.what.startswith(
+        "the division: tf.math.divide_no_nan(a, b)"
+    )
+    assert cause.change.what.endswith("; or leave empty records out where the data is read")

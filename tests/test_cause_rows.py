@@ -82,6 +82,21 @@ def test_a_row_that_is_zero_throughout_where_no_other_is_is_named_whole() -> Non
     assert again is not None and again.outliers[0].whole_row
 
 
+def test_two_all_padding_rows_in_one_batch_are_both_named_whole() -> None:
+    """Two empty reviews in one batch: the rule wanted the only all-zero row of the batch, so with two it fell to
+    the cell rule and named "x[22, 0] = 0", the first token of one of them, as a bad value."""
+    tokens = np.ones((8, 5), dtype=np.float32)
+    tokens[:, 4:] = 0.0
+    tokens[[5, 6]] = 0.0
+    found = rows_of(loss_values([5, 6]), (tokens, np.zeros((8, 1), dtype=np.float32)))
+    assert found is not None
+    assert [o.describe() for o in found.outliers] == [
+        "x[5] = 0 throughout (none of the 6 rows without NaN/Inf is)",
+        "x[6] = 0 throughout (none of the 6 rows without NaN/Inf is)",
+    ]
+    assert all(o.whole_row for o in BadRows.from_json(found.to_json()).outliers)
+
+
 def test_an_empty_text_among_reviews_is_named_and_survives_json() -> None:
     """Raw strings fed to a TextVectorization: an empty review is an empty token sequence, a masked mean over it
     0 / 0. The row is named as an empty string; with two blank rows neither is unlike the others."""

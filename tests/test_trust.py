@@ -165,7 +165,7 @@ def test_a_bundle_not_sealed_here_does_not_choose_the_program_or_its_arguments(
         trust.check_entry(handed, root=tmp_path)
     message = str(refused.value)
     assert message.startswith(
-        f"not running {tool} '/home/me/data\\x1b[2K': this bundle was not written by your"
+        f"not running {tool} '/home/me/data\\x1b[2K': this bundle does not carry your"
     )
     assert message.endswith(f"add --trust-entry {tool}") and "\x1b" not in message
     # The server reads the same line as "cannot tell it is your code" and asks, naming the file.
@@ -177,12 +177,12 @@ def test_a_bundle_not_sealed_here_does_not_choose_the_program_or_its_arguments(
     own = bundle_for(tool, tmp_path, argv=["clean_outputs.py", "build"])
     assert trust.check_entry(own, root=tmp_path) == tool.resolve()
     own.manifest["entry_script"]["argv"] = ["clean_outputs.py", "/"]
-    with pytest.raises(trust.UntrustedEntry, match="not written by your NanGuard"):
+    with pytest.raises(trust.UntrustedEntry, match="does not carry your NanGuard's seal"):
         trust.check_entry(own, root=tmp_path)
     # Another user's (or machine's) key: not this user's seal.
     other = bundle_for(tool, tmp_path, argv=["clean_outputs.py", "build"])
     monkeypatch.setenv(KEY_ENV, str(tmp_path / "other-user" / "seal.key"))
-    with pytest.raises(trust.UntrustedEntry, match="not written by your NanGuard"):
+    with pytest.raises(trust.UntrustedEntry, match="does not carry your NanGuard's seal"):
         trust.check_entry(other, root=tmp_path)
     trust.allow([tool])  # the user named it: --trust-entry, or yes in the editor
     assert trust.check_entry(handed, root=tmp_path) == tool.resolve()

@@ -172,6 +172,9 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         # sqrt's slope at 0 is infinite whatever the record: a pair of identical images, a zero gradient.
         and _sqrt_differentiated_at_zero(origin) is None
         and _fractional_power_differentiated_at_zero(origin) is None
+        # An empty record (all padding, an empty text) divided by its own count of 0 is valid input to a masked
+        # mean: the division is what to change (as the same 0 / 0 in a graph's isolated node is).
+        and not (_empty_records_only(rows) and _division_words(origin))
     ):
         return _row_outlier(findings, context, units, origin, rows)
     if overflow and dtype in SIXTEEN_BIT:
@@ -534,6 +537,10 @@ def _op(
         # No value of those rows stands out, but the user can look at the records themselves.
         evidence["bad_rows"] = rows.to_json()
         summary += f", in {rows.rows_text()} of the batch only"
+        if _empty_records_only(rows) and _division_words(origin):
+            records = ", ".join(o.record_text() for o in rows.outliers)
+            summary += f" ({records}: empty records, valid input the division must handle)"
+            what += "; or leave empty records out where the data is read"
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
 
 
@@ -640,6 +647,8 @@ def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
 def _division_words(origin: Finding) -> tuple[str, str] | None:
     """(summary, what to change) for a division whose finite divisor held zeros (a masked mean's count of 0 on an
     empty text, a std of 0, a dice loss's empty union): x / 0 is inf, 0 / 0 NaN. None otherwise."""
+    if origin.op.type not in DIVISION_OPS or len(origin.inputs) != 2:
+        return None
     numerator, divisor = origin.inputs
     health = divisor.health
     if health is None or not health.is_finite or not health.zero:
@@ -810,6 +819,10 @@ def _written_beyond(units: list[SourceUnit], finding: Finding, limit: float | No
                 if math.isfinite(value) and abs(value) > limit:
                     return text
     return None
+
+
+def _empty_records_only(rows: BadRows) -> bool:
+    return bool(rows.outliers) and all(o.whole_row or o.empty_text or o.empty_sequence for o in rows.outliers)
 
 
 def _row_outlier(

@@ -58,9 +58,11 @@ class Outlier:
         if self.empty_sequence:
             return f"{self.element.leaf}[{self.element.row}] is empty (length 0, where no row without NaN/Inf is)"
         if self.whole_row:
-            return (
-                f"{self.element.leaf}[{self.element.row}] = 0 throughout (none of the other {others} rows is)"
-            )
+            if self.good_rows is not None and self.good_rows != others:
+                none_of = f"none of the {self.good_rows} rows without NaN/Inf is"
+            else:
+                none_of = f"none of the other {others} rows is"
+            return f"{self.element.leaf}[{self.element.row}] = 0 throughout ({none_of})"
         span = f"{_text(self.low)}" if self.low == self.high else f"{_text(self.low)} to {_text(self.high)}"
         if self.good_rows is not None and self.good_rows != others:
             return f"{self.element.describe()} (the {self.good_rows} rows without NaN/Inf: {span})"
@@ -219,7 +221,7 @@ def _outliers(
 ) -> list[Outlier]:
     """Numeric values of `rows` unlike the same column of every row that is not bad (`bad_rows`, all of them;
     default `rows`) by a rule of `_unlike` that the good rows do not trip among themselves
-    (`_rules_that_single_out`); and a row of an array that is 0 throughout where no other row is (an empty sequence,
+    (`_rules_that_single_out`); and a row of an array that is 0 throughout where no good row is (an empty sequence,
     all padding), named first."""
     found: list[Outlier] = []
     bad = np.zeros(batch_rows, dtype=bool)
@@ -246,10 +248,17 @@ def _outliers(
         if value.ndim > 1 and value[0].size > 1:  # a row of one value is the column rule's
             zero_rows = np.asarray(~value.reshape(batch_rows, -1).any(axis=1), dtype=bool)
             for row in rows:
-                if zero_rows[row] and zero_rows.sum() == 1:
+                # Several bad rows may be empty (two all-padding reviews in one batch); no good row may be.
+                if zero_rows[row] and not zero_rows[~bad].any():
                     index = (row,) + (0,) * (value.ndim - 1)
                     found.append(
-                        Outlier(BadElement(label, row, index, 0.0, batch_rows), 0.0, 0.0, whole_row=True)
+                        Outlier(
+                            BadElement(label, row, index, 0.0, batch_rows),
+                            0.0,
+                            0.0,
+                            whole_row=True,
+                            good_rows=int((~bad).sum()),
+                        )
                     )
         rules = _rules_that_single_out(others) if np.isfinite(others).all() else set()
         # A 0/1 column (one-hot state, flag, binary label) splits rows by category: a 1 where the good rows have

@@ -125,9 +125,10 @@ def check_entry(bundle: Any, *, root: str | os.PathLike[str] | None = None) -> P
         # The program, its arguments and folder are the bundle's word, not the user's: a bundle from another
         # machine or user, or one whose manifest was edited, could name any file here with any arguments.
         raise UntrustedEntry(
-            f"not running {_command_text(bundle, program)}: this bundle was not written by your NanGuard on this "
-            "machine (it came from elsewhere, or its manifest was edited), so that program and those arguments "
-            f"are the bundle's choice; if they are yours, add --trust-entry {program}"
+            f"not running {_command_text(bundle, program)}: this bundle does not carry your NanGuard's seal (it "
+            "came from another machine or user, was written before NaN Lens sealed bundles, or its manifest was "
+            f"edited), so that program and those arguments are the bundle's choice; if they are yours, add "
+            f"--trust-entry {program}"
         )
     return program
 
