@@ -164,9 +164,7 @@ def test_a_bundle_not_sealed_here_does_not_choose_the_program_or_its_arguments(
     with pytest.raises(trust.UntrustedEntry) as refused:
         trust.check_entry(handed, root=tmp_path)
     message = str(refused.value)
-    assert message.startswith(
-        f"not running {tool} '/home/me/data\\x1b[2K': this bundle does not carry your"
-    )
+    assert message.startswith(f"not running {tool} '/home/me/data\\x1b[2K': this bundle does not carry your")
     assert message.endswith(f"add --trust-entry {tool}") and "\x1b" not in message
     # The server reads the same line as "cannot tell it is your code" and asks, naming the file.
     from pyadapter.server.consent import untrusted_of
