@@ -115,17 +115,20 @@ def output_value(stdout: str, label: str) -> str:
     return value
 
 
-def assert_replays_by_reentry(bundle: Path, program: Path, locate: bool = True) -> None:
+def assert_replays_by_reentry(
+    bundle: Path, program: Path, locate: bool = True, cwd: Path | None = None
+) -> None:
     """From the bundle alone: ``nanlens locate --replay`` names the marked line and ``nanlens replay`` reproduces
-    the step in graph and eager mode, with every captured value put back (no warnings)."""
+    the step in graph and eager mode, with every captured value put back (no warnings). `cwd`: the user's folder
+    nanlens runs in (default this checkout, which holds the programs)."""
     if locate:
-        located = nanlens_json("locate", str(bundle), "--replay")
+        located = nanlens_json("locate", str(bundle), "--replay", cwd=cwd)
         assert at(located["origin"]) == (program.resolve(), marked_line(program)), located["origin"]
         assert located["bundle"]["route"].startswith("replayed by re-entry")
         # The checks of the guard and of the replay read the NaN too; they are not lines the NaN spread to.
         spread = [(f["line"], f["op"]["type"]) for f in located["findings"] if f["role"] == "propagated"]
         assert not [op for _, op in spread if op == "L2Loss"], spread
-    replayed = nanlens_json("replay", str(bundle))
+    replayed = nanlens_json("replay", str(bundle), cwd=cwd)
     assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
     assert replayed["warnings"] == [], replayed["warnings"]
 
@@ -878,3 +881,17 @@ def test_a_loop_of_fits_that_ends_on_stop_training_replays_the_fit_it_stopped_on
     assert done.returncode == 2 and "ran 2 fits, none of them the captured one, and ended" in done.stderr, (
         done.stderr[-2000:]
     )
+
+
+def test_an_absl_app_whose_step_is_a_closure_replays_by_re_entry(tmp_path):
+    """TF model garden's shape: absl flags defined at import, ``app.run(main)``, the guarded step a closure inside
+    the experiment function. The rebuild imports the script (defining its flags), cannot reach the closure, and
+    the re-entry ran the script again in the same process: every replay failed with "DuplicateFlagError: The flag
+    'learning_rate' is defined twice". The failed import takes its flags back."""
+    program, done = run_copied("loop_absl_app.py", tmp_path, "--learning_rate=0.5")
+    assert done.returncode != 0 and "NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
+    assert_replays_by_reentry(bundle, program, cwd=tmp_path)
+    # The re-entry runs the program with the flags training had.
+    assert CaptureBundle.load(bundle).manifest["entry_script"]["argv"][1:] == ["--learning_rate=0.5"]

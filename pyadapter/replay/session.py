@@ -16,6 +16,7 @@ from typing import TypeVar
 
 from pyadapter.replay.debugger import breakpoints_paused, breakpoints_resumed
 from pyadapter.replay.errors import ReplayError
+from pyadapter.replay.program_flags import flags_of_the_import
 from pyadapter.replay.rebuild import Rebuilt, open_bundle, rebuild
 from pyadapter.replay.shards import worker_verdicts
 from pyadapter.replay.step import run_step
@@ -94,7 +95,12 @@ def with_captured_step(
         try:
             # Under a debugger, the first stop is the eager step, with real tensors. An import that starts
             # training (module-level code the source check cannot see) is stopped there and re-entered.
-            with breakpoints_paused(), no_training():
+            argv = (bundle.manifest.get("entry_script") or {}).get("argv")
+            with (
+                breakpoints_paused(),
+                no_training(),
+                flags_of_the_import(argv if isinstance(argv, list) else None),
+            ):
                 rebuilt = rebuild(path)
         except TrainingReached:
             reason = f"{Path(str(bundle.entry_script)).name} trains when imported"
