@@ -25,6 +25,11 @@ from pyadapter.capture.records import BadElement, leaves
 MAX_ROWS = 5  # rows named at most (a bad op on every row is no single record's doing: see rows_of)
 # How far outside the other rows' range a value must lie to be called out, as a fraction of that range.
 OUTSIDE = 0.5
+# Deviations (of the good rows) from their mean a value must also lie to be unlike them. A few dozen rows
+# understate a feature's spread, and a batch has many columns to be unlucky in: 6 keeps a normal feature's tails
+# (a 4-sigma value in one of 12 columns of 16 rows) while a unit mix-up (x1000), a label of 50 among 0s and 1s
+# or a sentinel of 1e9 are tens to millions of deviations out.
+SPREADS = 6.0
 
 
 @dataclass(frozen=True)
@@ -176,15 +181,23 @@ def leading_rows(batch: Any) -> int | None:
     return None
 
 
-def _unlike(cells: np.ndarray, low: Any, high: Any) -> dict[str, np.ndarray]:
+def _unlike(
+    cells: np.ndarray, low: Any, high: Any, center: Any = None, spread: Any = None
+) -> dict[str, np.ndarray]:
     """Each rule's verdict on `cells` (one row's values) against the other rows' `low` and `high` per column: further
-    than `OUTSIDE` times their range outside it (where every other row holds one value: any other value), negative
-    where no other row is (a -1 "missing" marker among prices), 0 where no other row is."""
+    than `OUTSIDE` times their range outside it (where every other row holds one value: any other value) and, given
+    their `center` and `spread` (mean and standard deviation), more than `SPREADS` deviations from their mean;
+    negative where no other row is (a -1 "missing" marker among prices), 0 where no other row is."""
     margin = OUTSIDE * (high - low)
     with np.errstate(invalid="ignore"):
         finite = np.isfinite(cells)
+        beyond = (cells < low - margin) | (cells > high + margin)
+        if center is not None and spread is not None:
+            # A range of 15 rows is narrow: a normal feature's 2.9 beside rows from -1.1 to 0.7 is an ordinary draw
+            # (named "bad data" where a saturated sigmoid made the log's 0). Far in deviations too, or it is not.
+            beyond &= (spread == 0) | (np.abs(cells - center) > SPREADS * spread)
         return {
-            "range": finite & ((cells < low - margin) | (cells > high + margin)),
+            "range": finite & beyond,
             "negative": finite & (cells < 0) & (low >= 0),
             "zero": finite & (cells == 0) & ((low > 0) | (high < 0)),
         }
@@ -205,10 +218,11 @@ def _rules_that_single_out(good: np.ndarray) -> set[str]:
     low1, low2, high1, high2 = lows[0], lows[1], highs[-1], highs[-2]
     kept = {"range", "negative", "zero"}
     with np.errstate(invalid="ignore"):
+        center, spread = good.mean(axis=0), good.std(axis=0, ddof=1)  # the row's own value in: a little wider
         for row in good:
             low = np.where(row == low1, low2, low1)  # the others' range: the row's own value left out
             high = np.where(row == high1, high2, high1)
-            for rule, tripped in _unlike(row, low, high).items():
+            for rule, tripped in _unlike(row, low, high, center, spread).items():
                 if rule in kept and np.any(tripped):
                     kept.discard(rule)
             if not kept:
@@ -261,6 +275,9 @@ def _outliers(
                         )
                     )
         rules = _rules_that_single_out(others) if np.isfinite(others).all() else set()
+        with np.errstate(all="ignore"):
+            center = np.nanmean(others, axis=0)
+            spread = np.nanstd(others, axis=0, ddof=1) if others.shape[0] > 1 else None
         # A 0/1 column (one-hot state, flag, binary label) splits rows by category: a 1 where the good rows have
         # 0 is a valid record whose category meets the bug (an exp overflowing on the high-value state), not an
         # unlike value.
@@ -269,7 +286,7 @@ def _outliers(
         whole = {o.element.row for o in found if o.whole_row and o.element.leaf == label}
         for row in (r for r in rows if r not in whole):  # a row named whole needs no cell of it named
             cells = value[row].astype(np.float64)
-            verdicts = _unlike(cells, low, high)
+            verdicts = _unlike(cells, low, high, center, spread)
             outside = np.zeros(np.shape(cells), dtype=bool)
             for rule in rules:
                 outside |= verdicts[rule]
