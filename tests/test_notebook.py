@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from pyadapter import CaptureBundle
 from pyadapter.capture import integrity
 from pyadapter.capture.notebook import (
     CodeCell,
@@ -680,6 +681,48 @@ def test_a_timed_fit_cell_replays_by_reentry(tmp_path):
     # Shell commands (`!pip install ...` alike) ran when the notebook did; the replay does not run them again.
     assert (folder / "shell_log.txt").read_text().split() == ["ran"]
     assert "1 shell command not run again (!echo ran >> shell_log.txt)" in report["route"], report["route"]
+
+
+@pytest.mark.slow
+def test_a_timed_second_phase_is_the_fit_replayed_and_its_lines_are_the_cells(tmp_path):
+    """A warm-up fit with MSE in one cell, then ``%%time`` on the cell that compiles a Poisson loss and fits again.
+    The captured fit's line was recorded as IPython's transformed ``get_ipython().run_cell_magic('time', ...)``,
+    which the saved cell does not hold, so the re-entry took over the warm-up fit: "stayed finite — loss 2.09".
+    And every op of the timed cell was marked on its line 1, the ``%%time`` line. The body's lines are the cell's."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    data = (
+        "rng = np.random.default_rng(3)\nx = rng.normal(size=(512, 5)).astype('float32')\n"
+        "y = rng.poisson(np.exp(0.8 * x[:, :1])).astype('float32')\nkeras.utils.set_random_seed(5)\n"
+        "model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(16, activation='relu'),\n"
+        "                          keras.layers.Dense(1, bias_initializer=keras.initializers.Constant(2.0))])"
+    )
+    warm_up = "model.compile(optimizer=keras.optimizers.Adam(1e-2), loss='mse')\nmodel.fit(x, y, batch_size=32, epochs=1, verbose=0)"
+    loss = (
+        "def poisson_nll(y_true, y_pred):\n    return tf.reduce_mean(y_pred - y_true * tf.math.log(y_pred))"
+    )
+    timed = (
+        "%%time\nmodel.compile(optimizer=keras.optimizers.Adam(1e-2), loss=poisson_nll)\n"
+        f"history = model.fit(x, y, batch_size=32, epochs=20, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    cells = [("code", IMPORTS), ("code", data), ("code", warm_up), ("code", loss), ("code", timed)]
+    path = folder / "phases.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, "phases.ipynb")
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    fit_call = CaptureBundle.load(bundle).model_info["fit_call"]
+    assert fit_call["code"].startswith("history = model.fit(x, y"), fit_call
+    result = _nanlens("replay", bundle, folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
+    assert "the fit before it" in report["route"], report["route"]
+    located = json.loads(_nanlens("locate", bundle, folder).stdout)
+    origin = located["origin"]
+    assert (origin["file"], origin["cell"], origin["line"]) == (str(path), 3, 2), origin
+    spread = {(f["cell"], f["line"]) for f in located["findings"] if f["role"] == "propagated"}
+    assert (4, 1) not in spread, spread  # nothing on the %%time line
 
 
 def test_a_reading_call_in_a_timed_cell_is_the_data_line_to_change(tmp_path):

@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from pyadapter.dump.frames import is_user_file
+from pyadapter.dump.frames import TIMED_EXEC, is_user_file
 
 MANIFEST_KEY = "fit_call"
 MAX_CODE = 400  # characters of the line kept
@@ -74,9 +74,21 @@ def _library(path: str) -> bool:
 def calling_line() -> tuple[str, int, str] | None:
     """(file, line, text) of the innermost user line on the stack (the line that called fit), or None."""
     frame: Any = sys._getframe(1)
+    timed: tuple[int, str] | None = None  # (line, text) in a %%time cell's body
     while frame is not None:
         path = frame.f_code.co_filename
-        if not _library(path):
+        if path == TIMED_EXEC and timed is None:
+            timed = (frame.f_lineno, "")
+        elif timed is not None and not timed[1] and isinstance(body := frame.f_locals.get("cell"), str):
+            # IPython's `time` magic holds the cell's body; its own file is one line, the magic call.
+            lines = body.splitlines()
+            timed = (timed[0], lines[timed[0] - 1] if 0 < timed[0] <= len(lines) else "")
+        elif not _library(path):
+            if (
+                timed is not None
+            ):  # the cell's %%time line is its line 1: the body's line k is the cell's k + 1
+                text = timed[1].strip()[:MAX_CODE]
+                return (path, frame.f_lineno + timed[0], text) if text else None
             text = linecache.getline(path, frame.f_lineno).strip()[:MAX_CODE]
             return (path, frame.f_lineno, text) if text else None
         frame = frame.f_back

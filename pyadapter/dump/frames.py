@@ -69,6 +69,26 @@ def is_user_file(path: str) -> bool:
     return not any(norm.startswith(root) for root in _excluded_roots())
 
 
+# IPython's ``%%time`` compiles its cell's body under this one name; the cell itself is one line, the magic call.
+TIMED_EXEC = "<timed exec>"
+
+
+def timed_bodies_in_cells(stack: list[Frame]) -> list[Frame]:
+    """`stack` (outermost first) with each frame of a ``%%time`` cell's body (``<timed exec>``, line k) made the
+    line of the cell it is: line k + 1 of the cell whose ``%%time`` line is the nearest user frame outside it.
+    Without this every op of a timed cell was marked on its ``%%time`` line, and the line its body ran was lost."""
+    if not any(frame.file == TIMED_EXEC for frame in stack):
+        return stack
+    out = list(stack)
+    for index, frame in enumerate(out):
+        if frame.file != TIMED_EXEC:
+            continue
+        outer = next((f for f in reversed(out[:index]) if is_user_file(f.file)), None)
+        if outer is not None:
+            out[index] = Frame(file=outer.file, line=outer.line + frame.line, function=frame.function)
+    return out
+
+
 def user_frames(frames: Iterable[Frame]) -> list[Frame]:
     """The user frames of a stack, keeping its order (outermost first)."""
     return [f for f in frames if is_user_file(f.file)]

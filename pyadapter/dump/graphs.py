@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pyadapter.dump import wire
 from pyadapter.dump.events import parse_event
 from pyadapter.dump.files import HostFiles
+from pyadapter.dump.frames import timed_bodies_in_cells
 from pyadapter.dump.tfrecord import SCAN_CHUNK_SIZE, ReadIssue, RecordFile
 from pyadapter.findings import Frame
 
@@ -83,7 +84,7 @@ class HostDump:
             file_index, line, func = entry
             if 0 <= file_index < len(self.source_files):
                 out.append(Frame(file=self.source_files[file_index].path, line=line, function=func))
-        return out
+        return timed_bodies_in_cells(out)
 
     def stack_is_complete(self, frame_ids: tuple[str, ...]) -> bool:
         for fid in frame_ids:
