@@ -1637,7 +1637,13 @@ def test_a_search_that_kept_no_rate_finite_is_not_answered_with_a_tenth(tmp_path
     )
     cause = classify(findings_of(overflow_origin(program)), context)
     assert cause.kind == "divergence" and cause.change is not None
-    assert "no rate down to 3.81e-7 kept the 5-step window finite, so a lower rate alone" in cause.change.what
+    # Not "a lower rate alone does not fix it": the window starts from weights the run reached at 0.05 (a run on
+    # raw features whose first update blew them up trains at 1e-7 from the start).
+    assert (
+        "no rate down to 3.81e-7 kept the 5-step window finite from the state at step 12, which the run reached at "
+        "its own rate: lower the rate from the start and scale the inputs" in cause.change.what
+    ), cause.change.what
+    assert "alone does not fix" not in cause.change.what
     assert "0.005" not in cause.change.what, cause.change.what
     assert cause.evidence["window"]["lowest_learning_rate_tried"] == pytest.approx(0.05 / 2**17)
     assert [f.title for f in cause_fixes(TRAIN, cause)] == []

@@ -412,3 +412,28 @@ def test_a_window_finite_at_the_captured_rate_searches_nothing() -> None:
     from pyadapter.cause.classify import _window_suggestion
 
     assert _window_suggestion(CauseContext(window_search=search.to_json())) is None
+
+
+def test_the_slots_that_hold_rate_sized_steps_are_scaled_with_the_rate() -> None:
+    """SGD's velocity and RMSprop's momentum hold steps already multiplied by the rate: a window replayed at a rate
+    100x lower kept the captured velocity, moved as fast as before, and the search said no rate kept it finite.
+    Those slots scale with the rate; Adam's moments and RMSprop's mean square hold no rate and do not."""
+    import keras
+    import tensorflow as tf
+
+    from pyadapter.replay.window import rate_scaled_slots
+
+    def built(optimizer: Any) -> Any:
+        weight = tf.Variable(tf.ones([3]))
+        optimizer.apply_gradients([(tf.ones([3]), weight)])
+        return optimizer
+
+    sgd = built(keras.optimizers.SGD(0.1, momentum=0.9))
+    assert [s.path for s in rate_scaled_slots([sgd])] == [s.path for s in sgd.momentums]
+    assert np.allclose(rate_scaled_slots([sgd])[0].numpy(), -0.1)  # v = -lr * g after one step
+    rmsprop = built(keras.optimizers.RMSprop(0.1, momentum=0.5))
+    assert len(rate_scaled_slots([rmsprop])) == 1
+    scaled = keras.mixed_precision.LossScaleOptimizer(built(keras.optimizers.SGD(0.1, momentum=0.9)))
+    assert len(rate_scaled_slots([scaled])) == 1
+    for plain in (keras.optimizers.SGD(0.1), keras.optimizers.RMSprop(0.1), keras.optimizers.Adam(0.1)):
+        assert rate_scaled_slots([built(plain)]) == []

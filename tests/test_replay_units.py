@@ -278,6 +278,12 @@ def test_a_dumped_re_run_with_more_nan_than_training_says_why() -> None:
         report.note is not None and "more non-finite gradients than training had (6 against 1)" in report.note
     )
     assert ReplayReport.from_json(report.to_json()).note == report.note
+    # A step compiled with XLA: its fused kernels are not what a dump runs; "--graph computes as training did" was
+    # false there (every replay runs without XLA).
+    report.trained_with_xla = True
+    assert report.note is not None and "compiled its step with XLA" in report.note
+    assert "computes as training did" not in report.note
+    assert ReplayReport.from_json(report.to_json()).note == report.note
     report.captured_gradients = 6  # as many as training had: nothing to explain
     assert report.note is None
     report.captured_gradients = None  # gradients not judged at capture (a LossScaleOptimizer's business)
@@ -595,7 +601,9 @@ def test_the_pipeline_re_run_runs_the_program_that_was_checked_not_its_namesake_
         "cwd": str(tmp_path / "sub"),
         "argv": ["train.py", "--epochs", "3"],
     }
-    bundle = Bundle(tmp_path / "bundle", Path("train.py"), {"entry_script": record})
+    from pyadapter.capture.seal import sealed
+
+    bundle = Bundle(tmp_path / "bundle", Path("train.py"), sealed({"entry_script": record}))  # the user's own
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(trust.TRUST_ENV, raising=False)
     monkeypatch.setattr(trust, "_trusted", set())

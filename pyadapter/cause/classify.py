@@ -1309,9 +1309,14 @@ def _search_found_none(search: dict[str, Any]) -> tuple[dict[str, Any], str] | N
         "largest_finite_learning_rate": None,
         "lowest_learning_rate_tried": lowest,
     }
+    start = search.get("start_step")
+    reached = f"step {start}" if isinstance(start, int) and not isinstance(start, bool) else "its start"
+    # The window starts from weights the run reached at its own rate: a lower rate from the first step may still
+    # keep them small (raw features under SGD, where the first update already blew the weights up). Only the
+    # window's claim is a fact.
     sentence = (
-        f"no rate down to {format_number(lowest)} kept the {int(steps[0])}-step window finite, so a lower rate "
-        "alone does not fix it"
+        f"no rate down to {format_number(lowest)} kept the {int(steps[0])}-step window finite from the state at "
+        f"{reached}, which the run reached at its own rate: lower the rate from the start and scale the inputs"
     )
     return evidence, sentence
 

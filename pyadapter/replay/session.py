@@ -42,6 +42,8 @@ def new_report(rebuilt: Rebuilt) -> ReplayReport:
         captured_gradients=(
             len(bundle.non_finite.gradients) if "gradients" in bundle.non_finite.checked else None
         ),
+        trained_with_xla=bundle.model_info.get("jit_compile") is True
+        or (bundle.manifest.get("step_function") or {}).get("jit_compile") is True,
         warnings=[*rebuilt.warnings, *filter(None, [bundle.not_held_warning()])],
         non_finite_inputs=list(rebuilt.bad_inputs),
     )

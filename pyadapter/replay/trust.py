@@ -137,6 +137,8 @@ def _command_text(bundle: Any, program: Path) -> str:
     """The program and the arguments a replay would give it, as one printable shell line."""
     argv = (bundle.manifest.get("entry_script") or {}).get("argv")
     arguments = [a for a in argv[1:] if isinstance(a, str)] if isinstance(argv, list) else []
+    if program.suffix.lower() == ".ipynb":
+        arguments = []  # a notebook's argv is its kernel's (-f connection.json); its cells get none
     text = shlex.join([str(program), *arguments]) if arguments else str(program)
     # Never a control character (a terminal escape) on the user's screen: shown as its escape.
     return "".join(ch if ch.isprintable() else ch.encode("unicode_escape").decode("ascii") for ch in text)

@@ -193,6 +193,8 @@ class ReplayReport:
     captured: str | None = None  # what the guard saw at capture time, one line
     # How many gradients the guard saw non-finite at capture (None: not judged, as under a LossScaleOptimizer).
     captured_gradients: int | None = None
+    # Training compiled its step with XLA (jit_compile=True); replays run it without (a dump has no XLA kernels).
+    trained_with_xla: bool = False
     verdicts: dict[str, StepVerdict] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     # Batch leaves that hold NaN/Inf before the step runs ("x: 3 NaN of 512"): the data is the origin.
@@ -227,6 +229,13 @@ class ReplayReport:
             return text[0].upper() + text[1:] + "."
         if graph is not None and graph.dumped and graph.reproduced and self.captured_gradients:
             dumped = len(graph.non_finite_gradients)
+            if dumped > self.captured_gradients and self.trained_with_xla:
+                return (
+                    f"The dumped re-run has more non-finite gradients than training had ({dumped} against "
+                    f"{self.captured_gradients}): training compiled its step with XLA (jit_compile=True), whose fused "
+                    "kernels compute some values differently, and every replay runs the step without XLA (a dump "
+                    "has no XLA kernels). The origin is the same op; the counts differ."
+                )
             if dumped > self.captured_gradients:
                 return (
                     f"The dumped re-run has more non-finite gradients than training had ({dumped} against "
@@ -263,6 +272,7 @@ class ReplayReport:
             "kind": self.kind,
             "captured": self.captured,
             "captured_gradients": self.captured_gradients,
+            "trained_with_xla": self.trained_with_xla,
             "reproduced": self.reproduced,
             "verdicts": self.verdicts_json(),
             "note": self.note,
@@ -288,6 +298,7 @@ class ReplayReport:
                 if isinstance(n := data.get("captured_gradients"), int) and not isinstance(n, bool)
                 else None
             ),
+            trained_with_xla=data.get("trained_with_xla") is True,
             verdicts={mode: StepVerdict.from_json(v) for mode, v in data.get("verdicts", {}).items()},
             warnings=list(data.get("warnings", [])),
             non_finite_inputs=list(data.get("non_finite_inputs", [])),

@@ -165,6 +165,9 @@ class WindowRun:
             factor = learning_rate / rates[0][1] if rates[0][1] else 1.0
             for variable, captured in rates:
                 variable.assign(captured * factor)
+            if factor != 1.0:
+                for slot in rate_scaled_slots(self.optimizers):
+                    slot.assign(slot * factor)
         elif rates:
             shown = rates[0][1]
         function = self._compiled()
@@ -287,6 +290,24 @@ class WindowRun:
         result.largest_finite, result.smallest_non_finite = low, high
         result.seconds = time.perf_counter() - started
         return result
+
+
+def rate_scaled_slots(optimizers: list[Any]) -> list[Any]:
+    """The optimizer slots that hold steps already multiplied by the learning rate: SGD's velocity (v = m * v -
+    lr * g) and RMSprop's momentum. At the window's start they hold the captured rate's steps: replayed at a rate
+    10x lower with them as they were, the first steps still moved as fast as before, and a run that a lower rate
+    does fix (raw features under SGD with momentum) read "no rate down to 2.4e-9 kept the window finite". Scaled
+    with the rate, the window starts as if the steps before it had been taken at that rate. Adam's moments and
+    RMSprop's mean square hold no rate."""
+    slots: list[Any] = []
+    for optimizer in optimizers:
+        optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's own
+        kind = type(optimizer).__name__
+        if kind == "SGD" and getattr(optimizer, "momentum", 0):
+            slots += list(getattr(optimizer, "momentums", None) or [])
+        elif kind == "RMSprop" and getattr(optimizer, "momentum", 0):
+            slots += list(getattr(optimizer, "_momentums", None) or [])
+    return [slot for slot in slots if slot is not None]
 
 
 def calls_of(
