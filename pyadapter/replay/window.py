@@ -303,9 +303,9 @@ def rate_scaled_slots(optimizers: list[Any]) -> list[Any]:
     for optimizer in optimizers:
         optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's own
         kind = type(optimizer).__name__
-        if kind == "SGD" and getattr(optimizer, "momentum", 0):
+        if kind == "SGD" and getattr(optimizer, "momentum", None):
             slots += list(getattr(optimizer, "momentums", None) or [])
-        elif kind == "RMSprop" and getattr(optimizer, "momentum", 0):
+        elif kind == "RMSprop" and getattr(optimizer, "momentum", None):
             slots += list(getattr(optimizer, "_momentums", None) or [])
     return [slot for slot in slots if slot is not None]
 
