@@ -895,3 +895,39 @@ def test_an_absl_app_whose_step_is_a_closure_replays_by_re_entry(tmp_path):
     assert_replays_by_reentry(bundle, program, cwd=tmp_path)
     # The re-entry runs the program with the flags training had.
     assert CaptureBundle.load(bundle).manifest["entry_script"]["argv"][1:] == ["--learning_rate=0.5"]
+
+
+def test_a_config_driven_trainer_is_told_the_config_line_and_its_window_reads_the_new_rate(tmp_path):
+    """A research repo's trainer: ``keras.optimizers.get(cfg["train"]["optimizer"])`` from config.json, run from
+    another folder. The cause said "the run diverged" with no rate and no line to change, and after the user
+    lowered the rate in config.json, ``replay --window`` replayed the captured 0.25 ("still diverges"). The line
+    to change is the config's, and the window reads the rate written there now."""
+    project = tmp_path / "project"
+    shutil.copytree(SHAPES / "config_trainer", project)
+    config = project / "config.json"
+    rate_line = next(
+        n for n, text in enumerate(config.read_text().splitlines(), 1) if "learning_rate" in text
+    )
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    done = subprocess.run(
+        [sys.executable, str(project / "train.py")],
+        cwd=elsewhere,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert "NanGuard: cause: divergence" in done.stderr, done.stderr[-3000:]
+    (bundle,) = [p.parent for p in project.glob("runs/*/captures/*/manifest.json")]
+    located = nanlens_json("locate", str(bundle), cwd=project)
+    change = located["cause"]["change"]
+    assert (change["file"], change["line"]) == (str(config), rate_line), change
+    assert located["cause"]["summary"].startswith("the run diverged at learning rate 0.25"), located["cause"]
+    assert "(read by train.py:" in change["what"], change
+    config.write_text(config.read_text().replace('"learning_rate": 0.25', '"learning_rate": 0.01'))
+    window = nanlens_text("replay", str(bundle), "--window", cwd=project)
+    assert f"learning rate: 0.01 (source {config}:{rate_line})" in window.stdout, (
+        window.stdout + window.stderr
+    )
+    assert "stays finite at learning rate 0.01" in window.stdout, window.stdout

@@ -207,6 +207,14 @@ def _optimizer_sites(units: list[SourceUnit], recorded: list[str]) -> list[Site]
     for unit in units:
         for node in calls(unit):
             name = called_name(node)
+            if _is_optimizer_lookup(node):
+                # keras.optimizers.get({"class_name": "SGD", "config": {...}}) or get(config["optimizer"]): a
+                # config-driven trainer's optimizer; the rate is the dict literal's, else the config's.
+                rate = _config_dict_rate(node.args[0] if node.args else None)
+                found.append(
+                    Site(unit, node, "keras.optimizers.get", rate, rate is not None, target="optimizer")
+                )
+                continue
             if name in wanted:
                 arg = _learning_rate_arg(node, name)
                 site = Site(
@@ -236,6 +244,90 @@ def _optimizer_sites(units: list[SourceUnit], recorded: list[str]) -> list[Site]
                             target="compile",
                         )
                     )
+    return found
+
+
+def _is_optimizer_lookup(node: ast.Call) -> bool:
+    """``keras.optimizers.get(...)``, ``tf.keras.optimizers.get(...)``, ``optimizers.get(...)``."""
+    func = node.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr in ("get", "deserialize")
+        and (
+            (isinstance(func.value, ast.Attribute) and func.value.attr == "optimizers")
+            or (isinstance(func.value, ast.Name) and func.value.id == "optimizers")
+        )
+    )
+
+
+def _config_dict_rate(node: ast.expr | None) -> float | None:
+    """The learning rate in a literal ``{"class_name": ..., "config": {"learning_rate": 0.25}}``."""
+    if not isinstance(node, ast.Dict):
+        return None
+    for key, value in zip(node.keys, node.values, strict=True):
+        if isinstance(key, ast.Constant) and key.value == "config" and isinstance(value, ast.Dict):
+            for inner_key, inner in zip(value.keys, value.values, strict=True):
+                if isinstance(inner_key, ast.Constant) and inner_key.value in ("learning_rate", "lr"):
+                    return number(inner)
+    return None
+
+
+# A config file's line that sets a rate: "learning_rate": 0.25 (JSON), lr: 3e-4 (YAML), learning_rate = 0.1 (TOML,
+# INI), --lr=0.5 in a shell line does not count (it is argv, named elsewhere).
+_CONFIG_RATE = re.compile(
+    r"""(?<![\w-])["']?(?:learning[_-]?rate|lr|base_lr|init_lr)["']?\s*[:=]\s*["']?(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"""
+)
+CONFIG_SUFFIXES = (".json", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".conf")
+_CONFIG_LIMIT = 1 << 20  # bytes of one config file read
+_CONFIG_FILES = 40  # config files looked at in a folder
+
+
+# A rate set on a line of code without a constructor: optimizer.learning_rate.assign(0.15), opt.lr = 0.1,
+# K.set_value(model.optimizer.learning_rate, 0.1).
+_ASSIGNED_RATE = re.compile(
+    r"(?:learning_rate|\blr)\b\s*(?:\.assign\(\s*|=\s*|,\s*)(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+)
+
+
+def rate_written_in_text(line: str) -> float | None:
+    """A learning rate a line sets without an optimizer's constructor: a config file's key (JSON, YAML, TOML,
+    INI) or an assignment in code (``.learning_rate.assign(0.15)``); None when it sets none."""
+    for pattern in (_CONFIG_RATE, _ASSIGNED_RATE):
+        match = pattern.search(line)
+        if match is not None:
+            value = float(match.group("value"))
+            if math.isfinite(value) and value > 0:
+                return value
+    return None
+
+
+def config_rate_lines(folders: list[str], rate: float | None) -> list[tuple[str, int]]:
+    """(file, 1-based line) of each line of a config file in `folders` (not below them) that sets a learning rate
+    equal to `rate` (any rate: None): where a config-driven trainer's rate is written. Read as text; nothing is
+    parsed or run."""
+    found: list[tuple[str, int]] = []
+    seen: set[str] = set()
+    for folder in folders:
+        try:
+            names = sorted(
+                e.name for e in os.scandir(folder) if e.is_file() and e.name.lower().endswith(CONFIG_SUFFIXES)
+            )
+        except OSError:
+            continue
+        for name in names[:_CONFIG_FILES]:
+            path = os.path.realpath(os.path.join(folder, name))
+            if path in seen:
+                continue
+            seen.add(path)
+            try:
+                with open(path, encoding="utf-8", errors="replace") as handle:
+                    text = handle.read(_CONFIG_LIMIT)
+            except OSError:
+                continue
+            for index, line in enumerate(text.splitlines(), 1):
+                match = _CONFIG_RATE.search(line)
+                if match is not None and (rate is None or same_rate(float(match.group("value")), rate)):
+                    found.append((path, index))
     return found
 
 

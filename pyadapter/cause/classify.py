@@ -394,6 +394,19 @@ def _own_schedule_change(
     return change if own_line else None
 
 
+def _config_change(context: CauseContext, site: change_line.Site, rate: float, what: str) -> Change | None:
+    """The one line of a config file beside the program (or beside the optimizer's file) that sets `rate`."""
+    folders = list(
+        dict.fromkeys(os.path.dirname(os.path.abspath(f)) for f in (context.entry_script, site.file) if f)
+    )
+    lines = change_line.config_rate_lines(folders, rate)
+    if len(lines) != 1:
+        return None  # none, or several files or keys with that rate: the optimizer's line stays
+    path, line = lines[0]
+    place = f"{os.path.basename(site.file)}:{site.line}"
+    return Change(file=path, line=line, what=f"{what} (read by {place})", target="config")
+
+
 def _site_target(site: change_line.Site) -> str:
     if site.target:
         return site.target
@@ -1148,6 +1161,10 @@ def _divergence(
         else:
             what = f"the learning rate of {site.name}: lower it{clip}"
         change = _change(site, what, _site_target(site))
+        if not site.literal and rate is not None:
+            # The line reads the rate from somewhere (optimizers.get(config["optimizer"]), SGD(cfg.lr)): a config
+            # file beside the program that sets that very rate is where the user changes it.
+            change = _config_change(context, site, rate, what) or change
     own_schedule = _own_schedule_change(context, units, searched)
     if own_schedule is not None:
         # A schedule the user wrote (a warm-up with no cap grows without end): its line is the rate's.

@@ -88,16 +88,18 @@ def _searched_rate(cause: Cause) -> tuple[float, str] | None:
 def learning_rate_on_line(source: str, line: int) -> float | None:
     """The learning rate written on 1-based `line` of `source` (an optimizer's or a schedule's), or None."""
     src = read_line(source, line)
-    if src is None:
-        return None
-    for call in _calls_on_line(src, OPTIMIZERS + SCHEDULES):
-        name = last_name(call) or ""
-        key = "initial_learning_rate" if name in SCHEDULES else "learning_rate"
-        node = _keyword(call, key) or _keyword(call, "lr")
-        rate = _number(node.value if node is not None else (call.args[0] if call.args else None))
-        if rate is not None and rate > 0:
-            return rate
-    return None
+    if src is not None:
+        for call in _calls_on_line(src, OPTIMIZERS + SCHEDULES):
+            name = last_name(call) or ""
+            key = "initial_learning_rate" if name in SCHEDULES else "learning_rate"
+            node = _keyword(call, key) or _keyword(call, "lr")
+            rate = _number(node.value if node is not None else (call.args[0] if call.args else None))
+            if rate is not None and rate > 0:
+                return rate
+    # No constructor: a config file's line (config.json's "learning_rate": 0.25) or a rate assigned in code
+    # (model.optimizer.learning_rate.assign(0.15)).
+    lines = source.splitlines()
+    return change_line.rate_written_in_text(lines[line - 1]) if 0 < line <= len(lines) else None
 
 
 def _no_rate_helped(cause: Cause) -> bool:

@@ -48,6 +48,19 @@ def learning_rate_in_source(bundle_path: str | Path) -> tuple[float, str] | None
         if rate is not None:
             where = f"{file}:{line}" + (f" (cell {cell})" if cell is not None else "")
             return rate, where
+    if isinstance(optimizer_line, dict) and isinstance(optimizer_line.get("file"), str):
+        # The optimizer reads its rate from a config file (keras.optimizers.get(config["optimizer"])): the cause,
+        # classified again, no longer finds the edited file's line by the captured rate; the one line of a config
+        # beside the program that sets a rate is the rate now.
+        from pyadapter.cause.change_line import config_rate_lines
+
+        lines = config_rate_lines([str(Path(optimizer_line["file"]).resolve().parent)], None)
+        if len(lines) == 1:
+            path, number = lines[0]
+            text = _source_text(path, None)
+            rate = learning_rate_on_line(text, number) if text is not None else None
+            if rate is not None:
+                return rate, f"{path}:{number}"
     return None
 
 
