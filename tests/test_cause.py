@@ -205,6 +205,22 @@ def test_a_rate_changed_after_compile_is_the_one_named(tmp_path: Path, later: st
     ]
     assert "0.05" in apply_edits(source, fixes[0].edits).splitlines()[FIT_LINE - 1]
 
+    # The user lowered the number on that line since (0.14 for 0.5, still too high): the line that sets the rate
+    # is still the one named, not SGD(...)'s, whose 0.05 the sentence called "learning rate 0.5 (SGD)"; and the
+    # window's "rate your code sets now" reads the new number there.
+    from pyadapter.fixes.cause import learning_rate_on_line
+
+    edited = source.replace("0.5", "0.14", 1) if "compile" not in later else None
+    if edited is not None:
+        program.write_text(edited)
+        cause = classify(findings_of(overflow_origin(program, line=FIT_LINE + 1)), context)
+        assert cause.change is not None and cause.change.line == FIT_LINE, (
+            cause.change.line,
+            cause.change.what,
+        )
+        assert cause.change.what.startswith(f"learning rate 0.5 {rate_text}"), cause.change.what
+        assert learning_rate_on_line(edited, cause.change.line) == 0.14
+
     # A rate that no line writes (ReduceLROnPlateau lowered it): the optimizer's line, with the rate that ran.
     program.write_text(TRAIN)
     context.learning_rate = LearningRate(float(np.float32(0.0125)))

@@ -190,6 +190,13 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str], used: float | N
         # No line writes the rate that ran, and the program sets it as it trains (an LR range test's callback,
         # a LearningRateScheduler): that line made it, not the construction's number.
         return Site(setter.unit, setter.node, setter.name, used, False, target=setter.target)
+    assigned = [site for unit in units for site in rate_assignments(unit)]
+    if assigned:
+        # A rate set after the construction (``model.optimizer.learning_rate.assign(0.15)`` between two fits) writes
+        # another number now: edited since the capture. It is still the line that sets the rate, not the
+        # construction's (whose 0.005 the sentence would have called 0.15).
+        last = assigned[-1]
+        return Site(last.unit, last.node, last.name, used, False, last.momentum, last.target)
     if not found:
         return None
     first = found[0]
