@@ -503,3 +503,29 @@ def test_a_step_of_several_updates_by_one_optimizer_is_taken_back_whole(tmp_path
     saved = bundle.weights()
     for variable, then in zip(model.weights, before, strict=True):
         np.testing.assert_array_equal(saved[variable.path], then)
+
+
+def test_a_layer_that_cannot_be_saved_is_named_in_the_bundle(tmp_path):
+    """A custom layer whose constructor takes a numpy array and that has no get_config: model.keras cannot be
+    written. The bundle said only "NotImplementedError: " (Keras's message starts with a newline), and the replay's
+    route "rebuilding from the bundle failed (the bundle has no model.keras)". It names the layer now."""
+
+    class Centers(keras.layers.Layer):
+        def __init__(self, centers, **kwargs):
+            super().__init__(**kwargs)
+            self.centers = centers
+
+        def call(self, x):
+            return tf.math.log(x - self.centers.sum())  # NaN: the sum of the centers is large
+
+    model = keras.Sequential(
+        [keras.Input((3,)), Centers(np.full((2, 3), 5.0, np.float32)), keras.layers.Dense(1)]
+    )
+    model.compile("sgd", "mse")
+    x, y = np.ones((16, 3), np.float32), np.ones((16, 1), np.float32)
+    fit(model, x, y, NanGuard(str(tmp_path), locate=False))
+    (bundle,) = [CaptureBundle.load(p) for p in tmp_path.iterdir() if p.is_dir()]
+    assert bundle.model_path is None
+    assert bundle.manifest["model_save_error"].startswith(
+        "NotImplementedError: Object Centers was created by passing non-serializable argument values"
+    ), bundle.manifest["model_save_error"]

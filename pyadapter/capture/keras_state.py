@@ -44,6 +44,22 @@ def build_own_optimizer(model: keras.Model) -> None:
         build_optimizers(optimizers, list(model.trainable_variables))
 
 
+def _save_error_text(model: keras.Model, exc: Exception) -> str:
+    """One line for why model.keras was not written: the first sentence of the error (Keras's begins with a newline,
+    and the bundle said only "NotImplementedError: "); an empty one names the layer whose get_config fails."""
+    message = " ".join(str(exc).split()).split(". ")[0]  # Keras's start with a newline and run to a paragraph
+    text = f"{type(exc).__name__}: {message}" if message else type(exc).__name__
+    if message:
+        return text
+    for layer in model._flatten_layers(include_self=False):
+        try:
+            layer.get_config()
+        except Exception as inner:  # noqa: BLE001 - any failure names the layer
+            what = str(inner).strip().splitlines()[0] if str(inner).strip() else type(inner).__name__
+            return f"{text}: layer {type(layer).__name__} ({layer.name}) cannot give its config: {what}"
+    return text
+
+
 def save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, seed_states: dict) -> dict:
     """model.keras (architecture and compile settings: `model_archive`) and weights.npz (every model and optimizer
     value, streamed one variable at a time), with the seed states from before the step."""
@@ -63,7 +79,7 @@ def save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, see
                 model_archive.save(model, model_file, keras_lines.keras_line(model) or keras_lines.KERAS3)
         except Exception as exc:  # noqa: BLE001 - e.g. a custom object without get_config: keep the rest
             model_file.unlink(missing_ok=True)
-            extra["model_save_error"] = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            extra["model_save_error"] = _save_error_text(model, exc)
         values, total = snapshot.variable_values(
             [
                 ("model", list(model.variables)),
