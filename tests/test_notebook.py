@@ -725,6 +725,49 @@ def test_a_timed_second_phase_is_the_fit_replayed_and_its_lines_are_the_cells(tm
     assert (4, 1) not in spread, spread  # nothing on the %%time line
 
 
+@pytest.mark.slow
+def test_a_loss_loaded_by_exec_is_said_to_be_the_users_and_the_timed_fit_line_is_shown(tmp_path):
+    """A notebook loads its helpers with ``exec(open("helpers.py").read())`` and times its fit cell. The Log was
+    said to be "made inside TensorFlow/Keras code (keras/src/losses/losses.py:34 in call)", and the replay showed
+    the fit line as the cell file's blank line 2 (the cell file holds the %%time cell as one line)."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    (folder / "helpers.py").write_text(
+        "import tensorflow as tf\n\n\ndef poisson_nll(y_true, y_pred):\n"
+        "    return tf.reduce_mean(y_pred - y_true * tf.math.log(y_pred))\n"
+    )
+    data = (
+        "rng = np.random.default_rng(3)\nx = rng.normal(size=(256, 5)).astype('float32')\n"
+        "y = rng.poisson(np.exp(0.8 * x[:, :1])).astype('float32')\nkeras.utils.set_random_seed(5)\n"
+        "model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(16, activation='relu'), keras.layers.Dense(1)])"
+    )
+    timed = (
+        "%%time\nmodel.compile(optimizer=keras.optimizers.Adam(1e-2), loss=poisson_nll)\n"
+        f"history = model.fit(x, y, batch_size=32, epochs=20, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    cells = [("code", IMPORTS), ("code", 'exec(open("helpers.py").read())'), ("code", data), ("code", timed)]
+    path = folder / "bikes.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, "bikes.ipynb")
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    for extra in ((), ("--replay",)):
+        done = subprocess.run(
+            [sys.executable, "-m", "pyadapter", "locate", str(bundle), *extra],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=folder,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+        )
+        assert done.returncode in (0, 1), done.stderr[-3000:]
+        out = done.stdout
+        assert f"origin: {path}:3 (cell 3, line 3 of the cell)" in out, out
+        assert "3 | history = model.fit(x, y" in out, out
+        assert "made in code run from a string by exec() (its line 5 in poisson_nll)" in out, out
+        assert "inside TensorFlow/Keras code" not in out, out
+
+
 def test_a_reading_call_in_a_timed_cell_is_the_data_line_to_change(tmp_path):
     """A ``%%time`` cell reads the CSV. For reading, its body was IPython's transform: a string argument of
     ``run_cell_magic``, where no reading call is found, so a data cause named the fit line; it names the

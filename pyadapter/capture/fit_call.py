@@ -73,7 +73,14 @@ def _library(path: str) -> bool:
 
 def calling_line() -> tuple[str, int, str] | None:
     """(file, line, text) of the innermost user line on the stack (the line that called fit), or None."""
-    frame: Any = sys._getframe(1)
+    found = innermost_user_call(sys._getframe(1))
+    return (found[0], found[1], found[2]) if found is not None and found[2] else None
+
+
+def innermost_user_call(frame: Any) -> tuple[str, int, str, str] | None:
+    """(file, line, text, function) of the innermost frame of the user's code from `frame` outwards. A line of a
+    ``%%time`` cell's body (compiled as ``<timed exec>``) is that line of the cell: the cell's own frame is its line
+    1, the magic call, which every fit of a timed cell was taken for."""
     timed: tuple[int, str] | None = None  # (line, text) in a %%time cell's body
     while frame is not None:
         path = frame.f_code.co_filename
@@ -87,10 +94,9 @@ def calling_line() -> tuple[str, int, str] | None:
             if (
                 timed is not None
             ):  # the cell's %%time line is its line 1: the body's line k is the cell's k + 1
-                text = timed[1].strip()[:MAX_CODE]
-                return (path, frame.f_lineno + timed[0], text) if text else None
+                return path, frame.f_lineno + timed[0], timed[1].strip()[:MAX_CODE], frame.f_code.co_name
             text = linecache.getline(path, frame.f_lineno).strip()[:MAX_CODE]
-            return (path, frame.f_lineno, text) if text else None
+            return path, frame.f_lineno, text, frame.f_code.co_name
         frame = frame.f_back
     return None
 

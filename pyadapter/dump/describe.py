@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pyadapter.dump.executions import ExecEntry, read_execution
 from pyadapter.dump.frames import (
     innermost_user_frame,
+    is_exec_string,
     is_user_file,
     library_frame,
     made_by_nanlens,
@@ -45,12 +46,38 @@ class Place:
         if self.created_in.function:
             where += f" in {self.created_in.function}"
         text = f"; the op was made inside TensorFlow/Keras code ({where}), not on a line of your code"
+        if is_exec_string(self.created_in.file):
+            # exec(open("helpers.py").read()): the user's code, with no file name to mark.
+            within = f" in {self.created_in.function}" if self.created_in.function else ""
+            text = (
+                f"; the op was made in code run from a string by exec() (its line {self.created_in.line}{within}), "
+                "which has no file to mark"
+            )
         if self.fallback:
             text += f", so the line marked is {self.fallback}"
         return text
 
 
 def _location(
+    host: HostScan, frame_ids: tuple[str, ...], graph_id: str | None = None, op: OpRef | None = None
+) -> Place:
+    """`_place`, saying that an op made in exec'd code was made in the user's code (not TensorFlow/Keras's)."""
+    place = _place(host, frame_ids, graph_id, op)
+    stack = host.dump.stack(frame_ids)
+    executed = next((f for f in reversed(stack) if is_exec_string(f.file)), None)
+    if executed is None:
+        return place
+    inner = place.mark is None or stack.index(executed) > max(
+        (i for i, f in enumerate(stack) if f == place.mark), default=-1
+    )
+    if place.created_in is not None or inner:
+        # The op's own line is in exec'd code (no file to mark): say so, and that the line marked only ran it.
+        place.created_in = executed
+        place.fallback = place.fallback or "the line of yours that ran it"
+    return place
+
+
+def _place(
     host: HostScan, frame_ids: tuple[str, ...], graph_id: str | None = None, op: OpRef | None = None
 ) -> Place:
     """Where to mark an op: never a TensorFlow, Keras, installed-package or NaN Lens file.

@@ -73,15 +73,26 @@ def is_user_file(path: str) -> bool:
 TIMED_EXEC = "<timed exec>"
 
 
+def is_timed_body(path: str) -> bool:
+    return os.path.basename(path) == TIMED_EXEC
+
+
+def is_exec_string(path: str) -> bool:
+    """Code compiled from a string: ``exec(open("helpers.py").read())`` (TensorFlow records "<string>" joined to the
+    working folder)."""
+    return os.path.basename(path) == "<string>"
+
+
 def timed_bodies_in_cells(stack: list[Frame]) -> list[Frame]:
     """`stack` (outermost first) with each frame of a ``%%time`` cell's body (``<timed exec>``, line k) made the
     line of the cell it is: line k + 1 of the cell whose ``%%time`` line is the nearest user frame outside it.
     Without this every op of a timed cell was marked on its ``%%time`` line, and the line its body ran was lost."""
-    if not any(frame.file == TIMED_EXEC for frame in stack):
+    # TensorFlow records the name joined to the working folder ("/work/<timed exec>").
+    if not any(is_timed_body(frame.file) for frame in stack):
         return stack
     out = list(stack)
     for index, frame in enumerate(out):
-        if frame.file != TIMED_EXEC:
+        if not is_timed_body(frame.file):
             continue
         outer = next((f for f in reversed(out[:index]) if is_user_file(f.file)), None)
         if outer is not None:

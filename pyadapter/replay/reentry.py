@@ -624,6 +624,19 @@ def map_cell_files(findings: Any) -> None:
             where = notebook_cell_of(target.file)
             if where is not None:
                 target.file, target.cell = where
+    origin = findings.origin
+    if origin is not None and origin.cell is not None:
+        # The code shown is the saved cell's line: a cell file holds the cell as IPython transformed it (a %%time
+        # cell is one line, get_ipython().run_cell_magic(...)), so its line 2 was blank.
+        from pyadapter.capture.notebook_file import NotebookError, read_notebook_cells
+
+        try:
+            cells = read_notebook_cells(origin.file)
+            lines = cells[origin.cell].source.splitlines() if 0 <= origin.cell < len(cells) else []
+        except NotebookError:
+            lines = []
+        if 0 < origin.line <= len(lines):
+            findings.extra["origin_code"] = lines[origin.line - 1]
 
 
 def run_by_reentry(

@@ -23,7 +23,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import FrameType
 from typing import Any
 
 from pyadapter.findings import Findings, Frame
@@ -60,19 +59,15 @@ def say(message: str) -> None:
 def user_call_site() -> Frame | None:
     """The innermost frame of the user's own code on this thread's stack: the ``model.fit(...)`` line (or the
     guarded step's call), which stands for ops made wholly inside Keras."""
-    from pyadapter.dump.frames import is_user_file
+    from pyadapter.capture.fit_call import innermost_user_call
 
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None:
-        path = frame.f_code.co_filename
-        if is_user_file(path):
-            return Frame(
-                file=os.path.abspath(path) if not path.startswith("<") else path,
-                line=frame.f_lineno,
-                function=frame.f_code.co_name,
-            )
-        frame = frame.f_back
-    return None
+    found = innermost_user_call(sys._getframe(1))
+    if found is None:
+        return None
+    path, line, _, function = found
+    return Frame(
+        file=os.path.abspath(path) if not path.startswith("<") else path, line=line, function=function
+    )
 
 
 def _run_dumped(scene: SceneStep, dump_dir: str, mode: str = "graph", values_of: str | None = None) -> Any:
