@@ -529,3 +529,40 @@ def test_a_layer_that_cannot_be_saved_is_named_in_the_bundle(tmp_path):
     assert bundle.manifest["model_save_error"].startswith(
         "NotImplementedError: Object Centers was created by passing non-serializable argument values"
     ), bundle.manifest["model_save_error"]
+
+
+def test_a_skip_mode_bundle_per_epoch_does_not_repeat_keras_warnings(tmp_path):
+    """A generator dataset (Keras warns once that it "ran out of data": its length is unknown) and a bad batch in
+    every epoch under skip mode: each epoch wrote a bundle, whose model.keras was saved inside
+    warnings.catch_warnings, which resets Python's once-per-place record: the warning came back every epoch."""
+    import subprocess
+
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import numpy as np, keras, tensorflow as tf\n"
+        "from pyadapter import NanGuard\n"
+        "def batches():\n"
+        "    rng = np.random.default_rng(0)\n"
+        "    for i in range(6):\n"
+        "        x = rng.normal(size=(8, 3)).astype('float32')\n"
+        "        if i == 3:\n"
+        "            x[0, 0] = np.nan\n"
+        "        yield x, np.ones((8, 1), 'float32')\n"
+        "spec = (tf.TensorSpec((None, 3), tf.float32), tf.TensorSpec((None, 1), tf.float32))\n"
+        "data = tf.data.Dataset.from_generator(batches, output_signature=spec)\n"
+        "model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])\n"
+        "model.compile('sgd', 'mse')\n"
+        f"model.fit(data, epochs=3, verbose=0, callbacks=[NanGuard({str(tmp_path / 'captures')!r}, on_nan='skip', "
+        "locate=False)])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert len(list((tmp_path / "captures").iterdir())) == 3  # a bundle per epoch
+    assert done.stderr.count("ran out of data") == 1, done.stderr[-3000:]

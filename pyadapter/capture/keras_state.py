@@ -3,7 +3,9 @@ before the first copy, and the bundle's model.keras and weights.npz."""
 
 from __future__ import annotations
 
+import contextlib
 import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import keras
@@ -44,6 +46,25 @@ def build_own_optimizer(model: keras.Model) -> None:
         build_optimizers(optimizers, list(model.trainable_variables))
 
 
+@contextlib.contextmanager
+def _keras_save_warnings_shown_nowhere() -> Iterator[None]:
+    """Keras's UserWarnings while it saves ("You are saving a model that has not yet been built": a subclass built
+    only inside its step) are not printed. Not by warnings.catch_warnings: leaving it resets every warning's
+    once-per-place record, so a skip-mode run (a bundle per epoch) printed Keras's "Your input ran out of data"
+    again at every epoch."""
+    shown = warnings.showwarning
+
+    def show(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if not issubclass(category, UserWarning):
+            shown(message, category, *args, **kwargs)
+
+    warnings.showwarning = show
+    try:
+        yield
+    finally:
+        warnings.showwarning = shown
+
+
 def _save_error_text(model: keras.Model, exc: Exception) -> str:
     """One line for why model.keras was not written: the first sentence of the error (Keras's begins with a newline,
     and the bundle said only "NotImplementedError: "); an empty one names the layer whose get_config fails."""
@@ -73,9 +94,7 @@ def save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, see
                 seeds[path].assign(value)
         model_file = writer.file(bundle_format.MODEL_FILE)
         try:
-            with warnings.catch_warnings():
-                # "You are saving a model that has not yet been built": a subclass built only inside its step.
-                warnings.simplefilter("ignore", UserWarning)
+            with _keras_save_warnings_shown_nowhere():
                 model_archive.save(model, model_file, keras_lines.keras_line(model) or keras_lines.KERAS3)
         except Exception as exc:  # noqa: BLE001 - e.g. a custom object without get_config: keep the rest
             model_file.unlink(missing_ok=True)
