@@ -1809,3 +1809,27 @@ def test_an_ordinary_draw_of_a_normal_feature_in_a_small_batch_is_not_bad_data(t
     assert rows is not None and [o.record_text() for o in rows.outliers] == ["x[15, 4] = -2860"]
     cause = classify(findings_of(log_origin(program), bad_rows=rows.to_json()), CauseContext(batch=(x, None)))
     assert cause.kind == "data", cause.summary
+
+
+def test_a_mask_multiplied_by_minus_inf_is_zero_times_infinity(tmp_path: Path) -> None:
+    """``logits += (1 - mask) * -inf``: NaN wherever the mask keeps a position (0 * -inf). The cause was "a Mul op
+    made NaN from inputs that held infinities but no NaN ... keep its inputs in its domain"."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=3,
+        role="origin",
+        op=OpRef("attention/mul", "Mul"),
+        health=TensorHealth(dtype="float32", size=384, nan=242, neg_inf=142),
+        inputs=[
+            InputHealth("attention/sub:0", TensorHealth(dtype="float32", size=384, zero=242, pos=142)),
+            InputHealth("attention/mul/y:0", TensorHealth(dtype="float32", size=1, neg_inf=1)),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext())
+    assert cause.kind == "op"
+    assert cause.summary == (
+        "the Mul op multiplied attention/mul/y:0 (which holds -inf) by attention/sub:0 (which holds 242 zeros): "
+        "0 * -inf is NaN"
+    ), cause.summary
+    assert cause.change is not None and cause.change.what.startswith("the -inf factor: a large finite number")

@@ -525,6 +525,8 @@ def _op(
     words = None if overflow else _out_of_domain_words(origin)
     if words is None:
         words = _matrix_words(origin)
+    if words is None and not overflow:
+        words = _zero_times_infinity_words(origin)
     if words is not None and origin.op.type == "Log":
         words = _underflowed_exp_words(findings, origin) or words
     if words is not None:
@@ -654,6 +656,34 @@ def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
         )
     else:
         what = f"the {origin.op.type}'s input: keep it in the domain ({fix})"
+    return summary, what
+
+
+def _zero_times_infinity_words(origin: Finding) -> tuple[str, str] | None:
+    """(summary, what to change) for a product of an infinity and zeros (``logits += (1 - mask) * -inf``: NaN
+    wherever the mask keeps a position, 0 * -inf). None for other ops or inputs."""
+    if origin.op.type not in ("Mul", "MatMul", "BatchMatMulV2", "Einsum") or len(origin.inputs) != 2:
+        return None
+    if origin.health is None or not origin.health.nan:
+        return None
+    healths = [i.health for i in origin.inputs]
+    if any(h is None or h.nan for h in healths):
+        return None
+    infinite = [i for i in origin.inputs if i.health and (i.health.neg_inf or i.health.pos_inf)]
+    zeros = [i for i in origin.inputs if i.health and i.health.is_finite and i.health.zero]
+    if len(infinite) != 1 or len(zeros) != 1:
+        return None
+    inf_health = infinite[0].health
+    assert inf_health is not None
+    sign = "-inf" if inf_health.neg_inf else "+inf"
+    summary = (
+        f"the {origin.op.type} op multiplied {infinite[0].name} (which holds {sign}) by {zeros[0].name} (which holds "
+        f"{zeros[0].health.zero if zeros[0].health else 0} zeros): 0 * {sign} is NaN"
+    )
+    what = (
+        f"the {sign} factor: a large finite number instead ({'-' if sign == '-inf' else ''}1e9 for a mask value), or "
+        "tf.where(mask, x, -1e9) instead of multiplying a mask by an infinity"
+    )
     return summary, what
 
 
