@@ -186,6 +186,29 @@ def test_a_bundle_not_sealed_here_does_not_choose_the_program_or_its_arguments(
     assert trust.check_entry(handed, root=tmp_path) == tool.resolve()
 
 
+def test_the_seal_covers_which_step_and_which_fit_run() -> None:
+    """A re-entry takes over the fit the bundle names and calls the step function it names: both are the bundle's
+    choice of code too, sealed with the program."""
+    from pyadapter.capture.seal import is_sealed_here
+
+    own = sealed(
+        {
+            "entry_script": {"path": "/w/train.py"},
+            "step_function": {"qualname": "train_step"},
+            "model": {"fit_call": {"code": "model.fit(x, y)", "ordinal": 0}, "optimizer": "SGD"},
+        }
+    )
+    assert is_sealed_here(own)
+    assert is_sealed_here(
+        {**own, "model": {**own["model"], "optimizer": "Adam"}}
+    )  # data, not a choice of code
+    for edited in (
+        {**own, "step_function": {"qualname": "delete_checkpoints"}},
+        {**own, "model": {**own["model"], "fit_call": {"code": "model.fit(x, y)", "ordinal": 3}}},
+    ):
+        assert not is_sealed_here(edited)
+
+
 def test_the_seal_key_is_the_users_alone(tmp_path: Path) -> None:
     sealed({"entry_script": None})
     key = tmp_path / "keys" / "seal.key"

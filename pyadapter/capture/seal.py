@@ -29,7 +29,8 @@ SEAL_KEY = "seal"  # the manifest's key holding the seal
 FORMAT = "nanlens.seal/1"
 # The manifest fields that choose what a replay runs (the program, its arguments, folder, module, the notebook's
 # executions that order its cells; which function or fit call of the program is the step).
-SEALED_KEYS = ("entry_script", "step_function", "fit_call")
+SEALED_KEYS = ("entry_script", "step_function")
+SEALED_MODEL_KEYS = ("fit_call",)  # in manifest["model"]: which fit of the program a re-entry takes over
 KEY_ENV = "NANLENS_SEAL_KEY"
 _KEY_BYTES = 32
 
@@ -73,6 +74,9 @@ def _sealed_text(manifest: dict[str, Any]) -> bytes:
     """The sealed fields as canonical JSON (sorted keys, no spaces): the same bytes before writing and after
     reading back, as the manifest holds only JSON values."""
     fields = {name: manifest.get(name) for name in SEALED_KEYS}
+    model = manifest.get("model")
+    for name in SEALED_MODEL_KEYS:
+        fields[f"model.{name}"] = model.get(name) if isinstance(model, dict) else None
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
