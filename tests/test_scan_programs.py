@@ -55,6 +55,8 @@ def test_backward_origin_names_the_forward_op(dumps) -> None:
     assert origin.op.forward_op == "Sqrt"
     assert "gradient_tape/" in origin.op.name
     assert "backward pass" in origin.message
+    # The forward op is named once: it read "the gradient of Sqrt Sqrt" (its type, then its name, the same word).
+    assert "(the gradient of Sqrt" in origin.message and "Sqrt Sqrt" not in origin.message, origin.message
     # The forward op's output was finite (sqrt(0) = 0): the NaN exists only in the backward pass.
     forward_input = next(i for i in origin.inputs if i.name == "Sqrt:0")
     assert (

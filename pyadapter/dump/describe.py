@@ -229,7 +229,9 @@ def graph_finding(
             grad_place = _location(host, op.frame_ids)
             grad_mark = grad_place.mark if grad_place.created_in is None else None
             taken = f", taken at {os.path.basename(grad_mark.file)}:{grad_mark.line}" if grad_mark else ""
-            subject = f"{message_op} (the gradient of {forward.type} {forward.name}{taken})"
+            # "the gradient of Sqrt Sqrt" when the op is named after its type: the name once.
+            forward_text = forward.name if forward.name == forward.type else f"{forward.type} {forward.name}"
+            subject = f"{message_op} (the gradient of {forward_text}{taken})"
             message = origin_message(
                 message_op, health, inputs, subject=subject, where=" in the backward pass"
             )
