@@ -729,7 +729,8 @@ def test_a_timed_second_phase_is_the_fit_replayed_and_its_lines_are_the_cells(tm
 def test_a_loss_loaded_by_exec_is_said_to_be_the_users_and_the_timed_fit_line_is_shown(tmp_path):
     """A notebook loads its helpers with ``exec(open("helpers.py").read())`` and times its fit cell. The Log was
     said to be "made inside TensorFlow/Keras code (keras/src/losses/losses.py:34 in call)", and the replay showed
-    the fit line as the cell file's blank line 2 (the cell file holds the %%time cell as one line)."""
+    the fit line as the cell file's blank line 2 (the cell file holds the %%time cell as one line). And the
+    notebook's own prints came out among the report's lines on stdout."""
     folder = tmp_path / "work"
     folder.mkdir()
     capture_dir = tmp_path / "captures"
@@ -740,7 +741,8 @@ def test_a_loss_loaded_by_exec_is_said_to_be_the_users_and_the_timed_fit_line_is
     data = (
         "rng = np.random.default_rng(3)\nx = rng.normal(size=(256, 5)).astype('float32')\n"
         "y = rng.poisson(np.exp(0.8 * x[:, :1])).astype('float32')\nkeras.utils.set_random_seed(5)\n"
-        "model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(16, activation='relu'), keras.layers.Dense(1)])"
+        "model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(16, activation='relu'), keras.layers.Dense(1)])\n"
+        "print('training rows', x.shape)"
     )
     timed = (
         "%%time\nmodel.compile(optimizer=keras.optimizers.Adam(1e-2), loss=poisson_nll)\n"
@@ -766,6 +768,8 @@ def test_a_loss_loaded_by_exec_is_said_to_be_the_users_and_the_timed_fit_line_is
         assert "3 | history = model.fit(x, y" in out, out
         assert "made in code run from a string by exec() (its line 5 in poisson_nll)" in out, out
         assert "inside TensorFlow/Keras code" not in out, out
+        if extra:  # the re-entry ran the notebook: its prints go to stderr, stdout is the report alone
+            assert "training rows (256, 5)" in done.stderr and "training rows" not in out, out
 
 
 def test_a_reading_call_in_a_timed_cell_is_the_data_line_to_change(tmp_path):

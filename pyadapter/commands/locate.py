@@ -150,8 +150,9 @@ def main(args: argparse.Namespace) -> int:
     allow(args.trust_entry)
     bundle = _local_bundle(args.bundle)
     try:
-        # With --json, stdout carries the JSON alone: what the replayed code prints goes to stderr.
-        with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        # stdout carries the report alone (the JSON, or the text a user saves): what the replayed program prints
+        # (a notebook's model.summary(), Keras's progress) goes to stderr, beside nanlens's own progress.
+        with contextlib.redirect_stdout(sys.stderr):
             findings = locate_bundle(
                 bundle,
                 progress=progress,

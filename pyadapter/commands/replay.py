@@ -150,8 +150,9 @@ def main(args: argparse.Namespace) -> int:
             if phase != "done":
                 print(printable(f"nanlens replay: {phase}"), file=sys.stderr, flush=True)
 
-        # With --json, stdout carries the JSON alone: what the replayed code prints goes to stderr.
-        with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        # stdout carries the report alone (the JSON, or the text a user saves): what the replayed program prints
+        # (a notebook's model.summary(), Keras's progress) goes to stderr, beside nanlens's own progress.
+        with contextlib.redirect_stdout(sys.stderr):
             report = replay_bundle(args.bundle, modes, progress=progress, reentry_timeout=args.timeout)
     except ReplayError as exc:
         raise CliError(str(exc)) from None
@@ -183,7 +184,7 @@ def _main_window(args: argparse.Namespace) -> int:
         from pyadapter.replay.window_bundle import replay_bundle_window
 
         print("nanlens replay: replaying the window", file=sys.stderr, flush=True)
-        with contextlib.redirect_stdout(sys.stderr) if args.json else contextlib.nullcontext():
+        with contextlib.redirect_stdout(sys.stderr):  # the program's prints: stderr (stdout is the report's)
             report = replay_bundle_window(
                 args.bundle,
                 learning_rate=args.learning_rate,
