@@ -18,7 +18,7 @@ DESCRIPTION = """\
 Rerun the failing step of a capture bundle (from NanGuard or guard_step) once in graph mode while
 TensorFlow dumps the health (NaN/Inf/zero counts) of every tensor, scan that dump, and report the causal
 origin: the first op that produced NaN/Inf from finite inputs, at the line of your code that created it.
-The replay verdicts of graph and eager mode come with it. Progress goes to stderr.
+The replay verdicts of graph and eager mode come with it. Progress, and what the replayed program prints, go to stderr.
 
 It also says why, with the line to change (the findings' "cause"): op (a wrong op on finite inputs),
 divergence (the loss grew step after step until an op overflowed: the optimizer's line), data (the batch held
