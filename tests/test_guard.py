@@ -566,3 +566,35 @@ def test_a_skip_mode_bundle_per_epoch_does_not_repeat_keras_warnings(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     assert len(list((tmp_path / "captures").iterdir())) == 3  # a bundle per epoch
     assert done.stderr.count("ran out of data") == 1, done.stderr[-3000:]
+
+
+def test_the_scene_says_why_its_dumped_step_has_more_nan_gradients_than_training(tmp_path):
+    """A NaN made in the model (a log of a negative feature) into Dense(relu): training's compiled step fuses the
+    ReLU (NaN becomes 0) and sees fewer gradients non-finite than the scene's dumped re-run, which runs it unfused.
+    `nanlens locate` on the bundle printed both figures with no word; `locate --replay` said why. The scene says it
+    too."""
+    import json
+
+    rng = np.random.default_rng(0)
+    x = (np.abs(rng.normal(size=(64, 4))) + 0.1).astype("float32")
+    y = x.sum(axis=1, keepdims=True)
+    x[40, 1] = -1.0  # the log makes NaN in the model, in one row
+    model = keras.Sequential(
+        [
+            keras.Input((4,)),
+            keras.layers.Lambda(tf.math.log),
+            keras.layers.Dense(8, activation="relu"),
+            keras.layers.Dense(1),
+        ]
+    )
+    model.compile("adam", "mse")
+    fit(model, x, y, NanGuard(str(tmp_path)))
+    (bundle,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    findings = json.loads((bundle / "findings.json").read_text())
+    captured = CaptureBundle.load(bundle).non_finite.gradients
+    dumped = findings["bundle"]["verdicts"]["graph"]["non_finite_gradients"]
+    assert len(dumped) > len(captured), (dumped, captured)  # the CPU kernels fuse the ReLU
+    assert any("more non-finite gradients than training had" in w for w in findings["warnings"]), findings[
+        "warnings"
+    ]
+    assert findings["bundle"]["note"] is not None

@@ -493,6 +493,7 @@ class GuardedStep:
             optimizers=list(self.optimizers),
             seeds_before={id(v): seed_states[p] for p, v in seeds if p in seed_states},
             seed_variables=seed_variables,
+            compiled_with_xla=bool(getattr(self.step_function, "_jit_compile", False)),
         )
         return atscene.findings_files(
             scene,

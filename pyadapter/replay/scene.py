@@ -43,6 +43,7 @@ class SceneStep:
     optimizers: list[Any]
     seeds_before: dict[int, Any]  # id(seed state variable) -> value before the failing step
     seed_variables: list[Any]
+    compiled_with_xla: bool = False  # training's step had jit_compile=True (the dumped re-run has no XLA)
 
 
 @dataclass
@@ -152,6 +153,7 @@ def locate_here(
         _describe(
             findings,
             verdict,
+            scene=scene,
             report=report,
             batch=batch,
             bundle_path=bundle_path,
@@ -238,6 +240,7 @@ def _describe(
     findings: Findings,
     verdict: Any,
     *,
+    scene: SceneStep,
     report: Any,
     batch: Any,
     bundle_path: str,
@@ -250,8 +253,18 @@ def _describe(
     """The ``bundle`` section as ``locate_bundle`` writes it, with origin_from "scene"; a batch that already held
     NaN/Inf is said on the origin, as a locate from the bundle says it."""
     from pyadapter.replay.batchhealth import batch_problem
+    from pyadapter.replay.verdict import ReplayReport
 
     verdict.dumped = True
+    # What the at-scene verdict beside training's own count says (6 NaN gradients under the dump, 2 in training:
+    # fused ops, or XLA), as `nanlens locate --replay` says it.
+    note = ReplayReport(
+        bundle=bundle_path,
+        entry_script=entry_script or "",
+        captured_gradients=len(report.gradients) if "gradients" in report.checked else None,
+        trained_with_xla=scene.compiled_with_xla,
+        verdicts={"graph": verdict},
+    ).note
     findings.source_kind = "bundle"
     findings.source_path = bundle_path
     findings.bundle = {
@@ -264,11 +277,13 @@ def _describe(
         "captured": report.summary(),
         "reproduced": {"graph": verdict.reproduced},
         "verdicts": {"graph": verdict.to_json()},
-        "note": None,
+        "note": note,
         "non_finite_inputs": [],
         "workers": [],
         "origin_from": ORIGIN_FROM_SCENE,
     }
+    if note:
+        findings.extra.setdefault("warnings", []).append(note)
     problem = batch_problem(batch)
     if problem is not None:
         findings.bundle["non_finite_batch"] = problem.to_json()
