@@ -214,3 +214,19 @@ def test_the_seal_key_is_the_users_alone(tmp_path: Path) -> None:
     key = tmp_path / "keys" / "seal.key"
     assert key.stat().st_size == 32 and key.stat().st_mode & 0o777 == 0o600
     assert key.parent.stat().st_mode & 0o077 == 0
+
+
+def test_a_home_without_a_seal_key_writes_unsealed_bundles_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pyadapter.capture import seal
+
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("a file where the key's folder would go")
+    monkeypatch.setenv(KEY_ENV, str(blocked / "seal.key"))
+    monkeypatch.setattr(seal, "_said_unsealed", False)
+    manifest = sealed({"entry_script": {"path": "/w/train.py"}})
+    assert seal.SEAL_KEY not in manifest and not seal.is_sealed_here(manifest)
+    sealed({"entry_script": {"path": "/w/train.py"}})
+    said = capsys.readouterr().err
+    assert said.count("cannot read or make the seal key") == 1, said

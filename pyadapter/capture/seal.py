@@ -22,6 +22,7 @@ import hmac
 import json
 import os
 import secrets
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ SEALED_KEYS = ("entry_script", "step_function")
 SEALED_MODEL_KEYS = ("fit_call",)  # in manifest["model"]: which fit of the program a re-entry takes over
 KEY_ENV = "NANLENS_SEAL_KEY"
 _KEY_BYTES = 32
+_said_unsealed = False
 
 
 def key_path() -> Path:
@@ -90,6 +92,14 @@ def sealed(manifest: dict[str, Any]) -> dict[str, Any]:
     key = _key(create=True)
     unsealed = {k: v for k, v in manifest.items() if k != SEAL_KEY}
     if key is None:
+        global _said_unsealed
+        if not _said_unsealed:  # once per process: a read-only home makes every bundle of the run unsealed
+            _said_unsealed = True
+            print(
+                f"NaN Lens: cannot read or make the seal key {key_path()}: bundles are written unsealed, and a "
+                "replay asks before it runs their program (--trust-entry)",
+                file=sys.stderr,
+            )
         return unsealed
     return {**unsealed, SEAL_KEY: {"format": FORMAT, "hmac": _mac(key, unsealed)}}
 
