@@ -230,3 +230,49 @@ def test_a_home_without_a_seal_key_writes_unsealed_bundles_and_says_so(
     sealed({"entry_script": {"path": "/w/train.py"}})
     said = capsys.readouterr().err
     assert said.count("cannot read or make the seal key") == 1, said
+
+
+def test_a_forged_hash_or_crafted_arguments_cannot_choose_the_question(tmp_path: Path) -> None:
+    """An unsealed bundle naming the user's own train.py with a wrong sha256 got the "changed since the capture"
+    question ("if the change is yours"), which shows no arguments; and arguments holding "outside" or
+    "--trust-entry /x y" chose the question's wording and the file it named."""
+    from pyadapter.server.consent import untrusted_of
+
+    program = tmp_path / "train.py"
+    program.write_text("print('train')\n")
+    forged = bundle_for(
+        program, tmp_path, seal=False, argv=["train.py", "--mode", "outside", "--trust-entry", "/x y"]
+    )
+    forged.manifest["entry_script"]["sha256"] = "0" * 64
+    with pytest.raises(trust.UntrustedEntry) as refused:
+        trust.check_entry(forged, root=tmp_path)
+    message = str(refused.value)
+    assert (
+        "does not carry your NanGuard's seal" in message and "--mode outside --trust-entry '/x y'" in message
+    )
+    asked = untrusted_of(f"nanlens: error: {message}")
+    assert asked is not None and (asked.file, asked.reason) == (str(program), "untrusted"), asked
+
+
+def test_a_crafted_seal_or_no_home_folder_never_raises(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pyadapter.capture import seal
+
+    own = sealed({"entry_script": {"path": "/w/train.py"}})
+    assert seal.is_sealed_here(own)
+    assert not seal.is_sealed_here({**own, "seal": {"format": seal.FORMAT, "hmac": "é" * 64}})
+    assert not seal.is_sealed_here(
+        {**own, "seal": {"format": seal.FORMAT, "hmac": own["seal"]["hmac"].upper()}}
+    )
+    # HOME unset and a uid with no passwd entry: Path.home() raises. Captures go on, unsealed.
+    monkeypatch.delenv(KEY_ENV)
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+    monkeypatch.setattr(seal, "_said_unsealed", True)
+    assert seal.key_path() is None
+    assert seal.SEAL_KEY not in sealed({"entry_script": {"path": "/w/train.py"}})
+    assert not seal.is_sealed_here(own)

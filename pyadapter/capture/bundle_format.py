@@ -234,7 +234,8 @@ class BundleWriter:
 
     def commit(self, manifest: dict[str, Any], seal: bool = False) -> Path:
         """Hashes every file, writes manifest.json and renames the directory into place; returns the bundle path.
-        `seal`: NanGuard's own capture, sealed as this user's (`pyadapter.capture.seal`); a pulled copy is not.
+        `seal`: NanGuard's own capture, sealed as this user's (`pyadapter.capture.seal`). A pulled copy is not sealed
+        again: it keeps the seal it came with, which holds only under the key that made it.
 
         Durable: every file (arrays, model, checkpoint, findings, manifest) and every folder of the bundle is
         fsynced before the rename, and the capture folder after it, so a power cut leaves either the whole

@@ -17,10 +17,12 @@ to distrust data: findings, arrays and pictures of an unsealed bundle show as be
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
 import os
+import re
 import secrets
 import sys
 from pathlib import Path
@@ -34,12 +36,17 @@ SEALED_KEYS = ("entry_script", "step_function")
 SEALED_MODEL_KEYS = ("fit_call",)  # in manifest["model"]: which fit of the program a re-entry takes over
 KEY_ENV = "NANLENS_SEAL_KEY"
 _KEY_BYTES = 32
+_HEX_MAC = re.compile(r"[0-9a-f]{64}")
 _said_unsealed = False
 
 
-def key_path() -> Path:
+def key_path() -> Path | None:
+    """The key file; None when there is no home folder to hold it (HOME unset, a uid with no passwd entry)."""
     named = os.environ.get(KEY_ENV, "").strip()
-    return Path(named).expanduser() if named else Path.home() / ".nanlens" / "bundle-seal.key"
+    try:
+        return Path(named).expanduser() if named else Path.home() / ".nanlens" / "bundle-seal.key"
+    except (RuntimeError, KeyError, OSError):
+        return None
 
 
 def _read_key(path: Path) -> bytes | None:
@@ -55,20 +62,33 @@ def _key(create: bool) -> bytes | None:
     """This user's seal key; made (readable by the user only) when `create` and there is none. None when it
     cannot be read or made (a read-only home): bundles are then written unsealed, and replays ask."""
     path = key_path()
+    if path is None:
+        return None
     key = _read_key(path)
     if key is not None or not create:
         return key
+    # Written whole under another name, then linked into place: a crash or a second process never sees (and never
+    # keeps) a key file shorter than the key. The first link wins; the others read its key.
     try:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
-        return _read_key(path)  # another process made it first
+        fresh = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+        descriptor = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError:
         return None
-    with os.fdopen(descriptor, "wb") as handle:
-        handle.write(secrets.token_bytes(_KEY_BYTES))
-        handle.flush()
-        os.fsync(handle.fileno())
+    try:
+        with os.fdopen(descriptor, "wb") as handle:
+            handle.write(secrets.token_bytes(_KEY_BYTES))
+            handle.flush()
+            os.fsync(handle.fileno())
+        try:
+            os.link(fresh, path)
+        except FileExistsError:
+            pass  # another process made it first
+        except OSError:
+            return None
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(fresh)
     return _read_key(path)
 
 
@@ -96,7 +116,7 @@ def sealed(manifest: dict[str, Any]) -> dict[str, Any]:
         if not _said_unsealed:  # once per process: a read-only home makes every bundle of the run unsealed
             _said_unsealed = True
             print(
-                f"NaN Lens: cannot read or make the seal key {key_path()}: bundles are written unsealed, and a "
+                f"NaN Lens: cannot read or make the seal key {key_path() or '~/.nanlens/bundle-seal.key'}: bundles are written unsealed, and a "
                 "replay asks before it runs their program (--trust-entry)",
                 file=sys.stderr,
             )
@@ -115,8 +135,11 @@ def is_sealed_here(manifest: Any) -> bool:
     key = _key(create=False)
     if key is None:
         return False
+    given = seal["hmac"]
+    if not _HEX_MAC.fullmatch(given):
+        return False  # compare_digest raises on a str that is not ASCII
     try:
         expected = _mac(key, manifest)
     except (TypeError, ValueError):  # a field that is not JSON (never from a loaded manifest)
         return False
-    return hmac.compare_digest(expected, seal["hmac"])
+    return hmac.compare_digest(expected.encode("ascii"), given.encode("ascii"))

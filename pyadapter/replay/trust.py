@@ -110,27 +110,38 @@ def check_entry(bundle: Any, *, root: str | os.PathLike[str] | None = None) -> P
     if program in trusted_files():
         return program
     folder = Path(root if root is not None else os.getcwd()).resolve()
+    sealed = is_sealed_here(bundle.manifest)
+    # An unsealed bundle's refusal shows the arguments it would pass too: the user's yes covers the whole command.
+    shown = str(program) if sealed else _command_text(bundle, program)
     if not program.is_relative_to(folder):
         raise UntrustedEntry(
-            f"not running {program}: the bundle names it, but it is outside {folder} (the folder nanlens runs in); "
+            f"not running {shown}: the bundle names it, but it is outside {folder} (the folder nanlens runs in); "
             f"if it is your code, run nanlens from its folder or add --trust-entry {program}"
+        )
+    if not sealed:
+        # The program, its arguments and folder are the bundle's word, not the user's: a bundle from another
+        # machine or user, or one whose manifest was edited, could name any file here with any arguments. Asked
+        # before the hash: a forged hash would otherwise make it the "changed since the capture" question, which
+        # speaks of the user's own edit and shows no arguments.
+        raise UntrustedEntry(
+            f"not running {shown}: {NOT_SEALED} (it came from another machine or user, was written before NaN Lens "
+            "sealed bundles, or its manifest was edited), so that program and those arguments are the bundle's "
+            f"choice; if they are yours, add --trust-entry {program}"
         )
     recorded, current = _recorded_code_hash(bundle, program)
     if recorded is not None and current != recorded and not _saved_after_the_run(bundle, program):
         raise UntrustedEntry(
-            f"not running {program}: its code changed since the capture (sha256 differs from the bundle's record); "
+            f"not running {program}: {CHANGED} (sha256 differs from the bundle's record); "
             f"if the change is yours, add --trust-entry {program}"
         )
-    if not is_sealed_here(bundle.manifest):
-        # The program, its arguments and folder are the bundle's word, not the user's: a bundle from another
-        # machine or user, or one whose manifest was edited, could name any file here with any arguments.
-        raise UntrustedEntry(
-            f"not running {_command_text(bundle, program)}: this bundle does not carry your NanGuard's seal (it "
-            "came from another machine or user, was written before NaN Lens sealed bundles, or its manifest was "
-            f"edited), so that program and those arguments are the bundle's choice; if they are yours, add "
-            f"--trust-entry {program}"
-        )
     return program
+
+
+# The fixed words of each refusal, by which the server tells them apart (`server.consent.untrusted_of`); the rest of
+# a refusal may hold a bundle's own text (its program's path and arguments).
+NOT_SEALED = "this bundle does not carry your NanGuard's seal"
+OUTSIDE = "the bundle names it, but it is outside"
+CHANGED = "its code changed since the capture"
 
 
 def _command_text(bundle: Any, program: Path) -> str:

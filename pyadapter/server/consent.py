@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import socket
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,7 @@ from typing import Any, Literal
 
 from pyadapter.capture.seal import is_sealed_here
 from pyadapter.capture.storage import PULLED_SUFFIX, mark_pulled, pulled_marker  # noqa: F401 - re-exported
+from pyadapter.replay.trust import CHANGED, NOT_SEALED, OUTSIDE
 
 log = logging.getLogger("nanlens.server.consent")
 
@@ -32,7 +32,7 @@ Reason = Literal["outside", "changed", "untrusted"]
 
 # `nanlens: error: not running /abs/train.py: ... add --trust-entry /abs/train.py` (the CLI), or the same line
 # without the prefix (the locate worker). The path runs to the end of the line: paths may hold spaces.
-_TRUST_FLAG = re.compile(r"--trust-entry\s+(?P<file>\S.*?)\s*$")
+_FLAG = "--trust-entry "
 _ERROR_PREFIX = "nanlens: error: "
 
 
@@ -54,13 +54,20 @@ def untrusted_of(message: str | None) -> Untrusted | None:
         return None
     for line in reversed(message.strip().splitlines()):
         line = line.strip().removeprefix(_ERROR_PREFIX)
-        match = _TRUST_FLAG.search(line)
-        if match is None:
+        flag = line.rfind(_FLAG)
+        if flag < 0 or not line[flag + len(_FLAG) :].strip():
             continue
-        file = match.group("file").strip().strip("'\"")
-        lowered = line.lower()
+        # The last flag, and the refusal's fixed words: a bundle's own path and arguments come before them (an
+        # argv holding "--trust-entry /x" or "outside" chose the file or the question).
+        file = line[flag + len(_FLAG) :].strip().strip("'\"")
         reason: Reason = (
-            "outside" if "outside" in lowered else "changed" if "changed" in lowered else "untrusted"
+            "untrusted"
+            if NOT_SEALED in line
+            else "outside"
+            if OUTSIDE in line
+            else "changed"
+            if CHANGED in line
+            else "untrusted"
         )
         return Untrusted(file, reason, line)
     return None
