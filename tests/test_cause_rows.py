@@ -210,3 +210,16 @@ def test_one_value_a_million_times_the_others_is_the_extreme_record() -> None:
     sparse = np.zeros((32, 1), np.float32)
     sparse[3] = 5.0
     assert extreme_record((sparse,)) is None
+
+
+def test_a_pixel_of_sparse_images_is_no_bad_record_under_the_deviation_rule() -> None:
+    """The deviation rule took each good row's own value into the others' mean and spread: no row of 16 can then
+    lie 6 deviations out, so the leave-one-out check never dropped the range rule, and a pixel of 0.84 among sparse
+    images (others 0 to 0.2) was named a bad record again."""
+    rng = np.random.default_rng(0)
+    images = np.zeros((16, 784), dtype=np.float32)
+    for row in range(16):
+        images[row, rng.choice(784, 40, replace=False)] = rng.uniform(0, 0.2, 40)
+    images[0, 9] = 0.84
+    found = rows_of(loss_values([0], rows=16), (images, np.zeros((16, 1), dtype=np.float32)))
+    assert found is not None and found.outliers == [], [o.describe() for o in found.outliers]
