@@ -18,7 +18,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from pyadapter.dump.frames import TIMED_EXEC, is_user_file
+from pyadapter.dump.frames import is_timed_body, is_user_file, timed_line
 
 MANIFEST_KEY = "fit_call"
 MAX_CODE = 400  # characters of the line kept
@@ -78,23 +78,27 @@ def calling_line() -> tuple[str, int, str] | None:
 
 
 def innermost_user_call(frame: Any) -> tuple[str, int, str, str] | None:
-    """(file, line, text, function) of the innermost frame of the user's code from `frame` outwards. A line of a
-    ``%%time`` cell's body (compiled as ``<timed exec>``) is that line of the cell: the cell's own frame is its line
-    1, the magic call, which every fit of a timed cell was taken for."""
-    timed: tuple[int, str] | None = None  # (line, text) in a %%time cell's body
+    """(file, line, text, function) of the innermost frame of the user's code from `frame` outwards. A line of timed
+    code (``%%time`` or ``%time``, compiled as ``<timed exec>`` / ``<timed eval>``) is that line of the cell: the
+    cell's own frame is the magic's call, which every fit of a timed cell was taken for."""
+    body_line: int | None = None  # the line in the timed code
+    body: str | None = None
+    cell_magic = True
     while frame is not None:
         path = frame.f_code.co_filename
-        if path == TIMED_EXEC and timed is None:
-            timed = (frame.f_lineno, "")
-        elif timed is not None and not timed[1] and isinstance(body := frame.f_locals.get("cell"), str):
-            # IPython's `time` magic holds the cell's body; its own file is one line, the magic call.
-            lines = body.splitlines()
-            timed = (timed[0], lines[timed[0] - 1] if 0 < timed[0] <= len(lines) else "")
+        if is_timed_body(path) and body_line is None:
+            body_line = frame.f_lineno
+        elif body_line is not None and body is None and frame.f_code.co_name == "time":
+            # IPython's `time` magic holds the timed code: the cell's body (%%time), or its line (%time).
+            cell = frame.f_locals.get("cell")
+            cell_magic = isinstance(cell, str)
+            body = cell if cell_magic else str(frame.f_locals.get("line") or "")
         elif not _library(path):
-            if (
-                timed is not None
-            ):  # the cell's %%time line is its line 1: the body's line k is the cell's k + 1
-                return path, frame.f_lineno + timed[0], timed[1].strip()[:MAX_CODE], frame.f_code.co_name
+            if body_line is not None:
+                lines = (body or "").splitlines()
+                text = lines[body_line - 1] if 0 < body_line <= len(lines) else ""
+                line = timed_line(frame.f_lineno, body_line, cell_magic)
+                return path, line, text.strip()[:MAX_CODE], frame.f_code.co_name
             text = linecache.getline(path, frame.f_lineno).strip()[:MAX_CODE]
             return path, frame.f_lineno, text, frame.f_code.co_name
         frame = frame.f_back

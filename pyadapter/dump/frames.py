@@ -12,7 +12,7 @@ import re
 import site
 import sys
 import sysconfig
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
 
 from pyadapter.findings import Frame
@@ -69,12 +69,14 @@ def is_user_file(path: str) -> bool:
     return not any(norm.startswith(root) for root in _excluded_roots())
 
 
-# IPython's ``%%time`` compiles its cell's body under this one name; the cell itself is one line, the magic call.
-TIMED_EXEC = "<timed exec>"
+# IPython's ``%%time`` / ``%time`` compile the timed code under these names ("<timed eval>" when it is one expression,
+# as ``model.fit(x, y)`` is); a ``%%time`` cell itself is one line, the magic call.
+TIMED_BODIES = ("<timed exec>", "<timed eval>")
 
 
 def is_timed_body(path: str) -> bool:
-    return os.path.basename(path) == TIMED_EXEC
+    # TensorFlow records the name joined to the working folder ("/work/<timed exec>").
+    return os.path.basename(path) in TIMED_BODIES
 
 
 def is_exec_string(path: str) -> bool:
@@ -83,11 +85,19 @@ def is_exec_string(path: str) -> bool:
     return os.path.basename(path) == "<string>"
 
 
-def timed_bodies_in_cells(stack: list[Frame]) -> list[Frame]:
-    """`stack` (outermost first) with each frame of a ``%%time`` cell's body (``<timed exec>``, line k) made the
-    line of the cell it is: line k + 1 of the cell whose ``%%time`` line is the nearest user frame outside it.
-    Without this every op of a timed cell was marked on its ``%%time`` line, and the line its body ran was lost."""
-    # TensorFlow records the name joined to the working folder ("/work/<timed exec>").
+def timed_line(outer_line: int, body_line: int, cell_magic: bool) -> int:
+    """The cell's line of a timed body's line: a ``%%time`` cell's body starts on the cell's line 2 (its line 1 is
+    the magic), a ``%time`` line magic's code is on the magic's own line."""
+    return outer_line + body_line if cell_magic else outer_line + body_line - 1
+
+
+def timed_bodies_in_cells(
+    stack: list[Frame], line_text: Callable[[str, int], str | None] | None = None
+) -> list[Frame]:
+    """`stack` (outermost first) with each frame of timed code (``%%time`` or ``%time``: ``<timed exec>`` or
+    ``<timed eval>``, line k) made the line of the cell it is, in the cell whose magic call is the nearest user frame
+    outside it. Without this every op of a timed cell was marked on its ``%%time`` line, and the line its body ran
+    was lost. `line_text(file, line)` tells a line magic (``run_line_magic``) from a cell magic; unknown: a cell's."""
     if not any(is_timed_body(frame.file) for frame in stack):
         return stack
     out = list(stack)
@@ -96,7 +106,10 @@ def timed_bodies_in_cells(stack: list[Frame]) -> list[Frame]:
             continue
         outer = next((f for f in reversed(out[:index]) if is_user_file(f.file)), None)
         if outer is not None:
-            out[index] = Frame(file=outer.file, line=outer.line + frame.line, function=frame.function)
+            text = line_text(outer.file, outer.line) if line_text is not None else None
+            cell_magic = not (text and "run_line_magic(" in text)
+            line = timed_line(outer.line, frame.line, cell_magic)
+            out[index] = Frame(file=outer.file, line=line, function=frame.function)
     return out
 
 

@@ -84,7 +84,7 @@ class HostDump:
             file_index, line, func = entry
             if 0 <= file_index < len(self.source_files):
                 out.append(Frame(file=self.source_files[file_index].path, line=line, function=func))
-        return timed_bodies_in_cells(out)
+        return timed_bodies_in_cells(out, self.source_line)
 
     def stack_is_complete(self, frame_ids: tuple[str, ...]) -> bool:
         for fid in frame_ids:
