@@ -1657,9 +1657,17 @@ def test_a_search_that_kept_no_rate_finite_is_not_answered_with_a_tenth(tmp_path
     # raw features whose first update blew them up trains at 1e-7 from the start).
     assert (
         "no rate down to 3.81e-7 kept the 5-step window finite from the state at step 12, which the run reached at "
-        "its own rate: lower the rate from the start and scale the inputs" in cause.change.what
+        "its own rate: a lower rate from the start may still hold (the window cannot tell)"
+        in cause.change.what
     ), cause.change.what
     assert "alone does not fix" not in cause.change.what
+    # A window from the run's first state: no update came before it at the captured rate.
+    context.window_search = {**search, "start_step": 0}
+    first = classify(findings_of(overflow_origin(program)), context)
+    assert first.change is not None
+    assert "no rate down to 3.81e-7 kept the 5-step window finite, so a lower rate alone does not fix it" in (
+        first.change.what
+    ), first.change.what
     assert "0.005" not in cause.change.what, cause.change.what
     assert cause.evidence["window"]["lowest_learning_rate_tried"] == pytest.approx(0.05 / 2**17)
     assert [f.title for f in cause_fixes(TRAIN, cause)] == []
@@ -1833,3 +1841,27 @@ def test_a_mask_multiplied_by_minus_inf_is_zero_times_infinity(tmp_path: Path) -
         "0 * -inf is NaN"
     ), cause.summary
     assert cause.change is not None and cause.change.what.startswith("the -inf factor: a large finite number")
+
+
+def test_an_edited_construction_beside_a_later_phase_s_rate_is_the_line_named(tmp_path: Path) -> None:
+    """The run diverged at 0.05 in its first phase; since, the user lowered SGD's rate to 0.001, and a second phase
+    assigns 1e-5. No line writes 0.05: the line nearest the rate that ran is the construction, not the second
+    phase's assignment."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    lines = TRAIN.replace("learning_rate=0.05", "learning_rate=0.001").splitlines(keepends=True)
+    lines.insert(FIT_LINE, "    model.optimizer.learning_rate.assign(1e-5)\n")  # after the first fit
+    program.write_text("".join(lines))
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(float(np.float32(0.05))),
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE, (
+        cause.change.line,
+        cause.change.what,
+    )
+    assert cause.change.what.startswith("learning rate 0.05 (SGD"), cause.change.what

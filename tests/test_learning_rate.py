@@ -71,3 +71,19 @@ def test_a_search_that_did_not_run_says_why_not_which_rate():
         steps=3, start_step=5, captured_learning_rate=0.1, trials=[Trial(0.1, False, 7, None)]
     )
     assert tried.sentence() == "no learning rate down to 0.1 kept the 3-step window finite"
+
+
+def test_a_rate_written_outside_a_constructor_is_read_and_nothing_else_is() -> None:
+    """`replay --window` reads "the rate your code sets now" from the line the cause names: a config file's key or
+    a rate assigned in code; not another name ending in learning_rate, nor a schedule's second argument."""
+    from pyadapter.cause.change_line import rate_written_in_text
+
+    assert (
+        rate_written_in_text('  "optimizer": {"class_name": "SGD", "config": {"learning_rate": 0.25}},')
+        == 0.25
+    )
+    assert rate_written_in_text("initial_learning_rate: 3e-4") == 3e-4
+    assert rate_written_in_text("model.optimizer.learning_rate.assign(0.15)") == 0.15
+    assert rate_written_in_text("keras.backend.set_value(model.optimizer.lr, 0.1)") == 0.1
+    for other in ("max_learning_rate=0.5", "decay(lr, 0.96)", "if lr == 0.1:", "warmup_lr_steps: 100"):
+        assert rate_written_in_text(other) is None, other

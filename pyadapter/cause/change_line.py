@@ -190,13 +190,13 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str], used: float | N
         # No line writes the rate that ran, and the program sets it as it trains (an LR range test's callback,
         # a LearningRateScheduler): that line made it, not the construction's number.
         return Site(setter.unit, setter.node, setter.name, used, False, target=setter.target)
-    assigned = [site for unit in units for site in rate_assignments(unit)]
-    if assigned:
-        # A rate set after the construction (``model.optimizer.learning_rate.assign(0.15)`` between two fits) writes
-        # another number now: edited since the capture. It is still the line that sets the rate, not the
-        # construction's (whose 0.005 the sentence would have called 0.15).
-        last = assigned[-1]
-        return Site(last.unit, last.node, last.name, used, False, last.momentum, last.target)
+    written = [site for site in candidates if site.learning_rate is not None and site.learning_rate > 0]
+    if any(site.target != "compile" and site not in found for site in written):
+        # No line writes the rate that ran, and a line sets it after the construction: one of them was edited since
+        # the capture (``model.optimizer.learning_rate.assign(0.15)`` made 0.14, or SGD(0.1) made 0.001). The line
+        # whose number is nearest the rate that ran is that one; the sentence names the rate that ran.
+        nearest = min(written, key=lambda site: abs(math.log(site.learning_rate / used)))  # type: ignore[operator]
+        return Site(nearest.unit, nearest.node, nearest.name, used, False, nearest.momentum, nearest.target)
     if not found:
         return None
     first = found[0]
@@ -254,6 +254,35 @@ def _optimizer_sites(units: list[SourceUnit], recorded: list[str]) -> list[Site]
     return found
 
 
+_CONFIG_NAMES = (
+    "cfg",
+    "config",
+    "conf",
+    "configs",
+    "hparams",
+    "hp",
+    "params",
+    "opt_cfg",
+    "train_cfg",
+    "settings",
+)
+
+
+def reads_config(site: Site) -> bool:
+    """Whether the site's rate comes from a loaded config: ``keras.optimizers.get(cfg[...])``, ``SGD(cfg["lr"])``,
+    ``SGD(config.lr)``; not ``SGD(args.lr)`` or ``SGD(FLAGS.lr)`` (the command line, named as such elsewhere)."""
+    if not isinstance(site.node, ast.Call):
+        return False
+    if _is_optimizer_lookup(site.node):
+        return True
+    arg = _learning_rate_arg(site.node, site.name)
+    if isinstance(arg, ast.Subscript):
+        return True
+    return (
+        isinstance(arg, ast.Attribute) and isinstance(arg.value, ast.Name) and arg.value.id in _CONFIG_NAMES
+    )
+
+
 def _is_optimizer_lookup(node: ast.Call) -> bool:
     """``keras.optimizers.get(...)``, ``tf.keras.optimizers.get(...)``, ``optimizers.get(...)``."""
     func = node.func
@@ -282,7 +311,7 @@ def _config_dict_rate(node: ast.expr | None) -> float | None:
 # A config file's line that sets a rate: "learning_rate": 0.25 (JSON), lr: 3e-4 (YAML), learning_rate = 0.1 (TOML,
 # INI), --lr=0.5 in a shell line does not count (it is argv, named elsewhere).
 _CONFIG_RATE = re.compile(
-    r"""(?<![\w-])["']?(?:learning[_-]?rate|lr|base_lr|init_lr)["']?\s*[:=]\s*["']?(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"""
+    r"""(?<![\w-])["']?(?:(?:initial_)?learning[_-]?rate|lr|base_lr|init_lr)["']?\s*[:=]\s*["']?(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"""
 )
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".conf")
 _CONFIG_LIMIT = 1 << 20  # bytes of one config file read
@@ -291,15 +320,15 @@ _CONFIG_FILES = 40  # config files looked at in a folder
 
 # A rate set on a line of code without a constructor: optimizer.learning_rate.assign(0.15), opt.lr = 0.1,
 # K.set_value(model.optimizer.learning_rate, 0.1).
-_ASSIGNED_RATE = re.compile(
-    r"(?:learning_rate|\blr)\b\s*(?:\.assign\(\s*|=\s*|,\s*)(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-)
+_NUMBER_TEXT = r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_ASSIGNED_RATE = re.compile(r"(?<!\w)(?:learning_rate|lr)\s*(?:\.assign\(\s*|=(?!=)\s*)" + _NUMBER_TEXT)
+_SET_VALUE_RATE = re.compile(r"set_value\(\s*[\w.]*(?<!\w)(?:learning_rate|lr)\s*,\s*" + _NUMBER_TEXT)
 
 
 def rate_written_in_text(line: str) -> float | None:
     """A learning rate a line sets without an optimizer's constructor: a config file's key (JSON, YAML, TOML,
     INI) or an assignment in code (``.learning_rate.assign(0.15)``); None when it sets none."""
-    for pattern in (_CONFIG_RATE, _ASSIGNED_RATE):
+    for pattern in (_CONFIG_RATE, _ASSIGNED_RATE, _SET_VALUE_RATE):
         match = pattern.search(line)
         if match is not None:
             value = float(match.group("value"))

@@ -662,7 +662,8 @@ def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
 def _zero_times_infinity_words(origin: Finding) -> tuple[str, str] | None:
     """(summary, what to change) for a product of an infinity and zeros (``logits += (1 - mask) * -inf``: NaN
     wherever the mask keeps a position, 0 * -inf). None for other ops or inputs."""
-    if origin.op.type not in ("Mul", "MatMul", "BatchMatMulV2", "Einsum") or len(origin.inputs) != 2:
+    # A Mul only: nearly every matmul has zeros in an operand, and its NaN may be +inf + -inf.
+    if origin.op.type != "Mul" or len(origin.inputs) != 2:
         return None
     if origin.health is None or not origin.health.nan:
         return None
@@ -1191,7 +1192,7 @@ def _divergence(
         else:
             what = f"the learning rate of {site.name}: lower it{clip}"
         change = _change(site, what, _site_target(site))
-        if not site.literal and rate is not None:
+        if not site.literal and rate is not None and change_line.reads_config(site):
             # The line reads the rate from somewhere (optimizers.get(config["optimizer"]), SGD(cfg.lr)): a config
             # file beside the program that sets that very rate is where the user changes it.
             change = _config_change(context, site, rate, what) or change
@@ -1357,15 +1358,17 @@ def _search_found_none(search: dict[str, Any]) -> tuple[dict[str, Any], str] | N
         "lowest_learning_rate_tried": lowest,
     }
     start = search.get("start_step")
-    reached = f"step {start}" if isinstance(start, int) and not isinstance(start, bool) else "its start"
+    window = f"no rate down to {format_number(lowest)} kept the {int(steps[0])}-step window finite"
+    if not isinstance(start, int) or isinstance(start, bool) or start <= 0:
+        # From the run's first state: no update at the captured rate came before, so the rate is not the cause.
+        return evidence, f"{window}, so a lower rate alone does not fix it"
     # The window starts from weights the run reached at its own rate: a lower rate from the first step may still
     # keep them small (raw features under SGD, where the first update already blew the weights up). Only the
     # window's claim is a fact.
-    sentence = (
-        f"no rate down to {format_number(lowest)} kept the {int(steps[0])}-step window finite from the state at "
-        f"{reached}, which the run reached at its own rate: lower the rate from the start and scale the inputs"
+    return evidence, (
+        f"{window} from the state at step {start}, which the run reached at its own rate: a lower rate from the "
+        "start may still hold (the window cannot tell)"
     )
-    return evidence, sentence
 
 
 # A freshly built model's weight norm is in the tens or hundreds; one this large was trained into it before.

@@ -302,10 +302,10 @@ def rate_scaled_slots(optimizers: list[Any]) -> list[Any]:
     slots: list[Any] = []
     for optimizer in optimizers:
         optimizer = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's own
-        kind = type(optimizer).__name__
-        if kind == "SGD" and getattr(optimizer, "momentum", None):
+        kinds = {cls.__name__ for cls in type(optimizer).__mro__}  # a subclass of SGD keeps SGD's slots
+        if "SGD" in kinds and getattr(optimizer, "momentum", None):
             slots += list(getattr(optimizer, "momentums", None) or [])
-        elif kind == "RMSprop" and getattr(optimizer, "momentum", None):
+        elif "RMSprop" in kinds and getattr(optimizer, "momentum", None):
             slots += list(getattr(optimizer, "_momentums", None) or [])
     return [slot for slot in slots if slot is not None]
 

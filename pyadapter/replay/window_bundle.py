@@ -48,7 +48,11 @@ def learning_rate_in_source(bundle_path: str | Path) -> tuple[float, str] | None
         if rate is not None:
             where = f"{file}:{line}" + (f" (cell {cell})" if cell is not None else "")
             return rate, where
-    if isinstance(optimizer_line, dict) and isinstance(optimizer_line.get("file"), str):
+    if (
+        isinstance(optimizer_line, dict)
+        and isinstance(optimizer_line.get("file"), str)
+        and optimizer_line.get("call") == "keras.optimizers.get"
+    ):
         # The optimizer reads its rate from a config file (keras.optimizers.get(config["optimizer"])): the cause,
         # classified again, no longer finds the edited file's line by the captured rate; the one line of a config
         # beside the program that sets a rate is the rate now.
