@@ -193,12 +193,18 @@ def verdict_sentence(verdict: Mapping[str, Any]) -> str:
         parts.append(f"{_count(len(weights), 'weight')} non-finite after the update")
     elif verdict.get("weights_finite"):
         parts.append("weights finite after the update")
+    state = verdict.get("non_finite_state") or []
+    if state:
+        # The moving statistics the forward pass wrote (a batch whose variance overflowed float32).
+        parts.append(f"non-finite values the forward pass wrote to {', '.join(str(s) for s in state[:3])}")
     head = "stayed finite"
     if reproduced:
         if large and not gradients and verdict.get("loss_finite"):
             head = "overflow reproduced"
         elif _is_infinity(verdict.get("loss")) and not gradients and not weights:
             head = "Inf reproduced"  # "NaN reproduced — loss inf" said a NaN nothing held
+        elif state and not gradients and not weights and verdict.get("loss_finite") is not False:
+            head = "non-finite state reproduced"
         else:
             head = "NaN reproduced"
     return f"{label}: {head} — " + ", ".join(parts) if parts else f"{label}: {head}"

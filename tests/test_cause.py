@@ -374,6 +374,34 @@ def test_a_float16_overflow_in_a_keras_layer_is_precision_at_its_construction(tm
     )
 
 
+def test_a_float16_overflow_in_a_named_layer_is_its_construction_not_the_sequential(tmp_path: Path) -> None:
+    """keras.io's mixed-precision guide names its layers. Keras 3's train step scopes a layer as "head_1" for
+    Dense(name="head"): the name matched nothing, and the change fell to the "sequential_1" segment: "keep the
+    Sequential layer in float32" at the keras.Sequential([ line."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n"
+        "keras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "model = keras.Sequential([\n"
+        "    keras.Input(shape=(4,)),\n"
+        "    keras.layers.Dense(1, name='head'),\n"
+        "])\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=6,
+        role="origin",
+        op=OpRef("sequential_1/head_1/MatMul", "MatMul"),
+        health=TensorHealth(dtype="float16", size=64, pos_inf=1, pos=63),
+        inputs=[InputHealth("x:0", TensorHealth(dtype="float16", size=8, pos=8))],
+    )
+    cause = classify(
+        findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_float16")
+    )
+    assert cause.kind == "precision" and cause.change is not None and cause.change.line == 5, cause.change
+    assert "Dense layer in float32" in cause.change.what, cause.change.what
+
+
 def test_older_bundle_without_the_new_history_keys(tmp_path: Path) -> None:
     """Only step/loss/logged_loss, no model info: divergence is still told, the change line found by the name."""
     program = write_program(tmp_path)

@@ -27,6 +27,9 @@ def test_a_layer_is_found_by_its_name_its_class_or_its_activation(tmp_path: Path
     program.write_text(PROGRAM)
     site = layer_site("claims/hidden/Relu", "Relu", str(program))
     assert site is not None and (site.line, site.what) == (6, "the line that builds its Dense layer")
+    # Keras 3's train step scopes it with a call count: Dense(name="hidden") is "hidden_1" there. A named layer
+    # matched nothing (mixed precision's Dense(10, name="dense_logits"), keras.io's guide) and the fit line was marked.
+    assert getattr(layer_site("claims_1/hidden_1/Relu", "Relu", str(program)), "line", None) == 6
     # One LayerNormalization in the file, whatever its automatic name's number.
     assert getattr(layer_site("claims/layer_normalization_3/Rsqrt", "Rsqrt", str(program)), "line", None) == 7
     # Three Dense calls: the one whose activation the op computes.

@@ -199,6 +199,45 @@ def test_run_step_judges_finite_and_non_finite_batches_from_the_same_state() -> 
         assert set(verdict.non_finite_gradients) == {v.path for v in model.trainable_variables}
 
 
+def test_a_step_that_made_a_moving_variance_inf_is_reproduced_not_finite() -> None:
+    """A feature in units of 1e20 into Dense -> BatchNormalization: the guard stops on the +Inf moving variance
+    with a finite loss, gradients and weights. Every replay said "stayed finite — loss 7.4e16, gradients finite,
+    weights finite after the update", below an origin that named the overflow. The state the forward pass writes
+    is judged too."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from pyadapter.capture.gate import forward_state_variables
+    from pyadapter.findings_text import verdict_sentence
+    from pyadapter.replay.step import StepProgram, run_step
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(4), keras.layers.BatchNormalization()])
+    model.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+    x = np.random.default_rng(0).normal(size=(8, 3)).astype("float32")
+    y = np.zeros((8, 4), "float32")
+    model.train_on_batch(x, y)
+    x[:, 0] *= 1e20
+    program = StepProgram(
+        step=model.train_step,
+        args=((tf.constant(x), tf.constant(y)),),
+        state=[*model.variables, *model.optimizer.variables],
+        trainable=list(model.trainable_variables),
+        optimizers=[model.optimizer],
+        forward_state=forward_state_variables([model]),
+        before_run=model.reset_metrics,
+    )
+    program.snapshot()
+    for mode in ("graph", "eager"):
+        verdict = run_step(program, mode)
+        assert verdict.reproduced, verdict
+        assert verdict.non_finite_state == [model.layers[1].moving_variance.path], verdict
+        assert verdict_sentence(verdict.to_json()).startswith(f"{mode}: non-finite state reproduced"), verdict
+        assert StepVerdict.from_json(verdict.to_json()).non_finite_state == verdict.non_finite_state
+
+
 @pytest.mark.slow
 def test_a_step_that_returns_two_losses_reproduces_when_the_second_is_not_finite() -> None:
     """A GAN's train_step returns {"d_loss": ..., "g_loss": ...}: the replay judged only the first float it returned,

@@ -258,7 +258,7 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
     return apply
 
 
-def _forward_state(models: list[Any]) -> list[Any]:
+def forward_state_variables(models: list[Any]) -> list[Any]:
     """The float non-trainable variables of `models` that are not metrics': what a forward pass may write (a
     BatchNormalization's moving mean and variance). None under several replicas (each writes its own copy)."""
     context = tf.distribute.get_replica_context()
@@ -414,7 +414,7 @@ def hooks(
     writes = gate_manual.watching_writes(
         _deciding_writes(
             graph,
-            forward=gate_manual.ids(_forward_state(unique(models))),
+            forward=gate_manual.ids(forward_state_variables(unique(models))),
             manual=gate_manual.ids(list(manual_variables or [])) if manual else None,
             known=gate_manual.ids(list(known_variables or [])) if others else None,
         )

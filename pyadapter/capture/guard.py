@@ -494,6 +494,7 @@ class NanGuard(keras.callbacks.Callback):
             seeds_before={id(v): seed_states[p] for p, v in seeds if p in seed_states},
             seed_variables=seed_variables,
             compiled_with_xla=bool(getattr(model, "jit_compile", False)),
+            forward_state=gate.forward_state_variables([model]),
         )
         return atscene.findings_files(
             scene,

@@ -308,6 +308,9 @@ def _config_dict_rate(node: ast.expr | None) -> float | None:
     return None
 
 
+_AUTO_SUFFIX = re.compile(r"_\d+$")  # a layer's call count in its name scope ("head_1")
+
+
 # A config file's line that sets a rate: "learning_rate": 0.25 (JSON), lr: 3e-4 (YAML), learning_rate = 0.1 (TOML,
 # INI), --lr=0.5 in a shell line does not count (it is argv, named elsewhere).
 _CONFIG_RATE = re.compile(
@@ -927,10 +930,12 @@ def layer_site(units: list[SourceUnit], op_name: str, dtype: str | None = None) 
     constructions = [(unit, node) for unit in units for node in calls(unit) if called_name(node)]
     segments = [s for s in op_name.split("/")[:-1] if s]
     for segment in reversed(segments):
-        for unit, node in constructions:
-            value = keyword(node, "name")
-            if isinstance(value, ast.Constant) and value.value == segment:
-                return Site(unit, node, called_name(node) or segment)
+        # Keras 3's train step scopes a layer by its name and a call count ("head_1" for Dense(name="head")).
+        for name in dict.fromkeys([segment, _AUTO_SUFFIX.sub("", segment)]):
+            for unit, node in constructions:
+                value = keyword(node, "name")
+                if isinstance(value, ast.Constant) and value.value == name:
+                    return Site(unit, node, called_name(node) or name)
         match = _SUFFIX.match(segment)
         base, index = (match.group(1), int(match.group(2) or 0)) if match else (segment, 0)
         same = [

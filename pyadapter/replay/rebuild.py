@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from pyadapter.capture.batchcodec import values_of
 from pyadapter.capture.bundle_format import KIND_FIT, BundleError
+from pyadapter.capture.gate import forward_state_variables
 from pyadapter.capture.keras_lines import optimizer_variables, trained_variables
 from pyadapter.capture.reader import CaptureBundle
 from pyadapter.capture.snapshot import (
@@ -196,6 +197,7 @@ def keras_step_program(bundle: CaptureBundle, model: Any, optimizers: list[Any],
         state=unique([*model.variables, *(v for o in optimizers for v in optimizer_variables(o))]),
         trainable=list(model.trainable_variables),
         optimizers=list(optimizers),
+        forward_state=forward_state_variables([model]),
         before_run=before_run,
         description=f"{type(model).__name__}.train_step on the captured batch",
     )
@@ -237,6 +239,7 @@ def loop_step_program(
             + list(by_hand or [])
         ),
         optimizers=list(optimizers),
+        forward_state=forward_state_variables(list(models)),
         before_run=before_run,
         description=f"{getattr(step, '__qualname__', 'the step')} on the captured arguments",
     )

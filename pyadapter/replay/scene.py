@@ -22,7 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyadapter.findings import Findings, Frame
@@ -44,6 +44,9 @@ class SceneStep:
     seeds_before: dict[int, Any]  # id(seed state variable) -> value before the failing step
     seed_variables: list[Any]
     compiled_with_xla: bool = False  # training's step had jit_compile=True (the dumped re-run has no XLA)
+    forward_state: list[Any] = field(
+        default_factory=list
+    )  # BatchNormalization's moving statistics, judged too
 
 
 @dataclass
@@ -98,6 +101,7 @@ def _run_dumped(scene: SceneStep, dump_dir: str, mode: str = "graph", values_of:
         state=[],  # restored by the caller, around the whole re-run
         trainable=scene.trainable,
         optimizers=scene.optimizers,
+        forward_state=scene.forward_state,
         before_run=before_run,
         description="the failing step, at the scene",
     )

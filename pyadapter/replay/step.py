@@ -38,6 +38,9 @@ class StepProgram:
     state: list[tf.Variable] = field(default_factory=list)  # put back before each run
     trainable: list[tf.Variable] = field(default_factory=list)  # judged after each run
     optimizers: list[Any] = field(default_factory=list)  # whose gradients are observed
+    # The models' own state the forward pass writes (BatchNormalization's moving statistics), judged after each run:
+    # a step that made a moving variance +Inf, with a finite loss, gradients and weights, "stayed finite".
+    forward_state: list[tf.Variable] = field(default_factory=list)
     before_run: Callable[[], None] | None = None  # restores random state, resets metrics
     description: str = ""
     _snapshot: list[np.ndarray] | None = None
@@ -224,6 +227,7 @@ def run_step(
 
     if restore:
         program.restore()
+    finite_before = [bool(np.isfinite(v.numpy()).all()) for v in program.forward_state]
     wrap = around if around is not None else contextlib.nullcontext
     started = time.perf_counter()
     error: str | None = None
@@ -296,6 +300,12 @@ def run_step(
         variable_name(v) for v in program.trainable if not bool(np.isfinite(v.numpy()).all())
     ]
     verdict.weights_finite = not verdict.non_finite_weights if program.trainable else None
+    verdict.non_finite_state = [
+        variable_name(v)
+        for v, was_finite in zip(program.forward_state, finite_before, strict=True)
+        if was_finite
+        and not bool(np.isfinite(v.numpy()).all())  # a running maximum that starts at -inf is not
+    ]
     return verdict
 
 

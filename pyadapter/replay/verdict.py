@@ -50,6 +50,8 @@ class StepVerdict:
     # Variables whose gradient is finite but too large to square in float32 (|g| > ~1.8e19): the optimizer's
     # squared-gradient state (Adam, RMSprop) goes +Inf from it, as NanGuard's gate judges (`gate_checks`).
     too_large_gradients: list[str] = field(default_factory=list)
+    # Model state the forward pass wrote non-finite (BatchNormalization's moving variance), weights finite or not.
+    non_finite_state: list[str] = field(default_factory=list)
     error: str | None = (
         None  # one line when the step raised (e.g. a tf.debugging.check_numerics in user code)
     )
@@ -75,6 +77,7 @@ class StepVerdict:
             or self.gradients_finite is False
             or self.weights_finite is False
             or bool(self.too_large_gradients)
+            or bool(self.non_finite_state)
         )
 
     def describe(self) -> str:
@@ -94,6 +97,7 @@ class StepVerdict:
             "non_finite_gradients": list(self.non_finite_gradients),
             "non_finite_weights": list(self.non_finite_weights),
             **({"too_large_gradients": list(self.too_large_gradients)} if self.too_large_gradients else {}),
+            **({"non_finite_state": list(self.non_finite_state)} if self.non_finite_state else {}),
             "error": self.error,
             "seconds": round(self.seconds, 3),
             "dumped": self.dumped,
@@ -111,6 +115,7 @@ class StepVerdict:
             non_finite_gradients=list(data.get("non_finite_gradients", [])),
             non_finite_weights=list(data.get("non_finite_weights", [])),
             too_large_gradients=[str(v) for v in data.get("too_large_gradients", [])],
+            non_finite_state=[str(v) for v in data.get("non_finite_state", [])],
             error=data.get("error"),
             seconds=float(data.get("seconds", 0.0)),
             dumped=bool(data.get("dumped", False)),

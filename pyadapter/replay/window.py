@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from pyadapter.capture.keras_lines import optimizer_variables
 from pyadapter.capture.learning_rate import learning_rate_variable
 from pyadapter.capture.snapshot import to_tensors, variable_path
 from pyadapter.capture.window import Trial, WindowData, WindowSearch
@@ -135,11 +136,22 @@ class WindowRun:
     def _compiled(self) -> Any:
         if self._function is None:
             step, trainable = self.step, self.trainable
+            # The optimizers' slots too: gradients too large to square make Adam's second moment +Inf while its
+            # update (g / sqrt(v)) is 0 and the weights stay finite; the window "stayed finite" at every rate
+            # where the guard and the replay saw the overflow.
+            slots = [
+                v
+                for o in self.optimizers
+                for v in optimizer_variables(o)
+                if "float" in str(getattr(v, "dtype", "")) and all(v is not w for w in trainable)
+            ]
 
             def one_step(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
                 outputs = step(*args, **kwargs)
                 losses = step_losses(outputs)  # a GAN's: both of its losses
-                flags = [tf.reduce_all(tf.math.is_finite(tf.convert_to_tensor(v))) for v in trainable]
+                flags = [
+                    tf.reduce_all(tf.math.is_finite(tf.convert_to_tensor(v))) for v in [*trainable, *slots]
+                ]
                 flags += [tf.reduce_all(tf.math.is_finite(loss)) for loss in losses]
                 finite = tf.reduce_all(tf.stack(flags)) if flags else tf.constant(True)
                 loss = tf.cast(tf.reduce_mean(losses[0]), tf.float32) if losses else tf.constant(0.0)
