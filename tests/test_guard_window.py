@@ -440,31 +440,12 @@ def test_the_slots_that_hold_rate_sized_steps_are_scaled_with_the_rate() -> None
 
 
 def test_a_window_judges_the_optimizer_state_the_guard_judges(tmp_path: Path) -> None:
-    """A raw timestamp column (in milliseconds, 1.7e12) under Adam: gradients too large to square make Adam's second moment +Inf
-    while its update (g / sqrt(v)) is 0 and the weights stay finite. The guard stopped, the replays said "overflow
-    reproduced", and `replay --window` said "the 1-step window stays finite at learning rate 0.001" (its steps
-    were judged by the weights and the loss alone), so any rate tried would have "fixed" it."""
-    program = tmp_path / "timestamps.py"
-    program.write_text(
-        "import numpy as np, keras\n"
-        "from pyadapter import NanGuard\n"
-        "rng = np.random.default_rng(0)\n"
-        "x = np.stack([rng.normal(size=256), 1.7e12 + 3.6e6 * np.arange(256)], axis=1).astype('float32')\n"
-        "y = (x[:, :1] * 3.0).astype('float32')\n"
-        "model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(8), keras.layers.Dense(1)])\n"
-        "model.compile(keras.optimizers.Adam(1e-3), 'mse')\n"
-        "model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[NanGuard('captures', locate=False)])\n"
-    )
-    done = subprocess.run(
-        [sys.executable, str(program)],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=environment(),
-        timeout=600,
-    )
-    (bundle,) = [p for p in (tmp_path / "captures").iterdir() if p.is_dir()]
-    assert manifest(bundle)["non_finite"]["gradients_too_large"] is True, done.stderr[-3000:]
-    window = nanlens("replay", str(bundle), "--window", cwd=tmp_path)
+    """A raw Unix-seconds column (1.7e9) into relu LSTMs under Adam: gradients too large to square make Adam's
+    second moment +Inf while its update (g / sqrt(v)) is 0 and the weights stay finite. The guard stopped, the
+    replays said "overflow reproduced", and `replay --window` said "the 1-step window stays finite at learning rate
+    0.001" (its steps were judged by the weights and the loss alone), so any rate tried would have "fixed" it."""
+    _, bundle, stderr = train(tmp_path / "work", PROGRAMS / "shapes" / "fit_raw_timestamp_lstm.py")
+    assert manifest(bundle)["non_finite"]["gradients_too_large"] is True, stderr[-3000:]
+    window = nanlens("replay", str(bundle), "--window", cwd=tmp_path / "work")
     assert "stays finite" not in window.stdout, window.stdout + window.stderr[-2000:]
     assert "window goes non-finite at learning rate 0.001" in window.stdout, window.stdout
