@@ -1893,3 +1893,42 @@ def test_an_edited_construction_beside_a_later_phase_s_rate_is_the_line_named(tm
         cause.change.what,
     )
     assert cause.change.what.startswith("learning rate 0.05 (SGD"), cause.change.what
+
+
+def test_a_gradient_norm_of_zero_is_no_start_of_a_growth() -> None:
+    """A saturated sigmoid's steps have a gradient norm of exactly 0; the growth was measured from one: "the
+    gradient norm grew xinf per step for 6 steps (0 at step 25 to 1.06e+09 at step 31)". It starts from the lowest
+    value above 0."""
+    history = [
+        {"step": s, "loss": 1.0, "grad_norm": 0.5 * 10.0 ** (s - 20) if s >= 26 else 0.5} for s in range(32)
+    ]
+    history[25]["grad_norm"] = 0.0
+    found = growth(history)
+    assert found is not None and found.series == "grad_norm", found
+    assert math.isfinite(found.rate) and found.start_value > 0, found
+
+
+def test_a_fine_tuning_rate_written_as_arithmetic_names_its_own_line(tmp_path: Path) -> None:
+    """tensorflow.org's transfer-learning tutorial: SGD(base_learning_rate) for the head, then
+    SGD(base_learning_rate * 1000) to fine-tune (here too high). The second construction's rate was not read, and
+    the first (which ran at 0.01) was named "learning rate 10 (SGD)"."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n"
+        "base_learning_rate = 0.01\n"
+        "model.compile(optimizer=keras.optimizers.SGD(learning_rate=base_learning_rate), loss='mse')\n"
+        "model.fit(x, y)\n"
+        "model.compile(optimizer=keras.optimizers.SGD(learning_rate=base_learning_rate * 1000), loss='mse')\n"
+        "model.fit(x, y)\n"
+    )
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(10.0),
+    )
+    cause = classify(findings_of(overflow_origin(program, line=6)), context)
+    assert cause.change is not None and cause.change.line == 5, (cause.change.line, cause.change.what)
+    assert cause.change.what.startswith("learning rate 10 (SGD)"), cause.change.what

@@ -105,6 +105,31 @@ def _constant_of(unit: SourceUnit, name: str) -> float | None:
     return values[0] if len(values) == 1 else None
 
 
+def _constant_expression(unit: SourceUnit, node: ast.expr, depth: int = 0) -> float | None:
+    """The value of arithmetic on numbers and names assigned a number once (``base_learning_rate * 1000``)."""
+    if depth > 8:
+        return None
+    if isinstance(node, ast.Name):
+        return _constant_of(unit, node.id)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div, ast.Add, ast.Sub, ast.Pow)):
+        left = _constant_expression(unit, node.left, depth + 1)
+        right = _constant_expression(unit, node.right, depth + 1)
+        if left is None or right is None:
+            return None
+        try:
+            value = {
+                ast.Mult: lambda: left * right,
+                ast.Div: lambda: left / right,
+                ast.Add: lambda: left + right,
+                ast.Sub: lambda: left - right,
+                ast.Pow: lambda: left**right if abs(right) <= 64 else math.inf,
+            }[type(node.op)]()
+        except (ZeroDivisionError, OverflowError):
+            return None
+        return value if math.isfinite(value) else None
+    return number(node)
+
+
 RATE_ATTRIBUTES = ("learning_rate", "lr")
 
 
@@ -229,6 +254,10 @@ def _optimizer_sites(units: list[SourceUnit], recorded: list[str]) -> list[Site]
                 )
                 if site.learning_rate is None and isinstance(arg, ast.Name):
                     site.learning_rate = _constant_of(unit, arg.id)
+                if site.learning_rate is None and isinstance(arg, ast.BinOp):
+                    # SGD(base_learning_rate * 1000), a fine-tuning phase's rate (tensorflow.org's transfer
+                    # learning tutorial writes base_learning_rate / 10): the phases' lines are told apart by it.
+                    site.learning_rate = _constant_expression(unit, arg)
                 if site.learning_rate is None and isinstance(arg, (ast.Name, ast.Call)):
                     schedule = _schedule_site(units)
                     if schedule is not None:  # the rate comes from a schedule: that is the line to change

@@ -95,7 +95,12 @@ def series_trend(history: list[dict[str, Any]], key: str) -> Trend | None:
     if len(points) < 2:
         return None
     end_step, end_value = points[-1]
-    low = min(range(len(points)), key=lambda i: (points[i][1], -points[i][0]))
+    # From the lowest value above 0: a gradient norm of exactly 0 (a saturated sigmoid's step) is no start of a
+    # geometric growth, and "grew xinf per step (0 at step 25 ...)" said nothing.
+    positive = [i for i in range(len(points)) if points[i][1] > 0]
+    if not positive:
+        return None
+    low = min(positive, key=lambda i: (points[i][1], -points[i][0]))
     start_step, start_value = points[low]
     values = [value for _, value in points[low:]]
     return Trend(key, start_step, end_step, start_value, end_value, len(values), _sustained(values))
