@@ -1932,3 +1932,33 @@ def test_a_fine_tuning_rate_written_as_arithmetic_names_its_own_line(tmp_path: P
     cause = classify(findings_of(overflow_origin(program, line=6)), context)
     assert cause.change is not None and cause.change.line == 5, (cause.change.line, cause.change.what)
     assert cause.change.what.startswith("learning rate 10 (SGD)"), cause.change.what
+
+
+def test_a_variance_by_squares_written_over_two_lines_is_precision(tmp_path: Path) -> None:
+    """``mean_sq = reduce_mean(square(x))`` on one line and ``var = mean_sq - square(mean)`` on the next, under
+    mixed_bfloat16: the cause was "op: sqrt of a negative number ... tf.sqrt(tf.maximum(x, 0.0))", a clamp that
+    hides the lost variance. Written on one line it was precision; it is on two."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "def standardize(x):\n"
+        "    mean = tf.reduce_mean(x, axis=-1, keepdims=True)\n"
+        "    mean_sq = tf.reduce_mean(tf.square(x), axis=-1, keepdims=True)\n"
+        "    var = mean_sq - tf.square(mean)\n"
+        "    return (x - mean) / tf.sqrt(var + 1e-5)\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=6,
+        role="origin",
+        op=OpRef("instance_standardize/Sqrt", "Sqrt"),
+        health=TensorHealth(dtype="bfloat16", size=32, nan=15, pos=17),
+        inputs=[
+            InputHealth("instance_standardize/add:0", TensorHealth(dtype="bfloat16", size=32, neg=15, pos=17))
+        ],
+    )
+    cause = classify(
+        findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_bfloat16")
+    )
+    assert cause.kind == "precision", cause.summary
+    assert cause.change is not None and cause.change.line == 5, cause.change

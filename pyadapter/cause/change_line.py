@@ -596,6 +596,14 @@ def _is_square(node: ast.AST) -> bool:
     return False
 
 
+def _holds_square(side: ast.AST, squared: dict[str, int], before: int) -> bool:
+    """A square in `side`, or a name assigned one (`squared`: name -> its line) on a line before `before`."""
+    return any(
+        _is_square(n) or (isinstance(n, ast.Name) and squared.get(n.id, before) < before)
+        for n in ast.walk(side)
+    )
+
+
 def squares_difference_site(units: list[SourceUnit], file: str, line: int, cell: int | None) -> Site | None:
     """A difference with squares on both sides (``mean(x ** 2) - mean(x) ** 2``: the one-pass variance) in the
     function that holds `line` of `file`, nearest before it, or on it. None when there is none."""
@@ -611,13 +619,23 @@ def squares_difference_site(units: list[SourceUnit], file: str, line: int, cell:
         scope: ast.AST = (
             min(functions, key=lambda f: (f.end_lineno or f.lineno) - f.lineno) if functions else unit.tree
         )
+        # A name assigned a square on a line before (mean_sq = reduce_mean(square(x)); var = mean_sq - mean ** 2)
+        # holds one too: the two-line form of the same variance was "op: sqrt of a negative number".
+        squared = {
+            target.id: assignment.lineno
+            for assignment in ast.walk(scope)
+            if isinstance(assignment, ast.Assign)
+            for target in assignment.targets
+            if isinstance(target, ast.Name) and any(_is_square(n) for n in ast.walk(assignment.value))
+        }
+
         found = [
             node
             for node in ast.walk(scope)
             if isinstance(node, ast.BinOp)
             and isinstance(node.op, ast.Sub)
             and node.lineno <= line
-            and all(any(_is_square(n) for n in ast.walk(side)) for side in (node.left, node.right))
+            and all(_holds_square(side, squared, node.lineno) for side in (node.left, node.right))
         ]
         if found:
             return Site(unit, max(found, key=lambda n: n.lineno), "a difference of squares")

@@ -84,7 +84,11 @@ def layer_site(op_name: str, op_type: str, path: str) -> LayerSite | None:
             # Keras 3 names a layer's scope in the train step after the layer with a call count ("head_1" for
             # Dense(1, name="head")): a named layer matched nothing, and its op was marked at the fit line.
             bare = _AUTO_SUFFIX.sub("", scope)
-            named = [(n, line) for n, line, keywords in calls if ("name", bare) in keywords] if bare != scope else []
+            named = (
+                [(n, line) for n, line, keywords in calls if ("name", bare) in keywords]
+                if bare != scope
+                else []
+            )
         if len(named) == 1:
             return LayerSite(named[0][1], f"the line that builds its {named[0][0]} layer")
         kind = _AUTO_SUFFIX.sub("", scope).replace("_", "").lower()
