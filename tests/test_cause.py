@@ -1962,3 +1962,30 @@ def test_a_variance_by_squares_written_over_two_lines_is_precision(tmp_path: Pat
     )
     assert cause.kind == "precision", cause.summary
     assert cause.change is not None and cause.change.line == 5, cause.change
+
+
+def test_an_overflow_at_the_first_step_on_raw_inputs_is_not_said_to_diverge(tmp_path: Path) -> None:
+    """A raw Unix-seconds column (1.7e9) into a model: its first step's values overflow before any update. The cause
+    read "the run diverged at learning rate 0.001 ...: values overflowed at the run's first step" and offered "(or,
+    slower to train: learning rate 0.001 (Adam): try 1e-4)": no rate changes step 0."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = write_program(tmp_path)
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.normal(size=32), 1.7e9 + 3600.0 * np.arange(32)]).astype("float32")
+    y = rng.normal(size=(32, 1)).astype("float32")
+    context = CauseContext(
+        history=[],
+        model_info={"optimizer": "Adam", "optimizers": ["Adam"]},
+        entry_script=str(program),
+        step=0,
+        batch=(x, y),
+        learning_rate=LearningRate(1e-3),
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence", cause.summary
+    assert cause.summary.startswith("values overflowed at the first step on unscaled features (x[:, 1]"), (
+        cause.summary
+    )
+    assert "with no step before it to diverge over: MatMul overflowed float32" in cause.summary, cause.summary
+    assert cause.change is not None and "slower to train" not in cause.change.what, cause.change.what

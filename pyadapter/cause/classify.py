@@ -1120,6 +1120,9 @@ def _divergence(
         texts.append(f"the update at step {update[0]} was {update[1]:.3g} times the weights' norm")
     if fast:
         evidence["fast"] = True  # too few steps for a trend: the jump and the update size are the evidence
+    # The first step's forward and backward pass overflowed: no update, at any rate, came before them (an
+    # overflow in the update itself, a variable read of weights it made non-finite, is the rate's).
+    before_any_update = not texts and (context.step or 0) == 0 and origin.op.type not in VARIABLE_READS
     if not texts:
         steps = (context.step or 0) + 1
         texts.append(
@@ -1223,7 +1226,7 @@ def _divergence(
             u.first_to_change for u in unscaled
         ):
             # A default rate that diverges at once: the inputs' scale is what is off, not the rate.
-            change = _unscaled_change(units, unscaled, change) or change
+            change = _unscaled_change(units, unscaled, None if before_any_update else change) or change
         elif change is not None:
             roles = " and ".join(item.role for item in unscaled)
             change = dataclasses.replace(change, what=f"{change.what}; and scale the {roles}")
@@ -1243,6 +1246,11 @@ def _divergence(
         " on unscaled " + " and ".join(f"{u.role} ({u.describe()})" for u in unscaled) if unscaled else ""
     )
     summary = f"the run diverged{rate_text}{scale_text}: {trend_text}, {ending}"
+    if before_any_update:
+        summary = (
+            f"values overflowed at the first step{scale_text}, with no step before it to diverge over: "
+            f"{ending.removeprefix('until ')}"
+        )
     if blown_up is not None:
         summary = (
             f"the weights were already huge when this fit began (weight norm {blown_up[1]:.3g} at step "
