@@ -34,8 +34,10 @@ dump (`nanlens run --dump`, with the argv and folder it ran with) up to that ste
 before the step, e.g. in a tf.data map function. That happens by itself when the step is at most 2000;
 --rerun-pipeline forces it for a later step, --no-rerun-pipeline skips it.
 
-A replay runs only your own code: the bundle's program must lie inside the current folder and be unchanged
-since the capture, else nanlens refuses in one line naming the file; --trust-entry PATH runs it anyway.
+A replay runs only your own code: the bundle's program must lie inside the current folder, be unchanged since the
+capture, and be named by a bundle your own NanGuard sealed (~/.nanlens/bundle-seal.key), else nanlens refuses in
+one line naming the file (and, for an unsealed bundle, the arguments it would pass); --trust-entry PATH runs it
+anyway.
 
 examples:
   nanlens locate .nanlens/captures/train-20250101-120000-step4711

@@ -29,9 +29,10 @@ With neither --graph nor --eager both modes run; a NaN that appears in only one 
 itself and is reported as such. --eager runs tf.functions, Keras `call`s and tf.data functions line by line:
 it is what a debug session launches, so breakpoints in your step, layers and losses stop with real tensors.
 
-Only your own code runs: the bundle's program must lie inside the current folder and be unchanged since the
-capture (a notebook: its code cells), else nanlens refuses in one line naming the file; --trust-entry PATH runs
-it anyway (e.g. after your own fix).
+Only your own code runs: the bundle's program must lie inside the current folder, be unchanged since the capture
+(a notebook: its code cells), and be named by a bundle your own NanGuard sealed, else nanlens refuses in one line
+naming the file (and, for an unsealed bundle, the arguments it would pass); --trust-entry PATH runs it anyway
+(e.g. after your own fix). Progress, and what the replayed program prints, go to stderr.
 
 --window replays the bundle's window instead (a guard with window=K, the default, keeps the state K to 2K-1
 steps before the failing one and the batches since): every step from that state up to the failing one, in graph

@@ -72,7 +72,7 @@ def rerun_entry_script(bundle: Any, dump_dir: str, *, timeout: float = DEFAULT_R
         return RerunResult(dump_dir, 0.0, error=f"the entry script {script} is missing")
     from pyadapter.replay.trust import check_entry, safe_cwd
 
-    program = check_entry(bundle)  # only the user's own, unchanged program (or one they trusted) runs
+    program = check_entry(bundle)  # only the user's own, sealed, unchanged program (or one they trusted) runs
     argv = [str(a) for a in (info.get("argv") or [])[1:]]
     cwd = str(safe_cwd(bundle, program))
     with tempfile.TemporaryDirectory(prefix="nanlens-rerun-") as tmp:

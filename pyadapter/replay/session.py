@@ -91,7 +91,7 @@ def with_captured_step(
     from pyadapter.replay.trust import check_entry
 
     bundle = open_bundle(path)
-    check_entry(bundle)  # a bundle names its program; only the user's own, unchanged code runs
+    check_entry(bundle)  # a bundle names its program; only the user's own, sealed, unchanged code runs
     reason = reentry_reason(bundle)
     if reason is None:
         try:

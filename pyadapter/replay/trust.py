@@ -9,7 +9,7 @@ A replay (rebuild, re-entry, the input-pipeline re-run) runs the bundle's entry 
 - the bundle carries this user's seal (`pyadapter.capture.seal`): its program, argv, folder and module are what
   the user's own NanGuard recorded on this machine, not a choice made by whoever wrote the manifest;
 or when the user named that very file as trusted (``--trust-entry PATH``; the editor asks, naming the file). The
-argv and working folder a manifest records are used only inside that folder. Everything else is one line that
+working folder a manifest records is used only inside that folder; its argv is the sealed record's. Everything else is one line that
 names the file and the flag, before anything runs.
 """
 
@@ -29,7 +29,8 @@ _trusted: set[Path] = set()
 
 
 class UntrustedEntry(ReplayError):
-    """The bundle's program may not run without the user's say (outside the folder, or changed)."""
+    """The bundle's program may not run without the user's say (outside the folder, changed, or the bundle is not
+    sealed here)."""
 
 
 def add_trust_argument(parser: Any) -> None:
@@ -39,8 +40,9 @@ def add_trust_argument(parser: Any) -> None:
         action="append",
         default=[],
         metavar="PATH",
-        help="run this program although it is outside the current folder or changed since the capture (a bundle "
-        "names its program; only your own, unchanged code runs without this); repeatable",
+        help="run this program although it is outside the current folder, changed since the capture, or named by a "
+        "bundle your own NanGuard did not seal (a bundle names its program and arguments; only your own sealed, "
+        "unchanged code runs without this); repeatable",
     )
 
 

@@ -8,7 +8,7 @@ without findings replays its step, which runs the program the bundle names, so t
   not pulled from elsewhere.
 A foreign bundle (pulled, unsealed, or sealed by another key) waits for a click whatever the setting, and its
 program runs only after the user said yes to it, named with its arguments. Every replay child starts in the workspace folder, where ``nanlens locate/replay`` refuse a program
-outside that folder or changed since the capture in one line ``... --trust-entry PATH``; the server recognises
+outside that folder, changed since the capture, or named by an unsealed bundle in one line ``... --trust-entry PATH``; the server recognises
 that line (``untrusted_of``) and hands the question to the editor, which asks the user, naming the file, and
 runs it again with ``--trust-entry PATH`` on yes.
 """
@@ -147,7 +147,7 @@ def check_entry(
 def refusal_of(
     bundle: str, manifest: dict[str, Any] | None, root: str | None, trusted: set[str]
 ) -> Untrusted | None:
-    """What a replay of this bundle would refuse (its program outside ``root`` or changed), found before anything
+    """What a replay of this bundle would refuse (its program outside ``root``, changed, or named by an unsealed bundle), found before anything
     runs so the editor can say it while the bundle waits; None when the replay would run it or cannot tell."""
     found = check_entry(bundle, manifest, root, trusted).get("untrusted")
     return Untrusted(found["file"], found["reason"], found["message"]) if found else None
