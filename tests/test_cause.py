@@ -1989,3 +1989,21 @@ def test_an_overflow_at_the_first_step_on_raw_inputs_is_not_said_to_diverge(tmp_
     )
     assert "with no step before it to diverge over: MatMul overflowed float32" in cause.summary, cause.summary
     assert cause.change is not None and "slower to train" not in cause.change.what, cause.change.what
+
+
+@pytest.mark.parametrize("bad", ["nan", "pos_inf"])
+def test_a_dump_whose_nan_came_in_through_an_argument_is_data(tmp_path: Path, bad: str) -> None:
+    """`nanlens run --dump` of a fit on arrays holding a NaN (a missing target): no op made it, a function's
+    argument (Placeholder) brought it in. `nanlens scan` said "op: a Placeholder op made NaN/Inf from finite inputs
+    ... keep its inputs in its domain", and for an Inf "unknown: a divergence or a wrong op ... or the learning
+    rate"."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=FIT_LINE,
+        role="origin",
+        op=OpRef("args_2", "Placeholder", graph="Dataset_map_grab_batch"),
+        health=TensorHealth(dtype="float32", size=128, pos=127, **{bad: 1}),
+    )
+    cause = classify(findings_of(origin))  # a dump: no bundle, no context
+    assert cause.kind == "data", cause.summary

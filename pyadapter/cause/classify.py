@@ -33,6 +33,7 @@ from pyadapter.cause.ops import (
 from pyadapter.cause.rows import BadRows, Outlier, extreme_record
 from pyadapter.cause.sources import SourceUnit, parameters_of, user_sources
 from pyadapter.dump.frames import is_user_file
+from pyadapter.dump.origin import ARGUMENT_TYPES
 from pyadapter.findings import Finding, Findings
 from pyadapter.findings_text import index_text, place_text
 
@@ -107,6 +108,11 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         # re-run found first (an AddN of the weighted loss's gradient), the class weights are what to change.
         return weighted
     if origin is not None and origin.op.type in DECODE_OPS:  # the values were in the records it decoded
+        return _data(findings, context, units)
+    if origin is not None and origin.op.type in ARGUMENT_TYPES and not origin.inputs:
+        # A function's argument brought the NaN/Inf in and no op of the dump made it (a NaN in the arrays passed
+        # to fit, under `nanlens run --dump`): the data. It was "op: a Placeholder made NaN/Inf from finite inputs",
+        # or for an Inf "unknown: a divergence or a wrong op".
         return _data(findings, context, units)
     if origin is not None and origin.op.type in python_feed.PY_FUNC_OPS:
         if _in_the_step(origin):
