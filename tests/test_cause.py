@@ -2007,3 +2007,21 @@ def test_a_dump_whose_nan_came_in_through_an_argument_is_data(tmp_path: Path, ba
     )
     cause = classify(findings_of(origin))  # a dump: no bundle, no context
     assert cause.kind == "data", cause.summary
+
+
+def test_the_log_of_a_sigmoid_that_reached_zero_is_told_log_sigmoid(tmp_path: Path) -> None:
+    """A BPR loss, -log(sigmoid(pos - neg)): the sigmoid of a margin below -88 is 0 and log makes -inf. The fix
+    given was a clamp, which leaves the misranked rows without a gradient; log_sigmoid keeps it exact."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("bpr/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=256, neg_inf=1, neg=255),
+        inputs=[InputHealth("bpr/Sigmoid:0", TensorHealth(dtype="float32", size=256, zero=1, pos=255))],
+    )
+    cause = classify(findings_of(origin), CauseContext())
+    assert cause.change is not None and cause.change.what.startswith(
+        "the log of a sigmoid: take tf.math.log_sigmoid"
+    )

@@ -656,6 +656,12 @@ def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
             "the log of a softmax: take tf.nn.log_softmax of the logits (or a Keras loss with from_logits=True), "
             f"or keep it above 0 ({fix})"
         )
+    elif name == "log" and "sigmoid" in value.name.lower():
+        # log(sigmoid(x)) underflows to log(0) for x < -88 (a BPR loss, a hand-written binary cross-entropy).
+        what = (
+            "the log of a sigmoid: take tf.math.log_sigmoid of the logits (log(1 - sigmoid(x)) is "
+            f"tf.math.log_sigmoid(-x)), or a Keras loss with from_logits=True; or keep it above 0 ({fix})"
+        )
     elif name == "log" and negative:
         what = (
             f"the {origin.op.type}'s input: keep it positive (an exp or softplus output), or clip it ({fix})"
