@@ -598,3 +598,22 @@ def test_the_scene_says_why_its_dumped_step_has_more_nan_gradients_than_training
         "warnings"
     ]
     assert findings["bundle"]["note"] is not None
+
+
+def test_a_nan_in_the_validation_data_is_said_once_and_stops_nothing(tmp_path, capsys):
+    """A NaN in the validation targets: val_loss is NaN every epoch while training is finite. NanGuard said nothing,
+    and EarlyStopping / ModelCheckpoint on val_loss kept the first epoch's weights (Keras counts a NaN as best)."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(128, 4)).astype("float32")
+    y = x.sum(axis=1, keepdims=True)
+    x_val, y_val = x[:32].copy(), y[:32].copy()
+    y_val[17] = np.nan
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    guard = NanGuard(str(tmp_path), locate=False)
+    history = model.fit(x, y, validation_data=(x_val, y_val), epochs=3, verbose=0, callbacks=[guard])
+    assert (
+        guard.failures == [] and len(history.history["loss"]) == 3
+    )  # validation is not gated: nothing stopped
+    said = capsys.readouterr().err
+    assert said.count("NanGuard: val_loss is not finite at epoch 0 while the training steps were") == 1, said

@@ -14,6 +14,7 @@ optimizer, ``jit_compile`` on or off, ``steps_per_execution`` (run as single ste
 from __future__ import annotations
 
 import collections
+import math
 import sys
 import time
 import weakref
@@ -256,6 +257,29 @@ class NanGuard(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch = epoch
         self._batch = 0
+
+    def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
+        """Validation is not a training step and is not gated, but a NaN/Inf val_loss beside finite training steps
+        is said once: EarlyStopping and ModelCheckpoint on val_loss then keep the first epoch's weights without a
+        word (Keras counts a NaN as the best value)."""
+        if not self.verbose or getattr(self, "_said_validation", False) or not logs:
+            return
+        bad = [
+            name
+            for name, value in logs.items()
+            if name.startswith("val_") and isinstance(value, (int, float)) and not math.isfinite(float(value))
+        ]
+        training = logs.get("loss")
+        if bad and isinstance(training, (int, float)) and math.isfinite(float(training)):
+            self._said_validation = True
+            print(
+                f"NanGuard: {', '.join(bad)} is not finite at epoch {epoch} while the training steps were: the "
+                "validation data (x or y of validation_data / validation_split) holds NaN/Inf, or the model makes "
+                "it only there; callbacks that monitor it (EarlyStopping, ModelCheckpoint, ReduceLROnPlateau) "
+                "cannot compare it",
+                file=sys.stderr,
+                flush=True,
+            )
 
     # ---- per step, called by GuardedTrainFunction ----
 
