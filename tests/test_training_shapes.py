@@ -931,3 +931,17 @@ def test_a_config_driven_trainer_is_told_the_config_line_and_its_window_reads_th
         window.stdout + window.stderr
     )
     assert "stays finite at learning rate 0.01" in window.stdout, window.stdout
+
+
+def test_the_guarded_step_that_failed_is_the_one_re_entered_not_the_first_one_called(tmp_path):
+    """Two guarded functions called in turn (a GAN's train_g before its train_d): the second failed. The re-entry
+    took over the first guarded call it reached and fed it the other step's batch: every replay failed with
+    "Input 0 of layer dense_6 is incompatible". The other function trains as it would; the captured one is taken
+    over."""
+    program, done = run_copied("loop_two_guarded_steps.py", tmp_path)
+    assert "NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert CaptureBundle.load(bundle).manifest["step_function"]["qualname"] == "train_probe"
+    assert_replays_by_reentry(bundle, program, cwd=tmp_path)
+    replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
+    assert "up to train_probe" in replayed["route"], replayed["route"]

@@ -19,7 +19,8 @@ class Takeover(Protocol):
         to end the program)."""
 
     def guarded_step(self, guarded: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
-        """Called instead of the first guarded step (a `GuardedStep`); does not return."""
+        """Called before each guarded step (a `GuardedStep`) runs: takes over the captured one and does not return;
+        returns for another guarded function of the program (a GAN's other step), which then runs as it would."""
 
 
 _active: Takeover | None = None

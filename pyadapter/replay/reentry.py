@@ -67,6 +67,7 @@ class _BundleTakeover:
         self.error: BaseException | None = None
         self.seconds_to_step = 0.0
         self.phases_skipped = 0  # fits before the captured one, run one step each (`takes_fit`)
+        self.other_steps = 0  # calls of the program's other guarded functions, run as they would
         self.started = time.perf_counter()
         self.fits = FitCounter()  # the fits this re-entry has begun, per calling line
         self.kernel_order = False  # a notebook's cells ran in the order its kernel ran them (`kernel_order`)
@@ -168,6 +169,13 @@ class _BundleTakeover:
 
     def guarded_step(self, guarded: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         name = getattr(guarded.python_function, "__qualname__", "the guarded step")
+        recorded = (self.bundle.manifest.get("step_function") or {}).get("qualname")
+        if isinstance(recorded, str) and recorded != name:
+            # Another guarded function of the program (a GAN's train_g before the train_d that failed): it trains
+            # as it would, and the captured one is taken over when it is called. It was taken over instead and fed
+            # the other step's batch ("Input 0 of layer dense_6 is incompatible").
+            self.other_steps += 1
+            return
         self._run(name, lambda: _loop_rebuilt(self.bundle, guarded, (tuple(args), dict(kwargs))))
 
 
@@ -724,6 +732,13 @@ def run_by_reentry(
     finally:
         takeover.install(None)
     if hook.reached is None:
+        if hook.other_steps:
+            recorded = (bundle.manifest.get("step_function") or {}).get("qualname")
+            raise ReplayError(
+                f"re-entry: the {kind} {program.name} called other guarded steps {hook.other_steps} time"
+                f"{'s' if hook.other_steps != 1 else ''} and ended without calling {recorded}, the captured one; "
+                "nothing to replay"
+            )
         if hook.phases_skipped:
             # It reached fits, none of them the captured one: the program is not as it ran (a notebook's edited
             # cell not saved, cells run out of order), or took another path this time.
