@@ -142,7 +142,13 @@ def warning_lines(findings: Findings) -> list[str]:
     warnings = findings.extra.get("warnings")
     if not isinstance(warnings, list) or not warnings:
         return []
-    return ["warnings:", *(f"  {w}" for w in warnings)]
+    # Once each: the scene's and a replay's note on the same thing differ only in their first letter ("The step
+    # draws ..." and "the step draws ..."), and were printed twice.
+    shown: dict[str, str] = {}
+    for warning in warnings:
+        text = str(warning)
+        shown.setdefault(text[:1].lower() + text[1:].rstrip("."), text)
+    return ["warnings:", *(f"  {w}" for w in shown.values())]
 
 
 # --- a replay's verdict (``findings.bundle["verdicts"]``, replay/verdict.py StepVerdict.to_json) -------------------

@@ -143,3 +143,22 @@ def test_the_editor_words_a_finding_and_a_cause_as_the_cli_does() -> None:
     assert text.health_detail(origin.health) == "3 NaN of 4 (float32, shape [4])"
     assert render.change_message(CAUSE).endswith(CAUSE.summary)
     assert text.cause_lines(None) == []
+
+
+def test_a_warning_said_twice_in_two_cases_is_printed_once() -> None:
+    """The scene's and the replay's note on stateful random draws differ only in their first letter and a full
+    stop: `locate` printed both."""
+    from pyadapter.findings import Findings
+    from pyadapter.findings_text import warning_lines
+
+    findings = Findings("bundle", "b", None, [])
+    findings.extra["warnings"] = [
+        "the step draws from TensorFlow's stateful random ops",
+        "The step draws from TensorFlow's stateful random ops.",
+        "another one",
+    ]
+    assert warning_lines(findings) == [
+        "warnings:",
+        "  the step draws from TensorFlow's stateful random ops",
+        "  another one",
+    ]
