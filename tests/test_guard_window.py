@@ -440,12 +440,38 @@ def test_the_slots_that_hold_rate_sized_steps_are_scaled_with_the_rate() -> None
 
 
 def test_a_window_judges_the_optimizer_state_the_guard_judges(tmp_path: Path) -> None:
-    """A raw Unix-seconds column (1.7e9) into relu LSTMs under Adam: gradients too large to square make Adam's
-    second moment +Inf while its update (g / sqrt(v)) is 0 and the weights stay finite. The guard stopped, the
-    replays said "overflow reproduced", and `replay --window` said "the 1-step window stays finite at learning rate
-    0.001" (its steps were judged by the weights and the loss alone), so any rate tried would have "fixed" it."""
-    _, bundle, stderr = train(tmp_path / "work", PROGRAMS / "shapes" / "fit_raw_timestamp_lstm.py")
-    assert manifest(bundle)["non_finite"]["gradients_too_large"] is True, stderr[-3000:]
-    window = nanlens("replay", str(bundle), "--window", cwd=tmp_path / "work")
+    """A counter in raw units (1e10) under Adam: the first step's gradients are too large to square, so Adam's
+    second moment goes +Inf while its update (m / sqrt(v)) is 0 and the loss and weights stay finite. The guard
+    stopped and the replays said "overflow reproduced", but `replay --window` said "the 1-step window stays finite
+    at learning rate 0.001" (its steps were judged by the weights and the loss alone), so any rate tried would have
+    "fixed" it. (A relu LSTM on a raw Unix-seconds column did the same at its first step.)"""
+    work = tmp_path / "work"
+    work.mkdir()
+    program = work / "counters.py"
+    program.write_text(
+        "import numpy as np, keras\n"
+        "from pyadapter import NanGuard\n"
+        "keras.utils.set_random_seed(0)\n"
+        "rng = np.random.default_rng(0)\n"
+        "x = (1e10 * (1.0 + rng.random(size=(256, 3)))).astype('float32')  # a counter in raw units\n"
+        "y = np.zeros((256, 1), 'float32')\n"
+        "model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])\n"
+        "model.compile(keras.optimizers.Adam(1e-3), 'mse')\n"
+        "model.fit(x, y, batch_size=32, epochs=1, verbose=0, callbacks=[NanGuard('captures', locate=False)])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        cwd=work,
+        capture_output=True,
+        text=True,
+        env=environment(),
+        timeout=600,
+    )
+    (bundle,) = [p for p in (work / "captures").iterdir() if p.is_dir()]
+    recorded = manifest(bundle)
+    assert recorded["step"] == 0 and recorded["non_finite"]["gradients_too_large"] is True, done.stderr[
+        -3000:
+    ]
+    window = nanlens("replay", str(bundle), "--window", cwd=work)
     assert "stays finite" not in window.stdout, window.stdout + window.stderr[-2000:]
-    assert "window goes non-finite at learning rate 0.001" in window.stdout, window.stdout
+    assert "the 1-step window goes non-finite at learning rate 0.001" in window.stdout, window.stdout
