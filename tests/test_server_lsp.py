@@ -664,7 +664,7 @@ def test_bundle_that_cannot_be_located_is_an_error_source_with_one_message(tmp_p
             waiting = await s.wait_for("the bundle", lambda: s.settled("bundle", bundle))
             assert (
                 waiting["status"] == "unlocated"
-                and waiting["foreign"] == "no host recorded"
+                and waiting["foreign"] == "not sealed by your NanGuard here"  # a manifest anyone wrote
                 and not s.messages
             )
             await s.command("nanlens.server.locateBundle", str(bundle))  # the click
