@@ -52,8 +52,9 @@ def train_and_locate(tmp_path: Path, program: Path, *args: str, env: dict[str, s
         env=environment,
         timeout=600,
     )
-    bundles = [p for p in (tmp_path / "captures").iterdir() if (p / "manifest.json").is_file()]
-    assert len(bundles) == 1, done.stdout[-2000:] + done.stderr[-3000:]
+    captures = tmp_path / "captures"
+    bundles = [p for p in captures.iterdir() if (p / "manifest.json").is_file()] if captures.is_dir() else []
+    assert len(bundles) == 1, f"exit {done.returncode}\n" + done.stdout[-2000:] + done.stderr[-3000:]
     return locate_json(bundles[0], tmp_path, environment)
 
 
