@@ -40,6 +40,7 @@ from pyadapter.capture.notebook_file import (  # noqa: F401 - the notebook API, 
     notebook_code_cells,
     read_notebook_cells,
     readable_cell,
+    same_cell_text,
 )
 from pyadapter.findings import Finding, Findings, Frame
 
@@ -411,7 +412,7 @@ def notebook_holding_cells(folder: Path, sources: list[str]) -> Path | None:
     """The one ``.ipynb`` in `folder` whose saved code cells hold the most of `sources` (the cells a kernel ran),
     when it holds at least half of them and no other notebook there holds as many; else None. A notebook is
     read as data, nothing in it runs. Cached on the folder's notebooks' sizes and times and on `sources`."""
-    ran = {normalized_source(s).lstrip("\n") for s in sources}
+    ran = {same_cell_text(s) for s in sources}
     ran.discard("")
     if not ran:
         return None
@@ -439,7 +440,7 @@ def notebook_holding_cells(folder: Path, sources: list[str]) -> Path | None:
             continue
         try:
             cells = read_notebook_cells(folder / name)
-            saved = {normalized_source(c.source).lstrip("\n") for c in cells if c.cell_type == "code"}
+            saved = {same_cell_text(c.source) for c in cells if c.cell_type == "code"}
         except NotebookError:
             continue
         scores.append((len(ran & saved), folder / name))

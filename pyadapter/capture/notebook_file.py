@@ -196,3 +196,9 @@ def normalized_source(source: str) -> str:
     """Cell source for comparison: newlines unified, trailing whitespace of each line and of the cell dropped."""
     lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     return "\n".join(line.rstrip() for line in lines).rstrip()
+
+
+def same_cell_text(source: str) -> str:
+    """`normalized_source` without leading blank lines: a saved cell and the kernel's record of it, compared for
+    which cell ran (not for its line numbers, which the blank lines keep)."""
+    return normalized_source(source).lstrip("\n")

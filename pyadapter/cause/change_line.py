@@ -252,11 +252,9 @@ def _optimizer_sites(units: list[SourceUnit], recorded: list[str]) -> list[Site]
                 site = Site(
                     unit, node, name, number(arg), number(arg) is not None, number(keyword(node, "momentum"))
                 )
-                if site.learning_rate is None and isinstance(arg, ast.Name):
-                    site.learning_rate = _constant_of(unit, arg.id)
-                if site.learning_rate is None and isinstance(arg, ast.BinOp):
-                    # SGD(base_learning_rate * 1000), a fine-tuning phase's rate (tensorflow.org's transfer
-                    # learning tutorial writes base_learning_rate / 10): the phases' lines are told apart by it.
+                if site.learning_rate is None and isinstance(arg, (ast.Name, ast.BinOp)):
+                    # SGD(LR), or SGD(base_learning_rate * 1000), a fine-tuning phase's rate (tensorflow.org's
+                    # transfer learning tutorial writes base_learning_rate / 10): the phases' lines are told apart.
                     site.learning_rate = _constant_expression(unit, arg)
                 if site.learning_rate is None and isinstance(arg, (ast.Name, ast.Call)):
                     schedule = _schedule_site(units)
@@ -337,13 +335,12 @@ def _config_dict_rate(node: ast.expr | None) -> float | None:
     return None
 
 
-_AUTO_SUFFIX = re.compile(r"_\d+$")  # a layer's call count in its name scope ("head_1")
-
-
 # A config file's line that sets a rate: "learning_rate": 0.25 (JSON), lr: 3e-4 (YAML), learning_rate = 0.1 (TOML,
 # INI), --lr=0.5 in a shell line does not count (it is argv, named elsewhere).
+_NUMBER_TEXT = r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _CONFIG_RATE = re.compile(
-    r"""(?<![\w-])["']?(?:(?:initial_)?learning[_-]?rate|lr|base_lr|init_lr)["']?\s*[:=]\s*["']?(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"""
+    r"""(?<![\w-])["']?(?:(?:initial_)?learning[_-]?rate|lr|base_lr|init_lr)["']?\s*[:=]\s*["']?"""
+    + _NUMBER_TEXT
 )
 CONFIG_SUFFIXES = (".json", ".yaml", ".yml", ".toml", ".cfg", ".ini", ".conf")
 _CONFIG_LIMIT = 1 << 20  # bytes of one config file read
@@ -352,7 +349,6 @@ _CONFIG_FILES = 40  # config files looked at in a folder
 
 # A rate set on a line of code without a constructor: optimizer.learning_rate.assign(0.15), opt.lr = 0.1,
 # K.set_value(model.optimizer.learning_rate, 0.1).
-_NUMBER_TEXT = r"(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 _ASSIGNED_RATE = re.compile(r"(?<!\w)(?:learning_rate|lr)\s*(?:\.assign\(\s*|=(?!=)\s*)" + _NUMBER_TEXT)
 _SET_VALUE_RATE = re.compile(r"set_value\(\s*[\w.]*(?<!\w)(?:learning_rate|lr)\s*,\s*" + _NUMBER_TEXT)
 
@@ -977,14 +973,14 @@ def layer_site(units: list[SourceUnit], op_name: str, dtype: str | None = None) 
     constructions = [(unit, node) for unit in units for node in calls(unit) if called_name(node)]
     segments = [s for s in op_name.split("/")[:-1] if s]
     for segment in reversed(segments):
+        match = _SUFFIX.match(segment)
+        base, index = (match.group(1), int(match.group(2) or 0)) if match else (segment, 0)
         # Keras 3's train step scopes a layer by its name and a call count ("head_1" for Dense(name="head")).
-        for name in dict.fromkeys([segment, _AUTO_SUFFIX.sub("", segment)]):
+        for name in dict.fromkeys([segment, base]):
             for unit, node in constructions:
                 value = keyword(node, "name")
                 if isinstance(value, ast.Constant) and value.value == name:
                     return Site(unit, node, called_name(node) or name)
-        match = _SUFFIX.match(segment)
-        base, index = (match.group(1), int(match.group(2) or 0)) if match else (segment, 0)
         same = [
             (unit, node)
             for unit, node in constructions

@@ -553,7 +553,7 @@ def kernel_order(bundle: Any, path: Path) -> list[int] | None:
     their order. None when the order is top to bottom, or when the kernel ran code the saved notebook does not hold
     (the saved order is then the best there is, and the replay's route says why)."""
     from pyadapter.capture.notebook import NotebookError, NotebookInfo
-    from pyadapter.capture.notebook_file import normalized_source, notebook_code_cells
+    from pyadapter.capture.notebook_file import notebook_code_cells, same_cell_text
 
     recorded = (bundle.manifest.get("entry_script") or {}).get("notebook")
     try:
@@ -563,13 +563,13 @@ def kernel_order(bundle: Any, path: Path) -> list[int] | None:
         return None
     position: dict[str, int] = {}
     for index, cell in enumerate(saved):
-        position.setdefault(normalized_source(cell.raw).lstrip("\n"), index)
+        position.setdefault(same_cell_text(cell.raw), index)
     runs = sorted(
         (c for c in info.cells if c.execution_count is not None), key=lambda c: c.execution_count or 0
     )
     last: dict[int, int] = {}
     for count, executed in enumerate(runs):
-        found = position.get(normalized_source(executed.source).lstrip("\n"))
+        found = position.get(same_cell_text(executed.source))
         if found is None:
             return None
         last[found] = count
