@@ -144,6 +144,35 @@ def test_a_handed_over_bundle_naming_a_workspace_tool_and_its_arguments_runs_not
         assert (victim / "data.csv").is_file(), f"{verb} ran the tool the bundle named"
 
 
+def test_the_replay_runs_the_manifest_it_checked_not_one_swapped_in_after(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The program check read one load of the bundle and the rebuild loaded the manifest again: one written into
+    the folder between the two (a shared captures folder) chose the arguments the program was imported with."""
+    from pyadapter.replay import session, trust
+
+    cap = captured("keras_layer", tmp_path_factory)
+    bundle = tmp_path / "captures" / "own"
+    shutil.copytree(cap.bundle, bundle)
+    checked_argv = manifest_of(bundle)["entry_script"]["argv"]
+    real_check = trust.check_entry
+
+    def check_then_swap(loaded: object, **kwargs: object) -> Path:
+        program = real_check(loaded, **kwargs)
+        forged = manifest_of(bundle)
+        forged["entry_script"]["argv"] = [checked_argv[0], "--delete-everything"]
+        (bundle / "manifest.json").write_text(json.dumps(forged), encoding="utf-8")
+        return program
+
+    monkeypatch.setattr(trust, "check_entry", check_then_swap)
+    monkeypatch.chdir(cap.script.parent)
+    argv, route = session.with_captured_step(
+        bundle, lambda rebuilt: rebuilt.bundle.manifest["entry_script"]["argv"]
+    )
+    assert route.startswith("rebuilt from the bundle"), route
+    assert argv == checked_argv
+
+
 def test_missing_entry_script_is_one_line_error(
     tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

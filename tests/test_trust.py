@@ -216,6 +216,45 @@ def test_the_seal_key_is_the_users_alone(tmp_path: Path) -> None:
     assert key.parent.stat().st_mode & 0o077 == 0
 
 
+def test_a_seal_key_others_can_read_or_swap_proves_nothing_and_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A key another user can read lets them seal their bundles as this user's; a key in a folder they can write
+    can be swapped for theirs. Before, any readable 32-byte file sealed and proved: its mode and folder were never
+    looked at."""
+    from pyadapter.capture import seal
+
+    program = tmp_path / "train.py"
+    program.write_text("print('train')\n")
+    own = bundle_for(program, tmp_path)
+    assert trust.check_entry(own, root=tmp_path) == program.resolve()
+    key = tmp_path / "keys" / "seal.key"
+    monkeypatch.setattr(seal, "_said_unsealed", False)
+    for spoil, undo, said in (
+        (lambda: key.chmod(0o644), lambda: key.chmod(0o600), "readable or writable by others (mode 0644"),
+        (lambda: key.parent.chmod(0o777), lambda: key.parent.chmod(0o700), "can be written by another user"),
+    ):
+        spoil()
+        with pytest.raises(trust.UntrustedEntry) as refused:
+            trust.check_entry(own, root=tmp_path)
+        assert said in str(refused.value) and "so no bundle's seal counts" in str(refused.value), (
+            refused.value
+        )
+        assert seal.SEAL_KEY not in sealed({"entry_script": {"path": str(program)}})
+        assert key.read_bytes() and key.stat().st_size == 32, "the user's key is kept, never replaced"
+        undo()
+        assert trust.check_entry(own, root=tmp_path) == program.resolve()
+        monkeypatch.setattr(seal, "_said_unsealed", False)
+    err = capsys.readouterr().err
+    assert "readable or writable by others" in err and "bundles are written unsealed" in err, err
+    # A link in the key's place is not followed.
+    real = tmp_path / "keys" / "real.key"
+    key.rename(real)
+    key.symlink_to(real)
+    assert not seal.is_sealed_here(own.manifest)
+    assert "not a regular file" in (seal.own_key_problem() or "")
+
+
 def test_a_home_without_a_seal_key_writes_unsealed_bundles_and_says_so(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

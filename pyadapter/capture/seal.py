@@ -24,6 +24,7 @@ import json
 import os
 import re
 import secrets
+import stat
 import sys
 from pathlib import Path
 from typing import Any
@@ -49,9 +50,46 @@ def key_path() -> Path | None:
         return None
 
 
-def _read_key(path: Path) -> bytes | None:
+def key_problem(path: Path) -> str | None:
+    """Why the key file at `path` cannot prove anything, or None: a key another user can read could seal their
+    bundles as this user's, and one in a folder another user can write could be swapped for theirs. NanGuard makes
+    both the user's alone (0600 in a 0700 folder); a copy, a changed mode or another owner is said, not used."""
+    if not hasattr(os, "geteuid"):
+        return None  # no POSIX owners and modes to judge (Windows: the profile folder is the user's)
+    me = os.geteuid()
     try:
-        with open(path, "rb") as handle:
+        folder = os.stat(path.parent)
+        found = os.lstat(path)
+    except OSError:
+        return None  # no key yet: nothing to judge
+    if not stat.S_ISREG(found.st_mode):
+        return f"the seal key {path} is not a regular file"
+    if found.st_uid != me:
+        return f"the seal key {path} belongs to another user (uid {found.st_uid})"
+    if found.st_mode & 0o077:
+        return (
+            f"the seal key {path} is readable or writable by others (mode {stat.S_IMODE(found.st_mode):04o}; "
+            f"chmod 600 it, or delete it for a new key)"
+        )
+    sticky = bool(folder.st_mode & stat.S_ISVTX)  # /tmp-like: others cannot replace what is ours
+    if folder.st_uid not in (me, 0) or (folder.st_mode & 0o022 and not sticky):
+        return f"the seal key's folder {path.parent} can be written by another user"
+    return None
+
+
+def own_key_problem() -> str | None:
+    """`key_problem` of this user's key file (None when there is none, or no home to hold it)."""
+    path = key_path()
+    return key_problem(path) if path is not None else None
+
+
+def _read_key(path: Path) -> bytes | None:
+    if key_problem(path) is not None:
+        return None
+    try:
+        # O_NOFOLLOW: the file judged above, not a link swapped in since.
+        descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(descriptor, "rb") as handle:
             key = handle.read(_KEY_BYTES + 1)
     except OSError:
         return None
@@ -65,7 +103,7 @@ def _key(create: bool) -> bytes | None:
     if path is None:
         return None
     key = _read_key(path)
-    if key is not None or not create:
+    if key is not None or not create or key_problem(path) is not None:
         return key
     # Written whole under another name, then linked into place: a crash or a second process never sees (and never
     # keeps) a key file shorter than the key. The first link wins; the others read its key.
@@ -115,9 +153,12 @@ def sealed(manifest: dict[str, Any]) -> dict[str, Any]:
         global _said_unsealed
         if not _said_unsealed:  # once per process: a read-only home makes every bundle of the run unsealed
             _said_unsealed = True
+            why = own_key_problem() or (
+                f"cannot read or make the seal key {key_path() or '~/.nanlens/bundle-seal.key'}"
+            )
             print(
-                f"NaN Lens: cannot read or make the seal key {key_path() or '~/.nanlens/bundle-seal.key'}: bundles are written unsealed, and a "
-                "replay asks before it runs their program (--trust-entry)",
+                f"NaN Lens: {why}: bundles are written unsealed, and a replay asks before it runs their program "
+                "(--trust-entry)",
                 file=sys.stderr,
             )
         return unsealed

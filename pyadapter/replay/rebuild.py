@@ -91,9 +91,11 @@ def import_entry(bundle: CaptureBundle) -> EntryScript:
         raise ReplayError(str(exc)) from None
 
 
-def rebuild(path: str | Path) -> Rebuilt:
-    """Everything needed to run the bundle's step again, from the captured state."""
-    bundle = open_bundle(path)
+def rebuild(source: str | Path | CaptureBundle) -> Rebuilt:
+    """Everything needed to run the bundle's step again, from the captured state. Given the loaded bundle whose
+    program `trust.check_entry` passed, it uses that one: loading the manifest again would run what the folder
+    holds by then (a manifest swapped in after the check)."""
+    bundle = source if isinstance(source, CaptureBundle) else open_bundle(source)
     entry = import_entry(bundle)
     warnings = list(entry.warnings)
     if bundle.manifest.get("state") == "after_update":

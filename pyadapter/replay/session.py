@@ -103,7 +103,7 @@ def with_captured_step(
                 no_training(),
                 flags_of_the_import(argv if isinstance(argv, list) else None),
             ):
-                rebuilt = rebuild(path)
+                rebuilt = rebuild(bundle)  # the bundle checked above, not the folder read again
         except TrainingReached:
             reason = f"{Path(str(bundle.entry_script)).name} trains when imported"
         except ReplayError as exc:

@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pyadapter.capture.seal import is_sealed_here
+from pyadapter.capture.seal import is_sealed_here, own_key_problem
 from pyadapter.replay.errors import ReplayError
 
 TRUST_ENV = "NANLENS_TRUST_ENTRY"  # os.pathsep-separated files the user trusts; children inherit it
@@ -125,9 +125,15 @@ def check_entry(bundle: Any, *, root: str | os.PathLike[str] | None = None) -> P
         # machine or user, or one whose manifest was edited, could name any file here with any arguments. Asked
         # before the hash: a forged hash would otherwise make it the "changed since the capture" question, which
         # speaks of the user's own edit and shows no arguments.
+        problem = own_key_problem()
+        why = (
+            f"{problem}, so no bundle's seal counts"
+            if problem
+            else "it came from another machine or user, was written before NaN Lens sealed bundles, or its "
+            "manifest was edited"
+        )
         raise UntrustedEntry(
-            f"not running {shown}: {NOT_SEALED} (it came from another machine or user, was written before NaN Lens "
-            "sealed bundles, or its manifest was edited), so that program and those arguments are the bundle's "
+            f"not running {shown}: {NOT_SEALED} ({why}), so that program and those arguments are the bundle's "
             f"choice; if they are yours, add --trust-entry {program}"
         )
     recorded, current = _recorded_code_hash(bundle, program)
