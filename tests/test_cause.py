@@ -4,6 +4,7 @@ match a cause on the change line's own text."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -1286,6 +1287,28 @@ def test_an_overflow_in_the_first_steps_does_not_speak_of_steps_before(tmp_path:
     assert first == (step == 0) and ("no growth over the steps before" in cause.summary) == (step != 0), (
         cause.summary
     )
+
+
+def test_an_overflow_after_a_slow_rise_says_the_rise_not_no_growth(tmp_path: Path) -> None:
+    """An Exp overflow after the gradient norm rose x40 over 170 steps read "with no growth over the steps before".
+    A rise too slow for a divergence is still said, with its numbers; a flat history still reads "no growth"."""
+    program = write_program(tmp_path)
+    rising = [
+        {"step": s, "loss": 1.0, "logged_loss": 1.0, "grad_norm": 0.5 * 40 ** (s / 170)} for s in range(171)
+    ]
+    context = CauseContext(
+        history=rising, model_info={"optimizer": "SGD"}, entry_script=str(program), step=171
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "op", cause.summary
+    assert "no growth" not in cause.summary, cause.summary
+    assert (
+        "after the gradient norm rose x40 over 170 steps (0.5 at step 0 to 20 at step 170" in cause.summary
+    ), cause.summary
+    assert cause.evidence["history"]["series"] == "grad_norm"
+    noisy = [dict(entry, grad_norm=0.5 * (1 + (s % 7))) for s, entry in enumerate(rising)]  # up and down: x7
+    cause = classify(findings_of(overflow_origin(program)), dataclasses.replace(context, history=noisy))
+    assert "with no growth over the steps before" in cause.summary, cause.summary
 
 
 MASKED_ATTENTION = """import tensorflow as tf

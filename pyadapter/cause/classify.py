@@ -211,7 +211,19 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     if overflow and known and first_steps and _unscaled_inputs(context, units):
         # Values this large from the first steps, on inputs in the hundreds: the usual step overshoots at once.
         return _divergence(context, units, origin, None)
-    return _op(findings, origin, growth, overflow, rows, first_steps)
+    rose = trend.rise(context.history) if overflow and known else None
+    return _op(findings, origin, growth, overflow, rows, first_steps, rose)
+
+
+def _before_words(rose: trend.Trend | None) -> str:
+    """What the steps before an overflow showed, when no divergence's growth: nothing, or a slower rise."""
+    if rose is None:
+        return "with no growth over the steps before"
+    label = SERIES_WORDS.get(rose.series, rose.series)
+    return (
+        f"after the {label} rose x{rose.factor:.3g} over {rose.steps} steps ({_fmt(rose.start_value)} at step "
+        f"{rose.start_step} to {_fmt(rose.end_value)} at step {rose.end_step}; slower than a divergence's growth)"
+    )
 
 
 def _zero_into_domain_op(origin: Finding) -> bool:
@@ -487,6 +499,7 @@ def _op(
     overflow: bool,
     rows: BadRows | None = None,
     first_steps: bool = False,
+    rose: trend.Trend | None = None,
 ) -> Cause:
     inputs = ", ".join(f"{i.name}: {i.health.describe()}" for i in origin.inputs if i.health is not None)
     evidence: dict[str, Any] = {
@@ -496,8 +509,9 @@ def _op(
         "output": origin.health.describe() if origin.health else None,
         "inputs": inputs,
     }
-    if growth is not None:
-        evidence["history"] = growth.to_json()
+    shown = growth or rose
+    if shown is not None:
+        evidence["history"] = shown.to_json()
     what = (
         f"the {origin.op.type} op: keep its inputs in its domain"
         if not overflow
@@ -517,7 +531,7 @@ def _op(
             "at the run's first steps (none before it to show a growth: values this large from the start point at "
             "unscaled inputs or initial weights)"
             if first_steps
-            else "with no growth over the steps before"
+            else _before_words(rose)
         )
         summary = f"{article} {origin.op.type} op overflowed on finite inputs {before}"
         if origin.op.type == "Exp":

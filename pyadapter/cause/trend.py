@@ -134,6 +134,27 @@ def growth(history: list[dict[str, Any]]) -> Trend | None:
     return max(preferred, key=lambda t: (t.series in ("grad_norm", "loss"), t.rate))
 
 
+# A rise too slow or too small for a divergence's growth (`Trend.is_growth`) that an overflow's words still say: the
+# series ended at least RISE_FACTOR times its lowest value, rising as a whole (`_sustained`).
+RISE_FACTOR = 10.0
+
+
+def rise(history: list[dict[str, Any]]) -> Trend | None:
+    """The largest sustained rise of the loss or gradient norm (at least RISE_FACTOR) that is not a growth, or None.
+    "With no growth over the steps before" was said of an overflow after the gradient norm rose x40 over 170
+    steps; such a rise is not a divergence by these rules, but it is not nothing either."""
+    trends = [
+        t
+        for t in (series_trend(history, key) for key in ("grad_norm", "loss"))
+        if t is not None
+        and not t.is_growth
+        and t.steps >= MIN_STEPS
+        and t.sustained
+        and t.factor >= RISE_FACTOR
+    ]
+    return max(trends, key=lambda t: t.factor, default=None)
+
+
 def non_finite_at(history: list[dict[str, Any]]) -> int | None:
     """The first step whose loss (or gradient norm) was recorded non-finite, if any."""
     for entry in history:
