@@ -137,8 +137,8 @@ def test_a_handed_over_bundle_naming_a_workspace_tool_and_its_arguments_runs_not
         assert refused.returncode == 2, refused.stderr[-2000:]
         assert refused.stderr.strip().splitlines()[-1] == (
             f"nanlens: error: not running {tool} {victim}: this bundle does not carry your NanGuard's "
-            "seal (it came from another machine or user, was written before NaN Lens sealed bundles, or its "
-            "manifest was edited), so that program and those arguments are the bundle's choice; if they are "
+            "seal (it came from another machine or user, was written by an older NaN Lens, or its manifest or "
+            "files were edited), so that program and those arguments are the bundle's choice; if they are "
             f"yours, add --trust-entry {tool}"
         )
         assert (victim / "data.csv").is_file(), f"{verb} ran the tool the bundle named"

@@ -1083,3 +1083,36 @@ def test_a_fifo_named_manifest_or_findings_is_no_source_and_never_waited_on(tmp_
     from pyadapter.server.staleness import read_text
 
     assert within_a_second(lambda: read_text(str(stuck / "manifest.json")), stuck / "manifest.json") is None
+
+
+def test_a_replay_target_writes_cell_files_only_for_a_notebook_in_the_workspace(tmp_path: Path) -> None:
+    """A finding is its writer's word. One naming /dev/zero as its notebook grew the server's memory until it ran
+    out (the notebook was read whole), and one naming a notebook elsewhere had that notebook's cells written into
+    a .nanlens/cells folder beside it, outside the workspace."""
+    import dataclasses
+    import json
+
+    from pyadapter.capture.notebook_file import NotebookError, read_notebook_cells
+    from pyadapter.server.render import replay_target
+
+    workspace, elsewhere = tmp_path / "workspace", tmp_path / "elsewhere"
+    workspace.mkdir()
+    elsewhere.mkdir()
+    cells = {"cells": [{"cell_type": "code", "source": "x = 1\n", "metadata": {}, "outputs": []}]}
+    notebook = {**cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    for folder in (workspace, elsewhere):
+        (folder / "train.ipynb").write_text(json.dumps(notebook))
+    record, _ = make_record(tmp_path, kind="bundle")
+    assert record.findings is not None and record.findings.origin is not None
+    for named, written in (
+        ("/dev/zero", False),
+        (str(elsewhere / "train.ipynb"), False),
+        (str(workspace / "train.ipynb"), True),
+    ):
+        origin = dataclasses.replace(record.findings.origin, file=named, cell=0, line=1)
+        target = replay_target(record, origin, [str(workspace)])
+        assert ("cellFile" in target) == written, (named, target)
+    assert not (elsewhere / ".nanlens").exists(), "cell files written beside a notebook outside the workspace"
+    assert (workspace / ".nanlens" / "cells").is_dir()
+    with pytest.raises(NotebookError, match="not a regular file"):
+        read_notebook_cells("/dev/zero")

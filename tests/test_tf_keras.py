@@ -261,3 +261,81 @@ def test_skip_mode_holds_back_only_the_bad_step(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     for result in json.loads(done.stdout.strip().splitlines()[-1]):
         assert result == {"iterations": 3, "failed": [1], "finite": True, "logs_finite": True}
+
+
+SAVED_MODEL_THAT_WRITES = textwrap.dedent("""
+    import sys
+    import tensorflow as tf
+
+    marker, folder = sys.argv[1], sys.argv[2]
+
+    class Resource(tf.saved_model.experimental.TrackableResource):
+        def _create_resource(self):
+            return tf.raw_ops.VarHandleOp(dtype=tf.float32, shape=[], shared_name="")
+
+        def _initialize(self):  # runs when the SavedModel is loaded
+            tf.io.write_file(marker, tf.constant("written while the replay loaded model.keras"))
+            return tf.raw_ops.AssignVariableOp(resource=self.resource_handle, value=1.0)
+
+    module = tf.Module()
+    module.resource = Resource()
+    module.serve = tf.function(lambda x: tf.identity(x), input_signature=[tf.TensorSpec([None, 16], tf.float32)])
+    tf.saved_model.save(module, folder)
+""")
+
+
+def test_a_model_archive_naming_code_outside_tf_keras_is_not_loaded(
+    runs: dict[str, Run], tmp_path: Path
+) -> None:
+    """tf_keras's loader in safe mode still imports any module a model.keras names and calls its class's
+    from_config: an archive naming tf_keras's ReloadedLayer with a SavedModel path ran that SavedModel's graph
+    (here: it writes a file) when a replay loaded the model, even when the user had only said yes to their own
+    program (--trust-entry). An archive is loaded only when every object it names is tf_keras's or the program's."""
+    import hashlib
+    import shutil
+    import zipfile
+
+    run = runs["log_of_zero"]
+    marker, saved = tmp_path / "written-by-the-archive.txt", tmp_path / "saved"
+    made = subprocess.run(
+        [sys.executable, "-c", SAVED_MODEL_THAT_WRITES, str(marker), str(saved)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(legacy=False),
+    )
+    assert made.returncode == 0 and not marker.exists(), made.stderr[-2000:]
+    bundle = tmp_path / "handed-over"
+    shutil.copytree(run.bundle, bundle)
+    (bundle / "findings.json").unlink(missing_ok=True)
+    config = {
+        "module": "tf_keras.src.export.export_lib",
+        "class_name": "ReloadedLayer",
+        "registered_name": "ReloadedLayer",
+        "config": {"name": "r", "filepath": str(saved), "call_endpoint": "serve"},
+    }
+    with zipfile.ZipFile(bundle / "model.keras", "w") as archive:
+        archive.writestr("metadata.json", json.dumps({"keras_version": "2.21.0"}))
+        archive.writestr("config.json", json.dumps(config))
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    manifest["files"] = {
+        path.relative_to(bundle).as_posix(): {
+            "sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+            "size": path.stat().st_size,
+        }
+        for path in bundle.rglob("*")
+        if path.is_file() and path.name != "manifest.json"
+    }
+    (bundle / "manifest.json").write_text(json.dumps(manifest))
+
+    refused = _nanlens("replay", "--eager", str(bundle))
+    assert refused.returncode == 2 and "does not carry your NanGuard's seal" in refused.stderr, (
+        refused.stderr[-2000:]
+    )
+    replayed = _nanlens("replay", "--eager", "--json", "--trust-entry", str(run.script), str(bundle))
+    assert not marker.exists(), "loading the bundle's model.keras ran the graph it named"
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    route = json.loads(replayed.stdout)["route"]
+    assert (
+        "it names tf_keras.src.export.export_lib.ReloadedLayer, which is neither tf_keras's own" in route
+    ), route

@@ -186,9 +186,13 @@ def test_a_bundle_not_sealed_here_does_not_choose_the_program_or_its_arguments(
     assert trust.check_entry(handed, root=tmp_path) == tool.resolve()
 
 
-def test_the_seal_covers_which_step_and_which_fit_run() -> None:
-    """A re-entry takes over the fit the bundle names and calls the step function it names: both are the bundle's
-    choice of code too, sealed with the program."""
+def test_the_seal_covers_the_whole_manifest_and_so_every_file() -> None:
+    """A re-entry takes over the fit the bundle names and calls the step function it names; `keras_line` picks
+    tf_keras's loader, which imports any module a model.keras names; and the files' hashes say which model.keras and
+    arrays a replay loads. The first seal covered only the program, step function and fit call: a user's own sealed
+    bundle with `keras_line` added and model.keras replaced (hashes recomputed) kept its seal, and its replay ran the
+    archive's code with no question. Every field is sealed now, and a seal of the first format counts as none."""
+    from pyadapter.capture import seal
     from pyadapter.capture.seal import is_sealed_here
 
     own = sealed(
@@ -196,17 +200,20 @@ def test_the_seal_covers_which_step_and_which_fit_run() -> None:
             "entry_script": {"path": "/w/train.py"},
             "step_function": {"qualname": "train_step"},
             "model": {"fit_call": {"code": "model.fit(x, y)", "ordinal": 0}, "optimizer": "SGD"},
+            "files": {"model.keras": {"sha256": "a" * 64, "size": 10}},
         }
     )
     assert is_sealed_here(own)
-    assert is_sealed_here(
-        {**own, "model": {**own["model"], "optimizer": "Adam"}}
-    )  # data, not a choice of code
     for edited in (
         {**own, "step_function": {"qualname": "delete_checkpoints"}},
         {**own, "model": {**own["model"], "fit_call": {"code": "model.fit(x, y)", "ordinal": 3}}},
+        {**own, "model": {**own["model"], "optimizer": "Adam"}},
+        {**own, "keras_line": "tf_keras"},
+        {**own, "files": {"model.keras": {"sha256": "b" * 64, "size": 10}}},
     ):
-        assert not is_sealed_here(edited)
+        assert not is_sealed_here(edited), edited
+    first_format = {**own, "seal": {**own["seal"], "format": "nanlens.seal/1"}}
+    assert seal.FORMAT != "nanlens.seal/1" and not is_sealed_here(first_format)
 
 
 def test_the_seal_key_is_the_users_alone(tmp_path: Path) -> None:
@@ -315,3 +322,35 @@ def test_a_crafted_seal_or_no_home_folder_never_raises(
     assert seal.key_path() is None
     assert seal.SEAL_KEY not in sealed({"entry_script": {"path": "/w/train.py"}})
     assert not seal.is_sealed_here(own)
+
+
+def test_a_step_function_name_reaching_outside_the_program_is_not_called(tmp_path: Path) -> None:
+    """A custom loop's replay calls the step function the bundle names, looked up from the program's module. The
+    name is the bundle's word: `train.os.remove` (or `train.tf.io.write_file`) is reachable from a program that
+    imports os (tensorflow), and the replay would have called it with the captured batch. Only a function of the
+    program's own code is a step."""
+    import importlib.util
+
+    from pyadapter.capture.bundle_format import BundleError
+    from pyadapter.replay.restore import step_function
+
+    program = tmp_path / "train_loop.py"
+    program.write_text(
+        "import functools\nimport os\n\n\ndef train_step(x):\n    return x\n\n\n"
+        "class Trainer:\n    @functools.wraps(train_step)\n    def step(self, x):\n        return x\n"
+    )
+    spec = importlib.util.spec_from_file_location("train_loop", program)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def named(qualname: str) -> Bundle:
+        return Bundle(tmp_path / "bundle", program, {"step_function": {"qualname": qualname}})
+
+    assert step_function(named("train_step"), module) is module.train_step
+    assert step_function(named("Trainer.step"), module) is module.Trainer.step
+    for foreign in ("os.remove", "os.path.join", "functools.reduce", "Trainer.__init__"):
+        with pytest.raises(
+            BundleError, match=f"step function {foreign} is not a function of the program's own"
+        ):
+            step_function(named(foreign), module)

@@ -67,10 +67,104 @@ def make_one_step(function: Any, model: Any, optimizers_of: Callable[[Any], list
 # ---- model.keras ----------------------------------------------------------------------------------------------
 
 
-def load_model(path: Any, custom_objects: dict[str, Any] | None, compile: bool) -> Any:
-    """tf_keras's own ``.keras`` loader, safe mode (a Lambda's bytecode is refused: the step is re-entered)."""
+# What a tf_keras model.keras may name: tf_keras's own objects of these families (``keras.layers``, and the engine's
+# ``tf_keras.src.engine.functional`` for Functional and Sequential), and the user's own objects, found by name among
+# the program's custom objects or tf_keras's registry (which only code already imported fills).
+_FAMILIES = frozenset(
+    {
+        "activations",
+        "constraints",
+        "engine",
+        "initializers",
+        "layers",
+        "losses",
+        "metrics",
+        "mixed_precision",
+        "models",
+        "optimizers",
+        "regularizers",
+    }
+)
+_BUILTIN_FAMILIES = (
+    "activations",
+    "constraints",
+    "initializers",
+    "losses",
+    "metrics",
+    "optimizers",
+    "regularizers",
+)
+# Layers whose config names code to run: a Lambda's function (bytecode, or any function of any loaded module by
+# name), a SavedModel reloaded (its graph runs when loaded), a TF Hub module.
+_CODE_LAYERS = frozenset({"Lambda", "ReloadedLayer", "TFSMLayer", "KerasLayer"})
+
+
+def foreign_object(config: Any, custom_objects: dict[str, Any] | None) -> str | None:
+    """The first object `config` (a model.keras's config.json) names that is neither tf_keras's own nor the
+    user's, as "module.Name", or None. tf_keras's loader in "safe mode" still imports any module a config names and
+    calls its class's ``from_config``: a bundle's model.keras naming ``tf_keras.src.export.export_lib.ReloadedLayer``
+    with a SavedModel path ran that SavedModel's graph (it wrote a file) while the replay loaded the model."""
     import tf_keras
 
+    def own(name: Any) -> bool:
+        return (
+            isinstance(name, str)
+            and bool(name)
+            and (tf_keras.saving.get_registered_object(name, custom_objects=custom_objects) is not None)
+        )
+
+    def keras_module(module: str) -> bool:
+        parts = module.split(".")
+        if parts[0] not in ("keras", "tf_keras"):
+            return False
+        rest = parts[2:] if parts[1:2] == ["src"] else parts[1:]
+        return not rest or rest[0] in _FAMILIES
+
+    stack = [config]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, list):
+            stack.extend(value)
+            continue
+        if not isinstance(value, dict):
+            continue
+        stack.extend(value.values())
+        if "class_name" not in value:
+            continue
+        module, class_name = value.get("module"), value.get("class_name")
+        registered = value.get("registered_name")
+        if class_name == "function":
+            name = value.get("config")
+            if own(name) or (
+                isinstance(name, str)
+                and module in ("builtins", None, *(f"keras.{f}" for f in _BUILTIN_FAMILIES))
+                and any(getattr(getattr(tf_keras, f), name, None) is not None for f in _BUILTIN_FAMILIES)
+            ):
+                continue
+            return f"{module}.{name}"
+        if class_name in _CODE_LAYERS or registered in _CODE_LAYERS:
+            return f"{module}.{class_name}"
+        if own(registered) or own(class_name):
+            continue
+        if module is None or (isinstance(module, str) and keras_module(module)):
+            continue
+        return f"{module}.{class_name}"
+    return None
+
+
+def load_model(path: Any, custom_objects: dict[str, Any] | None, compile: bool) -> Any:
+    """tf_keras's own ``.keras`` loader, safe mode (a Lambda's bytecode is refused: the step is re-entered), after
+    `foreign_object` found nothing in its config that is neither tf_keras's nor the program's own."""
+    import tf_keras
+
+    from pyadapter.capture.model_archive import read_config
+
+    foreign = foreign_object(read_config(path), custom_objects)
+    if foreign is not None:
+        raise ValueError(
+            f"it names {foreign}, which is neither tf_keras's own nor defined by the program; "
+            "a bundle's model is loaded only from those"
+        )
     return tf_keras.models.load_model(
         str(path), custom_objects=custom_objects, compile=compile, safe_mode=True
     )

@@ -11,7 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pyadapter.regularfile import open_regular
+
 # Cell magics whose body is Python run by the magic: without IPython the body is kept, the magic line dropped.
+# Notebooks with image outputs run to tens of MB; the cap only stops a file that is not a notebook at all.
+MAX_NOTEBOOK_BYTES = 512 << 20
 _PYTHON_BODY_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debug", "python", "python3"})
 # `%magic`, `!cmd`, `?name`, `name?`, `x = !cmd`, `x = %magic` (a line, possibly indented).
 _MAGIC_LINE_RE = re.compile(r"^(?P<indent>[ \t]*)(?:[%!?]|[A-Za-z_][\w.]*\?{1,2}[ \t]*$)")
@@ -56,7 +60,12 @@ def read_notebook_cells(path: str | os.PathLike[str]) -> list[NotebookCell]:
     Raises `NotebookError` with a one-line reason for a missing, unreadable or malformed notebook."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        # A notebook named by a bundle or a finding may be any file: a FIFO would block, /dev/zero never end.
+        with open_regular(p) as handle:
+            raw = handle.read(MAX_NOTEBOOK_BYTES + 1)
+        if len(raw) > MAX_NOTEBOOK_BYTES:
+            raise NotebookError(f"{p}: the notebook is over {MAX_NOTEBOOK_BYTES >> 20} MB")
+        text = raw.decode("utf-8")
     except OSError as error:
         raise NotebookError(f"{p}: cannot read the notebook: {_one_line(error.strerror or error)}") from None
     except UnicodeDecodeError:

@@ -1,18 +1,20 @@
-"""Whose say a bundle's program is: the seal NanGuard puts on the manifest fields that choose what a replay runs.
+"""Whose say a bundle is: the seal NanGuard puts on the manifest, and so on every file the manifest hashes.
 
-A bundle names a program, its argv, working folder, module, notebook cell order, step function and fit call
-(``SEALED_KEYS``). A replay runs that program with those arguments, so whoever wrote those fields chooses code to
-run: a bundle handed over in a repository or a shared folder could name any file of the workspace with any
-arguments (``ipython -c ...`` from a virtualenv inside the project, a clean-up script with a path), with a
-matching sha256, because the manifest records the hash too. The hash says the file is unchanged, not that the
-user chose it.
+A bundle names a program, its argv, working folder, module, notebook cell order, step function and fit call. A
+replay runs that program with those arguments, so whoever wrote those fields chooses code to run: a bundle handed
+over in a repository or a shared folder could name any file of the workspace with any arguments (``ipython -c ...``
+from a virtualenv inside the project, a clean-up script with a path), with a matching sha256, because the manifest
+records the hash too. The hash says the file is unchanged, not that the user chose it. Other fields choose code too,
+less plainly: ``keras_line`` picks tf_keras's loader, whose "safe mode" imports any module a model.keras names; and
+the data a replay loads (model.keras, arrays) is the bundle's word unless the manifest hashing it is the user's.
 
-The seal says the user chose it: an HMAC-SHA256 of those fields under a key that only this user's NanGuard on this
-machine holds (``~/.nanlens/bundle-seal.key``, 32 random bytes made on first use, readable by the user only;
-``NANLENS_SEAL_KEY`` names another file). A bundle NanGuard wrote here carries a valid seal; a bundle from another
-machine, another user, or with any of those fields edited does not, and its program runs only when the user
-names it (``--trust-entry``; the editor asks, naming the program and its arguments). The seal is never a reason
-to distrust data: findings, arrays and pictures of an unsealed bundle show as before.
+The seal says the user's NanGuard wrote it: an HMAC-SHA256 of the whole manifest (every field but the seal, the
+files' sha256 among them, so every file too) under a key that only this user's NanGuard on this machine holds
+(``~/.nanlens/bundle-seal.key``, 32 random bytes made on first use, readable by the user only; ``NANLENS_SEAL_KEY``
+names another file). A bundle NanGuard wrote here carries a valid seal; a bundle from another machine, another
+user, an older NaN Lens, or with any field or file edited does not, and its program runs only when the user names
+it (``--trust-entry``; the editor asks, naming the program and its arguments). The seal is never a reason to
+distrust data: findings, arrays and pictures of an unsealed bundle show as before.
 """
 
 from __future__ import annotations
@@ -30,11 +32,9 @@ from pathlib import Path
 from typing import Any
 
 SEAL_KEY = "seal"  # the manifest's key holding the seal
-FORMAT = "nanlens.seal/1"
-# The manifest fields that choose what a replay runs (the program, its arguments, folder, module, the notebook's
-# executions that order its cells; which function or fit call of the program is the step).
-SEALED_KEYS = ("entry_script", "step_function")
-SEALED_MODEL_KEYS = ("fit_call",)  # in manifest["model"]: which fit of the program a re-entry takes over
+# /1 sealed only the fields naming the program, step function and fit call: an edited keras_line or model.keras
+# kept the seal. /2 seals the whole manifest; a /1 seal counts as none.
+FORMAT = "nanlens.seal/2"
 KEY_ENV = "NANLENS_SEAL_KEY"
 _KEY_BYTES = 32
 _HEX_MAC = re.compile(r"[0-9a-f]{64}")
@@ -131,12 +131,9 @@ def _key(create: bool) -> bytes | None:
 
 
 def _sealed_text(manifest: dict[str, Any]) -> bytes:
-    """The sealed fields as canonical JSON (sorted keys, no spaces): the same bytes before writing and after
-    reading back, as the manifest holds only JSON values."""
-    fields = {name: manifest.get(name) for name in SEALED_KEYS}
-    model = manifest.get("model")
-    for name in SEALED_MODEL_KEYS:
-        fields[f"model.{name}"] = model.get(name) if isinstance(model, dict) else None
+    """The manifest without its seal as canonical JSON (sorted keys, no spaces): the same bytes before writing and
+    after reading back, as the manifest holds only JSON values."""
+    fields = {name: value for name, value in manifest.items() if name != SEAL_KEY}
     return json.dumps(fields, sort_keys=True, separators=(",", ":"), allow_nan=False).encode("utf-8")
 
 
@@ -145,8 +142,8 @@ def _mac(key: bytes, manifest: dict[str, Any]) -> str:
 
 
 def sealed(manifest: dict[str, Any]) -> dict[str, Any]:
-    """`manifest` (JSON values only) with this user's seal over its `SEALED_KEYS`; unchanged (and unsealed) when
-    there is no key and none can be made."""
+    """`manifest` (JSON values only) with this user's seal over all of it; unchanged (and unsealed) when there is no
+    key and none can be made."""
     key = _key(create=True)
     unsealed = {k: v for k, v in manifest.items() if k != SEAL_KEY}
     if key is None:

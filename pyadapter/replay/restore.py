@@ -23,6 +23,7 @@ from typing import Any
 from pyadapter.capture import model_archive, rng
 from pyadapter.capture.bundle_format import BundleError
 from pyadapter.capture.reader import CaptureBundle
+from pyadapter.dump.frames import is_user_file
 
 
 def load_model(
@@ -151,7 +152,36 @@ def step_function(bundle: CaptureBundle, module: ModuleType) -> Any:
                 f"{bundle.path}: step function {qualname} is not reachable from {module.__name__}"
             )
         target = getattr(target, part)
+    # The name is the bundle's word: `train.tf.io.write_file` is reachable from a program that imports tensorflow,
+    # and the replay would call it with the captured batch. Only a function of the user's own code is a step.
+    defined_in = _code_file(target)
+    if defined_in is None or not is_user_file(defined_in):
+        raise BundleError(
+            f"{bundle.path}: step function {qualname} is not a function of the program's own code"
+            + (f" (it is defined in {defined_in})" if defined_in else "")
+        )
     return target
+
+
+def _code_file(value: Any) -> str | None:
+    """The file a function's code was compiled from, through a tf.function (``python_function``), a bound method
+    (``__func__``) and ``functools.wraps`` layers; None for anything that has no Python code (a builtin, a class)."""
+    for _ in range(16):
+        code = getattr(value, "__code__", None)
+        if code is not None:
+            return str(code.co_filename)
+        inner = next(
+            (
+                getattr(value, name)
+                for name in ("python_function", "__func__", "__wrapped__")
+                if hasattr(value, name)
+            ),
+            None,
+        )
+        if inner is None:
+            return None
+        value = inner
+    return None
 
 
 def restore_rng(bundle: CaptureBundle, model: Any = None) -> None:

@@ -129,8 +129,8 @@ def check_entry(bundle: Any, *, root: str | os.PathLike[str] | None = None) -> P
         why = (
             f"{problem}, so no bundle's seal counts"
             if problem
-            else "it came from another machine or user, was written before NaN Lens sealed bundles, or its "
-            "manifest was edited"
+            else "it came from another machine or user, was written by an older NaN Lens, or its manifest or "
+            "files were edited"
         )
         raise UntrustedEntry(
             f"not running {shown}: {NOT_SEALED} ({why}), so that program and those arguments are the bundle's "

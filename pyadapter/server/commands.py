@@ -92,7 +92,10 @@ def register(server: NanLensServer) -> None:
         origin = record.findings.origin
         assert ls.loop is not None
         # Writing a notebook's cell files reads the notebook: off the event loop.
-        return await ls.loop.run_in_executor(ls.executor, lambda: render.replay_target(record, origin))
+        folders = list(ls.workspace_folders) or [os.getcwd()]
+        return await ls.loop.run_in_executor(
+            ls.executor, lambda: render.replay_target(record, origin, folders)
+        )
 
     @server.command(CMD_RESCAN)
     def rescan(ls: NanLensServer, *args: Any) -> None:

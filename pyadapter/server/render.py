@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from lsprotocol import types
 
+from pyadapter.capture.records import readable_inside
 from pyadapter.findings import Finding
 from pyadapter.findings_text import (
     change_message,
@@ -376,11 +377,15 @@ def picture_links(record: SourceRecord) -> str:
     )
 
 
-def replay_target(record: SourceRecord, origin: Finding) -> dict[str, Any]:
+def replay_target(record: SourceRecord, origin: Finding, folders: list[str] | None = None) -> dict[str, Any]:
+    """The replay's stop: the origin, and for a notebook's cell the cell file its breakpoint goes on. With
+    `folders` (the workspace's), a cell file is written only for a notebook inside them: a finding is its writer's
+    word, and one naming a notebook elsewhere had its cells written beside it, outside the workspace."""
     target = {"bundle": record.path, "file": origin.file, "line": origin.line, "step": record.step}
     if origin.cell is not None:
         target["cell"] = origin.cell
-        cell_file = replay_cell_file(origin.file, origin.cell)
+        inside = folders is None or (origin.file.endswith(".ipynb") and readable_inside(origin.file, folders))
+        cell_file = replay_cell_file(origin.file, origin.cell) if inside else None
         if cell_file is not None:
             target["cellFile"] = cell_file
     return target
