@@ -375,6 +375,39 @@ def test_a_float16_overflow_in_a_keras_layer_is_precision_at_its_construction(tm
     )
 
 
+def test_a_float16_overflow_in_an_unnamed_layer_of_the_train_step_is_its_own_construction(
+    tmp_path: Path,
+) -> None:
+    """In the step Keras 3 traces, automatic names carry a call count too: the second unnamed Dense ("dense_1") is
+    "dense_1_1" under "sequential_1", and the first ("dense") is "dense_1". The count was read as the layer's own
+    number: "dense_1_1" matched no class, and "dense_1" named the second Dense for the first's op."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n"
+        "keras.mixed_precision.set_global_policy('mixed_float16')\n"
+        "model = keras.Sequential([\n"
+        "    keras.Input(shape=(8,)),\n"
+        "    keras.layers.Dense(64, activation='relu'),\n"
+        "    keras.layers.Dense(64, activation='relu'),\n"
+        "    keras.layers.Dense(1, dtype='float32'),\n"
+        "])\n"
+    )
+    for scope, line in (("dense_1_1", 6), ("dense_1", 5)):
+        origin = Finding(
+            file=str(program),
+            line=8,
+            role="origin",
+            op=OpRef(f"sequential_1/{scope}/MatMul", "MatMul"),
+            health=TensorHealth(dtype="float16", size=64, pos_inf=1, pos=63),
+            inputs=[InputHealth("x:0", TensorHealth(dtype="float16", size=8, pos=8))],
+        )
+        cause = classify(
+            findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_float16")
+        )
+        assert cause.kind == "precision" and cause.change is not None, cause
+        assert cause.change.line == line, (scope, cause.change)
+
+
 def test_a_float16_overflow_in_a_named_layer_is_its_construction_not_the_sequential(tmp_path: Path) -> None:
     """keras.io's mixed-precision guide names its layers. Keras 3's train step scopes a layer as "head_1" for
     Dense(name="head"): the name matched nothing, and the change fell to the "sequential_1" segment: "keep the
@@ -622,6 +655,20 @@ def test_a_one_step_blow_up_into_a_matmul_overflow_is_a_fast_divergence(tmp_path
     assert "until MatMul overflowed float32" in cause.summary
     assert cause.change is not None and cause.change.line == OPTIMIZER_LINE
     assert "learning rate 0.05" in cause.change.what
+
+
+def test_a_divergence_into_an_exp_says_to_bound_the_exp_too(tmp_path: Path) -> None:
+    """A functional count model's Dense(activation="exponential") overflowed after a jump of the gradient norm: a
+    divergence, and the rate the window found kept it finite only for the window (the run went NaN one step later);
+    softplus in place of the exponential trained. The change names the rate and the exp."""
+    program = write_program(tmp_path)
+    context = CauseContext(history=fast_history(), entry_script=str(program), model_info={"optimizer": "SGD"})
+    cause = classify(findings_of(overflow_origin(program, op="Exp")), context)
+    assert cause.kind == "divergence", cause.summary
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE
+    assert "learning rate 0.05" in cause.change.what and "bound the exp (softplus" in cause.change.what
+    matmul = classify(findings_of(matmul_nan_origin(program)), context)
+    assert matmul.change is not None and "exp" not in matmul.change.what
 
 
 def test_an_update_larger_than_the_weights_is_a_fast_divergence(tmp_path: Path) -> None:
@@ -1099,12 +1146,15 @@ def test_a_sqrt_differentiated_at_zero_says_so_and_proposes_an_epsilon(tmp_path:
         health=TensorHealth(dtype="float32", size=64, neg_inf=3),
         inputs=[
             InputHealth("model/std/Sqrt:0", TensorHealth(dtype="float32", size=64, zero=3, pos=61)),
-            InputHealth("gradient_tape/model/truediv:0", TensorHealth(dtype="float32", size=64, pos=64)),
+            # The gradient coming in has zeros of its own (a triplet loss's unused pairs): not the Sqrt's value.
+            InputHealth(
+                "gradient_tape/model/truediv:0", TensorHealth(dtype="float32", size=64, zero=20, pos=44)
+            ),
         ],
     )
     cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
     assert cause.kind == "op"
-    assert "differentiated sqrt at 0 (3 zeros" in cause.summary
+    assert "differentiated sqrt at 0 (3 zeros in its value)" in cause.summary, cause.summary
     assert cause.change is not None and "epsilon" in cause.change.what and cause.change.line == LOG_LINE
     # A SqrtGrad whose forward value held no zero (an Inf coming in) keeps the generic words.
     origin.inputs[0] = InputHealth("model/std/Sqrt:0", TensorHealth(dtype="float32", size=64, pos=64))
@@ -1272,10 +1322,11 @@ def test_an_all_zero_row_into_a_custom_gradient_is_the_formulas_fault(
     assert ("where the data is read" in cause.change.what) == (not in_gradient), cause.change.what
 
 
-@pytest.mark.parametrize("step", [0, 17])
+@pytest.mark.parametrize("step", [0, 1, 17])
 def test_an_overflow_in_the_first_steps_does_not_speak_of_steps_before(tmp_path: Path, step: int) -> None:
     """A MatMul overflow at step 0 read "with no growth over the steps before": there were none. At the first steps
-    it says so, and what such values from the start usually mean."""
+    it says so, and what such values from the start usually mean. At step 1 the weights are not the initial ones
+    any more (a VAE at a rate of 1.0 overflowed there, and the words blamed "unscaled inputs or initial weights")."""
     program = write_program(tmp_path)
     flat = [{"step": s, "loss": 1.0, "logged_loss": 1.0} for s in range(step)]
     context = CauseContext(
@@ -1284,9 +1335,10 @@ def test_an_overflow_in_the_first_steps_does_not_speak_of_steps_before(tmp_path:
     cause = classify(findings_of(overflow_origin(program)), context)
     assert cause.kind == "op", cause.summary
     first = "at the run's first steps (none before it to show a growth" in cause.summary
-    assert first == (step == 0) and ("no growth over the steps before" in cause.summary) == (step != 0), (
-        cause.summary
-    )
+    after_one = "at step 1, after one update (too few to show a growth" in cause.summary
+    assert first == (step == 0) and after_one == (step == 1), cause.summary
+    assert ("no growth over the steps before" in cause.summary) == (step == 17), cause.summary
+    assert ("initial weights" in cause.summary) == (step == 0), cause.summary
 
 
 def test_an_overflow_after_a_slow_rise_says_the_rise_not_no_growth(tmp_path: Path) -> None:

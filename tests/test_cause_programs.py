@@ -203,6 +203,38 @@ def test_a_schedule_that_returns_inf_is_named_with_its_line(tmp_path: Path) -> N
     assert origin["op"]["type"] == "Rsqrt" and origin["line"] == marked_line(program, "CHANGE"), origin
 
 
+def test_an_inf_rate_a_callback_set_is_held_back_and_named_with_the_callback(tmp_path: Path) -> None:
+    """A LearningRateScheduler whose function is inf at the first epoch after its warm-up (step 20). The update went
+    through and was taken back by re-running the window from its copy, at the copy's rate: the bundle held a finite
+    rate and weights training never had, and every locate and replay said the step stayed finite ("no origin",
+    cause unknown). The guard now judges a constant rate before the update: not applied, the bundle's state is the
+    step's own, and the cause names the callback that set the rate."""
+    program = PROGRAMS / "cause_rate_callback_inf.py"
+    findings = train_and_locate(tmp_path, program)
+    bundle = Path(findings["source"]["path"])
+    manifest = json.loads((bundle / "manifest.json").read_text())
+    assert manifest["step"] == 20 and manifest["non_finite"]["learning_rate"] is True, manifest["non_finite"]
+    assert not manifest["non_finite"]["update_applied"] and not manifest["non_finite"]["update_taken_back"]
+    cause = findings["cause"]
+    assert cause["kind"] == "op", cause
+    line = marked_line(program, "CHANGE")
+    assert cause["summary"].startswith(
+        f"the learning rate was inf at step 20: LearningRateScheduler(lr_at) at {program.name}:{line} set it"
+    ), cause
+    assert (cause["change"]["file"], cause["change"]["line"]) == (str(tmp_path / program.name), line)
+    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    replayed = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "replay", str(bundle), "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=600,
+    )
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    assert json.loads(replayed.stdout)["reproduced"] == {"graph": True, "eager": True}
+
+
 def test_a_loss_that_takes_the_log_of_a_zero_target_names_the_record(tmp_path: Path) -> None:
     """cause_log_target.py: a module-level regression script whose own loss takes log(y_true), with one price of
     0. The origin's input is the step's argument, which a dump does not record: the cause names the batch's y, the

@@ -34,6 +34,9 @@ def test_a_layer_is_found_by_its_name_its_class_or_its_activation(tmp_path: Path
     assert getattr(layer_site("claims/layer_normalization_3/Rsqrt", "Rsqrt", str(program)), "line", None) == 7
     # Three Dense calls: the one whose activation the op computes.
     assert getattr(layer_site("claims/dense_5/Exp", "Exp", str(program)), "line", None) == 8
+    # The same in the train step, where the automatic name carries a call count too ("dense_2_1" for the third
+    # Dense): that matched no class ("dense2") and the fit line was marked.
+    assert getattr(layer_site("claims_1/dense_2_1/Exp", "Exp", str(program)), "line", None) == 8
     # The compiled loss's op stays at the fit line, which tells a program's fits apart (a resumed run).
     assert layer_site("compile_loss/poisson/Log", "Log", str(program)) is None
 

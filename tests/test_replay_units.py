@@ -659,3 +659,19 @@ def test_the_pipeline_re_run_runs_the_program_that_was_checked_not_its_namesake_
     script, script_args = args[4], args[5:]
     assert (Path(cwd) / script).resolve() == checked.resolve()  # what the child opens, from its folder
     assert script_args == ["--epochs", "3"]
+
+
+def test_the_route_gives_the_rebuilds_reason_without_its_advice_to_restructure() -> None:
+    """A Trainer class that builds its model and guards a method: the rebuild fails ("defines no such objects at
+    module level; build the model and optimizer at module level so replay can restore them") and the re-entry
+    works. The route told the user to restructure a program the replay had just run as it is."""
+    from pyadapter.replay.session import _short_reason
+
+    bundle = "/w/captures/train_triplet-step4"
+    failure = (
+        f"{bundle}: the checkpoint holds model, optimizer, but /w/train_triplet.py defines no such objects at module "
+        "level; build the model and optimizer at module level so replay can restore them"
+    )
+    assert _short_reason(failure, bundle) == (
+        "the checkpoint holds model, optimizer, but /w/train_triplet.py defines no such objects at module level"
+    )

@@ -104,6 +104,8 @@ class Verdict(NamedTuple):
     # float32 [4] (history.METRICS: gradient norm, weight norm, update norm, max |y_pred|; -1.0 where not
     # measured) with GateConfig(history=True); else None.
     metrics: Any = None
+    # bool scalar: every gated optimizer's constant learning rate was finite; None when no rate is a variable.
+    rate_ok: Any = None
 
 
 @dataclass
@@ -528,8 +530,12 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         raise GuardError("replicas applied a different number of optimizer updates in one step")
     n_gates = gate_counts.pop() if gate_counts else 0
     oks, loss_oks, grads, weights, applied, local_oks = [], [], [], [], [], []
+    rate_oks = []
     for index in range(n_gates):
         gates = [r.gates[index] for r in records]
+        rate_oks += [
+            g.rate_ok for g in gates[:1] if g.rate_ok is not None
+        ]  # one variable, seen by every replica
         oks.append(_all([g.ok for g in gates]))
         loss_oks.append(_all([g.loss_ok for g in gates]))
         applied.append(_all([g.applied for g in gates]))
@@ -623,6 +629,7 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         loss=loss,
         local_ok=_all(local_oks) if n_gates or manual is not None or unapplied is not None else loss_ok,
         metrics=_metrics(records, manual) if scope.config.history else None,
+        rate_ok=_all(rate_oks) if rate_oks else None,
     )
     return verdict, meta
 
@@ -684,6 +691,7 @@ def report(
         update_applied=bool(verdict.applied),
         checked=list(meta.checked),
         forward_state=[name for name in failed if name in forward],
+        learning_rate=verdict.rate_ok is not None and not bool(verdict.rate_ok),
     )
     if result.gradients and verdict.metrics is not None:
         result.gradients_too_large = too_large_to_square(float(verdict.metrics.numpy()[0]))

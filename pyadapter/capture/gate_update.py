@@ -55,6 +55,9 @@ class Gate:
     grad_norm: Any = None
     weight_norm: Any = None
     update_norm: Any = None
+    # bool scalar: the optimizer's constant learning rate (a variable the program may assign between steps) was
+    # finite; None for a schedule (a function of the step count, which the window re-runs as it ran)
+    rate_ok: Any = None
 
 
 # ---- measuring the update (history on) ----------------------------------------------------------------------
@@ -266,6 +269,13 @@ def gate_update(
         agreed = tf.equal(replica_context.all_reduce(tf.distribute.ReduceOp.SUM, bad), 0.0)
         loss_ok, grad_flags = agreed[0], agreed[1:]
     ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
+    rate_ok = _rate_finite(optimizer)
+    if rate_ok is not None:
+        # An Inf rate set between steps (a LearningRateScheduler's lambda at a division by zero) makes finite
+        # gradients a non-finite update. Applied, it had to be taken back by re-running the window from its copy,
+        # and that copy's rate was the old one: the bundle held a rate and weights training never had, and its
+        # replay stayed finite. One scalar read: the update is not applied, and the state is the step's own.
+        ok = tf.logical_and(ok, rate_ok)
     if forward_state and not several_replicas:
         # Read after the forward pass's writes (automatic control dependencies keep program order).
         ok = tf.logical_and(ok, tf.reduce_all(forward_state_flags(forward_state)))
@@ -310,7 +320,19 @@ def gate_update(
         grad_norm=grad_norm,
         weight_norm=outcome[2] if history else None,
         update_norm=outcome[3] if history else None,
+        rate_ok=rate_ok,
     )
+
+
+def _rate_finite(optimizer: Any) -> Any:
+    """Whether `optimizer`'s constant learning rate is finite (a bool scalar in the step), or None when the rate is
+    not a variable (a schedule) or not a float."""
+    from pyadapter.capture.learning_rate import learning_rate_variable
+
+    variable = learning_rate_variable(optimizer)
+    if variable is None or not is_float(variable):
+        return None
+    return tf.reduce_all(tf.math.is_finite(tf.convert_to_tensor(variable)))
 
 
 def undo_if_step_failed(gate: Gate, step_ok: Any) -> None:

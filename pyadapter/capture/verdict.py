@@ -48,6 +48,9 @@ class NonFiniteReport:
     # Paths of the non-trainable state the step's forward pass wrote non-finite (BatchNormalization's moving
     # variance of a batch whose variance overflowed float32), put back as the step found it; no update was applied.
     forward_state: list[str] = field(default_factory=list)
+    # The optimizer's constant learning rate was Inf or NaN (set between steps: a callback, the program): finite
+    # gradients would have made a non-finite update, which was not applied.
+    learning_rate: bool = False
 
     @property
     def update_in_state(self) -> bool:
@@ -68,6 +71,8 @@ class NonFiniteReport:
             kinds.append("gradients")
         if self.weights or self.forward_state:
             kinds.append("weights")
+        if self.learning_rate:
+            kinds.append("learning_rate")
         return kinds or ["unknown"]
 
     def summary(self, limit: int = 4) -> str:
@@ -85,6 +90,8 @@ class NonFiniteReport:
                 parts.append(f"{label} of {_names(names, limit)}")
         if self.forward_state:
             parts.append(f"values the forward pass wrote to {_names(self.forward_state, limit)}")
+        if self.learning_rate:
+            parts.append("learning rate (finite gradients would have made a non-finite update)")
         text = "non-finite " + (" and ".join(parts) if parts else "values")
         if too_large:
             large = (
@@ -114,6 +121,7 @@ class NonFiniteReport:
             update_taken_back=bool(data.get("update_taken_back", False)),
             gradients_too_large=bool(data.get("gradients_too_large", False)),
             forward_state=[str(n) for n in data.get("forward_state", [])],
+            learning_rate=bool(data.get("learning_rate", False)),
         )
 
 

@@ -401,9 +401,13 @@ class WindowKeeper:
 
 
 def current_learning_rate(optimizer: Any) -> float | None:
-    """The optimizer's constant learning rate now (None for a schedule), for ``manifest["window"]``."""
+    """The optimizer's constant learning rate now (None for a schedule, and for an Inf or NaN rate: that is the
+    failure itself, recorded as the step's rate, and no rate to search down from), for ``manifest["window"]``."""
     variable = learning_rate_variable(optimizer)
-    return None if variable is None else float(np.asarray(variable.numpy()))
+    if variable is None:
+        return None
+    value = float(np.asarray(variable.numpy()))
+    return value if math.isfinite(value) else None
 
 
 def _read_without_copy(variable: Any) -> Any:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyadapter.cause.sources import SourceUnit, called_name, calls, keyword, number
+from pyadapter.dump.layer_site import auto_name_parts, layer_names
 
 OPTIMIZERS = (
     "SGD",
@@ -175,13 +176,20 @@ def rate_assignments(unit: SourceUnit) -> list[Site]:
     return found
 
 
-def _computed_rate_setter(units: list[SourceUnit]) -> Site | None:
+def computed_rate_setter(units: list[SourceUnit]) -> Site | None:
     """Where the program sets its rate while it trains, from a computation: a ``LearningRateScheduler(...)``, or
     an assignment of a built optimizer's rate (`rate_assignment`) whose value is no number (``lr * self.factor``)."""
     for unit in units:
         for call in calls(unit):
             if called_name(call) == "LearningRateScheduler":
-                return Site(unit, call, "LearningRateScheduler", target="schedule")
+                # Named with its function when it is one (``LearningRateScheduler(lr_at)``): that is what to change.
+                given = call.args[0] if call.args else keyword(call, "schedule")
+                shown = (
+                    f"LearningRateScheduler({given.id})"
+                    if isinstance(given, ast.Name)
+                    else "LearningRateScheduler"
+                )
+                return Site(unit, call, shown, target="schedule")
     for unit in units:
         for node in ast.walk(unit.tree):
             assignment = rate_assignment(node)
@@ -210,7 +218,7 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str], used: float | N
     matching = [site for site in candidates if same_rate(site.learning_rate, used)]
     if matching:
         return matching[0]
-    setter = _computed_rate_setter(units)
+    setter = computed_rate_setter(units)
     if setter is not None:
         # No line writes the rate that ran, and the program sets it as it trains (an LR range test's callback,
         # a LearningRateScheduler): that line made it, not the construction's number.
@@ -943,9 +951,6 @@ def fit_array_site(
     return None
 
 
-_SUFFIX = re.compile(r"^(.*?)(?:_(\d+))?$")
-
-
 def snake_case(name: str) -> str:
     """Keras's automatic layer name for a class: ``AttentionPooling`` -> ``attention_pooling``."""
     name = re.sub(r"\W+", "", name)
@@ -967,20 +972,20 @@ def _other_dtype(node: ast.Call, dtype: str | None) -> bool:
 
 
 def layer_site(units: list[SourceUnit], op_name: str, dtype: str | None = None) -> Site | None:
-    """The construction of the layer an op belongs to, from the op's name (``sequential/dense_1/MatMul``): a call
-    with ``name="dense_1"``, else the (k+1)-th call of the class whose automatic name is ``dense`` (``dense_k``),
+    """The construction of the layer an op belongs to, from the op's name (``sequential_1/dense_2_1/MatMul``): a
+    call with ``name=`` one of the names the scope may stand for (`layer_names`: the call count Keras 3 adds in its
+    train step taken off), else the (k+1)-th call of the class whose automatic name is ``dense`` (``dense_k``),
     counting the calls in source order. Innermost layer first."""
     constructions = [(unit, node) for unit in units for node in calls(unit) if called_name(node)]
     segments = [s for s in op_name.split("/")[:-1] if s]
-    for segment in reversed(segments):
-        match = _SUFFIX.match(segment)
-        base, index = (match.group(1), int(match.group(2) or 0)) if match else (segment, 0)
-        # Keras 3's train step scopes a layer by its name and a call count ("head_1" for Dense(name="head")).
-        for name in dict.fromkeys([segment, base]):
+    for position in reversed(range(len(segments))):
+        names = layer_names(segments, position)
+        for name in names:
             for unit, node in constructions:
                 value = keyword(node, "name")
                 if isinstance(value, ast.Constant) and value.value == name:
                     return Site(unit, node, called_name(node) or name)
+        base, index = auto_name_parts(names[0])
         same = [
             (unit, node)
             for unit, node in constructions

@@ -212,7 +212,23 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         # Values this large from the first steps, on inputs in the hundreds: the usual step overshoots at once.
         return _divergence(context, units, origin, None)
     rose = trend.rise(context.history) if overflow and known else None
-    return _op(findings, origin, growth, overflow, rows, first_steps, rose)
+    return _op(findings, origin, growth, overflow, rows, first_steps, rose, context.step)
+
+
+def _first_steps_words(step: int | None) -> str:
+    """An overflow at the run's first steps: nothing before it to show a growth. At step 0 the weights are the
+    initial ones; after one update they are not (a VAE at a rate of 1.0 had its weights moved by their own size in
+    that update, and "initial weights" sent the user to the wrong place)."""
+    if not step:
+        return (
+            "at the run's first steps (none before it to show a growth: values this large from the start point at "
+            "unscaled inputs or initial weights)"
+        )
+    updates = "one update" if step == 1 else f"{step} updates"
+    return (
+        f"at step {step}, after {updates} (too few to show a growth: values this large so early point at unscaled "
+        "inputs, or at a learning rate that moved the weights too far in the first updates)"
+    )
 
 
 def _before_words(rose: trend.Trend | None) -> str:
@@ -361,6 +377,19 @@ def _rate_not_finite(context: CauseContext, units: list[SourceUnit], rate: Learn
             f"the learning rate was {rate.shown()}{at_step}: {shown} returned it{where}, so "
             "finite gradients made a non-finite update"
         )
+    elif (setter := change_line.computed_rate_setter(units)) is not None:
+        # A constant rate the program sets as it trains (a LearningRateScheduler's function): that line made it, not
+        # the optimizer's construction (whose number is the rate it started from).
+        where = place_text(os.path.basename(setter.file), setter.line, setter.cell)
+        summary = (
+            f"the learning rate was {rate.shown()}{at_step}: {setter.name} at {where} set it, so finite gradients "
+            "made a non-finite update"
+        )
+        change = _change(
+            setter,
+            f"{setter.name}: it set {rate.shown()}{at_step}; keep the learning rate finite",
+            setter.target or "schedule",
+        )
     else:
         summary = (
             f"the learning rate was {rate.shown()}{at_step}, so finite gradients made a non-finite update"
@@ -500,6 +529,7 @@ def _op(
     rows: BadRows | None = None,
     first_steps: bool = False,
     rose: trend.Trend | None = None,
+    first_step: int | None = None,
 ) -> Cause:
     inputs = ", ".join(f"{i.name}: {i.health.describe()}" for i in origin.inputs if i.health is not None)
     evidence: dict[str, Any] = {
@@ -527,12 +557,7 @@ def _op(
             f"{article} {origin.op.type} op made NaN from inputs that held infinities but no NaN ({inputs})"
         )
     if overflow:
-        before = (
-            "at the run's first steps (none before it to show a growth: values this large from the start point at "
-            "unscaled inputs or initial weights)"
-            if first_steps
-            else _before_words(rose)
-        )
+        before = _first_steps_words(first_step) if first_steps else _before_words(rose)
         summary = f"{article} {origin.op.type} op overflowed on finite inputs {before}"
         if origin.op.type == "Exp":
             # A hand-written softmax or log-sum-exp (logits / temperature): no growth needed, exp(89) is Inf.
@@ -999,10 +1024,14 @@ def _sqrt_differentiated_at_zero(origin: Finding) -> int | None:
     """How many zeros the Sqrt's value held where its gradient (SqrtGrad: dy * 0.5 / y, reading y) made NaN/Inf;
     None for any other op. A std or a norm of values that do not vary (a constant feature, a zero gradient) is
     the usual way there."""
-    if origin.op.type != "SqrtGrad":
+    if origin.op.type != "SqrtGrad" or not origin.inputs:
         return None
-    zeros = sum(i.health.zero or 0 for i in origin.inputs if i.health is not None and i.health.is_finite)
-    return zeros or None
+    # SqrtGrad(y, dy): only y is the Sqrt's value; the zeros of the gradient coming in (dy) were counted too (a
+    # triplet loss's 28 zero distances read "244 zeros in its value").
+    value = origin.inputs[0].health
+    if value is None or not value.is_finite:
+        return None
+    return value.zero or None
 
 
 def _in_the_step(origin: Finding) -> bool:
@@ -1256,6 +1285,14 @@ def _divergence(
         elif change is not None:
             roles = " and ".join(item.role for item in unscaled)
             change = dataclasses.replace(change, what=f"{change.what}; and scale the {roles}")
+    if origin.op.type == "Exp" and change is not None and blown_up is None:
+        # An exponential activation (a rate head, a variance) has no bound: at a lower rate the same growth reaches
+        # exp's 88.7 a few steps later (a count model at the suggested rate went NaN one step past the window).
+        change = dataclasses.replace(
+            change,
+            what=f"{change.what}; and bound the exp (softplus in place of an exponential activation, or a clip of "
+            "its input): a lower rate alone may only delay its overflow",
+        )
     rate_text = (
         f" at learning rate {format_number(site.learning_rate)}"
         if site is not None and site.learning_rate

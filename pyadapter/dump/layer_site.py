@@ -29,6 +29,29 @@ _ACTIVATIONS = {
     "Log": "log_softmax",
 }
 _AUTO_SUFFIX = re.compile(r"_\d+$")
+_AUTO_NAME = re.compile(r"^(?P<base>.*?)(?:_(?P<index>\d+))?$")
+
+
+def layer_names(scopes: list[str], index: int) -> list[str]:
+    """The layer names the op-name scope ``scopes[index]`` may stand for, likelier first. In the step Keras 3
+    traces, every scope carries a call count after the layer's name: the model ``count_regressor`` is
+    ``count_regressor_1``, its third unnamed Dense (``dense_2``) ``dense_2_1``, a ``Dense(name="head")``
+    ``head_1``. The model's scope (the first) tells: when it ends in a count, the layers' do too and the name is
+    the scope less one; else the scope is the name. Both are offered, the other second."""
+    scope = scopes[index]
+    stripped = _AUTO_SUFFIX.sub("", scope)
+    if stripped == scope:
+        return [scope]
+    counted = bool(scopes) and _AUTO_SUFFIX.search(scopes[0]) is not None
+    return [stripped, scope] if counted else [scope, stripped]
+
+
+def auto_name_parts(name: str) -> tuple[str, int]:
+    """(class in snake case, index among its instances) of an automatic layer name: ``dense_2`` is the third
+    Dense built (``("dense", 2)``), ``dense`` the first (``("dense", 0)``)."""
+    match = _AUTO_NAME.match(name)
+    assert match is not None  # the pattern matches every string
+    return match.group("base"), int(match.group("index") or 0)
 
 
 @dataclass(frozen=True)
@@ -78,20 +101,18 @@ def layer_site(op_name: str, op_type: str, path: str) -> LayerSite | None:
         # A built-in loss's op (mse's Square overflowing in a divergence) is a symptom at the loss, and the fit
         # line says which fit of a program in phases it was: that stays marked.
         return None
-    for scope in reversed(scopes[1:]):  # innermost layer first; the first scope is the model
-        named = [(n, line) for n, line, keywords in calls if ("name", scope) in keywords]
-        if not named:
-            # Keras 3 names a layer's scope in the train step after the layer with a call count ("head_1" for
-            # Dense(1, name="head")): a named layer matched nothing, and its op was marked at the fit line.
-            bare = _AUTO_SUFFIX.sub("", scope)
-            named = (
-                [(n, line) for n, line, keywords in calls if ("name", bare) in keywords]
-                if bare != scope
-                else []
-            )
-        if len(named) == 1:
-            return LayerSite(named[0][1], f"the line that builds its {named[0][0]} layer")
-        kind = _AUTO_SUFFIX.sub("", scope).replace("_", "").lower()
+    for index in reversed(range(1, len(scopes))):  # innermost layer first; the first scope is the model
+        names = layer_names(scopes, index)
+        for name in names:
+            named = [(n, line) for n, line, keywords in calls if ("name", name) in keywords]
+            if len(named) == 1:
+                return LayerSite(named[0][1], f"the line that builds its {named[0][0]} layer")
+            if named:
+                break
+        # An automatic name (``dense_2``) names its class; one call of the class, or of the class with the op's
+        # activation, is the layer. (Which of several calls made ``dense_2`` depends on every Dense the process
+        # built before: not counted here.)
+        kind = auto_name_parts(names[0])[0].replace("_", "").lower()
         of_class = [(n, line, kw) for n, line, kw in calls if n.lower() == kind and n[:1].isupper()]
         if len(of_class) > 1 and op_type in _ACTIVATIONS:
             of_class = [c for c in of_class if ("activation", _ACTIVATIONS[op_type]) in c[2]]

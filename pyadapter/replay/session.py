@@ -71,14 +71,15 @@ def reentry_reason(bundle: object) -> str | None:
 
 def _short_reason(text: str, bundle_path: str) -> str:
     """A rebuild failure for the route line: without the bundle's path (the route is the bundle's already; the
-    message named it twice) and cut at its first sentence (Keras's safe-mode refusal is a paragraph)."""
+    message named it twice) and cut at its first sentence or clause (Keras's safe-mode refusal is a paragraph; the
+    rebuild's advice, "build the model and optimizer at module level", is no advice once the re-entry worked)."""
     name = Path(bundle_path).name
     while True:  # "<...>/run-step3: <...>/run-step3: model.keras could not be loaded: ..."
         head, separator, rest = text.partition(": ")
         if not separator or not head.endswith(name):
             break
         text = rest
-    first = text.split(". ", 1)[0].rstrip(".")
+    first = text.split(". ", 1)[0].split("; ", 1)[0].rstrip(".")
     return first if len(first) <= 200 else first[:197] + "..."
 
 
