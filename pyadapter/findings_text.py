@@ -253,6 +253,10 @@ def index_text(where: dict[str, Any] | None) -> str | None:
     )
     if where.get("of") == "from_tensor_slices":
         return f"row {index} of the arrays the dataset was sliced from (Dataset.from_tensor_slices)"
+    if where.get("of") == "dataframe":
+        column = where.get("column")
+        named = f", column {column!r}" if isinstance(column, str) and column else ""
+        return f"row {index} of the DataFrame passed to fit (by position{named})"
     fed = "element {} of the dataset" if where.get("source") == "dataset" else "index {} of the array"
     return fed.format(index) + " passed to fit"
 

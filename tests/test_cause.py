@@ -2100,3 +2100,32 @@ def test_the_log_of_a_sigmoid_that_reached_zero_is_told_log_sigmoid(tmp_path: Pa
     assert cause.change is not None and cause.change.what.startswith(
         "the log of a sigmoid: take tf.math.log_sigmoid"
     )
+
+
+def test_a_notebooks_data_line_is_found_in_the_cell_that_made_the_array(tmp_path: Path) -> None:
+    """A Colab-style notebook: a DataFrame column made in cell 1 (a division by a count that is 0 for some rows),
+    the arrays split in cell 2, fit in cell 3. Only the fit's own cell was searched for the array's assignment, and
+    the data cause's line was the fit call (the same program as a script named the split)."""
+    import ast
+
+    from pyadapter.cause.change_line import fit_array_site
+    from pyadapter.cause.sources import SourceUnit
+
+    notebook = str(tmp_path / "store_revenue.ipynb")
+    cells = [
+        "import numpy as np\nimport pandas as pd\n",
+        'df = pd.read_csv("stores.csv")\ndf["spend_per_order"] = df["marketing_k"] / df["orders"]\n',
+        'features = ["size", "staff", "marketing_k", "spend_per_order"]\nX = df[features].to_numpy("float32")\n'
+        'y = df["revenue"].to_numpy("float32")\nX_train, X_test = X[:500], X[500:]\n'
+        "y_train, y_test = y[:500], y[500:]\n",
+        "history = model.fit(\n    X_train, y_train, epochs=20, callbacks=[NanGuard()]\n)\n",
+    ]
+    units = [SourceUnit(notebook, index, text, ast.parse(text)) for index, text in enumerate(cells)]
+    site = fit_array_site(units, "x", column=3)
+    assert site is not None and (site.cell, site.line) == (2, 4), site and (site.cell, site.line)
+    assert site.name == "X_train"
+    # A script keeps its own answer: the assignment before the fit in the same file.
+    script = "".join(cells)
+    unit = SourceUnit(str(tmp_path / "store_revenue.py"), None, script, ast.parse(script))
+    site = fit_array_site([unit], "x", column=3)
+    assert site is not None and unit.line(site.line).startswith("X_train, X_test = X[:500]")

@@ -235,6 +235,30 @@ def test_an_inf_rate_a_callback_set_is_held_back_and_named_with_the_callback(tmp
     assert json.loads(replayed.stdout)["reproduced"] == {"graph": True, "eager": True}
 
 
+def test_a_bad_row_of_a_dataframe_passed_to_fit_is_named_by_its_position_and_column(tmp_path: Path) -> None:
+    """fit(df[features], df[target]): Keras slices the DataFrame into a tf.data pipeline itself, and the bad row was
+    "row 298 of the arrays the dataset was sliced from (Dataset.from_tensor_slices)", a call the user never wrote,
+    with no word of the DataFrame or its column. It is the row's position in the DataFrame and the column's name."""
+    pytest.importorskip("pandas")
+    rows = ["size,staff,marketing,orders,revenue"]
+    no_orders = {37, 211}
+    for i in range(256):
+        orders = 0 if i in no_orders else 5 + i % 23
+        rows.append(f"{1 + i % 9},{2 + i % 5},{0.5 + (i % 11) / 10:.2f},{orders},{10 + i % 17}")
+    (tmp_path / "stores.csv").write_text("\n".join(rows) + "\n")
+    findings = train_and_locate(tmp_path, PROGRAMS / "cause_dataframe_ratio.py")
+    cause = findings["cause"]
+    assert cause["kind"] == "data", cause
+    where = cause["provenance"]
+    assert where["of"] == "dataframe" and where["column"] == "spend_per_order", where
+    assert where["index"] in no_orders and where["shuffled"] is False, where
+    assert (
+        f"row {where['index']} of the DataFrame passed to fit (by position, column 'spend_per_order')"
+        in (cause["summary"])
+    ), cause["summary"]
+    assert "from_tensor_slices" not in cause["summary"]
+
+
 def test_a_loss_that_takes_the_log_of_a_zero_target_names_the_record(tmp_path: Path) -> None:
     """cause_log_target.py: a module-level regression script whose own loss takes log(y_true), with one price of
     0. The origin's input is the step's argument, which a dump does not record: the cause names the batch's y, the

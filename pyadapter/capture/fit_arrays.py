@@ -22,14 +22,35 @@ MANIFEST_KEY = "fit_rows"
 # ``"of"``: the arrays the rows were found in. Absent: those passed to fit. SLICES: those a tf.data pipeline passed
 # to fit was made from (`datasource.sliced_rows_entry`).
 SLICES = "from_tensor_slices"
+FRAME = (
+    "dataframe"  # a pandas DataFrame (or Series) passed to fit, its rows by position; "columns" names them
+)
 MAX_ROWS = 65536  # batch rows recorded at most
+MAX_COLUMNS = 4096  # column names recorded at most
+
+
+def _is_frame(value: Any) -> bool:
+    """A pandas DataFrame or Series (told by its type's module: pandas is never imported here)."""
+    return type(value).__module__.split(".")[0] == "pandas" and callable(getattr(value, "to_numpy", None))
+
+
+def frame_columns(value: Any) -> list[str] | None:
+    """The column names of a DataFrame passed to fit (a Series: its name), or None for anything else."""
+    if not _is_frame(value):
+        return None
+    columns = getattr(value, "columns", None)
+    names = list(columns)[:MAX_COLUMNS] if columns is not None else [getattr(value, "name", None)]
+    return [str(name) for name in names]
 
 
 def first_array(value: Any) -> np.ndarray | None:
-    """The first NumPy array of x or y as fit was given it (an array or an eager tensor, or a list/tuple/dict of
-    them)."""
+    """The first NumPy array of x or y as fit was given it (an array, an eager tensor or a pandas DataFrame, or a
+    list/tuple/dict of them)."""
     if isinstance(value, np.ndarray):
         return value
+    if _is_frame(value):  # fit(df[features], df[target]): Keras trains on its values, row by row
+        array = np.asarray(value.to_numpy())
+        return array if array.ndim > 0 and array.dtype.kind != "O" else None
     if type(value).__name__ == "EagerTensor":  # fit(tf.constant(x), ...): its values, copied on failure only
         array = np.asarray(value.numpy())
         return array if array.ndim > 0 else None
@@ -43,15 +64,16 @@ def first_array(value: Any) -> np.ndarray | None:
     return None
 
 
-def fit_inputs(model: Any) -> tuple[np.ndarray, np.ndarray | None] | None:
-    """(first array of x, first array of y) of the ``fit`` call of `model` on the stack, or None (no fit frame, or
-    fit was given a dataset or generator)."""
+def fit_inputs(model: Any) -> tuple[np.ndarray, np.ndarray | None, list[str] | None] | None:
+    """(first array of x, first array of y, x's column names when it is a DataFrame) of the ``fit`` call of `model`
+    on the stack, or None (no fit frame, or fit was given a dataset or generator)."""
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model:
-            x = first_array(frame.f_locals.get("x"))
+            given = frame.f_locals.get("x")
+            x = first_array(given)
             y = first_array(frame.f_locals.get("y"))
-            return (x, y) if x is not None else None
+            return (x, y, frame_columns(given)) if x is not None else None
         frame = frame.f_back  # type: ignore[assignment]
     return None
 
@@ -157,7 +179,7 @@ def manifest_entry(batch: Any, model: Any) -> dict[str, Any]:
         inputs = fit_inputs(model)
         if inputs is None or not isinstance(batch, (list, tuple)) or not batch:
             return {}
-        array, array_y = inputs
+        array, array_y, columns = inputs
         batch_x = first_array(batch[0])
         batch_y = first_array(batch[1]) if len(batch) > 1 else None
         if batch_x is None or len(batch_x) > MAX_ROWS:
@@ -172,6 +194,8 @@ def manifest_entry(batch: Any, model: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"indices": indices, "array_rows": len(array)}
     if copies:
         entry["copies"] = copies
+    if columns is not None:
+        entry.update({"of": FRAME, "columns": columns})
     return {MANIFEST_KEY: entry}
 
 
@@ -184,8 +208,15 @@ def check(entry: Any) -> str | None:
         return "has no whole 'array_rows'"
     if not isinstance(indices, list) or len(indices) > MAX_ROWS:
         return "has no list of 'indices'"
-    if entry.get("of") not in (None, SLICES):
+    if entry.get("of") not in (None, SLICES, FRAME):
         return "names arrays of an unknown kind"
+    columns = entry.get("columns")
+    if columns is not None and (
+        not isinstance(columns, list)
+        or len(columns) > MAX_COLUMNS
+        or not all(isinstance(c, str) and len(c) <= 200 for c in columns)
+    ):
+        return "has column names that are not a list of short texts"
     for index in indices:
         if index is not None and not _row_of(index, rows):
             return "has an index that is not a row of the array"

@@ -879,6 +879,29 @@ def _last_assignment(unit: SourceUnit, name: str, before: int) -> ast.stmt | Non
     return best
 
 
+def _assignment_before(
+    units: list[SourceUnit], unit: SourceUnit, name: str, before: int
+) -> tuple[SourceUnit, ast.stmt] | None:
+    """(where, statement): the last assignment of `name` before line `before` of `unit`; in a notebook, else the
+    last in the nearest earlier cell that assigns it (a DataFrame's column made in cell 2, the arrays split in cell
+    4, fit in cell 7: only the fit's own cell was read, and the data cause fell back to the fit line)."""
+    statement = _last_assignment(unit, name, before)
+    if statement is not None:
+        return unit, statement
+    if unit.cell is None:
+        return None
+    earlier = sorted(
+        (u for u in units if u.file == unit.file and u.cell is not None and u.cell < unit.cell),
+        key=lambda u: u.cell or 0,
+        reverse=True,
+    )
+    for cell in earlier:
+        statement = _last_assignment(cell, name, len(cell.text.splitlines()) + 2)
+        if statement is not None:
+            return cell, statement
+    return None
+
+
 _COLUMN_STACKS = ("column_stack", "stack")
 
 
@@ -931,23 +954,26 @@ def fit_array_site(
             argument = argument.value  # x[train_idx]: a fold of a cross-validation takes rows of x
         if not isinstance(argument, ast.Name):
             return None
-        statement = _last_assignment(unit, argument.id, call.lineno)
-        if statement is None:
+        found = _assignment_before(units, unit, argument.id, call.lineno)
+        if found is None:
             return None
+        where, statement = found
         name = argument.id
         # Back through assignments that rework the array (``features = (features - mean) / std``, ``.astype``)
         # to the one that stacks its columns, if any.
-        made: ast.stmt | None = statement
-        while made is not None and _stacked_column(made, column) is None and _reads_itself(made, argument.id):
-            made = _last_assignment(unit, argument.id, made.lineno)
-        stacked = _stacked_column(made, column) if made is not None else None
+        made: tuple[SourceUnit, ast.stmt] | None = found
+        while made is not None and _stacked_column(made[1], column) is None and _reads_itself(made[1], name):
+            made = _assignment_before(units, made[0], name, made[1].lineno)
+        stacked = _stacked_column(made[1], column) if made is not None else None
         source = (
-            _last_assignment(unit, stacked, made.lineno) if stacked is not None and made is not None else None
+            _assignment_before(units, made[0], stacked, made[1].lineno)
+            if stacked is not None and made is not None
+            else None
         )
         if source is not None:
-            statement, name = source, f"{stacked} (column {column} of {argument.id})"
+            (where, statement), name = source, f"{stacked} (column {column} of {argument.id})"
         node = getattr(statement, "value", None)
-        return Site(unit, node, name, target="array") if isinstance(node, ast.expr) else None
+        return Site(where, node, name, target="array") if isinstance(node, ast.expr) else None
     return None
 
 

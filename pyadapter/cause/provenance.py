@@ -80,6 +80,16 @@ def array_provenance(
     return out
 
 
+def _frame_column(fit_rows: Any, element: BadElement) -> str | None:
+    """The DataFrame column of a bad value of ``x`` (``x[17, 3]`` is the fourth column), from the names the guard
+    recorded (`fit_arrays.frame_columns`), or None."""
+    columns = fit_rows.get("columns") if isinstance(fit_rows, dict) else None
+    if element.leaf != "x" or len(element.index) != 2 or not isinstance(columns, list):
+        return None
+    column = element.index[1]
+    return str(columns[column]) if 0 <= column < len(columns) else None
+
+
 def _literal_paths(site: Site) -> list[str]:
     """Data file names the reading call writes as strings, or gives by a name assigned one string in the same code
     (``path = "houses.csv"`` and ``np.genfromtxt(path, ...)``, a notebook's habit)."""
@@ -283,7 +293,8 @@ def data_provenance(
             out["reader"] = site.name
     else:
         out = array_provenance(element, batch_index, epoch, batch_size, shuffled, dataset)
-        of = fit_arrays.SLICES if dataset else None
+        framed = isinstance(fit_rows, dict) and fit_rows.get("of") == fit_arrays.FRAME
+        of = fit_arrays.SLICES if dataset else fit_arrays.FRAME if framed else None
         index = fit_arrays.index_of_row(fit_rows, element.row, of)
         copies = fit_arrays.copies_of_row(fit_rows, element.row, of) if index is None else []
         if index is not None or copies:
@@ -294,6 +305,9 @@ def data_provenance(
                 out["copies"] = copies
             if of is not None:
                 out["of"] = of
+            column = _frame_column(fit_rows, element) if framed else None
+            if column is not None:
+                out["column"] = column
             out.pop("note", None)
     if not search_files:
         return out
