@@ -168,6 +168,41 @@ def test_a_rate_given_on_the_command_line_is_named_with_its_flag(tmp_path: Path,
     assert cause.change.what.startswith(f"learning rate 2 (SGD{given}): try 0.2"), cause.change.what
 
 
+@pytest.mark.parametrize("default", ["1e-4", "3e-6"])
+def test_a_rate_read_from_a_settings_dataclass_is_changed_at_its_default(
+    tmp_path: Path, default: str
+) -> None:
+    """A Lightning-style trainer: ``@dataclass class TrainConfig: learning_rate: float = 1e-4`` and
+    ``SGD(learning_rate=cfg.learning_rate)``. The change named the optimizer's line, which writes no number, and
+    `replay --window` then replayed the captured rate after the user had fixed the default ("still diverges"). The
+    default is the line to change, found by the rate that ran, or (edited since: 3e-6) as the only one."""
+    from pyadapter.capture.learning_rate import LearningRate
+    from pyadapter.cause.change_line import rate_written_in_text
+
+    program = tmp_path / "train.py"
+    settings = (
+        "from dataclasses import dataclass\n\n\n@dataclass\nclass TrainConfig:\n    epochs: int = 3\n"
+        f"    learning_rate: float = {default}\n\n\ncfg = TrainConfig()\n"
+    )
+    program.write_text(
+        settings
+        + TRAIN.replace("SGD(learning_rate=0.05, momentum=0.9)", "SGD(learning_rate=cfg.learning_rate)")
+    )
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(1e-4),
+    )
+    cause = classify(findings_of(overflow_origin(program, line=FIT_LINE + 10)), context)
+    assert cause.kind == "divergence", cause.summary
+    assert cause.change is not None and cause.change.line == 7 and cause.change.target == "config", (
+        cause.change
+    )
+    assert "(read by train.py:" in cause.change.what and "as TrainConfig.learning_rate)" in cause.change.what
+    assert rate_written_in_text(program.read_text().splitlines()[6]) == float(default)
+
+
 @pytest.mark.parametrize(
     ("later", "rate_text"),
     [

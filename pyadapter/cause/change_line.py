@@ -318,6 +318,43 @@ def reads_config(site: Site) -> bool:
     )
 
 
+def attribute_default_site(units: list[SourceUnit], site: Site, rate: float) -> Site | None:
+    """Where a config object's class writes the rate the optimizer reads as an attribute (``SGD(cfg.lr)`` and
+    ``class TrainConfig: lr: float = 1e-4``, a dataclass of settings): the class attribute of that name whose
+    default is `rate`, or the only class attribute of that name (a default edited since the capture); None
+    otherwise. The number to change is there, not on the optimizer's line, which writes none."""
+    if not isinstance(site.node, ast.Call):
+        return None
+    arg = _learning_rate_arg(site.node, site.name)
+    if not isinstance(arg, ast.Attribute):
+        return None
+    found: list[Site] = []
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            for statement in node.body:
+                target: ast.expr
+                if isinstance(statement, ast.AnnAssign) and statement.value is not None:
+                    target, value = statement.target, statement.value
+                elif isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+                    target, value = statement.targets[0], statement.value
+                else:
+                    continue
+                default = number(value)
+                if (
+                    isinstance(target, ast.Name)
+                    and target.id == arg.attr
+                    and default is not None
+                    and default > 0
+                ):
+                    found.append(Site(unit, value, f"{node.name}.{arg.attr}", default, True, target="config"))
+    matching = [s for s in found if same_rate(s.learning_rate, rate)]
+    if len(matching) == 1:
+        return matching[0]
+    return found[0] if len(found) == 1 and not matching else None
+
+
 def _is_optimizer_lookup(node: ast.Call) -> bool:
     """``keras.optimizers.get(...)``, ``tf.keras.optimizers.get(...)``, ``optimizers.get(...)``."""
     func = node.func
@@ -357,7 +394,9 @@ _CONFIG_FILES = 40  # config files looked at in a folder
 
 # A rate set on a line of code without a constructor: optimizer.learning_rate.assign(0.15), opt.lr = 0.1,
 # K.set_value(model.optimizer.learning_rate, 0.1).
-_ASSIGNED_RATE = re.compile(r"(?<!\w)(?:learning_rate|lr)\s*(?:\.assign\(\s*|=(?!=)\s*)" + _NUMBER_TEXT)
+_ASSIGNED_RATE = re.compile(
+    r"(?<!\w)(?:learning_rate|lr)\s*(?:\.assign\(\s*|=(?!=)\s*|:\s*[\w.\[\] |]+=(?!=)\s*)" + _NUMBER_TEXT
+)  # the last: a class attribute's default (``learning_rate: float = 1e-4`` in a dataclass of settings)
 _SET_VALUE_RATE = re.compile(r"set_value\(\s*[\w.]*(?<!\w)(?:learning_rate|lr)\s*,\s*" + _NUMBER_TEXT)
 
 

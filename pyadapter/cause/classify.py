@@ -454,6 +454,18 @@ def _config_change(context: CauseContext, site: change_line.Site, rate: float, w
     return Change(file=path, line=line, what=f"{what} (read by {place})", target="config")
 
 
+def _attribute_default_change(
+    units: list[SourceUnit], site: change_line.Site, rate: float, what: str
+) -> Change | None:
+    """The class attribute default the optimizer's line reads its rate from (`change_line.attribute_default_site`:
+    ``SGD(cfg.learning_rate)`` and a dataclass ``learning_rate: float = 1e-4``), as the change; None without one."""
+    default = change_line.attribute_default_site(units, site, rate)
+    if default is None:
+        return None
+    place = f"{os.path.basename(site.file)}:{site.line}"
+    return _change(default, f"{what} (read by {place} as {default.name})", "config")
+
+
 def _site_target(site: change_line.Site) -> str:
     if site.target:
         return site.target
@@ -1253,7 +1265,11 @@ def _divergence(
         if not site.literal and rate is not None and change_line.reads_config(site):
             # The line reads the rate from somewhere (optimizers.get(config["optimizer"]), SGD(cfg.lr)): a config
             # file beside the program that sets that very rate is where the user changes it.
-            change = _config_change(context, site, rate, what) or change
+            change = (
+                _config_change(context, site, rate, what)
+                or _attribute_default_change(units, site, rate, what)
+                or change
+            )
     own_schedule = _own_schedule_change(context, units, searched)
     if own_schedule is not None:
         # A schedule the user wrote (a warm-up with no cap grows without end): its line is the rate's.
