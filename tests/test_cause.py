@@ -2164,3 +2164,45 @@ def test_a_notebooks_data_line_is_found_in_the_cell_that_made_the_array(tmp_path
     unit = SourceUnit(str(tmp_path / "store_revenue.py"), None, script, ast.parse(script))
     site = fit_array_site([unit], "x", column=3)
     assert site is not None and unit.line(site.line).startswith("X_train, X_test = X[:500]")
+
+
+def test_a_cross_entropy_over_outputs_that_are_not_probabilities_names_the_last_layer(tmp_path: Path) -> None:
+    """CategoricalCrossentropy(from_logits=False) after a Dense(3, activation="relu"): Keras's loss divides each
+    output row by its sum, and a row of zeros is 0 / 0. The cause said "use tf.math.divide_no_nan ... change
+    train.py:<fit line>", a division inside Keras the user cannot edit. The model's last layer is the change."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n"
+        "model = keras.Sequential([\n"
+        "    keras.Input(shape=(8,)),\n"
+        "    keras.layers.Dense(64, activation='relu'),\n"
+        "    keras.layers.Dense(64, activation='relu'),\n"
+        "    keras.layers.Dense(3, activation='relu'),\n"
+        "])\n"
+        "model.compile('adam', keras.losses.CategoricalCrossentropy(from_logits=False))\n"
+        "model.fit(x, y)\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=9,
+        role="origin",
+        op=OpRef("compile_loss/categorical_crossentropy/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=96, nan=3, pos=93),
+        inputs=[
+            InputHealth(
+                "sequential_1/dense_2_1/Relu:0", TensorHealth(dtype="float32", size=96, zero=41, pos=55)
+            ),
+            InputHealth(
+                "compile_loss/categorical_crossentropy/Sum:0",
+                TensorHealth(dtype="float32", size=32, zero=1, pos=31),
+            ),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.kind == "op", cause.summary
+    assert cause.summary.startswith("the model's output is not a probability distribution: 1 row of it"), (
+        cause.summary
+    )
+    assert cause.change is not None and cause.change.line == 6, cause.change
+    assert 'activation="softmax"' in cause.change.what and "from_logits=True" in cause.change.what
+    assert "divide_no_nan" not in cause.change.what

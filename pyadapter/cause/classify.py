@@ -211,8 +211,54 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     if overflow and known and first_steps and _unscaled_inputs(context, units):
         # Values this large from the first steps, on inputs in the hundreds: the usual step overshoots at once.
         return _divergence(context, units, origin, None)
+    if not overflow and (cause := _unnormalised_probabilities(findings, units, origin, rows)) is not None:
+        return cause
     rose = trend.rise(context.history) if overflow and known else None
     return _op(findings, origin, growth, overflow, rows, first_steps, rose, context.step)
+
+
+def _unnormalised_probabilities(
+    findings: Findings, units: list[SourceUnit], origin: Finding, rows: BadRows | None
+) -> Cause | None:
+    """A Keras cross-entropy given probabilities (``from_logits=False``) divides each output row by its sum: a model
+    whose last layer is no softmax (a relu Dense) gives a row of zeros, and 0 / 0. The division is Keras's: the
+    generic "use divide_no_nan" at the fit line could not be done; the model's last layer is what to change."""
+    name = origin.op.name
+    if (
+        not name.startswith("compile_loss/")
+        or "crossentropy" not in name
+        or origin.op.type not in DIVISION_OPS
+        or len(origin.inputs) != 2
+    ):
+        return None
+    output, total = origin.inputs
+    if total.health is None or not total.health.is_finite or not total.health.zero:
+        return None
+    loss = name.split("/")[1] if name.count("/") >= 2 else "the cross-entropy"
+    layer = output.name.rsplit(":", 1)[0]
+    site = change_line.layer_site(units, layer)
+    zeros = total.health.zero
+    rows_text = f"{zeros} row{'s' if zeros != 1 else ''}"
+    summary = (
+        f"the model's output is not a probability distribution: {rows_text} of it ({output.name}) "
+        f"{'sum' if zeros != 1 else 'sums'} to 0, and the loss {loss} (from_logits=False) divides each row by its "
+        "sum: 0 / 0 is NaN"
+    )
+    if rows is not None:
+        summary += f" ({rows.rows_text()} of the batch)"
+    what = 'end the model with activation="softmax" (or keep its last layer linear and give the loss from_logits=True)'
+    evidence: dict[str, Any] = {
+        "op": origin.op.type,
+        "op_name": name,
+        "output": output.name,
+        "zero_sums": zeros,
+    }
+    change = (
+        _change(site, f"the {site.name} layer: {what}", "model")
+        if site is not None
+        else _origin_change(findings, what, "op")
+    )
+    return Cause("op", summary, evidence, change)
 
 
 def _first_steps_words(step: int | None) -> str:
