@@ -923,6 +923,35 @@ def test_a_replay_of_a_notebook_run_but_not_saved_says_it_ran_the_saved_cells(tm
     assert _unsaved_note(bundle, nb) == ""
 
 
+def test_a_notebook_edited_after_the_capture_is_not_called_unsaved(tmp_path):
+    """A user captured a divergence, then changed the rate in a cell and saved (a fix) and replayed it: the route
+    said "the kernel ran code the saved notebook does not hold (In [5]) ... save the notebook and capture again", as
+    if they had forgotten to save. A notebook whose code changed since the capture says the replay ran the edit."""
+    from types import SimpleNamespace
+
+    from pyadapter.capture.notebook import code_sha256
+    from pyadapter.replay.reentry import _unsaved_note
+
+    nb = _write(
+        tmp_path / "h.ipynb", [("code", "x = 1"), ("code", "lr.assign(0.3)"), ("code", "model.fit(x)")]
+    )
+    ran = [
+        ExecutedCell(1, "x = 1", "/tmp/k/1.py"),
+        ExecutedCell(2, "lr.assign(0.3)", "/tmp/k/2.py"),
+        ExecutedCell(3, "model.fit(x)", "/tmp/k/3.py"),
+    ]
+    info = NotebookInfo(path=nb, sha256=None, cells=ran)
+    manifest = {"entry_script": {"notebook": info.to_manifest(), "code_sha256": code_sha256(nb)}}
+    bundle = SimpleNamespace(manifest=manifest)
+    assert _unsaved_note(bundle, nb) == ""
+    _write(nb, [("code", "x = 1"), ("code", "lr.assign(0.05)  # fixed"), ("code", "model.fit(x)")])
+    note = _unsaved_note(bundle, nb)
+    assert note == (
+        "; h.ipynb was edited since the capture (In [2] ran as the capture recorded them): the replay ran the saved "
+        "cells, with the edit"
+    ), note
+
+
 def test_an_edited_cell_run_again_and_saved_is_not_unsaved_code(tmp_path):
     """A user runs the notebook, changes the rate in the compile cell, runs it and the fit cell again, saves: every
     replay said "the kernel ran code the saved notebook does not hold (In [2])", the old version of the cell, which

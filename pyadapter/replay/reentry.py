@@ -806,10 +806,30 @@ def _unsaved_note(bundle: Any, program: Path) -> str:
         f"In [{c.execution_count}]" if c.execution_count is not None else "?" for c in unsaved[:3]
     )
     more = ", ..." if len(unsaved) > 3 else ""
+    if _code_changed_since_capture(bundle, program):
+        # The saved cells are not what the kernel ran because the user edited them after the capture (a fix):
+        # replaying the saved cells is what they asked for, not a notebook they forgot to save.
+        return (
+            f"; {program.name} was edited since the capture ({runs}{more} ran as the capture recorded them): the "
+            "replay ran the saved cells, with the edit"
+        )
     return (
         f"; the kernel ran code the saved {program.name} does not hold ({runs}{more}): the replay ran the saved "
         "cells, save the notebook and capture again to replay what ran"
     )
+
+
+def _code_changed_since_capture(bundle: Any, program: Path) -> bool:
+    """Whether the notebook's code cells differ from those saved when the bundle was written (its recorded hash)."""
+    from pyadapter.capture.notebook import code_sha256
+
+    recorded = (bundle.manifest.get("entry_script") or {}).get("code_sha256")
+    if not isinstance(recorded, str):
+        return False
+    try:
+        return code_sha256(program) != recorded
+    except ValueError:
+        return False
 
 
 def _program_text(program: Path) -> str:
