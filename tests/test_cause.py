@@ -1811,6 +1811,34 @@ def test_a_search_that_kept_no_rate_finite_is_not_answered_with_a_tenth(tmp_path
     assert [f.title for f in cause_fixes(TRAIN, cause)] == []
 
 
+@pytest.mark.parametrize("start", [0, 1, 12])
+def test_a_found_rate_from_a_window_after_the_first_update_says_so(tmp_path: Path, start: int) -> None:
+    """A custom loop whose subclassed model is built in its first step: the window's copy of step 0 is not whole
+    (the optimizer makes its slots there), so the window starts at step 1, from weights the first update at the
+    run's rate had blown up (norm 27 to 17000). Its "try 7.16e-7" was 30-50x lower than a rate that trained from
+    the start, without a word. A window that starts after step 0 but within its own length says so."""
+    program = write_program(tmp_path)
+    search = {
+        "steps": 4,
+        "start_step": start,
+        "captured_learning_rate": 1e-4,
+        "largest_finite_learning_rate": 1.43e-6,
+        "suggested_learning_rate": 7.16e-7,
+    }
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        window_search=search,
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.change is not None and "try 7.16e-7" in cause.change.what, cause.change.what
+    said = (
+        "from the state at step 1, which the run's first updates reached at its own rate" in cause.change.what
+    )
+    assert said == (start == 1), cause.change.what
+
+
 def test_one_unlike_value_among_many_bad_rows_is_not_the_record(tmp_path: Path) -> None:
     """log(pred + 1) made NaN in 8 rows at the first step (predictions below -1 after initialisation); one of those
     rows held a -3.5 in a standard normal column, and the cause was "data: the record args[0][33, 1] = -3.53:

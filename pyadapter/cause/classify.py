@@ -1467,6 +1467,16 @@ def _window_suggestion(context: CauseContext) -> tuple[dict[str, Any], str] | No
         f"largest finite over the {int(window_steps)}-step window: {format_number(largest_rate)}; "
         f"try {format_number(suggested_rate)}"
     )
+    start = search.get("start_step")
+    if isinstance(start, int) and not isinstance(start, bool) and 0 < start < window_steps:
+        # The window could not start at the run's first step (a custom loop's optimizer makes its slots in its
+        # first update, so the copy of step 0 is not whole): it starts from weights the first updates moved at the
+        # run's own rate. A trainer whose step 0 took its weight norm from 27 to 17000 had 30-50x lower rates
+        # suggested than its own 2e-5 that trained from the start.
+        sentence += (
+            f" (from the state at step {start}, which the run's first updates reached at its own rate: from the "
+            "start a higher rate may hold)"
+        )
     return evidence, sentence
 
 
