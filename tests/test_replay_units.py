@@ -329,6 +329,21 @@ def test_a_dumped_re_run_with_more_nan_than_training_says_why() -> None:
     assert report.note is None
 
 
+def test_an_eager_replay_alone_with_more_nan_than_training_says_why() -> None:
+    """`nanlens replay --eager` alone said "loss nan, 6 gradients non-finite" where training had a finite loss and 2
+    gradients, with no note (the note came only when both modes ran)."""
+    grads = [f"sequential/layer_{i}/kernel" for i in range(6)]
+    eager = StepVerdict("eager", loss=float("nan"), loss_finite=False, non_finite_gradients=grads)
+    eager.gradients_finite = False
+    report = ReplayReport("b", "train.py", captured_gradients=2, verdicts={"eager": eager})
+    assert (
+        report.note is not None
+        and "eager run has more non-finite gradients than training had (6 against 2)" in (report.note)
+    )
+    report.captured_gradients = 6
+    assert report.note is None
+
+
 # ---- breakpoint advice (source only) ----------------------------------------------------------------------------
 
 

@@ -248,6 +248,17 @@ class ReplayReport:
                     "training's compiled step fuses some (on CPU a MatMul with its bias and ReLU, and the fused "
                     "ReLU turns NaN into 0). The origin is the same; `nanlens replay --graph` computes as training did."
                 )
+        if graph is None and eager is not None and eager.reproduced and self.captured_gradients:
+            # `replay --eager` alone: more non-finite gradients than training saw, with nothing to compare them to,
+            # read as a different failure ("loss nan, 6 gradients" where training had a finite loss and 2).
+            counted = len(eager.non_finite_gradients)
+            if counted > self.captured_gradients:
+                return (
+                    f"The eager run has more non-finite gradients than training had ({counted} against "
+                    f"{self.captured_gradients}): eager execution runs every op on its own, while training's compiled "
+                    "step fuses some (on CPU a MatMul with its bias and ReLU, and the fused ReLU turns NaN into 0). "
+                    "The origin is the same; `nanlens replay --graph` computes as training did."
+                )
         if graph is None or eager is None:
             return None
         if graph.reproduced and eager.reproduced and not graph.dumped:
