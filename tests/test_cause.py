@@ -168,6 +168,35 @@ def test_a_rate_given_on_the_command_line_is_named_with_its_flag(tmp_path: Path,
     assert cause.change.what.startswith(f"learning rate 2 (SGD{given}): try 0.2"), cause.change.what
 
 
+def test_an_lr_finders_divergence_names_the_line_that_raises_the_rate(tmp_path: Path) -> None:
+    """A fastai-style LR finder: on_train_begin sets the starting rate (``= self.start_lr``), on_train_batch_end
+    multiplies it each batch. The divergence at 4.31 named the first line (changing the start fixes nothing)."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    finder = (
+        "import keras\n\n\n"
+        "class LRFinder(keras.callbacks.Callback):\n"
+        "    def __init__(self, start_lr=1e-5, factor=1.5):\n"
+        "        self.start_lr, self.factor = start_lr, factor\n\n"
+        "    def on_train_begin(self, logs=None):\n"
+        "        self.model.optimizer.learning_rate = self.start_lr\n\n"
+        "    def on_train_batch_end(self, batch, logs=None):\n"
+        "        lr = float(self.model.optimizer.learning_rate)\n"
+        "        self.model.optimizer.learning_rate = lr * self.factor\n\n\n"
+    )
+    program.write_text(finder + TRAIN)
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(4.31),
+    )
+    cause = classify(findings_of(overflow_origin(program, line=FIT_LINE + 13)), context)
+    assert cause.kind == "divergence" and cause.change is not None, cause.summary
+    assert cause.change.line == 13, cause.change
+
+
 @pytest.mark.parametrize("default", ["1e-4", "3e-6"])
 def test_a_rate_read_from_a_settings_dataclass_is_changed_at_its_default(
     tmp_path: Path, default: str
@@ -1769,6 +1798,36 @@ def test_a_normalization_adapted_on_missing_values_names_the_adapt_call(tmp_path
     assert cause.kind == "data", cause.summary
     assert cause.summary.startswith("the Normalization layer's mean or variance holds NaN/Inf (1 NaN of 7)")
     assert cause.change is not None and cause.change.line == 6, cause.change
+
+
+def test_the_adapt_named_is_the_one_of_the_normalization_that_holds_the_nan(tmp_path: Path) -> None:
+    """Two Normalization layers, the second adapted on a column with a NaN. In the train step its constant is under
+    "normalization_1_1": one suffix stripped read "normalization_1", which matched nothing (a generic constant
+    cause at the fit line); and the last adapt of the file was named whatever layer it belonged to."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n"
+        "norm_a = keras.layers.Normalization()\n"
+        "norm_b = keras.layers.Normalization()\n"
+        "norm_b.adapt(b)\n"
+        "norm_a.adapt(a)\n"
+        "model.fit(x, y)\n"
+    )
+    for scope, line in (("normalization_1_1", 4), ("normalization_1", 5)):
+        origin = Finding(
+            file=str(program),
+            line=6,
+            role="origin",
+            op=OpRef(f"functional_1/{scope}/Sub/y", "Const"),
+            health=TensorHealth(dtype="float32", rank=2, size=1, nan=1),
+        )
+        cause = classify(
+            findings_of(origin), CauseContext(entry_script=str(program), batch=(np.ones((4, 2)), None))
+        )
+        assert cause.summary.startswith("the Normalization layer's mean or variance holds NaN/Inf"), (
+            cause.summary
+        )
+        assert cause.change is not None and cause.change.line == line, (scope, cause.change)
 
 
 def test_a_search_that_kept_no_rate_finite_is_not_answered_with_a_tenth(tmp_path: Path) -> None:

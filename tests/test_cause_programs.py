@@ -58,18 +58,23 @@ def train_and_locate(tmp_path: Path, program: Path, *args: str, env: dict[str, s
     return locate_json(bundles[0], tmp_path, environment)
 
 
-def locate_json(bundle: Path, cwd: Path, environment: dict[str, str], *args: str) -> dict:
-    """``nanlens locate BUNDLE ARGS --json``, as the user runs it in the program's folder."""
-    located = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "locate", str(bundle), *args, "--json"],
+def nanlens_json(cwd: Path, environment: dict[str, str], *args: str) -> dict:
+    """``nanlens ARGS --json``'s answer, as the user runs it in the program's folder."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pyadapter", *args, "--json"],
         cwd=cwd,
         capture_output=True,
         text=True,
         env=environment,
         timeout=600,
     )
-    assert located.returncode == 0, located.stderr[-3000:]
-    findings = json.loads(located.stdout)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
+
+
+def locate_json(bundle: Path, cwd: Path, environment: dict[str, str], *args: str) -> dict:
+    """``nanlens locate BUNDLE ARGS --json``, as the user runs it in the program's folder."""
+    findings = nanlens_json(cwd, environment, "locate", str(bundle), *args)
     assert findings["schema"] == "nanlens.findings/1"
     return findings
 
@@ -222,17 +227,8 @@ def test_an_inf_rate_a_callback_set_is_held_back_and_named_with_the_callback(tmp
         f"the learning rate was inf at step 20: LearningRateScheduler(lr_at) at {program.name}:{line} set it"
     ), cause
     assert (cause["change"]["file"], cause["change"]["line"]) == (str(tmp_path / program.name), line)
-    environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-    replayed = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "replay", str(bundle), "--json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=600,
-    )
-    assert replayed.returncode == 0, replayed.stderr[-3000:]
-    assert json.loads(replayed.stdout)["reproduced"] == {"graph": True, "eager": True}
+    replayed = nanlens_json(tmp_path, dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"), "replay", str(bundle))
+    assert replayed["reproduced"] == {"graph": True, "eager": True}
 
 
 def test_a_bad_row_of_a_dataframe_passed_to_fit_is_named_by_its_position_and_column(tmp_path: Path) -> None:

@@ -142,3 +142,36 @@ def test_the_pipeline_re_run_maps_one_element_at_a_time_in_the_same_order() -> N
     assert [b.numpy().tolist() for b in sequential] == [b.numpy().tolist() for b in parallel]
     assert "ParallelMapDatasetV2" in ops(pipeline()), "put back after"
     assert np.asarray(next(iter(pipeline()))).shape == (8,)
+
+
+def test_the_pipeline_re_run_leaves_the_programs_files_as_training_left_them(tmp_path: Path) -> None:
+    """`nanlens locate` runs the script again up to the failing step when the batch held the NaN already. The
+    script's own writes went to disk: its CSVLogger reopened history.csv and left it empty, and
+    `open("run_log.txt", "w")` wrote a new log over training's. They are kept from training's files now."""
+    script = tmp_path / "pipeline_log_with_logs.py"
+    script.write_text((Path(__file__).parent / "programs" / script.name).read_text(encoding="utf-8"))
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=quiet_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    (bundle,) = [p.parent for p in (tmp_path / "captures").glob("*/manifest.json")]
+    before = {name: (tmp_path / name).read_bytes() for name in ("history.csv", "run_log.txt")}
+    assert before["history.csv"].startswith(b"epoch,loss"), (done.stderr[-2000:], before)
+    located = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "locate", str(bundle), "--json"],
+        cwd=tmp_path,
+        env=quiet_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert located.returncode == 0, located.stderr[-3000:]
+    assert f'"line": {marked_line(script, "# ORIGIN")}' in located.stdout.replace("\n", " ").replace(
+        "  ", " "
+    )
+    after = {name: (tmp_path / name).read_bytes() for name in before}
+    assert after == before, "the re-run changed the program's own files"

@@ -344,6 +344,50 @@ def test_an_eager_replay_alone_with_more_nan_than_training_says_why() -> None:
     assert report.note is None
 
 
+def test_only_a_step_the_program_guards_is_called_by_its_recorded_name(tmp_path: Path) -> None:
+    """A bundle names its step function by qualified name, looked up from the program's module. Any function of the
+    program's own files was accepted: `housekeeping.purge_runs` (a clean-up module the program imports) was called
+    with the captured batch. Only a guard_step the program made, or the function one wraps, is a step."""
+    from types import SimpleNamespace
+
+    from pyadapter.capture.bundle_format import BundleError
+    from pyadapter.replay.restore import step_function
+
+    (tmp_path / "housekeeping.py").write_text("def purge_runs(*args):\n    raise SystemExit('purged')\n")
+    program = tmp_path / "train_loop.py"
+    program.write_text(
+        "import housekeeping\n"
+        "import tensorflow as tf\n"
+        "from pyadapter import guard_step\n\n"
+        "checkpoint = tf.train.Checkpoint(v=tf.Variable(1.0))\n\n\n"
+        "def train_step(x):\n    return x\n\n\n"
+        "step = guard_step(train_step, checkpoint=checkpoint, capture_dir='captures')\n\n\n"
+        "@guard_step(checkpoint=checkpoint, capture_dir='captures')\n"
+        "def decorated_step(x):\n    return x\n\n\n"
+        "def helper(x):\n    return x\n"
+    )
+    import importlib.util
+    import sys
+
+    sys.path.insert(0, str(tmp_path))
+    try:
+        spec = importlib.util.spec_from_file_location("train_loop_units", program)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(tmp_path))
+
+    def named(qualname: str) -> SimpleNamespace:
+        return SimpleNamespace(path=tmp_path / "bundle", manifest={"step_function": {"qualname": qualname}})
+
+    assert step_function(named("train_step"), module) is module.train_step
+    assert step_function(named("decorated_step"), module) is module.decorated_step
+    for foreign in ("housekeeping.purge_runs", "helper"):
+        with pytest.raises(BundleError, match=f"step function {foreign} is not a step the program guards"):
+            step_function(named(foreign), module)
+
+
 # ---- breakpoint advice (source only) ----------------------------------------------------------------------------
 
 

@@ -339,3 +339,67 @@ def test_a_model_archive_naming_code_outside_tf_keras_is_not_loaded(
     assert (
         "it names tf_keras.src.export.export_lib.ReloadedLayer, which is neither tf_keras's own" in route
     ), route
+
+
+def test_a_tf_keras_config_naming_code_by_any_route_is_foreign() -> None:
+    """Routes past the first check, each resolved by tf_keras to code the bundle chose: a class_name of the user's
+    own with a null registered_name (tf_keras looks classes up by registered_name, then imports the module: any
+    module on sys.path); a dotted class name ("core.Lambda"); a type spec naming a layer; a function whose
+    registered_name falls back to builtins (``exit``); ``__lambda__``."""
+    import tf_keras
+
+    from pyadapter.capture.legacy_keras import foreign_object
+
+    def train_step(x):  # stands for a function of the user's program
+        return x
+
+    own = {"train_step": train_step}
+    dense = {"module": "keras.layers", "class_name": "Dense", "config": {"units": 1}, "registered_name": None}
+    relu = {"module": "builtins", "class_name": "function", "config": "relu", "registered_name": "function"}
+    assert foreign_object({**dense, "config": {"activation": relu}}, own) is None
+    assert (
+        foreign_object({"class_name": "Sequential", "module": "keras", "config": {"layers": [dense]}}, own)
+        is None
+    )
+    crafted = [
+        {"module": "cleanup", "class_name": "train_step", "registered_name": None, "config": {}},
+        {"module": "keras.src.layers", "class_name": "core.Lambda", "registered_name": None, "config": {}},
+        {
+            "module": "keras",
+            "class_name": "__typespec__",
+            "spec_name": "layers.Lambda",
+            "registered_name": None,
+            "config": {},
+        },
+        {"module": "builtins", "class_name": "function", "config": "legacy", "registered_name": "exit"},
+        {"class_name": "__lambda__", "config": {"value": "..."}},
+        {"module": "keras.src", "class_name": "Anything", "registered_name": None, "config": {}},
+        {"module": "tf_keras.src.export.export_lib", "class_name": "ReloadedLayer", "config": {}},
+    ]
+    for entry in crafted:
+        assert foreign_object({**dense, "config": {"kernel_initializer": entry}}, own) is not None, entry
+    assert tf_keras.saving.get_registered_object("train_step", custom_objects=own) is train_step
+
+
+def test_a_program_that_turns_safe_mode_off_does_not_turn_it_off_for_the_bundle() -> None:
+    """`keras.config.enable_unsafe_deserialization()` at a program's top (it loads its own Lambda models) turned safe
+    mode off globally when the rebuild imported it, and the global wins over safe_mode=True: a Lambda's bytecode in
+    the bundle's config.json ran. The bundle's archive is read under a safe-mode scope of its own."""
+    import keras
+
+    from pyadapter.capture.model_archive import model_from_config
+
+    marker = []
+    layer = keras.layers.Lambda(lambda x: (marker.append("ran"), x)[1])
+    model = keras.Sequential([keras.Input((2,)), layer])
+    config = keras.saving.serialize_keras_object(model)
+    marker.clear()  # building the model called it once
+    keras.config.enable_unsafe_deserialization()
+    try:
+        with pytest.raises(ValueError, match="lambda"):
+            model_from_config(config, None, compile=False)
+    finally:
+        from keras.src.saving.serialization_lib import SafeModeScope
+
+        SafeModeScope(True).__enter__()  # back to the default for the rest of the session
+    assert marker == []

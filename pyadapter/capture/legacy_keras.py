@@ -97,13 +97,20 @@ _BUILTIN_FAMILIES = (
 # Layers whose config names code to run: a Lambda's function (bytecode, or any function of any loaded module by
 # name), a SavedModel reloaded (its graph runs when loaded), a TF Hub module.
 _CODE_LAYERS = frozenset({"Lambda", "ReloadedLayer", "TFSMLayer", "KerasLayer"})
+_DATA_CLASSES = frozenset({"__tensor__", "__numpy__", "__bytes__"})  # values, built without any lookup
+_SPECS = frozenset({"TensorSpec", "RaggedTensorSpec", "SparseTensorSpec"})
 
 
 def foreign_object(config: Any, custom_objects: dict[str, Any] | None) -> str | None:
     """The first object `config` (a model.keras's config.json) names that is neither tf_keras's own nor the
     user's, as "module.Name", or None. tf_keras's loader in "safe mode" still imports any module a config names and
     calls its class's ``from_config``: a bundle's model.keras naming ``tf_keras.src.export.export_lib.ReloadedLayer``
-    with a SavedModel path ran that SavedModel's graph (it wrote a file) while the replay loaded the model."""
+    with a SavedModel path ran that SavedModel's graph (it wrote a file) while the replay loaded the model.
+
+    Judged as tf_keras resolves them (`serialization_lib._retrieve_class_or_fn`): a class by its
+    ``registered_name`` among the user's objects (its ``class_name`` there counts for nothing: with a null
+    registered name tf_keras imports the module), else by ``module`` and ``class_name``, which must be a plain name
+    of one of tf_keras's modelling families; a function by its name; a type spec by ``spec_name``."""
     import tf_keras
 
     def own(name: Any) -> bool:
@@ -113,12 +120,15 @@ def foreign_object(config: Any, custom_objects: dict[str, Any] | None) -> str | 
             and (tf_keras.saving.get_registered_object(name, custom_objects=custom_objects) is not None)
         )
 
-    def keras_module(module: str) -> bool:
+    def keras_module(module: Any) -> bool:
+        if not isinstance(module, str):
+            return False
         parts = module.split(".")
         if parts[0] not in ("keras", "tf_keras"):
             return False
-        rest = parts[2:] if parts[1:2] == ["src"] else parts[1:]
-        return not rest or rest[0] in _FAMILIES
+        if parts[1:2] == ["src"]:
+            return len(parts) > 2 and parts[2] in _FAMILIES
+        return len(parts) == 1 or parts[1] in _FAMILIES
 
     stack = [config]
     while stack:
@@ -132,23 +142,42 @@ def foreign_object(config: Any, custom_objects: dict[str, Any] | None) -> str | 
         if "class_name" not in value:
             continue
         module, class_name = value.get("module"), value.get("class_name")
-        registered = value.get("registered_name")
+        registered = value.get("registered_name", class_name)
+        shown = f"{module}.{class_name}"
+        if class_name in _DATA_CLASSES:
+            continue
+        if class_name == "__typespec__":
+            spec = value.get("spec_name")
+            if (
+                spec in _SPECS
+                and registered is None
+                and isinstance(module, str)
+                and module.startswith("tensorflow.")
+            ):
+                continue
+            return f"{module}.{spec}"
         if class_name == "function":
             name = value.get("config")
-            if own(name) or (
+            if own(name):
+                continue
+            if (
                 isinstance(name, str)
+                and name.isidentifier()
+                and registered in (None, "function", name)
                 and module in ("builtins", None, *(f"keras.{f}" for f in _BUILTIN_FAMILIES))
                 and any(getattr(getattr(tf_keras, f), name, None) is not None for f in _BUILTIN_FAMILIES)
             ):
                 continue
             return f"{module}.{name}"
+        if not isinstance(class_name, str) or not class_name.isidentifier() or class_name.startswith("__"):
+            return shown  # "core.Lambda" (a dotted name reaches past the family), "__lambda__" (bytecode)
+        if own(registered):
+            continue
         if class_name in _CODE_LAYERS or registered in _CODE_LAYERS:
-            return f"{module}.{class_name}"
-        if own(registered) or own(class_name):
+            return shown
+        if module is None or keras_module(module):
             continue
-        if module is None or (isinstance(module, str) and keras_module(module)):
-            continue
-        return f"{module}.{class_name}"
+        return shown
     return None
 
 
@@ -165,9 +194,14 @@ def load_model(path: Any, custom_objects: dict[str, Any] | None, compile: bool) 
             f"it names {foreign}, which is neither tf_keras's own nor defined by the program; "
             "a bundle's model is loaded only from those"
         )
-    return tf_keras.models.load_model(
-        str(path), custom_objects=custom_objects, compile=compile, safe_mode=True
-    )
+    from tf_keras.src.saving.serialization_lib import SafeModeScope
+
+    # The scope, not only the argument: a program that calls enable_unsafe_deserialization() (to load its own Lambda
+    # models) turns safe mode off globally, and the global wins over the argument.
+    with SafeModeScope(True):
+        return tf_keras.models.load_model(
+            str(path), custom_objects=custom_objects, compile=compile, safe_mode=True
+        )
 
 
 def wrap_loss_scale(model: Any) -> bool:

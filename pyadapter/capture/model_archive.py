@@ -105,5 +105,14 @@ def model_from_config(config: dict[str, Any], custom_objects: dict[str, Any] | N
 
     if not compile:
         config = dict(config, compile_config=None)
-    with _object_sharing():
+    with _object_sharing(), safe_mode():
         return keras.saving.deserialize_keras_object(config, custom_objects=custom_objects, safe_mode=True)
+
+
+def safe_mode() -> Any:
+    """Keras's safe mode forced for a bundle's archive: a program that calls
+    ``keras.config.enable_unsafe_deserialization()`` (to load its own Lambda models) turns it off globally, and the
+    global wins over ``safe_mode=True`` (a Lambda's bytecode in the bundle's config.json then ran)."""
+    from keras.src.saving.serialization_lib import SafeModeScope
+
+    return SafeModeScope(True)

@@ -190,12 +190,17 @@ def computed_rate_setter(units: list[SourceUnit]) -> Site | None:
                     else "LearningRateScheduler"
                 )
                 return Site(unit, call, shown, target="schedule")
-    for unit in units:
-        for node in ast.walk(unit.tree):
-            assignment = rate_assignment(node)
-            if assignment is not None and number(assignment[1]) is None:
-                target, value = assignment
-                return Site(unit, value, f"{ast.unparse(target)} set as it trains", target="optimizer")
+    computed = [
+        (unit, assignment)
+        for unit in units
+        for node in ast.walk(unit.tree)
+        if (assignment := rate_assignment(node)) is not None and number(assignment[1]) is None
+    ]
+    # A computation (``lr * self.factor``, an LR finder's step) sets the rate as it trains; a bare name
+    # (``= self.start_lr`` in on_train_begin) only sets where it starts, and came first in the source.
+    computed.sort(key=lambda pair: isinstance(pair[1][1], (ast.Name, ast.Attribute, ast.Constant)))
+    for unit, (target, value) in computed[:1]:
+        return Site(unit, value, f"{ast.unparse(target)} set as it trains", target="optimizer")
     return None
 
 
@@ -585,13 +590,37 @@ def optimizer_clips(units: list[SourceUnit], recorded: list[str]) -> str | None:
     return None
 
 
-def adapt_site(units: list[SourceUnit]) -> Site | None:
-    """The last ``<layer>.adapt(...)`` call of the user's code (a preprocessing layer computing its state from
-    data), or None."""
-    found = [
-        Site(unit, node, "adapt") for unit in units for node in calls(unit) if called_name(node) == "adapt"
-    ]
-    return found[-1] if found else None
+def adapt_site(units: list[SourceUnit], index: int | None = None) -> Site | None:
+    """The ``<layer>.adapt(...)`` call of the user's code (a preprocessing layer computing its state from data) of
+    the `index`-th ``Normalization(...)`` built (``normalization_2`` is the third) when that construction is
+    assigned to a name whose ``.adapt(`` is there, else the only one, else the last; None without any. A program
+    with two Normalization layers had the other's adapt named."""
+    found = [(unit, node) for unit in units for node in calls(unit) if called_name(node) == "adapt"]
+    if not found:
+        return None
+    if index is not None and len(found) > 1:
+        built = [
+            (unit, node) for unit in units for node in calls(unit) if called_name(node) == "Normalization"
+        ]
+        if index < len(built):
+            unit, construction = built[index]
+            names = {
+                target.id
+                for statement in ast.walk(unit.tree)
+                if isinstance(statement, ast.Assign) and statement.value is construction
+                for target in statement.targets
+                if isinstance(target, ast.Name)
+            }
+            for adapt_unit, node in found:
+                func = node.func
+                if (
+                    isinstance(func, ast.Attribute)
+                    and isinstance(func.value, ast.Name)
+                    and func.value.id in names
+                ):
+                    return Site(adapt_unit, node, "adapt")
+    unit, node = found[-1]
+    return Site(unit, node, "adapt")
 
 
 def construction_site(units: list[SourceUnit], name: str) -> Site | None:

@@ -33,6 +33,7 @@ from pyadapter.cause.ops import (
 from pyadapter.cause.rows import BadRows, Outlier, extreme_record
 from pyadapter.cause.sources import SourceUnit, parameters_of, user_sources
 from pyadapter.dump.frames import is_user_file
+from pyadapter.dump.layer_site import auto_name_parts, layer_names
 from pyadapter.dump.origin import ARGUMENT_TYPES
 from pyadapter.findings import Finding, Findings
 from pyadapter.findings_text import index_text, place_text
@@ -839,11 +840,12 @@ def _non_finite_constant(findings: Findings, units: list[SourceUnit], origin: Fi
     to change; another constant is named as such."""
     health = origin.health.describe() if origin.health else "NaN/Inf"
     evidence: dict[str, Any] = {"op": origin.op.type, "op_name": origin.op.name, "output": health}
-    layers = [
-        segment.rsplit("_", 1)[0] if segment.rsplit("_", 1)[-1].isdigit() else segment
-        for segment in origin.op.name.split("/")
-    ]
-    adapt = change_line.adapt_site(units) if "normalization" in layers else None
+    # The layer's automatic name, its call count in the train step taken off ("normalization_3_1" is the fourth
+    # Normalization: with one suffix stripped it read "normalization_3" and matched nothing).
+    segments = origin.op.name.split("/")[:-1]
+    names = [layer_names(segments, i)[0] for i in range(len(segments))]
+    layer = next((auto_name_parts(n) for n in names if auto_name_parts(n)[0] == "normalization"), None)
+    adapt = change_line.adapt_site(units, layer[1]) if layer is not None else None
     if adapt is not None:
         summary = (
             f"the Normalization layer's mean or variance holds NaN/Inf ({health}): adapt() read data with missing "

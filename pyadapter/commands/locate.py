@@ -32,7 +32,9 @@ code run; --replay locates it again from the bundle.
 If the captured batch already holds NaN/Inf, the step did not make it: the script is then run again under a
 dump (`nanlens run --dump`, with the argv and folder it ran with) up to that step, to find the op that made it
 before the step, e.g. in a tf.data map function. That happens by itself when the step is at most 2000;
---rerun-pipeline forces it for a later step, --no-rerun-pipeline skips it.
+--rerun-pipeline forces it for a later step, --no-rerun-pipeline skips it. What the script writes as it runs
+again (its logs, a CSVLogger's history, np.save, model and checkpoint saves, TensorBoard summaries) is kept from
+training's files; writes TensorFlow makes itself (tf.io.write_file, a TFRecordWriter) are not.
 
 A replay runs only your own code: the bundle's program must lie inside the current folder, be unchanged since the
 capture, and be named by a bundle your own NanGuard sealed (~/.nanlens/bundle-seal.key), else nanlens refuses in

@@ -446,6 +446,18 @@ def _no_saves(skipped: list[str]) -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def files_kept(program: Path, folder: Path) -> Iterator[ScratchFiles]:
+    """While a program runs again for NaN Lens (a re-entry, the pipeline re-run of `nanlens locate`), what it
+    writes is kept from training's files: Python's writes go to a scratch copy (`ScratchFiles`), its Keras saves
+    and TensorBoard summaries write nothing."""
+    files = ScratchFiles(
+        [program.parent, folder], own=[program.parent / NANLENS_FOLDER, folder / NANLENS_FOLDER]
+    )
+    with _no_summaries(), _no_saves([]), files.active():
+        yield files
+
+
+@contextlib.contextmanager
 def _program_context(script: Path, argv: list[str], cwd: Path, root: Path | None = None) -> Iterator[None]:
     """argv, sys.path and the working directory as the program had them: its folder first on sys.path, or for a
     program run as ``python -m`` the folder its package is in (`root`)."""

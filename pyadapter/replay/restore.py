@@ -69,9 +69,10 @@ def load_model(
             if model_archive.holds_values(bundle.model_path):
                 import keras
 
-                return keras.saving.load_model(
-                    bundle.model_path, custom_objects=objects or None, compile=compile, safe_mode=True
-                )
+                with model_archive.safe_mode():
+                    return keras.saving.load_model(
+                        bundle.model_path, custom_objects=objects or None, compile=compile, safe_mode=True
+                    )
             model = model_archive.model_from_config(
                 model_archive.read_config(bundle.model_path), objects or None, compile
             )
@@ -153,14 +154,43 @@ def step_function(bundle: CaptureBundle, module: ModuleType) -> Any:
             )
         target = getattr(target, part)
     # The name is the bundle's word: `train.tf.io.write_file` is reachable from a program that imports tensorflow,
-    # and the replay would call it with the captured batch. Only a function of the user's own code is a step.
+    # and `train.housekeeping.purge_runs` from one that imports its own clean-up module; the replay would call it
+    # with the captured batch. Only a function the program guards itself (guard_step) is a step.
     defined_in = _code_file(target)
     if defined_in is None or not is_user_file(defined_in):
         raise BundleError(
             f"{bundle.path}: step function {qualname} is not a function of the program's own code"
             + (f" (it is defined in {defined_in})" if defined_in else "")
         )
+    if not _guarded_by_the_program(target, module):
+        raise BundleError(
+            f"{bundle.path}: step function {qualname} is not a step the program guards with guard_step"
+        )
     return target
+
+
+def _undecorated(value: Any) -> Any:
+    """The Python function under guard_step's and tf.function's ``python_function`` layers."""
+    for _ in range(8):
+        inner = getattr(value, "python_function", None)
+        if inner is None:
+            break
+        value = inner
+    return value
+
+
+def _guarded_by_the_program(target: Any, module: ModuleType) -> bool:
+    """Whether `target` is a guard_step the program made, or the function one of its module's guard_steps wraps
+    (``step = guard_step(train_step)``: the recorded name is the function's)."""
+    from pyadapter.capture.loop import GuardedStep
+
+    if isinstance(target, GuardedStep):
+        return True
+    function = _undecorated(target)
+    return any(
+        isinstance(value, GuardedStep) and _undecorated(value) is function
+        for value in list(vars(module).values())
+    )
 
 
 def _code_file(value: Any) -> str | None:
