@@ -2293,3 +2293,39 @@ def test_a_cross_entropy_over_outputs_that_are_not_probabilities_names_the_last_
     assert cause.change is not None and cause.change.line == 6, cause.change
     assert 'activation="softmax"' in cause.change.what and "from_logits=True" in cause.change.what
     assert "divide_no_nan" not in cause.change.what
+
+
+def test_a_fix_for_a_keras_ops_line_is_written_in_keras_ops(tmp_path: Path) -> None:
+    """A backend-agnostic Keras 3 layer divides with keras.ops; the fix said "tf.math.divide_no_nan(a, b) ... a /
+    tf.maximum(b, 1e-7)", a second API to import and mix in. A line written with keras.ops gets keras.ops names."""
+    program = tmp_path / "layer.py"
+    program.write_text(
+        "from keras import ops\n\n\ndef call(inputs, shift, scale):\n"
+        "    return (inputs - shift) / ops.relu(scale)\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=5,
+        role="origin",
+        op=OpRef("sequential_1/scaled_1/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=32, nan=3, pos=29),
+        inputs=[
+            InputHealth(
+                "sequential_1/scaled_1/sub:0", TensorHealth(dtype="float32", size=32, zero=3, pos=29)
+            ),
+            InputHealth(
+                "sequential_1/scaled_1/Relu:0", TensorHealth(dtype="float32", size=32, zero=3, pos=29)
+            ),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.change is not None and "keras.ops.divide_no_nan(a, b)" in cause.change.what, (
+        cause.change.what
+    )
+    assert "keras.ops.maximum(b, 1e-7)" in cause.change.what and "tf." not in cause.change.what
+    program.write_text(program.read_text().replace("ops.relu(scale)", "tf.nn.relu(scale)"))
+    import linecache
+
+    linecache.checkcache(str(program))
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.change is not None and "tf.math.divide_no_nan(a, b)" in cause.change.what

@@ -652,6 +652,7 @@ def _op(
             "made NaN/Inf"
         )
         what = "the power: keep its base above 0 (tf.pow(tf.maximum(x, 1e-7), p)), so the step never takes it at 0"
+    what = _in_the_code_s_own_api(origin, what)
     if rows is not None:
         # No value of those rows stands out, but the user can look at the records themselves.
         evidence["bad_rows"] = rows.to_json()
@@ -661,6 +662,31 @@ def _op(
             summary += f" ({records}: empty records, valid input the division must handle)"
             what += "; or leave empty records out where the data is read"
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+# The fixes' TensorFlow calls and their keras.ops names, for a line written with keras.ops (a backend-agnostic
+# Keras 3 layer): "tf.math.divide_no_nan" there is a second API to import and mix in.
+_KERAS_OPS_NAMES = (
+    ("tf.math.divide_no_nan(", "keras.ops.divide_no_nan("),
+    ("tf.math.log(", "keras.ops.log("),
+    ("tf.math.rsqrt(", "keras.ops.rsqrt("),
+    ("tf.maximum(", "keras.ops.maximum("),
+    ("tf.sqrt(", "keras.ops.sqrt("),
+)
+
+
+def _in_the_code_s_own_api(origin: Finding, what: str) -> str:
+    """`what` with its TensorFlow calls named as keras.ops calls when the origin's line uses keras.ops and no tf."""
+    if origin.cell is not None or not origin.file.endswith(".py"):
+        return what
+    import linecache
+
+    line = linecache.getline(origin.file, origin.line)
+    if "ops." not in line or "tf." in line:
+        return what
+    for tensorflow_name, keras_name in _KERAS_OPS_NAMES:
+        what = what.replace(tensorflow_name, keras_name)
+    return what
 
 
 # What each op makes of a value outside its domain, and a way to keep its input inside.
