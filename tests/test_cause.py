@@ -2329,3 +2329,22 @@ def test_a_fix_for_a_keras_ops_line_is_written_in_keras_ops(tmp_path: Path) -> N
     linecache.checkcache(str(program))
     cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
     assert cause.change is not None and "tf.math.divide_no_nan(a, b)" in cause.change.what
+
+
+def test_the_reader_that_feeds_training_is_named_not_a_sample_for_statistics() -> None:
+    """A TFRecord pipeline reads the file twice: a sample of 64 records for the mean and std, then the pipeline fit
+    trains on. A bad record was named exactly, with "change: ...:<the sample's line>", the first reader."""
+    import ast
+
+    from pyadapter.cause.change_line import reading_site
+    from pyadapter.cause.sources import SourceUnit
+
+    text = (
+        "import tensorflow as tf\n"
+        "sample = tf.data.TFRecordDataset(path).map(parse_fn).take(64)\n"
+        "mean, std = stats(sample)\n"
+        "ds = tf.data.TFRecordDataset(path).map(parse_fn).map(normalize).batch(32)\n"
+        "model.fit(ds)\n"
+    )
+    site = reading_site([SourceUnit("/w/train.py", None, text, ast.parse(text))], None, None, None)
+    assert site is not None and site.line == 4, site and site.line

@@ -733,6 +733,9 @@ def reading_site(
     for site in readers:
         if site.file == origin_file and site.line == origin_line and site.cell == origin_cell:
             return site
+    # A reader whose line takes a sample (``TFRecordDataset(f).map(parse).take(64)`` to compute statistics) feeds
+    # no training: the pipeline fit reads is another reader, later in the file.
+    readers.sort(key=lambda site: ".take(" in site.unit.line(site.line))
     return readers[0] if readers else None
 
 
