@@ -255,6 +255,21 @@ def test_a_bad_row_of_a_dataframe_passed_to_fit_is_named_by_its_position_and_col
     assert "from_tensor_slices" not in cause["summary"]
 
 
+def test_a_pydatasets_bad_batch_is_said_in_the_epochs_order_not_as_its_index(tmp_path: Path) -> None:
+    """fit shuffles a PyDataset's batches each epoch: the bad batch was named "(batch 12, row 17)", and a user who
+    looked at dataset[12] found nothing (it was dataset[28]). The number is said to be the epoch's order."""
+    program = PROGRAMS / "cause_pydataset_log.py"
+    findings = train_and_locate(tmp_path, program)
+    cause = findings["cause"]
+    assert cause["kind"] == "data", cause
+    # The batch's last stop in the user's code, as for generators: where __getitem__ returns it.
+    assert cause["change"]["line"] == marked_line(program, "RETURNED"), cause["change"]
+    assert (
+        "of the epoch's order: fit shuffles a PyDataset's batches, so it is not __getitem__("
+        in (cause["summary"])
+    ), cause["summary"]
+
+
 def test_a_loss_that_takes_the_log_of_a_zero_target_names_the_record(tmp_path: Path) -> None:
     """cause_log_target.py: a module-level regression script whose own loss takes log(y_true), with one price of
     0. The origin's input is the step's argument, which a dump does not record: the cause names the batch's y, the

@@ -1696,7 +1696,18 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         came += f", line {where['line']} of {os.path.basename(where['file'])} (data row {where['row']})"
     summary = f"the data held NaN/Inf before any op touched it: {element}{came}"
     if where and where.get("batch_index") is not None:
-        summary += f" (batch {where['batch_index']}, row {where['batch_row']})"
+        order = ""
+        if (
+            isinstance(site, python_feed.FeedSite)
+            and site.feed == "PyDataset"
+            and change_line.fit_shuffles(units)
+        ):
+            # fit shuffles a PyDataset's batches each epoch: batch 12 of the epoch was __getitem__(28).
+            order = (
+                f" of the epoch's order: fit shuffles a PyDataset's batches, so it is not __getitem__"
+                f"({where['batch_index']}); pass shuffle=False to fit to call it in order"
+            )
+        summary += f" (batch {where['batch_index']}{order}, row {where['batch_row']})"
     bad = provenance.first_bad_element(context.batch)
     column = _whole_column(context.batch, bad)
     if column is not None:
