@@ -285,6 +285,11 @@ def test_a_rate_changed_after_compile_is_the_one_named(tmp_path: Path, later: st
         )
         assert cause.change.what.startswith(f"learning rate 0.5 {rate_text}"), cause.change.what
         assert learning_rate_on_line(edited, cause.change.line) == 0.14
+        # Edited back to the number SGD(...) starts from (0.05): as near to 0.5 as the construction's, and the later
+        # line is still the one that set what ran (the tie went to the construction, and --window read it there).
+        program.write_text(source.replace("0.5", "0.05", 1))
+        cause = classify(findings_of(overflow_origin(program, line=FIT_LINE + 1)), context)
+        assert cause.change is not None and cause.change.line == FIT_LINE, cause.change
 
     # A rate that no line writes (ReduceLROnPlateau lowered it): the optimizer's line, with the rate that ran.
     program.write_text(TRAIN)
@@ -2348,3 +2353,37 @@ def test_the_reader_that_feeds_training_is_named_not_a_sample_for_statistics() -
     )
     site = reading_site([SourceUnit("/w/train.py", None, text, ast.parse(text))], None, None, None)
     assert site is not None and site.line == 4, site and site.line
+
+
+def test_a_loss_that_jumps_while_the_weights_stand_still_is_the_batch_not_a_divergence(
+    tmp_path: Path,
+) -> None:
+    """A functional model with an exponential layer and four standardised features, one record of which holds 300:
+    on its batch the gradients outgrew float32's squares. The history's lowest loss two steps before made it "the
+    run diverged ... grew x1.82e+10 per step for 2 steps ... change the learning rate", though the weight norm had
+    not moved (7.37 throughout, updates 0.3% of it) and no rate kept the window finite. Weights that stood still did
+    not diverge: the record is named."""
+    program = write_program(tmp_path)
+    history = [
+        {
+            "step": s,
+            "loss": loss,
+            "logged_loss": loss,
+            "grad_norm": 5.0,
+            "weight_norm": 7.37,
+            "update_ratio": 0.003,
+        }
+        for s, loss in enumerate([4.39, 4.70, 2.34, 4.04])
+    ] + [{"step": 4, "loss": 7.8e20, "logged_loss": 1e20, "grad_norm": 1.9e24, "weight_norm": 7.37}]
+    x = np.random.default_rng(0).normal(size=(32, 5)).astype("float32")
+    x[29, 4] = 300.0
+    context = CauseContext(
+        history=history, model_info={"optimizer": "Adam"}, entry_script=str(program), step=4, batch=(x, None)
+    )
+    origin = overflow_origin(program, op="Square")
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "data", cause.summary
+    assert "x[29, 4] = 300" in cause.summary and "no learning rate keeps the step finite" in cause.summary
+    # The same jump with weights that grew is still the rate's.
+    grown = [dict(row, weight_norm=7.37 * 3**i, update_ratio=0.5) for i, row in enumerate(history)]
+    assert classify(findings_of(origin), dataclasses.replace(context, history=grown)).kind == "divergence"

@@ -388,6 +388,24 @@ def test_only_a_step_the_program_guards_is_called_by_its_recorded_name(tmp_path:
             step_function(named(foreign), module)
 
 
+def test_more_nan_gradients_in_a_replay_of_two_optimizers_is_said_to_be_their_order() -> None:
+    """A GAN's discriminator update failed: training held it back and the generator's half stayed finite (6
+    gradients); the replay applies both updates, and the generator's reads NaN weights (10). The note said fused
+    ReLUs were why (the model had none) and that --graph "computes as training did" (it counted 10 too)."""
+    grads = [f"gan/layer_{i}/kernel" for i in range(10)]
+    dumped = StepVerdict(
+        "graph", loss=float("-inf"), loss_finite=False, non_finite_gradients=grads, dumped=True
+    )
+    report = ReplayReport("b", "gan.py", captured_gradients=6, optimizers=2, verdicts={"graph": dumped})
+    assert report.note is not None and "the step updates 2 optimizers" in report.note, report.note
+    assert "fuse" not in report.note and "computes as training did" not in report.note
+    assert ReplayReport.from_json(report.to_json()).note == report.note
+    eager = StepVerdict("eager", loss=float("-inf"), loss_finite=False, non_finite_gradients=grads)
+    alone = ReplayReport("b", "gan.py", captured_gradients=6, optimizers=2, verdicts={"eager": eager})
+    assert alone.note is not None and "The eager run has more non-finite gradients" in alone.note
+    assert "the step updates 2 optimizers" in alone.note
+
+
 # ---- breakpoint advice (source only) ----------------------------------------------------------------------------
 
 

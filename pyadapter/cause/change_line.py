@@ -233,7 +233,12 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str], used: float | N
         # No line writes the rate that ran, and a line sets it after the construction: one of them was edited since
         # the capture (``model.optimizer.learning_rate.assign(0.15)`` made 0.14, or SGD(0.1) made 0.001). The line
         # whose number is nearest the rate that ran is that one; the sentence names the rate that ran.
-        nearest = min(written, key=lambda site: abs(math.log(site.learning_rate / used)))  # type: ignore[operator]
+        # On a tie (the assignment edited back to the constructor's own number) the later setting is the one that
+        # ran: the constructor's number was in force before it.
+        nearest = min(
+            written,
+            key=lambda site: (abs(math.log(site.learning_rate / used)), site in found),  # type: ignore[operator]
+        )
         return Site(nearest.unit, nearest.node, nearest.name, used, False, nearest.momentum, nearest.target)
     if not found:
         return None

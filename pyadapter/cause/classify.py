@@ -30,7 +30,7 @@ from pyadapter.cause.ops import (
     dtype_of,
     is_overflow,
 )
-from pyadapter.cause.rows import BadRows, Outlier, extreme_record
+from pyadapter.cause.rows import BadRows, Outlier, extreme_record, outlying_record
 from pyadapter.cause.sources import SourceUnit, parameters_of, user_sources
 from pyadapter.dump.frames import is_user_file
 from pyadapter.dump.layer_site import auto_name_parts, layer_names
@@ -194,9 +194,15 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     if overflow and known and (penalties := change_line.large_regularizers(units)):
         # A weight penalty of 1e30 (meant: 1e-3) overflows the loss, or drives the weights up, whatever the rate.
         return _large_regularizer(origin, penalties, growth)
-    if overflow and growth is not None:
+    # A loss that jumped while the weights stood still (a one-batch blow-up: a record far out of the others' scale
+    # through an exponential layer) is no divergence, whatever the "growth" from the lowest loss before it says: the
+    # rate was no cause (the window found none that kept it finite), the batch and the op are.
+    steady = known and trend.weights_steady(context.history)
+    if overflow and steady and (record := outlying_record(context.batch)) is not None:
+        return _extreme_record(findings, context, units, origin, record)
+    if overflow and growth is not None and not steady:
         return _divergence(context, units, origin, growth)
-    if overflow and known and (fast := _fast(context)) is not None:
+    if overflow and known and not steady and (fast := _fast(context)) is not None:
         # Blew up in 1-3 steps, too fast for a trend: a jump of finite values the last updates made, or an
         # update larger than the weights, is a divergence; an overflow on steady values stays a wrong op.
         return _divergence(context, units, origin, *fast)

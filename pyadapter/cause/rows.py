@@ -422,3 +422,43 @@ def rows_of(output: np.ndarray, batch: Any) -> BadRows | None:
         return None
     rows = [int(r) for r in np.flatnonzero(bad_rows)]
     return BadRows(rows[:MAX_ROWS], count, batch_rows, _outliers(batch, rows[:MAX_ROWS], batch_rows, rows))
+
+
+# A value this many times its column's median magnitude (and 1), held by at most a quarter of the batch's rows.
+OUTLYING_FACTOR = 30.0
+
+
+def outlying_record(batch: Any) -> Outlier | None:
+    """The batch value furthest out of its column's scale, when at least `OUTLYING_FACTOR` times the column's median
+    magnitude (and 1) in at most a quarter of the rows; None otherwise. Weaker than `extreme_record` (a few
+    copies of a 300 among standardised values, where no value stands out from the runner-up): used only where the
+    history says the weights stood still while the loss jumped, so the batch is what changed."""
+    batch_rows = leading_rows(batch)
+    if batch_rows is None or batch_rows < 4:
+        return None
+    best: tuple[float, Outlier] | None = None
+    for label, value, _ in leaves(batch):
+        if (
+            not isinstance(value, np.ndarray)
+            or value.ndim == 0
+            or value.shape[0] != batch_rows
+            or not np.issubdtype(value.dtype, np.floating)
+        ):
+            continue
+        table = value.reshape(batch_rows, -1).astype(np.float64)
+        if not np.isfinite(table).all():
+            continue
+        size = np.abs(table)
+        scale = np.maximum(np.median(size, axis=0), 1.0)
+        ratio = size / scale
+        far = ratio >= OUTLYING_FACTOR
+        for column in np.flatnonzero(far.any(axis=0) & (far.sum(axis=0) <= batch_rows // 4)):
+            row = int(np.argmax(ratio[:, column]))
+            score = float(ratio[row, column])
+            if best is not None and score <= best[0]:
+                continue
+            rest = table[~far[:, column], column]
+            place = [int(i) for i in np.unravel_index(int(column), value.shape[1:])] if value.ndim > 1 else []
+            element = BadElement(label, row, (row, *place), float(table[row, column]), batch_rows)
+            best = (score, Outlier(element, float(rest.min()), float(rest.max()), good_rows=len(rest)))
+    return best[1] if best is not None else None

@@ -220,3 +220,25 @@ def large_update(history: list[dict[str, Any]]) -> tuple[int, float] | None:
     ]
     largest = max(recent, key=lambda p: p[1], default=None)
     return largest if largest is not None and largest[1] >= UPDATE_RATIO_LIMIT else None
+
+
+# Weights that moved this little over the steps before a failure did not diverge: the updates were small and their
+# norm stayed put, so a loss that jumped came from what the step read (an outlier record), not from the rate.
+STEADY_WEIGHT_RATIO = 1.5
+STEADY_UPDATE_RATIO = 0.01
+
+
+def weights_steady(history: list[dict[str, Any]]) -> bool:
+    """Whether the weights stood still over the last FAST_STEPS steps before the failure: their norm within
+    STEADY_WEIGHT_RATIO of itself and every recorded update below STEADY_UPDATE_RATIO of it. False when the history
+    does not record them (older bundles, too few steps)."""
+    failed = _failure_step(history)
+    if failed is None:
+        return False
+    recent = [(s, v) for s, v in _finite_points(history, "weight_norm") if failed - FAST_STEPS <= s < failed]
+    if len(recent) < 2 or min(v for _, v in recent) <= 0:
+        return False
+    if max(v for _, v in recent) / min(v for _, v in recent) > STEADY_WEIGHT_RATIO:
+        return False
+    updates = [v for s, v in _finite_points(history, "update_ratio") if failed - FAST_STEPS <= s <= failed]
+    return bool(updates) and max(updates) < STEADY_UPDATE_RATIO

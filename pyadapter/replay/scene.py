@@ -267,6 +267,7 @@ def _describe(
         entry_script=entry_script or "",
         captured_gradients=len(report.gradients) if "gradients" in report.checked else None,
         trained_with_xla=scene.compiled_with_xla,
+        optimizers=max(1, len(scene.optimizers)),
         verdicts={"graph": verdict},
     ).note
     findings.source_kind = "bundle"

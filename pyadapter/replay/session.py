@@ -44,6 +44,7 @@ def new_report(rebuilt: Rebuilt) -> ReplayReport:
         ),
         trained_with_xla=bundle.model_info.get("jit_compile") is True
         or (bundle.manifest.get("step_function") or {}).get("jit_compile") is True,
+        optimizers=max(1, len(rebuilt.program.optimizers)),
         warnings=[*rebuilt.warnings, *filter(None, [bundle.not_held_warning()])],
         non_finite_inputs=list(rebuilt.bad_inputs),
     )

@@ -200,6 +200,8 @@ class ReplayReport:
     captured_gradients: int | None = None
     # Training compiled its step with XLA (jit_compile=True); replays run it without (a dump has no XLA kernels).
     trained_with_xla: bool = False
+    # Optimizers the step updates (a GAN's two): training held a failing update back, a replay applies each in turn.
+    optimizers: int = 1
     verdicts: dict[str, StepVerdict] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     # Batch leaves that hold NaN/Inf before the step runs ("x: 3 NaN of 512"): the data is the origin.
@@ -234,6 +236,8 @@ class ReplayReport:
             return text[0].upper() + text[1:] + "."
         if graph is not None and graph.dumped and graph.reproduced and self.captured_gradients:
             dumped = len(graph.non_finite_gradients)
+            if dumped > self.captured_gradients and self.optimizers > 1:
+                return self._several_optimizers_note("dumped re-run", dumped)
             if dumped > self.captured_gradients and self.trained_with_xla:
                 return (
                     f"The dumped re-run has more non-finite gradients than training had ({dumped} against "
@@ -252,6 +256,8 @@ class ReplayReport:
             # `replay --eager` alone: more non-finite gradients than training saw, with nothing to compare them to,
             # read as a different failure ("loss nan, 6 gradients" where training had a finite loss and 2).
             counted = len(eager.non_finite_gradients)
+            if counted > self.captured_gradients and self.optimizers > 1:
+                return self._several_optimizers_note("eager run", counted)
             if counted > self.captured_gradients:
                 return (
                     f"The eager run has more non-finite gradients than training had ({counted} against "
@@ -275,6 +281,17 @@ class ReplayReport:
             "constant folding), so a debugger session will show it but a dump of the graph may not."
         )
 
+    def _several_optimizers_note(self, run: str, counted: int) -> str:
+        # A GAN's discriminator update made NaN weights: training held it back, so the generator's half stayed
+        # finite; a replay applies every update of the step, and the next one reads those NaN weights. Fused ops
+        # were said to be the reason, and "--graph computes as training did", which counted the same.
+        return (
+            f"The {run} has more non-finite gradients than training had ({counted} against "
+            f"{self.captured_gradients}): the step updates {self.optimizers} optimizers, and the replay applies each "
+            "update in turn where training held the failing one back, so a later update reads the weights an earlier "
+            "one made non-finite. The origin is the first op that made NaN/Inf; the later counts follow from it."
+        )
+
     def verdicts_json(self) -> dict[str, Any]:
         return {mode: verdict.to_json() for mode, verdict in self.verdicts.items()}
 
@@ -289,6 +306,7 @@ class ReplayReport:
             "captured": self.captured,
             "captured_gradients": self.captured_gradients,
             "trained_with_xla": self.trained_with_xla,
+            "optimizers": self.optimizers,
             "reproduced": self.reproduced,
             "verdicts": self.verdicts_json(),
             "note": self.note,
@@ -315,6 +333,9 @@ class ReplayReport:
                 else None
             ),
             trained_with_xla=data.get("trained_with_xla") is True,
+            optimizers=n
+            if isinstance(n := data.get("optimizers"), int) and not isinstance(n, bool) and n > 0
+            else 1,
             verdicts={mode: StepVerdict.from_json(v) for mode, v in data.get("verdicts", {}).items()},
             warnings=list(data.get("warnings", [])),
             non_finite_inputs=list(data.get("non_finite_inputs", [])),
