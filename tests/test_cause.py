@@ -2047,6 +2047,10 @@ def test_an_ordinary_draw_of_a_normal_feature_in_a_small_batch_is_not_bad_data(t
     assert rows is not None and [o.record_text() for o in rows.outliers] == ["x[15, 4] = -2860"]
     cause = classify(findings_of(log_origin(program), bad_rows=rows.to_json()), CauseContext(batch=(x, None)))
     assert cause.kind == "data", cause.summary
+    # The change is the op's line; where the data is read is named in its words (it read as if that line read it).
+    assert cause.change is not None and "where the data is read (train.py:7)" in cause.change.what, (
+        cause.change
+    )
 
 
 def test_a_mask_multiplied_by_minus_inf_is_zero_times_infinity(tmp_path: Path) -> None:

@@ -1022,7 +1022,7 @@ def _row_outlier(
     outlier = dataclasses.replace(
         outlier, element=_named_by_step_parameters(outlier.element, units, context.step_function)
     )
-    where, batch_index, _ = _element_provenance(findings, context, units, outlier.element)
+    where, batch_index, read_at = _element_provenance(findings, context, units, outlier.element)
     op = origin.op.type
     evidence = _read_evidence(origin, context, outlier.element, bad_rows=rows.to_json())
     at = f" (batch {batch_index})" if batch_index is not None else ""
@@ -1033,9 +1033,12 @@ def _row_outlier(
         f"the {op} op made NaN/Inf in {rows.rows_text()} of the batch{at} only, and {record} {unlike}: "
         f"{outlier.describe()}{_array_index_text(where)}"
     )
+    # The change is the op's line (the marked one); the record's own place is named in the words, where the data
+    # is read: "where the data is read" beside a layer's line read as if the layer read it.
+    read_place = f" ({os.path.basename(read_at.file)}:{read_at.line})" if read_at is not None else ""
     what = (
-        f"the record {outlier.record_text()}: correct it or leave it out where the data is read; or keep "
-        f"the {op} op's input in its domain for such values"
+        f"the record {outlier.record_text()}: correct it or leave it out where the data is read{read_place}; or "
+        f"keep the {op} op's input in its domain for such values"
     )
     return Cause("data", summary, evidence, _origin_change(findings, what, "op"), provenance=where)
 
