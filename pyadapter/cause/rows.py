@@ -14,6 +14,7 @@ NumPy only; runs nothing of the bundle's.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -364,15 +365,12 @@ def _empty_texts(label: str, value: Any, rows: list[int], batch_rows: int) -> li
 EXTREME_FACTOR = 1e6
 
 
-def extreme_record(batch: Any) -> Outlier | None:
-    """The one batch value (in a numeric array with the batch's rows first, 4 rows and more) whose magnitude is at
-    least `EXTREME_FACTOR` times that of every other row in its column and than 1 (a 1e21 among values of about 1),
-    the largest such; None when there is none. For an overflow no op's NaN/Inf can be traced to rows: the values
-    were finite, only too large."""
+def _finite_tables(batch: Any) -> Iterator[tuple[str, np.ndarray, np.ndarray, int]]:
+    """(label, array, its rows as a float64 table, rows) of each floating-point leaf of a batch of 4 rows and more
+    with the batch's rows first and only finite values (NaN/Inf in the batch is `first_bad_element`'s)."""
     batch_rows = leading_rows(batch)
     if batch_rows is None or batch_rows < 4:
-        return None
-    best: tuple[float, Outlier] | None = None
+        return
     for label, value, _ in leaves(batch):
         if (
             not isinstance(value, np.ndarray)
@@ -382,8 +380,17 @@ def extreme_record(batch: Any) -> Outlier | None:
         ):
             continue
         table = value.reshape(batch_rows, -1).astype(np.float64)
-        if not np.isfinite(table).all():
-            continue  # NaN/Inf in the batch is `first_bad_element`'s
+        if np.isfinite(table).all():
+            yield label, value, table, batch_rows
+
+
+def extreme_record(batch: Any) -> Outlier | None:
+    """The one batch value (in a numeric array with the batch's rows first, 4 rows and more) whose magnitude is at
+    least `EXTREME_FACTOR` times that of every other row in its column and than 1 (a 1e21 among values of about 1),
+    the largest such; None when there is none. For an overflow no op's NaN/Inf can be traced to rows: the values
+    were finite, only too large."""
+    best: tuple[float, Outlier] | None = None
+    for label, value, table, batch_rows in _finite_tables(batch):
         size = np.abs(table)
         top = np.argmax(size, axis=0)
         columns = np.arange(table.shape[1])
@@ -433,21 +440,8 @@ def outlying_record(batch: Any) -> Outlier | None:
     magnitude (and 1) in at most a quarter of the rows; None otherwise. Weaker than `extreme_record` (a few
     copies of a 300 among standardised values, where no value stands out from the runner-up): used only where the
     history says the weights stood still while the loss jumped, so the batch is what changed."""
-    batch_rows = leading_rows(batch)
-    if batch_rows is None or batch_rows < 4:
-        return None
     best: tuple[float, Outlier] | None = None
-    for label, value, _ in leaves(batch):
-        if (
-            not isinstance(value, np.ndarray)
-            or value.ndim == 0
-            or value.shape[0] != batch_rows
-            or not np.issubdtype(value.dtype, np.floating)
-        ):
-            continue
-        table = value.reshape(batch_rows, -1).astype(np.float64)
-        if not np.isfinite(table).all():
-            continue
+    for label, value, table, batch_rows in _finite_tables(batch):
         size = np.abs(table)
         scale = np.maximum(np.median(size, axis=0), 1.0)
         ratio = size / scale
