@@ -168,6 +168,46 @@ def test_a_rate_given_on_the_command_line_is_named_with_its_flag(tmp_path: Path,
     assert cause.change.what.startswith(f"learning rate 2 (SGD{given}): try 0.2"), cause.change.what
 
 
+@pytest.mark.parametrize(
+    ("settings", "read"),
+    [
+        (  # nested, research-repo style
+            "@dataclass\nclass OptimConfig:\n    learning_rate: float = 0.06\n\n\n@dataclass\nclass Experiment:\n"
+            "    optim: OptimConfig = field(default_factory=OptimConfig)\n\n\ncfg = Experiment()\n",
+            "cfg.optim.learning_rate",
+        ),
+        (  # an instance named as Hugging Face names its arguments
+            "@dataclass\nclass TrainingArguments:\n    learning_rate: float = 0.06\n\n\n"
+            "training_args = TrainingArguments()\n",
+            "training_args.learning_rate",
+        ),
+    ],
+)
+def test_a_settings_default_is_found_however_the_instance_is_named_or_nested(
+    tmp_path: Path, settings: str, read: str
+) -> None:
+    """`SGD(learning_rate=cfg.optim.learning_rate)` and `SGD(learning_rate=training_args.learning_rate)`: only a
+    settings object under a known name with the rate one attribute down was followed to its class's default, so
+    the optimizer's line (no number) was named and `replay --window` replayed the captured rate after the fix."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    header = "from dataclasses import dataclass, field\n\n\n" + settings
+    program.write_text(
+        header + TRAIN.replace("SGD(learning_rate=0.05, momentum=0.9)", f"SGD(learning_rate={read})")
+    )
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(0.06),
+    )
+    cause = classify(findings_of(overflow_origin(program, line=40)), context)
+    assert cause.kind == "divergence", cause.summary
+    assert cause.change is not None and cause.change.target == "config", cause.change
+    assert program.read_text().splitlines()[cause.change.line - 1].strip() == "learning_rate: float = 0.06"
+
+
 def test_an_lr_finders_divergence_names_the_line_that_raises_the_rate(tmp_path: Path) -> None:
     """A fastai-style LR finder: on_train_begin sets the starting rate (``= self.start_lr``), on_train_batch_end
     multiplies it each batch. The divergence at 4.31 named the first line (changing the start fixes nothing)."""

@@ -253,6 +253,10 @@ def test_a_bad_row_of_a_dataframe_passed_to_fit_is_named_by_its_position_and_col
         in (cause["summary"])
     ), cause["summary"]
     assert "from_tensor_slices" not in cause["summary"]
+    # The file holds a finite record: the column the program computes from it is where the inf is made.
+    program = PROGRAMS / "cause_dataframe_ratio.py"
+    assert cause["change"]["line"] == marked_line(program, "CHANGE"), cause["change"]
+    assert cause["change"]["what"].startswith("the computation of column 'spend_per_order'"), cause["change"]
 
 
 def test_a_pydatasets_bad_batch_is_said_in_the_epochs_order_not_as_its_index(tmp_path: Path) -> None:

@@ -328,7 +328,9 @@ def reads_config(site: Site) -> bool:
     )
 
 
-def attribute_default_site(units: list[SourceUnit], site: Site, rate: float) -> Site | None:
+def attribute_default_site(
+    units: list[SourceUnit], site: Site, rate: float, edited_too: bool = True
+) -> Site | None:
     """Where a config object's class writes the rate the optimizer reads as an attribute (``SGD(cfg.lr)`` and
     ``class TrainConfig: lr: float = 1e-4``, a dataclass of settings): the class attribute of that name whose
     default is `rate`, or the only class attribute of that name (a default edited since the capture); None
@@ -362,7 +364,7 @@ def attribute_default_site(units: list[SourceUnit], site: Site, rate: float) -> 
     matching = [s for s in found if same_rate(s.learning_rate, rate)]
     if len(matching) == 1:
         return matching[0]
-    return found[0] if len(found) == 1 and not matching else None
+    return found[0] if edited_too and len(found) == 1 and not matching else None
 
 
 def _is_optimizer_lookup(node: ast.Call) -> bool:
@@ -1051,6 +1053,25 @@ def fit_array_site(
         node = getattr(statement, "value", None)
         return Site(where, node, name, target="array") if isinstance(node, ast.expr) else None
     return None
+
+
+def column_assignment_site(units: list[SourceUnit], column: str) -> Site | None:
+    """The last assignment of a DataFrame column by name (``df["log_income"] = np.log(...)``, ``df.loc[:, "x"] =``)
+    in the user's code, as a site on its value; None when no line assigns that column."""
+    found: list[Site] = []
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0]
+            if not isinstance(target, ast.Subscript):
+                continue
+            key = target.slice
+            if isinstance(key, ast.Tuple) and key.elts:  # df.loc[:, "x"]
+                key = key.elts[-1]
+            if isinstance(key, ast.Constant) and key.value == column:
+                found.append(Site(unit, node.value, f"column {column!r}", target="array"))
+    return found[-1] if found else None
 
 
 def snake_case(name: str) -> str:

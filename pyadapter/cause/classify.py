@@ -508,11 +508,11 @@ def _config_change(context: CauseContext, site: change_line.Site, rate: float, w
 
 
 def _attribute_default_change(
-    units: list[SourceUnit], site: change_line.Site, rate: float, what: str
+    units: list[SourceUnit], site: change_line.Site, rate: float, what: str, edited_too: bool = True
 ) -> Change | None:
     """The class attribute default the optimizer's line reads its rate from (`change_line.attribute_default_site`:
     ``SGD(cfg.learning_rate)`` and a dataclass ``learning_rate: float = 1e-4``), as the change; None without one."""
-    default = change_line.attribute_default_site(units, site, rate)
+    default = change_line.attribute_default_site(units, site, rate, edited_too=edited_too)
     if default is None:
         return None
     place = f"{os.path.basename(site.file)}:{site.line}"
@@ -1348,9 +1348,13 @@ def _divergence(
         if not site.literal and rate is not None and change_line.reads_config(site):
             # The line reads the rate from somewhere (optimizers.get(config["optimizer"]), SGD(cfg.lr)): a config
             # file beside the program that sets that very rate is where the user changes it.
+            change = _config_change(context, site, rate, what) or change
+        if not site.literal and rate is not None and change.target != "config":
+            # SGD(cfg.optim.learning_rate), SGD(training_args.learning_rate): a settings class's default, however
+            # the instance is named or nested. A default edited since counts only when no command-line flag gave
+            # the rate (then the default is not what ran).
             change = (
-                _config_change(context, site, rate, what)
-                or _attribute_default_change(units, site, rate, what)
+                _attribute_default_change(units, site, rate, what, edited_too="flag" not in evidence)
                 or change
             )
     own_schedule = _own_schedule_change(context, units, searched)
@@ -1750,6 +1754,18 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 "record; guard it (np.log1p, an epsilon) or filter the records before it"
             )
             change = _change(made, what, "array")
+    column_name = (where or {}).get("column")
+    if isinstance(column_name, str) and bad is not None and not math.isnan(bad.value):
+        # fit(df[features]): the DataFrame's column, when the program computes it (``df["log_income"] =
+        # np.log(df["median_income"])``), is where a finite record became an infinity; the file it read holds the
+        # finite value, so "filter non-finite records where the data is read" filtered nothing.
+        made_column = change_line.column_assignment_site(units, column_name)
+        if made_column is not None and _makes_infinities(made_column.node):
+            what = (
+                f"the computation of column {column_name!r}: a log of 0 or a division by 0 makes {bad.describe()} "
+                "of a finite record; guard it (np.log1p, an epsilon) or filter the records before it"
+            )
+            change = _change(made_column, what, "array")
     return Cause("data", summary, evidence, change, provenance=where)
 
 
