@@ -36,7 +36,7 @@ from pyadapter.replay.entry import (
     import_entry_script,
 )
 from pyadapter.replay.errors import ReplayError
-from pyadapter.replay.restore import load_model, restore_checkpoint, restore_rng, step_function
+from pyadapter.replay.restore import load_model, restore_checkpoint, restore_rng, step_function, undecorated
 from pyadapter.replay.state import assign_captured_state
 from pyadapter.replay.step import StepProgram
 from pyadapter.replay.trust import safe_cwd
@@ -295,15 +295,6 @@ def _optimizer_loading_skipped() -> Iterator[list[str]]:
             )
 
 
-def _python_function(step: Any) -> Any:
-    """The undecorated step: guard_step's and tf.function's ``python_function``, else the function itself."""
-    seen = 0
-    while hasattr(step, "python_function") and seen < 5:
-        step = step.python_function
-        seen += 1
-    return step
-
-
 def _find_checkpoint(bundle: CaptureBundle, module: ModuleType, step: Any) -> Any:
     """The tf.train.Checkpoint the bundle's checkpoint was written from, as the imported script builds it again:
     the guarded step's own, a module-level Checkpoint holding the recorded names, or one made from module-level
@@ -396,7 +387,7 @@ def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]
     restore_checkpoint(bundle, checkpoint).expect_partial()
     _check_restored(bundle, state, warnings)
     args, kwargs = captured_arguments(bundle)
-    return loop_step_program(bundle, _python_function(step), models, optimizers, args, kwargs)
+    return loop_step_program(bundle, undecorated(step), models, optimizers, args, kwargs)
 
 
 def captured_arguments(

@@ -445,16 +445,21 @@ def _no_saves(skipped: list[str]) -> Iterator[None]:
                 setattr(owner, name, original)
 
 
-@contextlib.contextmanager
-def files_kept(program: Path, folder: Path) -> Iterator[ScratchFiles]:
-    """While a program runs again for NaN Lens (a re-entry, the pipeline re-run of `nanlens locate`), what it
-    writes is kept from training's files: Python's writes go to a scratch copy (`ScratchFiles`), its Keras saves
-    and TensorBoard summaries write nothing."""
-    files = ScratchFiles(
+def scratch_files_for(program: Path, folder: Path) -> ScratchFiles:
+    """The scratch copy a program run again writes into: its own folder and the one it runs in are kept, NaN Lens's
+    folders in them are written as is."""
+    return ScratchFiles(
         [program.parent, folder], own=[program.parent / NANLENS_FOLDER, folder / NANLENS_FOLDER]
     )
-    with _no_summaries(), _no_saves([]), files.active():
-        yield files
+
+
+@contextlib.contextmanager
+def files_kept(files: ScratchFiles, skipped_saves: list[str]) -> Iterator[None]:
+    """While a program runs again for NaN Lens (a re-entry, the pipeline re-run of `nanlens locate`), what it
+    writes is kept from training's files: Python's writes go to `files` (a scratch copy), its Keras saves write
+    nothing (each listed in `skipped_saves`), nor its TensorBoard summaries."""
+    with _no_summaries(), _no_saves(skipped_saves), files.active():
+        yield
 
 
 @contextlib.contextmanager
@@ -690,9 +695,7 @@ def run_by_reentry(
     folder = safe_cwd(bundle, program)
     hook = _BundleTakeover(bundle, action)
     hook.program_text = _program_text(program)
-    hook.files = ScratchFiles(
-        [program.parent, folder], own=[program.parent / NANLENS_FOLDER, folder / NANLENS_FOLDER]
-    )
+    hook.files = scratch_files_for(program, folder)
     kind = "notebook" if is_notebook(program) else "script"
     # Run as `python -m pkg.train` in training: run as that module of its package again (relative imports).
     module = recorded.get("module") if isinstance(recorded.get("module"), str) else None
@@ -704,9 +707,7 @@ def run_by_reentry(
         with (
             _program_context(program, args, folder, root),
             _fit_taken_over(hook),
-            _no_summaries(),
-            _no_saves(skipped_saves),
-            hook.files.active(),
+            files_kept(hook.files, skipped_saves),
             _deadline(timeout),
         ):
             with breakpoints_paused():

@@ -181,7 +181,7 @@ def main(argv: list[str]) -> int:
     dump_dir, result_path, script, *script_args = argv
     exit_with_parent()
     from pyadapter.dump.recorder import DumpRecorder
-    from pyadapter.replay.reentry import files_kept
+    from pyadapter.replay.reentry import files_kept, scratch_files_for
     from pyadapter.userscript import run_script
 
     _stop_instead_of_writing(result_path)
@@ -190,7 +190,7 @@ def main(argv: list[str]) -> int:
     try:
         # The program runs from its start to the failing step: its set-up and callbacks write as in training (a
         # CSVLogger reopened history.csv and left it empty, `open("run_log.txt", "w")` a new log); kept from them.
-        with sequential_pipelines(), files_kept(Path(script).resolve(), Path.cwd()):
+        with sequential_pipelines(), files_kept(scratch_files_for(Path(script).resolve(), Path.cwd()), []):
             if script.lower().endswith(".ipynb"):
                 # A notebook's code cells, in order, as a re-entry runs them (it ran "the notebook's JSON as
                 # Python": NameError: name 'null' is not defined).

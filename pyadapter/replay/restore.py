@@ -169,8 +169,9 @@ def step_function(bundle: CaptureBundle, module: ModuleType) -> Any:
     return target
 
 
-def _undecorated(value: Any) -> Any:
-    """The Python function under guard_step's and tf.function's ``python_function`` layers."""
+def undecorated(value: Any) -> Any:
+    """The Python function under guard_step's and tf.function's ``python_function`` layers (the function itself
+    when it has none)."""
     for _ in range(8):
         inner = getattr(value, "python_function", None)
         if inner is None:
@@ -186,9 +187,9 @@ def _guarded_by_the_program(target: Any, module: ModuleType) -> bool:
 
     if isinstance(target, GuardedStep):
         return True
-    function = _undecorated(target)
+    function = undecorated(target)
     return any(
-        isinstance(value, GuardedStep) and _undecorated(value) is function
+        isinstance(value, GuardedStep) and undecorated(value) is function
         for value in list(vars(module).values())
     )
 
