@@ -81,7 +81,7 @@ class TensorHealth:
         of = f" of {self.size}" if self.size is not None else ""
         if parts:
             return ", ".join(parts) + of
-        extra = f", {self.zero} zeros" if self.zero else ""
+        extra = f", {self.zero} zero{'s' if self.zero != 1 else ''}" if self.zero else ""
         return f"finite ({self.size} values{extra})" if self.size is not None else "finite"
 
     def to_json(self) -> dict[str, Any]:

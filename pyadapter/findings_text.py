@@ -45,9 +45,15 @@ def origin_label(origin: Finding) -> str:
     return "origin (backward pass)" if origin.role == "backward-origin" else "origin"
 
 
+def cell_label(cell: int) -> str:
+    """'cell 3' for the cell at 0-based index 2: findings.json counts cells from 0 (the editor's index), a person
+    counts them from 1 (VS Code's and Jupyter's cell N of M)."""
+    return f"cell {cell + 1}"
+
+
 def place_text(file: str, line: int, cell: int | None) -> str:
-    """'train.py:12', or for notebook code 'a.ipynb:3 (cell 2, line 3 of the cell)'."""
-    inside = f" (cell {cell}, line {line} of the cell)" if cell is not None else ""
+    """'train.py:12', or for notebook code 'a.ipynb:3 (cell 3, line 3 of the cell)' (`cell_label`)."""
+    inside = f" ({cell_label(cell)}, line {line} of the cell)" if cell is not None else ""
     return f"{file}:{line}{inside}"
 
 
@@ -251,6 +257,11 @@ def index_text(where: dict[str, Any] | None) -> str | None:
         if isinstance(copies, list) and len(copies) > 1
         else str(where["index"])
     )
+    if isinstance(where.get("series_row"), int):
+        return (
+            f"row {where['series_row']} of the array given to timeseries_dataset_from_array (time step "
+            f"{where.get('time_step')} of window {index})"
+        )
     if where.get("of") == "from_tensor_slices":
         return f"row {index} of the arrays the dataset was sliced from (Dataset.from_tensor_slices)"
     if where.get("of") == "dataframe":

@@ -2431,3 +2431,265 @@ def test_a_loss_that_jumps_while_the_weights_stand_still_is_the_batch_not_a_dive
     # The same jump with weights that grew is still the rate's.
     grown = [dict(row, weight_norm=7.37 * 3**i, update_ratio=0.5) for i, row in enumerate(history)]
     assert classify(findings_of(origin), dataclasses.replace(context, history=grown)).kind == "divergence"
+
+
+def test_a_learning_rate_scheduler_given_a_bound_method_is_named_with_it() -> None:
+    """A trainer class hands ``LearningRateScheduler`` its own method: the cause said "LearningRateScheduler at
+    trainer.py:9 set it", without the function the user has to change."""
+    import ast
+
+    from pyadapter.cause.change_line import computed_rate_setter
+    from pyadapter.cause.sources import SourceUnit
+
+    text = (
+        "import keras\n"
+        "class Trainer:\n"
+        "    def lr_at(self, epoch, lr):\n"
+        "        return self.base / (epoch - 3)\n"
+        "    def train(self, model, x, y):\n"
+        "        model.fit(x, y, callbacks=[keras.callbacks.LearningRateScheduler(self.lr_at)])\n"
+    )
+    site = computed_rate_setter([SourceUnit("/w/trainer.py", None, text, ast.parse(text))])
+    assert site is not None and (site.line, site.name) == (6, "LearningRateScheduler(self.lr_at)"), site
+
+
+def test_the_cause_side_counts_a_layer_built_in_a_loop_once_per_turn() -> None:
+    """A float16 overflow in ``dense_2`` of a model whose hidden layers come from a loop over two sizes: the third
+    Dense call in source order is the head, but dense_2 is the loop's second turn."""
+    import ast
+
+    from pyadapter.cause.change_line import layer_site
+    from pyadapter.cause.sources import SourceUnit
+
+    text = (
+        "import keras\n"
+        "inputs = keras.Input(shape=(8,))\n"
+        "x = keras.layers.Dense(64)(inputs)\n"
+        "for units in [256, 256]:\n"
+        "    x = keras.layers.Dense(units, activation='relu')(x)\n"
+        "out = keras.layers.Dense(1, dtype='float32')(x)\n"
+    )
+    units = [SourceUnit("/w/train.py", None, text, ast.parse(text))]
+    site = layer_site(units, "functional_1/dense_2_1/MatMul")
+    assert site is not None and site.line == 5, site and site.line
+    assert getattr(layer_site(units, "functional_1/dense_3_1/MatMul"), "line", None) == 6
+
+
+def test_a_notebook_cell_edited_and_run_before_saving_is_read_as_it_ran(tmp_path: Path) -> None:
+    """Run All (blank incomes are NaN), then `df = df.fillna(df.median())` added to the data cell, which is run again
+    with the fit cell before the notebook is saved; the run diverges on the unscaled target. The stop message said
+    "Change customers.ipynb:5 (cell 3, ...): scale the targets", line 5 of the saved cell (the X line of the code
+    that ran); `y = ...` is line 6 of the cell the kernel ran and the user sees."""
+    import json
+
+    from pyadapter.cause.change_line import fit_array_site
+    from pyadapter.cause.sources import user_sources
+    from pyadapter.findings import Findings
+
+    old = (
+        "df = pd.read_csv('customers.csv')\n"
+        "X = df[['age', 'income']].to_numpy('float32')\n"
+        "y = df['spend'].to_numpy('float32')\n"
+    )
+    new = (
+        "df = pd.read_csv('customers.csv')\n"
+        "df = df.fillna(df.median())\n"
+        "X = df[['age', 'income']].to_numpy('float32')\n"
+        "y = df['spend'].to_numpy('float32')\n"
+    )
+    fit = "model.fit(X, y, epochs=5, callbacks=[NanGuard()])\n"
+    saved = ["import pandas as pd\n", old, fit]
+    notebook = tmp_path / "customers.ipynb"
+    notebook.write_text(
+        json.dumps(
+            {
+                "nbformat": 4,
+                "nbformat_minor": 5,
+                "metadata": {},
+                "cells": [
+                    {"cell_type": "markdown", "metadata": {}, "source": "# Spend"},
+                    *(
+                        {
+                            "cell_type": "code",
+                            "metadata": {},
+                            "source": text,
+                            "outputs": [],
+                            "execution_count": None,
+                        }
+                        for text in saved
+                    ),
+                ],
+            }
+        )
+    )
+    ran = ["import pandas as pd\n", old, fit, new, fit]
+    findings = Findings("bundle", str(tmp_path), origin=None, findings=[])
+    units = user_sources(findings, str(notebook), ran)
+    site = fit_array_site(units, "y")
+    assert site is not None and (site.cell, site.line) == (2, 4), site and (site.cell, site.line)
+    # Saved after the edit, the file and the kernel agree; unedited runs read the saved cells as they are.
+    assert [u.text for u in user_sources(findings, str(notebook), ran[:3])] == saved
+
+
+RESUMED = """\
+import keras
+from pyadapter import NanGuard
+
+model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(8), keras.layers.Dense(1)])
+model.load_weights("warmup.weights.h5")
+model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse")
+model.fit(x, y, initial_epoch=3, callbacks=[NanGuard()])
+"""
+
+
+def test_weights_loaded_non_finite_are_named_at_the_load_not_the_rate(tmp_path: Path) -> None:
+    """A warm-up run went NaN and saved its weights; the script loads them, compiles a fresh Adam and fits. Step 0
+    (no update of this fit yet) read NaN weights, and the cause was "an update made the weights non-finite ... try
+    0.005": no update had run. The load is the line."""
+    program = tmp_path / "resume.py"
+    program.write_text(RESUMED)
+    origin = weights_read_back(program)
+    first = [
+        {
+            "step": 0,
+            "loss": None,
+            "loss_nonfinite": "nan",
+            "weight_norm": None,
+            "weight_norm_nonfinite": "nan",
+        }
+    ]
+    context = CauseContext(history=first, entry_script=str(program), model_info={"optimizer": "Adam"}, step=0)
+    cause = classify(findings_of(origin, step=0), context)
+    assert cause.kind == "divergence", cause
+    assert cause.summary.startswith(
+        "the weights were already non-finite when this fit began (step 0, before any update of it); they were "
+        "given to the model at resume.py:5 (load_weights)"
+    ), cause.summary
+    assert cause.change is not None and cause.change.line == 5 and "try" not in cause.change.what, (
+        cause.change
+    )
+    # A later step of the same fit: an update of it wrote them, the rate is the line (as before).
+    later = [{"step": s, "loss": 0.7, "weight_norm": 3.0} for s in range(4)]
+    context = CauseContext(history=later, entry_script=str(program), model_info={"optimizer": "Adam"}, step=4)
+    assert classify(findings_of(origin, step=4), context).change.line == 6
+
+
+def test_weights_a_backup_restored_huge_are_named_at_the_backup_not_the_inputs(tmp_path: Path) -> None:
+    """BackupAndRestore(delete_checkpoint=False) kept the weights of a run that stopped on a divergence (finite,
+    norm 5.9e19); the second run resumed from them and a MatMul overflowed at step 0: "values this large from the
+    start point at unscaled inputs or initial weights"."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        RESUMED.replace(
+            'model.load_weights("warmup.weights.h5")\n',
+            "backup = keras.callbacks.BackupAndRestore('backup')\n",
+        ).replace("callbacks=[NanGuard()]", "callbacks=[backup, NanGuard()]")
+    )
+    history = [{"step": 0, "loss": None, "loss_nonfinite": "inf", "weight_norm": 5.94e19}]
+    context = CauseContext(
+        history=history, entry_script=str(program), model_info={"optimizer": "Adam"}, step=0
+    )
+    cause = classify(findings_of(overflow_origin(program), step=0), context)
+    assert "weights were already huge (weight norm 5.94e+19) when this fit began" in cause.summary, (
+        cause.summary
+    )
+    assert "unscaled inputs" not in cause.summary
+    assert (
+        cause.change is not None
+        and cause.change.line == 5
+        and "delete the backup folder" in cause.change.what
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "forward", "health", "said", "fix"),
+    [
+        (
+            "Reciprocal",
+            "functional_1/arcface_1/Acos",
+            TensorHealth(dtype="float32", size=128, zero=1, pos=127),
+            "the step differentiated acos at +-1",
+            "tf.acos(tf.clip_by_value(x, -1 + 1e-7, 1 - 1e-7))",
+        ),
+        (
+            "Lgamma",
+            None,
+            TensorHealth(dtype="float32", size=64, zero=1, pos=63),
+            "lgamma(x) is inf at 0",
+            "tf.nn.softplus(x) + 1e-6",
+        ),
+        (
+            "Log1p",
+            None,
+            TensorHealth(dtype="float32", size=64, neg=64),
+            "log1p(x) is -inf at x = -1",
+            "tf.math.log1p(-tf.minimum(p, 1 - 1e-7))",
+        ),
+    ],
+)
+def test_an_op_past_its_domains_edge_is_named_with_that_edge(
+    tmp_path: Path, op: str, forward: str | None, health: TensorHealth, said: str, fix: str
+) -> None:
+    """ArcFace's unclipped acos (its gradient's Reciprocal at +-1), a Beta likelihood's lgamma of a concentration
+    that reached 0, a focal loss's log1p(-p) with p at 1: the cause said "keep its inputs in its domain", which
+    names neither the edge nor the fix; the user had no Reciprocal op at all."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="backward-origin" if forward else "origin",
+        op=OpRef(f"model/{op}", op, forward_op=forward),
+        health=TensorHealth(dtype="float32", size=health.size, pos_inf=1),
+        inputs=[InputHealth("x:0", health)],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.kind == "op" and said in cause.summary, cause.summary
+    assert cause.change is not None and fix in cause.change.what, cause.change
+
+
+def test_a_window_of_a_time_series_is_named_by_the_series_row() -> None:
+    """keras.io's weather forecaster: ``timeseries_dataset_from_array(x_train, y_train, sequence_length=72,
+    sampling_rate=step)`` with a sensor gap left NaN at rows 1530-1535 of column 2. The cause said "element 1459 of
+    the dataset passed to fit": the window, whose row 1459 is fine. The row is the window's start plus its time
+    step times the sampling rate."""
+    import ast
+
+    from pyadapter.cause import provenance
+    from pyadapter.cause.change_line import Site
+    from pyadapter.cause.sources import SourceUnit
+
+    text = (
+        "import keras\n"
+        "step = 2\n"
+        "dataset_train = keras.utils.timeseries_dataset_from_array(\n"
+        "    x_train, y_train, sequence_length=36, sampling_rate=step, sequence_stride=3, batch_size=32\n"
+        ")\n"
+        "model.fit(dataset_train, epochs=2)\n"
+    )
+    unit = SourceUnit("/w/forecast.py", None, text, ast.parse(text))
+    call = next(
+        n
+        for n in ast.walk(unit.tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "timeseries_dataset_from_array"
+    )
+    batch = {"x": np.zeros((32, 36, 3), np.float32), "y": np.zeros((32, 1), np.float32)}
+    batch["x"][19, 11, 2] = np.nan
+    where = provenance.data_provenance(
+        batch,
+        None,
+        made_by=Site(unit, call, "dataset_train"),
+        batch_index=45,
+        epoch=0,
+        batch_size=None,
+        shuffled=False,
+        dataset=True,
+        cwd=None,
+    )
+    assert where is not None and where["index"] == 45 * 32 + 19
+    # Window 1459 starts at row 1459 * 3 (the stride); its step 11 is 11 * 2 rows on (the sampling rate).
+    assert where["series_row"] == 1459 * 3 + 11 * 2, where
+    from pyadapter.findings_text import index_text
+
+    assert index_text(where) == (
+        "row 4399 of the array given to timeseries_dataset_from_array (time step 11 of window 1459)"
+    )

@@ -69,7 +69,8 @@ def test_a_line_the_origin_spread_to_in_a_notebook_names_its_cell() -> None:
     doc = findings("bundle")
     doc.findings[1].file, doc.findings[1].cell, doc.findings[1].line = "/w/a.ipynb", 4, 2
     report = locate_report(doc).splitlines()
-    assert "  /w/a.ipynb:2 (cell 4, line 2 of the cell)  m/Mul (Mul): 3 NaN of 4" in report, report
+    # findings.json counts cells from 0; the text counts them as a person does (the fifth cell is cell 5).
+    assert "  /w/a.ipynb:2 (cell 5, line 2 of the cell)  m/Mul (Mul): 3 NaN of 4" in report, report
 
 
 def test_scan_and_locate_print_the_origin_block_alike() -> None:
@@ -78,7 +79,7 @@ def test_scan_and_locate_print_the_origin_block_alike() -> None:
         "origin: /w/train.py:12 in loss_fn",
         "     12 |     y = tf.sqrt(x)",
         "  health: 3 NaN of 4",
-        "  input x:0: finite (4 values, 1 zeros)",
+        "  input x:0: finite (4 values, 1 zero)",
         "  SqrtGrad produced 3 NaN",
         "spread to 1 more line:",
     ]

@@ -617,3 +617,32 @@ def test_a_nan_in_the_validation_data_is_said_once_and_stops_nothing(tmp_path, c
     )  # validation is not gated: nothing stopped
     said = capsys.readouterr().err
     assert said.count("NanGuard: val_loss is not finite at epoch 0 while the training steps were") == 1, said
+
+
+def test_an_epoch_whose_every_step_was_skipped_reports_nan_not_a_perfect_loss(tmp_path, capsys):
+    """Skip mode after a divergence: every step refused, and Keras's mean of no batch read loss 0.0. A
+    ModelCheckpoint(monitor="loss", save_best_only=True) listed before NanGuard saved the blown-up weights as the
+    best epoch, and EarlyStopping(restore_best_weights=True) restored them. Such an epoch's training metrics are now
+    NaN for every callback, whatever their order."""
+    keras.utils.set_random_seed(1)
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 2.0, size=(640, 8)).astype("float32")
+    y = (x @ rng.normal(size=(8, 1)).astype("float32") + 0.1 * rng.normal(size=(640, 1))).astype("float32")
+    x, y = x[:512], y[:512]
+    model = keras.Sequential(
+        [keras.Input(shape=(8,)), keras.layers.Dense(16, activation="relu"), keras.layers.Dense(1)]
+    )
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.072), loss="mse", metrics=["mae"])
+    best = tmp_path / "best.keras"
+    callbacks = [
+        keras.callbacks.ModelCheckpoint(str(best), monitor="loss", save_best_only=True),
+        keras.callbacks.EarlyStopping(monitor="loss", patience=2, restore_best_weights=True),
+        NanGuard(tmp_path / "captures", on_nan="skip", locate=False, max_bundles=1),
+    ]
+    history = model.fit(x, y, epochs=8, batch_size=32, callbacks=callbacks, verbose=0)
+    losses = history.history["loss"]
+    assert 0.0 not in losses, losses
+    assert any(np.isnan(v) for v in losses), losses  # the divergence did skip whole epochs
+    saved = keras.models.load_model(best)
+    assert np.all(np.isfinite(saved.evaluate(x, y, verbose=0))), "the checkpoint kept an epoch that trained"
+    assert "NanGuard: every step of epoch" in capsys.readouterr().err

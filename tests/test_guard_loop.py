@@ -124,6 +124,43 @@ def test_eager_step_skip_mode_with_record_loss(tmp_path, capsys):
     assert len([p for p in tmp_path.iterdir() if p.is_dir()]) == 2
 
 
+class Trainer:
+    """A research repo's trainer: ``self.train_step = guard_step(tf.function(self._train_step), ...)`` in
+    ``__init__``. Autograph converted the bound method to a function without its ``self``, and the first step
+    failed with "missing 1 required positional argument: 'by'" before training began."""
+
+    def __init__(self, capture_dir: Path) -> None:
+        self.model = gm.sequential()
+        self.optimizer = keras.optimizers.SGD(0.01)
+        self.steps_run = 0
+        self.train_step = guard_step(
+            tf.function(self._train_step), model=self.model, optimizer=self.optimizer, capture_dir=capture_dir
+        )
+
+    def _train_step(self, bx, by):
+        self.steps_run += 1  # Python: counts traces
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(self.model(bx, training=True) - by))
+        grads = tape.gradient(loss, self.model.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.model.trainable_variables, strict=True))
+        return loss
+
+
+def test_a_tf_function_of_a_bound_method_trains_and_is_guarded(tmp_path):
+    keras.utils.set_random_seed(22)
+    x, y = gm.data(batches=4, bad_batch=2)
+    trainer = Trainer(tmp_path)
+    losses = []
+    with pytest.raises(NonFiniteStepError):
+        for bx, by in batches(x, y):
+            losses.append(float(trainer.train_step(bx, by)))
+    assert len(losses) == 2 and all(np.isfinite(losses)), losses
+    assert trainer.steps_run >= 1 and int(trainer.optimizer.iterations.numpy()) == 2
+    assert gm.all_finite(trainer.model.get_weights())
+    (bundle,) = [p for p in tmp_path.iterdir() if p.is_dir()]
+    assert CaptureBundle.load(bundle).step == 2
+
+
 class InfAtStep(keras.optimizers.schedules.LearningRateSchedule):
     """0.01 / (4 - step): +inf at step 4, so that step's update makes the weights non-finite from finite
     gradients."""

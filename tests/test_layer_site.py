@@ -51,3 +51,93 @@ def test_no_line_when_the_file_does_not_name_the_layer_once(tmp_path: Path) -> N
     broken = tmp_path / "broken.py"
     broken.write_text("model.fit(x, y\n")
     assert layer_site("claims/hidden/Relu", "Relu", str(broken)) is None
+
+
+LOOPED = """\
+import keras
+from keras import layers
+
+UNITS = (64, 32)
+ACTIVATIONS = ["relu", "exponential"]
+
+
+def block(x, units):
+    return layers.Dense(units, activation="relu")(x)
+
+
+inputs = keras.Input(shape=(4,))
+x = layers.Dense(16)(inputs)
+for units, act in zip(UNITS, ACTIVATIONS):
+    x = layers.Dense(units, activation=act)(x)
+x = block(x, 8)
+x = block(x, 8)
+heads = [layers.Dense(1, activation="softplus") for _ in range(3)]
+out = layers.Dense(1)(x)
+model = keras.Model(inputs, out)
+model.fit(x, y)
+"""
+
+
+def test_a_layer_built_in_a_loop_is_found_by_counting_the_loops_turns(tmp_path: Path) -> None:
+    """``for units, act in zip(UNITS, ACTIVATIONS): x = Dense(units, activation=act)(x)`` builds dense_1 and
+    dense_2 on one line. The Exp of the loop's second layer was marked at the fit line (three Dense calls, none
+    with activation="exponential" written in)."""
+    program = tmp_path / "train.py"
+    program.write_text(LOOPED)
+    line = LOOPED.splitlines().index("    x = layers.Dense(units, activation=act)(x)") + 1
+    assert getattr(layer_site("functional_1/dense_2_1/Exp", "Exp", str(program)), "line", None) == line
+    assert getattr(layer_site("functional/dense_2/Exp", "Exp", str(program)), "line", None) == line
+    # Counting the turns: the block function runs twice (dense_3, dense_4), the comprehension three times (dense_5
+    # to dense_7), and the head is dense_8.
+    block_line = LOOPED.splitlines().index('    return layers.Dense(units, activation="relu")(x)') + 1
+    assert getattr(layer_site("functional/dense_4/Relu", "Relu", str(program)), "line", None) == block_line
+    heads_line = (
+        LOOPED.splitlines().index('heads = [layers.Dense(1, activation="softplus") for _ in range(3)]') + 1
+    )
+    assert (
+        getattr(layer_site("functional/dense_7/Softplus", "Softplus", str(program)), "line", None)
+        == heads_line
+    )
+    out_line = LOOPED.splitlines().index("out = layers.Dense(1)(x)") + 1
+    assert getattr(layer_site("functional/dense_8/MatMul", "MatMul", str(program)), "line", None) == out_line
+    # The first Dense has no activation: dense/Exp is not its op; the loop's is the one that may be.
+    assert getattr(layer_site("functional/dense/Exp", "Exp", str(program)), "line", None) == line
+
+
+def test_a_loop_of_unknown_length_leaves_the_count_to_the_activation(tmp_path: Path) -> None:
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n"
+        "cfg = load_config()\n"
+        "x = inputs = keras.Input(shape=(4,))\n"
+        "for units in cfg.units:\n"
+        "    x = keras.layers.Dense(units, activation=cfg.act)(x)\n"
+        "x = keras.layers.Dense(1, activation='relu')(x)\n"
+        "x = keras.layers.Dense(1)(x)\n"
+        "model = keras.Model(inputs, x)\n"
+        "model.fit(a, b)\n"
+    )
+    # How many the loop built is not written: dense_3's MatMul is not told; its Exp is the one call that may make it.
+    assert layer_site("functional/dense_3/MatMul", "MatMul", str(program)) is None
+    assert getattr(layer_site("functional/dense_3/Exp", "Exp", str(program)), "line", None) == 5
+
+
+def test_a_keras_op_applied_between_layers_is_found_by_its_function(tmp_path: Path) -> None:
+    """``h = ops.log(inputs)`` in a functional model: Keras names its Log ``functional_1/Log``, the model's scope and
+    no layer's, and the fit line was marked."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n"
+        "import numpy as np\n"
+        "from keras import layers, ops\n"
+        "x = np.log1p(np.ones((8, 4)))\n"
+        "inputs = keras.Input(shape=(4,))\n"
+        "h = ops.log(inputs)\n"
+        "out = layers.Dense(1)(ops.exp(h) + ops.exp(-h))\n"
+        "model = keras.Model(inputs, out)\n"
+        "model.fit(x, x)\n"
+    )
+    site = layer_site("functional_1/Log", "Log", str(program))
+    assert site is not None and (site.line, site.what) == (6, "the line that applies its ops.log"), site
+    assert layer_site("functional_1/Log1p", "Log1p", str(program)) is None  # numpy's, not the model's
+    assert layer_site("functional_1/Exp", "Exp", str(program)) is None  # two ops.exp: not told apart

@@ -1,6 +1,6 @@
 """Locating NaN/Inf that the captured step did not make: a NaN made in a tf.data map function (found by re-running
-the script under a dump), ops made inside Keras (marked at the user's fit line, never in a library file), and
-guard_step staying quiet under tf.debugging.enable_check_numerics."""
+the script under a dump), ops made inside Keras (marked at the line that builds their layer, or at the fit line;
+never in a library file), and guard_step staying quiet under tf.debugging.enable_check_numerics."""
 
 from __future__ import annotations
 
@@ -43,14 +43,16 @@ def test_a_nan_made_in_a_dataset_map_function_is_found_by_a_rerun(tmp_path: Path
     assert done.returncode == 1, done.stderr[-2000:]
     (bundle,) = [p.parent for p in captures.glob("*/manifest.json")]
 
-    # Without the re-run: the step's first op on the bad batch, marked at the user's model.fit line (the op
-    # is Keras's Dense MatMul, which has no line of the user's code), and the batch named as the culprit.
+    # Without the re-run: the step's first op on the bad batch, the first Dense's MatMul, which has no line of the
+    # user's code: marked on the line that builds that layer (the first of the two Dense built on it), and the
+    # batch named as the culprit.
     seen: list[str] = []
     quick = locate_bundle(bundle, rerun_pipeline=False, pictures=False, progress=lambda p, f: seen.append(p))
     assert quick.origin is not None
-    assert Path(quick.origin.file) == script and quick.origin.line == marked_line(script, "model.fit(")
+    assert Path(quick.origin.file) == script and quick.origin.line == marked_line(
+        script, "keras.layers.Dense(16"
+    )
     assert "the captured batch already holds 1 NaN/Inf value (x[" in quick.origin.message
-    assert "made inside TensorFlow/Keras code (keras/src/layers/core/dense.py" in quick.origin.message
     assert f"nanlens run --dump -- {script}" in quick.origin.message
     assert quick.bundle is not None and quick.bundle["origin_from"] == "captured batch"
     assert "re-running the input pipeline under a dump" not in seen
@@ -175,3 +177,78 @@ def test_the_pipeline_re_run_leaves_the_programs_files_as_training_left_them(tmp
     )
     after = {name: (tmp_path / name).read_bytes() for name in before}
     assert after == before, "the re-run changed the program's own files"
+
+
+BAD_ROW = """\
+import keras
+import numpy as np
+
+from pyadapter import NanGuard
+
+rng = np.random.default_rng(0)
+x = rng.normal(size=(256, 4)).astype("float32")
+y = (x @ np.array([1.0, 2.0, -1.0, 0.5], "float32"))[:, None]
+x[5, 1] = np.nan  # a blank field read as NaN
+model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8, activation="relu"), keras.layers.Dense(1)])
+model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+model.fit(x, y, batch_size=32, shuffle=False, epochs=2, callbacks=[NanGuard("captures")])
+"""
+
+
+def test_a_rerun_of_a_program_changed_since_the_capture_does_not_lend_its_failure_to_the_bundle(
+    tmp_path: Path,
+) -> None:
+    """A notebook user fixed the blank field and, in the same edit, made the run diverge; `nanlens locate OLD_BUNDLE
+    --trust-entry` re-ran the changed program, which failed at step 4, and the bundle (step 0, a NaN in its batch)
+    was given that run's origin, "(the data came in another order: fit's or the pipeline's shuffle ...)". The
+    changed program's failure at another step is not the bundle's: the captured batch stays the answer."""
+    script = tmp_path / "train.py"
+    script.write_text(BAD_ROW, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        env=quiet_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    # fit stops on the NaN and the script ends normally
+    assert "NanGuard: capture bundle:" in done.stderr, done.stderr[-2000:]
+    (bundle,) = [p.parent for p in (tmp_path / "captures").glob("*/manifest.json")]
+    script.write_text(
+        BAD_ROW.replace("x[5, 1] = np.nan  # a blank field read as NaN", "y = y * 1e4").replace(
+            "SGD(0.01)", "SGD(0.5)"
+        ),
+        encoding="utf-8",
+    )
+    located = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pyadapter",
+            "locate",
+            str(bundle),
+            "--replay",
+            "--json",
+            "--trust-entry",
+            str(script),
+        ],
+        cwd=tmp_path,
+        env=quiet_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert located.returncode in (0, 1), located.stderr[-3000:]
+    import json
+
+    findings = json.loads(located.stdout)
+    rerun = findings["rerun"]
+    assert rerun["stopped_at_step"] not in (None, 0), rerun  # the changed program fails later, on its own
+    warnings = findings["warnings"]
+    assert any(
+        "the program changed since the capture: that failure is the changed program's" in w for w in warnings
+    )
+    assert not any("the data came in another order" in w for w in warnings), warnings
+    assert findings["bundle"]["origin_from"] == "captured batch", findings["bundle"]
+    assert findings["cause"]["kind"] == "data", findings["cause"]

@@ -314,12 +314,12 @@ def test_findings_json_located_at_the_scene_points_at_the_buggy_cell(notebook_ru
         assert finding.file not in cell_files
         assert not any(frame.file in cell_files for frame in finding.stack)
     assert any(f.file == nb and f.cell == index for f in origin.stack)
-    # The stop message's line to change names the cell too ("Change x.ipynb:4 (cell 2, line 4 of the cell)").
+    # The stop message's line to change names the cell too ("Change x.ipynb:4 (cell 3, line 4 of the cell)").
     said = "\n".join(
         str(out.get("text") or "") for cell in notebook_run["outputs"] for out in cell.get("outputs", [])
     )
     (cause_line,) = [line for line in said.splitlines() if line.startswith("NanGuard: cause:")]
-    assert f"(cell {index}, line {ORIGIN_LINE} of the cell): " in cause_line, cause_line
+    assert f"(cell {index + 1}, line {ORIGIN_LINE} of the cell): " in cause_line, cause_line
 
 
 # ---- without a kernel -----------------------------------------------------------------------------------------
@@ -650,7 +650,7 @@ def test_a_schedule_defined_in_a_cell_is_the_line_to_change_in_that_cell(tmp_pat
         "target": "schedule",
     }, cause
     assert (
-        "ipykernel" not in cause["summary"] and f"(cell 1, line {decay_line} of the cell)" in cause["summary"]
+        "ipykernel" not in cause["summary"] and f"(cell 2, line {decay_line} of the cell)" in cause["summary"]
     )
 
 
@@ -781,7 +781,7 @@ def test_a_loss_loaded_by_exec_is_said_to_be_the_users_and_the_timed_fit_line_is
         )
         assert done.returncode in (0, 1), done.stderr[-3000:]
         out = done.stdout
-        assert f"origin: {path}:3 (cell 3, line 3 of the cell)" in out, out
+        assert f"origin: {path}:3 (cell 4, line 3 of the cell)" in out, out  # index 3: the fourth cell
         assert "3 | history = model.fit(x, y" in out, out
         assert "made in code run from a string by exec() (its line 5 in poisson_nll)" in out, out
         assert "inside TensorFlow/Keras code" not in out, out

@@ -139,7 +139,7 @@ def test_hover_shows_op_type_graph_step_health_inputs_and_message(tmp_path: Path
         "step: 12",
         "1 -inf of 2",
         "model/probs_1:0",
-        "finite \\(2 values, 1 zeros\\)",  # parentheses escaped: no link can form around them
+        "finite \\(2 values, 1 zero\\)",  # parentheses escaped: no link can form around them
         "Log produced 1 -inf from input model/probs\\_1:0",
     ):
         assert expected in text, expected

@@ -171,7 +171,7 @@ def test_notebook_is_located_at_its_origin_cell_and_line_at_the_scene(notebook_r
         origin
     )
     assert origin["op"]["type"] == "Log"
-    assert f"{NOTEBOOK.resolve()}:{line} (cell {cell}): Log" in done.stderr
+    assert f"{NOTEBOOK.resolve()}:{line} (cell {cell + 1}): Log" in done.stderr  # printed counting from 1
 
 
 @pytest.mark.slow
@@ -215,7 +215,7 @@ def test_nanlens_eval_scores_the_notebook_by_cell_and_line(tmp_path):
     assert (
         row["op"] == "Log" and row["check_numerics"]["op"] == "Log" and row["check_numerics"]["agree"] is True
     )
-    assert f"exact Log at {NOTEBOOK.name}:{line} (cell {cell})" in done.stderr
+    assert f"exact Log at {NOTEBOOK.name}:{line} (cell {cell + 1})" in done.stderr
 
 
 # ---- the GAN's two optimizers ---------------------------------------------------------------------------------
@@ -394,7 +394,7 @@ def test_notebook_markers_need_a_guard_and_exactly_one_code_cell_comment(tmp_pat
     assert ok.title == "a notebook. The ORIGIN word in markdown is no marker"
     assert (
         "2 # ORIGIN markers" in programs["zoo_nb_two"].problem
-        and "(cell 1)" in programs["zoo_nb_two"].problem
+        and "(cell 2)" in programs["zoo_nb_two"].problem  # the second cell, index 1
     )
     assert "must train with NanGuard" in programs["zoo_nb_unguarded"].problem
 
@@ -414,7 +414,7 @@ def test_a_notebook_finding_is_exact_only_in_the_marked_cell(tmp_path):
         return score(Outcome(program, findings={"schema": "nanlens.findings/1", "origin": origin}))
 
     exact = row_for(3)
-    assert exact.exact_line and exact.found.show(tmp_path) == "zoo_nb.ipynb:5 (cell 3)"
+    assert exact.exact_line and exact.found.show(tmp_path) == "zoo_nb.ipynb:5 (cell 4)"
     assert exact.to_json(tmp_path)["found"]["cell"] == 3 and exact.to_json(tmp_path)["expected"]["cell"] == 3
     assert not row_for(4).exact_line  # the same line number in another cell
     assert not row_for(None).exact_line  # a kernel file's line, not mapped to a cell

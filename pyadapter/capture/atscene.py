@@ -12,6 +12,7 @@ from typing import Any
 from pyadapter.capture import bundle_format, snapshot, storage
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import NonFiniteReport
+from pyadapter.findings_text import cell_label
 
 LOCATE_ENV = "NANLENS_LOCATE_AT_SCENE"
 
@@ -131,7 +132,7 @@ def findings_files(
         if origin is None and stateful:
             where = f"no origin (the step stayed finite when re-run: {note(stateful)})"
         if origin is not None:
-            cell = f" (cell {origin.cell})" if origin.cell is not None else ""
+            cell = f" ({cell_label(origin.cell)})" if origin.cell is not None else ""
             where = f"{origin.file}:{origin.line}{cell}: {origin.op.type} ({origin.message.split(';')[0]})"
         scene.say(f"located in {result.seconds:.1f} s: {where}")
     entry_json["origin"] = (
@@ -141,7 +142,7 @@ def findings_files(
     )
     text = None
     if origin is not None:
-        cell = f" (cell {origin.cell})" if origin.cell is not None else ""
+        cell = f" ({cell_label(origin.cell)})" if origin.cell is not None else ""
         text = f"{origin.file}:{origin.line}{cell}: {origin.op.type}"
     return SceneFiles(
         {bundle_format.FINDINGS_FILE: result.findings.dumps().encode("utf-8")},

@@ -188,6 +188,8 @@ class NanGuard(keras.callbacks.Callback):
         if model is not None:  # a raw tf.Module or other non-Keras object: one line saying what fits
             keras_lines.check_model(model)
         super().set_model(model)
+        if self.on_nan == "skip":
+            _go_first(self, sys._getframe(1))
 
     # ---- Keras callback hooks (no per-batch hook: Keras keeps dispatching batch callbacks asynchronously) ----
 
@@ -257,12 +259,30 @@ class NanGuard(keras.callbacks.Callback):
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch = epoch
         self._batch = 0
+        self._epoch_steps = [0, 0]  # passed, failed
 
     def on_epoch_end(self, epoch: int, logs: dict | None = None) -> None:
-        """Validation is not a training step and is not gated, but a NaN/Inf val_loss beside finite training steps
+        """An epoch whose every step was skipped trained on nothing: Keras's means of no batch read 0, a perfect
+        loss that ModelCheckpoint(save_best_only) saved and EarlyStopping(restore_best_weights) restored, blown-up
+        weights and all. Its training metrics are NaN instead (no step counted); in skip mode NanGuard goes first
+        among the callbacks (`_go_first`), so every callback reads them so.
+
+        Validation is not a training step and is not gated, but a NaN/Inf val_loss beside finite training steps
         is said once: EarlyStopping and ModelCheckpoint on val_loss then keep the first epoch's weights without a
         word (Keras counts a NaN as the best value)."""
-        if not self.verbose or getattr(self, "_said_validation", False) or not logs:
+        passed, failed = getattr(self, "_epoch_steps", (0, 0))
+        if logs and failed and not passed:
+            trained = [k for k, v in logs.items() if not k.startswith("val_") and isinstance(v, (int, float))]
+            for name in trained:
+                logs[name] = math.nan
+            if self.verbose and trained:
+                print(
+                    f"NanGuard: every step of epoch {epoch} was skipped ({failed}): its training metrics are NaN, "
+                    "not the 0 of an empty mean, so callbacks that monitor them see no improvement",
+                    file=sys.stderr,
+                    flush=True,
+                )
+        if not self.verbose or getattr(self, "_said_validation", False) or not logs or failed:
             return
         bad = [
             name
@@ -296,6 +316,9 @@ class NanGuard(keras.callbacks.Callback):
                 step, loss, logs.get("loss") if isinstance(logs, dict) else None, verdict.metrics
             )
         )
+        counts = getattr(self, "_epoch_steps", None)
+        if counts is not None:
+            counts[0 if bool(verdict.ok) else 1] += 1
         if bool(verdict.ok):
             self.policy.passed()
             if self._window is not None:
@@ -570,3 +593,15 @@ class NanGuard(keras.callbacks.Callback):
             lambda: function.captured_batch(captured),
             write,
         )
+
+
+def _go_first(guard: Any, caller: Any) -> None:
+    """Put `guard` first among the callbacks of the fit setting its model, when the caller is a Keras
+    ``CallbackList.set_model`` (its ``self``): its epoch-end fix of the logs must come before the user's callbacks
+    read them. The list is replaced, not changed in place: the caller is iterating over it."""
+    owner = caller.f_locals.get("self") if caller is not None else None
+    callbacks = getattr(owner, "callbacks", None)
+    if type(owner).__name__ != "CallbackList" or not isinstance(callbacks, list) or guard not in callbacks:
+        return
+    if owner is not None and callbacks[0] is not guard:
+        owner.callbacks = [guard, *(c for c in callbacks if c is not guard)]

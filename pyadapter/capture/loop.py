@@ -201,8 +201,12 @@ class GuardedStep:
             # As tf.function(autograph=True) would: Python control flow on tensors becomes graph control flow; and,
             # as its converted_call does, the ops' stacks name the step's own lines, not autograph's generated
             # temporary file (a dump's stack frames are what locate maps to the user's code).
-            function = tf.autograph.to_graph(function, recursive=True)
-            source_map = autograph_api.StackTraceMapper(function)
+            # A bound method (a trainer's ``tf.function(self._train_step)``): to_graph converts its function and
+            # drops ``self``, so the converted function is bound to it again.
+            owner = function.__self__ if inspect.ismethod(function) else None
+            converted = tf.autograph.to_graph(function, recursive=True)
+            source_map = autograph_api.StackTraceMapper(converted)
+            function = converted if owner is None else functools.partial(converted, owner)
         by_hand = not self.optimizers
         with gate.hooks(
             self.optimizers,

@@ -64,7 +64,16 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         fit_rows=bundle.manifest.get(fit_arrays.MANIFEST_KEY),  # checked when the bundle was loaded
         argv=[str(a) for a in entry.get("argv") or [] if isinstance(a, str)],
         layer_classes=scale.layer_classes(config) if (config := bundle.saved_config()) is not None else None,
+        ran_cells=_ran_cells(entry.get("notebook")),
     )
+
+
+def _ran_cells(recorded: Any) -> list[str]:
+    """The executed sources a notebook bundle recorded, in order (checked when the bundle was loaded)."""
+    cells = recorded.get("cells") if isinstance(recorded, dict) else None
+    if not isinstance(cells, list):
+        return []
+    return [c["source"] for c in cells if isinstance(c, dict) and isinstance(c.get("source"), str)]
 
 
 def _window_search(manifest: dict[str, Any]) -> dict[str, Any] | None:

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyadapter.cause.sources import SourceUnit, called_name, calls, keyword, number
-from pyadapter.dump.layer_site import auto_name_parts, layer_names
+from pyadapter.dump.layer_site import auto_name_parts, layer_names, nth_built, times_run
 
 OPTIMIZERS = (
     "SGD",
@@ -182,11 +182,12 @@ def computed_rate_setter(units: list[SourceUnit]) -> Site | None:
     for unit in units:
         for call in calls(unit):
             if called_name(call) == "LearningRateScheduler":
-                # Named with its function when it is one (``LearningRateScheduler(lr_at)``): that is what to change.
+                # Named with its function when it is one (``LearningRateScheduler(lr_at)``, a trainer's
+                # ``LearningRateScheduler(self.lr_at)``): that is what to change.
                 given = call.args[0] if call.args else keyword(call, "schedule")
                 shown = (
-                    f"LearningRateScheduler({given.id})"
-                    if isinstance(given, ast.Name)
+                    f"LearningRateScheduler({ast.unparse(given)})"
+                    if isinstance(given, (ast.Name, ast.Attribute))
                     else "LearningRateScheduler"
                 )
                 return Site(unit, call, shown, target="schedule")
@@ -650,6 +651,22 @@ def model_input_site(units: list[SourceUnit]) -> Site | None:
     return _first_site(units, ("Input", "InputLayer", "Sequential"))
 
 
+# Calls that give a model weights from outside the run.
+_WEIGHT_LOADS = ("load_weights", "load_model", "set_weights", "restore", "BackupAndRestore")
+
+
+def weights_load_site(units: list[SourceUnit]) -> Site | None:
+    """The last call that gives a model weights from outside the run (``model.load_weights(path)``,
+    ``keras.models.load_model``, ``set_weights``, a checkpoint's ``restore``, a ``BackupAndRestore`` callback), in
+    the first file (or notebook) that makes one: the entry script before the modules it imports."""
+    found = [(unit, node) for unit in units for node in calls(unit) if called_name(node) in _WEIGHT_LOADS]
+    if not found:
+        return None
+    first_file = found[0][0].file
+    unit, node = [pair for pair in found if pair[0].file == first_file][-1]
+    return Site(unit, node, called_name(node) or "load")
+
+
 def model_site(units: list[SourceUnit]) -> Site | None:
     """Where the model is built: the first ``Sequential(...)`` or ``Model(...)``, else its ``Input(...)``."""
     return _first_site(units, ("Sequential", "Model", "Input"))
@@ -1097,9 +1114,11 @@ def _other_dtype(node: ast.Call, dtype: str | None) -> bool:
 def layer_site(units: list[SourceUnit], op_name: str, dtype: str | None = None) -> Site | None:
     """The construction of the layer an op belongs to, from the op's name (``sequential_1/dense_2_1/MatMul``): a
     call with ``name=`` one of the names the scope may stand for (`layer_names`: the call count Keras 3 adds in its
-    train step taken off), else the (k+1)-th call of the class whose automatic name is ``dense`` (``dense_k``),
-    counting the calls in source order. Innermost layer first."""
+    train step taken off), else the call that built the (k+1)-th layer of the class whose automatic name is
+    ``dense`` (``dense_k``), counting the calls in source order and a call in a loop once per turn (`nth_built`).
+    Innermost layer first."""
     constructions = [(unit, node) for unit in units for node in calls(unit) if called_name(node)]
+    times = times_run([unit.tree for unit in units])
     segments = [s for s in op_name.split("/")[:-1] if s]
     for position in reversed(range(len(segments))):
         names = layer_names(segments, position)
@@ -1119,6 +1138,13 @@ def layer_site(units: list[SourceUnit], op_name: str, dtype: str | None = None) 
         ]
         if not same:
             continue
-        unit, node = same[index] if index < len(same) else same[-1]
-        return Site(unit, node, called_name(node) or base)
+        # A call in a loop built one layer a turn (`times_run`); one in a loop of a length not written in the
+        # code leaves the count unknown: no line rather than a wrong one.
+        counts = [times.get(id(node), 1) for _, node in same]
+        picked = nth_built([node for _, node in same], times, index)
+        if picked is None and None not in counts:
+            picked = same[-1][1]  # more built than the code shows (another file built some): the last
+        for unit, node in same:
+            if node is picked:
+                return Site(unit, node, called_name(node) or base)
     return None

@@ -67,6 +67,9 @@ class CauseContext:
     argv: list[str] = field(default_factory=list)
     # Every layer class of the saved model (model.keras's config), or None without one (a custom loop).
     layer_classes: set[str] | None = None
+    # A notebook's executed cell sources, in order (``manifest["entry_script"]["notebook"]["cells"]``): the code
+    # its kernel ran, which unsaved edits make differ from the saved cells.
+    ran_cells: list[str] = field(default_factory=list)
 
 
 def _fmt(value: float | None) -> str:
@@ -96,7 +99,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     """The cause of a capture (see the module docstring). Never raises for what a bundle or the sources hold."""
     known = context is not None  # a bundle's context; a dump has no history
     context = context or CauseContext()
-    units = user_sources(findings, context.entry_script)
+    units = user_sources(findings, context.entry_script, context.ran_cells)
     origin = findings.origin
     section = findings.bundle or {}
     bad_batch = section.get("non_finite_batch") or (
@@ -215,6 +218,10 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             _origin_change(findings, f"the {origin.op.type} op, or the learning rate", "op"),
         )
     first_steps = context.step is not None and context.step < trend.MIN_STEPS
+    if overflow and known and first_steps and (blown_up := _blown_up_at_start(context.history)) is not None:
+        # The fit began from weights an earlier run blew up (restored by BackupAndRestore, loaded from a file):
+        # neither the inputs nor this fit's rate made them.
+        return _started_from_bad_weights(units, origin, blown_up[0], blown_up[1])
     if overflow and known and first_steps and _unscaled_inputs(context, units):
         # Values this large from the first steps, on inputs in the hundreds: the usual step overshoots at once.
         return _divergence(context, units, origin, None)
@@ -541,7 +548,10 @@ def _rate_site(
 
 def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Finding) -> Cause:
     """The step read weights that were non-finite already: an earlier update wrote them (finite gradients, an
-    update too large), which is the optimizer's doing, so the line to change is its construction."""
+    update too large), which is the optimizer's doing, so the line to change is its construction. When no update
+    of this fit ran before (the first step the guard saw), they came in so (`_started_from_bad_weights`)."""
+    if (step := _non_finite_at_start(context.history, context.step)) is not None:
+        return _started_from_bad_weights(units, origin, step, None)
     growth = trend.growth(context.history)
     if growth is not None:
         return _divergence(context, units, origin, growth)
@@ -759,6 +769,9 @@ def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
     neither the values nor a way out. None for other ops or inputs."""
     if origin.op.type in ("RealDiv", "Div", "TrueDiv") and len(origin.inputs) == 2:
         return _division_words(origin)
+    special = _special_domain_words(origin)
+    if special is not None:
+        return special
     words = _DOMAIN_WORDS.get(origin.op.type)
     measured = [i for i in origin.inputs if i.health is not None and i.health.is_finite]
     if words is None or len(measured) != 1 or measured[0].health is None:
@@ -799,6 +812,58 @@ def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
     else:
         what = f"the {origin.op.type}'s input: keep it in the domain ({fix})"
     return summary, what
+
+
+# Ops whose domain ends at a point the health counts cannot see (log1p at -1, lgamma at 0 and the negative
+# integers) or whose gradient is infinite at its domain's edge (acos and asin at +-1): (summary, what to change).
+_EDGE_WORDS = {
+    "Log1p": (
+        "log1p(x) is -inf at x = -1 and NaN below it (log1p(-p) with p reaching 1: a sigmoid or softmax "
+        "probability that saturated)",
+        "the Log1p's input: keep 1 + x above 0 (clip the probability: tf.math.log1p(-tf.minimum(p, 1 - 1e-7))), "
+        "or compute it from the logits (tf.math.log_sigmoid(-logits) is log(1 - sigmoid(logits)))",
+    ),
+    "Lgamma": (
+        "lgamma(x) is inf at 0 and at the negative integers (a concentration or shape parameter that reached 0: "
+        "a Dense output without a positive activation)",
+        "the Lgamma's input: keep it above 0 (tf.nn.softplus(x) + 1e-6 for a concentration, a rate or a shape)",
+    ),
+    "Digamma": (
+        "digamma(x) is infinite at 0 and at the negative integers (a concentration parameter that reached 0)",
+        "the Digamma's input: keep it above 0 (tf.nn.softplus(x) + 1e-6)",
+    ),
+}
+_EDGE_GRADIENTS = {
+    "Acos": "acos",
+    "Asin": "asin",
+}
+
+
+def _special_domain_words(origin: Finding) -> tuple[str, str] | None:
+    """Words for `_EDGE_WORDS` ops given zeros or negatives, and for the gradient of acos/asin at +-1 (its
+    Reciprocal of sqrt(1 - x^2) = 0): there, the forward value is finite and only the slope is not."""
+    forward = (origin.op.forward_op or "").rsplit("/", 1)[-1].split("_")[0]
+    inputs = [i for i in origin.inputs if i.health is not None and i.health.is_finite]
+    if (
+        origin.op.forward_op
+        and forward in _EDGE_GRADIENTS
+        and any(i.health and i.health.zero for i in inputs)
+    ):
+        name = _EDGE_GRADIENTS[forward]
+        summary = (
+            f"the step differentiated {name} at +-1 ({name} of a cosine or a similarity that reached exactly 1 "
+            f"or -1): {name}(x) is finite there, but its slope 1/sqrt(1 - x^2) is infinite, so the backward pass "
+            "made Inf/NaN"
+        )
+        what = (
+            f"the {name}'s input: clip it inside (-1, 1) first (tf.{name}(tf.clip_by_value(x, -1 + 1e-7, "
+            "1 - 1e-7))), as ArcFace-style margins do"
+        )
+        return summary, what
+    words = _EDGE_WORDS.get(origin.op.type)
+    if words is None or not any(i.health and (i.health.zero or i.health.neg) for i in inputs):
+        return None
+    return f"the {origin.op.type} op got its input at or past its domain's edge: {words[0]}", words[1]
 
 
 def _zero_times_infinity_words(origin: Finding) -> tuple[str, str] | None:
@@ -1559,6 +1624,61 @@ def _search_found_none(search: dict[str, Any]) -> tuple[dict[str, Any], str] | N
 _BLOWN_UP_WEIGHT_NORM = 1e8
 
 
+def _non_finite_at_start(history: list[dict[str, Any]], step: int | None) -> int | None:
+    """The failing step when it is the first the guard saw of this fit (no step before it in the history) and the
+    weights were non-finite before it: no update of this fit wrote them."""
+    rows = [row for row in history if isinstance(row.get("step"), int)]
+    if step is None or not rows or rows[0]["step"] != step or len(rows) > 1:
+        return None
+    first = rows[0]
+    return step if first.get("weight_norm") is None and first.get("weight_norm_nonfinite") else None
+
+
+def _started_from_bad_weights(
+    units: list[SourceUnit], origin: Finding, step: int, weight_norm: float | None
+) -> Cause:
+    """This fit began from weights that were non-finite, or huge (`_blown_up_at_start`), before its first update:
+    an earlier run left them so, and the program gave them to the model (``load_weights``, ``load_model``, a
+    ``BackupAndRestore`` that resumed, a checkpoint's ``restore``) or used the same model object again. The line to
+    change is where they came in, else the model's construction."""
+    state = "non-finite" if weight_norm is None else f"huge (weight norm {weight_norm:.3g})"
+    evidence: dict[str, Any] = {
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "weights_at_start": {"step": step, "weight_norm": weight_norm, "non_finite": weight_norm is None},
+    }
+    site = change_line.weights_load_site(units)
+    change: Change | None = None
+    if site is not None:
+        where = f"; they were given to the model at {os.path.basename(site.file)}:{site.line} ({site.name})"
+        what = (
+            "BackupAndRestore resumed from a backup the earlier run wrote as it blew up: delete the backup folder "
+            "so the fit starts anew, and lower that run's learning rate"
+            if site.name == "BackupAndRestore"
+            else f"{site.name}: the run that saved these weights had blown them up; load weights saved before it "
+            "diverged, or build the model anew"
+        )
+        change = _change(site, what, "model")
+    else:
+        where = (
+            ", left so by an earlier fit or loop of the same model (a notebook cell run again without the cell "
+            "that makes the model)"
+        )
+        model_site = change_line.model_site(units)
+        change = (
+            _change(
+                model_site, "build the model again before this fit: its weights came in blown up", "model"
+            )
+            if model_site is not None
+            else None
+        )
+    summary = (
+        f"the weights were already {state} when this fit began (step {step}, before any update of it){where}; "
+        f"the {origin.op.type} op {'only read' if weight_norm is None else 'overflowed on'} them"
+    )
+    return Cause("divergence", summary, evidence, change)
+
+
 def _blown_up_at_start(history: list[dict[str, Any]]) -> tuple[int, float] | None:
     """(0, weight norm) when the weights were already huge at the first step of the fit (or loop) that failed: an
     earlier fit of the same model object (a notebook cell run again, a loop of fits) left them so."""
@@ -1889,9 +2009,14 @@ def _batch_provenance(
     dataset, shuffled = change_line.fit_reads_a_dataset(units), change_line.fit_shuffles(units)
     if not dataset and given in ("dataset", "shuffled dataset"):
         dataset, shuffled = True, given == "shuffled dataset"
+    bad = element or provenance.first_bad_element(context.batch)
+    # A dataset of windows the program assigns (``ds = timeseries_dataset_from_array(...)``): no reading call, but
+    # the call that made the dataset tells the series row (`provenance.data_provenance`'s ``made_by``).
+    made_by = _fit_array_site(context, units, bad) if site is None and bad is not None else None
     where = provenance.data_provenance(
         context.batch,
         site,
+        made_by=made_by,
         batch_index=batch_index,
         epoch=epoch,
         batch_size=change_line.fit_batch_size(units),

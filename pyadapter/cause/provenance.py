@@ -80,6 +80,58 @@ def array_provenance(
     return out
 
 
+# keras.utils.timeseries_dataset_from_array's parameters, in order.
+_SERIES_PARAMETERS = (
+    "data",
+    "targets",
+    "sequence_length",
+    "sequence_stride",
+    "sampling_rate",
+    "batch_size",
+    "shuffle",
+    "seed",
+    "start_index",
+)
+
+
+def _series_row(site: Site, element: BadElement, window: int) -> dict[str, Any]:
+    """For a dataset of windows (``timeseries_dataset_from_array`` unshuffled), the row of the series array the bad
+    value is: the window's first row (``start_index + window * sequence_stride``) plus its time step times
+    ``sampling_rate``. "Element 1459" was the window, whose row 1459 holds nothing wrong. {} when the call's
+    numbers are not written in the code (a literal, or a module-level name given one)."""
+    node = site.node
+    if not isinstance(node, ast.Call) or len(element.index) < 2:
+        return {}
+    if getattr(node.func, "attr", getattr(node.func, "id", None)) != "timeseries_dataset_from_array":
+        return {}
+    given = dict(zip(_SERIES_PARAMETERS, node.args, strict=False))
+    given.update({k.arg: k.value for k in node.keywords if k.arg})
+    constants = {
+        target.id: statement.value
+        for statement in site.unit.tree.body
+        if isinstance(statement, ast.Assign)
+        for target in statement.targets
+        if isinstance(target, ast.Name)
+    }
+
+    def value(name: str, default: Any) -> Any:
+        expr = given.get(name)
+        if expr is None:
+            return default
+        if isinstance(expr, ast.Name):
+            expr = constants.get(expr.id)
+        return expr.value if isinstance(expr, ast.Constant) else None
+
+    stride, rate, start = value("sequence_stride", 1), value("sampling_rate", 1), value("start_index", None)
+    if value("shuffle", False) is not False or not all(type(n) is int for n in (stride, rate)):
+        return {}
+    if start is not None and type(start) is not int:
+        return {}
+    time_step = element.index[1]
+    first = (start or 0) + window * stride
+    return {"series_row": first + time_step * rate, "window": window, "time_step": time_step}
+
+
 def _frame_column(fit_rows: Any, element: BadElement) -> str | None:
     """The DataFrame column of a bad value of ``x`` (``x[17, 3]`` is the fourth column), from the names the guard
     recorded (`fit_arrays.frame_columns`), or None."""
@@ -256,13 +308,15 @@ def data_provenance(
     element: BadElement | None = None,
     dataset: bool = False,
     fit_rows: dict[str, Any] | None = None,
+    made_by: Site | None = None,
 ) -> dict[str, Any] | None:
     """Everything known about where the first bad element came from, or None when the batch is all finite.
     ``folders``: where data files may be read (default: the current directory). ``element``: a finite value an op
     read outside its domain instead (`pyadapter.cause.domain`); its place in the batch and the array passed to
     fit only, as data files are searched for records holding a non-finite field. ``dataset``: fit was given a tf.data
     pipeline (`change_line.fit_reads_a_dataset`). ``fit_rows``: the batch rows' indices in the arrays passed to fit,
-    found by their values at the scene (`pyadapter.capture.fit_arrays`)."""
+    found by their values at the scene (`pyadapter.capture.fit_arrays`). ``made_by``: where the code makes what fit
+    is given, when no reading call is the site (a ``timeseries_dataset_from_array`` call: `_series_row`)."""
     search_files = element is None
     # The guard found the batch's rows in the arrays a tf.data pipeline was sliced from: fit was given that
     # pipeline, whatever the source text suggests (``fit(make_dataset(x, y))``), and fit's shuffle= is not used.
@@ -293,6 +347,8 @@ def data_provenance(
             out["reader"] = site.name
     else:
         out = array_provenance(element, batch_index, epoch, batch_size, shuffled, dataset)
+        if (site or made_by) is not None and out.get("index") is not None:
+            out.update(_series_row(site or made_by, element, out["index"]))  # type: ignore[arg-type]
         framed = isinstance(fit_rows, dict) and fit_rows.get("of") == fit_arrays.FRAME
         of = fit_arrays.SLICES if dataset else fit_arrays.FRAME if framed else None
         index = fit_arrays.index_of_row(fit_rows, element.row, of)

@@ -47,7 +47,7 @@ def _parse(text: str) -> ast.Module | None:
         return None
 
 
-def _units_of(path: str) -> list[SourceUnit]:
+def _units_of(path: str, ran: list[str] | None = None) -> list[SourceUnit]:
     if path.endswith(".ipynb"):
         from pyadapter.capture.notebook import NotebookError, notebook_code_cells, readable_cell
 
@@ -55,16 +55,52 @@ def _units_of(path: str) -> list[SourceUnit]:
             cells = notebook_code_cells(path)
         except NotebookError:
             return []
+        texts = as_run({cell.index: cell.raw for cell in cells}, ran or [])
         return [
             SourceUnit(path, cell.index, code, tree)
             for cell in cells
-            if (tree := _parse(code := readable_cell(cell.raw))) is not None
+            if (tree := _parse(code := readable_cell(texts[cell.index]))) is not None
         ]
     if not path.endswith(".py"):
         return []
     text = _read(path)
     tree = _parse(text) if text is not None else None
     return [SourceUnit(path, None, text, tree)] if text is not None and tree is not None else []
+
+
+# How alike a run and a saved cell must be to be one cell edited (difflib's ratio: 1.0 the same text).
+_SAME_CELL_EDITED = 0.6
+
+
+def as_run(saved: dict[int, str], ran: list[str]) -> dict[int, str]:
+    """Each saved code cell's text (by index) as the kernel last ran it. A cell edited and run again before the
+    notebook was saved ran text the file does not hold: that run is the cell's code when it came after the last
+    run of the saved text and is most like that cell (a line added to the data cell). `ran`: the sources the
+    kernel executed, in order (the bundle's record); empty: the saved texts."""
+    from difflib import SequenceMatcher
+
+    from pyadapter.capture.notebook_file import same_cell_text
+
+    out = dict(saved)
+    if not ran:
+        return out
+    runs = [same_cell_text(text) for text in ran]
+    wanted = {same_cell_text(text): index for index, text in saved.items()}
+    last_exact = {index: -1 for index in saved}
+    for position, run in enumerate(runs):
+        if run in wanted:
+            last_exact[wanted[run]] = position
+    for position, (text, run) in enumerate(zip(ran, runs, strict=True)):
+        if run in wanted or not run:
+            continue
+        alike = [
+            (SequenceMatcher(None, same_cell_text(source), run).ratio(), index)
+            for index, source in saved.items()
+        ]
+        ratio, index = max(alike, default=(0.0, -1))
+        if ratio >= _SAME_CELL_EDITED and position > last_exact[index]:
+            out[index] = text  # a later run of the same edit overwrites it: the last run is the code
+    return out
 
 
 def _local_imports(unit: SourceUnit) -> list[str]:
@@ -84,9 +120,12 @@ def _local_imports(unit: SourceUnit) -> list[str]:
     return out
 
 
-def user_sources(findings: Findings, entry_script: str | None) -> list[SourceUnit]:
+def user_sources(
+    findings: Findings, entry_script: str | None, ran_cells: list[str] | None = None
+) -> list[SourceUnit]:
     """The user's code around a capture, entry script first, then the files the findings name, then local
-    modules the entry script imports. Files that cannot be read or parsed are left out."""
+    modules the entry script imports. Files that cannot be read or parsed are left out. A notebook's cells are
+    read as its kernel last ran them (`as_run`; `ran_cells`, the executed sources the bundle recorded)."""
     paths: list[str] = []
     if entry_script:
         paths.append(os.path.abspath(entry_script))
@@ -103,7 +142,7 @@ def user_sources(findings: Findings, entry_script: str | None) -> list[SourceUni
         if path in seen:
             continue
         seen.add(path)
-        found = _units_of(path)
+        found = _units_of(path, ran_cells if entry_script and path == os.path.abspath(entry_script) else None)
         units += found
         if entry_script and path == os.path.abspath(entry_script):
             for unit in found:

@@ -15,6 +15,7 @@ import os
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 # The activation an op computes, as a layer's ``activation=`` names it.
 _ACTIVATIONS = {
@@ -54,28 +55,155 @@ def auto_name_parts(name: str) -> tuple[str, int]:
     return match.group("base"), int(match.group("index") or 0)
 
 
+# ---- how many layers one call builds -------------------------------------------------------------------------
+
+_COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def times_run(trees: list[ast.Module]) -> dict[int, int | None]:
+    """How many times each call of the code runs when the code runs once top to bottom, by ``id`` of the call
+    node: 1; ``n`` inside a loop or comprehension over a sequence written in the code (``for units in [64, 32]``,
+    ``range(3)``, a module-level ``UNITS = (64, 32)``); for a call in a function the code calls by name, the sum over
+    its calls (a function it never calls, a method, counts once); None when it cannot be told (a loop over a
+    computed sequence, a ``while``, a condition in a comprehension, recursion). A layer built in a loop is several
+    layers: Keras numbers each (``dense``, ``dense_1``, ...)."""
+    parents: dict[int, ast.AST] = {}
+    literals: dict[str, ast.expr | None] = {}
+    functions: dict[str, list[ast.AST]] = {}
+    callers: dict[str, list[ast.Call]] = {}  # function name -> its calls ``name(...)``
+    method_callers: dict[str, list[ast.Call]] = {}  # method name -> its calls ``self.name(...)``
+    every_call: list[ast.Call] = []
+    for tree in trees:
+        for statement in tree.body:
+            if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+                target = statement.targets[0]
+                if isinstance(target, ast.Name):
+                    # Assigned twice: not a constant to count by.
+                    literals[target.id] = None if target.id in literals else statement.value
+        for node in ast.walk(tree):
+            for child in ast.iter_child_nodes(node):
+                parents[id(child)] = node
+            if isinstance(node, _FUNCTIONS):
+                functions.setdefault(node.name, []).append(node)
+            elif isinstance(node, ast.Call):
+                every_call.append(node)
+                if isinstance(node.func, ast.Name):
+                    callers.setdefault(node.func.id, []).append(node)
+                elif isinstance(node.func, ast.Attribute):
+                    method_callers.setdefault(node.func.attr, []).append(node)
+
+    def length(iterable: ast.expr) -> int | None:
+        if isinstance(iterable, ast.Name):
+            value = literals.get(iterable.id)
+            return length(value) if value is not None and not isinstance(value, ast.Name) else None
+        if isinstance(iterable, (ast.List, ast.Tuple, ast.Set)):
+            return None if any(isinstance(e, ast.Starred) for e in iterable.elts) else len(iterable.elts)
+        if isinstance(iterable, ast.Call) and isinstance(iterable.func, ast.Name):
+            args = iterable.args
+            if iterable.func.id == "range" and 1 <= len(args) <= 3 and not iterable.keywords:
+                numbers = [a.value for a in args if isinstance(a, ast.Constant) and type(a.value) is int]
+                return len(range(*numbers)) if len(numbers) == len(args) else None
+            if iterable.func.id in ("enumerate", "reversed") and len(args) >= 1:
+                return length(args[0])
+            if iterable.func.id == "zip" and args:
+                lengths = [length(a) for a in args]
+                return None if None in lengths else min(n for n in lengths if n is not None)
+        return None
+
+    counted: dict[int, int | None] = {}
+    in_progress: set[int] = set()
+
+    def runs(node: ast.AST) -> int | None:
+        """How many times `node` runs: the product of the loops around it, times its function's runs."""
+        key = id(node)
+        if key in counted:
+            return counted[key]
+        if key in in_progress:
+            return None  # recursion
+        in_progress.add(key)
+        total: int | None = 1
+        child, parent = node, parents.get(key)
+        while parent is not None and total is not None:
+            factor: int | None = 1
+            if isinstance(parent, (ast.For, ast.AsyncFor)) and child in parent.body:
+                factor = length(parent.iter)
+            elif isinstance(parent, ast.While) and child in parent.body:
+                factor = None
+            elif isinstance(parent, _COMPREHENSIONS) and child is not None and child not in parent.generators:
+                factor = 1
+                for generator in parent.generators:
+                    n = None if generator.ifs else length(generator.iter)
+                    factor = None if n is None or factor is None else factor * n
+            elif isinstance(parent, _FUNCTIONS):
+                method = isinstance(parents.get(id(parent)), ast.ClassDef)
+                named = (method_callers if method else callers).get(parent.name, [])
+                calls_of = named if len(functions.get(parent.name, [])) == 1 else []
+                if calls_of:
+                    counts = [runs(c) for c in calls_of]
+                    factor = None if None in counts else sum(n for n in counts if n is not None)
+                total = None if factor is None else total * factor
+                break  # its calls' own loops are counted in `runs(call)`
+            total = None if factor is None else total * factor
+            child, parent = parent, parents.get(id(parent))
+        in_progress.discard(key)
+        counted[key] = total
+        return total
+
+    return {id(call): runs(call) for call in every_call}
+
+
+def nth_built(candidates: list[Any], times: dict[int, int | None], index: int) -> Any:
+    """Of the calls that build a class's unnamed layers, in the order they run (source order), the one that built
+    its `index`-th (0-based: ``dense_2`` is index 2), counting each call as often as it runs (`times_run`). None
+    when a call before it runs an unknown number of times (unless it is the last: the rest are its own), or when the
+    code builds fewer (others were built elsewhere)."""
+    built = 0
+    for position, call in enumerate(candidates):
+        count = times.get(id(call), 1)
+        if count is None:
+            return call if position == len(candidates) - 1 else None
+        built += count
+        if index < built:
+            return call
+    return None
+
+
 @dataclass(frozen=True)
 class LayerSite:
     line: int
     what: str  # "the line that builds its Dense layer"
 
 
+@dataclass(frozen=True)
+class _Call:
+    name: str  # the called name: ``Dense`` for ``layers.Dense(...)``
+    line: int
+    # Every keyword, with its value when a string is written (``name="rate"``, ``activation="exponential"``), else
+    # "" (``activation=act``: given, but by a name).
+    keywords: tuple[tuple[str, str], ...]
+    times: int | None  # `times_run`
+    owner: str = (
+        ""  # what the name is called on: ``ops`` for ``ops.log(x)``, ``tf.math`` for ``tf.math.log(x)``
+    )
+
+
 @lru_cache(maxsize=32)
-def _calls(path: str, mtime_key: float) -> tuple[tuple[str, int, tuple[tuple[str, str], ...]], ...]:
-    """(called name, line, keywords) of every call in the file."""
+def _calls(path: str, mtime_key: float) -> tuple[_Call, ...]:
+    """Every call in the file with a plain name, in source order."""
     with open(path, encoding="utf-8", errors="replace") as handle:
         tree = ast.parse(handle.read())
+    times = times_run([tree])
     out = []
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call):
-            continue
+    for node in sorted(
+        (n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
+    ):
         func = node.func
         name = (
             func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
         )
         if name is None:
             continue
-        # Every keyword, with its value when a string is written (``name="rate"``, ``activation="exponential"``).
         keywords = tuple(
             (
                 k.arg,
@@ -84,7 +212,8 @@ def _calls(path: str, mtime_key: float) -> tuple[tuple[str, int, tuple[tuple[str
             for k in node.keywords
             if k.arg
         )
-        out.append((name, node.lineno, keywords))
+        owner = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
+        out.append(_Call(name, node.lineno, keywords, times.get(id(node), 1), owner))
     return tuple(out)
 
 
@@ -104,18 +233,78 @@ def layer_site(op_name: str, op_type: str, path: str) -> LayerSite | None:
     for index in reversed(range(1, len(scopes))):  # innermost layer first; the first scope is the model
         names = layer_names(scopes, index)
         for name in names:
-            named = [(n, line) for n, line, keywords in calls if ("name", name) in keywords]
+            named = [c for c in calls if ("name", name) in c.keywords]
             if len(named) == 1:
-                return LayerSite(named[0][1], f"the line that builds its {named[0][0]} layer")
+                return _built_by(named[0])
             if named:
                 break
-        # An automatic name (``dense_2``) names its class; one call of the class, or of the class with the op's
-        # activation, is the layer. (Which of several calls made ``dense_2`` depends on every Dense the process
-        # built before: not counted here.)
-        kind = auto_name_parts(names[0])[0].replace("_", "").lower()
-        of_class = [(n, line, kw) for n, line, kw in calls if n.lower() == kind and n[:1].isupper()]
-        if len(of_class) > 1 and op_type in _ACTIVATIONS:
-            of_class = [c for c in of_class if ("activation", _ACTIVATIONS[op_type]) in c[2]]
-        if len(of_class) == 1:
-            return LayerSite(of_class[0][1], f"the line that builds its {of_class[0][0]} layer")
+        found = _by_class(calls, names[0], op_type)
+        if found is not None:
+            return _built_by(found)
+    if len(scopes) == 1:
+        # No layer around the op, only the model: an op a functional model applies to its tensors itself
+        # (``h = ops.log(inputs)`` between layers, a Keras operation of no layer).
+        applied = _op_call(calls, op_type)
+        if applied is not None:
+            return LayerSite(applied.line, f"the line that applies its {applied.owner}.{applied.name}")
+    return None
+
+
+# Op type -> the functions of keras.ops / tf.math that make it.
+_OP_FUNCTIONS = {
+    "Log": ("log",),
+    "Log1p": ("log1p",),
+    "Exp": ("exp",),
+    "Sqrt": ("sqrt",),
+    "Rsqrt": ("rsqrt",),
+    "RealDiv": ("divide", "true_divide", "truediv"),
+    "Div": ("divide", "true_divide", "truediv"),
+    "Pow": ("power", "pow"),
+    "Reciprocal": ("reciprocal",),
+    "Acos": ("arccos", "acos"),
+    "Asin": ("arcsin", "asin"),
+    "Atanh": ("arctanh", "atanh"),
+    "Tan": ("tan",),
+    "Lgamma": ("lgamma",),
+    "Digamma": ("digamma",),
+    "Softplus": ("softplus",),
+    "Xlogy": ("xlogy",),
+}
+# What those functions are called on: keras.ops (``ops``, ``keras.ops``), TensorFlow (``tf``, ``tf.math``).
+_OP_OWNERS = re.compile(r"^(?:(?:keras\.)?ops|tf|tf\.math|tf\.nn)$")
+
+
+def _op_call(calls: tuple[_Call, ...], op_type: str) -> _Call | None:
+    """The one call in the file of a keras.ops / tf.math function that makes ops of `op_type`, else None."""
+    names = _OP_FUNCTIONS.get(op_type, ())
+    found = [c for c in calls if c.name in names and _OP_OWNERS.match(c.owner)]
+    return found[0] if len(found) == 1 else None
+
+
+def _built_by(call: _Call) -> LayerSite:
+    return LayerSite(call.line, f"the line that builds its {call.name} layer")
+
+
+def _by_class(calls: tuple[_Call, ...], auto_name: str, op_type: str) -> _Call | None:
+    """The call that built the layer of automatic name `auto_name` (``dense_2``: the third unnamed Dense): the one
+    call of its class; else the one with the op's activation written in; else the call that built the class's
+    layer of that number, counting a call in a loop once per turn (`nth_built`), when it may compute the op; else
+    the one call whose activation is given by a name (``activation=act`` in a loop over settings)."""
+    base, number = auto_name_parts(auto_name)
+    kind = base.replace("_", "").lower()
+    of_class = [c for c in calls if c.name.lower() == kind and c.name[:1].isupper()]
+    if len(of_class) <= 1:
+        return of_class[0] if of_class else None
+    activation = _ACTIVATIONS.get(op_type)
+    written = [c for c in of_class if activation is not None and ("activation", activation) in c.keywords]
+    if len(written) == 1:
+        return written[0]
+    by_name = [c for c in of_class if activation is not None and ("activation", "") in c.keywords]
+    unnamed = [c for c in of_class if not any(key == "name" for key, _ in c.keywords)]
+    times = {id(c): c.times for c in unnamed}
+    numbered = nth_built(unnamed, times, number)
+    if numbered is not None and (activation is None or numbered in written or numbered in by_name):
+        return numbered
+    if activation is not None and len(written) + len(by_name) == 1:
+        return (written + by_name)[0]
     return None

@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from pyadapter.findings_text import cell_label
+
 Method = Literal["capture", "dump"]
 
 PROGRAM_GLOB = "zoo_*.py"
@@ -214,7 +216,8 @@ def load_program(path: Path, zoo_dir: Path) -> Program:
         problem = "no # ORIGIN marker in the program or the zoo modules it imports"
     elif len(markers) > 1:
         where = ", ".join(
-            f"{m.file.name}:{m.line}" + (f" (cell {m.cell})" if m.cell is not None else "") for m in markers
+            f"{m.file.name}:{m.line}" + (f" ({cell_label(m.cell)})" if m.cell is not None else "")
+            for m in markers
         )
         problem = f"{len(markers)} # ORIGIN markers ({where}); a program must mark exactly one line"
     cause = causes[0][1] if len(causes) == 1 else None

@@ -357,6 +357,7 @@ def _rerun_and_scan(
     else:
         rerun_dir = tempfile.mkdtemp(prefix="nanlens-rerun-dump-")
     warnings = findings.extra.setdefault("warnings", [])
+    changed = _program_changed(bundle)
     try:
         result = rerun_entry_script(bundle, rerun_dir, timeout=timeout)
         findings.extra["rerun"] = {
@@ -374,6 +375,20 @@ def _rerun_and_scan(
         if result.error is not None:
             warnings.append(f"re-running the input pipeline under a dump: {result.error}")
         step = findings.bundle.get("step") if findings.bundle else None
+        if (
+            result.stopped_at_step is not None
+            and step is not None
+            and result.stopped_at_step != step
+            and changed
+        ):
+            # Run with --trust-entry after an edit (often the fix): a failure at another step is the edited
+            # program's own, not the one the bundle caught.
+            warnings.append(
+                f"the re-run went non-finite at step {result.stopped_at_step}, the bundle at step {step}, and the "
+                "program changed since the capture: that failure is the changed program's, not this bundle's, so "
+                "its origin is not taken"
+            )
+            return None
         if result.stopped_at_step is not None and step is not None and result.stopped_at_step != step:
             warnings.append(
                 f"the re-run went non-finite at step {result.stopped_at_step}, the bundle at step {step} "
@@ -391,6 +406,17 @@ def _rerun_and_scan(
     finally:
         if kept_dump is None:
             shutil.rmtree(rerun_dir, ignore_errors=True)
+
+
+def _program_changed(bundle: Any) -> bool:
+    from pyadapter.replay.trust import changed_since_capture
+
+    script = bundle.entry_script
+    return (
+        script is not None
+        and Path(script).is_file()
+        and changed_since_capture(bundle, Path(script).resolve())
+    )
 
 
 # Ops that make no NaN out of finite values (a NaN in their output came in through an input): a difference or a

@@ -153,7 +153,12 @@ def non_finite_inputs(batch: Any) -> list[str]:
 def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]) -> StepProgram:
     objects = custom_objects(entry.module)
     if bundle.model_path is None:
-        raise ReplayError(f"{bundle.path}: the bundle has no model.keras")
+        reason = bundle.manifest.get("model_save_error")
+        # Said in the route ("rebuilding from the bundle failed (...)"): why there is none, in the user's terms.
+        raise ReplayError(
+            f"{bundle.path}: the bundle has no model.keras"
+            + (f": saving the model failed with {reason}" if isinstance(reason, str) and reason else "")
+        )
     try:
         # A model that cannot come back from its config (a subclass without get_config, a Lambda layer, which
         # safe mode rightly refuses) fails here, and the step is re-entered instead (`session.py`).

@@ -97,6 +97,13 @@ def _saved_after_the_run(bundle: Any, program: Path) -> bool:
     )
 
 
+def changed_since_capture(bundle: Any, program: Path) -> bool:
+    """Whether the program's code is not what trained: its hash is not the bundle's record, and (a notebook) its
+    saved cells are not all code the kernel ran."""
+    recorded, current = _recorded_code_hash(bundle, program)
+    return recorded is not None and current != recorded and not _saved_after_the_run(bundle, program)
+
+
 def check_entry(bundle: Any, *, root: str | os.PathLike[str] | None = None) -> Path:
     """The bundle's program, resolved, if a replay may run it; raises `UntrustedEntry` (one line) otherwise, and
     ReplayError when the bundle names no program or it is missing."""
@@ -136,8 +143,7 @@ def check_entry(bundle: Any, *, root: str | os.PathLike[str] | None = None) -> P
             f"not running {shown}: {NOT_SEALED} ({why}), so that program and those arguments are the bundle's "
             f"choice; if they are yours, add --trust-entry {program}"
         )
-    recorded, current = _recorded_code_hash(bundle, program)
-    if recorded is not None and current != recorded and not _saved_after_the_run(bundle, program):
+    if changed_since_capture(bundle, program):
         raise UntrustedEntry(
             f"not running {program}: {CHANGED} (sha256 differs from the bundle's record); "
             f"if the change is yours, add --trust-entry {program}"

@@ -21,6 +21,7 @@ from lsprotocol import types
 from pyadapter.capture.records import readable_inside
 from pyadapter.findings import Finding
 from pyadapter.findings_text import (
+    cell_label,
     change_message,
     finding_message,
     health_detail,
@@ -226,7 +227,7 @@ def cause_markdown(record: SourceRecord, on_change_line: bool) -> str:
     lines = [f"**NaN Lens: cause — {escape_markdown(cause.kind)}**", "", summary]
     if cause.change is not None:
         change = cause.change
-        cell = f" (cell {change.cell})" if change.cell is not None else ""
+        cell = f" ({cell_label(change.cell)})" if change.cell is not None else ""
         where = (
             "this line"
             if on_change_line

@@ -25,7 +25,7 @@ export function describeHealth(health: TensorHealth | undefined): string {
   if (parts.length > 0) {
     return parts.join(', ') + of;
   }
-  const zeros = health.zero ? `, ${health.zero} zeros` : '';
+  const zeros = health.zero ? `, ${health.zero} zero${health.zero === 1 ? '' : 's'}` : '';
   return health.size !== undefined ? `finite (${health.size} values${zeros})` : 'finite';
 }
 
