@@ -25,6 +25,18 @@ def quiet_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def run_python(cwd: Path, *args: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` in `cwd`, TensorFlow quiet, output captured."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=cwd,
+        env=quiet_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def marked_line(path: Path, text: str) -> int:
     return next(i for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1) if text in line)
 
@@ -32,14 +44,7 @@ def marked_line(path: Path, text: str) -> int:
 def test_a_nan_made_in_a_dataset_map_function_is_found_by_a_rerun(tmp_path: Path) -> None:
     script = ZOO / "zoo_tfdata_map_log.py"
     captures = tmp_path / "captures"
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=quiet_env(NANLENS_CAPTURE_DIR=str(captures)),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_python(tmp_path, str(script), NANLENS_CAPTURE_DIR=str(captures))
     assert done.returncode == 1, done.stderr[-2000:]
     (bundle,) = [p.parent for p in captures.glob("*/manifest.json")]
 
@@ -100,14 +105,7 @@ print("steps ran")
 def test_guard_step_without_a_recorded_loss_is_quiet_under_check_numerics(tmp_path: Path) -> None:
     script = tmp_path / "no_loss_step.py"  # autograph needs the step's source in a file
     script.write_text(NO_LOSS_STEP, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=quiet_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_python(tmp_path, str(script))
     assert done.returncode == 0, done.stderr[-2000:]
     assert "steps ran" in done.stdout
     assert not (tmp_path / "captures").exists()
@@ -152,25 +150,11 @@ def test_the_pipeline_re_run_leaves_the_programs_files_as_training_left_them(tmp
     `open("run_log.txt", "w")` wrote a new log over training's. They are kept from training's files now."""
     script = tmp_path / "pipeline_log_with_logs.py"
     script.write_text((Path(__file__).parent / "programs" / script.name).read_text(encoding="utf-8"))
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=quiet_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_python(tmp_path, str(script))
     (bundle,) = [p.parent for p in (tmp_path / "captures").glob("*/manifest.json")]
     before = {name: (tmp_path / name).read_bytes() for name in ("history.csv", "run_log.txt")}
     assert before["history.csv"].startswith(b"epoch,loss"), (done.stderr[-2000:], before)
-    located = subprocess.run(
-        [sys.executable, "-m", "pyadapter", "locate", str(bundle), "--json"],
-        cwd=tmp_path,
-        env=quiet_env(),
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    located = run_python(tmp_path, "-m", "pyadapter", "locate", str(bundle), "--json", timeout=600)
     assert located.returncode == 0, located.stderr[-3000:]
     assert f'"line": {marked_line(script, "# ORIGIN")}' in located.stdout.replace("\n", " ").replace(
         "  ", " "
@@ -204,14 +188,7 @@ def test_a_rerun_of_a_program_changed_since_the_capture_does_not_lend_its_failur
     changed program's failure at another step is not the bundle's: the captured batch stays the answer."""
     script = tmp_path / "train.py"
     script.write_text(BAD_ROW, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        env=quiet_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    done = run_python(tmp_path, str(script))
     # fit stops on the NaN and the script ends normally
     assert "NanGuard: capture bundle:" in done.stderr, done.stderr[-2000:]
     (bundle,) = [p.parent for p in (tmp_path / "captures").glob("*/manifest.json")]
@@ -221,22 +198,16 @@ def test_a_rerun_of_a_program_changed_since_the_capture_does_not_lend_its_failur
         ),
         encoding="utf-8",
     )
-    located = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pyadapter",
-            "locate",
-            str(bundle),
-            "--replay",
-            "--json",
-            "--trust-entry",
-            str(script),
-        ],
-        cwd=tmp_path,
-        env=quiet_env(),
-        capture_output=True,
-        text=True,
+    located = run_python(
+        tmp_path,
+        "-m",
+        "pyadapter",
+        "locate",
+        str(bundle),
+        "--replay",
+        "--json",
+        "--trust-entry",
+        str(script),
         timeout=600,
     )
     assert located.returncode in (0, 1), located.stderr[-3000:]

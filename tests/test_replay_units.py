@@ -752,3 +752,19 @@ def test_the_route_gives_the_rebuilds_reason_without_its_advice_to_restructure()
     assert _short_reason(failure, bundle) == (
         "the checkpoint holds model, optimizer, but /w/train_triplet.py defines no such objects at module level"
     )
+
+
+def test_a_nan_only_the_dumped_graph_missed_is_not_put_down_to_graph_mode() -> None:
+    """A Gaussian process's Cholesky of a matrix only just not positive definite: `locate --replay` said "The NaN
+    reproduces only in eager mode: graph mode computes it differently", while `replay --graph` reproduced it. The
+    dumped replay is the one that differs."""
+    dumped = StepVerdict(
+        mode="graph", loss=-2.6, loss_finite=True, gradients_finite=True, weights_finite=True
+    )
+    dumped.dumped = True
+    eager = StepVerdict(mode="eager", loss=float("nan"), loss_finite=False)
+    report = ReplayReport(bundle="b", entry_script="s", verdicts={"graph": dumped, "eager": eager})
+    assert report.note is not None and "not in the dumped graph replay" in report.note, report.note
+    assert "nanlens replay --graph" in report.note and "graph mode computes it differently" not in report.note
+    dumped.dumped = False  # the plain graph replay stayed finite: then graph mode is what differs
+    assert "only in eager mode" in (report.note or "")

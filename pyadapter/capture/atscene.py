@@ -225,7 +225,7 @@ def window_search(
     try:
         if verbose and run.rate_changed(failing_rate) is None:  # (reads the copy's rate: puts the copy back)
             scene.say(
-                f"the run diverged: replaying the last {run.steps} steps from the guard's copy at lower learning "
+                f"the run diverged: replaying the last {_steps(run.steps)} from the guard's copy at lower learning "
                 "rates (graph mode, at most a minute)..."
             )
         search = run.search(failing_rate=failing_rate)
@@ -235,6 +235,10 @@ def window_search(
     if verbose:
         scene.say(f"{search.sentence()} ({search.seconds:.1f} s, {len(search.trials)} replays)")
     return search.to_json()
+
+
+def _steps(count: int) -> str:
+    return "step" if count == 1 else f"{count} steps"
 
 
 def cause_sentence(bundle_path: Any, located: SceneFiles) -> str | None:

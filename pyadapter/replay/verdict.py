@@ -276,6 +276,15 @@ class ReplayReport:
                 "The NaN reproduces only in graph mode: the traced graph computes something eager execution "
                 "does not (grappler rewrites, autograph control flow, or code that runs only at trace time)."
             )
+        if graph.dumped:
+            # Training's own graph may well reproduce it (a Cholesky of a matrix only just not positive definite
+            # did): the dump is what ran differently, so "graph mode" is not to blame.
+            return (
+                "The NaN reproduces in eager mode but not in the dumped graph replay: a dump runs the graph with "
+                "every op's output kept, so a borderline value (a matrix only just not positive definite, a sum at "
+                "float32's edge) can come out on the other side; `nanlens replay --graph` runs the step as training "
+                "compiled it, and a debugger session (eager) shows it."
+            )
         return (
             "The NaN reproduces only in eager mode: graph mode computes it differently (op fusion or "
             "constant folding), so a debugger session will show it but a dump of the graph may not."
