@@ -82,7 +82,8 @@ class TensorHealth:
         if parts:
             return ", ".join(parts) + of
         extra = f", {self.zero} zero{'s' if self.zero != 1 else ''}" if self.zero else ""
-        return f"finite ({self.size} values{extra})" if self.size is not None else "finite"
+        values = "value" if self.size == 1 else "values"
+        return f"finite ({self.size} {values}{extra})" if self.size is not None else "finite"
 
     def to_json(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}

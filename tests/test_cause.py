@@ -2542,6 +2542,16 @@ model.fit(x, y, initial_epoch=3, callbacks=[NanGuard()])
 """
 
 
+# The history row of a step 0 that read NaN weights (its update not applied: the norm is of the weights it read).
+NAN_WEIGHTS_AT_STEP_0 = {
+    "step": 0,
+    "loss": None,
+    "loss_nonfinite": "nan",
+    "weight_norm": None,
+    "weight_norm_nonfinite": "nan",
+}
+
+
 def test_weights_loaded_non_finite_are_named_at_the_load_not_the_rate(tmp_path: Path) -> None:
     """A warm-up run went NaN and saved its weights; the script loads them, compiles a fresh Adam and fits. Step 0
     (no update of this fit yet) read NaN weights, and the cause was "an update made the weights non-finite ... try
@@ -2549,15 +2559,7 @@ def test_weights_loaded_non_finite_are_named_at_the_load_not_the_rate(tmp_path: 
     program = tmp_path / "resume.py"
     program.write_text(RESUMED)
     origin = weights_read_back(program)
-    first = [
-        {
-            "step": 0,
-            "loss": None,
-            "loss_nonfinite": "nan",
-            "weight_norm": None,
-            "weight_norm_nonfinite": "nan",
-        }
-    ]
+    first = [NAN_WEIGHTS_AT_STEP_0]
     context = CauseContext(history=first, entry_script=str(program), model_info={"optimizer": "Adam"}, step=0)
     cause = classify(findings_of(origin, step=0), context)
     assert cause.kind == "divergence", cause
@@ -2692,4 +2694,56 @@ def test_a_window_of_a_time_series_is_named_by_the_series_row() -> None:
 
     assert index_text(where) == (
         "row 4399 of the array given to timeseries_dataset_from_array (time step 11 of window 1459)"
+    )
+
+
+def test_a_fresh_model_whose_first_update_blew_up_is_not_put_down_to_an_earlier_fit(tmp_path: Path) -> None:
+    """Targets x1e9 under SGD(0.1): step 0's update made the weights huge (its weight norm is read after the update),
+    and the cause said "the weights were already huge when this fit began ... left so by an earlier fit", while
+    step 0's forward pass, on the fresh weights, was 1.23 at most."""
+    program = write_program(tmp_path)
+    history = [
+        {"step": 0, "loss": 1e18, "weight_norm": 4.38e8, "max_abs_output": 1.23},
+        {"step": 1, "loss": None, "loss_nonfinite": "inf", "weight_norm": 4.38e8, "max_abs_output": 4e17},
+    ]
+    context = CauseContext(
+        history=history, entry_script=str(program), model_info={"optimizer": "SGD"}, step=1
+    )
+    cause = classify(findings_of(overflow_origin(program), step=1), context)
+    assert "already huge" not in cause.summary and "earlier fit" not in cause.summary, cause.summary
+
+
+def test_a_custom_loop_that_loaded_nan_weights_names_the_load(tmp_path: Path) -> None:
+    """guard_step after ``net.load_weights(...)`` of a diverged run: the bundle of a custom loop records no optimizer,
+    and the cause read "a ReadVariableOp op made NaN/Inf from finite inputs ... keep its inputs in its domain"."""
+    program = tmp_path / "loop.py"
+    program.write_text(
+        RESUMED.replace('model.compile(optimizer=keras.optimizers.Adam(0.05), loss="mse")\n', "").replace(
+            "model.fit(x, y, initial_epoch=3, callbacks=[NanGuard()])\n",
+            "for bx, by in data:\n    step(bx, by)\n",
+        )
+    )
+    first = [NAN_WEIGHTS_AT_STEP_0]
+    context = CauseContext(history=first, entry_script=str(program), step=0)
+    cause = classify(findings_of(weights_read_back(program), step=0), context)
+    assert "the weights were already non-finite when this fit began" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 5, cause.change
+
+
+def test_a_diverging_fit_from_huge_loaded_weights_names_the_load(tmp_path: Path) -> None:
+    """Fine-tuning from a checkpoint a diverged run saved (weight norm 9.9e13, a forward pass already huge at step
+    0), failing later in the fit: the change was "build the model again ... left so by an earlier fit" at the model's
+    construction, while the program had loaded them."""
+    program = tmp_path / "finetune.py"
+    program.write_text(RESUMED)
+    history = diverging_history()
+    history[0] = {**history[0], "weight_norm": 9.9e13, "max_abs_output": 3e9}
+    context = CauseContext(
+        history=history, entry_script=str(program), model_info={"optimizer": "Adam"}, step=17
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence", cause
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert cause.change.what.startswith("load_weights: the weights it gives the model were already huge"), (
+        cause.change
     )

@@ -646,3 +646,11 @@ def test_an_epoch_whose_every_step_was_skipped_reports_nan_not_a_perfect_loss(tm
     saved = keras.models.load_model(best)
     assert np.all(np.isfinite(saved.evaluate(x, y, verbose=0))), "the checkpoint kept an epoch that trained"
     assert "NanGuard: every step of epoch" in capsys.readouterr().err
+
+    # Stop mode: a first step of an epoch that fails stops training; nothing was skipped, and nothing says so.
+    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.01), loss="mse")
+    x[0, 0] = np.nan
+    guard = NanGuard(tmp_path / "stop", locate=False)
+    model.fit(x, y, epochs=1, batch_size=32, shuffle=False, callbacks=[guard], verbose=0)
+    assert [f.step for f in guard.failures] == [0]
+    assert "skipped" not in capsys.readouterr().err

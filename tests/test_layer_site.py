@@ -141,3 +141,26 @@ def test_a_keras_op_applied_between_layers_is_found_by_its_function(tmp_path: Pa
     assert site is not None and (site.line, site.what) == (6, "the line that applies its ops.log"), site
     assert layer_site("functional_1/Log1p", "Log1p", str(program)) is None  # numpy's, not the model's
     assert layer_site("functional_1/Exp", "Exp", str(program)) is None  # two ops.exp: not told apart
+
+
+def test_a_model_built_in_a_module_beside_the_training_script_is_found_there(tmp_path: Path) -> None:
+    """A research repo's layout: ``nets.py`` builds the model, ``run_clf.py`` imports it and fits. Only the fit's
+    file was read, and the fit line was marked."""
+    (tmp_path / "nets.py").write_text(
+        "import keras\n"
+        "from keras import layers\n\n\n"
+        "def build(units):\n"
+        "    inputs = keras.Input(shape=(4,))\n"
+        "    x = inputs\n"
+        "    for size in (16, 8):\n"
+        "        x = layers.Dense(size, activation='relu')(x)\n"
+        "    rate = layers.Dense(1, activation='exponential')(x)\n"
+        "    return keras.Model(inputs, rate)\n"
+    )
+    program = tmp_path / "run_clf.py"
+    program.write_text(
+        "from nets import build\nmodel = build(16)\nmodel.compile('sgd', 'poisson')\nmodel.fit(x, y)\n"
+    )
+    site = layer_site("functional_1/dense_2_1/Exp", "Exp", str(program))
+    assert site is not None and (site.file, site.line) == (str(tmp_path / "nets.py"), 10), site
+    assert getattr(layer_site("functional_1/dense_1_1/Relu", "Relu", str(program)), "line", None) == 9

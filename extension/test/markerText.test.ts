@@ -9,6 +9,7 @@ describe('describeHealth', () => {
     assert.equal(describeHealth({ nan: 3, pos_inf: 2 }), '3 NaN, 2 +inf');
     assert.equal(describeHealth({ size: 640, zero: 561 }), 'finite (640 values, 561 zeros)');
     assert.equal(describeHealth({ size: 16, zero: 1 }), 'finite (16 values, 1 zero)');
+    assert.equal(describeHealth({ size: 1 }), 'finite (1 value)');
     assert.equal(describeHealth(undefined), 'non-finite values');
   });
 });

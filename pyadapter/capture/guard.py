@@ -271,7 +271,7 @@ class NanGuard(keras.callbacks.Callback):
         is said once: EarlyStopping and ModelCheckpoint on val_loss then keep the first epoch's weights without a
         word (Keras counts a NaN as the best value)."""
         passed, failed = getattr(self, "_epoch_steps", (0, 0))
-        if logs and failed and not passed:
+        if logs and failed and not passed and self.on_nan == "skip":
             trained = [k for k, v in logs.items() if not k.startswith("val_") and isinstance(v, (int, float))]
             for name in trained:
                 logs[name] = math.nan

@@ -149,6 +149,9 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             return _squares_cancelled(context, origin, dtype, squares)
     # A variable read's only input is the resource handle (no health of its own).
     reads_weights = origin.op.type in VARIABLE_READS and all(i.health is None for i in origin.inputs)
+    if known and reads_weights and (step := _non_finite_at_start(context.history, context.step)) is not None:
+        # A custom loop's too (its bundle records no optimizer): no update of this run wrote them.
+        return _started_from_bad_weights(units, origin, step, None)
     if known and reads_weights and context.model_info.get("optimizer"):
         return _update_blew_up(context, units, origin)
     masked = findings.extra.get("masked_by_where")
@@ -218,7 +221,12 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             _origin_change(findings, f"the {origin.op.type} op, or the learning rate", "op"),
         )
     first_steps = context.step is not None and context.step < trend.MIN_STEPS
-    if overflow and known and first_steps and (blown_up := _blown_up_at_start(context.history)) is not None:
+    if (
+        overflow
+        and known
+        and first_steps
+        and (blown_up := _blown_up_at_start(context.history, context.step)) is not None
+    ):
         # The fit began from weights an earlier run blew up (restored by BackupAndRestore, loaded from a file):
         # neither the inputs nor this fit's rate made them.
         return _started_from_bad_weights(units, origin, blown_up[0], blown_up[1])
@@ -1426,17 +1434,27 @@ def _divergence(
     if own_schedule is not None:
         # A schedule the user wrote (a warm-up with no cap grows without end): its line is the rate's.
         change = own_schedule
-    blown_up = _blown_up_at_start(context.history)
+    blown_up = _blown_up_at_start(context.history, context.step)
     if blown_up is not None:
         # The state fit started from, not this fit's rate: lowering it cannot help (the search says so too).
         evidence["weights_at_start"] = {"step": blown_up[0], "weight_norm": blown_up[1]}
+        loaded = change_line.weights_load_site(units)
         model_site = change_line.model_site(units)
         rebuild = (
             f"build the model again before this fit: its weights were already huge when the guard first saw it "
             f"(weight norm {blown_up[1]:.3g} at step {blown_up[0]}), left so by an earlier fit or loop of the same "
             "model (a notebook cell run again without the cell that makes the model)"
         )
-        if model_site is not None:
+        if loaded is not None:
+            # The program gave the model those weights (load_weights of a diverged run's file, a backup resumed).
+            change = _change(
+                loaded,
+                f"{loaded.name}: the weights it gives the model were already huge (weight norm {blown_up[1]:.3g} "
+                f"at step {blown_up[0]}): load weights saved before the run that wrote them diverged, or build the "
+                "model anew",
+                "model",
+            )
+        elif model_site is not None:
             change = _change(model_site, rebuild, "model")
         elif change is not None:
             change = dataclasses.replace(change, what=f"{rebuild}; then {change.what}")
@@ -1622,6 +1640,8 @@ def _search_found_none(search: dict[str, Any]) -> tuple[dict[str, Any], str] | N
 
 # A freshly built model's weight norm is in the tens or hundreds; one this large was trained into it before.
 _BLOWN_UP_WEIGHT_NORM = 1e8
+# A forward pass this large at step 0 came from weights already huge (or from unscaled data, told apart elsewhere).
+_BLOWN_UP_OUTPUT = 1e6
 
 
 def _non_finite_at_start(history: list[dict[str, Any]], step: int | None) -> int | None:
@@ -1679,16 +1699,21 @@ def _started_from_bad_weights(
     return Cause("divergence", summary, evidence, change)
 
 
-def _blown_up_at_start(history: list[dict[str, Any]]) -> tuple[int, float] | None:
+def _blown_up_at_start(history: list[dict[str, Any]], failing_step: int | None) -> tuple[int, float] | None:
     """(0, weight norm) when the weights were already huge at the first step of the fit (or loop) that failed: an
-    earlier fit of the same model object (a notebook cell run again, a loop of fits) left them so."""
+    earlier fit of the same model object (a notebook cell run again, a loop of fits) left them so, or the program
+    loaded them. A step's weight norm is read after its update: step 0's says the weights before it only when step 0
+    failed (its update was not applied); when step 0 passed, its forward pass must have been huge too (a fresh model
+    whose first update blew up had small outputs at step 0, and was put down to "an earlier fit")."""
     for row in history:
         norm = row.get("weight_norm")
         if isinstance(norm, (int, float)) and not isinstance(norm, bool):
             step = row.get("step")
-            if norm >= _BLOWN_UP_WEIGHT_NORM and step == 0:
-                return step, float(norm)
-            return None
+            if norm < _BLOWN_UP_WEIGHT_NORM or step != 0:
+                return None
+            output = row.get("max_abs_output")
+            huge_output = not isinstance(output, (int, float)) or output >= _BLOWN_UP_OUTPUT
+            return (step, float(norm)) if failing_step == 0 or huge_output else None
     return None
 
 

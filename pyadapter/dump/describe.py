@@ -125,7 +125,7 @@ def _layer_place(
     site = layer_site(op.forward_op or op.name, op.type, training_call.file)
     if site is None:
         return None
-    frame = Frame(training_call.file, site.line, "")
+    frame = Frame(site.file or training_call.file, site.line, "")
     return Place(frame, users, created_in, f"{site.what} (your training call ran it)")
 
 

@@ -173,6 +173,7 @@ def nth_built(candidates: list[Any], times: dict[int, int | None], index: int) -
 class LayerSite:
     line: int
     what: str  # "the line that builds its Dense layer"
+    file: str = ""  # the file the line is in
 
 
 @dataclass(frozen=True)
@@ -218,36 +219,64 @@ def _calls(path: str, mtime_key: float) -> tuple[_Call, ...]:
 
 
 def layer_site(op_name: str, op_type: str, path: str) -> LayerSite | None:
-    """Where the user's file builds the layer that made the op ``op_name``."""
-    try:
-        if not path.endswith(".py") or not os.path.isfile(path):
-            return None
-        calls = _calls(path, os.path.getmtime(path))
-    except (OSError, SyntaxError, ValueError):
-        return None
+    """Where the user's code builds the layer that made the op ``op_name``: the training call's file, else a module
+    beside it that the file imports (a research repo's ``models.py`` beside its ``train.py``)."""
     scopes = op_name.split("/")[:-1]
     if scopes and scopes[0] in ("compile_loss", "compile_metrics"):
         # A built-in loss's op (mse's Square overflowing in a divergence) is a symptom at the loss, and the fit
         # line says which fit of a program in phases it was: that stays marked.
         return None
+    for file in [path, *_local_modules(path)]:
+        try:
+            if not file.endswith(".py") or not os.path.isfile(file):
+                continue
+            calls = _calls(file, os.path.getmtime(file))
+        except (OSError, SyntaxError, ValueError):
+            continue
+        found = _site_in(calls, scopes, op_type)
+        if found is not None:
+            return LayerSite(found[0].line, found[1], file)
+    return None
+
+
+def _site_in(calls: tuple[_Call, ...], scopes: list[str], op_type: str) -> tuple[_Call, str] | None:
+    """(the call, what it is) in one file's calls, or None."""
     for index in reversed(range(1, len(scopes))):  # innermost layer first; the first scope is the model
         names = layer_names(scopes, index)
         for name in names:
             named = [c for c in calls if ("name", name) in c.keywords]
             if len(named) == 1:
-                return _built_by(named[0])
+                return named[0], _builds(named[0])
             if named:
                 break
         found = _by_class(calls, names[0], op_type)
         if found is not None:
-            return _built_by(found)
+            return found, _builds(found)
     if len(scopes) == 1:
         # No layer around the op, only the model: an op a functional model applies to its tensors itself
         # (``h = ops.log(inputs)`` between layers, a Keras operation of no layer).
         applied = _op_call(calls, op_type)
         if applied is not None:
-            return LayerSite(applied.line, f"the line that applies its {applied.owner}.{applied.name}")
+            return applied, f"the line that applies its {applied.owner}.{applied.name}"
     return None
+
+
+def _local_modules(path: str) -> list[str]:
+    """The .py files beside `path` that it imports (``import nets``, ``from models.nets import build``)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            tree = ast.parse(handle.read())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    folder = os.path.dirname(path)
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names += [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    found = [os.path.join(folder, *name.split(".")) + ".py" for name in names]
+    return [file for file in dict.fromkeys(found) if os.path.isfile(file)]
 
 
 # Op type -> the functions of keras.ops / tf.math that make it.
@@ -275,14 +304,16 @@ _OP_OWNERS = re.compile(r"^(?:(?:keras\.)?ops|tf|tf\.math|tf\.nn)$")
 
 
 def _op_call(calls: tuple[_Call, ...], op_type: str) -> _Call | None:
-    """The one call in the file of a keras.ops / tf.math function that makes ops of `op_type`, else None."""
+    """The one call in the file of a keras.ops / tf.math function that makes ops of `op_type`, else None. (Of two,
+    TensorFlow's numbering, ``Log`` and ``Log_1``, follows the order the model applies them, not the source's: two
+    inputs each logged were named the other way round.)"""
     names = _OP_FUNCTIONS.get(op_type, ())
     found = [c for c in calls if c.name in names and _OP_OWNERS.match(c.owner)]
     return found[0] if len(found) == 1 else None
 
 
-def _built_by(call: _Call) -> LayerSite:
-    return LayerSite(call.line, f"the line that builds its {call.name} layer")
+def _builds(call: _Call) -> str:
+    return f"the line that builds its {call.name} layer"
 
 
 def _by_class(calls: tuple[_Call, ...], auto_name: str, op_type: str) -> _Call | None:

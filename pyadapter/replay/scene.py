@@ -133,15 +133,20 @@ def locate_here(
 
     started = time.perf_counter()
     saved = [(variable, np.array(variable.numpy(), copy=True)) for variable in scene.variables]
-    dump_dir = tempfile.mkdtemp(prefix="nanlens-scene-dump-")
+    dump_dir = graph_dir = tempfile.mkdtemp(prefix="nanlens-scene-dump-")
     eager_dir: str | None = None
     mode = "graph"
     try:
         verdict = _in_own_thread(lambda: _run_dumped(scene, dump_dir))
         findings = _scan(dump_dir, entry_frame)
-        if _hidden_in_a_traced_function(findings):
+        hidden = _hidden_in_a_traced_function(findings)
+        # Not when the step draws from stateful random ops (unseeded tf.random.normal): a re-run draws other numbers,
+        # and an eager one could find another failure than training's.
+        if hidden or (findings.origin is None and not getattr(verdict, "stateful_random", None)):
             # The step called a tf.function that training had traced already: its graph is reused, so its ops
-            # were not instrumented and the NaN seems to come out of the call. Run the step once more, eagerly
+            # were not instrumented and the NaN seems to come out of the call. Or the dumped graph stayed finite
+            # where training's did not (a Cholesky of a matrix only just not positive definite: a dump keeps every
+            # op's output, and a borderline value came out on the other side). Run the step once more, eagerly
             # (every op executes under the dump), and take the origin from there.
             for variable, value in saved:  # the graph re-run applied its update: start again from before it
                 variable.assign(value)
@@ -153,6 +158,9 @@ def locate_here(
                 findings.extra.setdefault("warnings", []).append(
                     "located in an eager re-run of the step: the graph re-run called tf.functions traced "
                     "before, whose ops a dump cannot see"
+                    if hidden
+                    else "located in an eager re-run of the step: the dumped graph re-run stayed finite (a dump "
+                    "keeps every op's output, and a value at the edge came out finite there)"
                 )
         _describe(
             findings,
@@ -179,7 +187,7 @@ def locate_here(
     finally:
         for variable, value in saved:
             variable.assign(value)
-        for folder in {dump_dir, eager_dir}:
+        for folder in {graph_dir, eager_dir}:  # both, whichever the origin came from
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
 

@@ -26,7 +26,8 @@ export function describeHealth(health: TensorHealth | undefined): string {
     return parts.join(', ') + of;
   }
   const zeros = health.zero ? `, ${health.zero} zero${health.zero === 1 ? '' : 's'}` : '';
-  return health.size !== undefined ? `finite (${health.size} values${zeros})` : 'finite';
+  const values = health.size === 1 ? 'value' : 'values';
+  return health.size !== undefined ? `finite (${health.size} ${values}${zeros})` : 'finite';
 }
 
 export function roleLabel(role: Role): string {
