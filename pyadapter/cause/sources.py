@@ -8,6 +8,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyadapter.dump.layer_site import sibling_modules
 from pyadapter.findings import Findings
 
 MAX_SOURCE_BYTES = 4 << 20
@@ -105,19 +106,7 @@ def as_run(saved: dict[int, str], ran: list[str]) -> dict[int, str]:
 
 def _local_imports(unit: SourceUnit) -> list[str]:
     """``import helpers`` / ``from data import load`` in a script: the sibling .py files they name."""
-    folder = os.path.dirname(unit.file)
-    names: list[str] = []
-    for node in ast.walk(unit.tree):
-        if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.append(node.module)
-    out = []
-    for name in names:
-        candidate = os.path.join(folder, *name.split(".")) + ".py"
-        if os.path.isfile(candidate):
-            out.append(candidate)
-    return out
+    return sibling_modules(unit.tree, os.path.dirname(unit.file))
 
 
 def user_sources(

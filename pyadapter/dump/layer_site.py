@@ -262,13 +262,17 @@ def _site_in(calls: tuple[_Call, ...], scopes: list[str], op_type: str) -> tuple
 
 
 def _local_modules(path: str) -> list[str]:
-    """The .py files beside `path` that it imports (``import nets``, ``from models.nets import build``)."""
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
             tree = ast.parse(handle.read())
     except (OSError, SyntaxError, ValueError):
         return []
-    folder = os.path.dirname(path)
+    return sibling_modules(tree, os.path.dirname(path))
+
+
+def sibling_modules(tree: ast.AST, folder: str) -> list[str]:
+    """The .py files in `folder` that the code imports (``import nets``, ``from models.nets import build``), in the
+    order it names them: a script's own modules beside it."""
     names: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
