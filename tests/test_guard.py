@@ -505,7 +505,7 @@ def test_a_step_of_several_updates_by_one_optimizer_is_taken_back_whole(tmp_path
         np.testing.assert_array_equal(saved[variable.path], then)
 
 
-def test_a_layer_that_cannot_be_saved_is_named_in_the_bundle(tmp_path):
+def test_a_layer_that_cannot_be_saved_is_named_in_the_bundle(tmp_path, capsys):
     """A custom layer whose constructor takes a numpy array and that has no get_config: model.keras cannot be
     written. The bundle said only "NotImplementedError: " (Keras's message starts with a newline), and the replay's
     route "rebuilding from the bundle failed (the bundle has no model.keras)". It names the layer now."""
@@ -529,6 +529,11 @@ def test_a_layer_that_cannot_be_saved_is_named_in_the_bundle(tmp_path):
     assert bundle.manifest["model_save_error"].startswith(
         "NotImplementedError: Object Centers was created by passing non-serializable argument values"
     ), bundle.manifest["model_save_error"]
+    # Said at the stop too, where the class can still be given a get_config (it was in the manifest only).
+    assert (
+        "NanGuard: note: the model could not be saved as model.keras (NotImplementedError: Object Centers"
+        in (capsys.readouterr().err)
+    )
 
 
 def test_a_skip_mode_bundle_per_epoch_does_not_repeat_keras_warnings(tmp_path):

@@ -75,3 +75,33 @@ def test_locate_bundle_in_a_worker_process_with_progress(tmp_path_factory: pytes
     assert f"op: {findings.origin.op.name} ({findings.origin.op.type})" in text
     assert f"health: {findings.origin.health.describe()}" in text
     assert "graph (dumped): NaN reproduced" in text and "eager: NaN reproduced" in text
+
+
+def test_an_origin_only_the_eager_dump_holds_is_taken_from_it(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step whose dumped graph came out finite while training's and the eager run did not (a Cholesky of a matrix
+    only just not positive definite): the replay dumps an eager re-run beside the graph's (`dumping.dump_replay`),
+    and locate takes the origin from it. Making a graph/eager discrepancy on every machine is not in our hands, so
+    the replay here writes a finite graph dump and the real step's dump where the eager re-run's goes."""
+    import tensorflow as tf
+
+    from pyadapter.dump.recorder import EAGER_DUMP, step_dump
+    from pyadapter.replay import locate as locate_module
+    from pyadapter.replay.dumping import dump_replay
+
+    cap = captured("keras_layer", tmp_path_factory)
+
+    def replay_whose_graph_dump_stayed_finite(path, dump_dir, progress):  # type: ignore[no-untyped-def]
+        report = dump_replay(path, Path(dump_dir) / EAGER_DUMP)
+        with step_dump(dump_dir):
+            tf.function(lambda v: tf.math.sqrt(v + 1.0))(tf.constant([3.0]))  # a graph that stays finite
+        return report
+
+    monkeypatch.setattr(locate_module, "_run_here", replay_whose_graph_dump_stayed_finite)
+    findings = locate_bundle(cap.bundle, replay=True, pictures=False, isolate=False)
+    assert findings.origin is not None and (Path(findings.origin.file), findings.origin.line) == (
+        cap.origin_file,
+        cap.origin_line,
+    )
+    assert any("located in an eager re-run of the step" in w for w in findings.extra.get("warnings", []))

@@ -362,6 +362,7 @@ class NanGuard(keras.callbacks.Callback):
                     extra=extra,
                 ),
             )
+            attempt.note = attempt.note or _unsaved_model_note(attempt.path)
 
         # Multi-worker: counted before writing, as every worker must make the same number of attempts (each is a
         # collective), whether its own part of an attempt failed or not.
@@ -605,3 +606,23 @@ def _go_first(guard: Any, caller: Any) -> None:
         return
     if owner is not None and callbacks[0] is not guard:
         owner.callbacks = [guard, *(c for c in callbacks if c is not guard)]
+
+
+def _unsaved_model_note(bundle: Any) -> str | None:
+    """Said at the stop, where the model class can still be changed: the bundle holds no model.keras (a subclass
+    without get_config, an argument Keras cannot serialize), so a replay re-runs the program up to this fit."""
+    if not isinstance(bundle, Path):
+        return None
+    try:
+        import json
+
+        manifest = json.loads(bundle_format.read_manifest_bytes(bundle / bundle_format.MANIFEST))
+    except (OSError, ValueError, bundle_format.BundleError):
+        return None
+    reason = manifest.get("model_save_error") if isinstance(manifest, dict) else None
+    if not isinstance(reason, str) or not reason:
+        return None
+    return (
+        f"the model could not be saved as model.keras ({reason}); replays re-run your program up to this fit "
+        "instead (give the model get_config to rebuild it from the bundle)"
+    )

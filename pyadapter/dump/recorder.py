@@ -24,6 +24,10 @@ from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
+# The folder, inside a replay's dump, of the eager re-run made when the dumped graph stayed finite
+# (`pyadapter.replay.dumping`), which locate scans next.
+EAGER_DUMP = "eager-rerun"
+
 MODES = ("FULL_HEALTH", "CONCISE_HEALTH", "CURT_HEALTH", "SHAPE")
 FLUSH_INTERVAL_SECONDS = 2.0
 

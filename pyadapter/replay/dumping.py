@@ -12,6 +12,7 @@ from pathlib import Path
 
 import tensorflow as tf
 
+from pyadapter.dump.recorder import EAGER_DUMP
 from pyadapter.dump.recorder import step_dump as dumping
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.rebuild import Rebuilt
@@ -45,6 +46,17 @@ def dump_replay(
                 f"the dumped replay failed: {type(exc).__name__}: {exc.message.splitlines()[0]}"
             ) from None
         report.verdicts["graph"].dumped = True
+        graph, eager = report.verdicts["graph"], report.verdicts["eager"]
+        if not graph.reproduced and eager.reproduced and not graph.stateful_random:
+            # The dumped graph came out finite where training's and the eager run did not (a matrix only just not
+            # positive definite: a dump keeps every op's output). The eager run under a dump of its own, beside
+            # the graph's, is where locate looks next (`EAGER_DUMP`).
+            if phase:
+                phase("replaying eagerly with dump")
+            rebuilt.program.restore()
+            run_step(
+                rebuilt.program, "eager", restore=False, around=lambda: dumping(Path(dump_dir) / EAGER_DUMP)
+            )
         report.bad_rows = _bad_rows(rebuilt, str(dump_dir))
         # Keep the report's modes in the usual order.
         report.verdicts = {mode: report.verdicts[mode] for mode in ("graph", "eager")}

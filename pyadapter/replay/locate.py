@@ -27,6 +27,7 @@ from typing import Any
 
 from pyadapter.cause import attach_cause
 from pyadapter.childproc import run_python
+from pyadapter.dump.recorder import EAGER_DUMP
 from pyadapter.findings import Finding, Findings
 from pyadapter.replay.batchhealth import BatchProblem, batch_problem
 from pyadapter.replay.errors import ReplayError
@@ -253,6 +254,17 @@ def locate_bundle(
 
         try:
             findings = scan_dump(dump_path, progress=scan_progress, entry_frame=entry_frame)
+            eager_dump = os.path.join(dump_path, EAGER_DUMP)
+            if findings.origin is None and os.path.isdir(eager_dump):
+                # The dumped graph stayed finite and the eager run did not (`dumping.dump_replay`): its dump names
+                # the op, as the scene's eager re-run does.
+                eager = scan_dump(eager_dump, entry_frame=entry_frame)
+                if eager.origin is not None:
+                    findings = eager
+                    findings.extra.setdefault("warnings", []).append(
+                        "located in an eager re-run of the step: the dumped graph re-run stayed finite (a dump "
+                        "keeps every op's output, and a value at the edge came out finite there)"
+                    )
         except ScanError as exc:
             raise ReplayError(f"the replay's dump cannot be scanned: {exc}") from None
         map_cell_files(findings)  # a re-entered notebook ran its cells from files: name the cells
