@@ -2592,7 +2592,7 @@ def test_weights_a_backup_restored_huge_are_named_at_the_backup_not_the_inputs(t
         history=history, entry_script=str(program), model_info={"optimizer": "Adam"}, step=0
     )
     cause = classify(findings_of(overflow_origin(program), step=0), context)
-    assert "weights were already huge (weight norm 5.94e+19) when this fit began" in cause.summary, (
+    assert "the weights were already huge when this fit began (weight norm 5.94e+19" in cause.summary, (
         cause.summary
     )
     assert "unscaled inputs" not in cause.summary

@@ -221,15 +221,11 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             _origin_change(findings, f"the {origin.op.type} op, or the learning rate", "op"),
         )
     first_steps = context.step is not None and context.step < trend.MIN_STEPS
-    if (
-        overflow
-        and known
-        and first_steps
-        and (blown_up := _blown_up_at_start(context.history, context.step)) is not None
-    ):
-        # The fit began from weights an earlier run blew up (restored by BackupAndRestore, loaded from a file):
-        # neither the inputs nor this fit's rate made them.
-        return _started_from_bad_weights(units, origin, blown_up[0], blown_up[1])
+    if overflow and known and first_steps and _blown_up_at_start(context.history, context.step) is not None:
+        # The fit began from weights an earlier run blew up (restored by BackupAndRestore, loaded from a file, left
+        # by an earlier fit): neither the inputs nor this fit's rate made them; `_divergence` names where they came
+        # from, and what the guard's search of rates found.
+        return _divergence(context, units, origin, None)
     if overflow and known and first_steps and _unscaled_inputs(context, units):
         # Values this large from the first steps, on inputs in the hundreds: the usual step overshoots at once.
         return _divergence(context, units, origin, None)
@@ -1447,13 +1443,16 @@ def _divergence(
         )
         if loaded is not None:
             # The program gave the model those weights (load_weights of a diverged run's file, a backup resumed).
-            change = _change(
-                loaded,
-                f"{loaded.name}: the weights it gives the model were already huge (weight norm {blown_up[1]:.3g} "
-                f"at step {blown_up[0]}): load weights saved before the run that wrote them diverged, or build the "
-                "model anew",
-                "model",
+            what = (
+                f"BackupAndRestore resumed from a backup an earlier run wrote as it blew up (weight norm "
+                f"{blown_up[1]:.3g} at step {blown_up[0]}): delete the backup folder so the fit starts anew, and "
+                "lower that run's learning rate"
+                if loaded.name == "BackupAndRestore"
+                else f"{loaded.name}: the weights it gives the model were already huge (weight norm "
+                f"{blown_up[1]:.3g} at step {blown_up[0]}): load weights saved before the run that wrote them "
+                "diverged, or build the model anew"
             )
+            change = _change(loaded, what, "model")
         elif model_site is not None:
             change = _change(model_site, rebuild, "model")
         elif change is not None:
