@@ -151,7 +151,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     reads_weights = origin.op.type in VARIABLE_READS and all(i.health is None for i in origin.inputs)
     if known and reads_weights and (step := _non_finite_at_start(context.history, context.step)) is not None:
         # A custom loop's too (its bundle records no optimizer): no update of this run wrote them.
-        return _started_from_bad_weights(units, origin, step, None)
+        return _started_from_bad_weights(units, origin, step)
     if known and reads_weights and context.model_info.get("optimizer"):
         return _update_blew_up(context, units, origin)
     masked = findings.extra.get("masked_by_where")
@@ -552,10 +552,8 @@ def _rate_site(
 
 def _update_blew_up(context: CauseContext, units: list[SourceUnit], origin: Finding) -> Cause:
     """The step read weights that were non-finite already: an earlier update wrote them (finite gradients, an
-    update too large), which is the optimizer's doing, so the line to change is its construction. When no update
-    of this fit ran before (the first step the guard saw), they came in so (`_started_from_bad_weights`)."""
-    if (step := _non_finite_at_start(context.history, context.step)) is not None:
-        return _started_from_bad_weights(units, origin, step, None)
+    update too large), which is the optimizer's doing, so the line to change is its construction. (When no update
+    of this fit ran before, `classify` has said they came in so: `_started_from_bad_weights`.)"""
     growth = trend.growth(context.history)
     if growth is not None:
         return _divergence(context, units, origin, growth)
@@ -1653,18 +1651,15 @@ def _non_finite_at_start(history: list[dict[str, Any]], step: int | None) -> int
     return step if first.get("weight_norm") is None and first.get("weight_norm_nonfinite") else None
 
 
-def _started_from_bad_weights(
-    units: list[SourceUnit], origin: Finding, step: int, weight_norm: float | None
-) -> Cause:
-    """This fit began from weights that were non-finite, or huge (`_blown_up_at_start`), before its first update:
-    an earlier run left them so, and the program gave them to the model (``load_weights``, ``load_model``, a
+def _started_from_bad_weights(units: list[SourceUnit], origin: Finding, step: int) -> Cause:
+    """This fit began from weights that were non-finite before its first update (weights huge but finite go the
+    way of a divergence, `_blown_up_at_start`): an earlier run left them so, and the program gave them to the model (``load_weights``, ``load_model``, a
     ``BackupAndRestore`` that resumed, a checkpoint's ``restore``) or used the same model object again. The line to
     change is where they came in, else the model's construction."""
-    state = "non-finite" if weight_norm is None else f"huge (weight norm {weight_norm:.3g})"
     evidence: dict[str, Any] = {
         "op": origin.op.type,
         "op_name": origin.op.name,
-        "weights_at_start": {"step": step, "weight_norm": weight_norm, "non_finite": weight_norm is None},
+        "weights_at_start": {"step": step, "weight_norm": None, "non_finite": True},
     }
     site = change_line.weights_load_site(units)
     change: Change | None = None
@@ -1692,8 +1687,8 @@ def _started_from_bad_weights(
             else None
         )
     summary = (
-        f"the weights were already {state} when this fit began (step {step}, before any update of it){where}; "
-        f"the {origin.op.type} op {'only read' if weight_norm is None else 'overflowed on'} them"
+        f"the weights were already non-finite when this fit began (step {step}, before any update of it){where}; "
+        f"the {origin.op.type} op only read them"
     )
     return Cause("divergence", summary, evidence, change)
 
