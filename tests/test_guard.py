@@ -526,6 +526,7 @@ def test_a_layer_that_cannot_be_saved_is_named_in_the_bundle(tmp_path, capsys):
     fit(model, x, y, NanGuard(str(tmp_path), locate=False))
     (bundle,) = [CaptureBundle.load(p) for p in tmp_path.iterdir() if p.is_dir()]
     assert bundle.model_path is None
+    assert "file" not in bundle.model_info, "the manifest named a model.keras the bundle does not hold"
     assert bundle.manifest["model_save_error"].startswith(
         "NotImplementedError: Object Centers was created by passing non-serializable argument values"
     ), bundle.manifest["model_save_error"]
@@ -534,6 +535,24 @@ def test_a_layer_that_cannot_be_saved_is_named_in_the_bundle(tmp_path, capsys):
         "NanGuard: note: the model could not be saved as model.keras (NotImplementedError: Object Centers"
         in (capsys.readouterr().err)
     )
+
+
+def test_weights_given_to_the_model_as_nan_are_not_searched_for_a_learning_rate(tmp_path, capsys):
+    """A fit that begins from NaN weights (set from a run that had blown up): no update of this fit made them, so
+    no learning rate of this fit helps. The guard replayed its window at lower rates all the same ("the run
+    diverged: replaying the last 1 step ... at lower learning rates"), to say no rate helped."""
+    keras.utils.set_random_seed(3)
+    x, y = gm.data(bad_batch=None)
+    model = keras.Sequential([keras.Input((x.shape[1],)), keras.layers.Dense(8), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    model.set_weights([np.full_like(w, np.nan) for w in model.get_weights()])
+    fit(model, x, y, NanGuard(str(tmp_path)))
+    err = capsys.readouterr().err
+    (bundle,) = [CaptureBundle.load(p) for p in tmp_path.iterdir() if p.is_dir()]
+    assert bundle.step == 0
+    assert "at lower learning rates" not in err, err
+    assert "search" not in (bundle.manifest.get("window") or {}), bundle.manifest["window"]
+    assert "the weights were already non-finite when this fit began" in err, err
 
 
 def test_a_skip_mode_bundle_per_epoch_does_not_repeat_keras_warnings(tmp_path):

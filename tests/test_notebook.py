@@ -1124,6 +1124,11 @@ def test_a_cell_edited_run_and_then_saved_is_marked_and_replays(tmp_path):
     (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
     scene = json.loads((bundle / "findings.json").read_text(encoding="utf-8"))
     assert scene["origin"].get("cell") is None, scene["origin"]  # not saved yet: the kernel's file
+    # The stop message named it by that file (/tmp/ipykernel_.../....py:3, and "Change 318904372.py:3"); it names
+    # the cell the kernel ran now.
+    said = "".join(out.get("text", "") for out in nb.cells[3].outputs if out.get("name") == "stderr")
+    assert "In [3], line 3 (edited and run, not in the saved edited.ipynb): Log" in said, said
+    assert "Change In [3], line 3: the Log's input" in said, said
     nbformat.write(nb, str(path))  # the user saves
 
     located = _nanlens("locate", bundle, folder)

@@ -364,7 +364,8 @@ def test_only_a_step_the_program_guards_is_called_by_its_recorded_name(tmp_path:
         "step = guard_step(train_step, checkpoint=checkpoint, capture_dir='captures')\n\n\n"
         "@guard_step(checkpoint=checkpoint, capture_dir='captures')\n"
         "def decorated_step(x):\n    return x\n\n\n"
-        "def helper(x):\n    return x\n"
+        "def helper(x):\n    return x\n\n\n"
+        "class Trainer:\n    def _train_step(self, x):\n        return x\n"
     )
     import importlib.util
     import sys
@@ -386,6 +387,11 @@ def test_only_a_step_the_program_guards_is_called_by_its_recorded_name(tmp_path:
     for foreign in ("housekeeping.purge_runs", "helper"):
         with pytest.raises(BundleError, match=f"step function {foreign} is not a step the program guards"):
             step_function(named(foreign), module)
+    # A trainer's method (guarded in its __init__): the class alone cannot run it; said so, not "not guarded".
+    with pytest.raises(
+        BundleError, match="step function Trainer._train_step is a method: its Trainer object"
+    ):
+        step_function(named("Trainer._train_step"), module)
 
 
 def test_more_nan_gradients_in_a_replay_of_two_optimizers_is_said_to_be_their_order() -> None:

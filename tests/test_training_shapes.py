@@ -242,6 +242,24 @@ def test_dropout_mask_is_drawn_again_by_the_replay(tmp_path):
     assert_replays_by_reentry(bundle, program)
 
 
+def test_noise_drawn_without_a_seed_is_drawn_again_by_the_scene_and_the_replays(tmp_path):
+    """An augmentation layer of the user's adds ``keras.random.normal(shape)`` noise with no seed: Keras draws it
+    from its global SeedGenerator, which the traced step makes on its first draw. The bundle held that
+    generator's state from after the step, so the scene's re-run and both replays drew other noise: "no origin"
+    and "not reproduced", with no reason given. Its state from before the step is captured now."""
+    from pyadapter.capture.rng import KERAS_GLOBAL_PATH
+
+    program = SHAPES / "fit_unseeded_noise_layer.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    captured = CaptureBundle.load(bundle)
+    assert captured.step > 2
+    assert KERAS_GLOBAL_PATH in captured.rng["keras_seed_generators"], captured.rng
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
+    assert_replays_by_reentry(bundle, program)
+
+
 # ---- custom tf.GradientTape loops with guard_step ----------------------------------------------------------------
 
 

@@ -120,7 +120,7 @@ def findings_files(
                 f"could not locate at the scene ({result.error}); `nanlens locate` on the bundle will try"
             )
         return SceneFiles(manifest={"located_at_scene": entry_json})
-    map_to_notebook(result.findings)
+    unsaved_place = map_to_notebook(result.findings)
     origin = result.findings.origin
     stateful = ((result.findings.bundle or {}).get("verdicts", {}).get("graph") or {}).get("stateful_random")
     if origin is None and stateful:
@@ -133,7 +133,8 @@ def findings_files(
             where = f"no origin (the step stayed finite when re-run: {note(stateful)})"
         if origin is not None:
             cell = f" ({cell_label(origin.cell)})" if origin.cell is not None else ""
-            where = f"{origin.file}:{origin.line}{cell}: {origin.op.type} ({origin.message.split(';')[0]})"
+            place = unsaved_place or f"{origin.file}:{origin.line}{cell}"
+            where = f"{place}: {origin.op.type} ({origin.message.split(';')[0]})"
         scene.say(f"located in {result.seconds:.1f} s: {where}")
     entry_json["origin"] = (
         None
@@ -143,7 +144,7 @@ def findings_files(
     text = None
     if origin is not None:
         cell = f" ({cell_label(origin.cell)})" if origin.cell is not None else ""
-        text = f"{origin.file}:{origin.line}{cell}: {origin.op.type}"
+        text = f"{unsaved_place or f'{origin.file}:{origin.line}{cell}'}: {origin.op.type}"
     return SceneFiles(
         {bundle_format.FINDINGS_FILE: result.findings.dumps().encode("utf-8")},
         {"located_at_scene": entry_json},
@@ -151,15 +152,32 @@ def findings_files(
     )
 
 
-def map_to_notebook(findings: Any) -> None:
-    """In a Jupyter kernel: frames in cell code become (the .ipynb, cell index, line in the cell)."""
+def map_to_notebook(findings: Any) -> str | None:
+    """In a Jupyter kernel: frames in cell code become (the .ipynb, cell index, line in the cell). Returns how to
+    name an origin in code the saved notebook does not hold ("In [12], line 7 (...)"), else None."""
     try:
         from pyadapter.capture import notebook
     except ImportError:
-        return
+        return None
     info = notebook.current_notebook()
-    if info is not None:
-        notebook.map_findings_to_notebook(findings, info)
+    if info is None:
+        return None
+    notebook.map_findings_to_notebook(findings, info)
+    origin = findings.origin
+    place = None if origin is None or origin.cell is not None else _run_cell_place(origin.file, origin.line)
+    return None if place is None else f"{place} (edited and run, not in the saved {info.path.name})"
+
+
+def _run_cell_place(file: str, line: int) -> str | None:
+    """ "In [12], line 7" for a line of code this kernel ran that no saved cell holds (the kernel's own file of the
+    cell, /tmp/ipykernel_.../....py, means nothing to the user); None elsewhere."""
+    try:
+        from pyadapter.capture import notebook
+    except ImportError:
+        return None
+    info = notebook.current_notebook()
+    place = notebook.executed_place(file, line, info) if info is not None else None
+    return None if place is None else f"{place[0]}, line {place[1]}"
 
 
 def _scene_cause(located: SceneFiles, context: Any) -> Any:
@@ -216,6 +234,10 @@ def window_search(
     cause = _scene_cause(located, context)
     if cause is None or cause.kind != "divergence":
         return None
+    if (cause.evidence.get("weights_at_start") or {}).get("non_finite"):
+        return (
+            None  # NaN weights given to the model before this fit's first update: no rate of this fit helps
+        )
     from pyadapter.replay import scene
 
     copy, held = found
@@ -258,11 +280,12 @@ def cause_sentence(bundle_path: Any, located: SceneFiles) -> str | None:
     if cause.kind == "unknown":
         return None
     change = cause.change
-    where = (
-        f" Change {place_text(os.path.basename(change.file), change.line, change.cell)}: {change.what}."
-        if change
-        else ""
-    )
+    where = ""
+    if change is not None:
+        place = (change.cell is None and _run_cell_place(change.file, change.line)) or place_text(
+            os.path.basename(change.file), change.line, change.cell
+        )
+        where = f" Change {place}: {change.what}."
     return f"{cause.kind}: {cause.summary}.{where}"
 
 

@@ -463,10 +463,15 @@ class NanGuard(keras.callbacks.Callback):
         if batch_note is None and replicas > 1:
             batch_note = f"global batch: the {replicas} replicas' shards concatenated"
 
+        model_entry = function.model_info(self.model)
+
         def save_state(writer: bundle_format.BundleWriter) -> dict:
             for name, content in (extra_files or {}).items():
                 writer.write_extra(name, content)
-            return keras_state.save_keras_state(writer, model, seed_states)
+            saved = keras_state.save_keras_state(writer, model, seed_states)
+            if "model_save_error" in saved:
+                model_entry.pop("file", None)  # no model.keras: the manifest does not name one
+            return saved
 
         return bundle_writer.write_bundle(
             capture_dir=self.capture_dir,
@@ -482,7 +487,7 @@ class NanGuard(keras.callbacks.Callback):
             seed_states=seed_states,
             history=self._history,
             extra={
-                "model": function.model_info(self.model),
+                "model": model_entry,
                 "optimizer_iterations": int(primary_optimizer(model).iterations.numpy()),
                 **learning_rate.manifest_entry(primary_optimizer(model), report.update_in_state),
                 **keras_lines.manifest_entry([model]),
@@ -523,7 +528,7 @@ class NanGuard(keras.callbacks.Callback):
 
         model = self.model
         optimizers = model_optimizers(model)
-        seeds = rng.seed_generator_states(model)
+        seeds = rng.seed_generator_states(model, with_global=True)
         seed_variables = [variable for _, variable in seeds]
         step_call = scene.SceneStep(
             step=model.train_step,

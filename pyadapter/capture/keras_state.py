@@ -84,7 +84,7 @@ def _save_error_text(model: keras.Model, exc: Exception) -> str:
 def save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, seed_states: dict) -> dict:
     """model.keras (architecture and compile settings: `model_archive`) and weights.npz (every model and optimizer
     value, streamed one variable at a time), with the seed states from before the step."""
-    seeds = dict(rng.seed_generator_states(model))
+    seeds = dict(rng.seed_generator_states(model, with_global=True))
     after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
     extra: dict[str, Any] = {}
     described: list[dict[str, Any]] = []

@@ -130,7 +130,9 @@ class GuardedStep:
         self.verbose = options.verbose
         self.failures: list[Failure] = self.policy.failures
         self.meta = gate.GateMeta()  # of the call that just ran
-        self._traces: list[gate.GateMeta] = []  # per trace of the compiled step
+        self._traces: list[
+            tuple[gate.GateMeta, list[str]]
+        ] = []  # per trace of the compiled step: seed paths too
         self._written_by_hand: list[Any] = []  # variables the step writes itself, seen while it was traced
         self._history: collections.deque = collections.deque(maxlen=options.history_size)
         self._calls = 0
@@ -148,31 +150,37 @@ class GuardedStep:
             else None
         )
 
+        # The last trace made Keras's global SeedGenerator (`rng.states_before_step`): trace again after its call.
+        self._trace_again = False
         if isinstance(step_function, tf.types.experimental.PolymorphicFunction):
             self.python_function = step_function.python_function
             self._autograph = bool(getattr(step_function, "_autograph", True))
-
-            @tf.autograph.experimental.do_not_convert
-            def traced(*args: Any, **kwargs: Any) -> Any:
-                return self._traced(*args, **kwargs)
-
-            # The step's own signature, so input_signature and keyword arguments bind as they did before.
-            functools.update_wrapper(
-                traced, self.python_function, assigned=("__name__", "__qualname__", "__doc__")
-            )
-            traced.__signature__ = inspect.signature(self.python_function)
-            self._compiled = tf.function(
-                traced,
-                input_signature=step_function.input_signature,
-                jit_compile=getattr(step_function, "_jit_compile", None),
-                reduce_retracing=getattr(step_function, "_reduce_retracing", False),
-                autograph=False,  # ours is plain Python; the step itself is converted in _traced
-            )
+            self._compiled = self._compile(step_function)
         else:
             self.python_function = step_function
             self._autograph = False
             self._compiled = self._traced
         functools.update_wrapper(self, self.python_function)
+
+    def _compile(self, step_function: Any) -> Any:
+        """Our tf.function around `_traced`, compiled as the user's `step_function` was."""
+
+        @tf.autograph.experimental.do_not_convert
+        def traced(*args: Any, **kwargs: Any) -> Any:
+            return self._traced(*args, **kwargs)
+
+        # The step's own signature, so input_signature and keyword arguments bind as they did before.
+        functools.update_wrapper(
+            traced, self.python_function, assigned=("__name__", "__qualname__", "__doc__")
+        )
+        traced.__signature__ = inspect.signature(self.python_function)
+        return tf.function(
+            traced,
+            input_signature=step_function.input_signature,
+            jit_compile=getattr(step_function, "_jit_compile", None),
+            reduce_retracing=getattr(step_function, "_reduce_retracing", False),
+            autograph=False,  # ours is plain Python; the step itself is converted in _traced
+        )
 
     @property
     def last_bundle(self) -> Path | str | None:
@@ -185,16 +193,35 @@ class GuardedStep:
         keeper = self._window
         return keeper.copy_every if keeper is not None and keeper.enabled else None
 
-    def _seed_states(self) -> list[tuple[str, Any]]:
-        found = []
+    def _seed_states(self, with_global: bool = False) -> list[tuple[str, Any]]:
+        found: list[tuple[str, Any]] = []
         for model in self.models:
-            found += rng.seed_generator_states(model)
+            found += [
+                (path, variable)
+                for path, variable in rng.seed_generator_states(model, with_global=with_global)
+                if all(variable is not seen for _, seen in found)
+            ]
         return found
 
     def _traced(self, *args: Any, **kwargs: Any) -> Any:
-        seeds = self._seed_states()
-        self._seed_paths = [path for path, _ in seeds]
-        seeds_before = tuple(tf.identity(tf.convert_to_tensor(v)) for _, v in seeds)
+        with rng.states_before_step(self.models) as before:
+            result, verdict, meta, scope = self._gated_call(args, kwargs)
+        seed_paths = [path for path, _ in before.states]
+        seeds_before = tuple(read for _, read in before.states)
+        self._trace_again |= before.global_made_by_step
+        # Variables the step keeps by hand (gradient accumulators): restored around the scene's and the window's
+        # re-runs like the models' (a re-run of the failing step would leave its NaN in them).
+        self._written_by_hand = snapshot.unique([*self._written_by_hand, *gate.written_by_hand(scope)])
+        if tf.executing_eagerly():  # a plain Python step: this call's own
+            self.meta = meta
+            self._seed_paths = seed_paths
+            return result, verdict, seeds_before, tf.constant(-1)
+        # A step traced once per Python argument value (``apply_now=True/False``) has one gate per trace: each call
+        # says which trace ran, so its verdict is read with that trace's names (and its seed states with its paths).
+        self._traces.append((meta, seed_paths))
+        return result, verdict, seeds_before, tf.constant(len(self._traces) - 1)
+
+    def _gated_call(self, args: tuple, kwargs: dict) -> tuple[Any, Any, gate.GateMeta, Any]:
         function = self.python_function
         source_map: Any = contextlib.nullcontext()
         if self._autograph:
@@ -219,16 +246,7 @@ class GuardedStep:
             with source_map:
                 result = function(*args, **kwargs)
             verdict, meta = gate.combine(scope)
-        # Variables the step keeps by hand (gradient accumulators): restored around the scene's and the window's
-        # re-runs like the models' (a re-run of the failing step would leave its NaN in them).
-        self._written_by_hand = snapshot.unique([*self._written_by_hand, *gate.written_by_hand(scope)])
-        if tf.executing_eagerly():  # a plain Python step: this call's own
-            self.meta = meta
-            return result, verdict, seeds_before, tf.constant(-1)
-        # A step traced once per Python argument value (``apply_now=True/False``) has one gate per trace: each call
-        # says which trace ran, so its verdict is read with that trace's names.
-        self._traces.append(meta)
-        return result, verdict, seeds_before, tf.constant(len(self._traces) - 1)
+        return result, verdict, meta, scope
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if tf.inside_function():
@@ -250,8 +268,11 @@ class GuardedStep:
             if self._window is not None:
                 self._window.start(self._first_iteration)
         result, verdict, seeds_before, trace = self._compiled(*args, **kwargs)
+        if self._trace_again:
+            self._trace_again = False
+            self._compiled = self._compile(self.step_function)
         if int(trace) >= 0:
-            self.meta = self._traces[int(trace)]
+            self.meta, self._seed_paths = self._traces[int(trace)]
         step = self._first_iteration + self._calls
         index = self._calls
         self._calls += 1
@@ -476,7 +497,7 @@ class GuardedStep:
             )
         from pyadapter.replay import scene
 
-        seeds = self._seed_states()
+        seeds = self._seed_states(with_global=True)
         seed_variables = [variable for _, variable in seeds]
         # Variables the checkpoint holds, also in a list or dict (``Checkpoint(params=[w_x, w_h])``).
         held = [

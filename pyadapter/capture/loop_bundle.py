@@ -101,7 +101,7 @@ def _save_state(
 ) -> dict:
     for name, content in files.items():
         writer.write_extra(name, content)
-    seeds = dict(guarded._seed_states())
+    seeds = dict(guarded._seed_states(with_global=True))
     after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
     try:
         for path, value in seed_states.items():

@@ -285,17 +285,27 @@ def map_findings_to_notebook(findings: Findings, info: NotebookInfo | None) -> F
     return findings
 
 
+def executed_place(file: str, line: int, info: NotebookInfo) -> tuple[str, int, str | None] | None:
+    """("In [12]", line in that cell, the line's code) for a frame in cell code the kernel ran, as the kernel ran
+    it (for code the saved notebook does not hold); None when `file` is not a recorded cell file."""
+    executed = next((c for c in reversed(info.cells) if c.file and _same_file(file, c.file)), None)
+    if executed is None:
+        return None
+    lines = executed.source.splitlines()
+    in_cell = line + executed.line_offset
+    run = f"In [{executed.execution_count}]" if executed.execution_count is not None else "a cell"
+    return run, in_cell, lines[in_cell - 1] if 0 < in_cell <= len(lines) else None
+
+
 def _unsaved_origin(findings: Findings, origin: Finding, info: NotebookInfo) -> None:
     """The origin is in code the kernel ran that no cell of the saved notebook holds (a cell edited and run, not
     saved): show its line from what the kernel ran, and say why it is not marked in a cell."""
-    executed = next((c for c in reversed(info.cells) if c.file and _same_file(origin.file, c.file)), None)
-    if executed is None:
+    place = executed_place(origin.file, origin.line, info)
+    if place is None:
         return
-    lines = executed.source.splitlines()
-    in_cell = origin.line + executed.line_offset
-    if "origin_code" not in findings.extra and 0 < in_cell <= len(lines):
-        findings.extra["origin_code"] = lines[in_cell - 1]
-    run = f"In [{executed.execution_count}]" if executed.execution_count is not None else "a cell"
+    run, in_cell, code = place
+    if "origin_code" not in findings.extra and code is not None:
+        findings.extra["origin_code"] = code
     warning = (
         f"the origin is in code the kernel ran ({run}, line {in_cell}) that the saved {info.path.name} does not "
         f"hold: {_UNSAVED_MARK}; a replay runs the saved cells"

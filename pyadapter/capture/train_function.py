@@ -103,6 +103,8 @@ class GuardedTrainFunction:
         # a copy before each update, so that a failing step is taken back whole (`gate.RepeatedUpdate`).
         self.copy_before_updates = False
         self._repeated_update = False  # the last trace raised gate.RepeatedUpdate (as a StagingError)
+        # The last trace made Keras's global SeedGenerator (`rng.states_before_step`): trace again after its call.
+        self._trace_again = False
         self._make_functions(model)
 
     def _make_functions(self, model: keras.Model) -> None:
@@ -165,10 +167,11 @@ class GuardedTrainFunction:
     def _step_and_capture(self, data: Any) -> Any:
         model = self.model_ref()
         data = _optionals_to_none(data)
-        seeds = rng.seed_generator_states(model)
-        self.seed_paths = [path for path, _ in seeds]
-        seeds_before = [tf.identity(tf.convert_to_tensor(variable)) for _, variable in seeds]
-        outputs, verdict = self._one_step(data)
+        with rng.states_before_step([model]) as before:
+            outputs, verdict = self._one_step(data)
+        self.seed_paths = [path for path, _ in before.states]
+        seeds_before = [read for _, read in before.states]
+        self._trace_again |= before.global_made_by_step
         flat = tf.nest.flatten(data)
         self.template = tf.nest.pack_sequence_as(data, list(range(len(flat))))
         # Tuples, not lists: tf.data structures would turn lists into stacked tensors.
@@ -245,14 +248,19 @@ class GuardedTrainFunction:
         not moved)."""
         self._repeated_update = False
         try:
-            return getattr(self, name)(argument)
+            result = getattr(self, name)(argument)
         except Exception:
             model = self.model_ref()
             if not self._repeated_update or self.copy_before_updates or model is None:
                 raise
-        self.copy_before_updates = True
-        self._make_functions(model)
-        return getattr(self, name)(argument)
+            self.copy_before_updates = True
+            self._make_functions(model)
+            result = getattr(self, name)(argument)
+        model = self.model_ref()
+        if self._trace_again and model is not None and not model.run_eagerly:
+            self._trace_again = False
+            self._make_functions(model)
+        return result
 
     def _run(self, iterator: Any) -> Any:
         guard = self.guard

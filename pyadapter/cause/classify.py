@@ -1441,16 +1441,9 @@ def _divergence(
         )
         if loaded is not None:
             # The program gave the model those weights (load_weights of a diverged run's file, a backup resumed).
-            what = (
-                f"BackupAndRestore resumed from a backup an earlier run wrote as it blew up (weight norm "
-                f"{blown_up[1]:.3g} at step {blown_up[0]}): delete the backup folder so the fit starts anew, and "
-                "lower that run's learning rate"
-                if loaded.name == "BackupAndRestore"
-                else f"{loaded.name}: the weights it gives the model were already huge (weight norm "
-                f"{blown_up[1]:.3g} at step {blown_up[0]}): load weights saved before the run that wrote them "
-                "diverged, or build the model anew"
+            change = _weights_load_change(
+                loaded, f"already huge (weight norm {blown_up[1]:.3g} at step {blown_up[0]})"
             )
-            change = _change(loaded, what, "model")
         elif model_site is not None:
             change = _change(model_site, rebuild, "model")
         elif change is not None:
@@ -1665,14 +1658,7 @@ def _started_from_bad_weights(units: list[SourceUnit], origin: Finding, step: in
     change: Change | None = None
     if site is not None:
         where = f"; they were given to the model at {os.path.basename(site.file)}:{site.line} ({site.name})"
-        what = (
-            "BackupAndRestore resumed from a backup the earlier run wrote as it blew up: delete the backup folder "
-            "so the fit starts anew, and lower that run's learning rate"
-            if site.name == "BackupAndRestore"
-            else f"{site.name}: the run that saved these weights had blown them up; load weights saved before it "
-            "diverged, or build the model anew"
-        )
-        change = _change(site, what, "model")
+        change = _weights_load_change(site, "non-finite")
     else:
         where = (
             ", left so by an earlier fit or loop of the same model (a notebook cell run again without the cell "
@@ -1691,6 +1677,19 @@ def _started_from_bad_weights(units: list[SourceUnit], origin: Finding, step: in
         f"the {origin.op.type} op only read them"
     )
     return Cause("divergence", summary, evidence, change)
+
+
+def _weights_load_change(site: change_line.Site, state: str) -> Change:
+    """The change at the line that gave the model weights an earlier run had blown up (`state`: what they were
+    when this fit began): a BackupAndRestore's backup folder, else the file or object the weights came from."""
+    what = (
+        f"BackupAndRestore resumed from a backup an earlier run wrote as it blew up (its weights {state}): delete "
+        "the backup folder so the fit starts anew, and lower that run's learning rate"
+        if site.name == "BackupAndRestore"
+        else f"{site.name}: the weights it gives the model were {state}, as the run that saved them had left them: "
+        "load weights saved before that run diverged, or build the model anew"
+    )
+    return _change(site, what, "model")
 
 
 def _blown_up_at_start(history: list[dict[str, Any]], failing_step: int | None) -> tuple[int, float] | None:

@@ -147,12 +147,20 @@ def step_function(bundle: CaptureBundle, module: ModuleType) -> Any:
     qualname = info.get("qualname")
     if not qualname:
         raise BundleError(f"{bundle.path}: no step function recorded")
+    owner: Any = None
     for part in qualname.split("."):
         if part == "<locals>" or not hasattr(target, part):
             raise BundleError(
                 f"{bundle.path}: step function {qualname} is not reachable from {module.__name__}"
             )
-        target = getattr(target, part)
+        owner, target = target, getattr(target, part)
+    if isinstance(owner, type):
+        # ``self.train_step = guard_step(tf.function(self._train_step))`` in a trainer's __init__: the step needs
+        # the object the program makes as it runs (re-entry reaches it), not the class.
+        raise BundleError(
+            f"{bundle.path}: step function {qualname} is a method: its {owner.__name__} object exists only while "
+            "the program runs"
+        )
     # The name is the bundle's word: `train.tf.io.write_file` is reachable from a program that imports tensorflow,
     # and `train.housekeeping.purge_runs` from one that imports its own clean-up module; the replay would call it
     # with the captured batch. Only a function the program guards itself (guard_step) is a step.

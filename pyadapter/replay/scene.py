@@ -222,9 +222,14 @@ def _hidden_in_a_traced_function(findings: Findings) -> bool:
 def _in_own_thread(run: Callable[[], Any]) -> Any:
     """`run()` in a short-lived thread (see the module docstring); re-raises what it raised."""
     outcome: dict[str, Any] = {}
+    from pyadapter.capture import rng
+
+    # Keras keeps its global SeedGenerator per thread: the re-run draws ``keras.random.*(seed=None)`` from training's.
+    share_generator = rng.keras_global_seed_generator_sharer()
 
     def work() -> None:
         try:
+            share_generator()
             outcome["value"] = run()
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             outcome["error"] = exc
