@@ -10,6 +10,7 @@ __version__ = "0.2.0"
 
 from typing import TYPE_CHECKING  # noqa: E402
 
+from pyadapter import launch  # noqa: E402, F401  (reads the folder the program started in, before it moves)
 from pyadapter.dump.errors import ScanError  # noqa: E402  (light: no TensorFlow, no protobuf)
 from pyadapter.findings import Finding, Findings, FindingsError, TensorHealth, load_findings  # noqa: E402
 

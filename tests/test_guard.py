@@ -643,6 +643,41 @@ def test_a_nan_in_the_validation_data_is_said_once_and_stops_nothing(tmp_path, c
     assert said.count("NanGuard: val_loss is not finite at epoch 0 while the training steps were") == 1, said
 
 
+def test_a_metric_that_computes_nan_is_not_blamed_on_the_validation_data(tmp_path, capsys):
+    """A metric of the user's divides by the batch's positives, 0 in some batches: the metric is NaN in training and
+    validation while the loss and every step are finite. NanGuard said the validation data held NaN/Inf."""
+
+    class BatchRecall(keras.metrics.Metric):
+        def __init__(self, name="batch_recall", **kwargs):
+            super().__init__(name=name, **kwargs)
+            self.total = self.add_variable((), initializer="zeros", name="total")
+            self.count = self.add_variable((), initializer="zeros", name="count")
+
+        def update_state(self, y_true, y_pred, sample_weight=None):
+            positives = keras.ops.sum(y_true)
+            hits = keras.ops.sum(y_true * keras.ops.cast(y_pred > 0.5, "float32"))
+            self.total.assign_add(hits / positives)  # 0 / 0 for a batch with no positive
+            self.count.assign_add(1.0)
+
+        def result(self):
+            return self.total / self.count
+
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(160, 4)).astype("float32")
+    y = np.zeros((160, 1), "float32")
+    y[::40] = 1.0  # batches of 16: most have no positive
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, activation="sigmoid")])
+    model.compile("sgd", "binary_crossentropy", metrics=[BatchRecall()])
+    guard = NanGuard(str(tmp_path), locate=False)
+    model.fit(x, y, batch_size=16, validation_split=0.25, epochs=2, verbose=0, callbacks=[guard])
+    assert guard.failures == []
+    said = capsys.readouterr().err
+    assert "validation data" not in said, said
+    assert (
+        said.count("NanGuard: the metric batch_recall is not finite at epoch 0 while the loss and every") == 1
+    )
+
+
 def test_an_epoch_whose_every_step_was_skipped_reports_nan_not_a_perfect_loss(tmp_path, capsys):
     """Skip mode after a divergence: every step refused, and Keras's mean of no batch read loss 0.0. A
     ModelCheckpoint(monitor="loss", save_best_only=True) listed before NanGuard saved the blown-up weights as the

@@ -45,6 +45,13 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
 
 
+def run_in(project: Path, *argv: str) -> subprocess.CompletedProcess:
+    """``python ARGV`` run in the user's project folder, as they type it there."""
+    return subprocess.run(
+        [sys.executable, *argv], cwd=project, env=child_env(), capture_output=True, text=True, timeout=TIMEOUT
+    )
+
+
 def run_program(name: str, work: Path, *args: str) -> subprocess.CompletedProcess:
     """The program as its user runs it: ``python program.py ARGS`` in a folder of theirs (bundles go to
     ``captures/`` there, as the programs say)."""
@@ -260,6 +267,28 @@ def test_noise_drawn_without_a_seed_is_drawn_again_by_the_scene_and_the_replays(
     assert_replays_by_reentry(bundle, program)
 
 
+def test_a_program_that_moves_into_its_output_folder_replays_from_where_it_started(tmp_path):
+    """``python scripts/train.py`` from the project root: it reads data/train.npz, then ``os.chdir("runs/exp1")`` so
+    that its outputs land there, and fits. The bundle recorded the folder of the failing step, and the replays ran
+    the program from runs/exp1: "FileNotFoundError: ... 'data/train.npz'". The folder it started in is recorded."""
+    project = tmp_path / "project"
+    (project / "scripts").mkdir(parents=True)
+    (project / "data").mkdir()
+    program = project / "scripts" / "train.py"
+    shutil.copy(SHAPES / "fit_chdir_outputs.py", program)
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(1600, 16)).astype("float32")
+    x[[300, 900]] = 0.0  # two records with no features
+    np.savez(project / "data" / "train.npz", x=x, y=rng.integers(0, 4, size=1600))
+    done = run_in(project, "scripts/train.py")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(project / "runs" / "exp1")
+    entry = CaptureBundle.load(bundle).manifest["entry_script"]
+    assert (entry["cwd"], entry["cwd_at_capture"]) == (str(project), str(project / "runs" / "exp1")), entry
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
+    assert_replays_by_reentry(bundle, program, cwd=project)
+
+
 # ---- custom tf.GradientTape loops with guard_step ----------------------------------------------------------------
 
 
@@ -310,14 +339,7 @@ def test_a_package_run_with_dash_m_replays_with_its_relative_imports(tmp_path):
     module of its package, after checking that the name leads to the recorded file."""
     project = tmp_path / "project"
     shutil.copytree(SHAPES / "package_project", project)
-    done = subprocess.run(
-        [sys.executable, "-m", "trainer.train", "--epochs", "2"],
-        cwd=project,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-    )
+    done = run_in(project, "-m", "trainer.train", "--epochs", "2")
     assert done.returncode == 0, done.stderr[-3000:]
     (bundle,) = bundles(project)
     assert CaptureBundle.load(bundle).manifest["entry_script"]["module"] == "trainer.train"

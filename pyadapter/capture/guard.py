@@ -282,15 +282,32 @@ class NanGuard(keras.callbacks.Callback):
                     file=sys.stderr,
                     flush=True,
                 )
-        if not self.verbose or getattr(self, "_said_validation", False) or not logs or failed:
+        training = logs.get("loss") if logs else None
+        if not self.verbose or not logs or failed or not isinstance(training, (int, float)):
             return
-        bad = [
+        if not math.isfinite(float(training)):
+            return
+        not_finite = [
             name
             for name, value in logs.items()
-            if name.startswith("val_") and isinstance(value, (int, float)) and not math.isfinite(float(value))
+            if isinstance(value, (int, float))
+            and not isinstance(value, bool)
+            and not math.isfinite(float(value))
         ]
-        training = logs.get("loss")
-        if bad and isinstance(training, (int, float)) and math.isfinite(float(training)):
+        # A metric NaN in training too, beside a finite loss and steps that all passed: the metric's own arithmetic
+        # (0 / 0 in its update_state or result), not the data or the model.
+        metrics = [name for name in not_finite if not name.startswith("val_") and name != "loss"]
+        bad = [name for name in not_finite if name.startswith("val_") and name[len("val_") :] not in metrics]
+        if metrics and not getattr(self, "_said_metric", False):
+            self._said_metric = True
+            print(
+                f"NanGuard: the metric {', '.join(metrics)} is not finite at epoch {epoch} while the loss and every "
+                "training step were: the metric computes it (a division by a count that can be 0, in its "
+                "update_state or result), not the model or the data; callbacks that monitor it cannot compare it",
+                file=sys.stderr,
+                flush=True,
+            )
+        if bad and not getattr(self, "_said_validation", False):
             self._said_validation = True
             print(
                 f"NanGuard: {', '.join(bad)} is not finite at epoch {epoch} while the training steps were: the "

@@ -79,6 +79,7 @@ _ENTRY_SCRIPT_TYPES: dict[str, type] = {
     "sha256": str,
     "argv": list,
     "cwd": str,
+    "cwd_at_capture": str,  # the program's folder when the step failed, when it moved there (os.chdir)
     "notebook": dict,
     "module": str,  # run as `python -m module`; checked against the path before use (`replay.entry.package_root`)
 }

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from pyadapter import launch
 from pyadapter.capture import batchcodec, integrity, notebook, structure
 
 
@@ -78,6 +79,14 @@ def _is_kernel_launcher(path: str) -> bool:
     )
 
 
+def _working_folders() -> dict[str, str]:
+    """``cwd``: the folder the program started in (`pyadapter.launch`: its relative paths and argv mean what they
+    meant from there, and a re-entry runs it there); ``cwd_at_capture`` too when it moved since (``os.chdir``)."""
+    now = os.getcwd()
+    started = launch.started_in() or now
+    return {"cwd": started, **({"cwd_at_capture": now} if now != started else {})}
+
+
 def entry_script_info() -> dict[str, Any]:
     """``{"path", "sha256", "argv", "cwd"}`` of the entry script. In a notebook the entry is the ``.ipynb`` and
     ``"notebook"`` holds the cells the kernel executed so far (`NotebookInfo.to_manifest`), so frames in cell code
@@ -94,14 +103,14 @@ def entry_script_info() -> dict[str, Any]:
             "sha256": info.sha256,
             "code_sha256": code,  # what a replay checks: the file's own hash changes with every save of outputs
             "argv": list(sys.argv),
-            "cwd": os.getcwd(),
+            **_working_folders(),
             "notebook": info.to_manifest(),
         }
     out = {
         "path": str(path) if path else None,
         "sha256": integrity.sha256_file(path) if path else None,
         "argv": list(sys.argv),
-        "cwd": os.getcwd(),
+        **_working_folders(),
     }
     module = main_module_name(path)
     if module is not None:

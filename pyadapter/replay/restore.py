@@ -154,13 +154,6 @@ def step_function(bundle: CaptureBundle, module: ModuleType) -> Any:
                 f"{bundle.path}: step function {qualname} is not reachable from {module.__name__}"
             )
         owner, target = target, getattr(target, part)
-    if isinstance(owner, type):
-        # ``self.train_step = guard_step(tf.function(self._train_step))`` in a trainer's __init__: the step needs
-        # the object the program makes as it runs (re-entry reaches it), not the class.
-        raise BundleError(
-            f"{bundle.path}: step function {qualname} is a method: its {owner.__name__} object exists only while "
-            "the program runs"
-        )
     # The name is the bundle's word: `train.tf.io.write_file` is reachable from a program that imports tensorflow,
     # and `train.housekeeping.purge_runs` from one that imports its own clean-up module; the replay would call it
     # with the captured batch. Only a function the program guards itself (guard_step) is a step.
@@ -169,6 +162,13 @@ def step_function(bundle: CaptureBundle, module: ModuleType) -> Any:
         raise BundleError(
             f"{bundle.path}: step function {qualname} is not a function of the program's own code"
             + (f" (it is defined in {defined_in})" if defined_in else "")
+        )
+    if isinstance(owner, type) and not _guarded_by_the_program(target, module):
+        # ``self.train_step = guard_step(tf.function(self._train_step))`` in a trainer's __init__: the step needs
+        # the object the program makes as it runs (re-entry reaches it), not the class.
+        raise BundleError(
+            f"{bundle.path}: step function {qualname} is a method: its {owner.__name__} object exists only while "
+            "the program runs"
         )
     if not _guarded_by_the_program(target, module):
         raise BundleError(
