@@ -164,18 +164,21 @@ def map_to_notebook(findings: Any) -> str | None:
         return None
     notebook.map_findings_to_notebook(findings, info)
     origin = findings.origin
-    place = None if origin is None or origin.cell is not None else _run_cell_place(origin.file, origin.line)
+    place = (
+        None if origin is None or origin.cell is not None else _run_cell_place(origin.file, origin.line, info)
+    )
     return None if place is None else f"{place} (edited and run, not in the saved {info.path.name})"
 
 
-def _run_cell_place(file: str, line: int) -> str | None:
+def _run_cell_place(file: str, line: int, info: Any = None) -> str | None:
     """ "In [12], line 7" for a line of code this kernel ran that no saved cell holds (the kernel's own file of the
-    cell, /tmp/ipykernel_.../....py, means nothing to the user); None elsewhere."""
+    cell, /tmp/ipykernel_.../....py, means nothing to the user); None elsewhere. `info`: the kernel's notebook, when
+    the caller has it already."""
     try:
         from pyadapter.capture import notebook
     except ImportError:
         return None
-    info = notebook.current_notebook()
+    info = info if info is not None else notebook.current_notebook()
     place = notebook.executed_place(file, line, info) if info is not None else None
     return None if place is None else f"{place[0]}, line {place[1]}"
 
@@ -235,9 +238,8 @@ def window_search(
     if cause is None or cause.kind != "divergence":
         return None
     if (cause.evidence.get("weights_at_start") or {}).get("non_finite"):
-        return (
-            None  # NaN weights given to the model before this fit's first update: no rate of this fit helps
-        )
+        # NaN weights given to the model before this fit's first update: no rate of this fit helps.
+        return None
     from pyadapter.replay import scene
 
     copy, held = found

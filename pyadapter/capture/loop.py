@@ -204,7 +204,7 @@ class GuardedStep:
         return found
 
     def _traced(self, *args: Any, **kwargs: Any) -> Any:
-        with rng.states_before_step(self.models) as before:
+        with rng.states_before_step(self._seed_states(with_global=True)) as before:
             result, verdict, meta, scope = self._gated_call(args, kwargs)
         seed_paths = [path for path, _ in before.states]
         seeds_before = tuple(read for _, read in before.states)

@@ -79,8 +79,9 @@ class SeedsBefore:
 
 
 @contextlib.contextmanager
-def states_before_step(models: list[Any]) -> Iterator[SeedsBefore]:
-    """Around a guarded step (traced, or run eagerly): the states of the models' seed generators read before the
+def states_before_step(seeds: list[tuple[str, Any]]) -> Iterator[SeedsBefore]:
+    """Around a guarded step (traced, or run eagerly): the states of `seeds` ((path, state variable) of the models'
+    seed generators, Keras's global one with them: `seed_generator_states(model, with_global=True)`) read before the
     step, for the bundle (a replay then draws the same dropout masks and noise).
 
     Keras's global SeedGenerator counts when the step draws from it (``keras.random.normal(shape)`` with no seed,
@@ -91,13 +92,6 @@ def states_before_step(models: list[Any]) -> Iterator[SeedsBefore]:
     import tensorflow as tf
 
     existed = _keras_global_seed_generator() is not None
-    seeds: list[tuple[str, Any]] = []
-    seen: set[int] = set()
-    for model in models:
-        for path, variable in seed_generator_states(model, with_global=True):
-            if id(variable) not in seen:
-                seen.add(id(variable))
-                seeds.append((path, variable))
     found = SeedsBefore([(path, tf.identity(tf.convert_to_tensor(variable))) for path, variable in seeds])
     reads = list(found.states)
     yield found

@@ -167,7 +167,7 @@ class GuardedTrainFunction:
     def _step_and_capture(self, data: Any) -> Any:
         model = self.model_ref()
         data = _optionals_to_none(data)
-        with rng.states_before_step([model]) as before:
+        with rng.states_before_step(rng.seed_generator_states(model, with_global=True)) as before:
             outputs, verdict = self._one_step(data)
         self.seed_paths = [path for path, _ in before.states]
         seeds_before = [read for _, read in before.states]

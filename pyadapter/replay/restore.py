@@ -163,14 +163,14 @@ def step_function(bundle: CaptureBundle, module: ModuleType) -> Any:
             f"{bundle.path}: step function {qualname} is not a function of the program's own code"
             + (f" (it is defined in {defined_in})" if defined_in else "")
         )
-    if isinstance(owner, type) and not _guarded_by_the_program(target, module):
-        # ``self.train_step = guard_step(tf.function(self._train_step))`` in a trainer's __init__: the step needs
-        # the object the program makes as it runs (re-entry reaches it), not the class.
-        raise BundleError(
-            f"{bundle.path}: step function {qualname} is a method: its {owner.__name__} object exists only while "
-            "the program runs"
-        )
     if not _guarded_by_the_program(target, module):
+        if isinstance(owner, type):
+            # ``self.train_step = guard_step(tf.function(self._train_step))`` in a trainer's __init__: the step
+            # needs the object the program makes as it runs (re-entry reaches it), not the class.
+            raise BundleError(
+                f"{bundle.path}: step function {qualname} is a method: its {owner.__name__} object exists only "
+                "while the program runs"
+            )
         raise BundleError(
             f"{bundle.path}: step function {qualname} is not a step the program guards with guard_step"
         )
