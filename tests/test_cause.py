@@ -1682,6 +1682,28 @@ def test_a_log_of_negatives_or_of_a_softmax_zero_says_which_values_and_the_way_o
     assert cause.change is not None and cause.change.what.startswith(what), cause.change.what
 
 
+def test_a_sqrt_of_a_learned_head_gone_negative_is_made_positive_by_construction(tmp_path: Path) -> None:
+    """A demand model's spread head, ``ops.sqrt(variance)`` of a Dense output that went negative: the advice was
+    the clamp ``tf.sqrt(tf.maximum(x, 0.0))``, under which the head trained without NaN and never learned again
+    (no gradient below 0: its loss stuck at the mean target's). Softplus keeps it positive and learning."""
+    program = write_program(tmp_path)
+    health = TensorHealth(dtype="float32", size=32, neg=2, pos=30)
+    origin = Finding(
+        file=str(program),
+        line=3,
+        role="origin",
+        op=OpRef("demand_model_1/Sqrt", "Sqrt"),
+        health=TensorHealth(dtype="float32", size=32, nan=2),
+        inputs=[InputHealth("demand_model_1/var_head_1/Add:0", health)],
+    )
+    cause = classify(findings_of(origin), CauseContext())
+    assert cause.kind == "op" and "sqrt of a negative number is NaN" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.what.startswith(
+        "the Sqrt's input: make it positive by construction where the model learns it (tf.nn.softplus(x) + 1e-6"
+    ), cause.change.what
+    assert cause.change.what.endswith("or clamp it (tf.sqrt(tf.maximum(x, 0.0)))"), cause.change.what
+
+
 def test_a_schedule_names_the_rate_it_gave_the_failing_step_and_its_piece(tmp_path: Path) -> None:
     """``PiecewiseConstantDecay(boundaries=[50, 100], values=[0.01, 5.0, 0.001])`` (5.0 typed for 0.005): the run
     diverges after step 50. The cause said "the learning rate of PiecewiseConstantDecay: lower it", though the
@@ -2062,6 +2084,55 @@ def test_empty_reviews_divided_by_their_count_of_zero_are_the_divisions_fault(tm
         "the division: tf.math.divide_no_nan(a, b)"
     )
     assert cause.change.what.endswith("; or leave empty records out where the data is read")
+
+
+SEQ2SEQ_LOOP = """\
+import tensorflow as tf
+
+
+@tf.function
+def train_step(source, decoder_in, decoder_out):
+    mask = tf.cast(decoder_out > 0, tf.float32)
+    return tf.reduce_sum(decoder_out * mask, axis=1) / tf.reduce_sum(mask, axis=1)
+"""
+
+
+def test_a_custom_loop_s_empty_records_are_named_by_the_step_s_parameters(tmp_path: Path) -> None:
+    """A seq2seq loop's masked mean over an all-padding target (guard_step): the records were named "args[0][2],
+    args[1][2], args[2][2]", the bundle's positions, where the step calls them source, decoder_in, decoder_out."""
+    from pyadapter.cause.rows import rows_of
+
+    program = tmp_path / "loop.py"
+    program.write_text(SEQ2SEQ_LOOP)
+    sequences = np.random.default_rng(0).integers(1, 50, size=(3, 8, 6)).astype(np.float32)
+    sequences[:, 2] = 0.0  # row 2: an empty sentence pair, all padding
+    batch = {"args": tuple(sequences), "kwargs": {}}
+    per_row = np.ones(8, dtype=np.float32)
+    per_row[2] = np.nan
+    rows = rows_of(per_row, batch)
+    assert rows is not None and rows.outliers
+    origin = Finding(
+        file=str(program),
+        line=7,
+        role="origin",
+        op=OpRef("truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=8, nan=1, pos=7),
+        inputs=[
+            InputHealth("Sum:0", TensorHealth(dtype="float32", size=8, zero=1, pos=7)),
+            InputHealth("Sum_1:0", TensorHealth(dtype="float32", size=8, zero=1, pos=7)),
+        ],
+    )
+    context = CauseContext(
+        batch=batch,
+        entry_script=str(program),
+        step_function={"module": "__main__", "qualname": "train_step", "file": str(program)},
+    )
+    cause = classify(findings_of(origin, bad_rows=rows.to_json()), context)
+    assert cause.kind == "op", cause.summary
+    assert (
+        "(source[2] (0 throughout), decoder_in[2] (0 throughout), decoder_out[2] (0 throughout): empty"
+        in (cause.summary)
+    ), cause.summary
 
 
 def test_an_ordinary_draw_of_a_normal_feature_in_a_small_batch_is_not_bad_data(tmp_path: Path) -> None:

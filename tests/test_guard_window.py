@@ -388,7 +388,12 @@ def test_two_optimizers_one_on_a_schedule_are_not_searched_by_the_other_s_rate()
     constant = keras.optimizers.Adam(1e-3)
     run = empty_window([scheduled, constant])
     assert run.captured_rates() == [] and run.captured_learning_rate is None
-    assert run.search().stopped == "the learning rate is a schedule or not a variable: not searched"
+    assert run.search().stopped == (
+        "the learning rate of SGD is a schedule (CosineDecay), which the window replays as written: not searched"
+    )
+    assert empty_window([]).search().stopped == (
+        "the step updates its weights itself, with no optimizer whose rate the window can set: not searched"
+    )
     both = empty_window([keras.optimizers.SGD(0.02), constant])
     assert [rate for _, rate in both.captured_rates()] == pytest.approx([0.02, 1e-3])
 

@@ -65,7 +65,7 @@ def test_a_search_that_did_not_run_says_why_not_which_rate():
     from pyadapter.capture.window import Trial, WindowSearch
 
     skipped = WindowSearch(steps=3, start_step=5, captured_learning_rate=None)
-    skipped.stopped = "the learning rate is a schedule or not a variable: not searched"
+    skipped.stopped = "the learning rate is not a variable the window can set: not searched"
     assert skipped.sentence() == skipped.stopped
     tried = WindowSearch(
         steps=3, start_step=5, captured_learning_rate=0.1, trials=[Trial(0.1, False, 7, None)]

@@ -199,6 +199,44 @@ def test_run_step_judges_finite_and_non_finite_batches_from_the_same_state() -> 
         assert set(verdict.non_finite_gradients) == {v.path for v in model.trainable_variables}
 
 
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
+def test_gradients_too_large_to_square_are_said_only_for_an_optimizer_that_squares_them(
+    optimizer: str,
+) -> None:
+    """Features in units of 1e25 under MAE: the gradient is finite, its square is not. Adam squares it (its second
+    moment goes +Inf); SGD does not, and NanGuard's gate lets such a gradient through under SGD. A replay of an SGD
+    step (and of a hand-written update) said "2 gradients finite but too large to square in float32" anyway."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from pyadapter.replay.step import StepProgram, run_step
+
+    keras.utils.set_random_seed(0)
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(
+        optimizer=keras.optimizers.get({"class_name": optimizer, "config": {"learning_rate": 1e-30}}),
+        loss="mae",
+    )
+    x = np.full((4, 2), 1e25, "float32")
+    y = np.zeros((4, 1), "float32")
+    program = StepProgram(
+        step=model.train_step,
+        args=((tf.constant(x), tf.constant(y)),),
+        state=[*model.variables],
+        trainable=list(model.trainable_variables),
+        optimizers=[model.optimizer],
+        before_run=model.reset_metrics,
+    )
+    program.snapshot()
+    for mode in ("graph", "eager"):
+        verdict = run_step(program, mode)
+        assert verdict.gradients_finite, verdict
+        expected = [model.layers[0].kernel.path] if optimizer == "Adam" else []
+        assert verdict.too_large_gradients == expected, verdict
+
+
 def test_a_step_that_made_a_moving_variance_inf_is_reproduced_not_finite() -> None:
     """A feature in units of 1e20 into Dense -> BatchNormalization: the guard stops on the +Inf moving variance
     with a finite loss, gradients and weights. Every replay said "stayed finite — loss 7.4e16, gradients finite,
@@ -774,3 +812,32 @@ def test_a_nan_only_the_dumped_graph_missed_is_not_put_down_to_graph_mode() -> N
     assert "nanlens replay --graph" in report.note and "graph mode computes it differently" not in report.note
     dumped.dumped = False  # the plain graph replay stayed finite: then graph mode is what differs
     assert "only in eager mode" in (report.note or "")
+
+
+def test_a_program_run_again_writes_no_tensorboard_events_through_any_summary_module(tmp_path: Path) -> None:
+    """Keras 3's TensorBoard callback writes through ``import tensorflow.summary as summary``, a module of its own
+    beside ``tf.summary``. The pipeline re-run of `nanlens locate`, where the program's callbacks run, wrote a second
+    run's event files into the training's TensorBoard folder through it."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import tensorflow as tf
+
+    from pyadapter.replay.reentry import files_kept, scratch_files_for
+
+    logs = tmp_path / "logs"
+    with files_kept(scratch_files_for(tmp_path / "train.py", tmp_path), []):
+        import tensorflow.summary as summary  # as keras/src/callbacks/tensorboard.py does
+
+        for module in (summary, tf.summary):
+            writer = module.create_file_writer(str(logs / module.__name__))
+            with writer.as_default():
+                tf.summary.scalar("loss", 1.0, step=0)
+            writer.flush()
+    assert not logs.exists() or not any(p.is_file() for p in logs.rglob("*")), sorted(logs.rglob("*"))
+    # Put back afterwards: the user's own process writes again.
+    import tensorflow.summary as summary
+
+    writer = summary.create_file_writer(str(logs))
+    with writer.as_default():
+        tf.summary.scalar("loss", 1.0, step=0)
+    writer.flush()
+    assert any(p.name.startswith("events.out.tfevents") for p in logs.iterdir())

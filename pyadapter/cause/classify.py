@@ -166,6 +166,13 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     rows = BadRows.from_json((findings.bundle or {}).get("bad_rows"))
     if rows is not None and rows.count > rows.batch_rows // 2:
         rows = None  # no one record's doing (`rows.rows_of`); a bundle located before that rule recorded them
+    if rows is not None:
+        # A guard_step's records by the step's own names: "y_out[41]", not "args[2][41]".
+        named = [
+            dataclasses.replace(o, element=_named_by_step_parameters(o.element, units, context.step_function))
+            for o in rows.outliers
+        ]
+        rows = dataclasses.replace(rows, outliers=named)
     mask = _mask_constant(findings, origin)
     if mask is not None:
         # A -inf written to mask positions, on a row with every position masked: the constant is what to change,
@@ -690,6 +697,7 @@ _KERAS_OPS_NAMES = (
     ("tf.math.rsqrt(", "keras.ops.rsqrt("),
     ("tf.maximum(", "keras.ops.maximum("),
     ("tf.sqrt(", "keras.ops.sqrt("),
+    ("tf.nn.softplus(", "keras.ops.softplus("),
 )
 
 
@@ -810,6 +818,14 @@ def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
     elif name == "log" and negative:
         what = (
             f"the {origin.op.type}'s input: keep it positive (an exp or softplus output), or clip it ({fix})"
+        )
+    elif name == "sqrt" and negative:
+        # A learned variance or scale head (a Dense output): the clamp trains without NaN, but below 0 it passes no
+        # gradient, and the head stopped learning at its mean target (a helper's two-headed model, session 23).
+        what = (
+            f"the {origin.op.type}'s input: make it positive by construction where the model learns it "
+            f"(tf.nn.softplus(x) + 1e-6: a clamp at 0 passes no gradient below it, and a head stops learning "
+            f"there), or clamp it ({fix})"
         )
     else:
         what = f"the {origin.op.type}'s input: keep it in the domain ({fix})"
@@ -1085,10 +1101,7 @@ def _row_outlier(
     """The origin op made NaN/Inf in some rows of the batch only, and one of those rows holds a value unlike what
     the other rows hold (a label of 50 among 0s and 1s, a price of -1): that record, where it came from, and the
     op's line."""
-    outlier = rows.outliers[0]
-    outlier = dataclasses.replace(
-        outlier, element=_named_by_step_parameters(outlier.element, units, context.step_function)
-    )
+    outlier = rows.outliers[0]  # named by the step's parameters already (`classify`)
     where, batch_index, read_at = _element_provenance(findings, context, units, outlier.element)
     op = origin.op.type
     evidence = _read_evidence(origin, context, outlier.element, bad_rows=rows.to_json())

@@ -8,6 +8,7 @@ replayed function: XLA has no kernel for the dump's DebugNumericSummaryV2 op.
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import tensorflow as tf
@@ -19,7 +20,7 @@ from pyadapter.replay.rebuild import Rebuilt
 from pyadapter.replay.session import new_report, with_captured_step
 from pyadapter.replay.shards import worker_verdicts
 from pyadapter.replay.step import run_step
-from pyadapter.replay.verdict import ReplayReport
+from pyadapter.replay.verdict import Mode, ReplayReport
 
 
 def dump_replay(
@@ -57,7 +58,9 @@ def dump_replay(
             run_step(
                 rebuilt.program, "eager", restore=False, around=lambda: dumping(Path(dump_dir) / EAGER_DUMP)
             )
-        report.bad_rows = _bad_rows(rebuilt, str(dump_dir))
+        report.bad_rows = _bad_rows(
+            rebuilt, str(dump_dir), eager_first=not report.verdicts["graph"].stateful_random
+        )
         # Keep the report's modes in the usual order.
         report.verdicts = {mode: report.verdicts[mode] for mode in ("graph", "eager")}
         return report
@@ -67,20 +70,21 @@ def dump_replay(
     return report
 
 
-def _bad_rows(rebuilt: Rebuilt, dump_dir: str) -> dict | None:
-    """The batch rows the origin op's NaN/Inf came from (`pyadapter.replay.rowvalues`), from one more graph run
-    from the captured state; the origin is the dump's, scanned here (the caller scans it again: it is small)."""
+def _bad_rows(rebuilt: Rebuilt, dump_dir: str, *, eager_first: bool) -> dict | None:
+    """The batch rows the origin op's NaN/Inf came from (`pyadapter.replay.rowvalues`), from one more run from the
+    captured state (eager unless the step draws unseeded random numbers); the origin is the dump's, scanned here
+    (the caller scans it again: it is small)."""
     from pyadapter.dump import ScanError, scan_dump
-    from pyadapter.replay.rowvalues import origin_rows, values_dumping
+    from pyadapter.replay.rowvalues import origin_rows
 
     try:
         origin = scan_dump(dump_dir).origin
     except ScanError:
         return None
 
-    def run_values(values_dir: str, op_type: str) -> None:
+    def run_values(mode: Mode, around: Callable[[], AbstractContextManager[None]]) -> None:
         rebuilt.program.restore()
-        run_step(rebuilt.program, "graph", restore=False, around=lambda: values_dumping(values_dir, op_type))
+        run_step(rebuilt.program, mode, restore=False, around=around)
 
-    rows = origin_rows(origin, rebuilt.bundle.batch(), run_values)
+    rows = origin_rows(origin, rebuilt.bundle.batch(), run_values, eager_first=eager_first)
     return None if rows is None else rows.to_json()

@@ -382,19 +382,34 @@ def _deadline(seconds: float) -> Iterator[None]:
 @contextlib.contextmanager
 def _no_summaries() -> Iterator[None]:
     """``tf.summary.create_file_writer`` gives a writer that writes nothing while a program runs for a replay: its
-    set-up and the replayed step would otherwise add event files to the run's TensorBoard logs."""
+    set-up and the replayed step would otherwise add event files to the run's TensorBoard logs.
+
+    Every module that exports it is patched: ``import tensorflow.summary as summary`` (Keras 3's TensorBoard
+    callback) makes a module of its own, not ``tf.summary``, and a pipeline re-run, where callbacks run, wrote a
+    second run's event files into the training's log folder through it."""
+    import importlib
+
     import tensorflow as tf
 
     original = tf.summary.create_file_writer
+    with contextlib.suppress(ImportError):
+        importlib.import_module("tensorflow.summary")  # made now, so patched below, not made later unpatched
 
     def create_file_writer(*args: Any, **kwargs: Any) -> Any:
         return tf.summary.create_noop_writer()
 
-    tf.summary.create_file_writer = create_file_writer
+    exporting = [
+        module
+        for name, module in list(sys.modules.items())
+        if name.startswith("tensorflow") and getattr(module, "create_file_writer", None) is original
+    ]
+    for module in exporting:
+        module.create_file_writer = create_file_writer  # type: ignore[attr-defined]
     try:
         yield
     finally:
-        tf.summary.create_file_writer = original
+        for module in exporting:
+            module.create_file_writer = original  # type: ignore[attr-defined]
 
 
 def _save_targets() -> list[tuple[Any, str, str]]:

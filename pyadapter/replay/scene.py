@@ -22,6 +22,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,10 +75,14 @@ def user_call_site() -> Frame | None:
     )
 
 
-def _run_dumped(scene: SceneStep, dump_dir: str, mode: str = "graph", values_of: str | None = None) -> Any:
+def _run_dumped(
+    scene: SceneStep,
+    dump_dir: str,
+    mode: str = "graph",
+    around: Callable[[], AbstractContextManager[None]] | None = None,
+) -> Any:
     """Restore the pre-step values, run the step once (as a graph, or eagerly) under the dump; the StepVerdict.
-    With `values_of` (an op type), the dump holds the whole values of that type's ops only (FULL_TENSOR; tfdbg
-    filters by op type), not every op's health."""
+    `around` instead of the dump: what wraps the step (the look at the origin's values, `_rows_of_origin`)."""
     from pyadapter.dump.recorder import step_dump as dumping
     from pyadapter.replay.step import StepProgram, run_step
 
@@ -105,11 +110,7 @@ def _run_dumped(scene: SceneStep, dump_dir: str, mode: str = "graph", values_of:
         before_run=before_run,
         description="the failing step, at the scene",
     )
-    if values_of is not None:
-        from pyadapter.replay.rowvalues import values_dumping
-
-        return run_step(program, mode, restore=True, around=lambda: values_dumping(dump_dir, values_of))  # type: ignore[arg-type]
-    return run_step(program, mode, restore=True, around=lambda: dumping(dump_dir))  # type: ignore[arg-type]
+    return run_step(program, mode, restore=True, around=around or (lambda: dumping(dump_dir)))  # type: ignore[arg-type]
 
 
 def locate_here(
@@ -175,7 +176,7 @@ def locate_here(
             kind=kind,
             entry_script=entry_script,
         )
-        rows = _rows_of_origin(scene, findings, batch, saved, mode)
+        rows = _rows_of_origin(scene, findings, batch, saved, verdict, mode)
         if rows is not None and findings.bundle is not None:
             findings.bundle["bad_rows"] = rows.to_json()
         _attach_pictures(findings, dump_dir, bundle_path, history, step)
@@ -193,21 +194,24 @@ def locate_here(
 
 
 def _rows_of_origin(
-    scene: SceneStep, findings: Findings, batch: Any, saved: list[tuple[Any, Any]], mode: str
+    scene: SceneStep, findings: Findings, batch: Any, saved: list[tuple[Any, Any]], verdict: Any, mode: str
 ) -> Any:
-    """The batch rows the origin op's NaN/Inf came from (`pyadapter.replay.rowvalues`), from one more graph run of
-    the step from the state before it. An eager run's dump names no ops, so its origin gets none."""
+    """The batch rows the origin op's NaN/Inf came from (`pyadapter.replay.rowvalues`), from one more run of the
+    step from the state before it (eager unless the step draws unseeded random numbers). An eager locate's dump
+    names no ops, so its origin gets none."""
     from pyadapter.replay.rowvalues import origin_rows
 
     if mode != "graph":
         return None
 
-    def run_values(values_dir: str, op_type: str) -> None:
+    def run_values(run_mode: str, around: Callable[[], AbstractContextManager[None]]) -> None:
         for variable, value in saved:  # the locate's run applied its update: start again from before it
             variable.assign(value)
-        _in_own_thread(lambda: _run_dumped(scene, values_dir, values_of=op_type))
+        _in_own_thread(lambda: _run_dumped(scene, "", run_mode, around))
 
-    return origin_rows(findings.origin, batch, run_values)
+    return origin_rows(
+        findings.origin, batch, run_values, eager_first=not getattr(verdict, "stateful_random", None)
+    )
 
 
 _CALL_OUTPUT = re.compile(r"(?:^|/)(?:Stateful)?PartitionedCall(?:_\d+)?:\d+$")

@@ -22,6 +22,7 @@ import tensorflow as tf
 
 from pyadapter.capture.gate import is_loss_scale_optimizer
 from pyadapter.capture.gate_checks import half_squares32
+from pyadapter.capture.gate_update import squares_gradients
 from pyadapter.capture.snapshot import variable_path
 from pyadapter.replay import stateful_random
 from pyadapter.replay.errors import ReplayError, error_text
@@ -71,6 +72,9 @@ class _GradientRecorder:
     def __init__(self, optimizers: list[Any]) -> None:
         self.optimizers = optimizers
         self.seen: list[tuple[str, Any]] = []
+        # ids of the seen gradients whose optimizer squares them (Adam, RMSprop; not SGD, nor a hand-written
+        # update): only those are judged on whether their squares fit float32, as NanGuard's gate judges them.
+        self.squared: set[int] = set()
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
@@ -79,7 +83,7 @@ class _GradientRecorder:
             if type(optimizer).__name__.startswith("LossScaleOptimizer"):  # Keras 3; tf_keras: ...V3
                 continue  # non-finite scaled gradients are its normal business: it skips them and lowers the scale
             original = getattr(optimizer, "apply", None)
-            if original is None and _watch_apply_gradients(optimizer, self.seen):
+            if original is None and _watch_apply_gradients(optimizer, self.seen, self.squared):
                 patched.append(
                     (optimizer, "apply_gradients")
                 )  # tf_keras: no apply, the update is apply_gradients
@@ -98,9 +102,12 @@ class _GradientRecorder:
                 variables = trainable_variables
                 if variables is None:
                     variables = getattr(_optimizer, "_trainable_variables", None) or [None] * len(list(grads))
+                squares = squares_gradients(_optimizer)
                 for grad, var in zip(list(grads), list(variables), strict=False):
                     if grad is not None:
                         self.seen.append((variable_name(var) if var is not None else "?", grad))
+                        if squares:
+                            self.squared.add(id(grad))
                 return _original(grads, trainable_variables, *rest, **kw)
 
             optimizer.apply = apply
@@ -116,7 +123,8 @@ class _GradientRecorder:
 
     def finite_flags(self) -> list[tuple[str, Any]]:
         """(variable name, scalar bool tensor [finite, squares fit float32]) for each gradient of the current graph
-        (or eager): the second is False also for finite values past ~1.8e19, as NanGuard's gate judges them."""
+        (or eager): the second is False for finite values past ~1.8e19 that an optimizer squares, as NanGuard's gate
+        judges them."""
         flags = []
         graph = tf.compat.v1.get_default_graph() if not tf.executing_eagerly() else None
         for name, grad in self.seen:
@@ -125,14 +133,18 @@ class _GradientRecorder:
                 continue
             if graph is not None and getattr(values, "graph", None) is not graph:
                 continue  # made inside a nested tf.function: cannot be read from here
-            squares = half_squares32(values)  # as the gate reads it (float64 kept, float16 cast to float32)
-            flags.append(
-                (name, tf.stack([tf.reduce_all(tf.math.is_finite(values)), tf.math.is_finite(squares)]))
-            )
+            finite = tf.reduce_all(tf.math.is_finite(values))
+            if id(grad) in self.squared:
+                squares = half_squares32(
+                    values
+                )  # as the gate reads it (float64 kept, float16 cast to float32)
+                flags.append((name, tf.stack([finite, tf.math.is_finite(squares)])))
+            else:
+                flags.append((name, tf.stack([finite, tf.constant(True)])))
         return flags
 
 
-def _watch_apply_gradients(optimizer: Any, seen: list[tuple[str, Any]]) -> bool:
+def _watch_apply_gradients(optimizer: Any, seen: list[tuple[str, Any]], squared: set[int]) -> bool:
     """tf_keras optimizers: record the (gradient, variable) pairs ``apply_gradients`` is given; whether patched."""
     original = getattr(optimizer, "apply_gradients", None)
     if original is None or "apply_gradients" in vars(optimizer):
@@ -141,6 +153,8 @@ def _watch_apply_gradients(optimizer: Any, seen: list[tuple[str, Any]]) -> bool:
     def apply_gradients(grads_and_vars: Any, *rest: Any, **kw: Any) -> Any:
         pairs = list(grads_and_vars)
         seen.extend((variable_name(var), grad) for grad, var in pairs if grad is not None)
+        if squares_gradients(optimizer):
+            squared.update(id(grad) for grad, _ in pairs if grad is not None)
         return original(pairs, *rest, **kw)
 
     optimizer.__dict__["apply_gradients"] = apply_gradients  # bypasses attribute tracking, as gate.hooks does
@@ -209,6 +223,7 @@ def run_step(
 
     def step_and_flags(*args: Any, **kwargs: Any) -> tuple[tuple[Any, list[Any], list[Any]], list[str]]:
         recorder.seen.clear()
+        recorder.squared.clear()
         differentiated: list[Any] = []
         taped: list[tuple[str, Any]] = []
         with recorder.watching(), _tape_watched(differentiated, taped):

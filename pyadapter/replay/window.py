@@ -246,6 +246,21 @@ class WindowRun:
             "trains, and the window replays at one rate"
         )
 
+    def _not_searchable(self) -> str:
+        """Why no rate can be set for the window: which optimizer's rate is a schedule, or that none is a variable
+        (a hand-written update's constant, ``w.assign_sub(STEP_SIZE * g)``: "a schedule or not a variable" read
+        as if the program had a schedule)."""
+        for optimizer in self.optimizers:
+            inner = getattr(optimizer, "inner_optimizer", None) or optimizer
+            schedule = getattr(inner, "_learning_rate", None)
+            if learning_rate_variable(optimizer) is None and callable(schedule):
+                kind = type(schedule).__name__
+                name = f"a schedule ({kind})" if kind != "function" else "a function"
+                return f"the learning rate of {type(inner).__name__} is {name}, which the window replays as written"
+        if self.optimizers:
+            return "the learning rate is not a variable the window can set"
+        return "the step updates its weights itself, with no optimizer whose rate the window can set"
+
     def search(self, *, seconds: float = SEARCH_SECONDS, failing_rate: float | None = None) -> WindowSearch:
         """The largest learning rate that keeps the window finite: halve the captured rate until the window stays
         finite, then bisect (log scale) between that and the next rate up. Bounded by `seconds`. Not searched
@@ -253,7 +268,7 @@ class WindowRun:
         captured = self.captured_learning_rate
         result = WindowSearch(steps=self.steps, start_step=self.start_step, captured_learning_rate=captured)
         if captured is None or not captured > 0:
-            result.stopped = "the learning rate is a schedule or not a variable: not searched"
+            result.stopped = f"{self._not_searchable()}: not searched"
             return result
         changed = self.rate_changed(failing_rate)
         if changed is not None:

@@ -1,0 +1,80 @@
+"""The origin op's rows are read from one eager run of the step, and from a traced graph run only when the eager run
+cannot show them (the graph run re-traces the whole step under a dump: seconds at the sizes users train)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from pyadapter.findings import Finding, OpRef, TensorHealth
+from pyadapter.replay.rowvalues import origin_rows
+
+
+def step(x: tf.Tensor) -> tf.Tensor:
+    scaled = x * 2.0
+    return tf.reduce_sum(tf.math.log(scaled), axis=1)
+
+
+LOG_LINE = step.__code__.co_firstlineno + 2  # the line of `tf.math.log` in `step`, which the origin names
+
+
+def batch_with_a_zero_row() -> np.ndarray:
+    x = np.random.default_rng(0).uniform(1.0, 2.0, size=(8, 4)).astype("float32")
+    x[5] = 0.0  # row 5 only: log(0) = -inf in its 4 values
+    return x
+
+
+def log_origin(line: int = LOG_LINE) -> Finding:
+    return Finding(
+        file=__file__,
+        line=line,
+        role="origin",
+        op=OpRef(name="Log", type="Log", graph="step"),
+        health=TensorHealth(dtype="float32", rank=2, size=32, neg_inf=4),
+    )
+
+
+def runner(
+    x: np.ndarray, modes: list[str]
+) -> Callable[[str, Callable[[], AbstractContextManager[None]]], None]:
+    """`run_values` as the scene and the dumped replay give it: the step once, eagerly or traced, wrapped."""
+
+    def run_values(mode: str, around: Callable[[], AbstractContextManager[None]]) -> None:
+        modes.append(mode)
+        with around():
+            if mode == "eager":
+                step(tf.constant(x))
+            else:
+                tf.function(step)(tf.constant(x))
+
+    return run_values
+
+
+def test_the_rows_come_from_one_eager_run_when_it_shows_the_origin() -> None:
+    x, modes = batch_with_a_zero_row(), []
+    rows = origin_rows(log_origin(), (x, None), runner(x, modes))
+    assert rows is not None and rows.rows == [5]
+    assert modes == ["eager"]  # no traced run of the step
+
+
+@pytest.mark.parametrize("eager_first", [False, True])
+def test_the_graph_run_names_them_when_the_eager_run_cannot(eager_first: bool) -> None:
+    """Unseeded random draws (eager_first=False), or no eager op at the origin's line: the traced run, by op name."""
+    x, modes = batch_with_a_zero_row(), []
+    origin = log_origin(LOG_LINE if not eager_first else LOG_LINE - 1)  # a line the eager Log was not made at
+    rows = origin_rows(origin, (x, None), runner(x, modes), eager_first=eager_first)
+    assert rows is not None and rows.rows == [5]
+    assert modes == (["eager", "graph"] if eager_first else ["graph"])
+
+
+def test_a_failing_run_names_no_rows_and_raises_nothing() -> None:
+    x = batch_with_a_zero_row()
+
+    def failing(mode: str, around: Callable[[], AbstractContextManager[None]]) -> None:
+        raise RuntimeError("the step cannot run")
+
+    assert origin_rows(log_origin(), (x, None), failing) is None
