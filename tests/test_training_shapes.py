@@ -985,3 +985,24 @@ def test_the_guarded_step_that_failed_is_the_one_re_entered_not_the_first_one_ca
     assert_replays_by_reentry(bundle, program, cwd=tmp_path)
     replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
     assert "up to train_probe" in replayed["route"], replayed["route"]
+
+
+def test_settings_from_environment_variables_missing_at_replay_are_named(tmp_path, monkeypatch):
+    """``LR=0.5 HIDDEN=64 python train.py``, then a replay without them: "ran 1 fit, none of them the captured one,
+    and ended", with no reason. The model built the second time has other shapes (HIDDEN), which the error now
+    says, and where such settings come from; with them set as in training, the step replays."""
+    monkeypatch.setenv("LR", "0.5")
+    monkeypatch.setenv("HIDDEN", "64")
+    program, done = run_copied("fit_env_settings.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed
+    monkeypatch.delenv("HIDDEN")
+    refused = nanlens_text("replay", str(bundle), cwd=tmp_path)
+    assert refused.returncode != 0
+    expected = (
+        "none of them the captured one, and ended (the last: its model's sequential/dense/kernel is [8, 32], the "
+        "captured one [8, 64]; a program that reads its settings from environment variables"
+    )
+    assert expected in refused.stderr, refused.stderr[-2000:]

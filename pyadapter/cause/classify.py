@@ -305,7 +305,8 @@ def _first_steps_words(step: int | None) -> str:
 def _before_words(rose: trend.Trend | None) -> str:
     """What the steps before an overflow showed, when no divergence's growth: nothing, or a slower rise."""
     if rose is None:
-        return "with no growth over the steps before"
+        # Said of what the guard records only: logits divided by an annealed temperature grew x17 unseen.
+        return "with no growth over the steps before in the loss, gradient norm, weights or outputs the guard records"
     label = SERIES_WORDS.get(rose.series, rose.series)
     return (
         f"after the {label} rose x{rose.factor:.3g} over {rose.steps} steps ({_fmt(rose.start_value)} at step "

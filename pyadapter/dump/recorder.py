@@ -248,6 +248,16 @@ def step_dump(
 
     quiet = _PseudoFileWarningFilter()
     logging.getLogger("tensorflow").addFilter(quiet)
+    # No Grappler for the dumped step's graph: with a debug op on every output, each op's output has a second
+    # consumer, so it fuses or rewrites next to nothing there, and its passes over a graph twice the step's size
+    # were 40% of the dumped run (MobileNetV3Small's step: 31 s, 18 s without; bench/scale.py's Transformer too).
+    # Read when the function is instantiated, inside the block: training's own functions keep theirs.
+    grappler_was_off = tf.config.optimizer.get_experimental_options().get("disable_meta_optimizer", False)
+    tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    if op_regex is None:
+        # The step's arguments unrecorded, as under Grappler (which pruned their debug ops): the scan reads a
+        # NaN that came in with the batch from the op that first took it, and the cause the batch's own array.
+        op_regex = "(?!Placeholder$)"
     try:
         writer = tf.debugging.experimental.enable_dump_debug_info(
             str(dump_dir), tensor_debug_mode=mode, circular_buffer_size=-1, op_regex=op_regex
@@ -259,4 +269,5 @@ def step_dump(
             writer.FlushExecutionFiles()
             tf.debugging.experimental.disable_dump_debug_info()
     finally:
+        tf.config.optimizer.set_experimental_options({"disable_meta_optimizer": grappler_was_off})
         logging.getLogger("tensorflow").removeFilter(quiet)

@@ -67,6 +67,7 @@ class _BundleTakeover:
         self.error: BaseException | None = None
         self.seconds_to_step = 0.0
         self.phases_skipped = 0  # fits before the captured one, run one step each (`takes_fit`)
+        self.last_skip_reason: str | None = None  # why the last fit skipped was not the captured one
         self.other_steps = 0  # calls of the program's other guarded functions, run as they would
         self.started = time.perf_counter()
         self.fits = FitCounter()  # the fits this re-entry has begun, per calling line
@@ -126,34 +127,55 @@ class _BundleTakeover:
 
         if self._not_the_captured_fit():
             self.phases_skipped += 1
+            self.last_skip_reason = "called from another line than the captured fit"
             return False
         info = self.bundle.model_info
         optimizer, trainable = info.get("optimizer"), info.get("trainable_variables")
         if not isinstance(optimizer, str) or not isinstance(trainable, int):
             return True
         try:
-            same = type(primary_optimizer(model)).__name__ == optimizer
+            name = type(primary_optimizer(model)).__name__
         except (ValueError, AttributeError):  # no optimizer: Keras raises its own error for that fit
             return True
         # A subclassed model makes its weights at its first call: before its first fit, only the optimizer tells.
         built = all(layer.built for layer in model._flatten_layers())
-        if same and (not built or (len(model.trainable_variables) == trainable and self._same_shapes(model))):
+        if name != optimizer:
+            reason: str | None = f"its optimizer is {name}, the captured one {optimizer}"
+        elif not built:
+            return True
+        elif len(model.trainable_variables) != trainable:
+            reason = f"its model has {len(model.trainable_variables)} trainable weights, the captured one {trainable}"
+        else:
+            reason = self._other_shape(model)
+        if reason is None:
             return True
         self.phases_skipped += 1
+        self.last_skip_reason = reason
         return False
 
-    def _same_shapes(self, model: Any) -> bool:
-        """Whether the model's variables have the shapes, in order, of the model's captured values: a grid search
-        fits a model of another width first, with the same optimizer class and number of weights. True when the
-        manifest lists none (an older bundle)."""
+    def _other_shape(self, model: Any) -> str | None:
+        """The first of the model's variables whose shape is not the captured value's, said in a few words, or None
+        (the same shapes in order, or a manifest that lists none: an older bundle). A grid search fits a model of
+        another width first, with the same optimizer class and number of weights; a width read from an environment
+        variable (``HIDDEN=64 python train.py``) replayed without it builds one too."""
+        from pyadapter.capture.snapshot import variable_path
+
         captured = [
-            v.get("shape")
+            v
             for v in (self.bundle.manifest.get("weights") or {}).get("variables") or []
             if isinstance(v, dict) and v.get("group") == "model"
         ]
         if not captured:
-            return True
-        return captured == [list(v.shape) for v in model.variables]
+            return None
+        for entry, variable in zip(captured, model.variables, strict=False):
+            if entry.get("shape") != list(variable.shape):
+                return (
+                    f"its model's {variable_path(variable)} is {list(variable.shape)}, the captured one "
+                    f"{entry.get('shape')}"
+                )
+        if len(captured) != len(model.variables):
+            return f"its model has {len(model.variables)} variables, the captured one {len(captured)}"
+        return None
 
     def takes(self, model: Any) -> bool:
         """Whether a ``train_on_batch`` of `model` is the bundle's step: the model the guard watched, told by the
@@ -177,6 +199,19 @@ class _BundleTakeover:
             self.other_steps += 1
             return
         self._run(name, lambda: _loop_rebuilt(self.bundle, guarded, (tuple(args), dict(kwargs))))
+
+
+def _skip_reason(reason: str | None) -> str:
+    """Why the last fit was not the captured one, and the usual reason a program builds another model than it did in
+    training, run with the argv the bundle recorded: settings it reads from elsewhere."""
+    if reason is None:
+        return ""
+    if reason.startswith("called from"):
+        return f" (the last {reason})"
+    return (
+        f" (the last: {reason}; a program that reads its settings from environment variables or a file builds "
+        "another model when they differ from training's: run nanlens with them as training had them)"
+    )
 
 
 def _keras_rebuilt(bundle: Any, model: Any) -> Any:
@@ -773,7 +808,7 @@ def run_by_reentry(
             raise ReplayError(
                 f"re-entry: the {kind} {program.name} ran {hook.phases_skipped} fit"
                 f"{'s' if hook.phases_skipped != 1 else ''}, none of them the captured one, and ended"
-                f"{_unsaved_note(bundle, program) or '; nothing to replay'}"
+                f"{_skip_reason(hook.last_skip_reason)}{_unsaved_note(bundle, program) or '; nothing to replay'}"
             )
         raise ReplayError(
             f"re-entry: the {kind} {program.name} ended without reaching Keras fit, train_on_batch or the guarded step; "
