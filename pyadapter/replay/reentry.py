@@ -67,7 +67,9 @@ class _BundleTakeover:
         self.error: BaseException | None = None
         self.seconds_to_step = 0.0
         self.phases_skipped = 0  # fits before the captured one, run one step each (`takes_fit`)
-        self.last_skip_reason: str | None = None  # why the last fit skipped was not the captured one
+        self.last_skip_reason: str | None = (
+            None  # why the last fit skipped was not the captured one, said whole
+        )
         self.other_steps = 0  # calls of the program's other guarded functions, run as they would
         self.started = time.perf_counter()
         self.fits = FitCounter()  # the fits this re-entry has begun, per calling line
@@ -127,7 +129,7 @@ class _BundleTakeover:
 
         if self._not_the_captured_fit():
             self.phases_skipped += 1
-            self.last_skip_reason = "called from another line than the captured fit"
+            self.last_skip_reason = "the last called from another line than the captured fit"
             return False
         info = self.bundle.model_info
         optimizer, trainable = info.get("optimizer"), info.get("trainable_variables")
@@ -150,7 +152,11 @@ class _BundleTakeover:
         if reason is None:
             return True
         self.phases_skipped += 1
-        self.last_skip_reason = reason
+        # Run with the argv the bundle recorded, a program builds another model from settings it reads elsewhere.
+        self.last_skip_reason = (
+            f"the last: {reason}; a program that reads its settings from environment variables or a file builds "
+            "another model when they differ from training's: run nanlens with them as training had them"
+        )
         return False
 
     def _other_shape(self, model: Any) -> str | None:
@@ -199,19 +205,6 @@ class _BundleTakeover:
             self.other_steps += 1
             return
         self._run(name, lambda: _loop_rebuilt(self.bundle, guarded, (tuple(args), dict(kwargs))))
-
-
-def _skip_reason(reason: str | None) -> str:
-    """Why the last fit was not the captured one, and the usual reason a program builds another model than it did in
-    training, run with the argv the bundle recorded: settings it reads from elsewhere."""
-    if reason is None:
-        return ""
-    if reason.startswith("called from"):
-        return f" (the last {reason})"
-    return (
-        f" (the last: {reason}; a program that reads its settings from environment variables or a file builds "
-        "another model when they differ from training's: run nanlens with them as training had them)"
-    )
 
 
 def _keras_rebuilt(bundle: Any, model: Any) -> Any:
@@ -808,7 +801,8 @@ def run_by_reentry(
             raise ReplayError(
                 f"re-entry: the {kind} {program.name} ran {hook.phases_skipped} fit"
                 f"{'s' if hook.phases_skipped != 1 else ''}, none of them the captured one, and ended"
-                f"{_skip_reason(hook.last_skip_reason)}{_unsaved_note(bundle, program) or '; nothing to replay'}"
+                f"{f' ({hook.last_skip_reason})' if hook.last_skip_reason else ''}"
+                f"{_unsaved_note(bundle, program) or '; nothing to replay'}"
             )
         raise ReplayError(
             f"re-entry: the {kind} {program.name} ended without reaching Keras fit, train_on_batch or the guarded step; "
