@@ -14,7 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pyadapter.findings import Finding, Findings, OpRef, TensorHealth
+from pyadapter.findings import Finding, Findings, InputHealth, OpRef, TensorHealth
 
 if TYPE_CHECKING:
     from pyadapter.cause.model import Cause, Change
@@ -35,6 +35,14 @@ def health_detail(health: TensorHealth | None) -> str:
     text = health.describe()
     details = [d for d in (health.dtype, f"shape {health.shape}" if health.shape is not None else None) if d]
     return f"{text} ({', '.join(details)})" if details else text
+
+
+def shown_inputs(finding: Finding) -> list[InputHealth]:
+    """The op's inputs worth listing: those with a recorded health. A FULL_HEALTH dump records float tensors only,
+    so a reduction's axis or a reshape's shape is "unknown" beside every Sum and Reshape, which says nothing; when
+    no input was recorded, all are listed (that they were not recorded is then the news)."""
+    recorded = [i for i in finding.inputs if i.health is not None]
+    return recorded or list(finding.inputs)
 
 
 # --- the origin and the lines it spread to ----------------------------------------------------------------------
@@ -131,7 +139,7 @@ def origin_lines(findings: Findings, *, none: str) -> list[str]:
     )
     lines.append(f"  op: {op_text(op)}{graph}{host}")
     lines.append(f"  health: {health_text(origin.health)}")
-    lines.extend(f"  input {inp.name}: {health_text(inp.health)}" for inp in origin.inputs)
+    lines.extend(f"  input {inp.name}: {health_text(inp.health)}" for inp in shown_inputs(origin))
     if origin.message:
         lines.append(f"  {origin.message}")
     spread = spread_of(findings)

@@ -822,6 +822,36 @@ def test_a_matmul_nan_or_an_exp_overflow_on_calm_steps_stays_an_op(tmp_path: Pat
     assert cause.kind == "op" and cause.change is not None and cause.change.line == LOG_LINE
 
 
+def test_a_sum_that_overflowed_adding_finite_exps_on_calm_steps_names_the_exp_and_log_space(
+    tmp_path: Path,
+) -> None:
+    """A contrastive loss's ``reduce_sum(exp(sim / tau))`` as tau anneals: the Sum overflows, each exp finite, and the
+    steps before grew nothing the guard records. It said "a Sum op overflowed on finite inputs ... keep its values in
+    range"; the exp the scan found upstream (``sum_of_exps``) and log space are named now."""
+    program = write_program(tmp_path)
+    calm = [
+        {"step": s, "loss": 2.0, "grad_norm": 5.0, "weight_norm": 3.0, "update_ratio": 1e-3}
+        for s in range(12)
+    ]
+    calm.append({"step": 12, "loss": None, "loss_nonfinite": "inf"})
+    origin = overflow_origin(program, line=LOG_LINE, op="Sum")
+    findings = findings_of(origin)
+    context = CauseContext(history=calm, entry_script=str(program))
+    assert "sum of exps" not in classify(findings, context).summary  # no exp upstream: the generic words
+    findings.extra["sum_of_exps"] = {"op": "Exp", "file": str(program), "line": EXP_LINE, "divided_at": None}
+    cause = classify(findings, context)
+    assert cause.kind == "op", cause.summary
+    assert cause.summary.startswith(
+        f"a Sum op overflowed float32 adding up the finite terms of the exp at line {EXP_LINE} with no growth"
+    ), cause.summary
+    assert "divided at" not in cause.summary
+    assert (
+        cause.change is not None
+        and cause.change.line == LOG_LINE
+        and "tf.reduce_logsumexp" in cause.change.what
+    )
+
+
 def test_fast_growth_reads_only_the_steps_before_the_failure() -> None:
     # A thousandfold jump long before the failure, then calm steps: not the blow-up that made the NaN.
     early = [

@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 from programs.harness import EXPECTED, marker_line, nanlens, program_dumps
 
+from pyadapter.cause import attach_cause, cause_of
 from pyadapter.dump import scan_dump
 from pyadapter.findings import Findings
+from pyadapter.findings_text import origin_lines
 
 pytestmark = pytest.mark.slow
 
@@ -92,6 +94,31 @@ def test_propagated_lines_are_downstream_and_distinct(dumps) -> None:
     # The tf.function's call (its line is the caller's, `print(naive_softmax(...))`) is not a line it spread to:
     # its ops are.
     assert not any(f.op.type.startswith("__inference_") for f in propagated), [f.op for f in propagated]
+
+
+def test_a_sum_of_finite_exps_that_overflowed_is_named_with_its_exp_and_log_space(dumps) -> None:
+    """A contrastive loss's ``reduce_sum(exp(sim / tau))`` at a small tau: each exp is finite, their sum is not. The
+    cause said "a Sum op overflowed on finite inputs ... keep its values in range", which named neither the exp, the
+    division by the temperature, nor log space; and listed the Sum's axis as an input of "unknown" health."""
+    findings = scan_dump(dumps["exp_sum_overflow.py"].dump)
+    origin = findings.origin
+    assert origin is not None and origin.op.type == "Sum"
+    source = Path(marker_line("exp_sum_overflow.py")[0]).read_text().splitlines()
+    exp_line, divide_line = (
+        next(i for i, t in enumerate(source, 1) if t.endswith(m)) for m in ("# EXP", "# DIVIDE")
+    )
+    assert findings.extra["sum_of_exps"]["line"] == exp_line, findings.extra.get("sum_of_exps")
+    assert findings.extra["sum_of_exps"]["divided_at"] == divide_line
+    attach_cause(findings)
+    cause = cause_of(findings)
+    # A dump has no loss history: "unknown" between a wrong op and a divergence, with the sum of exps named.
+    assert cause is not None and cause.kind == "unknown", cause
+    assert f"adding up the finite terms of the exp at line {exp_line}" in cause.summary, cause.summary
+    assert f"divided at line {divide_line}" in cause.summary, cause.summary
+    assert cause.change is not None and "tf.reduce_logsumexp" in cause.change.what, cause.change
+    # The Sum's reduction axis (an int32 the dump does not record) is no input worth a line of the report.
+    report = "\n".join(origin_lines(findings, none=""))
+    assert "input Exp:0" in report and "reduction_indices" not in report, report
 
 
 def test_keras_jit_compile_is_forced_off_while_recording(dumps) -> None:

@@ -220,12 +220,20 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         # update larger than the weights, is a divergence; an overflow on steady values stays a wrong op.
         return _divergence(context, units, origin, *fast)
     if overflow and not known:
+        summary = (
+            f"{origin.op.type} overflowed on finite inputs: a divergence (values growing step "
+            "after step) or a wrong op; a dump holds no loss history to tell"
+        )
+        what = f"the {origin.op.type} op, or the learning rate"
+        if (summed := _summed_exp_words(findings, origin, "")) is not None:
+            # The sum of exps is worth naming either way: log space is the fix unless the logits diverged.
+            summary = f"{summed[0]}; or a divergence (values growing step after step): a dump holds no loss history to tell"
+            what = summed[1]
         return Cause(
             "unknown",
-            f"{origin.op.type} overflowed on finite inputs: a divergence (values growing step "
-            "after step) or a wrong op; a dump holds no loss history to tell",
+            summary,
             {"op": origin.op.type, "op_name": origin.op.name, "overflow": True},
-            _origin_change(findings, f"the {origin.op.type} op, or the learning rate", "op"),
+            _origin_change(findings, what, "op"),
         )
     first_steps = context.step is not None and context.step < trend.MIN_STEPS
     if overflow and known and first_steps and _blown_up_at_start(context.history, context.step) is not None:
@@ -652,6 +660,8 @@ def _op(
                 "log-sum-exp, compute it stably (tf.nn.softmax, tf.reduce_logsumexp or a loss with "
                 "from_logits=True subtract the largest value first)"
             )
+        elif (summed := _summed_exp_words(findings, origin, before)) is not None:
+            summary, what = summed
     words = None if overflow else _out_of_domain_words(origin)
     if words is None:
         words = _matrix_words(origin)
@@ -759,6 +769,32 @@ def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, st
     what = (
         "the log of a sum of exps: compute it in log space, tf.reduce_logsumexp(log_weights + log_terms) (or "
         "tf.nn.log_softmax), not tf.math.log(tf.reduce_sum(tf.exp(...)))"
+    )
+    return summary, what
+
+
+def _summed_exp_words(findings: Findings, origin: Finding, before: str) -> tuple[str, str] | None:
+    """(summary, what to change) for a sum that overflowed adding finite exps (`describe.summed_exp`): a
+    contrastive loss's ``reduce_sum(exp(sim / tau))`` as tau anneals. "keep its values in range" named neither the
+    exp nor log space, and the division that grew the exp's input is what changed over the steps."""
+    found = findings.extra.get("sum_of_exps")
+    if not isinstance(found, dict):
+        return None
+    line, divided_at = found.get("line"), found.get("divided_at")
+    at = f" at line {line}" if isinstance(line, int) else ""
+    summary = (
+        f"{_article(origin.op.type)} {origin.op.type} op overflowed float32 adding up the finite terms of the "
+        f"exp{at}{' ' + before if before else ''}: a sum of exps taken outside log space passes 3.4e38 once the "
+        "exp's inputs near 88"
+    )
+    if isinstance(divided_at, int):
+        summary += (
+            f"; the exp's input is divided at line {divided_at}, so a divisor that shrinks (a temperature or "
+            "scale) grows every term"
+        )
+    what = (
+        "the sum of exps: compute it in log space, tf.reduce_logsumexp(x, axis=...) for log(sum(exp(x))), or "
+        "subtract each row's max before the exp (tf.nn.softmax and a loss with from_logits=True do this)"
     )
     return summary, what
 

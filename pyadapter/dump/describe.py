@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from pyadapter.dump.executions import ExecEntry, read_execution
@@ -386,19 +387,9 @@ def masking_select(candidate: Candidate) -> dict[str, object] | None:
     return None
 
 
-def underflowed_exp(candidate: Candidate, depth: int = 6) -> dict[str, object] | None:
-    """The ``Exp`` whose zeros reached a graph origin that took zeros in (a log of a mixture's density summed from
-    ``exp(-0.5 * z**2)`` terms that all underflowed to 0 in float32): the nearest Exp up the origin's inputs (at most
-    `depth` ops back, same round) whose output held zeros. As ``{"op", "file", "line", "zeros"}``; None when none did.
-    exp(x) is 0 in float32 below about -103: what the log then takes is no bad value of the data, but the sum
-    computed outside log space."""
-    host, origin = candidate.host, candidate.trace
-    if origin is None:
-        return None
-    resolved = host.dump.tensors.get(origin.tensor_id)
-    if resolved is None:
-        return None
-    frontier, seen = [resolved[0]], set()
+def _upstream(host: HostScan, start: OpInfo, depth: int) -> Iterator[OpInfo]:
+    """The ops up `start`'s inputs, nearest first (breadth first, at most `depth` ops back, each once)."""
+    frontier, seen = [start], {start.name}
     for _ in range(depth):
         following = []
         for op in frontier:
@@ -406,21 +397,82 @@ def underflowed_exp(candidate: Candidate, depth: int = 6) -> dict[str, object] |
                 found = host.dump.op_for_input(op.graph_id, name)
                 if found is None or found[0].name in seen:
                     continue
-                producer = found[0]
-                seen.add(producer.name)
-                if producer.type == "Exp" and producer.output_tensor_ids:
-                    entry = host.window_index().get((producer.output_tensor_ids[0], origin.round))
-                    health = trace_health(host, entry)[0] if entry is not None else None
-                    if health is not None and health.is_finite and health.zero:
-                        mark = innermost_user_frame(host.dump.stack(producer.frame_ids))
-                        return {
-                            "op": producer.name,
-                            "file": mark.file if mark else None,
-                            "line": mark.line if mark else None,
-                            "zeros": health.zero,
-                        }
-                following.append(producer)
+                seen.add(found[0].name)
+                yield found[0]
+                following.append(found[0])
         frontier = following
+
+
+def _output_health(host: HostScan, op: OpInfo, rnd: int) -> TensorHealth | None:
+    entry = host.window_index().get((op.output_tensor_ids[0], rnd)) if op.output_tensor_ids else None
+    return trace_health(host, entry)[0] if entry is not None else None
+
+
+def _user_line(host: HostScan, op: OpInfo) -> tuple[str | None, int | None]:
+    mark = innermost_user_frame(host.dump.stack(op.frame_ids))
+    return (mark.file, mark.line) if mark else (None, None)
+
+
+def _origin_op(candidate: Candidate) -> OpInfo | None:
+    if candidate.trace is None:
+        return None
+    resolved = candidate.host.dump.tensors.get(candidate.trace.tensor_id)
+    return resolved[0] if resolved is not None else None
+
+
+def underflowed_exp(candidate: Candidate, depth: int = 6) -> dict[str, object] | None:
+    """The ``Exp`` whose zeros reached a graph origin that took zeros in (a log of a mixture's density summed from
+    ``exp(-0.5 * z**2)`` terms that all underflowed to 0 in float32): the nearest Exp up the origin's inputs (at most
+    `depth` ops back, same round) whose output held zeros. As ``{"op", "file", "line", "zeros"}``; None when none did.
+    exp(x) is 0 in float32 below about -103: what the log then takes is no bad value of the data, but the sum
+    computed outside log space."""
+    origin = _origin_op(candidate)
+    if origin is None or candidate.trace is None:
+        return None
+    for producer in _upstream(candidate.host, origin, depth):
+        if producer.type != "Exp":
+            continue
+        health = _output_health(candidate.host, producer, candidate.trace.round)
+        if health is not None and health.is_finite and health.zero:
+            file, line = _user_line(candidate.host, producer)
+            return {"op": producer.name, "file": file, "line": line, "zeros": health.zero}
+    return None
+
+
+# Ops that add up their inputs' values: a sum of finite exps overflows in them, not in the exp.
+SUMMING_TYPES = frozenset(
+    {"Sum", "Mean", "AddN", "AddV2", "Add", "Cumsum", "MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"}
+)
+_DIVIDING_TYPES = frozenset({"RealDiv", "Div", "TrueDiv"})
+
+
+def summed_exp(candidate: Candidate, depth: int = 4) -> dict[str, object] | None:
+    """The ``Exp`` whose finite terms a graph origin summed past float32's range (a hand-written softmax's or
+    contrastive loss's ``reduce_sum(exp(sim / tau))``: each exp below 3.4e38, their sum above): the nearest Exp up a
+    summing origin's inputs whose output was finite. As ``{"op", "file", "line", "divided_at"}``, where
+    ``divided_at`` is the user's line of a division feeding the exp (``sim / tau``: a temperature that shrinks
+    grows every term as 1/tau) or None. None when the origin sums no finite exp."""
+    origin = _origin_op(candidate)
+    if (
+        origin is None
+        or candidate.trace is None
+        or origin.type not in SUMMING_TYPES
+        or is_gradient_op(origin)
+    ):
+        return None
+    host, rnd = candidate.host, candidate.trace.round
+    for producer in _upstream(host, origin, depth):
+        if producer.type != "Exp":
+            continue
+        health = _output_health(host, producer, rnd)
+        if health is None or not health.is_finite:
+            return None  # the exp overflowed itself: the origin would be the exp, not its sum
+        file, line = _user_line(host, producer)
+        divided_at = next(
+            (_user_line(host, op)[1] for op in _upstream(host, producer, 2) if op.type in _DIVIDING_TYPES),
+            None,
+        )
+        return {"op": producer.name, "file": file, "line": line, "divided_at": divided_at}
     return None
 
 

@@ -12,7 +12,13 @@ import os
 import time
 from collections.abc import Callable
 
-from pyadapter.dump.describe import masking_select, origin_finding, propagated_findings, underflowed_exp
+from pyadapter.dump.describe import (
+    masking_select,
+    origin_finding,
+    propagated_findings,
+    summed_exp,
+    underflowed_exp,
+)
 from pyadapter.dump.errors import ScanError
 from pyadapter.dump.executions import scan_executions
 from pyadapter.dump.files import HostFiles, find_host_files
@@ -172,6 +178,9 @@ def scan_dump(
         underflow = underflowed_exp(candidate)
         if underflow is not None:
             extra["zeros_from_exp"] = underflow
+        summed = summed_exp(candidate)
+        if summed is not None:
+            extra["sum_of_exps"] = summed
         if origin is None:
             extra["unlocated_origin"] = {
                 "op": located.op_description.to_json(),

@@ -82,7 +82,7 @@ def _findings_html(findings: Findings) -> str:
         if op.graph:
             parts.append(f"<dt>graph</dt><dd>{_e(op.graph)}</dd>")
         parts.append(f"<dt>output</dt><dd>{_e(text.health_text(origin.health))}</dd>")
-        for item in origin.inputs:
+        for item in text.shown_inputs(origin):
             parts.append(
                 f"<dt>input</dt><dd><code>{_e(item.name)}</code>: {_e(text.health_text(item.health))}</dd>"
             )

@@ -27,6 +27,7 @@ from pyadapter.findings_text import (
     health_detail,
     index_text,
     provenance_note,
+    shown_inputs,
 )
 from pyadapter.server.state import SourceRecord, same_file
 
@@ -358,7 +359,7 @@ def hover_markdown(hits: list[tuple[SourceRecord, Finding]]) -> str:
         lines.append(f"- output: {escape_markdown(health_detail(finding.health))}")
         if finding.inputs:
             lines.append("- inputs:")
-            for item in finding.inputs:
+            for item in shown_inputs(finding):
                 lines.append(f"  - {code_span(item.name)}: {escape_markdown(health_detail(item.health))}")
         lines.append(f"- source: {record.kind} {code_span(record.label)}")
         if finding.role != "propagated" and record.cause is not None and record.cause.kind != "unknown":

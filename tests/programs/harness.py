@@ -23,6 +23,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "zero_std.py": ("zero_std.py", "RealDiv", "origin"),
     "sqrt_negative.py": ("sqrt_negative.py", "Sqrt", "origin"),
     "exp_overflow.py": ("exp_overflow.py", "Exp", "origin"),
+    "exp_sum_overflow.py": ("exp_sum_overflow.py", "Sum", "origin"),
     "dataset_map_nan.py": ("dataset_map_nan.py", "Log", "origin"),
     "backward_sqrt.py": ("backward_sqrt.py", "SqrtGrad", "backward-origin"),
     "norm_at_zero.py": ("norm_at_zero.py", "SqrtGrad", "backward-origin"),
