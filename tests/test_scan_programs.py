@@ -121,6 +121,25 @@ def test_a_sum_of_finite_exps_that_overflowed_is_named_with_its_exp_and_log_spac
     assert "input Exp:0" in report and "reduction_indices" not in report, report
 
 
+def test_a_builtin_loss_taking_a_linear_output_out_of_its_domain_changes_the_output_layer(dumps) -> None:
+    """``loss="poisson"`` on a linear output: Keras's own log(y_pred + eps) is NaN for a prediction below 0. The
+    origin is the fit line (the loss is Keras's code), and the change said "the Log's input: ... clip it
+    (tf.math.log(tf.maximum(x, 1e-7)))" there, a clamp in code the user does not have; it is the output layer."""
+    findings = scan_dump(dumps["keras_poisson_linear.py"].dump)
+    path, fit_line = marker_line("keras_poisson_linear.py")
+    assert findings.origin is not None and findings.origin.line == fit_line
+    output_line = next(
+        i for i, t in enumerate(Path(path).read_text().splitlines(), 1) if t.endswith("# OUTPUT")
+    )
+    assert findings.extra["loss_input_layer"]["line"] == output_line, findings.extra.get("loss_input_layer")
+    attach_cause(findings)
+    cause = cause_of(findings)
+    assert cause is not None and cause.kind == "op", cause
+    assert f"the poisson loss took it from the model's output layer (line {output_line}" in cause.summary
+    assert cause.change is not None and cause.change.line == output_line, cause.change
+    assert 'activation="exponential"' in cause.change.what and "tf.maximum" not in cause.change.what
+
+
 def test_keras_jit_compile_is_forced_off_while_recording(dumps) -> None:
     run = dumps["keras_fit.py"]
     assert "jit_compile=True ignored while recording a dump" in run.stderr

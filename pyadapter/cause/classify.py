@@ -697,7 +697,37 @@ def _op(
             records = ", ".join(o.record_text() for o in rows.outliers)
             summary += f" ({records}: empty records, valid input the division must handle)"
             what += "; or leave empty records out where the data is read"
+    fed = _loss_input_layer_words(findings, origin, overflow)
+    if fed is not None:
+        evidence["loss_input_layer"] = findings.extra["loss_input_layer"]
+        summary += fed[0]
+        return Cause("op", summary, evidence, fed[1])
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _loss_input_layer_words(findings: Findings, origin: Finding, overflow: bool) -> tuple[str, Change] | None:
+    """(words added to the summary, the change) for a log or sqrt of Keras's compiled loss that took a prediction
+    outside its domain (``loss="poisson"`` on a linear output gone negative): the fix is the output layer the scan
+    found (`describe.loss_input_layer`), not a clamp at the fit line, where the loss is no code of the user's."""
+    found = findings.extra.get("loss_input_layer")
+    if overflow or not isinstance(found, dict) or origin.op.type not in DOMAIN_OPS or origin.cell is not None:
+        return (
+            None  # (a notebook's layer is found in the kernel's file of its cell, which is not the notebook)
+        )
+    line, file = found.get("line"), found.get("file")
+    if not isinstance(line, int) or not isinstance(file, str):
+        return None
+    loss = str(found.get("loss") or "compiled")
+    probabilities = "crossentropy" in loss or "hinge" in loss
+    words = f"; the {loss} loss took it from the model's output layer (line {line}: {found.get('what')})"
+    what = (
+        f"the output layer the {loss} loss reads: give it a softmax or sigmoid activation, or compile the loss "
+        "with from_logits=True"
+        if probabilities
+        else f'the output layer the {loss} loss reads: make its output positive (activation="exponential" '
+        'or "softplus"); a linear output goes below 0'
+    )
+    return words, Change(file=os.path.abspath(file), line=line, what=what, cell=None, target="layer")
 
 
 # The fixes' TensorFlow calls and their keras.ops names, for a line written with keras.ops (a backend-agnostic

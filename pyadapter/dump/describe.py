@@ -476,6 +476,30 @@ def summed_exp(candidate: Candidate, depth: int = 4) -> dict[str, object] | None
     return None
 
 
+def loss_input_layer(candidate: Candidate, path: str) -> dict[str, object] | None:
+    """For an origin that Keras's compiled loss made (``compile_loss/poisson/Log`` taking the log of a prediction a
+    linear output layer drove below 0): the layer of the user's file (`path`, the training call's) whose output
+    the loss took, the nearest up the origin's inputs that `layer_site` finds. As ``{"loss", "op", "file", "line",
+    "what"}``; None for an origin of the user's own code, or when no layer is found (the fit line stays marked)."""
+    origin = _origin_op(candidate)
+    if origin is None or not origin.name.startswith("compile_loss/"):
+        return None
+    for producer in _upstream(candidate.host, origin, 6):
+        if producer.name.startswith(("compile_loss/", "compile_metrics/")) or is_gradient_op(producer):
+            continue
+        site = layer_site(producer.name, producer.type, path)
+        if site is not None:
+            scopes = origin.name.split("/")
+            return {
+                "loss": scopes[1] if len(scopes) > 2 else "",
+                "op": producer.name,
+                "file": site.file or path,
+                "line": site.line,
+                "what": site.what,
+            }
+    return None
+
+
 def _carries(host: HostScan, entry: TraceEntry) -> bool:
     """Whether a non-finite trace got its NaN/Inf from an input (or brought it in), i.e. did not make it."""
     resolved = host.dump.tensors.get(entry.tensor_id)

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 
 from pyadapter.dump.describe import (
+    loss_input_layer,
     masking_select,
     origin_finding,
     propagated_findings,
@@ -192,6 +193,9 @@ def scan_dump(
             )
         else:
             findings.append(origin)
+            fed = loss_input_layer(candidate, origin.file)
+            if fed is not None:
+                extra["loss_input_layer"] = fed
             code = candidate.host.dump.source_line(origin.file, origin.line)
             if code is not None:
                 extra["origin_code"] = code
