@@ -852,6 +852,21 @@ def test_a_sum_that_overflowed_adding_finite_exps_on_calm_steps_names_the_exp_an
     )
 
 
+def test_where_the_values_first_grew_huge_is_said_beside_any_cause(tmp_path: Path) -> None:
+    """An overflow inside the optimizer (Adam's Square) is marked at the fit or apply_gradients line; the replay's
+    eager run names where the values first passed 1e15 (a VAE's exp(log_var)), in the cell for a notebook."""
+    program = write_program(tmp_path)
+    huge = {"op": "Exp", "file": str(program), "line": EXP_LINE, "function": "call", "largest": 1.3e24}
+    findings = findings_of(overflow_origin(program, op="Square"), first_huge=huge)
+    cause = classify(findings, CauseContext(history=fast_history(), entry_script=str(program)))
+    assert cause.summary.endswith(
+        f"; the step's values first passed 1e15 in an Exp at line {EXP_LINE} (up to 1.3e+24)"
+    ), cause.summary
+    assert cause.evidence["first_huge"] == huge
+    findings = findings_of(overflow_origin(program, op="Square"), first_huge={**huge, "cell": 4})
+    assert classify(findings).summary.endswith(f"in an Exp at cell 5, line {EXP_LINE} (up to 1.3e+24)")
+
+
 def test_fast_growth_reads_only_the_steps_before_the_failure() -> None:
     # A thousandfold jump long before the failure, then calm steps: not the blow-up that made the NaN.
     early = [

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from pyadapter.findings import Finding, OpRef, TensorHealth
-from pyadapter.replay.rowvalues import origin_rows
+from pyadapter.findings import Finding, InputHealth, OpRef, TensorHealth
+from pyadapter.replay.rowvalues import first_huge, origin_rows
 
 
 def step(x: tf.Tensor) -> tf.Tensor:
@@ -78,3 +78,39 @@ def test_a_failing_run_names_no_rows_and_raises_nothing() -> None:
         raise RuntimeError("the step cannot run")
 
     assert origin_rows(log_origin(), (x, None), failing) is None
+
+
+def gaussian_nll(x: tf.Tensor) -> tf.Tensor:
+    log_var = x * 40.0
+    precision = tf.exp(-log_var)
+    return tf.reduce_sum(precision * tf.square(x))
+
+
+EXP_LINE = gaussian_nll.__code__.co_firstlineno + 2  # `tf.exp(-log_var)`: exp(40) = 2.4e17
+
+
+def test_an_overflow_in_the_optimizer_names_where_the_values_first_grew_huge() -> None:
+    """Adam's Square of a gradient too large to square is marked at apply_gradients (or fit), which says nothing of
+    where the values grew: one eager run names the first op whose values passed 1e15, at its line."""
+    x = np.array([[-1.0, 0.5]], dtype="float32")
+    modes: list[str] = []
+
+    def run_values(mode: str, around: Callable[[], AbstractContextManager[None]]) -> None:
+        modes.append(mode)
+        with around():
+            gaussian_nll(tf.constant(x))
+
+    square = Finding(
+        file=__file__,
+        line=1,
+        role="origin",
+        op=OpRef(name="adam/Square", type="Square", graph="train_step"),
+        health=TensorHealth(dtype="float32", rank=2, size=2, pos_inf=1, pos=1),
+        inputs=[InputHealth("adam/IdentityN:0", TensorHealth(dtype="float32", rank=2, size=2, pos=2))],
+    )
+    found = first_huge(square, run_values)
+    assert found is not None and (found.op, found.line, found.file) == ("Exp", EXP_LINE, __file__), found
+    assert 1e17 < found.largest < 1e18 and found.function == "gaussian_nll"
+    assert modes == ["eager"]
+    # The user's own op that overflowed is its own answer: no run for it.
+    assert first_huge(log_origin(), run_values) is None and modes == ["eager"]

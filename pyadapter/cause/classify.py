@@ -97,6 +97,36 @@ def _origin_change(findings: Findings, what: str, target: str) -> Change | None:
 
 def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     """The cause of a capture (see the module docstring). Never raises for what a bundle or the sources hold."""
+    cause = _classify(findings, context)
+    huge = (findings.bundle or {}).get("first_huge")
+    if isinstance(huge, dict) and (words := _first_huge_words(findings, huge)) is not None:
+        # An overflow inside the optimizer's update is marked at apply_gradients / fit: where values grew is not.
+        cause.summary += words
+        cause.evidence["first_huge"] = huge
+    return cause
+
+
+def _first_huge_words(findings: Findings, huge: dict[str, Any]) -> str | None:
+    """'; the step's values first passed 1e15 in an Exp at line 30 (up to 1.3e+24)' (`rowvalues.first_huge`)."""
+    line, op, largest = huge.get("line"), huge.get("op"), huge.get("largest")
+    if not isinstance(line, int) or not isinstance(op, str) or not isinstance(largest, (int, float)):
+        return None
+    file, cell = huge.get("file"), huge.get("cell")
+    origin = findings.origin
+    if isinstance(cell, int):
+        where = f"cell {cell + 1}, line {line}"
+    elif (
+        origin is not None
+        and isinstance(file, str)
+        and os.path.basename(file) != os.path.basename(origin.file)
+    ):
+        where = f"{os.path.basename(file)}:{line}"
+    else:
+        where = f"line {line}"
+    return f"; the step's values first passed 1e15 in {_article(op)} {op} at {where} (up to {largest:.3g})"
+
+
+def _classify(findings: Findings, context: CauseContext | None) -> Cause:
     known = context is not None  # a bundle's context; a dump has no history
     context = context or CauseContext()
     units = user_sources(findings, context.entry_script, context.ran_cells)

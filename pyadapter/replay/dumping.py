@@ -58,7 +58,7 @@ def dump_replay(
             run_step(
                 rebuilt.program, "eager", restore=False, around=lambda: dumping(Path(dump_dir) / EAGER_DUMP)
             )
-        report.bad_rows = _bad_rows(
+        report.bad_rows, report.first_huge = _values_of_the_step(
             rebuilt, str(dump_dir), eager_first=not report.verdicts["graph"].stateful_random
         )
         # Keep the report's modes in the usual order.
@@ -70,21 +70,27 @@ def dump_replay(
     return report
 
 
-def _bad_rows(rebuilt: Rebuilt, dump_dir: str, *, eager_first: bool) -> dict | None:
-    """The batch rows the origin op's NaN/Inf came from (`pyadapter.replay.rowvalues`), from one more run from the
-    captured state (eager unless the step draws unseeded random numbers); the origin is the dump's, scanned here
-    (the caller scans it again: it is small)."""
+def _values_of_the_step(
+    rebuilt: Rebuilt, dump_dir: str, *, eager_first: bool
+) -> tuple[dict | None, dict | None]:
+    """(the batch rows the origin op's NaN/Inf came from, where the values first grew huge), as JSON or None
+    (`pyadapter.replay.rowvalues`), each from one more run from the captured state (the rows eager unless the step
+    draws unseeded random numbers); the origin is the dump's, scanned here (the caller scans it again: it is
+    small)."""
     from pyadapter.dump import ScanError, scan_dump
-    from pyadapter.replay.rowvalues import origin_rows
+    from pyadapter.replay.callsite import bundle_training_call
+    from pyadapter.replay.rowvalues import first_huge, origin_rows
 
     try:
-        origin = scan_dump(dump_dir).origin
+        # Placed as the locate places it: an optimizer's op has no line of the user's but the training call.
+        origin = scan_dump(dump_dir, entry_frame=bundle_training_call(rebuilt.bundle)).origin
     except ScanError:
-        return None
+        return None, None
 
     def run_values(mode: Mode, around: Callable[[], AbstractContextManager[None]]) -> None:
         rebuilt.program.restore()
         run_step(rebuilt.program, mode, restore=False, around=around)
 
     rows = origin_rows(origin, rebuilt.bundle.batch(), run_values, eager_first=eager_first)
-    return None if rows is None else rows.to_json()
+    huge = first_huge(origin, run_values) if eager_first else None
+    return (None if rows is None else rows.to_json()), (None if huge is None else huge.to_json())

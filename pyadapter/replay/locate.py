@@ -179,6 +179,7 @@ def bundle_section(report: ReplayReport) -> dict[str, Any]:
         "workers": [w.to_json() for w in report.workers],
         "route": report.route,
         **({"bad_rows": report.bad_rows} if report.bad_rows else {}),
+        **({"first_huge": report.first_huge} if report.first_huge else {}),
     }
 
 

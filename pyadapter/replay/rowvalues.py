@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from pyadapter.capture.records import first_bad_element
@@ -148,3 +150,109 @@ def values_dumping(dump_dir: str, op_type: str) -> AbstractContextManager[None]:
     from pyadapter.dump.recorder import step_dump
 
     return step_dump(dump_dir, "FULL_TENSOR", op_regex="^" + re.escape(op_type) + "$")
+
+
+# --- where the values first grew huge, for an overflow inside the optimizer's update -------------------------------
+
+# Values past this are no activation or loss a healthy step makes, and a few products away from float32's 3.4e38
+# (Adam squares its gradients: |g| > 1.8e19 overflows).
+HUGE = 1e15
+_OPTIMIZER_SCOPE = re.compile(
+    r"^(?:[a-z_]*optimizer|adam|adamw|nadam|adamax|adagrad|adadelta|adafactor|sgd|rmsprop|ftrl|lion|lamb)"
+    r"(?:_\d+)?/"
+)
+
+
+def wants_first_huge(origin: Finding | None) -> bool:
+    """Whether the origin is an overflow of finite values inside the optimizer's update (``adam/Square`` of a
+    gradient too large to square): its line is the ``apply_gradients`` or ``fit`` call, which says nothing of where
+    the values grew."""
+    health = origin.health if origin is not None else None
+    if origin is None or health is None or not (health.pos_inf or health.neg_inf):
+        return False
+    if any(i.health is None or not i.health.is_finite for i in origin.inputs):
+        return False
+    return _OPTIMIZER_SCOPE.match(origin.op.name) is not None
+
+
+@dataclass
+class FirstHuge:
+    """The first op of the step (in the order it ran) whose finite output held a value past `HUGE`."""
+
+    op: str  # its type
+    file: str
+    line: int
+    function: str
+    largest: float
+    cell: int | None = None  # a notebook's: `file` is then the .ipynb and `line` the line in that cell
+
+    def to_json(self) -> dict[str, Any]:
+        out = asdict(self)
+        if self.cell is None:
+            del out["cell"]
+        return out
+
+
+@contextlib.contextmanager
+def _watching_for_huge(kept: list[FirstHuge]) -> Iterator[None]:
+    """While eager ops run in this thread: append to `kept` the first op whose output 0 held a finite value past
+    `HUGE`, at its innermost line of the user's code (the stack is read only for that op)."""
+    import traceback
+
+    import numpy as np
+    from tensorflow.python.framework import op_callbacks
+
+    from pyadapter.dump.frames import innermost_user_frame
+    from pyadapter.findings import Frame
+
+    def callback(
+        op_type: Any, inputs: Any, attrs: Any, outputs: Any, op_name: Any = None, graph: Any = None
+    ) -> None:
+        if kept or graph is not None or not outputs:
+            return
+        try:
+            value = np.asarray(outputs[0])
+        except Exception:  # noqa: BLE001 - a resource or variant output: no values to read
+            return
+        if not np.issubdtype(value.dtype, np.floating) or value.size == 0:
+            return
+        magnitude = np.abs(value[np.isfinite(value)]) if not np.isfinite(value).all() else np.abs(value)
+        largest = float(magnitude.max()) if magnitude.size else 0.0
+        if largest < HUGE:
+            return
+        stack = [Frame(f.filename, f.lineno or 0, f.name) for f in traceback.extract_stack()]
+        mark = innermost_user_frame(stack)
+        if mark is not None:
+            kind = op_type.decode() if isinstance(op_type, bytes) else str(op_type)
+            kept.append(FirstHuge(kind, mark.file, mark.line, mark.function, largest))
+
+    op_callbacks.add_op_callback(callback)
+    try:
+        yield
+    finally:
+        op_callbacks.remove_op_callback(callback)
+
+
+def first_huge(origin: Finding | None, run_values: RunValues) -> FirstHuge | None:
+    """Where the step's values first passed `HUGE`, from one eager run of it (``run_values`` as for
+    `origin_rows`), for an origin `wants_first_huge`; None otherwise, or when the run fails or nothing passed it.
+    A notebook's line is given in its cell (at the scene, and in a re-entered notebook's cell files)."""
+    if not wants_first_huge(origin):
+        return None
+    kept: list[FirstHuge] = []
+    try:
+        run_values("eager", lambda: _watching_for_huge(kept))
+    except Exception:  # noqa: BLE001 - an extra for the cause, not the locate
+        return None
+    if not kept:
+        return None
+    found = kept[0]
+    from pyadapter.capture.notebook import cell_location
+    from pyadapter.replay.reentry import notebook_cell_of
+
+    where = cell_location(found.file, found.line)  # at the scene: the kernel's file of the cell
+    if where is not None:
+        found.file, found.cell, found.line = where
+    elif (ran := notebook_cell_of(found.file)) is not None:  # a re-entered notebook's cell file
+        found.file, found.cell = ran
+    return found

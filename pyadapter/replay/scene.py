@@ -176,9 +176,11 @@ def locate_here(
             kind=kind,
             entry_script=entry_script,
         )
-        rows = _rows_of_origin(scene, findings, batch, saved, verdict, mode)
+        rows, huge = _values_of_the_step(scene, findings, batch, saved, verdict, mode)
         if rows is not None and findings.bundle is not None:
             findings.bundle["bad_rows"] = rows.to_json()
+        if huge is not None and findings.bundle is not None:
+            findings.bundle["first_huge"] = huge.to_json()
         _attach_pictures(findings, dump_dir, bundle_path, history, step)
         seconds = time.perf_counter() - started
         findings.extra["located_at_scene"] = {"seconds": round(seconds, 2)}
@@ -193,25 +195,25 @@ def locate_here(
                 shutil.rmtree(folder, ignore_errors=True)
 
 
-def _rows_of_origin(
+def _values_of_the_step(
     scene: SceneStep, findings: Findings, batch: Any, saved: list[tuple[Any, Any]], verdict: Any, mode: str
-) -> Any:
-    """The batch rows the origin op's NaN/Inf came from (`pyadapter.replay.rowvalues`), from one more run of the
-    step from the state before it (eager unless the step draws unseeded random numbers). An eager locate's dump
-    names no ops, so its origin gets none."""
-    from pyadapter.replay.rowvalues import origin_rows
+) -> tuple[Any, Any]:
+    """(the batch rows the origin op's NaN/Inf came from, where the values first grew huge) or None each
+    (`pyadapter.replay.rowvalues`), each from one more run of the step from the state before it (the rows eager
+    unless the step draws unseeded random numbers). An eager locate's dump names no ops, so its origin gets none."""
+    from pyadapter.replay.rowvalues import first_huge, origin_rows
 
     if mode != "graph":
-        return None
+        return None, None
+    eager_first = not getattr(verdict, "stateful_random", None)
 
     def run_values(run_mode: str, around: Callable[[], AbstractContextManager[None]]) -> None:
         for variable, value in saved:  # the locate's run applied its update: start again from before it
             variable.assign(value)
         _in_own_thread(lambda: _run_dumped(scene, "", run_mode, around))
 
-    return origin_rows(
-        findings.origin, batch, run_values, eager_first=not getattr(verdict, "stateful_random", None)
-    )
+    rows = origin_rows(findings.origin, batch, run_values, eager_first=eager_first)
+    return rows, (first_huge(findings.origin, run_values) if eager_first else None)
 
 
 _CALL_OUTPUT = re.compile(r"(?:^|/)(?:Stateful)?PartitionedCall(?:_\d+)?:\d+$")

@@ -212,6 +212,9 @@ class ReplayReport:
     route: str = ""
     # The batch rows the origin op's NaN/Inf came from (`pyadapter.cause.rows.BadRows.to_json`), or None.
     bad_rows: dict[str, Any] | None = None
+    # Where the step's values first grew huge, for an overflow inside the optimizer's update
+    # (`pyadapter.replay.rowvalues.FirstHuge.to_json`), or None.
+    first_huge: dict[str, Any] | None = None
 
     @property
     def reproduced(self) -> dict[str, bool]:
@@ -324,6 +327,7 @@ class ReplayReport:
             "workers": [w.to_json() for w in self.workers],
             "route": self.route,
             "bad_rows": self.bad_rows,
+            "first_huge": self.first_huge,
         }
 
     @classmethod
@@ -351,6 +355,7 @@ class ReplayReport:
             workers=[WorkerVerdict.from_json(w) for w in data.get("workers", [])],
             route=str(data.get("route", "")),
             bad_rows=data.get("bad_rows") if isinstance(data.get("bad_rows"), dict) else None,
+            first_huge=data.get("first_huge") if isinstance(data.get("first_huge"), dict) else None,
         )
 
     def bad_workers(self) -> list[str]:
