@@ -270,6 +270,11 @@ def index_text(where: dict[str, Any] | None) -> str | None:
             f"row {where['series_row']} of the array given to timeseries_dataset_from_array (time step "
             f"{where.get('time_step')} of window {index})"
         )
+    if isinstance(where.get("target_row"), int):
+        return (
+            f"row {where['target_row']} of the targets given to timeseries_dataset_from_array (the target of "
+            f"window {index})"
+        )
     if where.get("of") == "from_tensor_slices":
         return f"row {index} of the arrays the dataset was sliced from (Dataset.from_tensor_slices)"
     if where.get("of") == "dataframe":

@@ -1310,6 +1310,11 @@ def test_a_sqrt_differentiated_at_zero_says_so_and_proposes_an_epsilon(tmp_path:
     assert cause.kind == "op"
     assert "differentiated sqrt at 0 (3 zeros in its value)" in cause.summary, cause.summary
     assert cause.change is not None and "epsilon" in cause.change.what and cause.change.line == LOG_LINE
+    assert "tf.sqrt(x + 1e-12)" in cause.change.what
+    # tf.norm on the line (a triplet loss's distance): no epsilon argument to add, so the norm is written out.
+    program.write_text(TRAIN.replace("loss = tf.math.log(probs)", "loss = tf.norm(probs, axis=-1)"))
+    norm = classify(findings_of(origin), CauseContext(entry_script=str(program))).change
+    assert norm is not None and "tf.sqrt(tf.reduce_sum(tf.square(x), axis=-1) + 1e-12)" in norm.what, norm
     # A SqrtGrad whose forward value held no zero (an Inf coming in) keeps the generic words.
     origin.inputs[0] = InputHealth("model/std/Sqrt:0", TensorHealth(dtype="float32", size=64, pos=64))
     assert (
@@ -2817,6 +2822,28 @@ def test_a_window_of_a_time_series_is_named_by_the_series_row() -> None:
 
     assert index_text(where) == (
         "row 4399 of the array given to timeseries_dataset_from_array (time step 11 of window 1459)"
+    )
+    # A bad target (a logger's 1e30 sentinel left in the series the targets are cut from): ``y_train[i]`` goes with
+    # the window that starts at row i. It said "element 1459 of the dataset passed to fit", of a batched dataset.
+    from pyadapter.capture.records import BadElement
+
+    batch["x"][19, 11, 2] = 0.0
+    batch["y"][19, 0] = 1e30
+    where = provenance.data_provenance(
+        batch,
+        None,
+        element=BadElement("y", 19, (19, 0), 1e30, 32),  # finite: the value an op read out of range
+        made_by=Site(unit, call, "dataset_train"),
+        batch_index=45,
+        epoch=0,
+        batch_size=None,
+        shuffled=False,
+        dataset=True,
+        cwd=None,
+    )
+    assert where is not None and where["target_row"] == 1459 * 3, where
+    assert index_text(where) == (
+        "row 4377 of the targets given to timeseries_dataset_from_array (the target of window 1459)"
     )
 
 

@@ -65,7 +65,7 @@ def test_replay_reproduces_the_nan_in_graph_and_eager_mode(
     else:  # no get_config, or training at module level: the program is re-entered
         assert report["route"].startswith("replayed by re-entry"), report["route"]
     if name == "subclassed":
-        assert "rebuilding from the bundle failed" in report["route"]
+        assert "the bundle alone could not rebuild the step" in report["route"]
         # The route is the bundle's: its path is not said again inside the reason (it was, twice).
         assert Path(report["bundle"]).name not in report["route"], report["route"]
     # Phases on stderr, while stdout stays clean.

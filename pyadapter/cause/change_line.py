@@ -1045,6 +1045,9 @@ def fit_array_site(
     for unit, call in _fit_calls(units, fit_code)[:1]:
         name = [k for k in ("x", "y", "sample_weight") if positions[k] == position][0]
         argument = call.args[position] if len(call.args) > position else keyword(call, name)
+        if argument is None and position and len(call.args) == 1 and keyword(call, "x") is None:
+            # fit(dataset): the dataset yields the targets and weights with the inputs, from the call that made it.
+            argument = call.args[0]
         if isinstance(argument, ast.Subscript) and isinstance(argument.value, ast.Name):
             argument = argument.value  # x[train_idx]: a fold of a cross-validation takes rows of x
         if not isinstance(argument, ast.Name):

@@ -709,6 +709,12 @@ def _op(
             "sqrt(0) is 0, but its slope there is infinite, so the backward pass made NaN/Inf"
         )
         what = "the sqrt: add a small epsilon inside it (tf.sqrt(x + 1e-12)), so the step never takes it at 0"
+        if _line_calls_a_norm(origin):
+            # tf.norm / keras.ops.norm take no epsilon: the sqrt is inside them, so the fix writes the norm out.
+            what = (
+                "the norm: it has no epsilon to add, so write it out with one inside the sqrt, "
+                "tf.sqrt(tf.reduce_sum(tf.square(x), axis=-1) + 1e-12), so the step never takes it at 0"
+            )
     elif (zeros := _fractional_power_differentiated_at_zero(origin)) is not None:
         # pow(x, 0.5) (a focal loss's (1 - p) ** gamma with gamma < 1): the same slope as sqrt's at 0.
         evidence["zeros_in"] = zeros
@@ -772,12 +778,24 @@ _KERAS_OPS_NAMES = (
 )
 
 
+def _line_calls_a_norm(origin: Finding) -> bool:
+    """Whether the origin's line calls a norm (``tf.norm``, ``tf.linalg.norm``, ``keras.ops.norm``): a sqrt the
+    user did not write, with no epsilon argument."""
+    if origin.cell is not None or not origin.file.endswith(".py"):
+        return False
+    import linecache
+
+    linecache.checkcache(origin.file)  # a long-lived server: the file may have changed since it was read
+    return re.search(r"\bnorm\(", linecache.getline(origin.file, origin.line)) is not None
+
+
 def _in_the_code_s_own_api(origin: Finding, what: str) -> str:
     """`what` with its TensorFlow calls named as keras.ops calls when the origin's line uses keras.ops and no tf."""
     if origin.cell is not None or not origin.file.endswith(".py"):
         return what
     import linecache
 
+    linecache.checkcache(origin.file)
     line = linecache.getline(origin.file, origin.line)
     if "ops." not in line or "tf." in line:
         return what

@@ -100,7 +100,10 @@ def _series_row(site: Site, element: BadElement, window: int) -> dict[str, Any]:
     ``sampling_rate``. "Element 1459" was the window, whose row 1459 holds nothing wrong. {} when the call's
     numbers are not written in the code (a literal, or a module-level name given one)."""
     node = site.node
-    if not isinstance(node, ast.Call) or len(element.index) < 2:
+    target = element.leaf.startswith(
+        "y"
+    )  # the window's target: ``targets[i]`` goes with the window starting at i
+    if not isinstance(node, ast.Call) or (len(element.index) < 2 and not target):
         return {}
     if getattr(node.func, "attr", getattr(node.func, "id", None)) != "timeseries_dataset_from_array":
         return {}
@@ -127,8 +130,10 @@ def _series_row(site: Site, element: BadElement, window: int) -> dict[str, Any]:
         return {}
     if start is not None and type(start) is not int:
         return {}
-    time_step = element.index[1]
     first = (start or 0) + window * stride
+    if target:
+        return {"target_row": first, "window": window}
+    time_step = element.index[1]
     return {"series_row": first + time_step * rate, "window": window, "time_step": time_step}
 
 

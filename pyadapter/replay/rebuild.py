@@ -154,7 +154,7 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
     objects = custom_objects(entry.module)
     if bundle.model_path is None:
         reason = bundle.manifest.get("model_save_error")
-        # Said in the route ("rebuilding from the bundle failed (...)"): why there is none, in the user's terms.
+        # Said in the route ("the bundle alone could not rebuild the step (...)"): why there is none, in the user's terms.
         raise ReplayError(
             f"{bundle.path}: the bundle has no model.keras"
             + (f": saving the model failed with {reason}" if isinstance(reason, str) and reason else "")

@@ -111,7 +111,9 @@ def with_captured_step(
         except ReplayError as exc:
             if bundle.entry_script is None or not Path(bundle.entry_script).is_file():
                 raise
-            reason = f"rebuilding from the bundle failed ({_short_reason(str(exc), str(bundle.path))})"
+            reason = (
+                f"the bundle alone could not rebuild the step ({_short_reason(str(exc), str(bundle.path))})"
+            )
         else:
             return action(rebuilt), ROUTE_REBUILD
     notes: list[str] = []
