@@ -867,6 +867,42 @@ def test_where_the_values_first_grew_huge_is_said_beside_any_cause(tmp_path: Pat
     assert classify(findings).summary.endswith(f"in an Exp at cell 5, line {EXP_LINE} (up to 1.3e+24)")
 
 
+def test_a_running_mean_kept_up_by_one_spike_is_no_growth_beside_a_flat_per_step_loss() -> None:
+    """Keras's logged loss is the epoch's running mean: one step's 1e16 spike stays in every later mean. It read
+    "the logged loss grew x1.95 per step for 58 steps (186 at step 14 to 1.31e+19 at step 72)" of a per-step loss
+    that stayed at 30-530 between isolated spikes."""
+    history = []
+    total = 0.0
+    spikes = {
+        15: 1.2e3,
+        50: 1.08e16,
+        72: 3.0e20,
+    }  # the bundle's own per-step losses (the last one finite: the
+    for s in range(73):  # step failed on gradients too large to square)
+        loss = spikes.get(s, 30.0 + 500.0 * ((s * 7) % 5 == 0))
+        total += loss
+        history.append({"step": s, "loss": loss, "logged_loss": total / (s % 50 + 1)})  # epoch 1 from step 50
+    assert growth(history) is None
+    # Without a per-step loss (an older bundle) the running mean is all there is, and still read.
+    older = [{"step": e["step"], "logged_loss": 2.0 * 3.0 ** e["step"]} for e in history[:12]]
+    found = growth(older)
+    assert found is not None and found.series == "logged_loss"
+
+
+def test_a_growth_starts_at_the_last_dip_near_the_low_not_at_a_low_before_the_climb() -> None:
+    """A notebook's loop ran at 1e-3 (its loss wandering between 2 and 6), then a cell set the rate to 0.2 and the
+    next loop diverged from step 192. It read "the loss grew x12 per step for 34 steps (2.26 at step 185 ...)",
+    from a low the climb did not start at."""
+    wander = [2.26, 3.55, 4.38, 5.63, 3.28, 5.25, 3.95]  # steps 185-191
+    history = [{"step": 185 + i, "loss": v} for i, v in enumerate(wander)]
+    history += [{"step": s, "loss": 4.43 * 22.0 ** (s - 192)} for s in range(192, 219)]
+    found = growth(history)
+    assert found is not None and (found.start_step, found.start_value) == (191, 3.95), found
+    # A climb that never came back down keeps its low.
+    steady = [{"step": s, "loss": 1.8**s} for s in range(12)]
+    assert growth(steady) is not None and growth(steady).start_step == 0
+
+
 def test_fast_growth_reads_only_the_steps_before_the_failure() -> None:
     # A thousandfold jump long before the failure, then calm steps: not the blow-up that made the NaN.
     early = [

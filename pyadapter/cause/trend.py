@@ -19,6 +19,8 @@ MIN_STEPS = 2
 MIN_RATE = 1.2
 SERIES = ("grad_norm", "loss", "logged_loss", "update_ratio", "max_abs_output")
 SUSTAINED_RATIO = 3.0
+# A trend starts at the last value within this factor of the series' lowest (`series_trend`).
+NEAR_LOW = 2.0
 
 
 @dataclass
@@ -101,6 +103,15 @@ def series_trend(history: list[dict[str, Any]], key: str) -> Trend | None:
     if not positive:
         return None
     low = min(positive, key=lambda i: (points[i][1], -points[i][0]))
+    # The climb starts where the series last came back down near that low: a loss that wandered between 2 and 5
+    # and took off at a rate changed in a notebook cell grew from its last dip (3.95), not from a 2.3 six steps
+    # before. A climb that never dipped keeps its low.
+    dips = [
+        i
+        for i in range(low + 1, len(points) - 1)
+        if 0 < points[i][1] < points[i - 1][1] and points[i][1] <= NEAR_LOW * points[low][1]
+    ]
+    low = dips[-1] if dips else low
     start_step, start_value = points[low]
     values = [value for _, value in points[low:]]
     return Trend(key, start_step, end_step, start_value, end_value, len(values), _sustained(values))
@@ -127,6 +138,10 @@ def growth(history: list[dict[str, Any]]) -> Trend | None:
     """The strongest geometric growth among the history's series (gradient norm first when it grows), or None
     when none grows (or the history is too short to tell)."""
     trends = [t for t in (series_trend(history, key) for key in SERIES) if t is not None and t.is_growth]
+    if len(_finite_points(history, "loss")) >= 4:
+        # Keras's running mean of the epoch (logged_loss) keeps a one-step spike in every later mean: beside a
+        # per-step loss that did not grow, its "growth" is the spike's, not a divergence's.
+        trends = [t for t in trends if t.series != "logged_loss"]
     if not trends:
         return None
     # The actual per-step loss or gradient norm beats Keras's running mean (logged_loss), which lags.
