@@ -1870,7 +1870,7 @@ def _precision(
             findings,
             f'compute this in float32 (tf.cast its input to "float32") or keep it '
             f'in {dtype}\'s range; or build {layer.name} with dtype="float32" '
-            f"(line {layer.line})",
+            f"({'' if layer.cell is None else f'cell {layer.cell + 1}, '}line {layer.line})",
             "op",
         )
         where = f" in the {layer.name} layer"
