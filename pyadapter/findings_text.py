@@ -137,6 +137,9 @@ def origin_lines(findings: Findings, *, none: str) -> list[str]:
         if op.host and findings.source_kind == "dump"
         else ""
     )
+    if op.type == "Placeholder" and (op.graph or "").startswith("Dataset_map_"):
+        # "args_1 (Placeholder) in graph Dataset_map_grab_batch" is tfdbg's naming of a map function's argument.
+        graph = f" (an argument of the tf.data map function {(op.graph or '').removeprefix('Dataset_map_')})"
     lines.append(f"  op: {op_text(op)}{graph}{host}")
     lines.append(f"  health: {health_text(origin.health)}")
     lines.extend(f"  input {inp.name}: {health_text(inp.health)}" for inp in shown_inputs(origin))

@@ -606,6 +606,22 @@ def test_a_rerun_origin_that_only_carried_the_batch_nan_is_not_taken_for_its_mak
     )
     made = adopt("Log", "Dataset_map_preprocess", TensorHealth(dtype="float32", size=32, neg_inf=1, pos=31))
     assert made.bundle is not None and made.bundle["origin_from"] == "input pipeline re-run"
+    # The argument of Keras's own map function (fit given arrays): what it was given, not tfdbg's names. It said
+    # "op: args_1 (Placeholder) in graph Dataset_map_grab_batch" and "Placeholder args_1 brought 5 +inf (of 17000
+    # values) in here", beside "the captured batch already holds 1".
+    from pyadapter.findings_text import origin_lines
+
+    entered = adopt(
+        "Placeholder", "Dataset_map_grab_batch", TensorHealth(dtype="float32", size=17000, pos_inf=5)
+    )
+    assert entered.origin is not None
+    said = (
+        "(the re-run of the input pipeline under a dump found 5 +inf (of 17000 values) in what its map function "
+        "grab_batch was given)"
+    )
+    assert said in entered.origin.message, entered.origin.message
+    text = "\n".join(origin_lines(entered, none=""))
+    assert "an argument of the tf.data map function grab_batch" in text and "in graph Dataset_map" not in text
 
 
 def test_a_fit_call_is_read_as_data_and_matched_by_text_and_order_or_cell() -> None:

@@ -512,10 +512,17 @@ def _adopt_rerun_origin(findings: Findings, rerun: Findings, problem: BatchProbl
     else:
         from pyadapter.dump.messages import bad_counts
 
+        graph = new.op.graph or ""
+        entered = (
+            # A map function's argument: what the pipeline handed it (Keras's grab_batch gets the whole arrays).
+            f"the re-run of the input pipeline under a dump found {bad_counts(new.health)} in what its map "
+            f"function {graph.removeprefix('Dataset_map_')} was given"
+            if new.op.type == "Placeholder" and graph.startswith("Dataset_map_")
+            else f"{new.op.type} {new.op.name} brought {bad_counts(new.health)} in here, in the re-run under a dump"
+        )
         new.message = (
-            f"{problem.describe()}: it was in the data before any TensorFlow op touched it ({new.op.type} "
-            f"{new.op.name} brought {bad_counts(new.health)} in here, in the re-run under a dump); look at how "
-            "the data was read or built"
+            f"{problem.describe()}: it was in the data before any TensorFlow op touched it ({entered}); look at "
+            "how the data was read or built"
         )
     replaced = findings.origin
     seen = {(new.file, new.line)}
