@@ -2456,14 +2456,27 @@ def test_a_notebooks_data_line_is_found_in_the_cell_that_made_the_array(tmp_path
         "history = model.fit(\n    X_train, y_train, epochs=20, callbacks=[NanGuard()]\n)\n",
     ]
     units = [SourceUnit(notebook, index, text, ast.parse(text)) for index, text in enumerate(cells)]
-    site = fit_array_site(units, "x", column=3)
+    site = fit_array_site(units, "x")  # no column known: the split that made the array
     assert site is not None and (site.cell, site.line) == (2, 4), site and (site.cell, site.line)
     assert site.name == "X_train"
-    # A script keeps its own answer: the assignment before the fit in the same file.
+    # Column 3 of X_train is df[features]'s fourth name: the line that makes that column (session 24: it was the
+    # split, and the column went unnamed once the frame became an array).
+    site = fit_array_site(units, "x", column=3)
+    assert site is not None and (site.cell, site.line) == (1, 2), site and (site.cell, site.line)
+    assert site.name == "column 'spend_per_order' (column 3 of X_train)"
+    # A script: the same, in its one file.
     script = "".join(cells)
     unit = SourceUnit(str(tmp_path / "store_revenue.py"), None, script, ast.parse(script))
     site = fit_array_site([unit], "x", column=3)
-    assert site is not None and unit.line(site.line).startswith("X_train, X_test = X[:500]")
+    assert site is not None and unit.line(site.line).startswith('df["spend_per_order"] =')
+    # Reworked in between (robust scaling, a DataFrame's .astype and .to_numpy): still the column.
+    reworked = script.replace(
+        'X = df[features].to_numpy("float32")\n',
+        'X = df[features].astype("float32")\nX = ((X - X.median()) / X.std()).to_numpy()\n',
+    )
+    unit = SourceUnit(str(tmp_path / "scaled.py"), None, reworked, ast.parse(reworked))
+    site = fit_array_site([unit], "x", column=3)
+    assert site is not None and unit.line(site.line).startswith('df["spend_per_order"] ='), site
 
 
 def test_a_cross_entropy_over_outputs_that_are_not_probabilities_names_the_last_layer(tmp_path: Path) -> None:

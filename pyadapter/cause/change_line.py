@@ -1070,8 +1070,88 @@ def fit_array_site(
         )
         if source is not None:
             (where, statement), name = source, f"{stacked} (column {column} of {argument.id})"
+        elif column is not None:
+            # ``X = df[features].to_numpy()``, split into x_train: the column by its name, where the code makes it.
+            picked = _frame_column(units, where, statement, argument.id, column)
+            made_at = column_assignment_site(units, picked) if picked is not None else None
+            if made_at is not None:
+                named = f"column {picked!r} (column {column} of {argument.id})"
+                return Site(made_at.unit, made_at.node, named, target="array")
         node = getattr(statement, "value", None)
         return Site(where, node, name, target="array") if isinstance(node, ast.expr) else None
+    return None
+
+
+# Calls that pass an array or frame through unchanged in its columns: ``.to_numpy()``, ``.astype("float32")``.
+_PASS_THROUGH = ("to_numpy", "astype", "copy", "values", "fillna", "reset_index")
+
+
+def _frame_column(
+    units: list[SourceUnit], unit: SourceUnit, statement: ast.stmt, name: str, column: int
+) -> str | None:
+    """The DataFrame column that column `column` of the array `name` holds: ``X = df[features].to_numpy()`` with
+    ``features`` a list of names written in the code, followed back through a split (``x_train, x_val = X[:n],
+    X[n:]``) and assignments that rework the array (``X = ((X - med) / iqr).to_numpy()``). None when the code
+    does not show it."""
+    for _ in range(8):
+        value = _assigned_value(statement, name)
+        if value is None:
+            return None
+        names = _selected_columns(units, unit, value, statement.lineno)
+        if names is not None:
+            return names[column] if column < len(names) else None
+        if _reads_itself(statement, name):
+            following = name
+        else:
+            inner = value
+            while (
+                isinstance(inner, ast.Call)
+                and isinstance(inner.func, ast.Attribute)
+                and (inner.func.attr in _PASS_THROUGH)
+            ):
+                inner = inner.func.value
+            if not (isinstance(inner, ast.Subscript) and isinstance(inner.value, ast.Name)):
+                return None
+            following = inner.value.id  # X[:3400]: rows of X, its columns as they are
+        found = _assignment_before(units, unit, following, statement.lineno)
+        if found is None:
+            return None
+        (unit, statement), name = found, following
+    return None
+
+
+def _assigned_value(statement: ast.stmt, name: str) -> ast.expr | None:
+    """What `statement` assigns to `name`: its value, or for ``a, b = x[:n], x[n:]`` the element in a's place."""
+    if isinstance(statement, ast.AugAssign):
+        return statement.value
+    if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+        return None
+    target, value = statement.targets[0], statement.value
+    if isinstance(target, ast.Name):
+        return value if target.id == name else None
+    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple) and len(target.elts) == len(value.elts):
+        for element, part in zip(target.elts, value.elts, strict=True):
+            if isinstance(element, ast.Name) and element.id == name:
+                return part
+    return None
+
+
+def _selected_columns(
+    units: list[SourceUnit], unit: SourceUnit, value: ast.expr, line: int
+) -> list[str] | None:
+    """The column names a ``df[[...]]`` / ``df[features]`` selection in `value` takes, in order: a list of strings
+    written there, or a name the code assigns one before `line`."""
+    for node in ast.walk(value):
+        if not isinstance(node, ast.Subscript):
+            continue
+        key: Any = node.slice
+        if isinstance(key, ast.Name):
+            found = _assignment_before(units, unit, key.id, line)
+            key = getattr(found[1], "value", None) if found is not None else None
+        if isinstance(key, ast.List) and key.elts:
+            texts = [e.value for e in key.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+            if len(texts) == len(key.elts):
+                return texts
     return None
 
 
