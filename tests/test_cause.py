@@ -2833,6 +2833,7 @@ def test_a_window_of_a_time_series_is_named_by_the_series_row() -> None:
     step times the sampling rate."""
     import ast
 
+    from pyadapter.capture.records import BadElement
     from pyadapter.cause import provenance
     from pyadapter.cause.change_line import Site
     from pyadapter.cause.sources import SourceUnit
@@ -2853,17 +2854,22 @@ def test_a_window_of_a_time_series_is_named_by_the_series_row() -> None:
     )
     batch = {"x": np.zeros((32, 36, 3), np.float32), "y": np.zeros((32, 1), np.float32)}
     batch["x"][19, 11, 2] = np.nan
-    where = provenance.data_provenance(
-        batch,
-        None,
-        made_by=Site(unit, call, "dataset_train"),
-        batch_index=45,
-        epoch=0,
-        batch_size=None,
-        shuffled=False,
-        dataset=True,
-        cwd=None,
-    )
+
+    def provenance_of(element: BadElement | None = None) -> dict | None:
+        return provenance.data_provenance(
+            batch,
+            None,
+            element=element,
+            made_by=Site(unit, call, "dataset_train"),
+            batch_index=45,
+            epoch=0,
+            batch_size=None,
+            shuffled=False,
+            dataset=True,
+            cwd=None,
+        )
+
+    where = provenance_of()
     assert where is not None and where["index"] == 45 * 32 + 19
     # Window 1459 starts at row 1459 * 3 (the stride); its step 11 is 11 * 2 rows on (the sampling rate).
     assert where["series_row"] == 1459 * 3 + 11 * 2, where
@@ -2874,22 +2880,9 @@ def test_a_window_of_a_time_series_is_named_by_the_series_row() -> None:
     )
     # A bad target (a logger's 1e30 sentinel left in the series the targets are cut from): ``y_train[i]`` goes with
     # the window that starts at row i. It said "element 1459 of the dataset passed to fit", of a batched dataset.
-    from pyadapter.capture.records import BadElement
-
     batch["x"][19, 11, 2] = 0.0
     batch["y"][19, 0] = 1e30
-    where = provenance.data_provenance(
-        batch,
-        None,
-        element=BadElement("y", 19, (19, 0), 1e30, 32),  # finite: the value an op read out of range
-        made_by=Site(unit, call, "dataset_train"),
-        batch_index=45,
-        epoch=0,
-        batch_size=None,
-        shuffled=False,
-        dataset=True,
-        cwd=None,
-    )
+    where = provenance_of(BadElement("y", 19, (19, 0), 1e30, 32))  # finite: the value an op read out of range
     assert where is not None and where["target_row"] == 1459 * 3, where
     assert index_text(where) == (
         "row 4377 of the targets given to timeseries_dataset_from_array (the target of window 1459)"
