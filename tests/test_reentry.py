@@ -132,6 +132,23 @@ def test_program_that_never_reaches_fit_is_stopped_and_left_unchanged(tmp_path: 
     assert (copy.stat().st_mtime_ns, copy.read_bytes()) == before
 
 
+def test_a_load_of_what_the_program_saved_says_the_replay_skipped_that_save(tmp_path: Path) -> None:
+    """A program that saves between phases and loads it back: the replay writes none of its saves, so the load reads
+    the file training left. With that file gone (a bundle copied to another machine) the error was the program's
+    own "File not found" at the load, as if the script were broken; it says the replay skipped the save before."""
+    copy, bundle = _capture_copy(tmp_path, "replay_subclass_args.py")
+    text = copy.read_text(encoding="utf-8").replace(
+        "model.fit(", 'model.save("phase1.keras")\nkeras.models.load_model("phase1.keras")\nmodel.fit(', 1
+    )
+    copy.write_text(text, encoding="utf-8")
+    result = nanlens("replay", str(bundle), "--trust-entry", str(copy), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    message = result.stderr.strip().splitlines()[-1]
+    assert "failed before its first training step" in message, result.stderr[-2000:]
+    assert "the replay skipped the program's save" in message and "phase1.keras" in message, message
+    assert not (tmp_path / "phase1.keras").exists()
+
+
 def test_a_program_outside_the_folder_does_not_run_on_the_bundles_say(tmp_path: Path) -> None:
     """A bundle names the program it came from; a replay runs it only inside the folder it runs in (or when the
     user names it with --trust-entry)."""

@@ -138,6 +138,15 @@ def test_a_builtin_loss_taking_a_linear_output_out_of_its_domain_changes_the_out
     assert f"the poisson loss took it from the model's output layer (line {output_line}" in cause.summary
     assert cause.change is not None and cause.change.line == output_line, cause.change
     assert 'activation="exponential"' in cause.change.what and "tf.maximum" not in cause.change.what
+    # A log in the user's own keras.losses.Loss subclass is scoped compile_loss/ too, but it is theirs to change:
+    # it was sent to the output layer ("make its output positive") of a softmax.
+    own = scan_dump(dumps["keras_loss_subclass_log.py"].dump)
+    own_path, own_line = marker_line("keras_loss_subclass_log.py")
+    assert own.origin is not None and (own.origin.file, own.origin.line) == (own_path, own_line)
+    assert own.origin.op.name.startswith("compile_loss/") and "loss_input_layer" not in own.extra
+    attach_cause(own)
+    own_cause = cause_of(own)
+    assert own_cause is not None and own_cause.change is not None and own_cause.change.line == own_line
 
 
 def test_keras_jit_compile_is_forced_off_while_recording(dumps) -> None:

@@ -484,6 +484,10 @@ def loss_input_layer(candidate: Candidate, path: str) -> dict[str, object] | Non
     origin = _origin_op(candidate)
     if origin is None or not origin.name.startswith("compile_loss/"):
         return None
+    if written_by_the_user(candidate.host.dump.stack(origin.frame_ids)):
+        return (
+            None  # the user's own Loss subclass (Keras scopes it compile_loss/ too): its line is the change
+        )
     for producer in _upstream(candidate.host, origin, 6):
         if producer.name.startswith(("compile_loss/", "compile_metrics/")) or is_gradient_op(producer):
             continue

@@ -488,6 +488,14 @@ def _no_saves(skipped: list[str]) -> Iterator[None]:
                 setattr(owner, name, original)
 
 
+def _file_missing(exc: BaseException) -> bool:
+    """A missing file, as Python, Keras (``ValueError: File not found: filepath=...``) or TensorFlow says it."""
+    if isinstance(exc, FileNotFoundError):
+        return True
+    text = str(exc).lower()
+    return "file not found" in text or "no such file" in text or type(exc).__name__ == "NotFoundError"
+
+
 def scratch_files_for(program: Path, folder: Path) -> ScratchFiles:
     """The scratch copy a program run again writes into: its own folder and the one it runs in are kept, NaN Lens's
     folders in them are written as is."""
@@ -781,6 +789,13 @@ def run_by_reentry(
         if isinstance(ran_in, str) and Path(ran_in).resolve() != folder and isinstance(exc, OSError):
             # A relative path that training read from another folder: safe_cwd runs only inside this one.
             hint = f" (in training it ran in {ran_in}, outside the folder nanlens runs in: run nanlens from there)"
+        elif skipped_saves and _file_missing(exc):
+            # The program saved, then loaded what it saved (a checkpoint between two fits): the replay wrote none
+            # of its saves, so the load needs the file training left, which is gone (a bundle copied elsewhere).
+            hint = (
+                f" (the replay skipped the program's save {skipped_saves[-1][:80]} before it, as it skips every "
+                "save: the file training saved must be there)"
+            )
         raise ReplayError(
             f"re-entry: the {kind} {program.name} failed before its first training step: "
             f"{type(exc).__name__}: {_first_line(exc)}{_where(exc)}{hint}"

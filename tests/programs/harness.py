@@ -25,6 +25,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "exp_overflow.py": ("exp_overflow.py", "Exp", "origin"),
     "exp_sum_overflow.py": ("exp_sum_overflow.py", "Sum", "origin"),
     "keras_poisson_linear.py": ("keras_poisson_linear.py", "Log", "origin"),
+    "keras_loss_subclass_log.py": ("keras_loss_subclass_log.py", "Log", "origin"),
     "dataset_map_nan.py": ("dataset_map_nan.py", "Log", "origin"),
     "backward_sqrt.py": ("backward_sqrt.py", "SqrtGrad", "backward-origin"),
     "norm_at_zero.py": ("norm_at_zero.py", "SqrtGrad", "backward-origin"),
