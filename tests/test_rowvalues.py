@@ -71,6 +71,17 @@ def test_the_graph_run_names_them_when_the_eager_run_cannot(eager_first: bool) -
     assert modes == (["eager", "graph"] if eager_first else ["graph"])
 
 
+def test_a_run_that_drew_other_numbers_names_no_rows() -> None:
+    """A step that draws unseeded random numbers (a DCGAN's noise) gets the traced run, which draws again: when its
+    op holds other NaN/Inf counts than the dumped run's, its rows are another run's ("2 zeros ... in rows 5, 28, 51
+    and 58"), and none are named."""
+    x, modes = batch_with_a_zero_row(), []
+    other = x.copy()
+    other[2] = 0.0  # this run's draw made a second bad row: 8 -inf where the dump saw 4
+    assert origin_rows(log_origin(), (x, None), runner(other, modes), eager_first=False) is None
+    assert modes == ["graph"]
+
+
 def test_a_failing_run_names_no_rows_and_raises_nothing() -> None:
     x = batch_with_a_zero_row()
 

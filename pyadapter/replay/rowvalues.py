@@ -91,8 +91,7 @@ def _keeping_origin_output(origin: Finding, kept: _Kept) -> Iterator[None]:
         value = np.asarray(outputs[0])
         if not np.issubdtype(value.dtype, np.floating) or value.size != health.size:
             return
-        counts = (int(np.isnan(value).sum()), int(np.isneginf(value).sum()), int(np.isposinf(value).sum()))
-        if counts != (health.nan, health.neg_inf, health.pos_inf):
+        if not _same_counts(value, origin):
             return
         if any(
             frame.lineno == origin.line and _same_file(frame.filename, origin.file)
@@ -138,9 +137,25 @@ def origin_rows(
                 output = op_output(values_dir, origin.op.name)
             finally:
                 shutil.rmtree(values_dir, ignore_errors=True)
+            if output is not None and not _same_counts(output, origin):
+                # Another run than the dumped one (unseeded random draws: a GAN's noise): its rows are not the
+                # origin's, and "2 zeros ... in rows 5, 28, 51 and 58" said so.
+                output = None
     except Exception:  # noqa: BLE001 - an extra for the cause, not the locate
         return None
     return None if output is None else rows_of(output, batch)
+
+
+def _same_counts(value: Any, origin: Finding) -> bool:
+    """Whether `value` holds the origin's NaN, -Inf and +Inf counts (the FULL_HEALTH dump's)."""
+    import numpy as np
+
+    health = origin.health
+    if health is None or not np.issubdtype(np.asarray(value).dtype, np.floating):
+        return False
+    value = np.asarray(value)
+    counts = (int(np.isnan(value).sum()), int(np.isneginf(value).sum()), int(np.isposinf(value).sum()))
+    return counts == (health.nan, health.neg_inf, health.pos_inf)
 
 
 def values_dumping(dump_dir: str, op_type: str) -> AbstractContextManager[None]:
