@@ -31,7 +31,7 @@ from pyadapter.dump.recorder import EAGER_DUMP
 from pyadapter.findings import Finding, Findings
 from pyadapter.replay.batchhealth import BatchProblem, batch_problem
 from pyadapter.replay.errors import ReplayError
-from pyadapter.replay.reentry import map_cell_files
+from pyadapter.replay.reentry import map_cell_file_of, map_cell_files
 from pyadapter.replay.rerun import DEFAULT_RERUN_TIMEOUT, RERUN_MAX_STEP, rerun_command, rerun_entry_script
 from pyadapter.replay.verdict import ReplayReport
 
@@ -281,6 +281,8 @@ def locate_bundle(
     findings.source_path = bundle_path
     findings.bundle = bundle_section(report)
     findings.bundle["origin_from"] = "replay"
+    if isinstance(findings.bundle.get("first_huge"), dict):
+        map_cell_file_of(findings.bundle["first_huge"])
     _name_the_worker(findings, report)
     if problem is not None:
         _origin_before_the_step(

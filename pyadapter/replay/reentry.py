@@ -693,6 +693,14 @@ def notebook_cell_of(file: str) -> tuple[str, int] | None:
     return str(notebook), int(name[4:-3])
 
 
+def map_cell_file_of(place: dict[str, Any]) -> None:
+    """A ``{"file", "line"}`` record from a re-entered notebook's cell file (where the replay's values first grew
+    huge, `rowvalues.first_huge`): the .ipynb and its ``cell`` instead."""
+    where = notebook_cell_of(place["file"]) if isinstance(place.get("file"), str) else None
+    if where is not None:
+        place["file"], place["cell"] = where
+
+
 def map_cell_files(findings: Any) -> None:
     """Findings from a re-entered notebook: frames in its cell files become (the .ipynb, cell, line)."""
     for item in [*([findings.origin] if findings.origin else []), *findings.findings]:

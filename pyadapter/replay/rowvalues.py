@@ -251,7 +251,8 @@ def _watching_for_huge(kept: list[FirstHuge]) -> Iterator[None]:
 def first_huge(origin: Finding | None, run_values: RunValues) -> FirstHuge | None:
     """Where the step's values first passed `HUGE`, from one eager run of it (``run_values`` as for
     `origin_rows`), for an origin `wants_first_huge`; None otherwise, or when the run fails or nothing passed it.
-    A notebook's line is given in its cell (at the scene, and in a re-entered notebook's cell files)."""
+    A notebook's line is given in its cell at the scene; a re-entered notebook's cell files are mapped by the
+    locate (`reentry.map_cell_files`)."""
     if not wants_first_huge(origin):
         return None
     kept: list[FirstHuge] = []
@@ -263,11 +264,8 @@ def first_huge(origin: Finding | None, run_values: RunValues) -> FirstHuge | Non
         return None
     found = kept[0]
     from pyadapter.capture.notebook import cell_location
-    from pyadapter.replay.reentry import notebook_cell_of
 
     where = cell_location(found.file, found.line)  # at the scene: the kernel's file of the cell
     if where is not None:
         found.file, found.cell, found.line = where
-    elif (ran := notebook_cell_of(found.file)) is not None:  # a re-entered notebook's cell file
-        found.file, found.cell = ran
     return found
