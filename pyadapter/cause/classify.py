@@ -778,25 +778,25 @@ _KERAS_OPS_NAMES = (
 )
 
 
-def _line_calls_a_norm(origin: Finding) -> bool:
-    """Whether the origin's line calls a norm (``tf.norm``, ``tf.linalg.norm``, ``keras.ops.norm``): a sqrt the
-    user did not write, with no epsilon argument."""
+def _origin_source_line(origin: Finding) -> str:
+    """The text of the origin's line in its .py file ("" for a notebook cell or a file not on disk)."""
     if origin.cell is not None or not origin.file.endswith(".py"):
-        return False
+        return ""
     import linecache
 
     linecache.checkcache(origin.file)  # a long-lived server: the file may have changed since it was read
-    return re.search(r"\bnorm\(", linecache.getline(origin.file, origin.line)) is not None
+    return linecache.getline(origin.file, origin.line)
+
+
+def _line_calls_a_norm(origin: Finding) -> bool:
+    """Whether the origin's line calls a norm (``tf.norm``, ``tf.linalg.norm``, ``keras.ops.norm``): a sqrt the
+    user did not write, with no epsilon argument."""
+    return re.search(r"\bnorm\(", _origin_source_line(origin)) is not None
 
 
 def _in_the_code_s_own_api(origin: Finding, what: str) -> str:
     """`what` with its TensorFlow calls named as keras.ops calls when the origin's line uses keras.ops and no tf."""
-    if origin.cell is not None or not origin.file.endswith(".py"):
-        return what
-    import linecache
-
-    linecache.checkcache(origin.file)
-    line = linecache.getline(origin.file, origin.line)
+    line = _origin_source_line(origin)
     if "ops." not in line or "tf." in line:
         return what
     for tensorflow_name, keras_name in _KERAS_OPS_NAMES:
