@@ -30,8 +30,8 @@ Measured, per family and size, all in this one run:
 Usage:
     python bench/scale.py            # full run (~55 min on 2 cores); writes bench/results/scale.json and PNGs
     python bench/scale.py --from-json bench/results/scale.json   # tables and PNGs of a saved run
-    python bench/scale.py --quick    # small sizes, few rounds, anchors and --replay for the MLP only, one
-                                     # transformer capture: a smoke test (< 3 min); PNGs to a temp folder
+    python bench/scale.py --quick    # small sizes, few rounds, anchors and --replay for the MLP only, captures
+                                     # of the MLP and one ConvNet: a smoke test (< 3 min); PNGs to a temp folder
 Ratios are reported, not asserted.
 """
 
@@ -602,7 +602,8 @@ def main(argv: list[str] | None = None) -> int:
                 "widths": list(widths[fam]),
                 "rounds": math.ceil(rounds / processes),
                 "round_s": round_s,
-                "min_long_rounds": math.ceil(MIN_LONG_ROUNDS / processes),
+                # quick: every size its few rounds (a smoke test; 12 rounds of the Transformer took 3 of its minutes)
+                "min_long_rounds": rounds if quick else math.ceil(MIN_LONG_ROUNDS / processes),
             }
             parts.append(_child(["--child", "overhead", "--spec", json.dumps(spec)], timeout))
         data["overhead"][fam] = merge_overhead(parts)
@@ -624,8 +625,8 @@ def main(argv: list[str] | None = None) -> int:
                 data["anchors"].append({"family": fam, "kind": kind, **result})
     for fam in families:
         for index, width in enumerate(widths[fam]):
-            if quick and fam == "transformer" and index:
-                continue  # its locate at the scene alone takes ~10 s (quick: one size)
+            if quick and (fam == "transformer" or (fam != families[0] and index)):
+                continue  # quick: the first family's sizes, one of the next; the Transformer's locate alone is ~10 s
             replay = not quick or (index == 0 and fam == families[0])
             print(
                 f"[{time.perf_counter() - started:6.0f} s] capture/locate {fam} {width}"

@@ -118,6 +118,24 @@ def short_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+def origin_code_lines(findings: Findings) -> list[tuple[int, str]]:
+    """(line number, code) of the origin's line, with the rest of its statement when it spans several lines
+    (``extra["origin_statement"]``, `pyadapter.dump.statement`); [] when no code is known."""
+    origin = findings.origin
+    code = findings.extra.get("origin_code")
+    if origin is None or not isinstance(code, str):
+        return []
+    statement = findings.extra.get("origin_statement")
+    before: list[str] = []
+    after: list[str] = []
+    if isinstance(statement, dict):
+        before = [t for t in statement.get("before", []) if isinstance(t, str)]
+        after = [t for t in statement.get("after", []) if isinstance(t, str)]
+    texts = [*before, code, *after]
+    first = origin.line - len(before)
+    return [(first + i, text.rstrip()) for i, text in enumerate(texts) if first + i > 0]
+
+
 def origin_lines(findings: Findings, *, none: str) -> list[str]:
     """The origin as the CLI prints it (``nanlens scan`` and ``nanlens locate``): place, code, op, health, inputs,
     message and the lines it spread to; ``none`` is the sentence when there is no NaN/Inf to report."""
@@ -125,9 +143,7 @@ def origin_lines(findings: Findings, *, none: str) -> list[str]:
     if origin is None:
         return [unlocated_text(findings) or none]
     lines = [f"{origin_label(origin)}: {origin_place(origin)}"]
-    code = findings.extra.get("origin_code")
-    if isinstance(code, str):
-        lines.append(f"  {origin.line:>5} | {code.rstrip()}")
+    lines.extend(f"  {number:>5} | {text}" for number, text in origin_code_lines(findings))
     op = origin.op
     graph = f" in graph {op.graph}" if op.graph else ""
     # A bundle's findings come from one run of its step (a replay, or at the scene): the host adds nothing there;

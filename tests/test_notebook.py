@@ -875,6 +875,32 @@ def test_a_kernel_told_nothing_finds_its_notebook_by_the_cells_it_ran(tmp_path):
     assert report["rerun"]["error"] is None, report["rerun"]
 
 
+def test_a_kernel_moved_by_cd_still_finds_the_notebook_it_started_beside(tmp_path):
+    """Colab and Kaggle notebooks begin with ``%cd`` into a data folder: the kernel's folder was no longer its
+    notebook's, so the bundle was "notebook-...", the origin a /tmp/ipykernel_.../<hash>.py file, and a replay
+    "cannot be replayed". IPython's directory history holds the folder it started in. A copy of the notebook
+    beside it, saved earlier, is not the one taken."""
+    folder = tmp_path / "work"
+    (folder / "outputs").mkdir(parents=True)
+    capture_dir = tmp_path / "captures"
+    data = "rng = np.random.default_rng(0)\nx = rng.normal(size=(64, 8)).astype('float32')\nx[37, 2] = np.nan\ny = x[:, :1]"
+    fit = (
+        "model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])\nmodel.compile('sgd', 'mse')\n"
+        f"model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    cells = [("code", "%cd outputs"), ("code", IMPORTS), ("code", data), ("code", fit)]
+    path = folder / "regression.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    copy = folder / "Copy of regression.ipynb"
+    copy.write_bytes(path.read_bytes())
+    os.utime(copy, (1_600_000_000, 1_600_000_000))
+    _run_notebook(path, tmp_path, None)
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    assert bundle.name.startswith("regression-"), bundle.name
+    recorded = json.loads((bundle / "manifest.json").read_text())["entry_script"]["notebook"]
+    assert recorded["path"] == str(path), recorded
+
+
 def test_the_notebook_holding_the_cells_is_found_only_when_it_is_the_one(tmp_path):
     from pyadapter.capture.notebook import notebook_holding_cells
 
@@ -885,12 +911,20 @@ def test_the_notebook_holding_the_cells_is_found_only_when_it_is_the_one(tmp_pat
     )
     _write(tmp_path / "b.ipynb", [("code", "import numpy as np"), ("code", "print(2)")])
     assert notebook_holding_cells(tmp_path, ran) == tmp_path / "a.ipynb"
-    # Two notebooks holding as many of the cells: neither is named.
+    # Two notebooks holding as many of the cells, each with code of its own: neither is named.
     _write(
         tmp_path / "c.ipynb",
-        [("code", "import numpy as np"), ("code", "x = np.ones(3)"), ("code", "model.fit(x)")],
+        [("code", "import numpy as np"), ("code", "x = np.ones(3)"), ("code", "model.fit(x)"), ("code", "x")],
     )
     assert notebook_holding_cells(tmp_path, ran) is None
+    # A copy with the same code ("Copy of a.ipynb", as a download from Colab leaves it): the one saved last.
+    (tmp_path / "c.ipynb").unlink()
+    copy = tmp_path / "Copy of a.ipynb"
+    copy.write_bytes((tmp_path / "a.ipynb").read_bytes())
+    os.utime(tmp_path / "a.ipynb", (1_700_000_000, 1_700_000_000))
+    assert notebook_holding_cells(tmp_path, ran) == copy
+    os.utime(copy, (1_600_000_000, 1_600_000_000))
+    assert notebook_holding_cells(tmp_path, ran) == tmp_path / "a.ipynb"
     # One holding fewer than half of the cells the kernel ran is not its notebook.
     other = tmp_path / "other"
     other.mkdir()

@@ -149,6 +149,22 @@ def test_a_load_of_what_the_program_saved_says_the_replay_skipped_that_save(tmp_
     assert not (tmp_path / "phase1.keras").exists()
 
 
+def test_an_environment_variable_the_program_reads_and_nanlens_lacks_is_named(tmp_path: Path) -> None:
+    """``run.sh`` exports DATA_DIR and starts the program, which reads ``os.environ["DATA_DIR"]``; nanlens started
+    without it said only "KeyError: 'DATA_DIR' (at train.py:18)". It says the program reads that variable and
+    to set it as training had it (the bundle keeps no environment: values may be secrets)."""
+    copy, bundle = _capture_copy(tmp_path, "replay_subclass_args.py")
+    text = copy.read_text(encoding="utf-8").replace(
+        "model.fit(", 'import os\ndata_dir = os.environ["NANLENS_TEST_DATA_DIR"]\nmodel.fit(', 1
+    )
+    copy.write_text(text, encoding="utf-8")
+    result = nanlens("replay", str(bundle), "--trust-entry", str(copy), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    message = result.stderr.strip().splitlines()[-1]
+    assert "KeyError: 'NANLENS_TEST_DATA_DIR'" in message, message
+    assert "reads the environment variable NANLENS_TEST_DATA_DIR" in message and "set it as training had" in message
+
+
 def test_a_program_outside_the_folder_does_not_run_on_the_bundles_say(tmp_path: Path) -> None:
     """A bundle names the program it came from; a replay runs it only inside the folder it runs in (or when the
     user names it with --trust-entry)."""

@@ -216,3 +216,18 @@ def test_several_hosts_in_one_directory_are_merged(dumps, tmp_path: Path) -> Non
     assert findings.origin is not None and findings.origin.op.host == "worker-a"
     assert (findings.origin.file, findings.origin.line) == marker_line("log_softmax.py")
     assert {f.op.host for f in findings.findings} <= {"worker-a", "worker-b"}
+
+
+def test_an_op_in_a_statement_of_several_lines_is_shown_with_its_whole_statement(dumps) -> None:
+    """TensorFlow records the last line of a statement written over several lines (``axis=raxis)``), not the one
+    holding the op: the CLI shows the whole statement, numbered, so the tf.exp it names is on screen."""
+    findings = scan_dump(dumps["multiline_statement.py"].dump)
+    path, line = marker_line("multiline_statement.py")
+    _, exp_line = marker_line("multiline_statement.py", "# EXP")
+    shown = origin_lines(findings, none="")
+    assert shown[1:4] == [
+        f"  {exp_line - 1:>5} |     return tf.reduce_sum(",
+        f"  {exp_line:>5} |         -0.5 * ((sample - mean) ** 2.0 * tf.exp(-logvar) + logvar + log2pi),  # EXP",
+        f"  {line:>5} |         axis=raxis)  # ORIGIN",
+    ], shown
+

@@ -452,3 +452,25 @@ def test_not_a_dump_is_a_one_line_error(tmp_path: Path, make, message: str) -> N
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and result.stderr.startswith("nanlens: error: ")
     assert message in result.stderr
+
+
+def test_the_statement_around_a_line_is_its_other_lines_when_it_spans_several() -> None:
+    from pyadapter.dump.statement import MAX_STATEMENT_LINES, statement_around
+
+    source = (
+        "def f(x, logvar):\n"
+        "    y = tf.exp(x)\n"
+        "    return tf.reduce_sum(\n"
+        "        x * tf.exp(-logvar),\n"
+        "        axis=1)\n"
+    )
+    assert statement_around(source, 5) == {
+        "before": ["    return tf.reduce_sum(", "        x * tf.exp(-logvar),"],
+        "after": [],
+    }
+    assert statement_around(source, 3) == {"before": [], "after": ["        x * tf.exp(-logvar),", "        axis=1)"]}
+    assert statement_around(source, 2) is None  # one line: nothing to add
+    assert statement_around(source, 1) is None  # a def's header: not a whole block
+    long_call = "y = f(\n" + "    1,\n" * MAX_STATEMENT_LINES + ")\n"
+    assert statement_around(long_call, 2) is None  # shown as its recorded line alone
+    assert statement_around("y = (\n", 1) is None  # does not parse

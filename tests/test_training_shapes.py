@@ -267,6 +267,25 @@ def test_noise_drawn_without_a_seed_is_drawn_again_by_the_scene_and_the_replays(
     assert_replays_by_reentry(bundle, program)
 
 
+def test_unseeded_tf_random_draws_are_drawn_again_until_the_nan_comes_back(tmp_path):
+    """Bayes by backprop: each step samples its weights with ``tf.random.normal`` (a stateful op, whose state no
+    bundle holds) under ``tf.random.set_seed``, and a draw that makes the linear Poisson rate negative logs it.
+    The scene's first re-run drew weights that kept every rate positive: it said "no origin" and stopped. A re-run
+    that stayed finite is drawn again now (other seeds for the traced graph: under a global seed a fresh trace
+    draws what the last one drew), and the scene and ``locate --replay`` name the log's line and say which run
+    found it."""
+    program = SHAPES / "loop_sampled_weights.py"
+    done = run_program(program.name, tmp_path)
+    assert "NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
+    findings = json.loads((bundle / "findings.json").read_text(encoding="utf-8"))
+    assert any(re.match(r"located in re-run [23] of the step", w) for w in findings["warnings"]), findings
+    located = nanlens_json("locate", "--replay", str(bundle))
+    assert at(located["origin"]) == (program.resolve(), marked_line(program)), located["warnings"]
+    assert located["bundle"]["reproduced"]["graph"] is True
+
+
 def test_a_program_that_moves_into_its_output_folder_replays_from_where_it_started(tmp_path):
     """``python scripts/train.py`` from the project root: it reads data/train.npz, then ``os.chdir("runs/exp1")`` so
     that its outputs land there, and fits. The bundle recorded the folder of the failing step, and the replays ran

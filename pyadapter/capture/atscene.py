@@ -126,7 +126,9 @@ def findings_files(
     if origin is None and stateful:
         from pyadapter.replay.stateful_random import note
 
-        result.findings.extra.setdefault("warnings", []).append(note(stateful))
+        warnings = result.findings.extra.setdefault("warnings", [])
+        if not any(note(stateful).lower() in str(w).lower() for w in warnings):  # the replay's note says it
+            warnings.append(note(stateful))
     if verbose:
         where = "no origin (the step stayed finite when re-run)"
         if origin is None and stateful:

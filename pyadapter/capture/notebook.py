@@ -336,6 +336,7 @@ def map_saved_since(findings: Findings, recorded: Any) -> Findings:
     if isinstance(warnings, list):  # the capture's "save the notebook" warning: it is saved now
         findings.extra["warnings"] = [w for w in warnings if not (isinstance(w, str) and _UNSAVED_MARK in w)]
     findings.extra.pop("origin_code", None)  # shown from the saved cell from now on
+    findings.extra.pop("origin_statement", None)
     return map_findings_to_notebook(findings, info)
 
 
@@ -406,10 +407,20 @@ def current_notebook_path() -> tuple[Path, str] | None:
             path = resolve_notebook_path(value)
             if path is not None:
                 return path, found_by
-    # Not told (an older jupyter_server, nbclient, a front end that sets neither): the kernel runs in its
-    # notebook's folder, and the notebook there holds the cells the kernel ran.
-    path = notebook_holding_cells(Path.cwd(), [cell.source for cell in executed_cells(shell)])
-    return (path, FOUND_IN_FOLDER) if path is not None else None
+    # Not told (an older jupyter_server, nbclient, a front end that sets neither): the kernel started in its
+    # notebook's folder, and the notebook there holds the cells the kernel ran. A cell may have moved the kernel
+    # since (``%cd workdir``, Colab's ``%cd /content/drive/...``): IPython's directory history ``_dh`` holds the
+    # folder it started in and every one ``%cd`` went to.
+    sources = [cell.source for cell in executed_cells(shell)]
+    history = namespace.get("_dh")
+    folders = [Path.cwd()]
+    if isinstance(history, list):
+        folders += [Path(d) for d in history if isinstance(d, str | os.PathLike)]
+    for folder in dict.fromkeys(folders):
+        path = notebook_holding_cells(folder, sources)
+        if path is not None:
+            return path, FOUND_IN_FOLDER
+    return None
 
 
 FOUND_IN_FOLDER = "cells in the kernel's folder"
@@ -444,20 +455,26 @@ def notebook_holding_cells(folder: Path, sources: list[str]) -> Path | None:
     key = (str(folder), tuple(stats), tuple(sorted(ran)))
     if key in _folder_cache:
         return _folder_cache[key]
-    scores: list[tuple[int, Path]] = []
-    for name, size, _ in stats:
+    scores: list[tuple[int, frozenset[str], int, Path]] = []
+    for name, size, mtime in stats:
         if size > _NOTEBOOK_SIZE_LIMIT:
             continue
         try:
             cells = read_notebook_cells(folder / name)
-            saved = {same_cell_text(c.source) for c in cells if c.cell_type == "code"}
+            saved = frozenset(same_cell_text(c.source) for c in cells if c.cell_type == "code")
         except NotebookError:
             continue
-        scores.append((len(ran & saved), folder / name))
-    scores.sort(key=lambda item: -item[0])
+        scores.append((len(ran & saved), saved, mtime, folder / name))
+    # The most cells held first; of notebooks with the same code ("Copy of train.ipynb" beside train.ipynb, as a
+    # download from Colab or Drive leaves it), the one saved last: the kernel's front end saves the one it runs.
+    scores.sort(key=lambda item: (-item[0], -item[2]))
     found = None
-    if scores and 2 * scores[0][0] >= len(ran) and (len(scores) == 1 or scores[1][0] < scores[0][0]):
-        found = Path(os.path.normpath(scores[0][1].absolute()))
+    if (
+        scores
+        and 2 * scores[0][0] >= len(ran)
+        and (len(scores) == 1 or scores[1][0] < scores[0][0] or scores[1][1] == scores[0][1])
+    ):
+        found = Path(os.path.normpath(scores[0][3].absolute()))
     if len(_folder_cache) > 32:
         _folder_cache.clear()
     _folder_cache[key] = found

@@ -17,6 +17,9 @@ from pyadapter.dump.frames import timed_bodies_in_cells
 from pyadapter.dump.tfrecord import SCAN_CHUNK_SIZE, ReadIssue, RecordFile
 from pyadapter.findings import Frame
 
+# A source file read from disk for its whole text (the statement around an origin): at most this much.
+MAX_SOURCE_BYTES = 4 << 20
+
 
 @dataclass
 class OpInfo:
@@ -93,6 +96,26 @@ class HostDump:
                 return False
         return True
 
+    def source_text(self, path: str) -> str | None:
+        """The whole text of a source file, from the dump's copy or else from disk (up to a source file's size)."""
+        source_path = self.files.path("source_files")
+        for ref in self.source_files:
+            if ref.path != path or source_path is None:
+                continue
+            data = RecordFile(source_path).read_at(ref.offset)
+            if data is not None:
+                lines = _lines_of_source_record(data)
+                if lines is not None:
+                    return "\n".join(line.rstrip("\n") for line in lines)
+            break
+        try:
+            if os.path.isfile(path) and os.path.getsize(path) <= MAX_SOURCE_BYTES:
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    return f.read()
+        except OSError:
+            pass
+        return None
+
     def source_line(self, path: str, line: int) -> str | None:
         """Line ``line`` (1-based) of a source file, from the dump's copy or else from disk."""
         source_path = self.files.path("source_files")
@@ -113,6 +136,20 @@ class HostDump:
         except OSError:
             pass
         return None
+
+
+def _lines_of_source_record(data: bytes) -> list[str] | None:
+    try:
+        for number, wire_type, a, b in wire.fields(data):
+            if number == 4 and wire_type == wire.LEN:
+                return [
+                    wire.text(data, a2, b2)
+                    for n2, w2, a2, b2 in wire.fields(data, a, b)
+                    if n2 == 3 and w2 == wire.LEN
+                ]
+    except wire.WireError:
+        return None
+    return None
 
 
 def _line_from_source_record(data: bytes, line: int) -> str | None:

@@ -26,6 +26,7 @@ from pyadapter.dump.files import HostFiles, find_host_files
 from pyadapter.dump.graphs import load_host_dump
 from pyadapter.dump.health import LAYOUTS
 from pyadapter.dump.origin import HostScan, choose_origin
+from pyadapter.dump.statement import statement_around
 from pyadapter.dump.tfrecord import ReadIssue
 from pyadapter.dump.traces import detect_trace_mode, scan_traces
 from pyadapter.findings import Findings, Frame
@@ -199,6 +200,10 @@ def scan_dump(
             code = candidate.host.dump.source_line(origin.file, origin.line)
             if code is not None:
                 extra["origin_code"] = code
+                source = candidate.host.dump.source_text(origin.file)
+                statement = statement_around(source, origin.line) if source is not None else None
+                if statement is not None:
+                    extra["origin_statement"] = statement
         findings.extend(propagated_findings(hosts, origin, located.op_description.name))
 
     modes = sorted({h.mode for h in hosts if h.mode})

@@ -71,11 +71,10 @@ def _findings_html(findings: Findings) -> str:
         parts.append(
             f'<p class="nl-verdict"><strong>{label}:</strong> <code>{_e(text.origin_place(origin))}</code></p>'
         )
-        code = findings.extra.get("origin_code")
-        if isinstance(code, str):
-            parts.append(
-                f'<pre class="nl-code"><span class="nl-lineno">{origin.line}</span> {_e(code.rstrip())}</pre>'
-            )
+        code_lines = text.origin_code_lines(findings)
+        if code_lines:
+            shown = "\n".join(f'<span class="nl-lineno">{n}</span> {_e(code)}' for n, code in code_lines)
+            parts.append(f'<pre class="nl-code">{shown}</pre>')
         op = origin.op
         parts.append("<dl>")
         parts.append(f"<dt>op</dt><dd><code>{_e(text.op_text(op))}</code></dd>")

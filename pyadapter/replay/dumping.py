@@ -7,6 +7,8 @@ replayed function: XLA has no kernel for the dump's DebugNumericSummaryV2 op.
 
 from __future__ import annotations
 
+import functools
+import shutil
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -17,6 +19,7 @@ from pyadapter.dump.recorder import EAGER_DUMP
 from pyadapter.dump.recorder import step_dump as dumping
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.rebuild import Rebuilt
+from pyadapter.replay.scene import STATEFUL_RANDOM_TRIES
 from pyadapter.replay.session import new_report, with_captured_step
 from pyadapter.replay.shards import worker_verdicts
 from pyadapter.replay.step import run_step
@@ -46,6 +49,32 @@ def dump_replay(
             raise ReplayError(
                 f"the dumped replay failed: {type(exc).__name__}: {exc.message.splitlines()[0]}"
             ) from None
+        tries = 1
+        while not report.verdicts["graph"].reproduced and report.verdicts["graph"].stateful_random:
+            if tries == STATEFUL_RANDOM_TRIES:
+                break
+            # The step draws unseeded random numbers (a GAN's noise): the dumped run drew others than training did
+            # and stayed finite; draw again, from the captured state, into an empty dump.
+            tries += 1
+            if phase:
+                phase(f"replaying with dump again (run {tries}: the step draws unseeded random numbers)")
+            # A fresh folder: tfdbg keeps one writer per dump root, and enabling it again on a root whose files
+            # were removed crashes the process. The draw's files then take the first dump's place.
+            draw_dir = Path(dump_dir) / f"draw-{tries}"
+            rebuilt.program.restore()
+            report.verdicts["graph"] = run_step(
+                rebuilt.program,
+                "graph",
+                restore=False,
+                around=functools.partial(dumping, draw_dir),
+                draw=tries - 1,
+            )
+            _take_dump(draw_dir, Path(dump_dir))
+        if tries > 1:
+            report.warnings.append(
+                f"the dumped run {'reproduced the NaN in run' if report.verdicts['graph'].reproduced else 'stayed finite in all'} "
+                f"{tries}: the step draws unseeded random numbers, each run other ones"
+            )
         report.verdicts["graph"].dumped = True
         graph, eager = report.verdicts["graph"], report.verdicts["eager"]
         if not graph.reproduced and eager.reproduced and not graph.stateful_random:
@@ -68,6 +97,16 @@ def dump_replay(
     report, route = with_captured_step(path, run)
     report.route = route
     return report
+
+
+def _take_dump(source: Path, target: Path) -> None:
+    """The dump in `source` replaces the one in `target`'s top level (its sub-folders stay); `source` is removed."""
+    for entry in target.iterdir():
+        if entry.is_file():
+            entry.unlink()
+    for entry in source.iterdir():
+        shutil.move(str(entry), str(target / entry.name))
+    source.rmdir()
 
 
 def _values_of_the_step(

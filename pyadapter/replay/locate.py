@@ -537,7 +537,7 @@ def _adopt_rerun_origin(findings: Findings, rerun: Findings, problem: BatchProbl
             kept.append(finding)
     findings.origin = new
     findings.findings = kept
-    for key in ("origin_code", "origin_created_in"):
+    for key in ("origin_code", "origin_statement", "origin_created_in"):
         findings.extra.pop(key, None)
         if key in rerun.extra:
             findings.extra[key] = rerun.extra[key]

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import linecache
 import os
 import runpy
 import signal
@@ -488,6 +489,23 @@ def _no_saves(skipped: list[str]) -> Iterator[None]:
                 setattr(owner, name, original)
 
 
+def _unset_variable(exc: BaseException) -> str | None:
+    """The environment variable a program's ``os.environ["NAME"]`` found unset (a KeyError raised by a line that
+    reads the environment), or None."""
+    if not isinstance(exc, KeyError) or len(exc.args) != 1 or not isinstance(exc.args[0], str):
+        return None
+    name = exc.args[0]
+    if name in os.environ:
+        return None
+    tb = exc.__traceback__
+    lines = []
+    while tb is not None:
+        lines.append(linecache.getline(tb.tb_frame.f_code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    reads_environment = any("environ" in line or "getenv" in line for line in lines[-3:])
+    return name if reads_environment else None
+
+
 def _file_missing(exc: BaseException) -> bool:
     """A missing file, as Python, Keras (``ValueError: File not found: filepath=...``) or TensorFlow says it."""
     if isinstance(exc, FileNotFoundError):
@@ -719,8 +737,9 @@ def map_cell_files(findings: Any) -> None:
             lines = cells[origin.cell].source.splitlines() if 0 <= origin.cell < len(cells) else []
         except NotebookError:
             lines = []
-        if 0 < origin.line <= len(lines):
+        if 0 < origin.line <= len(lines) and lines[origin.line - 1] != findings.extra.get("origin_code"):
             findings.extra["origin_code"] = lines[origin.line - 1]
+            findings.extra.pop("origin_statement", None)  # read from the cell file IPython transformed
 
 
 def run_by_reentry(
@@ -797,6 +816,15 @@ def run_by_reentry(
         if isinstance(ran_in, str) and Path(ran_in).resolve() != folder and isinstance(exc, OSError):
             # A relative path that training read from another folder: safe_cwd runs only inside this one.
             hint = f" (in training it ran in {ran_in}, outside the folder nanlens runs in: run nanlens from there)"
+        elif _unset_variable(exc) is not None:
+            # `run.sh` exported DATA_DIR and ran the program; nanlens was started without it. The bundle holds no
+            # environment (its values may be secrets, and a replay must not take settings a bundle chose).
+            hint = (
+                f" (the program reads the environment variable {_unset_variable(exc)}, which training had and "
+                "nanlens's environment has not: set it as training had it, e.g. "
+                f"`{_unset_variable(exc)}=... nanlens ...`; for the editor, in the environment VS Code "
+                "starts from)"
+            )
         elif skipped_saves and _file_missing(exc):
             # The program saved, then loaded what it saved (a checkpoint between two fits): the replay wrote none
             # of its saves, so the load needs the file training left, which is gone (a bundle copied elsewhere).

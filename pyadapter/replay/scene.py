@@ -14,6 +14,7 @@ line that stands for ops made wholly inside Keras). The dump is enabled and disa
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
@@ -30,6 +31,10 @@ from pyadapter.findings import Findings, Frame
 
 # Origin sources in ``findings.bundle["origin_from"]``.
 ORIGIN_FROM_SCENE = "scene"
+# A step that draws unseeded random numbers and stayed finite when re-run is re-run again, up to this many runs in
+# all, while the runs fit in the budget (seconds, the first run's time counted for the next).
+STATEFUL_RANDOM_TRIES = 3
+STATEFUL_RANDOM_BUDGET_S = 45.0
 
 
 @dataclass
@@ -80,6 +85,7 @@ def _run_dumped(
     dump_dir: str,
     mode: str = "graph",
     around: Callable[[], AbstractContextManager[None]] | None = None,
+    draw: int = 0,
 ) -> Any:
     """Restore the pre-step values, run the step once (as a graph, or eagerly) under the dump; the StepVerdict.
     `around` instead of the dump: what wraps the step (the look at the origin's values, `_rows_of_origin`)."""
@@ -110,7 +116,7 @@ def _run_dumped(
         before_run=before_run,
         description="the failing step, at the scene",
     )
-    return run_step(program, mode, restore=True, around=around or (lambda: dumping(dump_dir)))  # type: ignore[arg-type]
+    return run_step(program, mode, restore=True, around=around or (lambda: dumping(dump_dir)), draw=draw)  # type: ignore[arg-type]
 
 
 def locate_here(
@@ -136,10 +142,39 @@ def locate_here(
     saved = [(variable, np.array(variable.numpy(), copy=True)) for variable in scene.variables]
     dump_dir = graph_dir = tempfile.mkdtemp(prefix="nanlens-scene-dump-")
     eager_dir: str | None = None
+    retry_dirs: list[str] = []
     mode = "graph"
     try:
         verdict = _in_own_thread(lambda: _run_dumped(scene, dump_dir))
         findings = _scan(dump_dir, entry_frame)
+        tries = 1
+        first_seconds = time.perf_counter() - started
+        while (
+            findings.origin is None
+            and getattr(verdict, "stateful_random", None)
+            and tries < STATEFUL_RANDOM_TRIES
+            and time.perf_counter() - started + first_seconds < STATEFUL_RANDOM_BUDGET_S
+        ):
+            # The step draws unseeded random numbers (a GAN's noise): this re-run drew others than training did and
+            # stayed finite. Whether the NaN comes back is chance, and from a diverging state it mostly does: draw
+            # again, each time from the values before the step.
+            for variable, value in saved:
+                variable.assign(value)
+            retry_dir = tempfile.mkdtemp(prefix="nanlens-scene-dump-retry-")
+            retry_dirs.append(retry_dir)
+            verdict = _in_own_thread(functools.partial(_run_dumped, scene, retry_dir, draw=tries))
+            findings = _scan(retry_dir, entry_frame)
+            dump_dir = retry_dir
+            tries += 1
+        if tries > 1:
+            findings.extra.setdefault("warnings", []).append(
+                f"located in re-run {tries} of the step: it draws unseeded random numbers, and the "
+                f"first {'re-run' if tries == 2 else f'{tries - 1} re-runs'} drew other numbers than training "
+                "did and stayed finite"
+                if findings.origin is not None
+                else f"the step was re-run {tries} times: each drew other random numbers than training did and "
+                "stayed finite"
+            )
         hidden = _hidden_in_a_traced_function(findings)
         # Not when the step draws from stateful random ops (unseeded tf.random.normal): a re-run draws other numbers,
         # and an eager one could find another failure than training's.
@@ -190,7 +225,7 @@ def locate_here(
     finally:
         for variable, value in saved:
             variable.assign(value)
-        for folder in {graph_dir, eager_dir}:  # both, whichever the origin came from
+        for folder in {graph_dir, eager_dir, *retry_dirs}:  # all, whichever the origin came from
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)
 

@@ -213,11 +213,13 @@ def run_step(
     *,
     restore: bool = True,
     around: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
+    draw: int = 0,
 ) -> StepVerdict:
     """Run the captured step once in `mode`, from the captured state, and judge what it produced.
 
     `restore=False` skips putting the captured state back (the caller just did). `around` wraps only the step
     itself (e.g. a tfdbg dump), not the restore before it nor the checks after it, so a dump holds the step alone.
+    `draw` > 0: another draw of the step's unseeded random ops in graph mode (a retry), also under a global seed.
     """
     recorder = _GradientRecorder(program.optimizers)
 
@@ -257,6 +259,12 @@ def run_step(
             random_box: list[str] = []
 
             def traced(*args: Any, **kwargs: Any) -> Any:
+                graph = tf.compat.v1.get_default_graph()
+                if draw and graph.seed is not None:
+                    # Under tf.random.set_seed every fresh trace seeds its random ops alike, so a retry would draw
+                    # what the first re-run drew; the traced graph's own seed (its inner functions inherit it) is
+                    # changed, nothing global.
+                    graph.seed = graph.seed + 7919 * draw
                 values, names = step_and_flags(*args, **kwargs)
                 names_box[:] = [names]
                 random_box[:] = stateful_random.found_in_graph(tf.compat.v1.get_default_graph())

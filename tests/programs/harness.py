@@ -24,6 +24,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "sqrt_negative.py": ("sqrt_negative.py", "Sqrt", "origin"),
     "exp_overflow.py": ("exp_overflow.py", "Exp", "origin"),
     "exp_sum_overflow.py": ("exp_sum_overflow.py", "Sum", "origin"),
+    "multiline_statement.py": ("multiline_statement.py", "Exp", "origin"),
     "keras_poisson_linear.py": ("keras_poisson_linear.py", "Log", "origin"),
     "keras_loss_subclass_log.py": ("keras_loss_subclass_log.py", "Log", "origin"),
     "dataset_map_nan.py": ("dataset_map_nan.py", "Log", "origin"),
@@ -55,13 +56,13 @@ def nanlens(*args: str, cwd: Path | None = None, timeout: float = 240) -> subpro
     )
 
 
-def marker_line(file_name: str) -> tuple[str, int]:
-    """(absolute path, line number) of the `# ORIGIN` marker in a program."""
+def marker_line(file_name: str, marker: str = MARKER) -> tuple[str, int]:
+    """(absolute path, line number) of the `# ORIGIN` marker (or another one) in a program."""
     path = PROGRAMS / file_name
     for number, text in enumerate(path.read_text().splitlines(), start=1):
-        if MARKER in text:
+        if marker in text:
             return str(path), number
-    raise AssertionError(f"{file_name} has no {MARKER} marker")
+    raise AssertionError(f"{file_name} has no {marker} marker")
 
 
 @dataclass
