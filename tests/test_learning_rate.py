@@ -87,3 +87,24 @@ def test_a_rate_written_outside_a_constructor_is_read_and_nothing_else_is() -> N
     assert rate_written_in_text("keras.backend.set_value(model.optimizer.lr, 0.1)") == 0.1
     for other in ("max_learning_rate=0.5", "decay(lr, 0.96)", "if lr == 0.1:", "warmup_lr_steps: 100"):
         assert rate_written_in_text(other) is None, other
+
+
+def test_a_suggestion_below_half_says_half_diverged():
+    from pyadapter.capture.window import Trial, WindowSearch
+
+    search = WindowSearch(
+        steps=4,
+        start_step=0,
+        captured_learning_rate=0.5,
+        largest_finite=0.00195,
+        smallest_non_finite=0.0039,
+        trials=[Trial(0.00195, True), Trial(0.000977, False, None, 2), Trial(0.000488, True)],
+        tried_suggestion=0.000488,
+    )
+    assert search.suggested == 0.000488
+    assert search.to_json()["suggested_learning_rate"] == 0.000488
+    assert search.sentence().startswith(
+        "largest finite over the 4-step window: 0.00195; try 4.88e-4 (9.75e-4 diverged"
+    )
+    search.tried_suggestion = 0.000975  # half held: nothing more to say
+    assert search.sentence() == "largest finite over the 4-step window: 0.00195; try 9.75e-4"

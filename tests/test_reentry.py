@@ -162,7 +162,10 @@ def test_an_environment_variable_the_program_reads_and_nanlens_lacks_is_named(tm
     assert result.returncode == 2, result.stderr[-2000:]
     message = result.stderr.strip().splitlines()[-1]
     assert "KeyError: 'NANLENS_TEST_DATA_DIR'" in message, message
-    assert "reads the environment variable NANLENS_TEST_DATA_DIR" in message and "set it as training had" in message
+    assert (
+        "reads the environment variable NANLENS_TEST_DATA_DIR" in message
+        and "set it as training had" in message
+    )
 
 
 def test_a_program_outside_the_folder_does_not_run_on_the_bundles_say(tmp_path: Path) -> None:

@@ -230,4 +230,3 @@ def test_an_op_in_a_statement_of_several_lines_is_shown_with_its_whole_statement
         f"  {exp_line:>5} |         -0.5 * ((sample - mean) ** 2.0 * tf.exp(-logvar) + logvar + log2pi),  # EXP",
         f"  {line:>5} |         axis=raxis)  # ORIGIN",
     ], shown
-

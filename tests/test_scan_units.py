@@ -468,7 +468,10 @@ def test_the_statement_around_a_line_is_its_other_lines_when_it_spans_several() 
         "before": ["    return tf.reduce_sum(", "        x * tf.exp(-logvar),"],
         "after": [],
     }
-    assert statement_around(source, 3) == {"before": [], "after": ["        x * tf.exp(-logvar),", "        axis=1)"]}
+    assert statement_around(source, 3) == {
+        "before": [],
+        "after": ["        x * tf.exp(-logvar),", "        axis=1)"],
+    }
     assert statement_around(source, 2) is None  # one line: nothing to add
     assert statement_around(source, 1) is None  # a def's header: not a whole block
     long_call = "y = f(\n" + "    1,\n" * MAX_STATEMENT_LINES + ")\n"

@@ -906,6 +906,27 @@ def test_a_window_replayed_on_a_schedule_says_which_schedule_it_ran(tmp_path):
     assert fixed["learning_rate"] < 0.1, fixed
 
 
+def test_the_rate_suggested_is_one_its_window_was_tried_at(tmp_path):
+    """SGD with momentum on house prices in thousands, ``--lr 0.5``: the search found 0.00195 the largest rate
+    keeping the window finite and said "try 9.77e-4", half of it, untried; "Verify fix" at 9.77e-4 then said the
+    window still diverges (training at 9.77e-4 diverges too: the loss does not fall steadily with the rate). The
+    rate suggested is now one the window was replayed at, and the check a user runs on it agrees."""
+    program, done = run_copied("fit_sgd_unscaled_targets.py", tmp_path, "--lr", "0.5")
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "divergence", cause
+    suggested = cause["evidence"]["window"]["suggested_learning_rate"]
+    checked = nanlens_json(
+        "replay", str(bundle), "--window", "--learning-rate", f"{suggested:.3g}", cwd=tmp_path
+    )
+    assert checked["finite"] is True, checked
+    from pyadapter.findings_text import format_number
+
+    assert f"try {format_number(suggested)}" in json.dumps(cause), cause
+
+
 def test_a_weight_penalty_typed_1e3_is_the_line_to_change_not_the_rate(tmp_path):
     """``kernel_regularizer=keras.regularizers.l2(1e3)`` where 1e-3 was meant, under SGD at its usual 0.01: the
     weights flip sign and grow each step until the loss overflows. The cause was "divergence at learning rate

@@ -483,10 +483,17 @@ class WindowSearch:
     trials: list[Trial] = field(default_factory=list)
     seconds: float = 0.0
     stopped: str | None = None  # why the search ended early (time limit), if it did
+    # The suggestion as tried: half the largest finite rate kept the window finite too, or the first rate below it
+    # that did (a window whose loss is not monotone in the rate: finite at 0.00195, diverging at 9.77e-4 under SGD
+    # with momentum). None: not tried (out of time), and the suggestion is half the largest finite rate.
+    tried_suggestion: float | None = None
 
     @property
     def suggested(self) -> float | None:
-        """Half the largest finite rate: the window is short, and the steps after it start from larger weights."""
+        """Half the largest finite rate (the window is short, and the steps after it start from larger weights),
+        or, when that rate diverged when tried, the largest rate below it that did not."""
+        if self.tried_suggestion is not None:
+            return self.tried_suggestion
         return None if self.largest_finite is None else self.largest_finite / 2
 
     def sentence(self) -> str:
@@ -504,9 +511,17 @@ class WindowSearch:
             return f"no learning rate down to {shown} kept the {self.steps}-step window finite"
         suggested = self.suggested
         assert suggested is not None
+        half = self.largest_finite / 2
+        unsteady = ""
+        if suggested < half * 0.99:
+            # "try 9.77e-4" where 9.77e-4 itself diverged: say why the suggestion is lower than half.
+            unsteady = (
+                f" ({format_number(half)} diverged: the window's loss does not fall steadily with the rate, so the "
+                "rate suggested is one that was tried)"
+            )
         return (
             f"largest finite over the {self.steps}-step window: {format_number(self.largest_finite)}; "
-            f"try {format_number(suggested)}"
+            f"try {format_number(suggested)}{unsteady}"
         )
 
     def to_json(self) -> dict[str, Any]:

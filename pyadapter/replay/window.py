@@ -306,6 +306,18 @@ class WindowRun:
                     low = middle
                 else:
                     high = middle
+        if low is not None and high is not None:
+            # The suggestion is half the largest finite rate: try it. A window whose loss is not monotone in the
+            # rate (SGD with momentum on raw features) diverged at the half of a rate that stayed finite, and the
+            # check of the suggestion (`replay --window --learning-rate`) failed. Halve on until one holds.
+            candidate = low / 2
+            for _ in range(MAX_HALVINGS):
+                if out_of_time():
+                    break
+                if trial(candidate):
+                    result.tried_suggestion = candidate
+                    break
+                candidate /= 2
         if high is None and low is not None:
             # Finite at the captured rate itself: the window's replay is not the run (XLA computed it otherwise, a
             # random draw the bundle does not hold), so no rate it finds says anything of the run.
