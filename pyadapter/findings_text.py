@@ -118,6 +118,10 @@ def short_path(path: str) -> str:
     return path if rel.startswith("..") else rel
 
 
+# The map function Keras's fit puts over the arrays it is given (its data adapter's ``grab_batch``).
+KERAS_ARRAY_MAP = "grab_batch"
+
+
 def origin_code_lines(findings: Findings) -> list[tuple[int, str]]:
     """(line number, code) of the origin's line, with the rest of its statement when it spans several lines
     (``extra["origin_statement"]``, `pyadapter.dump.statement`); [] when no code is known."""
@@ -153,10 +157,15 @@ def origin_lines(findings: Findings, *, none: str) -> list[str]:
         if op.host and findings.source_kind == "dump"
         else ""
     )
+    shown_op = f"{op_text(op)}{graph}{host}"
     if op.type == "Placeholder" and (op.graph or "").startswith("Dataset_map_"):
         # "args_1 (Placeholder) in graph Dataset_map_grab_batch" is tfdbg's naming of a map function's argument.
-        graph = f" (an argument of the tf.data map function {(op.graph or '').removeprefix('Dataset_map_')})"
-    lines.append(f"  op: {op_text(op)}{graph}{host}")
+        function = (op.graph or "").removeprefix("Dataset_map_")
+        shown_op = f"{op_text(op)} (an argument of the tf.data map function {function}){host}"
+        if function == KERAS_ARRAY_MAP:
+            # Keras's own map over the arrays fit was given: the user wrote no tf.data and no map function.
+            shown_op = f"none: the arrays given to fit held it (as Keras's input pipeline took them){host}"
+    lines.append(f"  op: {shown_op}")
     lines.append(f"  health: {health_text(origin.health)}")
     lines.extend(f"  input {inp.name}: {health_text(inp.health)}" for inp in shown_inputs(origin))
     if origin.message:

@@ -576,11 +576,11 @@ def test_a_rerun_origin_that_only_carried_the_batch_nan_is_not_taken_for_its_mak
     argument; the re-run's scan may then name the first step op that read it (a Normalization's Sub). A Sub makes
     no NaN of finite values, so the NaN came in: the origin says it was in the data, and the cause is then ``data``.
     A Log in a Dataset.map function that made -inf of a 0 stays the maker."""
-    from pyadapter.findings import Finding, Findings, InputHealth, OpRef, TensorHealth
+    from pyadapter.findings import Finding, Findings, Frame, InputHealth, OpRef, TensorHealth
     from pyadapter.replay.batchhealth import BatchProblem
     from pyadapter.replay.locate import _adopt_rerun_origin
 
-    def adopt(op: str, graph: str, health: TensorHealth) -> Findings:
+    def adopt(op: str, graph: str, health: TensorHealth, call: Frame | None = None) -> Findings:
         made = Finding(
             "/work/train.py",
             36,
@@ -594,7 +594,10 @@ def test_a_rerun_origin_that_only_carried_the_batch_nan_is_not_taken_for_its_mak
         )
         findings = Findings("bundle", "/captures/run-step22", None, [], bundle={"step": 22})
         _adopt_rerun_origin(
-            findings, Findings("dump", "/rerun", made, [made]), BatchProblem(1, examples=["x[28, 0] = nan"])
+            findings,
+            Findings("dump", "/rerun", made, [made]),
+            BatchProblem(1, examples=["x[28, 0] = nan"]),
+            call,
         )
         return findings
 
@@ -604,6 +607,12 @@ def test_a_rerun_origin_that_only_carried_the_batch_nan_is_not_taken_for_its_mak
         carried.origin is not None
         and "it was in the data before any TensorFlow op touched it" in carried.origin.message
     )
+    # Which op of the step first took the value varied from one re-run to the next (the Normalization's Sub at
+    # line 36, or the iterator at the fit line): a value carried in is marked where the data entered, the fit.
+    fit = Frame("/work/train.py", 60, "<module>")
+    at_fit = adopt("Sub", "one_step_on_data", TensorHealth(dtype="float32", size=32, nan=1, pos=31), fit)
+    assert at_fit.origin is not None and (at_fit.origin.file, at_fit.origin.line) == ("/work/train.py", 60)
+    assert "the first op to take it, Sub model/Sub at train.py:36, got 1 NaN" in at_fit.origin.message
     made = adopt("Log", "Dataset_map_preprocess", TensorHealth(dtype="float32", size=32, neg_inf=1, pos=31))
     assert made.bundle is not None and made.bundle["origin_from"] == "input pipeline re-run"
     # The argument of Keras's own map function (fit given arrays): what it was given, not tfdbg's names. It said
@@ -621,7 +630,8 @@ def test_a_rerun_origin_that_only_carried_the_batch_nan_is_not_taken_for_its_mak
     )
     assert said in entered.origin.message, entered.origin.message
     text = "\n".join(origin_lines(entered, none=""))
-    assert "an argument of the tf.data map function grab_batch" in text and "in graph Dataset_map" not in text
+    assert "op: none: the arrays given to fit held it" in text and "in graph Dataset_map" not in text
+    assert "Placeholder" not in text
 
 
 def test_a_fit_call_is_read_as_data_and_matched_by_text_and_order_or_cell() -> None:

@@ -28,7 +28,7 @@ from typing import Any
 from pyadapter.cause import attach_cause
 from pyadapter.childproc import run_python
 from pyadapter.dump.recorder import EAGER_DUMP
-from pyadapter.findings import Finding, Findings
+from pyadapter.findings import Finding, Findings, Frame
 from pyadapter.replay.batchhealth import BatchProblem, batch_problem
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.reentry import map_cell_file_of, map_cell_files
@@ -357,7 +357,9 @@ def _origin_before_the_step(
     rerun_findings = _rerun_and_scan(findings, bundle, rerun_timeout, kept_dump, progress)
     if rerun_findings is None or rerun_findings.origin is None:
         return
-    _adopt_rerun_origin(findings, rerun_findings, problem)
+    from pyadapter.replay.callsite import bundle_training_call
+
+    _adopt_rerun_origin(findings, rerun_findings, problem, bundle_training_call(bundle))
 
 
 def _rerun_and_scan(
@@ -496,9 +498,22 @@ def _carried_in(origin: Finding) -> bool:
     return any(i.health is None for i in origin.inputs)
 
 
-def _adopt_rerun_origin(findings: Findings, rerun: Findings, problem: BatchProblem) -> None:
+def _source_line(path: str, line: int) -> str | None:
+    """Line `line` of the user's source file `path` (a regular .py file), or None."""
+    import linecache
+
+    if not path.endswith(".py") or not os.path.isfile(path):
+        return None
+    text = linecache.getline(path, line)
+    return text.rstrip("\n") if text else None
+
+
+def _adopt_rerun_origin(
+    findings: Findings, rerun: Findings, problem: BatchProblem, training_call: Frame | None = None
+) -> None:
     """Take the re-run's origin when an op in the user's code made the NaN/Inf (e.g. a log in a Dataset.map
-    function); when the data held it before any op did, point at where it entered instead."""
+    function); when the data held it before any op did, point at where it entered instead: the training call
+    (`training_call`, the line of ``model.fit(...)``) when the first op to hold it is one of the model's."""
     from pyadapter.dump.origin import WEAK_ORIGIN_TYPES
 
     new = rerun.origin
@@ -522,6 +537,26 @@ def _adopt_rerun_origin(findings: Findings, rerun: Findings, problem: BatchProbl
             if new.op.type == "Placeholder" and graph.startswith("Dataset_map_")
             else f"{new.op.type} {new.op.name} brought {bad_counts(new.health)} in here, in the re-run under a dump"
         )
+        in_the_step = not graph.startswith("Dataset_") and not new.op.type.startswith("IteratorGetNext")
+        if in_the_step and training_call is not None:
+            # The first op of the step that took the value (a Normalization layer's Sub) is no place to change,
+            # and which op that is varies from one re-run to the next (the data's order, a shuffle's, decides
+            # whether the iterator's output was recorded): the data entered at the training call, every time.
+            entered = (
+                f"the first op to take it, {new.op.type} {new.op.name} at {os.path.basename(new.file)}:{new.line}, "
+                f"got {bad_counts(new.health)} from the batch, in the re-run under a dump"
+            )
+            new.file, new.line, new.cell, new.stack = (
+                training_call.file,
+                training_call.line,
+                None,
+                [training_call],
+            )
+            rerun.extra.pop("origin_statement", None)
+            rerun.extra.pop("origin_code", None)
+            code = _source_line(training_call.file, training_call.line)
+            if code is not None:
+                rerun.extra["origin_code"] = code
         new.message = (
             f"{problem.describe()}: it was in the data before any TensorFlow op touched it ({entered}); look at "
             "how the data was read or built"
