@@ -901,6 +901,32 @@ def test_a_kernel_moved_by_cd_still_finds_the_notebook_it_started_beside(tmp_pat
     assert recorded["path"] == str(path), recorded
 
 
+def test_a_kernel_without_its_notebook_file_names_the_cell_as_jupyter_does(tmp_path):
+    """Colab keeps the notebook off the kernel's disk: no notebook can be found, and the stop message named the
+    kernel's own file of the cell ("/tmp/ipykernel_7434/44116014.py:4: Sqrt"), which exists nowhere the user
+    looks. It names the run cell as Jupyter's tracebacks do ("In [3], line 2") and says why no cell is marked."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    loss = "def log_loss(y_true, y_pred):\n    return keras.ops.mean(keras.ops.log(y_pred))"
+    fit = (
+        "x = np.ones((64, 4), dtype='float32')\n"
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, activation='relu', "
+        "kernel_initializer='zeros')])\nmodel.compile('sgd', log_loss)\n"
+        f"model.fit(x, x[:, :1], batch_size=16, epochs=1, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    path = folder / "colab.ipynb"
+    path.write_text(
+        json.dumps(_notebook_json([("code", IMPORTS), ("code", loss), ("code", fit)]), indent=1),
+        encoding="utf-8",
+    )
+    ran = _run_notebook(path, tmp_path, None, edit=lambda nb: path.unlink())
+    said = "".join(o.get("text", "") for o in ran.cells[2].outputs if o.get("output_type") == "stream")
+    assert "NaN Lens: located in" in said, said[-3000:]
+    assert "In [2], line 2 (the kernel was not told its notebook" in said, said[-3000:]
+    assert "ipykernel_" not in said.split("NaN Lens: located in", 1)[1].splitlines()[0]
+
+
 def test_the_notebook_holding_the_cells_is_found_only_when_it_is_the_one(tmp_path):
     from pyadapter.capture.notebook import notebook_holding_cells
 

@@ -171,7 +171,8 @@ def test_notebook_is_located_at_its_origin_cell_and_line_at_the_scene(notebook_r
         origin
     )
     assert origin["op"]["type"] == "Log"
-    assert f"{NOTEBOOK.resolve()}:{line} (cell {cell + 1}): Log" in done.stderr  # printed counting from 1
+    # Printed counting from 1, and which line of the cell (it read "zoo_nb.ipynb:5 (cell 4)": line 5 of the file?)
+    assert f"{NOTEBOOK.resolve()}:{line} (cell {cell + 1}, line {line} of the cell): Log" in done.stderr
 
 
 @pytest.mark.slow

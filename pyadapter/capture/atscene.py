@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from pyadapter.capture import bundle_format, snapshot, storage
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import NonFiniteReport
-from pyadapter.findings_text import cell_label
+from pyadapter.findings_text import place_text
 
 LOCATE_ENV = "NANLENS_LOCATE_AT_SCENE"
 
@@ -134,8 +135,7 @@ def findings_files(
         if origin is None and stateful:
             where = f"no origin (the step stayed finite when re-run: {note(stateful)})"
         if origin is not None:
-            cell = f" ({cell_label(origin.cell)})" if origin.cell is not None else ""
-            place = unsaved_place or f"{origin.file}:{origin.line}{cell}"
+            place = unsaved_place or place_text(origin.file, origin.line, origin.cell)
             where = f"{place}: {origin.op.type} ({origin.message.split(';')[0]})"
         scene.say(f"located in {result.seconds:.1f} s: {where}")
     entry_json["origin"] = (
@@ -145,8 +145,7 @@ def findings_files(
     )
     text = None
     if origin is not None:
-        cell = f" ({cell_label(origin.cell)})" if origin.cell is not None else ""
-        text = f"{unsaved_place or f'{origin.file}:{origin.line}{cell}'}: {origin.op.type}"
+        text = f"{unsaved_place or place_text(origin.file, origin.line, origin.cell)}: {origin.op.type}"
     return SceneFiles(
         {bundle_format.FINDINGS_FILE: result.findings.dumps().encode("utf-8")},
         {"located_at_scene": entry_json},
@@ -163,7 +162,19 @@ def map_to_notebook(findings: Any) -> str | None:
         return None
     info = notebook.current_notebook()
     if info is None:
-        return None
+        # A kernel that knows no notebook file (Colab keeps it off the kernel's disk; a front end that says
+        # nothing): its cell's file /tmp/ipykernel_.../<hash>.py means nothing to the user; "In [7], line 4" does.
+        origin = findings.origin
+        cells = notebook.kernel_cells()
+        if origin is None or cells is None:
+            return None
+        ran = notebook.executed_place(origin.file, origin.line, notebook.NotebookInfo(Path(), None, cells))
+        if ran is None:
+            return None
+        return (
+            f"{ran[0]}, line {ran[1]} (the kernel was not told its notebook, and no notebook in its folder "
+            "holds the cells it ran)"
+        )
     notebook.map_findings_to_notebook(findings, info)
     origin = findings.origin
     place = (

@@ -517,6 +517,12 @@ def current_notebook() -> NotebookInfo | None:
     return NotebookInfo(path=path, sha256=sha, cells=executed_cells(shell), found_by=found_by)
 
 
+def kernel_cells() -> list[ExecutedCell] | None:
+    """The cells this kernel executed so far, or None outside a kernel."""
+    shell = _kernel_shell()
+    return None if shell is None else executed_cells(shell)
+
+
 def executed_cells(shell: Any) -> list[ExecutedCell]:
     """Every cell this shell stored in its history so far (execution order), with its compiled file name."""
     history = getattr(shell, "history_manager", None)
