@@ -120,6 +120,8 @@ def short_path(path: str) -> str:
 
 # The map function Keras's fit puts over the arrays it is given (its data adapter's ``grab_batch``).
 KERAS_ARRAY_MAP = "grab_batch"
+# The ops tf.data runs Python code through (``Dataset.from_generator``, ``tf.py_function``).
+_PYTHON_CALL_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 
 
 def origin_code_lines(findings: Findings) -> list[tuple[int, str]]:
@@ -165,9 +167,18 @@ def origin_lines(findings: Findings, *, none: str) -> list[str]:
         if function == KERAS_ARRAY_MAP:
             # Keras's own map over the arrays fit was given: the user wrote no tf.data and no map function.
             shown_op = f"none: the arrays given to fit held it (as Keras's input pipeline took them){host}"
+    python_call = op.type in _PYTHON_CALL_OPS and (op.graph or "").startswith("Dataset_from_generator")
+    if python_call:
+        # "PyFunc (PyFunc) in graph Dataset_from_generator_generator_next_fn": tf.data's wrapper of the user's
+        # generator, or of a PyDataset's __getitem__ (Keras feeds a PyDataset through from_generator).
+        shown_op = (
+            f"none: Python code the input pipeline calls returned it (a generator, or a PyDataset's __getitem__; "
+            f"tf.data runs it as {op.type}){host}"
+        )
     lines.append(f"  op: {shown_op}")
     lines.append(f"  health: {health_text(origin.health)}")
-    lines.extend(f"  input {inp.name}: {health_text(inp.health)}" for inp in shown_inputs(origin))
+    if not python_call:  # a generator's only input is tf.data's handle of it, never recorded
+        lines.extend(f"  input {inp.name}: {health_text(inp.health)}" for inp in shown_inputs(origin))
     if origin.message:
         lines.append(f"  {origin.message}")
     spread = spread_of(findings)

@@ -163,3 +163,33 @@ def test_a_warning_said_twice_in_two_cases_is_printed_once() -> None:
         "  the step draws from TensorFlow's stateful random ops",
         "  another one",
     ]
+
+
+def test_a_value_a_generator_returned_is_said_as_the_pipelines_python_code_not_a_pyfunc() -> None:
+    """A PyDataset's __getitem__ returned NaN (Keras runs it through Dataset.from_generator): the origin read
+    "op: PyFunc (PyFunc) in graph Dataset_from_generator_generator_next_fn" and "input args_0:0: unknown"."""
+    doc = findings("bundle")
+    assert doc.origin is not None
+    doc.origin.op = OpRef(name="PyFunc", type="PyFunc", graph="Dataset_from_generator_generator_next_fn")
+    doc.origin.inputs = [InputHealth("args_0:0", None)]
+    shown = text.origin_lines(doc, none="")
+    assert (
+        "  op: none: Python code the input pipeline calls returned it (a generator, or a PyDataset's "
+        in "\n".join(shown)
+    )
+    assert not any("args_0" in line or "Dataset_from_generator" in line for line in shown), shown
+
+
+def test_a_statement_over_several_lines_is_shown_numbered_around_the_recorded_line() -> None:
+    doc = findings("bundle")
+    doc.extra["origin_code"] = "        axis=raxis)"
+    doc.extra["origin_statement"] = {
+        "before": ["    return tf.reduce_sum(", "        tf.exp(-v),"],
+        "after": [],
+    }
+    assert text.origin_code_lines(doc) == [
+        (10, "    return tf.reduce_sum("),
+        (11, "        tf.exp(-v),"),
+        (12, "        axis=raxis)"),
+    ]
+    assert '<span class="nl-lineno">10</span>' in _findings_html(doc)
