@@ -66,7 +66,7 @@ def reentry_reason(bundle: object) -> str | None:
         return None  # rebuild says what is wrong with the file
     line = training_at_import(source)
     if line is not None:
-        return f"{Path(script).name} trains at module level (line {line})"
+        return f"{Path(script).name} trains at module level (its first training call: line {line})"
     return None
 
 
