@@ -565,6 +565,18 @@ def test_no_history_and_no_bundle_cannot_tell_an_overflow(tmp_path: Path) -> Non
     assert classify(findings_of(None)).kind == "unknown"
 
 
+def test_a_step_whose_re_runs_drew_other_random_numbers_says_so_not_just_unknown() -> None:
+    """A DCGAN's unseeded noise: every re-run stayed finite; "no op made NaN/Inf when the step was located" read
+    as a step that does not fail. The cause says the draws decide and how to draw again."""
+    verdicts = {"graph": {"mode": "graph", "stateful_random": ["RandomStandardNormal at train.py:79"]}}
+    cause = classify(findings_of(None, verdicts=verdicts))
+    assert cause.kind == "unknown"
+    assert "draws unseeded random numbers (RandomStandardNormal at train.py:79)" in cause.summary, (
+        cause.summary
+    )
+    assert "nanlens locate --replay" in cause.summary
+
+
 def test_growth_needs_steps_and_a_factor() -> None:
     assert growth([{"step": 0, "loss": 1.0}, {"step": 1, "loss": 1e9}]) is None  # one step: not a trend
     assert growth([{"step": s, "loss": 1.0 + s} for s in range(30)]) is None  # linear, x30 over 29 steps

@@ -161,6 +161,18 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
         # update wrote, read back), the rate made it.
         return _rate_not_finite(context, units, rate)
     if origin is None:
+        verdicts = (findings.bundle or {}).get("verdicts")
+        graph = verdicts.get("graph") if isinstance(verdicts, dict) else None
+        drawn = graph.get("stateful_random") if isinstance(graph, dict) else None
+        if isinstance(drawn, list) and drawn and all(isinstance(d, str) for d in drawn):
+            # The re-runs drew other numbers than training (a GAN's unseeded noise): chance, not a finite step.
+            return Cause(
+                "unknown",
+                f"the step's re-runs stayed finite: it draws unseeded random numbers ({', '.join(drawn[:2])}), "
+                "and training's draws are not in the bundle; `nanlens locate --replay` draws again, and "
+                "keras.random.* with a SeedGenerator (or tf.random.stateless_*) makes the step replay as it ran",
+                {"origin": None, "stateful_random": drawn[:5]},
+            )
         return Cause(
             "unknown",
             "no op made NaN/Inf when the step was located, so the cause is not known",
