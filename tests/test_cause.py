@@ -1833,9 +1833,28 @@ def test_a_schedule_names_the_rate_it_gave_the_failing_step_and_its_piece(tmp_pa
         cause.summary
     )
     assert cause.change is not None and cause.change.line == OPTIMIZER_LINE + 1, cause.change  # values=[...]
-    assert cause.change.what.startswith(
-        "the learning rate 5 that PiecewiseConstantDecay gives at step 17: lower it (try 0.5)"
+    # Not "lower it (try 0.5)": a piece 500 times the others is a typo, not a rate to tune (a tenth of 5e3 still
+    # diverged in a user's run).
+    assert cause.change.what == (
+        "5.0 among the schedule's values [0.01, 5.0, 0.001] is 500 times the largest of the others: a typo; "
+        "PiecewiseConstantDecay gives it at step 17"
     ), cause.change.what
+    # The exponent's minus lost (5e3 for 5e-3) is named, from a list the schedule takes by name.
+    program.write_text(
+        program.read_text()
+        .replace("values=[0.01, 5.0, 0.001]", "values=LR_VALUES")
+        .replace("import keras\n", "import keras\n\nLR_VALUES = [0.05, 5e3, 5e-4]\n", 1)
+    )
+    context.learning_rate = LearningRate(5000.0, schedule="PiecewiseConstantDecay")
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.change is not None and cause.change.line == 3, cause.change
+    assert cause.change.what.startswith(
+        "5e3 among the schedule's values [0.05, 5e3, 5e-4] is 1e+05 times the largest of the others: a typo (5e-3?)"
+    ), cause.change.what
+    # A schedule whose pieces fall by 10x each (a design) keeps "lower it".
+    program.write_text(program.read_text().replace("[0.05, 5e3, 5e-4]", "[5e3, 5e2, 5e1]"))
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.change is not None and "lower it (try 500)" in cause.change.what, cause.change.what
 
 
 def test_a_divergence_under_a_schedule_of_the_users_own_names_its_return_line(tmp_path: Path) -> None:

@@ -565,6 +565,64 @@ def number_written_in(site: Site, value: float) -> ast.expr | None:
 LN2 = math.log(2.0)
 
 
+@dataclass
+class ScheduleOutlier:
+    """A schedule's value far above the others of its list (``[0.05, 5e3, 5e-4]``: 5e-3 with its minus lost)."""
+
+    site: Site  # the outlying number, in its list
+    written: str  # as the code writes it: "5e3"
+    values: str  # the whole list as written: "[0.05, 5e3, 5e-4]"
+    times: float  # how many times the largest other value
+    meant: (
+        str | None
+    )  # the same digits with the exponent's sign turned, when that lies among the others: "5e-3"
+
+
+OUTLIER_FACTOR = 100.0  # a piece this many times the largest of the others is no schedule's design
+_EXPONENT = re.compile(r"^(\d+(?:\.\d*)?|\.\d+)[eE]\+?(\d+)$")
+
+
+def schedule_outlier(units: list[SourceUnit], value: float) -> ScheduleOutlier | None:
+    """The number `value` (the rate a schedule gave at the failing step) in a list of numbers of the user's code
+    where it is `OUTLIER_FACTOR` or more times the largest other number (a ``PiecewiseConstantDecay``'s values
+    with a typo); None when no such list holds it once."""
+    if not value > 0:
+        return None
+    found: list[ScheduleOutlier] = []
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if not isinstance(node, (ast.List, ast.Tuple)) or len(node.elts) < 2:
+                continue
+            numbers = [number(e) for e in node.elts]
+            if any(n is None or not n > 0 for n in numbers):
+                continue
+            hits = [i for i, n in enumerate(numbers) if same_rate(n, value)]
+            if len(hits) != 1:
+                continue
+            others = [n for i, n in enumerate(numbers) if i != hits[0] and n is not None]
+            times = value / max(others)
+            if times < OUTLIER_FACTOR:
+                continue
+            element = node.elts[hits[0]]
+            written = ast.get_source_segment(unit.text, element) or ast.unparse(element)
+            match = _EXPONENT.match(written.strip())
+            meant = None
+            if match is not None:
+                turned = f"{match.group(1)}e-{match.group(2)}"
+                if min(others) / 10 <= float(turned) <= max(others) * 10:
+                    meant = turned
+            found.append(
+                ScheduleOutlier(
+                    Site(unit, element, "the schedule's values", target="schedule"),
+                    written.strip(),
+                    ast.get_source_segment(unit.text, node) or ast.unparse(node),
+                    times,
+                    meant,
+                )
+            )
+    return found[0] if len(found) == 1 else None
+
+
 def swept_value(site: Site, value: float) -> ast.expr | None:
     """For ``SGD(lr)`` inside ``for lr in [1e-3, 1e-2, 5.0]:`` (a sweep), the literal `value` in the loop's list:
     the rate the failing fit ran at is written there, not on the optimizer's line. None otherwise."""

@@ -1549,6 +1549,18 @@ def _divergence(
                 f"the learning rate {format_number(value)} that {site.name} gives{at_step}: lower it (try "
                 f"{format_number(value / 10)}){clip}"
             )
+            outlier = change_line.schedule_outlier(units, value)
+            if outlier is not None:
+                # PiecewiseConstantDecay(boundaries, [0.05, 5e3, 5e-4]): "try 500" still diverged; the piece is a
+                # typo, a factor of 1e5 above the others, and the line to change is the list's.
+                site = outlier.site
+                evidence["schedule_outlier"] = {"written": outlier.written, "times": outlier.times}
+                meant = f" ({outlier.meant}?)" if outlier.meant else ""
+                what = (
+                    f"{outlier.written} among the schedule's values {outlier.values} is "
+                    f"{format_number(outlier.times)} times the largest of the others: a typo{meant}; "
+                    f"{context.learning_rate.schedule or 'the schedule'} gives it{at_step}"
+                )
         else:
             what = f"the learning rate of {site.name}: lower it{clip}"
         change = _change(site, what, _site_target(site))

@@ -37,7 +37,8 @@ naming the file (and, for an unsealed bundle, the arguments it would pass); --tr
 --window replays the bundle's window instead (a guard with window=K, the default, keeps the state K to 2K-1
 steps before the failing one and the batches since): every step from that state up to the failing one, in graph
 mode, at the learning rate your code sets now on the line the cause names (the fix you made), or at
---learning-rate, and at the captured rate for comparison; --find-learning-rate also finds the largest rate that
+--learning-rate (a constant rate only: a schedule's fix is replayed as the edited code builds it), and at the
+captured rate for comparison; --find-learning-rate also finds the largest rate that
 keeps the window finite (halving, then bisecting; at most --search-seconds). For a divergence the captured step
 alone is no test of a fix: it starts from weights that are already blown up.
 
@@ -73,7 +74,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=_positive_float,
         default=None,
         metavar="LR",
-        help="with --window: replay at this learning rate (default: the one your code sets now on the cause's line)",
+        help="with --window: replay at this learning rate (default: the one your code sets now on the cause's "
+        "line); not for a rate a schedule gives: edit the schedule and replay with --trust-entry",
     )
     parser.add_argument(
         "--find-learning-rate",
