@@ -577,6 +577,23 @@ def test_a_step_whose_re_runs_drew_other_random_numbers_says_so_not_just_unknown
     assert "nanlens locate --replay" in cause.summary
 
 
+def test_a_log_of_zeros_in_a_batch_of_one_row_says_the_batch_holds_one_row(tmp_path: Path) -> None:
+    """``add_loss(log(reduce_variance(z, axis=0)))`` and 2049 rows in batches of 64: the epoch's last batch holds one
+    row, whose variance over the batch is 0. "The Log got 16 zeros" did not say why; the batch's one row is said."""
+    import numpy as np
+
+    program = write_program(tmp_path)
+    one_row = CauseContext(
+        entry_script=str(program), batch=(np.ones((1, 20), "float32"), np.ones((1, 1), "float32"))
+    )
+    cause = classify(findings_of(log_origin(program)), one_row)
+    assert cause.kind == "op" and "the failing batch holds one row" in cause.summary, cause.summary
+    full = CauseContext(
+        entry_script=str(program), batch=(np.ones((64, 20), "float32"), np.ones((64, 1), "float32"))
+    )
+    assert "one row" not in classify(findings_of(log_origin(program)), full).summary
+
+
 def test_growth_needs_steps_and_a_factor() -> None:
     assert growth([{"step": 0, "loss": 1.0}, {"step": 1, "loss": 1e9}]) is None  # one step: not a trend
     assert growth([{"step": s, "loss": 1.0 + s} for s in range(30)]) is None  # linear, x30 over 29 steps

@@ -98,12 +98,44 @@ def _origin_change(findings: Findings, what: str, target: str) -> Change | None:
 def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     """The cause of a capture (see the module docstring). Never raises for what a bundle or the sources hold."""
     cause = _classify(findings, context)
+    origin = findings.origin
+    if (
+        cause.kind == "op"
+        and origin is not None
+        and _zero_into_domain_op(origin)
+        and context is not None
+        and _batch_rows(context.batch) == 1
+    ):
+        # 2049 rows in batches of 64: the epoch's last batch holds one row, and a variance (or a norm, a std) over
+        # the batch axis is 0 for it; "the Log got 16 zeros" does not say so.
+        cause.summary += (
+            "; the failing batch holds one row: a variance or std over the batch is 0 for one row (an epoch's "
+            "last, partial batch: a batch size that divides the data, or drop_remainder=True, avoids it)"
+        )
+        cause.evidence["batch_rows"] = 1
     huge = (findings.bundle or {}).get("first_huge")
     if isinstance(huge, dict) and (words := _first_huge_words(findings, huge)) is not None:
         # An overflow inside the optimizer's update is marked at apply_gradients / fit: where values grew is not.
         cause.summary += words
         cause.evidence["first_huge"] = huge
     return cause
+
+
+def _batch_rows(batch: Any) -> int | None:
+    """The rows of a batch (a Keras ``(x, y)`` or a dict of arrays): the first dimension all its arrays share."""
+    import numpy as np
+
+    rows: set[int] = set()
+    pending = [batch]
+    while pending and len(rows) < 2:
+        item = pending.pop()
+        if isinstance(item, dict):
+            pending.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            pending.extend(item)
+        elif isinstance(item, np.ndarray) and item.ndim >= 1:
+            rows.add(int(item.shape[0]))
+    return rows.pop() if len(rows) == 1 else None
 
 
 def _first_huge_words(findings: Findings, huge: dict[str, Any]) -> str | None:
