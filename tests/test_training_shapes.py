@@ -286,6 +286,22 @@ def test_unseeded_tf_random_draws_are_drawn_again_until_the_nan_comes_back(tmp_p
     assert located["bundle"]["reproduced"]["graph"] is True
 
 
+def test_a_loss_scale_that_collapses_under_mixed_precision_is_a_failure_not_the_optimizer_s_business(
+    tmp_path,
+):
+    """mixed_float16 and a hand-written attention mask of -1e9 (-inf in float16): short windows make every
+    gradient NaN while the loss stays finite. Keras's LossScaleOptimizer skipped those steps and halved its scale
+    down to 1e-3; NanGuard, leaving non-finite gradients to it, said nothing and wrote no bundle. Below a scale of 1
+    no overflow of the scaled loss explains them: the guard stops, and the cause is float16's range."""
+    program = SHAPES / "fit_mixed_precision_attention_mask.py"
+    done = run_program(program.name, tmp_path)
+    assert "NanGuard: step" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "precision", cause
+
+
 def test_a_program_that_moves_into_its_output_folder_replays_from_where_it_started(tmp_path):
     """``python scripts/train.py`` from the project root: it reads data/train.npz, then ``os.chdir("runs/exp1")`` so
     that its outputs land there, and fits. The bundle recorded the folder of the failing step, and the replays ran

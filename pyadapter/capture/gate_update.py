@@ -256,6 +256,15 @@ def gate_update(
         grad_flags = squares_fit_flags(checked) if squares else finite_flags(checked)
     else:
         grad_flags = ones(0)
+        collapsed = _loss_scale_collapsed(optimizer)
+        if collapsed is not None and present:
+            # A LossScaleOptimizer skips a step whose scaled gradients overflow and halves its scale: its business,
+            # while the scale is high. Below LOSS_SCALE_FLOOR the scaled loss is smaller than the loss, so no
+            # overflow the scale made explains non-finite gradients: the model makes them (a -1e9 attention mask
+            # cast to float16 is -inf), and the optimizer skipped steps without end, silently, as the scale fell to
+            # 1e-3. Judged then as without loss scaling.
+            grad_flags = tf.logical_or(finite_flags([grads[i] for i in present]), tf.logical_not(collapsed))
+            grad_names = [variable_path(variables[i]) for i in present]
     if history and grad_norm is None:
         grad_norm = tf.constant(NOT_MEASURED)  # a LossScaleOptimizer's gradients are scaled: not the model's
     loss_ok = tf.reduce_all(finite_flags(losses))
@@ -322,6 +331,19 @@ def gate_update(
         update_norm=outcome[3] if history else None,
         rate_ok=rate_ok,
     )
+
+
+# Keras's LossScaleOptimizer starts at 2**15, halves on each step that overflows and doubles after 2000 that do not.
+LOSS_SCALE_FLOOR = 1.0
+
+
+def _loss_scale_collapsed(optimizer: Any) -> Any:
+    """A bool scalar in the step: a Keras LossScaleOptimizer's dynamic scale is below `LOSS_SCALE_FLOOR`; None for
+    any other optimizer."""
+    scale = getattr(optimizer, "dynamic_scale", None)
+    if scale is None or not hasattr(scale, "dtype"):
+        return None
+    return tf.less(tf.cast(scale, tf.float32), LOSS_SCALE_FLOOR)
 
 
 def _rate_finite(optimizer: Any) -> Any:

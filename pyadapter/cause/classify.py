@@ -1595,6 +1595,11 @@ def _divergence(
                 )
         else:
             what = f"the learning rate of {site.name}: lower it{clip}"
+        if site.literal and rate is not None and isinstance(site.node, ast.Call):
+            # AdamW(\n    learning_rate=3.0,\n    weight_decay=1e-4, ...): the number's own line, not the call's first.
+            written = change_line.number_written_in(site, rate)
+            if written is not None and written.lineno != site.line:
+                site = dataclasses.replace(site, node=written)
         change = _change(site, what, _site_target(site))
         if not site.literal and rate is not None and change_line.reads_config(site):
             # The line reads the rate from somewhere (optimizers.get(config["optimizer"]), SGD(cfg.lr)): a config
