@@ -845,6 +845,16 @@ def test_a_notebook_whose_batch_holds_nan_is_re_run_as_a_notebook(tmp_path):
 
 
 @pytest.mark.slow
+def _regression_cells(capture_dir: Path) -> tuple[str, str]:
+    """A data cell whose row 37 holds a NaN and a fit cell guarded into `capture_dir`."""
+    data = "rng = np.random.default_rng(0)\nx = rng.normal(size=(64, 8)).astype('float32')\nx[37, 2] = np.nan\ny = x[:, :1]"
+    fit = (
+        "model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])\nmodel.compile('sgd', 'mse')\n"
+        f"model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    return data, fit
+
+
 def test_a_kernel_told_nothing_finds_its_notebook_by_the_cells_it_ran(tmp_path):
     """A kernel started by nbclient or an older jupyter_server has neither JPY_SESSION_NAME nor
     __vsc_ipynb_file__. The bundle was named "notebook-...", recorded no program, and `nanlens locate` said "the
@@ -853,11 +863,7 @@ def test_a_kernel_told_nothing_finds_its_notebook_by_the_cells_it_ran(tmp_path):
     folder = tmp_path / "work"
     folder.mkdir()
     capture_dir = tmp_path / "captures"
-    data = "rng = np.random.default_rng(0)\nx = rng.normal(size=(64, 8)).astype('float32')\nx[37, 2] = np.nan\ny = x[:, :1]"
-    fit = (
-        "model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])\nmodel.compile('sgd', 'mse')\n"
-        f"model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
-    )
+    data, fit = _regression_cells(capture_dir)
     cells = [("markdown", "# Regression"), ("code", IMPORTS), ("code", data), ("code", fit)]
     path = folder / "regression.ipynb"
     path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
@@ -883,11 +889,7 @@ def test_a_kernel_moved_by_cd_still_finds_the_notebook_it_started_beside(tmp_pat
     folder = tmp_path / "work"
     (folder / "outputs").mkdir(parents=True)
     capture_dir = tmp_path / "captures"
-    data = "rng = np.random.default_rng(0)\nx = rng.normal(size=(64, 8)).astype('float32')\nx[37, 2] = np.nan\ny = x[:, :1]"
-    fit = (
-        "model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(1)])\nmodel.compile('sgd', 'mse')\n"
-        f"model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
-    )
+    data, fit = _regression_cells(capture_dir)
     cells = [("code", "%cd outputs"), ("code", IMPORTS), ("code", data), ("code", fit)]
     path = folder / "regression.ipynb"
     path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")

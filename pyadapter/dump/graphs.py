@@ -96,18 +96,20 @@ class HostDump:
                 return False
         return True
 
+    def _source_record(self, path: str) -> bytes | None:
+        """The dump's record of source file `path` (its lines), or None."""
+        source_path = self.files.path("source_files")
+        ref = next((r for r in self.source_files if r.path == path), None)
+        if ref is None or source_path is None:
+            return None
+        return RecordFile(source_path).read_at(ref.offset)
+
     def source_text(self, path: str) -> str | None:
         """The whole text of a source file, from the dump's copy or else from disk (up to a source file's size)."""
-        source_path = self.files.path("source_files")
-        for ref in self.source_files:
-            if ref.path != path or source_path is None:
-                continue
-            data = RecordFile(source_path).read_at(ref.offset)
-            if data is not None:
-                lines = _lines_of_source_record(data)
-                if lines is not None:
-                    return "\n".join(line.rstrip("\n") for line in lines)
-            break
+        data = self._source_record(path)
+        lines = _lines_of_source_record(data) if data is not None else None
+        if lines is not None:
+            return "\n".join(line.rstrip("\n") for line in lines)
         try:
             if os.path.isfile(path) and os.path.getsize(path) <= MAX_SOURCE_BYTES:
                 with open(path, encoding="utf-8", errors="replace") as f:
@@ -118,16 +120,10 @@ class HostDump:
 
     def source_line(self, path: str, line: int) -> str | None:
         """Line ``line`` (1-based) of a source file, from the dump's copy or else from disk."""
-        source_path = self.files.path("source_files")
-        for ref in self.source_files:
-            if ref.path != path or source_path is None:
-                continue
-            data = RecordFile(source_path).read_at(ref.offset)
-            if data is not None:
-                text = _line_from_source_record(data, line)
-                if text is not None:
-                    return text
-            break
+        data = self._source_record(path)
+        text = _line_from_source_record(data, line) if data is not None else None
+        if text is not None:
+            return text
         try:
             with open(path, encoding="utf-8", errors="replace") as f:
                 for number, text in enumerate(f, start=1):
