@@ -217,6 +217,10 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
         return _cancellation(findings, context, origin, dtype)
     if known and dtype in SIXTEEN_BIT and _zero_into_domain_op(origin):
         return _underflow(findings, context, origin, dtype)
+    if dtype in SIXTEEN_BIT and _sixteen_bit_range_exceeded(origin):
+        # The backward pass of a log at a float16 sigmoid of 3e-6 (no zero: its reciprocal is 3e5, past 65504):
+        # the value exists in float32, not in float16.
+        return _precision(findings, context, units, origin, dtype)
     if known and dtype in SIGNIFICANT_BITS and _negative_into_root_or_log(origin):
         squares = change_line.squares_difference_site(units, origin.file, origin.line, origin.cell)
         if squares is not None:
@@ -1897,6 +1901,19 @@ def _blown_up_at_start(history: list[dict[str, Any]], failing_step: int | None) 
             huge_output = not isinstance(output, (int, float)) or output >= _BLOWN_UP_OUTPUT
             return (step, float(norm)) if failing_step == 0 or huge_output else None
     return None
+
+
+def _sixteen_bit_range_exceeded(origin: Finding) -> bool:
+    """An Inf (no NaN) from inputs all recorded finite and free of zeros: in a 16-bit dtype the result was only
+    past the dtype's range, also for a log's or a division's gradient (`is_overflow` leaves those out)."""
+    health = origin.health
+    return (
+        health is not None
+        and health.pos_inf + health.neg_inf > 0
+        and health.nan == 0
+        and bool(origin.inputs)
+        and all(i.health is not None and i.health.is_finite and not i.health.zero for i in origin.inputs)
+    )
 
 
 def _precision(
