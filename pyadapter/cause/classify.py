@@ -125,16 +125,9 @@ def _batch_rows(batch: Any) -> int | None:
     """The rows of a batch (a Keras ``(x, y)`` or a dict of arrays): the first dimension all its arrays share."""
     import numpy as np
 
-    rows: set[int] = set()
-    pending = [batch]
-    while pending and len(rows) < 2:
-        item = pending.pop()
-        if isinstance(item, dict):
-            pending.extend(item.values())
-        elif isinstance(item, (list, tuple)):
-            pending.extend(item)
-        elif isinstance(item, np.ndarray) and item.ndim >= 1:
-            rows.add(int(item.shape[0]))
+    rows = {
+        int(a.shape[0]) for _, a, _ in provenance.leaves(batch) if isinstance(a, np.ndarray) and a.ndim >= 1
+    }
     return rows.pop() if len(rows) == 1 else None
 
 
