@@ -262,8 +262,10 @@ def gate_update(
             # while the scale is high. Below LOSS_SCALE_FLOOR the scaled loss is smaller than the loss, so no
             # overflow the scale made explains non-finite gradients: the model makes them (a -1e9 attention mask
             # cast to float16 is -inf), and the optimizer skipped steps without end, silently, as the scale fell to
-            # 1e-3. Judged then as without loss scaling.
-            grad_flags = tf.logical_or(finite_flags([grads[i] for i in present]), tf.logical_not(collapsed))
+            # 1e-3. Judged then as without loss scaling; a healthy scale pays one comparison, not a pass over
+            # every gradient (the check runs in the rare branch).
+            checked = [grads[i] for i in present]
+            grad_flags = rare_cond(collapsed, lambda: finite_flags(checked), lambda: ones(len(checked)))
             grad_names = [variable_path(variables[i]) for i in present]
     if history and grad_norm is None:
         grad_norm = tf.constant(NOT_MEASURED)  # a LossScaleOptimizer's gradients are scaled: not the model's
