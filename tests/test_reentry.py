@@ -132,19 +132,25 @@ def test_program_that_never_reaches_fit_is_stopped_and_left_unchanged(tmp_path: 
     assert (copy.stat().st_mtime_ns, copy.read_bytes()) == before
 
 
+def _refused_before_fit(tmp_path: Path, before_fit: str) -> str:
+    """A captured copy of replay_subclass_args.py with `before_fit` put before its fit, replayed with its edit
+    trusted: the error line of a replay that stopped with exit status 2."""
+    copy, bundle = _capture_copy(tmp_path, "replay_subclass_args.py")
+    text = copy.read_text(encoding="utf-8").replace("model.fit(", before_fit + "model.fit(", 1)
+    copy.write_text(text, encoding="utf-8")
+    result = nanlens("replay", str(bundle), "--trust-entry", str(copy), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    return result.stderr.strip().splitlines()[-1]
+
+
 def test_a_load_of_what_the_program_saved_says_the_replay_skipped_that_save(tmp_path: Path) -> None:
     """A program that saves between phases and loads it back: the replay writes none of its saves, so the load reads
     the file training left. With that file gone (a bundle copied to another machine) the error was the program's
     own "File not found" at the load, as if the script were broken; it says the replay skipped the save before."""
-    copy, bundle = _capture_copy(tmp_path, "replay_subclass_args.py")
-    text = copy.read_text(encoding="utf-8").replace(
-        "model.fit(", 'model.save("phase1.keras")\nkeras.models.load_model("phase1.keras")\nmodel.fit(', 1
+    message = _refused_before_fit(
+        tmp_path, 'model.save("phase1.keras")\nkeras.models.load_model("phase1.keras")\n'
     )
-    copy.write_text(text, encoding="utf-8")
-    result = nanlens("replay", str(bundle), "--trust-entry", str(copy), cwd=tmp_path)
-    assert result.returncode == 2, result.stderr[-2000:]
-    message = result.stderr.strip().splitlines()[-1]
-    assert "failed before its first training step" in message, result.stderr[-2000:]
+    assert "failed before its first training step" in message, message
     assert "the replay skipped the program's save" in message and "phase1.keras" in message, message
     assert not (tmp_path / "phase1.keras").exists()
 
@@ -153,14 +159,7 @@ def test_an_environment_variable_the_program_reads_and_nanlens_lacks_is_named(tm
     """``run.sh`` exports DATA_DIR and starts the program, which reads ``os.environ["DATA_DIR"]``; nanlens started
     without it said only "KeyError: 'DATA_DIR' (at train.py:18)". It says the program reads that variable and
     to set it as training had it (the bundle keeps no environment: values may be secrets)."""
-    copy, bundle = _capture_copy(tmp_path, "replay_subclass_args.py")
-    text = copy.read_text(encoding="utf-8").replace(
-        "model.fit(", 'import os\ndata_dir = os.environ["NANLENS_TEST_DATA_DIR"]\nmodel.fit(', 1
-    )
-    copy.write_text(text, encoding="utf-8")
-    result = nanlens("replay", str(bundle), "--trust-entry", str(copy), cwd=tmp_path)
-    assert result.returncode == 2, result.stderr[-2000:]
-    message = result.stderr.strip().splitlines()[-1]
+    message = _refused_before_fit(tmp_path, 'import os\ndata_dir = os.environ["NANLENS_TEST_DATA_DIR"]\n')
     assert "KeyError: 'NANLENS_TEST_DATA_DIR'" in message, message
     assert (
         "reads the environment variable NANLENS_TEST_DATA_DIR" in message
