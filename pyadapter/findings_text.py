@@ -175,6 +175,8 @@ def origin_lines(findings: Findings, *, none: str) -> list[str]:
             f"none: Python code the input pipeline calls returned it (a generator, or a PyDataset's __getitem__; "
             f"tf.data runs it as {op.type}){host}"
         )
+    if (findings.bundle or {}).get("not_replayed"):
+        shown_op = "none: the captured batch held it (its step was not replayed)"
     lines.append(f"  op: {shown_op}")
     lines.append(f"  health: {health_text(origin.health)}")
     if not python_call:  # a generator's only input is tf.data's handle of it, never recorded

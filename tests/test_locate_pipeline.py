@@ -79,6 +79,51 @@ def test_a_nan_made_in_a_dataset_map_function_is_found_by_a_rerun(tmp_path: Path
     assert len(list(captures.glob("*/manifest.json"))) == 1, "the re-run writes no second bundle"
 
 
+def test_a_bad_batch_is_named_from_the_bundle_when_its_step_cannot_be_replayed(tmp_path: Path) -> None:
+    """A program run by a shell script that exports its data folder reads ``os.environ[...]``; ``nanlens locate``
+    started without that variable cannot re-enter the program. The bundle alone knows the batch held -inf at
+    x[row, 2]: that answer stood behind the re-entry error ("nanlens: error: ... KeyError"). Now the origin is the
+    fit line, the data named, and the error a warning; with the program gone too, the cause still names it."""
+    script = tmp_path / "train.py"
+    source = (ZOO / "zoo_tfdata_map_log.py").read_text(encoding="utf-8")
+    script.write_text(
+        source.replace("import os\n", 'import os\n\nDATA_DIR = os.environ["NANLENS_TEST_DATA_DIR"]\n', 1),
+        encoding="utf-8",
+    )
+    captures = tmp_path / "captures"
+    done = run_python(
+        tmp_path, str(script), NANLENS_CAPTURE_DIR=str(captures), NANLENS_TEST_DATA_DIR=str(tmp_path)
+    )
+    assert done.returncode == 1, done.stderr[-2000:]
+    (bundle,) = [p.parent for p in captures.glob("*/manifest.json")]
+
+    def locate() -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in quiet_env().items() if k != "NANLENS_TEST_DATA_DIR"}
+        return subprocess.run(
+            [sys.executable, "-m", "pyadapter", "locate", "--no-rerun-pipeline", str(bundle)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+
+    result = locate()
+    assert result.returncode == 0, result.stderr[-2000:]
+    fit_line = marked_line(script, ".fit(")
+    assert f"origin: {script}:{fit_line}" in result.stdout, result.stdout
+    assert "the captured batch already holds 1 NaN/Inf value (x[" in result.stdout
+    assert "cause: data" in result.stdout and "-inf" in result.stdout
+    assert "not replayed" in result.stdout
+    assert "KeyError: 'NANLENS_TEST_DATA_DIR'" in result.stdout, "why it was not replayed, as a warning"
+
+    script.unlink()  # the bundle copied to another machine
+    result = locate()
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "cause: data" in result.stdout and "-inf" in result.stdout, result.stdout
+    assert "is missing" in result.stdout
+
+
 NO_LOSS_STEP = """
 import keras, numpy as np, tensorflow as tf
 from pyadapter import guard_step

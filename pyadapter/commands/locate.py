@@ -95,7 +95,12 @@ def format_report(findings: Findings) -> str:
     from pyadapter.cause import cause_of
 
     bundle = findings.bundle or {}
-    lines = text.origin_lines(findings, none="no NaN or Inf in the graph replay of the step")
+    none = (
+        "no line marked: the step was not replayed"
+        if bundle.get("not_replayed")
+        else "no NaN or Inf in the graph replay of the step"
+    )
+    lines = text.origin_lines(findings, none=none)
     lines.extend(text.cause_lines(cause_of(findings)))
     where = f"step {bundle.get('step')}"
     if bundle.get("epoch") is not None:
@@ -107,6 +112,10 @@ def format_report(findings: Findings) -> str:
             f"located at the scene{took}, when the step failed (findings.json in the bundle; --replay "
             "locates again from the bundle)"
         )
+    if bundle.get("not_replayed"):
+        lines.append(f"{where} from {findings.source_path}: not replayed (the warning says why)")
+        lines.extend(text.warning_lines(findings))
+        return "\n".join(lines)
     lines.append(f"replay of {where} from {findings.source_path}:")
     if bundle.get("route"):
         lines.append(f"  route: {bundle['route']}")

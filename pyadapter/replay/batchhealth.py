@@ -23,6 +23,10 @@ class BatchProblem:
     total: int  # NaN/Inf values in the whole batch
     leaves: list[str] = field(default_factory=list)  # per array: "x: 1 NaN of 160"
     examples: list[str] = field(default_factory=list)  # the first few, "x[10, 3] = nan"
+    nan: int = 0  # the whole batch's counts, over its floating arrays of ``size`` values
+    pos_inf: int = 0
+    neg_inf: int = 0
+    size: int = 0
 
     def describe(self) -> str:
         """'the captured batch already holds 1 NaN/Inf value (x[10, 3] = nan)'."""
@@ -71,6 +75,7 @@ def batch_problem(batch: Any) -> BatchProblem | None:
             name, value = f"{name}.values", batchcodec.values_of(value)
         if not isinstance(value, np.ndarray) or not np.issubdtype(value.dtype, np.floating):
             continue
+        problem.size += int(value.size)
         bad = ~np.isfinite(value)
         count = int(bad.sum())
         if not count:
@@ -80,6 +85,11 @@ def batch_problem(batch: Any) -> BatchProblem | None:
             int(np.isnan(value).sum()),
             int(np.isposinf(value).sum()),
             int(np.isneginf(value).sum()),
+        )
+        problem.nan, problem.pos_inf, problem.neg_inf = (
+            problem.nan + nan,
+            problem.pos_inf + pos,
+            problem.neg_inf + neg,
         )
         parts = [f"{n} {label}" for n, label in ((nan, "NaN"), (neg, "-inf"), (pos, "+inf")) if n]
         problem.leaves.append(f"{name}: {', '.join(parts)} of {value.size}")

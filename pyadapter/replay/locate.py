@@ -63,17 +63,29 @@ def _report_progress(progress: Progress | None, phase: str, fraction: float | No
         pass
 
 
+def _load_bundle(path: str | Path) -> Any:
+    """The verified CaptureBundle (JSON and arrays only); a tampered or foreign one raises ReplayError."""
+    from pyadapter.capture.bundle_format import BundleError
+    from pyadapter.capture.reader import CaptureBundle
+
+    try:
+        return CaptureBundle.load(path)
+    except BundleError as exc:
+        raise ReplayError(str(exc)) from None
+
+
 def check_bundle(path: str | Path) -> Any:
     """Fail fast, without TensorFlow: a tampered bundle or a missing entry script is one line. Returns the
     loaded CaptureBundle."""
-    from pyadapter.capture.bundle_format import BundleError
-    from pyadapter.capture.reader import CaptureBundle
+    bundle = _load_bundle(path)
+    check_replayable(bundle)
+    return bundle
+
+
+def check_replayable(bundle: Any) -> None:
+    """``check_bundle`` for a loaded CaptureBundle: its program may run here (raises ReplayError, one line)."""
     from pyadapter.replay.trust import check_entry
 
-    try:
-        bundle = CaptureBundle.load(path)
-    except BundleError as exc:
-        raise ReplayError(str(exc)) from None
     check_entry(bundle)  # the user's own, unchanged program (or one they trusted), before TensorFlow starts
     from pyadapter.capture.keras_lines import MixedKerasError, use_line_of_bundle
 
@@ -81,20 +93,14 @@ def check_bundle(path: str | Path) -> Any:
         use_line_of_bundle(bundle.keras_line, str(bundle.path))
     except MixedKerasError as exc:
         raise ReplayError(str(exc)) from None
-    return bundle
 
 
 def scene_findings(path: str | Path) -> Findings | None:
     """The findings NanGuard/guard_step located at the scene and wrote into the bundle, or None if it holds none.
     Reads JSON only (the bundle is verified first); raises ReplayError for a bad bundle or findings file."""
-    from pyadapter.capture.bundle_format import BundleError
-    from pyadapter.capture.reader import CaptureBundle
     from pyadapter.findings import FindingsError, load_findings
 
-    try:
-        bundle = CaptureBundle.load(path)
-    except BundleError as exc:
-        raise ReplayError(str(exc)) from None
+    bundle = _load_bundle(path)
     if bundle.findings_path is None:
         return None
     try:
@@ -228,9 +234,24 @@ def locate_bundle(
             attach_cause(scene, bundle_path)
             _report_progress(progress, "done")
             return scene
-    bundle = check_bundle(bundle_path)
+    bundle = _load_bundle(bundle_path)
     problem = _captured_batch_problem(bundle)
     entry_frame = bundle_training_call(bundle)
+
+    def batch_only(error: ReplayError, problem: BatchProblem) -> Findings:
+        # The batch itself holds the NaN/Inf and the bundle says where: the step need not run to name the data
+        # (a program that is gone or changed, an unset environment variable must not cost the whole answer).
+        findings = _batch_only_findings(bundle, bundle_path, problem, entry_frame, str(error))
+        attach_cause(findings, bundle_path)
+        _report_progress(progress, "done")
+        return findings
+
+    try:
+        check_replayable(bundle)
+    except ReplayError as exc:
+        if problem is None:
+            raise
+        return batch_only(exc, problem)
 
     keep = dump_dir is not None
     if keep:
@@ -242,10 +263,15 @@ def locate_bundle(
     else:
         dump_path = tempfile.mkdtemp(prefix="nanlens-locate-dump-")
     try:
-        if isolate:
-            report = _run_worker(bundle_path, dump_path, progress, timeout)
-        else:
-            report = _run_here(bundle_path, dump_path, progress)
+        try:
+            if isolate:
+                report = _run_worker(bundle_path, dump_path, progress, timeout)
+            else:
+                report = _run_here(bundle_path, dump_path, progress)
+        except ReplayError as exc:
+            if problem is None:
+                raise
+            return batch_only(exc, problem)
         _report_progress(progress, "scanning")
 
         scan_span = (PHASES[RERUN_PHASE] if problem else PHASES["done"]) - PHASES["scanning"]
@@ -307,6 +333,53 @@ def locate_bundle(
         findings.extra["dump"] = dump_path
     attach_cause(findings, bundle_path)
     _report_progress(progress, "done")
+    return findings
+
+
+def _batch_only_findings(
+    bundle: Any, bundle_path: str, problem: BatchProblem, entry_frame: Frame | None, error: str
+) -> Findings:
+    """Findings from the bundle alone, for a captured batch that holds NaN/Inf whose step could not be replayed:
+    the origin is the training call that took the data in, its message names the values and why the step did
+    not run. ``findings.bundle["not_replayed"]`` holds the replay's error."""
+    from pyadapter.findings import OpRef, TensorHealth
+
+    origin = None
+    if entry_frame is not None:
+        origin = Finding(
+            file=entry_frame.file,
+            line=entry_frame.line,
+            role="origin",
+            op=OpRef(name="the captured batch", type="Placeholder"),
+            health=TensorHealth(
+                size=problem.size, nan=problem.nan, pos_inf=problem.pos_inf, neg_inf=problem.neg_inf
+            ),
+            stack=[entry_frame],
+            message=f"{problem.describe()}: it was in the data before any TensorFlow op touched it",
+        )
+    findings = Findings(source_kind="bundle", source_path=bundle_path, origin=origin)
+    if origin is not None:
+        findings.findings.append(origin)
+        code = _source_line(origin.file, origin.line)
+        if code is not None:
+            findings.extra["origin_code"] = code
+    script = bundle.entry_script
+    findings.bundle = {
+        "path": bundle_path,
+        "kind": bundle.kind,
+        "step": bundle.step,
+        "epoch": bundle.epoch,
+        "batch_index": bundle.batch_index,
+        "entry_script": str(script) if script is not None else None,
+        "reproduced": {},
+        "verdicts": {},
+        "origin_from": "captured batch",
+        "non_finite_batch": problem.to_json(),
+        "not_replayed": error,
+    }
+    findings.extra["warnings"] = [
+        f"the step was not replayed ({error}); the data's values are read from the bundle's batch"
+    ]
     return findings
 
 
