@@ -713,3 +713,23 @@ def test_an_epoch_whose_every_step_was_skipped_reports_nan_not_a_perfect_loss(tm
     model.fit(x, y, epochs=1, batch_size=32, shuffle=False, callbacks=[guard], verbose=0)
     assert [f.step for f in guard.failures] == [0]
     assert "skipped" not in capsys.readouterr().err
+
+
+def test_the_last_word_after_keras_epoch_line_says_its_nan_loss_is_the_refused_step(tmp_path, capsys):
+    """Keras ends the epoch after the stopped step and prints its line, "loss: nan", after NanGuard's message; History
+    and CSVLogger keep that loss. Three users read it as "the guard did not work". NanGuard's last line, after the
+    progress bar, says whose loss that is and that the model holds the weights from before it."""
+    keras.utils.set_random_seed(1)
+    x, y = gm.data(bad_batch=3)
+    model = gm.sequential()
+    model.compile(keras.optimizers.Adam(0.01), "mse")
+    guard = NanGuard(tmp_path, run_name="seq")
+    history = model.fit(x, y, batch_size=gm.BATCH, epochs=2, shuffle=False, verbose=2, callbacks=[guard])
+
+    assert not np.isfinite(history.history["loss"][0]), "Keras's epoch mean counts the refused step"
+    captured = capsys.readouterr()
+    assert "loss: nan" in captured.out
+    last = captured.err.strip().splitlines()[-1]
+    assert last.startswith("NanGuard: the loss Keras shows above") and "counts step 3" in last, last
+    assert "the model holds its weights from before step 3" in last and str(guard.last_bundle) in last
+    assert gm.all_finite(model.get_weights())

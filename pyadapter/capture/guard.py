@@ -255,6 +255,32 @@ class NanGuard(keras.callbacks.Callback):
         if self._function is not None:
             self._function.uninstall()
         self._function = None
+        self._say_after_the_progress_bar()
+
+    def _say_after_the_progress_bar(self) -> None:
+        """Keras ends the epoch after the stopped step: its progress line ("loss: nan"), History and CSVLogger
+        count the refused step's loss, and are read last, as "the guard did not work". One line after them says
+        what that loss is and which weights the model holds."""
+        failures = self.policy.failures
+        if not self.verbose or not failures or (self.params or {}).get("verbose", 1) == 0:
+            return
+        failure = failures[-1]
+        if failure.action != "stopped":
+            return
+        report = failure.report
+        if report.update_applied and not report.update_taken_back:
+            held = "its update was applied"
+        else:
+            held = (
+                f"its update was not applied, so the model holds its weights from before step {failure.step}"
+            )
+        where = f"; bundle: {failure.bundle}" if failure.bundle is not None else ""
+        print(
+            f"NanGuard: the loss Keras shows above (and History, CSVLogger keep) counts step {failure.step}, the "
+            f"non-finite step NanGuard stopped at: {held}{where}",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch = epoch
