@@ -263,6 +263,39 @@ def test_skip_mode_holds_back_only_the_bad_step(tmp_path: Path) -> None:
         assert result == {"iterations": 3, "failed": [1], "finite": True, "logs_finite": True}
 
 
+def test_a_loss_scale_stuck_at_its_floor_under_mixed_precision_is_a_failure(tmp_path: Path) -> None:
+    """tf_keras's LossScaleOptimizer stops halving at 1 and then skips, silently and for good, every step whose
+    gradients are non-finite (a -1e9 attention mask is -inf in float16): the program trained 5 epochs with the
+    batches of short windows never learnt from, and NanGuard said nothing. At a scale of 1 no overflow of the scaled
+    loss explains them: it stops there and names float16's range. The Keras 3 program of
+    `tests/programs/shapes`, in its tf_keras form (imports only)."""
+    source = (
+        Path(__file__).parent / "programs" / "shapes" / "fit_mixed_precision_attention_mask.py"
+    ).read_text()
+    for keras3, legacy in (
+        ("import keras\n", "import tf_keras as keras\n"),
+        ("from keras import layers\n", "from tf_keras import layers\n"),
+        ("keras.utils.pad_sequences", "keras.preprocessing.sequence.pad_sequences"),
+    ):
+        assert keras3 in source
+        source = source.replace(keras3, legacy)
+    program = tmp_path / "train.py"
+    program.write_text(source, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(legacy=True),
+        cwd=str(tmp_path),
+    )
+    assert "NanGuard: step" in done.stderr, done.stderr[-3000:]
+    (bundle,) = [p.parent for p in (tmp_path / "captures").glob("*/manifest.json")]
+    findings = json.loads((bundle / "findings.json").read_text())
+    assert (findings["origin"]["file"], findings["origin"]["line"]) == (str(program), _origin_line(program))
+    assert "cause: precision" in done.stderr
+
+
 SAVED_MODEL_THAT_WRITES = textwrap.dedent("""
     import sys
     import tensorflow as tf

@@ -22,6 +22,15 @@ class _TfKerasVariables:
     def variables(self) -> list[Any]:
         return keras_lines.optimizer_variables(self._optimizer)
 
+    @property
+    def dynamic_scale(self) -> Any:
+        """A dynamic LossScaleOptimizer's current scale (the name Keras 3's has), None otherwise: tf_keras's stops
+        halving at 1 and skips every step whose gradients are non-finite there, silently, as Keras 3's does."""
+        optimizer = self._optimizer
+        if keras_lines.is_loss_scale_optimizer(optimizer) and getattr(optimizer, "dynamic", False):
+            return optimizer.loss_scale
+        return None
+
 
 def _gated_apply_gradients(optimizer: Any, original: Any, active: Callable[[], Any]) -> Any:
     loss_scaling = keras_lines.is_loss_scale_optimizer(optimizer)

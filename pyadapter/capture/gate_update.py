@@ -259,7 +259,7 @@ def gate_update(
         collapsed = _loss_scale_collapsed(optimizer)
         if collapsed is not None and present:
             # A LossScaleOptimizer skips a step whose scaled gradients overflow and halves its scale: its business,
-            # while the scale is high. Below LOSS_SCALE_FLOOR the scaled loss is smaller than the loss, so no
+            # while the scale is high. At LOSS_SCALE_FLOOR or below the scaled loss is no larger than the loss, so no
             # overflow the scale made explains non-finite gradients: the model makes them (a -1e9 attention mask
             # cast to float16 is -inf), and the optimizer skipped steps without end, silently, as the scale fell to
             # 1e-3. Judged then as without loss scaling; a healthy scale pays one comparison, not a pass over
@@ -340,12 +340,12 @@ LOSS_SCALE_FLOOR = 1.0
 
 
 def _loss_scale_collapsed(optimizer: Any) -> Any:
-    """A bool scalar in the step: a Keras LossScaleOptimizer's dynamic scale is below `LOSS_SCALE_FLOOR`; None for
-    any other optimizer."""
+    """A bool scalar in the step: a Keras LossScaleOptimizer's dynamic scale is at or below `LOSS_SCALE_FLOOR`
+    (tf_keras's stops there, Keras 3's falls on); None for any other optimizer."""
     scale = getattr(optimizer, "dynamic_scale", None)
     if scale is None or not hasattr(scale, "dtype"):
         return None
-    return tf.less(tf.cast(scale, tf.float32), LOSS_SCALE_FLOOR)
+    return tf.less_equal(tf.cast(scale, tf.float32), LOSS_SCALE_FLOOR)
 
 
 def _rate_finite(optimizer: Any) -> Any:
