@@ -11,6 +11,11 @@ __version__ = "0.2.0"
 from typing import TYPE_CHECKING  # noqa: E402
 
 from pyadapter import launch  # noqa: E402, F401  (reads the folder the program started in, before it moves)
+from pyadapter import numpy_warnings as _numpy_warnings  # noqa: E402
+
+# NumPy's "divide by zero encountered in log" names the line that made a batch's -inf, before training: recorded
+# from here on (the data preparation comes after the imports), for a bundle to carry.
+_numpy_warnings.install()
 from pyadapter.dump.errors import ScanError  # noqa: E402  (light: no TensorFlow, no protobuf)
 from pyadapter.findings import Finding, Findings, FindingsError, TensorHealth, load_findings  # noqa: E402
 

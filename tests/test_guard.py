@@ -677,6 +677,29 @@ def test_a_metric_that_computes_nan_is_not_blamed_on_the_validation_data(tmp_pat
         said.count("NanGuard: the metric batch_recall is not finite at epoch 0 while the loss and every") == 1
     )
 
+    # NaN in validation only (every training batch has a positive, no validation batch has one): val_loss is
+    # finite, so the model and the validation data are not to blame either; it said "the validation data holds
+    # NaN/Inf, or the model makes it only there".
+    y[::4] = 1.0
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, activation="sigmoid")])
+    model.compile("sgd", "binary_crossentropy", metrics=[BatchRecall()])
+    guard = NanGuard(str(tmp_path), locate=False)
+    history = model.fit(
+        x[:120],
+        y[:120],
+        batch_size=16,
+        validation_data=(x[120:], np.zeros((40, 1), "float32")),
+        epochs=1,
+        verbose=0,
+        callbacks=[guard],
+    )
+    assert np.isfinite(history.history["val_loss"][0]) and np.isnan(history.history["val_batch_recall"][0])
+    said = capsys.readouterr().err
+    assert "validation data" not in said, said
+    assert (
+        "the metric val_batch_recall is not finite at epoch 0 while the loss, val_loss and every" in said
+    ), said
+
 
 def test_an_epoch_whose_every_step_was_skipped_reports_nan_not_a_perfect_loss(tmp_path, capsys):
     """Skip mode after a divergence: every step refused, and Keras's mean of no batch read loss 0.0. A

@@ -93,8 +93,9 @@ LAYERS: list[tuple[str, ...]] = [
         "childproc",
         "userscript",
         "launch",
+        "numpy_warnings",
         "pyadapter",
-    ),  # dump reading and process tools (and where the program started); the public API
+    ),  # dump reading and process tools (where the program started, what NumPy warned); the public API
     ("pictures",),  # the op graph and health timeline drawn from a dump, and the report page
     ("capture",),  # NanGuard / guard_step and the bundle format
     ("cause", "fixes"),  # why, from findings + a bundle; the fixes for a cause

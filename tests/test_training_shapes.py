@@ -302,6 +302,25 @@ def test_a_loss_scale_that_collapses_under_mixed_precision_is_a_failure_not_the_
     assert cause["kind"] == "precision", cause
 
 
+def test_a_nan_numpy_made_in_a_pydatasets_getitem_is_changed_where_numpy_warned(tmp_path):
+    """A PyDataset standardises each frame, ``(x - mean) / std``; a blank frame's std is 0 and NumPy makes 0/0 = NaN
+    in ``__getitem__`` (warning "invalid value encountered in divide" at that line). The change line was
+    __getitem__'s ``return`` ("filter or repair non-finite records before ... hands them to fit"). NumPy's warning,
+    recorded in the training process and carried by the bundle, names the line that made it."""
+    program = SHAPES / "pydataset_standardize_blank_frame.py"
+    done = run_program(program.name, tmp_path)
+    assert "NanGuard: step" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    warned = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))["numpy_warnings"]
+    assert {"file": str(program.resolve()), "line": marked_line(program)} in [
+        {"file": w["file"], "line": w["line"]} for w in warned
+    ], warned
+    cause = nanlens_json("locate", "--no-rerun-pipeline", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "data", cause
+    assert (cause["change"]["file"], cause["change"]["line"]) == (str(program.resolve()), marked_line(program))
+    assert 'NumPy warned "invalid value encountered in divide"' in cause["summary"], cause["summary"]
+
+
 def test_a_program_that_moves_into_its_output_folder_replays_from_where_it_started(tmp_path):
     """``python scripts/train.py`` from the project root: it reads data/train.npz, then ``os.chdir("runs/exp1")`` so
     that its outputs land there, and fits. The bundle recorded the folder of the failing step, and the replays ran

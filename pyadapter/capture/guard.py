@@ -324,12 +324,20 @@ class NanGuard(keras.callbacks.Callback):
         # (0 / 0 in its update_state or result), not the data or the model.
         metrics = [name for name in not_finite if not name.startswith("val_") and name != "loss"]
         bad = [name for name in not_finite if name.startswith("val_") and name[len("val_") :] not in metrics]
+        val_loss = logs.get("val_loss")
+        losses = "the loss and every training step were"
+        if isinstance(val_loss, (int, float)) and math.isfinite(float(val_loss)) and bad:
+            # A validation metric alone (val_loss finite): the model and the validation data gave a finite loss,
+            # so the metric's own arithmetic made it (a precision of 0/0 when nothing is predicted positive).
+            metrics += bad
+            bad = []
+            losses = "the loss, val_loss and every training step were"
         if metrics and not getattr(self, "_said_metric", False):
             self._said_metric = True
             print(
-                f"NanGuard: the metric {', '.join(metrics)} is not finite at epoch {epoch} while the loss and every "
-                "training step were: the metric computes it (a division by a count that can be 0, in its "
-                "update_state or result), not the model or the data; callbacks that monitor it cannot compare it",
+                f"NanGuard: the metric {', '.join(metrics)} is not finite at epoch {epoch} while {losses}: the "
+                "metric computes it (a division by a count that can be 0 in the metric's code), not the model or "
+                "the data; callbacks that monitor it cannot compare it",
                 file=sys.stderr,
                 flush=True,
             )

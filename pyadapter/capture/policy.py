@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pyadapter import numpy_warnings
 from pyadapter.capture import atscene
 from pyadapter.capture.bundle_format import ExtraFile
 from pyadapter.capture.options import GuardOptions
@@ -127,5 +128,8 @@ def write_located(
     located = locate()
     attempt.origin = located.origin
     files, window_entry = window_files(located)
-    attempt.path = write({**located.files, **files}, {**located.manifest, **window_entry, **data_source()})
+    attempt.path = write(
+        {**located.files, **files},
+        {**located.manifest, **window_entry, **data_source(), **numpy_warnings.manifest_entry()},
+    )
     attempt.cause = atscene.cause_sentence(attempt.path, located)

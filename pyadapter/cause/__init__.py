@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from pyadapter import numpy_warnings
 from pyadapter.capture import fit_arrays, learning_rate
 from pyadapter.capture.sourcerecord import MANIFEST_KEY as SOURCE_KEY
 from pyadapter.capture.sourcerecord import DataSource
@@ -65,6 +66,7 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         argv=[str(a) for a in entry.get("argv") or [] if isinstance(a, str)],
         layer_classes=scale.layer_classes(config) if (config := bundle.saved_config()) is not None else None,
         ran_cells=_ran_cells(entry.get("notebook")),
+        numpy_warnings=numpy_warnings.read(bundle.manifest.get(numpy_warnings.MANIFEST_KEY)),
     )
 
 

@@ -37,6 +37,7 @@ from pyadapter.dump.layer_site import auto_name_parts, layer_names
 from pyadapter.dump.origin import ARGUMENT_TYPES
 from pyadapter.findings import Finding, Findings
 from pyadapter.findings_text import index_text, place_text
+from pyadapter.numpy_warnings import NumpyWarning
 
 
 @dataclass
@@ -70,12 +71,19 @@ class CauseContext:
     # A notebook's executed cell sources, in order (``manifest["entry_script"]["notebook"]["cells"]``): the code
     # its kernel ran, which unsaved edits make differ from the saved cells.
     ran_cells: list[str] = field(default_factory=list)
+    # The lines NumPy warned at before the step ("divide by zero encountered in log"), ``manifest["numpy_warnings"]``.
+    numpy_warnings: list[NumpyWarning] = field(default_factory=list)
 
 
 def _fmt(value: float | None) -> str:
     if value is None:
         return "?"
     return f"{value:.3g}"
+
+
+def _site_place(site: change_line.Site) -> str:
+    """'train.py:12', or in a notebook 'wear.ipynb:29 (cell 6, line 29 of the cell)', as the change line says it."""
+    return place_text(os.path.basename(site.file), site.line, site.cell)
 
 
 def _change(site: change_line.Site, what: str, target: str) -> Change:
@@ -459,7 +467,7 @@ def _squares_cancelled(context: CauseContext, origin: Finding, dtype: str, site:
         context, origin, dtype, 0, significant_bits=bits, negatives_in=negatives, subtraction_line=site.line
     )
     evidence.pop("zeros_in", None)
-    place = f"{os.path.basename(site.file)}:{site.line}"
+    place = f"{_site_place(site)}"
     summary = (
         f"{origin.op.type} got {negatives} negative value{'s' if negatives != 1 else ''} from a difference of squares "
         f"({place}) computed in {dtype}, which keeps {bits} significant bits: two close, large squares "
@@ -601,7 +609,7 @@ def _config_change(context: CauseContext, site: change_line.Site, rate: float, w
     if len(lines) != 1:
         return None  # none, or several files or keys with that rate: the optimizer's line stays
     path, line = lines[0]
-    place = f"{os.path.basename(site.file)}:{site.line}"
+    place = f"{_site_place(site)}"
     return Change(file=path, line=line, what=f"{what} (read by {place})", target="config")
 
 
@@ -613,7 +621,7 @@ def _attribute_default_change(
     default = change_line.attribute_default_site(units, site, rate, edited_too=edited_too)
     if default is None:
         return None
-    place = f"{os.path.basename(site.file)}:{site.line}"
+    place = f"{_site_place(site)}"
     return _change(default, f"{what} (read by {place} as {default.name})", "config")
 
 
@@ -1284,7 +1292,7 @@ def _large_regularizer(
 ) -> Cause:
     """An overflow in a model whose code sets a weight penalty of 1 or more (`change_line.large_regularizers`)."""
     site, factor = penalties[0]
-    where = f"{os.path.basename(site.file)}:{site.line}"
+    where = f"{_site_place(site)}"
     more = f" (and {len(penalties) - 1} more)" if len(penalties) > 1 else ""
     grew = ""
     if growth is not None:
@@ -1377,7 +1385,7 @@ def _python_function_in_step(findings: Findings, units: list[SourceUnit], origin
     change (its own line, as for data made in Python), worded as an op of the step."""
     site = python_feed.feed_site(units, wrapped_functions=True)
     named = site.describe() if isinstance(site, python_feed.FeedSite) else f"the {origin.op.type} op"
-    where = f" ({os.path.basename(site.file)}:{site.line})" if site is not None else ""
+    where = f" ({_site_place(site)})" if site is not None else ""
     summary = (
         f"{named}{where}, run inside the training step, made NaN/Inf from a finite batch: its Python code computed "
         "the non-finite values (a log or a division of a zero, an overflow)"
@@ -1843,7 +1851,7 @@ def _started_from_bad_weights(units: list[SourceUnit], origin: Finding, step: in
     site = change_line.weights_load_site(units)
     change: Change | None = None
     if site is not None:
-        where = f"; they were given to the model at {os.path.basename(site.file)}:{site.line} ({site.name})"
+        where = f"; they were given to the model at {_site_place(site)} ({site.name})"
         change = _weights_load_change(site, "non-finite")
     else:
         where = (
@@ -2041,7 +2049,7 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         summary += ")"
         return Cause("data", summary, evidence, _reading_change(findings, site), provenance=where)
     if isinstance(site, python_feed.FeedSite):
-        came += f", made in Python by {site.describe()} ({os.path.basename(site.file)}:{site.line})"
+        came += f", made in Python by {site.describe()} ({_site_place(site)})"
     if where and where.get("file"):
         came += f", line {where['line']} of {os.path.basename(where['file'])} (data row {where['row']})"
     summary = f"the data held NaN/Inf before any op touched it: {element}{came}"
@@ -2103,7 +2111,46 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 "of a finite record; guard it (np.log1p, an epsilon) or filter the records before it"
             )
             change = _change(made_column, what, "array")
+    warned = _numpy_warning_for(context.numpy_warnings, bad)
+    if warned is not None:
+        # NumPy said where: its warning fired at the line that made a value of this kind before the step, where the
+        # program's own arithmetic (a log of 0, a 0 / 0) made the batch's bad value. The line to change, over the
+        # call that handed the array on (a dataset call, a PyDataset's return).
+        place = f"{os.path.basename(warned.file)}:{warned.line}"
+        summary += f'; NumPy warned "{warned.message}" at {place} before the step'
+        evidence["numpy_warning"] = warned.to_json()
+        if change is None or (os.path.abspath(change.file), change.line) != (warned.file, warned.line):
+            change = Change(
+                file=warned.file,
+                line=warned.line,
+                what=f"NumPy made {'NaN' if warned.makes == 'nan' else 'Inf'} here ({warned.message}): {_numpy_fix(warned)}",
+                target="array",
+            )
     return Cause("data", summary, evidence, change, provenance=where)
+
+
+def _numpy_fix(warned: NumpyWarning) -> str:
+    message = warned.message
+    if "empty slice" in message or "Degrees of freedom" in message:
+        return "a mean or std over no rows; skip or fill the empty selections"
+    if message.endswith((" in log", " in log2", " in log10")):
+        return "a log of 0 or of a negative; guard it (np.log1p, an epsilon, np.clip) or filter the records before it"
+    if "divide" in message:
+        return "a division by 0; add an epsilon or np.where to the divisor, or filter the records before it"
+    return "guard the operation (np.clip, np.where) or filter the records before it"
+
+
+def _numpy_warning_for(warned: list[NumpyWarning], bad: BadElement | None) -> NumpyWarning | None:
+    """The first line NumPy warned at that makes the kind of value the batch holds (an "invalid value" makes NaN, a
+    division by zero or an overflow makes Inf; NaN carried through arithmetic warns nothing), in a file of the
+    program that is still there. A notebook's cells run from kernel files that a bundle cannot name: not used."""
+    if bad is None:
+        return None
+    kind = "nan" if math.isnan(bad.value) else "inf"
+    for warning in warned:
+        if warning.makes == kind and os.path.isfile(warning.file) and "ipykernel_" not in warning.file:
+            return warning
+    return None
 
 
 _INFINITY_MAKERS = {"log", "log2", "log10", "divide", "true_divide", "reciprocal", "power", "float_power"}
@@ -2181,7 +2228,7 @@ def _class_weighted(findings: Findings, context: CauseContext, units: list[Sourc
     summary = (
         f"the class weights given to fit weigh {of_class} {weight}: Keras makes each row's sample weight from "
         f"class_weight, so row {element.row} of the batch (y = {label}) has sample weight {weight} and the loss is "
-        f"not finite ({os.path.basename(site.file)}:{site.line} makes class_weight)"
+        f"not finite ({_site_place(site)} makes class_weight)"
     )
     evidence: dict[str, Any] = {
         "element": element.describe(),

@@ -20,7 +20,7 @@ class SensorBatches(keras.utils.PyDataset):
     def __getitem__(self, index):
         rows = self.readings[index * self.batch_size : (index + 1) * self.batch_size]
         x = np.log(rows).astype("float32")  # CHANGE: a negative reading gives NaN
-        return x, x.sum(axis=1, keepdims=True)  # RETURNED
+        return x, x.sum(axis=1, keepdims=True)
 
 
 readings = np.random.default_rng(0).uniform(0.5, 2.0, size=(256, 4))
