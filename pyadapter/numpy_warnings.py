@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 MANIFEST_KEY = "numpy_warnings"
-MAX_RECORDED = 20  # the first ones: the later are usually what the first made (a mean of a column holding -inf)
+# The first ones: the later are usually what the first made (a mean of a column holding -inf).
+MAX_RECORDED = 20
 # NumPy's floating-point error messages ("divide by zero encountered in log", "invalid value encountered in divide",
 # "overflow encountered in exp") and its reductions over nothing ("Mean of empty slice", "Degrees of freedom <= 0 for
 # slice", a NaN each).
@@ -87,7 +88,9 @@ def install() -> None:
     if getattr(shown, "_nanlens_records", False):
         return
 
-    def showwarning(message: Any, category: Any, filename: Any, lineno: Any, *args: Any, **kwargs: Any) -> Any:
+    def showwarning(
+        message: Any, category: Any, filename: Any, lineno: Any, *args: Any, **kwargs: Any
+    ) -> Any:
         try:
             _record(message, category, filename, lineno)
         except Exception:  # noqa: BLE001 - recording is a hint; it must never break a warning

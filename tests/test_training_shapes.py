@@ -317,7 +317,10 @@ def test_a_nan_numpy_made_in_a_pydatasets_getitem_is_changed_where_numpy_warned(
     ], warned
     cause = nanlens_json("locate", "--no-rerun-pipeline", str(bundle), cwd=tmp_path)["cause"]
     assert cause["kind"] == "data", cause
-    assert (cause["change"]["file"], cause["change"]["line"]) == (str(program.resolve()), marked_line(program))
+    assert (cause["change"]["file"], cause["change"]["line"]) == (
+        str(program.resolve()),
+        marked_line(program),
+    )
     assert 'NumPy warned "invalid value encountered in divide"' in cause["summary"], cause["summary"]
 
 
