@@ -32,6 +32,29 @@ def test_a_negative_among_positives_and_a_zero_among_positives_are_unlike_the_ot
     assert found is not None and [o.element.describe() for o in found.outliers] == ["y[1, 0] = 0"]
 
 
+def test_an_id_of_zero_among_other_ids_is_not_unlike_them_but_a_missing_marker_is() -> None:
+    """A recommender's user ids (int32, fed to an Embedding): id 0 beside ids 12 to 999 was "a value unlike the
+    other rows'", and the user was sent to fix the record, where saturated weights made the log's 0. An id is a
+    category, whatever its value; a -1 among ids is still the "missing" marker it looks like."""
+    rng = np.random.default_rng(3)
+    users = rng.integers(12, 1000, size=64).astype(np.int32)
+    users[40] = 0
+    items = rng.integers(0, 500, size=64).astype(np.int32)
+    found = rows_of(
+        loss_values([40], rows=64), ({"user": users, "item": items}, np.ones((64, 1), np.float32))
+    )
+    assert found is not None and found.rows == [40] and found.outliers == []
+    users[40] = -1
+    found = rows_of(
+        loss_values([40], rows=64), ({"user": users, "item": items}, np.ones((64, 1), np.float32))
+    )
+    assert found is not None and [o.element.describe() for o in found.outliers] == ["x['user'][40] = -1"]
+    # A few classes as integers: a label of 50 among 0s and 1s is still named by its range.
+    labels = np.array([0, 1, 50, 1, 0, 0, 1, 1], dtype=np.int64).reshape(-1, 1)
+    found = rows_of(loss_values([2]), (np.zeros((8, 2), np.float32), labels))
+    assert found is not None and [o.element.describe() for o in found.outliers] == ["y[2, 0] = 50"]
+
+
 def test_a_row_with_nothing_unusual_is_still_named_without_an_outlier() -> None:
     found = rows_of(loss_values([3, 6]), batch([0, 1, 0, 1, 0, 1, 1, 0]))
     assert found is not None and found.rows_text() == "rows 3 and 6" and found.outliers == []

@@ -182,6 +182,10 @@ def leading_rows(batch: Any) -> int | None:
     return None
 
 
+# More distinct integers than this among the good rows: ids (users, items, tokens), not a few classes.
+CATEGORY_VALUES = 20
+
+
 def _unlike(
     cells: np.ndarray, low: Any, high: Any, center: Any = None, spread: Any = None
 ) -> dict[str, np.ndarray]:
@@ -283,6 +287,14 @@ def _outliers(
                         )
                     )
         rules = _rules_that_single_out(others) if np.isfinite(others).all() else set()
+        if np.issubdtype(value.dtype, np.integer):
+            # Integers are ids or categories: an id of 0 is a valid index beside ids 12 to 999 (a user id for an
+            # Embedding, named "a value unlike the other rows" where saturated weights made the log's 0); ids of
+            # many values say nothing by their range either. A class label of 50 among 0s and 1s still does, and
+            # a -1 "missing" marker always.
+            rules.discard("zero")
+            if len(np.unique(others)) > CATEGORY_VALUES:
+                rules.discard("range")
         with np.errstate(all="ignore"):
             center = np.nanmean(others, axis=0)
             spread = np.nanstd(others, axis=0, ddof=1) if others.shape[0] > 1 else None

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from pyadapter.dump import wire
+from pyadapter.dump.autograph_lines import AutographLines
 from pyadapter.dump.events import parse_event
 from pyadapter.dump.files import HostFiles
 from pyadapter.dump.frames import timed_bodies_in_cells
@@ -64,6 +65,7 @@ class HostDump:
     graphs: dict[str, GraphInfo] = field(default_factory=dict)
     issues: list[ReadIssue] = field(default_factory=list)
     missing_frames: int = 0
+    _autograph: AutographLines | None = field(default=None, repr=False, compare=False)
 
     @property
     def host(self) -> str:
@@ -87,7 +89,9 @@ class HostDump:
             file_index, line, func = entry
             if 0 <= file_index < len(self.source_files):
                 out.append(Frame(file=self.source_files[file_index].path, line=line, function=func))
-        return timed_bodies_in_cells(out, self.source_line)
+        if self._autograph is None:
+            self._autograph = AutographLines(self.source_text)
+        return timed_bodies_in_cells(self._autograph.correct(out), self.source_line)
 
     def stack_is_complete(self, frame_ids: tuple[str, ...]) -> bool:
         for fid in frame_ids:
