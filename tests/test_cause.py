@@ -368,6 +368,29 @@ def test_newer_history_keys_are_used_when_present(tmp_path: Path) -> None:
     assert "gradient norm grew x3 per step for 11 steps" in cause.summary
 
 
+def test_a_power_with_a_positive_exponent_that_made_inf_overflowed(tmp_path: Path) -> None:
+    """A hand-written RK4 loop (a neural ODE's ``func(y ** 3)``) integrated its state past float32: Pow made +inf,
+    its base (the loop's variable) unrecorded, its exponent 3. It said "a Pow op made NaN/Inf from finite inputs
+    (while/pow/y:0: finite ...): keep its inputs in its domain"; x ** 3 has no domain to leave, it overflowed. A
+    negative base under a fractional exponent (NaN) is still the domain's."""
+    program = write_program(tmp_path)
+    power = Finding(
+        file=str(program),
+        line=EXP_LINE,
+        role="origin",
+        op=OpRef("while/pow", "Pow"),
+        health=TensorHealth(dtype="float32", size=40, pos_inf=2, neg=18, pos=20),
+        inputs=[InputHealth("while/pow/y:0", TensorHealth(dtype="float32", size=1, pos=1))],
+    )
+    power.inputs.insert(0, InputHealth("while/Placeholder_1:0", None))
+    cause = classify(findings_of(power), CauseContext(entry_script=str(program)))
+    assert cause.kind == "op" and cause.evidence["overflow"] is True, cause
+    assert "a Pow op overflowed on finite inputs" in cause.summary, cause.summary
+    power.health = TensorHealth(dtype="float32", size=40, nan=3, neg=17, pos=20)
+    power.inputs[1] = InputHealth("pow/y:0", TensorHealth(dtype="float32", size=1, pos=1))
+    assert classify(findings_of(power), CauseContext(entry_script=str(program))).evidence["overflow"] is False
+
+
 def test_an_overflow_without_growth_stays_an_op(tmp_path: Path) -> None:
     program = write_program(tmp_path)
     flat = [{"step": s, "loss": 1.0 + 0.01 * s, "logged_loss": 1.0} for s in range(20)]
