@@ -439,6 +439,9 @@ def test_mirrored_loop_at_module_level(tmp_path):
     assert "stopped: NanGuard: step 13:" in done.stdout  # the first zero count is in batch 13
     # Per-replica arguments are not re-run at the scene; the user is told so, and `nanlens locate` replays.
     assert "NaN Lens: not located here: the step's arguments are per-replica" in done.stderr
+    # The step run by strategy.run captures the per-replica variables of the model's MirroredVariables: every one
+    # was named "a variable the bundle does not hold", with advice to guard them too.
+    assert "does not hold" not in done.stderr + done.stdout, done.stderr[-3000:]
     (bundle,) = bundles(tmp_path)
     located = nanlens_json("locate", str(bundle))
     assert at(located["origin"]) == (program.resolve(), marked_line(program))

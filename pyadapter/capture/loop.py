@@ -391,11 +391,12 @@ class GuardedStep:
         except Exception:  # noqa: BLE001 - a signature it cannot restate: say nothing rather than guess
             return []
         held = {
-            id(_backing(v))
+            id(backing)
             for v in [
                 *self._state_variables(),
                 *(v for m in self.models for v in keras_lines.metrics_variables(m)),
             ]
+            for backing in _backings(v)
         }
         # A Keras SeedGenerator's state is random state, not a network: the bundle's RNG record speaks for it.
         return [
@@ -548,6 +549,16 @@ def _backing(variable: Any) -> Any:
     """The tf.Variable a compiled function captures for `variable` (a Keras 3 variable holds one as ``.value``)."""
     value = getattr(variable, "value", None)
     return value if isinstance(value, tf.Variable) else variable
+
+
+def _backings(variable: Any) -> list[Any]:
+    """`_backing`, and under a tf.distribute strategy its per-replica variables, which a step run by
+    ``strategy.run`` captures instead (every one was named "a variable the bundle does not hold")."""
+    backing = _backing(variable)
+    values = (
+        getattr(backing, "values", None) if isinstance(backing, tf.distribute.DistributedValues) else None
+    )
+    return [backing, *values] if isinstance(values, tuple) else [backing]
 
 
 def guard_step(
