@@ -448,6 +448,25 @@ def test_mirrored_loop_at_module_level(tmp_path):
     assert located["bundle"]["reproduced"] == {"graph": True, "eager": True}, located["bundle"]["verdicts"]
 
 
+def test_a_nan_of_one_replicas_shard_replays_on_that_replica(tmp_path):
+    """A MirroredStrategy loop whose 0/0 happens only in one replica's shard (64 of the 128 rows, none labelled).
+    The bundle holds the per-replica arguments as one global batch; the replay handed it whole to the step, every
+    replica got all 128 rows (5 labelled), and `nanlens locate` said "no NaN or Inf in the graph replay", cause
+    unknown. The replicas' parts are recorded and handed to each replica again."""
+    program = SHAPES / "loop_mirrored_shard.py"
+    done = run_program(program.name, tmp_path)
+    assert "NanGuard: step" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))["replica_rows"] == [64, 64]
+    located = nanlens_json("locate", str(bundle))  # from the repository, the program's folder
+    assert at(located["origin"]) == (program.resolve(), marked_line(program)), located["origin"]
+    assert located["origin"]["op"]["name"].startswith("replica_1/"), (
+        "the second replica's shard held no label"
+    )
+    assert located["cause"]["kind"] == "op" and "0 / 0" in located["cause"]["summary"], located["cause"]
+    assert located["bundle"]["reproduced"] == {"graph": True, "eager": True}, located["bundle"]["verdicts"]
+
+
 def test_notebook_loop_is_located_in_its_cell(tmp_path):
     pytest.importorskip("nbclient")
     pytest.importorskip("ipykernel")

@@ -36,6 +36,21 @@ def batch_of(args: Any, kwargs: Any) -> dict[str, Any]:
     }
 
 
+# Rows of each replica's part of the per-replica arguments (``[64, 64]``), in replica order: the bundle holds them
+# concatenated, and a replay hands each replica its own part again (`pyadapter.replay.rebuild.captured_arguments`).
+REPLICA_ROWS_KEY = "replica_rows"
+
+
+def replica_rows_entry(args: Any, kwargs: Any) -> dict[str, Any]:
+    """``{"replica_rows": [...]}`` for a step given per-replica arguments (``strategy.run`` inside it), else {}."""
+    for leaf in tf.nest.flatten((args, kwargs), expand_composites=False):
+        if isinstance(leaf, tf.distribute.DistributedValues):
+            parts = list(leaf.values)
+            if parts and all(getattr(p, "shape", None) is not None and p.shape.rank for p in parts):
+                return {REPLICA_ROWS_KEY: [int(p.shape[0]) for p in parts]}
+    return {}
+
+
 def write_bundle(
     guarded: GuardedStep,
     report: NonFiniteReport,
@@ -86,6 +101,7 @@ def write_bundle(
                 else {}  # a step that updates by hand
             ),
             **keras_lines.manifest_entry([*guarded.models, *guarded.optimizers]),
+            **replica_rows_entry(args, kwargs),
             **(scene or {}),
         },
         save_state=lambda writer: _save_state(guarded, writer, seed_states, files or {}),

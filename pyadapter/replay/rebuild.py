@@ -395,6 +395,45 @@ def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]
     return loop_step_program(bundle, undecorated(step), models, optimizers, args, kwargs)
 
 
+def _per_replica(bundle: CaptureBundle, captured: Any, live: Any) -> Any:
+    """The captured arguments with each one the program passes per replica (a distributed dataset's element, for
+    ``strategy.run`` inside the step) split again into the replicas' parts the bundle recorded
+    (``manifest["replica_rows"]``), each on its replica's device. Handed whole, every replica got the whole global
+    batch: a 0/0 of one replica's shard with no labelled row stayed finite in every replay."""
+    import tensorflow as tf
+
+    rows = bundle.manifest.get("replica_rows")
+    if not (isinstance(rows, list) and rows and all(type(r) is int and r >= 0 for r in rows)):
+        return captured
+
+    def split(held: Any, program: Any) -> Any:
+        if isinstance(program, tf.distribute.DistributedValues):
+            devices = [getattr(v, "device", "") for v in program.values]
+            if not isinstance(held, tf.Tensor) or len(devices) != len(rows) or held.shape.rank in (None, 0):
+                return held
+            if held.shape[0] != sum(rows):
+                return held
+            parts = []
+            for part, device in zip(tf.split(held, rows, axis=0), devices, strict=True):
+                with tf.device(device):
+                    parts.append(tf.identity(part))
+            return type(program)(tuple(parts))
+        if isinstance(held, dict) and isinstance(program, dict):
+            return {k: split(v, program[k]) if k in program else v for k, v in held.items()}
+        if (
+            isinstance(held, (list, tuple))
+            and isinstance(program, (list, tuple))
+            and len(held) == len(program)
+        ):
+            items = [split(a, b) for a, b in zip(held, program, strict=True)]
+            if isinstance(held, tuple) and hasattr(held, "_fields"):
+                return type(held)(*items)
+            return type(held)(items)
+        return held
+
+    return split(captured, live)
+
+
 def captured_arguments(
     bundle: CaptureBundle, live: tuple[tuple[Any, ...], dict[str, Any]] | None = None
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -404,6 +443,8 @@ def captured_arguments(
     held_args, held_kwargs = bundle.step_arguments()
     args = tuple(to_tensors(list(held_args)))
     kwargs = {k: to_tensors(v) for k, v in held_kwargs.items()}
+    if live is not None:
+        args, kwargs = _per_replica(bundle, (args, kwargs), (tuple(live[0]), dict(live[1])))
     found = holds_objects((args, kwargs))
     if found is None:
         return args, kwargs
