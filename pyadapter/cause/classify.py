@@ -467,7 +467,7 @@ def _squares_cancelled(context: CauseContext, origin: Finding, dtype: str, site:
         context, origin, dtype, 0, significant_bits=bits, negatives_in=negatives, subtraction_line=site.line
     )
     evidence.pop("zeros_in", None)
-    place = f"{_site_place(site)}"
+    place = _site_place(site)
     summary = (
         f"{origin.op.type} got {negatives} negative value{'s' if negatives != 1 else ''} from a difference of squares "
         f"({place}) computed in {dtype}, which keeps {bits} significant bits: two close, large squares "
@@ -609,7 +609,7 @@ def _config_change(context: CauseContext, site: change_line.Site, rate: float, w
     if len(lines) != 1:
         return None  # none, or several files or keys with that rate: the optimizer's line stays
     path, line = lines[0]
-    place = f"{_site_place(site)}"
+    place = _site_place(site)
     return Change(file=path, line=line, what=f"{what} (read by {place})", target="config")
 
 
@@ -621,7 +621,7 @@ def _attribute_default_change(
     default = change_line.attribute_default_site(units, site, rate, edited_too=edited_too)
     if default is None:
         return None
-    place = f"{_site_place(site)}"
+    place = _site_place(site)
     return _change(default, f"{what} (read by {place} as {default.name})", "config")
 
 
@@ -1292,7 +1292,7 @@ def _large_regularizer(
 ) -> Cause:
     """An overflow in a model whose code sets a weight penalty of 1 or more (`change_line.large_regularizers`)."""
     site, factor = penalties[0]
-    where = f"{_site_place(site)}"
+    where = _site_place(site)
     more = f" (and {len(penalties) - 1} more)" if len(penalties) > 1 else ""
     grew = ""
     if growth is not None:

@@ -402,36 +402,28 @@ def _per_replica(bundle: CaptureBundle, captured: Any, live: Any) -> Any:
     batch: a 0/0 of one replica's shard with no labelled row stayed finite in every replay."""
     import tensorflow as tf
 
-    rows = bundle.manifest.get("replica_rows")
+    from pyadapter.capture.loop_bundle import REPLICA_ROWS_KEY
+
+    rows = bundle.manifest.get(REPLICA_ROWS_KEY)
     if not (isinstance(rows, list) and rows and all(type(r) is int and r >= 0 for r in rows)):
         return captured
 
     def split(held: Any, program: Any) -> Any:
-        if isinstance(program, tf.distribute.DistributedValues):
-            devices = [getattr(v, "device", "") for v in program.values]
-            if not isinstance(held, tf.Tensor) or len(devices) != len(rows) or held.shape.rank in (None, 0):
-                return held
-            if held.shape[0] != sum(rows):
-                return held
-            parts = []
-            for part, device in zip(tf.split(held, rows, axis=0), devices, strict=True):
-                with tf.device(device):
-                    parts.append(tf.identity(part))
-            return type(program)(tuple(parts))
-        if isinstance(held, dict) and isinstance(program, dict):
-            return {k: split(v, program[k]) if k in program else v for k, v in held.items()}
-        if (
-            isinstance(held, (list, tuple))
-            and isinstance(program, (list, tuple))
-            and len(held) == len(program)
-        ):
-            items = [split(a, b) for a, b in zip(held, program, strict=True)]
-            if isinstance(held, tuple) and hasattr(held, "_fields"):
-                return type(held)(*items)
-            return type(held)(items)
-        return held
+        if not isinstance(program, tf.distribute.DistributedValues) or not isinstance(held, tf.Tensor):
+            return held
+        devices = [getattr(v, "device", "") for v in program.values]
+        if len(devices) != len(rows) or held.shape.rank in (None, 0) or held.shape[0] != sum(rows):
+            return held
+        parts = []
+        for part, device in zip(tf.split(held, rows, axis=0), devices, strict=True):
+            with tf.device(device):
+                parts.append(tf.identity(part))
+        return type(program)(tuple(parts))
 
-    return split(captured, live)
+    try:  # the program's call and the captured one nest alike (a distributed value is one leaf of it)
+        return tf.nest.map_structure(split, captured, live, check_types=False)
+    except (TypeError, ValueError):  # they do not: nothing to pair, the arguments stay as captured
+        return captured
 
 
 def captured_arguments(
