@@ -262,8 +262,10 @@ def verdict_sentence(verdict: Mapping[str, Any]) -> str:
     if reproduced:
         if large and not gradients and verdict.get("loss_finite"):
             head = "overflow reproduced"
-        elif _is_infinity(verdict.get("loss")) and not gradients and not weights:
-            head = "Inf reproduced"  # "NaN reproduced — loss inf" said a NaN nothing held
+        elif _is_infinity(verdict.get("loss")):
+            # The loss the user reads first is Inf: "NaN reproduced — loss inf" named a NaN the loss did not hold
+            # (its gradients are usually NaN, and are counted as non-finite beside it).
+            head = "Inf reproduced"
         elif state and not gradients and not weights and verdict.get("loss_finite") is not False:
             head = "non-finite state reproduced"
         else:

@@ -114,6 +114,10 @@ def test_a_verdict_reads_the_same_from_its_record_and_its_json() -> None:
         ),
         # A GAN's generator loss of -log(0): an Inf, with gradients the replay does not judge; no NaN to speak of.
         StepVerdict("eager", loss=float("inf"), loss_finite=False),
+        # An Inf loss whose gradients went NaN: the head names the Inf the user reads, the count says the rest.
+        StepVerdict(
+            "graph", loss=float("inf"), loss_finite=False, non_finite_gradients=["k"], gradients_finite=False
+        ),
     ]
     said = [text.verdict_sentence(v.to_json()) for v in verdicts]
     assert said == [v.describe() for v in verdicts]
@@ -122,6 +126,7 @@ def test_a_verdict_reads_the_same_from_its_record_and_its_json() -> None:
         "graph (dumped): NaN reproduced — InvalidArgumentError: Tensor had NaN values",
         "graph: NaN reproduced — 2 gradients non-finite, 1 weight non-finite after the update",
         "eager: Inf reproduced — loss inf",
+        "graph: Inf reproduced — loss inf, 1 gradient non-finite",
     ]
 
 
