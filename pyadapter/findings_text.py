@@ -65,11 +65,31 @@ def place_text(file: str, line: int, cell: int | None) -> str:
     return f"{file}:{line}{inside}"
 
 
-def origin_place(origin: Finding) -> str:
+def kernel_place(findings: Findings | None, file: str, line: int, cell: int | None = None) -> str | None:
+    """'In [6], line 6 (edited and run, not in the saved churn.ipynb)' for a line of a cell the kernel ran that the
+    saved notebook does not hold (`capture.notebook` records its file as ``extra["kernel_cells"]``): the kernel's
+    file of it, /tmp/ipykernel_.../....py, means nothing to the user. None elsewhere."""
+    cells = findings.extra.get("kernel_cells") if findings is not None and cell is None else None
+    known = cells.get(file) if isinstance(cells, dict) else None
+    if not isinstance(known, dict) or not isinstance(known.get("run"), str):
+        return None
+    offset = known["offset"] if isinstance(known.get("offset"), int) else 0
+    saved = known.get("notebook")
+    where = f" (edited and run, not in the saved {saved})" if isinstance(saved, str) else ""
+    return f"{known['run']}, line {line + offset}{where}"
+
+
+def shown_place(findings: Findings | None, file: str, line: int, cell: int | None) -> str:
+    """`kernel_place`, else `place_text` with the path shortened."""
+    return kernel_place(findings, file, line, cell) or place_text(short_path(file), line, cell)
+
+
+def origin_place(origin: Finding, findings: Findings | None = None) -> str:
     """The origin's place plus its function when the innermost frame is that line: 'train.py:12 in loss_fn'."""
     last = origin.stack[-1] if origin.stack else None
     func = f" in {last.function}" if last is not None and last.line == origin.line and last.function else ""
-    return place_text(origin.file, origin.line, origin.cell) + func
+    place = kernel_place(findings, origin.file, origin.line, origin.cell)
+    return (place or place_text(origin.file, origin.line, origin.cell)) + func
 
 
 def op_text(op: OpRef) -> str:
@@ -148,7 +168,7 @@ def origin_lines(findings: Findings, *, none: str) -> list[str]:
     origin = findings.origin
     if origin is None:
         return [unlocated_text(findings) or none]
-    lines = [f"{origin_label(origin)}: {origin_place(origin)}"]
+    lines = [f"{origin_label(origin)}: {origin_place(origin, findings)}"]
     lines.extend(f"  {number:>5} | {text}" for number, text in origin_code_lines(findings))
     op = origin.op
     graph = f" in graph {op.graph}" if op.graph else ""
@@ -187,7 +207,7 @@ def origin_lines(findings: Findings, *, none: str) -> list[str]:
     if spread:
         lines.append(f"{spread_title(len(spread))}:")
         lines.extend(
-            f"  {place_text(short_path(f.file), f.line, f.cell)}  {f.op.name} ({f.op.type}): {health_text(f.health)}"
+            f"  {shown_place(findings, f.file, f.line, f.cell)}  {f.op.name} ({f.op.type}): {health_text(f.health)}"
             for f in spread
         )
     return lines
@@ -328,13 +348,16 @@ def index_text(where: dict[str, Any] | None) -> str | None:
     return fed.format(index) + " passed to fit"
 
 
-def cause_lines(cause: Cause | None) -> list[str]:
-    """``cause: divergence — <summary>`` and ``change: file:line (cell N): what``; [] without a cause."""
+def cause_lines(cause: Cause | None, findings: Findings | None = None) -> list[str]:
+    """``cause: divergence — <summary>`` and ``change: file:line (cell N): what``; [] without a cause. `findings`:
+    theirs, for the places of cells the kernel ran that the saved notebook does not hold (`kernel_place`)."""
     if cause is None:
         return []
     lines = [f"cause: {cause_headline(cause)}"]
     if cause.change is not None:
-        lines.append(f"  change: {change_place(cause.change)}: {cause.change.what}")
+        change = cause.change
+        place = kernel_place(findings, change.file, change.line, change.cell) or change_place(change)
+        lines.append(f"  change: {place}: {change.what}")
     note = provenance_note(cause)
     if note:
         lines.append(f"  note: {note}")

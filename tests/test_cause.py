@@ -407,6 +407,109 @@ def test_an_overflow_without_growth_stays_an_op(tmp_path: Path) -> None:
     assert "tf.reduce_logsumexp" in cause.change.what, cause.change
 
 
+def test_a_loss_falling_without_bound_is_named_at_the_term_not_at_the_optimizer(tmp_path: Path) -> None:
+    """A beta-VAE whose KL term had ``+ tf.exp(z_log_var)`` (a sign slip): its loss fell from 37 to -5e18 over 88
+    steps, its weights' norm steady, until Adam's square of a gradient overflowed. The cause said "a Square op
+    overflowed ... with no growth over the steps before" at the ``apply_gradients`` line. It is a loss without a
+    lower bound, changed where the step's values first grew huge (the Exp of the KL term)."""
+    program = write_program(tmp_path)
+    history = [
+        {
+            "step": s,
+            "loss": 37.0 - 2.0 * s if s < 20 else -(10.0 ** (s / 4.0)),
+            "grad_norm": 10.0 * 1.6**s,
+            "weight_norm": 15.4 + 0.01 * s,
+        }
+        for s in range(75)
+    ]
+    huge = {"file": str(program), "line": EXP_LINE, "op": "Exp", "largest": 3.07e20}
+    origin = overflow_origin(program, line=FIT_LINE, op="Square")
+    cause = classify(
+        findings_of(origin, first_huge=huge), CauseContext(history=history, entry_script=str(program))
+    )
+    assert cause.summary.startswith("the loss fell without bound (37 at step 0 to -"), cause.summary
+    assert "no growth" not in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == EXP_LINE, cause.change
+    # A loss that grew in magnitude while positive is no such fall.
+    rising = [{**h, "loss": abs(h["loss"]) + 40.0} for h in history]
+    other = classify(
+        findings_of(origin, first_huge=huge), CauseContext(history=rising, entry_script=str(program))
+    )
+    assert not other.summary.startswith("the loss fell without bound"), other.summary
+
+
+def test_a_ctc_loss_of_inf_is_a_label_too_long_for_its_frames_not_an_overflow(tmp_path: Path) -> None:
+    """A Conv1D + GRU speech model whose 29-phone utterance (2 repeats) needs 31 frames of 30: ``tf.nn.ctc_loss``
+    gave +inf, and the cause said "a CTCLoss op overflowed on finite inputs ...: keep its values in range"."""
+    program = write_program(tmp_path)
+    flat = [{"step": s, "loss": 40.0 - 0.1 * s} for s in range(27)]
+    origin = overflow_origin(program, line=LOG_LINE, op="CTCLoss")
+    cause = classify(findings_of(origin), CauseContext(history=flat, entry_script=str(program)))
+    assert cause.summary.startswith("CTCLoss is +inf for a label no alignment fits"), cause.summary
+    assert "overflowed" not in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == LOG_LINE
+    assert cause.change.what.startswith("the labels or the frames"), cause.change
+
+
+def test_a_log_of_an_underflowed_exp_is_told_its_stable_form(tmp_path: Path) -> None:
+    """The log of exps that underflowed to 0: a mixture's ``log(sum(pi * exp(...)))`` is told logsumexp; a softmax
+    written by hand, ``log(e / sum(e))`` (a text classifier's own cross-entropy), was told the same
+    "tf.reduce_logsumexp(log_weights + log_terms)", which fits no line of it: it is told log_softmax."""
+    program = write_program(tmp_path)
+
+    def cause_for(input_name: str) -> str:
+        origin = log_origin(program)
+        origin.inputs = [InputHealth(input_name, TensorHealth(dtype="float32", size=8, zero=1, pos=7))]
+        findings = findings_of(origin)
+        findings.extra["zeros_from_exp"] = {"line": EXP_LINE}
+        cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+        assert cause.summary.startswith(f"the Log op got 1 zero from the exp at line {EXP_LINE}"), (
+            cause.summary
+        )
+        assert cause.change is not None
+        return cause.change.what
+
+    assert cause_for("compile_loss/cce_loss/truediv:0").startswith(
+        "the log of a softmax written by hand: take tf.nn.log_softmax(logits)"
+    )
+    assert cause_for("mdn_loss/Sum:0").startswith("the log of a sum of exps: compute it in log space")
+
+
+def test_a_normalization_adapted_on_a_constant_feature_is_data_at_its_adapt_call(tmp_path: Path) -> None:
+    """An LSTM forecaster whose Normalization was adapted on the first 2000 hours, where a maintenance flag is always
+    0 (variance 0): the flag's first 1 became 1e7, the loss jumped x1e13 in one step and overflowed. The cause was
+    "divergence at learning rate 0.01 ... lower it or clip the gradients", which hides the bug."""
+    from pyadapter.cause.scale import ZeroVariance, zero_variances
+
+    program = tmp_path / "train.py"
+    program.write_text("norm = keras.layers.Normalization()\nnorm.adapt(x[:2000])\nmodel.fit(x, y)\n")
+    stats = {
+        "normalization/mean": np.array([0.5, 3.0, 0.0, 1.0], "float32"),
+        "normalization/variance": np.array([0.2, 1.5, 0.0, 0.4], "float32"),
+        "batch_normalization/moving_variance": np.zeros(4, "float32"),
+    }
+    assert zero_variances(stats) == [ZeroVariance("normalization", [2], [0.0], 4)]
+    x = np.zeros((8, 4), "float32")
+    x[3, 2] = 1.0
+    history = [{"step": s, "loss": 0.05, "grad_norm": 0.3, "weight_norm": 8.7} for s in range(44)]
+    history += [{"step": 44, "loss": 1.4e12, "grad_norm": 1e13, "weight_norm": 1e11}]
+    context = CauseContext(
+        history=history,
+        batch=(x, np.zeros((8, 1), "float32")),
+        entry_script=str(program),
+        zero_variances=zero_variances(stats),
+    )
+    cause = classify(findings_of(overflow_origin(program, line=3, op="Square")), context)
+    assert cause.kind == "data", cause
+    assert cause.summary.startswith("the normalization layer divides feature 2 by 1e-7"), cause.summary
+    assert "this batch holds 1 there (1 row), scaled to 1e+07" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 2, cause.change
+    # The batch holding only the adapted constant there: no such cause.
+    x[3, 2] = 0.0
+    other = classify(findings_of(overflow_origin(program, line=3, op="Square")), context)
+    assert other.kind != "data", other
+
+
 def test_log_of_zero_is_an_op_even_while_the_loss_grows(tmp_path: Path) -> None:
     program = write_program(tmp_path)
     cause = classify(
@@ -478,6 +581,32 @@ def test_a_float16_overflow_is_precision_on_the_layer(tmp_path: Path) -> None:
     assert cause.change is not None and cause.change.line == EXP_LINE
     assert f'build Pool with dtype="float32" (line {POOL_CALL_LINE})' in cause.change.what
     assert cause_fixes(TRAIN, cause) == []  # no one-line rewrite of an op's dtype is offered
+
+
+def test_a_float16_overflow_in_the_users_model_class_or_cast_is_not_fixed_by_a_dtype_on_it(
+    tmp_path: Path,
+) -> None:
+    """Two mixed-precision programs: an exp in a ``keras.Model`` subclass's own code was told "or build
+    SoftmaxClassifier with dtype="float32"" (mixed precision off for the whole model), and named "the ... layer";
+    an attention mask of -1e9 cast to float16 in a MultiHeadAttention subclass was told "tf.cast its input to
+    float32", which it is already."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\nimport tensorflow as tf\n\n\nclass SoftmaxClassifier(keras.Model):\n"
+        "    def call(self, x):\n        return tf.exp(x)\n\n\n"
+        "class TutorialMHA(keras.layers.MultiHeadAttention):\n    def _masked_softmax(self, scores, mask=None):\n"
+        "        return scores + tf.cast(-1e9, scores.dtype)\n\n\n"
+        "model = SoftmaxClassifier()\nattention = TutorialMHA(2, 4)\nmodel.fit(x, y)\n"
+    )
+    context = CauseContext(dtype_policy="mixed_float16", entry_script=str(program))
+    exp = classify(findings_of(overflow_origin(program, dtype="float16", line=7, op="Exp")), context)
+    assert exp.kind == "precision" and "Exp in the SoftmaxClassifier model overflowed float16" in exp.summary
+    assert exp.change is not None and exp.change.line == 7 and "dtype=" not in exp.change.what, exp.change
+    cast = classify(findings_of(overflow_origin(program, dtype="float16", line=12, op="Cast")), context)
+    assert cast.kind == "precision" and "Cast in the TutorialMHA layer overflowed float16" in cast.summary
+    assert cast.change is not None and cast.change.line == 12, cast.change
+    assert cast.change.what.startswith("the value cast to float16: keep it in float16's range"), cast.change
+    assert "tf.cast its input" not in cast.change.what
 
 
 def test_a_float16_overflow_in_a_keras_layer_is_precision_at_its_construction(tmp_path: Path) -> None:

@@ -1014,6 +1014,52 @@ def test_a_notebook_edited_after_the_capture_is_not_called_unsaved(tmp_path):
     ), note
 
 
+def test_a_cell_rewritten_run_again_and_saved_is_not_unsaved_code(tmp_path):
+    """A user trains with Keras's loss, rewrites the loss cell by hand (a weighted log loss, nothing like the old
+    text), runs it and the fit cell, and the notebook is saved after the capture: every replay said "churn.ipynb was
+    edited since the capture (In [4] ran as the capture recorded them)", In [4] being the old loss cell that the
+    saved one, run as In [6], had replaced. A later saved run that binds every name an old cell bound replaces it;
+    a cell that did more than bind names (a fit, an assign) is not replaced so."""
+    from types import SimpleNamespace
+
+    from pyadapter.replay.reentry import _unsaved_note
+
+    loss_old = "def churn_loss(y_true, y_pred):\n    return keras.losses.binary_crossentropy(y_true, y_pred)"
+    loss_new = (
+        "def churn_loss(y_true, y_pred):\n    # churners cost 5x more\n    pos = 5.0 * y_true * tf.math.log(y_pred)\n"
+        "    neg = (1.0 - y_true) * tf.math.log(1.0 - y_pred)\n    return -tf.reduce_mean(pos + neg)"
+    )
+    document = _notebook_json([("code", "x = 1"), ("code", loss_new), ("code", "model.fit(x)")])
+    for cell, count in zip(document["cells"], (1, 4, 5), strict=True):
+        cell["execution_count"] = count
+    nb = tmp_path / "churn.ipynb"
+    nb.write_text(json.dumps(document), encoding="utf-8")
+    ran = [
+        ExecutedCell(1, "x = 1", "/tmp/k/1.py"),
+        ExecutedCell(2, loss_old, "/tmp/k/2.py"),
+        ExecutedCell(3, "model.fit(x)", "/tmp/k/3.py"),
+        ExecutedCell(4, loss_new, "/tmp/k/4.py"),
+        ExecutedCell(5, "model.fit(x)", "/tmp/k/3.py"),
+    ]
+    info = NotebookInfo(path=nb, sha256=None, cells=ran)
+    bundle = SimpleNamespace(
+        manifest={"entry_script": {"notebook": info.to_manifest(), "code_sha256": "0" * 64}}
+    )
+    assert _unsaved_note(bundle, nb) == ""
+    # The rewrite run but not saved: the old cell is on disk, the kernel's definition is not.
+    _write(nb, [("code", "x = 1"), ("code", loss_old), ("code", "model.fit(x)")])
+    assert "In [4]" in _unsaved_note(bundle, nb)
+    # An old cell that did more than define names is not replaced by a later one that defines them.
+    nb.write_text(json.dumps(document), encoding="utf-8")
+    info.cells = [
+        *ran[:1],
+        ExecutedCell(2, "def churn_loss(a, b):\n    return a\nmodel.fit(x)", "/k/2.py"),
+        *ran[2:],
+    ]
+    bundle.manifest["entry_script"]["notebook"] = info.to_manifest()
+    assert "In [2]" in _unsaved_note(bundle, nb)
+
+
 def test_an_edited_cell_run_again_and_saved_is_not_unsaved_code(tmp_path):
     """A user runs the notebook, changes the rate in the compile cell, runs it and the fit cell again, saves: every
     replay said "the kernel ran code the saved notebook does not hold (In [2])", the old version of the cell, which
@@ -1191,6 +1237,19 @@ def test_a_cell_edited_run_and_then_saved_is_marked_and_replays(tmp_path):
     said = "".join(out.get("text", "") for out in nb.cells[3].outputs if out.get("name") == "stderr")
     assert "In [3], line 3 (edited and run, not in the saved edited.ipynb): Log" in said, said
     assert "Change In [3], line 3: the Log's input" in said, said
+    # Before the save, `nanlens locate` printed the kernel's /tmp/ipykernel_.../....py:3 as the origin and the line
+    # to change (VS Code does not autosave notebooks): it names the run, as the stop message did.
+    text = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "locate", str(bundle)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=folder,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    ).stdout
+    assert "origin: In [3], line 3 (edited and run, not in the saved edited.ipynb)" in text, text
+    assert "  change: In [3], line 3 (edited and run, not in the saved edited.ipynb): " in text, text
+    assert "ipykernel" not in text, text
     nbformat.write(nb, str(path))  # the user saves
 
     located = _nanlens("locate", bundle, folder)

@@ -867,3 +867,18 @@ def test_a_program_run_again_writes_no_tensorboard_events_through_any_summary_mo
         tf.summary.scalar("loss", 1.0, step=0)
     writer.flush()
     assert any(p.name.startswith("events.out.tfevents") for p in logs.iterdir())
+
+
+def test_a_random_draw_in_a_re_entered_notebook_is_named_by_its_cell(tmp_path):
+    """A DCGAN notebook's replay said "RandomStandardNormal at cell15.py:8": the file a re-entry runs the notebook's
+    16th cell from (under .nanlens/cells/), which the user never sees. It names the notebook's cell."""
+    from types import SimpleNamespace
+
+    from pyadapter.replay.reentry import cell_file
+    from pyadapter.replay.stateful_random import _user_line
+
+    notebook = tmp_path / "dcgan.ipynb"
+    frame = SimpleNamespace(filename=str(cell_file(notebook, 15)), lineno=8)
+    assert _user_line([frame]) == "dcgan.ipynb:8 (cell 16, line 8 of the cell)"
+    script = SimpleNamespace(filename=str(tmp_path / "train.py"), lineno=3)
+    assert _user_line([script]) == "train.py:3"

@@ -951,6 +951,27 @@ def test_gradient_accumulation_by_hand_is_guarded_and_replayed(tmp_path, name):
     assert [cause["change"]["line"]] == changed, cause["change"]
 
 
+def test_a_nan_made_in_the_accumulation_branch_stops_and_replays_with_the_loops_counter(tmp_path):
+    """A helper's program: gradient accumulation whose update sits under ``if micro_step % 4 == 0:`` (a tf.cond)
+    and divides the summed gradients by the labelled rows counted, 0 in a window of unlabelled rows: 0/0. The
+    update's gate lived in the branch's graph and its verdict was dropped: no stop, no bundle, no word, and the NaN
+    update was refused for every later window. It stops at the window's last micro-step, locates the division at
+    the scene (the step's counter, advanced by the failing call, is put back), and the bundle keeps the counter and
+    the accumulators under the program's names, so both replays take the branch again."""
+    program, done = run_copied("loop_accumulate_empty_window.py", tmp_path)
+    assert "NanGuard: step 191: non-finite gradients of" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    kept = {v["path"]: v for v in manifest["weights"]["variables"] if v["group"] == "step"}
+    assert {"micro_step", "accum_count", "accum_grads[0]"} <= set(kept), kept
+    assert "variables_not_held" not in manifest, manifest.get("variables_not_held")
+    replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
+    for mode in ("graph", "eager"):
+        assert len(replayed["verdicts"][mode]["non_finite_gradients"]) == 6, replayed["verdicts"][mode]
+
+
 def test_a_window_replayed_on_a_schedule_says_which_schedule_it_ran(tmp_path):
     """``nanlens replay --window`` on a run whose rate is a schedule said "learning rate: None (captured)" and,
     after the warm-up target was fixed, "stays finite" under that label: the window had run on the schedule the

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
@@ -165,6 +166,9 @@ class _CallScope:
         self.manual_names = manual_names
         self._records: dict[int, _Record] = {}
         self._lock = threading.Lock()
+        # The guarded call's own graph while it is traced (None when it runs eagerly): an update traced in another
+        # graph is inside a branch of the step (`_BranchGate`).
+        self.graph: Any = None
 
     def record(self) -> _Record:
         ident = threading.get_ident()
@@ -254,6 +258,8 @@ def _gated_apply(optimizer: Any, original_apply: Any) -> Any:
             # variance overflowed): an update is not applied over it (`combine` names it and puts it back).
             forward_state=list(record.forward_saved.values()) if scope.config.check_weights else [],
         )
+        if scope.graph is not None and tf.compat.v1.get_default_graph() is not scope.graph:
+            gate = _BranchGate.export(gate, optimizer, len(record.gates)) or gate
         record.gates.append(gate)
         return None
 
@@ -285,6 +291,11 @@ def _refused_v1_update(*args: Any, **kwargs: Any) -> Any:
     )
 
 
+def _in_graph(graph: Any) -> bool:
+    """Whether the code running now is traced in `graph` itself (not a function or a branch inside it)."""
+    return (None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()) is graph
+
+
 def _deciding_writes(graph: Any, forward: set[int], manual: set[int] | None, known: set[int] | None) -> Any:
     """`gate_manual.watching_writes`'s `decide` for one traced guarded step: what each write of a float variable in
     the step's own graph does.
@@ -299,7 +310,23 @@ def _deciding_writes(graph: Any, forward: set[int], manual: set[int] | None, kno
 
     def decide(variable: Any, kind: str, value: Any) -> Any:
         scope = _active
-        if scope is None or not is_float(variable):
+        if scope is None:
+            return None
+        if not is_float(variable):
+            # A counter the step keeps (``micro_step.assign_add(1)`` deciding ``if micro_step % 4 == 0``): state a
+            # re-run of the step starts from, as the accumulators it counts for.
+            if (
+                known is not None
+                and id(variable) not in known
+                and manual is None
+                and _in_graph(graph)
+                and not tf.distribute.has_strategy()
+            ):
+                counters = (
+                    scope.record().manual.counters
+                )  # (a record is made per thread: only when one is kept)
+                if id(variable) not in counters:
+                    counters[id(variable)] = (variable, tf.identity(variable.read_value()))
             return None
         here = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         by_hand = manual is not None and id(variable) in manual
@@ -425,6 +452,7 @@ def hooks(
     v1_apply = v1_optimizer.__dict__["apply_gradients"]
     if manual:
         v1_optimizer.apply_gradients = _refused_v1_update  # the class: the step may make its optimizer late
+    scope.graph = graph
     _active = scope
     try:
         with targets, writes:
@@ -488,7 +516,13 @@ def _same_graph(values: list[Any]) -> bool:
 
 def written_by_hand(scope: _CallScope) -> list[Any]:
     """The variables the traced step wrote itself (not through an optimizer): part of its state."""
-    return unique([v for r in scope.records() for v in r.manual.written.values()])
+    return unique(
+        [
+            v
+            for r in scope.records()
+            for v in [*r.manual.written.values(), *(c for c, _ in r.manual.counters.values())]
+        ]
+    )
 
 
 def local_ok(scope: _CallScope) -> Any:
@@ -515,6 +549,96 @@ def _scalar_loss(value: Any) -> Any:
     return value if value.dtype == tf.float32 else tf.cast(value, tf.float32)
 
 
+class _BranchGate(Gate):
+    """A gate traced inside a branch of the step (``if micro_step % 4 == 0: optimizer.apply_gradients(...)``, a
+    tf.cond under autograph): its flags are tensors of the branch's graph, out of reach of the call's. The branch
+    writes them to variables (made once, outside the trace), which `combine` reads in the call's graph after the
+    branch and sets back to their resting values (ok, nothing applied) for the steps that do not take it; without
+    this such an update was refused in silence (0/0 of an empty accumulation: no stop, no bundle)."""
+
+    # optimizer -> (its n-th update in a step -> the variables): tf.function makes variables on its first trace
+    # only, and a step is traced again (another batch shape, guard_step's second trace with copies)
+    _held: weakref.WeakKeyDictionary[Any, dict[int, dict[str, Any]]] = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def export(cls, gate: Gate, optimizer: Any, index: int) -> _BranchGate | None:
+        """`gate`'s flags written to variables from inside its branch; None where that cannot be done (replicas,
+        copies kept for a later update to take back, a flag of unknown shape): the gate stays in its branch."""
+        if tf.distribute.has_strategy() or gate.backup:
+            return None
+        flags = {
+            "ok": (gate.ok, True),
+            "loss_ok": (gate.loss_ok, True),
+            "grads_ok": (gate.grads_ok, True),
+            "weights_ok": (gate.weights_ok, True),
+            "applied": (gate.applied, False),
+            "local_ok": (gate.local_ok, True),
+            "grad_norm": (gate.grad_norm, NOT_MEASURED),
+            "weight_norm": (gate.weight_norm, NOT_MEASURED),
+            "update_norm": (gate.update_norm, NOT_MEASURED),
+            "rate_ok": (gate.rate_ok, True),
+        }
+        try:
+            made = cls._held.setdefault(optimizer, {}).get(index, {})
+        except TypeError:  # an optimizer no weak reference can point at
+            return None
+        held: dict[str, Any] = {}
+        for name, (value, rest) in flags.items():
+            if value is None:
+                held[name] = None
+                continue
+            value = tf.convert_to_tensor(value)
+            if not value.shape.is_fully_defined():
+                return None
+            variable = made.get(name)
+            if variable is None:
+                try:
+                    with tf.init_scope():
+                        variable = tf.Variable(
+                            tf.fill(value.shape, tf.constant(rest, value.dtype)),
+                            trainable=False,
+                            name=f"nanlens_{name}",
+                        )
+                except ValueError:  # a tf.function past its first call makes no variable: the gate stays put
+                    return None
+            elif variable.shape != value.shape or variable.dtype != value.dtype:
+                return None
+            held[name] = variable
+        cls._held[optimizer][index] = {n: v for n, v in held.items() if v is not None}
+        for name, variable in held.items():
+            if variable is not None:
+                _write_flag(variable, flags[name][0])
+        return cls(**{**gate.__dict__, **held})
+
+    def read(self) -> Gate:
+        """In the call's graph, after the branch: a gate of the values the branch wrote (or the resting ones), the
+        variables set back to rest for the next call."""
+        names = (
+            *("ok", "loss_ok", "grads_ok", "weights_ok", "applied", "local_ok"),
+            *("grad_norm", "weight_norm", "update_norm", "rate_ok"),
+        )
+        values = {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        read = {n: tf.identity(v.read_value()) for n, v in values.items()}
+        with tf.control_dependencies(list(read.values())):
+            for name, variable in values.items():
+                rest = False if name == "applied" else NOT_MEASURED if name.endswith("_norm") else True
+                _write_flag(variable, tf.fill(variable.shape, tf.constant(rest, variable.dtype)))
+        return Gate(**{**self.__dict__, **read})
+
+
+def _write_flag(variable: Any, value: Any) -> None:
+    """The op itself, not ``variable.assign``: the step's writes are watched (`gate_manual.watching_writes`), and
+    the guard's own flags are no state of the program's to hold back or to keep in a bundle."""
+    tf.raw_ops.AssignVariableOp(resource=variable.handle, value=tf.cast(value, variable.dtype))
+
+
+def guard_variable_ids() -> set[int]:
+    """ids of the variables the guard itself made in steps (`_BranchGate`'s flags): no state of the program's."""
+    return {
+        id(v) for by_index in _BranchGate._held.values() for held in by_index.values() for v in held.values()
+    }
+
+
 def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
     """One verdict from the records of every replica; call after the guarded call returned (same graph).
 
@@ -523,7 +647,12 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
     # An update inside a branch of the step (``if step % 4 == 0: optimizer.apply_gradients(...)``, a tf.cond under
     # autograph) gates itself there, but its verdict lives in the branch's graph, out of reach here: such a step is
     # judged on its losses and the gradients its tape took, as a step that applies nothing is.
-    records = [r if _same_graph([g.ok for g in r.gates]) else replace(r, gates=[]) for r in scope.records()]
+    in_branch = any(isinstance(g, _BranchGate) for r in scope.records() for g in r.gates)
+    records = [
+        replace(r, gates=[g.read() if isinstance(g, _BranchGate) else g for g in r.gates])
+        for r in scope.records()
+    ]
+    records = [r if _same_graph([g.ok for g in r.gates]) else replace(r, gates=[]) for r in records]
     meta = GateMeta()
     gate_counts = {len(r.gates) for r in records}
     if len(gate_counts) > 1:
@@ -562,9 +691,10 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         else:
             manual = None
     unapplied = None
-    if not n_gates and manual is None and len(records) == 1 and records[0].manual.gradients:
-        # A guard_step call that took gradients and applied none (a micro-step of gradient accumulation by hand):
-        # its gradients are checked all the same; its writes were held back when they were not finite.
+    if (not n_gates or in_branch) and manual is None and len(records) == 1 and records[0].manual.gradients:
+        # A guard_step call that took gradients and applied none (a micro-step of gradient accumulation by hand),
+        # or applied them only in a branch some calls do not take: its gradients are checked all the same; its
+        # writes were held back when they were not finite.
         unapplied = finite_flags([g for _, g in records[0].manual.gradients])
         grads.append(unapplied)
         meta.grad_names += [name for name, _ in records[0].manual.gradients]
@@ -603,6 +733,10 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
     if forward_ok is not None:
         ok = tf.logical_and(ok, forward_ok)
         local_oks.append(ok)
+    if len(records) == 1 and records[0].manual.counters:
+        # A failing step is taken back whole: the counters it advanced too (a re-run of it then takes the branch
+        # its count decided, ``if micro_step % 4 == 0``, as training did).
+        _restore_unless(ok, list(records[0].manual.counters.values()))
     if len(records) == 1 and records[0].forward_saved:
         # A failing step leaves the model's moving statistics as they were: a NaN batch's forward pass wrote NaN
         # into BatchNormalization's, which skip mode's next steps, validation and predict would all read.

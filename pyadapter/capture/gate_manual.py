@@ -48,6 +48,9 @@ class ManualRecord:
 
     gradients: list[tuple[str, Any]] = field(default_factory=list)  # (name, gradient tensor)
     written: dict[int, Any] = field(default_factory=dict)  # id -> tf.Variable, in write order
+    # id -> (a variable of no float dtype the step writes, its value before the step's first write): a micro-step
+    # counter, ``micro_step.assign_add(1)``; part of the step's state, not checked, put back when the step fails
+    counters: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     write_ok: Any = None  # the condition the last write used (whether the writes went through)
     update_squares: list[Any] = field(default_factory=list)  # history on: half sums of squares of the updates
     _ok_key: tuple[int, int] | None = None

@@ -58,6 +58,7 @@ from pyadapter.capture import (
     loop_bundle,
     rng,
     snapshot,
+    step_state,
     takeover,
 )
 from pyadapter.capture import history as step_history
@@ -343,6 +344,19 @@ class GuardedStep:
             ]
         )
 
+    def step_state(self) -> dict[int, str]:
+        """The variables the step writes itself that its module names (gradient accumulators, a micro-step counter):
+        ``{id: "accum_grads[2]"}``, kept in the bundle under those names (`step_state`)."""
+        function = self.python_function
+        namespace = getattr(function, "__globals__", None) or getattr(
+            getattr(function, "__func__", None), "__globals__", {}
+        )
+        return step_state.global_names(namespace, self._written_by_hand)
+
+    def step_state_variables(self) -> list[Any]:
+        names = self.step_state()
+        return [v for v in self._written_by_hand if id(v) in names]
+
     def hand_variables(self) -> list[Any]:
         """The variables of the step's tf.Modules and its bare tf.Variables (a step that updates by hand)."""
         return list(self._hand_variables)
@@ -399,6 +413,7 @@ class GuardedStep:
             for backing in _backings(v)
         }
         # A Keras SeedGenerator's state is random state, not a network: the bundle's RNG record speaks for it.
+        held |= gate.guard_variable_ids()  # the guard's own flags of an update in a branch
         return [
             v.name.split(":")[0]
             for v in concrete.variables

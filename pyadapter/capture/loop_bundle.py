@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tensorflow as tf
 
-from pyadapter.capture import bundle_format, keras_lines, learning_rate, snapshot
+from pyadapter.capture import bundle_format, keras_lines, learning_rate, snapshot, step_state
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import NonFiniteReport
 
@@ -128,8 +128,11 @@ def _save_state(
         groups = [("model", list(m.variables)) for m in guarded.models]
         groups += [("optimizer", keras_lines.optimizer_variables(o)) for o in guarded.optimizers]
         groups.append(("module", guarded.hand_variables()))
+        # What the step keeps by hand (accumulators, a micro-step counter), under the program's names for it.
+        groups.append((step_state.GROUP, guarded.step_state_variables()))
         described: list[dict[str, Any]] = []
-        values, total = snapshot.variable_values(groups, described, guarded.hand_variable_names())
+        names = {**guarded.hand_variable_names(), **guarded.step_state()}
+        values, total = snapshot.variable_values(groups, described, names)
         writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)  # streamed, one variable at a time
     finally:
         for path, value in after.items():

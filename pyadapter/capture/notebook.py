@@ -18,6 +18,7 @@ No TensorFlow here, and IPython is only looked at when it is already imported (a
 
 from __future__ import annotations
 
+import ast
 import difflib
 import linecache
 import os
@@ -186,9 +187,24 @@ class NotebookInfo:
                 >= _REPLACED
                 for saved in code
             )
-            if not replaced:
+            if not replaced and not self._redefined_later(cell, disk):
                 unsaved.append(cell)
         return unsaved
+
+    def _redefined_later(self, cell: ExecutedCell, disk: set[str]) -> bool:
+        """Whether a later execution, of code the saved notebook holds, defined every name `cell` defined: the
+        user rewrote the cell (a new loss function in place of Keras's) and ran it again, so nothing of the old
+        text is left in the kernel, however unlike the two texts are."""
+        names = _defined_names(cell.source)
+        if not names or cell.execution_count is None:
+            return False
+        return any(
+            later.execution_count is not None
+            and later.execution_count > cell.execution_count
+            and normalized_source(later.source) in disk
+            and names <= _defined_names(later.source)
+            for later in self.cells
+        )
 
     def cell_code(self, cell: int, line: int) -> str | None:
         """Line `line` (1-based) of cell `cell` of the notebook on disk, or None."""
@@ -238,6 +254,29 @@ class NotebookInfo:
         lengths = {c.index: max(len(c.source.splitlines()), 1) for c in disk}
         self._disk = (key, by_file, lengths)
         return by_file, lengths
+
+
+def _defined_names(source: str) -> set[str]:
+    """The names a cell binds at its top level (functions, classes, assignments, imports); empty for a cell that
+    does more than bind names (it may have changed state a later cell does not undo) or does not parse."""
+    try:
+        tree = ast.parse(normalized_source(source))
+    except (SyntaxError, ValueError):
+        return set()
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            continue  # a docstring or a bare string
+        else:
+            return set()
+    return names
 
 
 def _same_file(a: str, b: str | None) -> bool:
@@ -306,6 +345,12 @@ def _unsaved_origin(findings: Findings, origin: Finding, info: NotebookInfo) -> 
     run, in_cell, code = place
     if "origin_code" not in findings.extra and code is not None:
         findings.extra["origin_code"] = code
+    # How the CLI names this cell's lines (`findings_text.kernel_place`): the run, as the user saw it.
+    findings.extra.setdefault("kernel_cells", {})[origin.file] = {
+        "run": run,
+        "offset": in_cell - origin.line,
+        "notebook": info.path.name,
+    }
     warning = (
         f"the origin is in code the kernel ran ({run}, line {in_cell}) that the saved {info.path.name} does not "
         f"hold: {_UNSAVED_MARK}; a replay runs the saved cells"
@@ -337,6 +382,7 @@ def map_saved_since(findings: Findings, recorded: Any) -> Findings:
         findings.extra["warnings"] = [w for w in warnings if not (isinstance(w, str) and _UNSAVED_MARK in w)]
     findings.extra.pop("origin_code", None)  # shown from the saved cell from now on
     findings.extra.pop("origin_statement", None)
+    findings.extra.pop("kernel_cells", None)
     return map_findings_to_notebook(findings, info)
 
 

@@ -13,6 +13,7 @@ Keras/TensorFlow objects (the model from model.keras, a checkpoint, the step fun
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,7 @@ from pyadapter.capture.bundle_format import (
     parse_manifest,
     read_manifest_bytes,
 )
+from pyadapter.capture.step_state import GROUP as STEP_STATE_GROUP
 from pyadapter.capture.verdict import NonFiniteReport
 
 _PLAIN_DTYPE_POLICIES = frozenset(
@@ -377,9 +379,9 @@ class CaptureBundle:
         except structure.StructureError as error:
             raise BundleError(f"{self.path}: {name}: {error}") from None
 
-    def _read_arrays(self, name: str) -> dict[str, np.ndarray]:
+    def _read_arrays(self, name: str, keys: set[str] | None = None) -> dict[str, np.ndarray]:
         try:
-            return structure.read_npz(self.path / name)
+            return structure.read_npz(self.path / name, keys=keys)
         except structure.StructureError as error:
             raise BundleError(f"{self.path}: {error}") from None
 
@@ -402,11 +404,37 @@ class CaptureBundle:
     def weight_entries(self) -> list[tuple[str, np.ndarray]]:
         """(variable path, raw value) of every captured variable, in capture order (the model's, then each
         optimizer's in turn): what a replay assigns (`pyadapter.replay.state.assign_captured_state`)."""
+        return self._entries(lambda group: group != STEP_STATE_GROUP)
+
+    def step_state_entries(self) -> list[tuple[str, np.ndarray]]:
+        """(the program's name, value) of what a custom step keeps in variables of its own (``micro_step``,
+        ``accum_grads[2]``; `pyadapter.capture.step_state`): not in `weight_entries`, which match models' and
+        optimizers' variables by path."""
+        return self._entries(lambda group: group == STEP_STATE_GROUP)
+
+    def weights_with_paths(self, wanted: Callable[[str], bool]) -> dict[str, np.ndarray]:
+        """The captured variables whose path `wanted` accepts, read alone (a model's few statistics, not its
+        weights): ``{path: value}``."""
+        return dict(self._entries(lambda group: group != STEP_STATE_GROUP, wanted))
+
+    def _entries(
+        self, wanted: Callable[[Any], bool], path_wanted: Callable[[str], bool] | None = None
+    ) -> list[tuple[str, np.ndarray]]:
         if self.weights_path is None:
             return []
-        arrays = self._read_arrays(WEIGHTS_FILE)
+        listed = (self.manifest.get("weights") or {}).get("variables") or []
+        chosen = [
+            e
+            for e in listed
+            if wanted(e.get("group")) and (path_wanted is None or path_wanted(str(e.get("path"))))
+        ]
+        if path_wanted is not None and not chosen:
+            return []
+        # All of it when all is asked for (every array checked, as always); a few statistics alone otherwise.
+        keys = None if path_wanted is None else {str(e.get("key")) for e in chosen}
+        arrays = self._read_arrays(WEIGHTS_FILE, keys=keys)
         out = []
-        for entry in (self.manifest.get("weights") or {}).get("variables") or []:
+        for entry in chosen:
             key, name = entry.get("key"), entry.get("path")
             if key not in arrays:
                 raise BundleError(f"{self.path}: weights.npz lacks {key!r} ({name})")

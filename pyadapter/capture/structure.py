@@ -254,13 +254,15 @@ def _write_members(
                 on_array(array.nbytes)
 
 
-def read_npz(source: Path | BinaryIO, name: str | None = None) -> dict[str, np.ndarray]:
-    """Reads every array of a `.npz` (a path, or a binary file called `name` in errors) with
-    ``allow_pickle=False``; a pickled (object) array is an error."""
+def read_npz(
+    source: Path | BinaryIO, name: str | None = None, keys: set[str] | None = None
+) -> dict[str, np.ndarray]:
+    """Reads every array of a `.npz` (a path, or a binary file called `name` in errors), or only those of `keys`,
+    with ``allow_pickle=False``; a pickled (object) array is an error."""
     name = name or (source.name if isinstance(source, Path) else "the .npz")
     try:
         with np.load(source, allow_pickle=False) as data:
-            return {key: data[key] for key in data.files}
+            return {key: data[key] for key in data.files if keys is None or key in keys}
     except ValueError as error:
         if "pickle" in str(error).lower():
             raise StructureError(f"{name} holds a pickled object array (refused)") from None

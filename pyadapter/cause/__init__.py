@@ -67,7 +67,19 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         layer_classes=scale.layer_classes(config) if (config := bundle.saved_config()) is not None else None,
         ran_cells=_ran_cells(entry.get("notebook")),
         numpy_warnings=numpy_warnings.read(bundle.manifest.get(numpy_warnings.MANIFEST_KEY)),
+        zero_variances=_zero_variances(bundle),
     )
+
+
+def _zero_variances(bundle: Any) -> list[scale.ZeroVariance]:
+    """Normalization layers of the captured model with a constant feature (their statistics read alone)."""
+    from pyadapter.capture.bundle_format import BundleError
+
+    try:
+        stats = bundle.weights_with_paths(lambda path: path.endswith(("/mean", "/variance")))
+    except (BundleError, OSError, ValueError, AttributeError):
+        return []
+    return scale.zero_variances(stats)
 
 
 def _ran_cells(recorded: Any) -> list[str]:

@@ -73,6 +73,8 @@ class CauseContext:
     ran_cells: list[str] = field(default_factory=list)
     # The lines NumPy warned at before the step ("divide by zero encountered in log"), ``manifest["numpy_warnings"]``.
     numpy_warnings: list[NumpyWarning] = field(default_factory=list)
+    # Normalization layers' statistics with a variance of 0 in some feature (`scale.ZeroVariance`).
+    zero_variances: list[scale.ZeroVariance] = field(default_factory=list)
 
 
 def _fmt(value: float | None) -> str:
@@ -157,6 +159,69 @@ def _first_huge_words(findings: Findings, huge: dict[str, Any]) -> str | None:
     else:
         where = f"line {line}"
     return f"; the step's values first passed 1e15 in {_article(op)} {op} at {where} (up to {largest:.3g})"
+
+
+CTC_OPS = ("CTCLoss", "CTCLossV2", "CTCLossV2Grad")
+
+
+def _zero_variance(
+    findings: Findings, units: list[SourceUnit], origin: Finding, unscaled: scale.UnscaledFeature
+) -> Cause:
+    """A Normalization layer adapted on data where a feature never changed (variance 0): it divides that feature by
+    max(sqrt(0), 1e-7), and a batch where the feature does change becomes 1e7 times larger there. The line to change
+    is the ``adapt`` call (what it was given), else the origin."""
+    summary = (
+        f"the {unscaled.layer} layer divides feature {unscaled.feature} by 1e-7: it was adapted on data "
+        f"where that feature never changed (variance 0, mean {_fmt(unscaled.mean)}), and this batch holds "
+        f"{_fmt(unscaled.value)} there ({unscaled.rows} row{'s' if unscaled.rows != 1 else ''}), scaled to "
+        f"{_fmt(unscaled.scaled)}; {_article(origin.op.type)} {origin.op.type} overflowed from there, at any "
+        "learning rate"
+    )
+    what = (
+        "adapt the Normalization layer on data where every feature varies (all of the training data, not its first "
+        "rows), or leave the constant feature out"
+    )
+    site = next(
+        (
+            change_line.Site(unit, call, "adapt")
+            for unit in units
+            for call in change_line.calls(unit)
+            if change_line.called_name(call) == "adapt"
+        ),
+        None,
+    )
+    change = _change(site, what, "reading") if site is not None else _origin_change(findings, what, "op")
+    evidence = {
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "overflow": True,
+        "unscaled": unscaled.to_json(),
+    }
+    return Cause("data", summary, evidence, change)
+
+
+def _unbounded_loss(findings: Findings, origin: Finding, fell: trend.Fall) -> Cause:
+    """A loss that fell below 0 without bound until a value overflowed: the line to change is where the step's
+    values first grew huge (the term the optimizer drives to -inf), else the origin."""
+    huge = (findings.bundle or {}).get("first_huge")
+    summary = (
+        f"the loss fell without bound ({_fmt(fell.start_value)} at step {fell.start_step} to "
+        f"{_fmt(fell.end_value)} at step {fell.end_step}) until {_article(origin.op.type)} {origin.op.type} "
+        "overflowed: a term of the loss has no lower bound, and the optimizer drives it to -inf (often a sign slip, "
+        "as + exp(log_var) for - exp(log_var) in a KL term); a lower learning rate only delays it"
+    )
+    what = "the loss term that can fall without bound: check its signs and that it is bounded below"
+    change = _origin_change(findings, what, "op")
+    if isinstance(huge, dict) and isinstance(huge.get("line"), int) and isinstance(huge.get("file"), str):
+        change = Change(
+            file=huge["file"],
+            line=huge["line"],
+            what=what,
+            cell=huge.get("cell") if isinstance(huge.get("cell"), int) else None,
+            target="op",
+        )
+    evidence = {"op": origin.op.type, "op_name": origin.op.name, "overflow": True, "history": fell.to_json()}
+    return Cause("op", summary, evidence, change)
 
 
 def _classify(findings: Findings, context: CauseContext | None) -> Cause:
@@ -283,6 +348,9 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
         # One value a million times the rest: that record's gradient made the step's values overflow (Adam's
         # second moment, a squared error) at any learning rate; the loss "grew" only at the step that read it.
         return _extreme_record(findings, context, units, origin, record)
+    if overflow and known and (unscaled := scale.unscaled_feature(context.zero_variances, context.batch)):
+        # A feature constant where the Normalization layer was adapted: it divides that feature by 1e-7.
+        return _zero_variance(findings, units, origin, unscaled)
     if overflow and known and (penalties := change_line.large_regularizers(units)):
         # A weight penalty of 1e30 (meant: 1e-3) overflows the loss, or drives the weights up, whatever the rate.
         return _large_regularizer(origin, penalties, growth)
@@ -292,6 +360,9 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
     steady = known and trend.weights_steady(context.history)
     if overflow and steady and (record := outlying_record(context.batch)) is not None:
         return _extreme_record(findings, context, units, origin, record)
+    if overflow and known and (fell := trend.fall(context.history)) is not None:
+        # The loss went to -1e18 "improving" at every step: no rate made it, a term without a lower bound did.
+        return _unbounded_loss(findings, origin, fell)
     if overflow and growth is not None and not steady:
         return _divergence(context, units, origin, growth)
     if overflow and known and not steady and (fast := _fast(context)) is not None:
@@ -773,6 +844,16 @@ def _op(
             "made NaN/Inf"
         )
         what = "the power: keep its base above 0 (tf.pow(tf.maximum(x, 1e-7), p)), so the step never takes it at 0"
+    if origin.op.type in CTC_OPS and origin.health is not None and (origin.health.pos_inf or 0) > 0:
+        # CTC's +inf is no overflow: the label has no alignment in the frames the model gives it.
+        summary = (
+            f"{origin.op.type} is +inf for a label no alignment fits: a label needs at least as many logit frames "
+            "as its length plus its repeated neighbours (a blank between each pair), and the model gives fewer"
+        )
+        what = (
+            "the labels or the frames: leave out labels longer than the frames allow (or downsample the time axis "
+            "less), or mask such rows' loss (tf.where(tf.math.is_finite(loss), loss, 0.0))"
+        )
     what = _in_the_code_s_own_api(origin, what)
     if rows is not None:
         # No value of those rows stands out, but the user can look at the records themselves.
@@ -897,7 +978,16 @@ def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, st
         "the log of a sum of exps: compute it in log space, tf.reduce_logsumexp(log_weights + log_terms) (or "
         "tf.nn.log_softmax), not tf.math.log(tf.reduce_sum(tf.exp(...)))"
     )
+    if any(_DIVIDED.search(i.name) for i in origin.inputs):
+        # log(e / sum(e)): a softmax written by hand, whose log has a stable form of its own.
+        what = (
+            "the log of a softmax written by hand: take tf.nn.log_softmax(logits) (z - tf.reduce_logsumexp(z)), or "
+            "a Keras loss with from_logits=True, not tf.math.log(exp(z) / tf.reduce_sum(exp(z)))"
+        )
     return summary, what
+
+
+_DIVIDED = re.compile(r"(?:^|/)(?:truediv|div|RealDiv|divide)(?:_\d+)?:\d+$")
 
 
 def _summed_exp_words(findings: Findings, origin: Finding, before: str) -> tuple[str, str] | None:
@@ -1941,7 +2031,27 @@ def _precision(
     change = None
     where = ""
     own_layer = _custom_layer_class(units, origin)
-    if layer is not None and own_layer is not None:
+    if origin.op.type == "Cast" and own_layer is not None:
+        # A value cast down to float16 past its range (a -1e9 attention mask): its input is float32 already, so
+        # "cast its input to float32" could not be done; the constant is what to change.
+        change = _origin_change(
+            findings,
+            f"the value cast to {dtype}: keep it in {dtype}'s range (a mask of -1e4, or {dtype}'s own minimum "
+            f"tf.{dtype}.min, not -1e9), or do this part in float32",
+            "op",
+        )
+        where = f" in the {own_layer} layer"
+    elif layer is not None and own_layer is not None and _is_model_class(units, origin):
+        # The user's own keras.Model subclass: building it with dtype="float32" turns mixed precision off for the
+        # whole model, which is no fix of one op.
+        evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
+        change = _origin_change(
+            findings,
+            f'compute this in float32 (tf.cast its input to "float32") or keep it in {dtype}\'s range',
+            "op",
+        )
+        where = f" in the {layer.name} model"
+    elif layer is not None and own_layer is not None:
         # The op is in the user's own layer code: that line is theirs to change (compute it in float32, or keep
         # it in range), and building the layer with dtype="float32" is the other way, named with its line.
         evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
@@ -1969,6 +2079,21 @@ def _precision(
         f"{f' under the {policy} policy' if policy else ''}; float32 (max {FLOAT32_MAX:.3g}) would hold it"
     )
     return Cause("precision", summary, evidence, change)
+
+
+def _is_model_class(units: list[SourceUnit], origin: Finding) -> bool:
+    """Whether the user's class holding the origin's line subclasses a Model (``keras.Model``, ``Model``)."""
+    import ast
+
+    for unit in units:
+        if unit.cell != origin.cell or os.path.abspath(unit.file) != os.path.abspath(origin.file):
+            continue
+        for node in ast.walk(unit.tree):
+            if isinstance(node, ast.ClassDef) and node.lineno <= origin.line <= (
+                node.end_lineno or node.lineno
+            ):
+                return any(ast.unparse(base).split(".")[-1] == "Model" for base in node.bases)
+    return False
 
 
 def _custom_layer_class(units: list[SourceUnit], origin: Finding) -> str | None:

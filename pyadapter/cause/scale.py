@@ -184,3 +184,83 @@ def layer_classes(config: Any) -> set[str]:
         elif isinstance(item, list):
             stack.extend(item)
     return found
+
+
+# Keras's Normalization divides by max(sqrt(variance), epsilon): a variance at or below this is a constant feature.
+ZERO_VARIANCE = 1e-12
+KERAS_EPSILON = 1e-7
+
+
+@dataclass
+class ZeroVariance:
+    """A Normalization layer's statistics (from a bundle's weights) where some features had variance 0."""
+
+    layer: str  # its path, "normalization"
+    features: list[int]  # the features of variance 0 (along its last axis)
+    means: list[float]  # their means
+    size: int  # how many features the layer normalizes
+
+
+@dataclass
+class UnscaledFeature:
+    """A feature of the failing batch that a zero-variance Normalization scales by 1 / 1e-7."""
+
+    layer: str
+    feature: int
+    mean: float
+    value: float  # a value of the batch there that is not the mean
+    rows: int  # rows of the batch holding such values
+
+    @property
+    def scaled(self) -> float:
+        return (self.value - self.mean) / KERAS_EPSILON
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "layer": self.layer,
+            "feature": self.feature,
+            "mean": self.mean,
+            "value": self.value,
+            "rows": self.rows,
+        }
+
+
+def zero_variances(stats: dict[str, Any]) -> list[ZeroVariance]:
+    """From ``{path: value}`` of a bundle's ``.../mean`` and ``.../variance`` variables (Keras's Normalization;
+    BatchNormalization's are ``moving_*``): the layers with a constant feature, not every feature constant."""
+    found = []
+    for path, variance in stats.items():
+        if not path.endswith("/variance"):
+            continue
+        layer = path.removesuffix("/variance")
+        mean = stats.get(f"{layer}/mean")
+        variance = np.asarray(variance)
+        if mean is None or np.shape(mean) != variance.shape or variance.dtype.kind != "f":
+            continue
+        flat, means = variance.reshape(-1), np.asarray(mean, dtype=np.float64).reshape(-1)
+        zero = np.flatnonzero(flat <= ZERO_VARIANCE)
+        if 0 < zero.size < flat.size:
+            found.append(ZeroVariance(layer, zero.tolist(), [float(means[i]) for i in zero], int(flat.size)))
+    return found
+
+
+def unscaled_feature(layers: list[ZeroVariance], batch: Any) -> UnscaledFeature | None:
+    """The first feature of variance 0 that the failing batch holds another value in (an array of the batch whose
+    last axis has the layer's size), or None."""
+    from pyadapter.capture.records import leaves
+
+    if not layers or batch is None:
+        return None
+    arrays = [
+        a for _, a, _ in leaves(batch) if isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.ndim >= 1
+    ]
+    for layer in layers:
+        for array in (a for a in arrays if a.shape[-1] == layer.size):
+            for feature, mean in zip(layer.features, layer.means, strict=True):
+                column = array[..., feature].astype(np.float64)
+                differ = np.isfinite(column) & (np.abs(column - mean) > 1e-6 * max(1.0, abs(mean)))
+                if differ.any():
+                    rows = int(differ.reshape(len(array), -1).any(axis=1).sum())
+                    value = float(column[differ].flat[0])
+                    return UnscaledFeature(layer.layer.rsplit("/", 1)[-1], feature, mean, value, rows)
+    return None

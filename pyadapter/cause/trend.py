@@ -257,3 +257,53 @@ def weights_steady(history: list[dict[str, Any]]) -> bool:
         return False
     updates = [v for s, v in _finite_points(history, "update_ratio") if failed - FAST_STEPS <= s <= failed]
     return bool(updates) and max(updates) < STEADY_UPDATE_RATIO
+
+
+# A loss that fell below 0 and on without bound: its magnitude at the end at least this times its start's.
+FALL_FACTOR = 1e3
+
+
+@dataclass
+class Fall:
+    """A loss that kept falling below 0 (a term the optimizer can drive to -inf): its first and last values."""
+
+    start_step: int
+    end_step: int
+    start_value: float  # signed, as the history holds it
+    end_value: float  # below 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "series": "loss",
+            "start_step": self.start_step,
+            "end_step": self.end_step,
+            "start_value": _round(self.start_value),
+            "end_value": _round(self.end_value),
+        }
+
+
+def fall(history: list[dict[str, Any]]) -> Fall | None:
+    """The loss fell without bound before the failure: its last finite value is below 0, FALL_FACTOR times
+    larger in magnitude than its first, and the fall held through the run's second half (`_sustained` of the
+    magnitudes); None otherwise. Such a loss "improves" at every step: no divergence of the rate, a term of it
+    that has no lower bound (a sign slip in a KL term, a log-likelihood of an unbounded density)."""
+    signed = []
+    for entry in history:
+        if not isinstance(entry, dict):
+            continue
+        step, value = entry.get("step"), entry.get("loss")
+        if isinstance(step, bool) or not isinstance(step, int):
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            continue
+        signed.append((step, float(value)))
+    signed.sort()
+    if len(signed) < MIN_STEPS or signed[-1][1] >= 0:
+        return None
+    (start_step, start), (end_step, end) = signed[0], signed[-1]
+    if abs(end) < FALL_FACTOR * max(abs(start), 1.0):
+        return None
+    negatives = [-v for _, v in signed if v < 0]
+    if len(negatives) < MIN_STEPS or not _sustained(negatives):
+        return None
+    return Fall(start_step, end_step, start, end)

@@ -101,7 +101,7 @@ def format_report(findings: Findings) -> str:
         else "no NaN or Inf in the graph replay of the step"
     )
     lines = text.origin_lines(findings, none=none)
-    lines.extend(text.cause_lines(cause_of(findings)))
+    lines.extend(text.cause_lines(cause_of(findings), findings))
     where = f"step {bundle.get('step')}"
     if bundle.get("epoch") is not None:
         where += f" (epoch {bundle['epoch']}, batch {bundle.get('batch_index')}; counting from 0)"

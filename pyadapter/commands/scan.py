@@ -90,7 +90,7 @@ def format_report(findings: Findings) -> str:
     else:
         none = "no NaN or Inf found"
     lines.extend(text.origin_lines(findings, none=none))
-    lines.extend(text.cause_lines(cause_of(findings)))
+    lines.extend(text.cause_lines(cause_of(findings), findings))
     lines.extend(text.warning_lines(findings))
     return "\n".join(lines)
 

@@ -218,10 +218,12 @@ def loop_step_program(
     args: tuple,
     kwargs: dict[str, Any],
     by_hand: list[Any] | None = None,
+    kept: list[Any] | None = None,
 ) -> StepProgram:
     """A guard_step function on its captured arguments (tensors), with the models' and optimizers' variables (and
-    `by_hand`: the tf.Module and bare variables a step without optimizer writes itself) as its state, and the
-    bundle's random state and fresh metrics before each run (both routes)."""
+    `by_hand`: the tf.Module and bare variables a step without optimizer writes itself; `kept`: what the step keeps
+    in variables of its own, accumulators and a micro-step counter) as its state, and the bundle's random state and
+    fresh metrics before each run (both routes)."""
 
     def before_run() -> None:
         for model in models or [None]:
@@ -237,6 +239,7 @@ def loop_step_program(
             [v for m in models for v in m.variables]
             + [v for o in optimizers for v in optimizer_variables(o)]
             + list(by_hand or [])
+            + list(kept or [])
         ),
         # What the optimizers update counts too: a loop's bare tf.Variable weights, which no model lists, were not
         # checked after the replayed update (an update that made them NaN "stayed finite").

@@ -18,7 +18,6 @@ program sets itself up and come back for the eager step.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import linecache
 import os
 import runpy
@@ -33,12 +32,12 @@ from typing import Any, TypeVar
 from pyadapter.capture import takeover
 from pyadapter.capture.fit_call import MANIFEST_KEY as FIT_CALL_KEY
 from pyadapter.capture.fit_call import FitCall, FitCounter, calling_line
+from pyadapter.replay.cell_files import NANLENS_FOLDER, cell_file, cell_files_dir, notebook_cell_of  # noqa: F401 - read from here too
 from pyadapter.replay.debugger import breakpoints_paused
 from pyadapter.replay.entry import package_root
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.scratch_files import ScratchFiles
 
-NANLENS_FOLDER = ".nanlens"  # NaN Lens's own folder beside the program (cell files, dumps, captures)
 T = TypeVar("T")
 
 DEFAULT_REENTRY_TIMEOUT = 600.0  # seconds until the program must reach its first training step
@@ -237,6 +236,7 @@ def _keras_rebuilt(bundle: Any, model: Any) -> Any:
 
 
 def _loop_rebuilt(bundle: Any, guarded: Any, live: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
+    from pyadapter.capture import step_state
     from pyadapter.capture.bundle_format import KIND_LOOP
     from pyadapter.replay.rebuild import Rebuilt, captured_arguments, loop_step_program, non_finite_inputs
     from pyadapter.replay.restore import restore_checkpoint
@@ -255,8 +255,22 @@ def _loop_rebuilt(bundle: Any, guarded: Any, live: tuple[tuple[Any, ...], dict[s
     if bundle.checkpoint_prefix is not None:
         restore_checkpoint(bundle, guarded.checkpoint).expect_partial()
     warnings = assign_captured_state(bundle.weight_entries(), models, optimizers)
+    # Accumulators and a micro-step counter the step keeps itself, found by the program's names for them.
+    function = guarded.python_function
+    namespace = getattr(function, "__globals__", None) or getattr(
+        getattr(function, "__func__", None), "__globals__", {}
+    )
+    kept, missed = step_state.assign(namespace, bundle.step_state_entries())
+    warnings += missed
     program = loop_step_program(
-        bundle, guarded.python_function, models, optimizers, args, kwargs, by_hand=guarded.hand_variables()
+        bundle,
+        guarded.python_function,
+        models,
+        optimizers,
+        args,
+        kwargs,
+        by_hand=guarded.hand_variables(),
+        kept=kept,
     )
     program.snapshot()
     return Rebuilt(
@@ -556,18 +570,6 @@ def _run_package_module(program: Path, module: str) -> None:
     runpy.run_module(module, run_name="__main__", alter_sys=True)
 
 
-def cell_files_dir(notebook: Path) -> Path:
-    """Where a notebook's code cells are written as files for a re-entry (frames and breakpoints need files):
-    ``<notebook folder>/.nanlens/cells/<stem>-<hash of the path>/``."""
-    digest = hashlib.sha256(str(notebook.absolute()).encode()).hexdigest()[:8]
-    return notebook.absolute().parent / NANLENS_FOLDER / "cells" / f"{notebook.stem}-{digest}"
-
-
-def cell_file(notebook: Path, cell: int) -> Path:
-    """The file a re-entry runs cell `cell` (0-based among all the notebook's cells) from."""
-    return cell_files_dir(notebook) / f"cell{cell}.py"
-
-
 def _notebook_shell() -> Any:
     """An IPython shell for the cells' transformed magics (``get_ipython().run_line_magic(...)``), if IPython
     is installed; None otherwise (cells then hold ``pass`` where their magics were)."""
@@ -693,22 +695,6 @@ def run_notebook(path: Path, skipped: list[str] | None = None, order: list[int] 
     finally:
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
-
-
-def notebook_cell_of(file: str) -> tuple[str, int] | None:
-    """(the .ipynb, cell index) when `file` is a cell file a re-entry ran (`cell_file`), else None."""
-    path = Path(file)
-    name = path.name
-    if not (name.startswith("cell") and name.endswith(".py") and name[4:-3].isdigit()):
-        return None
-    folder = path.parent
-    if folder.parent.name != "cells" or folder.parent.parent.name != NANLENS_FOLDER or "-" not in folder.name:
-        return None
-    stem = folder.name.rsplit("-", 1)[0]
-    notebook = folder.parent.parent.parent / f"{stem}.ipynb"
-    if cell_files_dir(notebook) != folder.absolute():
-        return None
-    return str(notebook), int(name[4:-3])
 
 
 def map_cell_file_of(place: dict[str, Any]) -> None:

@@ -45,10 +45,17 @@ STATEFUL_RANDOM_OPS = frozenset(
 
 def _user_line(traceback: Any) -> str | None:
     from pyadapter.dump.frames import is_user_file
+    from pyadapter.findings_text import place_text
+    from pyadapter.replay.cell_files import notebook_cell_of
 
     for frame in reversed(list(traceback or [])):
         filename = getattr(frame, "filename", None)
         if filename and is_user_file(filename):
+            # A re-entered notebook runs its cells from files of its own (.nanlens/cells/.../cell15.py): the user
+            # knows the notebook's cell.
+            cell = notebook_cell_of(filename)
+            if cell is not None:
+                return place_text(os.path.basename(cell[0]), frame.lineno, cell[1])
             return f"{os.path.basename(filename)}:{frame.lineno}"
     return None
 

@@ -75,6 +75,30 @@ class _GradientRecorder:
         # ids of the seen gradients whose optimizer squares them (Adam, RMSprop; not SGD, nor a hand-written
         # update): only those are judged on whether their squares fit float32, as NanGuard's gate judges them.
         self.squared: set[int] = set()
+        # The graph the step is traced in (None: eager), and the flags of gradients applied inside a branch of it
+        # (``if micro_step % 4 == 0: optimizer.apply_gradients(...)``), which that graph cannot read: each branch
+        # writes its gradients' flags to a variable of its own, read after the branch.
+        self.outer: Any = None
+        self.branch: list[tuple[str, Any]] = []
+
+    def _in_branch(self) -> bool:
+        return (
+            self.outer is not None
+            and not tf.executing_eagerly()
+            and tf.compat.v1.get_default_graph() is not self.outer
+        )
+
+    def _export(self, name: str, grad: Any, squared: bool) -> None:
+        """A gradient applied in a branch: its flags as `finite_flags` words them, kept in a variable of
+        `_BRANCH_FLAGS` (made before the trace: a tf.function makes variables on its first call only)."""
+        values = grad.values if isinstance(grad, tf.IndexedSlices) else grad
+        if not isinstance(values, tf.Tensor) or not values.dtype.is_floating:
+            return
+        if len(self.branch) >= len(_BRANCH_FLAGS):
+            return  # more than were made: not read, as before
+        held = _BRANCH_FLAGS[len(self.branch)]
+        tf.raw_ops.AssignVariableOp(resource=held.handle, value=_gradient_flag(values, squared))
+        self.branch.append((name, held))
 
     @contextlib.contextmanager
     def watching(self) -> Iterator[None]:
@@ -104,10 +128,15 @@ class _GradientRecorder:
                     variables = getattr(_optimizer, "_trainable_variables", None) or [None] * len(list(grads))
                 squares = squares_gradients(_optimizer)
                 for grad, var in zip(list(grads), list(variables), strict=False):
-                    if grad is not None:
-                        self.seen.append((variable_name(var) if var is not None else "?", grad))
-                        if squares:
-                            self.squared.add(id(grad))
+                    if grad is None:
+                        continue
+                    name = variable_name(var) if var is not None else "?"
+                    if self._in_branch():
+                        self._export(name, grad, squares)
+                        continue
+                    self.seen.append((name, grad))
+                    if squares:
+                        self.squared.add(id(grad))
                 return _original(grads, trainable_variables, *rest, **kw)
 
             optimizer.apply = apply
@@ -133,15 +162,30 @@ class _GradientRecorder:
                 continue
             if graph is not None and getattr(values, "graph", None) is not graph:
                 continue  # made inside a nested tf.function: cannot be read from here
-            finite = tf.reduce_all(tf.math.is_finite(values))
-            if id(grad) in self.squared:
-                squares = half_squares32(
-                    values
-                )  # as the gate reads it (float64 kept, float16 cast to float32)
-                flags.append((name, tf.stack([finite, tf.math.is_finite(squares)])))
-            else:
-                flags.append((name, tf.stack([finite, tf.constant(True)])))
+            flags.append((name, _gradient_flag(values, id(grad) in self.squared)))
+        flags += [(name, tf.identity(held.read_value())) for name, held in self.branch]
         return flags
+
+
+# Variables the graph replay's branches write their gradients' flags to (`_GradientRecorder._export`).
+_BRANCH_FLAGS: list[Any] = []
+
+
+def _make_branch_flags(count: int) -> None:
+    """At least `count` flag variables, each reset to [True, True] (outside any trace)."""
+    while len(_BRANCH_FLAGS) < count:
+        _BRANCH_FLAGS.append(tf.Variable([True, True], trainable=False, name="nanlens_replay_flag"))
+    for held in _BRANCH_FLAGS:
+        held.assign([True, True])
+
+
+def _gradient_flag(values: Any, squared: bool) -> Any:
+    """bool [2]: finite, and (for an optimizer that squares it) its squares fit float32, as the gate reads it
+    (float64 kept, float16 cast to float32)."""
+    finite = tf.reduce_all(tf.math.is_finite(values))
+    if squared:
+        return tf.stack([finite, tf.math.is_finite(half_squares32(values))])
+    return tf.stack([finite, tf.constant(True)])
 
 
 def _watch_apply_gradients(optimizer: Any, seen: list[tuple[str, Any]], squared: set[int]) -> bool:
@@ -226,6 +270,8 @@ def run_step(
     def step_and_flags(*args: Any, **kwargs: Any) -> tuple[tuple[Any, list[Any], list[Any]], list[str]]:
         recorder.seen.clear()
         recorder.squared.clear()
+        recorder.branch.clear()
+        recorder.outer = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         differentiated: list[Any] = []
         taped: list[tuple[str, Any]] = []
         with recorder.watching(), _tape_watched(differentiated, taped):
@@ -255,6 +301,7 @@ def run_step(
     grad_names: list[str] = []
     try:
         if mode == "graph":
+            _make_branch_flags(len(program.trainable) * max(1, len(program.optimizers)))
             names_box: list[list[str]] = []
             random_box: list[str] = []
 
