@@ -2085,19 +2085,18 @@ def _is_model_class(units: list[SourceUnit], origin: Finding) -> bool:
     """Whether the user's class holding the origin's line subclasses a Model (``keras.Model``, ``Model``)."""
     import ast
 
-    for unit in units:
-        if unit.cell != origin.cell or os.path.abspath(unit.file) != os.path.abspath(origin.file):
-            continue
-        for node in ast.walk(unit.tree):
-            if isinstance(node, ast.ClassDef) and node.lineno <= origin.line <= (
-                node.end_lineno or node.lineno
-            ):
-                return any(ast.unparse(base).split(".")[-1] == "Model" for base in node.bases)
-    return False
+    node = _class_of_origin(units, origin)
+    return node is not None and any(ast.unparse(base).split(".")[-1] == "Model" for base in node.bases)
 
 
 def _custom_layer_class(units: list[SourceUnit], origin: Finding) -> str | None:
     """The name of the user's class whose code holds the origin's line, if any."""
+    node = _class_of_origin(units, origin)
+    return node.name if node is not None else None
+
+
+def _class_of_origin(units: list[SourceUnit], origin: Finding) -> Any:
+    """The ``ast.ClassDef`` of the user's class whose code holds the origin's line, or None."""
     import ast
 
     for unit in units:
@@ -2107,7 +2106,7 @@ def _custom_layer_class(units: list[SourceUnit], origin: Finding) -> str | None:
             if isinstance(node, ast.ClassDef) and node.lineno <= origin.line <= (
                 node.end_lineno or node.lineno
             ):
-                return node.name
+                return node
     return None
 
 
