@@ -882,3 +882,37 @@ def test_a_random_draw_in_a_re_entered_notebook_is_named_by_its_cell(tmp_path):
     assert _user_line([frame]) == "dcgan.ipynb:8 (cell 16, line 8 of the cell)"
     script = SimpleNamespace(filename=str(tmp_path / "train.py"), lineno=3)
     assert _user_line([script]) == "train.py:3"
+
+
+def test_a_step_returning_its_trackers_shows_the_loss_it_differentiated() -> None:
+    """A beta-VAE's ``train_step`` returns ``{"total_loss": ..., "kl_loss": ...}``, its trackers' running means: the
+    replay showed "loss -2.50488e+18", a tracker's value, where the loss the tape differentiated (and the guard's
+    history holds) was -5.01e+18."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import tensorflow as tf
+
+    from pyadapter.replay.step import StepProgram, run_step
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer="sgd", loss="mse")
+    tracker = keras.metrics.Mean(name="kl_loss")  # never updated: its result stays 0
+
+    def train_step(data: tf.Tensor) -> dict[str, tf.Tensor]:
+        with tf.GradientTape() as tape:
+            total_loss = tf.reduce_mean(model(data)) * 0.0 - 7.5
+        grads = tape.gradient(total_loss, model.trainable_variables)
+        model.optimizer.apply_gradients(zip(grads, model.trainable_variables, strict=True))
+        return {"kl_loss": tracker.result()}
+
+    model.optimizer.build(model.trainable_variables)
+    program = StepProgram(
+        step=train_step,
+        args=(tf.ones((4, 2)),),
+        state=[*model.variables, *model.optimizer.variables],
+        trainable=list(model.trainable_variables),
+        optimizers=[model.optimizer],
+    )
+    program.snapshot()
+    for mode in ("graph", "eager"):
+        assert run_step(program, mode).loss == pytest.approx(-7.5), mode

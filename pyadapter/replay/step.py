@@ -278,6 +278,11 @@ def run_step(
             outputs = program.step(*args, **kwargs)
         flags = recorder.finite_flags()
         losses = step_losses(outputs)
+        if isinstance(outputs, dict) and "loss" not in outputs and differentiated:
+            # A train_step that returns its metrics' results ({"total_loss": tracker.result(), ...}): those are
+            # running means over the epoch; the loss its tape differentiated is this step's (a beta-VAE's
+            # -5.01e18, not its KL tracker's -2.5e18).
+            losses = [*differentiated, *losses]
         if not flags:
             # No update of the step can be read here (it updates by hand, takes gradients it applies later, as a
             # micro-step of gradient accumulation does, or applies them in a branch): its tapes' losses and
