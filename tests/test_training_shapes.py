@@ -702,7 +702,7 @@ def test_a_second_fit_of_a_blown_up_model_names_building_it_again(tmp_path):
     "name, summary",
     [
         ("fp16_masked_pooling.py", "the mask value -1e9 (fp16_masked_pooling.py:23) is -inf in float16"),
-        ("fp16_poisson_counts.py", "Exp in the PoissonRegressor layer overflowed float16 (max 65504)"),
+        ("fp16_poisson_counts.py", "Exp in the PoissonRegressor model overflowed float16 (max 65504)"),
         ("fp16_window_norm.py", "Rsqrt got "),
     ],
 )
