@@ -559,6 +559,20 @@ class _BranchGate(Gate):
     # optimizer -> (its n-th update in a step -> the variables): tf.function makes variables on its first trace
     # only, and a step is traced again (another batch shape, guard_step's second trace with copies)
     _held: weakref.WeakKeyDictionary[Any, dict[int, dict[str, Any]]] = weakref.WeakKeyDictionary()
+    # The flags a branch exports, each with its value on a call that does not take the branch (ok, nothing applied,
+    # nothing measured).
+    _RESTING: dict[str, Any] = {
+        "ok": True,
+        "loss_ok": True,
+        "grads_ok": True,
+        "weights_ok": True,
+        "applied": False,
+        "local_ok": True,
+        "grad_norm": NOT_MEASURED,
+        "weight_norm": NOT_MEASURED,
+        "update_norm": NOT_MEASURED,
+        "rate_ok": True,
+    }
 
     @classmethod
     def export(cls, gate: Gate, optimizer: Any, index: int) -> _BranchGate | None:
@@ -566,18 +580,7 @@ class _BranchGate(Gate):
         copies kept for a later update to take back, a flag of unknown shape): the gate stays in its branch."""
         if tf.distribute.has_strategy() or gate.backup:
             return None
-        flags = {
-            "ok": (gate.ok, True),
-            "loss_ok": (gate.loss_ok, True),
-            "grads_ok": (gate.grads_ok, True),
-            "weights_ok": (gate.weights_ok, True),
-            "applied": (gate.applied, False),
-            "local_ok": (gate.local_ok, True),
-            "grad_norm": (gate.grad_norm, NOT_MEASURED),
-            "weight_norm": (gate.weight_norm, NOT_MEASURED),
-            "update_norm": (gate.update_norm, NOT_MEASURED),
-            "rate_ok": (gate.rate_ok, True),
-        }
+        flags = {name: (getattr(gate, name), rest) for name, rest in cls._RESTING.items()}
         try:
             made = cls._held.setdefault(optimizer, {}).get(index, {})
         except TypeError:  # an optimizer no weak reference can point at
@@ -613,15 +616,11 @@ class _BranchGate(Gate):
     def read(self) -> Gate:
         """In the call's graph, after the branch: a gate of the values the branch wrote (or the resting ones), the
         variables set back to rest for the next call."""
-        names = (
-            *("ok", "loss_ok", "grads_ok", "weights_ok", "applied", "local_ok"),
-            *("grad_norm", "weight_norm", "update_norm", "rate_ok"),
-        )
-        values = {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+        values = {n: getattr(self, n) for n in self._RESTING if getattr(self, n) is not None}
         read = {n: tf.identity(v.read_value()) for n, v in values.items()}
         with tf.control_dependencies(list(read.values())):
             for name, variable in values.items():
-                rest = False if name == "applied" else NOT_MEASURED if name.endswith("_norm") else True
+                rest = self._RESTING[name]
                 _write_flag(variable, tf.fill(variable.shape, tf.constant(rest, variable.dtype)))
         return Gate(**{**self.__dict__, **read})
 

@@ -347,15 +347,11 @@ class GuardedStep:
     def step_state(self) -> dict[int, str]:
         """The variables the step writes itself that its module names (gradient accumulators, a micro-step counter):
         ``{id: "accum_grads[2]"}``, kept in the bundle under those names (`step_state`)."""
-        function = self.python_function
-        namespace = getattr(function, "__globals__", None) or getattr(
-            getattr(function, "__func__", None), "__globals__", {}
-        )
-        return step_state.global_names(namespace, self._written_by_hand)
+        return step_state.global_names(step_state.namespace_of(self.python_function), self._written_by_hand)
 
-    def step_state_variables(self) -> list[Any]:
-        names = self.step_state()
-        return [v for v in self._written_by_hand if id(v) in names]
+    def written_by_hand(self) -> list[Any]:
+        """The variables the step wrote itself, seen while it was traced."""
+        return list(self._written_by_hand)
 
     def hand_variables(self) -> list[Any]:
         """The variables of the step's tf.Modules and its bare tf.Variables (a step that updates by hand)."""

@@ -129,9 +129,10 @@ def _save_state(
         groups += [("optimizer", keras_lines.optimizer_variables(o)) for o in guarded.optimizers]
         groups.append(("module", guarded.hand_variables()))
         # What the step keeps by hand (accumulators, a micro-step counter), under the program's names for it.
-        groups.append((step_state.GROUP, guarded.step_state_variables()))
+        kept = guarded.step_state()
+        groups.append((step_state.GROUP, [v for v in guarded.written_by_hand() if id(v) in kept]))
         described: list[dict[str, Any]] = []
-        names = {**guarded.hand_variable_names(), **guarded.step_state()}
+        names = {**guarded.hand_variable_names(), **kept}
         values, total = snapshot.variable_values(groups, described, names)
         writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)  # streamed, one variable at a time
     finally:

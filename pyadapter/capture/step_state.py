@@ -28,6 +28,13 @@ def _backing(variable: Any) -> Any:
     return value if value is not None and hasattr(value, "assign") and value is not variable else variable
 
 
+def namespace_of(function: Any) -> Mapping[str, Any]:
+    """The module globals a step function (or a method of it) reads its names in; {} when it has none."""
+    return getattr(function, "__globals__", None) or getattr(
+        getattr(function, "__func__", None), "__globals__", {}
+    )
+
+
 def global_names(namespace: Mapping[str, Any], variables: Iterable[Any]) -> dict[int, str]:
     """``{id(variable): name}`` for each of `variables` a module-level name of `namespace` holds, itself or as an
     item of a list or tuple (``accum_grads[2]``); variables held by no such name are left out."""

@@ -256,10 +256,7 @@ def _loop_rebuilt(bundle: Any, guarded: Any, live: tuple[tuple[Any, ...], dict[s
         restore_checkpoint(bundle, guarded.checkpoint).expect_partial()
     warnings = assign_captured_state(bundle.weight_entries(), models, optimizers)
     # Accumulators and a micro-step counter the step keeps itself, found by the program's names for them.
-    function = guarded.python_function
-    namespace = getattr(function, "__globals__", None) or getattr(
-        getattr(function, "__func__", None), "__globals__", {}
-    )
+    namespace = step_state.namespace_of(guarded.python_function)
     kept, missed = step_state.assign(namespace, bundle.step_state_entries())
     warnings += missed
     program = loop_step_program(
