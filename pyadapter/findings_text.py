@@ -60,9 +60,11 @@ def cell_label(cell: int) -> str:
 
 
 def place_text(file: str, line: int, cell: int | None) -> str:
-    """'train.py:12', or for notebook code 'a.ipynb:3 (cell 3, line 3 of the cell)' (`cell_label`)."""
-    inside = f" ({cell_label(cell)}, line {line} of the cell)" if cell is not None else ""
-    return f"{file}:{line}{inside}"
+    """'train.py:12', or for notebook code 'a.ipynb cell 3, line 3' (`cell_label`, the line counted in the cell):
+    not 'a.ipynb:3', which a terminal or an editor link opens at line 3 of the notebook's JSON."""
+    if cell is not None:
+        return f"{file} {cell_label(cell)}, line {line}"
+    return f"{file}:{line}"
 
 
 def kernel_place(findings: Findings | None, file: str, line: int, cell: int | None = None) -> str | None:

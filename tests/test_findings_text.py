@@ -70,7 +70,7 @@ def test_a_line_the_origin_spread_to_in_a_notebook_names_its_cell() -> None:
     doc.findings[1].file, doc.findings[1].cell, doc.findings[1].line = "/w/a.ipynb", 4, 2
     report = locate_report(doc).splitlines()
     # findings.json counts cells from 0; the text counts them as a person does (the fifth cell is cell 5).
-    assert "  /w/a.ipynb:2 (cell 5, line 2 of the cell)  m/Mul (Mul): 3 NaN of 4" in report, report
+    assert "  /w/a.ipynb cell 5, line 2  m/Mul (Mul): 3 NaN of 4" in report, report
 
 
 def test_scan_and_locate_print_the_origin_block_alike() -> None:

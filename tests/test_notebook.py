@@ -319,7 +319,7 @@ def test_findings_json_located_at_the_scene_points_at_the_buggy_cell(notebook_ru
         str(out.get("text") or "") for cell in notebook_run["outputs"] for out in cell.get("outputs", [])
     )
     (cause_line,) = [line for line in said.splitlines() if line.startswith("NanGuard: cause:")]
-    assert f"(cell {index + 1}, line {ORIGIN_LINE} of the cell): " in cause_line, cause_line
+    assert f".ipynb cell {index + 1}, line {ORIGIN_LINE}: " in cause_line, cause_line
 
 
 # ---- without a kernel -----------------------------------------------------------------------------------------
@@ -649,9 +649,7 @@ def test_a_schedule_defined_in_a_cell_is_the_line_to_change_in_that_cell(tmp_pat
         "what": "WarmupInverseSqrt: it returns inf at step 20; keep the learning rate finite",
         "target": "schedule",
     }, cause
-    assert (
-        "ipykernel" not in cause["summary"] and f"(cell 2, line {decay_line} of the cell)" in cause["summary"]
-    )
+    assert "ipykernel" not in cause["summary"] and f".ipynb cell 2, line {decay_line}" in cause["summary"]
 
 
 @pytest.mark.slow
@@ -781,7 +779,7 @@ def test_a_loss_loaded_by_exec_is_said_to_be_the_users_and_the_timed_fit_line_is
         )
         assert done.returncode in (0, 1), done.stderr[-3000:]
         out = done.stdout
-        assert f"origin: {path}:3 (cell 4, line 3 of the cell)" in out, out  # index 3: the fourth cell
+        assert f"origin: {path} cell 4, line 3" in out, out  # index 3: the fourth cell
         assert "3 | history = model.fit(x, y" in out, out
         assert "made in code run from a string by exec() (its line 5 in poisson_nll)" in out, out
         assert "inside TensorFlow/Keras code" not in out, out

@@ -879,7 +879,7 @@ def test_a_random_draw_in_a_re_entered_notebook_is_named_by_its_cell(tmp_path):
 
     notebook = tmp_path / "dcgan.ipynb"
     frame = SimpleNamespace(filename=str(cell_file(notebook, 15)), lineno=8)
-    assert _user_line([frame]) == "dcgan.ipynb:8 (cell 16, line 8 of the cell)"
+    assert _user_line([frame]) == "dcgan.ipynb cell 16, line 8"
     script = SimpleNamespace(filename=str(tmp_path / "train.py"), lineno=3)
     assert _user_line([script]) == "train.py:3"
 

@@ -171,8 +171,8 @@ def test_notebook_is_located_at_its_origin_cell_and_line_at_the_scene(notebook_r
         origin
     )
     assert origin["op"]["type"] == "Log"
-    # Printed counting from 1, and which line of the cell (it read "zoo_nb.ipynb:5 (cell 4)": line 5 of the file?)
-    assert f"{NOTEBOOK.resolve()}:{line} (cell {cell + 1}, line {line} of the cell): Log" in done.stderr
+    # Printed counting from 1, with the line counted in the cell (it read "zoo_nb.ipynb:5 (cell 4)": line 5 of the file?)
+    assert f"{NOTEBOOK.resolve()} cell {cell + 1}, line {line}: Log" in done.stderr
 
 
 @pytest.mark.slow
@@ -415,7 +415,7 @@ def test_a_notebook_finding_is_exact_only_in_the_marked_cell(tmp_path):
         return score(Outcome(program, findings={"schema": "nanlens.findings/1", "origin": origin}))
 
     exact = row_for(3)
-    assert exact.exact_line and exact.found.show(tmp_path) == "zoo_nb.ipynb:5 (cell 4)"
+    assert exact.exact_line and exact.found.show(tmp_path) == "zoo_nb.ipynb cell 4, line 5"
     assert exact.to_json(tmp_path)["found"]["cell"] == 3 and exact.to_json(tmp_path)["expected"]["cell"] == 3
     assert not row_for(4).exact_line  # the same line number in another cell
     assert not row_for(None).exact_line  # a kernel file's line, not mapped to a cell

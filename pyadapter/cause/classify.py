@@ -84,7 +84,7 @@ def _fmt(value: float | None) -> str:
 
 
 def _site_place(site: change_line.Site) -> str:
-    """'train.py:12', or in a notebook 'wear.ipynb:29 (cell 6, line 29 of the cell)', as the change line says it."""
+    """'train.py:12', or in a notebook 'wear.ipynb cell 6, line 29', as the change line says it."""
     return place_text(os.path.basename(site.file), site.line, site.cell)
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from pyadapter.evaluate.runner import Outcome
-from pyadapter.findings_text import cell_label
+from pyadapter.findings_text import place_text
 
 
 @dataclass
@@ -23,8 +23,7 @@ class Location:
     cell: int | None = None  # in a notebook: the cell's 0-based index among all its cells
 
     def show(self, base: Path) -> str:
-        cell = f" ({cell_label(self.cell)})" if self.cell is not None else ""
-        return f"{display_path(self.file, base)}:{self.line}{cell}"
+        return place_text(display_path(self.file, base), self.line, self.cell)
 
     def same_place(self, other: Location) -> bool:
         """Same file, line and (for a notebook) cell."""

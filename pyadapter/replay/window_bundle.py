@@ -11,7 +11,7 @@ from typing import Any
 
 from pyadapter.capture import learning_rate as learning_rate_module
 from pyadapter.capture.window import WindowSearch
-from pyadapter.findings_text import cell_label
+from pyadapter.findings_text import place_text
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.window import GROWTH_LIMIT, SEARCH_SECONDS, WindowVerdict, run_of_program
 
@@ -47,7 +47,7 @@ def learning_rate_in_source(bundle_path: str | Path) -> tuple[float, str] | None
         text = _source_text(file, cell)
         rate = learning_rate_on_line(text, line) if text is not None else None
         if rate is not None:
-            where = f"{file}:{line}" + (f" ({cell_label(cell)})" if cell is not None else "")
+            where = place_text(file, line, cell)
             return rate, where
     if (
         isinstance(optimizer_line, dict)

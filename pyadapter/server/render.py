@@ -21,11 +21,11 @@ from lsprotocol import types
 from pyadapter.capture.records import readable_inside
 from pyadapter.findings import Finding
 from pyadapter.findings_text import (
-    cell_label,
     change_message,
     finding_message,
     health_detail,
     index_text,
+    place_text,
     provenance_note,
     shown_inputs,
 )
@@ -228,11 +228,10 @@ def cause_markdown(record: SourceRecord, on_change_line: bool) -> str:
     lines = [f"**NaN Lens: cause — {escape_markdown(cause.kind)}**", "", summary]
     if cause.change is not None:
         change = cause.change
-        cell = f" ({cell_label(change.cell)})" if change.cell is not None else ""
         where = (
             "this line"
             if on_change_line
-            else f"{code_span(f'{os.path.basename(change.file)}:{change.line}')}{cell}"
+            else code_span(place_text(os.path.basename(change.file), change.line, change.cell))
         )
         lines += ["", f"- change {where}: {escape_markdown(change.what)}"]
     record_text = where_from.get("text")
