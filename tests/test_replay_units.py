@@ -367,6 +367,31 @@ def test_a_dumped_re_run_with_more_nan_than_training_says_why() -> None:
     assert report.note is None
 
 
+def test_a_re_run_that_reproduced_from_other_random_draws_says_its_counts_are_its_own() -> None:
+    """A DCGAN notebook's step draws its noise with an unseeded tf.random.normal: `locate --replay` reproduced the
+    -inf from other draws (1 -inf where training's step had 4) and said nothing; the note came only when a mode
+    stayed finite."""
+    draws = ["RandomStandardNormal at dcgan.ipynb cell 16, line 8"]
+
+    def verdict(mode: str) -> StepVerdict:
+        made = StepVerdict(mode, loss=float("inf"), loss_finite=False, non_finite_gradients=["d/kernel"])
+        made.gradients_finite = False
+        made.stateful_random = list(draws)
+        return made
+
+    report = ReplayReport("b", "dcgan.ipynb", verdicts={"graph": verdict("graph"), "eager": verdict("eager")})
+    assert report.note is not None and report.note.startswith(
+        "The step draws from TensorFlow's stateful random ops"
+    )
+    assert "its counts of NaN/Inf (even where they start) can differ from training's" in report.note
+    assert "whether the NaN comes back is chance" not in report.note
+    assert "RandomStandardNormal at dcgan.ipynb cell 16, line 8" in report.note
+    # A mode that stayed finite: the chance is the news.
+    report.verdicts["graph"] = StepVerdict("graph", loss=64.1, loss_finite=True, gradients_finite=True)
+    report.verdicts["graph"].stateful_random = list(draws)
+    assert report.note is not None and "whether the NaN comes back is chance" in report.note
+
+
 def test_an_eager_replay_alone_with_more_nan_than_training_says_why() -> None:
     """`nanlens replay --eager` alone said "loss nan, 6 gradients non-finite" where training had a finite loss and 2
     gradients, with no note (the note came only when both modes ran)."""

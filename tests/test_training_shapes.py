@@ -215,10 +215,9 @@ def test_wgan_gp_withholds_both_updates_and_is_honest_about_its_random_draws(tmp
         assert any("RandomUniform at wgan_gp.py:53" in w for w in findings["warnings"]), findings["warnings"]
     replayed = nanlens_json("replay", str(bundle))
     assert replayed["warnings"] == [], replayed["warnings"]
-    if replayed["reproduced"] != {"graph": True, "eager": True}:
-        assert "stateful random ops" in replayed["note"], replayed
-    else:
-        assert replayed["note"] is None
+    assert "stateful random ops" in replayed["note"], replayed
+    if replayed["reproduced"] == {"graph": True, "eager": True}:  # from other draws: its counts are its own
+        assert "can differ from training's" in replayed["note"], replayed
     # "Replay eagerly" runs the eager mode alone: the draws it executed are named there too (they were found only
     # in a traced graph, so an eager replay that stayed finite said nothing of them).
     eager = nanlens_json("replay", str(bundle), "--eager")

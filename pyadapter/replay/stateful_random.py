@@ -98,9 +98,24 @@ def found_in_eager(found: list[str]) -> Iterator[None]:
         op_callbacks.remove_op_callback(callback)
 
 
-def note(found: list[str], limit: int = 3) -> str:
+def _shown(found: list[str], limit: int = 3) -> str:
+    return ", ".join(found[:limit]) + (f" (+{len(found) - limit} more)" if len(found) > limit else "")
+
+
+def note_reproduced(found: list[str]) -> str:
+    """One line for a re-run that reproduced the NaN from other random numbers than training drew: its counts
+    are its own."""
+    return (
+        f"the step draws from TensorFlow's stateful random ops ({_shown(found)}): this re-run drew other numbers "
+        "than training did, so its counts of NaN/Inf (even where they start) can differ from training's; "
+        "draw them with keras.random.* and a keras.random.SeedGenerator (or tf.random.stateless_*) to make the "
+        "step replay exactly"
+    )
+
+
+def note(found: list[str]) -> str:
     """One line: why a re-run of this step may not repeat training's numbers, and the fix."""
-    shown = ", ".join(found[:limit]) + (f" (+{len(found) - limit} more)" if len(found) > limit else "")
+    shown = _shown(found)
     return (
         f"the step draws from TensorFlow's stateful random ops ({shown}), whose state no bundle can hold: a "
         "re-run draws other numbers than training did, so whether the NaN comes back is chance; draw them with "
