@@ -46,7 +46,9 @@ def test_a_constant_rate_and_a_schedule_at_the_failing_step():
     assert constant == learning_rate.LearningRate(0.25)
     fine = learning_rate.of_step(keras.optimizers.Adam(Halving()), 1)
     assert fine is not None and fine.finite and fine.schedule == "Halving"
-    assert fine.line == _line_of(Halving, "return ratio")  # a finite rate: the schedule's return line
+    assert fine.line == _line_of(
+        Halving, "ratio = base"
+    )  # a finite rate: the line that made what it returned
     broken = learning_rate.of_step(keras.optimizers.Adam(Halving()), 3)
     assert broken is not None and broken.value == math.inf and broken.shown() == "inf"
     assert broken.file == inspect.getsourcefile(Halving)
@@ -54,6 +56,42 @@ def test_a_constant_rate_and_a_schedule_at_the_failing_step():
     # A rate given as a plain function of no arguments.
     called = learning_rate.of_step(keras.optimizers.SGD(lambda: float("nan")), 0)
     assert called is not None and math.isnan(called.value) and called.shown() == "nan"
+
+
+def test_a_schedule_still_rising_at_the_failing_step_is_recorded_with_its_earlier_rates_and_its_line():
+    """A warm-up then "inverse-square-root decay" written upside down (``sqrt(step / warmup)``): the record named
+    the ``return tf.where(...)`` line and the rate at the failing step alone, so the cause could not tell the rate
+    was still rising there."""
+    keras = pytest.importorskip("keras")
+    tf = pytest.importorskip("tensorflow")
+
+    class WarmupInvSqrt(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            step = tf.cast(step, tf.float32)
+            warm = 0.02 * step / 200.0
+            decay = 0.02 * tf.sqrt(step / 200.0)
+            return tf.where(step < 200.0, warm, decay)
+
+    record = learning_rate.of_step(keras.optimizers.SGD(WarmupInvSqrt()), 16000)
+    assert record is not None and record.value == pytest.approx(0.02 * math.sqrt(80), rel=1e-5)
+    assert record.line == _line_of(
+        WarmupInvSqrt, "decay = 0.02"
+    )  # the line that made the rate, not the where
+    assert [step for step, _ in record.earlier] == [1000, 2000, 4000, 8000]
+    assert record.rising() == record.earlier
+    assert learning_rate.read(record.to_json()) == record  # kept in the bundle as data
+
+    # The same schedule written right falls after its warm-up: not rising.
+    class Right(WarmupInvSqrt):
+        def __call__(self, step):
+            step = tf.cast(step, tf.float32)
+            return tf.where(step < 200.0, 0.02 * step / 200.0, 0.02 * tf.sqrt(200.0 / step))
+
+    right = learning_rate.of_step(keras.optimizers.SGD(Right()), 16000)
+    assert right is not None and len(right.earlier) == 4 and right.rising() == []
+    assert learning_rate.read(
+        {"value": 0.1, "earlier": [[1, 0.01], ["2", 0.02], [3, "nan"], [4, True]]}
+    ).earlier == [(1, 0.01)]
 
 
 def _line_of(cls, text: str) -> int:

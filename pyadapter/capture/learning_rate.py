@@ -15,16 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import itertools
 import linecache
 import math
 import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pyadapter.dump.frames import is_user_file
 
 MANIFEST_KEY = "learning_rate"
+# Earlier steps a schedule is evaluated at, as fractions of the failing step (`LearningRate.earlier`).
+_FRACTIONS = (1 / 16, 1 / 8, 1 / 4, 1 / 2)
+_SAMPLES = len(_FRACTIONS)
 _NON_FINITE = {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}
 
 
@@ -35,6 +39,9 @@ class LearningRate:
     file: str | None = None  # where the schedule's __call__ is written
     line: int | None = None
     code: str | None = None  # the text of that line, stripped
+    # The schedule's rate at earlier steps, (step, rate), oldest first: whether it was still rising when the run
+    # failed (a decay written upside down, ``sqrt(step / warmup)``, grows without end). Empty for a constant.
+    earlier: list[tuple[int, float]] = field(default_factory=list)
 
     @property
     def finite(self) -> bool:
@@ -50,7 +57,19 @@ class LearningRate:
             "file": self.file,
             "line": self.line,
             "code": self.code,
+            **({"earlier": [[step, rate] for step, rate in self.earlier]} if self.earlier else {}),
         }
+
+    def rising(self) -> list[tuple[int, float]]:
+        """The earlier rates when the schedule rose at every one of them up to this step's, to at least twice the
+        first (the steps a rate "still rising at step N" is shown with); [] otherwise."""
+        points = [*self.earlier, (-1, self.value)]
+        rates = [rate for _, rate in points]
+        if len(rates) < 3 or not all(math.isfinite(r) and r > 0 for r in rates):
+            return []
+        if all(a < b for a, b in itertools.pairwise(rates)) and rates[-1] >= 2 * rates[0]:
+            return list(self.earlier)
+        return []
 
 
 def _text(value: float) -> str:
@@ -73,7 +92,23 @@ def read(data: Any) -> LearningRate | None:
         file if isinstance(file, str) else None,
         line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else None,
         code[:500] if isinstance(code, str) else None,
+        _read_earlier(data.get("earlier")),
     )
+
+
+def _read_earlier(data: Any) -> list[tuple[int, float]]:
+    """The ``earlier`` pairs that are [step, finite rate]; anything else is dropped (a bundle is data)."""
+    if not isinstance(data, list):
+        return []
+    pairs: list[tuple[int, float]] = []
+    for item in data[:_SAMPLES]:
+        if not (isinstance(item, list) and len(item) == 2):
+            continue
+        step, rate = item
+        if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
+            if isinstance(rate, (int, float)) and not isinstance(rate, bool) and math.isfinite(rate):
+                pairs.append((step, float(rate)))
+    return pairs
 
 
 def manifest_entry(optimizer: Any, update_in_state: bool) -> dict[str, Any]:
@@ -120,12 +155,33 @@ def of_step(optimizer: Any, step: int) -> LearningRate | None:
                 file, line = _source_of(rate)
                 if not math.isfinite(value):
                     file, line = _line_that_made_it(rate, arguments) or (file, line)
+                else:
+                    file, line = _line_that_made_value(rate, arguments, value) or (file, line)
             name = type(rate).__name__ if not inspect.isfunction(rate) else rate.__qualname__
             code = linecache.getline(file, line).strip() if file and line else ""
-            return LearningRate(value, name, file, line, code or None)
+            earlier = _earlier_rates(optimizer, rate, step, takes_step=bool(arguments))
+            return LearningRate(value, name, file, line, code or None, earlier)
     except Exception:  # noqa: BLE001 - a schedule is the user's code; the record is an extra
         return None
     return None
+
+
+def _earlier_rates(optimizer: Any, rate: Any, step: int, takes_step: bool) -> list[tuple[int, float]]:
+    """The schedule's finite rates at `_FRACTIONS` of `step` (`LearningRate.earlier`); [] when it raises there."""
+    import numpy as np
+    import tensorflow as tf
+
+    earlier: list[tuple[int, float]] = []
+    try:
+        for at in sorted({int(step * f) for f in _FRACTIONS if 0 < int(step * f) < step}):
+            arguments = (tf.constant(at, tf.int64),) if takes_step else ()
+            with _iterations_at(optimizer, at, when=not takes_step):
+                value = float(np.asarray(rate(*arguments)))
+            if math.isfinite(value):
+                earlier.append((at, value))
+    except Exception:  # noqa: BLE001 - the user's schedule; the earlier rates are an extra
+        return []
+    return earlier
 
 
 @contextlib.contextmanager
@@ -194,6 +250,55 @@ def _line_that_made_it(rate: Any, arguments: tuple) -> tuple[str, int] | None:
     finally:
         sys.settrace(previous_trace)
     return found[0] if found else None
+
+
+def _line_that_made_value(rate: Any, arguments: tuple, value: float) -> tuple[str, int] | None:
+    """The line of the schedule's own frame that last gave a local the value it returned (``decay = peak *
+    tf.sqrt(step / warmup)`` under ``return tf.where(step < warmup, warm, decay)``), or None when no local holds it
+    (the return line computes it). A debugger's trace function is put back afterwards."""
+    import numpy as np
+
+    made: list[tuple[str, int]] = []
+    seen: dict[str, int] = {}
+    last_line: list[int] = []
+    top: list[Any] = []
+
+    def equal(local: Any) -> bool:
+        if not hasattr(local, "dtype") and not isinstance(local, float):
+            return False
+        try:
+            array = np.asarray(local)
+            return array.dtype.kind == "f" and array.size == 1 and float(array.reshape(())) == value
+        except Exception:  # noqa: BLE001 - a local that is not a number
+            return False
+
+    def local_trace(frame: Any, event: str, _: Any) -> Any:
+        if frame is not top[0]:
+            return None
+        if last_line and event in ("line", "return"):
+            for name, local in frame.f_locals.items():
+                if seen.get(name) != id(local):
+                    seen[name] = id(local)
+                    if equal(local):
+                        made.append((frame.f_code.co_filename, last_line[-1]))
+        last_line[:] = [frame.f_lineno]
+        return local_trace
+
+    def global_trace(frame: Any, event: str, _: Any) -> Any:
+        if event != "call" or top or not is_user_file(frame.f_code.co_filename):
+            return None
+        top.append(frame)  # the schedule's own __call__: the lines of the functions it calls are theirs
+        return local_trace
+
+    previous_trace = sys.gettrace()
+    sys.settrace(global_trace)
+    try:
+        rate(*arguments)
+    except Exception:  # noqa: BLE001 - the user's schedule: what it did up to here counts
+        pass
+    finally:
+        sys.settrace(previous_trace)
+    return made[-1] if made else None
 
 
 def _source_of(rate: Any) -> tuple[str | None, int | None]:

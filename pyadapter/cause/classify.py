@@ -667,6 +667,16 @@ def _own_schedule_change(
         f"the learning rate {rate.schedule} returns, {format_number(rate.value)}{at_step}: lower or cap it "
         f"({advice}), or clip the gradients"
     )
+    rising = rate.rising()
+    if rising:
+        # A decay written upside down (``sqrt(step / warmup)``) or a warm-up with no end: the rate the run died
+        # at is where the schedule was going, and a lower start only puts the failure off.
+        shown = ", ".join(f"{format_number(r)} at step {s}" for s, r in rising)
+        what = (
+            f"the learning rate {rate.schedule} returns was still rising, {format_number(rate.value)}{at_step} "
+            f"({shown}): a schedule whose rate keeps growing (a decay written upside down?); make it fall after "
+            f"its warm-up, or cap it ({advice}), or clip the gradients"
+        )
     change, own_line = _schedule_change(units, rate, what)
     return change if own_line else None
 
