@@ -654,18 +654,21 @@ def test_a_schedule_defined_in_a_cell_is_the_line_to_change_in_that_cell(tmp_pat
 
 @pytest.mark.slow
 def test_a_timed_fit_cell_replays_by_reentry(tmp_path):
-    """Colab's habits: ``%%time`` on the cell that calls fit, ``!`` shell commands (``!pip install``). IPython runs a
-    ``%%time`` cell's code in its shell's user namespace, and the re-entry ran the cells in another one:
-    "NameError: name 'model' is not defined". The cells and the shell now share one namespace, as in the kernel;
-    and the replay does not run shell commands again."""
+    """Colab's habits: ``%matplotlib inline`` first, ``%%time`` on the cell that calls fit, ``!`` shell commands
+    (``!pip install``). IPython runs a ``%%time`` cell's code in its shell's user namespace, and the re-entry ran
+    the cells in another one: "NameError: name 'model' is not defined". The cells and the shell now share one
+    namespace, as in the kernel; and the replay does not run shell commands again. ``%matplotlib inline`` stopped
+    every replay: "failed before its first training step: NotImplementedError: Implement enable_gui in a subclass
+    (at cell1.py:1)" (a plain shell has no GUI); the replay draws to the Agg backend."""
     folder = tmp_path / "work"
     folder.mkdir()
     capture_dir = tmp_path / "captures"
     cells = [
         ("code", IMPORTS),
-        ("code", f"CAPTURE_DIR = {str(capture_dir)!r}\n!echo ran >> shell_log.txt"),
+        ("code", f"%matplotlib inline\nCAPTURE_DIR = {str(capture_dir)!r}\n!echo ran >> shell_log.txt"),
         ("code", BUGGY),
         ("code", "%%time\n" + FIT),
+        ("code", "import matplotlib.pyplot as plt\nplt.plot(x[:, 0])\nplt.show()"),
     ]
     path = folder / "timed.ipynb"
     path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")

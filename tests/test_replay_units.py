@@ -941,3 +941,27 @@ def test_a_step_returning_its_trackers_shows_the_loss_it_differentiated() -> Non
     program.snapshot()
     for mode in ("graph", "eager"):
         assert run_step(program, mode).loss == pytest.approx(-7.5), mode
+
+
+def test_a_re_entered_notebook_that_fails_before_training_names_its_cell_not_its_cell_file(
+    tmp_path: Path,
+) -> None:
+    """A re-entry runs notebook cells from files of its own: its error read "(at cell1.py:1)", a name the user never
+    saw, where the notebook's second cell is "cell 2"."""
+    from pyadapter.replay.cell_files import cell_file
+    from pyadapter.replay.reentry import _where
+
+    notebook = tmp_path / "house_prices.ipynb"
+    notebook.write_text("{}", encoding="utf-8")
+    target = cell_file(notebook, 1)
+    target.parent.mkdir(parents=True)
+    target.write_text("x = 1\nraise NotImplementedError('no')\n", encoding="utf-8")
+    try:
+        exec(compile(target.read_text(), str(target), "exec"), {})  # noqa: S102 - the test's own two lines
+    except NotImplementedError as exc:
+        assert _where(exc) == " (at house_prices.ipynb cell 2, line 2)"
+    script = tmp_path / "train.py"
+    try:
+        exec(compile("raise ValueError('x')\n", str(script), "exec"), {})  # noqa: S102 - the test's own line
+    except ValueError as exc:
+        assert _where(exc) == " (at train.py:1)"

@@ -1131,3 +1131,16 @@ def test_settings_from_environment_variables_missing_at_replay_are_named(tmp_pat
         "captured one [8, 64]; a program that reads its settings from environment variables"
     )
     assert expected in refused.stderr, refused.stderr[-2000:]
+
+
+def test_the_scene_adds_no_tensorflow_warnings_of_its_own_eager_run_to_the_users_output(tmp_path):
+    """keras.metrics.AUC(multi_label=True) runs tf.vectorized_map; the scene's eager re-run of the step (functions
+    run eagerly) made TensorFlow warn "It looks like tf.function behavior was disabled, perhaps using
+    tf.config.run_functions_eagerly" into the user's output (a notebook's fit cell), of a setting NaN Lens made."""
+    program = SHAPES / "fit_multilabel_auc.py"
+    done = run_program(program.name, tmp_path)
+    assert "NanGuard: step" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
+    assert "run_functions_eagerly" not in done.stderr, done.stderr[-3000:]
+    assert "retracing" not in done.stderr, done.stderr[-3000:]

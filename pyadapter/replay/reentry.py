@@ -32,6 +32,7 @@ from typing import Any, TypeVar
 from pyadapter.capture import takeover
 from pyadapter.capture.fit_call import MANIFEST_KEY as FIT_CALL_KEY
 from pyadapter.capture.fit_call import FitCall, FitCounter, calling_line
+from pyadapter.findings_text import place_text
 from pyadapter.replay.cell_files import NANLENS_FOLDER, cell_file, cell_files_dir, notebook_cell_of  # noqa: F401 - read from here too
 from pyadapter.replay.debugger import breakpoints_paused
 from pyadapter.replay.entry import package_root
@@ -602,6 +603,10 @@ class _NoShellCommands:
 
     LINE_MAGICS = frozenset({"pip", "conda", "mamba", "micromamba", "sx", "system", "sc"})
     CELL_MAGICS = frozenset({"bash", "sh", "script", "system", "sx", "perl", "ruby"})
+    # Magics that hook the kernel's display (``%matplotlib inline``, the first line of most Colab notebooks): a
+    # plain shell has no GUI to enable ("NotImplementedError: Implement enable_gui in a subclass") and a replay
+    # shows no figures. Plots the cells draw go to matplotlib's non-interactive Agg backend instead.
+    DISPLAY_MAGICS = frozenset({"matplotlib", "gui", "pylab"})
 
     def __init__(self, shell: Any, skipped: list[str]) -> None:
         self._shell = shell
@@ -621,6 +626,9 @@ class _NoShellCommands:
         if name in self.LINE_MAGICS:
             self.skipped.append(f"%{name} {line}".strip())
             return None
+        if name in self.DISPLAY_MAGICS:
+            _no_display()
+            return None
         return self._shell.run_line_magic(name, line, *args, **kwargs)
 
     def run_cell_magic(self, name: str, line: str, cell: str) -> Any:
@@ -628,6 +636,17 @@ class _NoShellCommands:
             self.skipped.append(f"%%{name} {line}".strip())
             return None
         return self._shell.run_cell_magic(name, line, cell)
+
+
+def _no_display() -> None:
+    """matplotlib (if the program's environment has it) draws to the Agg backend: no window, no kernel display."""
+    import importlib
+
+    try:
+        matplotlib = importlib.import_module("matplotlib")  # not a dependency of NaN Lens: the program's
+    except ImportError:
+        return
+    matplotlib.use("Agg")
 
 
 def kernel_order(bundle: Any, path: Path) -> list[int] | None:
@@ -948,6 +967,14 @@ def _where(exc: BaseException) -> str:
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
         if is_user_file(name):
-            found = f" (at {os.path.basename(name)}:{tb.tb_lineno})"
+            # A re-entered notebook's cell runs from a file of its own (.nanlens/cells/.../cell1.py): the user
+            # knows its notebook's cell.
+            cell = notebook_cell_of(name)
+            place = (
+                place_text(os.path.basename(cell[0]), tb.tb_lineno, cell[1])
+                if cell is not None
+                else f"{os.path.basename(name)}:{tb.tb_lineno}"
+            )
+            found = f" (at {place})"
         tb = tb.tb_next
     return found

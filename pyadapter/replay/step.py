@@ -325,14 +325,14 @@ def run_step(
             # The graph is named after the step (e.g. "train_step"), as the dump and the findings show it.
             traced.__name__ = getattr(program.step, "__name__", "replayed_step")
             function = tf.function(traced, jit_compile=False, autograph=True)
-            with wrap(), _no_retracing_warning():
+            with wrap(), _quiet_tensorflow_log():
                 loss_values, tape_losses, grad_flags = function(*program.args, **program.kwargs)
             grad_names = names_box[0] if names_box else []
             stateful = list(random_box)
         else:
             from pyadapter.eager import eager
 
-            with eager(), wrap(), stateful_random.found_in_eager(stateful):
+            with eager(), _quiet_tensorflow_log(), wrap(), stateful_random.found_in_eager(stateful):
                 (loss_values, tape_losses, grad_flags), grad_names = step_and_flags(
                     *program.args, **program.kwargs
                 )
@@ -385,10 +385,13 @@ def run_step(
 
 
 @contextlib.contextmanager
-def _no_retracing_warning() -> Iterator[None]:
-    """Each replay traces a new function on purpose (the step, as it is now); after five, TensorFlow warns of
-    "5 out of the last 5 calls to <function run_step.<locals>.traced> triggered tf.function retracing" and tells the
-    user to move their @tf.function out of a loop, in the cell a notebook's scene locate ran in."""
+def _quiet_tensorflow_log() -> Iterator[None]:
+    """TensorFlow's warnings about how a replay runs, not about the user's program, kept out of the user's output
+    (the cell a notebook's scene locate ran in): each graph replay traces a new function on purpose (the step, as it
+    is now), and after five TensorFlow warns "5 out of the last 5 calls to <function run_step.<locals>.traced>
+    triggered tf.function retracing"; an eager replay runs ``keras.metrics.AUC(multi_label=True)``'s
+    ``vectorized_map`` with functions eager, and each call warns "It looks like tf.function behavior was
+    disabled, perhaps using tf.config.run_functions_eagerly"."""
     logger = tf.get_logger()
     level = logger.level
     logger.setLevel(max(level, logging.ERROR))
