@@ -141,6 +141,41 @@ def test_divergence_names_the_growth_and_the_optimizer_line(tmp_path: Path) -> N
     assert "SGD(learning_rate=0.05, momentum=0.9, clipnorm=1.0)" in clipped
 
 
+def test_a_rate_from_a_config_dict_is_changed_in_the_dict(tmp_path: Path) -> None:
+    """A research trainer reads its stage's rate from a dict of the program (``CONFIGS["main"]["lr"]``) and sets it
+    after restoring a checkpoint (``.assign(self.cfg["lr"])``): the change named that assignment, "learning rate
+    0.1 (self.optimizer.learning_rate set as it trains)", a line that writes no number and does not change as it
+    trains. The dict's entry that writes the rate that ran is the line to change."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    text = TRAIN.replace(
+        '    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9), loss="mse")\n',
+        '    model.compile(optimizer=keras.optimizers.SGD(momentum=0.9), loss="mse")\n'
+        '    model.optimizer.learning_rate.assign(CONFIGS[stage]["lr"])\n',
+    ).replace(
+        "def load():",
+        'CONFIGS = {\n    "warmup": {"lr": 1e-3, "epochs": 2},\n    "main": {"lr": 1e-1, "epochs": 30},\n}\n'
+        'stage = "main"\n\n\ndef load():',
+    )
+    program.write_text(text)
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if '"main": {"lr": 1e-1' in t)
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(float(np.float32(0.1))),
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence", cause.summary
+    assert cause.change is not None and (cause.change.file, cause.change.line) == (str(program), line), (
+        cause.change
+    )
+    assert cause.change.what.startswith('learning rate 0.1 (CONFIGS["main"]["lr"])'), cause.change.what
+    lowered = apply_edits(text, cause_fixes(text, cause)[0].edits).splitlines()[line - 1]
+    assert '"main": {"lr": 0.01, "epochs": 30}' in lowered, lowered
+
+
 @pytest.mark.parametrize(
     "argv", [["train.py", "--learning_rate=2.0"], ["train.py", "--lr", "2"], ["train.py"]]
 )

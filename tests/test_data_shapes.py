@@ -140,6 +140,11 @@ def test_a_bad_record_from_a_generator_is_data_at_the_line_that_yields_it(tmp_pa
         origin_line(program(name)),
     )
     assert "the generator read_batches()" in cause["summary"]
+    # The origin is marked where the generator yields the record too: it was the PyFunc op's own line (fit's, or
+    # a `from_generator(...)` statement), a third line beside the generator's and the one to change.
+    origin = found["origin"]
+    assert (Path(origin["file"]), origin["line"]) == (program(name), origin_line(program(name))), origin
+    assert origin["op"]["type"] in ("PyFunc", "PyFuncStateless", "EagerPyFunc"), origin["op"]
     assert cause["provenance"]["source"] == "python"
     assert "index" not in cause["provenance"], "no index into an array passed to fit: there is none"
     assert found["bundle"]["reproduced"] == {"graph": True, "eager": True}

@@ -102,6 +102,23 @@ def test_training_at_import_is_detected_outside_the_main_block() -> None:
         assert training_at_import(decorated + "\nfor x in data:\n    step(x)\n") == 9, decorator
         assert training_at_import(decorated + "\nif __name__ == '__main__':\n    step(1)\n") is None
     assert training_at_import("@tf.function\ndef step(x):\n    return x\n\nstep(1)\n") is None
+    # A step wrapped by name trains where it is called, not where it is wrapped (the route said "its first
+    # training call: line 2", the `guard_step(...)` line).
+    wrapped = "def train(x):\n    return x\ntrain = guard_step(train, capture_dir='c')\nfor x in data:\n    train(x)\n"
+    assert training_at_import(wrapped) == 5
+    assert training_at_import("step = guard_step(f)\nif __name__ == '__main__':\n    step(1)\n") is None
+    assert training_at_import("guard_step(f)(batch)\n") == 1
+    # The first call in the file, not the shallowest: a WGAN-GP's critic step in an inner loop comes first.
+    gan = (
+        "@guard_step\ndef critic_step(x):\n    pass\n@guard_step\ndef generator_step():\n    pass\n"
+        "for it in range(10):\n    for _ in range(5):\n        critic_step(next(data))\n    generator_step()\n"
+    )
+    assert training_at_import(gan) == 9
+    # A call inside a lambda or def nested in an `if` runs nothing at import.
+    assert (
+        training_at_import("if ok:\n    cb = lambda: model.fit(x)\n    def go():\n        model.fit(x)\n")
+        is None
+    )
 
 
 def test_entry_script_imports_as_a_module_without_running_main(tmp_path: Path) -> None:

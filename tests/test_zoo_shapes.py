@@ -395,7 +395,7 @@ def test_notebook_markers_need_a_guard_and_exactly_one_code_cell_comment(tmp_pat
     assert ok.title == "a notebook. The ORIGIN word in markdown is no marker"
     assert (
         "2 # ORIGIN markers" in programs["zoo_nb_two"].problem
-        and "(cell 2)" in programs["zoo_nb_two"].problem  # the second cell, index 1
+        and "zoo_nb_two.ipynb cell 2, line 1)" in programs["zoo_nb_two"].problem  # the second cell, index 1
     )
     assert "must train with NanGuard" in programs["zoo_nb_unguarded"].problem
 

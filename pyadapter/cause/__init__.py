@@ -21,8 +21,9 @@ from pyadapter.capture import fit_arrays, learning_rate
 from pyadapter.capture.sourcerecord import MANIFEST_KEY as SOURCE_KEY
 from pyadapter.capture.sourcerecord import DataSource
 from pyadapter.cause import scale
-from pyadapter.cause.classify import CauseContext, classify
+from pyadapter.cause.classify import FED_AT, CauseContext, classify
 from pyadapter.cause.model import FINDINGS_KEY, Cause, Change
+from pyadapter.cause.python_feed import PY_FUNC_OPS
 from pyadapter.findings import Findings
 from pyadapter.findings_text import cause_lines
 
@@ -125,11 +126,29 @@ def attach_cause(
     except Exception as exc:  # noqa: BLE001 - the cause is an addition; never lose the findings for it
         cause = Cause("unknown", f"the cause could not be classified: {type(exc).__name__}: {exc}"[:300])
     findings.extra[FINDINGS_KEY] = cause.to_json()
+    _origin_where_fed(findings, cause)
     if isinstance(findings.extra.get("pictures"), dict):  # made before the cause was known: mark it on them
         from pyadapter.pictures.model import with_cause
 
         with_cause(findings.extra["pictures"], findings.extra[FINDINGS_KEY])
     return cause
+
+
+def _origin_where_fed(findings: Findings, cause: Cause) -> None:
+    """A bad record a generator (or a PyDataset) made in Python: the origin a dump finds is the PyFunc op tf.data
+    runs it by, placed at ``from_generator(...)`` (or the fit line), three lines for one answer beside the cause's
+    generator and change lines. The origin is marked where the generator hands the values over (its ``yield``)."""
+    fed = cause.evidence.get(FED_AT) if cause.kind == "data" else None
+    origin = findings.origin
+    if origin is None or not isinstance(fed, dict) or origin.op.type not in PY_FUNC_OPS:
+        return
+    file, line, cell, code = fed.get("file"), fed.get("line"), fed.get("cell"), fed.get("code")
+    if isinstance(file, str) and isinstance(line, int) and (cell is None or isinstance(cell, int)):
+        if (origin.file, origin.line, origin.cell) != (file, line, cell):
+            origin.file, origin.line, origin.cell = file, line, cell
+            # The code shown under the origin is the yield's, not the from_generator statement's.
+            findings.extra.pop("origin_statement", None)
+            findings.extra["origin_code"] = code if isinstance(code, str) else ""
 
 
 def cause_of(findings: Findings) -> Cause | None:

@@ -176,6 +176,33 @@ def rate_assignments(unit: SourceUnit) -> list[Site]:
     return found
 
 
+RATE_KEYS = ("learning_rate", "lr", "base_lr", "init_lr", "initial_learning_rate")
+
+
+def dict_rate_entries(unit: SourceUnit) -> list[Site]:
+    """The numbers written under a rate key in the unit's dict literals, named by where they sit:
+    ``CONFIGS["main"]["lr"]`` for an entry of a dict assigned to a name, else ``"lr": 0.1``."""
+    found: list[Site] = []
+
+    def visit(node: ast.expr, path: str | None) -> None:
+        if not isinstance(node, ast.Dict):
+            return
+        for key, value in zip(node.keys, node.values, strict=True):
+            if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+                continue
+            inner = f'{path}["{key.value}"]' if path is not None else None
+            rate = number(value) if key.value in RATE_KEYS else None
+            if rate is not None and rate > 0:
+                found.append(Site(unit, value, inner or f"{key.value!r}: {ast.unparse(value)}", rate, True))
+            visit(value, inner)
+
+    for node in ast.walk(unit.tree):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.Dict):
+            target = node.targets[0]
+            visit(node.value, ast.unparse(target) if isinstance(target, (ast.Name, ast.Attribute)) else None)
+    return found
+
+
 def computed_rate_setter(units: list[SourceUnit]) -> Site | None:
     """Where the program sets its rate while it trains, from a computation: a ``LearningRateScheduler(...)``, or
     an assignment of a built optimizer's rate (`rate_assignment`) whose value is no number (``lr * self.factor``)."""
@@ -224,6 +251,13 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str], used: float | N
     matching = [site for site in candidates if same_rate(site.learning_rate, used)]
     if matching:
         return matching[0]
+    # A rate read from a config dict of the program's own (``CONFIGS = {"main": {"lr": 1e-1, ...}}`` and
+    # ``SGD(learning_rate=cfg["lr"])`` or ``.assign(self.cfg["lr"])``): the one entry that writes the rate that ran.
+    entries = [
+        site for unit in units for site in dict_rate_entries(unit) if same_rate(site.learning_rate, used)
+    ]
+    if len(entries) == 1:
+        return entries[0]
     setter = computed_rate_setter(units)
     if setter is not None:
         # No line writes the rate that ran, and the program sets it as it trains (an LR range test's callback,

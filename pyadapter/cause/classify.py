@@ -77,6 +77,11 @@ class CauseContext:
     zero_variances: list[scale.ZeroVariance] = field(default_factory=list)
 
 
+# Evidence of a `data` cause whose batch Python code made (`python_feed.FeedSite`): where it handed the values to
+# TensorFlow, {"file", "line", "cell"?}.
+FED_AT = "fed_at"
+
+
 def _fmt(value: float | None) -> str:
     if value is None:
         return "?"
@@ -2184,6 +2189,18 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         return Cause("data", summary, evidence, _reading_change(findings, site), provenance=where)
     if isinstance(site, python_feed.FeedSite):
         came += f", made in Python by {site.describe()} ({_site_place(site)})"
+        if origin is not None and origin.op.type in python_feed.PY_FUNC_OPS:
+            # The PyFunc's own line is where tf.data wraps the generator (``from_generator(...)``, or fit's line):
+            # the values were made where it yields them (`attach_cause` marks the origin there).
+            code = next(
+                (u.line(site.line) for u in units if (u.file, u.cell) == (site.file, site.cell)), ""
+            ).strip()
+            evidence[FED_AT] = {
+                "file": os.path.abspath(site.file),
+                "line": site.line,
+                "code": code,
+                **({"cell": site.cell} if site.cell is not None else {}),
+            }
     if where and where.get("file"):
         came += f", line {where['line']} of {os.path.basename(where['file'])} (data row {where['row']})"
     summary = f"the data held NaN/Inf before any op touched it: {element}{came}"

@@ -215,7 +215,7 @@ def load_program(path: Path, zoo_dir: Path) -> Program:
     if not markers:
         problem = "no # ORIGIN marker in the program or the zoo modules it imports"
     elif len(markers) > 1:
-        where = ", ".join(place_text(m.file.name, m.line, m.cell) for m in markers)
+        where = "; ".join(place_text(m.file.name, m.line, m.cell) for m in markers)
         problem = f"{len(markers)} # ORIGIN markers ({where}); a program must mark exactly one line"
     cause = causes[0][1] if len(causes) == 1 else None
     if problem is None:  # no CAUSE marker at all: the line is scored, the cause is not

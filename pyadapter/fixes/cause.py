@@ -138,7 +138,7 @@ def divergence_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
                 fixes.append(QuickFix("clip the gradients: add clipnorm=1.0 to the optimizer", [edit]))
         if fixes:
             return fixes
-    for value_node in _rate_assignments_on_line(src):
+    for value_node in _rate_assignments_on_line(src) + _dict_rates_on_line(src):
         rate = _number(value_node)
         span = src.span(value_node)
         if rate is not None and span is not None and rate > 0:
@@ -185,6 +185,20 @@ def _rate_assignments_on_line(src: LineSource) -> list[ast.expr]:
     )
     found = [change_line.rate_assignment(node) for node in nodes]
     return [assignment[1] for assignment in found if assignment is not None]
+
+
+def _dict_rates_on_line(src: LineSource) -> list[ast.expr]:
+    """The values written on the line under a rate key of a dict literal (``"main": {"lr": 1e-1, ...}``)."""
+    nodes = src.nodes if src.tree is None else list(ast.walk(src.tree))
+    return [
+        value
+        for node in nodes
+        if isinstance(node, ast.Dict)
+        for key, value in zip(node.keys, node.values, strict=True)
+        if isinstance(key, ast.Constant)
+        and key.value in change_line.RATE_KEYS
+        and getattr(value, "lineno", None) == src.line
+    ]
 
 
 def _keras_prefix(src: LineSource) -> str | None:

@@ -34,7 +34,7 @@ class EntryScript:
 
 
 # Calls that mean "this statement trains": running it at import time would redo the training run.
-_TRAINING_CALLS = {"fit", "fit_generator", "train_on_batch", "apply_gradients", "guard_step"}
+_TRAINING_CALLS = {"fit", "fit_generator", "train_on_batch", "apply_gradients"}
 
 
 def file_sha256(path: Path) -> str:
@@ -75,6 +75,7 @@ def training_at_import(source: str) -> int | None:
         return None  # importing it will report the syntax error itself
     # A step decorated ``@guard_step(...)`` trains where it is called: a loop at module level calling it trains at
     # import (it was missed: the import reached the step, and the program ran again by re-entry, its set-up twice).
+    # So does a step wrapped by name, ``train = guard_step(train, ...)``: wrapping it does not train, calling it does.
     training = _TRAINING_CALLS | {
         stmt.name
         for stmt in tree.body
@@ -82,18 +83,47 @@ def training_at_import(source: str) -> int | None:
         and any(_decorator_name(d) == "guard_step" for d in stmt.decorator_list)
     }
     for stmt in tree.body:
+        if (
+            isinstance(stmt, ast.Assign)
+            and isinstance(stmt.value, ast.Call)
+            and _call_name(stmt.value) == GUARD
+        ):
+            training |= {target.id for target in stmt.targets if isinstance(target, ast.Name)}
+    for stmt in tree.body:
         if isinstance(
             stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
         ):
             continue
         if _is_main_guard(stmt):
             continue
-        for node in ast.walk(stmt):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
-                break  # definitions inside e.g. an `if` do not run at import time
-            if isinstance(node, ast.Call) and _call_name(node) in training:
-                return node.lineno
+        # The first in the file, not the shallowest: a critic step called in an inner loop comes before the
+        # generator step called in the outer one (ast.walk goes breadth first).
+        lines = [call.lineno for call in _calls_run(stmt) if _trains(call, training)]
+        if lines:
+            return min(lines)
     return None
+
+
+GUARD = "guard_step"
+
+
+def _trains(call: ast.Call, training: set[str]) -> bool:
+    """A call that trains: fit, apply_gradients, a guarded step; ``guard_step(step)(batch)``, not
+    ``guard_step(step)`` alone (that wraps)."""
+    if isinstance(call.func, ast.Call) and _call_name(call.func) == GUARD:
+        return True
+    return _call_name(call) in training
+
+
+def _calls_run(node: ast.AST) -> Iterator[ast.Call]:
+    """The calls in `node` that run when it does: not those inside a definition (a def, lambda or class in an
+    ``if`` runs nothing at import)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            continue
+        if isinstance(child, ast.Call):
+            yield child
+        yield from _calls_run(child)
 
 
 def _decorator_name(decorator: ast.expr) -> str | None:
