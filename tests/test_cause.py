@@ -438,8 +438,18 @@ def test_an_overflow_without_growth_stays_an_op(tmp_path: Path) -> None:
     # An exp overflows at 88.7, from no growth at all (logits / a temperature of 0.01): the way out is the stable
     # form, not "keep its values in range".
     assert "an Exp op overflowed float32 (exp(x) is Inf for x > 88.7)" in cause.summary, cause.summary
-    assert cause.change.what.startswith("the exp: bound its input (a tanh or a clip"), cause.change
+    assert cause.change.what.startswith("the exp: bound its input (tf.clip_by_value, or a tanh)"), (
+        cause.change
+    )
     assert "tf.reduce_logsumexp" in cause.change.what, cause.change
+    # A log-sum-exp written out on the origin's line has one fix, said alone (it read "bound its input (a tanh or
+    # a clip, as a flow's scale does), or ...").
+    findings = findings_of(overflow_origin(program, line=EXP_LINE, op="Exp"))
+    findings.extra["origin_code"] = "lse = tf.math.log(tf.reduce_sum(tf.exp(logits), axis=-1))  # ORIGIN"
+    cause = classify(findings, CauseContext(history=flat, entry_script=str(program)))
+    assert cause.change is not None and cause.change.what.startswith(
+        "a log-sum-exp written out: tf.reduce_logsumexp(x, axis=...) computes log(sum(exp(x)))"
+    ), cause.change
 
 
 def test_a_loss_falling_without_bound_is_named_at_the_term_not_at_the_optimizer(tmp_path: Path) -> None:

@@ -821,10 +821,16 @@ def _op(
             # A hand-written softmax or log-sum-exp (logits / temperature): no growth needed, exp(89) is Inf.
             summary = f"an Exp op overflowed float32 (exp(x) is Inf for x > 88.7) on finite inputs {before}"
             what = (
-                "the exp: bound its input (a tanh or a clip, as a flow's scale does), or, in a softmax or a "
-                "log-sum-exp, compute it stably (tf.nn.softmax, tf.reduce_logsumexp or a loss with "
-                "from_logits=True subtract the largest value first)"
+                "the exp: bound its input (tf.clip_by_value, or a tanh), or, in a softmax or a log-sum-exp, "
+                "compute it stably (tf.nn.softmax, tf.reduce_logsumexp or a loss with from_logits=True subtract "
+                "the largest value first)"
             )
+            if _LOG_SUM_EXP.search(str(findings.extra.get("origin_code") or "").replace(" ", "")):
+                # ``tf.math.log(tf.reduce_sum(tf.exp(logits), axis=-1))`` on the origin's line: say its one fix.
+                what = (
+                    "a log-sum-exp written out: tf.reduce_logsumexp(x, axis=...) computes log(sum(exp(x))) "
+                    "without the overflow (it subtracts the largest value first)"
+                )
         elif (summed := _summed_exp_words(findings, origin, before)) is not None:
             summary, what = summed
     words = None if overflow else _out_of_domain_words(origin)
@@ -1003,6 +1009,10 @@ def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, st
 
 
 _DIVIDED = re.compile(r"(?:^|/)(?:truediv|div|RealDiv|divide)(?:_\d+)?:\d+$")
+
+
+# log(reduce_sum(exp(...))) on one line, spaces removed: ``tf.math.log(tf.reduce_sum(tf.exp(z), axis=-1))``.
+_LOG_SUM_EXP = re.compile(r"\blog\((?:\w+\.)*reduce_sum\((?:\w+\.)*exp\(")
 
 
 def _summed_exp_words(findings: Findings, origin: Finding, before: str) -> tuple[str, str] | None:
