@@ -560,10 +560,15 @@ def test_the_fine_tuning_phase_of_a_transfer_learning_script_is_the_one_replayed
     (bundle,) = bundles(tmp_path)
     info = CaptureBundle.load(bundle).model_info
     assert (info["optimizer"], info["trainable_variables"]) == ("SGD", 6)
-    replayed = nanlens_json("replay", str(bundle))
+    done = nanlens_text("replay", str(bundle), "--json")
+    assert done.returncode == 0, done.stderr[-3000:]
+    replayed = json.loads(done.stdout)
     assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
     assert replayed["warnings"] == [], replayed["warnings"]  # every captured value found its variable
     assert "the fit before it (another call, optimizer or weights) ran one step only" in replayed["route"]
+    # The head phase fits with Keras's default verbose: its one step showed a whole epoch's progress bar
+    # ("Epoch 1/3 ... 32/32 ... loss: ..."), read as the replay training the head again.
+    assert "Epoch 1/3" not in done.stderr, done.stderr[-3000:]
     # The base's weights are trained in this phase (frozen in the head phase): the replayed update reached them.
     assert any(name.startswith("base/") for name in replayed["verdicts"]["graph"]["non_finite_weights"])
 

@@ -310,6 +310,10 @@ def _legacy_keras() -> Any:
     return tf_keras
 
 
+# fit(x, y, batch_size, epochs, verbose, ...): verbose given by position comes fifth (Keras 3 and tf_keras).
+_FIT_VERBOSE_POSITION = 4
+
+
 @contextlib.contextmanager
 def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
     """Every ``keras.Model.fit`` hands its built model to the hook at ``on_train_begin``, and the first
@@ -340,6 +344,10 @@ def _fit_taken_over(hook: _BundleTakeover | _Refuse) -> Iterator[None]:
             # The program's own callbacks do not run: a replay must not touch what training wrote (CSVLogger
             # opens its log for writing at on_train_begin, emptying it; TensorBoard and ModelCheckpoint write).
             kwargs.pop("callbacks", None)
+            if len(args) <= _FIT_VERBOSE_POSITION:
+                # An earlier fit runs one step: its progress bar ("Epoch 1/2 75/75 ... loss: 8.04") read as the
+                # replay training a whole epoch. (Its validation still runs: a program may read its History.)
+                kwargs["verbose"] = 0
             if isinstance(hook, _BundleTakeover):
                 hook.begin_fit(calling_line())
             try:

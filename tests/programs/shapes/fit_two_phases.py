@@ -25,7 +25,7 @@ callbacks = [NanGuard("captures")]
 
 base.trainable = False
 model.compile(keras.optimizers.Adam(1e-3), "mse")
-model.fit(x, y, batch_size=32, epochs=3, verbose=0, callbacks=callbacks)
+model.fit(x, y, batch_size=32, epochs=3, callbacks=callbacks)
 print("head trained, loss:", model.evaluate(x, y, verbose=0))
 
 base.trainable = True
