@@ -241,15 +241,20 @@ def _line_that_made_it(rate: Any, arguments: tuple) -> tuple[str, int] | None:
     def global_trace(frame: Any, event: str, _: Any) -> Any:
         return local_trace if event == "call" and is_user_file(frame.f_code.co_filename) else None
 
+    _traced(rate, arguments, global_trace)
+    return found[0] if found else None
+
+
+def _traced(rate: Any, arguments: tuple, trace: Any) -> None:
+    """Call the schedule once under `trace` (a global trace function); a debugger's own is put back after."""
     previous_trace = sys.gettrace()
-    sys.settrace(global_trace)
+    sys.settrace(trace)
     try:
         rate(*arguments)
     except Exception:  # noqa: BLE001 - the user's schedule: what it did up to here counts
         pass
     finally:
         sys.settrace(previous_trace)
-    return found[0] if found else None
 
 
 def _line_that_made_value(rate: Any, arguments: tuple, value: float) -> tuple[str, int] | None:
@@ -290,14 +295,7 @@ def _line_that_made_value(rate: Any, arguments: tuple, value: float) -> tuple[st
         top.append(frame)  # the schedule's own __call__: the lines of the functions it calls are theirs
         return local_trace
 
-    previous_trace = sys.gettrace()
-    sys.settrace(global_trace)
-    try:
-        rate(*arguments)
-    except Exception:  # noqa: BLE001 - the user's schedule: what it did up to here counts
-        pass
-    finally:
-        sys.settrace(previous_trace)
+    _traced(rate, arguments, global_trace)
     return made[-1] if made else None
 
 
