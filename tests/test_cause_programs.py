@@ -435,3 +435,20 @@ def test_a_log_before_an_lstm_is_the_origin_not_the_lstms_tensor_list(tmp_path: 
         assert located["cause"]["kind"] == "op" and "x[4, 0, 0] = 0" in located["cause"]["summary"], located[
             "cause"
         ]
+
+
+def test_a_log_of_a_raw_weight_gone_negative_names_the_weight(tmp_path: Path) -> None:
+    """A layer's learned noise scale ``alpha`` is a raw weight under ``add_loss(-log(alpha))``; an Adam step carries
+    one unit below 0. The cause said "the Log op got 1 negative value in its input
+    sequential_1/learned_gaussian_noise_1/Cast/ReadVariableOp:0", a name the user never wrote, and nothing of the
+    weights the guard kept from before the failing step holding it too."""
+    program = PROGRAMS / "cause_raw_scale_weight.py"
+    findings = train_and_locate(tmp_path, program)
+    cause = findings["cause"]
+    assert cause["kind"] == "op", cause
+    assert "from the weight sequential/learned_gaussian_noise/alpha (smallest -" in cause["summary"], cause
+    assert "ReadVariableOp" not in cause["summary"], cause["summary"]
+    assert cause["change"]["line"] == marked_line(program, "ORIGIN"), cause["change"]
+    assert cause["change"]["what"].startswith("the weight alpha: keep it positive by construction"), cause[
+        "change"
+    ]

@@ -13,15 +13,25 @@ Public API (no TensorFlow; reads the bundle and the user's sources, runs nothing
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from pyadapter import numpy_warnings
 from pyadapter.capture import fit_arrays, learning_rate
 from pyadapter.capture.sourcerecord import MANIFEST_KEY as SOURCE_KEY
 from pyadapter.capture.sourcerecord import DataSource
 from pyadapter.cause import scale
-from pyadapter.cause.classify import FED_AT, CauseContext, classify
+from pyadapter.cause.classify import (
+    FED_AT,
+    READ_VARIABLE,
+    WEIGHT_DOMAIN_OPS,
+    CauseContext,
+    DomainWeight,
+    classify,
+)
 from pyadapter.cause.model import FINDINGS_KEY, Cause, Change
 from pyadapter.cause.python_feed import PY_FUNC_OPS
 from pyadapter.findings import Findings
@@ -83,6 +93,52 @@ def _zero_variances(bundle: Any) -> list[scale.ZeroVariance]:
     return scale.zero_variances(stats)
 
 
+def _domain_weight(findings: Findings, bundle: Any) -> DomainWeight | None:
+    """The captured weight a log or sqrt origin read out of its domain: its input is a variable's read
+    (``.../ReadVariableOp:0``) with negatives (or zeros, for a log), and exactly one of the model's captured
+    weights of that size holds as many. Only those weights are read, and only for such an origin."""
+    origin = findings.origin
+    if origin is None or origin.op.type not in WEIGHT_DOMAIN_OPS:
+        return None
+    read = [i for i in origin.inputs if READ_VARIABLE in i.name and i.health is not None]
+    if len(read) != 1 or read[0].health is None:
+        return None
+    health = read[0].health
+    negative, zero = health.neg or 0, health.zero or 0
+    if not negative and not (zero and origin.op.type != "Sqrt"):
+        return None
+    listed = (bundle.manifest.get("weights") or {}).get("variables") or []
+    sized = {
+        str(e.get("path"))
+        for e in listed
+        if isinstance(e, dict)
+        and e.get("group") == "model"
+        and isinstance(e.get("shape"), list)
+        and all(isinstance(n, int) for n in e["shape"])
+        and math.prod(e["shape"]) == health.size
+    }
+    if not sized:
+        return None
+    from pyadapter.capture.bundle_format import BundleError
+
+    try:
+        values = bundle.weights_with_paths(lambda path: path in sized)
+    except (BundleError, OSError, ValueError, AttributeError):
+        return None
+
+    def holds_as_many(value: np.ndarray) -> bool:
+        if negative:
+            return int(np.sum(value < 0)) == negative
+        return int(np.sum(value < 0)) == 0 and int(np.sum(value == 0)) == zero
+
+    found = [
+        DomainWeight(path, float(np.min(value)))
+        for path, value in values.items()
+        if value.dtype.kind == "f" and holds_as_many(value)
+    ]
+    return found[0] if len(found) == 1 else None
+
+
 def _ran_cells(recorded: Any) -> list[str]:
     """The executed sources a notebook bundle recorded, in order (checked when the bundle was loaded)."""
     cells = recorded.get("cells") if isinstance(recorded, dict) else None
@@ -117,6 +173,7 @@ def attach_cause(
             bundle = CaptureBundle.load(bundle_path)
             map_saved_since(findings, (bundle.manifest.get("entry_script") or {}).get("notebook"))
             context = context_of_bundle(bundle)
+            context.domain_weight = _domain_weight(findings, bundle)
         except (BundleError, OSError, ValueError):
             context = None
     if context is not None:

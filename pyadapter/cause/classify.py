@@ -75,7 +75,23 @@ class CauseContext:
     numpy_warnings: list[NumpyWarning] = field(default_factory=list)
     # Normalization layers' statistics with a variance of 0 in some feature (`scale.ZeroVariance`).
     zero_variances: list[scale.ZeroVariance] = field(default_factory=list)
+    # The captured weight a log/sqrt origin read out of its domain (`DomainWeight`), when one is it.
+    domain_weight: DomainWeight | None = None
 
+
+@dataclass
+class DomainWeight:
+    """A weight of the captured model that a log or sqrt read with values outside its domain (a learned scale or
+    variance kept as a raw weight, which an optimizer's finite update carried below 0): its path and smallest
+    value."""
+
+    path: str
+    smallest: float
+
+
+# How a graph names the value of a variable it reads (``sequential_1/noise_1/Cast/ReadVariableOp:0``).
+READ_VARIABLE = "ReadVariableOp"
+WEIGHT_DOMAIN_OPS = frozenset({"Log", "Sqrt", "Rsqrt"})  # ops `DomainWeight` is looked for
 
 # Evidence of a `data` cause whose batch Python code made (`python_feed.FeedSite`): where it handed the values to
 # TensorFlow, {"file", "line", "cell"?}.
@@ -402,7 +418,9 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
     if not overflow and (cause := _unnormalised_probabilities(findings, units, origin, rows)) is not None:
         return cause
     rose = trend.rise(context.history) if overflow and known else None
-    return _op(findings, origin, growth, overflow, rows, first_steps, rose, context.step)
+    return _op(
+        findings, origin, growth, overflow, rows, first_steps, rose, context.step, context.domain_weight
+    )
 
 
 def _unnormalised_probabilities(
@@ -788,6 +806,7 @@ def _op(
     first_steps: bool = False,
     rose: trend.Trend | None = None,
     first_step: int | None = None,
+    weight: DomainWeight | None = None,
 ) -> Cause:
     inputs = ", ".join(f"{i.name}: {i.health.describe()}" for i in origin.inputs if i.health is not None)
     evidence: dict[str, Any] = {
@@ -833,7 +852,7 @@ def _op(
                 )
         elif (summed := _summed_exp_words(findings, origin, before)) is not None:
             summary, what = summed
-    words = None if overflow else _out_of_domain_words(origin)
+    words = None if overflow else _out_of_domain_words(origin, weight)
     if words is None:
         words = _matrix_words(origin)
     if words is None and not overflow:
@@ -926,6 +945,7 @@ _KERAS_OPS_NAMES = (
     ("tf.maximum(", "keras.ops.maximum("),
     ("tf.sqrt(", "keras.ops.sqrt("),
     ("tf.nn.softplus(", "keras.ops.softplus("),
+    ("tf.exp(", "keras.ops.exp("),
 )
 
 
@@ -1052,10 +1072,11 @@ def _matrix_words(origin: Finding) -> tuple[str, str] | None:
     return summary, f"the matrix given to the {origin.op.type}: {fix}"
 
 
-def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
+def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) -> tuple[str, str] | None:
     """(summary, what to change) for a log/sqrt/rsqrt whose input held negatives (NaN) or, for log and rsqrt,
     zeros (-inf / +inf): the generic "made NaN/Inf from finite inputs, keep its inputs in its domain" named
-    neither the values nor a way out. None for other ops or inputs."""
+    neither the values nor a way out. None for other ops or inputs. With `weight`, the input is that weight read
+    (``.../ReadVariableOp:0``, a name the user never wrote): named by its path."""
     if origin.op.type in ("RealDiv", "Div", "TrueDiv") and len(origin.inputs) == 2:
         return _division_words(origin)
     special = _special_domain_words(origin)
@@ -1083,6 +1104,18 @@ def _out_of_domain_words(origin: Finding) -> tuple[str, str] | None:
     else:
         return None
     summary = f"the {origin.op.type} op got {found} in its input {value.name}: {result}"
+    if weight is not None and READ_VARIABLE in value.name:
+        summary = (
+            f"the {origin.op.type} op got {found} from the weight {weight.path} (smallest {_fmt(weight.smallest)}): "
+            f"{result}; the optimizer's finite updates carried the weight there, and the weights from before the "
+            "failing step hold it too"
+        )
+        what = (
+            f"the weight {weight.path.rsplit('/', 1)[-1]}: keep it {'positive' if name != 'sqrt' else 'non-negative'} "
+            "by construction (learn an unconstrained weight and read tf.nn.softplus(w) or tf.exp(w) where it is "
+            f"used), or clip it where it is read ({fix})"
+        )
+        return summary, what
     if name == "log" and "softmax" in value.name.lower():
         what = (
             "the log of a softmax: take tf.nn.log_softmax of the logits (or a Keras loss with from_logits=True), "
