@@ -1068,7 +1068,7 @@ def test_a_sum_that_overflowed_adding_finite_exps_on_calm_steps_names_the_exp_an
     cause = classify(findings, context)
     assert cause.kind == "op", cause.summary
     assert cause.summary.startswith(
-        f"a Sum op overflowed float32 adding up the finite terms of the exp at line {EXP_LINE} with no growth"
+        f"a Sum op overflowed float32 adding up the finite terms of the exp at line {EXP_LINE} with no rise"
     ), cause.summary
     assert "divided at" not in cause.summary
     assert (
@@ -1076,6 +1076,14 @@ def test_a_sum_that_overflowed_adding_finite_exps_on_calm_steps_names_the_exp_an
         and cause.change.line == LOG_LINE
         and "tf.reduce_logsumexp" in cause.change.what
     )
+    # An add of a recurrence (an sLSTM cell's ``c = f * c + i * tf.tanh(z)``, ``i = tf.exp(i_)``) is no sum to
+    # take in log space: "tf.reduce_logsumexp(x, axis=...)" fitted nothing there.
+    added = overflow_origin(program, line=LOG_LINE, op="AddV2")
+    findings = findings_of(added)
+    findings.extra["sum_of_exps"] = {"op": "Exp", "file": str(program), "line": EXP_LINE, "divided_at": None}
+    cause = classify(findings, context)
+    assert cause.change is not None and "reduce_logsumexp" not in cause.change.what, cause.change
+    assert cause.change.what.startswith(f"the exp at line {EXP_LINE}: bound its input"), cause.change
 
 
 def test_where_the_values_first_grew_huge_is_said_beside_any_cause(tmp_path: Path) -> None:
@@ -1758,13 +1766,14 @@ def test_an_overflow_in_the_first_steps_does_not_speak_of_steps_before(tmp_path:
     first = "at the run's first steps (none before it to show a growth" in cause.summary
     after_one = "at step 1, after one update (too few to show a growth" in cause.summary
     assert first == (step == 0) and after_one == (step == 1), cause.summary
-    assert ("no growth over the steps before in the loss" in cause.summary) == (step == 17), cause.summary
+    assert ("no rise over the steps before in the loss" in cause.summary) == (step == 17), cause.summary
     assert ("initial weights" in cause.summary) == (step == 0), cause.summary
 
 
 def test_an_overflow_after_a_slow_rise_says_the_rise_not_no_growth(tmp_path: Path) -> None:
     """An Exp overflow after the gradient norm rose x40 over 170 steps read "with no growth over the steps before".
-    A rise too slow for a divergence is still said, with its numbers; a flat history still reads "no growth"."""
+    A rise too slow for a divergence is still said, with its numbers; a flat history reads "no rise" of what the
+    guard records and `trend.rise` looks at (it claimed "weights or outputs" too, beside a weight norm that rose x3)."""
     program = write_program(tmp_path)
     rising = [
         {"step": s, "loss": 1.0, "logged_loss": 1.0, "grad_norm": 0.5 * 40 ** (s / 170)} for s in range(171)
@@ -1782,7 +1791,7 @@ def test_an_overflow_after_a_slow_rise_says_the_rise_not_no_growth(tmp_path: Pat
     noisy = [dict(entry, grad_norm=0.5 * (1 + (s % 7))) for s, entry in enumerate(rising)]  # up and down: x7
     cause = classify(findings_of(overflow_origin(program)), dataclasses.replace(context, history=noisy))
     assert (
-        "with no growth over the steps before in the loss, gradient norm, weights or outputs the guard"
+        "with no rise over the steps before in the loss or gradient norm the guard records (none x10 or more)"
         in (cause.summary)
     ), cause.summary
 

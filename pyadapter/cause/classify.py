@@ -486,8 +486,13 @@ def _first_steps_words(step: int | None) -> str:
 def _before_words(rose: trend.Trend | None) -> str:
     """What the steps before an overflow showed, when no divergence's growth: nothing, or a slower rise."""
     if rose is None:
-        # Said of what the guard records only: logits divided by an annealed temperature grew x17 unseen.
-        return "with no growth over the steps before in the loss, gradient norm, weights or outputs the guard records"
+        # Said of what the guard records only (logits divided by an annealed temperature grew x17 unseen), and of
+        # what `trend.rise` looks at: a weight norm rising x3 over 22 steps of early training is no growth of note,
+        # but "no growth in the weights" read as false beside the bundle's history.
+        return (
+            f"with no rise over the steps before in the loss or gradient norm the guard records (none x{trend.RISE_FACTOR:.0f} or "
+            "more)"
+        )
     label = SERIES_WORDS.get(rose.series, rose.series)
     return (
         f"after the {label} rose x{rose.factor:.3g} over {rose.steps} steps ({_fmt(rose.start_value)} at step "
@@ -1035,6 +1040,9 @@ _DIVIDED = re.compile(r"(?:^|/)(?:truediv|div|RealDiv|divide)(?:_\d+)?:\d+$")
 _LOG_SUM_EXP = re.compile(r"\blog\((?:\w+\.)*reduce_sum\((?:\w+\.)*exp\(")
 
 
+_REDUCTIONS = frozenset({"Sum", "Mean", "Cumsum"})  # sums over an axis: log space is their stable form
+
+
 def _summed_exp_words(findings: Findings, origin: Finding, before: str) -> tuple[str, str] | None:
     """(summary, what to change) for a sum that overflowed adding finite exps (`describe.summed_exp`): a
     contrastive loss's ``reduce_sum(exp(sim / tau))`` as tau anneals. "keep its values in range" named neither the
@@ -1058,6 +1066,13 @@ def _summed_exp_words(findings: Findings, origin: Finding, before: str) -> tuple
         "the sum of exps: compute it in log space, tf.reduce_logsumexp(x, axis=...) for log(sum(exp(x))), or "
         "subtract each row's max before the exp (tf.nn.softmax and a loss with from_logits=True do this)"
     )
+    if origin.op.type not in _REDUCTIONS:
+        # An add of a recurrence (``c = f * c + i * tanh(z)`` with ``i = exp(i_)``, an exponential gate): no sum
+        # to take in log space.
+        what = (
+            f"the exp{at}: bound its input (tf.clip_by_value, or a tanh), or keep a running maximum of it and "
+            "subtract that before the exp (as exponential gating does), so that the terms it adds stay in range"
+        )
     return summary, what
 
 
