@@ -628,6 +628,82 @@ def test_a_float16_overflow_is_precision_on_the_layer(tmp_path: Path) -> None:
     assert cause_fixes(TRAIN, cause) == []  # no one-line rewrite of an op's dtype is offered
 
 
+def test_a_sqrt_of_an_expanded_squared_distance_is_told_to_clamp_not_softplus(tmp_path: Path) -> None:
+    """An RBF layer's ``d2 = x2 - 2.0 * ops.matmul(x, ops.transpose(c)) + c2`` cancels to -2e-6 where a batch row is
+    a prototype: the sqrt's NaN was told "make it positive by construction where the model learns it
+    (keras.ops.softplus(x) + 1e-6)", and softplus(0) is 0.69, no distance."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "from keras import ops\n"
+        "\n"
+        "\n"
+        "def rbf(x, centers):\n"
+        "    x2 = ops.sum(ops.square(x), axis=-1, keepdims=True)\n"
+        "    c2 = ops.expand_dims(ops.sum(ops.square(centers), axis=-1), 0)\n"
+        "    d2 = x2 - 2.0 * ops.matmul(x, ops.transpose(centers)) + c2\n"
+        "    dist = ops.sqrt(d2)\n"
+        "    return ops.exp(-dist)\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=8,
+        role="origin",
+        op=OpRef("rbf/Sqrt", "Sqrt"),
+        health=TensorHealth(dtype="float32", size=64, nan=1, pos=63),
+        inputs=[InputHealth("rbf/add:0", TensorHealth(dtype="float32", size=64, neg=1, pos=63))],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.kind == "op", cause.summary
+    assert cause.summary.startswith(
+        "the Sqrt op got 1 negative value from a squared distance written expanded (train.py:7)"
+    ), cause.summary
+    assert cause.change is not None and cause.change.line == 7, cause.change
+    assert "keras.ops.maximum(d2, 0.0)" in cause.change.what and "softplus" not in cause.change.what, (
+        cause.change
+    )
+
+
+def test_a_float16_overflow_after_the_weights_rose_x40_is_the_rate_not_precision(tmp_path: Path) -> None:
+    """Fine-tuning under mixed_float16 at a rate 10x too high (``FT_LR = BASE_LR * 10``): the weights' norm rose
+    17.5 -> 767 in 56 steps, then a float16 MatMul overflowed. It said "precision ... float32 would hold it; keep
+    the Dense layer in float32", and with that the run diverged 8 steps sooner. The rate is named, at the fine-tuning
+    compile whose rate is written as arithmetic on a name; a flat history stays precision."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    text = TRAIN.replace(
+        '    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9), loss="mse")\n',
+        '    model.compile(optimizer=keras.optimizers.SGD(BASE_LR, momentum=0.9), loss="mse")\n'
+        "    FT_LR = BASE_LR * 10\n"
+        '    model.compile(optimizer=keras.optimizers.SGD(FT_LR, momentum=0.9), loss="mse")\n',
+    ).replace("def load():", "BASE_LR = 0.01\n\n\ndef load():")
+    program.write_text(text)
+    line = next(n for n, t in enumerate(text.splitlines(), 1) if "SGD(FT_LR" in t)
+    rising = [
+        {"step": s, "loss": 1.0 + (s % 5), "weight_norm": 17.5 * 44 ** (s / 55), "grad_norm": None}
+        for s in range(56)
+    ]
+    context = CauseContext(
+        history=rising,
+        dtype_policy="mixed_float16",
+        entry_script=str(program),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"], "loss_scale_optimizer": True},
+        learning_rate=LearningRate(float(np.float32(0.1))),
+        step=56,
+    )
+    origin = overflow_origin(program, dtype="float16", line=FIT_LINE, op="MatMul")
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "divergence", cause.summary
+    assert "the weight norm rose x44 over 55 steps (17.5 at step 0 to 770 at step 55)" in cause.summary, cause
+    assert cause.summary.endswith(
+        "until MatMul overflowed float16 (max 65504; float32 would only have put it off)"
+    )
+    assert cause.change is not None and cause.change.line == line, cause.change
+    assert cause.change.what.startswith("learning rate 0.1 (SGD, momentum 0.9)"), cause.change.what
+    steady = [dict(entry, weight_norm=17.5) for entry in rising]
+    assert classify(findings_of(origin), dataclasses.replace(context, history=steady)).kind == "precision"
+
+
 def test_a_float16_overflow_in_the_users_model_class_or_cast_is_not_fixed_by_a_dtype_on_it(
     tmp_path: Path,
 ) -> None:

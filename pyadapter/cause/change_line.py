@@ -14,6 +14,7 @@ import ast
 import math
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,10 +97,11 @@ def _learning_rate_arg(node: ast.Call, name: str) -> ast.expr | None:
     return keyword(node, "learning_rate") or keyword(node, "lr") or (node.args[0] if node.args else None)
 
 
-def _constant_of(unit: SourceUnit, name: str) -> float | None:
-    """``LR = 0.05`` somewhere in the unit: the value of a name assigned a number once."""
+def _constant_of(unit: SourceUnit, name: str, depth: int = 0) -> float | None:
+    """``LR = 0.05`` somewhere in the unit: the value of a name assigned once, a number or arithmetic on such names
+    (``FT_LR = BASE_LR * 10``, a fine-tuning phase's rate)."""
     values = [
-        number(n.value)
+        _constant_expression(unit, n.value, depth + 1)
         for n in ast.walk(unit.tree)
         if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
     ]
@@ -111,7 +113,7 @@ def _constant_expression(unit: SourceUnit, node: ast.expr, depth: int = 0) -> fl
     if depth > 8:
         return None
     if isinstance(node, ast.Name):
-        return _constant_of(unit, node.id)
+        return _constant_of(unit, node.id, depth)
     if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Mult, ast.Div, ast.Add, ast.Sub, ast.Pow)):
         left = _constant_expression(unit, node.left, depth + 1)
         right = _constant_expression(unit, node.right, depth + 1)
@@ -795,6 +797,45 @@ def _holds_square(side: ast.AST, squared: dict[str, int], before: int) -> bool:
 def squares_difference_site(units: list[SourceUnit], file: str, line: int, cell: int | None) -> Site | None:
     """A difference with squares on both sides (``mean(x ** 2) - mean(x) ** 2``: the one-pass variance) in the
     function that holds `line` of `file`, nearest before it, or on it. None when there is none."""
+    for unit, scope, squared in _square_scopes(units, file, line, cell):
+        found = [
+            node
+            for node in ast.walk(scope)
+            if isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Sub)
+            and node.lineno <= line
+            and all(_holds_square(side, squared, node.lineno) for side in (node.left, node.right))
+        ]
+        if found:
+            return Site(unit, max(found, key=lambda n: n.lineno), "a difference of squares")
+    return None
+
+
+def expanded_distance_site(units: list[SourceUnit], file: str, line: int, cell: int | None) -> Site | None:
+    """A squared distance written expanded, ``x2 - 2 * x @ c + c2`` (``||x||^2 - 2x.c + ||c||^2``: a square on each
+    side of a subtracted cross term), in the function that holds `line`, nearest before it, or on it; None else."""
+    for unit, scope, squared in _square_scopes(units, file, line, cell):
+        found = [
+            node
+            for node in ast.walk(scope)
+            if isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Add)
+            and isinstance(node.left, ast.BinOp)
+            and isinstance(node.left.op, ast.Sub)
+            and node.lineno <= line
+            and _holds_square(node.left.left, squared, node.lineno)
+            and _holds_square(node.right, squared, node.lineno)
+        ]
+        if found:
+            return Site(unit, max(found, key=lambda n: n.lineno), "a squared distance written expanded")
+    return None
+
+
+def _square_scopes(
+    units: list[SourceUnit], file: str, line: int, cell: int | None
+) -> Iterator[tuple[SourceUnit, ast.AST, dict[str, int]]]:
+    """(unit, the innermost function holding `line` (else the module), names assigned a square there: name -> line)
+    for the unit of `file` (and `cell`)."""
     for unit in units:
         if os.path.abspath(unit.file) != os.path.abspath(file) or unit.cell != cell:
             continue
@@ -816,18 +857,7 @@ def squares_difference_site(units: list[SourceUnit], file: str, line: int, cell:
             for target in assignment.targets
             if isinstance(target, ast.Name) and any(_is_square(n) for n in ast.walk(assignment.value))
         }
-
-        found = [
-            node
-            for node in ast.walk(scope)
-            if isinstance(node, ast.BinOp)
-            and isinstance(node.op, ast.Sub)
-            and node.lineno <= line
-            and all(_holds_square(side, squared, node.lineno) for side in (node.left, node.right))
-        ]
-        if found:
-            return Site(unit, max(found, key=lambda n: n.lineno), "a difference of squares")
-    return None
+        yield unit, scope, squared
 
 
 def _schedule_site(units: list[SourceUnit]) -> Site | None:

@@ -305,6 +305,8 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
     if known and dtype in SIXTEEN_BIT and _zero_into_domain_op(origin):
         return _underflow(findings, context, origin, dtype)
     if dtype in SIXTEEN_BIT and _sixteen_bit_range_exceeded(origin):
+        if known and (rose := _weights_drove_it(context)) is not None:
+            return _divergence(context, units, origin, rose)  # as below, for an overflow that made NaN too
         # The backward pass of a log at a float16 sigmoid of 3e-6 (no zero: its reciprocal is 3e5, past 65504):
         # the value exists in float32, not in float16.
         return _precision(findings, context, units, origin, dtype)
@@ -312,6 +314,10 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
         squares = change_line.squares_difference_site(units, origin.file, origin.line, origin.cell)
         if squares is not None:
             return _squares_cancelled(context, origin, dtype, squares)
+    if _negative_into_root_or_log(origin) and (
+        expanded := change_line.expanded_distance_site(units, origin.file, origin.line, origin.cell)
+    ):
+        return _expanded_distance(origin, expanded)
     # A variable read's only input is the resource handle (no health of its own).
     reads_weights = origin.op.type in VARIABLE_READS and all(i.health is None for i in origin.inputs)
     if known and reads_weights and (step := _non_finite_at_start(context.history, context.step)) is not None:
@@ -362,6 +368,11 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
         and not (_empty_records_only(rows) and _division_words(origin))
     ):
         return _row_outlier(findings, context, units, origin, rows)
+    if overflow and dtype in SIXTEEN_BIT and known and (rose := _weights_drove_it(context)) is not None:
+        # The updates drove the weights up x44 before a float16 op overflowed: float32 would only put it off (the
+        # same run without mixed precision diverged to 8e33), and "keep the layer in float32" sent the user away
+        # from the rate.
+        return _divergence(context, units, origin, rose)
     if overflow and dtype in SIXTEEN_BIT:
         return _precision(findings, context, units, origin, dtype)
     growth = trend.growth(context.history)
@@ -554,6 +565,28 @@ def _negative_into_root_or_log(origin: Finding) -> bool:
     return origin.op.type in ("Sqrt", "Rsqrt", "Log") and any(
         i.health is not None and i.health.is_finite and (i.health.neg or 0) > 0 for i in origin.inputs
     )
+
+
+def _expanded_distance(origin: Finding, site: change_line.Site) -> Cause:
+    """A squared distance written ``||x||^2 - 2x.c + ||c||^2`` (an RBF layer, k-means, a prototype network): it
+    cancels when x is near c, and rounding leaves it a little below 0, which the sqrt/log after it turns into NaN.
+    It was "the sqrt's input: make it positive by construction where the model learns it (tf.nn.softplus(x) +
+    1e-6)", and softplus(0) is 0.69: no distance."""
+    negatives = sum((i.health.neg or 0) for i in origin.inputs if i.health is not None)
+    place = _site_place(site)
+    summary = (
+        f"the {origin.op.type} op got {negatives} negative value{'s' if negatives != 1 else ''} from a squared "
+        f"distance written expanded ({place}): ||x||^2 - 2x.c + ||c||^2 cancels where x is at (or near) c, and "
+        "rounding leaves it a little below 0"
+    )
+    what = _in_the_code_s_own_api(
+        origin,
+        "clamp the squared distance at 0 before the "
+        f"{origin.op.type.lower()} (tf.maximum(d2, 0.0), plus 1e-12 under a sqrt whose gradient is taken), or "
+        "compute it from the difference, tf.reduce_sum(tf.square(x[:, None] - c), axis=-1), never negative",
+    )
+    evidence = {"op": origin.op.type, "op_name": origin.op.name, "negatives_in": negatives, "line": site.line}
+    return Cause("op", summary, evidence, _change(site, what, "op"))
 
 
 def _squares_cancelled(context: CauseContext, origin: Finding, dtype: str, site: change_line.Site) -> Cause:
@@ -951,6 +984,8 @@ _KERAS_OPS_NAMES = (
     ("tf.sqrt(", "keras.ops.sqrt("),
     ("tf.nn.softplus(", "keras.ops.softplus("),
     ("tf.exp(", "keras.ops.exp("),
+    ("tf.reduce_sum(", "keras.ops.sum("),
+    ("tf.square(", "keras.ops.square("),
 )
 
 
@@ -1630,6 +1665,14 @@ def _fast(context: CauseContext) -> tuple[trend.Trend | None, tuple[int, float] 
     return (jump, update) if jump is not None or update is not None else None
 
 
+FAST_STEPS_SHOWN = 5  # a jump over more steps than this is a rise
+
+
+def _weights_drove_it(context: CauseContext) -> trend.Trend | None:
+    """A divergence's growth, or the weights' norm rising x10 or more (`trend.weights_rose`), from the history."""
+    return trend.growth(context.history) or trend.weights_rose(context.history)
+
+
 def _divergence(
     context: CauseContext,
     units: list[SourceUnit],
@@ -1667,7 +1710,10 @@ def _divergence(
             f"({_fmt(growth.start_value)} at step {growth.start_step} to {_fmt(growth.end_value)} at step "
             f"{growth.end_step})"
         )
-        if fast:
+        if fast and growth.series == "weight_norm" and update is None and growth.steps > FAST_STEPS_SHOWN:
+            # The weights rose over the run (`trend.weights_rose`): no jump.
+            texts.append(f"the {label} rose x{growth.factor:.3g} over {growth.steps} steps {span}")
+        elif fast:
             plural = "s" if growth.steps != 1 else ""
             texts.append(f"the {label} jumped x{growth.factor:.3g} in {growth.steps} step{plural} {span}")
         else:
@@ -1833,9 +1879,14 @@ def _divergence(
         if scheduled is not None
         else ""
     )
+    dtype = (dtype_of(origin) or "").lower()
+    limit = DTYPE_MAX.get(dtype) if dtype in SIXTEEN_BIT else None
     ending = (
         "until an update made the weights non-finite"
         if origin.op.type in VARIABLE_READS
+        # Under mixed_float16 the weights' growth met float16's range first: said so, not float32's.
+        else f"until {origin.op.type} overflowed {dtype} (max {limit:g}; float32 would only have put it off)"
+        if limit is not None
         else f"until {origin.op.type} overflowed float32 (max {FLOAT32_MAX:.3g})"
     )
     scale_text = (
