@@ -758,3 +758,28 @@ def test_the_last_word_after_keras_epoch_line_says_its_nan_loss_is_the_refused_s
     assert last.startswith("NanGuard: the loss Keras shows above") and "counts step 3" in last, last
     assert "the model holds its weights from before step 3" in last and str(guard.last_bundle) in last
     assert gm.all_finite(model.get_weights())
+
+
+def test_the_last_word_says_the_stopped_step_had_a_finite_loss_when_only_its_gradients_were_not(
+    tmp_path, capsys
+):
+    """A tf.where over a log of 0 (the where trap): the loss is finite, its gradients NaN. The last line called the
+    step "the non-finite step" beside a progress line showing a finite loss."""
+    import tensorflow as tf
+
+    def trapped(y_true, y_pred):
+        hinge = tf.where(y_pred > 100.0, tf.math.log(y_pred * 0.0), tf.zeros_like(y_pred))
+        return tf.reduce_mean(tf.square(y_true - y_pred)) + tf.reduce_mean(hinge)
+
+    keras.utils.set_random_seed(1)
+    x, y = gm.data(bad_batch=None)
+    model = gm.sequential()
+    model.compile(keras.optimizers.SGD(0.01), trapped)
+    guard = NanGuard(tmp_path, run_name="trap", locate=False)
+    model.fit(x, y, batch_size=gm.BATCH, epochs=1, shuffle=False, verbose=2, callbacks=[guard])
+    report = guard.failures[0].report
+    assert not report.loss and report.gradients, report
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert (
+        "counts step 0, the step NanGuard stopped at (its loss was finite, its gradients were not)" in last
+    ), last

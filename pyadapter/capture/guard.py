@@ -275,9 +275,16 @@ class NanGuard(keras.callbacks.Callback):
                 f"its update was not applied, so the model holds its weights from before step {failure.step}"
             )
         where = f"; bundle: {failure.bundle}" if failure.bundle is not None else ""
+        # A finite loss with NaN gradients (a fused ReLU hides the NaN from the forward pass): "the non-finite step"
+        # read as a NaN loss that the progress line does not show.
+        what = (
+            "the non-finite step NanGuard stopped at"
+            if report.loss or not report.gradients
+            else "the step NanGuard stopped at (its loss was finite, its gradients were not)"
+        )
         print(
-            f"NanGuard: the loss Keras shows above (and History, CSVLogger keep) counts step {failure.step}, the "
-            f"non-finite step NanGuard stopped at: {held}{where}",
+            f"NanGuard: the loss Keras shows above (and History, CSVLogger keep) counts step {failure.step}, "
+            f"{what}: {held}{where}",
             file=sys.stderr,
             flush=True,
         )
