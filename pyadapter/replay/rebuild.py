@@ -117,8 +117,8 @@ def rebuild(source: str | Path | CaptureBundle) -> Rebuilt:
             "the captured batch already holds non-finite values ("
             + "; ".join(bad_inputs)
             + "): the NaN comes "
-            "from the data or the input pipeline (e.g. a tf.data map function) before the step; find where with "
-            "`nanlens run --dump -- SCRIPT.py`"
+            "from the data or the input pipeline (e.g. a tf.data map function) before the step; `nanlens locate "
+            f"{bundle.path}` re-runs the input pipeline under a dump and names the line that made it"
         )
     return Rebuilt(bundle=bundle, entry=entry, program=program, warnings=warnings, bad_inputs=bad_inputs)
 
