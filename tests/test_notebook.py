@@ -314,7 +314,7 @@ def test_findings_json_located_at_the_scene_points_at_the_buggy_cell(notebook_ru
         assert finding.file not in cell_files
         assert not any(frame.file in cell_files for frame in finding.stack)
     assert any(f.file == nb and f.cell == index for f in origin.stack)
-    # The stop message's line to change names the cell too ("Change x.ipynb:4 (cell 3, line 4 of the cell)").
+    # The stop message's line to change names the cell too ("Change x.ipynb cell 3, line 4").
     said = "\n".join(
         str(out.get("text") or "") for cell in notebook_run["outputs"] for out in cell.get("outputs", [])
     )

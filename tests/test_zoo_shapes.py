@@ -216,7 +216,7 @@ def test_nanlens_eval_scores_the_notebook_by_cell_and_line(tmp_path):
     assert (
         row["op"] == "Log" and row["check_numerics"]["op"] == "Log" and row["check_numerics"]["agree"] is True
     )
-    assert f"exact Log at {NOTEBOOK.name}:{line} (cell {cell + 1})" in done.stderr
+    assert f"exact Log at {NOTEBOOK.name} cell {cell + 1}, line {line}" in done.stderr
 
 
 # ---- the GAN's two optimizers ---------------------------------------------------------------------------------
