@@ -14,7 +14,7 @@ import ast
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -797,45 +797,41 @@ def _holds_square(side: ast.AST, squared: dict[str, int], before: int) -> bool:
 def squares_difference_site(units: list[SourceUnit], file: str, line: int, cell: int | None) -> Site | None:
     """A difference with squares on both sides (``mean(x ** 2) - mean(x) ** 2``: the one-pass variance) in the
     function that holds `line` of `file`, nearest before it, or on it. None when there is none."""
-    for unit, scope, squared in _square_scopes(units, file, line, cell):
-        found = [
-            node
-            for node in ast.walk(scope)
-            if isinstance(node, ast.BinOp)
-            and isinstance(node.op, ast.Sub)
-            and node.lineno <= line
-            and all(_holds_square(side, squared, node.lineno) for side in (node.left, node.right))
-        ]
-        if found:
-            return Site(unit, max(found, key=lambda n: n.lineno), "a difference of squares")
-    return None
+
+    def difference(node: ast.BinOp, squared: dict[str, int]) -> bool:
+        return isinstance(node.op, ast.Sub) and all(
+            _holds_square(side, squared, node.lineno) for side in (node.left, node.right)
+        )
+
+    return _nearest_square_form(units, file, line, cell, difference, "a difference of squares")
 
 
 def expanded_distance_site(units: list[SourceUnit], file: str, line: int, cell: int | None) -> Site | None:
     """A squared distance written expanded, ``x2 - 2 * x @ c + c2`` (``||x||^2 - 2x.c + ||c||^2``: a square on each
     side of a subtracted cross term), in the function that holds `line`, nearest before it, or on it; None else."""
-    for unit, scope, squared in _square_scopes(units, file, line, cell):
-        found = [
-            node
-            for node in ast.walk(scope)
-            if isinstance(node, ast.BinOp)
-            and isinstance(node.op, ast.Add)
+
+    def expanded(node: ast.BinOp, squared: dict[str, int]) -> bool:
+        return (
+            isinstance(node.op, ast.Add)
             and isinstance(node.left, ast.BinOp)
             and isinstance(node.left.op, ast.Sub)
-            and node.lineno <= line
             and _holds_square(node.left.left, squared, node.lineno)
             and _holds_square(node.right, squared, node.lineno)
-        ]
-        if found:
-            return Site(unit, max(found, key=lambda n: n.lineno), "a squared distance written expanded")
-    return None
+        )
+
+    return _nearest_square_form(units, file, line, cell, expanded, "a squared distance written expanded")
 
 
-def _square_scopes(
-    units: list[SourceUnit], file: str, line: int, cell: int | None
-) -> Iterator[tuple[SourceUnit, ast.AST, dict[str, int]]]:
-    """(unit, the innermost function holding `line` (else the module), names assigned a square there: name -> line)
-    for the unit of `file` (and `cell`)."""
+def _nearest_square_form(
+    units: list[SourceUnit],
+    file: str,
+    line: int,
+    cell: int | None,
+    matches: Callable[[ast.BinOp, dict[str, int]], bool],
+    name: str,
+) -> Site | None:
+    """The last arithmetic on or before `line` that `matches` (given the names assigned a square in its scope), in
+    the innermost function of `file` (and `cell`) that holds `line`, else the module; None when there is none."""
     for unit in units:
         if os.path.abspath(unit.file) != os.path.abspath(file) or unit.cell != cell:
             continue
@@ -857,7 +853,14 @@ def _square_scopes(
             for target in assignment.targets
             if isinstance(target, ast.Name) and any(_is_square(n) for n in ast.walk(assignment.value))
         }
-        yield unit, scope, squared
+        found = [
+            node
+            for node in ast.walk(scope)
+            if isinstance(node, ast.BinOp) and node.lineno <= line and matches(node, squared)
+        ]
+        if found:
+            return Site(unit, max(found, key=lambda n: n.lineno), name)
+    return None
 
 
 def _schedule_site(units: list[SourceUnit]) -> Site | None:

@@ -305,11 +305,9 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
     if known and dtype in SIXTEEN_BIT and _zero_into_domain_op(origin):
         return _underflow(findings, context, origin, dtype)
     if dtype in SIXTEEN_BIT and _sixteen_bit_range_exceeded(origin):
-        if known and (rose := _weights_drove_it(context)) is not None:
-            return _divergence(context, units, origin, rose)  # as below, for an overflow that made NaN too
         # The backward pass of a log at a float16 sigmoid of 3e-6 (no zero: its reciprocal is 3e5, past 65504):
         # the value exists in float32, not in float16.
-        return _precision(findings, context, units, origin, dtype)
+        return _sixteen_bit_overflow(findings, context, units, origin, dtype, known)
     if known and dtype in SIGNIFICANT_BITS and _negative_into_root_or_log(origin):
         squares = change_line.squares_difference_site(units, origin.file, origin.line, origin.cell)
         if squares is not None:
@@ -368,13 +366,8 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
         and not (_empty_records_only(rows) and _division_words(origin))
     ):
         return _row_outlier(findings, context, units, origin, rows)
-    if overflow and dtype in SIXTEEN_BIT and known and (rose := _weights_drove_it(context)) is not None:
-        # The updates drove the weights up x44 before a float16 op overflowed: float32 would only put it off (the
-        # same run without mixed precision diverged to 8e33), and "keep the layer in float32" sent the user away
-        # from the rate.
-        return _divergence(context, units, origin, rose)
     if overflow and dtype in SIXTEEN_BIT:
-        return _precision(findings, context, units, origin, dtype)
+        return _sixteen_bit_overflow(findings, context, units, origin, dtype, known)
     growth = trend.growth(context.history)
     if overflow and known and (record := extreme_record(context.batch)) is not None:
         # One value a million times the rest: that record's gradient made the step's values overflow (Adam's
@@ -1665,12 +1658,22 @@ def _fast(context: CauseContext) -> tuple[trend.Trend | None, tuple[int, float] 
     return (jump, update) if jump is not None or update is not None else None
 
 
-FAST_STEPS_SHOWN = 5  # a jump over more steps than this is a rise
-
-
-def _weights_drove_it(context: CauseContext) -> trend.Trend | None:
-    """A divergence's growth, or the weights' norm rising x10 or more (`trend.weights_rose`), from the history."""
-    return trend.growth(context.history) or trend.weights_rose(context.history)
+def _sixteen_bit_overflow(
+    findings: Findings,
+    context: CauseContext,
+    units: list[SourceUnit],
+    origin: Finding,
+    dtype: str,
+    known: bool,
+) -> Cause:
+    """A 16-bit overflow: `precision`, unless the history shows a divergence's growth or the weights' norm rising x10
+    or more (`trend.weights_rose`). Then the updates drove the values up until float16 met them first: float32 would
+    only put it off (a fine-tuning rate 10x too high under mixed_float16 diverged to 8e33 without it), and "keep the
+    layer in float32" sent the user away from the rate."""
+    rose = (trend.growth(context.history) or trend.weights_rose(context.history)) if known else None
+    if rose is not None:
+        return _divergence(context, units, origin, rose)
+    return _precision(findings, context, units, origin, dtype)
 
 
 def _divergence(
@@ -1710,8 +1713,8 @@ def _divergence(
             f"({_fmt(growth.start_value)} at step {growth.start_step} to {_fmt(growth.end_value)} at step "
             f"{growth.end_step})"
         )
-        if fast and growth.series == "weight_norm" and update is None and growth.steps > FAST_STEPS_SHOWN:
-            # The weights rose over the run (`trend.weights_rose`): no jump.
+        if fast and growth.steps > trend.FAST_STEPS:
+            # Longer than any jump `trend.fast_growth` finds: a rise over the run (`trend.weights_rose`).
             texts.append(f"the {label} rose x{growth.factor:.3g} over {growth.steps} steps {span}")
         elif fast:
             plural = "s" if growth.steps != 1 else ""

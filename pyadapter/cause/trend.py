@@ -161,13 +161,14 @@ def rise(history: list[dict[str, Any]]) -> Trend | None:
     trends = [
         t
         for t in (series_trend(history, key) for key in ("grad_norm", "loss"))
-        if t is not None
-        and not t.is_growth
-        and t.steps >= MIN_STEPS
-        and t.sustained
-        and t.factor >= RISE_FACTOR
+        if t is not None and not t.is_growth and _is_rise(t)
     ]
     return max(trends, key=lambda t: t.factor, default=None)
+
+
+def _is_rise(trend: Trend) -> bool:
+    """Rising as a whole (`_sustained`) to RISE_FACTOR times its lowest or more, over MIN_STEPS steps or more."""
+    return trend.steps >= MIN_STEPS and trend.sustained and trend.factor >= RISE_FACTOR
 
 
 def weights_rose(history: list[dict[str, Any]]) -> Trend | None:
@@ -175,9 +176,7 @@ def weights_rose(history: list[dict[str, Any]]) -> Trend | None:
     updates drove the weights up, too slowly for a divergence's growth, until some op left its dtype's range (a
     fine-tuning rate 10x too high under mixed_float16: 17.5 to 767 in 56 steps, then a float16 MatMul overflowed)."""
     rose = series_trend(history, "weight_norm")
-    if rose is None or rose.steps < MIN_STEPS or not rose.sustained or rose.factor < RISE_FACTOR:
-        return None
-    return rose
+    return rose if rose is not None and _is_rise(rose) else None
 
 
 def non_finite_at(history: list[dict[str, Any]]) -> int | None:
