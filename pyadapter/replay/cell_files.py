@@ -36,3 +36,14 @@ def notebook_cell_of(file: str) -> tuple[str, int] | None:
     if cell_files_dir(notebook) != folder.absolute():
         return None
     return str(notebook), int(name[4:-3])
+
+
+def shown_place(file: str, line: int) -> str:
+    """'train.py:12', or for a re-entered notebook's cell file 'dcgan.ipynb cell 16, line 8': the user knows the
+    notebook's cell, not the file a re-entry ran it from."""
+    from pyadapter.findings_text import place_text
+
+    cell = notebook_cell_of(file)
+    if cell is not None:
+        return place_text(Path(cell[0]).name, line, cell[1])
+    return f"{Path(file).name}:{line}"

@@ -32,8 +32,13 @@ from typing import Any, TypeVar
 from pyadapter.capture import takeover
 from pyadapter.capture.fit_call import MANIFEST_KEY as FIT_CALL_KEY
 from pyadapter.capture.fit_call import FitCall, FitCounter, calling_line
-from pyadapter.findings_text import place_text
-from pyadapter.replay.cell_files import NANLENS_FOLDER, cell_file, cell_files_dir, notebook_cell_of  # noqa: F401 - read from here too
+from pyadapter.replay.cell_files import (
+    NANLENS_FOLDER,
+    cell_file,
+    cell_files_dir,
+    notebook_cell_of,
+    shown_place,
+)  # noqa: F401 - read from here too
 from pyadapter.replay.debugger import breakpoints_paused
 from pyadapter.replay.entry import package_root
 from pyadapter.replay.errors import ReplayError
@@ -975,14 +980,6 @@ def _where(exc: BaseException) -> str:
     while tb is not None:
         name = tb.tb_frame.f_code.co_filename
         if is_user_file(name):
-            # A re-entered notebook's cell runs from a file of its own (.nanlens/cells/.../cell1.py): the user
-            # knows its notebook's cell.
-            cell = notebook_cell_of(name)
-            place = (
-                place_text(os.path.basename(cell[0]), tb.tb_lineno, cell[1])
-                if cell is not None
-                else f"{os.path.basename(name)}:{tb.tb_lineno}"
-            )
-            found = f" (at {place})"
+            found = f" (at {shown_place(name, tb.tb_lineno)})"
         tb = tb.tb_next
     return found

@@ -14,7 +14,6 @@ re-run's graph holds them, and `note` says so in one line.
 from __future__ import annotations
 
 import contextlib
-import os
 import traceback
 from collections.abc import Iterator
 from typing import Any
@@ -45,18 +44,12 @@ STATEFUL_RANDOM_OPS = frozenset(
 
 def _user_line(traceback: Any) -> str | None:
     from pyadapter.dump.frames import is_user_file
-    from pyadapter.findings_text import place_text
-    from pyadapter.replay.cell_files import notebook_cell_of
+    from pyadapter.replay.cell_files import shown_place
 
     for frame in reversed(list(traceback or [])):
         filename = getattr(frame, "filename", None)
         if filename and is_user_file(filename):
-            # A re-entered notebook runs its cells from files of its own (.nanlens/cells/.../cell15.py): the user
-            # knows the notebook's cell.
-            cell = notebook_cell_of(filename)
-            if cell is not None:
-                return place_text(os.path.basename(cell[0]), frame.lineno, cell[1])
-            return f"{os.path.basename(filename)}:{frame.lineno}"
+            return shown_place(filename, frame.lineno)
     return None
 
 
