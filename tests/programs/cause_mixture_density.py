@@ -14,8 +14,8 @@ import tensorflow as tf
 
 from pyadapter import guard_step
 
-tf.random.set_seed(0)
-np.random.seed(0)
+# seeds Python's random, NumPy and TensorFlow: Keras 3 draws its initializers' seeds from Python's random
+tf.keras.utils.set_random_seed(0)
 
 N_SAMPLES = 2000
 N_COMPONENTS = 5
