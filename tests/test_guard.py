@@ -760,6 +760,62 @@ def test_the_last_word_after_keras_epoch_line_says_its_nan_loss_is_the_refused_s
     assert gm.all_finite(model.get_weights())
 
 
+class _LogOfRawScale(keras.layers.Layer):
+    """A learned scale read through a log, kept by nothing from crossing 0 (a raw variational-dropout alpha)."""
+
+    def build(self, input_shape):
+        self.scale = self.add_weight(shape=(), initializer=keras.initializers.Constant(0.05), name="scale")
+
+    def call(self, x):
+        self.add_loss(keras.ops.log(self.scale))  # d/dscale = 1/scale: one SGD step at 0.1 carries it below 0
+        return x
+
+
+def test_the_last_word_says_whose_nan_val_loss_keras_shows_after_the_stopped_epoch(tmp_path, capsys):
+    """Keras validates the stopped epoch at the weights the guard held, and prints "val_loss: nan" beside "the model
+    holds its weights from before step N": read as "the guard did not work" (a raw scale an update carried below 0,
+    a model at 1e16). The last line says that NaN is those weights' own; with a batch that held the NaN (no cause
+    at the scene), that the validation data may hold NaN too."""
+    keras.utils.set_random_seed(1)
+    x, y = gm.data(bad_batch=None)
+    model = keras.Sequential([keras.Input((x.shape[1],)), _LogOfRawScale(), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(0.1), "mse")
+    model.fit(
+        x,
+        y,
+        batch_size=gm.BATCH,
+        epochs=1,
+        shuffle=False,
+        verbose=2,
+        validation_data=(x, y),
+        callbacks=[NanGuard(tmp_path / "scale")],
+    )
+    captured = capsys.readouterr()
+    assert "val_loss: nan" in captured.out
+    last = captured.err.strip().splitlines()[-1]
+    assert "the model holds its weights from before step 1" in last, last
+    said = (
+        "the val_loss: nan above is what those weights give on the validation data: they had gone bad before"
+    )
+    assert said in last, last
+
+    x, y = gm.data(bad_batch=3)
+    model = gm.sequential()
+    model.compile(keras.optimizers.Adam(0.01), "mse")
+    model.fit(
+        x,
+        y,
+        batch_size=gm.BATCH,
+        epochs=1,
+        shuffle=False,
+        verbose=2,
+        validation_data=(x, y),
+        callbacks=[NanGuard(tmp_path / "data")],
+    )
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "on the validation data: it holds NaN/Inf too, or those weights had gone bad" in last, last
+
+
 def test_the_last_word_says_the_stopped_step_had_a_finite_loss_when_only_its_gradients_were_not(
     tmp_path, capsys
 ):

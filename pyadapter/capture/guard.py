@@ -274,6 +274,12 @@ class NanGuard(keras.callbacks.Callback):
             held = (
                 f"its update was not applied, so the model holds its weights from before step {failure.step}"
             )
+            # Keras validates the stopped epoch at those weights: a NaN there reads as "the guard did not work",
+            # when it says the weights had gone bad before the step (a raw scale below 0, weights at 1e16).
+            # Not when an earlier epoch's validation was already non-finite beside finite steps: that was said,
+            # and it is the validation data's.
+            if not getattr(self, "_said_validation", False):
+                held += _validated_at_those_weights(getattr(self, "_epoch_logs", None), failure.cause)
         where = f"; bundle: {failure.bundle}" if failure.bundle is not None else ""
         # A finite loss with NaN gradients (a fused ReLU hides the NaN from the forward pass): "the non-finite step"
         # read as a NaN loss that the progress line does not show.
@@ -291,6 +297,7 @@ class NanGuard(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch: int, logs: dict | None = None) -> None:
         self._epoch = epoch
+        self._epoch_logs: dict | None = None
         self._batch = 0
         self._epoch_steps = [0, 0]  # passed, failed
 
@@ -303,6 +310,7 @@ class NanGuard(keras.callbacks.Callback):
         Validation is not a training step and is not gated, but a NaN/Inf val_loss beside finite training steps
         is said once: EarlyStopping and ModelCheckpoint on val_loss then keep the first epoch's weights without a
         word (Keras counts a NaN as the best value)."""
+        self._epoch_logs = dict(logs or {})
         passed, failed = getattr(self, "_epoch_steps", (0, 0))
         if logs and failed and not passed and self.on_nan == "skip":
             trained = [k for k, v in logs.items() if not k.startswith("val_") and isinstance(v, (int, float))]
@@ -657,6 +665,27 @@ class NanGuard(keras.callbacks.Callback):
             lambda: function.captured_batch(captured),
             write,
         )
+
+
+def _validated_at_those_weights(logs: dict | None, cause: str | None) -> str:
+    """What the stopped epoch's non-finite validation metrics say of the weights held: the clause to add, or ''.
+    `cause`: the sentence of the cause located at the scene ("op: ...", "data: ..."), None if none was."""
+    bad = [
+        name
+        for name, value in (logs or {}).items()
+        if name.startswith("val_")
+        and isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and not math.isfinite(float(value))
+    ]
+    if not bad:
+        return ""
+    shown = f"{bad[0]}: {float(logs[bad[0]])}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
+    said = f"; the {shown} above is what those weights give on the validation data"
+    if cause is None or cause.startswith("data:"):
+        # A batch holding NaN/Inf (or no cause found): the weights may be fine and the validation data as bad.
+        return said + ": it holds NaN/Inf too, or those weights had gone bad before this step"
+    return said + ": they had gone bad before this step (the cause says how)"
 
 
 def _go_first(guard: Any, caller: Any) -> None:
