@@ -670,9 +670,10 @@ class NanGuard(keras.callbacks.Callback):
 def _validated_at_those_weights(logs: dict | None, cause: str | None) -> str:
     """What the stopped epoch's non-finite validation metrics say of the weights held: the clause to add, or ''.
     `cause`: the sentence of the cause located at the scene ("op: ...", "data: ..."), None if none was."""
+    logs = logs or {}
     bad = [
         name
-        for name, value in (logs or {}).items()
+        for name, value in logs.items()
         if name.startswith("val_")
         and isinstance(value, (int, float))
         and not isinstance(value, bool)
