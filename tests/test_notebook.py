@@ -1286,3 +1286,35 @@ def test_a_notebook_run_out_of_order_replays_in_the_order_its_kernel_ran(tmp_pat
     report = json.loads(replayed.stdout)
     assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
     assert "(its cells in the order the kernel ran them)" in report["route"], report["route"]
+
+
+def test_a_notebook_with_a_fit_cell_pasted_again_below_an_edited_config_replays_the_second_fit(tmp_path):
+    """A fit cell pasted again, word for word, below a config cell that raises the rate (how users try a second
+    setting): the second fit diverged. Both replays failed with "the notebook ran 1 fit, none of them the captured
+    one": the two cells of one text were taken for one, run once, in the first one's place."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    data = "rng = np.random.default_rng(0)\nx = rng.normal(size=(64, 4)).astype('float32')\ny = x.sum(1, keepdims=True)"
+    train = (
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])\n"
+        "model.compile(keras.optimizers.SGD(learning_rate=LEARNING_RATE), 'mse')\n"
+        f"model.fit(x, y * 1e3, batch_size=16, epochs=3, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    cells = [
+        ("code", IMPORTS),
+        ("code", data),
+        ("code", "LEARNING_RATE = 1e-6"),
+        ("code", train),
+        ("markdown", "A larger rate:"),
+        ("code", "LEARNING_RATE = 5.0"),
+        ("code", train),
+    ]
+    path = folder / "rates.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, "rates.ipynb")
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    replayed = _nanlens("replay", bundle, folder)
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    report = json.loads(replayed.stdout)
+    assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]

@@ -678,18 +678,23 @@ def kernel_order(bundle: Any, path: Path) -> list[int] | None:
         saved = notebook_code_cells(path)
     except (NotebookError, TypeError, ValueError, AttributeError, OSError):
         return None
-    position: dict[str, int] = {}
+    positions: dict[str, list[int]] = {}
     for index, cell in enumerate(saved):
-        position.setdefault(same_cell_text(cell.raw), index)
+        positions.setdefault(same_cell_text(cell.raw), []).append(index)
     runs = sorted(
         (c for c in info.cells if c.execution_count is not None), key=lambda c: c.execution_count or 0
     )
+    # Saved cells of the same text (a fit cell pasted again below an edited config cell) take that text's
+    # executions in turn, top to bottom, as "Run All" ran them; further executions re-ran the last of them.
+    seen: dict[str, int] = {}
     last: dict[int, int] = {}
     for count, executed in enumerate(runs):
-        found = position.get(same_cell_text(executed.source))
-        if found is None:
+        text = same_cell_text(executed.source)
+        places = positions.get(text)
+        if not places:
             return None
-        last[found] = count
+        turn = seen[text] = seen.get(text, -1) + 1
+        last[places[min(turn, len(places) - 1)]] = count
     ordered = sorted(last, key=lambda cell: last[cell])
     return ordered if ordered != sorted(ordered) else None
 
