@@ -40,6 +40,9 @@ class NumpyWarning:
     file: str
     line: int
     message: str
+    # For a notebook's cell: `file` is the .ipynb, `line` counts in the cell; the kernel's file of
+    # the cell (/tmp/ipykernel_.../....py) is what was recorded.
+    cell: int | None = None
 
     @property
     def makes(self) -> str:
@@ -48,7 +51,10 @@ class NumpyWarning:
         return "inf" if self.message.startswith(("divide by zero", "overflow")) else "nan"
 
     def to_json(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "message": self.message}
+        out: dict[str, Any] = {"file": self.file, "line": self.line, "message": self.message}
+        if self.cell is not None:
+            out["cell"] = self.cell
+        return out
 
 
 _recorded: list[NumpyWarning] = []

@@ -1288,6 +1288,52 @@ def test_a_notebook_run_out_of_order_replays_in_the_order_its_kernel_ran(tmp_pat
     assert "(its cells in the order the kernel ran them)" in report["route"], report["route"]
 
 
+def test_a_log_numpy_warned_at_in_a_cell_is_the_line_to_change(tmp_path):
+    """A cell takes np.log of a column with a 0, a later cell standardizes it, fit gets -inf. NumPy warned "divide by
+    zero encountered in log" at the log's line, and the bundle kept it, at the kernel's file of the cell: the line
+    to change was the standardizing division (the last assignment with a "/"), NumPy's word unused."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    features = (
+        "rng = np.random.default_rng(0)\n"
+        "sqft = rng.uniform(50.0, 300.0, size=(256, 1))\n"
+        "sqft[100] = 0.0  # a listing without its area\n"
+        "log_sqft = np.log(sqft)\n"
+        "price = rng.normal(size=(256, 1)).astype('float32')"
+    )
+    scaled = "MU, SD = 5.0, 0.5\nX = ((log_sqft - MU) / SD).astype('float32')"
+    train = (
+        "model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(8), keras.layers.Dense(1)])\n"
+        "model.compile(keras.optimizers.Adam(1e-3), 'mse')\n"
+        f"model.fit(X, price, batch_size=32, epochs=1, shuffle=False, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    cells = [
+        ("code", IMPORTS),
+        ("markdown", "Features"),
+        ("code", features),
+        ("code", scaled),
+        ("code", train),
+    ]
+    path = folder / "listings.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, "listings.ipynb")
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    located = _nanlens("locate", bundle, folder)
+    assert located.returncode in (0, 1), located.stderr[-3000:]
+    cause = json.loads(located.stdout)["cause"]
+    assert cause["kind"] == "data", cause
+    assert (
+        'NumPy warned "divide by zero encountered in log" at listings.ipynb cell 3, line 4'
+        in cause["summary"]
+    )
+    assert (cause["change"]["file"], cause["change"].get("cell"), cause["change"]["line"]) == (
+        str(path),
+        2,
+        4,
+    ), cause
+
+
 def test_a_notebook_with_a_fit_cell_pasted_again_below_an_edited_config_replays_the_second_fit(tmp_path):
     """A fit cell pasted again, word for word, below a config cell that raises the rate (how users try a second
     setting): the second fit diverged. Both replays failed with "the notebook ran 1 fit, none of them the captured

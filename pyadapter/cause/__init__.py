@@ -77,7 +77,9 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         argv=[str(a) for a in entry.get("argv") or [] if isinstance(a, str)],
         layer_classes=scale.layer_classes(config) if (config := bundle.saved_config()) is not None else None,
         ran_cells=_ran_cells(entry.get("notebook")),
-        numpy_warnings=numpy_warnings.read(bundle.manifest.get(numpy_warnings.MANIFEST_KEY)),
+        numpy_warnings=_warnings_in_notebook(
+            numpy_warnings.read(bundle.manifest.get(numpy_warnings.MANIFEST_KEY)), entry.get("notebook")
+        ),
         zero_variances=_zero_variances(bundle),
     )
 
@@ -145,6 +147,31 @@ def _ran_cells(recorded: Any) -> list[str]:
     if not isinstance(cells, list):
         return []
     return [c["source"] for c in cells if isinstance(c, dict) and isinstance(c.get("source"), str)]
+
+
+def _warnings_in_notebook(
+    warned: list[numpy_warnings.NumpyWarning], notebook: Any
+) -> list[numpy_warnings.NumpyWarning]:
+    """`warned` with each warning at a notebook cell's kernel file (/tmp/ipykernel_.../....py) placed at its saved
+    cell (the .ipynb, the cell, the line in it), from the bundle's record of the cells the kernel ran
+    (``manifest["entry_script"]["notebook"]``); a warning whose cell cannot be found stays as it was."""
+    if not isinstance(notebook, dict):
+        return warned
+    from pyadapter.capture.notebook import NotebookError, NotebookInfo
+
+    try:
+        info = NotebookInfo.from_manifest(notebook)
+    except (NotebookError, TypeError, ValueError):
+        return warned
+    out = []
+    for warning in warned:
+        place = info.cell_location(warning.file, warning.line)
+        out.append(
+            warning
+            if place is None
+            else numpy_warnings.NumpyWarning(place[0], place[2], warning.message, cell=place[1])
+        )
+    return out
 
 
 def _window_search(manifest: dict[str, Any]) -> dict[str, Any] | None:

@@ -2379,13 +2379,18 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         # NumPy said where: its warning fired at the line that made a value of this kind before the step, where the
         # program's own arithmetic (a log of 0, a 0 / 0) made the batch's bad value. The line to change, over the
         # call that handed the array on (a dataset call, a PyDataset's return).
-        place = f"{os.path.basename(warned.file)}:{warned.line}"
+        place = place_text(os.path.basename(warned.file), warned.line, warned.cell)
         summary += f'; NumPy warned "{warned.message}" at {place} before the step'
         evidence["numpy_warning"] = warned.to_json()
-        if change is None or (os.path.abspath(change.file), change.line) != (warned.file, warned.line):
+        if change is None or (os.path.abspath(change.file), change.line, change.cell) != (
+            warned.file,
+            warned.line,
+            warned.cell,
+        ):
             change = Change(
                 file=warned.file,
                 line=warned.line,
+                cell=warned.cell,
                 what=f"NumPy made {'NaN' if warned.makes == 'nan' else 'Inf'} here ({warned.message}): {_numpy_fix(warned)}",
                 target="array",
             )
@@ -2406,7 +2411,8 @@ def _numpy_fix(warned: NumpyWarning) -> str:
 def _numpy_warning_for(warned: list[NumpyWarning], bad: BadElement | None) -> NumpyWarning | None:
     """The first line NumPy warned at that makes the kind of value the batch holds (an "invalid value" makes NaN, a
     division by zero or an overflow makes Inf; NaN carried through arithmetic warns nothing), in a file of the
-    program that is still there. A notebook's cells run from kernel files that a bundle cannot name: not used."""
+    program that is still there: a notebook's saved cell (`pyadapter.cause._warnings_in_notebook`), not the kernel's file of
+    it, which is gone when the kernel stops and names nothing the user can open."""
     if bad is None:
         return None
     kind = "nan" if math.isnan(bad.value) else "inf"
