@@ -982,3 +982,31 @@ def test_a_re_entered_notebook_that_fails_before_training_names_its_cell_not_its
         exec(compile("raise ValueError('x')\n", str(script), "exec"), {})  # noqa: S102 - the test's own line
     except ValueError as exc:
         assert _where(exc) == " (at train.py:1)"
+
+
+# ---- what the re-run of an input pipeline found (no TensorFlow) --------------------------------------------------
+
+
+def test_an_inf_the_batch_brought_is_carried_not_made_by_the_first_op_that_took_it() -> None:
+    """A target of np.log(0) (-inf) fed through from_tensor_slices: the re-run's first op to hold it was the MSE's
+    Sub, whose other input (the batch) has no recorded health. It was taken as "made by user code" (an Inf-only
+    output was never "carried"), and the cause read "a Sub op overflowed on finite inputs"."""
+    from pyadapter.findings import Finding, InputHealth, OpRef, TensorHealth
+    from pyadapter.replay.batchhealth import BatchProblem
+    from pyadapter.replay.locate import _carried_in
+
+    sub = Finding(
+        file="claims.py",
+        line=60,
+        role="origin",
+        op=OpRef(name="compile_loss/mse/sub", type="Sub", graph="one_step_on_data"),
+        health=TensorHealth(size=128, neg_inf=2),
+        inputs=[InputHealth("sequential_1/dense_2_1/Add:0", TensorHealth(size=128)), InputHealth("args_1:0")],
+    )
+    with_inf = BatchProblem(total=2, neg_inf=2, size=768)
+    assert _carried_in(sub, with_inf)
+    # A batch that holds NaN only did not bring an Inf: the Sub's Inf is an overflow of its own.
+    assert not _carried_in(sub, BatchProblem(total=2, nan=2, size=768))
+    # Nor does an op whose every input's health was recorded carry in what the batch held.
+    recorded = Finding(**{**sub.__dict__, "inputs": [InputHealth("a:0", TensorHealth(size=128))]})
+    assert not _carried_in(recorded, with_inf)

@@ -447,6 +447,27 @@ def test_mirrored_loop_at_module_level(tmp_path):
     assert located["bundle"]["reproduced"] == {"graph": True, "eager": True}, located["bundle"]["verdicts"]
 
 
+def test_a_log_of_zero_in_the_targets_of_a_mirrored_fit_is_bad_data_at_the_log(tmp_path):
+    """MirroredStrategy fit on a shuffled from_tensor_slices pipeline whose target is np.log of claim amounts, some
+    0. The re-run's first op to hold the -inf was MultiDeviceIteratorGetNextFromShard (a replica's shard of the
+    batch), taken for an op that made it: "cause: op ... made NaN/Inf from finite inputs; keep its inputs in its
+    domain". It is data, and NumPy said where."""
+    program = SHAPES / "fit_mirrored_log_target.py"
+    done = run_program(program.name, tmp_path)
+    assert "NanGuard: step" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    # From the repository: the program's workspace, so it replays.
+    located = nanlens_json("locate", str(bundle))
+    cause = located["cause"]
+    assert cause["kind"] == "data", cause
+    assert 'NumPy warned "divide by zero encountered in log"' in cause["summary"], cause["summary"]
+    assert (cause["change"]["file"], cause["change"]["line"]) == (
+        str(program.resolve()),
+        marked_line(program),
+    )
+    assert "MultiDeviceIterator" not in json.dumps(located["origin"]), located["origin"]
+
+
 def test_a_nan_of_one_replicas_shard_replays_on_that_replica(tmp_path):
     """A MirroredStrategy loop whose 0/0 happens only in one replica's shard (64 of the 128 rows, none labelled).
     The bundle holds the per-replica arguments as one global batch; the replay handed it whole to the step, every

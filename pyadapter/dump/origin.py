@@ -43,10 +43,6 @@ WEAK_ORIGIN_TYPES = frozenset(
         "Placeholder",
         "PlaceholderWithDefault",
         "_Arg",
-        "IteratorGetNext",
-        "IteratorGetNextSync",
-        "IteratorGetNextAsOptional",
-        "OptionalGetValue",
         "ReadVariableOp",
         "_Recv",
         "Recv",
@@ -83,7 +79,17 @@ LIST_READ_TYPES = frozenset(
         "TensorArrayConcatV3",
     }
 )
-WEAK_ORIGIN_TYPES = WEAK_ORIGIN_TYPES | LIST_READ_TYPES
+# An input pipeline's iterator hands the step its batch: one under tf.distribute reads a replica's shard of it.
+ITERATOR_READ_TYPES = frozenset(
+    {
+        "IteratorGetNext",
+        "IteratorGetNextSync",
+        "IteratorGetNextAsOptional",
+        "OptionalGetValue",
+        "MultiDeviceIteratorGetNextFromShard",
+    }
+)
+WEAK_ORIGIN_TYPES = WEAK_ORIGIN_TYPES | LIST_READ_TYPES | ITERATOR_READ_TYPES
 
 # Ops tfdbg does not instrument (op_callbacks_common.OP_CALLBACK_SKIP_OPS) or that pass values through.
 PASS_THROUGH_TYPES = frozenset(

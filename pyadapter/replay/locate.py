@@ -557,16 +557,17 @@ _CARRY_PRODUCT_SUMS = frozenset(
 )
 
 
-def _carried_in(origin: Finding) -> bool:
+def _carried_in(origin: Finding, problem: BatchProblem) -> bool:
     """The re-run's origin only carried a NaN the captured batch already held: an op of the training step (not of a
     tf.data function, whose graph TensorFlow names ``Dataset_...``) that makes no NaN of finite values, with NaN in
     its output and an input of no recorded health (the step's argument: the batch, as tf.data handed it over from
-    arrays in memory, which no op records)."""
+    arrays in memory, which no op records). An output of Inf only is carried in too when the batch holds Inf (a
+    target of np.log(0)): these ops make Inf of finite values only by overflowing, and the batch brought one."""
     graph = origin.op.graph or ""
     carries = origin.op.type in _NO_NEW_NAN or origin.op.type in _CARRY_PRODUCT_SUMS
     if not carries or graph.startswith("Dataset_") or origin.health is None:
         return False
-    if origin.health.nan == 0:
+    if origin.health.nan == 0 and not (problem.pos_inf or problem.neg_inf):
         return False
     return any(i.health is None for i in origin.inputs)
 
@@ -587,14 +588,14 @@ def _adopt_rerun_origin(
     """Take the re-run's origin when an op in the user's code made the NaN/Inf (e.g. a log in a Dataset.map
     function); when the data held it before any op did, point at where it entered instead: the training call
     (`training_call`, the line of ``model.fit(...)``) when the first op to hold it is one of the model's."""
-    from pyadapter.dump.origin import WEAK_ORIGIN_TYPES
+    from pyadapter.dump.origin import ITERATOR_READ_TYPES, WEAK_ORIGIN_TYPES
 
     new = rerun.origin
     assert new is not None and findings.bundle is not None
     made_by_user_code = (
         new.op.type not in WEAK_ORIGIN_TYPES
         and "origin_created_in" not in rerun.extra
-        and not _carried_in(new)
+        and not _carried_in(new, problem)
     )
     if made_by_user_code:
         findings.bundle["origin_from"] = "input pipeline re-run"
@@ -610,7 +611,7 @@ def _adopt_rerun_origin(
             if new.op.type == "Placeholder" and graph.startswith("Dataset_map_")
             else f"{new.op.type} {new.op.name} brought {bad_counts(new.health)} in here, in the re-run under a dump"
         )
-        in_the_step = not graph.startswith("Dataset_") and not new.op.type.startswith("IteratorGetNext")
+        in_the_step = not graph.startswith("Dataset_") and new.op.type not in ITERATOR_READ_TYPES
         if in_the_step and training_call is not None:
             # The first op of the step that took the value (a Normalization layer's Sub) is no place to change,
             # and which op that is varies from one re-run to the next (the data's order, a shuffle's, decides
