@@ -839,3 +839,23 @@ def test_the_last_word_says_the_stopped_step_had_a_finite_loss_when_only_its_gra
     assert (
         "counts step 0, the step NanGuard stopped at (its loss was finite, its gradients were not)" in last
     ), last
+
+    # A train_step that differentiates a per-sample loss (keras.io's SimCLR) gives the guard no scalar loss to read,
+    # and Keras shows "loss: nan" for a step whose every value was NaN: the last line said "its loss was finite".
+    class PerSample(keras.Sequential):
+        def train_step(self, data):
+            x, y = data
+            with tf.GradientTape() as tape:
+                per_sample = tf.reduce_mean(tf.square(self(x, training=True) - y), axis=-1)
+            grads = tape.gradient(per_sample, self.trainable_variables)
+            self.optimizer.apply(grads, self.trainable_variables)
+            return {"loss": tf.reduce_mean(per_sample)}
+
+    x, y = gm.data(bad_batch=2)
+    model = PerSample(gm.sequential().layers)
+    model.compile(keras.optimizers.SGD(0.01))
+    guard = NanGuard(tmp_path, run_name="per_sample", locate=False)
+    model.fit(x, y, batch_size=gm.BATCH, epochs=1, shuffle=False, verbose=2, callbacks=[guard])
+    assert "loss" not in guard.failures[0].report.checked, guard.failures[0].report
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "the step NanGuard stopped at (its gradients were not finite)" in last, last

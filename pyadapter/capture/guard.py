@@ -283,10 +283,14 @@ class NanGuard(keras.callbacks.Callback):
         where = f"; bundle: {failure.bundle}" if failure.bundle is not None else ""
         # A finite loss with NaN gradients (a fused ReLU hides the NaN from the forward pass): "the non-finite step"
         # read as a NaN loss that the progress line does not show.
+        # Only a loss the guard read is known finite: a LossScaleOptimizer's step or a per-sample (vector) loss
+        # is judged on its gradients alone, and Keras then shows "loss: nan" beside "its loss was finite".
         what = (
             "the non-finite step NanGuard stopped at"
             if report.loss or not report.gradients
             else "the step NanGuard stopped at (its loss was finite, its gradients were not)"
+            if "loss" in report.checked
+            else "the step NanGuard stopped at (its gradients were not finite)"
         )
         print(
             f"NanGuard: the loss Keras shows above (and History, CSVLogger keep) counts step {failure.step}, "
