@@ -3126,6 +3126,39 @@ def test_weights_a_backup_restored_huge_are_named_at_the_backup_not_the_inputs(t
     )
 
 
+def test_a_later_fit_of_a_loop_of_fits_that_starts_from_blown_up_weights_says_so(tmp_path: Path) -> None:
+    """A loop of ``model.fit(epochs=1)`` calls (a notebook's "train a bit, plot, go on"): the third fit diverged and
+    stopped; the loop went on, and the next fit failed at its first batch, step 219 of the optimizer's count. Its
+    cause read "a Square op overflowed on finite inputs with no rise over the steps before ... keep its values in
+    range": only a step 0 counted as the start of a fit, and the weights' norm of 1.35e13 went unread."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\nfrom pyadapter import NanGuard\n\n"
+        "model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(8), keras.layers.Dense(1)])\n"
+        "model.compile(optimizer=keras.optimizers.Adam(0.05), loss='mse')\n"
+        "for lr in (1e-3, 1e-2, 1.0, 10.0):\n"
+        "    model.optimizer.learning_rate = lr\n"
+        "    model.fit(x, y, epochs=1, callbacks=[NanGuard()])\n"
+    )
+    history = [
+        {"step": 219, "loss": None, "loss_nonfinite": "inf", "weight_norm": 1.35e13, "max_abs_output": 3e23}
+    ]
+    context = CauseContext(
+        history=history,
+        entry_script=str(program),
+        model_info={"optimizer": "Adam"},
+        step=219,
+        epoch=0,
+        batch_index=0,
+    )
+    cause = classify(findings_of(overflow_origin(program, line=8, op="Square"), step=219), context)
+    assert cause.kind == "divergence", cause
+    assert cause.summary.startswith(
+        "the weights were already huge when this fit began (weight norm 1.35e+13 at step 219), and values "
+        "overflowed at this fit's first step"
+    ), cause.summary
+
+
 @pytest.mark.parametrize(
     ("op", "forward", "health", "said", "fix"),
     [

@@ -93,6 +93,19 @@ def test_a_schedule_still_rising_at_the_failing_step_is_recorded_with_its_earlie
         {"value": 0.1, "earlier": [[1, 0.01], ["2", 0.02], [3, "nan"], [4, True]]}
     ).earlier == [(1, 0.01)]
 
+    # A warm-up to a peak reached 8 steps before the failure, cosine decay after it: every sampled step (1/16 to 1/2
+    # of the way) was in the warm-up, and "still rising ... a decay written upside down?" was said of a rate that
+    # was falling. The step before the failing one says it.
+    class WarmupCosine(WarmupInvSqrt):
+        def __call__(self, step):
+            step = tf.cast(step, tf.float32)
+            return tf.where(step < 512.0, 0.18 * step / 512.0, 0.18 * tf.cos((step - 512.0) / 4000.0))
+
+    peaked = learning_rate.of_step(keras.optimizers.SGD(WarmupCosine()), 520)
+    assert peaked is not None and len(peaked.earlier) == 4 and peaked.previous is not None
+    assert peaked.rising() == [], peaked
+    assert learning_rate.read(peaked.to_json()) == peaked
+
 
 def _line_of(cls, text: str) -> int:
     lines, first = inspect.getsourcelines(cls.__call__)

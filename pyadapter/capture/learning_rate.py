@@ -42,6 +42,9 @@ class LearningRate:
     # The schedule's rate at earlier steps, (step, rate), oldest first: whether it was still rising when the run
     # failed (a decay written upside down, ``sqrt(step / warmup)``, grows without end). Empty for a constant.
     earlier: list[tuple[int, float]] = field(default_factory=list)
+    # The schedule's rate at the step before the failing one: a warm-up that peaked a few steps before the failure
+    # rose at every earlier sample, but is falling now.
+    previous: float | None = None
 
     @property
     def finite(self) -> bool:
@@ -58,11 +61,15 @@ class LearningRate:
             "line": self.line,
             "code": self.code,
             **({"earlier": [[step, rate] for step, rate in self.earlier]} if self.earlier else {}),
+            **({"previous": self.previous} if self.previous is not None else {}),
         }
 
     def rising(self) -> list[tuple[int, float]]:
         """The earlier rates when the schedule rose at every one of them up to this step's, to at least twice the
-        first (the steps a rate "still rising at step N" is shown with); [] otherwise."""
+        first (the steps a rate "still rising at step N" is shown with), and still at the step before this one;
+        [] otherwise."""
+        if self.previous is not None and self.previous >= self.value:
+            return []
         points = [*self.earlier, (-1, self.value)]
         rates = [rate for _, rate in points]
         if len(rates) < 3 or not all(math.isfinite(r) and r > 0 for r in rates):
@@ -86,6 +93,7 @@ def read(data: Any) -> LearningRate | None:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
     schedule, file, line, code = data.get("schedule"), data.get("file"), data.get("line"), data.get("code")
+    previous = data.get("previous")
     return LearningRate(
         float(value),
         schedule if isinstance(schedule, str) else None,
@@ -93,6 +101,9 @@ def read(data: Any) -> LearningRate | None:
         line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else None,
         code[:500] if isinstance(code, str) else None,
         _read_earlier(data.get("earlier")),
+        float(previous)
+        if isinstance(previous, (int, float)) and not isinstance(previous, bool) and math.isfinite(previous)
+        else None,
     )
 
 
@@ -160,28 +171,35 @@ def of_step(optimizer: Any, step: int) -> LearningRate | None:
             name = type(rate).__name__ if not inspect.isfunction(rate) else rate.__qualname__
             code = linecache.getline(file, line).strip() if file and line else ""
             earlier = _earlier_rates(optimizer, rate, step, takes_step=bool(arguments))
-            return LearningRate(value, name, file, line, code or None, earlier)
+            previous = _rate_at(optimizer, rate, step - 1, takes_step=bool(arguments)) if step > 0 else None
+            return LearningRate(value, name, file, line, code or None, earlier, previous)
     except Exception:  # noqa: BLE001 - a schedule is the user's code; the record is an extra
         return None
     return None
 
 
 def _earlier_rates(optimizer: Any, rate: Any, step: int, takes_step: bool) -> list[tuple[int, float]]:
-    """The schedule's finite rates at `_FRACTIONS` of `step` (`LearningRate.earlier`); [] when it raises there."""
+    """The schedule's finite rates at `_FRACTIONS` of `step` (`LearningRate.earlier`)."""
+    earlier: list[tuple[int, float]] = []
+    for at in sorted({int(step * f) for f in _FRACTIONS if 0 < int(step * f) < step}):
+        value = _rate_at(optimizer, rate, at, takes_step)
+        if value is not None:
+            earlier.append((at, value))
+    return earlier
+
+
+def _rate_at(optimizer: Any, rate: Any, step: int, takes_step: bool) -> float | None:
+    """The schedule's rate at `step`, or None when it is not finite or the schedule raises there."""
     import numpy as np
     import tensorflow as tf
 
-    earlier: list[tuple[int, float]] = []
     try:
-        for at in sorted({int(step * f) for f in _FRACTIONS if 0 < int(step * f) < step}):
-            arguments = (tf.constant(at, tf.int64),) if takes_step else ()
-            with _iterations_at(optimizer, at, when=not takes_step):
-                value = float(np.asarray(rate(*arguments)))
-            if math.isfinite(value):
-                earlier.append((at, value))
+        arguments = (tf.constant(step, tf.int64),) if takes_step else ()
+        with _iterations_at(optimizer, step, when=not takes_step):
+            value = float(np.asarray(rate(*arguments)))
     except Exception:  # noqa: BLE001 - the user's schedule; the earlier rates are an extra
-        return []
-    return earlier
+        return None
+    return value if math.isfinite(value) else None
 
 
 @contextlib.contextmanager

@@ -410,8 +410,14 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
             {"op": origin.op.type, "op_name": origin.op.name, "overflow": True},
             _origin_change(findings, what, "op"),
         )
-    first_steps = context.step is not None and context.step < trend.MIN_STEPS
-    if overflow and known and first_steps and _blown_up_at_start(context.history, context.step) is not None:
+    start = _fit_start(context)
+    first_steps = context.step is not None and context.step - start < trend.MIN_STEPS
+    if (
+        overflow
+        and known
+        and first_steps
+        and _blown_up_at_start(context.history, context.step, start) is not None
+    ):
         # The fit began from weights an earlier run blew up (restored by BackupAndRestore, loaded from a file, left
         # by an earlier fit): neither the inputs nor this fit's rate made them; `_divergence` names where they came
         # from, and what the guard's search of rates found.
@@ -423,7 +429,15 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
         return cause
     rose = trend.rise(context.history) if overflow and known else None
     return _op(
-        findings, origin, growth, overflow, rows, first_steps, rose, context.step, context.domain_weight
+        findings,
+        origin,
+        growth,
+        overflow,
+        rows,
+        first_steps,
+        rose,
+        None if context.step is None else context.step - start,
+        context.domain_weight,
     )
 
 
@@ -1730,11 +1744,13 @@ def _divergence(
     # overflow in the update itself, a variable read of weights it made non-finite, is the rate's).
     before_any_update = not texts and (context.step or 0) == 0 and origin.op.type not in VARIABLE_READS
     if not texts:
-        steps = (context.step or 0) + 1
+        start = _fit_start(context)
+        steps = (context.step or 0) - start + 1
+        run = "the run's" if not start else "this fit's"  # a later fit of a loop of fits counts its own steps
         texts.append(
-            "values overflowed at the run's first step"
+            f"values overflowed at {run} first step"
             if steps == 1
-            else f"values overflowed within the run's first {steps} steps"
+            else f"values overflowed within {run} first {steps} steps"
         )
     trend_text = " and ".join(texts)
     unscaled = _unscaled_inputs(context, units)
@@ -1834,7 +1850,7 @@ def _divergence(
     if own_schedule is not None:
         # A schedule the user wrote (a warm-up with no cap grows without end): its line is the rate's.
         change = own_schedule
-    blown_up = _blown_up_at_start(context.history, context.step)
+    blown_up = _blown_up_at_start(context.history, context.step, _fit_start(context))
     if blown_up is not None:
         # The state fit started from, not this fit's rate: lowering it cannot help (the search says so too).
         evidence["weights_at_start"] = {"step": blown_up[0], "weight_norm": blown_up[1]}
@@ -2103,8 +2119,18 @@ def _weights_load_change(site: change_line.Site, state: str) -> Change:
     return _change(site, what, "model")
 
 
-def _blown_up_at_start(history: list[dict[str, Any]], failing_step: int | None) -> tuple[int, float] | None:
-    """(0, weight norm) when the weights were already huge at the first step of the fit (or loop) that failed: an
+def _fit_start(context: CauseContext) -> int:
+    """The step the failing fit began at: a fit's step counts on from the fits before it (a loop of
+    ``model.fit(epochs=1)``, a notebook's fit cell run again), its first epoch's batch index from 0. 0 for a loop."""
+    if context.epoch == 0 and context.batch_index is not None and context.step is not None:
+        return max(context.step - context.batch_index, 0)
+    return 0
+
+
+def _blown_up_at_start(
+    history: list[dict[str, Any]], failing_step: int | None, start: int = 0
+) -> tuple[int, float] | None:
+    """(`start`, weight norm) when the weights were already huge at the first step of the fit (or loop) that failed: an
     earlier fit of the same model object (a notebook cell run again, a loop of fits) left them so, or the program
     loaded them. A step's weight norm is read after its update: step 0's says the weights before it only when step 0
     failed (its update was not applied); when step 0 passed, its forward pass must have been huge too (a fresh model
@@ -2113,11 +2139,11 @@ def _blown_up_at_start(history: list[dict[str, Any]], failing_step: int | None) 
         norm = row.get("weight_norm")
         if isinstance(norm, (int, float)) and not isinstance(norm, bool):
             step = row.get("step")
-            if norm < _BLOWN_UP_WEIGHT_NORM or step != 0:
+            if norm < _BLOWN_UP_WEIGHT_NORM or step != start:
                 return None
             output = row.get("max_abs_output")
             huge_output = not isinstance(output, (int, float)) or output >= _BLOWN_UP_OUTPUT
-            return (step, float(norm)) if failing_step == 0 or huge_output else None
+            return (step, float(norm)) if failing_step == start or huge_output else None
     return None
 
 
