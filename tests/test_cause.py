@@ -2627,6 +2627,36 @@ def test_a_mask_multiplied_by_minus_inf_is_zero_times_infinity(tmp_path: Path) -
     assert cause.change is not None and cause.change.what.startswith("the -inf factor: a large finite number")
 
 
+def test_a_finite_mask_value_float16_holds_as_minus_inf_is_precision_not_an_infinity_to_replace(
+    tmp_path: Path,
+) -> None:
+    """``scores + (1.0 - mask) * -1e9`` under mixed_float16 (keras.io attention written by hand): float16 holds -1e9
+    as -inf, and 0 * -inf is NaN. The cause said "the -inf factor: a large finite number instead (-1e9 ...)", the
+    number already on the line."""
+    program = tmp_path / "attention.py"
+    program.write_text(
+        "import keras\n\ndef attend(scores, mask):\n    return scores + (1.0 - mask) * -1e9\n",
+        encoding="utf-8",
+    )
+    origin = Finding(
+        file=str(program),
+        line=4,
+        role="origin",
+        op=OpRef("attention/mul", "Mul"),
+        health=TensorHealth(dtype="float16", size=384, nan=242, neg_inf=142),
+        inputs=[
+            InputHealth("attention/sub:0", TensorHealth(dtype="float16", size=384, zero=242, pos=142)),
+            InputHealth("attention/mul/y:0", TensorHealth(dtype="float16", size=1, neg_inf=1)),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.kind == "precision", cause
+    assert cause.summary.startswith("the mask value -1e9 is -inf in float16, whose largest value is 65504"), (
+        cause
+    )
+    assert cause.change is not None and cause.change.line == 4 and "-1e4" in cause.change.what, cause.change
+
+
 def test_an_edited_construction_beside_a_later_phase_s_rate_is_the_line_named(tmp_path: Path) -> None:
     """The run diverged at 0.05 in its first phase; since, the user lowered SGD's rate to 0.001, and a second phase
     assigns 1e-5. No line writes 0.05: the line nearest the rate that ran is the construction, not the second

@@ -427,6 +427,8 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
         return _divergence(context, units, origin, None)
     if not overflow and (cause := _unnormalised_probabilities(findings, units, origin, rows)) is not None:
         return cause
+    if not overflow and (cause := _mask_product_beyond_16_bit(findings, units, origin)) is not None:
+        return cause
     rose = trend.rise(context.history) if overflow and known else None
     return _op(
         findings,
@@ -1280,6 +1282,37 @@ def _zero_times_infinity_words(origin: Finding) -> tuple[str, str] | None:
         "tf.where(mask, x, -1e9) instead of multiplying a mask by an infinity"
     )
     return summary, what
+
+
+def _mask_product_beyond_16_bit(findings: Findings, units: list[SourceUnit], origin: Finding) -> Cause | None:
+    """``scores + (1.0 - mask) * -1e9`` under mixed_float16: the line writes a finite mask value that float16 holds
+    as -inf (max 65504), and 0 * -inf is NaN where the mask keeps a position. The product's words alone
+    (`_zero_times_infinity_words`) advised "-1e9 instead of -inf", the number already on the line."""
+    if _zero_times_infinity_words(origin) is None:
+        return None
+    infinite = next(i for i in origin.inputs if i.health and (i.health.neg_inf or i.health.pos_inf))
+    dtype = ((infinite.health.dtype if infinite.health else None) or "").lower()
+    if dtype not in SIXTEEN_BIT:
+        return None
+    limit = DTYPE_MAX[dtype]
+    written = _written_beyond(units, origin, limit)
+    if written is None:
+        return None
+    sign = "-inf" if infinite.health is not None and infinite.health.neg_inf else "+inf"
+    summary = (
+        f"the mask value {written} is {sign} in {dtype}, whose largest value is {limit:g}, and the "
+        f"{origin.op.type} op multiplied it by the mask's zeros: 0 * {sign} is NaN wherever the mask keeps a "
+        "position; in float32 the same line is finite"
+    )
+    minus = "-" if sign == "-inf" else ""
+    what = (
+        f"the mask value: one {dtype} can hold ({minus}1e4, or the dtype's lowest / 2), and tf.where(mask, scores, "
+        f"{minus}1e4) rather than multiplying the mask by it, or compute the scores in float32"
+    )
+    evidence = {"op": origin.op.type, "op_name": origin.op.name, "dtype": dtype, "written": written}
+    return Cause(
+        "precision", summary, evidence, _origin_change(findings, _in_the_code_s_own_api(origin, what), "op")
+    )
 
 
 def _division_words(origin: Finding) -> tuple[str, str] | None:
