@@ -628,6 +628,32 @@ def test_a_float16_overflow_is_precision_on_the_layer(tmp_path: Path) -> None:
     assert cause_fixes(TRAIN, cause) == []  # no one-line rewrite of an op's dtype is offered
 
 
+def test_a_float16_overflow_on_inputs_in_raw_units_is_told_to_scale_them_not_to_keep_a_layer_in_float32(
+    tmp_path: Path,
+) -> None:
+    """A mixed-precision custom loop fed weather readings in raw units (pressures of 1000 mbar, temperatures of 283
+    K): a Dense MatMul overflowed float16 and the change was "keep the Dense layer in float32"; followed, the next
+    layer overflowed at the same step. Scaled inputs end it."""
+    program = write_program(tmp_path)
+    origin = overflow_origin(program, dtype="float16", line=EXP_LINE, op="Exp")
+    rng = np.random.default_rng(0)
+    x = np.stack([1000.0 + rng.normal(size=64), 283.0 + rng.normal(size=64)], axis=1).astype("float32")
+    y = (283.0 + rng.normal(size=(64, 1))).astype("float32")
+    cause = classify(
+        findings_of(origin),
+        CauseContext(
+            dtype_policy="mixed_float16",
+            entry_script=str(program),
+            model_info={"loss_scale_optimizer": True},
+            batch={"args": (x, y), "kwargs": {}},
+        ),
+    )
+    assert cause.kind == "precision", cause
+    assert "but the batch is in raw units (x[:, 0] from 998 to 1e+03" in cause.summary, cause.summary
+    assert cause.change is not None and "scale the features" in cause.change.what, cause.change
+    assert "float32" not in cause.change.what, cause.change
+
+
 def test_a_sqrt_of_an_expanded_squared_distance_is_told_to_clamp_not_softplus(tmp_path: Path) -> None:
     """An RBF layer's ``d2 = x2 - 2.0 * ops.matmul(x, ops.transpose(c)) + c2`` cancels to -2e-6 where a batch row is
     a prototype: the sqrt's NaN was told "make it positive by construction where the model learns it
@@ -865,6 +891,14 @@ def test_a_log_of_zeros_in_a_batch_of_one_row_says_the_batch_holds_one_row(tmp_p
         entry_script=str(program), batch=(np.ones((64, 20), "float32"), np.ones((64, 1), "float32"))
     )
     assert "one row" not in classify(findings_of(log_origin(program)), full).summary
+    # A custom step's arguments of one row need not be a dataset's last batch (REINFORCE's returns of a one-step
+    # episode, normalized by their std): "an epoch's last, partial batch" sent the user looking for a dataset.
+    episode = CauseContext(
+        entry_script=str(program), batch={"args": (np.ones((1,), "float32"),), "kwargs": {}}
+    )
+    said = classify(findings_of(log_origin(program)), episode).summary
+    assert "the step's arguments hold one row" in said and "an episode or sequence of one step" in said, said
+    assert "epoch's last" not in said, said
 
 
 def test_growth_needs_steps_and_a_factor() -> None:

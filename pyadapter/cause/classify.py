@@ -139,10 +139,18 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     ):
         # 2049 rows in batches of 64: the epoch's last batch holds one row, and a variance (or a norm, a std) over
         # the batch axis is 0 for it; "the Log got 16 zeros" does not say so.
-        cause.summary += (
-            "; the failing batch holds one row: a variance or std over the batch is 0 for one row (an epoch's "
-            "last, partial batch: a batch size that divides the data, or drop_remainder=True, avoids it)"
-        )
+        if isinstance(context.batch, dict) and "args" in context.batch:
+            # guard_step's arguments need not come from a dataset: a one-step episode's returns, one sequence.
+            cause.summary += (
+                "; the step's arguments hold one row: a variance or std over them is 0 for one row (a dataset's "
+                "last, partial batch: drop_remainder=True avoids it; an episode or sequence of one step: guard "
+                "the division)"
+            )
+        else:
+            cause.summary += (
+                "; the failing batch holds one row: a variance or std over the batch is 0 for one row (an epoch's "
+                "last, partial batch: a batch size that divides the data, or drop_remainder=True, avoids it)"
+            )
         cause.evidence["batch_rows"] = 1
     huge = (findings.bundle or {}).get("first_huge")
     if isinstance(huge, dict) and (words := _first_huge_words(findings, huge)) is not None:
@@ -2264,6 +2272,23 @@ def _precision(
         f"{origin.op.type}{where} overflowed {dtype} (max {limit:g}) on finite inputs"
         f"{f' under the {policy} policy' if policy else ''}; float32 (max {FLOAT32_MAX:.3g}) would hold it"
     )
+    batch = context.batch
+    if isinstance(batch, dict) and isinstance(batch.get("args"), (tuple, list)):
+        # guard_step's arguments: a step called as train_step(x, y) takes them as a fit batch is.
+        batch = tuple(batch["args"])
+    unscaled = _unscaled_inputs(dataclasses.replace(context, batch=batch), units)
+    if not any(item.role == "features" for item in unscaled):
+        unscaled = []  # large targets alone (Poisson counts past 65504) reach the loss, not every layer
+    scaled_change = _unscaled_change(units, unscaled, None) if unscaled else None
+    if scaled_change is not None:
+        # Features in raw units (pressures of 1000): the products of every layer are that large, so a layer kept in
+        # float32 hands the overflow to the next one; scaled inputs end it.
+        evidence["unscaled"] = [item.to_json() for item in unscaled]
+        summary += (
+            f", but the batch is in raw units ({'; '.join(item.describe() for item in unscaled)}): every layer's "
+            f"values are that large, and one kept in float32 hands the overflow to the next"
+        )
+        change = scaled_change
     return Cause("precision", summary, evidence, change)
 
 
