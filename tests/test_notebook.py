@@ -1334,6 +1334,41 @@ def test_a_log_numpy_warned_at_in_a_cell_is_the_line_to_change(tmp_path):
     ), cause
 
 
+def test_a_change_in_a_module_a_cell_writes_is_made_in_that_cell(tmp_path):
+    """A ``%%writefile model_lib.py`` cell holds the loss; the next cell imports it. The line to change was
+    model_lib.py's: fixed there, the next "Run All" wrote the file over again. It is the cell's line."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    library = (
+        "%%writefile model_lib.py\n"
+        "import tensorflow as tf\n"
+        "\n"
+        "\n"
+        "def rmsle(y_true, y_pred):\n"
+        "    return tf.sqrt(tf.reduce_mean(tf.square(tf.math.log((y_pred + 1.0) / (y_true + 1.0)))))\n"
+    )
+    train = (
+        "from model_lib import rmsle\n"
+        "rng = np.random.default_rng(0)\n"
+        "x = rng.normal(size=(64, 4)).astype('float32')\n"
+        "y = rng.uniform(0.0, 5.0, size=(64, 1)).astype('float32')\n"
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, bias_initializer=keras.initializers.Constant(-3.0))])\n"
+        "model.compile(keras.optimizers.SGD(1e-3), rmsle)\n"
+        f"model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    cells = [("code", IMPORTS), ("code", library), ("code", train)]
+    path = folder / "sales.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, "sales.ipynb")
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    located = _nanlens("locate", bundle, folder)
+    assert located.returncode in (0, 1), located.stderr[-3000:]
+    change = json.loads(located.stdout)["cause"]["change"]
+    assert (change["file"], change.get("cell"), change["line"]) == (str(path), 1, 6), change
+    assert "this cell writes model_lib.py with %%writefile" in change["what"], change
+
+
 def test_a_notebook_with_a_fit_cell_pasted_again_below_an_edited_config_replays_the_second_fit(tmp_path):
     """A fit cell pasted again, word for word, below a config cell that raises the rate (how users try a second
     setting): the second fit diverged. Both replays failed with "the notebook ran 1 fit, none of them the captured

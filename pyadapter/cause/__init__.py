@@ -13,7 +13,10 @@ Public API (no TensorFlow; reads the bundle and the user's sources, runs nothing
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +194,7 @@ def attach_cause(
     (`pyadapter.capture.notebook.map_saved_since`): here, at the one load of the bundle that the CLI, the server and
     the guard's stop message share."""
     context = None
+    notebook: Any = None
     if bundle_path is not None:
         from pyadapter.capture.bundle_format import BundleError
         from pyadapter.capture.notebook import map_saved_since
@@ -198,7 +202,8 @@ def attach_cause(
 
         try:
             bundle = CaptureBundle.load(bundle_path)
-            map_saved_since(findings, (bundle.manifest.get("entry_script") or {}).get("notebook"))
+            notebook = (bundle.manifest.get("entry_script") or {}).get("notebook")
+            map_saved_since(findings, notebook)
             context = context_of_bundle(bundle)
             context.domain_weight = _domain_weight(findings, bundle)
         except (BundleError, OSError, ValueError):
@@ -209,12 +214,52 @@ def attach_cause(
         cause = classify(findings, context)
     except Exception as exc:  # noqa: BLE001 - the cause is an addition; never lose the findings for it
         cause = Cause("unknown", f"the cause could not be classified: {type(exc).__name__}: {exc}"[:300])
+    cause = _change_in_the_writing_cell(cause, notebook)
     findings.extra[FINDINGS_KEY] = cause.to_json()
     _origin_where_fed(findings, cause)
     if isinstance(findings.extra.get("pictures"), dict):  # made before the cause was known: mark it on them
         from pyadapter.pictures.model import with_cause
 
         with_cause(findings.extra["pictures"], findings.extra[FINDINGS_KEY])
+    return cause
+
+
+_WRITEFILE = re.compile(r"^%%writefile[ \t]+(?!-a\b)(\S+)[ \t]*$")
+
+
+def _change_in_the_writing_cell(cause: Cause, notebook: Any) -> Cause:
+    """A change in a module a notebook cell writes (``%%writefile model_lib.py`` then ``import model_lib``) is made
+    in that cell: a fix made in the file alone is written over the next time the cell runs ("Run All"). Reads the
+    saved notebook only (a bundle names it; nothing runs)."""
+    change = cause.change
+    if change is None or change.cell is not None or not isinstance(notebook, dict):
+        return cause
+    path = notebook.get("path")
+    if not isinstance(path, str) or not path:
+        return cause
+    from pyadapter.capture.notebook import NotebookError, read_notebook_cells
+
+    try:
+        cells = read_notebook_cells(path)
+    except NotebookError:
+        return cause
+    folder = os.path.dirname(os.path.abspath(path))
+    for cell in cells:
+        first = cell.source.split("\n", 1)[0].strip() if cell.cell_type == "code" else ""
+        written = _WRITEFILE.match(first)
+        if written is None:
+            continue
+        name = written.group(1).strip("\"'")
+        if os.path.abspath(os.path.join(folder, name)) != os.path.abspath(change.file):
+            continue
+        what = (
+            f"{change.what} (this cell writes {name} with %%writefile: a change made in {name} alone is written "
+            "over the next time the cell runs)"
+        )
+        moved = Change(
+            file=os.path.abspath(path), line=change.line + 1, what=what, cell=cell.index, target=change.target
+        )
+        return dataclasses.replace(cause, change=moved)
     return cause
 
 
