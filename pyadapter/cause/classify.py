@@ -1371,11 +1371,12 @@ def _non_finite_constant(findings: Findings, units: list[SourceUnit], origin: Fi
     names = [layer_names(segments, i)[0] for i in range(len(segments))]
     layer = next((auto_name_parts(n) for n in names if auto_name_parts(n)[0] == "normalization"), None)
     adapt = change_line.adapt_site(units, layer[1]) if layer is not None else None
-    if adapt is not None:
+    if adapt is not None and layer is not None:
         summary = (
-            f"the Normalization layer's mean or variance holds NaN/Inf ({health}): adapt() read data with missing "
+            f"the mean or variance of the Normalization layer {_auto_name(layer)} holds NaN/Inf ({health}): adapt() "
+            "read data with missing "
             f"values (NaN), and the layer fixed what it computed into the step, so every row it normalises is NaN "
-            f"though the batch is finite ({os.path.basename(adapt.file)}:{adapt.line})"
+            f"though the batch is finite ({_site_place(adapt)})"
         )
         what = "the data adapt() reads: fill or drop its missing values first (the layer keeps what adapt computes)"
         return Cause("data", summary, evidence, _change(adapt, what, "reading"))
@@ -1385,6 +1386,12 @@ def _non_finite_constant(findings: Findings, units: list[SourceUnit], origin: Fi
     )
     what = "the value the step captures: make it finite where it is computed, before training"
     return Cause("data", summary, evidence, _origin_change(findings, what, "reading"))
+
+
+def _auto_name(parts: tuple[str, int]) -> str:
+    """The layer name Keras gave (``normalization``, ``normalization_2``) from `auto_name_parts`'s (base, index)."""
+    base, index = parts
+    return base if not index else f"{base}_{index}"
 
 
 def _mask_constant(findings: Findings, origin: Finding) -> Finding | None:
@@ -1436,7 +1443,7 @@ def _masked_row(
             what_it_is = "an empty string" if whole.empty_text else "0 throughout, all padding"
             came, _, _ = _element_provenance(findings, context, units, whole.element)
             where += f" ({record} is {what_it_is}{_array_index_text(came)}: every position masked)"
-    place = f"{os.path.basename(mask.file)}:{mask.line}"
+    place = place_text(os.path.basename(mask.file), mask.line, mask.cell)
     summary = (
         f"the {op} op turned the {sign} of a mask constant ({place}) into NaN{where}: where every position of a row "
         f"is masked, a softmax over {sign} only is 0 / 0"
@@ -1525,7 +1532,7 @@ def _row_outlier(
     )
     # The change is the op's line (the marked one); the record's own place is named in the words, where the data
     # is read: "where the data is read" beside a layer's line read as if the layer read it.
-    read_place = f" ({os.path.basename(read_at.file)}:{read_at.line})" if read_at is not None else ""
+    read_place = f" ({_site_place(read_at)})" if read_at is not None else ""
     what = (
         f"the record {outlier.record_text()}: correct it or leave it out where the data is read{read_place}; or "
         f"keep the {op} op's input in its domain for such values"
