@@ -1983,6 +1983,35 @@ def test_sqrt_at_zero_is_the_cause_even_when_a_row_holds_an_odd_value(tmp_path: 
     assert cause.kind == "op" and cause.summary.startswith("the step differentiated sqrt at 0"), cause.summary
 
 
+def test_a_ctc_loss_inf_of_a_long_label_says_the_frames_not_the_domain(tmp_path: Path) -> None:
+    """keras.io's captcha OCR with 12 logit frames: a label of 11 characters (others 4 to 6) has no alignment, CTC is
+    +inf. The record was named, with "or keep the CTCLoss op's input in its domain", which means nothing for CTC."""
+    from pyadapter.cause.rows import rows_of
+
+    program = write_program(tmp_path)
+    lengths = np.array([4, 5, 6, 4, 5, 6, 4, 11], np.int64).reshape(-1, 1)
+    per_row = np.ones((8,), np.float32)
+    per_row[7] = np.inf
+    batch = ({"label_length": lengths}, None)
+    rows = rows_of(per_row, batch)
+    assert rows is not None and rows.outliers
+    origin = Finding(
+        file=str(program),
+        line=3,
+        role="origin",
+        op=OpRef("ctc/CTCLoss", "CTCLoss"),
+        health=TensorHealth(dtype="float32", size=8, pos_inf=1, pos=7),
+        inputs=[
+            InputHealth("ctc/transpose:0", TensorHealth(dtype="float32", size=8 * 12 * 11, pos=8 * 12 * 11))
+        ],
+    )
+    cause = classify(findings_of(origin, bad_rows=rows.to_json()), CauseContext(batch=batch))
+    assert cause.kind == "data", cause.summary
+    assert "a label needs at least as many logit frames" in cause.summary, cause.summary
+    assert cause.change is not None and "more logit frames" in cause.change.what, cause.change
+    assert "domain" not in cause.change.what, cause.change
+
+
 TARGETS_BY_ZERO_STD = """import keras
 import numpy as np
 

@@ -1533,9 +1533,19 @@ def _row_outlier(
     # The change is the op's line (the marked one); the record's own place is named in the words, where the data
     # is read: "where the data is read" beside a layer's line read as if the layer read it.
     read_place = f" ({_site_place(read_at)})" if read_at is not None else ""
+    other_way = f"keep the {op} op's input in its domain for such values"
+    if op in CTC_OPS:
+        # A label longer than the logit frames allow has no alignment: no input of the loss is "out of domain".
+        summary += (
+            "; CTC's loss is +inf for a label no alignment fits: a label needs at least as many logit frames as its "
+            "length plus its repeated neighbours"
+        )
+        other_way = (
+            "give the model more logit frames (downsample the time axis less), or mask such rows' loss"
+        )
     what = (
         f"the record {outlier.record_text()}: correct it or leave it out where the data is read{read_place}; or "
-        f"keep the {op} op's input in its domain for such values"
+        f"{other_way}"
     )
     return Cause("data", summary, evidence, _origin_change(findings, what, "op"), provenance=where)
 
