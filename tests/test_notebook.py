@@ -1009,9 +1009,12 @@ def test_a_notebook_edited_after_the_capture_is_not_called_unsaved(tmp_path):
     assert _unsaved_note(bundle, nb) == ""
     _write(nb, [("code", "x = 1"), ("code", "lr.assign(0.05)  # fixed"), ("code", "model.fit(x)")])
     note = _unsaved_note(bundle, nb)
+    # The step runs from the captured optimizer and its rate: a replay after "lr.assign(0.05)  # fixed" reproduced
+    # at 0.3, and the words ("In [2] ran as the capture recorded them") did not say why.
     assert note == (
-        "; h.ipynb was edited since the capture (In [2] ran as the capture recorded them): the replay ran the saved "
-        "cells, with the edit"
+        "; h.ipynb was edited since the capture (the kernel had run In [2] as they were then): the replay ran the "
+        "saved cells, with the edit, and then the step from the captured state (weights, optimizer, learning "
+        "rate), which an edit of those does not change"
     ), note
 
 

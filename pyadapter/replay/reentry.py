@@ -938,8 +938,9 @@ def _unsaved_note(bundle: Any, program: Path) -> str:
         # The saved cells are not what the kernel ran because the user edited them after the capture (a fix):
         # replaying the saved cells is what they asked for, not a notebook they forgot to save.
         return (
-            f"; {program.name} was edited since the capture ({runs}{more} ran as the capture recorded them): the "
-            "replay ran the saved cells, with the edit"
+            f"; {program.name} was edited since the capture (the kernel had run {runs}{more} as they were then): "
+            "the replay ran the saved cells, with the edit, and then the step from the captured state (weights, "
+            "optimizer, learning rate), which an edit of those does not change"
         )
     return (
         f"; the kernel ran code the saved {program.name} does not hold ({runs}{more}): the replay ran the saved "
