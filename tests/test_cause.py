@@ -2219,6 +2219,42 @@ def test_a_schedule_names_the_rate_it_gave_the_failing_step_and_its_piece(tmp_pa
     assert cause.change is not None and "lower it (try 500)" in cause.change.what, cause.change.what
 
 
+def test_a_divergence_soon_after_a_warm_restart_says_the_schedule_jumped_back_up(tmp_path: Path) -> None:
+    """``CosineDecayRestarts(0.1, first_decay_steps=160)``: the first cycle trained, the restart at step 160 put the
+    rate back from 1e-5 to 0.1, and the run diverged by step 180. The cause named the rate and "lower it (try
+    0.01)", a tenth of a rate the first cycle had trained at, and nothing of the restart."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    program.write_text(
+        TRAIN.replace(
+            '    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9), loss="mse")\n',
+            "    rate = keras.optimizers.schedules.CosineDecayRestarts(0.1, first_decay_steps=160)\n"
+            '    model.compile(optimizer=keras.optimizers.SGD(learning_rate=rate), loss="mse")\n',
+        )
+    )
+    restarted = LearningRate(
+        0.099, schedule="CosineDecayRestarts", previous=0.0991, restart=(160, 9.6e-6, 0.1)
+    )
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=restarted,
+        step=180,
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence", cause.summary
+    assert cause.summary.startswith(
+        "the run diverged at learning rate 0.099 (from CosineDecayRestarts at step 180), 20 steps after the "
+        "schedule jumped back up from 9.6e-6 to 0.1 at step 160 (a warm restart): the loss grew"
+    ), cause.summary
+    assert cause.change is not None and "m_mul below 1" in cause.change.what, cause.change
+    # No restart recorded: no such words.
+    context.learning_rate = LearningRate(0.099, schedule="CosineDecayRestarts", previous=0.0991)
+    assert "warm restart" not in classify(findings_of(overflow_origin(program)), context).summary
+
+
 def test_a_divergence_under_a_schedule_of_the_users_own_names_its_return_line(tmp_path: Path) -> None:
     """A ``LearningRateSchedule`` subclass whose warm-up never stops growing (``base * step / warmup``): the run
     diverged at 0.161 at step 161, and the line to change was the ``SGD(...)`` call, "lower it (try 0.0161)", which

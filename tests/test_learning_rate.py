@@ -107,6 +107,26 @@ def test_a_schedule_still_rising_at_the_failing_step_is_recorded_with_its_earlie
     assert learning_rate.read(peaked.to_json()) == peaked
 
 
+def test_a_warm_restart_before_the_failing_step_is_recorded() -> None:
+    """SGDR's restart at step 160 put the rate back from ~1e-5 to 0.1; the run diverged at step 180. The record kept
+    the rate at step 180 only, and the cause could not say the run diverged after a restart."""
+    keras = pytest.importorskip("keras")
+    schedule = keras.optimizers.schedules.CosineDecayRestarts(0.1, first_decay_steps=160)
+    record = learning_rate.of_step(keras.optimizers.SGD(schedule), 180)
+    assert record is not None and record.restart is not None, record
+    step, before, after = record.restart
+    assert step == 160 and before < 1e-3 and after == pytest.approx(0.1), record.restart
+    assert learning_rate.read(record.to_json()) == record
+    # A cosine decay with no restart, and a warm-up, rise by less than x2 a step: none.
+    decay = learning_rate.of_step(
+        keras.optimizers.SGD(keras.optimizers.schedules.CosineDecay(0.1, 1000)), 180
+    )
+    assert decay is not None and decay.restart is None
+    assert (
+        learning_rate.read({"value": 0.1, "restart": [160, 0.1, 0.01]}).restart is None
+    )  # a fall is no restart
+
+
 def _line_of(cls, text: str) -> int:
     lines, first = inspect.getsourcelines(cls.__call__)
     return first + next(i for i, line in enumerate(lines) if text in line)

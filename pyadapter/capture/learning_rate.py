@@ -21,7 +21,7 @@ import math
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 
 from pyadapter.dump.frames import is_user_file
 
@@ -45,6 +45,10 @@ class LearningRate:
     # The schedule's rate at the step before the failing one: a warm-up that peaked a few steps before the failure
     # rose at every earlier sample, but is falling now.
     previous: float | None = None
+    # (step, rate before it, rate at it): the latest step of the last `RESTART_STEPS` before the failing one where
+    # the schedule's rate rose `RESTART_FACTOR`x or more at once (a warm restart of CosineDecayRestarts, a cyclic
+    # schedule's jump): the run then diverged at a rate it met again only there.
+    restart: tuple[int, float, float] | None = None
 
     @property
     def finite(self) -> bool:
@@ -62,6 +66,7 @@ class LearningRate:
             "code": self.code,
             **({"earlier": [[step, rate] for step, rate in self.earlier]} if self.earlier else {}),
             **({"previous": self.previous} if self.previous is not None else {}),
+            **({"restart": list(self.restart)} if self.restart is not None else {}),
         }
 
     def rising(self) -> list[tuple[int, float]]:
@@ -93,7 +98,7 @@ def read(data: Any) -> LearningRate | None:
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         return None
     schedule, file, line, code = data.get("schedule"), data.get("file"), data.get("line"), data.get("code")
-    previous = data.get("previous")
+    previous, restart = data.get("previous"), data.get("restart")
     return LearningRate(
         float(value),
         schedule if isinstance(schedule, str) else None,
@@ -101,10 +106,24 @@ def read(data: Any) -> LearningRate | None:
         line if isinstance(line, int) and not isinstance(line, bool) and line > 0 else None,
         code[:500] if isinstance(code, str) else None,
         _read_earlier(data.get("earlier")),
-        float(previous)
-        if isinstance(previous, (int, float)) and not isinstance(previous, bool) and math.isfinite(previous)
-        else None,
+        float(previous) if _is_finite_number(previous) else None,
+        _read_restart(restart),
     )
+
+
+def _is_finite_number(value: Any) -> TypeGuard[float]:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _read_restart(data: Any) -> tuple[int, float, float] | None:
+    """The ``restart`` triple [step, rate before, rate at] if it is one (a bundle is data)."""
+    if not (isinstance(data, list) and len(data) == 3):
+        return None
+    step, before, after = data
+    if isinstance(step, int) and not isinstance(step, bool) and step >= 0:
+        if _is_finite_number(before) and _is_finite_number(after) and 0 < before < after:
+            return step, float(before), float(after)
+    return None
 
 
 def _read_earlier(data: Any) -> list[tuple[int, float]]:
@@ -171,8 +190,10 @@ def of_step(optimizer: Any, step: int) -> LearningRate | None:
             name = type(rate).__name__ if not inspect.isfunction(rate) else rate.__qualname__
             code = linecache.getline(file, line).strip() if file and line else ""
             earlier = _earlier_rates(optimizer, rate, step, takes_step=bool(arguments))
-            previous = _rate_at(optimizer, rate, step - 1, takes_step=bool(arguments)) if step > 0 else None
-            return LearningRate(value, name, file, line, code or None, earlier, previous)
+            recent = _recent_rates(optimizer, rate, step, takes_step=bool(arguments))
+            previous = recent[-1][1] if recent and recent[-1][0] == step - 1 else None
+            restart = _last_restart([*recent, (step, value)])
+            return LearningRate(value, name, file, line, code or None, earlier, previous, restart)
     except Exception:  # noqa: BLE001 - a schedule is the user's code; the record is an extra
         return None
     return None
@@ -186,6 +207,29 @@ def _earlier_rates(optimizer: Any, rate: Any, step: int, takes_step: bool) -> li
         if value is not None:
             earlier.append((at, value))
     return earlier
+
+
+# How far back a warm restart is looked for, and how much the rate must rise at once to be one.
+RESTART_STEPS = 64
+RESTART_FACTOR = 2.0
+
+
+def _recent_rates(optimizer: Any, rate: Any, step: int, takes_step: bool) -> list[tuple[int, float]]:
+    """The schedule's finite rates at the `RESTART_STEPS` steps before `step`, oldest first."""
+    recent = []
+    for at in range(max(step - RESTART_STEPS, 0), step):
+        value = _rate_at(optimizer, rate, at, takes_step)
+        if value is not None:
+            recent.append((at, value))
+    return recent
+
+
+def _last_restart(rates: list[tuple[int, float]]) -> tuple[int, float, float] | None:
+    """The latest (step, rate before, rate at) where consecutive steps' rates rose `RESTART_FACTOR`x or more."""
+    for (_, before), (step, after) in reversed(list(itertools.pairwise(rates))):
+        if before > 0 and after >= RESTART_FACTOR * before:
+            return step, before, after
+    return None
 
 
 def _rate_at(optimizer: Any, rate: Any, step: int, takes_step: bool) -> float | None:

@@ -1980,6 +1980,25 @@ def _divergence(
             f"the weights were already huge when this fit began (weight norm {blown_up[1]:.3g} at step "
             f"{blown_up[0]}), and {trend_text}, {ending}"
         )
+    restart = context.learning_rate.restart if context.learning_rate is not None else None
+    if restart is not None and blown_up is None and not before_any_update:
+        # SGDR's warm restart put the rate back up (1e-5 to 0.1 in one step) and the run diverged soon after: the
+        # first cycle trained at that peak from weights less sharp, so the restart's peak is what to lower.
+        step, low, high = restart
+        evidence["restart"] = {"step": step, "from": low, "to": high}
+        head = f"the run diverged{rate_text}{scale_text}"
+        summary = summary.replace(
+            head,
+            f"{head}, {(context.step or step) - step} steps after the schedule jumped back up from "
+            f"{format_number(low)} to {format_number(high)} at step {step} (a warm restart)",
+            1,
+        )
+        if change is not None:
+            change = dataclasses.replace(
+                change,
+                what=f"{change.what}; or lower the restarts' peak (m_mul below 1 in CosineDecayRestarts, or a "
+                "lower peak for the later cycles): the run diverged after a restart",
+            )
     if searched:
         evidence["window"] = searched[0]  # the sentence is in change.what, next to the rate it replaces
     return Cause("divergence", summary, evidence, change)
