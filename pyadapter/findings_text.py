@@ -142,6 +142,9 @@ def short_path(path: str) -> str:
 
 # The map function Keras's fit puts over the arrays it is given (its data adapter's ``grab_batch``).
 KERAS_ARRAY_MAP = "grab_batch"
+# Said by a cause whose bad value a weight held before the failing step (a raw scale an update carried below 0), and
+# read by NanGuard's last line: a NaN validation loss after the stop is then those weights' own.
+WEIGHTS_HELD_IT = "the weights from before the failing step hold it too"
 # The ops tf.data runs Python code through (``Dataset.from_generator``, ``tf.py_function``).
 _PYTHON_CALL_OPS = frozenset({"PyFunc", "PyFuncStateless", "EagerPyFunc"})
 

@@ -771,6 +771,19 @@ class _LogOfRawScale(keras.layers.Layer):
         return x
 
 
+def fit_validated_on_training_data(model, x, y, guard):
+    return model.fit(
+        x,
+        y,
+        batch_size=gm.BATCH,
+        epochs=1,
+        shuffle=False,
+        verbose=2,
+        validation_data=(x, y),
+        callbacks=[guard],
+    )
+
+
 def test_the_last_word_says_whose_nan_val_loss_keras_shows_after_the_stopped_epoch(tmp_path, capsys):
     """Keras validates the stopped epoch at the weights the guard held, and prints "val_loss: nan" beside "the model
     holds its weights from before step N": read as "the guard did not work" (a raw scale an update carried below 0,
@@ -780,16 +793,7 @@ def test_the_last_word_says_whose_nan_val_loss_keras_shows_after_the_stopped_epo
     x, y = gm.data(bad_batch=None)
     model = keras.Sequential([keras.Input((x.shape[1],)), _LogOfRawScale(), keras.layers.Dense(1)])
     model.compile(keras.optimizers.SGD(0.1), "mse")
-    model.fit(
-        x,
-        y,
-        batch_size=gm.BATCH,
-        epochs=1,
-        shuffle=False,
-        verbose=2,
-        validation_data=(x, y),
-        callbacks=[NanGuard(tmp_path / "scale")],
-    )
+    fit_validated_on_training_data(model, x, y, NanGuard(tmp_path / "scale"))
     captured = capsys.readouterr()
     assert "val_loss: nan" in captured.out
     last = captured.err.strip().splitlines()[-1]
@@ -802,18 +806,22 @@ def test_the_last_word_says_whose_nan_val_loss_keras_shows_after_the_stopped_epo
     x, y = gm.data(bad_batch=3)
     model = gm.sequential()
     model.compile(keras.optimizers.Adam(0.01), "mse")
-    model.fit(
-        x,
-        y,
-        batch_size=gm.BATCH,
-        epochs=1,
-        shuffle=False,
-        verbose=2,
-        validation_data=(x, y),
-        callbacks=[NanGuard(tmp_path / "data")],
-    )
+    fit_validated_on_training_data(model, x, y, NanGuard(tmp_path / "data"))
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "on the validation data: it holds NaN/Inf too, or those weights had gone bad" in last, last
+
+    # A loss's own 0 / 0 (a Dice ratio on an empty mask) meets the validation records too: the weights were fine,
+    # and "they had gone bad before this step" sent a user after them.
+    def ratio(y_true, y_pred):
+        return tf.reduce_sum(tf.square(y_true - y_pred)) / tf.reduce_sum(tf.abs(y_true))
+
+    x, y = gm.data(bad_batch=None)
+    y[2 * gm.BATCH : 3 * gm.BATCH] = 0.0  # an empty batch of targets
+    model = gm.sequential()
+    model.compile(keras.optimizers.SGD(0.01), ratio)
+    fit_validated_on_training_data(model, x, y, NanGuard(tmp_path / "ratio"))
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "on the validation data: the cause above makes it there too" in last, last
 
 
 def test_the_last_word_says_the_stopped_step_had_a_finite_loss_when_only_its_gradients_were_not(

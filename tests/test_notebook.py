@@ -1291,6 +1291,15 @@ def test_a_notebook_run_out_of_order_replays_in_the_order_its_kernel_ran(tmp_pat
     assert "(its cells in the order the kernel ran them)" in report["route"], report["route"]
 
 
+def _bundle_of(tmp_path: Path, folder: Path, name: str, cells: list[tuple[str, str]]) -> tuple[Path, Path]:
+    """(the notebook, the one bundle it wrote to <tmp_path>/captures) after "Run All" of `cells` as `name`."""
+    path = folder / name
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, name)
+    (bundle,) = [p for p in (tmp_path / "captures").iterdir() if p.is_dir()]
+    return path, bundle
+
+
 def test_a_log_numpy_warned_at_in_a_cell_is_the_line_to_change(tmp_path):
     """A cell takes np.log of a column with a 0, a later cell standardizes it, fit gets -inf. NumPy warned "divide by
     zero encountered in log" at the log's line, and the bundle kept it, at the kernel's file of the cell: the line
@@ -1318,10 +1327,7 @@ def test_a_log_numpy_warned_at_in_a_cell_is_the_line_to_change(tmp_path):
         ("code", scaled),
         ("code", train),
     ]
-    path = folder / "listings.ipynb"
-    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
-    _run_notebook(path, tmp_path, "listings.ipynb")
-    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    path, bundle = _bundle_of(tmp_path, folder, "listings.ipynb", cells)
     located = _nanlens("locate", bundle, folder)
     assert located.returncode in (0, 1), located.stderr[-3000:]
     cause = json.loads(located.stdout)["cause"]
@@ -1361,10 +1367,7 @@ def test_a_change_in_a_module_a_cell_writes_is_made_in_that_cell(tmp_path):
         f"model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
     )
     cells = [("code", IMPORTS), ("code", library), ("code", train)]
-    path = folder / "sales.ipynb"
-    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
-    _run_notebook(path, tmp_path, "sales.ipynb")
-    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    path, bundle = _bundle_of(tmp_path, folder, "sales.ipynb", cells)
     located = _nanlens("locate", bundle, folder)
     assert located.returncode in (0, 1), located.stderr[-3000:]
     change = json.loads(located.stdout)["cause"]["change"]
@@ -1394,10 +1397,7 @@ def test_a_notebook_with_a_fit_cell_pasted_again_below_an_edited_config_replays_
         ("code", "LEARNING_RATE = 5.0"),
         ("code", train),
     ]
-    path = folder / "rates.ipynb"
-    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
-    _run_notebook(path, tmp_path, "rates.ipynb")
-    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    path, bundle = _bundle_of(tmp_path, folder, "rates.ipynb", cells)
     replayed = _nanlens("replay", bundle, folder)
     assert replayed.returncode == 0, replayed.stderr[-3000:]
     report = json.loads(replayed.stdout)

@@ -58,6 +58,7 @@ from pyadapter.capture.train_function import (
     primary_optimizer,
 )
 from pyadapter.capture.verdict import Failure, NonFiniteReport
+from pyadapter.findings_text import WEIGHTS_HELD_IT
 
 # Imported here by name elsewhere (pyadapter.replay.reentry, tests): the guarded function moved to train_function.
 __all__ = ["GuardedTrainFunction", "NanGuard", "model_optimizers", "primary_optimizer"]
@@ -687,10 +688,14 @@ def _validated_at_those_weights(logs: dict | None, cause: str | None) -> str:
         return ""
     shown = f"{bad[0]}: {float(logs[bad[0]])}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")
     said = f"; the {shown} above is what those weights give on the validation data"
+    if cause is not None and (cause.startswith("divergence:") or WEIGHTS_HELD_IT in cause):
+        # Weights grown huge, or a weight carried out of its domain before the step (the cause says which).
+        return said + ": they had gone bad before this step (the cause says how)"
     if cause is None or cause.startswith("data:"):
         # A batch holding NaN/Inf (or no cause found): the weights may be fine and the validation data as bad.
         return said + ": it holds NaN/Inf too, or those weights had gone bad before this step"
-    return said + ": they had gone bad before this step (the cause says how)"
+    # An op's 0 / 0 (a Dice loss on an empty mask) meets validation records too: the weights need not be bad.
+    return said + ": the cause above makes it there too (the validation data runs through the same code)"
 
 
 def _go_first(guard: Any, caller: Any) -> None:

@@ -36,7 +36,7 @@ from pyadapter.dump.frames import is_user_file
 from pyadapter.dump.layer_site import auto_name_parts, layer_names
 from pyadapter.dump.origin import ARGUMENT_TYPES
 from pyadapter.findings import Finding, Findings
-from pyadapter.findings_text import index_text, place_text
+from pyadapter.findings_text import WEIGHTS_HELD_IT, index_text, place_text
 from pyadapter.numpy_warnings import NumpyWarning
 
 
@@ -1174,8 +1174,7 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
     if weight is not None and READ_VARIABLE in value.name:
         summary = (
             f"the {origin.op.type} op got {found} from the weight {weight.path} (smallest {_fmt(weight.smallest)}): "
-            f"{result}; the optimizer's finite updates carried the weight there, and the weights from before the "
-            "failing step hold it too"
+            f"{result}; the optimizer's finite updates carried the weight there, and {WEIGHTS_HELD_IT}"
         )
         what = (
             f"the weight {weight.path.rsplit('/', 1)[-1]}: keep it {'positive' if name != 'sqrt' else 'non-negative'} "
@@ -2521,7 +2520,8 @@ def _numpy_fix(warned: NumpyWarning) -> str:
     message = warned.message
     if "empty slice" in message or "Degrees of freedom" in message:
         return "a mean or std over no rows; skip or fill the empty selections"
-    if message.endswith((" in log", " in log2", " in log10")):
+    if message.endswith((" in log", " in log2", " in log10", " in log1p")):
+        # log1p's -inf is a log of 0 too (log1p(-1): a -1 that stands for "missing"), not a division to pad.
         return "a log of 0 or of a negative; guard it (np.log1p, an epsilon, np.clip) or filter the records before it"
     if "divide" in message:
         return "a division by 0; add an epsilon or np.where to the divisor, or filter the records before it"
