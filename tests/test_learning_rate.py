@@ -179,3 +179,22 @@ def test_a_suggestion_below_half_says_half_diverged():
     )
     search.tried_suggestion = 0.000975  # half held: nothing more to say
     assert search.sentence() == "largest finite over the 4-step window: 0.00195; try 9.75e-4"
+
+
+def test_a_schedule_inf_at_the_failing_step_is_no_restart_and_its_record_is_json() -> None:
+    """A schedule that turns inf at the failing step (rsqrt(step - warmup) at the warm-up's end) is a jump of x inf
+    from the step before: taken for a warm restart, the record held inf and no bundle could be written ("Out of
+    range float values are not JSON compliant")."""
+    import json
+
+    keras = pytest.importorskip("keras")
+    tf = pytest.importorskip("tensorflow")
+
+    class WarmupRsqrt(keras.optimizers.schedules.LearningRateSchedule):
+        def __call__(self, step):
+            step = tf.cast(step, tf.float32)
+            return tf.where(step < 20.0, 0.01, tf.math.rsqrt(step - 20.0))
+
+    record = learning_rate.of_step(keras.optimizers.SGD(WarmupRsqrt()), 20)
+    assert record is not None and math.isinf(record.value) and record.restart is None, record
+    json.dumps(record.to_json(), allow_nan=False)

@@ -192,7 +192,7 @@ def of_step(optimizer: Any, step: int) -> LearningRate | None:
             earlier = _earlier_rates(optimizer, rate, step, takes_step=bool(arguments))
             recent = _recent_rates(optimizer, rate, step, takes_step=bool(arguments))
             previous = recent[-1][1] if recent and recent[-1][0] == step - 1 else None
-            restart = _last_restart([*recent, (step, value)])
+            restart = _last_restart([*recent, *([(step, value)] if math.isfinite(value) else [])])
             return LearningRate(value, name, file, line, code or None, earlier, previous, restart)
     except Exception:  # noqa: BLE001 - a schedule is the user's code; the record is an extra
         return None
