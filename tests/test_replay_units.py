@@ -674,6 +674,15 @@ def test_a_rerun_origin_that_only_carried_the_batch_nan_is_not_taken_for_its_mak
     text = "\n".join(origin_lines(entered, none=""))
     assert "op: none: the arrays given to fit held it" in text and "in graph Dataset_map" not in text
     assert "Placeholder" not in text
+    # A cross-validation loop re-run: the first grab_batch to hold the value was an earlier fold's predict (line
+    # 88), and "the arrays given to fit held it" stood beside that line. The captured fit's call is the line.
+    predicted = adopt(
+        "Placeholder", "Dataset_map_grab_batch", TensorHealth(dtype="float32", size=2500, nan=2), fit
+    )
+    assert predicted.origin is not None and (predicted.origin.file, predicted.origin.line) == (
+        "/work/train.py",
+        60,
+    )
 
 
 def test_a_fit_call_is_read_as_data_and_matched_by_text_and_order_or_cell() -> None:
@@ -757,11 +766,14 @@ def test_a_product_sum_fed_a_batch_that_holds_nan_carried_it_in() -> None:
         health=TensorHealth(dtype="float32", size=8, nan=1),
         inputs=[InputHealth("data:0", None), InputHealth("dense/ReadVariableOp:0", TensorHealth(size=3))],
     )
-    assert _carried_in(matmul)
+    from pyadapter.replay.batchhealth import BatchProblem
+
+    holds_nan = BatchProblem(total=1, nan=1, size=24)
+    assert _carried_in(matmul, holds_nan)
     matmul.inputs[0] = InputHealth(
         "x:0", TensorHealth(size=24)
     )  # every input recorded finite: an overflow's NaN
-    assert not _carried_in(matmul)
+    assert not _carried_in(matmul, holds_nan)
 
 
 def test_the_window_reads_the_rate_a_notebook_cell_sets_now(tmp_path: Path) -> None:

@@ -589,6 +589,7 @@ def _adopt_rerun_origin(
     function); when the data held it before any op did, point at where it entered instead: the training call
     (`training_call`, the line of ``model.fit(...)``) when the first op to hold it is one of the model's."""
     from pyadapter.dump.origin import ITERATOR_READ_TYPES, WEAK_ORIGIN_TYPES
+    from pyadapter.findings_text import KERAS_ARRAY_MAP
 
     new = rerun.origin
     assert new is not None and findings.bundle is not None
@@ -612,14 +613,20 @@ def _adopt_rerun_origin(
             else f"{new.op.type} {new.op.name} brought {bad_counts(new.health)} in here, in the re-run under a dump"
         )
         in_the_step = not graph.startswith("Dataset_") and new.op.type not in ITERATOR_READ_TYPES
-        if in_the_step and training_call is not None:
-            # The first op of the step that took the value (a Normalization layer's Sub) is no place to change,
-            # and which op that is varies from one re-run to the next (the data's order, a shuffle's, decides
-            # whether the iterator's output was recorded): the data entered at the training call, every time.
-            entered = (
-                f"the first op to take it, {new.op.type} {new.op.name} at {os.path.basename(new.file)}:{new.line}, "
-                f"got {bad_counts(new.health)} from the batch, in the re-run under a dump"
-            )
+        # Keras's own map over the arrays given to fit: the re-run's first to hold the bad value may be another
+        # call's (a cross-validation loop's predict of an earlier fold, over arrays that hold it too); the arrays
+        # reached the captured step through its training call, so that is the line.
+        keras_arrays = new.op.type == "Placeholder" and graph == f"Dataset_map_{KERAS_ARRAY_MAP}"
+        if (in_the_step or keras_arrays) and training_call is not None:
+            if in_the_step:
+                # The first op of the step that took the value (a Normalization layer's Sub) is no place to
+                # change, and which op that is varies from one re-run to the next (the data's order, a shuffle's,
+                # decides whether the iterator's output was recorded): the data entered at the training call,
+                # every time.
+                entered = (
+                    f"the first op to take it, {new.op.type} {new.op.name} at {os.path.basename(new.file)}:"
+                    f"{new.line}, got {bad_counts(new.health)} from the batch, in the re-run under a dump"
+                )
             new.file, new.line, new.cell, new.stack = (
                 training_call.file,
                 training_call.line,
