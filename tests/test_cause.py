@@ -3464,3 +3464,23 @@ def test_a_log1p_of_minus_one_numpy_warned_at_is_a_log_not_a_division() -> None:
     advice = _numpy_fix(NumpyWarning("train.py", 45, "divide by zero encountered in log1p"))
     assert advice.startswith("a log of 0 or of a negative"), advice
     assert "divisor" not in advice, advice
+
+
+def test_a_batch_whose_every_value_is_nan_says_so_not_just_its_first_element(tmp_path: Path) -> None:
+    """keras.io's weather forecast normalized with a NumPy mean over a series with a gap of NaN rows: every value
+    went NaN, and the cause named "x[0, 0, 0] = nan, row 0", sending the user after one record."""
+    program = write_program(tmp_path)
+    x = np.full((4, 6, 3), np.nan, np.float32)
+    origin = batch_origin(program, FIT_LINE, TensorHealth(dtype="float32", size=72, nan=72))
+    cause = classify(
+        findings_of(origin, non_finite_batch={"total": 72, "examples": ["x[0, 0, 0] = nan"]}),
+        CauseContext(batch=(x, np.zeros((4, 1), np.float32)), entry_script=str(program)),
+    )
+    assert cause.kind == "data", cause
+    assert "every value of x in the batch is NaN/Inf (72 of 72)" in cause.summary, cause.summary
+    x[1:] = 1.0  # one bad record among good ones: no such words
+    cause = classify(
+        findings_of(origin, non_finite_batch={"total": 18, "examples": ["x[0, 0, 0] = nan"]}),
+        CauseContext(batch=(x, np.zeros((4, 1), np.float32)), entry_script=str(program)),
+    )
+    assert "every value" not in cause.summary, cause.summary

@@ -152,12 +152,38 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
                 "last, partial batch: a batch size that divides the data, or drop_remainder=True, avoids it)"
             )
         cause.evidence["batch_rows"] = 1
+    whole = _wholly_non_finite(context.batch) if cause.kind == "data" and context is not None else None
+    if whole is not None:
+        # x[0, 0, 0] = nan "row 0" sent the user after one record, where every value was NaN: the array went bad
+        # as a whole before training (a mean or std over data holding one NaN, a normalization of all of it).
+        name, size = whole
+        cause.summary += (
+            f"; every value of {name} in the batch is NaN/Inf ({size} of {size}): more than a bad record, the "
+            "array may have gone bad as a whole before training (a mean or std of data that holds a NaN, which "
+            "NumPy takes without a warning)"
+        )
+        cause.evidence["wholly_non_finite"] = name
     huge = (findings.bundle or {}).get("first_huge")
     if isinstance(huge, dict) and (words := _first_huge_words(findings, huge)) is not None:
         # An overflow inside the optimizer's update is marked at apply_gradients / fit: where values grew is not.
         cause.summary += words
         cause.evidence["first_huge"] = huge
     return cause
+
+
+def _wholly_non_finite(batch: Any) -> tuple[str, int] | None:
+    """(name, size) of a float array of the batch whose every value (more than one) is NaN/Inf, else None."""
+    import numpy as np
+
+    for name, array, _ in provenance.leaves(batch):
+        if (
+            isinstance(array, np.ndarray)
+            and array.size > 1
+            and np.issubdtype(array.dtype, np.floating)
+            and not np.isfinite(array).any()
+        ):
+            return name, int(array.size)
+    return None
 
 
 def _batch_rows(batch: Any) -> int | None:
