@@ -3484,3 +3484,34 @@ def test_a_batch_whose_every_value_is_nan_says_so_not_just_its_first_element(tmp
         CauseContext(batch=(x, np.zeros((4, 1), np.float32)), entry_script=str(program)),
     )
     assert "every value" not in cause.summary, cause.summary
+
+
+@pytest.mark.parametrize(
+    ("code", "said"),
+    [
+        ("    dice = 2.0 * intersection / (sum_pred + sum_true)", "(intersection + 1) / (union + 1)"),
+        ("    return ops.sqrt(ops.sum(w * sq) / ops.sum(w))", "the sqrt on this line then takes 0"),
+    ],
+)
+def test_a_division_s_change_reads_its_line_an_overlap_score_or_a_sqrt_of_it(
+    tmp_path: Path, code: str, said: str
+) -> None:
+    """A Dice loss's 0 / 0 on an empty mask: divide_no_nan or an epsilon scored a correct empty prediction 0 (val
+    Dice stuck at 0.6); a weighted RMSE's 0 / 0 on a batch of zero weights: the epsilon below the division left
+    sqrt(0), whose gradient is infinite, and the next run failed there."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=3,
+        role="origin",
+        op=OpRef("loss/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=1, nan=1),
+        inputs=[
+            InputHealth("loss/mul:0", TensorHealth(dtype="float32", size=1, zero=1)),
+            InputHealth("loss/add:0", TensorHealth(dtype="float32", size=1, zero=1)),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = code
+    cause = classify(findings, CauseContext(entry_script=str(program)))
+    assert cause.change is not None and said in cause.change.what, cause.change

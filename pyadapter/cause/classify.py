@@ -942,6 +942,8 @@ def _op(
         words = _underflowed_exp_words(findings, origin) or words
     if words is not None:
         summary, what = words
+        if origin.op.type in DIVISION_OPS:
+            what = _division_on_its_line(str(findings.extra.get("origin_code") or ""), what)
     if (zeros := _sqrt_differentiated_at_zero(origin)) is not None:
         # The forward value is a harmless 0; only its gradient is not, which the generic words do not say.
         evidence["zeros_in"] = zeros
@@ -1346,6 +1348,24 @@ def _mask_product_beyond_16_bit(findings: Findings, units: list[SourceUnit], ori
     return Cause(
         "precision", summary, evidence, _origin_change(findings, _in_the_code_s_own_api(origin, what), "op")
     )
+
+
+_OVERLAP_RATIO = re.compile(r"dice|iou|jaccard|intersection|overlap", re.IGNORECASE)
+
+
+def _division_on_its_line(code: str, what: str) -> str:
+    """The division's change, for what else its line does: an overlap score (Dice, IoU) is smoothed on both sides,
+    as an empty mask predicted empty is a perfect score (divide_no_nan or an epsilon below scored it 0); a sqrt of
+    the quotient then takes 0, whose slope is infinite (a weighted RMSE over a batch of zero weights)."""
+    if _OVERLAP_RATIO.search(code):
+        what = (
+            "the overlap ratio: add one smoothing term to both sides, (intersection + 1) / (union + 1) (Dice: "
+            "(2 * intersection + 1) / (sum_pred + sum_true + 1)), so an empty mask predicted empty scores 1, not 0 "
+            f"or NaN; or {what.removeprefix('the division: ')}"
+        )
+    if "sqrt(" in code.replace(" ", ""):
+        what += "; the sqrt on this line then takes 0, whose slope is infinite: an epsilon inside it too"
+    return what
 
 
 def _division_words(origin: Finding) -> tuple[str, str] | None:
