@@ -468,6 +468,23 @@ def test_a_log_of_zero_in_the_targets_of_a_mirrored_fit_is_bad_data_at_the_log(t
     assert "MultiDeviceIterator" not in json.dumps(located["origin"]), located["origin"]
 
 
+def test_a_masked_softmax_inside_a_decoder_loop_is_located_at_the_scene_not_at_a_loop_read(tmp_path):
+    """The NMT tutorial's attention with ``tf.where(mask, score, -inf)`` and a source of all padding, in a teacher-
+    forcing loop: the scene named the decoder GRU's TensorListGetItem ("it came with the data", cause data, "keep
+    the TensorListGetItem op's input in its domain"), whose trace came before the mask constant's; `locate
+    --replay` found the Softmax. The scene does too."""
+    program = SHAPES / "loop_seq2seq_attention_mask.py"
+    done = run_program(program.name, tmp_path)
+    assert "NanGuard: step" in done.stderr + done.stdout, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    origin = scene_origin(bundle)
+    assert at(origin) == (program.resolve(), marked_line(program)) and origin["op"]["type"] == "Softmax", (
+        origin
+    )
+    cause = nanlens_json("locate", str(bundle))["cause"]
+    assert "mask constant" in cause["summary"], cause["summary"]
+
+
 def test_a_nan_of_one_replicas_shard_replays_on_that_replica(tmp_path):
     """A MirroredStrategy loop whose 0/0 happens only in one replica's shard (64 of the 128 rows, none labelled).
     The bundle holds the per-replica arguments as one global batch; the replay handed it whole to the step, every

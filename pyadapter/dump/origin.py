@@ -242,6 +242,7 @@ def graph_candidate(host: HostScan) -> Candidate | None:
         return None
     weak: Candidate | None = None
     came_in: Candidate | None = None  # the first weak origin that brings data in (not a TensorList read)
+    constant: Candidate | None = None  # the first constant holding NaN/Inf (a -inf mask)
     for entry in host.traces.window:
         if entry.index < 0 or not entry.nonfinite:
             continue
@@ -267,8 +268,14 @@ def graph_candidate(host: HostScan) -> Candidate | None:
             weak = candidate
         if came_in is None and resolved is not None and resolved[0].type not in LIST_READ_TYPES:
             came_in = candidate
+        if constant is None and resolved is not None and resolved[0].type in ("Const", "HostConst"):
+            constant = candidate
     if weak is not None and _op_type(host, weak.trace) in ("Const", "HostConst"):
         return _nan_from_infinities(host, weak) or weak
+    if weak is not None and constant is not None and _op_type(host, weak.trace) in LIST_READ_TYPES:
+        # A decoder's while loop reads back what an earlier iteration made (a softmax over a -inf mask), and its
+        # read's trace can come before the mask constant's: the op that turned that -inf into NaN is the origin.
+        return _nan_from_infinities(host, constant) or weak
     return weak
 
 
