@@ -1266,6 +1266,18 @@ def test_a_cell_edited_run_and_then_saved_is_marked_and_replays(tmp_path):
     assert json.loads(replayed.stdout)["reproduced"] == {"graph": True, "eager": True}
 
 
+# A sweep of learning rates as notebooks run one: data, then a fit cell that reads LEARNING_RATE from a config cell.
+RATE_SWEEP_DATA = "rng = np.random.default_rng(0)\nx = rng.normal(size=(64, 4)).astype('float32')\ny = x.sum(1, keepdims=True)"
+
+
+def _rate_sweep_fit(capture_dir: Path) -> str:
+    return (
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])\n"
+        "model.compile(keras.optimizers.SGD(learning_rate=LEARNING_RATE), 'mse')\n"
+        f"model.fit(x, y * 1e3, batch_size=16, epochs=3, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+
+
 def test_a_notebook_run_out_of_order_replays_in_the_order_its_kernel_ran(tmp_path):
     """A config cell at the bottom, run before the training cell above it (as users do): the replay ran the saved
     cells top to bottom and failed with "NameError: name 'LEARNING_RATE' is not defined (at cell2.py:2)". The
@@ -1273,12 +1285,7 @@ def test_a_notebook_run_out_of_order_replays_in_the_order_its_kernel_ran(tmp_pat
     folder = tmp_path / "work"
     folder.mkdir()
     capture_dir = tmp_path / "captures"
-    data = "rng = np.random.default_rng(0)\nx = rng.normal(size=(64, 4)).astype('float32')\ny = x.sum(1, keepdims=True)"
-    train = (
-        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])\n"
-        "model.compile(keras.optimizers.SGD(learning_rate=LEARNING_RATE), 'mse')\n"
-        f"model.fit(x, y * 1e3, batch_size=16, epochs=3, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
-    )
+    data, train = RATE_SWEEP_DATA, _rate_sweep_fit(capture_dir)
     cells = [("code", IMPORTS), ("code", data), ("code", train), ("code", "LEARNING_RATE = 5.0")]
     path = folder / "sweep.ipynb"
     path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
@@ -1382,12 +1389,7 @@ def test_a_notebook_with_a_fit_cell_pasted_again_below_an_edited_config_replays_
     folder = tmp_path / "work"
     folder.mkdir()
     capture_dir = tmp_path / "captures"
-    data = "rng = np.random.default_rng(0)\nx = rng.normal(size=(64, 4)).astype('float32')\ny = x.sum(1, keepdims=True)"
-    train = (
-        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])\n"
-        "model.compile(keras.optimizers.SGD(learning_rate=LEARNING_RATE), 'mse')\n"
-        f"model.fit(x, y * 1e3, batch_size=16, epochs=3, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
-    )
+    data, train = RATE_SWEEP_DATA, _rate_sweep_fit(capture_dir)
     cells = [
         ("code", IMPORTS),
         ("code", data),
