@@ -125,6 +125,10 @@ def test_a_warm_restart_before_the_failing_step_is_recorded() -> None:
     assert (
         learning_rate.read({"value": 0.1, "restart": [160, 0.1, 0.01]}).restart is None
     )  # a fall is no restart
+    # A linear warm-up from 0 doubles its rate from step 1 to step 2: a failure at step 30 is no restart's.
+    warmup = keras.optimizers.schedules.CosineDecay(0.0, 1000, warmup_target=0.1, warmup_steps=100)
+    early = learning_rate.of_step(keras.optimizers.SGD(warmup), 30)
+    assert early is not None and early.restart is None, early.restart
 
 
 def _line_of(cls, text: str) -> int:

@@ -225,9 +225,13 @@ def _recent_rates(optimizer: Any, rate: Any, step: int, takes_step: bool) -> lis
 
 
 def _last_restart(rates: list[tuple[int, float]]) -> tuple[int, float, float] | None:
-    """The latest (step, rate before, rate at) where consecutive steps' rates rose `RESTART_FACTOR`x or more."""
-    for (_, before), (step, after) in reversed(list(itertools.pairwise(rates))):
-        if before > 0 and after >= RESTART_FACTOR * before:
+    """The latest (step, rate before, rate at) where consecutive steps' rates rose `RESTART_FACTOR`x or more after
+    a step that did not rise: a restart comes after a decay (or a flat stretch); a linear warm-up from 0 doubles
+    its rate from step 1 to 2, rising all the way."""
+    for (_, earlier), (_, before), (step, after) in reversed(
+        list(zip(rates, rates[1:], rates[2:], strict=False))
+    ):
+        if before > 0 and after >= RESTART_FACTOR * before and before <= earlier:
             return step, before, after
     return None
 
