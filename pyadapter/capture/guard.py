@@ -333,13 +333,7 @@ class NanGuard(keras.callbacks.Callback):
             return
         if not math.isfinite(float(training)):
             return
-        not_finite = [
-            name
-            for name, value in logs.items()
-            if isinstance(value, (int, float))
-            and not isinstance(value, bool)
-            and not math.isfinite(float(value))
-        ]
+        not_finite = _non_finite_metrics(logs)
         # A metric NaN in training too, beside a finite loss and steps that all passed: the metric's own arithmetic
         # (0 / 0 in its update_state or result), not the data or the model.
         metrics = [name for name in not_finite if not name.startswith("val_") and name != "loss"]
@@ -672,18 +666,20 @@ class NanGuard(keras.callbacks.Callback):
         )
 
 
+def _non_finite_metrics(logs: Mapping[str, Any]) -> list[str]:
+    """The names of an epoch's logged numbers that are NaN/Inf."""
+    return [
+        name
+        for name, value in logs.items()
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isfinite(float(value))
+    ]
+
+
 def _validated_at_those_weights(logs: dict | None, cause: str | None) -> str:
     """What the stopped epoch's non-finite validation metrics say of the weights held: the clause to add, or ''.
     `cause`: the sentence of the cause located at the scene ("op: ...", "data: ..."), None if none was."""
     logs = logs or {}
-    bad = [
-        name
-        for name, value in logs.items()
-        if name.startswith("val_")
-        and isinstance(value, (int, float))
-        and not isinstance(value, bool)
-        and not math.isfinite(float(value))
-    ]
+    bad = [name for name in _non_finite_metrics(logs) if name.startswith("val_")]
     if not bad:
         return ""
     shown = f"{bad[0]}: {float(logs[bad[0]])}" + (f" (and {len(bad) - 1} more)" if len(bad) > 1 else "")

@@ -33,7 +33,7 @@ from pyadapter.cause.ops import (
 from pyadapter.cause.rows import BadRows, Outlier, extreme_record, outlying_record
 from pyadapter.cause.sources import SourceUnit, parameters_of, user_sources
 from pyadapter.dump.frames import is_user_file
-from pyadapter.dump.layer_site import auto_name_parts, layer_names
+from pyadapter.dump.layer_site import auto_name, auto_name_parts, layer_names
 from pyadapter.dump.origin import ARGUMENT_TYPES
 from pyadapter.findings import Finding, Findings
 from pyadapter.findings_text import WEIGHTS_HELD_IT, index_text, place_text
@@ -139,7 +139,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     ):
         # 2049 rows in batches of 64: the epoch's last batch holds one row, and a variance (or a norm, a std) over
         # the batch axis is 0 for it; "the Log got 16 zeros" does not say so.
-        if isinstance(context.batch, dict) and "args" in context.batch:
+        if _step_arguments(context.batch) is not None:
             # guard_step's arguments need not come from a dataset: a one-step episode's returns, one sequence.
             cause.summary += (
                 "; the step's arguments hold one row: a variance or std over them is 0 for one row (a dataset's "
@@ -169,6 +169,14 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         cause.summary += words
         cause.evidence["first_huge"] = huge
     return cause
+
+
+def _step_arguments(batch: Any) -> tuple[Any, ...] | None:
+    """A custom-loop bundle's batch (``{"args": [...], "kwargs": {...}}``, guard_step's call): its positional
+    arguments; None for a fit batch."""
+    if isinstance(batch, dict) and isinstance(batch.get("args"), (tuple, list)):
+        return tuple(batch["args"])
+    return None
 
 
 def _wholly_non_finite(batch: Any) -> tuple[str, int] | None:
@@ -1418,7 +1426,7 @@ def _non_finite_constant(findings: Findings, units: list[SourceUnit], origin: Fi
     adapt = change_line.adapt_site(units, layer[1]) if layer is not None else None
     if adapt is not None and layer is not None:
         summary = (
-            f"the mean or variance of the Normalization layer {_auto_name(layer)} holds NaN/Inf ({health}): adapt() "
+            f"the mean or variance of the Normalization layer {auto_name(*layer)} holds NaN/Inf ({health}): adapt() "
             "read data with missing "
             f"values (NaN), and the layer fixed what it computed into the step, so every row it normalises is NaN "
             f"though the batch is finite ({_site_place(adapt)})"
@@ -1431,12 +1439,6 @@ def _non_finite_constant(findings: Findings, units: list[SourceUnit], origin: Fi
     )
     what = "the value the step captures: make it finite where it is computed, before training"
     return Cause("data", summary, evidence, _origin_change(findings, what, "reading"))
-
-
-def _auto_name(parts: tuple[str, int]) -> str:
-    """The layer name Keras gave (``normalization``, ``normalization_2``) from `auto_name_parts`'s (base, index)."""
-    base, index = parts
-    return base if not index else f"{base}_{index}"
 
 
 def _mask_constant(findings: Findings, origin: Finding) -> Finding | None:
@@ -1807,6 +1809,7 @@ def _divergence(
         *[str(name) for name in context.model_info.get("optimizers") or []],
     ]
     site = _rate_site(context, units, recorded)
+    start = _fit_start(context)
     evidence: dict[str, Any] = {
         "op": origin.op.type,
         "op_name": origin.op.name,
@@ -1847,7 +1850,6 @@ def _divergence(
     # overflow in the update itself, a variable read of weights it made non-finite, is the rate's).
     before_any_update = not texts and (context.step or 0) == 0 and origin.op.type not in VARIABLE_READS
     if not texts:
-        start = _fit_start(context)
         steps = (context.step or 0) - start + 1
         run = "the run's" if not start else "this fit's"  # a later fit of a loop of fits counts its own steps
         texts.append(
@@ -1953,7 +1955,7 @@ def _divergence(
     if own_schedule is not None:
         # A schedule the user wrote (a warm-up with no cap grows without end): its line is the rate's.
         change = own_schedule
-    blown_up = _blown_up_at_start(context.history, context.step, _fit_start(context))
+    blown_up = _blown_up_at_start(context.history, context.step, start)
     if blown_up is not None:
         # The state fit started from, not this fit's rate: lowering it cannot help (the search says so too).
         evidence["weights_at_start"] = {"step": blown_up[0], "weight_norm": blown_up[1]}
@@ -2014,7 +2016,24 @@ def _divergence(
     scale_text = (
         " on unscaled " + " and ".join(f"{u.role} ({u.describe()})" for u in unscaled) if unscaled else ""
     )
-    summary = f"the run diverged{rate_text}{scale_text}: {trend_text}, {ending}"
+    restart = context.learning_rate.restart if context.learning_rate is not None else None
+    restart_text = ""
+    if restart is not None and blown_up is None and not before_any_update:
+        # SGDR's warm restart put the rate back up (1e-5 to 0.1 in one step) and the run diverged soon after: the
+        # first cycle trained at that peak from weights less sharp, so the restart's peak is what to lower.
+        step, low, high = restart
+        evidence["restart"] = {"step": step, "from": low, "to": high}
+        restart_text = (
+            f", {(context.step or step) - step} steps after the schedule jumped back up from {format_number(low)} "
+            f"to {format_number(high)} at step {step} (a warm restart)"
+        )
+        if change is not None:
+            change = dataclasses.replace(
+                change,
+                what=f"{change.what}; or lower the restarts' peak (m_mul below 1 in CosineDecayRestarts, or a "
+                "lower peak for the later cycles): the run diverged after a restart",
+            )
+    summary = f"the run diverged{rate_text}{scale_text}{restart_text}: {trend_text}, {ending}"
     if before_any_update:
         summary = (
             f"values overflowed at the first step{scale_text}, with no step before it to diverge over: "
@@ -2025,25 +2044,6 @@ def _divergence(
             f"the weights were already huge when this fit began (weight norm {blown_up[1]:.3g} at step "
             f"{blown_up[0]}), and {trend_text}, {ending}"
         )
-    restart = context.learning_rate.restart if context.learning_rate is not None else None
-    if restart is not None and blown_up is None and not before_any_update:
-        # SGDR's warm restart put the rate back up (1e-5 to 0.1 in one step) and the run diverged soon after: the
-        # first cycle trained at that peak from weights less sharp, so the restart's peak is what to lower.
-        step, low, high = restart
-        evidence["restart"] = {"step": step, "from": low, "to": high}
-        head = f"the run diverged{rate_text}{scale_text}"
-        summary = summary.replace(
-            head,
-            f"{head}, {(context.step or step) - step} steps after the schedule jumped back up from "
-            f"{format_number(low)} to {format_number(high)} at step {step} (a warm restart)",
-            1,
-        )
-        if change is not None:
-            change = dataclasses.replace(
-                change,
-                what=f"{change.what}; or lower the restarts' peak (m_mul below 1 in CosineDecayRestarts, or a "
-                "lower peak for the later cycles): the run diverged after a restart",
-            )
     if searched:
         evidence["window"] = searched[0]  # the sentence is in change.what, next to the rate it replaces
     return Cause("divergence", summary, evidence, change)
@@ -2353,10 +2353,9 @@ def _precision(
         f"{origin.op.type}{where} overflowed {dtype} (max {limit:g}) on finite inputs"
         f"{f' under the {policy} policy' if policy else ''}; float32 (max {FLOAT32_MAX:.3g}) would hold it"
     )
-    batch = context.batch
-    if isinstance(batch, dict) and isinstance(batch.get("args"), (tuple, list)):
-        # guard_step's arguments: a step called as train_step(x, y) takes them as a fit batch is.
-        batch = tuple(batch["args"])
+    # guard_step's arguments: a step called as train_step(x, y) takes them as a fit batch is.
+    arguments = _step_arguments(context.batch)
+    batch = arguments if arguments is not None else context.batch
     unscaled = _unscaled_inputs(dataclasses.replace(context, batch=batch), units)
     if not any(item.role == "features" for item in unscaled):
         unscaled = []  # large targets alone (Poisson counts past 65504) reach the loss, not every layer

@@ -55,6 +55,11 @@ def auto_name_parts(name: str) -> tuple[str, int]:
     return match.group("base"), int(match.group("index") or 0)
 
 
+def auto_name(base: str, index: int) -> str:
+    """The automatic layer name of `auto_name_parts`'s (base, index): ``dense`` for 0, ``dense_2`` for 2."""
+    return base if not index else f"{base}_{index}"
+
+
 # ---- how many layers one call builds -------------------------------------------------------------------------
 
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
