@@ -1382,6 +1382,65 @@ def test_a_change_in_a_module_a_cell_writes_is_made_in_that_cell(tmp_path):
     assert "this cell writes model_lib.py with %%writefile" in change["what"], change
 
 
+@pytest.mark.slow
+def test_a_loss_autoreload_recompiled_after_a_second_writefile_is_marked_at_its_line_and_that_cell(tmp_path):
+    """``%autoreload 2`` and a ``%%writefile losses.py`` cell written again below with a new ``rmsle`` (the first
+    trained on log prices, the second on prices). IPython 9's autoreload recompiles the edited function alone
+    (``ast.unparse`` of it, under the module's file name), so its lines counted from its ``def``: the origin was
+    losses.py:2, a blank line, and the change "cell 2, line 3". The change was also always made in the first cell
+    that writes the file, whose line is the old code; the second cell wrote what ran."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    first = (
+        "%%writefile losses.py\n"
+        "import tensorflow as tf\n"
+        "\n"
+        "\n"
+        "def rmsle(y_true, y_pred):\n"
+        "    # the model predicts log1p(price)\n"
+        "    return tf.sqrt(tf.reduce_mean(tf.square(y_pred - tf.math.log(y_true + 1.0))))\n"
+    )
+    second = (
+        "%%writefile losses.py\n"
+        "import tensorflow as tf\n"
+        "\n"
+        "\n"
+        "def rmsle(y_true, y_pred):\n"
+        "    # the model predicts the price itself\n"
+        "    return tf.sqrt(tf.reduce_mean(tf.square(\n"
+        "        tf.math.log(y_pred + 1.0) - tf.math.log(y_true + 1.0))))\n"
+    )
+    data = (
+        "import losses\n"
+        "rng = np.random.default_rng(0)\n"
+        "x = rng.normal(size=(64, 4)).astype('float32')\n"
+        "y = rng.uniform(1.0, 5.0, size=(64, 1)).astype('float32')"
+    )
+    fit = (
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, bias_initializer=keras.initializers."
+        "Constant({bias}))])\n"
+        "model.compile(keras.optimizers.SGD(1e-3), losses.rmsle)\n"
+        f"model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    cells = [
+        ("code", IMPORTS + "\n%load_ext autoreload\n%autoreload 2"),
+        ("code", first),
+        ("code", data),
+        ("code", fit.replace("{bias}", "1.0")),
+        ("code", second),
+        ("code", fit.replace("{bias}", "-3.0")),
+    ]
+    path, bundle = _bundle_of(tmp_path, folder, "prices.ipynb", cells)
+    located = _nanlens("locate", bundle, folder)  # the findings made at the scene
+    assert located.returncode in (0, 1), located.stderr[-3000:]
+    found = json.loads(located.stdout)
+    origin, change = found["origin"], found["cause"]["change"]
+    # The Log is on the second line of the wrapped return (the file's line 7), the statement's first line is 6.
+    assert (origin["file"], origin["line"]) == (str(folder / "losses.py"), 6), origin
+    assert (change["file"], change.get("cell"), change["line"]) == (str(path), 4, 7), change
+
+
 def test_a_notebook_with_a_fit_cell_pasted_again_below_an_edited_config_replays_the_second_fit(tmp_path):
     """A fit cell pasted again, word for word, below a config cell that raises the rate (how users try a second
     setting): the second fit diverged. Both replays failed with "the notebook ran 1 fit, none of them the captured

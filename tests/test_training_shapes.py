@@ -786,6 +786,30 @@ def test_a_network_the_guarded_step_only_reads_is_named_until_it_is_guarded_too(
     assert_replays_by_reentry(bundle, program)
 
 
+@pytest.mark.parametrize("name", ["loop_annealed_temperature.py", "trainer_annealed_temperature.py"])
+def test_a_temperature_the_loop_anneals_and_the_step_only_reads_is_kept_in_the_bundle(tmp_path, name):
+    """A softmax temperature in a ``tf.Variable`` the loop assigns from a schedule before each step, read by the
+    guarded step's loss: at module level (the char-RNN tutorial's shape) and as a trainer's ``self.temperature``.
+    The bundle did not hold it: the guard noted "the step reads 1 variable the bundle does not hold (temperature)",
+    the replays ran the program's first value (2.0), "stayed finite", and ``locate --replay`` said "cause:
+    unknown". The bundle keeps it under the program's name for it, and the replays reproduce the step. The cause
+    said "divided by 1 zero in its divisor truediv/ReadVariableOp:0" and to guard the division; it names the
+    variable and the line that sets it."""
+    program = SHAPES / name
+    done = run_program(name, tmp_path)
+    assert "pyadapter.NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    assert "does not hold" not in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert_replays_by_reentry(bundle, program)
+    cause = nanlens_json("locate", str(bundle))["cause"]
+    variable = "self.temperature" if name.startswith("trainer") else "temperature"
+    assert f"divided by {variable}, a variable the program sets outside the step" in cause["summary"], cause
+    (assigned,) = [
+        n for n, text in enumerate(program.read_text().splitlines(), 1) if f"{variable}.assign(" in text
+    ]
+    assert (cause["change"]["file"], cause["change"]["line"]) == (str(program.resolve()), assigned), cause
+
+
 def test_a_nan_the_guarded_steps_arguments_carry_is_located_in_the_program_not_autograph_s_file(tmp_path):
     """guard_step converts a tf.function step with autograph itself; the ops of its converted code named
     autograph's temporary file (/tmp/__autograph_generated_file*.py) in a dump's stacks, so `nanlens locate`, which

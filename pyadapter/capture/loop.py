@@ -344,14 +344,13 @@ class GuardedStep:
             ]
         )
 
-    def step_state(self) -> dict[int, str]:
-        """The variables the step writes itself that its module names (gradient accumulators, a micro-step counter):
-        ``{id: "accum_grads[2]"}``, kept in the bundle under those names (`step_state`)."""
-        return step_state.global_names(step_state.namespace_of(self.python_function), self._written_by_hand)
-
-    def written_by_hand(self) -> list[Any]:
-        """The variables the step wrote itself, seen while it was traced."""
-        return list(self._written_by_hand)
+    def step_state(self, args: tuple, kwargs: dict) -> list[tuple[Any, str]]:
+        """The variables the step keeps itself (gradient accumulators, a micro-step counter) or reads and nothing
+        else holds (a temperature the loop anneals), each with the name the program gives it (``accum_grads[2]``,
+        ``temperature``, ``self.temperature``): kept in the bundle under those names (`step_state`)."""
+        candidates = snapshot.unique([*self._written_by_hand, *self._unheld_variables(args, kwargs)])
+        names = step_state.global_names(step_state.namespace_of(self.python_function), candidates)
+        return [(v, names[id(v)]) for v in candidates if id(v) in names]
 
     def hand_variables(self) -> list[Any]:
         """The variables of the step's tf.Modules and its bare tf.Variables (a step that updates by hand)."""
@@ -392,8 +391,15 @@ class GuardedStep:
     def variables_not_held(self, args: tuple, kwargs: dict) -> list[str]:
         """Names of the variables the compiled step reads that the bundle does not hold: a network the step only
         reads (a DQN's target network, a frozen teacher) given to guard_step neither as ``model=`` nor in
-        ``checkpoint=``. A replay starts those from the values the re-run program gives them, not training's.
-        Empty for a step that is not a tf.function (its reads are not known without running it)."""
+        ``checkpoint=``, and that the program names by no name of its own (`step_state`). A replay starts those
+        from the values the re-run program gives them, not training's. Empty for a step that is not a tf.function
+        (its reads are not known without running it)."""
+        kept = {id(v) for v, _ in self.step_state(args, kwargs)}
+        return [v.name.split(":")[0] for v in self._unheld_variables(args, kwargs) if id(v) not in kept]
+
+    def _unheld_variables(self, args: tuple, kwargs: dict) -> list[Any]:
+        """The variables of the compiled step's trace for `args` that no model, optimizer, checkpoint or the
+        step's own writes hold."""
         if not isinstance(self._compiled, tf.types.experimental.PolymorphicFunction):
             return []
         try:  # the trace the failing call used
@@ -410,11 +416,7 @@ class GuardedStep:
         }
         # A Keras SeedGenerator's state is random state, not a network: the bundle's RNG record speaks for it.
         held |= gate.guard_variable_ids()  # the guard's own flags of an update in a branch
-        return [
-            v.name.split(":")[0]
-            for v in concrete.variables
-            if id(v) not in held and "seed_generator" not in v.name
-        ]
+        return [v for v in concrete.variables if id(v) not in held and "seed_generator" not in v.name]
 
     def _live_step(self, like: tuple[tuple, dict] | None = None) -> atscene.LiveStep:
         """The step a window re-runs: the loop's own Python step on the window's held arguments (object arguments,

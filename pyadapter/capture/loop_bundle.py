@@ -104,7 +104,7 @@ def write_bundle(
             **replica_rows_entry(args, kwargs),
             **(scene or {}),
         },
-        save_state=lambda writer: _save_state(guarded, writer, seed_states, files or {}),
+        save_state=lambda writer: _save_state(guarded, writer, seed_states, files or {}, args, kwargs),
         verbose=guarded.verbose,
     )
 
@@ -114,6 +114,8 @@ def _save_state(
     writer: bundle_format.BundleWriter,
     seed_states: dict[str, np.ndarray],
     files: Mapping[str, bundle_format.ExtraFile],
+    args: tuple,
+    kwargs: dict,
 ) -> dict:
     for name, content in files.items():
         writer.write_extra(name, content)
@@ -129,10 +131,10 @@ def _save_state(
         groups += [("optimizer", keras_lines.optimizer_variables(o)) for o in guarded.optimizers]
         groups.append(("module", guarded.hand_variables()))
         # What the step keeps by hand (accumulators, a micro-step counter), under the program's names for it.
-        kept = guarded.step_state()
-        groups.append((step_state.GROUP, [v for v in guarded.written_by_hand() if id(v) in kept]))
+        kept = guarded.step_state(args, kwargs)
+        groups.append((step_state.GROUP, [v for v, _ in kept]))
         described: list[dict[str, Any]] = []
-        names = {**guarded.hand_variable_names(), **kept}
+        names = {**guarded.hand_variable_names(), **{id(v): name for v, name in kept}}
         values, total = snapshot.variable_values(groups, described, names)
         writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)  # streamed, one variable at a time
     finally:

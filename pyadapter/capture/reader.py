@@ -412,6 +412,24 @@ class CaptureBundle:
         optimizers' variables by path."""
         return self._entries(lambda group: group == STEP_STATE_GROUP)
 
+    def step_state_scalars(self) -> dict[str, float]:
+        """The single numbers of the step's own state (a temperature the loop sets before each step, a micro-step
+        counter), by the program's names, read alone: ``{"temperature": 0.0}``."""
+        listed = (self.manifest.get("weights") or {}).get("variables") or []
+        single = {
+            str(e.get("path"))
+            for e in listed
+            if isinstance(e, dict)
+            and e.get("group") == STEP_STATE_GROUP
+            and isinstance(e.get("shape"), list)
+            and all(isinstance(n, int) for n in e["shape"])
+            and int(np.prod(e["shape"])) == 1
+        }
+        if not single:
+            return {}
+        entries = self._entries(lambda group: group == STEP_STATE_GROUP, lambda path: path in single)
+        return {name: float(value.reshape(-1)[0]) for name, value in entries if value.dtype.kind in "fiu"}
+
     def weights_with_paths(self, wanted: Callable[[str], bool]) -> dict[str, np.ndarray]:
         """The captured variables whose path `wanted` accepts, read alone (a model's few statistics, not its
         weights): ``{path: value}``."""

@@ -7,6 +7,12 @@ values does not take the branch training took, and stays finite. The guard saw t
 (`gate.written_by_hand`); a bundle keeps their values under the program's own names for them, its module's
 global names (``micro_step``, ``accum_grads[2]``), which a re-entry of the same program finds again in its
 globals. Nothing here is run from a bundle: a name is only looked up, never evaluated.
+
+A step also reads variables it does not write and no model holds: a softmax temperature the loop anneals with
+``temperature.assign(schedule(step))`` before each call. A replay that starts it from the program's first value
+runs another step than training's, and stays finite. The bundle keeps those too, by the same names; and besides
+module globals, a name may be one of the step's closure (a step defined inside the experiment function) or, for a
+trainer's method, one of its object's attributes (``self.temperature``).
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ import numpy as np
 # The bundle's weights group of these variables (beside "model", "optimizer", "module").
 GROUP = "step"
 
-_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?:\[(\d{1,6})\])?$")
+_NAME = re.compile(r"^((?:self\.)?[A-Za-z_][A-Za-z0-9_]*)(?:\[(\d{1,6})\])?$")
 
 
 def _backing(variable: Any) -> Any:
@@ -29,10 +35,23 @@ def _backing(variable: Any) -> Any:
 
 
 def namespace_of(function: Any) -> Mapping[str, Any]:
-    """The module globals a step function (or a method of it) reads its names in; {} when it has none."""
-    return getattr(function, "__globals__", None) or getattr(
-        getattr(function, "__func__", None), "__globals__", {}
-    )
+    """The names a step function (or a method of it) reads its variables by: its module's globals, its closure's
+    free variables (which Python reads before the globals), and a bound method's object's attributes as
+    ``self.<name>``; {} when it has none."""
+    inner = getattr(function, "__func__", function)
+    names: dict[str, Any] = dict(getattr(inner, "__globals__", None) or {})
+    code, closure = getattr(inner, "__code__", None), getattr(inner, "__closure__", None)
+    if code is not None and closure:
+        for name, cell in zip(code.co_freevars, closure, strict=False):
+            try:
+                names[name] = cell.cell_contents
+            except ValueError:  # a cell not yet filled
+                continue
+    owner = getattr(function, "__self__", None)
+    attributes = getattr(owner, "__dict__", None) if owner is not None else None
+    if isinstance(attributes, dict):
+        names.update({f"self.{key}": value for key, value in attributes.items() if not key.startswith("__")})
+    return names
 
 
 def global_names(namespace: Mapping[str, Any], variables: Iterable[Any]) -> dict[int, str]:

@@ -84,7 +84,18 @@ def context_of_bundle(bundle: Any) -> CauseContext:
             numpy_warnings.read(bundle.manifest.get(numpy_warnings.MANIFEST_KEY)), entry.get("notebook")
         ),
         zero_variances=_zero_variances(bundle),
+        step_state=_step_state_scalars(bundle),
     )
+
+
+def _step_state_scalars(bundle: Any) -> dict[str, float]:
+    """`CaptureBundle.step_state_scalars`, or {} when the bundle's arrays cannot be read."""
+    from pyadapter.capture.bundle_format import BundleError
+
+    try:
+        return bundle.step_state_scalars()
+    except (BundleError, OSError, ValueError, AttributeError):
+        return {}
 
 
 def _zero_variances(bundle: Any) -> list[scale.ZeroVariance]:
@@ -244,23 +255,48 @@ def _change_in_the_writing_cell(cause: Cause, notebook: Any) -> Cause:
     except NotebookError:
         return cause
     folder = os.path.dirname(os.path.abspath(path))
+    writing = []
     for cell in cells:
         first = cell.source.split("\n", 1)[0].strip() if cell.cell_type == "code" else ""
         written = _WRITEFILE.match(first)
-        if written is None:
-            continue
-        name = written.group(1).strip("\"'")
-        if os.path.abspath(os.path.join(folder, name)) != os.path.abspath(change.file):
-            continue
-        what = (
-            f"{change.what} (this cell writes {name} with %%writefile: a change made in {name} alone is written "
-            "over the next time the cell runs)"
-        )
-        moved = Change(
-            file=os.path.abspath(path), line=change.line + 1, what=what, cell=cell.index, target=change.target
-        )
-        return dataclasses.replace(cause, change=moved)
-    return cause
+        if written is not None and os.path.abspath(
+            os.path.join(folder, written.group(1).strip("\"'"))
+        ) == os.path.abspath(change.file):
+            writing.append((cell, written.group(1).strip("\"'")))
+    if not writing:
+        return cause
+    # A module written again by a later cell (a v2 of the loss): the cell whose line is the file's line now wrote
+    # what ran; else the last one, which "Run All" leaves in the file. The first one named stale code.
+    now = _file_line(change.file, change.line)
+    cell, name = next(
+        (w for w in reversed(writing) if now is not None and _cell_line(w[0].source, change.line + 1) == now),
+        writing[-1],
+    )
+    what = (
+        f"{change.what} (this cell writes {name} with %%writefile: a change made in {name} alone is written "
+        "over the next time the cell runs)"
+    )
+    moved = Change(
+        file=os.path.abspath(path), line=change.line + 1, what=what, cell=cell.index, target=change.target
+    )
+    return dataclasses.replace(cause, change=moved)
+
+
+def _file_line(path: str, line: int) -> str | None:
+    """Line `line` of the text file `path`, stripped, or None."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            for number, text in enumerate(handle, 1):
+                if number == line:
+                    return text.strip()
+    except OSError:
+        return None
+    return None
+
+
+def _cell_line(source: str, line: int) -> str | None:
+    lines = source.splitlines()
+    return lines[line - 1].strip() if 0 < line <= len(lines) else None
 
 
 def _origin_where_fed(findings: Findings, cause: Cause) -> None:

@@ -725,6 +725,23 @@ def adapt_site(units: list[SourceUnit], index: int | None = None) -> Site | None
     return Site(unit, node, "adapt")
 
 
+def assign_site(units: list[SourceUnit], name: str) -> Site | None:
+    """The last ``<name>.assign(...)`` call of the user's code (``temperature``, ``self.temperature``: what sets a
+    variable the step reads), or None."""
+    found = [
+        (unit, node)
+        for unit in units
+        for node in calls(unit)
+        if called_name(node) == "assign"
+        and isinstance(node.func, ast.Attribute)
+        and ast.unparse(node.func.value) == name
+    ]
+    if not found:
+        return None
+    unit, node = found[-1]
+    return Site(unit, node, "assign")
+
+
 def construction_site(units: list[SourceUnit], name: str) -> Site | None:
     """The first call of `name` (a class, by its last dotted part) in the user's code."""
     for unit in units:

@@ -77,6 +77,9 @@ class CauseContext:
     zero_variances: list[scale.ZeroVariance] = field(default_factory=list)
     # The captured weight a log/sqrt origin read out of its domain (`DomainWeight`), when one is it.
     domain_weight: DomainWeight | None = None
+    # The single numbers a custom step reads or keeps in variables of its own, by the program's names for them
+    # (``{"temperature": 0.0}``: a value the loop assigns before each step; `CaptureBundle.step_state_scalars`).
+    step_state: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -130,6 +133,8 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     """The cause of a capture (see the module docstring). Never raises for what a bundle or the sources hold."""
     cause = _classify(findings, context)
     origin = findings.origin
+    if cause.kind == "op" and origin is not None and context is not None:
+        cause = _divisor_the_program_sets(findings, origin, context, cause) or cause
     if (
         cause.kind == "op"
         and origin is not None
@@ -1395,6 +1400,37 @@ def _division_words(origin: Finding) -> tuple[str, str] | None:
         f"divisor away from 0 (a / tf.maximum(b, {epsilon}), or + {epsilon})"
     )
     return summary, what
+
+
+def _divisor_the_program_sets(
+    findings: Findings, origin: Finding, context: CauseContext, cause: Cause
+) -> Cause | None:
+    """A division by a variable the program assigns outside the step and the step only reads: a softmax temperature
+    the loop anneals with ``temperature.assign(schedule(step))``, 0 once a schedule without a floor gets there. The
+    divisor's name in the graph is a variable read ("truediv/ReadVariableOp:0"), and the generic words said to keep
+    "the divisor" away from 0 at the division; the bundle's step state says which variable is 0, and the line that
+    sets it is the one to change. None for any other division."""
+    if origin.op.type not in DIVISION_OPS or len(origin.inputs) != 2:
+        return None
+    divisor = origin.inputs[1]
+    health = divisor.health
+    if READ_VARIABLE not in divisor.name or health is None or health.size != 1 or health.zero != 1:
+        return None
+    zero = [name for name, value in context.step_state.items() if value == 0]
+    if len(zero) != 1:
+        return None
+    name = zero[0]
+    units = user_sources(findings, context.entry_script, context.ran_cells)
+    site = change_line.assign_site(units, name)
+    at_step = f" at step {context.step}" if context.step is not None else ""
+    summary = (
+        f"the {origin.op.type} op divided by {name}, a variable the program sets outside the step, which is 0"
+        f"{at_step}: x / 0 is inf (0 / 0 NaN)"
+    )
+    what = f"the value given to {name}: keep it away from 0 (a floor, max(value, 0.1), for a schedule that reaches 0)"
+    evidence = {**cause.evidence, "divisor_variable": name}
+    change = _change(site, what, "op") if site is not None else _origin_change(findings, what, "op")
+    return Cause("op", summary, evidence, change)
 
 
 def _made_by_a_gradient_of_the_users(origin: Finding, units: list[SourceUnit]) -> bool:

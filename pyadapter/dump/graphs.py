@@ -15,6 +15,7 @@ from pyadapter.dump.autograph_lines import AutographLines
 from pyadapter.dump.events import parse_event
 from pyadapter.dump.files import HostFiles
 from pyadapter.dump.frames import timed_bodies_in_cells
+from pyadapter.dump.reloaded_lines import ReloadedLines
 from pyadapter.dump.tfrecord import SCAN_CHUNK_SIZE, ReadIssue, RecordFile
 from pyadapter.findings import Frame
 
@@ -66,6 +67,7 @@ class HostDump:
     issues: list[ReadIssue] = field(default_factory=list)
     missing_frames: int = 0
     _autograph: AutographLines | None = field(default=None, repr=False, compare=False)
+    _reloaded: ReloadedLines | None = field(default=None, repr=False, compare=False)
 
     @property
     def host(self) -> str:
@@ -91,7 +93,9 @@ class HostDump:
                 out.append(Frame(file=self.source_files[file_index].path, line=line, function=func))
         if self._autograph is None:
             self._autograph = AutographLines(self.source_text)
-        return timed_bodies_in_cells(self._autograph.correct(out), self.source_line)
+        if self._reloaded is None:
+            self._reloaded = ReloadedLines(self.source_text)
+        return timed_bodies_in_cells(self._reloaded.correct(self._autograph.correct(out)), self.source_line)
 
     def stack_is_complete(self, frame_ids: tuple[str, ...]) -> bool:
         for fid in frame_ids:
