@@ -208,6 +208,62 @@ def test_a_schedule_that_returns_inf_is_named_with_its_line(tmp_path: Path) -> N
     assert origin["op"]["type"] == "Rsqrt" and origin["line"] == marked_line(program, "CHANGE"), origin
 
 
+def test_a_linear_decay_that_goes_past_zero_is_named_as_a_negative_rate(tmp_path: Path) -> None:
+    """``peak * (1 - step / decay_steps)`` with decay_steps shorter than the run and no floor: from step 30 the rate
+    is negative and each update climbs the loss until the MSE overflows at step 65. It was "divergence: the loss grew
+    x2.8 per step ... change the optimizer's line: lower the rate, or clip the gradients", and a 10x lower peak was
+    NaN again. The cause is the negative rate, at the schedule's line; decaying over the whole run trains."""
+    program = PROGRAMS / "cause_linear_decay_past_zero.py"
+    findings = train_and_locate(tmp_path, program)
+    cause = findings["cause"]
+    assert cause["kind"] == "divergence", cause
+    assert cause["summary"].startswith("the learning rate was negative, "), cause
+    assert "the schedule LinearDecay returned it" in cause["summary"], cause
+    assert (cause["change"]["file"], cause["change"]["line"]) == (
+        str(tmp_path / program.name),
+        marked_line(program, "CHANGE"),
+    ), cause
+    # The advice followed: decay over as many steps as training runs (40 epochs of 8 batches).
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / program.name), "--decay_steps", "320"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        timeout=600,
+    )
+    assert done.returncode == 0 and "NanGuard: step" not in done.stderr, done.stderr[-3000:]
+
+
+def test_an_optimizer_epsilon_of_0_in_a_config_file_is_the_line_to_change(tmp_path: Path) -> None:
+    """Adam built by a factory from ``--config configs/exp.json``, whose ``"epsilon": 0`` makes 0 / 0 in the update
+    for the embedding rows no batch used. It was "the RealDiv op divided by 37184 zeros in its divisor
+    adam/Add_1:0 ... tf.math.divide_no_nan(a, b)" at the fit line: a division inside Keras. The cause names the
+    optimizer's epsilon, at the config's line; 1e-7 there trains."""
+    program = PROGRAMS / "cause_config_epsilon.py"
+    config = tmp_path / "configs" / "exp.json"
+    config.parent.mkdir()
+    settings = {"seed": 3, "vocab": 200, "optimizer": {"name": "Adam", "learning_rate": 0.001, "epsilon": 0}}
+    config.write_text(json.dumps(settings, indent=2))
+    findings = train_and_locate(tmp_path, program, "--config", "configs/exp.json")
+    cause = findings["cause"]
+    assert cause["summary"].startswith("the Adam update divided by 0 in "), cause
+    assert "its epsilon is 0" in cause["summary"], cause
+    (line,) = [n for n, text in enumerate(config.read_text().splitlines(), 1) if '"epsilon"' in text]
+    assert (cause["change"]["file"], cause["change"]["line"]) == (str(config), line), cause
+    settings["optimizer"]["epsilon"] = 1e-7
+    config.write_text(json.dumps(settings, indent=2))
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / program.name), "--config", "configs/exp.json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        timeout=600,
+    )
+    assert done.returncode == 0 and "NanGuard: step" not in done.stderr, done.stderr[-3000:]
+
+
 def test_an_inf_rate_a_callback_set_is_held_back_and_named_with_the_callback(tmp_path: Path) -> None:
     """A LearningRateScheduler whose function is inf at the first epoch after its warm-up (step 20). The update went
     through and was taken back by re-running the window from its copy, at the copy's rate: the bundle held a finite

@@ -233,7 +233,7 @@ def window_search(
     from pyadapter.cause import CauseContext
 
     used = learning_rate.of_step(live.optimizers[0], step) if live.optimizers else None
-    if used is not None and not used.finite:
+    if used is not None and (not used.finite or used.value < 0):
         return None  # the rate itself is the cause (`pyadapter.cause`): no lower rate to search for
 
     entry = snapshot.entry_script_info()

@@ -491,6 +491,64 @@ def config_rate_lines(folders: list[str], rate: float | None) -> list[tuple[str,
     return found
 
 
+_CONFIG_ZERO_EPSILON = re.compile(
+    r"""(?<![\w-])["']?(?:epsilon|eps)["']?\s*[:=]\s*["']?0(?:\.0*)?(?![\d.eE])"""
+)
+
+
+def config_files(folders: list[str], argv: list[str], cwd: str | None) -> list[str]:
+    """The config files a run names on its command line (``--config configs/exp1.json``, relative to its working
+    folder), then those in `folders` (not below them): the files a config-driven trainer reads its settings from."""
+    found: list[str] = []
+    for arg in argv[1:]:
+        value = arg.split("=", 1)[-1]
+        if value.lower().endswith(CONFIG_SUFFIXES):
+            path = os.path.realpath(os.path.join(cwd or os.getcwd(), value))
+            if os.path.isfile(path):
+                found.append(path)
+    for folder in folders:
+        try:
+            names = sorted(
+                e.name for e in os.scandir(folder) if e.is_file() and e.name.lower().endswith(CONFIG_SUFFIXES)
+            )
+        except OSError:
+            continue
+        found += [os.path.realpath(os.path.join(folder, name)) for name in names[:_CONFIG_FILES]]
+    return list(dict.fromkeys(found))
+
+
+def zero_epsilon_lines(paths: list[str]) -> list[tuple[str, int]]:
+    """(file, 1-based line) of each line of the config files `paths` that sets an epsilon to 0 (``"epsilon":
+    0``). Read as text; nothing is parsed or run."""
+    found: list[tuple[str, int]] = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read(_CONFIG_LIMIT)
+        except OSError:
+            continue
+        found += [
+            (path, i) for i, line in enumerate(text.splitlines(), 1) if _CONFIG_ZERO_EPSILON.search(line)
+        ]
+    return found
+
+
+def zero_epsilon_site(units: list[SourceUnit]) -> Site | None:
+    """A call of the user's code given ``epsilon=0`` (``Adam(1e-3, epsilon=0)``), or None."""
+    for unit in units:
+        for node in calls(unit):
+            for argument in node.keywords:
+                value = argument.value
+                if (
+                    argument.arg in ("epsilon", "eps")
+                    and isinstance(value, ast.Constant)
+                    and isinstance(value.value, (int, float))
+                    and value.value == 0
+                ):
+                    return Site(unit, node, called_name(node) or "epsilon")
+    return None
+
+
 HAND_UPDATES = ("assign_sub", "assign_add")
 
 

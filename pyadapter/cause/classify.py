@@ -134,7 +134,11 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     cause = _classify(findings, context)
     origin = findings.origin
     if cause.kind == "op" and origin is not None and context is not None:
-        cause = _divisor_the_program_sets(findings, origin, context, cause) or cause
+        cause = (
+            _divisor_the_program_sets(findings, origin, context, cause)
+            or _optimizer_epsilon_zero(findings, origin, context, cause)
+            or cause
+        )
     if (
         cause.kind == "op"
         and origin is not None
@@ -326,6 +330,9 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
         # Finite data, and an update at a non-finite rate: whatever the replayed step found first (the weights that
         # update wrote, read back), the rate made it.
         return _rate_not_finite(context, units, rate)
+    if rate is not None and rate.value < 0:
+        # Finite data and a negative rate: each update moved the weights up the gradient, whatever op overflowed.
+        return _rate_negative(context, units, rate)
     if origin is None:
         verdicts = (findings.bundle or {}).get("verdicts")
         graph = verdicts.get("graph") if isinstance(verdicts, dict) else None
@@ -746,6 +753,45 @@ def _rate_not_finite(context: CauseContext, units: list[SourceUnit], rate: Learn
         if site is not None:
             change = _change(site, f"the learning rate of {site.name}: set a finite one", "optimizer")
     return Cause("op", summary, evidence, change)
+
+
+def _rate_negative(context: CauseContext, units: list[SourceUnit], rate: LearningRate) -> Cause:
+    """The step's learning rate was negative: a linear decay over fewer steps than training runs (``peak * (1 -
+    step / decay_steps)`` with no floor) goes past 0, and from there every update climbs the loss until a value
+    overflows. "Lower the rate, or clip the gradients" (the divergence's words) did not help: a lower peak only
+    climbs slower."""
+    at_step = f" at step {context.step}" if context.step is not None else ""
+    was = next(((s, r) for s, r in reversed(rate.earlier) if r > 0), None)
+    since = f" (it was {format_number(was[1])} at step {was[0]})" if was is not None else ""
+    evidence: dict[str, Any] = {"learning_rate": rate.value, "schedule": rate.schedule, "step": context.step}
+    if rate.schedule is not None:
+        name = rate.schedule if not rate.schedule.startswith("<") else "the learning-rate function"
+        what = (
+            f"{name}: it returns {format_number(rate.value)}{at_step}; keep the rate at or above 0 (a floor, "
+            "tf.maximum(rate, 0.0)), or decay over as many steps as training runs"
+        )
+        change, own_line = _schedule_change(units, rate, what)
+        where = (
+            f" at {place_text(os.path.basename(change.file), change.line, change.cell)}"
+            if change is not None and own_line
+            else ""
+        )
+        source = f"{'the schedule ' if name == rate.schedule else ''}{name} returned it{where}"
+    else:
+        source = "the optimizer was given it"
+        recorded = [str(name) for name in [context.model_info.get("optimizer")] if name]
+        site = change_line.optimizer_site(units, recorded)
+        change = (
+            _change(site, f"the learning rate of {site.name}: a positive one", "optimizer")
+            if site is not None
+            else None
+        )
+    summary = (
+        f"the learning rate was negative, {format_number(rate.value)}{at_step}{since}: {source}, and a negative "
+        "rate moves the weights up the gradient, so the loss grows until a value overflows; a lower rate only "
+        "delays it"
+    )
+    return Cause("divergence", summary, evidence, change)
 
 
 def _schedule_change(units: list[SourceUnit], rate: LearningRate, what: str) -> tuple[Change | None, bool]:
@@ -1430,6 +1476,54 @@ def _divisor_the_program_sets(
     what = f"the value given to {name}: keep it away from 0 (a floor, max(value, 0.1), for a schedule that reaches 0)"
     evidence = {**cause.evidence, "divisor_variable": name}
     change = _change(site, what, "op") if site is not None else _origin_change(findings, what, "op")
+    return Cause("op", summary, evidence, change)
+
+
+# Keras optimizers that divide by sqrt(v) + epsilon (or by a sum of squares + epsilon).
+_EPSILON_OPTIMIZERS = frozenset(
+    {"adam", "adamw", "nadam", "adamax", "amsgrad", "rmsprop", "adagrad", "adadelta", "adafactor", "lamb"}
+)
+
+
+def _optimizer_epsilon_zero(
+    findings: Findings, origin: Finding, context: CauseContext, cause: Cause
+) -> Cause | None:
+    """A division inside an Adam-family update (op ``adam/truediv_1``) by a divisor holding zeros: that divisor is
+    sqrt(v) + epsilon, 0 only when epsilon is 0 and a weight's gradient has been 0 at every step so far (an embedding
+    row no batch used yet, a dead unit). The generic words said to use divide_no_nan at the fit line, a division
+    inside Keras. The line to change sets the epsilon: a config file's (the run's ``--config`` file first), else
+    the optimizer's construction. None for any other division."""
+    if origin.op.type not in DIVISION_OPS or len(origin.inputs) != 2:
+        return None
+    divisor = origin.inputs[1].health
+    if divisor is None or not divisor.is_finite or not divisor.zero:
+        return None
+    scope = re.sub(r"_\d+$", "", origin.op.name.split("/", 1)[0]).lower()
+    recorded = [
+        str(n) for n in context.model_info.get("optimizers") or [context.model_info.get("optimizer")] if n
+    ]
+    if scope not in _EPSILON_OPTIMIZERS or scope not in {name.lower() for name in recorded}:
+        return None
+    name = next(n for n in recorded if n.lower() == scope)
+    zeros = f"{divisor.zero} value{'s' if divisor.zero != 1 else ''}"
+    summary = (
+        f"the {name} update divided by 0 in {zeros}: its epsilon is 0, and {name} divides by sqrt(v) + epsilon, "
+        "which is 0 for a weight whose gradient has been 0 at every step so far (an embedding row no batch has "
+        "used, a unit that never fired)"
+    )
+    what = f"the epsilon of {name}: a small positive one (Keras's default, 1e-7)"
+    units = user_sources(findings, context.entry_script, context.ran_cells)
+    folders = [os.path.dirname(os.path.abspath(context.entry_script))] if context.entry_script else []
+    lines = change_line.zero_epsilon_lines(change_line.config_files(folders, context.argv, context.cwd))
+    site = change_line.zero_epsilon_site(units) or change_line.optimizer_site(units, recorded)
+    if lines:
+        path, line = lines[0]
+        change: Change | None = Change(file=path, line=line, what=what, target="config")
+    else:
+        change = (
+            _change(site, what, "optimizer") if site is not None else _origin_change(findings, what, "op")
+        )
+    evidence = {**cause.evidence, "optimizer_epsilon": 0}
     return Cause("op", summary, evidence, change)
 
 
