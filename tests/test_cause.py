@@ -452,6 +452,22 @@ def test_an_overflow_without_growth_stays_an_op(tmp_path: Path) -> None:
     ), cause.change
 
 
+def test_a_determinant_that_overflows_while_a_negative_log_likelihood_falls_is_the_op(tmp_path: Path) -> None:
+    """A Glow-style linear flow's ``log(abs(det(W)))`` on 64-D data: the loss fell from 58.8 through 0 to -28.8 in
+    39 steps (the NLL improving), then det overflowed float32. The trend took the loss's magnitude and said "the loss
+    rose x29.8 over 11 steps", and the change "keep its values in range". It is the determinant, whose log
+    slogdet gives without forming it."""
+    program = write_program(tmp_path)
+    falling = [{"step": s, "loss": 58.8 - 2.25 * s} for s in range(39)]
+    cause = classify(
+        findings_of(overflow_origin(program, line=EXP_LINE, op="MatrixDeterminant")),
+        CauseContext(history=falling, entry_script=str(program)),
+    )
+    assert "rose" not in cause.summary and "grew" not in cause.summary, cause.summary
+    assert cause.summary.startswith("a MatrixDeterminant op overflowed float32"), cause.summary
+    assert cause.change is not None and "tf.linalg.slogdet" in cause.change.what, cause.change
+
+
 def test_a_loss_falling_without_bound_is_named_at_the_term_not_at_the_optimizer(tmp_path: Path) -> None:
     """A beta-VAE whose KL term had ``+ tf.exp(z_log_var)`` (a sign slip): its loss fell from 37 to -5e18 over 88
     steps, its weights' norm steady, until Adam's square of a gradient overflowed. The cause said "a Square op

@@ -77,7 +77,7 @@ def _round(value: float) -> float | None:
     return float(f"{value:.4g}") if math.isfinite(value) else None
 
 
-def _finite_points(history: list[dict[str, Any]], key: str) -> list[tuple[int, float]]:
+def _finite_points(history: list[dict[str, Any]], key: str, signed: bool = False) -> list[tuple[int, float]]:
     points = []
     for entry in history:
         if not isinstance(entry, dict):
@@ -87,14 +87,20 @@ def _finite_points(history: list[dict[str, Any]], key: str) -> list[tuple[int, f
             continue
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             continue
-        points.append((step, abs(float(value))))
+        points.append((step, float(value) if signed else abs(float(value))))
     return sorted(points)
 
 
 def series_trend(history: list[dict[str, Any]], key: str) -> Trend | None:
-    """The growth of ``key`` from its lowest value to its last finite value, or None with fewer than 2 values."""
+    """The growth of ``key`` from its lowest value to its last finite value, or None with fewer than 2 values, or
+    when the last value is below 0 and below the first: a loss that fell through 0 (a flow's or a mixture's negative
+    log-likelihood improving) grew in magnitude only, and was told "the loss rose x29.8" (`fall` speaks of a loss
+    falling without bound)."""
     points = _finite_points(history, key)
     if len(points) < 2:
+        return None
+    signed = _finite_points(history, key, signed=True)
+    if signed[-1][1] < 0 and signed[-1][1] < signed[0][1]:
         return None
     end_step, end_value = points[-1]
     # From the lowest value above 0: a gradient norm of exactly 0 (a saturated sigmoid's step) is no start of a
