@@ -2616,6 +2616,32 @@ def division_origin(
     )
 
 
+def test_a_division_by_exps_that_underflowed_is_told_log_space(tmp_path: Path) -> None:
+    """A Sinkhorn loss: ``K = tf.exp(-C / eps)`` with eps 0.01 underflows to 0 for far pairs, and ``u = a / (K @ v)``
+    divides by 0. It was "the RealDiv op divided by 1 zero in its divisor ... tf.math.divide_no_nan(a, b)", which
+    keeps it finite and drops those points out of the transport plan (loss 0.031 against 0.17). The scan's record
+    of the exp that made the zeros (line 28) is named, and log space is the advice."""
+    program = write_program(tmp_path)
+    origin = division_origin(
+        program,
+        31,
+        "sinkhorn/",
+        output=TensorHealth(dtype="float32", size=16, pos_inf=1, pos=15),
+        sums=(
+            TensorHealth(dtype="float32", size=16, pos=16),
+            TensorHealth(dtype="float32", size=16, zero=1, pos=15),
+        ),
+    )
+    findings = findings_of(origin)
+    findings.extra["zeros_from_exp"] = {"line": 28, "zeros": 1013}
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert cause.summary.startswith(
+        "the RealDiv op divided by 1 zero that the exp at line 28 made by underflowing"
+    ), cause.summary
+    assert cause.change is not None and "log space" in cause.change.what, cause.change
+    assert not cause.change.what.startswith("the division: tf.math.divide_no_nan"), cause.change
+
+
 def test_empty_reviews_divided_by_their_count_of_zero_are_the_divisions_fault(tmp_path: Path) -> None:
     """A masked mean pooling (sum(x * mask) / sum(mask)) on a batch with two all-padding reviews: the cause was
     `data`, "the record x[22, 0] = 0: correct it or leave it out", the first token of one of them. An empty

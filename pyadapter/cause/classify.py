@@ -1010,6 +1010,8 @@ def _op(
         words = _zero_times_infinity_words(origin)
     if words is not None and origin.op.type == "Log":
         words = _underflowed_exp_words(findings, origin) or words
+    elif words is not None and origin.op.type in DIVISION_OPS:
+        words = _divisor_of_underflowed_exps(findings, origin) or words
     if words is not None:
         summary, what = words
         if origin.op.type in DIVISION_OPS:
@@ -1180,6 +1182,31 @@ def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, st
             "the log of a softmax written by hand: take tf.nn.log_softmax(logits) (z - tf.reduce_logsumexp(z)), or "
             "a Keras loss with from_logits=True, not tf.math.log(exp(z) / tf.reduce_sum(exp(z)))"
         )
+    return summary, what
+
+
+def _divisor_of_underflowed_exps(findings: Findings, origin: Finding) -> tuple[str, str] | None:
+    """(summary, what to change) for a division whose divisor's zeros an exp made by underflowing
+    (`describe.underflowed_exp`): a Sinkhorn loss's ``K = exp(-C / eps)`` with eps small for the costs, then
+    ``u = a / (K @ v)``. divide_no_nan or an epsilon in the divisor (the division's words) keeps it finite and drops
+    the far points out of the transport plan; log space keeps them."""
+    found = findings.extra.get("zeros_from_exp")
+    divisor = origin.inputs[1].health if len(origin.inputs) == 2 else None
+    if not isinstance(found, dict) or divisor is None or not divisor.zero:
+        return None
+    line = found.get("line")
+    at = f" at line {line}" if isinstance(line, int) else ""
+    zeros = f"{divisor.zero} zero{'s' if divisor.zero != 1 else ''}"
+    summary = (
+        f"the {origin.op.type} op divided by {zeros} that the exp{at} made by underflowing to 0 in float32 (exp(x) "
+        "is 0 below about -103): a kernel exp(-cost / eps) with eps small for the costs (Sinkhorn), a density far "
+        "from every component"
+    )
+    what = (
+        "the exp and the division after it: compute them in log space (log u = log a - tf.reduce_logsumexp(-C / "
+        "eps + log v, axis=...), a log-domain Sinkhorn), or make eps larger than the costs' scale; an epsilon in "
+        "the divisor keeps it finite but drops those terms out"
+    )
     return summary, what
 
 
