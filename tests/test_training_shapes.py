@@ -810,6 +810,26 @@ def test_a_temperature_the_loop_anneals_and_the_step_only_reads_is_kept_in_the_b
     assert (cause["change"]["file"], cause["change"]["line"]) == (str(program.resolve()), assigned), cause
 
 
+def test_gradients_accumulated_from_raw_features_too_large_to_square_name_the_features(tmp_path):
+    """Gradient accumulation by hand on raw byte counts (1e9..6e10): at the first update the accumulated gradients
+    are finite but too large to square, and the guard refuses it. The scene's eager re-run failed inside TensorFlow's
+    dump ("TypeError ... Dense.call(): cannot use a string pattern on a bytes-like object": an eager fallback op
+    hands the dump's op filter its type as bytes), and `nanlens locate` named the guard's own check, an L2Loss in
+    the step's tf.cond: "a L2Loss op overflowed ... keep its values in range". The cause is the gradients' size
+    and the unscaled features, at the scene and from the bundle."""
+    program = SHAPES / "loop_accumulate_raw_bytes.py"
+    done = run_program(program.name, tmp_path)
+    assert "pyadapter.NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    assert "string pattern on a bytes-like object" not in done.stderr, done.stderr[-3000:]
+    assert "L2Loss" not in done.stderr, done.stderr[-3000:]
+    assert "NanGuard: cause: divergence: the step's gradients of " in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle), "--replay")["cause"]
+    assert "too large to square in float32" in cause["summary"], cause
+    assert "come from unscaled features (args[0][:, 0] from " in cause["summary"], cause
+    assert cause["change"]["what"].startswith("scale the features"), cause
+
+
 def test_a_nan_the_guarded_steps_arguments_carry_is_located_in_the_program_not_autograph_s_file(tmp_path):
     """guard_step converts a tf.function step with autograph itself; the ops of its converted code named
     autograph's temporary file (/tmp/__autograph_generated_file*.py) in a dump's stacks, so `nanlens locate`, which

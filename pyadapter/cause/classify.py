@@ -346,6 +346,9 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
                 "keras.random.* with a SeedGenerator (or tf.random.stateless_*) makes the step replay as it ran",
                 {"origin": None, "stateful_random": drawn[:5]},
             )
+        large = graph.get("too_large_gradients") if isinstance(graph, dict) else None
+        if isinstance(large, list) and large and all(isinstance(n, str) for n in large):
+            return _gradients_too_large_to_square(context, units, large)
         return Cause(
             "unknown",
             "no op made NaN/Inf when the step was located, so the cause is not known",
@@ -753,6 +756,28 @@ def _rate_not_finite(context: CauseContext, units: list[SourceUnit], rate: Learn
         if site is not None:
             change = _change(site, f"the learning rate of {site.name}: set a finite one", "optimizer")
     return Cause("op", summary, evidence, change)
+
+
+def _gradients_too_large_to_square(context: CauseContext, units: list[SourceUnit], large: list[str]) -> Cause:
+    """No op of the step made NaN/Inf, but gradients are finite and too large to square in float32 (|g| > 1.8e19):
+    Adam's or RMSprop's second moment would be +Inf (the guard's gate refused the update). The scene named the
+    guard's own check of them, an L2Loss in the step's tf.cond, as "the op that overflowed"."""
+    shown = ", ".join(large[:3]) + (f" and {len(large) - 3} more" if len(large) > 3 else "")
+    unscaled = _unscaled_inputs(context, units)
+    summary = (
+        f"the step's gradients of {shown} are finite but too large to square in float32 (|g| > 1.8e19): an "
+        "optimizer that keeps their squares (Adam, RMSprop) would make them +Inf; gradients this large "
+        + (
+            "come from unscaled " + " and ".join(f"{u.role} ({u.describe()})" for u in unscaled)
+            if unscaled
+            else "point at unscaled inputs or targets, or weights already grown huge"
+        )
+    )
+    evidence: dict[str, Any] = {"too_large_gradients": large[:20]}
+    change = _unscaled_change(units, unscaled, None) if unscaled else None
+    if unscaled:
+        evidence["unscaled_inputs"] = [item.to_json() for item in unscaled]
+    return Cause("divergence", summary, evidence, change)
 
 
 def _rate_negative(context: CauseContext, units: list[SourceUnit], rate: LearningRate) -> Cause:
@@ -2225,6 +2250,10 @@ def _unscaled_inputs(context: CauseContext, units: list[SourceUnit]) -> list[sca
     classes = set(context.layer_classes or ()) | change_line.constructed_names(
         units, scale.NORMALIZING_LAYERS
     )
+    arguments = _step_arguments(context.batch)
+    if arguments is not None:
+        # guard_step's (features, labels, ...): its first two arguments, if arrays, as a fit batch's x and y.
+        return scale.unscaled_inputs(arguments[:2], classes, ("args[0]", "args[1]"))
     return scale.unscaled_inputs(context.batch, classes)
 
 

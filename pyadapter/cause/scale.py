@@ -155,18 +155,20 @@ def _unscaled(value: Any, role: str, name: str, limit: float) -> UnscaledInput |
     return None
 
 
-def unscaled_inputs(batch: Any, layer_classes: Iterable[str] | None) -> list[UnscaledInput]:
-    """The parts of a Keras fit batch ``(x, y[, sample_weight])`` with values of a large scale: the first such
-    feature input, then the first such target; empty when nothing is, the batch is of another shape, or (for the
-    features) the model has a normalizing layer (`NORMALIZING_LAYERS`: what reaches its first weights is then
-    scaled whatever the batch holds)."""
+def unscaled_inputs(
+    batch: Any, layer_classes: Iterable[str] | None, names: tuple[str, str] = ("x", "y")
+) -> list[UnscaledInput]:
+    """The parts of a Keras fit batch ``(x, y[, sample_weight])`` (or a custom step's first two arguments, named
+    `names`) with values of a large scale: the first such feature input, then the first such target; empty when
+    nothing is, the batch is of another shape, or (for the features) the model has a normalizing layer
+    (`NORMALIZING_LAYERS`: what reaches its first weights is then scaled whatever the batch holds)."""
     if not isinstance(batch, tuple) or not batch:
         return []
     found = []
     if layer_classes is None or not NORMALIZING_LAYERS.intersection(layer_classes):
-        found.append(_unscaled(batch[0], "features", "x", FEATURE_RMS_LIMIT))
+        found.append(_unscaled(batch[0], "features", names[0], FEATURE_RMS_LIMIT))
     if len(batch) > 1:
-        found.append(_unscaled(batch[1], "targets", "y", TARGET_RMS_LIMIT))
+        found.append(_unscaled(batch[1], "targets", names[1], TARGET_RMS_LIMIT))
     return [item for item in found if item is not None]
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from pyadapter.dump.events import parse_event, tensor_values
 from pyadapter.dump.executions import ExecEntry, ExecutionScan
+from pyadapter.dump.frames import made_by_nanlens
 from pyadapter.dump.graphs import HostDump
 from pyadapter.dump.health import HealthLayout
 from pyadapter.dump.tfrecord import RecordFile
@@ -251,6 +252,10 @@ def graph_candidate(host: HostScan) -> Candidate | None:
             op = resolved[0]
             if any(input_state(host, op.graph_id, i, entry.round)[1] for i in op.inputs):
                 continue
+            if op.frame_ids and made_by_nanlens(host.dump.stack(op.frame_ids)):
+                # The guard's own check (an L2Loss of a gradient too large to square, in the step's tf.cond of a
+                # gradient accumulation): it reads the step's values; it made nothing of the user's.
+                continue
             is_weak = op.type in WEAK_ORIGIN_TYPES
             if (
                 not is_weak
@@ -283,10 +288,23 @@ def eager_candidate(host: HostScan) -> Candidate | None:
     scan = host.executions
     if scan is None:
         return None
-    if scan.origin is not None:
-        return Candidate(
-            host, scan.origin.op_type in WEAK_ORIGIN_TYPES, scan.origin.wall_time, execution=scan.origin
+    first = scan.origin
+    if first is not None and made_by_nanlens(host.dump.stack(first.frame_ids)):
+        # The guard's own check of the step's values (an L2Loss of a gradient too large to square): the first op
+        # after it that made NaN/Inf of its own, if the scan read one.
+        first = next(
+            (
+                e
+                for e in scan.nonfinite
+                if e is not scan.origin
+                and not e.downstream
+                and not e.is_function_call
+                and not made_by_nanlens(host.dump.stack(e.frame_ids))
+            ),
+            None,
         )
+    if first is not None:
+        return Candidate(host, first.op_type in WEAK_ORIGIN_TYPES, first.wall_time, execution=first)
     if scan.first_nonfinite_function is not None:
         # A function call whose graph traces are missing: the best we can say is "inside this call".
         fn = scan.first_nonfinite_function

@@ -91,6 +91,29 @@ def _dumping_callback() -> Any:
     return getattr(instance, "callback", None)
 
 
+def _op_types_as_text() -> None:
+    """Give the dump's op filter each op's type as text. TensorFlow's eager fallback of a generated op
+    (``gen_nn_ops.bias_add_eager_fallback``, taken when the fast path declines) calls the op callbacks with the type
+    as bytes (b"BiasAdd"), and the callback's ``re.match(op_regex, op_type)`` raised "TypeError: cannot use a string
+    pattern on a bytes-like object" inside the user's ``Dense.call``: every dump with an op_regex (ours always have
+    one) failed on such a step."""
+    from tensorflow.python.debug.lib import dumping_callback
+
+    state = getattr(dumping_callback, "_state", None)
+    instance = getattr(state, "dumping_callback", None) if state is not None else None
+    should_dump = getattr(instance, "_should_dump_tensor", None)
+    if should_dump is None or getattr(should_dump, "nanlens_text_types", False):
+        return
+
+    def should_dump_text(op_type: Any, dtype: Any) -> Any:
+        if isinstance(op_type, bytes):
+            op_type = op_type.decode("utf-8", "replace")
+        return should_dump(op_type, dtype)
+
+    should_dump_text.nanlens_text_types = True  # type: ignore[attr-defined]
+    instance._should_dump_tensor = should_dump_text  # type: ignore[union-attr]
+
+
 def _instrument_py_function_threads(callback: Any) -> Any:
     """Make eager code run by tf.py_function (and so tf.data functions in debug mode) visible to the dump.
 
@@ -171,6 +194,7 @@ class DumpRecorder:
             circular_buffer_size=-1,
             op_regex=self.op_regex,
         )
+        _op_types_as_text()
         callback = _dumping_callback()
         if callback is not None:
             self._undo_patches.append(_instrument_py_function_threads(callback))
@@ -262,6 +286,7 @@ def step_dump(
         writer = tf.debugging.experimental.enable_dump_debug_info(
             str(dump_dir), tensor_debug_mode=mode, circular_buffer_size=-1, op_regex=op_regex
         )
+        _op_types_as_text()
         try:
             yield
         finally:
