@@ -765,6 +765,35 @@ def test_float16_range_is_the_cause_not_the_mask_row_or_a_record(tmp_path, name,
     assert "1e9" not in cause["change"]["what"], cause["change"]  # the advice is a value float16 holds
 
 
+def test_a_float16_softmax_whose_zeros_a_float32_log_takes_is_precision_at_the_output_layer(tmp_path):
+    """keras.io's miniature GPT shape under mixed_float16: a softmax output layer and a hand-written ``-log(p)``
+    loss. Keras's loss casts the float16 probabilities to float32, so the Log that takes the 0 is float32, and the
+    cause was "op: the Log op got 1 zero ... tf.math.log(tf.maximum(x, 1e-7))". The zero is float16's: the
+    output layer in float32 (the mixed-precision guide's rule) is the change, and it trains."""
+    program, done = run_copied("fp16_softmax_output_log.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "precision", cause
+    assert " from the Softmax at line " in cause["summary"], cause["summary"]
+    assert "ran in float16 and underflowed to 0" in cause["summary"], cause["summary"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert cause["change"]["what"].startswith('the layer: give it dtype="float32"'), cause["change"]
+    fixed = program.read_text().replace('activation="softmax")', 'activation="softmax", dtype="float32")')
+    program.write_text(fixed)
+    shutil.rmtree(tmp_path / "captures")
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0 and "NanGuard: step" not in done.stderr, done.stderr[-3000:]
+
+
 def test_a_network_the_guarded_step_only_reads_is_named_until_it_is_guarded_too(tmp_path):
     """A DQN's target network, read by the step and synced by the loop, is not in a bundle guarded with model= and
     optimizer=: the replay rebuilt it fresh and said "stayed finite" with no warning. The guard now says at the

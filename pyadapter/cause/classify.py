@@ -137,6 +137,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         cause = (
             _divisor_the_program_sets(findings, origin, context, cause)
             or _optimizer_epsilon_zero(findings, origin, context, cause)
+            or _zeros_from_16_bit(findings, origin, cause)
             or cause
         )
     if (
@@ -1540,6 +1541,39 @@ def _divisor_the_program_sets(
     evidence = {**cause.evidence, "divisor_variable": name}
     change = _change(site, what, "op") if site is not None else _origin_change(findings, what, "op")
     return Cause("op", summary, evidence, change)
+
+
+def _zeros_from_16_bit(findings: Findings, origin: Finding, cause: Cause) -> Cause | None:
+    """A float32 log (or division) of zeros that a 16-bit op upstream made (`describe.underflowed_16_bit`): under
+    ``mixed_float16`` a softmax output layer computes in float16, where a probability below 6e-8 is 0, and Keras's
+    loss casts it to float32 only then. The log's own words said to clamp its input at 1e-7, which hides it; the
+    mixed-precision guide's fix is the output layer in float32. None otherwise."""
+    found = findings.extra.get("zeros_from_16_bit")
+    if origin.op.type not in ("Log", *DIVISION_OPS) or not isinstance(found, dict):
+        return None
+    own = ((origin.health.dtype if origin.health else None) or "").lower()
+    if own in SIXTEEN_BIT:
+        return None  # a 16-bit origin's own range: the precision words of the op itself
+    dtype, kind, line, file = found.get("dtype"), found.get("type"), found.get("line"), found.get("file")
+    if not isinstance(dtype, str) or not isinstance(kind, str):
+        return None
+    zeros = sum(i.health.zero or 0 for i in origin.inputs if i.health is not None)
+    at = f" at line {line}" if isinstance(line, int) else ""
+    summary = (
+        f"the {origin.op.type} op got {zeros} zero{'s' if zeros != 1 else ''} from the {kind}{at}, which ran in "
+        f"{dtype} and underflowed to 0 there ({dtype}'s smallest positive value is 6e-8): a value float32 holds, "
+        "cast to float32 only after it was 0"
+    )
+    what = (
+        'the layer: give it dtype="float32" (the mixed-precision guide keeps the output layer and its softmax in '
+        "float32), or compute the loss from logits (from_logits=True)"
+    )
+    if isinstance(file, str) and isinstance(line, int):
+        change: Change | None = Change(file=file, line=line, what=what, target="op")
+    else:
+        change = _origin_change(findings, what, "op")
+    evidence = {**cause.evidence, "zeros_from_16_bit": found}
+    return Cause("precision", summary, evidence, change)
 
 
 # Keras optimizers that divide by sqrt(v) + epsilon (or by a sum of squares + epsilon).

@@ -439,6 +439,37 @@ def underflowed_exp(candidate: Candidate, depth: int = 6) -> dict[str, object] |
     return None
 
 
+# bfloat16 has float32's range: its zeros are float32's too.
+SIXTEEN_BIT_DTYPES = frozenset({"float16", "half"})
+
+
+def underflowed_16_bit(candidate: Candidate, depth: int = 8) -> dict[str, object] | None:
+    """The 16-bit op whose zeros reached a graph origin that took zeros in: under ``mixed_float16`` a softmax output
+    layer computes in float16, where a small probability is 0 (below 6e-8), and Keras's loss casts it to float32
+    before its log. The nearest op up the origin's inputs (at most `depth` back, same round) whose float16 output
+    held zeros, as ``{"op", "type", "dtype", "file", "line", "zeros"}``; None when none did."""
+    origin = _origin_op(candidate)
+    if origin is None or candidate.trace is None:
+        return None
+    for producer in _upstream(candidate.host, origin, depth):
+        health = _output_health(candidate.host, producer, candidate.trace.round)
+        dtype = (health.dtype or "").lower() if health is not None else ""
+        if health is not None and dtype in SIXTEEN_BIT_DTYPES and health.is_finite and health.zero:
+            # A layer's op under the training call (a functional model's output Dense): the line that builds it.
+            ref = OpRef(name=producer.name, type=producer.type or "unknown", host=candidate.host.host)
+            mark = _place(candidate.host, producer.frame_ids, producer.graph_id, ref).mark
+            file, line = (mark.file, mark.line) if mark is not None else (None, None)
+            return {
+                "op": producer.name,
+                "type": producer.type,
+                "dtype": dtype,
+                "file": file,
+                "line": line,
+                "zeros": health.zero,
+            }
+    return None
+
+
 # Ops that add up their inputs' values: a sum of finite exps overflows in them, not in the exp.
 SUMMING_TYPES = frozenset(
     {"Sum", "Mean", "AddN", "AddV2", "Add", "Cumsum", "MatMul", "BatchMatMulV2", "BatchMatMulV3", "Einsum"}

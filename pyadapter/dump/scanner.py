@@ -18,6 +18,7 @@ from pyadapter.dump.describe import (
     origin_finding,
     propagated_findings,
     summed_exp,
+    underflowed_16_bit,
     underflowed_exp,
 )
 from pyadapter.dump.errors import ScanError
@@ -180,6 +181,9 @@ def scan_dump(
         underflow = underflowed_exp(candidate)
         if underflow is not None:
             extra["zeros_from_exp"] = underflow
+        sixteen = underflowed_16_bit(candidate)
+        if sixteen is not None:
+            extra["zeros_from_16_bit"] = sixteen
         summed = summed_exp(candidate)
         if summed is not None:
             extra["sum_of_exps"] = summed
