@@ -512,6 +512,24 @@ def test_a_ctc_loss_of_inf_is_a_label_too_long_for_its_frames_not_an_overflow(tm
     assert cause.change.what.startswith("the labels or the frames"), cause.change
 
 
+def test_a_log_of_one_minus_a_sigmoid_is_told_log_sigmoid_not_a_clamp(tmp_path: Path) -> None:
+    """keras.io's DCGAN with a hand-written generator loss ``-log(1 - d_fake)`` on a sigmoid discriminator: the
+    Log's input is "sub:0", and the words were "keep it in the domain (tf.math.log(tf.maximum(x, 1e-7)))". Followed,
+    g_loss sat at 16.1181 for 6 epochs: clamped, the generator's gradient is 0. The scan saw the Sigmoid two ops up
+    the Log; the stable form from the logits is the advice."""
+    program = write_program(tmp_path)
+    origin = log_origin(program)
+    origin.inputs = [InputHealth("sub:0", TensorHealth(dtype="float32", size=64, zero=64))]
+    findings = findings_of(origin)
+    findings.extra["sigmoid_into_log"] = {"op": "discriminator/dense/Sigmoid", "one_minus": True}
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert "its input is 1 - sigmoid(x), exactly 0 in float32 once x passes about 17" in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and "tf.math.log_sigmoid(-x)" in cause.change.what, cause.change
+    assert not cause.change.what.startswith("the Log's input: keep it in the domain"), cause.change
+
+
 def test_a_log_of_an_underflowed_exp_is_told_its_stable_form(tmp_path: Path) -> None:
     """The log of exps that underflowed to 0: a mixture's ``log(sum(pi * exp(...)))`` is told logsumexp; a softmax
     written by hand, ``log(e / sum(e))`` (a text classifier's own cross-entropy), was told the same

@@ -1035,7 +1035,7 @@ def _op(
     if words is None and not overflow:
         words = _zero_times_infinity_words(origin)
     if words is not None and origin.op.type == "Log":
-        words = _underflowed_exp_words(findings, origin) or words
+        words = _underflowed_exp_words(findings, origin) or _log_of_a_sigmoid_words(findings, words) or words
     elif words is not None and origin.op.type in DIVISION_OPS:
         words = _divisor_of_underflowed_exps(findings, origin) or words
     if words is not None:
@@ -1208,6 +1208,29 @@ def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, st
             "the log of a softmax written by hand: take tf.nn.log_softmax(logits) (z - tf.reduce_logsumexp(z)), or "
             "a Keras loss with from_logits=True, not tf.math.log(exp(z) / tf.reduce_sum(exp(z)))"
         )
+    return summary, what
+
+
+def _log_of_a_sigmoid_words(findings: Findings, words: tuple[str, str]) -> tuple[str, str] | None:
+    """The log words for a Log whose input a sigmoid made a few ops before (`describe.sigmoid_into_log`): a GAN's
+    ``log(1 - d_fake)``, whose input is named "sub:0", got "keep it in the domain (tf.math.log(tf.maximum(x,
+    1e-7)))", and clamped there the generator's gradient is 0: it stops learning. The log of a sigmoid has a stable
+    form from the logits."""
+    found = findings.extra.get("sigmoid_into_log")
+    if not isinstance(found, dict):
+        return None
+    summary, _ = words
+    one_minus = bool(found.get("one_minus"))
+    summary += (
+        "; its input is 1 - sigmoid(x), exactly 0 in float32 once x passes about 17"
+        if one_minus
+        else "; its input is a sigmoid, exactly 0 in float32 below x of about -88"
+    )
+    what = (
+        "the log of a sigmoid: compute it from the logits, tf.math.log_sigmoid(-x) for log(1 - sigmoid(x)) "
+        "(tf.math.log_sigmoid(x) for log(sigmoid(x))), or a Keras loss with from_logits=True on a model that "
+        "outputs logits; a clamp at 1e-7 keeps it finite but its gradient is 0 there"
+    )
     return summary, what
 
 

@@ -439,6 +439,21 @@ def underflowed_exp(candidate: Candidate, depth: int = 6) -> dict[str, object] |
     return None
 
 
+def sigmoid_into_log(candidate: Candidate, depth: int = 3) -> dict[str, object] | None:
+    """The ``Sigmoid`` a graph origin ``Log`` takes, through at most `depth` ops (``log(1 - sigmoid(x))``: a GAN's
+    hand-written generator loss, whose ``1 - d`` is exactly 0 in float32 once the logit passes 17). As ``{"op",
+    "one_minus"}``, ``one_minus`` when a Sub stands between; None when no sigmoid is that near."""
+    origin = _origin_op(candidate)
+    if origin is None or origin.type != "Log":
+        return None
+    between: list[str] = []
+    for producer in _upstream(candidate.host, origin, depth):
+        if producer.type == "Sigmoid":
+            return {"op": producer.name, "one_minus": "Sub" in between}
+        between.append(producer.type or "")
+    return None
+
+
 # bfloat16 has float32's range: its zeros are float32's too.
 SIXTEEN_BIT_DTYPES = frozenset({"float16", "half"})
 

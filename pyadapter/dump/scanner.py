@@ -17,6 +17,7 @@ from pyadapter.dump.describe import (
     masking_select,
     origin_finding,
     propagated_findings,
+    sigmoid_into_log,
     summed_exp,
     underflowed_16_bit,
     underflowed_exp,
@@ -181,6 +182,9 @@ def scan_dump(
         underflow = underflowed_exp(candidate)
         if underflow is not None:
             extra["zeros_from_exp"] = underflow
+        sigmoid = sigmoid_into_log(candidate)
+        if sigmoid is not None:
+            extra["sigmoid_into_log"] = sigmoid
         sixteen = underflowed_16_bit(candidate)
         if sixteen is not None:
             extra["zeros_from_16_bit"] = sixteen
