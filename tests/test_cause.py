@@ -426,6 +426,29 @@ def test_a_power_with_a_positive_exponent_that_made_inf_overflowed(tmp_path: Pat
     assert classify(findings_of(power), CauseContext(entry_script=str(program))).evidence["overflow"] is False
 
 
+def test_zeros_raised_to_a_negative_power_name_the_isolated_nodes_way_out(tmp_path: Path) -> None:
+    """A Kipf GCN's ``tf.pow(deg, -0.5)`` with no self-loops: 17 isolated nodes of degree 0 give +inf. It said "a
+    Pow op made NaN/Inf from finite inputs ...: keep its inputs in its domain", naming neither 0 ** -0.5 nor a way
+    out."""
+    program = write_program(tmp_path)
+    power = Finding(
+        file=str(program),
+        line=EXP_LINE,
+        role="origin",
+        op=OpRef("gcn/Pow", "Pow"),
+        health=TensorHealth(dtype="float32", size=200, pos_inf=17, pos=183),
+        inputs=[
+            InputHealth("gcn/Reshape:0", TensorHealth(dtype="float32", size=200, zero=17, pos=183)),
+            InputHealth("gcn/Pow/y:0", TensorHealth(dtype="float32", size=1, neg=1)),
+        ],
+    )
+    cause = classify(findings_of(power), CauseContext(entry_script=str(program)))
+    assert cause.summary.startswith("the Pow op raised 17 zeros to a negative power: 0 ** -p is inf"), (
+        cause.summary
+    )
+    assert cause.change is not None and "add self-loops" in cause.change.what, cause.change
+
+
 def test_an_overflow_without_growth_stays_an_op(tmp_path: Path) -> None:
     program = write_program(tmp_path)
     flat = [{"step": s, "loss": 1.0 + 0.01 * s, "logged_loss": 1.0} for s in range(20)]

@@ -1211,6 +1211,32 @@ def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, st
     return summary, what
 
 
+def _power_words(origin: Finding) -> tuple[str, str] | None:
+    """(summary, what to change) for a Pow of finite inputs that made NaN/Inf: zeros raised to a negative power
+    (a GCN's degree normalisation ``tf.pow(deg, -0.5)`` with isolated nodes: 0 ** -0.5 is inf) or negatives to a
+    fractional one (NaN). It read "a Pow op made NaN/Inf from finite inputs ... keep its inputs in its domain"."""
+    base, exponent = (i.health for i in origin.inputs)
+    if base is None or exponent is None or not base.is_finite or not exponent.is_finite:
+        return None
+    if base.zero and exponent.neg:
+        zeros = f"{base.zero} zero{'s' if base.zero != 1 else ''}"
+        summary = (
+            f"the Pow op raised {zeros} to a negative power: 0 ** -p is inf (and inf * 0 NaN after it), as in a "
+            "degree normalisation D^-1/2 of a graph with isolated nodes, or an inverse of a count that can be 0"
+        )
+        what = (
+            "the base: keep it away from 0 (add self-loops so no degree is 0, or tf.maximum(deg, 1.0)), or set "
+            "the infinite results to 0 (tf.where(deg > 0, tf.pow(deg, -0.5), 0.0), as Kipf's GCN does)"
+        )
+        return summary, what
+    if base.neg:
+        negatives = f"{base.neg} negative value{'s' if base.neg != 1 else ''}"
+        summary = f"the Pow op raised {negatives} to a power: a negative base to a fractional power is NaN"
+        what = "the base: keep it non-negative (tf.maximum(x, 0.0), or a softplus where it is learned)"
+        return summary, what
+    return None
+
+
 def _log_of_a_sigmoid_words(findings: Findings, words: tuple[str, str]) -> tuple[str, str] | None:
     """The log words for a Log whose input a sigmoid made a few ops before (`describe.sigmoid_into_log`): a GAN's
     ``log(1 - d_fake)``, whose input is named "sub:0", got "keep it in the domain (tf.math.log(tf.maximum(x,
@@ -1320,6 +1346,8 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
     (``.../ReadVariableOp:0``, a name the user never wrote): named by its path."""
     if origin.op.type in ("RealDiv", "Div", "TrueDiv") and len(origin.inputs) == 2:
         return _division_words(origin)
+    if origin.op.type == "Pow" and len(origin.inputs) == 2:
+        return _power_words(origin)
     special = _special_domain_words(origin)
     if special is not None:
         return special
