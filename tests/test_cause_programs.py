@@ -264,6 +264,19 @@ def test_an_optimizer_epsilon_of_0_in_a_config_file_is_the_line_to_change(tmp_pa
     assert done.returncode == 0 and "NanGuard: step" not in done.stderr, done.stderr[-3000:]
 
 
+def test_a_zero_target_in_a_percentage_error_is_valid_data_and_the_loss_is_changed(tmp_path: Path) -> None:
+    """A hand-written MAPE divides by y_true, and a closed day's sales are 0. The cause was "data: ... y[8] = 0 (the
+    other 31 rows: 64 to 116) ...: correct it or leave it out", while a sale of 0 is right and the loss is
+    undefined there; the loss's division is the change."""
+    program = PROGRAMS / "cause_mape_zero_target.py"
+    findings = train_and_locate(tmp_path, program)
+    cause = findings["cause"]
+    assert cause["kind"] != "data", cause
+    assert "correct it or leave it out" not in cause["change"]["what"], cause
+    assert cause["change"]["what"].startswith("the relative error: it is undefined for a target of 0"), cause
+    assert cause["change"]["line"] == marked_line(program, "CHANGE"), cause
+
+
 def test_an_inf_rate_a_callback_set_is_held_back_and_named_with_the_callback(tmp_path: Path) -> None:
     """A LearningRateScheduler whose function is inf at the first epoch after its warm-up (step 20). The update went
     through and was taken back by re-running the window from its copy, at the copy's rate: the bundle held a finite

@@ -422,6 +422,13 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
         # An empty record (all padding, an empty text) divided by its own count of 0 is valid input to a masked
         # mean: the division is what to change (as the same 0 / 0 in a graph's isolated node is).
         and not (_empty_records_only(rows) and _division_words(origin))
+        # A target of 0 divided by in a relative error (MAPE's ``/ y_true``: a day the store was closed) is valid
+        # data: the loss is undefined there, the record is right.
+        and not (
+            all(o.element.value == 0 for o in rows.outliers)
+            and _division_words(origin)
+            and _RELATIVE_ERROR.search(str(findings.extra.get("origin_code") or ""))
+        )
     ):
         return _row_outlier(findings, context, units, origin, rows)
     if overflow and dtype in SIXTEEN_BIT:
@@ -1527,6 +1534,12 @@ def _mask_product_beyond_16_bit(findings: Findings, units: list[SourceUnit], ori
 _OVERLAP_RATIO = re.compile(r"dice|iou|jaccard|intersection|overlap", re.IGNORECASE)
 
 
+# A division by the truth on the line: a relative (percentage) error, ``(y_true - y_pred) / y_true``.
+_RELATIVE_ERROR = re.compile(
+    r"/\s*\(?\s*(?:(?:tf|keras\.ops|ops|np|K)\.(?:math\.)?abs\(\s*)?(?:y_true|targets?|labels?|y)\b"
+)
+
+
 def _division_on_its_line(code: str, what: str) -> str:
     """The division's change, for what else its line does: an overlap score (Dice, IoU) is smoothed on both sides,
     as an empty mask predicted empty is a perfect score (divide_no_nan or an epsilon below scored it 0); a sqrt of
@@ -1536,6 +1549,12 @@ def _division_on_its_line(code: str, what: str) -> str:
             "the overlap ratio: add one smoothing term to both sides, (intersection + 1) / (union + 1) (Dice: "
             "(2 * intersection + 1) / (sum_pred + sum_true + 1)), so an empty mask predicted empty scores 1, not 0 "
             f"or NaN; or {what.removeprefix('the division: ')}"
+        )
+    if _RELATIVE_ERROR.search(code):
+        what = (
+            "the relative error: it is undefined for a target of 0, which is valid data (a day without sales, a count of 0): "
+            "divide by tf.maximum(tf.abs(y_true), epsilon) as keras.losses.MeanAbsolutePercentageError does, or "
+            f"use a symmetric (sMAPE) or absolute error; or {what.removeprefix('the division: ')}"
         )
     if "sqrt(" in code.replace(" ", ""):
         what += "; the sqrt on this line then takes 0, whose slope is infinite: an epsilon inside it too"
