@@ -794,6 +794,39 @@ def test_a_float16_softmax_whose_zeros_a_float32_log_takes_is_precision_at_the_o
     assert done.returncode == 0 and "NanGuard: step" not in done.stderr, done.stderr[-3000:]
 
 
+def test_a_one_pass_std_of_readings_far_from_0_cancels_in_float32_too(tmp_path):
+    """A Lambda's std by sqrt(mean(r^2) - mean(r)^2) of pressure traces near 1000 hPa: the squares are 1e6, which
+    float32 holds 0.06 apart, and a flat trace's variance of 1e-4 comes out negative. Only a 16-bit float was taken
+    to cancel: the advice was "make it positive by construction where the model learns it (softplus)", for a
+    value no weight feeds. It is the one-pass formula, on its line; the two-pass variance trains."""
+    program, done = run_copied("fit_pressure_one_pass_std.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert "from a difference of squares" in cause["summary"] and "in float32" in cause["summary"], cause
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert cause["change"]["what"].startswith("compute the variance as mean(square(x - mean))"), cause[
+        "change"
+    ]
+    program.write_text(
+        program.read_text().replace(
+            "ops.sqrt(ops.mean(r**2, axis=-1, keepdims=True) - ops.mean(r, axis=-1, keepdims=True) ** 2)",
+            "ops.sqrt(ops.var(r, axis=-1, keepdims=True))",
+        )
+    )
+    shutil.rmtree(tmp_path / "captures")
+    done = subprocess.run(
+        [sys.executable, str(program)],
+        cwd=tmp_path,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+    )
+    assert done.returncode == 0 and "NanGuard: step" not in done.stderr, done.stderr[-3000:]
+
+
 def test_a_network_the_guarded_step_only_reads_is_named_until_it_is_guarded_too(tmp_path):
     """A DQN's target network, read by the step and synced by the loop, is not in a bundle guarded with model= and
     optimizer=: the replay rebuilt it fresh and said "stayed finite" with no warning. The guard now says at the

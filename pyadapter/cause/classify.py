@@ -370,6 +370,11 @@ def _classify(findings: Findings, context: CauseContext | None) -> Cause:
         squares = change_line.squares_difference_site(units, origin.file, origin.line, origin.cell)
         if squares is not None:
             return _squares_cancelled(context, origin, dtype, squares)
+    if known and dtype == "float32" and _negative_into_root_or_log(origin):
+        squares = change_line.squares_difference_site(units, origin.file, origin.line, origin.cell)
+        if squares is not None:
+            # Readings near 1000 hPa that vary by 0.01: float32's 24 bits lose that variance too.
+            return _squares_cancelled(context, origin, dtype, squares)
     if _negative_into_root_or_log(origin) and (
         expanded := change_line.expanded_distance_site(units, origin.file, origin.line, origin.cell)
     ):
@@ -667,7 +672,7 @@ def _squares_cancelled(context: CauseContext, origin: Finding, dtype: str, site:
     """A variance by the one-pass formula, mean(x²) - mean(x)², in a 16-bit float: the two squares are close and
     large, the dtype keeps few bits of them, so their difference loses the variance and can come out negative,
     which the sqrt/rsqrt/log after it turns into NaN. float32 (or mean((x - mean)²), never negative) keeps it."""
-    bits = SIGNIFICANT_BITS[dtype]
+    bits = SIGNIFICANT_BITS.get(dtype, 24)
     negatives = sum((i.health.neg or 0) for i in origin.inputs if i.health is not None)
     policy, evidence = _sixteen_bit_evidence(
         context, origin, dtype, 0, significant_bits=bits, negatives_in=negatives, subtraction_line=site.line
@@ -678,11 +683,19 @@ def _squares_cancelled(context: CauseContext, origin: Finding, dtype: str, site:
         f"{origin.op.type} got {negatives} negative value{'s' if negatives != 1 else ''} from a difference of squares "
         f"({place}) computed in {dtype}, which keeps {bits} significant bits: two close, large squares "
         f"(mean(x²) and mean(x)² of values far from 0) lose the small variance between them, which comes out "
-        f"negative{f' under the {policy} policy' if policy else ''}; float32 keeps it"
+        f"negative{f' under the {policy} policy' if policy else ''}; "
+        + (
+            "float32 keeps it"
+            if dtype != "float32"
+            else "values large beside their spread lose it in float32 too"
+        )
     )
     what = (
         "compute the variance as mean(square(x - mean)), which is never negative, or compute it in float32 "
         "(tf.cast(x, 'float32') before squaring)"
+        if dtype != "float32"
+        else "compute the variance as mean(square(x - mean)) (keras.ops.var, tf.math.reduce_variance), which is "
+        "never negative"
     )
     return Cause("precision", summary, evidence, _change(site, what, "op"))
 
