@@ -827,6 +827,21 @@ def test_a_one_pass_std_of_readings_far_from_0_cancels_in_float32_too(tmp_path):
     assert done.returncode == 0 and "NanGuard: step" not in done.stderr, done.stderr[-3000:]
 
 
+def test_a_gan_whose_generator_rate_is_too_high_is_told_the_generator_s_rate(tmp_path):
+    """Two optimizers in one guarded step, the generator's at 0.02 (meant 0.002) and the discriminator's at 0.002:
+    the divergence named the rate and line of the checkpoint's first optimizer, the discriminator's, and the run
+    with that rate lowered as advised diverged again. The optimizer of the largest rate is the one named."""
+    program = SHAPES / "loop_cgan_two_rates.py"
+    done = run_program(program.name, tmp_path)
+    assert "pyadapter.NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle))["cause"]
+    assert cause["kind"] == "divergence", cause
+    assert "at learning rate 0.02" in cause["summary"], cause["summary"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+
+
 def test_a_network_the_guarded_step_only_reads_is_named_until_it_is_guarded_too(tmp_path):
     """A DQN's target network, read by the step and synced by the loop, is not in a bundle guarded with model= and
     optimizer=: the replay rebuilt it fresh and said "stayed finite" with no warning. The guard now says at the

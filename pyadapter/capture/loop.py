@@ -39,6 +39,7 @@ import collections
 import contextlib
 import functools
 import inspect
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ from pyadapter.capture import (
     datasource,
     gate,
     keras_lines,
+    learning_rate,
     loop_bundle,
     rng,
     snapshot,
@@ -418,6 +420,23 @@ class GuardedStep:
         held |= gate.guard_variable_ids()  # the guard's own flags of an update in a branch
         return [v for v in concrete.variables if id(v) not in held and "seed_generator" not in v.name]
 
+    def rate_first(self) -> list[Any]:
+        """The optimizers, the one of the largest learning rate now first (the others in their order): a GAN whose
+        generator's SGD(0.02) beside its discriminator's SGD(0.002) diverged was told the first optimizer's rate
+        and line (the discriminator's), and lowering it did not help. The window search scales every rate alike
+        and reports the first's; the bundle records the first's rate."""
+        if len(self.optimizers) < 2:
+            return list(self.optimizers)
+
+        def rate(optimizer: Any) -> float:
+            try:
+                used = learning_rate.of_step(optimizer, int(optimizer.iterations.numpy()))
+            except Exception:  # noqa: BLE001 - an optimizer whose rate cannot be read keeps its place
+                return -math.inf
+            return used.value if used is not None and used.finite else -math.inf
+
+        return sorted(self.optimizers, key=rate, reverse=True)
+
     def _live_step(self, like: tuple[tuple, dict] | None = None) -> atscene.LiveStep:
         """The step a window re-runs: the loop's own Python step on the window's held arguments (object arguments,
         a model passed to the step, as in `like`: the failing call)."""
@@ -432,7 +451,7 @@ class GuardedStep:
             kind=bundle_format.KIND_LOOP,
             to_numpy=lambda held: loop_bundle.batch_of(*held),
             trainable=self.trainable_variables(),
-            optimizers=list(self.optimizers),
+            optimizers=self.rate_first(),
             extra_state=[v for m in models for v in keras_lines.metrics_variables(m)],
             reset=reset,
             like=like,
@@ -470,14 +489,14 @@ class GuardedStep:
                 step=step,
                 history=self._history,
                 model_info={
-                    "optimizer": type(self.optimizers[0]).__name__ if self.optimizers else None,
+                    "optimizer": type(live.optimizers[0]).__name__ if live.optimizers else None,
                     "optimizers": [type(o).__name__ for o in self.optimizers],
                 },
                 epoch=None,
                 batch_index=index,
                 verbose=self.verbose,
             )
-            rate = step_window.current_learning_rate(self.optimizers[0]) if self.optimizers else None
+            rate = step_window.current_learning_rate(live.optimizers[0]) if live.optimizers else None
             return keeper.files(step, failing, live.to_numpy, learning_rate=rate, search=search)
         except Exception as exc:  # noqa: BLE001 - the bundle matters more than its window
             return {}, {

@@ -95,7 +95,7 @@ def write_bundle(
             **(
                 {
                     "optimizer_iterations": int(guarded.optimizers[0].iterations.numpy()),
-                    **learning_rate.manifest_entry(guarded.optimizers[0], report.update_in_state),
+                    **learning_rate.manifest_entry(guarded.rate_first()[0], report.update_in_state),
                 }
                 if guarded.optimizers
                 else {}  # a step that updates by hand
