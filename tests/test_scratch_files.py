@@ -78,6 +78,20 @@ def test_a_deleted_folder_stays_and_can_be_made_again(project):
     assert files.kept == ["logs", "train.log"]
 
 
+def test_a_folder_made_for_the_replay_is_gone_after_it(project):
+    """A BackupAndRestore callback makes its backup folder (``os.makedirs``) and writes into it; its files went to
+    the scratch copy, but the folder itself stayed, empty, in the program's folder after ``nanlens locate``."""
+    files = ScratchFiles([project])
+    with files.active():
+        os.makedirs("backup/chief", exist_ok=True)
+        with open("backup/chief/training_metadata.json", "w") as handle:
+            handle.write("{}")
+        assert os.path.isdir("backup/chief")
+        os.makedirs("logs/run2")  # beside a folder training made: only the new one goes
+    assert not (project / "backup").exists()
+    assert sorted(p.name for p in (project / "logs").iterdir()) == ["run1"]
+
+
 def test_files_elsewhere_and_nan_lens_own_writes_are_real(project, tmp_path):
     elsewhere = tmp_path / "elsewhere.txt"
     files = ScratchFiles([project], own=[project / ".nanlens"])

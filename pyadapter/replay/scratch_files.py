@@ -57,6 +57,7 @@ class ScratchFiles:
         self.deleted: set[str] = set()  # files and folders the program deleted (still on disk)
         # Existing files and folders (training's) that the program wrote or deleted, as the route shows them.
         self.kept: list[str] = []
+        self.made: list[str] = []  # folders the program made that did not exist (removed when left empty)
         self._folder: str | None = None
         self._paused = 0
         self._cwd = os.getcwd()
@@ -167,7 +168,16 @@ class ScratchFiles:
             # The folder the program deleted is still on disk: making it again is the program's intent.
             self.deleted = {gone for gone in self.deleted if not _within(target, gone)}
             return
+        missing = []
+        if target is not None:
+            folder = target
+            while folder and not os.path.exists(folder):
+                missing.append(folder)
+                folder = os.path.dirname(folder)
         original(name, *args, **kwargs)
+        # Made for the replay only (a BackupAndRestore's backup folder, whose files go to the scratch copy): removed
+        # at the end if still empty, so the folder is as training left it.
+        self.made += [path for path in missing if os.path.isdir(path)]
 
     # ---- installing them ---------------------------------------------------------------------------------------
 
@@ -215,6 +225,9 @@ class ScratchFiles:
                 setattr(owner, name, original)
             if self._folder is not None:
                 shutil.rmtree(self._folder, ignore_errors=True)
+            for made in sorted(set(self.made), key=len, reverse=True):  # the deepest first
+                with contextlib.suppress(OSError):
+                    os.rmdir(made)  # only an empty one
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
