@@ -1816,6 +1816,33 @@ def test_a_cholesky_of_a_matrix_no_longer_positive_definite_proposes_a_jitter(tm
     assert "jitter to its diagonal (K + 1e-6 * tf.eye(n))" in cause.change.what, cause.change
 
 
+def test_a_cholesky_whose_matrix_already_gets_a_jitter_is_told_to_enlarge_it(tmp_path: Path) -> None:
+    """The line above the Cholesky already adds ``(noise + jitter) * tf.eye(n)`` with a jitter of 1e-6 and an
+    unbounded exp noise: the advice "add a small jitter to its diagonal (K + 1e-6 * tf.eye(n))" asked for what is
+    there. The line that adds it is the change, with a jitter float32 holds and a noise bounded below."""
+    program = tmp_path / "gp.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "def neg_mll(K, log_noise, jitter=1e-6):\n"
+        "    noise = tf.exp(log_noise)\n"
+        "    K = K + (noise + jitter) * tf.eye(tf.shape(K)[0])\n"
+        "    L = tf.linalg.cholesky(K)\n"
+        "    return L\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=5,
+        role="origin",
+        op=OpRef("Cholesky", "Cholesky"),
+        health=TensorHealth(dtype="float32", size=1024, nan=1024),
+        inputs=[InputHealth("add_3:0", TensorHealth(dtype="float32", size=1024, pos=1024))],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.change is not None and cause.change.line == 4, cause.change
+    assert "1e-6 * tf.eye(n)" not in cause.change.what, cause.change
+    assert "bounded below" in cause.change.what, cause.change
+
+
 PY_FUNCTION_MODEL = """\
 import numpy as np
 import tensorflow as tf

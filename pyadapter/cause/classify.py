@@ -138,6 +138,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             _divisor_the_program_sets(findings, origin, context, cause)
             or _optimizer_epsilon_zero(findings, origin, context, cause)
             or _zeros_from_16_bit(findings, origin, cause)
+            or _jitter_already_added(findings, origin, cause)
             or cause
         )
     if (
@@ -1229,6 +1230,34 @@ def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, st
             "a Keras loss with from_logits=True, not tf.math.log(exp(z) / tf.reduce_sum(exp(z)))"
         )
     return summary, what
+
+
+def _jitter_already_added(findings: Findings, origin: Finding, cause: Cause) -> Cause | None:
+    """A Cholesky of a matrix that the origin's line or the three before it already add an identity to (``K +
+    (noise + jitter) * tf.eye(n)``): "add a small jitter to its diagonal (K + 1e-6 * tf.eye(n))" asked for what is
+    there. That line is the change: a jitter large enough for float32, a noise bounded below. None otherwise."""
+    if (
+        origin.op.type != "Cholesky"
+        or origin.cell is not None
+        or "not positive definite" not in cause.summary
+    ):
+        return None
+    try:
+        with open(origin.file, encoding="utf-8", errors="replace") as handle:
+            lines = handle.read(1 << 20).splitlines()
+    except OSError:
+        return None
+    near = [n for n in range(max(1, origin.line - 3), origin.line + 1) if re.search(r"\beye\(", lines[n - 1])]
+    if not near or origin.line > len(lines):
+        return None
+    summary = cause.summary + "; the diagonal term the code adds (a jitter, a noise) was too small for it"
+    what = (
+        "the diagonal term added before the Cholesky: a larger jitter for float32 (1e-4 times the kernel's scale), "
+        "and a noise term bounded below (tf.nn.softplus(raw) + 1e-4, not an unbounded exp), so the matrix keeps "
+        "its smallest eigenvalue above float32's error"
+    )
+    change = Change(file=origin.file, line=near[-1], what=what, target="op")
+    return dataclasses.replace(cause, summary=summary, change=change)
 
 
 def _power_words(origin: Finding) -> tuple[str, str] | None:
