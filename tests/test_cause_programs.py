@@ -277,6 +277,23 @@ def test_a_zero_target_in_a_percentage_error_is_valid_data_and_the_loss_is_chang
     assert cause["change"]["line"] == marked_line(program, "CHANGE"), cause
 
 
+def test_a_rate_typo_in_a_config_file_a_factory_reads_is_the_line_to_change(tmp_path: Path) -> None:
+    """A config-driven trainer with ``"learning_rate": 50.0`` for SGD (meant 0.5): the optimizer is built by
+    ``getattr(keras.optimizers, name)(**cfg)``, a line that names no optimizer, and the divergence had no line to
+    change and never said the rate. The run's ``--config`` file's line is the change."""
+    program = PROGRAMS / "cause_config_factory_rate.py"
+    config = tmp_path / "configs" / "sgd.json"
+    config.parent.mkdir()
+    settings = {"seed": 3, "optimizer": {"name": "SGD", "learning_rate": 50.0}}
+    config.write_text(json.dumps(settings, indent=2))
+    findings = train_and_locate(tmp_path, program, "--config", "configs/sgd.json")
+    cause = findings["cause"]
+    assert cause["kind"] == "divergence", cause
+    assert "at learning rate 50" in cause["summary"], cause
+    (line,) = [n for n, text in enumerate(config.read_text().splitlines(), 1) if '"learning_rate"' in text]
+    assert (cause["change"]["file"], cause["change"]["line"]) == (str(config), line), cause
+
+
 def test_an_inf_rate_a_callback_set_is_held_back_and_named_with_the_callback(tmp_path: Path) -> None:
     """A LearningRateScheduler whose function is inf at the first epoch after its warm-up (step 20). The update went
     through and was taken back by re-running the window from its copy, at the copy's rate: the bundle held a finite

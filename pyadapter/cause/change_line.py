@@ -465,29 +465,22 @@ def config_rate_lines(folders: list[str], rate: float | None) -> list[tuple[str,
     """(file, 1-based line) of each line of a config file in `folders` (not below them) that sets a learning rate
     equal to `rate` (any rate: None): where a config-driven trainer's rate is written. Read as text; nothing is
     parsed or run."""
+    return rate_lines_in(config_files(folders, [], None), rate)
+
+
+def rate_lines_in(paths: list[str], rate: float | None) -> list[tuple[str, int]]:
+    """`config_rate_lines` of the config files `paths`."""
     found: list[tuple[str, int]] = []
-    seen: set[str] = set()
-    for folder in folders:
+    for path in paths:
         try:
-            names = sorted(
-                e.name for e in os.scandir(folder) if e.is_file() and e.name.lower().endswith(CONFIG_SUFFIXES)
-            )
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                text = handle.read(_CONFIG_LIMIT)
         except OSError:
             continue
-        for name in names[:_CONFIG_FILES]:
-            path = os.path.realpath(os.path.join(folder, name))
-            if path in seen:
-                continue
-            seen.add(path)
-            try:
-                with open(path, encoding="utf-8", errors="replace") as handle:
-                    text = handle.read(_CONFIG_LIMIT)
-            except OSError:
-                continue
-            for index, line in enumerate(text.splitlines(), 1):
-                match = _CONFIG_RATE.search(line)
-                if match is not None and (rate is None or same_rate(float(match.group("value")), rate)):
-                    found.append((path, index))
+        for index, line in enumerate(text.splitlines(), 1):
+            match = _CONFIG_RATE.search(line)
+            if match is not None and (rate is None or same_rate(float(match.group("value")), rate)):
+                found.append((path, index))
     return found
 
 

@@ -891,6 +891,23 @@ def _own_schedule_change(
     return change if own_line else None
 
 
+def _rate_in_a_named_config(
+    context: CauseContext, searched: tuple[dict[str, Any], str] | None
+) -> tuple[Change, float] | None:
+    """(the change, the rate) at the one line of the config files the run names on its command line (``--config
+    configs/exp2.json``) that sets the constant rate the failing step used; None otherwise."""
+    used = context.learning_rate
+    if used is None or not used.finite or used.schedule is not None or not used.value > 0:
+        return None
+    lines = change_line.rate_lines_in(change_line.config_files([], context.argv, context.cwd), used.value)
+    if len(lines) != 1:
+        return None
+    path, line = lines[0]
+    advice = searched[1] if searched else f"try {format_number(used.value / 10)}"
+    what = f"learning rate {format_number(used.value)}: {advice}, or clip the gradients"
+    return Change(file=path, line=line, what=what, target="config"), used.value
+
+
 def _config_change(context: CauseContext, site: change_line.Site, rate: float, what: str) -> Change | None:
     """The one line of a config file beside the program (or beside the optimizer's file) that sets `rate`."""
     folders = list(
@@ -2290,6 +2307,10 @@ def _divergence(
                 _attribute_default_change(units, site, rate, what, edited_too="flag" not in evidence)
                 or change
             )
+    elif (named := _rate_in_a_named_config(context, searched)) is not None:
+        # No optimizer line of the program's (``getattr(keras.optimizers, cfg["name"])(**cfg)``): the config file
+        # the run was given that sets the rate that ran.
+        change, evidence["learning_rate"] = named
     own_schedule = _own_schedule_change(context, units, searched)
     if own_schedule is not None:
         # A schedule the user wrote (a warm-up with no cap grows without end): its line is the rate's.
@@ -2340,6 +2361,8 @@ def _divergence(
         if site is not None and site.learning_rate
         else f" at learning rate {scheduled}"
         if scheduled is not None
+        else f" at learning rate {format_number(evidence['learning_rate'])}"
+        if site is None and evidence.get("learning_rate")  # read from a config file the run named
         else ""
     )
     dtype = (dtype_of(origin) or "").lower()
