@@ -1215,6 +1215,24 @@ def test_a_matmul_nan_or_an_exp_overflow_on_calm_steps_stays_an_op(tmp_path: Pat
     assert cause.kind == "op" and cause.change is not None and cause.change.line == LOG_LINE
 
 
+def test_a_sum_of_exps_that_overflowed_at_step_1_names_no_unscaled_inputs_or_rate(tmp_path: Path) -> None:
+    """A BiLSTM-CRF's forward algorithm written as log(sum(exp(alpha))) overflowed at step 1 on the batch's longest
+    sentences: the words added "values this large so early point at unscaled inputs, or at a learning rate that
+    moved the weights too far", a red herring: a sum of exps overflows at any weights once its terms are many."""
+    program = write_program(tmp_path)
+    history = [
+        {"step": 0, "loss": 31.0, "grad_norm": 5.0},
+        {"step": 1, "loss": None, "loss_nonfinite": "inf"},
+    ]
+    findings = findings_of(overflow_origin(program, line=LOG_LINE, op="Sum"))
+    findings.extra["sum_of_exps"] = {"op": "Exp", "file": str(program), "line": EXP_LINE, "divided_at": None}
+    cause = classify(findings, CauseContext(history=history, entry_script=str(program), step=1))
+    assert f"adding up the finite terms of the exp at line {EXP_LINE} at step 1" in cause.summary, (
+        cause.summary
+    )
+    assert "unscaled" not in cause.summary and "learning rate" not in cause.summary, cause.summary
+
+
 def test_a_sum_that_overflowed_adding_finite_exps_on_calm_steps_names_the_exp_and_log_space(
     tmp_path: Path,
 ) -> None:

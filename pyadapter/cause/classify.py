@@ -1065,7 +1065,17 @@ def _op(
                 "the determinant: where its log is wanted (a flow's log|det|), tf.linalg.slogdet(W) gives the log "
                 "of |det| without forming det (or a triangular / LU parametrisation whose log-det is a sum of logs)"
             )
-        elif (summed := _summed_exp_words(findings, origin, before)) is not None:
+        elif (
+            summed := _summed_exp_words(
+                findings,
+                origin,
+                # A sum of exps overflows at any weights once its terms are many or large (a CRF's forward pass over
+                # a long sentence): no guess at unscaled inputs or a rate, only when.
+                (f"at step {first_step}" if first_step else "at the run's first step")
+                if first_steps
+                else before,
+            )
+        ) is not None:
             summary, what = summed
     words = None if overflow else _out_of_domain_words(origin, weight)
     if words is None:
