@@ -1834,6 +1834,40 @@ def test_a_cholesky_of_a_matrix_no_longer_positive_definite_proposes_a_jitter(tm
     assert "jitter to its diagonal (K + 1e-6 * tf.eye(n))" in cause.change.what, cause.change
 
 
+def test_an_lgamma_of_a_softplus_zero_on_raw_dollar_features_is_told_to_scale_them(tmp_path: Path) -> None:
+    """Beta regression whose network outputs (alpha, beta) through a softplus Dense, fed raw dollar amounts: the
+    softplus of a pre-activation far below 0 is exactly 0 in float32 and lgamma(0) is inf. It said "a Dense output
+    without a positive activation" and "keep it above 0 (tf.nn.softplus(x) + 1e-6)", which kept it finite and
+    trained nothing (val_loss stuck at 12.5). The features' scale is the change."""
+    program = tmp_path / "beta.py"
+    program.write_text(
+        "import numpy as np\n"
+        "import keras\n"
+        "X = np.load('loans.npy')\n"
+        "y = np.load('shares.npy')\n"
+        "model = build_model()\n"
+        "model.fit(X, y, batch_size=32)\n"
+    )
+    rng = np.random.default_rng(0)
+    batch = (rng.uniform(1e4, 1e5, size=(32, 3)).astype("float32"), rng.uniform(0.1, 0.9, size=(32, 1)))
+    origin = Finding(
+        file=str(program),
+        line=5,
+        role="origin",
+        op=OpRef("compile_loss/beta_nll/Lgamma", "Lgamma"),
+        health=TensorHealth(dtype="float32", size=32, pos_inf=1, pos=31),
+        inputs=[
+            InputHealth("compile_loss/beta_nll/add:0", TensorHealth(dtype="float32", size=32, zero=1, pos=31))
+        ],
+    )
+    cause = classify(
+        findings_of(origin), CauseContext(entry_script=str(program), batch=batch, layer_classes=set())
+    )
+    assert "the batch's features are unscaled (x[:, " in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 3, cause.change
+    assert cause.change.what.startswith("scale the features"), cause.change
+
+
 def test_a_cholesky_whose_matrix_already_gets_a_jitter_is_told_to_enlarge_it(tmp_path: Path) -> None:
     """The line above the Cholesky already adds ``(noise + jitter) * tf.eye(n)`` with a jitter of 1e-6 and an
     unbounded exp noise: the advice "add a small jitter to its diagonal (K + 1e-6 * tf.eye(n))" asked for what is

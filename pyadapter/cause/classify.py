@@ -139,6 +139,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _optimizer_epsilon_zero(findings, origin, context, cause)
             or _zeros_from_16_bit(findings, origin, cause)
             or _jitter_already_added(findings, origin, cause)
+            or _saturated_by_unscaled_features(context, origin, cause, findings)
             or cause
         )
     if (
@@ -1259,6 +1260,44 @@ def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, st
     return summary, what
 
 
+_SATURATING_DOMAIN_OPS = frozenset({"Lgamma", "Digamma"})
+
+
+def _saturated_by_unscaled_features(
+    context: CauseContext, origin: Finding, cause: Cause, findings: Findings
+) -> Cause | None:
+    """An lgamma or digamma of exact zeros on a batch of unscaled features (dollar amounts of 1e4 to 1e5): a
+    softplus, sigmoid or exp output is exactly 0 in float32 for pre-activations that large, so "keep it above 0
+    (tf.nn.softplus(x) + 1e-6)", followed, trained nothing (val_loss stuck); the features' scale is the change,
+    the op's own words the other way out. Only for a model with no normalizing layer. None otherwise."""
+    zeros = any(i.health is not None and i.health.is_finite and i.health.zero for i in origin.inputs)
+    if origin.op.type not in _SATURATING_DOMAIN_OPS or not zeros or cause.change is None:
+        return None
+    units = user_sources(findings, context.entry_script, context.ran_cells)
+    unscaled = [u for u in _unscaled_inputs(context, units) if u.role == "features"]
+    if not unscaled:
+        return None
+    change = _unscaled_change(units, unscaled, None)
+    if change is None:
+        # A keras.Model subclass takes no keras.Input: the features are scaled where the array fit gets is made.
+        site = change_line.fit_array_site(units, "x")
+        if site is None:
+            return None
+        change = _change(
+            site,
+            f"scale the features ({unscaled[0].describe()}): standardize x before fit, or give the model a "
+            "keras.layers.Normalization adapted to it (norm.adapt(x)) as its first layer",
+            "data",
+        )
+    summary = (
+        f"{cause.summary}; the batch's features are unscaled ({unscaled[0].describe()}): pre-activations that large "
+        "make a softplus, sigmoid or exp output exactly 0 in float32"
+    )
+    what = f"{change.what}; or {cause.change.what}"
+    evidence = {**cause.evidence, "unscaled_inputs": [u.to_json() for u in unscaled]}
+    return Cause(cause.kind, summary, evidence, dataclasses.replace(change, what=what))
+
+
 def _jitter_already_added(findings: Findings, origin: Finding, cause: Cause) -> Cause | None:
     """A Cholesky of a matrix that the origin's line or the three before it already add an identity to (``K +
     (noise + jitter) * tf.eye(n)``): "add a small jitter to its diagonal (K + 1e-6 * tf.eye(n))" asked for what is
@@ -1499,7 +1538,7 @@ _EDGE_WORDS = {
     ),
     "Lgamma": (
         "lgamma(x) is inf at 0 and at the negative integers (a concentration or shape parameter that reached 0: "
-        "a Dense output without a positive activation)",
+        "a Dense output without a positive activation, or a softplus of a large negative input, 0 in float32)",
         "the Lgamma's input: keep it above 0 (tf.nn.softplus(x) + 1e-6 for a concentration, a rate or a shape)",
     ),
     "Digamma": (
