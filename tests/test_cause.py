@@ -1447,6 +1447,29 @@ def test_an_op_that_read_a_zero_target_names_the_array_and_the_row(tmp_path: Pat
     assert "leave out the records where y holds zeros" in cause.change.what
 
 
+def test_a_division_by_a_dataset_s_one_array_reads_once_and_names_multiplying_through(tmp_path: Path) -> None:
+    """A PINN fit on a dataset of collocation points alone (one unnamed array, "batch"), its residual dividing by r
+    with r = 0 among them: it read "a RealDiv op read the batch's batch as it came", and an epsilon, followed,
+    kept it finite and the fit learned nothing. Multiplying the equation through is named too."""
+    program = write_program(tmp_path)
+    points = np.linspace(0.5, 2.0, 8, dtype=np.float32).reshape(8, 1)
+    points[5, 0] = 0.0
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=8, pos_inf=1, pos=7),
+        inputs=[
+            InputHealth("truediv/x:0", TensorHealth(dtype="float32", size=1, pos=1)),
+            InputHealth("args_0:0", None),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(batch=points, batch_index=3, epoch=0))
+    assert "read the batch as it came, and batch holds 1 zero" in cause.summary, cause.summary
+    assert cause.change is not None and "multiply it through by batch" in cause.change.what, cause.change
+
+
 def test_a_zero_somewhere_in_the_batch_is_not_blamed_without_matching_counts(tmp_path: Path) -> None:
     """One-hot labels are mostly zeros: they do not give the one -inf the Log made, so no array is named."""
     program = write_program(tmp_path)

@@ -3201,14 +3201,20 @@ def _batch_out_of_domain(
     )
     at = f" (batch {batch_index}, row {read.element.row})" if batch_index is not None else ""
     whose = "the step's argument" if context.step_function else "the batch's"
+    # A dataset of single tensors names its one array "batch": "read the batch's batch" said it twice.
+    subject = f"{whose} {leaf}" if leaf != "batch" else "the batch"
     summary = (
-        f"{_article(op)} {op} op read {whose} {leaf} as it came, and {leaf} holds {values} for it: "
+        f"{_article(op)} {op} op read {subject} as it came, and {leaf} holds {values} for it: "
         f"{read.element.describe()}{_array_index_text(where)}{at}"
     )
     what = (
         f"the {op} op reads {leaf} directly: keep its input in the op's domain (an epsilon, a clip), "
         f"or leave out the records where {leaf} holds {read.kinds_text()}"
     )
+    if op in DIVISION_OPS:
+        # A PINN's residual ``u_rr + 2 / r * u_r`` at r = 0: an epsilon keeps it finite and the fit learns nothing
+        # (u(0) = 0.015 for 1.0); multiplied through by r, the same equation holds everywhere.
+        what += f"; or, in an equation (a physics residual), multiply it through by {leaf} so nothing divides by it"
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"), provenance=where)
 
 
