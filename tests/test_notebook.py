@@ -1382,6 +1382,39 @@ def test_a_change_in_a_module_a_cell_writes_is_made_in_that_cell(tmp_path):
     assert "this cell writes model_lib.py with %%writefile" in change["what"], change
 
 
+def test_a_change_in_a_module_a_cell_writes_with_open_is_made_in_that_cell(tmp_path):
+    """The module is written by Python in a cell, ``open("model_lib.py", "w").write('''...''')``, not by
+    %%writefile: the change was model_lib.py's line, which the next "Run All" writes over. It is the cell's line
+    that holds the same code."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    library = (
+        'open("model_lib.py", "w").write(\'\'\'import tensorflow as tf\n'
+        "\n"
+        "\n"
+        "def rmsle(y_true, y_pred):\n"
+        "    return tf.sqrt(tf.reduce_mean(tf.square(tf.math.log((y_pred + 1.0) / (y_true + 1.0)))))\n"
+        "''')"
+    )
+    train = (
+        "from model_lib import rmsle\n"
+        "rng = np.random.default_rng(0)\n"
+        "x = rng.normal(size=(64, 4)).astype('float32')\n"
+        "y = rng.uniform(0.0, 5.0, size=(64, 1)).astype('float32')\n"
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, bias_initializer=keras.initializers.Constant(-3.0))])\n"
+        "model.compile(keras.optimizers.SGD(1e-3), rmsle)\n"
+        f"model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
+    )
+    cells = [("code", IMPORTS), ("code", library), ("code", train)]
+    path, bundle = _bundle_of(tmp_path, folder, "sales.ipynb", cells)
+    located = _nanlens("locate", bundle, folder)
+    assert located.returncode in (0, 1), located.stderr[-3000:]
+    change = json.loads(located.stdout)["cause"]["change"]
+    assert (change["file"], change.get("cell"), change["line"]) == (str(path), 1, 5), change
+    assert "this cell writes model_lib.py" in change["what"], change
+
+
 @pytest.mark.slow
 def test_a_loss_autoreload_recompiled_after_a_second_writefile_is_marked_at_its_line_and_that_cell(tmp_path):
     """``%autoreload 2`` and a ``%%writefile losses.py`` cell written again below with a new ``rmsle`` (the first

@@ -263,11 +263,11 @@ def _change_in_the_writing_cell(cause: Cause, notebook: Any) -> Cause:
             os.path.join(folder, written.group(1).strip("\"'"))
         ) == os.path.abspath(change.file):
             writing.append((cell, written.group(1).strip("\"'")))
+    now = _file_line(change.file, change.line)
     if not writing:
-        return cause
+        return _change_in_a_cell_that_opens_it(cause, cells, path, change, now)
     # A module written again by a later cell (a v2 of the loss): the cell whose line is the file's line now wrote
     # what ran; else the last one, which "Run All" leaves in the file. The first one named stale code.
-    now = _file_line(change.file, change.line)
     cell, name = next(
         (w for w in reversed(writing) if now is not None and _cell_line(w[0].source, change.line + 1) == now),
         writing[-1],
@@ -280,6 +280,37 @@ def _change_in_the_writing_cell(cause: Cause, notebook: Any) -> Cause:
         file=os.path.abspath(path), line=change.line + 1, what=what, cell=cell.index, target=change.target
     )
     return dataclasses.replace(cause, change=moved)
+
+
+def _change_in_a_cell_that_opens_it(
+    cause: Cause, cells: Any, notebook: str, change: Change, now: str | None
+) -> Cause:
+    """`_change_in_the_writing_cell` for a cell that writes the module with Python (``open("losses.py",
+    "w").write('''...''')``, ``Path("losses.py").write_text(...)``): the last code cell that names the file in such
+    a call and holds the file's changed line (its text, once) is where the change is made."""
+    name = os.path.basename(change.file)
+    if not now or len(now) < 8:
+        return cause  # too short a line to be found as itself
+    for cell in reversed(list(cells)):
+        if cell.cell_type != "code" or name not in cell.source:
+            continue
+        if not re.search(
+            r"""(?:open\(\s*[rfb]?["'][^"']*""" + re.escape(name) + r"""["']\s*,\s*["'][wa]|write_text\()""",
+            cell.source,
+        ):
+            continue
+        lines = [i for i, text in enumerate(cell.source.splitlines(), 1) if text.strip() == now]
+        if len(lines) != 1:
+            continue
+        what = (
+            f"{change.what} (this cell writes {name}: a change made in {name} alone is written over the next time "
+            "the cell runs)"
+        )
+        moved = Change(
+            file=os.path.abspath(notebook), line=lines[0], what=what, cell=cell.index, target=change.target
+        )
+        return dataclasses.replace(cause, change=moved)
+    return cause
 
 
 def _file_line(path: str, line: int) -> str | None:
