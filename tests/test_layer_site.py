@@ -164,3 +164,36 @@ def test_a_model_built_in_a_module_beside_the_training_script_is_found_there(tmp
     site = layer_site("functional_1/dense_2_1/Exp", "Exp", str(program))
     assert site is not None and (site.file, site.line) == (str(tmp_path / "nets.py"), 10), site
     assert getattr(layer_site("functional_1/dense_1_1/Relu", "Relu", str(program)), "line", None) == 9
+
+
+NETS = (
+    "import keras\n"
+    "from keras import layers\n\n\n"
+    "def build():\n"
+    "    inputs = keras.Input(shape=(4,))\n"
+    "    rate = layers.Dense(1, activation='exponential')(inputs)\n"
+    "    return keras.Model(inputs, rate)\n"
+)
+
+
+def test_a_model_built_in_a_module_one_folder_up_or_relative_is_found_there(tmp_path: Path) -> None:
+    """``scripts/train.py`` puts the repository root on sys.path and imports ``lib.models``; a package's
+    ``train.py`` (run as ``python -m pkg.train``) imports ``.model``: only the script's own folder was read, so the
+    layer line (and the feature-scaling advice that needs the model's input) was not found."""
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "models.py").write_text(NETS)
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "train.py"
+    script.write_text(
+        "import os, sys\nsys.path.insert(0, os.path.join(os.path.dirname(__file__), '..'))\n"
+        "from lib.models import build\nmodel = build()\nmodel.fit(x, y)\n"
+    )
+    site = layer_site("functional_1/dense_1/Exp", "Exp", str(script))
+    assert site is not None and (site.file, site.line) == (str(tmp_path / "lib" / "models.py"), 7), site
+    package = tmp_path / "src" / "pkg"
+    package.mkdir(parents=True)
+    (package / "model.py").write_text(NETS)
+    train = package / "train.py"
+    train.write_text("from .model import build\nmodel = build()\nmodel.fit(x, y)\n")
+    site = layer_site("functional_1/dense_1/Exp", "Exp", str(train))
+    assert site is not None and (site.file, site.line) == (str(package / "model.py"), 7), site

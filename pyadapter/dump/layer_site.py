@@ -276,16 +276,34 @@ def _local_modules(path: str) -> list[str]:
 
 
 def sibling_modules(tree: ast.AST, folder: str) -> list[str]:
-    """The .py files in `folder` that the code imports (``import nets``, ``from models.nets import build``), in the
-    order it names them: a script's own modules beside it."""
-    names: list[str] = []
+    """The .py files of the user's project that the code imports (``import nets``, ``from models.nets import
+    build``, ``from .model import Net``), in the order it names them: a script's own modules beside it, or one
+    folder up (``scripts/train.py`` that puts the repository root on sys.path and imports ``lib.models``; a
+    package's ``train.py`` run with ``python -m pkg.train`` importing ``pkg.model``)."""
+    candidates: list[str] = []
+    parent = os.path.dirname(folder.rstrip(os.sep)) or folder
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            names += [alias.name for alias in node.names]
+            names = [alias.name for alias in node.names]
+            roots = [folder, parent]
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            names.append(node.module)
-    found = [os.path.join(folder, *name.split(".")) + ".py" for name in names]
-    return [file for file in dict.fromkeys(found) if os.path.isfile(file)]
+            names, roots = [node.module], [folder, parent]
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            base = folder
+            for _ in range(node.level - 1):
+                base = os.path.dirname(base.rstrip(os.sep)) or base
+            # ``from .model import Net``: the module; ``from . import model``: each name a module of the package.
+            names = [node.module] if node.module else [alias.name for alias in node.names]
+            roots = [base]
+        else:
+            continue
+        for name in names:
+            for root in roots:
+                path = os.path.join(root, *name.split(".")) + ".py"
+                if os.path.isfile(path):
+                    candidates.append(path)
+                    break
+    return list(dict.fromkeys(candidates))
 
 
 # Op type -> the functions of keras.ops / tf.math that make it.
