@@ -58,6 +58,20 @@ def train_and_locate(tmp_path: Path, program: Path, *args: str, env: dict[str, s
     return locate_json(bundles[0], tmp_path, environment)
 
 
+def assert_trains(tmp_path: Path, program: Path, *args: str) -> None:
+    """The copied program, run again as the advice says (other arguments, an edited config), trains to its end
+    with no stop of NanGuard's."""
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / program.name), *args],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
+        timeout=600,
+    )
+    assert done.returncode == 0 and "NanGuard: step" not in done.stderr, done.stderr[-3000:]
+
+
 def nanlens_json(cwd: Path, environment: dict[str, str], *args: str) -> dict:
     """``nanlens ARGS --json``'s answer, as the user runs it in the program's folder."""
     done = subprocess.run(
@@ -224,15 +238,7 @@ def test_a_linear_decay_that_goes_past_zero_is_named_as_a_negative_rate(tmp_path
         marked_line(program, "CHANGE"),
     ), cause
     # The advice followed: decay over as many steps as training runs (40 epochs of 8 batches).
-    done = subprocess.run(
-        [sys.executable, str(tmp_path / program.name), "--decay_steps", "320"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-        timeout=600,
-    )
-    assert done.returncode == 0 and "NanGuard: step" not in done.stderr, done.stderr[-3000:]
+    assert_trains(tmp_path, program, "--decay_steps", "320")
 
 
 def test_an_optimizer_epsilon_of_0_in_a_config_file_is_the_line_to_change(tmp_path: Path) -> None:
@@ -240,10 +246,11 @@ def test_an_optimizer_epsilon_of_0_in_a_config_file_is_the_line_to_change(tmp_pa
     for the embedding rows no batch used. It was "the RealDiv op divided by 37184 zeros in its divisor
     adam/Add_1:0 ... tf.math.divide_no_nan(a, b)" at the fit line: a division inside Keras. The cause names the
     optimizer's epsilon, at the config's line; 1e-7 there trains."""
-    program = PROGRAMS / "cause_config_epsilon.py"
+    program = PROGRAMS / "cause_config_factory.py"
     config = tmp_path / "configs" / "exp.json"
     config.parent.mkdir()
-    settings = {"seed": 3, "vocab": 200, "optimizer": {"name": "Adam", "learning_rate": 0.001, "epsilon": 0}}
+    optimizer = {"name": "Adam", "learning_rate": 0.001, "epsilon": 0}
+    settings = {"seed": 3, "task": "text", "vocab": 200, "optimizer": optimizer}
     config.write_text(json.dumps(settings, indent=2))
     findings = train_and_locate(tmp_path, program, "--config", "configs/exp.json")
     cause = findings["cause"]
@@ -253,15 +260,7 @@ def test_an_optimizer_epsilon_of_0_in_a_config_file_is_the_line_to_change(tmp_pa
     assert (cause["change"]["file"], cause["change"]["line"]) == (str(config), line), cause
     settings["optimizer"]["epsilon"] = 1e-7
     config.write_text(json.dumps(settings, indent=2))
-    done = subprocess.run(
-        [sys.executable, str(tmp_path / program.name), "--config", "configs/exp.json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"),
-        timeout=600,
-    )
-    assert done.returncode == 0 and "NanGuard: step" not in done.stderr, done.stderr[-3000:]
+    assert_trains(tmp_path, program, "--config", "configs/exp.json")
 
 
 def test_a_zero_target_in_a_percentage_error_is_valid_data_and_the_loss_is_changed(tmp_path: Path) -> None:
@@ -281,10 +280,10 @@ def test_a_rate_typo_in_a_config_file_a_factory_reads_is_the_line_to_change(tmp_
     """A config-driven trainer with ``"learning_rate": 50.0`` for SGD (meant 0.5): the optimizer is built by
     ``getattr(keras.optimizers, name)(**cfg)``, a line that names no optimizer, and the divergence had no line to
     change and never said the rate. The run's ``--config`` file's line is the change."""
-    program = PROGRAMS / "cause_config_factory_rate.py"
+    program = PROGRAMS / "cause_config_factory.py"
     config = tmp_path / "configs" / "sgd.json"
     config.parent.mkdir()
-    settings = {"seed": 3, "optimizer": {"name": "SGD", "learning_rate": 50.0}}
+    settings = {"seed": 3, "task": "regression", "optimizer": {"name": "SGD", "learning_rate": 50.0}}
     config.write_text(json.dumps(settings, indent=2))
     findings = train_and_locate(tmp_path, program, "--config", "configs/sgd.json")
     cause = findings["cause"]

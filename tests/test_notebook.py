@@ -1350,21 +1350,9 @@ def test_a_log_numpy_warned_at_in_a_cell_is_the_line_to_change(tmp_path):
     ), cause
 
 
-def test_a_change_in_a_module_a_cell_writes_is_made_in_that_cell(tmp_path):
-    """A ``%%writefile model_lib.py`` cell holds the loss; the next cell imports it. The line to change was
-    model_lib.py's: fixed there, the next "Run All" wrote the file over again. It is the cell's line."""
-    folder = tmp_path / "work"
-    folder.mkdir()
-    capture_dir = tmp_path / "captures"
-    library = (
-        "%%writefile model_lib.py\n"
-        "import tensorflow as tf\n"
-        "\n"
-        "\n"
-        "def rmsle(y_true, y_pred):\n"
-        "    return tf.sqrt(tf.reduce_mean(tf.square(tf.math.log((y_pred + 1.0) / (y_true + 1.0)))))\n"
-    )
-    train = (
+def _rmsle_fit_cell(capture_dir: Path) -> str:
+    """A cell that imports ``rmsle`` from the model_lib.py a cell above writes and fits on it (its log goes NaN)."""
+    return (
         "from model_lib import rmsle\n"
         "rng = np.random.default_rng(0)\n"
         "x = rng.normal(size=(64, 4)).astype('float32')\n"
@@ -1373,46 +1361,42 @@ def test_a_change_in_a_module_a_cell_writes_is_made_in_that_cell(tmp_path):
         "model.compile(keras.optimizers.SGD(1e-3), rmsle)\n"
         f"model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
     )
-    cells = [("code", IMPORTS), ("code", library), ("code", train)]
-    path, bundle = _bundle_of(tmp_path, folder, "sales.ipynb", cells)
-    located = _nanlens("locate", bundle, folder)
-    assert located.returncode in (0, 1), located.stderr[-3000:]
-    change = json.loads(located.stdout)["cause"]["change"]
-    assert (change["file"], change.get("cell"), change["line"]) == (str(path), 1, 6), change
-    assert "this cell writes model_lib.py with %%writefile" in change["what"], change
 
 
-def test_a_change_in_a_module_a_cell_writes_with_open_is_made_in_that_cell(tmp_path):
-    """The module is written by Python in a cell, ``open("model_lib.py", "w").write('''...''')``, not by
-    %%writefile: the change was model_lib.py's line, which the next "Run All" writes over. It is the cell's line
-    that holds the same code."""
+_RMSLE_MODULE = (
+    "import tensorflow as tf\n"
+    "\n"
+    "\n"
+    "def rmsle(y_true, y_pred):\n"
+    "    return tf.sqrt(tf.reduce_mean(tf.square(tf.math.log((y_pred + 1.0) / (y_true + 1.0)))))\n"
+)
+
+
+@pytest.mark.parametrize(
+    "library, line, words",
+    [
+        ("%%writefile model_lib.py\n" + _RMSLE_MODULE, 6, "this cell writes model_lib.py with %%writefile"),
+        (
+            'open("model_lib.py", "w").write(\'\'\'' + _RMSLE_MODULE + "''')",
+            5,
+            "this cell writes model_lib.py",
+        ),
+    ],
+    ids=["writefile", "open-write"],
+)
+def test_a_change_in_a_module_a_cell_writes_is_made_in_that_cell(tmp_path, library, line, words):
+    """A cell writes model_lib.py (``%%writefile model_lib.py``, or Python's ``open("model_lib.py",
+    "w").write(\'\'\'...\'\'\')``) and the next cell imports its loss. The line to change was model_lib.py's:
+    fixed there, the next "Run All" wrote the file over again. It is the cell's line that holds the same code."""
     folder = tmp_path / "work"
     folder.mkdir()
-    capture_dir = tmp_path / "captures"
-    library = (
-        'open("model_lib.py", "w").write(\'\'\'import tensorflow as tf\n'
-        "\n"
-        "\n"
-        "def rmsle(y_true, y_pred):\n"
-        "    return tf.sqrt(tf.reduce_mean(tf.square(tf.math.log((y_pred + 1.0) / (y_true + 1.0)))))\n"
-        "''')"
-    )
-    train = (
-        "from model_lib import rmsle\n"
-        "rng = np.random.default_rng(0)\n"
-        "x = rng.normal(size=(64, 4)).astype('float32')\n"
-        "y = rng.uniform(0.0, 5.0, size=(64, 1)).astype('float32')\n"
-        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1, bias_initializer=keras.initializers.Constant(-3.0))])\n"
-        "model.compile(keras.optimizers.SGD(1e-3), rmsle)\n"
-        f"model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[NanGuard({str(capture_dir)!r})])"
-    )
-    cells = [("code", IMPORTS), ("code", library), ("code", train)]
+    cells = [("code", IMPORTS), ("code", library), ("code", _rmsle_fit_cell(tmp_path / "captures"))]
     path, bundle = _bundle_of(tmp_path, folder, "sales.ipynb", cells)
     located = _nanlens("locate", bundle, folder)
     assert located.returncode in (0, 1), located.stderr[-3000:]
     change = json.loads(located.stdout)["cause"]["change"]
-    assert (change["file"], change.get("cell"), change["line"]) == (str(path), 1, 5), change
-    assert "this cell writes model_lib.py" in change["what"], change
+    assert (change["file"], change.get("cell"), change["line"]) == (str(path), 1, line), change
+    assert words in change["what"], change
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ import ast
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -471,6 +471,16 @@ def config_rate_lines(folders: list[str], rate: float | None) -> list[tuple[str,
 def rate_lines_in(paths: list[str], rate: float | None) -> list[tuple[str, int]]:
     """`config_rate_lines` of the config files `paths`."""
     found: list[tuple[str, int]] = []
+    for path, index, line in _config_lines(paths):
+        match = _CONFIG_RATE.search(line)
+        if match is not None and (rate is None or same_rate(float(match.group("value")), rate)):
+            found.append((path, index))
+    return found
+
+
+def _config_lines(paths: list[str]) -> Iterator[tuple[str, int, str]]:
+    """(file, 1-based line number, text) of each line of the config files `paths`, read as text (up to
+    `_CONFIG_LIMIT` bytes of each); a file that cannot be read is skipped."""
     for path in paths:
         try:
             with open(path, encoding="utf-8", errors="replace") as handle:
@@ -478,10 +488,7 @@ def rate_lines_in(paths: list[str], rate: float | None) -> list[tuple[str, int]]
         except OSError:
             continue
         for index, line in enumerate(text.splitlines(), 1):
-            match = _CONFIG_RATE.search(line)
-            if match is not None and (rate is None or same_rate(float(match.group("value")), rate)):
-                found.append((path, index))
-    return found
+            yield path, index, line
 
 
 _CONFIG_ZERO_EPSILON = re.compile(
@@ -513,17 +520,7 @@ def config_files(folders: list[str], argv: list[str], cwd: str | None) -> list[s
 def zero_epsilon_lines(paths: list[str]) -> list[tuple[str, int]]:
     """(file, 1-based line) of each line of the config files `paths` that sets an epsilon to 0 (``"epsilon":
     0``). Read as text; nothing is parsed or run."""
-    found: list[tuple[str, int]] = []
-    for path in paths:
-        try:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                text = handle.read(_CONFIG_LIMIT)
-        except OSError:
-            continue
-        found += [
-            (path, i) for i, line in enumerate(text.splitlines(), 1) if _CONFIG_ZERO_EPSILON.search(line)
-        ]
-    return found
+    return [(path, index) for path, index, line in _config_lines(paths) if _CONFIG_ZERO_EPSILON.search(line)]
 
 
 def zero_epsilon_site(units: list[SourceUnit]) -> Site | None:

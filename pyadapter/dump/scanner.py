@@ -179,18 +179,16 @@ def scan_dump(
         masked = masking_select(candidate)
         if masked is not None:
             extra["masked_by_where"] = masked
-        underflow = underflowed_exp(candidate)
-        if underflow is not None:
-            extra["zeros_from_exp"] = underflow
-        sigmoid = sigmoid_into_log(candidate)
-        if sigmoid is not None:
-            extra["sigmoid_into_log"] = sigmoid
-        sixteen = underflowed_16_bit(candidate)
-        if sixteen is not None:
-            extra["zeros_from_16_bit"] = sixteen
-        summed = summed_exp(candidate)
-        if summed is not None:
-            extra["sum_of_exps"] = summed
+        # What the ops up the origin's inputs made (`pyadapter.cause` names them): each only when found.
+        for key, look in (
+            ("zeros_from_exp", underflowed_exp),
+            ("sigmoid_into_log", sigmoid_into_log),
+            ("zeros_from_16_bit", underflowed_16_bit),
+            ("sum_of_exps", summed_exp),
+        ):
+            found = look(candidate)
+            if found is not None:
+                extra[key] = found
         if origin is None:
             extra["unlocated_origin"] = {
                 "op": located.op_description.to_json(),
