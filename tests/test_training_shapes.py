@@ -838,6 +838,21 @@ def test_a_gan_whose_generator_rate_is_too_high_is_told_the_generator_s_rate(tmp
     assert [cause["change"]["line"]] == changed, cause["change"]
 
 
+def test_a_variable_the_step_takes_as_its_argument_is_the_program_s_in_a_replay(tmp_path):
+    """tensorflow.org's style transfer: ``train_step(image)`` with ``image = tf.Variable(content)``, the step applying
+    its gradients to the argument. Both replays failed ("AttributeError: 'EagerTensor' object has no attribute
+    '_unique_id'" in ``apply_gradients``): the bundle holds the image as an array, and the replay passed it as a
+    tensor. The program's variable is passed, holding the captured value, and put back before each run."""
+    program = SHAPES / "loop_style_transfer_image_argument.py"
+    done = run_program(program.name, tmp_path)
+    assert "pyadapter.NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    replayed = nanlens_json("replay", str(bundle))
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed
+    located = nanlens_json("locate", str(bundle), "--replay")
+    assert at(located["origin"]) == (program.resolve(), marked_line(program)), located["origin"]
+
+
 def test_a_network_the_guarded_step_only_reads_is_named_until_it_is_guarded_too(tmp_path):
     """A DQN's target network, read by the step and synced by the loop, is not in a bundle guarded with model= and
     optimizer=: the replay rebuilt it fresh and said "stayed finite" with no warning. The guard now says at the

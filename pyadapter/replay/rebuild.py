@@ -429,6 +429,29 @@ def _per_replica(bundle: CaptureBundle, captured: Any, live: Any) -> Any:
         return captured
 
 
+def _variables_of_the_program(
+    held: tuple[tuple[Any, ...], dict[str, Any]], live: tuple[tuple[Any, ...], dict[str, Any]]
+) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The step's arguments with each one the program passed as a ``tf.Variable`` (the tensorflow.org style
+    transfer's ``train_step(image)``, whose step applies gradients to it) being the program's variable, set to the
+    captured value: the bundle holds its value as an array, and a replay that passed a tensor failed in
+    ``apply_gradients`` ("EagerTensor object has no attribute '_unique_id'")."""
+
+    def variable_for(value: Any, program_value: Any) -> Any:
+        if not (hasattr(program_value, "assign") and hasattr(program_value, "shape")):
+            return value
+        if tuple(getattr(value, "shape", ())) != tuple(program_value.shape):
+            return value
+        program_value.assign(value)
+        return program_value
+
+    args = tuple(
+        variable_for(value, live[0][i]) if i < len(live[0]) else value for i, value in enumerate(held[0])
+    )
+    kwargs = {k: variable_for(v, live[1][k]) if k in live[1] else v for k, v in held[1].items()}
+    return args, kwargs
+
+
 def captured_arguments(
     bundle: CaptureBundle, live: tuple[tuple[Any, ...], dict[str, Any]] | None = None
 ) -> tuple[tuple[Any, ...], dict[str, Any]]:
@@ -440,6 +463,7 @@ def captured_arguments(
     kwargs = {k: to_tensors(v) for k, v in held_kwargs.items()}
     if live is not None:
         args, kwargs = _per_replica(bundle, (args, kwargs), (tuple(live[0]), dict(live[1])))
+        args, kwargs = _variables_of_the_program((args, kwargs), (tuple(live[0]), dict(live[1])))
     found = holds_objects((args, kwargs))
     if found is None:
         return args, kwargs

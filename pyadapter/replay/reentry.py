@@ -255,16 +255,23 @@ def _loop_rebuilt(bundle: Any, guarded: Any, live: tuple[tuple[Any, ...], dict[s
         )
     models, optimizers = list(guarded.models), list(guarded.optimizers)
     args, kwargs = captured_arguments(bundle, live)  # an object argument (a model) is the program's own
+    # A variable passed as an argument (an image the step optimizes in place) holds the captured value now; the
+    # warm-up's update is undone below, and each run starts from it as from the step's own state.
+    argument_variables = [value for value in [*args, *kwargs.values()] if hasattr(value, "assign")]
+    captured_values = [value.numpy() for value in argument_variables]
     if _unbuilt(models, optimizers):
         _warm_up(guarded.python_function, args, kwargs)
     build_optimizers(optimizers, [v for m in models for v in m.trainable_variables])
     if bundle.checkpoint_prefix is not None:
         restore_checkpoint(bundle, guarded.checkpoint).expect_partial()
+    for variable, value in zip(argument_variables, captured_values, strict=True):
+        variable.assign(value)
     warnings = assign_captured_state(bundle.weight_entries(), models, optimizers)
     # Accumulators and a micro-step counter the step keeps itself, found by the program's names for them.
     namespace = step_state.namespace_of(guarded.python_function)
     kept, missed = step_state.assign(namespace, bundle.step_state_entries())
     warnings += missed
+    kept += argument_variables
     program = loop_step_program(
         bundle,
         guarded.python_function,
