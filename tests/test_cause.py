@@ -544,13 +544,28 @@ def test_a_log_of_one_minus_a_sigmoid_is_told_log_sigmoid_not_a_clamp(tmp_path: 
     origin = log_origin(program)
     origin.inputs = [InputHealth("sub:0", TensorHealth(dtype="float32", size=64, zero=64))]
     findings = findings_of(origin)
-    findings.extra["sigmoid_into_log"] = {"op": "discriminator/dense/Sigmoid", "one_minus": True}
+    findings.extra["sigmoid_into_log"] = {"op": "discriminator/dense/Sigmoid", "type": "Sigmoid"}
     cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
-    assert "its input is 1 - sigmoid(x), exactly 0 in float32 once x passes about 17" in cause.summary, (
-        cause.summary
-    )
+    assert "1 - sigmoid(x) once x passes about 17" in cause.summary, cause.summary
     assert cause.change is not None and "tf.math.log_sigmoid(-x)" in cause.change.what, cause.change
     assert not cause.change.what.startswith("the Log's input: keep it in the domain"), cause.change
+
+
+def test_a_log_of_a_relu_variance_head_is_told_softplus_at_the_relu(tmp_path: Path) -> None:
+    """A Gaussian NLL ``0.5 * log(var) + (y - mu)**2 / (2 * var)`` with ``var = tf.nn.relu(raw_var)`` on the line
+    above: "keep the Log's input in the domain (tf.math.log(tf.maximum(x, 1e-7)))", followed, NaN'd again at the
+    division by the same var on the line. The ReLU's line is the change: softplus is never 0."""
+    program = write_program(tmp_path)
+    origin = log_origin(program)
+    origin.inputs = [InputHealth("Relu:0", TensorHealth(dtype="float32", size=128, zero=128))]
+    findings = findings_of(origin)
+    findings.extra["sigmoid_into_log"] = {"op": "Relu", "type": "Relu", "file": str(program), "line": 3}
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert "its input is a ReLU's output at line 3, exactly 0 for every negative input" in cause.summary, (
+        cause
+    )
+    assert cause.change is not None and cause.change.line == 3, cause.change
+    assert "tf.nn.softplus(x) + 1e-6" in cause.change.what, cause.change
 
 
 def test_a_log_of_an_underflowed_exp_is_told_its_stable_form(tmp_path: Path) -> None:

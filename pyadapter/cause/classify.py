@@ -140,6 +140,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _zeros_from_16_bit(findings, origin, cause)
             or _jitter_already_added(findings, origin, cause)
             or _saturated_by_unscaled_features(context, origin, cause, findings)
+            or _at_the_relu(findings, cause)
             or cause
         )
     if (
@@ -1298,6 +1299,26 @@ def _saturated_by_unscaled_features(
     return Cause(cause.kind, summary, evidence, dataclasses.replace(change, what=what))
 
 
+def _at_the_relu(findings: Findings, cause: Cause) -> Cause | None:
+    """The change of a log of a ReLU's zeros (`_log_of_a_sigmoid_words`) on the ReLU's own line (a variance head
+    ``var = tf.nn.relu(raw)`` the line above ``log(var)``), when the scan placed it."""
+    found = findings.extra.get("sigmoid_into_log")
+    change = cause.change
+    if not isinstance(found, dict) or found.get("type") != "Relu" or change is None:
+        return None
+    file, line, cell = found.get("file"), found.get("line"), found.get("cell")
+    if (
+        not change.what.startswith("the ReLU that makes it")
+        or not isinstance(file, str)
+        or not isinstance(line, int)
+    ):
+        return None
+    moved = Change(
+        file=file, line=line, what=change.what, cell=cell if isinstance(cell, int) else None, target="op"
+    )
+    return dataclasses.replace(cause, change=moved)
+
+
 def _jitter_already_added(findings: Findings, origin: Finding, cause: Cause) -> Cause | None:
     """A Cholesky of a matrix that the origin's line or the three before it already add an identity to (``K +
     (noise + jitter) * tf.eye(n)``): "add a small jitter to its diagonal (K + 1e-6 * tf.eye(n))" asked for what is
@@ -1353,19 +1374,28 @@ def _power_words(origin: Finding) -> tuple[str, str] | None:
 
 
 def _log_of_a_sigmoid_words(findings: Findings, words: tuple[str, str]) -> tuple[str, str] | None:
-    """The log words for a Log whose input a sigmoid made a few ops before (`describe.sigmoid_into_log`): a GAN's
-    ``log(1 - d_fake)``, whose input is named "sub:0", got "keep it in the domain (tf.math.log(tf.maximum(x,
-    1e-7)))", and clamped there the generator's gradient is 0: it stops learning. The log of a sigmoid has a stable
-    form from the logits."""
+    """The log words for a Log whose input an activation made a few ops before (`describe.sigmoid_into_log`): a
+    GAN's ``log(1 - d_fake)``, whose input is named "sub:0", got "keep it in the domain (tf.math.log(tf.maximum(x,
+    1e-7)))", and clamped there the generator's gradient is 0: it stops learning; the log of a sigmoid has a
+    stable form from the logits. A ReLU variance head's log, clamped, moved the NaN to the division by the same
+    variance on the line: softplus is never 0."""
     found = findings.extra.get("sigmoid_into_log")
     if not isinstance(found, dict):
         return None
     summary, _ = words
-    one_minus = bool(found.get("one_minus"))
+    if found.get("type") == "Relu":
+        line = found.get("line")
+        at = f" at line {line}" if isinstance(line, int) else ""
+        summary += f"; its input is a ReLU's output{at}, exactly 0 for every negative input"
+        what = (
+            "the ReLU that makes it: a quantity that must stay positive (a variance, a scale, a rate) needs "
+            "tf.nn.softplus(x) + 1e-6, which is never 0; a clamp of the log keeps it finite, and the same 0 then "
+            "divides or is learned from nowhere"
+        )
+        return summary, what
     summary += (
-        "; its input is 1 - sigmoid(x), exactly 0 in float32 once x passes about 17"
-        if one_minus
-        else "; its input is a sigmoid, exactly 0 in float32 below x of about -88"
+        "; its input is made of a sigmoid: sigmoid(x) is exactly 0 in float32 below x of about -88, and 1 - "
+        "sigmoid(x) once x passes about 17"
     )
     what = (
         "the log of a sigmoid: compute it from the logits, tf.math.log_sigmoid(-x) for log(1 - sigmoid(x)) "

@@ -440,17 +440,24 @@ def underflowed_exp(candidate: Candidate, depth: int = 6) -> dict[str, object] |
 
 
 def sigmoid_into_log(candidate: Candidate, depth: int = 3) -> dict[str, object] | None:
-    """The ``Sigmoid`` a graph origin ``Log`` takes, through at most `depth` ops (``log(1 - sigmoid(x))``: a GAN's
-    hand-written generator loss, whose ``1 - d`` is exactly 0 in float32 once the logit passes 17). As ``{"op",
-    "one_minus"}``, ``one_minus`` when a Sub stands between; None when no sigmoid is that near."""
+    """The activation a graph origin ``Log`` takes, through at most `depth` ops: a ``Sigmoid`` (``log(1 -
+    sigmoid(x))``: a GAN's hand-written generator loss, whose ``1 - d`` is exactly 0 in float32 once the logit
+    passes 17; a focal loss's ``log(p_t)``) or a ``Relu`` (a variance head ``relu(raw)``, 0 for every negative
+    input). As ``{"op", "type", "file", "line"}``; None when no such activation is that near."""
     origin = _origin_op(candidate)
     if origin is None or origin.type != "Log":
         return None
-    between: list[str] = []
     for producer in _upstream(candidate.host, origin, depth):
-        if producer.type == "Sigmoid":
-            return {"op": producer.name, "one_minus": "Sub" in between}
-        between.append(producer.type or "")
+        if producer.type in ("Sigmoid", "Relu"):
+            ref = OpRef(name=producer.name, type=producer.type, host=candidate.host.host)
+            mark = _place(candidate.host, producer.frame_ids, producer.graph_id, ref).mark
+            return {
+                "op": producer.name,
+                "type": producer.type,
+                "file": mark.file if mark is not None else None,
+                "line": mark.line if mark is not None else None,
+                "cell": mark.cell if mark is not None else None,
+            }
     return None
 
 
