@@ -121,6 +121,21 @@ def test_a_sum_of_finite_exps_that_overflowed_is_named_with_its_exp_and_log_spac
     assert "input Exp:0" in report and "reduction_indices" not in report, report
 
 
+def test_a_log_of_a_softmax_quotient_that_underflowed_is_told_log_softmax(dumps) -> None:
+    """A two-tower model's in-batch softmax by hand at temperature 0.01: no exp underflowed, their quotient did
+    (6e-40), and the log of it was told "keep it in the domain (tf.math.log(tf.maximum(x, 1e-7)))"; followed, the
+    run went NaN 462 steps later at the exp. It is a softmax taken out of log space."""
+    findings = scan_dump(dumps["softmax_quotient_underflow.py"].dump)
+    source = Path(marker_line("softmax_quotient_underflow.py")[0]).read_text().splitlines()
+    exp_line = next(i for i, t in enumerate(source, 1) if t.endswith("# EXP"))
+    found = findings.extra.get("zeros_from_exp")
+    assert isinstance(found, dict) and found.get("quotient") and found["line"] == exp_line, found
+    attach_cause(findings)
+    cause = cause_of(findings)
+    assert cause is not None and f"from a quotient of the exps at line {exp_line}" in cause.summary, cause
+    assert cause.change is not None and "tf.nn.log_softmax" in cause.change.what, cause.change
+
+
 def test_a_builtin_loss_taking_a_linear_output_out_of_its_domain_changes_the_output_layer(dumps) -> None:
     """``loss="poisson"`` on a linear output: Keras's own log(y_pred + eps) is NaN for a prediction below 0. The
     origin is the fit line (the loss is Keras's code), and the change said "the Log's input: ... clip it

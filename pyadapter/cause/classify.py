@@ -1248,6 +1248,13 @@ def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, st
         f"the Log op got {zeros} zero{'s' if zeros != 1 else ''} from the exp{at}, which underflowed to 0 in float32 "
         "(exp(x) is 0 below about -103): log(0) is -inf, a probability taken out of log space"
     )
+    if found.get("quotient"):
+        # exp(s / 0.01) / reduce_sum(exp(...)): each exp finite, their quotient below float32's smallest (1e-38).
+        summary = (
+            f"the Log op got {zeros} zero{'s' if zeros != 1 else ''} from a quotient of the exps{at} (a softmax "
+            "written by hand): a small exp divided by a huge sum underflowed to 0 in float32 (below about 1e-38), "
+            "though no exp did: log(0) is -inf, a probability taken out of log space"
+        )
     what = (
         "the log of a sum of exps: compute it in log space, tf.reduce_logsumexp(log_weights + log_terms) (or "
         "tf.nn.log_softmax), not tf.math.log(tf.reduce_sum(tf.exp(...)))"

@@ -429,6 +429,7 @@ def underflowed_exp(candidate: Candidate, depth: int = 6) -> dict[str, object] |
     origin = _origin_op(candidate)
     if origin is None or candidate.trace is None:
         return None
+    quotient: dict[str, object] | None = None
     for producer in _upstream(candidate.host, origin, depth):
         if producer.type != "Exp":
             continue
@@ -436,7 +437,23 @@ def underflowed_exp(candidate: Candidate, depth: int = 6) -> dict[str, object] |
         if health is not None and health.is_finite and health.zero:
             file, line = _user_line(candidate.host, producer)
             return {"op": producer.name, "file": file, "line": line, "zeros": health.zero}
-    return None
+        if quotient is None and health is not None and health.is_finite:
+            quotient = _softmax_quotient_zeros(candidate, origin, producer)
+    return quotient
+
+
+def _softmax_quotient_zeros(candidate: Candidate, origin: OpInfo, exp: OpInfo) -> dict[str, object] | None:
+    """A log's input made by dividing finite exps (a softmax by hand, ``exp(s / 0.01) / reduce_sum(...)``) whose
+    quotient underflowed to 0 though no exp did (9.8e-24 / 3.2e16): as `underflowed_exp`'s record with
+    ``"quotient": True``, when the log's own input is that division and holds zeros; else None."""
+    found = candidate.host.dump.op_for_input(origin.graph_id, origin.inputs[0]) if origin.inputs else None
+    if found is None or found[0].type not in _DIVIDING_TYPES or candidate.trace is None:
+        return None
+    health = _output_health(candidate.host, found[0], candidate.trace.round)
+    if health is None or not health.is_finite or not health.zero:
+        return None
+    file, line = _user_line(candidate.host, exp)
+    return {"op": exp.name, "file": file, "line": line, "zeros": health.zero, "quotient": True}
 
 
 def sigmoid_into_log(candidate: Candidate, depth: int = 3) -> dict[str, object] | None:

@@ -24,6 +24,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "sqrt_negative.py": ("sqrt_negative.py", "Sqrt", "origin"),
     "exp_overflow.py": ("exp_overflow.py", "Exp", "origin"),
     "exp_sum_overflow.py": ("exp_sum_overflow.py", "Sum", "origin"),
+    "softmax_quotient_underflow.py": ("softmax_quotient_underflow.py", "Log", "origin"),
     "multiline_statement.py": ("multiline_statement.py", "Exp", "origin"),
     "keras_poisson_linear.py": ("keras_poisson_linear.py", "Log", "origin"),
     "keras_loss_subclass_log.py": ("keras_loss_subclass_log.py", "Log", "origin"),
