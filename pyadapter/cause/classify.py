@@ -1541,6 +1541,13 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
             "the log of a softmax: take tf.nn.log_softmax of the logits (or a Keras loss with from_logits=True), "
             f"or keep it above 0 ({fix})"
         )
+    elif name == "log" and re.search(r"(?:^|/)relu(?:_\d+)?:\d+\b", value.name.lower()):
+        # log(relu(raw)) of a variance head (an eager step names the input, with no scan upstream): softplus.
+        what = (
+            "the ReLU that makes it: a quantity that must stay positive (a variance, a scale, a rate) needs "
+            "tf.nn.softplus(x) + 1e-6, which is never 0; a clamp of the log keeps it finite, and the same 0 then "
+            "divides or is learned from nowhere"
+        )
     elif name == "log" and "sigmoid" in value.name.lower():
         # log(sigmoid(x)) underflows to log(0) for x < -88 (a BPR loss, a hand-written binary cross-entropy).
         what = (
