@@ -1910,6 +1910,32 @@ def test_an_lgamma_of_a_softplus_zero_on_raw_dollar_features_is_told_to_scale_th
     assert cause.change.what.startswith("scale the features"), cause.change
 
 
+def test_an_rsqrt_at_a_batch_norm_given_epsilon_0_is_that_epsilon(tmp_path: Path) -> None:
+    """``layers.BatchNormalization(epsilon=0.0)`` after a Dense layer, and an epoch's last batch of one row: the
+    variance is 0, rsqrt(0) is inf, and the origin is marked at the layer's construction. The change read "the
+    Rsqrt's input: keep it in the domain (tf.math.rsqrt(tf.maximum(x, 1e-12)))", for a line with no rsqrt."""
+    program = tmp_path / "bn.py"
+    program.write_text(
+        "import keras\n"
+        "from keras import layers\n"
+        "model = keras.Sequential([keras.Input((8,)), layers.Dense(64),\n"
+        "    layers.BatchNormalization(epsilon=0.0), layers.Dense(1)])\n"
+        "model.fit(x, y, batch_size=32)\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=4,
+        role="origin",
+        op=OpRef("sequential_1/batch_normalization_1/batchnorm/Rsqrt", "Rsqrt"),
+        health=TensorHealth(dtype="float32", size=64, pos_inf=64),
+        inputs=[InputHealth("batchnorm/add:0", TensorHealth(dtype="float32", size=64, zero=64))],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert "BatchNormalization at this line is given epsilon=0" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 4, cause.change
+    assert cause.change.what.startswith("the epsilon of BatchNormalization"), cause.change
+
+
 def test_a_cholesky_whose_matrix_already_gets_a_jitter_is_told_to_enlarge_it(tmp_path: Path) -> None:
     """The line above the Cholesky already adds ``(noise + jitter) * tf.eye(n)`` with a jitter of 1e-6 and an
     unbounded exp noise: the advice "add a small jitter to its diagonal (K + 1e-6 * tf.eye(n))" asked for what is

@@ -141,6 +141,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _jitter_already_added(findings, origin, cause)
             or _saturated_by_unscaled_features(context, origin, cause, findings)
             or _at_the_relu(findings, cause)
+            or _layer_epsilon_zero(findings, origin, context, cause)
             or cause
         )
     if (
@@ -1304,6 +1305,32 @@ def _saturated_by_unscaled_features(
     what = f"{change.what}; or {cause.change.what}"
     evidence = {**cause.evidence, "unscaled_inputs": [u.to_json() for u in unscaled]}
     return Cause(cause.kind, summary, evidence, dataclasses.replace(change, what=what))
+
+
+def _layer_epsilon_zero(
+    findings: Findings, origin: Finding, context: CauseContext, cause: Cause
+) -> Cause | None:
+    """An rsqrt (or a division) of zeros marked at a layer's construction that sets ``epsilon=0``
+    (``BatchNormalization(epsilon=0.0)``): the layer divides by sqrt(variance + epsilon), and a batch of one row,
+    or a feature constant over the batch, has variance 0. It was "the Rsqrt's input: keep it in the domain
+    (tf.math.rsqrt(tf.maximum(x, 1e-12)))" on a line with no rsqrt. None otherwise."""
+    if origin.op.type not in ("Rsqrt", "Sqrt", *DIVISION_OPS) or cause.change is None:
+        return None
+    units = user_sources(findings, context.entry_script, context.ran_cells)
+    site = change_line.zero_epsilon_site(units)
+    if (
+        site is None
+        or site.line != origin.line
+        or site.cell != origin.cell
+        or os.path.abspath(site.file) != os.path.abspath(origin.file)
+    ):
+        return None
+    summary = (
+        f"{cause.summary}; {site.name} at this line is given epsilon=0: it divides by sqrt(variance + epsilon), and "
+        "a variance of 0 (a batch of one row, a feature constant over the batch) is then a division by 0"
+    )
+    what = f"the epsilon of {site.name}: a positive one (Keras's default, 1e-3), not 0"
+    return Cause(cause.kind, summary, {**cause.evidence, "layer_epsilon": 0}, _change(site, what, "op"))
 
 
 def _at_the_relu(findings: Findings, cause: Cause) -> Cause | None:
