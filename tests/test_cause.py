@@ -2707,6 +2707,13 @@ def test_a_found_rate_from_a_window_after_the_first_update_says_so(tmp_path: Pat
         "from the state at step 1, which the run's first updates reached at its own rate" in cause.change.what
     )
     assert said == (start == 1), cause.change.what
+    # Users followed a 4-step window's "try" and got a finite network that learned nothing: it says what it shows.
+    assert (
+        "(finite over 4 steps, which does not show it trains: check that the loss falls)" in cause.change.what
+    )
+    context.window_search = {**search, "steps": 40}
+    longer = classify(findings_of(overflow_origin(program)), context)
+    assert longer.change is not None and "does not show it trains" not in longer.change.what, longer.change
 
 
 def test_one_unlike_value_among_many_bad_rows_is_not_the_record(tmp_path: Path) -> None:

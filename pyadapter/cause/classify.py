@@ -2626,7 +2626,15 @@ def _window_suggestion(context: CauseContext) -> tuple[dict[str, Any], str] | No
             f" (from the state at step {start}, which the run's first updates reached at its own rate: from the "
             "start a higher rate may hold)"
         )
+    if window_steps < SHORT_WINDOW:
+        # Three users followed "try 6.57e-4" from a 5-step window: finite, and a network that learned nothing
+        # (a loss flat at the targets' variance for 27 epochs); the search shows a rate keeps the window finite.
+        sentence += f" (finite over {int(window_steps)} steps, which does not show it trains: check that the loss falls)"
     return evidence, sentence
+
+
+# A window shorter than this shows that a rate stays finite, not that it trains.
+SHORT_WINDOW = 20
 
 
 def _search_found_none(search: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
