@@ -3752,3 +3752,37 @@ def test_a_division_s_change_reads_its_line_an_overlap_score_or_a_sqrt_of_it(
     findings.extra["origin_code"] = code
     cause = classify(findings, CauseContext(entry_script=str(program)))
     assert cause.change is not None and said in cause.change.what, cause.change
+
+
+def test_a_column_pandas_divided_by_0_silently_is_the_change_not_describe_or_the_read(tmp_path: Path) -> None:
+    """A Kaggle notebook's feature engineering, ``df["debt_to_income"] = df.debt / df.income`` with an income of 0:
+    pandas makes inf without a warning, and a normalizing layer's mean over the column makes it NaN in every row.
+    The change was the next line NumPy warned at, ``df.describe()`` (its std of the inf column), or without it
+    the read_csv, whose file holds no inf. It is the division that assigns the column."""
+    program = tmp_path / "loans.py"
+    program.write_text(
+        "import numpy as np\n"
+        "import pandas as pd\n"
+        "raw = pd.read_csv('raw.csv')\n"
+        "raw['default'] = (raw.debt / (raw.income + 1) > 0.6).astype(int)\n"
+        "df = pd.read_csv('train.csv')\n"
+        "df['debt_to_income'] = df.debt / df.income\n"
+        "df['accounts_per_year'] = df.n_accounts / (df.age - 17)\n"
+        "df.describe()\n"
+        "x = df.to_numpy('float32')\n"
+        "model.fit(x, y)\n"
+    )
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    x = np.ones((8, 4), np.float32)
+    x[:, 2] = np.nan
+    warned = [NumpyWarning(str(program), 8, "invalid value encountered in subtract")]
+    context = CauseContext(
+        batch=(x, np.zeros((8, 1), np.float32)), entry_script=str(program), numpy_warnings=warned
+    )
+    cause = classify(
+        findings_of(batch_origin(program, 10, TensorHealth(dtype="float32", size=32, nan=8))), context
+    )
+    assert cause.kind == "data", cause
+    assert cause.change is not None and cause.change.line == 6, cause.change
+    assert cause.change.what.startswith("the computation of column 'debt_to_income'"), cause.change

@@ -3006,6 +3006,19 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 else f"filter or repair non-finite values where {made.name} is made"
             )
             change = _change(made, what, "array")
+        if column is not None and (change is None or change.target.startswith("reading")):
+            # A DataFrame column the program computes with a division (``df["debt_to_income"] = df.debt /
+            # df.income``): pandas makes inf of a 0 divisor without a warning, and a statistic over the column (a
+            # FeatureSpace's or Normalization's mean) makes it NaN in every row. The read file holds no inf.
+            computed_column = _the_one_column_computed_with_infinities(units)
+            if computed_column is not None:
+                what = (
+                    f"the computation of column {computed_column.name!r}: a division by 0 (or a log of 0) makes inf, "
+                    "which pandas keeps without a warning, and a statistic over the column (a normalizing layer's "
+                    "mean) then makes it NaN in every row; guard the divisor (np.where, an epsilon) or filter the "
+                    "records before it"
+                )
+                change = _change(computed_column, what, "array")
     elif site is not None and bad is not None and math.isinf(bad.value):
         # A reader does not make an infinity of a text field; a log of 0 or a division by 0 where the array fit
         # is given is computed from what was read does (``np.column_stack([..., np.log(data[:, 2])])``).
@@ -3032,7 +3045,7 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 "of a finite record; guard it (np.log1p, an epsilon) or filter the records before it"
             )
             change = _change(made_column, what, "array")
-    warned = _numpy_warning_for(context.numpy_warnings, bad)
+    warned = _numpy_warning_for(context.numpy_warnings, bad, units)
     if warned is not None:
         # NumPy said where: its warning fired at the line that made a value of this kind before the step, where the
         # program's own arithmetic (a log of 0, a 0 / 0) made the batch's bad value. The line to change, over the
@@ -3067,18 +3080,40 @@ def _numpy_fix(warned: NumpyWarning) -> str:
     return "guard the operation (np.clip, np.where) or filter the records before it"
 
 
-def _numpy_warning_for(warned: list[NumpyWarning], bad: BadElement | None) -> NumpyWarning | None:
+def _numpy_warning_for(
+    warned: list[NumpyWarning], bad: BadElement | None, units: list[SourceUnit]
+) -> NumpyWarning | None:
     """The first line NumPy warned at that makes the kind of value the batch holds (an "invalid value" makes NaN, a
     division by zero or an overflow makes Inf; NaN carried through arithmetic warns nothing), in a file of the
     program that is still there: a notebook's saved cell (`pyadapter.cause._warnings_in_notebook`), not the kernel's file of
-    it, which is gone when the kernel stops and names nothing the user can open."""
+    it, which is gone when the kernel stops and names nothing the user can open. A line that only looks at the data
+    (``df.describe()``, ``print(x.mean())``) made nothing: NumPy warned there computing statistics of a column an
+    earlier line had made inf without a warning (pandas divides by 0 silently)."""
     if bad is None:
         return None
     kind = "nan" if math.isnan(bad.value) else "inf"
     for warning in warned:
         if warning.makes == kind and os.path.isfile(warning.file) and "ipykernel_" not in warning.file:
+            if _only_looks(warning, units):
+                continue
             return warning
     return None
+
+
+# A statement that shows or summarises data and assigns nothing: ``df.describe()``, ``print(x.std())``.
+_LOOKING = re.compile(
+    r"^\s*(?:print|display)\(|^\s*[\w.\[\]\"']+\.(?:describe|info|head|tail|mean|std|var|min|max|sum|corr|hist|plot)\(.*\)\s*$"
+)
+
+
+def _only_looks(warning: NumpyWarning, units: list[SourceUnit]) -> bool:
+    """Whether the warned line is a statement that only shows or summarises data (`_LOOKING`), in the program's
+    sources as the bundle's cause reads them."""
+    for unit in units:
+        if unit.cell == warning.cell and os.path.abspath(unit.file) == os.path.abspath(warning.file):
+            text = unit.line(warning.line)
+            return bool(_LOOKING.search(text)) and "=" not in text.split("(", 1)[0]
+    return False
 
 
 _INFINITY_MAKERS = {"log", "log2", "log10", "divide", "true_divide", "reciprocal", "power", "float_power"}
@@ -3117,6 +3152,38 @@ def _fit_array_site(
     column = element.index[1] if len(element.index) == 2 else None
     return change_line.fit_array_site(
         units, element.leaf, column, fit_code if isinstance(fit_code, str) else None
+    )
+
+
+def _the_one_column_computed_with_infinities(units: list[SourceUnit]) -> change_line.Site | None:
+    """The one DataFrame column assignment of the user's code whose value divides or takes a log
+    (``df["ratio"] = df.a / df.b``), as a Site named by the column; None for none or several."""
+    found = []
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0]
+            if (
+                isinstance(target, ast.Subscript)
+                and isinstance(target.slice, ast.Constant)
+                and isinstance(target.slice.value, str)
+                and _makes_infinities(node.value)
+            ):
+                found.append(change_line.Site(unit, node.value, target.slice.value))
+    if len(found) > 1:
+        # Of several, those that divide by a column as it is (``df.debt / df.income``), not by one kept off 0
+        # (``/ (raw.income + 1)``, ``/ (df.age - 17)``).
+        found = [site for site in found if _divides_by_a_bare_value(site.node)]
+    return found[0] if len(found) == 1 else None
+
+
+def _divides_by_a_bare_value(node: ast.AST) -> bool:
+    return any(
+        isinstance(child, ast.BinOp)
+        and isinstance(child.op, ast.Div)
+        and isinstance(child.right, (ast.Name, ast.Attribute, ast.Subscript))
+        for child in ast.walk(node)
     )
 
 
