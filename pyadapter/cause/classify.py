@@ -148,6 +148,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         cause.kind == "op"
         and origin is not None
         and _zero_into_domain_op(origin)
+        and _wholly_zero_input(origin)
         and context is not None
         and _batch_rows(context.batch) == 1
     ):
@@ -183,6 +184,15 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         cause.summary += words
         cause.evidence["first_huge"] = huge
     return cause
+
+
+def _wholly_zero_input(origin: Finding) -> bool:
+    """Whether an input of the origin is 0 throughout: a variance or std over one row is 0 in every feature. A
+    style transfer's one image (a batch of one by design) whose flat regions made some zeros is not that."""
+    return any(
+        i.health is not None and i.health.size is not None and i.health.zero == i.health.size
+        for i in origin.inputs
+    )
 
 
 def _step_arguments(batch: Any) -> tuple[Any, ...] | None:
