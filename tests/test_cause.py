@@ -3790,3 +3790,28 @@ def test_a_column_pandas_divided_by_0_silently_is_the_change_not_describe_or_the
     assert cause.kind == "data", cause
     assert cause.change is not None and cause.change.line == 6, cause.change
     assert cause.change.what.startswith("the computation of column 'debt_to_income'"), cause.change
+
+
+def test_a_subtraction_of_a_captured_nan_target_names_the_captured_value(tmp_path: Path) -> None:
+    """Guided style transfer: the style's target Gram matrices are computed once before training, one of them
+    ``gram / hwc`` of an empty region (NaN), and the step subtracts it. The dump records no health for the captured
+    value: "a Sub op made NaN/Inf from finite inputs (truediv_3:0: finite ...): keep its inputs in its domain" was
+    false and meaningless for a subtraction."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("sub_3", "Sub"),
+        health=TensorHealth(dtype="float32", size=256, nan=256),
+        inputs=[
+            InputHealth("truediv_3:0", TensorHealth(dtype="float32", size=256, zero=86, pos=170)),
+            InputHealth("sub_3/y:0", None),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert "its other input sub_3/y:0, a value captured into the step" in cause.summary, cause.summary
+    assert "from finite inputs (" not in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.what.startswith("the value the step captures"), (
+        cause.change
+    )

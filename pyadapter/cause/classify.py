@@ -142,6 +142,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _saturated_by_unscaled_features(context, origin, cause, findings)
             or _at_the_relu(findings, cause)
             or _layer_epsilon_zero(findings, origin, context, cause)
+            or _captured_non_finite(findings, origin, cause)
             or cause
         )
     if (
@@ -1341,6 +1342,38 @@ def _layer_epsilon_zero(
     )
     what = f"the epsilon of {site.name}: a positive one (Keras's default, 1e-3), not 0"
     return Cause(cause.kind, summary, {**cause.evidence, "layer_epsilon": 0}, _change(site, what, "op"))
+
+
+# Ops that make no NaN of finite inputs (an overflow is +-inf, not NaN).
+_NAN_FREE_OPS = frozenset(
+    {"Sub", "Add", "AddV2", "SquaredDifference", "BiasAdd", "Maximum", "Minimum", "Neg"}
+)
+
+
+def _captured_non_finite(findings: Findings, origin: Finding, cause: Cause) -> Cause | None:
+    """A subtraction (or an add) whose output is NaN while every input the dump recorded is finite: its other input,
+    unrecorded, held the NaN: a value captured into the step (a target Gram matrix computed once before training,
+    ``gram / hwc`` of an empty region). It read "a Sub op made NaN/Inf from finite inputs ...: keep its inputs in
+    its domain", false and meaningless for a subtraction. None otherwise."""
+    health = origin.health
+    if origin.op.type not in _NAN_FREE_OPS or health is None or not health.nan:
+        return None
+    recorded = [i for i in origin.inputs if i.health is not None]
+    unrecorded = [i for i in origin.inputs if i.health is None]
+    if not unrecorded or any(not (i.health and i.health.is_finite) for i in recorded):
+        return None
+    names = ", ".join(i.name for i in unrecorded)
+    summary = (
+        f"{_article(origin.op.type)} {origin.op.type} op made NaN of finite inputs the dump recorded: its other "
+        f"input {names}, a value captured into the step (a tensor computed before training and closed over by the "
+        "step, a target or a constant), held the NaN; it was non-finite already where it was computed"
+    )
+    what = (
+        "the value the step captures on this line: make it finite where it is computed, before training (a "
+        "division by 0 there, a statistic of an empty selection)"
+    )
+    evidence = {**cause.evidence, "captured_input": names}
+    return Cause("data", summary, evidence, _origin_change(findings, what, "reading"))
 
 
 def _at_the_relu(findings: Findings, cause: Cause) -> Cause | None:
