@@ -3815,3 +3815,35 @@ def test_a_subtraction_of_a_captured_nan_target_names_the_captured_value(tmp_pat
     assert cause.change is not None and cause.change.what.startswith("the value the step captures"), (
         cause.change
     )
+
+
+def test_nan_a_resample_left_in_an_empty_bin_is_changed_at_the_resample(tmp_path: Path) -> None:
+    """A meter log with a 6-hour outage put on a 10-minute grid with ``resample("10min").mean()``: the outage's bins
+    are NaN, silently (pandas' mean and std skip them, so the scaling looks fine), and the change was the
+    ``timeseries_dataset_from_array`` call that handed the array on. The resample is named, and filling it."""
+    program = tmp_path / "forecast.py"
+    program.write_text(
+        "import pandas as pd\n"
+        "raw = pd.read_csv('meter.csv', index_col=0, parse_dates=True)\n"
+        "series = raw['load_kw'].resample('10min').mean()\n"
+        "values = ((series - series.mean()) / series.std()).to_numpy('float32')[:, None]\n"
+        "train_ds = keras.utils.timeseries_dataset_from_array(values[:-6], values[6:], 24)\n"
+        "model.fit(train_ds)\n"
+    )
+    x = np.ones((8, 24, 1), np.float32)
+    x[3, 5, 0] = np.nan
+    context = CauseContext(batch=(x, np.zeros((8, 1), np.float32)), entry_script=str(program))
+    cause = classify(
+        findings_of(batch_origin(program, 6, TensorHealth(dtype="float32", size=192, nan=1))), context
+    )
+    assert cause.kind == "data", cause
+    assert "resample() at forecast.py:3 makes NaN of a bin or date with no data" in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and cause.change.line == 3, cause.change
+    # A program that fills its NaN somewhere is not guessed at.
+    program.write_text(program.read_text().replace(".mean()\n", ".mean().interpolate()\n", 1))
+    filled = classify(
+        findings_of(batch_origin(program, 6, TensorHealth(dtype="float32", size=192, nan=1))), context
+    )
+    assert "resample()" not in filled.summary, filled.summary

@@ -3088,6 +3088,19 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 "of a finite record; guard it (np.log1p, an epsilon) or filter the records before it"
             )
             change = _change(made_column, what, "array")
+    if bad is not None and math.isnan(bad.value) and (change is None or change.target.startswith("reading")):
+        # A time series put on a regular grid: resample(...).mean() (or reindex/asfreq) makes an empty bin NaN,
+        # silently; the dataset call that hands the array on was the line named.
+        regridded = _the_one_regridding(units)
+        if regridded is not None:
+            summary += (
+                f"; {regridded.name}() at {_site_place(regridded)} makes NaN of a bin or date with no data"
+            )
+            what = (
+                f"the {regridded.name}: a bin or date with no reading is NaN; fill it (.interpolate(), .ffill()) "
+                "or drop it (.dropna()) before the values are used"
+            )
+            change = _change(regridded, what, "array")
     warned = _numpy_warning_for(context.numpy_warnings, bad, units)
     if warned is not None:
         # NumPy said where: its warning fired at the line that made a value of this kind before the step, where the
@@ -3196,6 +3209,24 @@ def _fit_array_site(
     return change_line.fit_array_site(
         units, element.leaf, column, fit_code if isinstance(fit_code, str) else None
     )
+
+
+_REGRIDDING = ("resample", "reindex", "asfreq")
+_FILLING = ("interpolate", "ffill", "bfill", "fillna", "dropna", "pad")
+
+
+def _the_one_regridding(units: list[SourceUnit]) -> change_line.Site | None:
+    """The one pandas regridding call of the user's code (``series.resample("10min").mean()``, ``df.reindex(...)``,
+    ``.asfreq(...)``) whose statement fills nothing, when the code fills no NaN anywhere; None otherwise."""
+    found = []
+    for unit in units:
+        for node in change_line.calls(unit):
+            name = change_line.called_name(node)
+            if name in _FILLING:
+                return None  # the program fills NaN somewhere: not this guess
+            if name in _REGRIDDING:
+                found.append(change_line.Site(unit, node, name))
+    return found[0] if len(found) == 1 else None
 
 
 def _the_one_column_computed_with_infinities(units: list[SourceUnit]) -> change_line.Site | None:
