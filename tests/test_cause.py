@@ -3847,3 +3847,18 @@ def test_nan_a_resample_left_in_an_empty_bin_is_changed_at_the_resample(tmp_path
         findings_of(batch_origin(program, 6, TensorHealth(dtype="float32", size=192, nan=1))), context
     )
     assert "resample()" not in filled.summary, filled.summary
+
+
+def test_a_divisor_is_named_as_the_line_writes_it(tmp_path: Path) -> None:
+    """A weighted mean ``tf.reduce_sum(w * l) / tf.reduce_sum(w)`` over a batch whose weights are all 0: the
+    divisor was named by its graph tensor, "Sum_1:0", which the user never wrote. The line's own expression is
+    named beside it; a line of two divisions keeps the graph name alone."""
+    program = write_program(tmp_path)
+    sums = (TensorHealth(dtype="float32", size=1, zero=1), TensorHealth(dtype="float32", size=1, zero=1))
+    origin = division_origin(program, 3, "", output=TensorHealth(dtype="float32", size=1, nan=1), sums=sums)
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "    loss = tf.reduce_sum(w * l) / tf.reduce_sum(w)"
+    cause = classify(findings, CauseContext(entry_script=str(program)))
+    assert "in its divisor tf.reduce_sum(w) (Sum_1:0): 0 / 0 is NaN" in cause.summary, cause.summary
+    findings.extra["origin_code"] = "    loss = tf.reduce_sum(w * l) / tf.reduce_sum(w) / n"
+    assert "in its divisor Sum_1:0:" in classify(findings, CauseContext(entry_script=str(program))).summary

@@ -10,6 +10,7 @@ import dataclasses
 import math
 import os
 import re
+import textwrap
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1104,6 +1105,7 @@ def _op(
         summary, what = words
         if origin.op.type in DIVISION_OPS:
             what = _division_on_its_line(str(findings.extra.get("origin_code") or ""), what)
+            summary = _divisor_as_written(findings, origin, summary)
     if (zeros := _sqrt_differentiated_at_zero(origin)) is not None:
         # The forward value is a harmless 0; only its gradient is not, which the generic words do not say.
         evidence["zeros_in"] = zeros
@@ -1760,6 +1762,27 @@ _OVERLAP_RATIO = re.compile(r"dice|iou|jaccard|intersection|overlap", re.IGNOREC
 _RELATIVE_ERROR = re.compile(
     r"/\s*\(?\s*(?:(?:tf|keras\.ops|ops|np|K)\.(?:math\.)?abs\(\s*)?(?:y_true|targets?|labels?|y)\b"
 )
+
+
+def _divisor_as_written(findings: Findings, origin: Finding, summary: str) -> str:
+    """`summary` with the divisor named as the line writes it beside its graph name ("in its divisor
+    tf.reduce_sum(w) (Sum_1:0)"), when the origin's line holds exactly one division; else as it was."""
+    code = str(findings.extra.get("origin_code") or "").strip()
+    statement = findings.extra.get("origin_statement")
+    if isinstance(statement, dict):
+        code = "\n".join([*statement.get("before", []), code, *statement.get("after", [])])
+    try:
+        tree = ast.parse(textwrap.dedent(code).strip())
+    except (SyntaxError, ValueError):
+        return summary
+    divisions = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)]
+    if len(divisions) != 1 or len(origin.inputs) != 2:
+        return summary
+    written = ast.unparse(divisions[0].right)
+    name = origin.inputs[1].name
+    if len(written) > 60 or f"in its divisor {name}" not in summary:
+        return summary
+    return summary.replace(f"in its divisor {name}", f"in its divisor {written} ({name})", 1)
 
 
 def _division_on_its_line(code: str, what: str) -> str:
