@@ -544,7 +544,7 @@ def test_a_log_of_one_minus_a_sigmoid_is_told_log_sigmoid_not_a_clamp(tmp_path: 
     origin = log_origin(program)
     origin.inputs = [InputHealth("sub:0", TensorHealth(dtype="float32", size=64, zero=64))]
     findings = findings_of(origin)
-    findings.extra["sigmoid_into_log"] = {"op": "discriminator/dense/Sigmoid", "type": "Sigmoid"}
+    findings.extra["activation_into_log"] = {"op": "discriminator/dense/Sigmoid", "type": "Sigmoid"}
     cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
     assert "1 - sigmoid(x) once x passes about 17" in cause.summary, cause.summary
     assert cause.change is not None and "tf.math.log_sigmoid(-x)" in cause.change.what, cause.change
@@ -559,7 +559,7 @@ def test_a_log_of_a_relu_variance_head_is_told_softplus_at_the_relu(tmp_path: Pa
     origin = log_origin(program)
     origin.inputs = [InputHealth("Relu:0 (tensor #2775)", TensorHealth(dtype="float32", size=128, zero=128))]
     findings = findings_of(origin)
-    findings.extra["sigmoid_into_log"] = {"op": "Relu", "type": "Relu", "file": str(program), "line": 3}
+    findings.extra["activation_into_log"] = {"op": "Relu", "type": "Relu", "file": str(program), "line": 3}
     cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
     assert "its input is a ReLU's output at line 3, exactly 0 for every negative input" in cause.summary, (
         cause
@@ -567,7 +567,7 @@ def test_a_log_of_a_relu_variance_head_is_told_softplus_at_the_relu(tmp_path: Pa
     assert cause.change is not None and cause.change.line == 3, cause.change
     assert "tf.nn.softplus(x) + 1e-6" in cause.change.what, cause.change
     # In an eager step (``run_functions_eagerly(True)`` left on) no scan looks upstream: the input's name says it.
-    del findings.extra["sigmoid_into_log"]
+    del findings.extra["activation_into_log"]
     cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
     assert cause.change is not None and cause.change.what.startswith("the ReLU that makes it"), cause.change
 

@@ -350,7 +350,11 @@ class GuardedStep:
         """The variables the step keeps itself (gradient accumulators, a micro-step counter) or reads and nothing
         else holds (a temperature the loop anneals), each with the name the program gives it (``accum_grads[2]``,
         ``temperature``, ``self.temperature``): kept in the bundle under those names (`step_state`)."""
-        candidates = snapshot.unique([*self._written_by_hand, *self._unheld_variables(args, kwargs)])
+        return self._named_state(self._unheld_variables(args, kwargs))
+
+    def _named_state(self, unheld: list[Any]) -> list[tuple[Any, str]]:
+        """`step_state` of the step's own writes and the `unheld` variables it reads."""
+        candidates = snapshot.unique([*self._written_by_hand, *unheld])
         names = step_state.global_names(step_state.namespace_of(self.python_function), candidates)
         return [(v, names[id(v)]) for v in candidates if id(v) in names]
 
@@ -396,8 +400,9 @@ class GuardedStep:
         ``checkpoint=``, and that the program names by no name of its own (`step_state`). A replay starts those
         from the values the re-run program gives them, not training's. Empty for a step that is not a tf.function
         (its reads are not known without running it)."""
-        kept = {id(v) for v, _ in self.step_state(args, kwargs)}
-        return [v.name.split(":")[0] for v in self._unheld_variables(args, kwargs) if id(v) not in kept]
+        unheld = self._unheld_variables(args, kwargs)  # (the step's trace looked up once)
+        kept = {id(v) for v, _ in self._named_state(unheld)}
+        return [v.name.split(":")[0] for v in unheld if id(v) not in kept]
 
     def _unheld_variables(self, args: tuple, kwargs: dict) -> list[Any]:
         """The variables of the compiled step's trace for `args` that no model, optimizer, checkpoint or the

@@ -168,9 +168,8 @@ class Failure:
                     lines.append(f"NanGuard: cause: {self.cause}")
             else:
                 lines.append(f"NanGuard: find the op that made it: nanlens locate {self.bundle}")
-                if (
-                    self.cause is not None
-                ):  # no op made it (gradients too large to square): the cause still is
+                # No op made it (gradients too large to square), and the cause is known still.
+                if self.cause is not None:
                     lines.append(f"NanGuard: cause: {self.cause}")
             if self.note is not None:
                 lines.append(f"NanGuard: note: {self.note}")

@@ -37,6 +37,7 @@ from pyadapter.cause.classify import (
 )
 from pyadapter.cause.model import FINDINGS_KEY, Cause, Change
 from pyadapter.cause.python_feed import PY_FUNC_OPS
+from pyadapter.cause.sources import source_line
 from pyadapter.findings import Findings
 from pyadapter.findings_text import cause_lines
 
@@ -263,7 +264,7 @@ def _change_in_the_writing_cell(cause: Cause, notebook: Any) -> Cause:
             os.path.join(folder, written.group(1).strip("\"'"))
         ) == os.path.abspath(change.file):
             writing.append((cell, written.group(1).strip("\"'")))
-    now = _file_line(change.file, change.line)
+    now = source_line(change.file, change.line)
     if not writing:
         return _change_in_a_cell_that_opens_it(cause, cells, path, change, now)
     # A module written again by a later cell (a v2 of the loss): the cell whose line is the file's line now wrote
@@ -311,18 +312,6 @@ def _change_in_a_cell_that_opens_it(
         )
         return dataclasses.replace(cause, change=moved)
     return cause
-
-
-def _file_line(path: str, line: int) -> str | None:
-    """Line `line` of the text file `path`, stripped, or None."""
-    try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            for number, text in enumerate(handle, 1):
-                if number == line:
-                    return text.strip()
-    except OSError:
-        return None
-    return None
 
 
 def _cell_line(source: str, line: int) -> str | None:

@@ -132,17 +132,20 @@ def _origin_change(findings: Findings, what: str, target: str) -> Change | None:
 
 def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     """The cause of a capture (see the module docstring). Never raises for what a bundle or the sources hold."""
-    cause = _classify(findings, context)
+    # The user's code, read and parsed once for the classification and the refinements of an op's cause below.
+    read = context or CauseContext()
+    units = user_sources(findings, read.entry_script, read.ran_cells)
+    cause = _classify(findings, context, units)
     origin = findings.origin
     if cause.kind == "op" and origin is not None and context is not None:
         cause = (
-            _divisor_the_program_sets(findings, origin, context, cause)
-            or _optimizer_epsilon_zero(findings, origin, context, cause)
+            _divisor_the_program_sets(findings, origin, context, cause, units)
+            or _optimizer_epsilon_zero(findings, origin, context, cause, units)
             or _zeros_from_16_bit(findings, origin, cause)
-            or _jitter_already_added(findings, origin, cause)
-            or _saturated_by_unscaled_features(context, origin, cause, findings)
+            or _jitter_already_added(origin, cause, units)
+            or _saturated_by_unscaled_features(context, origin, cause, units)
             or _at_the_relu(findings, cause)
-            or _layer_epsilon_zero(findings, origin, context, cause)
+            or _layer_epsilon_zero(origin, cause, units)
             or _captured_non_finite(findings, origin, cause)
             or cause
         )
@@ -313,10 +316,9 @@ def _unbounded_loss(findings: Findings, origin: Finding, fell: trend.Fall) -> Ca
     return Cause("op", summary, evidence, change)
 
 
-def _classify(findings: Findings, context: CauseContext | None) -> Cause:
+def _classify(findings: Findings, context: CauseContext | None, units: list[SourceUnit]) -> Cause:
     known = context is not None  # a bundle's context; a dump has no history
     context = context or CauseContext()
-    units = user_sources(findings, context.entry_script, context.ran_cells)
     origin = findings.origin
     section = findings.bundle or {}
     bad_batch = section.get("non_finite_batch") or (
@@ -1098,7 +1100,9 @@ def _op(
     if words is None and not overflow:
         words = _zero_times_infinity_words(origin)
     if words is not None and origin.op.type == "Log":
-        words = _underflowed_exp_words(findings, origin) or _log_of_a_sigmoid_words(findings, words) or words
+        words = (
+            _underflowed_exp_words(findings, origin) or _log_of_an_activation_words(findings, words) or words
+        )
     elif words is not None and origin.op.type in DIVISION_OPS:
         words = _divisor_of_underflowed_exps(findings, origin) or words
     if words is not None:
@@ -1286,7 +1290,7 @@ _SATURATING_DOMAIN_OPS = frozenset({"Lgamma", "Digamma"})
 
 
 def _saturated_by_unscaled_features(
-    context: CauseContext, origin: Finding, cause: Cause, findings: Findings
+    context: CauseContext, origin: Finding, cause: Cause, units: list[SourceUnit]
 ) -> Cause | None:
     """An lgamma or digamma of exact zeros on a batch of unscaled features (dollar amounts of 1e4 to 1e5): a
     softplus, sigmoid or exp output is exactly 0 in float32 for pre-activations that large, so "keep it above 0
@@ -1295,7 +1299,6 @@ def _saturated_by_unscaled_features(
     zeros = any(i.health is not None and i.health.is_finite and i.health.zero for i in origin.inputs)
     if origin.op.type not in _SATURATING_DOMAIN_OPS or not zeros or cause.change is None:
         return None
-    units = user_sources(findings, context.entry_script, context.ran_cells)
     unscaled = [u for u in _unscaled_inputs(context, units) if u.role == "features"]
     if not unscaled:
         return None
@@ -1320,16 +1323,13 @@ def _saturated_by_unscaled_features(
     return Cause(cause.kind, summary, evidence, dataclasses.replace(change, what=what))
 
 
-def _layer_epsilon_zero(
-    findings: Findings, origin: Finding, context: CauseContext, cause: Cause
-) -> Cause | None:
+def _layer_epsilon_zero(origin: Finding, cause: Cause, units: list[SourceUnit]) -> Cause | None:
     """An rsqrt (or a division) of zeros marked at a layer's construction that sets ``epsilon=0``
     (``BatchNormalization(epsilon=0.0)``): the layer divides by sqrt(variance + epsilon), and a batch of one row,
     or a feature constant over the batch, has variance 0. It was "the Rsqrt's input: keep it in the domain
     (tf.math.rsqrt(tf.maximum(x, 1e-12)))" on a line with no rsqrt. None otherwise."""
     if origin.op.type not in ("Rsqrt", "Sqrt", *DIVISION_OPS) or cause.change is None:
         return None
-    units = user_sources(findings, context.entry_script, context.ran_cells)
     site = change_line.zero_epsilon_site(units)
     if (
         site is None
@@ -1379,9 +1379,9 @@ def _captured_non_finite(findings: Findings, origin: Finding, cause: Cause) -> C
 
 
 def _at_the_relu(findings: Findings, cause: Cause) -> Cause | None:
-    """The change of a log of a ReLU's zeros (`_log_of_a_sigmoid_words`) on the ReLU's own line (a variance head
+    """The change of a log of a ReLU's zeros (`_log_of_an_activation_words`) on the ReLU's own line (a variance head
     ``var = tf.nn.relu(raw)`` the line above ``log(var)``), when the scan placed it."""
-    found = findings.extra.get("sigmoid_into_log")
+    found = findings.extra.get("activation_into_log")
     change = cause.change
     if not isinstance(found, dict) or found.get("type") != "Relu" or change is None:
         return None
@@ -1398,7 +1398,7 @@ def _at_the_relu(findings: Findings, cause: Cause) -> Cause | None:
     return dataclasses.replace(cause, change=moved)
 
 
-def _jitter_already_added(findings: Findings, origin: Finding, cause: Cause) -> Cause | None:
+def _jitter_already_added(origin: Finding, cause: Cause, units: list[SourceUnit]) -> Cause | None:
     """A Cholesky of a matrix that the origin's line or the three before it already add an identity to (``K +
     (noise + jitter) * tf.eye(n)``): "add a small jitter to its diagonal (K + 1e-6 * tf.eye(n))" asked for what is
     there. That line is the change: a jitter large enough for float32, a noise bounded below. None otherwise."""
@@ -1408,13 +1408,18 @@ def _jitter_already_added(findings: Findings, origin: Finding, cause: Cause) -> 
         or "not positive definite" not in cause.summary
     ):
         return None
-    try:
-        with open(origin.file, encoding="utf-8", errors="replace") as handle:
-            lines = handle.read(1 << 20).splitlines()
-    except OSError:
+    unit = next(
+        (
+            u
+            for u in units
+            if u.cell == origin.cell and os.path.abspath(u.file) == os.path.abspath(origin.file)
+        ),
+        None,
+    )
+    if unit is None:
         return None
-    near = [n for n in range(max(1, origin.line - 3), origin.line + 1) if re.search(r"\beye\(", lines[n - 1])]
-    if not near or origin.line > len(lines):
+    near = [n for n in range(max(1, origin.line - 3), origin.line + 1) if re.search(r"\beye\(", unit.line(n))]
+    if not near:
         return None
     summary = cause.summary + "; the diagonal term the code adds (a jitter, a noise) was too small for it"
     what = (
@@ -1452,13 +1457,13 @@ def _power_words(origin: Finding) -> tuple[str, str] | None:
     return None
 
 
-def _log_of_a_sigmoid_words(findings: Findings, words: tuple[str, str]) -> tuple[str, str] | None:
-    """The log words for a Log whose input an activation made a few ops before (`describe.sigmoid_into_log`): a
+def _log_of_an_activation_words(findings: Findings, words: tuple[str, str]) -> tuple[str, str] | None:
+    """The log words for a Log whose input an activation made a few ops before (`describe.activation_into_log`): a
     GAN's ``log(1 - d_fake)``, whose input is named "sub:0", got "keep it in the domain (tf.math.log(tf.maximum(x,
     1e-7)))", and clamped there the generator's gradient is 0: it stops learning; the log of a sigmoid has a
     stable form from the logits. A ReLU variance head's log, clamped, moved the NaN to the division by the same
     variance on the line: softplus is never 0."""
-    found = findings.extra.get("sigmoid_into_log")
+    found = findings.extra.get("activation_into_log")
     if not isinstance(found, dict):
         return None
     summary, _ = words
@@ -1828,7 +1833,7 @@ def _division_words(origin: Finding) -> tuple[str, str] | None:
 
 
 def _divisor_the_program_sets(
-    findings: Findings, origin: Finding, context: CauseContext, cause: Cause
+    findings: Findings, origin: Finding, context: CauseContext, cause: Cause, units: list[SourceUnit]
 ) -> Cause | None:
     """A division by a variable the program assigns outside the step and the step only reads: a softmax temperature
     the loop anneals with ``temperature.assign(schedule(step))``, 0 once a schedule without a floor gets there. The
@@ -1845,7 +1850,6 @@ def _divisor_the_program_sets(
     if len(zero) != 1:
         return None
     name = zero[0]
-    units = user_sources(findings, context.entry_script, context.ran_cells)
     site = change_line.assign_site(units, name)
     at_step = f" at step {context.step}" if context.step is not None else ""
     summary = (
@@ -1898,7 +1902,7 @@ _EPSILON_OPTIMIZERS = frozenset(
 
 
 def _optimizer_epsilon_zero(
-    findings: Findings, origin: Finding, context: CauseContext, cause: Cause
+    findings: Findings, origin: Finding, context: CauseContext, cause: Cause, units: list[SourceUnit]
 ) -> Cause | None:
     """A division inside an Adam-family update (op ``adam/truediv_1``) by a divisor holding zeros: that divisor is
     sqrt(v) + epsilon, 0 only when epsilon is 0 and a weight's gradient has been 0 at every step so far (an embedding
@@ -1924,7 +1928,6 @@ def _optimizer_epsilon_zero(
         "used, a unit that never fired)"
     )
     what = f"the epsilon of {name}: a small positive one (Keras's default, 1e-7)"
-    units = user_sources(findings, context.entry_script, context.ran_cells)
     folders = [os.path.dirname(os.path.abspath(context.entry_script))] if context.entry_script else []
     lines = change_line.zero_epsilon_lines(change_line.config_files(folders, context.argv, context.cwd))
     site = change_line.zero_epsilon_site(units) or change_line.optimizer_site(units, recorded)

@@ -41,6 +41,14 @@ def _read(path: str) -> str | None:
         return None
 
 
+def source_line(path: str, number: int) -> str | None:
+    """Line `number` of the source file `path`, stripped (a regular file, up to a source file's size: a bundle names
+    the path), or None."""
+    text = _read(path)
+    lines = text.splitlines() if text is not None else []
+    return lines[number - 1].strip() if 0 < number <= len(lines) else None
+
+
 def _parse(text: str) -> ast.Module | None:
     try:
         return ast.parse(text)

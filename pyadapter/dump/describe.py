@@ -413,6 +413,14 @@ def _user_line(host: HostScan, op: OpInfo) -> tuple[str | None, int | None]:
     return (mark.file, mark.line) if mark else (None, None)
 
 
+def _marked_at(host: HostScan, op: OpInfo) -> Frame | None:
+    """The user's line an op is marked at, as a finding's is (`_place`): for a layer's op under the training call
+    (a functional model's output Dense), the line that builds the layer."""
+    return _place(
+        host, op.frame_ids, op.graph_id, OpRef(name=op.name, type=op.type or "unknown", host=host.host)
+    ).mark
+
+
 def _origin_op(candidate: Candidate) -> OpInfo | None:
     if candidate.trace is None:
         return None
@@ -456,7 +464,7 @@ def _softmax_quotient_zeros(candidate: Candidate, origin: OpInfo, exp: OpInfo) -
     return {"op": exp.name, "file": file, "line": line, "zeros": health.zero, "quotient": True}
 
 
-def sigmoid_into_log(candidate: Candidate, depth: int = 3) -> dict[str, object] | None:
+def activation_into_log(candidate: Candidate, depth: int = 3) -> dict[str, object] | None:
     """The activation a graph origin ``Log`` takes, through at most `depth` ops: a ``Sigmoid`` (``log(1 -
     sigmoid(x))``: a GAN's hand-written generator loss, whose ``1 - d`` is exactly 0 in float32 once the logit
     passes 17; a focal loss's ``log(p_t)``) or a ``Relu`` (a variance head ``relu(raw)``, 0 for every negative
@@ -466,8 +474,7 @@ def sigmoid_into_log(candidate: Candidate, depth: int = 3) -> dict[str, object] 
         return None
     for producer in _upstream(candidate.host, origin, depth):
         if producer.type in ("Sigmoid", "Relu"):
-            ref = OpRef(name=producer.name, type=producer.type, host=candidate.host.host)
-            mark = _place(candidate.host, producer.frame_ids, producer.graph_id, ref).mark
+            mark = _marked_at(candidate.host, producer)
             return {
                 "op": producer.name,
                 "type": producer.type,
@@ -494,9 +501,7 @@ def underflowed_16_bit(candidate: Candidate, depth: int = 8) -> dict[str, object
         health = _output_health(candidate.host, producer, candidate.trace.round)
         dtype = (health.dtype or "").lower() if health is not None else ""
         if health is not None and dtype in SIXTEEN_BIT_DTYPES and health.is_finite and health.zero:
-            # A layer's op under the training call (a functional model's output Dense): the line that builds it.
-            ref = OpRef(name=producer.name, type=producer.type or "unknown", host=candidate.host.host)
-            mark = _place(candidate.host, producer.frame_ids, producer.graph_id, ref).mark
+            mark = _marked_at(candidate.host, producer)
             file, line = (mark.file, mark.line) if mark is not None else (None, None)
             return {
                 "op": producer.name,

@@ -82,13 +82,17 @@ def force_jit_off() -> None:
     model_cls.compile = compile_without_jit
 
 
-def _dumping_callback() -> Any:
-    """The op callback enable_dump_debug_info registered (for the calling thread)."""
+def _dumping_callback_object() -> Any:
+    """The callback object enable_dump_debug_info made (for the calling thread), or None."""
     from tensorflow.python.debug.lib import dumping_callback
 
     state = getattr(dumping_callback, "_state", None)
-    instance = getattr(state, "dumping_callback", None) if state is not None else None
-    return getattr(instance, "callback", None)
+    return getattr(state, "dumping_callback", None) if state is not None else None
+
+
+def _dumping_callback() -> Any:
+    """The op callback enable_dump_debug_info registered (for the calling thread)."""
+    return getattr(_dumping_callback_object(), "callback", None)
 
 
 def _op_types_as_text() -> None:
@@ -97,10 +101,7 @@ def _op_types_as_text() -> None:
     as bytes (b"BiasAdd"), and the callback's ``re.match(op_regex, op_type)`` raised "TypeError: cannot use a string
     pattern on a bytes-like object" inside the user's ``Dense.call``: every dump with an op_regex (ours always have
     one) failed on such a step."""
-    from tensorflow.python.debug.lib import dumping_callback
-
-    state = getattr(dumping_callback, "_state", None)
-    instance = getattr(state, "dumping_callback", None) if state is not None else None
+    instance = _dumping_callback_object()
     should_dump = getattr(instance, "_should_dump_tensor", None)
     if should_dump is None or getattr(should_dump, "nanlens_text_types", False):
         return
@@ -111,7 +112,7 @@ def _op_types_as_text() -> None:
         return should_dump(op_type, dtype)
 
     should_dump_text.nanlens_text_types = True  # type: ignore[attr-defined]
-    instance._should_dump_tensor = should_dump_text  # type: ignore[union-attr]
+    instance._should_dump_tensor = should_dump_text
 
 
 def _instrument_py_function_threads(callback: Any) -> Any:

@@ -13,11 +13,11 @@ import time
 from collections.abc import Callable
 
 from pyadapter.dump.describe import (
+    activation_into_log,
     loss_input_layer,
     masking_select,
     origin_finding,
     propagated_findings,
-    sigmoid_into_log,
     summed_exp,
     underflowed_16_bit,
     underflowed_exp,
@@ -182,7 +182,7 @@ def scan_dump(
         # What the ops up the origin's inputs made (`pyadapter.cause` names them): each only when found.
         for key, look in (
             ("zeros_from_exp", underflowed_exp),
-            ("sigmoid_into_log", sigmoid_into_log),
+            ("activation_into_log", activation_into_log),
             ("zeros_from_16_bit", underflowed_16_bit),
             ("sum_of_exps", summed_exp),
         ):
