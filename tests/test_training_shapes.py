@@ -838,6 +838,23 @@ def test_a_gan_whose_generator_rate_is_too_high_is_told_the_generator_s_rate(tmp
     assert [cause["change"]["line"]] == changed, cause["change"]
 
 
+def test_two_optimizers_of_one_class_are_rebuilt_from_the_bundle_each_on_its_own_variables(tmp_path):
+    """The WGAN-GP toy (a generator and a critic, each with its own Adam, both in one module-level
+    tf.train.Checkpoint): the rebuild from the bundle built each Adam on both networks' variables, and the
+    checkpoint, which restores slots by position, refused them ("Received incompatible tensor with shape (16, 2)
+    ... adam/critic_dense_7_kernel_momentum"); the replay fell back to running the program, with that error in its
+    route. Each optimizer is now built on the variables the bundle recorded it training."""
+    program = SHAPES / "loop_wgan_gp_toy.py"
+    done = run_program(program.name, tmp_path)
+    assert "pyadapter.NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    replayed = nanlens_json("replay", str(bundle))
+    assert replayed["route"].startswith("rebuilt from the bundle"), replayed["route"]
+    assert "checkpoint restored" in replayed["route"], replayed["route"]
+    assert replayed["warnings"] == [], replayed["warnings"]
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed
+
+
 def test_a_variable_the_step_takes_as_its_argument_is_the_program_s_in_a_replay(tmp_path):
     """tensorflow.org's style transfer: ``train_step(image)`` with ``image = tf.Variable(content)``, the step applying
     its gradients to the argument. Both replays failed ("AttributeError: 'EagerTensor' object has no attribute

@@ -28,6 +28,19 @@ def trackable_children(checkpoint: Any) -> dict[str, Any]:
     return children
 
 
+def optimizers_trained(checkpoint: Any) -> dict[str, dict[str, list[str]]]:
+    """``{"trains": {name: [variable path, ...]}}``: what each built Keras 3 optimizer the checkpoint holds updates,
+    in the order it made its slots. A checkpoint restores an optimizer's slots by position, so a rebuild from the
+    bundle builds each optimizer on its own variables in that order; built on every model's variables, a GAN's two
+    Adams made slots that did not line up ("Received incompatible tensor with shape (16, 2)")."""
+    trains = {
+        name: [snapshot.variable_path(v) for v in keras_lines.trained_variables(value)]
+        for name, value in trackable_children(checkpoint).items()
+        if keras_lines.is_optimizer(value) and keras_lines.trained_variables(value)
+    }
+    return {"trains": trains} if trains else {}
+
+
 def batch_of(args: Any, kwargs: Any) -> dict[str, Any]:
     """A loop step's batch as the bundle holds it: its arguments, as numpy."""
     return {
@@ -91,7 +104,11 @@ def write_bundle(
         history=guarded._history,
         extra={
             "step_function": step_info,
-            "checkpoint": {"prefix": bundle_format.CHECKPOINT_PREFIX, "objects": checkpoint_objects},
+            "checkpoint": {
+                "prefix": bundle_format.CHECKPOINT_PREFIX,
+                "objects": checkpoint_objects,
+                **optimizers_trained(guarded.checkpoint),
+            },
             **(
                 {
                     "optimizer_iterations": int(guarded.optimizers[0].iterations.numpy()),

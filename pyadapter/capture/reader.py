@@ -127,6 +127,14 @@ def _check_field_types(manifest: dict[str, Any]) -> None:
     objects = (manifest.get("checkpoint") or {}).get("objects")
     if objects is not None and not (isinstance(objects, list) and all(isinstance(o, str) for o in objects)):
         raise BundleError("manifest field 'checkpoint.objects' is not a list of strings")
+    trains = (manifest.get("checkpoint") or {}).get("trains")
+    if trains is not None and not (
+        isinstance(trains, dict)
+        and all(
+            isinstance(paths, list) and all(isinstance(p, str) for p in paths) for paths in trains.values()
+        )
+    ):
+        raise BundleError("manifest field 'checkpoint.trains' is not an object of lists of strings")
     shards = (manifest.get("cluster") or {}).get("shards")
     if shards is not None and not (isinstance(shards, list) and all(isinstance(x, dict) for x in shards)):
         raise BundleError("manifest field 'cluster.shards' is not a list of objects")

@@ -19,6 +19,7 @@ from typing import Any
 
 import tensorflow as tf
 
+from pyadapter.capture import rng
 from pyadapter.capture.batchcodec import values_of
 from pyadapter.capture.bundle_format import KIND_FIT, BundleError
 from pyadapter.capture.gate import forward_state_variables
@@ -323,6 +324,28 @@ def _find_checkpoint(bundle: CaptureBundle, module: ModuleType, step: Any) -> An
     )
 
 
+def _what_each_optimizer_trains(
+    bundle: CaptureBundle, checkpoint: Any, trainable: list[Any]
+) -> list[tuple[Any, list[Any]]]:
+    """Each optimizer the checkpoint holds, with the variables to build it on: those the bundle recorded it
+    training (``manifest["checkpoint"]["trains"]``, in slot order; a checkpoint restores slots by position, so a
+    GAN's two optimizers built on every model's variables refused their values), else every model's trainable
+    variables (a bundle written before the record, or a variable the rebuilt models do not hold)."""
+    from pyadapter.capture.keras_lines import is_optimizer
+    from pyadapter.capture.snapshot import variable_path
+
+    trains = (bundle.manifest.get("checkpoint") or {}).get("trains") or {}
+    by_path = {variable_path(v): v for v in trainable}
+    found = []
+    for name, value in vars(checkpoint).items():
+        if name.startswith("_") or not is_optimizer(value):
+            continue
+        paths = trains.get(name) or []
+        own = [by_path[p] for p in paths if p in by_path]
+        found.append((value, own if paths and len(own) == len(paths) else trainable))
+    return found
+
+
 def _checkpoint_children(checkpoint: Any) -> list[Any]:
     return [value for name, value in vars(checkpoint).items() if not name.startswith("_")]
 
@@ -387,13 +410,17 @@ def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]
     optimizers = [v for v in children if is_optimizer(v)]
     trainable = [v for m in models for v in m.trainable_variables]
     # Optimizer slots are made on first use; make them now so the checkpoint's values land in them.
-    build_optimizers(optimizers, trainable, name_scopes=False)
+    for optimizer, own in _what_each_optimizer_trains(bundle, checkpoint, trainable):
+        build_optimizers([optimizer], own, name_scopes=False)
     state = unique(
         [v for m in models for v in m.variables] + [v for o in optimizers for v in optimizer_variables(o)]
     )
     _check_trains_only(bundle, entry, state)
     restore_checkpoint(bundle, checkpoint).expect_partial()
-    _check_restored(bundle, state, warnings)
+    # A checkpoint holds no SeedGenerator state (Dropout's): each run sets it from the bundle's random state
+    # (`restore_rng`), so it differing after the restore is not news ("3 variables did not match").
+    seeds = {id(v) for m in models for _, v in rng.seed_generator_states(m)}
+    _check_restored(bundle, [v for v in state if id(v) not in seeds], warnings)
     args, kwargs = captured_arguments(bundle)
     return loop_step_program(bundle, undecorated(step), models, optimizers, args, kwargs)
 

@@ -27,6 +27,9 @@ Progress = Callable[[str, float], None]
 T = TypeVar("T")
 
 ROUTE_REBUILD = "rebuilt from the bundle: the entry script imported as a module, model.keras loaded"
+ROUTE_REBUILD_CHECKPOINT = (
+    "rebuilt from the bundle: the entry script imported as a module, its checkpoint restored"
+)
 
 
 def new_report(rebuilt: Rebuilt) -> ReplayReport:
@@ -115,7 +118,9 @@ def with_captured_step(
                 f"the bundle alone could not rebuild the step ({_short_reason(str(exc), str(bundle.path))})"
             )
         else:
-            return action(rebuilt), ROUTE_REBUILD
+            # A custom loop's bundle holds a checkpoint, not model.keras.
+            route = ROUTE_REBUILD if bundle.model_path is not None else ROUTE_REBUILD_CHECKPOINT
+            return action(rebuilt), route
     notes: list[str] = []
     timeout = DEFAULT_REENTRY_TIMEOUT if reentry_timeout is None else reentry_timeout
     result = run_by_reentry(bundle, action, notes=notes, timeout=timeout)
