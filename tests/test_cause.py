@@ -596,6 +596,53 @@ def test_a_log_of_an_underflowed_exp_is_told_its_stable_form(tmp_path: Path) -> 
     assert cause_for("mdn_loss/Sum:0").startswith("the log of a sum of exps: compute it in log space")
 
 
+def test_a_log_of_an_underflowed_exp_is_told_the_log_space_form_of_what_lies_between(tmp_path: Path) -> None:
+    """A Cox model's ``log(cumsum(exp(risk)))`` was told ``tf.reduce_logsumexp``: followed, it trained a softmax over
+    the whole batch, not the risk sets (no error, a wrong objective); it is ``tf.math.cumulative_logsumexp``. A
+    Poisson loss's log of the rate ``exp(out)`` itself is told to use the exponent."""
+    program = write_program(tmp_path)
+
+    def change_for(log_of: str) -> str:
+        origin = log_origin(program)
+        origin.inputs = [InputHealth("Cumsum:0", TensorHealth(dtype="float32", size=8, zero=3, pos=5))]
+        findings = findings_of(origin)
+        findings.extra["zeros_from_exp"] = {"line": EXP_LINE, "zeros": 3, "log_of": log_of}
+        cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+        assert cause.kind == "op" and cause.change is not None, cause
+        return cause.change.what
+
+    assert "tf.math.cumulative_logsumexp(x)" in change_for("Cumsum")
+    assert "reduce_logsumexp" not in change_for("Cumsum")
+    assert change_for("Exp").startswith("the log of an exp: use the exponent itself")
+    assert change_for("Sum").startswith("the log of a sum of exps: compute it in log space")
+
+
+def test_a_divergence_that_ends_in_a_log_of_an_underflowed_exp_is_a_divergence(tmp_path: Path) -> None:
+    """A Poisson regression on counts of 1e5 at a rate too high: the updates drove the output to -1e10, the rate
+    ``exp(out)`` underflowed to 0 and the loss's log of it made -inf. It was "the log of a sum of exps: compute it in
+    log space" (no sum in the code), though the history showed an update 1e10 times the weights; followed, the run
+    met the same divergence one step later at the exp's overflow. It is a divergence at the rate's line."""
+    program = write_program(tmp_path)
+    origin = log_origin(program)
+    origin.inputs = [InputHealth("Exp:0", TensorHealth(dtype="float32", size=8, zero=8))]
+    findings = findings_of(origin)
+    findings.extra["zeros_from_exp"] = {"line": EXP_LINE, "zeros": 8, "log_of": "Exp"}
+    history = [
+        {"step": 0, "loss": 9.6e4, "grad_norm": 2.1e6, "weight_norm": 4.2, "update_ratio": 0.05},
+        {"step": 1, "loss": 3.1e9, "grad_norm": 4.4e9, "weight_norm": 2.2e5, "update_ratio": 5.2e4},
+        {"step": 2, "loss": 2.0e15, "grad_norm": 7.8e14, "weight_norm": 7.8e10, "update_ratio": 1.1e10},
+        {"step": 3, "loss": None, "loss_nonfinite": "inf", "grad_norm": None, "grad_norm_nonfinite": "nan"},
+    ]
+    cause = classify(findings, CauseContext(history=history, entry_script=str(program)))
+    assert cause.kind == "divergence", cause
+    assert f"until the exp at line {EXP_LINE} underflowed to 0 in float32 and the Log op took its log" in (
+        cause.summary
+    ), cause.summary
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE, cause.change
+    # Without the history's growth the same log of an underflowed exp stays the op's own cause.
+    assert classify(findings, CauseContext(history=history[:1], entry_script=str(program))).kind == "op"
+
+
 def test_a_normalization_adapted_on_a_constant_feature_is_data_at_its_adapt_call(tmp_path: Path) -> None:
     """An LSTM forecaster whose Normalization was adapted on the first 2000 hours, where a maintenance flag is always
     0 (variance 0): the flag's first 1 became 1e7, the loss jumped x1e13 in one step and overflowed. The cause was

@@ -263,6 +263,46 @@ def test_skip_mode_holds_back_only_the_bad_step(tmp_path: Path) -> None:
         assert result == {"iterations": 3, "failed": [1], "finite": True, "logs_finite": True}
 
 
+MIRRORED_FIT = textwrap.dedent(
+    """
+    import numpy as np
+    import tensorflow as tf
+    from pyadapter import NanGuard
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+    x = np.random.default_rng(0).normal(size=(256, 4)).astype("float32")
+    x[37] = 0.0  # an empty record: 0 / 0 in the normalization below
+    with strategy.scope():
+        inputs = tf.keras.Input(shape=(4,))
+        unit = tf.keras.layers.Lambda(lambda v: v / tf.norm(v, axis=-1, keepdims=True))(inputs)
+        model = tf.keras.Model(inputs, tf.keras.layers.Dense(1)(unit))
+        model.compile(optimizer="adam", loss="mse")
+    model.fit(x, np.ones((256, 1), "float32"), batch_size=64, epochs=1, callbacks=[NanGuard("captures")])
+    print("weights finite:", all(np.isfinite(w).all() for w in model.get_weights()))
+    """
+)
+
+
+def test_a_fit_under_mirrored_strategy_is_guarded(tmp_path: Path) -> None:
+    """tf_keras keeps ``steps_per_execution`` in a variable, a MirroredVariable under a MirroredStrategy: NanGuard
+    crashed in ``on_train_begin`` ("int() argument must be ... not 'MirroredVariable'"), no guard and no bundle. It
+    stops at the bad step with the weights finite and writes the bundle."""
+    done = subprocess.run(
+        [sys.executable, "-c", MIRRORED_FIT],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(legacy=True),
+        cwd=str(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "weights finite: True" in done.stdout, done.stdout[-2000:]
+    (bundle,) = sorted((tmp_path / "captures").glob("*-step*"))
+    assert CaptureBundle.load(bundle).keras_line == "tf_keras"
+
+
 def test_a_loss_scale_stuck_at_its_floor_under_mixed_precision_is_a_failure(tmp_path: Path) -> None:
     """tf_keras's LossScaleOptimizer stops halving at 1 and then skips, silently and for good, every step whose
     gradients are non-finite (a -1e9 attention mask is -inf in float16): the program trained 5 epochs with the

@@ -870,6 +870,19 @@ def test_a_variable_the_step_takes_as_its_argument_is_the_program_s_in_a_replay(
     assert at(located["origin"]) == (program.resolve(), marked_line(program)), located["origin"]
 
 
+def test_a_step_that_takes_its_optimizer_as_an_argument_replays(tmp_path):
+    """A research port's ``train_step(x, y, model, optimizer, criterion)``: both replays failed with "AttributeError:
+    'SGD' object has no attribute 'numpy'", the optimizer's ``assign`` method taken for a variable's (the step's
+    variable arguments are set to their captured values). The replay runs the program's step on its objects."""
+    program = SHAPES / "loop_optimizer_argument.py"
+    done = run_program(program.name, tmp_path)
+    assert "pyadapter.NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    replayed = nanlens_json("replay", str(bundle))
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed
+    assert replayed["warnings"] == [], replayed["warnings"]
+
+
 def test_a_network_the_guarded_step_only_reads_is_named_until_it_is_guarded_too(tmp_path):
     """A DQN's target network, read by the step and synced by the loop, is not in a bundle guarded with model= and
     optimizer=: the replay rebuilt it fresh and said "stayed finite" with no warning. The guard now says at the

@@ -220,8 +220,16 @@ def build_optimizer(optimizer: Any, trainable: list[Any]) -> None:
 
 
 def steps_per_execution(model: Any) -> int:
-    value = getattr(model, "_steps_per_execution", None)
-    return 1 if value is None else max(1, int(value.numpy()))
+    """Keras 3's ``model.steps_per_execution`` (an int), or tf_keras's variable of it, which under a
+    MirroredStrategy is a MirroredVariable that ``int()`` refuses (the guard crashed in ``on_train_begin``)."""
+    value = getattr(model, "_steps_per_execution", None) if is_tf_keras(model) else None
+    if value is None:
+        value = getattr(model, "steps_per_execution", None)
+    if value is None:
+        return 1
+    if hasattr(value, "numpy"):
+        value = value.numpy()
+    return max(1, int(value))
 
 
 # ---- the replay process -------------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ class GuardedTrainFunction:
         self.template: Any = None  # data structure with leaf indices, from the last trace
         self.seed_paths: list[str] = []
         self.strategy = model.distribute_strategy
-        self.steps_per_execution = int(getattr(model, "steps_per_execution", 1) or 1)
+        self.steps_per_execution = keras_lines.steps_per_execution(model)
         self.input = datasource.InputTracker()  # the tf.data iterator read, for the bundle's data_source
         # A train_step that applies its optimizer more than once (a WGAN critic's extra steps) is traced again with
         # a copy before each update, so that a failing step is taken back whole (`gate.RepeatedUpdate`).
@@ -124,7 +124,7 @@ class GuardedTrainFunction:
             keep_batches,
             bool(model.run_eagerly),
             model.jit_compile,
-            int(getattr(model, "steps_per_execution", 1) or 1),
+            keras_lines.steps_per_execution(model),
             tuple(id(optimizer) for optimizer in model_optimizers(model)),
             id(model.distribute_strategy),
         )

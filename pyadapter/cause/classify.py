@@ -513,6 +513,13 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
     if overflow and known and first_steps and _unscaled_inputs(context, units):
         # Values this large from the first steps, on inputs in the hundreds: the usual step overshoots at once.
         return _divergence(context, units, origin, None)
+    if not overflow and known and not steady and (ending := _underflow_of_a_divergence(findings, origin)):
+        # A Poisson rate exp(out) whose log the loss takes: the updates drove `out` to -1e10, the exp underflowed
+        # to 0 and the log made -inf. The log-space words alone ("use the exponent itself"), followed, met the same
+        # divergence one step later at the exp's overflow.
+        diverged = (growth, None) if growth is not None else _fast(context)
+        if diverged is not None:
+            return _divergence(context, units, origin, *diverged, ending=ending)
     if not overflow and (cause := _unnormalised_probabilities(findings, units, origin, rows)) is not None:
         return cause
     if not overflow and (cause := _mask_product_beyond_16_bit(findings, units, origin)) is not None:
@@ -1252,6 +1259,17 @@ _MATRIX_WORDS = {
 }
 
 
+def _underflow_of_a_divergence(findings: Findings, origin: Finding) -> str | None:
+    """How a divergence ended in a log of zeros an exp made by underflowing (the scan's ``zeros_from_exp``), for
+    `_divergence`'s summary; None when the scan found no such exp."""
+    found = findings.extra.get("zeros_from_exp")
+    if not isinstance(found, dict) or found.get("quotient") or origin.op.type != "Log":
+        return None
+    line = found.get("line")
+    at = f" at line {line}" if isinstance(line, int) else ""
+    return f"until the exp{at} underflowed to 0 in float32 and the Log op took its log (-inf)"
+
+
 def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, str] | None:
     """(summary, what to change) for a log whose zeros an exp made by underflowing (`describe.underflowed_exp`): a
     mixture's density ``sum(pi * exp(-0.5 * z**2))`` that is 0 in float32 far from every component. Clamping the
@@ -1277,6 +1295,19 @@ def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, st
         "the log of a sum of exps: compute it in log space, tf.reduce_logsumexp(log_weights + log_terms) (or "
         "tf.nn.log_softmax), not tf.math.log(tf.reduce_sum(tf.exp(...)))"
     )
+    # The log-space form of what lies between the exp and the log: a sum's (above) is a wrong objective for a
+    # running sum (a Cox model's risk sets, followed, trained a softmax over the whole batch) and no fix for a log
+    # of the exp itself.
+    if found.get("log_of") == "Cumsum":
+        what = (
+            "the log of a running sum of exps: compute it in log space, tf.math.cumulative_logsumexp(x) (the "
+            "log of tf.cumsum(tf.exp(x)), with the same axis and reverse), not tf.math.log(tf.cumsum(tf.exp(x)))"
+        )
+    elif found.get("log_of") == "Exp":
+        what = (
+            "the log of an exp: use the exponent itself (log(exp(x)) is x: y * log_rate, not "
+            "y * tf.math.log(tf.exp(log_rate))), and keep tf.exp for where the value itself is needed"
+        )
     if any(_DIVIDED.search(i.name) for i in origin.inputs):
         # log(e / sum(e)): a softmax written by hand, whose log has a stable form of its own.
         what = (
@@ -2346,9 +2377,11 @@ def _divergence(
     origin: Finding,
     growth: trend.Trend | None,
     update: tuple[int, float] | None = None,
+    ending: str | None = None,
 ) -> Cause:
     """A divergence: ``growth`` is the history's geometric trend, or (a fast divergence) the jump of the last
-    steps and/or ``update``, an update larger than the weights."""
+    steps and/or ``update``, an update larger than the weights. ``ending``: how it ended when no op overflowed
+    (an exp that underflowed to 0 under a log)."""
     recorded = [
         str(context.model_info.get("optimizer") or ""),
         *[str(name) for name in context.model_info.get("optimizers") or []],
@@ -2556,7 +2589,7 @@ def _divergence(
     )
     dtype = (dtype_of(origin) or "").lower()
     limit = DTYPE_MAX.get(dtype) if dtype in SIXTEEN_BIT else None
-    ending = (
+    ending = ending or (
         "until an update made the weights non-finite"
         if origin.op.type in VARIABLE_READS
         # Under mixed_float16 the weights' growth met float16's range first: said so, not float32's.

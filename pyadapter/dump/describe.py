@@ -444,10 +444,32 @@ def underflowed_exp(candidate: Candidate, depth: int = 6) -> dict[str, object] |
         health = _output_health(candidate.host, producer, candidate.trace.round)
         if health is not None and health.is_finite and health.zero:
             file, line = _user_line(candidate.host, producer)
-            return {"op": producer.name, "file": file, "line": line, "zeros": health.zero}
+            found: dict[str, object] = {"op": producer.name, "file": file, "line": line, "zeros": health.zero}
+            taken = _log_input_type(candidate.host, origin)
+            if taken is not None:
+                found["log_of"] = taken
+            return found
         if quotient is None and health is not None and health.is_finite:
             quotient = _softmax_quotient_zeros(candidate, origin, producer)
     return quotient
+
+
+_PASSING_TYPES = frozenset({"Identity", "Cast", "Reshape", "ExpandDims", "Squeeze", "GatherV2", "Transpose"})
+
+
+def _log_input_type(host: HostScan, origin: OpInfo) -> str | None:
+    """The type of the op whose values the origin takes (past ops that only move or cast them): ``Exp`` for a log
+    of an exp itself (a Poisson rate ``exp(out)`` whose log the loss takes), ``Cumsum`` for a Cox model's
+    ``log(cumsum(exp(risk)))``, a ``Sum`` for a mixture's density. The fix is the log-space form of that one."""
+    op = origin
+    for _ in range(6):
+        found = host.dump.op_for_input(op.graph_id, op.inputs[0]) if op.inputs else None
+        if found is None:
+            return None
+        op = found[0]
+        if op.type not in _PASSING_TYPES:
+            return op.type
+    return None
 
 
 def _softmax_quotient_zeros(candidate: Candidate, origin: OpInfo, exp: OpInfo) -> dict[str, object] | None:

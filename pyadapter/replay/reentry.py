@@ -241,6 +241,13 @@ def _keras_rebuilt(bundle: Any, model: Any) -> Any:
     )
 
 
+def _is_variable(value: Any) -> bool:
+    import keras
+    import tensorflow as tf
+
+    return isinstance(value, (tf.Variable, keras.Variable))
+
+
 def _loop_rebuilt(bundle: Any, guarded: Any, live: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
     from pyadapter.capture import step_state
     from pyadapter.capture.bundle_format import KIND_LOOP
@@ -257,7 +264,8 @@ def _loop_rebuilt(bundle: Any, guarded: Any, live: tuple[tuple[Any, ...], dict[s
     args, kwargs = captured_arguments(bundle, live)  # an object argument (a model) is the program's own
     # A variable passed as an argument (an image the step optimizes in place) holds the captured value now; the
     # warm-up's update is undone below, and each run starts from it as from the step's own state.
-    argument_variables = [value for value in [*args, *kwargs.values()] if hasattr(value, "assign")]
+    # Variables only: a Keras optimizer passed in (``train_step(x, model, optimizer)``) has an ``assign`` method too.
+    argument_variables = [value for value in [*args, *kwargs.values()] if _is_variable(value)]
     captured_values = [value.numpy() for value in argument_variables]
     if _unbuilt(models, optimizers):
         _warm_up(guarded.python_function, args, kwargs)
