@@ -643,6 +643,47 @@ def test_a_divergence_that_ends_in_a_log_of_an_underflowed_exp_is_a_divergence(t
     assert classify(findings, CauseContext(history=history[:1], entry_script=str(program))).kind == "op"
 
 
+def test_an_outlier_in_the_batch_before_the_failing_step_is_the_record_not_the_rate(tmp_path: Path) -> None:
+    """K-fold cross-validation of sales with one target of 1e12: the fold that first trains on it stops at step 10,
+    on a clean batch, after step 9's batch (the one holding 1e12) made an update that drove the weights out. It was
+    "divergence at learning rate 0.001 ... no rate down to 2.44e-7 kept the window finite, or clip the gradients";
+    the window's batches, which the bundle holds, name the record."""
+    program = write_program(tmp_path)
+    origin = overflow_origin(program, op="Square")
+    history = [
+        {"step": s, "loss": 1.1, "grad_norm": 0.9, "weight_norm": 6.0, "update_ratio": 0.01} for s in range(9)
+    ]
+    history += [
+        {"step": 9, "loss": 3.1e22, "grad_norm": 3.1e11, "weight_norm": 6.1, "update_ratio": 0.02},
+        {"step": 10, "loss": None, "loss_nonfinite": "inf", "grad_norm": None, "grad_norm_nonfinite": "inf"},
+    ]
+    rng = np.random.default_rng(0)
+
+    def batch(outlier: bool) -> tuple[np.ndarray, np.ndarray]:
+        y = rng.normal(2.0, 1.0, size=32).astype("float32")
+        if outlier:
+            y[17] = 1e12
+        return rng.normal(size=(32, 4)).astype("float32"), y
+
+    context = CauseContext(
+        history=history,
+        batch=batch(False),
+        step=10,
+        entry_script=str(program),
+        recent_batches=[(7, batch(False)), (8, batch(False)), (9, batch(True))],
+    )
+    cause = classify(findings_of(origin, step=10), context)
+    assert cause.kind == "data", cause
+    assert cause.summary.startswith(
+        "the batch of step 9, before the failing one, held one value far outside"
+    ), cause.summary
+    assert "y[17] = 1e+12" in cause.summary, cause.summary
+    assert cause.change is not None and "in the batch of step 9" in cause.change.what, cause.change
+    # Without the outlier in the batches before, the same overflow is the divergence it was.
+    context.recent_batches = [(7, batch(False)), (8, batch(False)), (9, batch(False))]
+    assert classify(findings_of(origin, step=10), context).kind == "divergence"
+
+
 def test_a_normalization_adapted_on_a_constant_feature_is_data_at_its_adapt_call(tmp_path: Path) -> None:
     """An LSTM forecaster whose Normalization was adapted on the first 2000 hours, where a maintenance flag is always
     0 (variance 0): the flag's first 1 became 1e7, the loss jumped x1e13 in one step and overflowed. The cause was
@@ -3246,6 +3287,69 @@ def test_a_notebooks_data_line_is_found_in_the_cell_that_made_the_array(tmp_path
     unit = SourceUnit(str(tmp_path / "scaled.py"), None, reworked, ast.parse(reworked))
     site = fit_array_site([unit], "x", column=3)
     assert site is not None and unit.line(site.line).startswith('df["spend_per_order"] ='), site
+
+
+def test_the_array_fit_is_given_is_made_where_it_is_computed_not_where_it_is_converted(
+    tmp_path: Path,
+) -> None:
+    """A Kaggle notebook: ``X = (X - X.mean()) / X.std()`` (a constant column: pandas makes it NaN without a
+    warning), then ``X = X.values.astype("float32")``. The last assignment, a conversion, was taken for where X is
+    made, and the change was the read_csv line ("filter or repair non-finite records where the data is read"). A
+    conversion of the name itself makes no value: the computation before it is the place."""
+    import ast
+
+    from pyadapter.cause.change_line import fit_array_site
+    from pyadapter.cause.sources import SourceUnit
+
+    script = (
+        "import numpy as np\nimport pandas as pd\n"
+        'df = pd.get_dummies(pd.read_csv("train.csv"))\n'
+        'X = df.drop(columns=["SalePrice"])\n'
+        'y = df["SalePrice"].values.astype("float32")\n'
+        "X = (X - X.mean()) / X.std()\n"
+        'X = X.values.astype("float32")\n'
+        "model.fit(X, y, epochs=20)\n"
+    )
+    for converted in ('X = X.values.astype("float32")', 'X = np.asarray(X, dtype="float32")'):
+        text = script.replace('X = X.values.astype("float32")', converted)
+        unit = SourceUnit(str(tmp_path / "house_prices.py"), None, text, ast.parse(text))
+        site = fit_array_site([unit], "x")
+        assert site is not None and unit.line(site.line) == "X = (X - X.mean()) / X.std()", site
+    # A conversion of another name is where X is made.
+    text = script.replace('X = X.values.astype("float32")', 'X = df.values.astype("float32")')
+    unit = SourceUnit(str(tmp_path / "house_prices.py"), None, text, ast.parse(text))
+    site = fit_array_site([unit], "x")
+    assert site is not None and unit.line(site.line) == 'X = df.values.astype("float32")', site
+
+
+def test_a_training_cell_run_again_after_the_rate_cell_was_changed_is_the_one_named(tmp_path: Path) -> None:
+    """A notebook: ``LEARNING_RATE = 1e-4``, the training cell (``SGD(learning_rate=LEARNING_RATE)``, fit), then
+    ``LEARNING_RATE = 1e-2`` and the training cell again, which diverged. The change named the first training cell,
+    which trained fine at 1e-4: the name's value was looked up in the optimizer's own cell only."""
+    import ast
+
+    from pyadapter.cause.change_line import optimizer_site
+    from pyadapter.cause.sources import SourceUnit
+
+    notebook = str(tmp_path / "lr_sweep.ipynb")
+    training = (
+        "model = build_model()\n"
+        "model.compile(optimizer=keras.optimizers.SGD(learning_rate=LEARNING_RATE, momentum=0.9), loss='mse')\n"
+        "history = model.fit(x, y, epochs=5, callbacks=[NanGuard()])\n"
+    )
+    cells = [
+        "import keras\n",
+        "LEARNING_RATE = 1e-4\n",
+        training,
+        "LEARNING_RATE = 1e-2  # try higher\n",
+        training,
+    ]
+    units = [SourceUnit(notebook, index, text, ast.parse(text)) for index, text in enumerate(cells)]
+    site = optimizer_site(units, ["SGD"], used=0.01)
+    assert site is not None and (site.cell, site.line) == (4, 2), site and (site.cell, site.line)
+    assert site.learning_rate == 0.01, site
+    site = optimizer_site(units, ["SGD"], used=1e-4)
+    assert site is not None and (site.cell, site.line) == (2, 2), site and (site.cell, site.line)
 
 
 def test_a_cross_entropy_over_outputs_that_are_not_probabilities_names_the_last_layer(tmp_path: Path) -> None:

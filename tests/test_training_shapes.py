@@ -870,6 +870,29 @@ def test_a_variable_the_step_takes_as_its_argument_is_the_program_s_in_a_replay(
     assert at(located["origin"]) == (program.resolve(), marked_line(program)), located["origin"]
 
 
+def test_a_stateful_rnn_s_state_is_captured_and_put_back_in_the_replays(tmp_path):
+    """A character GRU with ``stateful=True`` (its state carried from batch to batch) blows up: Keras keeps the state
+    out of ``model.variables``, so the bundle did not hold it, and the replays ran from whatever state the program
+    left (graph "stayed finite — loss 1.96e17", eager "NaN reproduced", training's loss 1.58e18), as did the scene's
+    search of rates ("no rate down to 1.22e-6 kept the window finite"; 1e-6 does). The state is captured, and both
+    replays start from it: the step's loss is training's."""
+    program = SHAPES / "fit_stateful_char_gru.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert output_value(done.stdout, "weights finite") == "True"
+    (bundle,) = bundles(tmp_path)
+    captured = CaptureBundle.load(bundle)
+    paths = [v["path"] for v in captured.manifest["weights"]["variables"]]
+    assert "sequential/gru/rnn_state" in paths, paths
+    trained = captured.manifest["loss_history"][-1]["loss"]
+    replayed = nanlens_json("replay", str(bundle))
+    for mode in ("graph", "eager"):
+        verdict = replayed["verdicts"][mode]
+        assert verdict["reproduced"], verdict
+        assert verdict["loss"] == pytest.approx(trained, rel=1e-4), (verdict["loss"], trained)
+    assert "no learning rate down to" not in done.stderr, done.stderr[-3000:]
+
+
 def test_a_step_that_takes_its_optimizer_as_an_argument_replays(tmp_path):
     """A research port's ``train_step(x, y, model, optimizer, criterion)``: both replays failed with "AttributeError:
     'SGD' object has no attribute 'numpy'", the optimizer's ``assign`` method taken for a variable's (the step's

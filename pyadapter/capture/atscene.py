@@ -236,6 +236,8 @@ def window_search(
     if used is not None and (not used.finite or used.value < 0):
         return None  # the rate itself is the cause (`pyadapter.cause`): no lower rate to search for
 
+    from pyadapter.capture.window import RECENT_STEPS
+
     entry = snapshot.entry_script_info()
     context = CauseContext(
         history=bundle_writer.history_to_json(history),
@@ -246,6 +248,8 @@ def window_search(
         batch_index=batch_index,
         entry_script=entry.get("path"),
         cwd=entry.get("cwd"),
+        # A record far out in a batch just before (not a rate) is the cause then: no search.
+        recent_batches=[(s, live.to_numpy(b)) for s, b in found[1][-RECENT_STEPS:]],
     )
     cause = _scene_cause(located, context)
     if cause is None or cause.kind != "divergence":

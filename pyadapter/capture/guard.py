@@ -601,7 +601,7 @@ class NanGuard(keras.callbacks.Callback):
             kwargs={},
             variables=snapshot.unique(
                 [
-                    *model.variables,
+                    *keras_lines.model_variables(model),
                     *keras_lines.metrics_variables(model),
                     *(v for o in optimizers for v in keras_lines.optimizer_variables(o)),
                     *seed_variables,

@@ -182,6 +182,34 @@ def metrics_variables(model: Any) -> list[Any]:
     return [v for metric in getattr(model, "metrics", []) for v in metric.variables]
 
 
+def model_variables(model: Any) -> list[Any]:
+    """The model's variables, then its stateful RNN layers' states (``GRU(stateful=True)``), which Keras keeps out of
+    ``model.variables`` (made untracked): the hidden state a step starts from is the step's state as much as the
+    weights. Left out, the bundle did not hold it, and the scene, the window's rate search and both replays ran from
+    whatever state the last run left (a state of 1e19 after the failing step: "no rate kept the window finite")."""
+    variables = list(model.variables)
+    seen = {id(v) for v in variables}
+    for state in rnn_states(model):
+        if id(state) not in seen:
+            seen.add(id(state))
+            variables.append(state)
+    return variables
+
+
+def rnn_states(model: Any) -> list[Any]:
+    """The state variables of the model's stateful RNN layers (Keras 3 and tf_keras), once they are made."""
+    import tensorflow as tf
+
+    layers = model._flatten_layers() if hasattr(model, "_flatten_layers") else []
+    found = []
+    for layer in layers:
+        states = getattr(layer, "states", None) if getattr(layer, "stateful", False) is True else None
+        if states is None:
+            continue
+        found += [s for s in tf.nest.flatten(states) if hasattr(s, "assign") and hasattr(s, "numpy")]
+    return found
+
+
 def frozen_weights(model: Any) -> list[Any]:
     """The weights of the model's layers that have ``trainable=False`` (a pretrained backbone or embedding table
     under a trained head), each once: no step changes them, as either line runs a frozen layer's BatchNorm in

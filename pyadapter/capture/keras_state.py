@@ -19,7 +19,7 @@ def state_variables(model: keras.Model) -> list[Any]:
     seed generators' states."""
     return snapshot.unique(
         [
-            *model.variables,
+            *keras_lines.model_variables(model),
             *(v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)),
             *(v for _, v in rng.seed_generator_states(model)),
         ]
@@ -101,7 +101,7 @@ def save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, see
             extra["model_save_error"] = _save_error_text(model, exc)
         values, total = snapshot.variable_values(
             [
-                ("model", list(model.variables)),
+                ("model", keras_lines.model_variables(model)),
                 (
                     "optimizer",
                     [v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)],

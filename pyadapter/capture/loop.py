@@ -385,7 +385,7 @@ class GuardedStep:
         ]
         return snapshot.unique(
             [
-                *(v for m in self.models for v in m.variables),
+                *(v for m in self.models for v in keras_lines.model_variables(m)),
                 *(v for o in self.optimizers for v in keras_lines.optimizer_variables(o)),
                 *held,
                 *self._hand_variables,
@@ -543,7 +543,11 @@ class GuardedStep:
             for v in tf.nest.flatten(list(loop_bundle.trackable_children(self.checkpoint).values()))
             if isinstance(v, tf.Variable)
         ]
-        variables = [v for m in self.models for v in [*m.variables, *keras_lines.metrics_variables(m)]]
+        variables = [
+            v
+            for m in self.models
+            for v in [*keras_lines.model_variables(m), *keras_lines.metrics_variables(m)]
+        ]
         variables += [v for o in self.optimizers for v in keras_lines.optimizer_variables(o)]
         step_call = scene.SceneStep(
             step=self.python_function,

@@ -144,7 +144,7 @@ def _save_state(
                 seeds[path].assign(value)
         prefix = writer.file(bundle_format.CHECKPOINT_PREFIX)
         guarded.checkpoint.write(str(prefix))
-        groups = [("model", list(m.variables)) for m in guarded.models]
+        groups = [("model", keras_lines.model_variables(m)) for m in guarded.models]
         groups += [("optimizer", keras_lines.optimizer_variables(o)) for o in guarded.optimizers]
         groups.append(("module", guarded.hand_variables()))
         # What the step keeps by hand (accumulators, a micro-step counter), under the program's names for it.

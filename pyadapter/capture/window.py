@@ -52,6 +52,7 @@ import os
 import statistics
 import sys
 import time
+import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
@@ -564,6 +565,34 @@ class WindowData:
 def manifest_entry(manifest: dict[str, Any]) -> dict[str, Any] | None:
     entry = manifest.get(MANIFEST_KEY)
     return entry if isinstance(entry, dict) else None
+
+
+RECENT_STEPS = 3  # the steps before the failing one whose batches a cause looks into (`recent_batches`)
+
+
+def recent_batches(bundle: Any, count: int = RECENT_STEPS) -> list[tuple[int, Any]]:
+    """(step, batch) of the last `count` steps before the failing one that the bundle's window holds, oldest first;
+    [] without a window or with one that does not fit its files. Reads only those batches' arrays (the window's
+    state, a copy of the model, is not read)."""
+    entry = manifest_entry(bundle.manifest)
+    batches_entry = (entry or {}).get("batches")
+    files = bundle.manifest.get("files") or {}
+    if (
+        not isinstance(batches_entry, dict)
+        or batches_entry.get("file") != BATCHES_FILE
+        or BATCHES_FILE not in files
+    ):
+        return []
+    structures, end = batches_entry.get("structures"), (entry or {}).get("end_step")
+    if not isinstance(structures, list) or len(structures) < 2 or not _is_int(end):
+        return []
+    chosen = structures[-1 - count : -1]  # the last one is the failing step's own
+    first = end - len(chosen)
+    try:
+        with np.load(bundle.path / BATCHES_FILE, allow_pickle=False) as arrays:
+            return [(first + i, structure.rebuild(s, arrays)) for i, s in enumerate(chosen)]
+    except (structure.StructureError, ValueError, OSError, EOFError, zipfile.BadZipFile, KeyError):
+        return []  # the window's batches are evidence only: a cause without them is still one
 
 
 def read_window(bundle: Any) -> WindowData | None:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from pyadapter import numpy_warnings
-from pyadapter.capture import fit_arrays, learning_rate
+from pyadapter.capture import fit_arrays, learning_rate, window
 from pyadapter.capture.sourcerecord import MANIFEST_KEY as SOURCE_KEY
 from pyadapter.capture.sourcerecord import DataSource
 from pyadapter.cause import scale
@@ -86,6 +86,7 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         ),
         zero_variances=_zero_variances(bundle),
         step_state=_step_state_scalars(bundle),
+        recent_batches=window.recent_batches(bundle),
     )
 
 

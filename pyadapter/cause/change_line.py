@@ -108,6 +108,22 @@ def _constant_of(unit: SourceUnit, name: str, depth: int = 0) -> float | None:
     return values[0] if len(values) == 1 else None
 
 
+def _constant_of_an_earlier_cell(units: list[SourceUnit], unit: SourceUnit, name: str) -> float | None:
+    """A notebook's ``LEARNING_RATE = 1e-2`` in the last cell run before `unit` that assigns it: what `name` held
+    when `unit` ran. A training cell run again after the rate's cell was edited and re-run builds its optimizer with
+    the new value; the first run of that cell, which trained at the old one, was named as the line to change."""
+    if unit.cell is None or unit not in units:
+        return None
+    for earlier in reversed(units[: units.index(unit)]):
+        assigned = any(
+            isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
+            for n in ast.walk(earlier.tree)
+        )
+        if assigned:
+            return _constant_of(earlier, name)
+    return None
+
+
 def _constant_expression(unit: SourceUnit, node: ast.expr, depth: int = 0) -> float | None:
     """The value of arithmetic on numbers and names assigned a number once (``base_learning_rate * 1000``)."""
     if depth > 8:
@@ -311,6 +327,8 @@ def _optimizer_sites(units: list[SourceUnit], recorded: list[str]) -> list[Site]
                     # SGD(LR), or SGD(base_learning_rate * 1000), a fine-tuning phase's rate (tensorflow.org's
                     # transfer learning tutorial writes base_learning_rate / 10): the phases' lines are told apart.
                     site.learning_rate = _constant_expression(unit, arg)
+                if site.learning_rate is None and isinstance(arg, ast.Name):
+                    site.learning_rate = _constant_of_an_earlier_cell(units, unit, arg.id)
                 if site.learning_rate is None and isinstance(arg, (ast.Name, ast.Call)):
                     schedule = _schedule_site(units)
                     if schedule is not None:  # the rate comes from a schedule: that is the line to change
@@ -1243,6 +1261,13 @@ def fit_array_site(
         if not isinstance(argument, ast.Name):
             return None
         found = _assignment_before(units, unit, argument.id, call.lineno)
+        # Back past conversions of the name itself (``X = X.values.astype("float32")`` after ``X = (X - X.mean()) /
+        # X.std()``): they make no value, and the line that does was "filter where the data is read".
+        while found is not None and _converts_itself(found[1], argument.id):
+            earlier = _assignment_before(units, found[0], argument.id, found[1].lineno)
+            if earlier is None:
+                break
+            found = earlier
         if found is None:
             return None
         where, statement = found
@@ -1274,6 +1299,33 @@ def fit_array_site(
 
 # Calls that pass an array or frame through unchanged in its columns: ``.to_numpy()``, ``.astype("float32")``.
 _PASS_THROUGH = ("to_numpy", "astype", "copy", "values", "fillna", "reset_index")
+# Functions that convert their first argument without computing: ``np.asarray(X, dtype="float32")``.
+_CONVERTERS = ("asarray", "array", "float32", "convert_to_tensor", "constant")
+
+
+def _converts_itself(statement: ast.stmt, name: str) -> bool:
+    """``X = X.values.astype("float32")``, ``X = np.asarray(X)``: an assignment of `name` that only converts its
+    earlier value (attributes and calls of `_PASS_THROUGH`, or a converter of it)."""
+    if not isinstance(statement, ast.Assign) or not any(
+        isinstance(t, ast.Name) and t.id == name for t in statement.targets
+    ):
+        return False
+    value: ast.expr = statement.value
+    while True:
+        if isinstance(value, ast.Name):
+            return value.id == name
+        if isinstance(value, ast.Attribute) and value.attr in _PASS_THROUGH:
+            value = value.value
+        elif (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in _PASS_THROUGH
+        ):
+            value = value.func.value
+        elif isinstance(value, ast.Call) and called_name(value) in _CONVERTERS and value.args:
+            value = value.args[0]
+        else:
+            return False
 
 
 def _frame_column(

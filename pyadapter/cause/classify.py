@@ -81,6 +81,9 @@ class CauseContext:
     # The single numbers a custom step reads or keeps in variables of its own, by the program's names for them
     # (``{"temperature": 0.0}``: a value the loop assigns before each step; `CaptureBundle.step_state_scalars`).
     step_state: dict[str, float] = field(default_factory=dict)
+    # (step, batch) of the steps just before the failing one (the guard's window), oldest first: an outlier there
+    # made the update that blew up the failing step.
+    recent_batches: list[tuple[int, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -476,6 +479,10 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
     if overflow and known and (fell := trend.fall(context.history)) is not None:
         # The loss went to -1e18 "improving" at every step: no rate made it, a term without a lower bound did.
         return _unbounded_loss(findings, origin, fell)
+    if overflow and known and not steady and (earlier := _extreme_record_before(context)) is not None:
+        # A target of 1e12 in the step before: its update drove the weights far out, and the failing step, on a
+        # clean batch, overflowed. "Divergence at the rate" (no rate kept the window finite) hid the record.
+        return _extreme_record_earlier(findings, context, units, origin, *earlier)
     if overflow and growth is not None and not steady:
         return _divergence(context, units, origin, growth)
     if overflow and known and not steady and (fast := _fast(context)) is not None:
@@ -2243,6 +2250,45 @@ def _extreme_record(
     if change is not None:
         change = dataclasses.replace(change, what=what)
     return Cause("data", summary, evidence, change, provenance=where)
+
+
+def _extreme_record_before(context: CauseContext) -> tuple[int, Outlier] | None:
+    """(step, record) of a value a million times its batch's others (`rows.extreme_record`) in one of the batches
+    just before the failing step, the latest such; None when none holds one."""
+    for step, batch in reversed(context.recent_batches):
+        record = extreme_record(batch)
+        if record is not None:
+            return step, record
+    return None
+
+
+def _extreme_record_earlier(
+    findings: Findings,
+    context: CauseContext,
+    units: list[SourceUnit],
+    origin: Finding,
+    step: int,
+    record: Outlier,
+) -> Cause:
+    """An overflow on a clean batch after a batch with one value far outside the rest: that record's update drove
+    the weights out (`_extreme_record_before`). The record and where the array that holds it is made."""
+    record = dataclasses.replace(
+        record, element=_named_by_step_parameters(record.element, units, context.step_function)
+    )
+    failing = f"step {context.step}'s" if context.step is not None else "the failing step's"
+    summary = (
+        f"the batch of step {step}, before the failing one, held one value far outside the rest: "
+        f"{record.describe()}; its gradient alone is that much larger than a usual one, so that step's update "
+        f"drove the weights far out and {failing} {origin.op.type} overflowed float32: no learning rate keeps such "
+        "a step finite"
+    )
+    what = f"the record {record.record_text()} (in the batch of step {step}): correct it or leave it out where the data is read"
+    made = _fit_array_site(context, units, record.element)
+    change = _change(made, what, "array") if made is not None else _reading_change(findings, None)
+    if change is not None:
+        change = dataclasses.replace(change, what=what)
+    evidence = {**_read_evidence(origin, context, record.element, overflow=True), "record_step": step}
+    return Cause("data", summary, evidence, change)
 
 
 def _sqrt_differentiated_at_zero(origin: Finding) -> int | None:

@@ -23,7 +23,7 @@ from pyadapter.capture import rng
 from pyadapter.capture.batchcodec import values_of
 from pyadapter.capture.bundle_format import KIND_FIT, BundleError
 from pyadapter.capture.gate import forward_state_variables
-from pyadapter.capture.keras_lines import optimizer_variables, trained_variables
+from pyadapter.capture.keras_lines import model_variables, optimizer_variables, trained_variables
 from pyadapter.capture.reader import CaptureBundle
 from pyadapter.capture.snapshot import (
     to_tensors,  # noqa: F401 - the batch as the step takes it (shards, reentry)
@@ -202,7 +202,7 @@ def keras_step_program(bundle: CaptureBundle, model: Any, optimizers: list[Any],
     return StepProgram(
         step=model.train_step,
         args=(data,),
-        state=unique([*model.variables, *(v for o in optimizers for v in optimizer_variables(o))]),
+        state=unique([*model_variables(model), *(v for o in optimizers for v in optimizer_variables(o))]),
         trainable=list(model.trainable_variables),
         optimizers=list(optimizers),
         forward_state=forward_state_variables([model]),
@@ -237,7 +237,7 @@ def loop_step_program(
         args=args,
         kwargs=kwargs,
         state=unique(
-            [v for m in models for v in m.variables]
+            [v for m in models for v in model_variables(m)]
             + [v for o in optimizers for v in optimizer_variables(o)]
             + list(by_hand or [])
             + list(kept or [])
@@ -413,7 +413,8 @@ def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]
     for optimizer, own in _what_each_optimizer_trains(bundle, checkpoint, trainable):
         build_optimizers([optimizer], own, name_scopes=False)
     state = unique(
-        [v for m in models for v in m.variables] + [v for o in optimizers for v in optimizer_variables(o)]
+        [v for m in models for v in model_variables(m)]
+        + [v for o in optimizers for v in optimizer_variables(o)]
     )
     _check_trains_only(bundle, entry, state)
     restore_checkpoint(bundle, checkpoint).expect_partial()

@@ -170,6 +170,7 @@ class _BundleTakeover:
         (the same shapes in order, or a manifest that lists none: an older bundle). A grid search fits a model of
         another width first, with the same optimizer class and number of weights; a width read from an environment
         variable (``HIDDEN=64 python train.py``) replayed without it builds one too."""
+        from pyadapter.capture import keras_lines
         from pyadapter.capture.snapshot import variable_path
 
         captured = [
@@ -179,14 +180,15 @@ class _BundleTakeover:
         ]
         if not captured:
             return None
-        for entry, variable in zip(captured, model.variables, strict=False):
+        variables = keras_lines.model_variables(model)
+        for entry, variable in zip(captured, variables, strict=False):
             if entry.get("shape") != list(variable.shape):
                 return (
                     f"its model's {variable_path(variable)} is {list(variable.shape)}, the captured one "
                     f"{entry.get('shape')}"
                 )
-        if len(captured) != len(model.variables):
-            return f"its model has {len(model.variables)} variables, the captured one {len(captured)}"
+        if len(captured) != len(variables):
+            return f"its model has {len(variables)} variables, the captured one {len(captured)}"
         return None
 
     def takes(self, model: Any) -> bool:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from pyadapter.capture.keras_lines import optimizer_variables
+from pyadapter.capture.keras_lines import model_variables, optimizer_variables
 from pyadapter.capture.optimizers import build_optimizers
 from pyadapter.capture.snapshot import unique, variable_path
 
@@ -56,7 +56,7 @@ def assign_captured_state(
             [v for m in models for v in m.trainable_variables],
         )
     variables = unique(
-        [v for m in models for v in m.variables]
+        [v for m in models for v in model_variables(m)]
         + [v for o in live_optimizers for v in optimizer_variables(o)]
     )
     if not variables:
