@@ -258,6 +258,28 @@ def test_a_from_generator_generator_is_found():
     assert site is not None and (site.function, site.line) == ("rows", 5)
 
 
+FACTORY = """
+import csv
+import tensorflow as tf
+def row_generator(files):
+    def gen():
+        for path in files:
+            with open(path) as handle:
+                for row in csv.DictReader(handle):
+                    yield [float(row[k]) for k in FEATURES], float(row["y"])
+    return gen
+ds = tf.data.Dataset.from_generator(row_generator(train_files), output_signature=SIGNATURE).batch(32)
+model.fit(ds, epochs=3)
+"""
+
+
+def test_a_generator_a_factory_returns_is_found_at_its_yield():
+    """``from_generator(row_generator(files))``, the factory defining ``gen()`` and returning it: the data cause was
+    marked at the from_generator statement and the generator was never named."""
+    site = feed_site([unit(FACTORY)])
+    assert site is not None and (site.feed, site.function, site.line) == ("generator", "gen", 9), site
+
+
 def test_arrays_passed_to_fit_have_no_python_feed():
     assert feed_site([unit(ARRAYS)]) is None
 

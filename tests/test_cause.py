@@ -203,6 +203,39 @@ def test_a_rate_given_on_the_command_line_is_named_with_its_flag(tmp_path: Path,
     assert cause.change.what.startswith(f"learning rate 2 (SGD{given}): try 0.2"), cause.change.what
 
 
+def test_a_rate_the_program_raised_over_the_window_names_the_schedule_s_rise(tmp_path: Path) -> None:
+    """``LearningRateScheduler(lambda epoch, lr: lr * 1.5)`` (meant as a warm-up) with ReduceLROnPlateau: the run
+    diverged at 0.166, and the change was "learning rate 0.166 (LearningRateScheduler): try 0.0166", a number for a
+    lambda that writes none. The guard's window saw the rate rise (its search refused for it): that rise is named."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = write_program(tmp_path)
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(0.166),
+        window_search={
+            "steps": 12,
+            "start_step": 5,
+            "captured_learning_rate": 0.0493,
+            "stopped": "the learning rate changed during the window (0.0493 at its start, step 5; 0.166 at the "
+            "failing step): the program sets it as it trains, and the window replays at one rate: not searched",
+        },
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence", cause
+    assert "after the program raised the rate x3.37 over the guard's window (0.0493 at step 5 to 0.166)" in (
+        cause.summary
+    ), cause.summary
+    assert cause.change is not None and cause.change.what.startswith(
+        "the schedule that sets it: it raised"
+    ), cause.change.what
+    # A rate that fell over the window (a decay) is no rise.
+    context.learning_rate = LearningRate(0.03)
+    assert "raised the rate" not in classify(findings_of(overflow_origin(program)), context).summary
+
+
 @pytest.mark.parametrize(
     ("settings", "read"),
     [
@@ -1607,6 +1640,66 @@ def test_a_division_by_a_zero_target_is_the_data_not_an_overflow(tmp_path: Path)
     assert cause.evidence["batch_array"] == "y" and cause.evidence["element"] == "y[2, 0] = 0"
 
 
+def test_a_relative_error_divided_by_zero_targets_is_not_a_feature_s_record(tmp_path: Path) -> None:
+    """A Keras 2 sales model's MAPE, ``K.abs((y_true - y_pred) / y_true)``, with a sales of 0 on holidays: the rows
+    that went -inf are the holidays, and the holiday flag (standardized: 5.89 among -0.17) was named the record to
+    correct ("the record x[13, 4] = 5.89188: correct it or leave it out"), which changes nothing. The divisor held
+    the zeros: the relative error is undefined there."""
+    from pyadapter.cause.rows import rows_of
+
+    program = write_program(tmp_path)
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(128, 5)).astype("float32")
+    holiday = np.zeros(128, bool)
+    holiday[[13, 63, 85, 111]] = True
+    x[:, 4] = np.where(holiday, 5.89188, -0.169725)
+    y = np.where(holiday, 0.0, rng.uniform(50, 500, 128)).astype("float32").reshape(128, 1)
+    output = np.where(holiday[:, None], -np.inf, 0.1).astype("float32")
+    rows = rows_of(output, (x, y))
+    assert rows is not None and rows.outliers and rows.outliers[0].element.leaf == "x", rows
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("mape/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=128, neg_inf=4, pos=124),
+        inputs=[
+            InputHealth("mape/sub:0", TensorHealth(dtype="float32", size=128, neg=124, neg_inf=0, pos=4)),
+            InputHealth("ExpandDims:0", TensorHealth(dtype="float32", size=128, zero=4, pos=124)),
+        ],
+    )
+    findings = findings_of(origin, bad_rows=rows.to_json())
+    findings.extra["origin_code"] = "    return K.mean(K.abs((y_true - y_pred) / y_true)) * 100"
+    cause = classify(findings, CauseContext(batch=(x, y), entry_script=str(program)))
+    assert cause.kind != "data", cause
+    assert "x[13, 4]" not in cause.summary and "x[13, 4]" not in (
+        cause.change.what if cause.change else ""
+    ), cause
+
+
+def test_a_mean_of_an_empty_replica_share_is_told_compute_average_loss(tmp_path: Path) -> None:
+    """tensorflow.org's distributed custom loop with ``tf.reduce_mean(per_example_loss)``: the last global batch of
+    one example split over two replicas leaves replica 1 none, and its mean is 0 / 0. It was "a Mean op made NaN/Inf
+    from finite inputs (...: finite (0 values)): keep its inputs in its domain"."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("replica_1/Mean", "Mean"),
+        health=TensorHealth(dtype="float32", size=1, nan=1),
+        inputs=[
+            InputHealth(
+                "replica_1/sparse_categorical_crossentropy/Sum:0", TensorHealth(dtype="float32", size=0)
+            )
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.kind == "op", cause
+    assert "averaged an empty tensor" in cause.summary, cause.summary
+    assert cause.change is not None and "tf.nn.compute_average_loss" in cause.change.what, cause.change
+
+
 DATASET_TRAIN = """\
 import keras
 import numpy as np
@@ -2000,6 +2093,47 @@ def test_an_lgamma_of_a_softplus_zero_on_raw_dollar_features_is_told_to_scale_th
     assert "the batch's features are unscaled (x[:, " in cause.summary, cause.summary
     assert cause.change is not None and cause.change.line == 3, cause.change
     assert cause.change.what.startswith("scale the features"), cause.change
+
+
+def test_a_log_of_a_softmax_zero_on_raw_count_features_is_told_to_scale_them(tmp_path: Path) -> None:
+    """Label smoothing by hand, ``-sum(y * log(y_pred))`` on a softmax output, fed raw counts in the hundreds: the
+    softmax is exactly 0 at step 0. It said "take tf.nn.log_softmax ... or keep it above 0 (tf.math.log(tf.maximum(x,
+    1e-7)))"; the clamp, followed, left the classifier stuck at accuracy 0.19, and scaling the inputs alone removed
+    the NaN. The features' scale is named first, log_softmax next."""
+    program = tmp_path / "smooth.py"
+    program.write_text(
+        "import numpy as np\n"
+        "import keras\n"
+        "X = np.load('counts.npy')\n"
+        "y = np.load('labels.npy')\n"
+        "model = build_model()\n"
+        "model.fit(X, y, batch_size=32)\n"
+    )
+    rng = np.random.default_rng(0)
+    batch = (
+        rng.uniform(0, 800, size=(32, 6)).astype("float32"),
+        np.eye(5, dtype="float32")[np.arange(32) % 5],
+    )
+    origin = Finding(
+        file=str(program),
+        line=5,
+        role="origin",
+        op=OpRef("compile_loss/loss_fn/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=160, neg_inf=96, neg=64),
+        inputs=[
+            InputHealth(
+                "sequential/dense_1/Softmax:0", TensorHealth(dtype="float32", size=160, zero=96, pos=64)
+            )
+        ],
+    )
+    cause = classify(
+        findings_of(origin), CauseContext(entry_script=str(program), batch=batch, layer_classes=set())
+    )
+    assert "the batch's features are unscaled (x[:, " in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.what.startswith("scale the features"), cause.change
+    assert "tf.nn.log_softmax" in cause.change.what and "those rows stop learning" in cause.change.what, (
+        cause.change
+    )
 
 
 def test_an_rsqrt_at_a_batch_norm_given_epsilon_0_is_that_epsilon(tmp_path: Path) -> None:

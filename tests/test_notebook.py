@@ -1125,7 +1125,10 @@ def test_a_notebook_step_with_python_control_flow_replays_in_graph_mode(tmp_path
     converted by AutoGraph, which reads the step's source: in a replay, the cell files re-entry writes under
     ``.nanlens/cells``. When the replay's writes first went to a scratch copy (`pyadapter.replay.scratch_files`),
     those files were not on disk and the graph replay failed with "OperatorNotAllowedInGraphError: Using a symbolic
-    tf.Tensor as a Python bool". NaN Lens's own folder is written as is."""
+    tf.Tensor as a Python bool". NaN Lens's own folder is written as is.
+
+    The step adds input noise with an unseeded ``tf.random.normal``: the scene's note of it named the kernel's file
+    of the cell ("RandomStandardNormal at 3787931277.py:31"); it names the notebook's cell."""
     folder = tmp_path / "work"
     folder.mkdir()
     capture_dir = tmp_path / "captures"
@@ -1138,6 +1141,7 @@ optimizer = keras.optimizers.SGD(0.1)
 @guard_step(capture_dir=CAPTURE_DIR, model=model, optimizer=optimizer)
 @tf.function
 def train_step(xb, yb):
+    xb = xb + tf.random.normal(tf.shape(xb), stddev=0.01)  # input noise
     with tf.GradientTape() as tape:
         loss = naive_loss(yb, model(xb))
     grads = tape.gradient(loss, model.trainable_variables)
@@ -1161,6 +1165,8 @@ except NonFiniteStepError as error:
     path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
     _run_notebook(path, tmp_path, "branching.ipynb")
     (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    warnings = json.loads((bundle / "findings.json").read_text(encoding="utf-8"))["warnings"]
+    assert any("RandomStandardNormal at branching.ipynb cell 4, line 10" in w for w in warnings), warnings
     result = _nanlens("replay", bundle, folder)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)

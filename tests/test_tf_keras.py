@@ -88,6 +88,18 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Run]:
     return done
 
 
+def _run_legacy(code: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """``python -c CODE`` in `folder` with ``TF_USE_LEGACY_KERAS=1``, as a Keras 2 user runs a script."""
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(legacy=True),
+        cwd=str(folder),
+    )
+
+
 def _nanlens(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     # Without TF_USE_LEGACY_KERAS: the bundle says it is a tf_keras one. In the programs' folder: their own code.
     return subprocess.run(
@@ -201,14 +213,7 @@ BAD_INPUT = textwrap.dedent("""
 
 
 def test_bad_input_gets_one_line(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", BAD_INPUT],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_env(legacy=True),
-        cwd=str(tmp_path),
-    )
+    done = _run_legacy(BAD_INPUT, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert set(out) == {"module", "loop", "fit"}, out
@@ -250,14 +255,7 @@ SKIP_MODE = textwrap.dedent("""
 def test_skip_mode_holds_back_only_the_bad_step(tmp_path: Path) -> None:
     """on_nan="skip" with tf_keras's current and legacy optimizers, two steps per execution: the bad batch's update
     is held back, the other three are applied, and the epoch's metrics do not take the NaN in."""
-    done = subprocess.run(
-        [sys.executable, "-c", SKIP_MODE],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_env(legacy=True),
-        cwd=str(tmp_path),
-    )
+    done = _run_legacy(SKIP_MODE, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     for result in json.loads(done.stdout.strip().splitlines()[-1]):
         assert result == {"iterations": 3, "failed": [1], "finite": True, "logs_finite": True}
@@ -289,14 +287,7 @@ def test_a_fit_under_mirrored_strategy_is_guarded(tmp_path: Path) -> None:
     """tf_keras keeps ``steps_per_execution`` in a variable, a MirroredVariable under a MirroredStrategy: NanGuard
     crashed in ``on_train_begin`` ("int() argument must be ... not 'MirroredVariable'"), no guard and no bundle. It
     stops at the bad step with the weights finite and writes the bundle."""
-    done = subprocess.run(
-        [sys.executable, "-c", MIRRORED_FIT],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_env(legacy=True),
-        cwd=str(tmp_path),
-    )
+    done = _run_legacy(MIRRORED_FIT, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "weights finite: True" in done.stdout, done.stdout[-2000:]
     (bundle,) = sorted((tmp_path / "captures").glob("*-step*"))

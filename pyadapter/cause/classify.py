@@ -449,9 +449,10 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # mean: the division is what to change (as the same 0 / 0 in a graph's isolated node is).
         and not (_empty_records_only(rows) and _division_words(origin))
         # A target of 0 divided by in a relative error (MAPE's ``/ y_true``: a day the store was closed) is valid
-        # data: the loss is undefined there, the record is right.
+        # data: the loss is undefined there, the record is right. A feature unlike the rest on those rows (the
+        # holiday flag of the closed days) goes with the zero target, and correcting it changes nothing.
         and not (
-            all(o.element.value == 0 for o in rows.outliers)
+            (all(o.element.value == 0 for o in rows.outliers) or _divisor_holds_zeros(origin))
             and _division_words(origin)
             and _RELATIVE_ERROR.search(str(findings.extra.get("origin_code") or ""))
         )
@@ -1113,6 +1114,8 @@ def _op(
         words = _matrix_words(origin)
     if words is None and not overflow:
         words = _zero_times_infinity_words(origin)
+    if words is None and not overflow:
+        words = _empty_mean_words(origin)
     if words is not None and origin.op.type == "Log":
         words = (
             _underflowed_exp_words(findings, origin) or _log_of_an_activation_words(findings, words) or words
@@ -1335,7 +1338,15 @@ def _saturated_by_unscaled_features(
     (tf.nn.softplus(x) + 1e-6)", followed, trained nothing (val_loss stuck); the features' scale is the change,
     the op's own words the other way out. Only for a model with no normalizing layer. None otherwise."""
     zeros = any(i.health is not None and i.health.is_finite and i.health.zero for i in origin.inputs)
-    if origin.op.type not in _SATURATING_DOMAIN_OPS or not zeros or cause.change is None:
+    # A log of a softmax or sigmoid output that is exactly 0 (a classifier on raw counts in the hundreds, at step 0).
+    saturated_log = origin.op.type == "Log" and any(
+        re.search(r"softmax|sigmoid", i.name, re.IGNORECASE) for i in origin.inputs
+    )
+    if (
+        (origin.op.type not in _SATURATING_DOMAIN_OPS and not saturated_log)
+        or not zeros
+        or cause.change is None
+    ):
         return None
     unscaled = [u for u in _unscaled_inputs(context, units) if u.role == "features"]
     if not unscaled:
@@ -1354,7 +1365,7 @@ def _saturated_by_unscaled_features(
         )
     summary = (
         f"{cause.summary}; the batch's features are unscaled ({unscaled[0].describe()}): pre-activations that large "
-        "make a softplus, sigmoid or exp output exactly 0 in float32"
+        "make a softplus, sigmoid, softmax or exp output exactly 0 in float32"
     )
     what = f"{change.what}; or {cause.change.what}"
     evidence = {**cause.evidence, "unscaled_inputs": [u.to_json() for u in unscaled]}
@@ -1652,9 +1663,12 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
         )
         return summary, what
     if name == "log" and "softmax" in value.name.lower():
+        # The clamp, followed, kept it finite and left a classifier stuck (accuracy 0.19 for 3 epochs): its
+        # gradient is 0 where the softmax is 0. The softmax comes off the layer for the logits to be there.
         what = (
             "the log of a softmax: take tf.nn.log_softmax of the logits (or a Keras loss with from_logits=True), "
-            f"or keep it above 0 ({fix})"
+            "with the softmax taken off the layer that makes them; a clamp "
+            f"({fix}) keeps it finite, but its gradient is 0 where the softmax is 0, so those rows stop learning"
         )
     elif name == "log" and re.search(r"(?:^|/)relu(?:_\d+)?:\d+\b", value.name.lower()):
         # log(relu(raw)) of a variance head (an eager step names the input, with no scan upstream): softplus.
@@ -2252,6 +2266,38 @@ def _extreme_record(
     return Cause("data", summary, evidence, change, provenance=where)
 
 
+_MEAN_OPS = frozenset({"Mean"})
+
+
+def _empty_mean_words(origin: Finding) -> tuple[str, str] | None:
+    """(summary, what to change) for a mean of an empty tensor (its input recorded with 0 values): 0 / 0. Under a
+    tf.distribute strategy, the last global batch split over the replicas leaves one with no rows, and
+    ``tf.reduce_mean(per_example_loss)`` there is NaN. It was "a Mean op made NaN/Inf from finite inputs ...: keep
+    its inputs in its domain", for an input that held nothing. None for any other op or input."""
+    if origin.op.type not in _MEAN_OPS or not origin.inputs:
+        return None
+    values = origin.inputs[0].health
+    if values is None or values.size != 0:
+        return None
+    summary = (
+        f"the Mean op averaged an empty tensor ({origin.inputs[0].name}: 0 values): the mean of nothing is 0 / 0, "
+        "NaN. A batch with no rows: under a tf.distribute strategy, a replica's share of a last global batch "
+        "smaller than the replicas"
+    )
+    what = (
+        "the mean of the per-example losses: tf.nn.compute_average_loss(per_example_loss, "
+        "global_batch_size=GLOBAL_BATCH_SIZE) under a strategy (it divides by the global batch, so an empty share "
+        "adds 0), or batch(..., drop_remainder=True) so no batch is short"
+    )
+    return summary, what
+
+
+def _divisor_holds_zeros(origin: Finding) -> bool:
+    """Whether a division's divisor (its second input) held zeros, as the dump recorded it."""
+    divisor = origin.inputs[1].health if len(origin.inputs) > 1 else None
+    return divisor is not None and bool(divisor.zero)
+
+
 def _extreme_record_before(context: CauseContext) -> tuple[int, Outlier] | None:
     """(step, record) of a value a million times its batch's others (`rows.extreme_record`) in one of the batches
     just before the failing step, the latest such; None when none holds one."""
@@ -2663,6 +2709,23 @@ def _divergence(
                 what=f"{change.what}; or lower the restarts' peak (m_mul below 1 in CosineDecayRestarts, or a "
                 "lower peak for the later cycles): the run diverged after a restart",
             )
+    rose = _rate_rose_in_the_window(context) if blown_up is None and restart is None else None
+    if rose is not None:
+        # A schedule that raises the rate without end (a decay's lost minus sign, LearningRateScheduler's
+        # ``lr * 1.5`` per epoch): "try 0.0166" gave a number where the schedule's shape is the bug.
+        start_rate, start_step, raised_to = rose
+        evidence["rate_rose"] = {"from": start_rate, "step": start_step, "to": raised_to}
+        restart_text += (
+            f", after the program raised the rate x{raised_to / start_rate:.3g} over the guard's window "
+            f"({format_number(start_rate)} at step {start_step} to {format_number(raised_to)})"
+        )
+        if change is not None:
+            change = dataclasses.replace(
+                change,
+                what=f"the schedule that sets it: it raised the rate x{raised_to / start_rate:.3g} over the last "
+                f"{(context.step or start_step) - start_step} steps; keep it from rising (a decay's sign, a factor "
+                f"per epoch above 1) or cap it below the rates that trained; {change.what}",
+            )
     summary = f"the run diverged{rate_text}{scale_text}{restart_text}: {trend_text}, {ending}"
     if before_any_update:
         summary = (
@@ -2677,6 +2740,27 @@ def _divergence(
     if searched:
         evidence["window"] = searched[0]  # the sentence is in change.what, next to the rate it replaces
     return Cause("divergence", summary, evidence, change)
+
+
+def _rate_rose_in_the_window(context: CauseContext) -> tuple[float, int, float] | None:
+    """(rate at the window's start, its step, the failing step's rate) when the program raised the rate during the
+    guard's window (the window's search refused for it) by x1.5 or more; None otherwise."""
+    search = context.window_search or {}
+    start_rate, start_step = search.get("captured_learning_rate"), search.get("start_step")
+    used = context.learning_rate
+    if (
+        not isinstance(start_rate, (int, float))
+        or isinstance(start_rate, bool)
+        or not isinstance(start_step, int)
+        or isinstance(start_step, bool)
+        or used is None
+        or not used.finite
+        or not math.isfinite(start_rate)
+        or not start_rate > 0
+        or "changed during the window" not in str(search.get("stopped") or "")
+    ):
+        return None
+    return (float(start_rate), start_step, used.value) if used.value >= 1.5 * start_rate else None
 
 
 def _unscaled_inputs(context: CauseContext, units: list[SourceUnit]) -> list[scale.UnscaledInput]:

@@ -122,6 +122,19 @@ def _function_site(name: str, defs: _Defs) -> FeedSite | None:
     return FeedSite(unit, returned[-1], name, feed="py_function", function=name)
 
 
+def _factory_site(name: str, defs: _Defs, hops: int) -> FeedSite | None:
+    """A factory's generator: ``from_generator(row_generator(files))`` where ``row_generator`` defines ``gen()`` and
+    returns it. The data cause was marked at the from_generator statement, the generator never named."""
+    found = defs.functions.get(name)
+    if found is None:
+        return None
+    for value in reversed(_returned(found[1])):
+        site = _site_of(value, defs, hops + 1) if isinstance(value, (ast.Name, ast.Lambda)) else None
+        if site is not None:
+            return site
+    return None
+
+
 def _site_of(expr: ast.expr | None, defs: _Defs, hops: int = 0) -> FeedSite | None:
     """The feed an argument of fit / from_generator stands for: a call of a generator function or of a PyDataset
     class, a generator function itself, a lambda returning one, or a name assigned one of those."""
@@ -131,7 +144,7 @@ def _site_of(expr: ast.expr | None, defs: _Defs, hops: int = 0) -> FeedSite | No
         name = called_name(expr)
         if name is None:
             return None
-        return _generator_site(name, defs) or _dataset_site(name, defs)
+        return _generator_site(name, defs) or _dataset_site(name, defs) or _factory_site(name, defs, hops)
     if isinstance(expr, ast.Lambda):
         return _site_of(expr.body, defs, hops + 1)
     if isinstance(expr, (ast.Name, ast.Attribute)):

@@ -49,8 +49,22 @@ def _user_line(traceback: Any) -> str | None:
     for frame in reversed(list(traceback or [])):
         filename = getattr(frame, "filename", None)
         if filename and is_user_file(filename):
-            return shown_place(filename, frame.lineno)
+            return _kernel_cell_place(filename, frame.lineno) or shown_place(filename, frame.lineno)
     return None
+
+
+def _kernel_cell_place(file: str, line: int) -> str | None:
+    """'beta_vae.ipynb cell 7, line 31' for a line of a cell this Jupyter kernel ran (the scene, in the kernel):
+    its file, /tmp/ipykernel_.../3787931277.py, means nothing to the user. None outside a kernel or cell code."""
+    from pathlib import Path
+
+    from pyadapter.capture import notebook
+    from pyadapter.findings_text import place_text
+
+    if not notebook.in_kernel():
+        return None
+    found = notebook.cell_location(file, line)
+    return place_text(Path(found[0]).name, found[2], found[1]) if found is not None else None
 
 
 def found_in_graph(graph: Any) -> list[str]:

@@ -308,7 +308,7 @@ def run_step(
         if mode == "graph":
             _make_branch_flags(len(program.trainable) * max(1, len(program.optimizers)))
             names_box: list[list[str]] = []
-            random_box: list[str] = []
+            graph_box: list[Any] = []
 
             def traced(*args: Any, **kwargs: Any) -> Any:
                 graph = tf.compat.v1.get_default_graph()
@@ -319,7 +319,9 @@ def run_step(
                     graph.seed = graph.seed + 7919 * draw
                 values, names = step_and_flags(*args, **kwargs)
                 names_box[:] = [names]
-                random_box[:] = stateful_random.found_in_graph(tf.compat.v1.get_default_graph())
+                # Read after the trace, not in it: AutoGraph converts what the traced function calls, and the
+                # notebook lookup that names a cell's line failed converted ("NameError: name 'chunk'").
+                graph_box[:] = [tf.compat.v1.get_default_graph()]
                 return values
 
             # The graph is named after the step (e.g. "train_step"), as the dump and the findings show it.
@@ -328,7 +330,7 @@ def run_step(
             with wrap(), _quiet_tensorflow_log():
                 loss_values, tape_losses, grad_flags = function(*program.args, **program.kwargs)
             grad_names = names_box[0] if names_box else []
-            stateful = list(random_box)
+            stateful = stateful_random.found_in_graph(graph_box[0]) if graph_box else []
         else:
             from pyadapter.eager import eager
 
