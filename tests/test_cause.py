@@ -717,6 +717,38 @@ def test_an_outlier_in_the_batch_before_the_failing_step_is_the_record_not_the_r
     assert classify(findings_of(origin, step=10), context).kind == "divergence"
 
 
+def test_an_overflow_after_one_update_at_a_rate_far_too_high_is_the_rate(tmp_path: Path) -> None:
+    """keras.io's VAE compiled with ``Adam(learning_rate=1.0)``: an exp overflowed at step 1, after one update. It
+    was "the exp: bound its input (tf.clip_by_value, or a tanh)"; clipped at both exps, the model stayed finite and
+    learned nothing, and the rate alone at 1e-3 trained. A rate 1000x Adam's usual is the line to change."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "vae.py"
+    program.write_text(TRAIN.replace("SGD(learning_rate=0.05, momentum=0.9)", "Adam(learning_rate=1.0)"))
+    origin = overflow_origin(program, op="Exp")
+    history = [
+        {"step": 0, "loss": 543.2, "grad_norm": 330.8, "weight_norm": 201.1},
+        {"step": 1, "loss": None, "loss_nonfinite": "nan", "grad_norm": None, "grad_norm_nonfinite": "nan"},
+    ]
+    context = CauseContext(
+        history=history,
+        model_info={"optimizer": "Adam"},
+        step=1,
+        entry_script=str(program),
+        learning_rate=LearningRate(1.0),
+    )
+    cause = classify(findings_of(origin, step=1), context)
+    assert "the learning rate 1 is 1000x Adam's usual 0.001" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE, cause.change
+    assert cause.change.what.startswith("learning rate 1 (Adam): 1000x its usual 0.001; try 0.001"), (
+        cause.change
+    )
+    # At Adam's own rate the same overflow is the exp's.
+    context.learning_rate = LearningRate(0.001)
+    cause = classify(findings_of(origin, step=1), context)
+    assert cause.change is not None and cause.change.what.startswith("the exp"), cause.change
+
+
 def test_a_normalization_adapted_on_a_constant_feature_is_data_at_its_adapt_call(tmp_path: Path) -> None:
     """An LSTM forecaster whose Normalization was adapted on the first 2000 hours, where a maintenance flag is always
     0 (variance 0): the flag's first 1 became 1e7, the loss jumped x1e13 in one step and overflowed. The cause was
@@ -2230,6 +2262,26 @@ def test_a_py_function_inside_the_step_is_an_op_of_the_step_not_data(tmp_path: P
         assert cause.change is not None and cause.change.line == 7, cause.change
     else:
         assert cause.kind == "data", cause
+
+
+def test_a_log_of_a_zero_read_in_the_input_pipeline_is_told_log1p(tmp_path: Path) -> None:
+    """A sales forecaster's ``tf.math.log(price)`` in its tf.data map, free items at a price of 0: "keep it in the
+    domain (tf.math.log(tf.maximum(x, 1e-7)))" makes them outliers of -16.1; log1p is how such a target is logged."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("Log", "Log", graph="Dataset_map__to_log_target"),
+        health=TensorHealth(dtype="float32", size=1, neg_inf=1),
+        inputs=[InputHealth("args_1:0", TensorHealth(dtype="float32", size=1, zero=1))],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.change is not None and "tf.math.log1p(x)" in cause.change.what, cause.change
+    # In the training step, the same log of zeros keeps the general words.
+    origin.op = OpRef("Log", "Log", graph="train_step")
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.change is not None and "log1p" not in cause.change.what, cause.change
 
 
 CUSTOM_GRADIENT = """\

@@ -286,12 +286,32 @@ MIRRORED_FIT = textwrap.dedent(
 def test_a_fit_under_mirrored_strategy_is_guarded(tmp_path: Path) -> None:
     """tf_keras keeps ``steps_per_execution`` in a variable, a MirroredVariable under a MirroredStrategy: NanGuard
     crashed in ``on_train_begin`` ("int() argument must be ... not 'MirroredVariable'"), no guard and no bundle. It
-    stops at the bad step with the weights finite and writes the bundle."""
-    done = _run_legacy(MIRRORED_FIT, tmp_path)
+    stops at the bad step with the weights finite and writes the bundle. Its replay is not supported yet, and says
+    so in one line: it was "locate failed: ValueError: SyncOnReadVariable does not support `assign_add` in
+    cross-replica context" from tf_keras's metrics."""
+    (tmp_path / "train.py").write_text(MIRRORED_FIT, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "train.py"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(legacy=True),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "weights finite: True" in done.stdout, done.stdout[-2000:]
     (bundle,) = sorted((tmp_path / "captures").glob("*-step*"))
     assert CaptureBundle.load(bundle).keras_line == "tf_keras"
+    replayed = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "replay", str(bundle)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=_env(legacy=False),
+        cwd=tmp_path,
+    )
+    assert replayed.returncode != 0 and replayed.stderr.strip().splitlines()[-1].startswith("nanlens: error:")
+    assert "cannot replay yet" in replayed.stderr.strip().splitlines()[-1], replayed.stderr[-2000:]
 
 
 def test_a_loss_scale_stuck_at_its_floor_under_mixed_precision_is_a_failure(tmp_path: Path) -> None:

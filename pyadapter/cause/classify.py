@@ -150,6 +150,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _at_the_relu(findings, cause)
             or _layer_epsilon_zero(origin, cause, units)
             or _captured_non_finite(findings, origin, cause)
+            or _overflow_after_updates_at_a_rate_far_too_high(origin, context, cause, units)
             or cause
         )
     if (
@@ -1695,6 +1696,13 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
             f"(tf.nn.softplus(x) + 1e-6: a clamp at 0 passes no gradient below it, and a head stops learning "
             f"there), or clamp it ({fix})"
         )
+    elif name == "log" and zero and (origin.op.graph or "").startswith("Dataset_"):
+        # A log of a quantity read in the input pipeline (a price, a count: 0 is a valid value there): the clamp
+        # turns free items into outliers of -16.1; log1p is how such a target is usually logged.
+        what = (
+            f"the {origin.op.type}'s input, a value read in the input pipeline that is 0 in valid records (a "
+            f"price, a count, a duration): tf.math.log1p(x) (log(1 + x), 0 at 0), or keep it in the domain ({fix})"
+        )
     else:
         what = f"the {origin.op.type}'s input: keep it in the domain ({fix})"
     return summary, what
@@ -2290,6 +2298,43 @@ def _empty_mean_words(origin: Finding) -> tuple[str, str] | None:
         "adds 0), or batch(..., drop_remainder=True) so no batch is short"
     )
     return summary, what
+
+
+# A rate this many times the optimizer's Keras default moves the weights by their own size in an update or two.
+FAR_TOO_HIGH = 100.0
+
+
+def _overflow_after_updates_at_a_rate_far_too_high(
+    origin: Finding, context: CauseContext, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """An op that overflowed within the first updates (too few for a growth to show) at a learning rate 100x or
+    more the optimizer's default: the rate is the line to change, the op's bound the other way out. A VAE at
+    ``Adam(learning_rate=1.0)`` was told "the exp: bound its input (tf.clip_by_value)": followed at both exps, the
+    model stayed finite and learned nothing; the rate alone at 1e-3 trained. None otherwise."""
+    if not cause.evidence.get("overflow") or cause.change is None or context.step is None:
+        return None
+    updates = context.step - _fit_start(context)
+    used = context.learning_rate
+    optimizer = str(context.model_info.get("optimizer") or "")
+    default = change_line.DEFAULT_LEARNING_RATES.get(optimizer.lower())
+    if not 1 <= updates <= 3 or used is None or not used.finite or default is None:
+        return None
+    if used.schedule is not None or used.value < FAR_TOO_HIGH * default:
+        return None
+    site = _rate_site(context, units, [optimizer])
+    if site is None:
+        return None
+    times = used.value / default
+    summary = (
+        f"{cause.summary}; the learning rate {format_number(used.value)} is {times:.0f}x {optimizer}'s usual "
+        f"{format_number(default)}: its first updates moved the weights by about their own size"
+    )
+    what = (
+        f"learning rate {format_number(used.value)} ({optimizer}): {times:.0f}x its usual "
+        f"{format_number(default)}; try {format_number(default)}; or {cause.change.what}"
+    )
+    evidence = {**cause.evidence, "learning_rate": used.value, "usual_learning_rate": default}
+    return Cause(cause.kind, summary, evidence, _change(site, what, _site_target(site)))
 
 
 def _divisor_holds_zeros(origin: Finding) -> bool:

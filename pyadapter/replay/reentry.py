@@ -225,6 +225,7 @@ def _keras_rebuilt(bundle: Any, model: Any) -> Any:
         raise ReplayError(
             f"{bundle.path}: the bundle was captured by guard_step, but the program reached Keras fit first"
         )
+    _refuse_tf_keras_under_replicas(bundle, model)
     optimizers = model_optimizers(model)
     data = to_tensors(bundle.batch())
     if _unbuilt([model], optimizers):
@@ -300,6 +301,23 @@ def _loop_rebuilt(bundle: Any, guarded: Any, live: tuple[tuple[Any, ...], dict[s
         warnings=warnings,
         bad_inputs=non_finite_inputs(bundle.batch()),
     )
+
+
+def _refuse_tf_keras_under_replicas(bundle: Any, model: Any) -> None:
+    """One line for a tf_keras model that trains under a strategy of several replicas: its train_step run outside
+    ``strategy.run`` (as a replay runs it) updates its metrics' per-replica variables from the cross-replica
+    context, which TensorFlow refuses ("SyncOnReadVariable does not support `assign_add` in cross-replica
+    context"), and that error was all `nanlens locate` said."""
+    from pyadapter.capture import keras_lines
+
+    strategy = getattr(model, "distribute_strategy", None)
+    replicas = getattr(strategy, "num_replicas_in_sync", 1)
+    if keras_lines.is_tf_keras(model) and isinstance(replicas, int) and replicas > 1:
+        raise ReplayError(
+            f"{bundle.path}: the model is a tf_keras one trained under a tf.distribute strategy of {replicas} "
+            "replicas, which NaN Lens cannot replay yet (tf_keras's metrics refuse an update outside "
+            "strategy.run); a run of the program on one device (no strategy) writes a bundle it replays"
+        )
 
 
 def _unbuilt(models: list[Any], optimizers: list[Any]) -> bool:
