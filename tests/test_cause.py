@@ -749,6 +749,43 @@ def test_an_overflow_after_one_update_at_a_rate_far_too_high_is_the_rate(tmp_pat
     assert cause.change is not None and cause.change.what.startswith("the exp"), cause.change
 
 
+def test_a_weight_penalty_written_by_hand_in_add_loss_is_its_factor_not_the_rate(tmp_path: Path) -> None:
+    """A Kaggle matrix factorization: ``self.add_loss(LAMBDA * tf.reduce_sum(tf.square(user_vector)))`` with
+    ``LAMBDA = 1e3`` (meant 1e-3), under SGD: "divergence ... try 6.82e-4", which kept it finite and untrained.
+    ``keras.regularizers.l2(1e3)`` was told its factor; the same factor written by hand is too."""
+    program = tmp_path / "mf.py"
+    program.write_text(
+        "import keras\n"
+        "import tensorflow as tf\n"
+        "LAMBDA = 1e3\n"
+        "class MF(keras.Model):\n"
+        "    def call(self, inputs):\n"
+        "        u = self.users(inputs[:, 0])\n"
+        "        self.add_loss(LAMBDA * tf.reduce_sum(tf.square(u)))\n"
+        "        self.add_loss(LAMBDA * tf.reduce_sum(tf.square(self.items(inputs[:, 1]))))\n"
+        "        return tf.reduce_sum(u, axis=1)\n"
+        "model = MF()\n"
+        "model.compile(loss='mse', optimizer=keras.optimizers.SGD(learning_rate=0.01))\n"
+        "model.fit(x, y, batch_size=64)\n"
+    )
+    history = [{"step": s, "loss": 1.19e4 * 14.6**s, "grad_norm": 10.0 * 14.6**s} for s in range(22)]
+    history.append({"step": 22, "loss": None, "loss_nonfinite": "inf", "grad_norm": None})
+    context = CauseContext(
+        history=history, model_info={"optimizer": "SGD"}, step=22, entry_script=str(program)
+    )
+    cause = classify(findings_of(overflow_origin(program, op="Square", line=7), step=22), context)
+    assert "weight penalty is LAMBDA = 1000 at mf.py:3:" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 3, cause.change
+    assert cause.change.what == (
+        "the weight penalty's factor LAMBDA = 1000: a usual one is 1e-5 to 1e-2 (a typo for 0.001?)"
+    ), cause.change.what
+    # A factor below 1 (the meant 1e-3) is no cause: the divergence stays the rate's.
+    program.write_text(program.read_text().replace("LAMBDA = 1e3", "LAMBDA = 1e-3"))
+    assert classify(findings_of(overflow_origin(program, op="Square", line=7), step=22), context).kind == (
+        "divergence"
+    )
+
+
 def test_a_normalization_adapted_on_a_constant_feature_is_data_at_its_adapt_call(tmp_path: Path) -> None:
     """An LSTM forecaster whose Normalization was adapted on the first 2000 hours, where a maintenance flag is always
     0 (variance 0): the flag's first 1 became 1e7, the loss jumped x1e13 in one step and overflowed. The cause was
@@ -855,6 +892,39 @@ def test_a_float16_overflow_is_precision_on_the_layer(tmp_path: Path) -> None:
     assert cause.change is not None and cause.change.line == EXP_LINE
     assert f'build Pool with dtype="float32" (line {POOL_CALL_LINE})' in cause.change.what
     assert cause_fixes(TRAIN, cause) == []  # no one-line rewrite of an op's dtype is offered
+
+
+def test_a_float16_overflow_in_a_helper_the_layer_calls_is_cast_there(tmp_path: Path) -> None:
+    """The transformer tutorial's module-level ``scaled_dot_product_attention(q, k, v)``, called by the user's
+    MultiHeadAttention layer under mixed_float16: ``q @ k.T`` overflowed float16. The change was "keep the
+    MultiHeadAttention layer in float32: dtype=\"float32\"", which, followed, left it overflowing (the layer's Dense
+    sublayers keep the float16 policy). The helper's line is the one to change."""
+    program = tmp_path / "forecaster.py"
+    program.write_text(
+        "import keras\n"
+        "import tensorflow as tf\n"
+        "\n"
+        "def scaled_dot_product_attention(q, k, v):\n"
+        "    scores = tf.matmul(q, k, transpose_b=True)\n"
+        "    return tf.matmul(tf.nn.softmax(scores / 8.0), v)\n"
+        "\n"
+        "class MultiHeadAttention(keras.layers.Layer):\n"
+        "    def call(self, x):\n"
+        "        return scaled_dot_product_attention(x, x, x)\n"
+        "\n"
+        "model = keras.Sequential([keras.Input((24, 4)), MultiHeadAttention()])\n"
+    )
+    origin = overflow_origin(program, dtype="float16", line=5, op="BatchMatMulV2")
+    origin.op = OpRef("sequential/multi_head_attention/MatMul", "BatchMatMulV2")
+    cause = classify(
+        findings_of(origin),
+        CauseContext(
+            dtype_policy="mixed_float16", entry_script=str(program), model_info={"loss_scale_optimizer": True}
+        ),
+    )
+    assert cause.kind == "precision", cause
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert "in scaled_dot_product_attention" in cause.change.what, cause.change
 
 
 def test_a_float16_overflow_on_inputs_in_raw_units_is_told_to_scale_them_not_to_keep_a_layer_in_float32(
@@ -2604,6 +2674,12 @@ def test_arrays_the_program_computes_name_the_line_that_computes_them(
             TensorHealth(dtype="float32", size=320, zero=10, pos=310),
             "the Log op got 10 zeros in its input sequential/dense/Softmax:0: log(0) is -inf",
             "the log of a softmax: take tf.nn.log_softmax of the logits (or a Keras loss with from_logits=True)",
+        ),
+        (  # tf.nn.sampled_softmax_loss's log of the sampler's expected counts: no softmax to take off
+            "sampled_softmax_loss/StopGradient_1:0",
+            TensorHealth(dtype="float32", size=64, zero=28, pos=36),
+            "the Log op got 28 zeros in its input sampled_softmax_loss/StopGradient_1:0: log(0) is -inf",
+            "the Log's input: keep it in the domain",
         ),
     ],
 )

@@ -314,6 +314,60 @@ def test_a_fit_under_mirrored_strategy_is_guarded(tmp_path: Path) -> None:
     assert "cannot replay yet" in replayed.stderr.strip().splitlines()[-1], replayed.stderr[-2000:]
 
 
+DIVERGING_FIT = textwrap.dedent(
+    """
+    import json
+    import numpy as np
+    import tensorflow as tf
+    from pyadapter import CaptureBundle, NanGuard
+
+    tf.keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(512, 8)).astype("float32")
+    y = (x @ rng.normal(size=(8, 1))).astype("float32")
+    model = tf.keras.Sequential(INPUT + [tf.keras.layers.Dense(32, activation="relu"), tf.keras.layers.Dense(1)])
+    model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate=0.3, momentum=0.9), loss="mse")
+    guard = NanGuard("captures")
+    model.fit(x, y, batch_size=32, epochs=20, verbose=0, callbacks=[guard])
+    (bundle,) = [CaptureBundle.load(p) for p in __import__("pathlib").Path("captures").iterdir()]
+    print(json.dumps({
+        "live_rate": float(model.optimizer.learning_rate.numpy()),
+        "recorded_rate": bundle.manifest["learning_rate"]["value"],
+        "searched": bool((bundle.manifest.get("window") or {}).get("search")),
+    }))
+    """
+)
+
+
+def test_the_window_s_rate_search_leaves_the_optimizer_s_rate_as_it_was(tmp_path: Path) -> None:
+    """tf_keras keeps an optimizer's learning rate out of its ``variables``: the scene's search of rates set each
+    trial rate and put back only the variables, so the program's optimizer went on at the last trial rate and the
+    bundle and the cause named it as the run's ("diverged at learning rate 0.00149" of a run at 0.005). The model is
+    a Sequential with no input shape, as Keras 2 code writes it: NanGuard crashed in on_train_begin ("Weights for
+    model 'sequential' have not yet been created")."""
+    for shaped in (True, False):
+        folder = tmp_path / ("shaped" if shaped else "unshaped")
+        folder.mkdir()
+        given = "INPUT = [tf.keras.Input(shape=(8,))]" if shaped else "INPUT = []"
+        (folder / "train.py").write_text(
+            DIVERGING_FIT.replace("rng = np.random", f"{given}\nrng = np.random", 1)
+        )
+        done = subprocess.run(
+            [sys.executable, "train.py"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=_env(legacy=True),
+            cwd=folder,
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result["live_rate"] == pytest.approx(0.3) and result["recorded_rate"] == pytest.approx(0.3), (
+            result
+        )
+        assert result["searched"] or not shaped, done.stderr[-2500:]
+
+
 def test_a_loss_scale_stuck_at_its_floor_under_mixed_precision_is_a_failure(tmp_path: Path) -> None:
     """tf_keras's LossScaleOptimizer stops halving at 1 and then skips, silently and for good, every step whose
     gradients are non-finite (a -1e9 attention mask is -inf in float16): the program trained 5 epochs with the

@@ -275,11 +275,12 @@ def forward_state_variables(models: list[Any]) -> list[Any]:
     metrics = {id(v) for m in models for v in keras_lines.metrics_variables(m)}
     found = []
     for model in models:
+        try:
+            held = list(getattr(model, "non_trainable_variables", None) or [])
+        except ValueError:  # tf_keras: a model not built yet (a Sequential with no input shape) lists none
+            held = []
         # A stateful RNN's state (`keras_lines.rnn_states`) too: a failing step's forward pass wrote it.
-        for variable in [
-            *(getattr(model, "non_trainable_variables", None) or []),
-            *keras_lines.rnn_states(model),
-        ]:
+        for variable in [*held, *keras_lines.rnn_states(model)]:
             if id(variable) not in metrics and is_float(variable):
                 found.append(variable)
     return unique(found)

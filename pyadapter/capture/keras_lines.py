@@ -187,7 +187,12 @@ def model_variables(model: Any) -> list[Any]:
     ``model.variables`` (made untracked): the hidden state a step starts from is the step's state as much as the
     weights. Left out, the bundle did not hold it, and the scene, the window's rate search and both replays ran from
     whatever state the last run left (a state of 1e19 after the failing step: "no rate kept the window finite")."""
-    variables = list(model.variables)
+    try:
+        variables = list(model.variables)
+    except ValueError:
+        # tf_keras raises for a model not built yet (a Sequential with no input shape, before its first batch):
+        # NanGuard crashed in on_train_begin. It has no variables yet; the first step builds them.
+        return []
     seen = {id(v) for v in variables}
     for state in rnn_states(model):
         if id(state) not in seen:

@@ -978,10 +978,17 @@ REGULARIZERS = ("L1", "L2", "L1L2", "l1", "l2", "l1_l2")
 def large_regularizers(units: list[SourceUnit]) -> list[tuple[Site, float]]:
     """Each ``keras.regularizers.L2(1e30)`` / ``l1_l2(l1=..., l2=...)`` call in the user's code whose factor is 1 or
     more, with that factor, in source order."""
-    found = []
+    found: list[tuple[Site, float]] = []
     for unit in units:
         for node in calls(unit):
             name = called_name(node)
+            if name == "add_loss" and node.args:
+                # Each factor once: two add_loss calls of one LAMBDA are one line to change.
+                found += [
+                    (site, value)
+                    for site, value in _penalty_factors(unit, node.args[0])
+                    if all((site.file, site.line) != (s.file, s.line) for s, _ in found)
+                ]
             if name not in REGULARIZERS:
                 continue
             values = [number(a) for a in node.args]
@@ -989,6 +996,41 @@ def large_regularizers(units: list[SourceUnit]) -> list[tuple[Site, float]]:
             largest = max((v for v in values if v is not None), default=None)
             if largest is not None and largest >= 1.0:
                 found.append((Site(unit, node, name, target="regularizer"), largest))
+    return found
+
+
+_PENALTY_CALLS = ("reduce_sum", "reduce_mean", "l2_loss", "sum", "mean", "norm")
+
+
+def _penalty_factors(unit: SourceUnit, expression: ast.expr) -> list[tuple[Site, float]]:
+    """A weight penalty written by hand in ``add_loss`` (``self.add_loss(LAMBDA * tf.reduce_sum(tf.square(w)))``)
+    whose factor, a number or a name assigned one, is 1 or more: the factor's line (the name's assignment), with
+    it. A typo of 1e3 for 1e-3 diverged at any rate as `keras.regularizers.l2(1e3)` does, and was told "lower the
+    learning rate", which kept it finite and untrained."""
+    found = []
+    for node in ast.walk(expression):
+        if not isinstance(node, ast.BinOp) or not isinstance(node.op, ast.Mult):
+            continue
+        for factor, other in ((node.left, node.right), (node.right, node.left)):
+            penalty = any(
+                isinstance(n, ast.Call) and called_name(n) in _PENALTY_CALLS for n in ast.walk(other)
+            )
+            value = number(factor)
+            if value is None and isinstance(factor, ast.Name):
+                value = _constant_of(unit, factor.id)
+            if not penalty or value is None or value < 1.0:
+                continue
+            site = Site(unit, factor, "add_loss penalty factor", target="regularizer")
+            if isinstance(factor, ast.Name):
+                assigned = [
+                    n
+                    for n in ast.walk(unit.tree)
+                    if isinstance(n, ast.Assign)
+                    and any(isinstance(t, ast.Name) and t.id == factor.id for t in n.targets)
+                ]
+                site = Site(unit, assigned[0].value, factor.id, target="regularizer") if assigned else site
+            found.append((site, value))
+            break
     return found
 
 

@@ -1341,7 +1341,8 @@ def _saturated_by_unscaled_features(
     zeros = any(i.health is not None and i.health.is_finite and i.health.zero for i in origin.inputs)
     # A log of a softmax or sigmoid output that is exactly 0 (a classifier on raw counts in the hundreds, at step 0).
     saturated_log = origin.op.type == "Log" and any(
-        re.search(r"softmax|sigmoid", i.name, re.IGNORECASE) for i in origin.inputs
+        _ACTIVATION_OUTPUT["softmax"].search(i.name) or _ACTIVATION_OUTPUT["sigmoid"].search(i.name)
+        for i in origin.inputs
     )
     if (
         (origin.op.type not in _SATURATING_DOMAIN_OPS and not saturated_log)
@@ -1663,7 +1664,7 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
             f"used), or clip it where it is read ({fix})"
         )
         return summary, what
-    if name == "log" and "softmax" in value.name.lower():
+    if name == "log" and _ACTIVATION_OUTPUT["softmax"].search(value.name):
         # The clamp, followed, kept it finite and left a classifier stuck (accuracy 0.19 for 3 epochs): its
         # gradient is 0 where the softmax is 0. The softmax comes off the layer for the logits to be there.
         what = (
@@ -1678,7 +1679,7 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
             "tf.nn.softplus(x) + 1e-6, which is never 0; a clamp of the log keeps it finite, and the same 0 then "
             "divides or is learned from nowhere"
         )
-    elif name == "log" and "sigmoid" in value.name.lower():
+    elif name == "log" and _ACTIVATION_OUTPUT["sigmoid"].search(value.name):
         # log(sigmoid(x)) underflows to log(0) for x < -88 (a BPR loss, a hand-written binary cross-entropy).
         what = (
             "the log of a sigmoid: take tf.math.log_sigmoid of the logits (log(1 - sigmoid(x)) is "
@@ -2213,14 +2214,23 @@ def _large_regularizer(
     if growth is not None:
         series = SERIES_WORDS.get(growth.series, growth.series)
         grew = f"the {series} grew x{growth.rate:.3g} per step for {growth.steps} steps and "
+    # A penalty written by hand in add_loss is named by its factor's name (``LAMBDA = 1e3``).
+    shown = (
+        f"{site.name}({factor:g})" if site.name in change_line.REGULARIZERS else f"{site.name} = {factor:g}"
+    )
     summary = (
-        f"{grew}{origin.op.type} overflowed float32 in a model whose weight penalty is {site.name}({factor:g}) "
+        f"{grew}{origin.op.type} overflowed float32 in a model whose weight penalty is {shown} "
         f"at {where}{more}: the penalty, {factor:g} times the weights' squares or magnitudes, outweighs the "
         "data's loss, and its gradient can push the weights past zero each step; usual factors are 1e-5 to 1e-2"
     )
     exponent = round(math.log10(factor))
     typo = f" (a typo for {10.0**-exponent:g}?)" if 1 <= exponent <= 6 and factor == 10.0**exponent else ""
-    what = f"the {site.name} factor {factor:g}: a usual one is 1e-5 to 1e-2{typo}"
+    named = (
+        f"the {site.name} factor"
+        if site.name in change_line.REGULARIZERS
+        else f"the weight penalty's factor {site.name} ="
+    )
+    what = f"{named} {factor:g}: a usual one is 1e-5 to 1e-2{typo}"
     evidence = {
         "op": origin.op.type,
         "op_name": origin.op.name,
@@ -2299,6 +2309,13 @@ def _empty_mean_words(origin: Finding) -> tuple[str, str] | None:
     )
     return summary, what
 
+
+# The output of a softmax or sigmoid op, by the tensor's name: ``sequential/dense/Softmax:0``, ``Sigmoid_1:0``; not
+# a name that only holds the word (``sampled_softmax_loss/StopGradient_1:0``, the sampler's expected counts, was
+# told "the log of a softmax: take tf.nn.log_softmax").
+_ACTIVATION_OUTPUT = {
+    name: re.compile(rf"(?:^|/){name}(?:_\d+)?:\d+$", re.IGNORECASE) for name in ("softmax", "sigmoid")
+}
 
 # A rate this many times the optimizer's Keras default moves the weights by their own size in an update or two.
 FAR_TOO_HIGH = 100.0
@@ -3109,6 +3126,18 @@ def _precision(
             "op",
         )
         where = f" in the {layer.name} layer"
+    elif layer is not None and (helper := _function_of_origin(units, origin)) is not None:
+        # The op is in a function of the user's that their layer calls (the transformer tutorial's module-level
+        # scaled_dot_product_attention): "keep the layer in float32", followed, left it overflowing, the layer's
+        # sublayers keeping the float16 policy. The line is theirs to change.
+        evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
+        change = _origin_change(
+            findings,
+            f'compute this in float32 (tf.cast its inputs to "float32" in {helper}, and the result back) or keep '
+            f"it in {dtype}'s range (scale before the product)",
+            "op",
+        )
+        where = f" in {helper}, called by the {layer.name} layer"
     elif layer is not None:
         evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
         change = _change(
@@ -3149,6 +3178,24 @@ def _is_model_class(units: list[SourceUnit], origin: Finding) -> bool:
 
     node = _class_of_origin(units, origin)
     return node is not None and any(ast.unparse(base).split(".")[-1] == "Model" for base in node.bases)
+
+
+def _function_of_origin(units: list[SourceUnit], origin: Finding) -> str | None:
+    """The name of the user's module-level function whose body holds the origin's line (not a class's method),
+    or None."""
+    import ast
+
+    for unit in units:
+        if unit.cell != origin.cell or os.path.abspath(unit.file) != os.path.abspath(origin.file):
+            continue
+        for node in unit.tree.body:
+            if (
+                isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.body
+                and node.body[0].lineno <= origin.line <= (node.end_lineno or node.lineno)
+            ):
+                return node.name
+    return None
 
 
 def _custom_layer_class(units: list[SourceUnit], origin: Finding) -> str | None:

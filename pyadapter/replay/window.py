@@ -110,6 +110,14 @@ class WindowRun:
         for variable, value in zip(self.state, self.values, strict=True):
             if value is not None:
                 variable.assign(value.astype(np.asarray(variable.numpy()).dtype, copy=False))
+        self._restore_rates()
+
+    def _restore_rates(self) -> None:
+        """The learning rates as captured: tf_keras keeps an optimizer's rate out of its ``variables``, so the state
+        does not hold it, and a search's last trial rate stayed in the live optimizer (the bundle then recorded it
+        as the run's rate, and the cause said "diverged at learning rate 0.00149" of a run at 0.005)."""
+        for variable, rate in self._rates or []:
+            variable.assign(rate)
 
     def captured_rates(self) -> list[tuple[Any, float]]:
         """(learning-rate variable, its rate at the window's start) for each optimizer, all with a constant rate;
@@ -275,7 +283,12 @@ class WindowRun:
             result.stopped = f"{changed}: not searched"
             return result
         started = time.perf_counter()
+        try:
+            return self._search(result, captured, started, seconds)
+        finally:
+            self._restore_rates()
 
+    def _search(self, result: WindowSearch, captured: float, started: float, seconds: float) -> WindowSearch:
         def trial(rate: float) -> bool:
             verdict = self.replay(rate)
             result.trials.append(Trial(rate, verdict.finite, verdict.first_non_finite_step, verdict.grew_at))
