@@ -100,6 +100,20 @@ def _run_legacy(code: str, folder: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
+def _run_legacy_script(code: str, folder: Path) -> subprocess.CompletedProcess[str]:
+    """`code` written to `folder`/train.py and run there as ``python train.py`` with ``TF_USE_LEGACY_KERAS=1``: a
+    program with a file of its own, which the scene locates and a replay re-enters."""
+    (folder / "train.py").write_text(code, encoding="utf-8")
+    return subprocess.run(
+        [sys.executable, "train.py"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=_env(legacy=True),
+        cwd=folder,
+    )
+
+
 def _nanlens(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     # Without TF_USE_LEGACY_KERAS: the bundle says it is a tf_keras one. In the programs' folder: their own code.
     return subprocess.run(
@@ -289,15 +303,7 @@ def test_a_fit_under_mirrored_strategy_is_guarded(tmp_path: Path) -> None:
     stops at the bad step with the weights finite and writes the bundle. Its replay is not supported yet, and says
     so in one line: it was "locate failed: ValueError: SyncOnReadVariable does not support `assign_add` in
     cross-replica context" from tf_keras's metrics."""
-    (tmp_path / "train.py").write_text(MIRRORED_FIT, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "train.py"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env=_env(legacy=True),
-        cwd=tmp_path,
-    )
+    done = _run_legacy_script(MIRRORED_FIT, tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "weights finite: True" in done.stdout, done.stdout[-2000:]
     (bundle,) = sorted((tmp_path / "captures").glob("*-step*"))
@@ -349,16 +355,8 @@ def test_the_window_s_rate_search_leaves_the_optimizer_s_rate_as_it_was(tmp_path
         folder = tmp_path / ("shaped" if shaped else "unshaped")
         folder.mkdir()
         given = "INPUT = [tf.keras.Input(shape=(8,))]" if shaped else "INPUT = []"
-        (folder / "train.py").write_text(
-            DIVERGING_FIT.replace("rng = np.random", f"{given}\nrng = np.random", 1)
-        )
-        done = subprocess.run(
-            [sys.executable, "train.py"],
-            capture_output=True,
-            text=True,
-            timeout=300,
-            env=_env(legacy=True),
-            cwd=folder,
+        done = _run_legacy_script(
+            DIVERGING_FIT.replace("rng = np.random", f"{given}\nrng = np.random", 1), folder
         )
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout.strip().splitlines()[-1])

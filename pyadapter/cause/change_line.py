@@ -100,12 +100,17 @@ def _learning_rate_arg(node: ast.Call, name: str) -> ast.expr | None:
 def _constant_of(unit: SourceUnit, name: str, depth: int = 0) -> float | None:
     """``LR = 0.05`` somewhere in the unit: the value of a name assigned once, a number or arithmetic on such names
     (``FT_LR = BASE_LR * 10``, a fine-tuning phase's rate)."""
-    values = [
-        _constant_expression(unit, n.value, depth + 1)
+    values = [_constant_expression(unit, n.value, depth + 1) for n in _assignments_of(unit, name)]
+    return values[0] if len(values) == 1 else None
+
+
+def _assignments_of(unit: SourceUnit, name: str) -> list[ast.Assign]:
+    """Every ``name = ...`` of the unit (the name itself a target)."""
+    return [
+        n
         for n in ast.walk(unit.tree)
         if isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
     ]
-    return values[0] if len(values) == 1 else None
 
 
 def _constant_of_an_earlier_cell(units: list[SourceUnit], unit: SourceUnit, name: str) -> float | None:
@@ -115,11 +120,7 @@ def _constant_of_an_earlier_cell(units: list[SourceUnit], unit: SourceUnit, name
     if unit.cell is None or unit not in units:
         return None
     for earlier in reversed(units[: units.index(unit)]):
-        assigned = any(
-            isinstance(n, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in n.targets)
-            for n in ast.walk(earlier.tree)
-        )
-        if assigned:
+        if _assignments_of(earlier, name):
             return _constant_of(earlier, name)
     return None
 
@@ -1022,13 +1023,9 @@ def _penalty_factors(unit: SourceUnit, expression: ast.expr) -> list[tuple[Site,
                 continue
             site = Site(unit, factor, "add_loss penalty factor", target="regularizer")
             if isinstance(factor, ast.Name):
-                assigned = [
-                    n
-                    for n in ast.walk(unit.tree)
-                    if isinstance(n, ast.Assign)
-                    and any(isinstance(t, ast.Name) and t.id == factor.id for t in n.targets)
-                ]
-                site = Site(unit, assigned[0].value, factor.id, target="regularizer") if assigned else site
+                # A name has a value only when assigned once (`_constant_of`): its assignment is the line.
+                (assigned,) = _assignments_of(unit, factor.id)
+                site = Site(unit, assigned.value, factor.id, target="regularizer")
             found.append((site, value))
             break
     return found

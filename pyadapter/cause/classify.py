@@ -11,6 +11,7 @@ import math
 import os
 import re
 import textwrap
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -1459,14 +1460,7 @@ def _jitter_already_added(origin: Finding, cause: Cause, units: list[SourceUnit]
         or "not positive definite" not in cause.summary
     ):
         return None
-    unit = next(
-        (
-            u
-            for u in units
-            if u.cell == origin.cell and os.path.abspath(u.file) == os.path.abspath(origin.file)
-        ),
-        None,
-    )
+    unit = next(_units_holding(units, origin), None)
     if unit is None:
         return None
     near = [n for n in range(max(1, origin.line - 3), origin.line + 1) if re.search(r"\beye\(", unit.line(n))]
@@ -2215,9 +2209,8 @@ def _large_regularizer(
         series = SERIES_WORDS.get(growth.series, growth.series)
         grew = f"the {series} grew x{growth.rate:.3g} per step for {growth.steps} steps and "
     # A penalty written by hand in add_loss is named by its factor's name (``LAMBDA = 1e3``).
-    shown = (
-        f"{site.name}({factor:g})" if site.name in change_line.REGULARIZERS else f"{site.name} = {factor:g}"
-    )
+    keras_call = site.name in change_line.REGULARIZERS
+    shown = f"{site.name}({factor:g})" if keras_call else f"{site.name} = {factor:g}"
     summary = (
         f"{grew}{origin.op.type} overflowed float32 in a model whose weight penalty is {shown} "
         f"at {where}{more}: the penalty, {factor:g} times the weights' squares or magnitudes, outweighs the "
@@ -2225,11 +2218,7 @@ def _large_regularizer(
     )
     exponent = round(math.log10(factor))
     typo = f" (a typo for {10.0**-exponent:g}?)" if 1 <= exponent <= 6 and factor == 10.0**exponent else ""
-    named = (
-        f"the {site.name} factor"
-        if site.name in change_line.REGULARIZERS
-        else f"the weight penalty's factor {site.name} ="
-    )
+    named = f"the {site.name} factor" if keras_call else f"the weight penalty's factor {site.name} ="
     what = f"{named} {factor:g}: a usual one is 1e-5 to 1e-2{typo}"
     evidence = {
         "op": origin.op.type,
@@ -2276,12 +2265,23 @@ def _extreme_record(
     )
     what = f"the record {record.record_text()}: correct it or leave it out where the data is read"
     evidence = _read_evidence(origin, context, record.element, overflow=True)
-    # Arrays made by the program's own arithmetic (no reading call): where the array fit is given is made.
-    made = _fit_array_site(context, units, record.element) if site is None else None
-    change = _change(made, what, "array") if made is not None else _reading_change(findings, site)
-    if change is not None:
-        change = dataclasses.replace(change, what=what)
+    change = _record_change(findings, context, units, record.element, site, what)
     return Cause("data", summary, evidence, change, provenance=where)
+
+
+def _record_change(
+    findings: Findings,
+    context: CauseContext,
+    units: list[SourceUnit],
+    element: BadElement,
+    site: change_line.Site | None,
+    what: str,
+) -> Change | None:
+    """The change `what` for a record: at the reading call `site`, else (arrays made by the program's own
+    arithmetic, no reading call) where the array fit is given is made."""
+    made = _fit_array_site(context, units, element) if site is None else None
+    change = _change(made, what, "array") if made is not None else _reading_change(findings, site)
+    return dataclasses.replace(change, what=what) if change is not None else None
 
 
 _MEAN_OPS = frozenset({"Mean"})
@@ -2391,10 +2391,7 @@ def _extreme_record_earlier(
         "a step finite"
     )
     what = f"the record {record.record_text()} (in the batch of step {step}): correct it or leave it out where the data is read"
-    made = _fit_array_site(context, units, record.element)
-    change = _change(made, what, "array") if made is not None else _reading_change(findings, None)
-    if change is not None:
-        change = dataclasses.replace(change, what=what)
+    change = _record_change(findings, context, units, record.element, None, what)
     evidence = {**_read_evidence(origin, context, record.element, overflow=True), "record_step": step}
     return Cause("data", summary, evidence, change)
 
@@ -2777,14 +2774,15 @@ def _divergence(
         # ``lr * 1.5`` per epoch): "try 0.0166" gave a number where the schedule's shape is the bug.
         start_rate, start_step, raised_to = rose
         evidence["rate_rose"] = {"from": start_rate, "step": start_step, "to": raised_to}
+        times = f"x{raised_to / start_rate:.3g}"
         restart_text += (
-            f", after the program raised the rate x{raised_to / start_rate:.3g} over the guard's window "
+            f", after the program raised the rate {times} over the guard's window "
             f"({format_number(start_rate)} at step {start_step} to {format_number(raised_to)})"
         )
         if change is not None:
             change = dataclasses.replace(
                 change,
-                what=f"the schedule that sets it: it raised the rate x{raised_to / start_rate:.3g} over the last "
+                what=f"the schedule that sets it: it raised the rate {times} over the last "
                 f"{(context.step or start_step) - start_step} steps; keep it from rising (a decay's sign, a factor "
                 f"per epoch above 1) or cap it below the rates that trained; {change.what}",
             )
@@ -3185,9 +3183,7 @@ def _function_of_origin(units: list[SourceUnit], origin: Finding) -> str | None:
     or None."""
     import ast
 
-    for unit in units:
-        if unit.cell != origin.cell or os.path.abspath(unit.file) != os.path.abspath(origin.file):
-            continue
+    for unit in _units_holding(units, origin):
         for node in unit.tree.body:
             if (
                 isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
@@ -3196,6 +3192,13 @@ def _function_of_origin(units: list[SourceUnit], origin: Finding) -> str | None:
             ):
                 return node.name
     return None
+
+
+def _units_holding(units: list[SourceUnit], origin: Finding) -> Iterator[SourceUnit]:
+    """The units of the origin's file and cell (a notebook's cell; a script's one file)."""
+    return (
+        u for u in units if u.cell == origin.cell and os.path.abspath(u.file) == os.path.abspath(origin.file)
+    )
 
 
 def _custom_layer_class(units: list[SourceUnit], origin: Finding) -> str | None:
@@ -3208,9 +3211,7 @@ def _class_of_origin(units: list[SourceUnit], origin: Finding) -> Any:
     """The ``ast.ClassDef`` of the user's class whose code holds the origin's line, or None."""
     import ast
 
-    for unit in units:
-        if unit.cell != origin.cell or os.path.abspath(unit.file) != os.path.abspath(origin.file):
-            continue
+    for unit in _units_holding(units, origin):
         for node in ast.walk(unit.tree):
             if isinstance(node, ast.ClassDef) and node.lineno <= origin.line <= (
                 node.end_lineno or node.lineno

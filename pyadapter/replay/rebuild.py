@@ -332,13 +332,14 @@ def _what_each_optimizer_trains(
     GAN's two optimizers built on every model's variables refused their values), else every model's trainable
     variables (a bundle written before the record, or a variable the rebuilt models do not hold)."""
     from pyadapter.capture.keras_lines import is_optimizer
+    from pyadapter.capture.loop_bundle import trackable_children
     from pyadapter.capture.snapshot import variable_path
 
     trains = (bundle.manifest.get("checkpoint") or {}).get("trains") or {}
     by_path = {variable_path(v): v for v in trainable}
     found = []
-    for name, value in vars(checkpoint).items():
-        if name.startswith("_") or not is_optimizer(value):
+    for name, value in trackable_children(checkpoint).items():
+        if not is_optimizer(value):
             continue
         paths = trains.get(name) or []
         own = [by_path[p] for p in paths if p in by_path]
@@ -347,7 +348,9 @@ def _what_each_optimizer_trains(
 
 
 def _checkpoint_children(checkpoint: Any) -> list[Any]:
-    return [value for name, value in vars(checkpoint).items() if not name.startswith("_")]
+    from pyadapter.capture.loop_bundle import trackable_children
+
+    return list(trackable_children(checkpoint).values())
 
 
 def _check_restored(bundle: CaptureBundle, state: list[Any], warnings: list[str]) -> None:
