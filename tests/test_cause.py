@@ -203,6 +203,29 @@ def test_a_rate_given_on_the_command_line_is_named_with_its_flag(tmp_path: Path,
     assert cause.change.what.startswith(f"learning rate 2 (SGD{given}): try 0.2"), cause.change.what
 
 
+@pytest.mark.parametrize("op", ["SoftmaxCrossEntropyWithLogits", "MatMul"])
+def test_a_softmax_cross_entropy_that_made_nan_of_diverged_logits_is_the_divergence(
+    tmp_path: Path, op: str
+) -> None:
+    """The word2vec tutorial at SGD(102): the loss grew x15 per step for 30 steps, until the cross-entropy of logits
+    near 1e38 made NaN (inf - inf where it subtracts their max), not Inf. A NaN counted as an overflow for sums of
+    products only, so the cause was "op: the SoftmaxCrossEntropyWithLogits op: keep its inputs in its domain" at
+    the fit line in one run of three, and "divergence" in the others, whose first op to overflow was a Sum."""
+    program = write_program(tmp_path)
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+    )
+    origin = overflow_origin(program, op=op)
+    origin.health = TensorHealth(dtype="float32", size=32, nan=10, pos=22)
+    origin.inputs.append(InputHealth("labels:0", TensorHealth(dtype="float32", size=32, zero=24, pos=8)))
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "divergence", cause
+    assert f"until {op} overflowed float32" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE, cause.change
+
+
 def test_a_rate_the_program_raised_over_the_window_names_the_schedule_s_rise(tmp_path: Path) -> None:
     """``LearningRateScheduler(lambda epoch, lr: lr * 1.5)`` (meant as a warm-up) with ReduceLROnPlateau: the run
     diverged at 0.166, and the change was "learning rate 0.166 (LearningRateScheduler): try 0.0166", a number for a
@@ -4275,3 +4298,252 @@ def test_a_divisor_is_named_as_the_line_writes_it(tmp_path: Path) -> None:
     assert "in its divisor tf.reduce_sum(w) (Sum_1:0): 0 / 0 is NaN" in cause.summary, cause.summary
     findings.extra["origin_code"] = "    loss = tf.reduce_sum(w * l) / tf.reduce_sum(w) / n"
     assert "in its divisor Sum_1:0:" in classify(findings, CauseContext(entry_script=str(program))).summary
+
+
+@pytest.mark.parametrize("where", ["dict", "json", "keyword"])
+def test_a_division_by_a_number_a_config_set_to_0_is_changed_where_it_is_set(
+    tmp_path: Path, where: str
+) -> None:
+    """A PINN's residual ``(u_t + u * u_x) / cfg["nu"]`` with ``"nu": 0.0`` in its config (a dict, a JSON file the
+    run reads), a distiller's ``temperature=0``: the graph holds the number as a constant ("truediv/y:0"), and the
+    words were the division's (divide_no_nan, or a / tf.maximum(b, 1e-7)), which made the loss finite and the
+    model wrong, or crashed for an int. The line that sets the value is the one to change."""
+    divisor = {"dict": 'cfg["nu"]', "json": "self.nu", "keyword": "self.nu"}[where]
+    setting = {
+        "dict": 'cfg = {\n    "nu": 0.0,  # inviscid\n    "steps": 100,\n}\n',
+        "json": "import json\ncfg = json.load(open('run.json'))\n",
+        "keyword": "def build(nu=0.01):\n    return nu\nmodel = build(nu=0)\n",
+    }[where]
+    program = tmp_path / "pinn.py"
+    program.write_text(setting + f"residual = u_xx - (u_t + u * u_x) / {divisor}\n", encoding="utf-8")
+    (tmp_path / "run.json").write_text('{"steps": 100,\n "nu": 0.0}\n', encoding="utf-8")
+    division = len(setting.splitlines()) + 1
+    origin = Finding(
+        file=str(program),
+        line=division,
+        role="origin",
+        op=OpRef("truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=64, nan=3, pos_inf=61),
+        inputs=[
+            InputHealth("add:0", TensorHealth(dtype="float32", size=64, zero=3, pos=61)),
+            InputHealth("truediv/y:0", TensorHealth(dtype="float32", size=1, zero=1)),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = f"residual = u_xx - (u_t + u * u_x) / {divisor}"
+    cause = classify(
+        findings, CauseContext(entry_script=str(program), argv=[str(program)], cwd=str(tmp_path))
+    )
+    assert cause.summary.startswith(
+        f"the RealDiv op divided by {divisor}, a number that was 0 when the step was traced"
+    ), cause.summary
+    expected = {"dict": (program, 2), "json": (tmp_path / "run.json", 2), "keyword": (program, 3)}[where]
+    assert cause.change is not None and (cause.change.file, cause.change.line) == (
+        str(expected[0]),
+        expected[1],
+    )
+    assert cause.change.what.startswith("the value of nu: give it the nonzero value"), cause.change.what
+    assert "divide_no_nan(a, b)" not in cause.change.what
+
+
+@pytest.mark.parametrize("inside", [True, False])
+def test_a_divisor_variable_the_step_resets_itself_is_no_schedule(tmp_path: Path, inside: bool) -> None:
+    """Gradient accumulation dividing by ``accum_tokens``, a variable the step itself adds to and resets: a window
+    of empty micro-batches gave 0/0, and the cause was "a variable the program sets outside the step ... (a floor
+    for a schedule that reaches 0)" at the reset. A variable the loop sets (an annealed temperature) keeps it."""
+    reset = "    accum_tokens.assign(0.0)\n" if inside else ""
+    outside = (
+        "" if inside else "for step in range(10):\n    accum_tokens.assign(1.0 - step / 9)\n    apply(g)\n"
+    )
+    program = tmp_path / "accumulate.py"
+    program.write_text(
+        "import tensorflow as tf\naccum_tokens = tf.Variable(0.0)\n\n\n@tf.function\ndef apply(grads):\n"
+        f"    update = grads / accum_tokens\n{reset}    return update\n\n\n{outside}",
+        encoding="utf-8",
+    )
+    origin = Finding(
+        file=str(program),
+        line=7,
+        role="origin",
+        op=OpRef("truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=1, nan=1),
+        inputs=[
+            InputHealth("grads:0", TensorHealth(dtype="float32", size=1, zero=1)),
+            InputHealth("truediv/ReadVariableOp:0", TensorHealth(dtype="float32", size=1, zero=1)),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "    update = grads / accum_tokens"
+    context = CauseContext(entry_script=str(program), step_state={"accum_tokens": 0.0})
+    cause = classify(findings, context)
+    assert ("a variable the program sets outside the step" in cause.summary) is not inside, cause.summary
+    assert cause.change is not None and cause.change.line == (7 if inside else 12), cause.change
+
+
+def test_a_graph_constant_made_nan_before_training_is_changed_where_it_is_computed(tmp_path: Path) -> None:
+    """A GCN normalizing its adjacency once in ``__init__`` (``D^-1/2 A D^-1/2`` with an isolated node: inf * 0):
+    the step's MatMul reads it as a constant the dump records no values of, and the cause was "a MatMul op made
+    NaN/Inf from finite inputs: keep its inputs in its domain". The captured operand is named as written and the
+    change is where it is computed."""
+    program = tmp_path / "gcn.py"
+    program.write_text(
+        "import tensorflow as tf\n\n\nclass GCN:\n    def __init__(self, a):\n"
+        "        d = tf.pow(tf.reduce_sum(a, 1), -0.5)\n"
+        "        self.a_hat = d[:, None] * a * d[None, :]\n\n"
+        "    def call(self, x, a_hat):\n        return tf.matmul(a_hat, x)\n",
+        encoding="utf-8",
+    )
+    origin = Finding(
+        file=str(program),
+        line=10,
+        role="origin",
+        op=OpRef("gcn/MatMul_1", "MatMul"),
+        health=TensorHealth(dtype="float32", size=64, nan=64),
+        inputs=[
+            InputHealth("gcn/MatMul_1/a:0", None),
+            InputHealth("gcn/MatMul:0", TensorHealth(dtype="float32", size=64, pos=30, neg=34)),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "        return tf.matmul(a_hat, x)"
+    cause = classify(findings, CauseContext(entry_script=str(program)))
+    assert cause.kind == "data", cause
+    assert "its other input a_hat (gcn/MatMul_1/a:0), a value captured into the step" in cause.summary
+    assert cause.change is not None and cause.change.line == 7, cause.change
+
+
+@pytest.mark.parametrize("in_the_pipeline", [True, False])
+def test_a_log_the_input_pipeline_made_is_no_trap_of_the_loss_s_where(
+    tmp_path: Path, in_the_pipeline: bool
+) -> None:
+    """keras.io's RetinaNet with boxes padded to width 0: its label encoder (a Dataset.map) takes
+    ``log(gt_w / anchor_w)`` = -inf, and the loss's tf.where masks those targets. The cause was "the tf.where at line
+    268 discarded the -inf a Log op made ... give it a safe input where the condition is false" at the encoder's
+    line, which holds no tf.where. An op of the step whose where masks it stays the trap."""
+    program = write_program(tmp_path)
+    origin = log_origin(program)
+    findings = findings_of(origin)
+    findings.extra["masked_by_where"] = {"line": FIT_LINE}
+    if in_the_pipeline:
+        assert findings.bundle is not None
+        findings.bundle.update(
+            origin_from="input pipeline re-run", non_finite_batch={"element": "y[0, 3] = -inf"}
+        )
+    cause = classify(findings, CauseContext(entry_script=str(program)))
+    assert ("the tf.where" in cause.summary) is not in_the_pipeline, cause.summary
+
+
+def test_a_divergence_under_a_warm_up_to_a_peak_too_high_names_the_peak_where_it_is_given(
+    tmp_path: Path,
+) -> None:
+    """keras.io's ``WarmUpCosine(learning_rate_base=BASE_LR, ...)`` with ``BASE_LR = 1e1`` (for 1e-1): the run
+    diverged at 9.99 at step 34, and the line to change was the schedule's own ``tf.where`` line, right as written.
+    The peak given where the schedule is built is named, with its value."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    program.write_text(
+        TRAIN.replace(
+            '    model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.05, momentum=0.9), loss="mse")\n',
+            "    class WarmUp(keras.optimizers.schedules.LearningRateSchedule):\n"
+            "        def __init__(self, learning_rate_base, warmup_steps):\n"
+            "            self.base, self.warmup_steps = learning_rate_base, warmup_steps\n"
+            "        def __call__(self, step):\n"
+            "            return self.base * tf.minimum(1.0, tf.cast(step, tf.float32) / self.warmup_steps)\n"
+            "    BASE_LR = 1e1\n"
+            "    schedule = WarmUp(learning_rate_base=BASE_LR, warmup_steps=30)\n"
+            '    model.compile(optimizer=keras.optimizers.SGD(learning_rate=schedule), loss="mse")\n',
+        )
+    )
+    line = OPTIMIZER_LINE + 4
+    code = program.read_text().splitlines()[line - 1].strip()
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(9.99, "WarmUp", str(program), line, code),
+        step=34,
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence", cause.summary
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE + 6, cause.change
+    assert cause.change.what.startswith(
+        "the peak learning_rate_base=10 given to WarmUp: it returned 9.99 at step 34; lower the peak (try 0.999)"
+    ), cause.change.what
+
+
+def test_a_log_of_an_error_an_empty_record_makes_0_is_the_loss_s_not_the_record_s(tmp_path: Path) -> None:
+    """A super-resolution model trained on PSNR, ``-10 * log(mse) / log(10)``: on an all-black patch it reproduces
+    exactly, the mse is 0 and the log -inf. The cause was "data: x[0] = 0 throughout ... correct it or leave it
+    out", of a valid patch; the log of a reduction that a record made 0 is the loss's to change."""
+    from pyadapter.cause.rows import rows_of
+
+    program = write_program(tmp_path)
+    x = np.arange(1.0, 25.0, dtype=np.float32).reshape(8, 3)
+    x[0] = 0.0
+    per_row = np.ones((8, 1), dtype=np.float32)
+    per_row[0] = -np.inf
+    rows = rows_of(per_row, (x, x.copy()))
+    assert rows is not None and rows.outliers
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("compile_loss/psnr_loss/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=8, neg_inf=1, pos=7),
+        inputs=[
+            InputHealth("compile_loss/psnr_loss/Mean:0", TensorHealth(dtype="float32", size=8, zero=1, pos=7))
+        ],
+    )
+    cause = classify(
+        findings_of(origin, bad_rows=rows.to_json()),
+        CauseContext(batch=(x, x.copy()), entry_script=str(program)),
+    )
+    assert cause.kind == "op", cause.summary
+    assert cause.change is not None and cause.change.line == LOG_LINE, cause.change
+    assert "leave it out" not in cause.change.what, cause.change
+
+
+@pytest.mark.parametrize("suffix", [".py", ".ipynb"])
+def test_a_line_written_with_keras_ops_gets_keras_ops_words_in_a_notebook_too(
+    tmp_path: Path, suffix: str
+) -> None:
+    """keras.io's siamese distance written with ``keras.ops`` only: a script's cause said ``keras.ops.sqrt(x +
+    1e-12)``, the same cell in a notebook ``tf.sqrt(x + 1e-12)`` (a notebook line was never read)."""
+    code = "d = keras.ops.sqrt(keras.ops.sum(keras.ops.square(a - b), axis=1))"
+    path = tmp_path / f"siamese{suffix}"
+    cell: int | None = None
+    if suffix == ".py":
+        path.write_text(f"import keras\n{code}\n", encoding="utf-8")
+    else:
+        cell = 1
+        cells = [("markdown", "# pairs"), ("code", f"import keras\n{code}")]
+        notebook = {
+            "nbformat": 4,
+            "nbformat_minor": 5,
+            "metadata": {},
+            "cells": [
+                {
+                    "cell_type": kind,
+                    "metadata": {},
+                    "source": text,
+                    **({"outputs": [], "execution_count": 1} if kind == "code" else {}),
+                }
+                for kind, text in cells
+            ],
+        }
+        path.write_text(json.dumps(notebook), encoding="utf-8")
+    origin = Finding(
+        file=str(path),
+        line=2,
+        cell=cell,
+        role="origin",
+        op=OpRef("gradient_tape/Sqrt/SqrtGrad", "SqrtGrad"),
+        health=TensorHealth(dtype="float32", size=8, nan=1, pos=7),
+        inputs=[
+            InputHealth("Sqrt:0", TensorHealth(dtype="float32", size=8, zero=1, pos=7)),
+            InputHealth("grad:0", TensorHealth(dtype="float32", size=8, pos=8)),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext())
+    assert cause.change is not None and "keras.ops.sqrt(x + 1e-12)" in cause.change.what, cause.change

@@ -23,7 +23,16 @@ pytestmark = pytest.mark.slow
 
 LEARNING_RATE = 1e-4
 BATCH = 64
-KEYS = {"step", "loss", "logged_loss", "grad_norm", "weight_norm", "update_ratio", "max_abs_output"}
+KEYS = {
+    "step",
+    "loss",
+    "logged_loss",
+    "grad_norm",
+    "weight_norm",
+    "update_ratio",
+    "max_abs_output",
+    "learning_rate",
+}
 
 
 def house_prices(batches: int = 200) -> tuple[np.ndarray, np.ndarray]:
@@ -95,6 +104,9 @@ def test_fit_history_shows_the_divergence(tmp_path):
     assert history[-1]["grad_norm"] > history[-2]["grad_norm"], "its gradients were still finite (and larger)"
     assert_sgd_update_ratio(history)
     assert history[0]["update_ratio"] is None, "no weights before the window: no ratio"
+    assert [row["learning_rate"] for row in history] == [pytest.approx(LEARNING_RATE)] * len(history), (
+        "its rate"
+    )
     assert history[-1]["update_ratio"] is None, "the failing step's update was not applied"
     # The failing step left the weights as they were: the last weight norm is the model's, as numpy computes it.
     assert history[-1]["weight_norm"] == pytest.approx(weights_norm(model), rel=1e-5)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -1486,3 +1487,23 @@ def test_a_notebook_with_a_fit_cell_pasted_again_below_an_edited_config_replays_
     assert replayed.returncode == 0, replayed.stderr[-3000:]
     report = json.loads(replayed.stdout)
     assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
+
+
+def test_a_second_fit_on_reloaded_data_is_the_origin_and_its_data_the_change(tmp_path):
+    """A notebook fits a baseline, rewrites its data module (``%%writefile``: a new column, spend / visits, inf for
+    customers with 0 visits, which pandas divides without a warning), reloads it and fits again with the same line
+    in a ``%%time`` cell: the origin of the bad data was the first fit's line, which trained fine, and the line to
+    change the first ``X, y = ...``, before the reload. The bundle records which fit failed (its cell)."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    path = folder / "spend.ipynb"
+    shutil.copy(Path(__file__).parent / "programs" / "shapes" / "fit_twice_reloaded_module.ipynb", path)
+    _run_notebook(path, tmp_path, path.name)
+    (bundle,) = [p for p in (folder / "captures").iterdir() if p.is_dir()]
+    done = _nanlens("locate", bundle, folder)
+    assert done.returncode == 0, done.stderr[-3000:]
+    located = json.loads(done.stdout)
+    origin, cause = located["origin"], located["cause"]
+    assert (origin["file"], origin["cell"], origin["line"]) == (str(path), 9, 3), origin
+    assert cause["kind"] == "data", cause
+    assert (cause["change"]["cell"], cause["change"]["line"]) == (8, 3), cause["change"]

@@ -1372,3 +1372,105 @@ def test_the_scene_adds_no_tensorflow_warnings_of_its_own_eager_run_to_the_users
     assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
     assert "run_functions_eagerly" not in done.stderr, done.stderr[-3000:]
     assert "retracing" not in done.stderr, done.stderr[-3000:]
+
+
+def test_a_rate_a_hand_schedule_raises_is_read_from_the_history(tmp_path):
+    """A ``train_on_batch`` loop whose hand-written decay lost its minus sign: the rate rose x22 from step 200
+    but only x1.16 over the guard's window, below what the window could tell, and the change was "learning rate
+    0.222 ... try 0.0222" at the ``assign``. The history keeps the rate each step set, and the cause names the
+    rise since the loss began to grow, with that step's rate as the cap. The loop's stop check breaks only its
+    inner loop, so the program went on for 700 steps after the stop: those wrote four more bundles of the same
+    state and printed "training stopped" 700 times; they are said once."""
+    program, done = run_copied("loop_train_on_batch_hand_schedule.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert done.stderr.count("training stopped") == 1, done.stderr[-3000:]
+    assert done.stderr.count("the program went on training after NanGuard stopped it") == 1, done.stderr[
+        -3000:
+    ]
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    history = CaptureBundle.load(bundle).loss_history
+    rates = {row["step"]: row["learning_rate"] for row in history}
+    assert len(rates) == 256, "the rate of every step the ring holds"
+    for step, rate in rates.items():  # what the program's lr_at set, read back as float32
+        assert rate == pytest.approx(0.01 * np.exp(0.005 * (step - 200)), rel=1e-6), (step, rate)
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "divergence", cause
+    rose = cause["evidence"]["rate_rose"]
+    assert rose["step"] == cause["evidence"]["start_step"] and rose["from"] == pytest.approx(
+        rates[rose["step"]]
+    )
+    assert rose["to"] / rose["from"] > 1.5, rose
+    assert (
+        "after the program raised the rate x" in cause["summary"]
+        and "since the growth began" in (cause["summary"])
+    ), cause["summary"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert cause["change"]["what"].startswith("the schedule that sets it: it raised the rate"), cause[
+        "change"
+    ]
+    assert "or cap it at or below" in cause["change"]["what"], cause["change"]
+
+
+def test_a_dice_ratio_without_a_smoothing_term_under_mixed_float16_is_changed_at_the_ratio(tmp_path):
+    """A Kaggle-style U-Net under mixed_float16, its Dice loss ``2 * intersection / union`` written without a
+    smoothing term: an empty mask whose prediction underflowed to 0 in the float16 sigmoid is 0/0. The cause was
+    "precision: give the layer dtype=float32", which trained stuck; the smoothing term at the ratio is the change,
+    the float16 layer what made it come sooner. With it the ratio no longer fails (this program's Adam(1e-2) in
+    float16 may still overflow a convolution later: another cause, at another line)."""
+    program, done = run_copied("fp16_unet_dice_no_smooth.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "op" and "0 / 0 is NaN" in cause["summary"], cause
+    assert "ran in float16, where its outputs underflowed to 0 sooner" in cause["summary"], cause["summary"]
+    assert cause["change"]["line"] == marked_line(program), cause["change"]
+    assert cause["change"]["what"].startswith("the overlap ratio: add one smoothing term to both sides"), (
+        cause["change"]
+    )
+    fixed = program.read_text().replace(
+        "return 2.0 * intersection / union", "return (2.0 * intersection + 1.0) / (union + 1.0)"
+    )
+    program.write_text(fixed)
+    shutil.rmtree(tmp_path / "captures")
+    done = run_in(tmp_path, str(program))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert all(at(scene_origin(b)) != (program, marked_line(program)) for b in bundles(tmp_path)), done.stderr
+
+
+def test_a_subclass_built_only_in_part_before_fit_is_guarded(tmp_path):
+    """keras.io's RetinaNet shape: a subclass whose head (a Sequential from keras.Input) is built in ``__init__``
+    and whose backbone is built on its first call. NanGuard built the optimizer at train begin on the variables
+    that existed then, and the first update refused the backbone's ("Unknown variable"): fit crashed, no bundle.
+    Without the guard the program trains; with it, it stops at the log of the padded boxes and replays."""
+    program, done = run_copied("fit_partly_built_subclass.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Unknown variable" not in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    assert_replays_by_reentry(bundle, program, cwd=tmp_path)
+
+
+def test_a_nan_sample_weight_of_named_inputs_is_placed_in_the_arrays_given_to_fit(tmp_path):
+    """``fit({"num": X_num, "cat": X_cat}, y, sample_weight=w)`` with 12 NaN exposures: the row was said by its
+    place in fit's shuffled order, with the note to find it by its values (of a NaN weight), because the input
+    first by name, a region code, repeats its rows. The numeric input places it: its index holds a NaN in w."""
+    program, done = run_copied("fit_named_inputs_sample_weight.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "data", cause
+    found = re.search(
+        r"sample_weight\[\d+\] = nan, index (\d+) of the array passed to fit \(batch", cause["summary"]
+    )
+    assert found is not None and "shuffled" not in cause["summary"], cause["summary"]
+    data = program.read_text().split("num_in = keras.Input")[0].replace("from pyadapter import NanGuard", "")
+    namespace: dict = {}
+    exec(
+        compile(data, str(program), "exec"), namespace
+    )  # the program's own data code: its arrays as fit got them
+    assert np.isnan(namespace["w"][int(found.group(1))]), found.group(0)
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]

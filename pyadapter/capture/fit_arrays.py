@@ -64,16 +64,26 @@ def first_array(value: Any) -> np.ndarray | None:
     return None
 
 
-def fit_inputs(model: Any) -> tuple[np.ndarray, np.ndarray | None, list[str] | None] | None:
-    """(first array of x, first array of y, x's column names when it is a DataFrame) of the ``fit`` call of `model`
-    on the stack, or None (no fit frame, or fit was given a dataset or generator)."""
+def array_leaves(value: Any) -> list[np.ndarray | None]:
+    """Each input of x as fit was given it, in the order `first_array` walks them (a dict's by sorted key), as an
+    array or None: ``fit({"num": X, "cat": C}, y)`` has two."""
+    if isinstance(value, dict):
+        value = [value[key] for key in sorted(value, key=str)]
+    if isinstance(value, (list, tuple)) and not _is_frame(value):
+        return [leaf for item in value for leaf in array_leaves(item)]
+    return [first_array(value)]
+
+
+def fit_inputs(model: Any) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, Any] | None:
+    """(first array of x, first array of y, x's column names when it is a DataFrame, x as given) of the ``fit``
+    call of `model` on the stack, or None (no fit frame, or fit was given a dataset or generator)."""
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model:
             given = frame.f_locals.get("x")
             x = first_array(given)
             y = first_array(frame.f_locals.get("y"))
-            return (x, y, frame_columns(given)) if x is not None else None
+            return (x, y, frame_columns(given), given) if x is not None else None
         frame = frame.f_back  # type: ignore[assignment]
     return None
 
@@ -168,6 +178,11 @@ def _places_of_rows(
     return out
 
 
+def _placed(places: list[list[int]]) -> int:
+    """How many rows of a batch one index places."""
+    return sum(1 for found in places if len(found) == 1)
+
+
 # Rows held more than once (two empty reviews) are named by all their indices, up to this many.
 MAX_COPIES = 5
 
@@ -179,12 +194,21 @@ def manifest_entry(batch: Any, model: Any) -> dict[str, Any]:
         inputs = fit_inputs(model)
         if inputs is None or not isinstance(batch, (list, tuple)) or not batch:
             return {}
-        array, array_y, columns = inputs
+        array, array_y, columns, given = inputs
         batch_x = first_array(batch[0])
         batch_y = first_array(batch[1]) if len(batch) > 1 else None
         if batch_x is None or len(batch_x) > MAX_ROWS:
             return {}
         places = _places_of_rows(batch_x, array, batch_y, array_y)
+        # Several inputs (``fit({"num": X, "cat": C}, y)``): the first by key may repeat its rows (a category
+        # column) and place none; the input that tells the most rows apart places the batch.
+        pairs = list(zip(array_leaves(batch[0]), array_leaves(given), strict=False))[1:]
+        for batch_leaf, array_leaf in pairs:
+            if batch_leaf is None or array_leaf is None or len(array_leaf) != len(array):
+                continue
+            other = _places_of_rows(batch_leaf, array_leaf, batch_y, array_y)
+            if _placed(other) > _placed(places):
+                places = other
     except Exception:  # noqa: BLE001 - an addition to the bundle; never lose a capture for it
         return {}
     indices = [found[0] if len(found) == 1 else None for found in places]

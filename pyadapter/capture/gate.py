@@ -102,8 +102,8 @@ class Verdict(NamedTuple):
     # bool scalar: this process's replicas' own loss and gradients were finite. Under MultiWorkerMirroredStrategy
     # ``ok`` is the whole cluster's verdict; this says whether this worker's data was among the bad.
     local_ok: Any
-    # float32 [4] (history.METRICS: gradient norm, weight norm, update norm, max |y_pred|; -1.0 where not
-    # measured) with GateConfig(history=True); else None.
+    # float32 [5] (history.METRICS: gradient norm, weight norm, update norm, max |y_pred|, learning rate; -1.0
+    # where not measured) with GateConfig(history=True); else None.
     metrics: Any = None
     # bool scalar: every gated optimizer's constant learning rate was finite; None when no rate is a variable.
     rate_ok: Any = None
@@ -577,6 +577,7 @@ class _BranchGate(Gate):
         "weight_norm": NOT_MEASURED,
         "update_norm": NOT_MEASURED,
         "rate_ok": True,
+        "learning_rate": NOT_MEASURED,
     }
 
     @classmethod
@@ -789,7 +790,7 @@ def _across_gates(norms: list[Any]) -> Any:
 
 
 def _metrics(records: list[_Record], manual: gate_manual.ManualVerdict | None = None) -> Any:
-    """The step's history vector (history.METRICS order), float32 [4]."""
+    """The step's history vector (history.METRICS order), float32 [5]."""
     first = records[0].gates if records else []
     if manual is not None:
         grad_norm, weight_norm = manual.grad_norm, manual.weight_norm
@@ -809,7 +810,10 @@ def _metrics(records: list[_Record], manual: gate_manual.ManualVerdict | None = 
         if not maxima
         else (maxima[0] if len(maxima) == 1 else tf.reduce_max(tf.stack(maxima)))
     )
-    return tf.stack([grad_norm, weight_norm, update_norm, max_abs_output])
+    # The first optimizer's constant rate (a GAN's generator's, the first update): the rate a divergence names.
+    rates = [g.learning_rate for g in first[:1] if g.learning_rate is not None]
+    learning_rate = rates[0] if rates and manual is None else tf.constant(NOT_MEASURED)
+    return tf.stack([grad_norm, weight_norm, update_norm, max_abs_output, learning_rate])
 
 
 def report(

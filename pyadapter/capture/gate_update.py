@@ -58,6 +58,9 @@ class Gate:
     # bool scalar: the optimizer's constant learning rate (a variable the program may assign between steps) was
     # finite; None for a schedule (a function of the step count, which the window re-runs as it ran)
     rate_ok: Any = None
+    # History on, float32 scalar: that constant rate as this update read it (None for a schedule): a program that
+    # raises its rate as it trains (a hand schedule's lost minus sign) shows in the history, not only the window.
+    learning_rate: Any = None
 
 
 # ---- measuring the update (history on) ----------------------------------------------------------------------
@@ -281,6 +284,7 @@ def gate_update(
         loss_ok, grad_flags = agreed[0], agreed[1:]
     ok = tf.logical_and(loss_ok, tf.reduce_all(grad_flags))
     rate_ok = _rate_finite(optimizer)
+    learning_rate = _rate_value(optimizer) if history else None
     if rate_ok is not None:
         # An Inf rate set between steps (a LearningRateScheduler's lambda at a division by zero) makes finite
         # gradients a non-finite update. Applied, it had to be taken back by re-running the window from its copy,
@@ -332,6 +336,7 @@ def gate_update(
         weight_norm=outcome[2] if history else None,
         update_norm=outcome[3] if history else None,
         rate_ok=rate_ok,
+        learning_rate=learning_rate,
     )
 
 
@@ -357,6 +362,16 @@ def _rate_finite(optimizer: Any) -> Any:
     if variable is None or not is_float(variable):
         return None
     return tf.reduce_all(tf.math.is_finite(tf.convert_to_tensor(variable)))
+
+
+def _rate_value(optimizer: Any) -> Any:
+    """`optimizer`'s constant learning rate as a float32 scalar in the step, or None (a schedule, not a float)."""
+    from pyadapter.capture.learning_rate import learning_rate_variable
+
+    variable = learning_rate_variable(optimizer)
+    if variable is None or not is_float(variable):
+        return None
+    return tf.cast(tf.reshape(tf.convert_to_tensor(variable), []), tf.float32)
 
 
 def undo_if_step_failed(gate: Gate, step_ok: Any) -> None:

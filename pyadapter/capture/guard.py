@@ -153,6 +153,9 @@ class NanGuard(keras.callbacks.Callback):
         self._epoch: int | None = None
         self._batch = 0
         self._cluster: cluster.ClusterInfo | None = None
+        # The step NanGuard stopped training at, until a new fit: a step after it means the program went on (a
+        # train_on_batch loop whose stop check breaks only its inner loop).
+        self._stopped_at: int | None = None
         keras_fixes.install_multiworker_fit_fix()  # without it Keras 3 fit fails under MultiWorkerMirroredStrategy
 
     @property
@@ -248,6 +251,7 @@ class NanGuard(keras.callbacks.Callback):
             )
         self._step = int(primary_optimizer(model).iterations.numpy())
         self.policy.passed()  # a new fit starts a new run of failures
+        self._stopped_at = None
         if self._window is not None:
             keras_state.build_own_optimizer(model)
             self._window.start(self._step)
@@ -389,6 +393,8 @@ class NanGuard(keras.callbacks.Callback):
             if self._window is not None:
                 self._window.after_step(step, kept)
             return True
+        if self._stopped_at is not None:
+            return self._failed_after_the_stop(function, verdict, step, batch_index)
         stop = self.policy.failed()
         if self.verbose and (self.params or {}).get("verbose") in (1, "auto"):
             # Keras's progress bar (stdout) is mid-line, with no newline until the epoch ends: the lines below
@@ -439,7 +445,31 @@ class NanGuard(keras.callbacks.Callback):
         self.policy.say(failure, prefix="\n")
         if stop:
             self.model.stop_training = True
+            self._stopped_at = step
         return not stop
+
+    def _failed_after_the_stop(
+        self, function: GuardedTrainFunction, verdict: gate.Verdict, step: int, batch_index: int
+    ) -> bool:
+        """A failing step the program ran after NanGuard stopped training: a loop of ``train_on_batch`` whose ``if
+        model.stop_training: break`` leaves only its inner loop. Each such step wrote a bundle of the same
+        divergence as the first (five, the limit) and printed "training stopped" again for every step left. Said
+        once; recorded, refused, no bundle."""
+        report = gate.report(verdict, function.meta, list(self.model.trainable_variables))
+        self.policy.failed()
+        self.policy.record(step, self._epoch, batch_index, report, Attempt(), True)
+        self.model.stop_training = True
+        if self.verbose and not getattr(self, "_said_went_on", False):
+            self._said_went_on = True
+            print(
+                f"NanGuard: step {step} is non-finite too: the program went on training after NanGuard stopped it "
+                f"at step {self._stopped_at} (model.stop_training is set, but a loop of train_on_batch must check "
+                "it, and a check that breaks only the inner loop lets the outer one go on). Updates of non-finite "
+                "steps are still not applied; no more bundles or messages for them",
+                file=sys.stderr,
+                flush=True,
+            )
+        return False
 
     def _window_files(
         self,

@@ -1,7 +1,7 @@
 """The guard's step history: what NanGuard / guard_step remember of the last N steps, and its manifest rows.
 
 Inside the compiled step the gate (`pyadapter.capture.gate`) computes, next to its finite checks, a float32 vector
-of four numbers per step (`METRICS`; -1.0 where a number was not measured). Python keeps that tensor handle with
+of five numbers per step (`METRICS`; -1.0 where a number was not measured). Python keeps that tensor handle with
 the step's loss tensor in a ring (a ``deque`` of `HistoryEntry`) and reads nothing on healthy steps; on a failing
 step `rows` turns the ring into the manifest's ``loss_history``. This module does not import TensorFlow (the bundle
 reader uses `check_rows`).
@@ -9,7 +9,7 @@ reader uses `check_rows`).
 Manifest row (``manifest["loss_history"][i]``)::
 
     {"step": 12, "loss": 0.53, "logged_loss": 0.61, "grad_norm": 4.2, "weight_norm": 31.0,
-     "update_ratio": 0.0013, "max_abs_output": 7.9}
+     "update_ratio": 0.0013, "max_abs_output": 7.9, "learning_rate": 0.001}
 
 - ``loss``: the step's loss as computed in the step; ``logged_loss``: what Keras logged (its running mean);
 - ``grad_norm``: L2 norm over every gradient the gate checks (float32; not measured under a LossScaleOptimizer,
@@ -23,7 +23,10 @@ Manifest row (``manifest["loss_history"][i]``)::
   16384 of them, in blocks of 16 spread over its rows and columns, to a few percent, see
   `gate_checks.sampled_half_squares32`); the denominator is the previous step's ``weight_norm``, so the first row
   of the window and a step whose update was not applied have null;
-- ``max_abs_output``: max |value| over the predictions the step's ``model.compute_loss`` received (``y_pred``).
+- ``max_abs_output``: max |value| over the predictions the step's ``model.compute_loss`` received (``y_pred``);
+- ``learning_rate``: the first optimizer's constant rate as the step's update read it: a program that sets its rate
+  as it trains (a hand schedule, a callback) shows what it set, step by step. Absent where not measured: a schedule
+  (its value is a function of the step count), a step that updates its weights itself, bundles older than it.
 
 A number is null when it was not measured or is not finite; a non-finite one also gets ``"<name>_nonfinite":
 "nan" | "inf" | "-inf"`` (e.g. ``"loss_nonfinite": "inf"``), so a reader can tell an overflow from a gap.
@@ -39,10 +42,18 @@ from typing import Any
 import numpy as np
 
 # The gate's per-step vector, in this order (float32; -1.0: not measured).
-METRICS = ("grad_norm", "weight_norm", "update_norm", "max_abs_output")
+METRICS = ("grad_norm", "weight_norm", "update_norm", "max_abs_output", "learning_rate")
 NOT_MEASURED = -1.0
 # The numbers of a manifest row, each a JSON number or null, each with an optional "<name>_nonfinite" marker.
-ROW_NUMBERS = ("loss", "logged_loss", "grad_norm", "weight_norm", "update_ratio", "max_abs_output")
+ROW_NUMBERS = (
+    "loss",
+    "logged_loss",
+    "grad_norm",
+    "weight_norm",
+    "update_ratio",
+    "max_abs_output",
+    "learning_rate",
+)
 NONFINITE_SUFFIX = "_nonfinite"
 NONFINITE_MARKERS = ("nan", "inf", "-inf")
 DEFAULT_SIZE = 256
@@ -101,6 +112,8 @@ def rows(history: Iterable[Any]) -> list[dict[str, Any]]:
         _put(row, "weight_norm", values["weight_norm"])
         _put(row, "update_ratio", _update_ratio(entries, measured, index))
         _put(row, "max_abs_output", values["max_abs_output"])
+        if values["learning_rate"] is not None:
+            _put(row, "learning_rate", values["learning_rate"])
         result.append(row)
     return result
 

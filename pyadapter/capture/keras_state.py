@@ -30,10 +30,13 @@ def build_own_optimizer(model: keras.Model) -> None:
     """Make the slots of a model's only optimizer now, as its first update would (Keras's own ``train_step``
     builds it on the model's trainable variables, under its name scope), so the window's first copy holds them:
     a run that blows up in its first steps then has a window from step 0. Custom steps are left alone (an
-    optimizer may train only some variables); their window starts after the first step."""
+    optimizer may train only some variables); their window starts after the first step. So is a model not built
+    yet: a subclass whose head was built in ``__init__`` (keras.io's RetinaNet) has some of its variables only, and
+    an optimizer built on those refused the rest at the first update ("Unknown variable")."""
     optimizers = model_optimizers(model)
     if (
-        keras_lines.is_tf_keras(model)
+        not getattr(model, "built", True)
+        or keras_lines.is_tf_keras(model)
         or len(optimizers) != 1
         or optimizers[0] is not getattr(model, "optimizer", None)
         or type(model).train_step is not keras.Model.train_step

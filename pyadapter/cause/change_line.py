@@ -542,6 +542,54 @@ def zero_epsilon_lines(paths: list[str]) -> list[tuple[str, int]]:
     return [(path, index) for path, index, line in _config_lines(paths) if _CONFIG_ZERO_EPSILON.search(line)]
 
 
+def zero_setting_lines(paths: list[str], key: str) -> list[tuple[str, int]]:
+    """(file, 1-based line) of each line of the config files `paths` that sets `key` to 0 (``"nu": 0.0``, ``nu:
+    0``). Read as text; nothing is parsed or run."""
+    pattern = re.compile(rf"""(?<![\w-])["']?{re.escape(key)}["']?\s*[:=]\s*["']?0(?:\.0*)?(?![\d.eE])""")
+    return [(path, index) for path, index, line in _config_lines(paths) if pattern.search(line)]
+
+
+def _is_zero(node: ast.expr | None) -> bool:
+    """A literal 0 (``0``, ``0.0``, ``float(0)``)."""
+    if isinstance(node, ast.Call) and called_name(node) in ("float", "int") and len(node.args) == 1:
+        node = node.args[0]
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+        and node.value == 0
+    )
+
+
+def zero_setting_site(units: list[SourceUnit], key: str) -> Site | None:
+    """Where the user's code sets `key` to 0: a config dict's entry (``{"nu": 0.0}``), a keyword (``temperature=0``)
+    or an assignment (``NU = 0``, ``self.nu = 0``); None when no code does."""
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if isinstance(node, ast.Dict):
+                for name, value in zip(node.keys, node.values, strict=True):
+                    if isinstance(name, ast.Constant) and name.value == key and _is_zero(value):
+                        return Site(unit, value, key, target="config")
+            elif isinstance(node, ast.Call):
+                for argument in node.keywords:
+                    if argument.arg == key and _is_zero(argument.value):
+                        return Site(unit, node, key, target="config")
+            elif (
+                isinstance(node, (ast.Assign, ast.AnnAssign))
+                and node.value is not None
+                and _is_zero(node.value)
+            ):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                named = [
+                    t.id if isinstance(t, ast.Name) else t.attr
+                    for t in targets
+                    if isinstance(t, ast.Name | ast.Attribute)
+                ]
+                if key in named:
+                    return Site(unit, node.value, key, target="config")
+    return None
+
+
 def zero_epsilon_site(units: list[SourceUnit]) -> Site | None:
     """A call of the user's code given ``epsilon=0`` (``Adam(1e-3, epsilon=0)``), or None."""
     for unit in units:
@@ -807,6 +855,47 @@ def assign_site(units: list[SourceUnit], name: str) -> Site | None:
         return None
     unit, node = found[-1]
     return Site(unit, node, "assign")
+
+
+def attribute_or_name_site(units: list[SourceUnit], written: str) -> Site | None:
+    """Where the user's code assigns the value `written` names (``a_hat``, ``self.a_hat``: by its last part, to a
+    name or an attribute), when one statement does; None otherwise (a parameter, several assignments)."""
+    last = written.rsplit(".", 1)[-1]
+    found = [
+        (unit, node.value)
+        for unit in units
+        for node in ast.walk(unit.tree)
+        if isinstance(node, ast.Assign)
+        and any(
+            (isinstance(t, ast.Name) and t.id == last) or (isinstance(t, ast.Attribute) and t.attr == last)
+            for t in node.targets
+        )
+    ]
+    if len(found) != 1:
+        return None
+    unit, value = found[0]
+    return Site(unit, value, last, target="array")
+
+
+_PEAK_ARGUMENT = re.compile(r"lr|rate|base|peak|max|target|initial", re.IGNORECASE)
+
+
+def schedule_peak_site(units: list[SourceUnit], name: str, rate: float) -> tuple[Site, str, float] | None:
+    """(the call that builds the schedule class `name`, its keyword that sets the peak, the peak's value): the
+    largest number given to a keyword named like a rate (``learning_rate_base=BASE_LR``) that is at least half of
+    `rate`, the rate the schedule returned when the run failed; None when no call gives one."""
+    best: tuple[Site, str, float] | None = None
+    for unit in units:
+        for node in calls(unit):
+            if called_name(node) != name:
+                continue
+            for argument in node.keywords:
+                if argument.arg is None or "step" in argument.arg or not _PEAK_ARGUMENT.search(argument.arg):
+                    continue
+                value = _constant_expression(unit, argument.value)
+                if value is not None and value >= rate / 2 and (best is None or value > best[2]):
+                    best = (Site(unit, node, name, target="schedule"), argument.arg, value)
+    return best
 
 
 def construction_site(units: list[SourceUnit], name: str) -> Site | None:
@@ -1194,9 +1283,12 @@ def class_weight_site(units: list[SourceUnit]) -> Site | None:
     return None
 
 
-def _fit_calls(units: list[SourceUnit], fit_code: str | None) -> list[tuple[SourceUnit, ast.Call]]:
+def _fit_calls(
+    units: list[SourceUnit], fit_code: str | None, fit_cell: int | None = None
+) -> list[tuple[SourceUnit, ast.Call]]:
     """The ``.fit(...)`` calls of the user's code, the one whose first line is `fit_code` (recorded in the bundle:
-    the fit that failed, in a notebook that trains two models) first."""
+    the fit that failed, in a notebook that trains two models) first; of those, the one in the notebook cell
+    `fit_cell` (a notebook that fits again, with the same line, after reloading its data)."""
     found = [
         (unit, node)
         for unit in units
@@ -1204,7 +1296,12 @@ def _fit_calls(units: list[SourceUnit], fit_code: str | None) -> list[tuple[Sour
         if called_name(node) == "fit" and isinstance(node.func, ast.Attribute)
     ]
     if fit_code:
-        found.sort(key=lambda pair: pair[0].line(pair[1].lineno).strip() != fit_code.strip())
+        found.sort(
+            key=lambda pair: (
+                pair[0].line(pair[1].lineno).strip() != fit_code.strip(),
+                fit_cell is not None and pair[0].cell != fit_cell,
+            )
+        )
     return found
 
 
@@ -1279,7 +1376,11 @@ def _stacked_column(statement: ast.stmt, column: int | None) -> str | None:
 
 
 def fit_array_site(
-    units: list[SourceUnit], leaf: str, column: int | None = None, fit_code: str | None = None
+    units: list[SourceUnit],
+    leaf: str,
+    column: int | None = None,
+    fit_code: str | None = None,
+    fit_cell: int | None = None,
 ) -> Site | None:
     """Where the array that fit was given as `leaf` (``x``, ``y``, ``sample_weight``) is made, when it is a name
     assigned in the user's code: the last assignment of it before the fit call (``y = (targets - mean) / std``),
@@ -1289,7 +1390,7 @@ def fit_array_site(
     position = positions.get(leaf.split("[")[0])
     if position is None:
         return None
-    for unit, call in _fit_calls(units, fit_code)[:1]:
+    for unit, call in _fit_calls(units, fit_code, fit_cell)[:1]:
         name = [k for k in ("x", "y", "sample_weight") if positions[k] == position][0]
         argument = call.args[position] if len(call.args) > position else keyword(call, name)
         if argument is None and position and len(call.args) == 1 and keyword(call, "x") is None:

@@ -22,6 +22,7 @@ from pyadapter.capture.records import BadElement
 from pyadapter.cause import change_line, domain, provenance, python_feed, scale, trend
 from pyadapter.cause.model import Cause, Change, format_number, positive_numbers
 from pyadapter.cause.ops import (
+    ACCUMULATING_OPS,
     DECODE_OPS,
     DIVISION_OPS,
     DOMAIN_OPS,
@@ -144,13 +145,14 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     if cause.kind == "op" and origin is not None and context is not None:
         cause = (
             _divisor_the_program_sets(findings, origin, context, cause, units)
+            or _constant_divisor_of_zero(findings, origin, context, cause, units)
             or _optimizer_epsilon_zero(findings, origin, context, cause, units)
             or _zeros_from_16_bit(findings, origin, cause)
             or _jitter_already_added(origin, cause, units)
             or _saturated_by_unscaled_features(context, origin, cause, units)
             or _at_the_relu(findings, cause)
             or _layer_epsilon_zero(origin, cause, units)
-            or _captured_non_finite(findings, origin, cause)
+            or _captured_non_finite(findings, origin, cause, units)
             or _overflow_after_updates_at_a_rate_far_too_high(origin, context, cause, units)
             or cause
         )
@@ -410,7 +412,15 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
     if known and reads_weights and context.model_info.get("optimizer"):
         return _update_blew_up(context, units, origin)
     masked = findings.extra.get("masked_by_where")
-    if isinstance(masked, dict) and not origin.op.forward_op and _graph_loss_finite(findings) is not False:
+    # An op of the input pipeline (a box encoder's log of a padded box's width 0) made the batch's values: the
+    # loss's tf.where that masks them is no trap of that op's, whose line has no tf.where to change.
+    made_in_the_pipeline = bool(bad_batch) and section.get("origin_from") == "input pipeline re-run"
+    if (
+        isinstance(masked, dict)
+        and not made_in_the_pipeline
+        and not origin.op.forward_op
+        and _graph_loss_finite(findings) is not False
+    ):
         # Before the batch and row rules: the record (a zero count) is valid, the where is meant to skip it.
         return _where_trap(findings, origin, masked)
     read = domain.batch_input(origin, context.batch)
@@ -450,6 +460,9 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # An empty record (all padding, an empty text) divided by its own count of 0 is valid input to a masked
         # mean: the division is what to change (as the same 0 / 0 in a graph's isolated node is).
         and not (_empty_records_only(rows) and _division_words(origin))
+        # So is a log of a reduction that an empty record makes 0 (a PSNR loss's ``log(mse)`` of a black patch the
+        # model reproduces exactly): the record is right, the loss is undefined there.
+        and not (_empty_records_only(rows) and _log_of_a_reduction_of_zero(origin))
         # A target of 0 divided by in a relative error (MAPE's ``/ y_true``: a day the store was closed) is valid
         # data: the loss is undefined there, the record is right. A feature unlike the rest on those rows (the
         # holiday flag of the closed days) goes with the zero target, and correcting it changes nothing.
@@ -922,6 +935,16 @@ def _own_schedule_change(
             f"its warm-up, or cap it ({advice}), or clip the gradients"
         )
     change, own_line = _schedule_change(units, rate, what)
+    peak = change_line.schedule_peak_site(units, rate.schedule, rate.value) if not rising else None
+    if own_line and peak is not None:
+        # A warm-up to a peak 100x too high (``BASE_LR = 1e1`` for 1e-1): the schedule's own lines are right; the
+        # peak given where it is built is what to change.
+        site, keyword, value = peak
+        what = (
+            f"the peak {keyword}={format_number(value)} given to {rate.schedule}: it returned "
+            f"{format_number(rate.value)}{at_step}; lower the peak ({advice}), or clip the gradients"
+        )
+        return _change(site, what, "schedule")
     return change if own_line else None
 
 
@@ -1220,7 +1243,16 @@ _KERAS_OPS_NAMES = (
 
 
 def _origin_source_line(origin: Finding) -> str:
-    """The text of the origin's line in its .py file ("" for a notebook cell or a file not on disk)."""
+    """The text of the origin's line in its .py file or its notebook cell ("" for a file not on disk)."""
+    if origin.cell is not None and origin.file.endswith(".ipynb"):
+        from pyadapter.capture.notebook_file import NotebookError, read_notebook_cells
+
+        try:
+            cells = [c.source for c in read_notebook_cells(origin.file) if c.index == origin.cell]
+        except NotebookError:
+            return ""
+        lines = cells[0].splitlines() if cells else []
+        return lines[origin.line - 1] + "\n" if 0 < origin.line <= len(lines) else ""
     if origin.cell is not None or not origin.file.endswith(".py"):
         return ""
     import linecache
@@ -1404,22 +1436,31 @@ _NAN_FREE_OPS = frozenset(
 )
 
 
-def _captured_non_finite(findings: Findings, origin: Finding, cause: Cause) -> Cause | None:
+def _captured_non_finite(
+    findings: Findings, origin: Finding, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
     """A subtraction (or an add) whose output is NaN while every input the dump recorded is finite: its other input,
     unrecorded, held the NaN: a value captured into the step (a target Gram matrix computed once before training,
     ``gram / hwc`` of an empty region). It read "a Sub op made NaN/Inf from finite inputs ...: keep its inputs in
     its domain", false and meaningless for a subtraction. None otherwise."""
     health = origin.health
-    if origin.op.type not in _NAN_FREE_OPS or health is None or not health.nan:
+    nan_free = origin.op.type in _NAN_FREE_OPS
+    if health is None or not health.nan or not (nan_free or origin.op.type in ACCUMULATING_OPS):
         return None
     recorded = [i for i in origin.inputs if i.health is not None]
     unrecorded = [i for i in origin.inputs if i.health is None]
     if not unrecorded or any(not (i.health and i.health.is_finite) for i in recorded):
         return None
+    if not nan_free and health.nan != health.size:
+        # A product's sums make NaN of finite inputs too (+inf and -inf products): only all-NaN says the captured
+        # operand held it (a graph's normalized adjacency D^-1/2 A D^-1/2 with an isolated node, made in __init__).
+        return None
     names = ", ".join(i.name for i in unrecorded)
+    written = _operand_as_written(findings, origin, unrecorded[0]) if len(unrecorded) == 1 else None
+    named = f"{written} ({names})" if written is not None else names
     summary = (
         f"{_article(origin.op.type)} {origin.op.type} op made NaN of finite inputs the dump recorded: its other "
-        f"input {names}, a value captured into the step (a tensor computed before training and closed over by the "
+        f"input {named}, a value captured into the step (a tensor computed before training and closed over by the "
         "step, a target or a constant), held the NaN; it was non-finite already where it was computed"
     )
     what = (
@@ -1427,7 +1468,32 @@ def _captured_non_finite(findings: Findings, origin: Finding, cause: Cause) -> C
         "division by 0 there, a statistic of an empty selection)"
     )
     evidence = {**cause.evidence, "captured_input": names}
+    site = change_line.attribute_or_name_site(units, written) if written is not None else None
+    if site is not None:
+        what = (
+            f"{written}, computed here before training: make it finite (a division by 0 here, a power of 0 to a "
+            "negative exponent, a statistic of an empty selection); the step only reads it"
+        )
+        return Cause("data", summary, evidence, _change(site, what, "reading"))
     return Cause("data", summary, evidence, _origin_change(findings, what, "reading"))
+
+
+def _operand_as_written(findings: Findings, origin: Finding, operand: Any) -> str | None:
+    """The argument of the origin line's one call that a graph input named ``.../a:0`` (its first) or ``.../b:0``
+    (its second) is, as written (``a_hat`` of ``tf.matmul(a_hat, support)``); None when the line does not say."""
+    position = {"a": 0, "x": 0, "b": 1, "y": 1}.get(operand.name.rsplit("/", 1)[-1].split(":")[0])
+    code = textwrap.dedent(str(findings.extra.get("origin_code") or "")).strip()
+    if position is None:
+        return None
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return None
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and len(n.args) > position]
+    if len(found) != 1:
+        return None
+    argument = found[0].args[position]
+    return ast.unparse(argument) if isinstance(argument, (ast.Name, ast.Attribute)) else None
 
 
 def _at_the_relu(findings: Findings, cause: Cause) -> Cause | None:
@@ -1906,6 +1972,10 @@ def _divisor_the_program_sets(
         return None
     name = zero[0]
     site = change_line.assign_site(units, name)
+    if site is not None and _in_the_function_of(units, origin, site):
+        # The step sets it itself (a token count it accumulates and resets, ``accum_tokens.assign(0.0)``): no
+        # schedule outside, and the division is what to guard.
+        return None
     at_step = f" at step {context.step}" if context.step is not None else ""
     summary = (
         f"the {origin.op.type} op divided by {name}, a variable the program sets outside the step, which is 0"
@@ -1915,6 +1985,84 @@ def _divisor_the_program_sets(
     evidence = {**cause.evidence, "divisor_variable": name}
     change = _change(site, what, "op") if site is not None else _origin_change(findings, what, "op")
     return Cause("op", summary, evidence, change)
+
+
+# The graph's name of a Python number a division took at trace time (``x / cfg["nu"]``: "truediv/y:0").
+_TRACED_NUMBER = re.compile(r"(?:^|/)y(?:_\d+)?:0$")
+
+
+def _written_divisor(findings: Findings) -> tuple[ast.expr, str] | None:
+    """The divisor of the origin's statement and its text as written, when its divisions share one (``a / self.t``
+    and ``b / self.t`` of a distillation loss); None otherwise."""
+    code = str(findings.extra.get("origin_code") or "").strip()
+    statement = findings.extra.get("origin_statement")
+    if isinstance(statement, dict):
+        code = "\n".join([*statement.get("before", []), code, *statement.get("after", [])])
+    text = textwrap.dedent(code).strip()
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    divisors = {
+        ast.unparse(n.right): n.right
+        for n in ast.walk(tree)
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)
+    }
+    if len(divisors) != 1:
+        return None
+    (written,) = divisors.values()
+    return written, ast.get_source_segment(text, written) or ast.unparse(written)
+
+
+def _constant_divisor_of_zero(
+    findings: Findings, origin: Finding, context: CauseContext, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """A division by a Python number that was 0 when the step was traced: a config's ``"nu": 0.0`` in a PINN's
+    residual, a distiller's ``temperature=0``. The graph holds it as a constant ("truediv/y:0"), and the division's
+    words (divide_no_nan, or a / tf.maximum(b, 1e-7)) made the loss finite and the model wrong (a PINN's residual
+    times 1e7; a distillation term times T**2 = 0), or crashed (tf.maximum of an int and 1e-7). The line that sets
+    the value is the one to change. None for any other division."""
+    if origin.op.type not in DIVISION_OPS or len(origin.inputs) != 2:
+        return None
+    divisor = origin.inputs[1]
+    health = divisor.health
+    if not _TRACED_NUMBER.search(divisor.name) or health is None or health.size != 1 or health.zero != 1:
+        return None
+    found = _written_divisor(findings)
+    written = found[0] if found is not None else None
+    key = (
+        written.slice.value
+        if isinstance(written, ast.Subscript)
+        and isinstance(written.slice, ast.Constant)
+        and isinstance(written.slice.value, str)
+        else written.attr
+        if isinstance(written, ast.Attribute)
+        else written.id
+        if isinstance(written, ast.Name)
+        else None
+    )
+    shown = found[1] if found is not None else divisor.name
+    summary = (
+        f"the {origin.op.type} op divided by {shown}, a number that was 0 when the step was traced (a constant in "
+        "the graph, not data): x / 0 is inf, 0 / 0 NaN; the formula needs it nonzero"
+    )
+    what = (
+        f"the value of {key or shown}: give it the nonzero value the formula needs (an epsilon or divide_no_nan at "
+        "the division keeps the loss finite and trains a wrong objective)"
+    )
+    change: Change | None = None
+    if key is not None:
+        folders = [os.path.dirname(os.path.abspath(context.entry_script))] if context.entry_script else []
+        lines = change_line.zero_setting_lines(
+            change_line.config_files(folders, context.argv, context.cwd), key
+        )
+        site = change_line.zero_setting_site(units, key)
+        if site is not None:
+            change = _change(site, what, "config")
+        elif lines:
+            change = Change(file=lines[0][0], line=lines[0][1], what=what, target="config")
+    evidence = {**cause.evidence, "constant_divisor": key or shown}
+    return Cause("op", summary, evidence, change or _origin_change(findings, what, "op"))
 
 
 def _zeros_from_16_bit(findings: Findings, origin: Finding, cause: Cause) -> Cause | None:
@@ -1942,11 +2090,27 @@ def _zeros_from_16_bit(findings: Findings, origin: Finding, cause: Cause) -> Cau
         'the layer: give it dtype="float32" (the mixed-precision guide keeps the output layer and its softmax in '
         "float32), or compute the loss from logits (from_logits=True)"
     )
+    evidence = {**cause.evidence, "zeros_from_16_bit": found}
+    if (
+        origin.op.type in DIVISION_OPS
+        and _OVERLAP_RATIO.search(str(findings.extra.get("origin_code") or ""))
+        and cause.change is not None
+    ):
+        # A Dice or IoU ratio with no smoothing term is 0/0 for an empty mask predicted empty at any precision once
+        # the predictions reach 0; float16 only got there first. The layer in float32 alone trained stuck (a U-Net
+        # under mixed_float16): the smoothing term is the fix, the float16 layer what made it come sooner.
+        summary = (
+            f"{cause.summary}; the {kind}{at} ran in {dtype}, where its outputs underflowed to 0 sooner than "
+            "float32's would"
+        )
+        also = f'; and the {kind}{at} may keep float32 (dtype="float32" on that layer, as the mixed-precision guide does)'
+        return Cause(
+            "op", summary, evidence, dataclasses.replace(cause.change, what=cause.change.what + also)
+        )
     if isinstance(file, str) and isinstance(line, int):
         change: Change | None = Change(file=file, line=line, what=what, target="op")
     else:
         change = _origin_change(findings, what, "op")
-    evidence = {**cause.evidence, "zeros_from_16_bit": found}
     return Cause("precision", summary, evidence, change)
 
 
@@ -2448,6 +2612,17 @@ _WHERE_SAFE_FORMS = {
 }
 
 
+_REDUCTION_OUTPUT = re.compile(r"(?:^|/)(?:Mean|Sum|Prod|Max|Min)(?:_\d+)?:0$")
+
+
+def _log_of_a_reduction_of_zero(origin: Finding) -> bool:
+    """A Log whose input, a reduction's output (a mean squared error), holds zeros."""
+    return origin.op.type == "Log" and any(
+        _REDUCTION_OUTPUT.search(i.name) and i.health is not None and (i.health.zero or 0) > 0
+        for i in origin.inputs
+    )
+
+
 def _where_trap(findings: Findings, origin: Finding, masked: dict[str, Any]) -> Cause:
     """The forward pass made NaN/Inf where a ``tf.where`` then chose the other branch, so the loss is finite; the
     backward pass still runs through the branch not chosen and multiplies its zero gradient by the op's infinite
@@ -2768,23 +2943,22 @@ def _divergence(
                 what=f"{change.what}; or lower the restarts' peak (m_mul below 1 in CosineDecayRestarts, or a "
                 "lower peak for the later cycles): the run diverged after a restart",
             )
-    rose = _rate_rose_in_the_window(context) if blown_up is None and restart is None else None
+    rose = _rate_rose(context, growth) if blown_up is None and restart is None else None
     if rose is not None:
         # A schedule that raises the rate without end (a decay's lost minus sign, LearningRateScheduler's
         # ``lr * 1.5`` per epoch): "try 0.0166" gave a number where the schedule's shape is the bug.
-        start_rate, start_step, raised_to = rose
-        evidence["rate_rose"] = {"from": start_rate, "step": start_step, "to": raised_to}
-        times = f"x{raised_to / start_rate:.3g}"
+        evidence["rate_rose"] = {"from": rose.start_rate, "step": rose.start_step, "to": rose.raised_to}
+        times = f"x{rose.raised_to / rose.start_rate:.3g}"
         restart_text += (
-            f", after the program raised the rate {times} over the guard's window "
-            f"({format_number(start_rate)} at step {start_step} to {format_number(raised_to)})"
+            f", after the program raised the rate {times} {rose.since} "
+            f"({format_number(rose.start_rate)} at step {rose.start_step} to {format_number(rose.raised_to)})"
         )
         if change is not None:
             change = dataclasses.replace(
                 change,
                 what=f"the schedule that sets it: it raised the rate {times} over the last "
-                f"{(context.step or start_step) - start_step} steps; keep it from rising (a decay's sign, a factor "
-                f"per epoch above 1) or cap it below the rates that trained; {change.what}",
+                f"{(context.step or rose.start_step) - rose.start_step} steps; keep it from rising (a decay's sign, a "
+                f"factor per epoch above 1) or cap it {rose.cap_text()}; {change.what}",
             )
     summary = f"the run diverged{rate_text}{scale_text}{restart_text}: {trend_text}, {ending}"
     if before_any_update:
@@ -2802,25 +2976,61 @@ def _divergence(
     return Cause("divergence", summary, evidence, change)
 
 
-def _rate_rose_in_the_window(context: CauseContext) -> tuple[float, int, float] | None:
-    """(rate at the window's start, its step, the failing step's rate) when the program raised the rate during the
-    guard's window (the window's search refused for it) by x1.5 or more; None otherwise."""
-    search = context.window_search or {}
-    start_rate, start_step = search.get("captured_learning_rate"), search.get("start_step")
+@dataclass(frozen=True)
+class RateRise:
+    """The program raised its learning rate before a divergence: from `start_rate` at `start_step` to `raised_to`
+    at the failing step; `since` says over which steps (the divergence's, or the guard's window)."""
+
+    start_rate: float
+    start_step: int
+    raised_to: float
+    since: str
+
+    def cap_text(self) -> str:
+        if self.since.startswith("since"):
+            return f"at or below {format_number(self.start_rate)}, its rate when the growth began"
+        return "below the rates that trained"
+
+
+def _rate_rose(context: CauseContext, growth: trend.Trend | None) -> RateRise | None:
+    """The rise of the learning rate the program set as it trained (x1.5 or more up to the failing step), read from
+    the history's rates at the step the growth began (else its oldest rate: a hand schedule's lost minus sign
+    raised it x1.16 over the window and x3.6 over the history), or from the rate at the window's start (bundles
+    without rates in their history); None when the rate did not rise so."""
     used = context.learning_rate
-    if (
-        not isinstance(start_rate, (int, float))
-        or isinstance(start_rate, bool)
-        or not isinstance(start_step, int)
-        or isinstance(start_step, bool)
-        or used is None
-        or not used.finite
-        or not math.isfinite(start_rate)
-        or not start_rate > 0
-        or "changed during the window" not in str(search.get("stopped") or "")
-    ):
+    if used is None or not used.finite or not used.value > 0:
         return None
-    return (float(start_rate), start_step, used.value) if used.value >= 1.5 * start_rate else None
+    rates = [
+        (row["step"], float(row["learning_rate"]))
+        for row in context.history
+        if isinstance(row.get("step"), int)
+        and isinstance(row.get("learning_rate"), (int, float))
+        and not isinstance(row.get("learning_rate"), bool)
+        and math.isfinite(row["learning_rate"])
+        and row["learning_rate"] > 0
+    ]
+    rise: RateRise | None = None
+    if rates:
+        began = growth.start_step if growth is not None else None
+        at_growth = [(s, r) for s, r in rates if began is not None and s == began]
+        step, rate = (at_growth or rates)[0]
+        since = (
+            "since the growth began" if at_growth else f"over the last {len(rates)} steps the guard recorded"
+        )
+        rise = RateRise(rate, step, used.value, since)
+    else:
+        search = context.window_search or {}
+        start_rate, start_step = search.get("captured_learning_rate"), search.get("start_step")
+        if (
+            isinstance(start_rate, (int, float))
+            and not isinstance(start_rate, bool)
+            and isinstance(start_step, int)
+            and not isinstance(start_step, bool)
+            and math.isfinite(start_rate)
+            and start_rate > 0
+        ):
+            rise = RateRise(float(start_rate), start_step, used.value, "over the guard's window")
+    return rise if rise is not None and rise.raised_to >= 1.5 * rise.start_rate else None
 
 
 def _unscaled_inputs(context: CauseContext, units: list[SourceUnit]) -> list[scale.UnscaledInput]:
@@ -3194,6 +3404,26 @@ def _function_of_origin(units: list[SourceUnit], origin: Finding) -> str | None:
     return None
 
 
+def _in_the_function_of(units: list[SourceUnit], origin: Finding, site: change_line.Site) -> bool:
+    """Whether `site` is in the body of the innermost function whose body holds the origin's line (a step nested in
+    a ``main()`` whose loop sets the variable is not the loop)."""
+    import ast
+
+    if site.unit not in list(_units_holding(units, origin)):
+        return False
+    holding = [
+        node
+        for node in ast.walk(site.unit.tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and node.body[0].lineno <= origin.line <= (node.end_lineno or node.lineno)
+    ]
+    if not holding:
+        return False
+    innermost = max(holding, key=lambda node: node.lineno)
+    return innermost.body[0].lineno <= site.node.lineno <= (innermost.end_lineno or innermost.lineno)
+
+
 def _units_holding(units: list[SourceUnit], origin: Finding) -> Iterator[SourceUnit]:
     """The units of the origin's file and cell (a notebook's cell; a script's one file)."""
     return (
@@ -3486,10 +3716,15 @@ def _fit_array_site(
 ) -> change_line.Site | None:
     """Where the array fit was given that holds `element` is made (`change_line.fit_array_site`), if the code
     assigns it."""
-    fit_code = (context.model_info.get("fit_call") or {}).get("code")
+    recorded = context.model_info.get("fit_call") or {}
+    fit_code, fit_cell = recorded.get("code"), recorded.get("cell")
     column = element.index[1] if len(element.index) == 2 else None
     return change_line.fit_array_site(
-        units, element.leaf, column, fit_code if isinstance(fit_code, str) else None
+        units,
+        element.leaf,
+        column,
+        fit_code if isinstance(fit_code, str) else None,
+        fit_cell if isinstance(fit_cell, int) and not isinstance(fit_cell, bool) else None,
     )
 
 

@@ -48,6 +48,11 @@ ACCUMULATING_OPS = frozenset(
         "Conv3DBackpropFilterV2",
     }
 )
+# Ops that shift their inputs by their max (a softmax, its cross-entropy): from finite inputs they make NaN only when
+# the values span past float32's range (inf - inf), logits of 1e38 a diverging run made.
+SHIFTING_OPS = frozenset(
+    {"Softmax", "LogSoftmax", "SoftmaxCrossEntropyWithLogits", "SparseSoftmaxCrossEntropyWithLogits"}
+)
 DIVISION_OPS = frozenset({"RealDiv", "Div", "TrueDiv", "FloorDiv", "Reciprocal", "Inv", "DivNoNan", "Xdivy"})
 # The largest finite value of each half-precision dtype (float32's is 3.4e38).
 DTYPE_MAX = {"float16": 65504.0, "half": 65504.0, "bfloat16": 3.3895313892515355e38}
@@ -90,14 +95,15 @@ def _positive_exponent(origin: Finding) -> bool:
 def is_overflow(origin: Finding) -> bool:
     """Inf made from finite inputs by an op that overflows (MatMul, Square, Exp, ...), not one outside its
     domain (log of 0) and not a division by an input holding zeros. NaN counts for ops that sum products
-    (MatMul, Conv2D): +inf and -inf products meet in their sums."""
+    (MatMul, Conv2D): +inf and -inf products meet in their sums; and for ops that shift by the max (a softmax
+    cross-entropy of logits past 1e38: inf - inf)."""
     health = origin.health
     if health is None or health.non_finite == 0:
         return False
     if any(i.health is not None and not i.health.is_finite for i in origin.inputs):
         return False
     if health.pos_inf + health.neg_inf == 0 and not (
-        origin.op.type in ACCUMULATING_OPS
+        (origin.op.type in ACCUMULATING_OPS or origin.op.type in SHIFTING_OPS)
         and origin.inputs
         and all(i.health is not None and (i.health.size or 0) > 0 for i in origin.inputs)
     ):

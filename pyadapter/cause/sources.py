@@ -30,9 +30,9 @@ class SourceUnit:
         return lines[number - 1] if 0 < number <= len(lines) else ""
 
 
-def _read(path: str) -> str | None:
-    # The entry script's path comes from the manifest (data): read regular files only (a FIFO or /dev/zero would
-    # block or never end) and only up to a source file's size.
+def read_source(path: str) -> str | None:
+    """The text of the source file `path`, or None. The entry script's path comes from the manifest (data): read
+    regular files only (a FIFO or /dev/zero would block or never end) and only up to a source file's size."""
     try:
         if not os.path.isfile(path) or os.path.getsize(path) > MAX_SOURCE_BYTES:
             return None
@@ -44,7 +44,7 @@ def _read(path: str) -> str | None:
 def source_line(path: str, number: int) -> str | None:
     """Line `number` of the source file `path`, stripped (a regular file, up to a source file's size: a bundle names
     the path), or None."""
-    text = _read(path)
+    text = read_source(path)
     lines = text.splitlines() if text is not None else []
     return lines[number - 1].strip() if 0 < number <= len(lines) else None
 
@@ -72,7 +72,7 @@ def _units_of(path: str, ran: list[str] | None = None) -> list[SourceUnit]:
         ]
     if not path.endswith(".py"):
         return []
-    text = _read(path)
+    text = read_source(path)
     tree = _parse(text) if text is not None else None
     return [SourceUnit(path, None, text, tree)] if text is not None and tree is not None else []
 

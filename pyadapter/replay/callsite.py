@@ -12,7 +12,9 @@ import ast
 from pathlib import Path
 from typing import Any
 
-from pyadapter.cause.sources import called_name
+from pyadapter.capture.fit_call import MANIFEST_KEY as FIT_CALL_KEY
+from pyadapter.capture.fit_call import FitCall
+from pyadapter.cause.sources import called_name, read_source
 from pyadapter.findings import Frame
 
 KERAS_TRAINING_CALLS = ("fit", "train_on_batch")
@@ -56,10 +58,49 @@ def training_call_frame(
     return Frame(file=str(path), line=first.lineno, function=owners.get(id(first), "<module>"))
 
 
+def fit_call_frame(script: str | Path, call: FitCall) -> Frame | None:
+    """The line of ``script`` (a .py, or a notebook's cell `call.cell`) whose text is the recorded fit call's
+    (``%time history = model.fit(...)`` holds it too); None when no line is. A program of two fits (a notebook
+    fitting again after reloading its data, a resumed run) failed in the one its bundle recorded, not the first."""
+    path = Path(script)
+    if path.suffix == ".ipynb":
+        if call.cell is None:
+            return None
+        from pyadapter.capture.notebook_file import NotebookError, read_notebook_cells
+
+        try:
+            cells = read_notebook_cells(path)
+        except NotebookError:
+            return None
+        sources = [cell.source for cell in cells if cell.index == call.cell]
+        if not sources:
+            return None
+        lines = sources[0].splitlines()
+    else:
+        text = read_source(str(path))
+        if text is None:
+            return None
+        lines = text.splitlines()
+    for number, text in enumerate(lines, 1):
+        if text.strip() == call.code or (call.code in text and text.lstrip().startswith("%")):
+            return Frame(file=str(path), line=number, function="<module>", cell=call.cell)
+    return None
+
+
 def bundle_training_call(bundle: Any) -> Frame | None:
-    """``training_call_frame`` for a loaded CaptureBundle (its entry script, kind and step function)."""
+    """The training call of a loaded CaptureBundle: the fit its manifest recorded (`fit_call_frame`), else
+    ``training_call_frame`` (its entry script, kind and step function)."""
     script = bundle.entry_script
     if script is None:
         return None
+    recorded = FitCall.from_json((bundle.manifest.get("model") or {}).get(FIT_CALL_KEY))
+    if recorded is not None and (frame := fit_call_frame(script, recorded)) is not None:
+        if Path(script).suffix == ".ipynb":
+            return frame
+        # In a script, the function around the line as training_call_frame names it.
+        first = training_call_frame(script, bundle.kind)
+        if first is not None and first.line == frame.line:
+            return first
+        return frame
     step_function = (bundle.manifest.get("step_function") or {}).get("qualname")
     return training_call_frame(script, bundle.kind, step_function)

@@ -630,7 +630,7 @@ def _adopt_rerun_origin(
             new.file, new.line, new.cell, new.stack = (
                 training_call.file,
                 training_call.line,
-                None,
+                training_call.cell,
                 [training_call],
             )
             rerun.extra.pop("origin_statement", None)
