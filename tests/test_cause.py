@@ -2057,6 +2057,10 @@ def test_a_class_weighted_inf_on_a_dataset_names_the_class_weights_after_a_pipel
     assert cause.kind == "data", cause
     assert cause.summary.startswith("the class weights given to fit weigh class 1 inf"), cause.summary
     assert cause.change is not None and cause.change.line == 11, cause.change  # class_weight={0: 1.0, 1: inf}
+    # One-hot labels: the row's class, not "y = 1" of a label that is a vector.
+    one_hot = np.eye(2, dtype=np.float32)[y.astype(int)]
+    cause = classify(findings, CauseContext(batch=(x, one_hot, weights), entry_script=str(program)))
+    assert "row 0 of the batch (class 1) has sample weight inf" in cause.summary, cause.summary
 
 
 def test_a_custom_loop_record_far_outside_the_rest_names_what_the_loop_iterates(tmp_path: Path) -> None:
@@ -4547,3 +4551,186 @@ def test_a_line_written_with_keras_ops_gets_keras_ops_words_in_a_notebook_too(
     )
     cause = classify(findings_of(origin), CauseContext())
     assert cause.change is not None and "keras.ops.sqrt(x + 1e-12)" in cause.change.what, cause.change
+
+
+def test_a_log_of_targets_plus_one_names_their_scaling_not_the_model(tmp_path: Path) -> None:
+    """Kaggle's RMSLE written as a loss, ``log(y_true + 1.0)``, on targets standardized first: a z-score below -1
+    made the log NaN, and the change was "keep it positive (an exp or softplus output)", advice for the model's
+    output that cannot fix a target. The batch's y plus the line's 1.0 explains it: y is named, and where it is
+    made (the standardization) is the change."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import numpy as np\nimport tensorflow as tf\nimport keras\n\n\n"
+        "def rmsle(y_true, y_pred):\n"
+        "    return tf.reduce_mean(tf.square(tf.math.log(y_pred + 1.0) - tf.math.log(y_true + 1.0)))\n\n\n"
+        "x = np.random.rand(64, 3).astype('float32')\n"
+        "y = np.random.rand(64, 1).astype('float32') * 1e5\n"
+        "y = (y - y.mean()) / y.std()\n"
+        "model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])\n"
+        "model.compile('adam', loss=rmsle)\n"
+        "model.fit(x, y, batch_size=8)\n",
+        encoding="utf-8",
+    )
+    y = np.linspace(-1.5, 1.5, 8, dtype=np.float32).reshape(8, 1)
+    origin = Finding(
+        file=str(program),
+        line=7,
+        role="origin",
+        op=OpRef("compile_loss/rmsle/Log_1", "Log"),
+        health=TensorHealth(dtype="float32", size=8, nan=2, pos=6),
+        inputs=[
+            InputHealth("compile_loss/rmsle/add_1:0", TensorHealth(dtype="float32", size=8, neg=2, pos=6))
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = (
+        "    return tf.reduce_mean(tf.square(tf.math.log(y_pred + 1.0) - tf.math.log(y_true + 1.0)))"
+    )
+    x = np.ones((8, 3), np.float32)
+    cause = classify(findings, CauseContext(batch=(x, y), entry_script=str(program)))
+    assert (
+        "read the batch's y plus 1, and y holds 2 negative values for it: y[0, 0] = -1.5" in cause.summary
+    ), cause.summary
+    assert cause.change is not None and cause.change.line == 12, cause.change
+    assert "softplus" not in cause.change.what, cause.change
+
+
+def test_an_acos_of_a_cosine_rounded_past_1_is_told_so_and_clipped(tmp_path: Path) -> None:
+    """An ArcFace head with ``tf.acos(cos_t)`` unclipped: a cosine of normalized vectors rounded to 1.0000001 made
+    NaN, and the cause was "an Acos op made NaN/Inf from finite inputs ... which holds 289 negative values: keep its
+    inputs in its domain"; negatives are in acos's domain, values past +-1 are not, and the clip is the change."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("arcface/Acos", "Acos"),
+        health=TensorHealth(dtype="float32", size=512, nan=1, pos=511),
+        inputs=[InputHealth("arcface/MatMul:0", TensorHealth(dtype="float32", size=512, neg=289, pos=223))],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.summary.startswith("the Acos op got values past +-1"), cause.summary
+    assert (
+        cause.change is not None and "tf.acos(tf.clip_by_value(x, -1 + 1e-7, 1 - 1e-7))" in cause.change.what
+    )
+    from pyadapter.dump.messages import origin_message
+
+    message = origin_message("Acos", origin.health, origin.inputs)
+    assert "negative" not in message, message
+
+
+def test_a_float16_exp_in_a_hand_softmax_is_told_the_cast_back_and_the_stable_softmax(tmp_path: Path) -> None:
+    """An attention-pooling layer's ``e = tf.exp(scores); e / tf.reduce_sum(e)`` under mixed_float16: "compute this
+    in float32 (tf.cast its input to "float32")", followed at the line, made the model fail to build (float32 met
+    the layer's float16), and the stable softmax, the usual fix, was not named."""
+    from pyadapter.findings import Frame
+
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import tensorflow as tf\nimport keras\n\n\nclass AttentionPooling(keras.layers.Layer):\n"
+        "    def call(self, scores):\n        e = tf.exp(scores)\n        return e / tf.reduce_sum(e, axis=1, keepdims=True)\n"
+        "\n\nlayer = AttentionPooling()\n",
+        encoding="utf-8",
+    )
+    origin = Finding(
+        file=str(program),
+        line=7,
+        role="origin",
+        op=OpRef("functional/attention_pooling/Exp", "Exp"),
+        health=TensorHealth(dtype="float16", size=64, pos_inf=3, pos=61),
+        inputs=[
+            InputHealth(
+                "functional/attention_pooling/MatMul:0", TensorHealth(dtype="float16", size=64, pos=64)
+            )
+        ],
+        stack=[Frame(str(program), 7, "call")],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "        e = tf.exp(scores)"
+    cause = classify(
+        findings, CauseContext(entry_script=str(program), model_info={"dtype_policy": "mixed_float16"})
+    )
+    assert cause.kind == "precision", cause
+    assert cause.change is not None and "and the result back to float16" in cause.change.what, cause.change
+    assert "tf.nn.softmax" in cause.change.what, cause.change
+
+
+def test_a_poisson_loss_on_a_linear_output_names_the_loss_and_the_output_activation(tmp_path: Path) -> None:
+    """A notebook's counts model switched to ``loss="poisson"`` on a linear ``Dense(1)``: Keras's loss takes
+    log(y_pred + eps) of negative predictions, and the change was "keep it positive ... or clip it
+    (tf.math.log(tf.maximum(x, 1e-7)))" at the fit line, of a log inside Keras. The loss and what it needs of the
+    output layer are named, where the loss is given."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n\n\ndef build_model(loss='mse'):\n"
+        "    model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(1)])\n"
+        "    model.compile('adam', loss=loss)\n    return model\n\n\n"
+        "model = build_model(loss='poisson')\nmodel.fit(x, y)\n",
+        encoding="utf-8",
+    )
+    origin = Finding(
+        file=str(program),
+        line=11,
+        role="origin",
+        op=OpRef("compile_loss/poisson/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=32, nan=18, pos=14),
+        inputs=[
+            InputHealth("compile_loss/poisson/add:0", TensorHealth(dtype="float32", size=32, neg=18, pos=14))
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.summary.startswith(
+        "Keras's poisson loss, given to compile, takes the log of the model's output, and 18"
+    ), cause.summary
+    assert cause.change is not None and cause.change.line == 10, cause.change
+    assert 'activation="softplus"' in cause.change.what and "tf.maximum" not in cause.change.what, (
+        cause.change
+    )
+
+
+def test_a_log_of_depth_maps_with_missing_pixels_in_most_records_is_told_to_mask_them(tmp_path: Path) -> None:
+    """keras.io's monocular depth with a scale-invariant log loss, ``log(pred) - log(target)``, on depth maps whose
+    missing pixels are 0 in every frame: the change was "leave out the records where y holds zeros", every record.
+    A few such values in most records are masked out of the loss."""
+    program = write_program(tmp_path)
+    y = np.ones((8, 4, 4, 1), np.float32)
+    y[:, 0, :2, 0] = 0.0  # two missing pixels in every frame
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("Log_1", "Log"),
+        health=TensorHealth(dtype="float32", size=128, neg_inf=16, pos=112),
+        inputs=[InputHealth("target:0", None)],
+    )
+    cause = classify(
+        findings_of(origin),
+        CauseContext(batch=(np.ones((8, 4, 4, 3), np.float32), y), entry_script=str(program)),
+    )
+    assert cause.change is not None and "mask them out of the loss" in cause.change.what, cause.change
+    assert "8 of the batch's 8 records hold zeros" in cause.change.what, cause.change
+    # One record's zero target among finite ones stays the record's.
+    y = np.ones((8, 1), np.float32)
+    y[3] = 0.0
+    origin.health = TensorHealth(dtype="float32", size=8, neg_inf=1, pos=7)
+    cause = classify(
+        findings_of(origin), CauseContext(batch=(np.ones((8, 3), np.float32), y), entry_script=str(program))
+    )
+    assert cause.change is not None and "mask them out" not in cause.change.what, cause.change
+
+
+@pytest.mark.parametrize(("code", "carried"), [("train_std = train_df.std()", True), ("r = a - b", False)])
+def test_a_numpy_subtract_warning_at_a_statistic_says_the_inf_came_before(
+    tmp_path: Path, code: str, carried: bool
+) -> None:
+    """The tensorflow.org time-series tutorial with ``df["Return"] = df["Close"].pct_change()`` on a price of 0
+    (inf, silently: pandas warns nothing) and ``train_std = train_df.std()``: NumPy warned "invalid value
+    encountered in subtract" inside the std, and the advice was "guard the operation (np.clip, np.where)" at the
+    std's line, which changes nothing. A statistic's inf - inf says the inf came before it."""
+    from pyadapter.cause.classify import _numpy_fix
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    program = tmp_path / "window.py"
+    program.write_text(f"import numpy as np\n{code}\n", encoding="utf-8")
+    advice = _numpy_fix(NumpyWarning(str(program), 2, "invalid value encountered in subtract"))
+    assert ("already held +-inf" in advice) is carried, advice

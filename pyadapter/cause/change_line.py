@@ -898,6 +898,28 @@ def schedule_peak_site(units: list[SourceUnit], name: str, rate: float) -> tuple
     return best
 
 
+def loss_argument_site(units: list[SourceUnit], names: tuple[str, ...]) -> Site | None:
+    """The first call of the user's code given ``loss=`` one of `names` (``loss="poisson"``, ``loss=Poisson()``,
+    ``loss=keras.losses.poisson``), by the string or the called or named object's last part; None otherwise."""
+    wanted = {name.lower() for name in names}
+    for unit in units:
+        for node in calls(unit):
+            for argument in node.keywords:
+                if argument.arg != "loss":
+                    continue
+                value = argument.value
+                if isinstance(value, ast.Call):
+                    value = value.func
+                text = (
+                    value.value
+                    if isinstance(value, ast.Constant) and isinstance(value.value, str)
+                    else ast.unparse(value).rsplit(".", 1)[-1]
+                )
+                if text.lower() in wanted:
+                    return Site(unit, node, "loss", target="compile")
+    return None
+
+
 def construction_site(units: list[SourceUnit], name: str) -> Site | None:
     """The first call of `name` (a class, by its last dotted part) in the user's code."""
     for unit in units:

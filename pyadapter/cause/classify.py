@@ -34,7 +34,7 @@ from pyadapter.cause.ops import (
     is_overflow,
 )
 from pyadapter.cause.rows import BadRows, Outlier, extreme_record, outlying_record
-from pyadapter.cause.sources import SourceUnit, parameters_of, user_sources
+from pyadapter.cause.sources import SourceUnit, parameters_of, source_line, user_sources
 from pyadapter.dump.frames import is_user_file
 from pyadapter.dump.layer_site import auto_name, auto_name_parts, layer_names
 from pyadapter.dump.origin import ARGUMENT_TYPES
@@ -153,6 +153,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _at_the_relu(findings, cause)
             or _layer_epsilon_zero(origin, cause, units)
             or _captured_non_finite(findings, origin, cause, units)
+            or _keras_loss_of_an_unbounded_output(findings, origin, cause, units)
             or _overflow_after_updates_at_a_rate_far_too_high(origin, context, cause, units)
             or cause
         )
@@ -423,7 +424,9 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
     ):
         # Before the batch and row rules: the record (a zero count) is valid, the where is meant to skip it.
         return _where_trap(findings, origin, masked)
-    read = domain.batch_input(origin, context.batch)
+    read = domain.batch_input(origin, context.batch) or domain.shifted_batch_input(
+        origin, context.batch, _added_constants(str(findings.extra.get("origin_code") or ""))
+    )
     if (
         read is not None
     ):  # before the overflow checks: a division by an unrecorded zero looks like an overflow
@@ -1478,6 +1481,47 @@ def _captured_non_finite(
     return Cause("data", summary, evidence, _origin_change(findings, what, "reading"))
 
 
+# Keras losses that take the log of the prediction (their scope under compile_loss/): what they need of it, and the
+# names a program gives them to compile.
+_LOG_OF_PREDICTION_LOSSES = {
+    "poisson": ("y_pred > 0 (a rate)", ("poisson", "Poisson")),
+    "mean_squared_logarithmic_error": (
+        "y_pred > -1",
+        ("msle", "mean_squared_logarithmic_error", "MeanSquaredLogarithmicError"),
+    ),
+}
+
+
+def _keras_loss_of_an_unbounded_output(
+    findings: Findings, origin: Finding, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """A Log inside a Keras loss given to compile (``loss="poisson"``: ``y_pred - y_true * log(y_pred + eps)``) got
+    predictions outside what the loss needs: the model's output layer has no activation that keeps it there (a
+    linear ``Dense(1)``). The words were "keep it positive ... or clip it (tf.math.log(tf.maximum(x, 1e-7)))" at
+    the fit line, of a log inside Keras. None otherwise."""
+    parts = origin.op.name.split("/")
+    if origin.op.type != "Log" or len(parts) < 3 or parts[0] != "compile_loss":
+        return None
+    known = _LOG_OF_PREDICTION_LOSSES.get(parts[1])
+    seen = origin.inputs[0].health if origin.inputs else None
+    if known is None or seen is None or not ((seen.neg or 0) or (seen.zero or 0)):
+        return None
+    needs, names = known
+    count = (seen.neg or 0) + (seen.zero or 0)
+    summary = (
+        f"Keras's {parts[1]} loss, given to compile, takes the log of the model's output, and {count} "
+        f"prediction{'s' if count != 1 else ''} of the batch {'were' if count != 1 else 'was'} out of its domain: "
+        f"the {parts[1]} loss needs {needs}, and the model's output layer has no activation that keeps it there"
+    )
+    what = (
+        f'the model\'s output: give its last layer activation="softplus" (or "exponential") for the {parts[1]} '
+        "loss, or predict log-rates and use a loss that takes them"
+    )
+    site = change_line.loss_argument_site(units, names)
+    change = _change(site, what, "compile") if site is not None else _origin_change(findings, what, "op")
+    return Cause("op", summary, {**cause.evidence, "keras_loss": parts[1]}, change)
+
+
 def _operand_as_written(findings: Findings, origin: Finding, operand: Any) -> str | None:
     """The argument of the origin line's one call that a graph input named ``.../a:0`` (its first) or ``.../b:0``
     (its second) is, as written (``a_hat`` of ``tf.matmul(a_hat, support)``); None when the line does not say."""
@@ -1815,6 +1859,20 @@ def _special_domain_words(origin: Finding) -> tuple[str, str] | None:
             "1 - 1e-7))), as ArcFace-style margins do"
         )
         return summary, what
+    inverse = {"Acos": "acos", "Asin": "asin"}.get(origin.op.type)
+    if inverse is not None and origin.health is not None and origin.health.nan and inputs:
+        name = inverse
+        # acos of finite values is NaN only past +-1: a cosine of normalized vectors that float32 rounding put at
+        # 1.0000001 (an ArcFace head without a clip). Its negatives, which the op message counted, are in range.
+        summary = (
+            f"the {origin.op.type} op got values past +-1 ({name} of a cosine or a similarity that float32 rounding "
+            f"put just outside [-1, 1]): {name} of them is NaN"
+        )
+        what = (
+            f"the {name}'s input: clip it inside (-1, 1) first (tf.{name}(tf.clip_by_value(x, -1 + 1e-7, "
+            "1 - 1e-7))), as ArcFace-style margins do"
+        )
+        return summary, what
     words = _EDGE_WORDS.get(origin.op.type)
     if words is None or not any(i.health and (i.health.zero or i.health.neg) for i in inputs):
         return None
@@ -1988,7 +2046,7 @@ def _divisor_the_program_sets(
 
 
 # The graph's name of a Python number a division took at trace time (``x / cfg["nu"]``: "truediv/y:0").
-_TRACED_NUMBER = re.compile(r"(?:^|/)y(?:_\d+)?:0$")
+_TRACED_NUMBER = re.compile(r"/y(?:_\d+)?:0$")
 
 
 def _written_divisor(findings: Findings) -> tuple[ast.expr, str] | None:
@@ -2679,6 +2737,22 @@ def _fast(context: CauseContext) -> tuple[trend.Trend | None, tuple[int, float] 
     return (jump, update) if jump is not None or update is not None else None
 
 
+def _in_float32_words(origin: Finding, dtype: str) -> str:
+    """ "Compute this in float32" as it can be done in a layer under mixed precision: the cast result goes back to
+    `dtype` (cast up alone, the next op mixed float32 and float16 and the model did not build); an exp of scores
+    is a softmax's, which subtracting the max keeps in range in any dtype."""
+    words = (
+        f'compute this in float32 (tf.cast its input to "float32", and the result back to {dtype} before it meets '
+        f"the layer's other {dtype} values)"
+    )
+    if origin.op.type == "Exp":
+        words += (
+            "; an exp of scores normalized by their sum is a softmax: tf.nn.softmax (or x - tf.reduce_max(x, axis, "
+            "keepdims=True) before the exp) keeps it in range;"
+        )
+    return words
+
+
 def _sixteen_bit_overflow(
     findings: Findings,
     context: CauseContext,
@@ -3317,9 +3391,7 @@ def _precision(
         # whole model, which is no fix of one op.
         evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
         change = _origin_change(
-            findings,
-            f'compute this in float32 (tf.cast its input to "float32") or keep it in {dtype}\'s range',
-            "op",
+            findings, f"{_in_float32_words(origin, dtype)} or keep it in {dtype}'s range", "op"
         )
         where = f" in the {layer.name} model"
     elif layer is not None and own_layer is not None:
@@ -3328,7 +3400,7 @@ def _precision(
         evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
         change = _origin_change(
             findings,
-            f'compute this in float32 (tf.cast its input to "float32") or keep it '
+            f"{_in_float32_words(origin, dtype)} or keep it "
             f'in {dtype}\'s range; or build {layer.name} with dtype="float32" '
             f"({'' if layer.cell is None else f'cell {layer.cell + 1}, '}line {layer.line})",
             "op",
@@ -3636,8 +3708,21 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
     return Cause("data", summary, evidence, change, provenance=where)
 
 
+_STATISTIC_CALL = re.compile(r"\.(?:std|var|mean|sum|describe|cov|corr)\(|np\.(?:std|var|mean|sum|nanstd)\(")
+
+
 def _numpy_fix(warned: NumpyWarning) -> str:
     message = warned.message
+    if message.endswith("in subtract") and _STATISTIC_CALL.search(
+        source_line(warned.file, warned.line) or ""
+    ):
+        # A std of a column holding inf is inf - inf = NaN: NumPy warned at the statistic, the inf came before it
+        # (pandas divides by 0 without a warning: pct_change of a price of 0, a ratio of two columns).
+        return (
+            "a statistic of values that already held +-inf (inf - inf is NaN); the inf came before this line, "
+            "from a step that warns nothing (pandas' pct_change or a division of columns by a 0): find the column "
+            "that holds it (np.isinf(df).any()) and repair it there"
+        )
     if "empty slice" in message or "Degrees of freedom" in message:
         return "a mean or std over no rows; skip or fill the empty selections"
     if message.endswith((" in log", " in log2", " in log10", " in log1p")):
@@ -3813,7 +3898,7 @@ def _class_weighted(findings: Findings, context: CauseContext, units: list[Sourc
     )
     summary = (
         f"the class weights given to fit weigh {of_class} {weight}: Keras makes each row's sample weight from "
-        f"class_weight, so row {element.row} of the batch (y = {label}) has sample weight {weight} and the loss is "
+        f"class_weight, so row {element.row} of the batch ({of_class}) has sample weight {weight} and the loss is "
         f"not finite ({_site_place(site)} makes class_weight)"
     )
     evidence: dict[str, Any] = {
@@ -3940,19 +4025,64 @@ def _batch_out_of_domain(
     whose = "the step's argument" if context.step_function else "the batch's"
     # A dataset of single tensors names its one array "batch": "read the batch's batch" said it twice.
     subject = f"{whose} {leaf}" if leaf != "batch" else "the batch"
+    came = f"plus {read.shift:g}" if read.shift else "as it came"
     summary = (
-        f"{_article(op)} {op} op read {subject} as it came, and {leaf} holds {values} for it: "
+        f"{_article(op)} {op} op read {subject} {came}, and {leaf} holds {values} for it: "
         f"{read.element.describe()}{_array_index_text(where)}{at}"
     )
+    if read.shift:
+        # ``log(y_true + 1)`` of targets standardized to mean 0: values below -1 are valid z-scores, and the
+        # loss's log (RMSLE) needs the raw, non-negative targets.
+        summary += (
+            f" ({leaf} + {read.shift:g} is {'0' if not read.negatives else 'negative'} there: values scaled "
+            "or centered before a loss that takes their log, which needs them non-negative)"
+        )
     what = (
         f"the {op} op reads {leaf} directly: keep its input in the op's domain (an epsilon, a clip), "
         f"or leave out the records where {leaf} holds {read.kinds_text()}"
     )
+    if read.bad_rows > read.element.rows // 2 and read.bad_rows < read.count < read.bad_rows * 64:
+        # Most records hold a few such values (a depth map's missing pixels, 0): leaving them out leaves out the
+        # data, and an epsilon trains the model toward it; the loss's own mask of them is the usual way.
+        what = (
+            f"the {op} op reads {leaf} directly, and {read.bad_rows} of the batch's {read.element.rows} records hold "
+            f"{read.kinds_text()} in it (missing values?): mask them out of the loss (tf.where({leaf} > 0, ..., 0) "
+            f"and the mean over the valid ones only), as depth and segmentation losses do with missing values"
+        )
+    if read.shift:
+        what = (
+            f"{leaf} as fit gets it: the {op} op reads {leaf} + {read.shift:g}, which needs {leaf} non-negative; "
+            f"give the loss {leaf} before it was scaled or centered (scale after the log, or undo it in the loss)"
+        )
+        made = change_line.fit_array_site(units, leaf) if leaf in ("x", "y") else None
+        if made is not None:
+            return Cause("data", summary, evidence, _change(made, what, "array"), provenance=where)
     if op in DIVISION_OPS:
         # A PINN's residual ``u_rr + 2 / r * u_r`` at r = 0: an epsilon keeps it finite and the fit learns nothing
         # (u(0) = 0.015 for 1.0); multiplied through by r, the same equation holds everywhere.
         what += f"; or, in an equation (a physics residual), multiply it through by {leaf} so nothing divides by it"
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"), provenance=where)
+
+
+def _added_constants(code: str) -> list[float]:
+    """The numbers the origin's line adds to something (``log(y_true + 1.0)``: [1.0]), in order, at most four."""
+    try:
+        tree = ast.parse(textwrap.dedent(code).strip())
+    except (SyntaxError, ValueError):
+        return []
+    found: list[float] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+            for side in (node.left, node.right):
+                if (
+                    isinstance(side, ast.Constant)
+                    and isinstance(side.value, (int, float))
+                    and not isinstance(side.value, bool)
+                    and side.value > 0
+                    and float(side.value) not in found
+                ):
+                    found.append(float(side.value))
+    return found[:4]
 
 
 def _named_by_step_parameters(

@@ -55,6 +55,10 @@ class BatchInput:
     count: int  # values of the array that made NaN/Inf
     zeros: int
     negatives: int
+    # The constant the op's input added to the array (``log(y_true + 1.0)``: 1.0); zeros and negatives count the
+    # shifted values, `element` holds the array's own.
+    shift: float = 0.0
+    bad_rows: int = 0  # records (rows) holding at least one such value; 0: not counted
 
     def _kinds(self) -> list[tuple[int, str, str]]:
         """(count, one, many) of each kind of bad value present; count >= 1, so there is at least one kind."""
@@ -87,6 +91,35 @@ def _explains(bad: np.ndarray, out: np.ndarray | None, health: TensorHealth) -> 
     return _counts(out) == (health.nan, health.neg_inf, health.pos_inf)
 
 
+def _explaining_array(batch: object, health: TensorHealth, op: str, shift: float = 0.0) -> BatchInput | None:
+    """The first float array of the batch, of the op's size, whose values (plus `shift`) make exactly the op's
+    NaN/Inf through `op` (a unary op as NumPy computes it; a division: its zeros as the divisor)."""
+    for label, value, _ in leaves(batch):
+        if (
+            not isinstance(value, np.ndarray)
+            or not np.issubdtype(value.dtype, np.floating)
+            or value.ndim == 0
+            or value.size != health.size
+        ):
+            continue
+        with np.errstate(all="ignore"):
+            moved = value + value.dtype.type(shift) if shift else value
+            out = UNARY[op](moved) if op in UNARY else None
+        bad = ~np.isfinite(out) if out is not None else moved == 0
+        if not _explains(bad, out, health):
+            continue
+        index = tuple(int(i) for i in np.argwhere(bad)[0])
+        return BatchInput(
+            element=BadElement(label, index[0], index, float(value[index]), int(value.shape[0])),
+            count=int(bad.sum()),
+            zeros=int((bad & (moved == 0)).sum()),
+            negatives=int((bad & (moved < 0)).sum()),
+            shift=shift,
+            bad_rows=int(bad.reshape(len(bad), -1).any(axis=1).sum()),
+        )
+    return None
+
+
 def batch_input(origin: Finding, batch: object) -> BatchInput | None:
     """The batch array that explains `origin`'s NaN/Inf when one of its inputs has no recorded health, else None."""
     health = origin.health
@@ -102,25 +135,24 @@ def batch_input(origin: Finding, batch: object) -> BatchInput | None:
             return None
     else:
         return None
-    for label, value, _ in leaves(batch):
-        if (
-            not isinstance(value, np.ndarray)
-            or not np.issubdtype(value.dtype, np.floating)
-            or value.ndim == 0
-            or value.size != health.size
-        ):
-            continue
-        with np.errstate(all="ignore"):
-            out = UNARY[op](value) if op in UNARY else None
-        bad = ~np.isfinite(out) if out is not None else value == 0
-        if not _explains(bad, out, health):
-            continue
-        index = tuple(int(i) for i in np.argwhere(bad)[0])
-        element = BadElement(label, index[0], index, float(value[index]), int(value.shape[0]))
-        return BatchInput(
-            element=element,
-            count=int(bad.sum()),
-            zeros=int((bad & (value == 0)).sum()),
-            negatives=int((bad & (value < 0)).sum()),
-        )
+    return _explaining_array(batch, health, op)
+
+
+def shifted_batch_input(origin: Finding, batch: object, shifts: list[float]) -> BatchInput | None:
+    """The batch array that explains a one-input op's NaN/Inf once a constant of `shifts` is added to it (an RMSLE
+    loss's ``log(y_true + 1.0)`` of targets standardized below -1), when the op's recorded input holds negatives and
+    the array's values go below -shift; None otherwise."""
+    health = origin.health
+    op = origin.op.type
+    if op not in UNARY or len(origin.inputs) != 1 or health is None or health.size is None or batch is None:
+        return None
+    seen = origin.inputs[0].health
+    if seen is None or not seen.neg:
+        return None
+    for shift in shifts:
+        found = _explaining_array(batch, health, op, shift)
+        # Values below -shift (z-scores under a log of y + 1); a value of exactly -shift is a record's sentinel (a
+        # price of -1 for "unknown"), which the rows of the batch name as a record.
+        if found is not None and found.negatives:
+            return found
     return None

@@ -27,7 +27,8 @@ _ZERO_SENSITIVE = frozenset(
         "ReciprocalGrad",
     }
 )
-_NEGATIVE_SENSITIVE = frozenset({"Sqrt", "Rsqrt", "Log", "Log1p", "Pow", "Lgamma", "Acosh", "Asin", "Acos"})
+# Ops whose domain ends at 0 (acos and asin take negatives: theirs ends at +-1, which a health count cannot show).
+_NEGATIVE_SENSITIVE = frozenset({"Sqrt", "Rsqrt", "Log", "Log1p", "Pow", "Lgamma", "Acosh"})
 _OVERFLOW_PRONE = frozenset(
     {
         "Exp",
