@@ -510,11 +510,6 @@ def _config_lines(paths: list[str]) -> Iterator[tuple[str, int, str]]:
             yield path, index, line
 
 
-_CONFIG_ZERO_EPSILON = re.compile(
-    r"""(?<![\w-])["']?(?:epsilon|eps)["']?\s*[:=]\s*["']?0(?:\.0*)?(?![\d.eE])"""
-)
-
-
 def config_files(folders: list[str], argv: list[str], cwd: str | None) -> list[str]:
     """The config files a run names on its command line (``--config configs/exp1.json``, relative to its working
     folder), then those in `folders` (not below them): the files a config-driven trainer reads its settings from."""
@@ -539,13 +534,14 @@ def config_files(folders: list[str], argv: list[str], cwd: str | None) -> list[s
 def zero_epsilon_lines(paths: list[str]) -> list[tuple[str, int]]:
     """(file, 1-based line) of each line of the config files `paths` that sets an epsilon to 0 (``"epsilon":
     0``). Read as text; nothing is parsed or run."""
-    return [(path, index) for path, index, line in _config_lines(paths) if _CONFIG_ZERO_EPSILON.search(line)]
+    return zero_setting_lines(paths, "epsilon", "eps")
 
 
-def zero_setting_lines(paths: list[str], key: str) -> list[tuple[str, int]]:
-    """(file, 1-based line) of each line of the config files `paths` that sets `key` to 0 (``"nu": 0.0``, ``nu:
-    0``). Read as text; nothing is parsed or run."""
-    pattern = re.compile(rf"""(?<![\w-])["']?{re.escape(key)}["']?\s*[:=]\s*["']?0(?:\.0*)?(?![\d.eE])""")
+def zero_setting_lines(paths: list[str], *keys: str) -> list[tuple[str, int]]:
+    """(file, 1-based line) of each line of the config files `paths` that sets one of `keys` to 0 (``"nu": 0.0``,
+    ``nu: 0``). Read as text; nothing is parsed or run."""
+    names = "|".join(re.escape(key) for key in keys)
+    pattern = re.compile(rf"""(?<![\w-])["']?(?:{names})["']?\s*[:=]\s*["']?0(?:\.0*)?(?![\d.eE])""")
     return [(path, index) for path, index, line in _config_lines(paths) if pattern.search(line)]
 
 

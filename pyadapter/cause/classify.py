@@ -1948,18 +1948,27 @@ _RELATIVE_ERROR = re.compile(
 )
 
 
-def _divisor_as_written(findings: Findings, origin: Finding, summary: str) -> str:
-    """`summary` with the divisor named as the line writes it beside its graph name ("in its divisor
-    tf.reduce_sum(w) (Sum_1:0)"), when the origin's line holds exactly one division; else as it was."""
+def _origin_statement(findings: Findings) -> tuple[ast.Module, str] | None:
+    """The origin's whole statement (its line, with the lines before and after it that the scan recorded), parsed,
+    and its dedented text; None when it does not parse."""
     code = str(findings.extra.get("origin_code") or "").strip()
     statement = findings.extra.get("origin_statement")
     if isinstance(statement, dict):
         code = "\n".join([*statement.get("before", []), code, *statement.get("after", [])])
+    text = textwrap.dedent(code).strip()
     try:
-        tree = ast.parse(textwrap.dedent(code).strip())
+        return ast.parse(text), text
     except (SyntaxError, ValueError):
+        return None
+
+
+def _divisor_as_written(findings: Findings, origin: Finding, summary: str) -> str:
+    """`summary` with the divisor named as the line writes it beside its graph name ("in its divisor
+    tf.reduce_sum(w) (Sum_1:0)"), when the origin's line holds exactly one division; else as it was."""
+    parsed = _origin_statement(findings)
+    if parsed is None:
         return summary
-    divisions = [n for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)]
+    divisions = [n for n in ast.walk(parsed[0]) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)]
     if len(divisions) != 1 or len(origin.inputs) != 2:
         return summary
     written = ast.unparse(divisions[0].right)
@@ -2052,15 +2061,10 @@ _TRACED_NUMBER = re.compile(r"/y(?:_\d+)?:0$")
 def _written_divisor(findings: Findings) -> tuple[ast.expr, str] | None:
     """The divisor of the origin's statement and its text as written, when its divisions share one (``a / self.t``
     and ``b / self.t`` of a distillation loss); None otherwise."""
-    code = str(findings.extra.get("origin_code") or "").strip()
-    statement = findings.extra.get("origin_statement")
-    if isinstance(statement, dict):
-        code = "\n".join([*statement.get("before", []), code, *statement.get("after", [])])
-    text = textwrap.dedent(code).strip()
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    parsed = _origin_statement(findings)
+    if parsed is None:
         return None
+    tree, text = parsed
     divisors = {
         ast.unparse(n.right): n.right
         for n in ast.walk(tree)
@@ -3059,9 +3063,10 @@ class RateRise:
     start_step: int
     raised_to: float
     since: str
+    at_growth: bool = False  # `start_step` is the step the growth began (its rate is the one to cap at)
 
     def cap_text(self) -> str:
-        if self.since.startswith("since"):
+        if self.at_growth:
             return f"at or below {format_number(self.start_rate)}, its rate when the growth began"
         return "below the rates that trained"
 
@@ -3091,7 +3096,7 @@ def _rate_rose(context: CauseContext, growth: trend.Trend | None) -> RateRise | 
         since = (
             "since the growth began" if at_growth else f"over the last {len(rates)} steps the guard recorded"
         )
-        rise = RateRise(rate, step, used.value, since)
+        rise = RateRise(rate, step, used.value, since, at_growth=bool(at_growth))
     else:
         search = context.window_search or {}
         start_rate, start_step = search.get("captured_learning_rate"), search.get("start_step")
