@@ -3255,6 +3255,84 @@ def test_empty_reviews_divided_by_their_count_of_zero_are_the_divisions_fault(tm
     assert cause.change.what.endswith("; or leave empty records out where the data is read")
 
 
+def test_a_normalizations_rsqrt_of_a_blank_frames_variance_wants_an_epsilon_not_the_record_left_out(
+    tmp_path: Path,
+) -> None:
+    """A hand-written frame normalization ``(x - mean) * tf.math.rsqrt(var)`` under XLA, a dropped sensor frame of
+    zeros in the batch: the cause was `data`, "the record x[5] (0 throughout): correct it or leave it out", with
+    "keep the Rsqrt op's input in its domain". A constant frame is valid input; the layer needs an epsilon inside
+    the rsqrt, as LayerNormalization has."""
+    from pyadapter.cause.rows import rows_of
+
+    program = write_program(tmp_path)
+    frames = np.random.default_rng(0).normal(size=(8, 16)).astype(np.float32)
+    frames[5] = 0.0
+    per_row = np.ones((8, 1), dtype=np.float32)
+    per_row[5] = np.inf
+    rows = rows_of(per_row, (frames, np.ones((8, 1), np.float32)))
+    assert rows is not None and rows.outliers
+    origin = Finding(
+        file=str(program),
+        line=3,
+        role="origin",
+        op=OpRef("sequential/frame_norm/Rsqrt", "Rsqrt"),
+        health=TensorHealth(dtype="float32", size=8, pos_inf=1, pos=7),
+        inputs=[
+            InputHealth(
+                "sequential/frame_norm/moments/variance:0",
+                TensorHealth(dtype="float32", size=8, zero=1, pos=7),
+            )
+        ],
+    )
+    cause = classify(findings_of(origin, bad_rows=rows.to_json()), CauseContext(batch=(frames, None)))
+    assert cause.kind == "op", cause.summary
+    assert "valid input the normalization must handle" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.what.startswith(
+        "the rsqrt of a variance: add an epsilon inside it, tf.math.rsqrt(variance + 1e-5)"
+    ), cause.change
+
+
+def test_a_log_plus_an_epsilon_a_sweep_sets_to_0_is_changed_where_it_is_set(tmp_path: Path) -> None:
+    """A research repo's dataclass config swept with ``replace(BASE, eps=0.0)`` and a loss ``tf.math.log(1.0 -
+    y_pred + cfg.eps)``: the words were "log_sigmoid, or a clamp at 1e-7" at the loss, a line that has its clamp.
+    An added epsilon leaves no 0 unless it is 0: the sweep's entry that sets it is the change. A line that adds
+    something else (1.0) is not taken for one."""
+    program = tmp_path / "sweep.py"
+    program.write_text(
+        "from dataclasses import dataclass, replace\n"
+        "import tensorflow as tf\n"
+        "@dataclass\n"
+        "class Config:\n"
+        "    eps: float = 1e-7\n"
+        "def loss(y_true, y_pred):\n"
+        "    return -tf.reduce_mean(tf.math.log(1.0 - y_pred + cfg.eps))\n"
+        "BASE = Config()\n"
+        "for cfg in [BASE, replace(BASE, eps=0.0)]:\n"
+        "    train(cfg)\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=7,
+        role="origin",
+        op=OpRef("compile_loss/loss/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=8, neg_inf=2, neg=6),
+        inputs=[
+            InputHealth("compile_loss/loss/add_1:0", TensorHealth(dtype="float32", size=8, zero=2, pos=6))
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "    return -tf.reduce_mean(tf.math.log(1.0 - y_pred + cfg.eps))"
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert "the line adds eps, and eps is 0 where the program sets it (line 9)" in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and cause.change.line == 9, cause.change
+    assert cause.change.what.startswith("the value of eps: a positive epsilon"), cause.change
+    findings.extra["origin_code"] = "    return -tf.reduce_mean(tf.math.log(1.0 - y_pred))"
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert cause.change is not None and cause.change.line == 7, cause.change
+
+
 SEQ2SEQ_LOOP = """\
 import tensorflow as tf
 
@@ -3609,6 +3687,80 @@ def test_the_array_fit_is_given_is_made_where_it_is_computed_not_where_it_is_con
     unit = SourceUnit(str(tmp_path / "house_prices.py"), None, text, ast.parse(text))
     site = fit_array_site([unit], "x")
     assert site is not None and unit.line(site.line) == 'X = df.values.astype("float32")', site
+
+
+def test_a_rate_a_flag_gives_a_trainer_is_changed_at_the_flags_default(tmp_path: Path) -> None:
+    """An absl research script: ``flags.DEFINE_float("learning_rate", 0.5, ...)`` handed to a ``Trainer`` whose
+    ``__init__`` stores ``self.learning_rate = learning_rate`` and builds ``SGD(learning_rate=self.learning_rate)``.
+    The store was named "self.learning_rate set as it trains"; the flag's default is the rate that ran. argparse's
+    ``default=`` the same; a default of another rate is not taken."""
+    import ast
+
+    from pyadapter.cause.change_line import optimizer_site
+    from pyadapter.cause.sources import SourceUnit
+
+    script = (
+        "from absl import app, flags\n"
+        "import keras\n"
+        'flags.DEFINE_float("learning_rate", 0.5, "Learning rate for SGD.")\n'
+        "class Trainer:\n"
+        "    def __init__(self, learning_rate):\n"
+        "        self.learning_rate = learning_rate\n"
+        "        self.optimizer = keras.optimizers.SGD(learning_rate=self.learning_rate, momentum=0.9)\n"
+        "def main(argv):\n"
+        "    Trainer(flags.FLAGS.learning_rate).fit()\n"
+        "app.run(main)\n"
+    )
+    unit = SourceUnit(str(tmp_path / "train.py"), None, script, ast.parse(script))
+    site = optimizer_site([unit], ["SGD"], used=0.5)
+    assert site is not None and site.line == 3, site and (site.line, site.name)
+    assert site.name == "the --learning_rate flag's default", site.name
+    argparse_script = script.replace(
+        'flags.DEFINE_float("learning_rate", 0.5, "Learning rate for SGD.")',
+        'parser.add_argument("--lr", type=float, default=0.5)',
+    )
+    unit = SourceUnit(str(tmp_path / "train.py"), None, argparse_script, ast.parse(argparse_script))
+    site = optimizer_site([unit], ["SGD"], used=0.5)
+    assert site is not None and site.line == 3 and site.name == "the --lr flag's default", site
+    # A rate given on the command line (0.8) is no default: the optimizer's construction, not the store.
+    site = optimizer_site([unit], ["SGD"], used=0.8)
+    assert site is not None and site.line == 7, site and (site.line, site.name)
+
+
+def test_where_y_is_made_is_a_name_the_fit_call_sees_not_a_methods_local(tmp_path: Path) -> None:
+    """A module-level script with a ``keras.Model`` subclass whose own ``train_step`` unpacks ``x, y = data``,
+    defined between the data and the fit: that line was taken for where fit's y is made (the last ``y =`` above
+    the call), a local of the method. The module's own assignment is the one fit sees; in a function, its own."""
+    import ast
+
+    from pyadapter.cause.change_line import fit_array_site
+    from pyadapter.cause.sources import SourceUnit
+
+    script = (
+        "import pandas as pd\n"
+        "df = pd.read_csv('listings.csv').merge(pd.read_csv('sales.csv'), how='left')\n"
+        "x = df[['sqft', 'age']].to_numpy('float32')\n"
+        "y = df['price'].to_numpy('float32') / 1e5\n"
+        "class RegressionNet(keras.Model):\n"
+        "    def train_step(self, data):\n"
+        "        x, y = data\n"
+        "        return {}\n"
+        "def load():\n"
+        "    y = None\n"
+        "    return y\n"
+        "model = RegressionNet()\n"
+        "model.fit(x, y, epochs=3)\n"
+    )
+    unit = SourceUnit(str(tmp_path / "train_subclass.py"), None, script, ast.parse(script))
+    site = fit_array_site([unit], "y")
+    assert site is not None and site.line == 4, site and unit.line(site.line)
+    # Inside a function, the function's own assignment of y, not the module's nor another function's.
+    inside = script.replace(
+        "model.fit(x, y, epochs=3)\n", "def main():\n    y = load()\n    model.fit(x, y)\n"
+    )
+    unit = SourceUnit(str(tmp_path / "train_subclass.py"), None, inside, ast.parse(inside))
+    site = fit_array_site([unit], "y")
+    assert site is not None and unit.line(site.line) == "    y = load()", site and unit.line(site.line)
 
 
 def test_a_training_cell_run_again_after_the_rate_cell_was_changed_is_the_one_named(tmp_path: Path) -> None:
@@ -4734,3 +4886,70 @@ def test_a_numpy_subtract_warning_at_a_statistic_says_the_inf_came_before(
     program.write_text(f"import numpy as np\n{code}\n", encoding="utf-8")
     advice = _numpy_fix(NumpyWarning(str(program), 2, "invalid value encountered in subtract"))
     assert ("already held +-inf" in advice) is carried, advice
+
+
+def test_a_pct_change_of_a_price_of_0_is_the_change_when_numpy_warned_at_a_statistic(tmp_path: Path) -> None:
+    """The time-series tutorial's data with ``df["Return"] = df["Close"].pct_change()`` on a price of 0 and
+    ``train_std = train_df.std()``: NumPy warned at the std (inf - inf), and the change was the std's line with
+    "find the column that holds it". The column pct_change computes is the one; the tutorial's ``Week sin`` column,
+    which divides by a constant, is not."""
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    program = tmp_path / "window_forecast.py"
+    program.write_text(
+        "import numpy as np\n"
+        "import pandas as pd\n"
+        "df = pd.read_csv('prices.csv')\n"
+        "df['Week sin'] = np.sin(df['t'] * (2 * np.pi / week))\n"
+        "df['Return'] = df['Close'].pct_change()\n"
+        "df = df.dropna()\n"
+        "train_df = df[:1000]\n"
+        "train_std = train_df.std()\n"
+        "train_df = (train_df - train_df.mean()) / train_std\n"
+        "ds = tf.keras.utils.timeseries_dataset_from_array(train_df.to_numpy(), None, 24)\n"
+        "model.fit(ds)\n"
+    )
+    x = np.ones((8, 4), np.float32)
+    x[:, 3] = np.nan
+    warned = [NumpyWarning(str(program), 8, "invalid value encountered in subtract")]
+    context = CauseContext(batch=(x,), entry_script=str(program), numpy_warnings=warned)
+    cause = classify(
+        findings_of(batch_origin(program, 11, TensorHealth(dtype="float32", size=32, nan=8))), context
+    )
+    assert cause.kind == "data", cause
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert cause.change.what.startswith("the computation of column 'Return'"), cause.change
+    assert "column 'Return', computed at window_forecast.py:5" in cause.summary, cause.summary
+
+
+def test_the_line_that_fills_missing_values_with_zero_is_found_in_its_written_forms(tmp_path: Path) -> None:
+    """A log or a ratio of a price a ``fillna(0)`` made 0 is changed at the fill: pandas' and NumPy's ways of
+    writing it are found, a fill with another value is not, and two fills name neither (which fed the op is not
+    known)."""
+    import ast
+
+    from pyadapter.cause.change_line import zero_fill_site
+    from pyadapter.cause.sources import SourceUnit
+
+    def site_line(code: str) -> str | None:
+        text = "import numpy as np\nimport pandas as pd\ndf = pd.read_csv('prices.csv')\n" + code + "\n"
+        unit = SourceUnit(str(tmp_path / "prices.py"), None, text, ast.parse(text))
+        site = zero_fill_site([unit])
+        return None if site is None else unit.line(site.line)
+
+    for code in (
+        "df = df.fillna(0)",
+        "df['close'] = df['close'].fillna(value=0.0)",
+        "df = df.replace(np.nan, 0)",
+        "prices = np.nan_to_num(df['close'].values)",
+        "prices = np.nan_to_num(df['close'].values, nan=0.0)",
+    ):
+        assert site_line(code) == code, code
+    for code in (
+        "df = df.ffill()",
+        "df = df.fillna(df.mean())",
+        "df = df.fillna(method='ffill')",
+        "prices = np.nan_to_num(df['close'].values, nan=1.0)",
+        "df = df.fillna(0)\nvolume = df['volume'].fillna(0)",
+    ):
+        assert site_line(code) is None, code

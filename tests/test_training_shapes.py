@@ -1474,3 +1474,24 @@ def test_a_nan_sample_weight_of_named_inputs_is_placed_in_the_arrays_given_to_fi
     assert np.isnan(namespace["w"][int(found.group(1))]), found.group(0)
     changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
     assert [cause["change"]["line"]] == changed, cause["change"]
+
+
+def test_log_returns_of_prices_whose_gaps_are_filled_with_zero_change_the_fill(tmp_path):
+    """Log returns ``log(w[1:] / w[:-1])`` in a tf.data map of daily prices whose holiday gaps ``df.fillna(0)``
+    made 0: the words were "log1p, or keep it in the domain (tf.maximum(x, 1e-7))" at the map's line, which called
+    a price of 0 valid, and the clamp still failed on the ratio's inf (a 0 below it). The fill is the change, and
+    carrying the last price forward trains."""
+    program, done = run_copied("tfdata_log_returns_zero_filled.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)  # the batch holds the inf: the scene defers to locate's pipeline re-run
+    located = nanlens_json("locate", str(bundle), cwd=tmp_path)
+    assert at(located["origin"]) == (program, marked_line(program)), located["origin"]
+    cause = located["cause"]
+    fill = next(n for n, text in enumerate(program.read_text().splitlines(), 1) if "df.fillna(0)" in text)
+    assert cause["kind"] == "data" and "fills missing values with 0" in cause["summary"], cause
+    assert cause["change"]["line"] == fill and "ffill()" in cause["change"]["what"], cause["change"]
+    program.write_text(program.read_text().replace("df.fillna(0)", "df.ffill()"))
+    shutil.rmtree(tmp_path / "captures")
+    done = run_in(tmp_path, str(program))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not (tmp_path / "captures").exists() or not bundles(tmp_path), done.stderr[-3000:]

@@ -154,8 +154,14 @@ RATE_ATTRIBUTES = ("learning_rate", "lr")
 
 
 def _is_rate_target(node: ast.expr) -> bool:
-    """``<anything>.learning_rate`` / ``<anything>.lr``: where a built optimizer's rate is set."""
-    return isinstance(node, ast.Attribute) and node.attr in RATE_ATTRIBUTES
+    """``<anything>.learning_rate`` / ``<anything>.lr``: where a built optimizer's rate is set. Not ``self.lr``
+    itself: a trainer's or a schedule's constructor storing its argument (``self.learning_rate =
+    learning_rate``) sets no optimizer's rate, and it was named "set as it trains"."""
+    return (
+        isinstance(node, ast.Attribute)
+        and node.attr in RATE_ATTRIBUTES
+        and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+    )
 
 
 def rate_assignment(node: ast.AST) -> tuple[ast.expr, ast.expr] | None:
@@ -222,6 +228,31 @@ def dict_rate_entries(unit: SourceUnit) -> list[Site]:
     return found
 
 
+def rate_flag_defaults(unit: SourceUnit) -> list[Site]:
+    """The default rates of the unit's command-line flags: absl's ``flags.DEFINE_float("learning_rate", 0.5,
+    ...)`` and argparse's ``add_argument("--lr", type=float, default=0.5)``, named as the flag is typed."""
+    found: list[Site] = []
+    for node in calls(unit):
+        name = called_name(node)
+        default: ast.expr | None
+        if name == "DEFINE_float" and len(node.args) >= 2:
+            flag, default = node.args[0], node.args[1]
+            names = [flag.value] if isinstance(flag, ast.Constant) and isinstance(flag.value, str) else []
+        elif name == "add_argument" and (default := keyword(node, "default")) is not None:
+            names = [
+                a.value.lstrip("-").replace("-", "_")
+                for a in node.args
+                if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")
+            ]
+        else:
+            continue
+        rate = number(default)
+        if rate is not None and rate > 0 and any(n in RATE_KEYS for n in names):
+            flag_name = next(n for n in names if n in RATE_KEYS)
+            found.append(Site(unit, node, f"the --{flag_name} flag's default", rate, True, target="config"))
+    return found
+
+
 def computed_rate_setter(units: list[SourceUnit]) -> Site | None:
     """Where the program sets its rate while it trains, from a computation: a ``LearningRateScheduler(...)``, or
     an assignment of a built optimizer's rate (`rate_assignment`) whose value is no number (``lr * self.factor``)."""
@@ -277,6 +308,12 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str], used: float | N
     ]
     if len(entries) == 1:
         return entries[0]
+    # A script's flag (absl, argparse) whose default is the rate that ran: a research repo's trainer reads it.
+    defaults = [
+        site for unit in units for site in rate_flag_defaults(unit) if same_rate(site.learning_rate, used)
+    ]
+    if len(defaults) == 1:
+        return defaults[0]
     setter = computed_rate_setter(units)
     if setter is not None:
         # No line writes the rate that ran, and the program sets it as it trains (an LR range test's callback,
@@ -600,6 +637,34 @@ def zero_epsilon_site(units: list[SourceUnit]) -> Site | None:
                 ):
                     return Site(unit, node, called_name(node) or "epsilon")
     return None
+
+
+def _fills_with_zero(node: ast.Call) -> bool:
+    """``df.fillna(0)`` / ``fillna(value=0.0)``, ``df.replace(np.nan, 0)``, ``np.nan_to_num(x)`` (whose NaN is 0.0
+    unless ``nan=`` says otherwise)."""
+    name = called_name(node)
+    if name == "fillna":
+        value = node.args[0] if node.args else keyword(node, "value")
+        return _is_zero(value)
+    if name == "replace" and len(node.args) == 2:
+        missing = node.args[0]
+        said_nan = isinstance(missing, ast.Attribute) and missing.attr in ("nan", "NaN", "NAN")
+        return said_nan and _is_zero(node.args[1])
+    if name == "nan_to_num":
+        nan = keyword(node, "nan")
+        return nan is None or _is_zero(nan)
+    return False
+
+
+def zero_fill_site(units: list[SourceUnit]) -> Site | None:
+    """The line of the user's code that fills missing values with 0 (`_fills_with_zero`), when exactly one line
+    does; None for none, or for several (which of them fed an op is not known)."""
+    found = [(unit, node) for unit in units for node in calls(unit) if _fills_with_zero(node)]
+    lines = {(unit.file, unit.cell, node.lineno) for unit, node in found}
+    if len(lines) != 1:
+        return None
+    unit, node = found[0]
+    return Site(unit, node, called_name(node) or "fillna", target="array")
 
 
 HAND_UPDATES = ("assign_sub", "assign_add")
@@ -1026,15 +1091,7 @@ def _nearest_square_form(
     for unit in units:
         if os.path.abspath(unit.file) != os.path.abspath(file) or unit.cell != cell:
             continue
-        functions = [
-            f
-            for f in ast.walk(unit.tree)
-            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and f.lineno <= line <= (f.end_lineno or f.lineno)
-        ]
-        scope: ast.AST = (
-            min(functions, key=lambda f: (f.end_lineno or f.lineno) - f.lineno) if functions else unit.tree
-        )
+        scope: ast.AST = _innermost_function(_functions(unit), line) or unit.tree
         # A name assigned a square on a line before (mean_sq = reduce_mean(square(x)); var = mean_sq - mean ** 2)
         # holds one too: the two-line form of the same variance was "op: sqrt of a negative number".
         squared = {
@@ -1323,11 +1380,29 @@ def _fit_calls(
     return found
 
 
+def _functions(unit: SourceUnit) -> list[ast.FunctionDef | ast.AsyncFunctionDef]:
+    return [f for f in ast.walk(unit.tree) if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+
+
+def _innermost_function(
+    functions: list[ast.FunctionDef | ast.AsyncFunctionDef], line: int
+) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """Of `functions`, the innermost that holds `line`; None for a line of the module itself."""
+    holding = [f for f in functions if f.lineno <= line <= (f.end_lineno or f.lineno)]
+    return min(holding, key=lambda f: (f.end_lineno or f.lineno) - f.lineno) if holding else None
+
+
 def _last_assignment(unit: SourceUnit, name: str, before: int) -> ast.stmt | None:
-    """The last statement before line `before` that assigns `name` (``y = ...``, ``y /= std``, ``x, y = ...``)."""
+    """The last statement before line `before` that assigns `name` (``y = ...``, ``y /= std``, ``x, y = ...``) in
+    a scope line `before` sees: its own function's, or the module's. ``x, y = data`` in a model's ``train_step``
+    above a module-level fit is a local of that method, not the y fit was given."""
+    functions = _functions(unit)
+    scope = _innermost_function(functions, before)
     best: ast.stmt | None = None
     for node in ast.walk(unit.tree):
         if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) or node.lineno >= before:
+            continue
+        if _innermost_function(functions, node.lineno) not in (scope, None):
             continue
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]

@@ -146,6 +146,8 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         cause = (
             _divisor_the_program_sets(findings, origin, context, cause, units)
             or _constant_divisor_of_zero(findings, origin, context, cause, units)
+            or _gaps_filled_with_zero(findings, origin, cause, units)
+            or _added_epsilon_of_zero(findings, origin, context, cause, units)
             or _optimizer_epsilon_zero(findings, origin, context, cause, units)
             or _zeros_from_16_bit(findings, origin, cause)
             or _jitter_already_added(origin, cause, units)
@@ -466,6 +468,9 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # So is a log of a reduction that an empty record makes 0 (a PSNR loss's ``log(mse)`` of a black patch the
         # model reproduces exactly): the record is right, the loss is undefined there.
         and not (_empty_records_only(rows) and _log_of_a_reduction_of_zero(origin))
+        # And a normalization's rsqrt of the variance of a constant record (a dropped sensor frame of zeros, a blank
+        # image): the record is valid input, the layer needs an epsilon (as LayerNormalization has).
+        and not (_empty_records_only(rows) and _rsqrt_of_a_variance(origin))
         # A target of 0 divided by in a relative error (MAPE's ``/ y_true``: a day the store was closed) is valid
         # data: the loss is undefined there, the record is right. A feature unlike the rest on those rows (the
         # holiday flag of the closed days) goes with the zero target, and correcting it changes nothing.
@@ -1193,9 +1198,11 @@ def _op(
         # No value of those rows stands out, but the user can look at the records themselves.
         evidence["bad_rows"] = rows.to_json()
         summary += f", in {rows.rows_text()} of the batch only"
-        if _empty_records_only(rows) and _division_words(origin):
+        variance = _rsqrt_of_a_variance(origin)
+        if _empty_records_only(rows) and (_division_words(origin) or variance):
             records = ", ".join(o.record_text() for o in rows.outliers)
-            summary += f" ({records}: empty records, valid input the division must handle)"
+            handles = "the normalization" if variance else "the division"
+            summary += f" ({records}: empty records, valid input {handles} must handle)"
             what += "; or leave empty records out where the data is read"
     fed = _loss_input_layer_words(findings, origin, overflow)
     if fed is not None:
@@ -1801,6 +1808,13 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
             f"(tf.nn.softplus(x) + 1e-6: a clamp at 0 passes no gradient below it, and a head stops learning "
             f"there), or clamp it ({fix})"
         )
+    elif name == "rsqrt" and zero and _rsqrt_of_a_variance(origin):
+        # A hand-written layer or group normalization: a constant input (a blank frame, a ReLU group all 0) has
+        # variance 0, which is valid; the norm layers add their epsilon inside.
+        what = (
+            "the rsqrt of a variance: add an epsilon inside it, tf.math.rsqrt(variance + 1e-5), as "
+            "LayerNormalization and BatchNormalization do (a constant input has variance 0)"
+        )
     elif name == "log" and zero and (origin.op.graph or "").startswith("Dataset_"):
         # A log of a quantity read in the input pipeline (a price, a count: 0 is a valid value there): the clamp
         # turns free items into outliers of -16.1; log1p is how such a target is usually logged.
@@ -2092,17 +2106,7 @@ def _constant_divisor_of_zero(
         return None
     found = _written_divisor(findings)
     written = found[0] if found is not None else None
-    key = (
-        written.slice.value
-        if isinstance(written, ast.Subscript)
-        and isinstance(written.slice, ast.Constant)
-        and isinstance(written.slice.value, str)
-        else written.attr
-        if isinstance(written, ast.Attribute)
-        else written.id
-        if isinstance(written, ast.Name)
-        else None
-    )
+    key = _name_of_a_setting(written) if written is not None else None
     shown = found[1] if found is not None else divisor.name
     summary = (
         f"the {origin.op.type} op divided by {shown}, a number that was 0 when the step was traced (a constant in "
@@ -2112,19 +2116,98 @@ def _constant_divisor_of_zero(
         f"the value of {key or shown}: give it the nonzero value the formula needs (an epsilon or divide_no_nan at "
         "the division keeps the loss finite and trains a wrong objective)"
     )
-    change: Change | None = None
-    if key is not None:
-        folders = [os.path.dirname(os.path.abspath(context.entry_script))] if context.entry_script else []
-        lines = change_line.zero_setting_lines(
-            change_line.config_files(folders, context.argv, context.cwd), key
-        )
-        site = change_line.zero_setting_site(units, key)
-        if site is not None:
-            change = _change(site, what, "config")
-        elif lines:
-            change = Change(file=lines[0][0], line=lines[0][1], what=what, target="config")
+    change = _where_set_to_zero(context, units, key, what) if key is not None else None
     evidence = {**cause.evidence, "constant_divisor": key or shown}
     return Cause("op", summary, evidence, change or _origin_change(findings, what, "op"))
+
+
+def _where_set_to_zero(context: CauseContext, units: list[SourceUnit], key: str, what: str) -> Change | None:
+    """The change at the line that sets `key` to 0: the user's code (a config dict, a keyword, an assignment), else
+    a config file beside the entry script or named on its command line; None when neither does."""
+    site = change_line.zero_setting_site(units, key)
+    if site is not None:
+        return _change(site, what, "config")
+    folders = [os.path.dirname(os.path.abspath(context.entry_script))] if context.entry_script else []
+    lines = change_line.zero_setting_lines(change_line.config_files(folders, context.argv, context.cwd), key)
+    return Change(file=lines[0][0], line=lines[0][1], what=what, target="config") if lines else None
+
+
+_EPSILON_NAME = re.compile(r"^(?:eps|epsilon|smooth|smoothing)(?:_\w+)?$", re.IGNORECASE)
+
+
+def _added_epsilon_of_zero(
+    findings: Findings, origin: Finding, context: CauseContext, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """A log (an rsqrt, a division) of zeros on a line that adds an epsilon the program names (``tf.math.log(1 -
+    p + cfg.eps)``) which one configuration sets to 0 (``replace(BASE, eps=0.0)`` in a sweep): an epsilon added
+    leaves no 0 unless it is 0. The words were "log_sigmoid, or a clamp at 1e-7", of a line that has its clamp;
+    the line that sets it to 0 is the change. None otherwise."""
+    if not _zero_into_domain_op(origin):
+        return None
+    parsed = _origin_statement(findings)
+    if parsed is None:
+        return None
+    keys = {
+        key
+        for node in ast.walk(parsed[0])
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)
+        for side in (node.left, node.right)
+        if (key := _name_of_a_setting(side)) is not None and _EPSILON_NAME.match(key)
+    }
+    if len(keys) != 1:
+        return None
+    (key,) = keys
+    what = f"the value of {key}: a positive epsilon (1e-7), not 0; with 0 added, the {origin.op.type} takes 0"
+    change = _where_set_to_zero(context, units, key, what)
+    if change is None:
+        return None
+    summary = (
+        f"{cause.summary}; the line adds {key}, and {key} is 0 where the program sets it (line {change.line})"
+    )
+    return Cause(cause.kind, summary, {**cause.evidence, "epsilon_zero": key}, change)
+
+
+def _name_of_a_setting(node: ast.expr) -> str | None:
+    """``eps`` of ``eps``, ``cfg.eps``, ``self.eps`` or ``config["eps"]``; None for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        return node.attr
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, str)
+    ):
+        return node.slice.value
+    return None
+
+
+def _gaps_filled_with_zero(
+    findings: Findings, origin: Finding, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """A log or a division of zeros the data brought (the input pipeline's ``log(w[1:] / w[:-1])`` of prices, a
+    loss's log of a target) in a program that fills its missing values with 0 (``df.fillna(0)``): a missing price or
+    count is no 0, and the op's own words (a clamp, log1p) called the 0 valid; the clamp, followed, still failed on
+    the ratio's +inf of a 0 below it. The fill is the line to change. None otherwise."""
+    if not _zero_into_domain_op(origin):
+        return None
+    from_data = (findings.bundle or {}).get("origin_from") == "input pipeline re-run" or (
+        "batch_array" in cause.evidence
+    )
+    site = change_line.zero_fill_site(units) if from_data else None
+    if site is None:
+        return None
+    written = ast.unparse(site.node)
+    summary = (
+        f"{cause.summary}; the program fills missing values with 0 (line {site.line}: {written}), and a missing "
+        f"value (a price, a count on a day with no record) made 0 is one the {origin.op.type} cannot take"
+    )
+    what = (
+        "the fill: give missing values one the data can hold (df.ffill() carries the last valid value forward, "
+        "as for prices), or drop those records (dropna()); 0 makes a log -inf and a ratio inf"
+    )
+    evidence = {**cause.evidence, "zero_fill": written}
+    return Cause("data", summary, evidence, _change(site, what, "array"), provenance=cause.provenance)
 
 
 def _zeros_from_16_bit(findings: Findings, origin: Finding, cause: Cause) -> Cause | None:
@@ -2675,6 +2758,17 @@ _WHERE_SAFE_FORMS = {
 
 
 _REDUCTION_OUTPUT = re.compile(r"(?:^|/)(?:Mean|Sum|Prod|Max|Min)(?:_\d+)?:0$")
+
+
+_VARIANCE_OUTPUT = re.compile(r"(?:^|/)(?:Mean|Sum)(?:_\d+)?:0$|(?:^|/)moments/|variance", re.IGNORECASE)
+
+
+def _rsqrt_of_a_variance(origin: Finding) -> bool:
+    """An Rsqrt whose input, a variance (``tf.nn.moments``, a mean of squares), holds zeros."""
+    return origin.op.type == "Rsqrt" and any(
+        _VARIANCE_OUTPUT.search(i.name) and i.health is not None and (i.health.zero or 0) > 0
+        for i in origin.inputs
+    )
 
 
 def _log_of_a_reduction_of_zero(origin: Finding) -> bool:
@@ -3698,7 +3792,21 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         place = place_text(os.path.basename(warned.file), warned.line, warned.cell)
         summary += f'; NumPy warned "{warned.message}" at {place} before the step'
         evidence["numpy_warning"] = warned.to_json()
-        if change is None or (os.path.abspath(change.file), change.line, change.cell) != (
+        made_inf = _the_one_column_computed_with_infinities(units) if _at_a_statistic(warned) else None
+        if made_inf is not None:
+            # The statistic only met the inf: pandas made it without a warning where the column is computed
+            # (``df["Return"] = df["Close"].pct_change()`` of a price of 0, a ratio of two columns).
+            summary += (
+                f" (a statistic of a column that held inf: column {made_inf.name!r}, computed at "
+                f"{_site_place(made_inf)} with a division, which pandas makes inf of a 0 without a warning)"
+            )
+            what = (
+                f"the computation of column {made_inf.name!r}: a division by 0 (pct_change divides by the value "
+                "before: a price of 0) makes inf, and the statistic over the column then NaN; repair the 0 "
+                "before it (.replace(0, np.nan).ffill()) or filter the records"
+            )
+            change = _change(made_inf, what, "array")
+        elif change is None or (os.path.abspath(change.file), change.line, change.cell) != (
             warned.file,
             warned.line,
             warned.cell,
@@ -3716,11 +3824,17 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
 _STATISTIC_CALL = re.compile(r"\.(?:std|var|mean|sum|describe|cov|corr)\(|np\.(?:std|var|mean|sum|nanstd)\(")
 
 
+def _at_a_statistic(warned: NumpyWarning) -> bool:
+    """Whether NumPy warned "invalid value in subtract" at a statistic (``train_df.std()``): inf - inf of a column
+    that held inf already, which an earlier line made without a warning."""
+    return warned.message.endswith("in subtract") and bool(
+        _STATISTIC_CALL.search(source_line(warned.file, warned.line) or "")
+    )
+
+
 def _numpy_fix(warned: NumpyWarning) -> str:
     message = warned.message
-    if message.endswith("in subtract") and _STATISTIC_CALL.search(
-        source_line(warned.file, warned.line) or ""
-    ):
+    if _at_a_statistic(warned):
         # A std of a column holding inf is inf - inf = NaN: NumPy warned at the statistic, the inf came before it
         # (pandas divides by 0 without a warning: pct_change of a price of 0, a ratio of two columns).
         return (
@@ -3774,7 +3888,18 @@ def _only_looks(warning: NumpyWarning, units: list[SourceUnit]) -> bool:
     return False
 
 
-_INFINITY_MAKERS = {"log", "log2", "log10", "divide", "true_divide", "reciprocal", "power", "float_power"}
+# pct_change is a division by the value before (a price of 0 makes the next one inf).
+_INFINITY_MAKERS = {
+    "log",
+    "log2",
+    "log10",
+    "divide",
+    "true_divide",
+    "reciprocal",
+    "power",
+    "float_power",
+    "pct_change",
+}
 
 
 def _makes_infinities(node: ast.AST) -> bool:
@@ -3853,10 +3978,15 @@ def _the_one_column_computed_with_infinities(units: list[SourceUnit]) -> change_
             ):
                 found.append(change_line.Site(unit, node.value, target.slice.value))
     if len(found) > 1:
-        # Of several, those that divide by a column as it is (``df.debt / df.income``), not by one kept off 0
-        # (``/ (raw.income + 1)``, ``/ (df.age - 17)``).
-        found = [site for site in found if _divides_by_a_bare_value(site.node)]
+        # Of several, a pct_change (a division by the data's value before), or those that divide by a column as
+        # it is (``df.debt / df.income``), not by one kept off 0 (``/ (raw.income + 1)``, ``/ (df.age - 17)``).
+        changes = [site for site in found if _calls(site.node, "pct_change")]
+        found = changes or [site for site in found if _divides_by_a_bare_value(site.node)]
     return found[0] if len(found) == 1 else None
+
+
+def _calls(node: ast.AST, name: str) -> bool:
+    return any(isinstance(c, ast.Call) and change_line.called_name(c) == name for c in ast.walk(node))
 
 
 def _divides_by_a_bare_value(node: ast.AST) -> bool:
