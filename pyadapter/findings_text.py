@@ -283,6 +283,9 @@ def verdict_sentence(verdict: Mapping[str, Any]) -> str:
     if state:
         # The moving statistics the forward pass wrote (a batch whose variance overflowed float32).
         parts.append(f"non-finite values the forward pass wrote to {', '.join(str(s) for s in state[:3])}")
+    if verdict.get("applied_dense"):
+        # Keras's sparse update of an Embedding's gradients raised on their NaN; run again with them dense.
+        parts.append("sparse gradients applied dense (Keras's sparse update raises on non-finite values)")
     head = "stayed finite"
     if reproduced:
         if large and not gradients and verdict.get("loss_finite"):

@@ -628,6 +628,83 @@ def test_a_log_of_a_relu_variance_head_is_told_softplus_at_the_relu(tmp_path: Pa
     assert cause.change is not None and cause.change.what.startswith("the ReLU that makes it"), cause.change
 
 
+def test_a_kl_divergence_written_out_of_a_histogram_with_zeros_is_told_xlogy(tmp_path: Path) -> None:
+    """Label-distribution learning's ``tf.reduce_sum(p * tf.math.log(p / q), -1)`` with p a rating histogram that
+    holds zeros: "keep it in the domain (tf.math.log(tf.maximum(x, 1e-7)))" named neither the 0 * -inf nor the
+    form that means 0 * log(0) = 0. A log not multiplied by its own argument keeps the log's words."""
+    program = write_program(tmp_path)
+    origin = log_origin(program)
+    origin.inputs = [
+        InputHealth("compile_loss/kl/truediv:0", TensorHealth(dtype="float32", size=320, zero=112))
+    ]
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "    return tf.reduce_sum(p * tf.math.log(p / q), axis=-1)"
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert "0 * -inf = NaN" in cause.summary, cause.summary
+    assert cause.change is not None and "tf.math.xlogy(p, p / q)" in cause.change.what, cause.change
+    findings.extra["origin_code"] = "    return tf.reduce_sum(w * tf.math.log(p / q), axis=-1)"
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert cause.change is not None and "xlogy" not in cause.change.what, cause.change
+
+
+@pytest.mark.parametrize("defaults", [False, True])
+def test_a_log_of_a_csv_field_make_csv_dataset_read_as_0_changes_the_reader(
+    tmp_path: Path, defaults: bool
+) -> None:
+    """tensorflow.org's "Load CSV data" with ``log(features["fare"])`` in a map and one fare missing:
+    make_csv_dataset reads the empty field as 0, and the words called it "0 in valid records (a price...):
+    log1p", which hides a missing value. The reader is the change; given column_defaults, it reads no 0 for
+    an empty field, and the log's own words stand."""
+    program = tmp_path / "load_csv.py"
+    given = ", column_defaults=[0, 0.0, 0.0]" if defaults else ""
+    program.write_text(
+        "import tensorflow as tf\n"
+        f"ds = tf.data.experimental.make_csv_dataset('titanic.csv', batch_size=32, label_name='survived'{given})\n"
+        "def preprocess(features, label):\n"
+        "    features['fare'] = tf.math.log(features['fare'])\n"
+        "    return features, label\n"
+        "model.fit(ds.map(preprocess))\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=4,
+        role="origin",
+        op=OpRef("Log", "Log", graph="Dataset_map_preprocess"),
+        health=TensorHealth(dtype="float32", size=32, neg_inf=1, pos=31),
+        inputs=[InputHealth("args_5:0", TensorHealth(dtype="float32", size=32, zero=1, pos=31))],
+    )
+    cause = classify(findings_of(origin), CauseContext(history=[], entry_script=str(program)))
+    assert cause.change is not None
+    if defaults:
+        assert cause.change.line == 4 and "make_csv_dataset" not in cause.summary, cause
+        return
+    assert "make_csv_dataset reads an empty numeric field as 0" in cause.summary, cause.summary
+    assert cause.kind == "data" and cause.change.line == 2, cause.change
+
+
+def test_a_log_of_negatives_a_linear_layer_made_after_a_relu_is_not_the_relus(tmp_path: Path) -> None:
+    """A Poisson NLL of a rate head ``Dense(1)`` (no activation) after ``Dense(64, activation="relu")``: the scan
+    found the ReLU three ops up the log's input (Add <- MatMul <- Relu) and the change was that hidden layer,
+    "exactly 0 for every negative input", of an input that held negatives, which no ReLU makes. Followed, the run
+    still went NaN. The log's own words (keep it positive) stand."""
+    program = write_program(tmp_path)
+    origin = log_origin(program)
+    origin.inputs = [InputHealth("dense_2/Add:0", TensorHealth(dtype="float32", size=64, neg=25, pos=39))]
+    findings = findings_of(origin)
+    findings.extra["activation_into_log"] = {
+        "op": "dense_1/Relu",
+        "type": "Relu",
+        "file": str(program),
+        "line": 3,
+    }
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert "ReLU" not in cause.summary, cause.summary
+    assert cause.change is not None and not cause.change.what.startswith("the ReLU that makes it"), (
+        cause.change
+    )
+    assert "keep it positive" in cause.change.what, cause.change
+
+
 def test_a_log_of_an_underflowed_exp_is_told_its_stable_form(tmp_path: Path) -> None:
     """The log of exps that underflowed to 0: a mixture's ``log(sum(pi * exp(...)))`` is told logsumexp; a softmax
     written by hand, ``log(e / sum(e))`` (a text classifier's own cross-entropy), was told the same
@@ -1224,6 +1301,15 @@ def test_a_log_of_zeros_in_a_batch_of_one_row_says_the_batch_holds_one_row(tmp_p
     )
     said = classify(findings_of(variance), episode).summary
     assert "the step's arguments hold one row" in said and "an episode or sequence of one step" in said, said
+    assert "epoch's last" not in said, said
+    # A CycleGAN's batch of one image by design, and a blank one: its instance norm's variance over the pixels is
+    # 0 at any batch size; "an epoch's last, partial batch (drop_remainder=True avoids it)" was false.
+    frame = CauseContext(
+        entry_script=str(program),
+        batch=(np.zeros((1, 8, 8, 3), "float32"), np.ones((1, 8, 8, 3), "float32")),
+    )
+    said = classify(findings_of(variance), frame).summary
+    assert "the batch's one record is constant (x = 0 throughout)" in said, said
     assert "epoch's last" not in said, said
 
 
@@ -4350,6 +4436,42 @@ def test_a_division_s_change_reads_its_line_an_overlap_score_or_a_sqrt_of_it(
     assert cause.change is not None and said in cause.change.what, cause.change
 
 
+def test_a_column_divided_by_0_in_a_dataset_of_named_columns_is_the_change_not_the_read(
+    tmp_path: Path,
+) -> None:
+    """tensorflow.org's structured-data tutorial: ``df["FeePerPhoto"] = df["Fee"] / df["PhotoAmt"]`` (a pet with
+    no photo: inf, silently) and ``df_to_dataset``, a dataset of the frame's columns by name. The batch's key names
+    the column; the change was the read_csv ("filter or repair non-finite records where the data is read"), whose
+    file holds no such column."""
+    program = tmp_path / "structured_data.py"
+    program.write_text(
+        "import numpy as np\n"
+        "import pandas as pd\n"
+        "import tensorflow as tf\n"
+        "df = pd.read_csv('petfinder-mini.csv')\n"
+        "df['FeePerPhoto'] = df['Fee'] / df['PhotoAmt']\n"
+        "def df_to_dataset(dataframe, batch_size=32):\n"
+        "    labels = dataframe.pop('target')\n"
+        "    ds = tf.data.Dataset.from_tensor_slices((dict(dataframe), labels))\n"
+        "    return ds.shuffle(len(dataframe)).batch(batch_size)\n"
+        "train_ds = df_to_dataset(df)\n"
+        "model.fit(train_ds, epochs=10)\n"
+    )
+    fee = np.ones((8, 1), np.float32)
+    per_photo = np.ones((8, 1), np.float32)
+    per_photo[6, 0] = np.inf
+    context = CauseContext(
+        batch=({"Fee": fee, "FeePerPhoto": per_photo}, np.ones((8, 1), np.float32)), entry_script=str(program)
+    )
+    cause = classify(
+        findings_of(batch_origin(program, 11, TensorHealth(dtype="float32", size=8, pos_inf=1, pos=7))),
+        context,
+    )
+    assert cause.kind == "data", cause
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert cause.change.what.startswith("the computation of column 'FeePerPhoto'"), cause.change
+
+
 def test_a_column_pandas_divided_by_0_silently_is_the_change_not_describe_or_the_read(tmp_path: Path) -> None:
     """A Kaggle notebook's feature engineering, ``df["debt_to_income"] = df.debt / df.income`` with an income of 0:
     pandas makes inf without a warning, and a normalizing layer's mean over the column makes it NaN in every row.
@@ -4456,7 +4578,7 @@ def test_a_divisor_is_named_as_the_line_writes_it(tmp_path: Path) -> None:
     assert "in its divisor Sum_1:0:" in classify(findings, CauseContext(entry_script=str(program))).summary
 
 
-@pytest.mark.parametrize("where", ["dict", "json", "keyword"])
+@pytest.mark.parametrize("where", ["dict", "json", "keyword", "absl", "argparse"])
 def test_a_division_by_a_number_a_config_set_to_0_is_changed_where_it_is_set(
     tmp_path: Path, where: str
 ) -> None:
@@ -4464,11 +4586,23 @@ def test_a_division_by_a_number_a_config_set_to_0_is_changed_where_it_is_set(
     run reads), a distiller's ``temperature=0``: the graph holds the number as a constant ("truediv/y:0"), and the
     words were the division's (divide_no_nan, or a / tf.maximum(b, 1e-7)), which made the loss finite and the
     model wrong, or crashed for an int. The line that sets the value is the one to change."""
-    divisor = {"dict": 'cfg["nu"]', "json": "self.nu", "keyword": "self.nu"}[where]
+    divisor = {
+        "dict": 'cfg["nu"]',
+        "json": "self.nu",
+        "keyword": "self.nu",
+        "absl": "FLAGS.nu",
+        "argparse": "args.nu",
+    }[where]
     setting = {
         "dict": 'cfg = {\n    "nu": 0.0,  # inviscid\n    "steps": 100,\n}\n',
         "json": "import json\ncfg = json.load(open('run.json'))\n",
         "keyword": "def build(nu=0.01):\n    return nu\nmodel = build(nu=0)\n",
+        # A research script's flag, handed on through functools.partial or a trainer.
+        "absl": 'from absl import flags\nflags.DEFINE_float("nu", 0.0, "viscosity")\nFLAGS = flags.FLAGS\n',
+        "argparse": (
+            "import argparse\nparser = argparse.ArgumentParser()\n"
+            'parser.add_argument("--nu", type=float, default=0.0)\nargs = parser.parse_args()\n'
+        ),
     }[where]
     program = tmp_path / "pinn.py"
     program.write_text(setting + f"residual = u_xx - (u_t + u * u_x) / {divisor}\n", encoding="utf-8")
@@ -4493,7 +4627,13 @@ def test_a_division_by_a_number_a_config_set_to_0_is_changed_where_it_is_set(
     assert cause.summary.startswith(
         f"the RealDiv op divided by {divisor}, a number that was 0 when the step was traced"
     ), cause.summary
-    expected = {"dict": (program, 2), "json": (tmp_path / "run.json", 2), "keyword": (program, 3)}[where]
+    expected = {
+        "dict": (program, 2),
+        "json": (tmp_path / "run.json", 2),
+        "keyword": (program, 3),
+        "absl": (program, 2),
+        "argparse": (program, 3),
+    }[where]
     assert cause.change is not None and (cause.change.file, cause.change.line) == (
         str(expected[0]),
         expected[1],

@@ -1495,3 +1495,49 @@ def test_log_returns_of_prices_whose_gaps_are_filled_with_zero_change_the_fill(t
     done = run_in(tmp_path, str(program))
     assert done.returncode == 0, done.stderr[-3000:]
     assert not (tmp_path / "captures").exists() or not bundles(tmp_path), done.stderr[-3000:]
+
+
+def test_an_inf_loss_of_a_train_step_that_never_scales_it_stops_under_mixed_precision(tmp_path):
+    """A custom train_step under mixed_float16 that never calls scale_loss (Keras 3 wraps the optimizer in a
+    LossScaleOptimizer at compile, unasked): its differentiated loss, a float16 sum of squares, was inf from step 0
+    and the guard, leaving every differentiated loss under loss scaling to the LossScaleOptimizer, said nothing for
+    3 epochs of "loss: inf". Only what scale_loss returns is the scaled loss; this one is the program's own."""
+    program = SHAPES / "fp16_train_step_without_scale_loss.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "NanGuard: step 0 " in done.stderr and "non-finite loss" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "precision" and "overflowed float16" in cause["summary"], cause
+
+
+def test_an_embedding_model_trained_with_adagrad_replays_its_nan(tmp_path):
+    """A recommender's rating model (two Embeddings, a dot product) trained with Adagrad, as the TensorFlow
+    Recommenders tutorials do, and a log of its linear output: Keras's sparse Adagrad update of the embeddings'
+    IndexedSlices raises on their NaN ("indices[20] = 178 is not in [0, 129)"), an update training never applied.
+    `replay` and `locate --replay` failed with that error ("replay failed: InvalidArgumentError"), and the scene's
+    locate printed TensorFlow's rendezvous error; they run that update dense and say so."""
+    program, done = run_copied("fit_embedding_adagrad.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "GatherV2" not in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    assert_replays_by_reentry(bundle, program, cwd=tmp_path)
+    replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
+    assert all(v.get("applied_dense") and v["error"] is None for v in replayed["verdicts"].values()), replayed
+
+
+def test_a_train_on_batch_loop_that_begins_the_guard_itself_names_its_train_on_batch_line(tmp_path):
+    """A loop of train_on_batch that installs the guard with ``CallbackList([guard], model=model)
+    .on_train_begin()``: that line was recorded as the training call, so a batch holding an inf (a pandas ratio by
+    a size of 0) had its origin and its change there, with no source shown. The train_on_batch line is the
+    training call, and the change is the column's computation."""
+    program, done = run_copied("loop_train_on_batch_engineered_inf.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    located = nanlens_json("locate", str(bundle), cwd=tmp_path)
+    assert at(located["origin"]) == (program, marked_line(program)), located["origin"]
+    change = located["cause"]["change"]
+    column = next(n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text)
+    assert change["line"] == column and "lot_ratio" in change["what"], change

@@ -105,6 +105,19 @@ def innermost_user_call(frame: Any) -> tuple[str, int, str, str] | None:
     return None
 
 
+def keras_fit_on_stack() -> bool:
+    """Whether a Keras ``fit`` is running (the guard's ``on_train_begin`` called by it), not the program itself
+    calling ``on_train_begin`` (``CallbackList([guard], model=model).on_train_begin()`` before a loop of
+    ``train_on_batch``): that line is no training call."""
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        path = frame.f_code.co_filename.replace("\\", "/")
+        if frame.f_code.co_name == "fit" and ("/keras/src/" in path or "/tf_keras/" in path):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def fit_input_kind() -> str | None:
     """``"dataset"`` (``"shuffled dataset"`` when the pipeline shuffles) when the Keras ``fit`` on the stack was
     given a ``tf.data`` dataset, also one a helper of the user's made (``fit(make_spec_ds(train_ds))``, which reading

@@ -131,6 +131,9 @@ class _Record:
     gates: list[Gate] = field(default_factory=list)
     output_max: list[Any] = field(default_factory=list)  # max |y_pred| per compute_loss call (history on)
     manual: gate_manual.ManualRecord = field(default_factory=gate_manual.ManualRecord)  # writes by hand
+    scaled: list[Any] = field(
+        default_factory=list
+    )  # what optimizer.scale_loss returned: scaled, not the loss
     # id -> (variable, its value before the step's first write): the model's own non-trainable state the forward
     # pass writes (BatchNormalization's moving statistics), put back when the step fails
     forward_saved: dict[int, tuple[Any, Any]] = field(default_factory=dict)
@@ -204,6 +207,8 @@ def _recording(original: Any, takes_loss_argument: bool) -> Any:
             loss = (args[0] if args else kwargs.get("loss")) if takes_loss_argument else result
             if loss is not None and is_float(loss):
                 scope.record().losses.append(loss)
+            if takes_loss_argument:
+                scope.record().scaled.append(result)
             if scope.config.history and not takes_loss_argument:
                 # compute_loss(x, y, y_pred, sample_weight, training): the history's max |y_pred|
                 y_pred = args[2] if len(args) > 2 else kwargs.get("y_pred")
@@ -426,12 +431,14 @@ def hooks(
         for writer in writers:
             for kind in ("assign", "assign_add", "assign_sub"):
                 patch(writer, kind, lambda original, k=kind: watched_assign(original, k))
-    # A scalar the step differentiates is a loss too (see tape_targets); not under loss scaling, where the
-    # differentiated loss is the scaled one and overflowing it is the LossScaleOptimizer's business.
+    # A scalar the step differentiates is a loss too (see tape_targets); under loss scaling, not one that
+    # optimizer.scale_loss returned: overflowing the scaled loss is the LossScaleOptimizer's business. A custom
+    # train_step that never calls scale_loss (Keras 3 wraps the optimizer at compile under mixed_float16, unasked)
+    # differentiates its own loss, and an Inf there went unseen: 3 epochs of "loss: inf", no stop.
     names = scope.manual_names or {}
     others = known_variables is not None and not manual
     targets = (
-        contextlib.nullcontext()
+        tape_targets.recording(_record_unless_scaled)
         if any(is_loss_scale_optimizer(o) for o in optimizers)
         else tape_targets.recording(
             record_loss,
@@ -489,6 +496,15 @@ def train_step_keeping_metrics(train_step: Any, data: Any, metric_variables: lis
 
         rare_cond(local_ok(scope), lambda: tf.constant(True), restore)
     return logs
+
+
+def _record_unless_scaled(target: Any) -> Any:
+    """`record_loss` of a differentiated scalar, unless optimizer.scale_loss made it (the scaled loss, whose
+    argument is recorded already)."""
+    scope = _active
+    if scope is not None and any(target is scaled for scaled in scope.record().scaled):
+        return target
+    return record_loss(target)
 
 
 def record_loss(loss: Any) -> Any:

@@ -240,7 +240,11 @@ class NanGuard(keras.callbacks.Callback):
             function = per_model[key] = function_class(model, self.config, restore_metrics, keep)
         function.keras_function = keras_function
         function.guard = self
-        function.fit_call = _this_fit()
+        # A loop of train_on_batch whose program calls on_train_begin itself: its training call is the line that
+        # calls train_on_batch, known at the first step (`GuardedTrainFunction.__call__`), not this one.
+        by_fit = fit_call.keras_fit_on_stack()
+        function.fit_call = _this_fit() if by_fit else None
+        function.find_fit_call = None if by_fit else _this_fit
         function.fit_input = fit_call.fit_input_kind()
         self._function = function
         model.train_function = function

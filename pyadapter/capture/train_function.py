@@ -10,6 +10,7 @@ boolean. Each step's verdict goes to the installed guard's ``_after_step``. Cach
 from __future__ import annotations
 
 import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import keras
@@ -91,6 +92,8 @@ class GuardedTrainFunction:
         self.keep_batches = keep_batches
         self.guard: NanGuard | None = None
         self.fit_call: fit_call.FitCall | None = None  # which fit of the program runs it (set by the guard)
+        # Set by the guard when no fit called it (a train_on_batch loop): finds the calling line at the first step.
+        self.find_fit_call: Callable[[], fit_call.FitCall | None] | None = None
         self.fit_input: str | None = None  # "dataset" when fit was given a tf.data dataset (set by the guard)
         self.keras_function: Any = model.train_function  # Keras's own, put back after fit
         self.meta = gate.GateMeta()
@@ -230,6 +233,8 @@ class GuardedTrainFunction:
             model.train_function = self.keras_function
 
     def __call__(self, iterator: Any) -> Any:
+        if self.find_fit_call is not None:
+            self.fit_call, self.find_fit_call = self.find_fit_call(), None
         try:
             return self._run(iterator)
         except (tf.errors.OutOfRangeError, StopIteration):

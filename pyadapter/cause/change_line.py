@@ -229,27 +229,15 @@ def dict_rate_entries(unit: SourceUnit) -> list[Site]:
 
 
 def rate_flag_defaults(unit: SourceUnit) -> list[Site]:
-    """The default rates of the unit's command-line flags: absl's ``flags.DEFINE_float("learning_rate", 0.5,
-    ...)`` and argparse's ``add_argument("--lr", type=float, default=0.5)``, named as the flag is typed."""
+    """The default rates of the unit's command-line flags (`_flag_default_of`: absl's ``flags.DEFINE_float(
+    "learning_rate", 0.5, ...)``, argparse's ``add_argument("--lr", type=float, default=0.5)``), named as the flag
+    is typed."""
     found: list[Site] = []
     for node in calls(unit):
-        name = called_name(node)
-        default: ast.expr | None
-        if name == "DEFINE_float" and len(node.args) >= 2:
-            flag, default = node.args[0], node.args[1]
-            names = [flag.value] if isinstance(flag, ast.Constant) and isinstance(flag.value, str) else []
-        elif name == "add_argument" and (default := keyword(node, "default")) is not None:
-            names = [
-                a.value.lstrip("-").replace("-", "_")
-                for a in node.args
-                if isinstance(a, ast.Constant) and isinstance(a.value, str) and a.value.startswith("--")
-            ]
-        else:
-            continue
-        rate = number(default)
-        if rate is not None and rate > 0 and any(n in RATE_KEYS for n in names):
-            flag_name = next(n for n in names if n in RATE_KEYS)
-            found.append(Site(unit, node, f"the --{flag_name} flag's default", rate, True, target="config"))
+        for key in RATE_KEYS:
+            rate = number(_flag_default_of(node, key))
+            if rate is not None and rate > 0:
+                found.append(Site(unit, node, f"the --{key} flag's default", rate, True, target="config"))
     return found
 
 
@@ -594,6 +582,20 @@ def _is_zero(node: ast.expr | None) -> bool:
     )
 
 
+def _flag_default_of(node: ast.Call, key: str) -> ast.expr | None:
+    """The default a command-line flag named `key` is defined with (absl's ``DEFINE_float("key", 0.5, ...)``,
+    argparse's ``add_argument("--key", default=0.5)``); None for another call."""
+    name = called_name(node)
+    if name is not None and name.startswith("DEFINE_") and len(node.args) >= 2:
+        flag = node.args[0]
+        return node.args[1] if isinstance(flag, ast.Constant) and flag.value == key else None
+    if name == "add_argument":
+        names = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        if any(n.lstrip("-").replace("-", "_") == key for n in names if n.startswith("--")):
+            return keyword(node, "default")
+    return None
+
+
 def zero_setting_site(units: list[SourceUnit], key: str) -> Site | None:
     """Where the user's code sets `key` to 0: a config dict's entry (``{"nu": 0.0}``), a keyword (``temperature=0``)
     or an assignment (``NU = 0``, ``self.nu = 0``); None when no code does."""
@@ -607,6 +609,10 @@ def zero_setting_site(units: list[SourceUnit], key: str) -> Site | None:
                 for argument in node.keywords:
                     if argument.arg == key and _is_zero(argument.value):
                         return Site(unit, node, key, target="config")
+                if _flag_default_of(node, key) is not None and _is_zero(_flag_default_of(node, key)):
+                    # absl's flags.DEFINE_float("temperature", 0.0, ...), argparse's add_argument("--temperature",
+                    # default=0.0): a research script's value, handed on through partial(...) or a trainer.
+                    return Site(unit, node, f"--{key}", target="config")
             elif (
                 isinstance(node, (ast.Assign, ast.AnnAssign))
                 and node.value is not None
@@ -1361,14 +1367,16 @@ def class_weight_site(units: list[SourceUnit]) -> Site | None:
 def _fit_calls(
     units: list[SourceUnit], fit_code: str | None, fit_cell: int | None = None
 ) -> list[tuple[SourceUnit, ast.Call]]:
-    """The ``.fit(...)`` calls of the user's code, the one whose first line is `fit_code` (recorded in the bundle:
+    """The ``.fit(...)`` (and ``.train_on_batch(...)``) calls of the user's code, the one whose first line is
+    `fit_code` (recorded in the bundle:
     the fit that failed, in a notebook that trains two models) first; of those, the one in the notebook cell
     `fit_cell` (a notebook that fits again, with the same line, after reloading its data)."""
     found = [
         (unit, node)
         for unit in units
         for node in calls(unit)
-        if called_name(node) == "fit" and isinstance(node.func, ast.Attribute)
+        # A loop of train_on_batch takes its arrays as fit does (x, y, sample_weight).
+        if called_name(node) in ("fit", "train_on_batch") and isinstance(node.func, ast.Attribute)
     ]
     if fit_code:
         found.sort(

@@ -147,6 +147,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             _divisor_the_program_sets(findings, origin, context, cause, units)
             or _constant_divisor_of_zero(findings, origin, context, cause, units)
             or _gaps_filled_with_zero(findings, origin, cause, units)
+            or _csv_field_read_as_zero(origin, cause, units)
             or _added_epsilon_of_zero(findings, origin, context, cause, units)
             or _optimizer_epsilon_zero(findings, origin, context, cause, units)
             or _zeros_from_16_bit(findings, origin, cause)
@@ -169,7 +170,15 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     ):
         # 2049 rows in batches of 64: the epoch's last batch holds one row, and a variance (or a norm, a std) over
         # the batch axis is 0 for it; "the Log got 16 zeros" does not say so.
-        if _step_arguments(context.batch) is not None:
+        blank = _constant_leaf(context.batch)
+        if blank is not None:
+            # A CycleGAN's batch of one image by design, a blank frame: the instance norm's variance over its
+            # pixels is 0 whatever the batch size; "an epoch's last, partial batch" was false.
+            cause.summary += (
+                f"; the batch's one record is constant ({blank}): a variance or std over it (an instance or "
+                "layer normalization's) is 0, valid input the op must handle"
+            )
+        elif _step_arguments(context.batch) is not None:
             # guard_step's arguments need not come from a dataset: a one-step episode's returns, one sequence.
             cause.summary += (
                 "; the step's arguments hold one row: a variance or std over them is 0 for one row (a dataset's "
@@ -230,6 +239,25 @@ def _wholly_non_finite(batch: Any) -> tuple[str, int] | None:
             and not np.isfinite(array).any()
         ):
             return name, int(array.size)
+    return None
+
+
+def _constant_leaf(batch: Any) -> str | None:
+    """'x = 0 throughout' for a float array of frames or images (3 dimensions or more: a feature row's variance
+    over a batch of one is 0 anyway) holding more than one value, all the same (a blank image); None when none
+    is."""
+    import numpy as np
+
+    for name, array, _ in provenance.leaves(batch):
+        if (
+            isinstance(array, np.ndarray)
+            and array.dtype.kind == "f"
+            and array.ndim >= 3
+            and array.size > 1
+            and np.isfinite(array).all()
+            and (array == array.flat[0]).all()
+        ):
+            return f"{name} = {array.flat[0]:g} throughout"
     return None
 
 
@@ -1151,7 +1179,10 @@ def _op(
         words = _empty_mean_words(origin)
     if words is not None and origin.op.type == "Log":
         words = (
-            _underflowed_exp_words(findings, origin) or _log_of_an_activation_words(findings, words) or words
+            _x_log_x_words(findings, origin, words)
+            or _underflowed_exp_words(findings, origin)
+            or _log_of_an_activation_words(findings, origin, words)
+            or words
         )
     elif words is not None and origin.op.type in DIVISION_OPS:
         words = _divisor_of_underflowed_exps(findings, origin) or words
@@ -1619,7 +1650,36 @@ def _power_words(origin: Finding) -> tuple[str, str] | None:
     return None
 
 
-def _log_of_an_activation_words(findings: Findings, words: tuple[str, str]) -> tuple[str, str] | None:
+# ``p * tf.math.log(p / q)``, ``p * log(p)``: a name times the log of an expression that starts with it.
+_X_LOG_X = re.compile(
+    r"\b([A-Za-z_][\w.]*)\s*\*\s*(?:tf\.math\.|tf\.|keras\.ops\.|ops\.|K\.|np\.)?log\(\s*\1\b"
+)
+
+
+def _x_log_x_words(findings: Findings, origin: Finding, words: tuple[str, str]) -> tuple[str, str] | None:
+    """A KL divergence or an entropy written out, ``p * log(p / q)`` of a distribution with zero entries (a
+    rating histogram, a teacher's softmax that underflowed): 0 * log(0) counts as 0 there, but computed it is
+    0 * -inf = NaN; the clamp the log's words gave biases the sum, xlogy is the form that means it. None when the
+    origin's line holds no such product."""
+    zero = any(i.health is not None and (i.health.zero or 0) > 0 for i in origin.inputs)
+    found = _X_LOG_X.search(str(findings.extra.get("origin_code") or ""))
+    if not zero or found is None:
+        return None
+    p = found.group(1)
+    summary = (
+        f"{words[0]}; the line multiplies the log by {p}, which is 0 there too: {p} * log({p} ...) counts as 0 "
+        "where p is 0 in an entropy or a KL divergence, but computed it is 0 * -inf = NaN"
+    )
+    what = (
+        f"the product: tf.math.xlogy({p}, ...) is x * log(y) with 0 where x is 0 (and a gradient of 0 there), "
+        f"e.g. tf.math.xlogy({p}, {p} / q) for {p} * log({p} / q); or keras.losses.KLDivergence, which clips"
+    )
+    return summary, what
+
+
+def _log_of_an_activation_words(
+    findings: Findings, origin: Finding, words: tuple[str, str]
+) -> tuple[str, str] | None:
     """The log words for a Log whose input an activation made a few ops before (`describe.activation_into_log`): a
     GAN's ``log(1 - d_fake)``, whose input is named "sub:0", got "keep it in the domain (tf.math.log(tf.maximum(x,
     1e-7)))", and clamped there the generator's gradient is 0: it stops learning; the log of a sigmoid has a
@@ -1627,6 +1687,10 @@ def _log_of_an_activation_words(findings: Findings, words: tuple[str, str]) -> t
     variance on the line: softplus is never 0."""
     found = findings.extra.get("activation_into_log")
     if not isinstance(found, dict):
+        return None
+    if any(i.health is not None and (i.health.neg or 0) > 0 for i in origin.inputs):
+        # A ReLU or a sigmoid makes no negative value: a linear layer between them and the log did (a Poisson
+        # rate head ``Dense(1)`` after a ReLU hidden layer, whose ReLU was named, one line above the bug).
         return None
     summary, _ = words
     if found.get("type") == "Relu":
@@ -2208,6 +2272,41 @@ def _gaps_filled_with_zero(
     )
     evidence = {**cause.evidence, "zero_fill": written}
     return Cause("data", summary, evidence, _change(site, what, "array"), provenance=cause.provenance)
+
+
+_CSV_READERS = ("make_csv_dataset", "CsvDataset")
+
+
+def _csv_field_read_as_zero(origin: Finding, cause: Cause, units: list[SourceUnit]) -> Cause | None:
+    """A log or a division of zeros in the input pipeline of a program that reads its CSV with
+    ``tf.data.experimental.make_csv_dataset`` without ``column_defaults``: an empty numeric field is read as 0 (the
+    default it infers), so a missing fare arrives as a fare of 0. The words called 0 valid there and log1p hid the
+    missing value. The reader's call is the change. None otherwise."""
+    if not _zero_into_domain_op(origin) or not (origin.op.graph or "").startswith("Dataset_"):
+        return None
+    readers = [
+        (unit, node)
+        for unit in units
+        for node in change_line.calls(unit)
+        if change_line.called_name(node) in _CSV_READERS
+    ]
+    if len(readers) != 1 or change_line.keyword(readers[0][1], "column_defaults") is not None:
+        return None
+    unit, node = readers[0]
+    name = change_line.called_name(node)
+    summary = (
+        f"{cause.summary}; {name} reads an empty numeric field as 0 (the default it infers for the column), so a "
+        "missing value arrives as a 0 here"
+    )
+    what = (
+        f"the 0s {name} hands on: where they are empty fields (missing values), fill or drop those records in the "
+        "CSV, or give the column a default that marks them (column_defaults=[..., float('nan'), ...]) and filter "
+        "them in the pipeline (ds.filter); where 0 is a real value, take tf.math.log1p(x) instead"
+    )
+    site = change_line.Site(unit, node, name or "make_csv_dataset")
+    return Cause(
+        "data", summary, {**cause.evidence, "csv_default_zero": name}, _change(site, what, "reading")
+    )
 
 
 def _zeros_from_16_bit(findings: Findings, origin: Finding, cause: Cause) -> Cause | None:
@@ -3760,6 +3859,10 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
             )
             change = _change(made, what, "array")
     column_name = (where or {}).get("column")
+    if column_name is None and bad is not None and (keyed := _DICT_KEY.match(bad.leaf)) is not None:
+        # A dataset of a DataFrame's columns by name (tensorflow.org's ``df_to_dataset``: from_tensor_slices((
+        # dict(df), labels))): the batch's key is the column, made inf by a division pandas did silently.
+        column_name = keyed.group(1)
     if isinstance(column_name, str) and bad is not None and not math.isnan(bad.value):
         # fit(df[features]): the DataFrame's column, when the program computes it (``df["log_income"] =
         # np.log(df["median_income"])``), is where a finite record became an infinity; the file it read holds the
@@ -3821,6 +3924,7 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
     return Cause("data", summary, evidence, change, provenance=where)
 
 
+_DICT_KEY = re.compile(r"^\w+\['([^'\]]+)'\]$")
 _STATISTIC_CALL = re.compile(r"\.(?:std|var|mean|sum|describe|cov|corr)\(|np\.(?:std|var|mean|sum|nanstd)\(")
 
 

@@ -332,10 +332,17 @@ def _unbuilt(models: list[Any], optimizers: list[Any]) -> bool:
 def _warm_up(step: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Run the step once eagerly so it creates its variables (a model's, each optimizer's slots over the
     variables it really trains) as training did; every value it changes is set from the bundle afterwards."""
+    import tensorflow as tf
+
     from pyadapter.eager import eager
 
     with eager():
-        step(*args, **kwargs)
+        try:
+            step(*args, **kwargs)
+        except tf.errors.InvalidArgumentError:
+            # The optimizers are built before they update: Keras's sparse update of an Embedding's non-finite
+            # gradients (Adagrad's, RMSprop's) raises on them, an update the replay runs again (`run_step`).
+            pass
 
 
 def _legacy_keras() -> Any:

@@ -80,6 +80,8 @@ class _GradientRecorder:
         # writes its gradients' flags to a variable of its own, read after the branch.
         self.outer: Any = None
         self.branch: list[tuple[str, Any]] = []
+        self.sparse = False  # an IndexedSlices gradient (an Embedding's) went to an optimizer
+        self.dense = False  # hand them to it dense (`run_step`'s second run)
 
     def _in_branch(self) -> bool:
         return (
@@ -137,6 +139,10 @@ class _GradientRecorder:
                     self.seen.append((name, grad))
                     if squares:
                         self.squared.add(id(grad))
+                grads = list(grads)
+                self.sparse = self.sparse or any(isinstance(g, tf.IndexedSlices) for g in grads)
+                if self.dense:
+                    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g for g in grads]
                 return _original(grads, trainable_variables, *rest, **kw)
 
             optimizer.apply = apply
@@ -264,8 +270,45 @@ def run_step(
     `restore=False` skips putting the captured state back (the caller just did). `around` wraps only the step
     itself (e.g. a tfdbg dump), not the restore before it nor the checks after it, so a dump holds the step alone.
     `draw` > 0: another draw of the step's unseeded random ops in graph mode (a retry), also under a global seed.
+
+    Keras's sparse updates (Adagrad's, RMSprop's) of an Embedding's IndexedSlices gradients raise on non-finite
+    values (an index out of range in their union of indices), an update training never applied: the step is then
+    run again from the captured state with those gradients dense, which says what the step makes (the dense update
+    differs from the sparse one only where an id repeats in the batch; not under a dump: see below).
     """
     recorder = _GradientRecorder(program.optimizers)
+    # Under a dump (`around`) no second run: one traced and dumped again in the same process crashed TensorFlow (a
+    # segmentation fault at the scene). The optimizers whose sparse update raises get dense gradients at once.
+    recorder.dense = around is not None and any(
+        type(o).__name__ in _SPARSE_UPDATE_RAISES
+        or type(getattr(o, "inner_optimizer", None)).__name__ in _SPARSE_UPDATE_RAISES
+        for o in program.optimizers
+    )
+    verdict = _run_step(program, mode, recorder, restore, around, draw)
+    if recorder.dense and recorder.sparse:
+        verdict.applied_dense = True
+    elif verdict.error is not None and recorder.sparse and not verdict.reproduced and around is None:
+        recorder.dense = True
+        retried = _run_step(program, mode, recorder, True, around, draw)
+        if retried.error is None:
+            retried.applied_dense = True
+            return retried
+    return verdict
+
+
+# Keras 3 optimizers whose update of IndexedSlices gradients (``ops.divide`` of two of them) raises on non-finite
+# values: "indices[97] = 188 is not in [0, 129)" (Adam's and SGD's do not).
+_SPARSE_UPDATE_RAISES = frozenset({"Adagrad", "RMSprop"})
+
+
+def _run_step(
+    program: StepProgram,
+    mode: Mode,
+    recorder: _GradientRecorder,
+    restore: bool,
+    around: Callable[[], contextlib.AbstractContextManager[Any]] | None,
+    draw: int,
+) -> StepVerdict:
 
     def step_and_flags(*args: Any, **kwargs: Any) -> tuple[tuple[Any, list[Any], list[Any]], list[str]]:
         recorder.seen.clear()
@@ -404,5 +447,13 @@ def _quiet_tensorflow_log() -> Iterator[None]:
 
 
 def _one_line(text: str) -> str:
-    text = text.strip()
-    return text.splitlines()[0] if text else ""
+    """The message's first line that says something: a graph's "Graph execution error:" alone said nothing, the
+    op's own words ("indices[97] = 188 is not in [0, 129)") come later, after "Detected at node" and its trace."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if not lines:
+        return ""
+    if lines[0].rstrip(":") == "Graph execution error":
+        # The op's message is the line above its node's "[[{{node ...}}]]".
+        marked = next((n for n, line in enumerate(lines) if n > 1 and line.startswith("[[")), None)
+        return f"{lines[0]} {lines[marked - 1]}" if marked is not None else lines[0]
+    return lines[0]

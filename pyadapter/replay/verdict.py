@@ -62,6 +62,10 @@ class StepVerdict:
     # Stateful random ops in the replayed graph ("RandomStandardNormal at wgan_gp.py:73"): a re-run draws other
     # numbers than training did (`pyadapter.replay.stateful_random`).
     stateful_random: list[str] = field(default_factory=list)
+    # Keras's sparse update (Adagrad, RMSprop on an Embedding's IndexedSlices gradients) raised on the step's
+    # non-finite gradients ("indices[97] = 188 is not in [0, 129)"), which training never applied: the step was run
+    # again with those gradients dense, which gives the same verdict (`pyadapter.replay.step.run_step`).
+    applied_dense: bool = False
 
     @property
     def label(self) -> str:
@@ -102,6 +106,7 @@ class StepVerdict:
             "seconds": round(self.seconds, 3),
             "dumped": self.dumped,
             **({"stateful_random": list(self.stateful_random)} if self.stateful_random else {}),
+            **({"applied_dense": True} if self.applied_dense else {}),
         }
 
     @classmethod
@@ -120,6 +125,7 @@ class StepVerdict:
             seconds=float(data.get("seconds", 0.0)),
             dumped=bool(data.get("dumped", False)),
             stateful_random=[str(v) for v in data.get("stateful_random", [])],
+            applied_dense=data.get("applied_dense") is True,
         )
 
 

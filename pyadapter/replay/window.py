@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
-from pyadapter.capture.keras_lines import optimizer_variables
+from pyadapter.capture.keras_lines import optimizer_built, optimizer_variables
 from pyadapter.capture.learning_rate import learning_rate_variable
 from pyadapter.capture.snapshot import to_tensors, variable_path
 from pyadapter.capture.window import Trial, WindowData, WindowSearch
@@ -126,7 +126,10 @@ class WindowRun:
         if self._rates is None:
             self.restore()
             found: list[tuple[Any, float]] = []
-            for optimizer in self.optimizers:
+            # Not an optimizer nothing built: a GAN's bare super().compile() makes model.optimizer (RMSprop at 1e-3)
+            # beside its d_ and g_optimizer, and its rate was "the captured rate 0.001" of a run at 0.1.
+            built = [o for o in self.optimizers if optimizer_built(o)] or self.optimizers
+            for optimizer in built:
                 variable = learning_rate_variable(optimizer)
                 if variable is None:
                     found = []
