@@ -1345,6 +1345,33 @@ def test_an_entry_script_that_is_not_a_regular_file_is_not_read(tmp_path: Path) 
         assert cause.kind == "divergence" and cause.change is None  # type: ignore[attr-defined]
 
 
+def test_float16_zeros_of_a_softmax_on_raw_pixels_are_told_to_scale_them_not_float32(tmp_path: Path) -> None:
+    """A custom loop under mixed_float16 fed pixels of 0-255: the log of its softmax got 554 zeros and the cause
+    said "float32 would keep them apart from 0"; with the softmax in float32, 473 of them stayed (logits 100
+    apart). Inputs in raw units are told, and the change scales them."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("Log", "Log"),
+        health=TensorHealth(dtype="float16", size=640, neg_inf=554, neg=86),
+        inputs=[InputHealth("Softmax:0", TensorHealth(dtype="float16", size=640, zero=554, pos=86))],
+    )
+    pixels = np.random.default_rng(0).integers(0, 256, size=(64, 784)).astype("float32")
+    labels = np.eye(10, dtype="float32")[np.arange(64) % 10]
+    context = CauseContext(
+        history=diverging_history()[:5],
+        dtype_policy="mixed_float16",
+        entry_script=str(program),
+        batch={"args": (pixels, labels), "kwargs": {}},
+    )
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "precision" and "but the batch is in raw units" in cause.summary, cause.summary
+    assert "float32 would keep them apart" not in cause.summary, cause.summary
+    assert cause.change is not None and "scale the features" in cause.change.what, cause.change
+
+
 def test_float16_zeros_into_rsqrt_are_precision_at_the_op(tmp_path: Path) -> None:
     """An epsilon of 1e-8 is 0 in float16: rsqrt(variance + eps) gets zeros. Not a wrong op: float32 would work."""
     program = write_program(tmp_path)

@@ -417,7 +417,7 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
     if known and dtype in SIGNIFICANT_BITS and _zero_into_domain_op(origin) and _subtracted_zeros(origin):
         return _cancellation(findings, context, origin, dtype)
     if known and dtype in SIXTEEN_BIT and _zero_into_domain_op(origin):
-        return _underflow(findings, context, origin, dtype)
+        return _underflow(findings, context, units, origin, dtype)
     if dtype in SIXTEEN_BIT and _sixteen_bit_range_exceeded(origin):
         # The backward pass of a log at a float16 sigmoid of 3e-6 (no zero: its reciprocal is 3e5, past 65504):
         # the value exists in float32, not in float16.
@@ -803,14 +803,28 @@ def _sixteen_bit_evidence(
     return policy, evidence
 
 
-def _underflow(findings: Findings, context: CauseContext, origin: Finding, dtype: str) -> Cause:
+def _underflow(
+    findings: Findings, context: CauseContext, units: list[SourceUnit], origin: Finding, dtype: str
+) -> Cause:
     zeros = sum((i.health.zero or 0) for i in origin.inputs if i.health is not None)
     policy, evidence = _sixteen_bit_evidence(context, origin, dtype, zeros, dtype_tiny=FLOAT16_TINY)
     summary = (
         f"{origin.op.type} got {zeros} zero{'s' if zeros != 1 else ''} in {dtype}, where values below "
         f"{FLOAT16_TINY:.3g} (an epsilon of 1e-8 too) round to 0"
-        f"{f' under the {policy} policy' if policy else ''}; float32 would keep them apart from 0"
+        f"{f' under the {policy} policy' if policy else ''}"
     )
+    raw = _features_in_raw_units(context, units)
+    if raw is not None:
+        # Pixels of 0-255 into a softmax: logits 100 apart make probabilities of 0 in float32 too (most of the
+        # zeros stayed with the softmax in float32); float16 is not what made them.
+        unscaled, change = raw
+        evidence["unscaled"] = [item.to_json() for item in unscaled]
+        summary += (
+            f", but the batch is in raw units ({'; '.join(item.describe() for item in unscaled)}): values that "
+            "large saturate (a softmax of logits far apart is 0 in float32 too), so float32 alone would not end it"
+        )
+        return Cause("precision", summary, evidence, change)
+    summary += "; float32 would keep them apart from 0"
     what = f"compute this in float32, or use an epsilon {dtype} can hold (>= 1e-4)"
     return Cause("precision", summary, evidence, _origin_change(findings, what, "op"))
 
@@ -3631,23 +3645,32 @@ def _precision(
         f"{origin.op.type}{where} overflowed {dtype} (max {limit:g}) on finite inputs"
         f"{f' under the {policy} policy' if policy else ''}; float32 (max {FLOAT32_MAX:.3g}) would hold it"
     )
+    raw = _features_in_raw_units(context, units)
+    if raw is not None:
+        # Features in raw units (pressures of 1000): the products of every layer are that large, so a layer kept in
+        # float32 hands its large output to the next one; scaled inputs end it.
+        unscaled, change = raw
+        evidence["unscaled"] = [item.to_json() for item in unscaled]
+        summary += (
+            f", but the batch is in raw units ({'; '.join(item.describe() for item in unscaled)}): every layer's "
+            "values are that large, and a layer kept in float32 hands them on to the next"
+        )
+    return Cause("precision", summary, evidence, change)
+
+
+def _features_in_raw_units(
+    context: CauseContext, units: list[SourceUnit]
+) -> tuple[list[scale.UnscaledInput], Change] | None:
+    """(the unscaled inputs, the change that scales them) when the batch's features are in raw units; None when
+    they are not, or only its targets are (Poisson counts past 65504 reach the loss, not every layer)."""
     # guard_step's arguments: a step called as train_step(x, y) takes them as a fit batch is.
     arguments = _step_arguments(context.batch)
     batch = arguments if arguments is not None else context.batch
     unscaled = _unscaled_inputs(dataclasses.replace(context, batch=batch), units)
     if not any(item.role == "features" for item in unscaled):
-        unscaled = []  # large targets alone (Poisson counts past 65504) reach the loss, not every layer
-    scaled_change = _unscaled_change(units, unscaled, None) if unscaled else None
-    if scaled_change is not None:
-        # Features in raw units (pressures of 1000): the products of every layer are that large, so a layer kept in
-        # float32 hands the overflow to the next one; scaled inputs end it.
-        evidence["unscaled"] = [item.to_json() for item in unscaled]
-        summary += (
-            f", but the batch is in raw units ({'; '.join(item.describe() for item in unscaled)}): every layer's "
-            f"values are that large, and one kept in float32 hands the overflow to the next"
-        )
-        change = scaled_change
-    return Cause("precision", summary, evidence, change)
+        return None
+    change = _unscaled_change(units, unscaled, None)
+    return (unscaled, change) if change is not None else None
 
 
 def _is_model_class(units: list[SourceUnit], origin: Finding) -> bool:
