@@ -131,9 +131,8 @@ class _Record:
     gates: list[Gate] = field(default_factory=list)
     output_max: list[Any] = field(default_factory=list)  # max |y_pred| per compute_loss call (history on)
     manual: gate_manual.ManualRecord = field(default_factory=gate_manual.ManualRecord)  # writes by hand
-    scaled: list[Any] = field(
-        default_factory=list
-    )  # what optimizer.scale_loss returned: scaled, not the loss
+    # what optimizer.scale_loss returned: the scaled loss, not the loss
+    scaled: list[Any] = field(default_factory=list)
     # id -> (variable, its value before the step's first write): the model's own non-trainable state the forward
     # pass writes (BatchNormalization's moving statistics), put back when the step fails
     forward_saved: dict[int, tuple[Any, Any]] = field(default_factory=dict)

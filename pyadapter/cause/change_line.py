@@ -609,7 +609,7 @@ def zero_setting_site(units: list[SourceUnit], key: str) -> Site | None:
                 for argument in node.keywords:
                     if argument.arg == key and _is_zero(argument.value):
                         return Site(unit, node, key, target="config")
-                if _flag_default_of(node, key) is not None and _is_zero(_flag_default_of(node, key)):
+                if _is_zero(_flag_default_of(node, key)):
                     # absl's flags.DEFINE_float("temperature", 0.0, ...), argparse's add_argument("--temperature",
                     # default=0.0): a research script's value, handed on through partial(...) or a trainer.
                     return Site(unit, node, f"--{key}", target="config")
@@ -1368,9 +1368,9 @@ def _fit_calls(
     units: list[SourceUnit], fit_code: str | None, fit_cell: int | None = None
 ) -> list[tuple[SourceUnit, ast.Call]]:
     """The ``.fit(...)`` (and ``.train_on_batch(...)``) calls of the user's code, the one whose first line is
-    `fit_code` (recorded in the bundle:
-    the fit that failed, in a notebook that trains two models) first; of those, the one in the notebook cell
-    `fit_cell` (a notebook that fits again, with the same line, after reloading its data)."""
+    `fit_code` (recorded in the bundle: the fit that failed, in a notebook that trains two models) first; of those,
+    the one in the notebook cell `fit_cell` (a notebook that fits again, with the same line, after reloading its
+    data)."""
     found = [
         (unit, node)
         for unit in units

@@ -813,15 +813,14 @@ def _underflow(
         f"{FLOAT16_TINY:.3g} (an epsilon of 1e-8 too) round to 0"
         f"{f' under the {policy} policy' if policy else ''}"
     )
-    raw = _features_in_raw_units(context, units)
+    raw = _features_in_raw_units(context, units, evidence)
     if raw is not None:
         # Pixels of 0-255 into a softmax: logits 100 apart make probabilities of 0 in float32 too (most of the
         # zeros stayed with the softmax in float32); float16 is not what made them.
-        unscaled, change = raw
-        evidence["unscaled"] = [item.to_json() for item in unscaled]
+        words, change = raw
         summary += (
-            f", but the batch is in raw units ({'; '.join(item.describe() for item in unscaled)}): values that "
-            "large saturate (a softmax of logits far apart is 0 in float32 too), so float32 alone would not end it"
+            f"{words}: values that large saturate (a softmax of logits far apart is 0 in float32 too), so float32 "
+            "alone would not end it"
         )
         return Cause("precision", summary, evidence, change)
     summary += "; float32 would keep them apart from 0"
@@ -3645,24 +3644,21 @@ def _precision(
         f"{origin.op.type}{where} overflowed {dtype} (max {limit:g}) on finite inputs"
         f"{f' under the {policy} policy' if policy else ''}; float32 (max {FLOAT32_MAX:.3g}) would hold it"
     )
-    raw = _features_in_raw_units(context, units)
+    raw = _features_in_raw_units(context, units, evidence)
     if raw is not None:
         # Features in raw units (pressures of 1000): the products of every layer are that large, so a layer kept in
         # float32 hands its large output to the next one; scaled inputs end it.
-        unscaled, change = raw
-        evidence["unscaled"] = [item.to_json() for item in unscaled]
-        summary += (
-            f", but the batch is in raw units ({'; '.join(item.describe() for item in unscaled)}): every layer's "
-            "values are that large, and a layer kept in float32 hands them on to the next"
-        )
+        words, change = raw
+        summary += f"{words}: every layer's values are that large, and a layer kept in float32 hands them on to the next"
     return Cause("precision", summary, evidence, change)
 
 
 def _features_in_raw_units(
-    context: CauseContext, units: list[SourceUnit]
-) -> tuple[list[scale.UnscaledInput], Change] | None:
-    """(the unscaled inputs, the change that scales them) when the batch's features are in raw units; None when
-    they are not, or only its targets are (Poisson counts past 65504 reach the loss, not every layer)."""
+    context: CauseContext, units: list[SourceUnit], evidence: dict[str, Any]
+) -> tuple[str, Change] | None:
+    """(", but the batch is in raw units (x[:, 0] from 998 to 1e+03 ...)", the change that scales them) when the
+    batch's features are in raw units, recorded in `evidence` as "unscaled"; None when they are not, or only its
+    targets are (Poisson counts past 65504 reach the loss, not every layer)."""
     # guard_step's arguments: a step called as train_step(x, y) takes them as a fit batch is.
     arguments = _step_arguments(context.batch)
     batch = arguments if arguments is not None else context.batch
@@ -3670,7 +3666,10 @@ def _features_in_raw_units(
     if not any(item.role == "features" for item in unscaled):
         return None
     change = _unscaled_change(units, unscaled, None)
-    return (unscaled, change) if change is not None else None
+    if change is None:
+        return None
+    evidence["unscaled"] = [item.to_json() for item in unscaled]
+    return f", but the batch is in raw units ({'; '.join(item.describe() for item in unscaled)})", change
 
 
 def _is_model_class(units: list[SourceUnit], origin: Finding) -> bool:
