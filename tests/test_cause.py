@@ -2044,6 +2044,102 @@ def test_what_fit_was_given_is_read_from_fits_own_frame() -> None:
     assert fit(rows.shuffle(8).map(lambda i: i * 2).batch(2).prefetch(1)) == "shuffled dataset"
     assert fit(np.zeros((8, 2))) is None
 
+    import keras
+
+    class Batches(keras.utils.PyDataset):
+        def __len__(self) -> int:
+            return 2
+
+        def __getitem__(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+            return np.zeros((4, 2)), np.zeros((4, 1))
+
+    def batches() -> object:
+        yield np.zeros((4, 2)), np.zeros((4, 1))
+
+    assert fit(Batches()) == "PyDataset"
+    assert fit(batches()) == "generator"
+
+
+PYDATASET_CELLS = [
+    "import keras\nimport numpy as np\nimport pandas as pd",
+    'data = pd.read_csv("sensors.csv")\ndata.describe()',
+    """class SensorSequence(keras.utils.PyDataset):
+    def __init__(self, frame, batch_size=4, **kwargs):
+        super().__init__(**kwargs)
+        self.x = frame[["temp", "pressure", "flow"]].to_numpy(dtype="float32")
+        self.y = frame[["yield"]].to_numpy(dtype="float32")
+
+    def __len__(self):
+        return len(self.x) // 4
+
+    def __getitem__(self, i):
+        return self.x[i * 4:(i + 1) * 4], self.y[i * 4:(i + 1) * 4]
+
+train_seq = SensorSequence(data)""",
+    'model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(1)])\nmodel.compile("adam", "mse")',
+    "history = model.fit(train_seq, epochs=3)",
+]
+
+
+def test_a_notebooks_pydataset_is_the_feed_when_its_fit_is_on_line_1_like_the_read(tmp_path: Path) -> None:
+    """A notebook reads a CSV on line 1 of one cell and fits a PyDataset on line 1 of another: the read was taken
+    for "on the origin's line" (cells not compared), so the PyDataset was never looked for, and the cause said
+    "index 1593 of the array passed to fit (in the shuffled order)" of an array fit was never given. The
+    PyDataset's __getitem__ is where the batch leaves the user's code, as in a script."""
+    notebook = tmp_path / "sensors.ipynb"
+    cells = [
+        {"cell_type": "code", "source": text, "metadata": {}, "outputs": [], "execution_count": n}
+        for n, text in enumerate(PYDATASET_CELLS, 1)
+    ]
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    x = np.ones((4, 3), np.float32)
+    x[1, 2] = np.nan
+    origin = dataclasses.replace(
+        batch_origin(notebook, 1, TensorHealth(dtype="float32", size=12, nan=1)), cell=4
+    )
+    context = CauseContext(batch=(x, np.ones((4, 1), np.float32)), batch_index=5, entry_script=str(notebook))
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "data" and "x[1, 2] = nan" in cause.summary, cause.summary
+    assert "SensorSequence.__getitem__ of the PyDataset" in cause.summary, cause.summary
+    assert "passed to fit" not in cause.summary, cause.summary
+    assert cause.change is not None and (cause.change.cell, cause.change.line) == (2, 11), cause.change
+
+
+PYDATASET_IMPORTED = """\
+import keras
+import pandas as pd
+
+from sensors import SensorSequence
+
+data = pd.read_csv("sensors.csv")
+model = keras.Sequential([keras.Input(shape=(3,)), keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse")
+model.fit(SensorSequence(data), epochs=3)
+"""
+
+
+def test_a_pydataset_fit_was_given_has_no_index_of_an_array_of_fits(tmp_path: Path) -> None:
+    """A PyDataset whose class the code read does not hold (imported from a module not at hand): the cause said
+    "index 21 of the array passed to fit (in the shuffled order)" with a note to pass shuffle=False, of an array
+    fit was never given. What fit was given (``model_info["fit_input"]``) is said instead, and the row is to be
+    found by its values."""
+    program = tmp_path / "train.py"
+    program.write_text(PYDATASET_IMPORTED)
+    x = np.ones((4, 3), np.float32)
+    x[1, 2] = np.nan
+    origin = batch_origin(program, 9, TensorHealth(dtype="float32", size=12, nan=1))
+    context = CauseContext(
+        batch=(x, np.ones((4, 1), np.float32)),
+        batch_index=5,
+        entry_script=str(program),
+        model_info={"fit_input": "PyDataset"},
+    )
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "data" and "x[1, 2] = nan" in cause.summary, cause.summary
+    assert "passed to fit" not in cause.summary, cause.summary
+    note = (cause.provenance or {}).get("note", "")
+    assert "fit was given a PyDataset" in note and "shuffle=False" not in note, cause.provenance
+
 
 LOG_AFTER_READ = """\
 import keras

@@ -1541,3 +1541,40 @@ def test_a_train_on_batch_loop_that_begins_the_guard_itself_names_its_train_on_b
     change = located["cause"]["change"]
     column = next(n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text)
     assert change["line"] == column and "lot_ratio" in change["what"], change
+
+
+def test_a_float16_output_layer_given_its_policy_by_hand_is_named_as_the_change(tmp_path):
+    """``dtype=Policy("mixed_float16")`` on every Dense, the softmax output layer too, under the float32 global
+    policy: Keras's loss casts the float16 probabilities up, and their gradient overflows float16 on the way back.
+    The cause said "compute this in float32" at the fit line "under the float32 policy"; it names the output layer
+    and its line, and that layer given dtype="float32" trains."""
+    program, done = run_copied("fp16_per_layer_policy_softmax.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    output = next(n for n, text in enumerate(program.read_text().splitlines(), 1) if "# BUG" in text)
+    assert cause["kind"] == "precision" and "output layer" in cause["summary"], cause
+    assert "float32 policy" not in cause["summary"], cause
+    assert cause["change"]["line"] == output and 'dtype="float32"' in cause["change"]["what"], cause["change"]
+    lines = program.read_text().splitlines()
+    lines[output - 1] = lines[output - 1].replace("dtype=policy", 'dtype="float32"')
+    program.write_text("\n".join(lines) + "\n")
+    shutil.rmtree(tmp_path / "captures")
+    done = run_in(tmp_path, str(program))
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert not (tmp_path / "captures").exists() or not bundles(tmp_path), done.stderr[-3000:]
+
+
+def test_a_log_of_a_sigmoid_run_eagerly_to_debug_is_told_log_sigmoid(tmp_path):
+    """``tf.config.run_functions_eagerly(True)`` at the top, to step through the step: the guard's dump holds eager
+    executions, and the log of a sigmoid's zeros was a clamp at 1e-7 (in a notebook, a "record unlike the others"
+    data cause), where the same program run as graphs was told log_sigmoid. The eager Log's inputs are followed
+    back to the Sigmoid that made them."""
+    program, done = run_copied("eager_debug_log_of_sigmoid.py", tmp_path)
+    assert "NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "op" and "made of a sigmoid" in cause["summary"], cause
+    assert "log_sigmoid" in cause["change"]["what"], cause["change"]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import linecache
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -121,8 +122,9 @@ def keras_fit_on_stack() -> bool:
 def fit_input_kind() -> str | None:
     """``"dataset"`` (``"shuffled dataset"`` when the pipeline shuffles) when the Keras ``fit`` on the stack was
     given a ``tf.data`` dataset, also one a helper of the user's made (``fit(make_spec_ds(train_ds))``, which reading
-    the code cannot tell from arrays); else None. Read from fit's own frame, while fit runs (the guard's
-    ``on_train_begin``)."""
+    the code cannot tell from arrays); ``"PyDataset"`` for a ``keras.utils.PyDataset`` (or ``Sequence``) and
+    ``"generator"`` for a Python generator or iterator, which make their own batches in their own order; else None.
+    Read from fit's own frame, while fit runs (the guard's ``on_train_begin``)."""
     frame: Any = sys._getframe(1)
     while frame is not None:
         path = frame.f_code.co_filename.replace("\\", "/")
@@ -132,6 +134,10 @@ def fit_input_kind() -> str | None:
 
                 given = frame.f_locals.get("x")
                 kinds = (tf.data.Dataset, tf.distribute.DistributedDataset)
+                if _is_py_dataset(given):
+                    return "PyDataset"
+                if isinstance(given, Iterator):
+                    return "generator"
                 if not isinstance(given, kinds):
                     return None
                 return "shuffled dataset" if _shuffles(given) else "dataset"
@@ -139,6 +145,15 @@ def fit_input_kind() -> str | None:
                 return None
         frame = frame.f_back
     return None
+
+
+def _is_py_dataset(given: Any) -> bool:
+    """Whether fit's ``x`` is a PyDataset (Keras 3's ``keras.utils.PyDataset``, ``Sequence`` its old name), by its
+    classes' names: tf_keras's ``Sequence`` is another class."""
+    return any(
+        cls.__name__ in ("PyDataset", "Sequence") and cls.__module__.startswith(("keras", "tf_keras"))
+        for cls in type(given).__mro__
+    )
 
 
 def _shuffles(dataset: Any, depth: int = 0) -> bool:

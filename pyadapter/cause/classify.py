@@ -1261,7 +1261,13 @@ def _loss_input_layer_words(findings: Findings, origin: Finding, overflow: bool)
     outside its domain (``loss="poisson"`` on a linear output gone negative): the fix is the output layer the scan
     found (`describe.loss_input_layer`), not a clamp at the fit line, where the loss is no code of the user's."""
     found = findings.extra.get("loss_input_layer")
-    if overflow or not isinstance(found, dict) or origin.op.type not in DOMAIN_OPS or origin.cell is not None:
+    if (
+        overflow
+        or not isinstance(found, dict)
+        or found.get("backward")
+        or origin.op.type not in DOMAIN_OPS
+        or origin.cell is not None
+    ):
         return (
             None  # (a notebook's layer is found in the kernel's file of its cell, which is not the notebook)
         )
@@ -3584,6 +3590,11 @@ def _precision(
     growth = trend.growth(context.history)
     if growth is not None:
         evidence["history"] = growth.to_json()
+    if policy is not None and not policy.endswith(dtype):
+        policy = None  # the float32 global policy of a model whose layers were given mixed_float16 one by one
+    output = _loss_gradient_into_16_bit(findings, units, origin, dtype)
+    if output is not None:
+        return Cause("precision", output[0], {**evidence, **output[1]}, output[2])
     change = None
     where = ""
     own_layer = _custom_layer_class(units, origin)
@@ -3651,6 +3662,49 @@ def _precision(
         words, change = raw
         summary += f"{words}: every layer's values are that large, and a layer kept in float32 hands them on to the next"
     return Cause("precision", summary, evidence, change)
+
+
+def _loss_gradient_into_16_bit(
+    findings: Findings, units: list[SourceUnit], origin: Finding, dtype: str
+) -> tuple[str, dict[str, Any], Change | None] | None:
+    """(summary, evidence, change) for a backward Cast of Keras's compiled loss that overflowed a 16-bit dtype: the
+    loss casts the model's float16 output up to float32, and its gradient (-y/p of a crossentropy, large for a
+    probability near 0) is cast back down to the output layer's float16, past 65504. The output layer computing in
+    float16 is the cause (a ``Dense(5, activation="softmax", dtype=policy)`` given ``mixed_float16`` layer by layer;
+    the mixed-precision guide keeps the output layer in float32); the fit line, where the loss is, changes nothing.
+    None for any other origin."""
+    found = findings.extra.get("loss_input_layer")
+    if (
+        origin.op.type != "Cast"
+        or not (origin.op.forward_op or "").startswith("compile_loss/")
+        or not isinstance(found, dict)
+        or not found.get("backward")
+        or not isinstance(found.get("op"), str)
+    ):
+        return None
+    loss = str(found.get("loss") or "compiled")
+    site = change_line.layer_site(units, found["op"], dtype)
+    evidence: dict[str, Any] = {"loss_input_layer": found}
+    what = (
+        f'keep the model\'s output layer in float32: dtype="float32" (the mixed-precision guide keeps the output '
+        f"layer and its softmax in float32; the {loss} loss then gets float32 predictions and gives float32 gradients)"
+    )
+    if site is not None:
+        evidence["layer"] = {"class": site.name, "file": site.file, "line": site.line}
+        named = f"the {site.name} output layer at {'' if site.cell is None else f'cell {site.cell + 1}, '}line {site.line}"
+        change: Change | None = _change(site, what, "layer")
+    elif isinstance(found.get("file"), str) and isinstance(found.get("line"), int):
+        named = f"the output layer at line {found['line']}"
+        change = Change(file=os.path.abspath(found["file"]), line=found["line"], what=what, target="layer")
+    else:
+        named = f"the output layer ({found['op'].rsplit('/', 1)[0]})"
+        change = _origin_change(findings, what, "op")
+    summary = (
+        f"the {loss} loss's gradient for the model's output overflowed {dtype} (max {DTYPE_MAX.get(dtype, 65504.0):g}) "
+        f"when cast back to {named}, which computes in {dtype}: a predicted probability near 0 makes that gradient "
+        f"large (-1/p); float32 (max {FLOAT32_MAX:.3g}) would hold it"
+    )
+    return summary, evidence, change
 
 
 def _features_in_raw_units(
@@ -3775,7 +3829,9 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         origin.cell if origin else None,
     )
     on_origin_line = (
-        site is not None and origin is not None and (site.file, site.line) == (origin.file, origin.line)
+        site is not None
+        and origin is not None
+        and (site.file, site.cell, site.line) == (origin.file, origin.cell, origin.line)
     )
     if not on_origin_line:
         # Batches made in Python (a generator, a PyDataset): the place they leave the user's code is the line to
@@ -4205,6 +4261,11 @@ def _batch_provenance(
     dataset, shuffled = change_line.fit_reads_a_dataset(units), change_line.fit_shuffles(units)
     if not dataset and given in ("dataset", "shuffled dataset"):
         dataset, shuffled = True, given == "shuffled dataset"
+    fed = given in ("PyDataset", "generator")
+    if fed:
+        shuffled = (
+            None  # its own batches in its own order: no index into an array of fit's, no shuffle= of fit's
+        )
     bad = element or provenance.first_bad_element(context.batch)
     # A dataset of windows the program assigns (``ds = timeseries_dataset_from_array(...)``): no reading call, but
     # the call that made the dataset tells the series row (`provenance.data_provenance`'s ``made_by``).
@@ -4224,6 +4285,11 @@ def _batch_provenance(
         element=element,
         fit_rows=context.fit_rows,
     )
+    if fed and where is not None and where.get("source") == "array" and where.get("index") is None:
+        where["note"] = (
+            f"fit was given a {given}, which makes its own batches (in its own order, shuffled if it shuffles): "
+            "find the row by its values"
+        )
     return where, batch_index, epoch
 
 

@@ -490,7 +490,11 @@ def activation_into_log(candidate: Candidate, depth: int = 3) -> dict[str, objec
     """The activation a graph origin ``Log`` takes, through at most `depth` ops: a ``Sigmoid`` (``log(1 -
     sigmoid(x))``: a GAN's hand-written generator loss, whose ``1 - d`` is exactly 0 in float32 once the logit
     passes 17; a focal loss's ``log(p_t)``) or a ``Relu`` (a variance head ``relu(raw)``, 0 for every negative
-    input). As ``{"op", "type", "file", "line"}``; None when no such activation is that near."""
+    input). As ``{"op", "type", "file", "line"}``; None when no such activation is that near. An eager origin
+    (``tf.config.run_functions_eagerly(True)``, set to step through a step) is followed through the executions
+    that made its inputs."""
+    if candidate.execution is not None:
+        return _eager_activation_into_log(candidate.host, candidate.execution, depth)
     origin = _origin_op(candidate)
     if origin is None or origin.type != "Log":
         return None
@@ -504,6 +508,36 @@ def activation_into_log(candidate: Candidate, depth: int = 3) -> dict[str, objec
                 "line": mark.line if mark is not None else None,
                 "cell": mark.cell if mark is not None else None,
             }
+    return None
+
+
+def _eager_activation_into_log(host: HostScan, entry: ExecEntry, depth: int) -> dict[str, object] | None:
+    """`activation_into_log` for an eager ``Log``: the executions up its inputs, nearest first."""
+    scan = host.executions
+    if entry.op_type != "Log" or scan is None:
+        return None
+    frontier = [entry]
+    for _ in range(depth):
+        following = []
+        for current in frontier:
+            for tensor_id in current.input_ids:
+                if tensor_id not in scan.producers:
+                    continue
+                producer = read_execution(scan.path, scan.producers[tensor_id][1], host.layout)
+                if producer is None:
+                    continue
+                if producer.op_type in ("Sigmoid", "Relu"):
+                    ref = OpRef(name=producer.op_type, type=producer.op_type, host=host.host)
+                    mark = _place(host, producer.frame_ids, producer.graph_id or None, ref).mark
+                    return {
+                        "op": producer.op_type,
+                        "type": producer.op_type,
+                        "file": mark.file if mark is not None else None,
+                        "line": mark.line if mark is not None else None,
+                        "cell": mark.cell if mark is not None else None,
+                    }
+                following.append(producer)
+        frontier = following
     return None
 
 
@@ -577,26 +611,47 @@ def loss_input_layer(candidate: Candidate, path: str) -> dict[str, object] | Non
     """For an origin that Keras's compiled loss made (``compile_loss/poisson/Log`` taking the log of a prediction a
     linear output layer drove below 0): the layer of the user's file (`path`, the training call's) whose output
     the loss took, the nearest up the origin's inputs that `layer_site` finds. As ``{"loss", "op", "file", "line",
-    "what"}``; None for an origin of the user's own code, or when no layer is found (the fit line stays marked)."""
+    "what"}``; None for an origin of the user's own code, or when no layer is found (the fit line stays marked).
+
+    A backward origin differentiating such an op (the gradient of ``compile_loss/categorical_crossentropy/Cast``
+    cast back to a float16 output layer's dtype) gets the same, with ``"backward": True``, the layer's op and its
+    output's dtype, and no line when the layer is not in `path` (a notebook's cell): the op names the layer."""
     origin = _origin_op(candidate)
+    backward = origin is not None and is_gradient_op(origin)
+    if origin is not None and backward:
+        origin = forward_op_for(candidate.host.dump, origin)
     if origin is None or not origin.name.startswith("compile_loss/"):
         return None
     if written_by_the_user(candidate.host.dump.stack(origin.frame_ids)):
         return (
             None  # the user's own Loss subclass (Keras scopes it compile_loss/ too): its line is the change
         )
+    scopes = origin.name.split("/")
+    loss = scopes[1] if len(scopes) > 2 else ""
     for producer in _upstream(candidate.host, origin, 6):
         if producer.name.startswith(("compile_loss/", "compile_metrics/")) or is_gradient_op(producer):
             continue
         site = layer_site(producer.name, producer.type, path)
-        if site is not None:
-            scopes = origin.name.split("/")
+        if site is not None and not backward:
             return {
-                "loss": scopes[1] if len(scopes) > 2 else "",
+                "loss": loss,
                 "op": producer.name,
                 "file": site.file or path,
                 "line": site.line,
                 "what": site.what,
+            }
+        if backward and "/" in producer.name:
+            health = (
+                _output_health(candidate.host, producer, candidate.trace.round) if candidate.trace else None
+            )
+            return {
+                "loss": loss,
+                "op": producer.name,
+                "file": site.file or path if site is not None else None,
+                "line": site.line if site is not None else None,
+                "what": site.what if site is not None else None,
+                "dtype": health.dtype if health is not None else None,
+                "backward": True,
             }
     return None
 
