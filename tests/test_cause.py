@@ -628,6 +628,40 @@ def test_a_log_of_a_relu_variance_head_is_told_softplus_at_the_relu(tmp_path: Pa
     assert cause.change is not None and cause.change.what.startswith("the ReLU that makes it"), cause.change
 
 
+def test_a_log_of_a_relu_output_layer_in_a_notebook_is_changed_at_the_layer(tmp_path: Path) -> None:
+    """A notebook's registered Poisson loss ``log(y_pred)`` of ``Dense(1, activation="relu")``: the scan placed the
+    ReLU at the kernel's file of the fit cell, line 1, and the change read "/tmp/ipykernel_23468/3539528791.py:1 ...
+    a ReLU's output at line 1". The layer's construction in its cell is the change."""
+    notebook = tmp_path / "tickets.ipynb"
+    sources = [
+        "import keras\nfrom keras import layers",
+        'model = keras.Sequential([\n    keras.Input(shape=(10,)),\n    layers.Dense(32, activation="relu"),\n'
+        '    layers.Dense(1, activation="relu"),\n])\nmodel.compile(optimizer="adam", loss=PoissonNLL())',
+        "history = model.fit(x, y, batch_size=128, epochs=5)",
+    ]
+    cells = [
+        {"cell_type": "code", "source": text, "metadata": {}, "outputs": [], "execution_count": n}
+        for n, text in enumerate(sources, 1)
+    ]
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    origin = dataclasses.replace(log_origin(notebook), line=1, cell=2)
+    origin.inputs = [
+        InputHealth("sequential_1/dense_1_1/Relu:0", TensorHealth(dtype="float32", size=128, zero=120, pos=8))
+    ]
+    findings = findings_of(origin)
+    findings.extra["activation_into_log"] = {
+        "op": "sequential_1/dense_1_1/Relu",
+        "type": "Relu",
+        "file": "/tmp/ipykernel_23468/3539528791.py",
+        "line": 1,
+    }
+    cause = classify(findings, CauseContext(history=[], entry_script=str(notebook)))
+    assert "its input is a ReLU's output (Dense at cell 2, line 4)" in cause.summary, cause.summary
+    assert cause.change is not None, cause
+    assert (cause.change.file, cause.change.cell, cause.change.line) == (str(notebook), 1, 4), cause.change
+    assert cause.change.what.startswith("the ReLU that makes it"), cause.change
+
+
 def test_a_kl_divergence_written_out_of_a_histogram_with_zeros_is_told_xlogy(tmp_path: Path) -> None:
     """Label-distribution learning's ``tf.reduce_sum(p * tf.math.log(p / q), -1)`` with p a rating histogram that
     holds zeros: "keep it in the domain (tf.math.log(tf.maximum(x, 1e-7)))" named neither the 0 * -inf nor the
@@ -847,6 +881,74 @@ def test_an_overflow_after_one_update_at_a_rate_far_too_high_is_the_rate(tmp_pat
     context.learning_rate = LearningRate(0.001)
     cause = classify(findings_of(origin, step=1), context)
     assert cause.change is not None and cause.change.what.startswith("the exp"), cause.change
+
+
+def test_a_fit_called_again_after_a_stop_at_step_1_is_the_rate_not_the_initial_weights(
+    tmp_path: Path,
+) -> None:
+    """keras.io's character LSTM calls ``model.fit(epochs=1)`` in a loop: at ``RMSprop(0.1)`` the first fit stopped at
+    step 1, and the next fits, each with a new NanGuard, stopped at their first batch with "a Square op overflowed
+    ... at the run's first steps ... point at unscaled inputs or initial weights ... keep its values in range" at
+    the fit line. The optimizer's count (step 1) says one update of the earlier fit moved those weights: the rate
+    100x RMSprop's usual is the change."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "lstm.py"
+    program.write_text(TRAIN.replace("SGD(learning_rate=0.05, momentum=0.9)", "RMSprop(learning_rate=0.1)"))
+    origin = overflow_origin(program, op="Square")
+    history = [{"step": 1, "loss": None, "loss_nonfinite": "inf", "weight_norm": 26.5, "max_abs_output": 1.0}]
+    context = CauseContext(
+        history=history,
+        model_info={"optimizer": "RMSprop", "first_step": 1},
+        step=1,
+        epoch=0,
+        batch_index=0,
+        entry_script=str(program),
+        learning_rate=LearningRate(0.1),
+    )
+    cause = classify(findings_of(origin, step=1), context)
+    assert (
+        "at this fit's first step, from weights that 1 update of an earlier fit had moved" in cause.summary
+    ), cause.summary
+    assert "initial weights" not in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE, cause.change
+    assert cause.change.what.startswith("learning rate 0.1 (RMSprop): 100x its usual 0.001"), cause.change
+
+
+def test_a_divergence_that_ends_dividing_by_a_saturated_softplus_is_the_divergence(tmp_path: Path) -> None:
+    """A Bayes-by-backprop layer's KL ``log(PRIOR / sigma)`` with ``sigma = softplus(rho)``: the loss grew x10 per
+    step until the updates drove rho so far below 0 that softplus was 0 in float32, and the cause was "the RealDiv
+    op divided by 7 zeros ... tf.math.divide_no_nan", a NaN moved one op on. The growth is the cause."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("sequential_1/bayesian_dense_1/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=64, pos_inf=7, pos=57),
+        inputs=[
+            InputHealth(
+                "sequential_1/bayesian_dense_1/Const:0", TensorHealth(dtype="float32", size=1, pos=1)
+            ),
+            InputHealth(
+                "sequential_1/bayesian_dense_1/Softplus:0",
+                TensorHealth(dtype="float32", size=64, zero=7, pos=57),
+            ),
+        ],
+    )
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        step=17,
+    )
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "divergence", cause
+    assert (
+        "until the softplus sequential_1/bayesian_dense_1/Softplus:0 saturated to 0 in float32"
+        in cause.summary
+    )
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE, cause.change
 
 
 def test_a_weight_penalty_written_by_hand_in_add_loss_is_its_factor_not_the_rate(tmp_path: Path) -> None:
@@ -2771,6 +2873,47 @@ def test_sqrt_at_zero_is_the_cause_even_when_a_row_holds_an_odd_value(tmp_path: 
     assert cause.kind == "op" and cause.summary.startswith("the step differentiated sqrt at 0"), cause.summary
 
 
+def test_a_record_unlike_the_others_names_where_fits_array_is_made(tmp_path: Path) -> None:
+    """A bike-demand notebook's RMSLE ``log1p(y_true)`` of a -1 "counter offline" count: the record was named,
+    "correct it or leave it out where the data is read", with no place (no reading call: the arrays are made from a
+    frame). The line that makes fit's y is that place."""
+    from pyadapter.cause.rows import rows_of
+
+    program = tmp_path / "bikes.py"
+    program.write_text(
+        "import keras\nimport numpy as np\n\n"
+        "df = load_frame()\n"
+        "X = df[FEATURES].to_numpy('float32')\n"
+        "y = df['count'].to_numpy('float32')\n"
+        "model = keras.Sequential([keras.Input(shape=(5,)), keras.layers.Dense(1, activation='softplus')])\n"
+        "model.compile(optimizer='adam', loss=rmsle)\n"
+        "model.fit(X, y, batch_size=8)\n"
+    )
+    labels = np.array([10, 12, 30, 14, 18, -1, 11, 20], np.float32).reshape(-1, 1)
+    per_row = np.ones((8, 1), np.float32)
+    per_row[5] = -np.inf
+    rows = rows_of(per_row, (np.zeros((8, 5), np.float32), labels))
+    assert rows is not None and rows.outliers
+    origin = Finding(
+        file=str(program),
+        line=9,
+        role="origin",
+        op=OpRef("compile_loss/rmsle/Log1p_1", "Log1p"),
+        health=TensorHealth(dtype="float32", size=8, neg_inf=1, pos=7),
+        inputs=[
+            InputHealth(
+                "compile_loss/rmsle/ExpandDims:0", TensorHealth(dtype="float32", size=8, neg=1, pos=7)
+            )
+        ],
+    )
+    context = CauseContext(batch=(np.zeros((8, 5), np.float32), labels), entry_script=str(program))
+    cause = classify(findings_of(origin, bad_rows=rows.to_json()), context)
+    assert cause.kind == "data", cause
+    assert cause.change is not None and "where the data is read (bikes.py:6)" in cause.change.what, (
+        cause.change
+    )
+
+
 def test_a_ctc_loss_inf_of_a_long_label_says_the_frames_not_the_domain(tmp_path: Path) -> None:
     """keras.io's captcha OCR with 12 logit frames: a label of 11 characters (others 4 to 6) has no alignment, CTC is
     +inf. The record was named, with "or keep the CTCLoss op's input in its domain", which means nothing for CTC."""
@@ -3787,6 +3930,63 @@ def test_an_overflow_at_the_first_step_on_raw_inputs_is_not_said_to_diverge(tmp_
     assert cause.change is not None and "slower to train" not in cause.change.what, cause.change.what
 
 
+CLIPPED_LOOP = """\
+import tensorflow as tf
+from pyadapter import guard_step
+
+x, y = build_features(make_frame())
+dataset = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(2048, seed=0).batch(128)
+model = MLP()
+optimizer = tf.keras.optimizers.Adam(1e-3)
+
+
+@guard_step(model=model, optimizer=optimizer)
+@tf.function
+def train_step(x, y):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_mean(tf.square(model(x) - y))
+    grads = tape.gradient(loss, model.trainable_variables)
+    grads, norm = tf.clip_by_global_norm(grads, 5.0)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+
+for x, y in dataset:
+    train_step(x, y)
+"""
+
+
+def test_an_overflow_at_a_custom_loops_first_step_on_raw_inputs_scales_them_where_the_batches_are_made(
+    tmp_path: Path,
+) -> None:
+    """A custom loop of a subclass model with a raw timestamp feature (1.7e15) whose global-norm clip overflowed
+    (L2Loss) at step 0: the change was "learning rate 0.001: try 1e-4, or clip the gradients" (no rate changes step
+    0, and the clip was what overflowed), as a model with no Input line had no place named for the scaling. The
+    line that makes the loop's batches is it."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    program.write_text(CLIPPED_LOOP)
+    rng = np.random.default_rng(0)
+    x = np.column_stack([rng.normal(size=32), 1.7e15 + 3.6e12 * np.arange(32)]).astype("float32")
+    y = rng.normal(size=(32, 1)).astype("float32")
+    context = CauseContext(
+        history=[],
+        model_info={"optimizer": "Adam", "optimizers": ["Adam"]},
+        entry_script=str(program),
+        step=0,
+        batch=(x, y),
+        learning_rate=LearningRate(1e-3),
+        step_function={"module": "__main__", "qualname": "train_step", "file": str(program)},
+    )
+    cause = classify(findings_of(overflow_origin(program, line=17, op="L2Loss")), context)
+    assert cause.summary.startswith("values overflowed at the first step on unscaled features"), cause.summary
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert cause.change.what.startswith("scale the features") and "try 1e-4" not in cause.change.what, (
+        cause.change
+    )
+
+
 @pytest.mark.parametrize("bad", ["nan", "pos_inf"])
 def test_a_dump_whose_nan_came_in_through_an_argument_is_data(tmp_path: Path, bad: str) -> None:
     """`nanlens run --dump` of a fit on arrays holding a NaN (a missing target): no op made it, a function's
@@ -4334,6 +4534,135 @@ def test_a_later_fit_of_a_loop_of_fits_that_starts_from_blown_up_weights_says_so
         "the weights were already huge when this fit began (weight norm 1.35e+13 at step 219), and values "
         "overflowed at this fit's first step"
     ), cause.summary
+
+
+def test_a_fit_resumed_at_an_initial_epoch_from_blown_up_weights_says_so(tmp_path: Path) -> None:
+    """A job resumed from a CheckpointManager with ``fit(initial_epoch=40)``: the checkpoint held weights from mid
+    divergence (a callback saved them after the guard's stop), and the resumed fit failed at its first step, epoch
+    40, batch 0. Only an epoch 0 told where a fit began, so the cause was "a Square op overflowed on finite inputs
+    with no rise over the steps before ... keep its values in range". The guard records the step its fit began."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\nfrom pyadapter import NanGuard\n\n"
+        "model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(8), keras.layers.Dense(1)])\n"
+        "model.compile(optimizer=keras.optimizers.SGD(0.01), loss='mse')\n"
+        "initial_epoch = int(ckpt.epoch)\n"
+        "model.fit(x, y, initial_epoch=initial_epoch, epochs=initial_epoch + 20, callbacks=[NanGuard()])\n"
+    )
+    history = [
+        {"step": 3984, "loss": None, "loss_nonfinite": "inf", "weight_norm": 7.4e15, "max_abs_output": 3.9e37}
+    ]
+    context = CauseContext(
+        history=history,
+        entry_script=str(program),
+        model_info={"optimizer": "SGD", "first_step": 3984},
+        step=3984,
+        epoch=40,
+        batch_index=0,
+    )
+    cause = classify(findings_of(overflow_origin(program, line=7, op="Square"), step=3984), context)
+    assert cause.kind == "divergence", cause
+    assert cause.summary.startswith("the weights were already huge when this fit began"), cause.summary
+
+
+GROWING_DECAY = """\
+import keras
+
+lr_schedule = keras.optimizers.schedules.ExponentialDecay(
+    initial_learning_rate=1e-3,
+    decay_steps=50,
+    decay_rate=1.5)
+model = keras.Sequential([keras.Input(shape=(9,)), keras.layers.Dense(64), keras.layers.Dense(1)])
+model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr_schedule, momentum=0.9), loss="mse")
+model.fit(x, y, epochs=100)
+"""
+
+
+def test_a_rate_raised_slowly_over_the_run_is_told_from_the_codes_rate(tmp_path: Path) -> None:
+    """``LearningRateScheduler`` whose decay lost its minus sign (``lr * exp(0.1)`` per epoch) over 40 epochs of a
+    resumed job: x1.3 over the steps the guard recorded, so no rise was seen, and the change was "learning rate
+    0.447 (LearningRateScheduler(scheduler)): try 0.0447", a number for a callback that writes none. The code's
+    own rate (0.05) tells the rise over the run."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = write_program(tmp_path)
+    history = diverging_history(40)
+    for row in history:
+        row["learning_rate"] = 0.35 if row["step"] < 20 else 0.447
+    context = CauseContext(
+        history=history,
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(0.447),
+        step=40,
+    )
+    cause = classify(findings_of(overflow_origin(program), step=40), context)
+    assert (
+        "raised the rate x8.94 over the run, from the rate your code sets (0.05 to 0.447)" in cause.summary
+    ), cause.summary
+    assert (
+        cause.change is not None and "cap it at or below 0.05, the rate your code sets" in cause.change.what
+    )
+    assert "try 0.0447" not in cause.change.what, cause.change.what
+
+
+def test_a_library_decay_that_grows_is_changed_at_its_decay_rate(tmp_path: Path) -> None:
+    """``ExponentialDecay(1e-3, decay_steps=50, decay_rate=1.5)`` (meant 0.95): the change was "the learning rate
+    0.0311 that ExponentialDecay gives at step 424: lower it (try 0.00311)", and a start 10x lower diverged at step
+    694 instead. The rates the bundle keeps rose at every step recorded: the decay's rate is the change."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    program.write_text(GROWING_DECAY)
+    rate = LearningRate(
+        0.0311,
+        schedule="ExponentialDecay",
+        earlier=[(26, 0.00123), (53, 0.00154), (106, 0.00236), (212, 0.00558)],
+        previous=0.0308,
+    )
+    context = CauseContext(
+        history=diverging_history(40),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=rate,
+        step=424,
+    )
+    cause = classify(findings_of(overflow_origin(program, line=10), step=424), context)
+    assert cause.kind == "divergence", cause
+    assert cause.change is not None and cause.change.line == 6, cause.change
+    assert "ExponentialDecay was still raising the rate" in cause.change.what, cause.change.what
+    assert "keep decay_rate below 1" in cause.change.what and "try 0.00311" not in cause.change.what
+
+
+def test_a_rate_raised_per_epoch_is_capped_at_the_lowest_rate_that_trained(tmp_path: Path) -> None:
+    """``LearningRateScheduler(lambda epoch, lr: lr * 1.5)`` and a fit cell run again: the rate rose from the
+    code's 0.05 to 3.28, held still over the last, short growth, and the change was "learning rate 3.28: try 0.328"
+    (no rise seen: the growth's first rate was the failing one); with a rise seen, "cap it at or below 2.18, its
+    rate when the growth began", a rate the model had already blown up at. The cap is the lowest rate known to
+    have trained: here the rate the code writes, below every rate the guard recorded."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = write_program(tmp_path)
+    history = diverging_history(40)
+    for row in history:
+        row["learning_rate"] = 2.18 if row["step"] < 5 else 3.28
+    context = CauseContext(
+        history=history,
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(3.28),
+        step=40,
+    )
+    cause = classify(findings_of(overflow_origin(program), step=40), context)
+    assert cause.kind == "divergence", cause
+    assert (
+        "after the program raised the rate x1.5 over the last 41 steps the guard recorded" in cause.summary
+    ), cause.summary
+    assert cause.change is not None and cause.change.what.startswith("the schedule that sets it"), (
+        cause.change
+    )
+    assert "cap it at or below 0.05, the rate your code sets" in cause.change.what, cause.change.what
+    assert "try 0.328" not in cause.change.what, cause.change.what
 
 
 @pytest.mark.parametrize(
@@ -5032,6 +5361,40 @@ def test_an_acos_of_a_cosine_rounded_past_1_is_told_so_and_clipped(tmp_path: Pat
 
     message = origin_message("Acos", origin.health, origin.inputs)
     assert "negative" not in message, message
+
+
+def test_a_digamma_differentiated_below_0_names_the_concentration_made_from_logits(tmp_path: Path) -> None:
+    """An evidential classifier's loss ``digamma(S) - digamma(alpha)`` of ``alpha = logits + 1`` from a linear head:
+    S went below 0, digamma stays finite there, and its gradient (Polygamma, the trigamma) made -inf. The cause was
+    "a Polygamma op made NaN/Inf from finite inputs ... keep its inputs in its domain", and the op's message named
+    no negatives; both say the input went below 0, and the change is where alpha is made positive."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="backward-origin",
+        op=OpRef("gradient_tape/Polygamma", "Polygamma", forward_op="Digamma"),
+        health=TensorHealth(dtype="float32", size=64, neg_inf=1, pos=63),
+        inputs=[
+            InputHealth("gradient_tape/Const_2:0", TensorHealth(dtype="float32", size=1, pos=1)),
+            InputHealth("Sum:0", TensorHealth(dtype="float32", size=64, neg=10, pos=54)),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.summary.startswith("the step differentiated digamma at 10 values at or below 0"), (
+        cause.summary
+    )
+    assert cause.change is not None and "tf.nn.softplus(logits) + 1" in cause.change.what, cause.change
+    from pyadapter.dump.messages import origin_message
+
+    message = origin_message("Polygamma", origin.health, origin.inputs)
+    assert "Sum:0 which holds 10 negative values" in message, message
+    log1p = origin_message(
+        "Log1p",
+        TensorHealth(dtype="float32", size=64, neg_inf=1, pos=63),
+        [InputHealth("ExpandDims:0", TensorHealth(dtype="float32", size=64, neg=1, zero=2, pos=61))],
+    )
+    assert "zeros" not in log1p and "1 negative value" in log1p, log1p
 
 
 def test_a_float16_exp_in_a_hand_softmax_is_told_the_cast_back_and_the_stable_softmax(tmp_path: Path) -> None:

@@ -675,10 +675,14 @@ def test_a_resumed_run_replays_the_fit_it_resumed_with(tmp_path):
     program, done = run_copied("fit_resumed.py", tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     (bundle,) = bundles(tmp_path)
-    fit_call = CaptureBundle.load(bundle).model_info["fit_call"]
+    model_info = CaptureBundle.load(bundle).model_info
+    fit_call = model_info["fit_call"]
     assert fit_call["code"].startswith("model.fit(x, y, initial_epoch=2") and fit_call["ordinal"] == 0, (
         fit_call
     )
+    assert model_info["first_step"] == 2 * 38, (
+        model_info
+    )  # two epochs of 1200 rows in batches of 32 before it
     located = nanlens_json("locate", str(bundle), "--replay", cwd=tmp_path)
     assert at(located["origin"]) == (program, marked_line(program)), located["origin"]
     route = located["bundle"]["route"]
@@ -1578,3 +1582,62 @@ def test_a_log_of_a_sigmoid_run_eagerly_to_debug_is_told_log_sigmoid(tmp_path):
     cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
     assert cause["kind"] == "op" and "made of a sigmoid" in cause["summary"], cause
     assert "log_sigmoid" in cause["change"]["what"], cause["change"]
+
+
+def test_a_clip_whose_global_norm_overflows_on_a_raw_timestamp_scales_the_feature(tmp_path):
+    """A research repo's custom loop that clips by global norm, a raw int64 timestamp among its features: the
+    clip's norm overflows at step 0 and turns every gradient NaN. The change was "learning rate 0.001: try 1e-4, or
+    clip the gradients" (step 0 had no update, and the clip was what overflowed); it is the features' scale where the
+    loop's batches are made. The step returns ``loss, gnorm``: replay showed the norm's inf as the loss."""
+    program, done = run_copied("loop_clip_global_norm_raw_timestamp.py", tmp_path)
+    assert "NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    change = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]["change"]
+    line = next(n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text)
+    assert change["line"] == line and change["what"].startswith("scale the features"), change
+    assert "try 1e-4" not in change["what"], change
+    replayed = nanlens_json("replay", str(bundle), "--graph", cwd=tmp_path)
+    (verdict,) = replayed["verdicts"].values()
+    assert verdict["loss_finite"] is True and verdict["gradients_finite"] is False, verdict
+
+
+def test_a_style_transfer_whose_optimizer_trains_the_image_it_is_given_replays(tmp_path):
+    """keras.io's neural style transfer: the guarded step returns the loss and the gradients of the image it is
+    given (a tf.Variable), and the SGD update of that image runs outside the step. Replay built the optimizer on the
+    feature extractor's weights (the warm-up never updates), and the checkpoint's image went into a conv kernel:
+    "replay failed: ... incompatible tensor with shape (1, 64, 64, 3) ... block1_conv1/kernel". The optimizer is
+    built on what it trained."""
+    program, done = run_copied("loop_style_transfer_image_variable.py", tmp_path)
+    assert "NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed
+    # The image the step is given is what it trains: no "unscaled features (args[0] from 4.38e+07 ...)".
+    assert CaptureBundle.load(bundle).manifest["step_function"]["variable_arguments"] == [0]
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert (
+        "unscaled features" not in cause["summary"] and "scale the features" not in cause["change"]["what"]
+    ), cause
+
+
+def test_a_rate_far_too_high_under_gradient_accumulation_is_the_rate(tmp_path):
+    """``Adam(learning_rate=0.3, gradient_accumulation_steps=4)`` (meant 3e-4) in a research repo's trainer: four
+    steps are one update, and the exp of a Poisson head overflowed at step 4, after that one update. Counted as four
+    updates, the rate 300x Adam's usual was not named ("the exp: bound its input"). The guard records the
+    accumulation, and the rate in the config is the change."""
+    program, done = run_copied("fit_gradient_accumulation_rate.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert CaptureBundle.load(bundle).model_info["gradient_accumulation_steps"] == 4
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert "the learning rate 0.3 is 300x Adam's usual 0.001" in cause["summary"], cause
+    changed = next(n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text)
+    assert cause["change"]["line"] == changed, cause["change"]
+    # Under the replay's dump the accumulation's tf.cond branch adds the NaN gradients to its accumulators, and its
+    # traces came first in the file: `locate --replay` named that AddV2, at the fit line, as "a value captured into
+    # the step". It only brought the NaN in.
+    located = nanlens_json("locate", str(bundle), "--replay", cwd=tmp_path)
+    assert at(located["origin"]) == (program, marked_line(program)), located["origin"]

@@ -254,6 +254,7 @@ class NanGuard(keras.callbacks.Callback):
                 STEPS_PER_EXECUTION_NOTE.format(n=function.steps_per_execution), file=sys.stderr, flush=True
             )
         self._step = int(primary_optimizer(model).iterations.numpy())
+        function.first_step = self._step
         self.policy.passed()  # a new fit starts a new run of failures
         self._stopped_at = None
         if self._window is not None:

@@ -41,6 +41,12 @@ def optimizers_trained(checkpoint: Any) -> dict[str, dict[str, list[str]]]:
     return {"trains": trains} if trains else {}
 
 
+def _is_variable(value: Any) -> bool:
+    """A tf.Variable, or a Keras 3 variable (``keras.Variable``: an ``assign``, a ``path`` and a ``shape``; an
+    optimizer has the first two), without importing Keras here (a tf_keras program's guard)."""
+    return isinstance(value, tf.Variable) or all(hasattr(value, name) for name in ("assign", "path", "shape"))
+
+
 def batch_of(args: Any, kwargs: Any) -> dict[str, Any]:
     """A loop step's batch as the bundle holds it: its arguments, as numpy."""
     return {
@@ -87,6 +93,9 @@ def write_bundle(
         # No Keras optimizer: the step writes its variables itself (`gate_manual`); the cause then looks for the
         # learning rate where the step is given it.
         "updates_by_hand": not guarded.optimizers,
+        # Arguments that are variables (the image keras.io's style transfer optimizes, passed in): what the step
+        # trains, not features in raw units.
+        "variable_arguments": [i for i, value in enumerate(args) if _is_variable(value)],
     }
     checkpoint_objects = sorted(trackable_children(guarded.checkpoint))
     return bundle_writer.write_bundle(

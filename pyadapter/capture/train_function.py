@@ -95,6 +95,9 @@ class GuardedTrainFunction:
         # Set by the guard when no fit called it (a train_on_batch loop): finds the calling line at the first step.
         self.find_fit_call: Callable[[], fit_call.FitCall | None] | None = None
         self.fit_input: str | None = None  # "dataset" when fit was given a tf.data dataset (set by the guard)
+        # The optimizer's step when this fit began (set by the guard): a fit resumed at initial_epoch=40 counts its
+        # epochs from 40, so its first step cannot be told from the epoch and batch index.
+        self.first_step: int | None = None
         self.keras_function: Any = model.train_function  # Keras's own, put back after fit
         self.meta = gate.GateMeta()
         self.template: Any = None  # data structure with leaf indices, from the last trace
@@ -221,6 +224,8 @@ class GuardedTrainFunction:
             "file": bundle_format.MODEL_FILE,
             **({fit_call.MANIFEST_KEY: self.fit_call.to_json()} if self.fit_call is not None else {}),
             **({"fit_input": self.fit_input} if self.fit_input is not None else {}),
+            **({"first_step": self.first_step} if self.first_step is not None else {}),
+            **_accumulation(primary_optimizer(model)),
         }
 
     # ---- called by Keras fit instead of its own train function ----
@@ -311,6 +316,14 @@ class LegacyGuardedTrainFunction(GuardedTrainFunction):
     def _make_one_step(self, model: Any) -> Any:
         self.steps_per_execution = keras_lines.steps_per_execution(model)
         return legacy_keras.make_one_step(self, model, model_optimizers)
+
+
+def _accumulation(optimizer: Any) -> dict[str, int]:
+    """``{"gradient_accumulation_steps": k}`` for a Keras 3 optimizer that applies one update per k steps
+    (``Adam(gradient_accumulation_steps=4)``): k steps of a fit are one update of the weights. {} otherwise."""
+    inner = getattr(optimizer, "inner_optimizer", optimizer)  # a LossScaleOptimizer's
+    steps = getattr(inner, "gradient_accumulation_steps", None)
+    return {"gradient_accumulation_steps": steps} if isinstance(steps, int) and steps > 1 else {}
 
 
 # What NanGuard does with compile(steps_per_execution=N), said once per guard: the guarantees hold per step, and

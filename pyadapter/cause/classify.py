@@ -153,7 +153,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _zeros_from_16_bit(findings, origin, cause)
             or _jitter_already_added(origin, cause, units)
             or _saturated_by_unscaled_features(context, origin, cause, units)
-            or _at_the_relu(findings, cause)
+            or _at_the_relu(findings, cause, units)
             or _layer_epsilon_zero(origin, cause, units)
             or _captured_non_finite(findings, origin, cause, units)
             or _keras_loss_of_an_unbounded_output(findings, origin, cause, units)
@@ -572,7 +572,14 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
     if overflow and known and first_steps and _unscaled_inputs(context, units):
         # Values this large from the first steps, on inputs in the hundreds: the usual step overshoots at once.
         return _divergence(context, units, origin, None)
-    if not overflow and known and not steady and (ending := _underflow_of_a_divergence(findings, origin)):
+    if (
+        not overflow
+        and known
+        and not steady
+        and (
+            ending := _underflow_of_a_divergence(findings, origin) or _saturated_input_of_a_divergence(origin)
+        )
+    ):
         # A Poisson rate exp(out) whose log the loss takes: the updates drove `out` to -1e10, the exp underflowed
         # to 0 and the log made -inf. The log-space words alone ("use the exponent itself"), followed, met the same
         # divergence one step later at the exp's overflow.
@@ -950,6 +957,26 @@ def _schedule_change(units: list[SourceUnit], rate: LearningRate, what: str) -> 
         return Change(os.path.abspath(rate.file), rate.line, what, target="schedule"), True
     site = change_line.construction_site(units, rate.schedule) if rate.schedule else None
     return (_change(site, what, "schedule") if site is not None else None), False
+
+
+def _growing_decay(units: list[SourceUnit]) -> tuple[change_line.Site, str, float] | None:
+    """(the site, "decay_rate", its value) of a decay schedule written to grow: an ``ExponentialDecay`` whose
+    ``decay_rate`` is above 1, an ``InverseTimeDecay`` whose ``decay_rate`` is below 0; the number's own line.
+    None when no schedule's call writes one."""
+    for unit in units:
+        for call in change_line.calls(unit):
+            name = change_line.called_name(call)
+            if name not in ("ExponentialDecay", "InverseTimeDecay"):
+                continue
+            given = change_line.keyword(call, "decay_rate") or (call.args[2] if len(call.args) > 2 else None)
+            number = change_line.number(given)
+            if number is None or not (
+                (name == "ExponentialDecay" and number > 1) or (name == "InverseTimeDecay" and number < 0)
+            ):
+                continue
+            assert given is not None
+            return change_line.Site(unit, given, name), "decay_rate", number
+    return None
 
 
 def _own_schedule_change(
@@ -1374,6 +1401,26 @@ def _underflow_of_a_divergence(findings: Findings, origin: Finding) -> str | Non
     return f"until the exp{at} underflowed to 0 in float32 and the Log op took its log (-inf)"
 
 
+# A saturating activation's output, by its op's name in the input's (``bayesian_dense/Softplus:0``).
+_SATURATING_OUTPUT = re.compile(r"(?:^|/)(Softplus|Sigmoid|Exp)(?:_\d+)?:0\b")
+
+
+def _saturated_input_of_a_divergence(origin: Finding) -> str | None:
+    """How a divergence ended in a division by (or a log of) zeros a softplus, sigmoid or exp made by saturating
+    (a Bayes-by-backprop ``sigma = softplus(rho)`` that updates drove to rho = -1e9, then ``prior / sigma``), for
+    `_divergence`'s summary; None for other ops or inputs. Taken only with a growth or a jump in the history:
+    "divide_no_nan" of it, followed, met the same divergence a step later."""
+    division = origin.op.type in DIVISION_OPS
+    if not division and origin.op.type != "Log":
+        return None
+    for value in origin.inputs[1:] if division else origin.inputs:
+        found = _SATURATING_OUTPUT.search(value.name)
+        if found is not None and value.health is not None and value.health.is_finite and value.health.zero:
+            done = "divided by it" if division else "took its log (-inf)"
+            return f"until the {found.group(1).lower()} {value.name} saturated to 0 in float32 and the {origin.op.type} op {done}"
+    return None
+
+
 def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, str] | None:
     """(summary, what to change) for a log whose zeros an exp made by underflowing (`describe.underflowed_exp`): a
     mixture's density ``sum(pi * exp(-0.5 * z**2))`` that is 0 in float32 far from every component. Clamping the
@@ -1597,9 +1644,11 @@ def _operand_as_written(findings: Findings, origin: Finding, operand: Any) -> st
     return ast.unparse(argument) if isinstance(argument, (ast.Name, ast.Attribute)) else None
 
 
-def _at_the_relu(findings: Findings, cause: Cause) -> Cause | None:
+def _at_the_relu(findings: Findings, cause: Cause, units: list[SourceUnit]) -> Cause | None:
     """The change of a log of a ReLU's zeros (`_log_of_an_activation_words`) on the ReLU's own line (a variance head
-    ``var = tf.nn.relu(raw)`` the line above ``log(var)``), when the scan placed it."""
+    ``var = tf.nn.relu(raw)`` the line above ``log(var)``), when the scan placed it in the user's code. A layer's
+    ReLU (``Dense(1, activation="relu")``) that the scan placed at no line of theirs (in a notebook, the kernel's
+    file of the fit cell, line 1) is changed where the layer is built."""
     found = findings.extra.get("activation_into_log")
     change = cause.change
     if not isinstance(found, dict) or found.get("type") != "Relu" or change is None:
@@ -1611,6 +1660,17 @@ def _at_the_relu(findings: Findings, cause: Cause) -> Cause | None:
         or not isinstance(line, int)
     ):
         return None
+    known = {(os.path.abspath(unit.file), unit.cell) for unit in units}
+    if (os.path.abspath(file), cell if isinstance(cell, int) else None) not in known:
+        op = found.get("op")
+        site = change_line.layer_site(units, op) if isinstance(op, str) and "/" in op else None
+        if site is None:
+            return None
+        at = f"{'' if site.cell is None else f'cell {site.cell + 1}, '}line {site.line}"
+        summary = cause.summary.replace(
+            f"a ReLU's output at line {line}", f"a ReLU's output ({site.name} at {at})"
+        )
+        return dataclasses.replace(cause, summary=summary, change=_change(site, change.what, "layer"))
     moved = Change(
         file=file, line=line, what=change.what, cell=cell if isinstance(cell, int) else None, target="op"
     )
@@ -1970,8 +2030,29 @@ def _special_domain_words(origin: Finding) -> tuple[str, str] | None:
             "1 - 1e-7))), as ArcFace-style margins do"
         )
         return summary, what
+    below = [i for i in inputs if i.health is not None and (i.health.neg or i.health.zero)]
+    if origin.op.type == "Polygamma" and below:
+        # digamma's gradient (polygamma(1, x), the trigamma) is NaN for x <= 0 in TensorFlow, where digamma itself
+        # stays finite between its poles: an evidential or Dirichlet loss's digamma of a concentration alpha =
+        # logits + 1 that a linear output took below 0 fails in the backward pass only.
+        value = below[-1]
+        assert value.health is not None
+        count = (value.health.neg or 0) + (value.health.zero or 0)
+        taken = (
+            "differentiated digamma" if (origin.op.forward_op or "").endswith("Digamma") else "took polygamma"
+        )
+        summary = (
+            f"the step {taken} at {count} value{'s' if count != 1 else ''} at or below 0 (its input {value.name}): "
+            "polygamma(1, x), digamma's slope, is NaN or infinite there (a Dirichlet concentration or a Gamma shape "
+            "that went below 0: alpha = logits + 1 of a linear output)"
+        )
+        what = (
+            "the digamma's input: keep it above 0 where it is made (evidential and Dirichlet models take "
+            "alpha = tf.nn.softplus(logits) + 1, or tf.nn.relu(logits) + 1, not logits + 1)"
+        )
+        return summary, what
     words = _EDGE_WORDS.get(origin.op.type)
-    if words is None or not any(i.health and (i.health.zero or i.health.neg) for i in inputs):
+    if words is None or not below:
         return None
     return f"the {origin.op.type} op got its input at or past its domain's edge: {words[0]}", words[1]
 
@@ -2594,6 +2675,9 @@ def _row_outlier(
     op's line."""
     outlier = rows.outliers[0]  # named by the step's parameters already (`classify`)
     where, batch_index, read_at = _element_provenance(findings, context, units, outlier.element)
+    if read_at is None:
+        # No reading call (arrays a notebook makes from a frame): where fit's array is made, ``y = df["count"]...``.
+        read_at = change_line.fit_array_site(units, outlier.element.leaf.split("[")[0])
     op = origin.op.type
     evidence = _read_evidence(origin, context, outlier.element, bad_rows=rows.to_json())
     at = f" (batch {batch_index})" if batch_index is not None else ""
@@ -2758,6 +2842,15 @@ def _overflow_after_updates_at_a_rate_far_too_high(
     if not cause.evidence.get("overflow") or cause.change is None or context.step is None:
         return None
     updates = context.step - _fit_start(context)
+    # A fit called again after a stop (keras.io's ``for epoch: model.fit(epochs=1)`` loop): it begins where the
+    # optimizer's count is, from the weights the stop kept, so its first step counts that count's updates.
+    again = updates < 1 and 1 <= context.step <= 3
+    if again:
+        updates = context.step
+    accumulated = context.model_info.get("gradient_accumulation_steps")
+    if isinstance(accumulated, int) and not isinstance(accumulated, bool) and accumulated > 1:
+        # Adam(gradient_accumulation_steps=4): steps 0-3 are one update, applied at step 3.
+        updates //= accumulated
     used = context.learning_rate
     optimizer = str(context.model_info.get("optimizer") or "")
     default = change_line.DEFAULT_LEARNING_RATES.get(optimizer.lower())
@@ -2769,8 +2862,16 @@ def _overflow_after_updates_at_a_rate_far_too_high(
     if site is None:
         return None
     times = used.value / default
+    head = cause.summary
+    if again:
+        op = str(cause.evidence.get("op") or "an op")
+        head = (
+            f"{_article(op)} {op} op overflowed on finite inputs at this fit's first step, from weights that "
+            f"{updates} update{'s' if updates != 1 else ''} of an earlier fit had moved (the optimizer's step "
+            f"{context.step}: this fit began from the weights that fit left)"
+        )
     summary = (
-        f"{cause.summary}; the learning rate {format_number(used.value)} is {times:.0f}x {optimizer}'s usual "
+        f"{head}; the learning rate {format_number(used.value)} is {times:.0f}x {optimizer}'s usual "
         f"{format_number(default)}: its first updates moved the weights by about their own size"
     )
     what = (
@@ -3113,7 +3214,27 @@ def _divergence(
                 f"the learning rate {format_number(value)} that {site.name} gives{at_step}: lower it (try "
                 f"{format_number(value / 10)}){clip}"
             )
-            outlier = change_line.schedule_outlier(units, value)
+            rising = context.learning_rate.rising()
+            growing = _growing_decay(units) if rising else None
+            if rising:
+                # ExponentialDecay(1e-3, 50, decay_rate=1.5): "try 0.00311" of a rate that grows x1.5 every 50 steps
+                # only put the divergence off (step 424 to 694); the decay's own number is the change.
+                rates_shown = ", ".join(f"{format_number(r)} at step {s}" for s, r in rising)
+                what = (
+                    f"{site.name} was still raising the rate, {format_number(value)}{at_step} ({rates_shown}): a decay "
+                    "that grows; a lower start only puts the divergence off"
+                )
+                if growing is not None:
+                    site, _, number = growing
+                    how = (
+                        "multiplies the rate by decay_rate every decay_steps: keep decay_rate below 1"
+                        if number > 1
+                        else "divides the rate by 1 + decay_rate * t: keep decay_rate above 0"
+                    )
+                    what += f": decay_rate={format_number(number)} makes it grow ({site.name} {how}){clip}"
+                else:
+                    what += f"; make it fall, or cap it{clip}"
+            outlier = change_line.schedule_outlier(units, value) if not rising else None
             if outlier is not None:
                 # PiecewiseConstantDecay(boundaries, [0.05, 5e3, 5e-4]): "try 500" still diverged; the piece is a
                 # typo, a factor of 1e5 above the others, and the line to change is the list's.
@@ -3182,7 +3303,10 @@ def _divergence(
             u.first_to_change for u in unscaled
         ):
             # A default rate that diverges at once: the inputs' scale is what is off, not the rate.
-            change = _unscaled_change(units, unscaled, None if before_any_update else change) or change
+            # A custom loop's model (a subclass called on the batch) has no Input line: the features are scaled
+            # where its loop's batches come from. At the first step no update ran: a rate is no way out.
+            feed = change_line.loop_feed_site(units, context.step_function)
+            change = _unscaled_change(units, unscaled, None if before_any_update else change, feed) or change
         elif change is not None:
             roles = " and ".join(item.role for item in unscaled)
             change = dataclasses.replace(change, what=f"{change.what}; and scale the {roles}")
@@ -3233,22 +3357,33 @@ def _divergence(
                 what=f"{change.what}; or lower the restarts' peak (m_mul below 1 in CosineDecayRestarts, or a "
                 "lower peak for the later cycles): the run diverged after a restart",
             )
-    rose = _rate_rose(context, growth) if blown_up is None and restart is None else None
+    # The number the code writes (the site was given the rate that ran when the program changed it as it trained).
+    code_site = (
+        change_line.optimizer_site(units, [name for name in recorded if name]) if site is not None else None
+    )
+    code_rate = code_site.learning_rate if code_site is not None and code_site.literal else None
+    rose = _rate_rose(context, growth, code_rate) if blown_up is None and restart is None else None
     if rose is not None:
         # A schedule that raises the rate without end (a decay's lost minus sign, LearningRateScheduler's
         # ``lr * 1.5`` per epoch): "try 0.0166" gave a number where the schedule's shape is the bug.
         evidence["rate_rose"] = {"from": rose.start_rate, "step": rose.start_step, "to": rose.raised_to}
         times = f"x{rose.raised_to / rose.start_rate:.3g}"
+        began = "" if rose.start_step is None else f" at step {rose.start_step}"
         restart_text += (
             f", after the program raised the rate {times} {rose.since} "
-            f"({format_number(rose.start_rate)} at step {rose.start_step} to {format_number(rose.raised_to)})"
+            f"({format_number(rose.start_rate)}{began} to {format_number(rose.raised_to)})"
+        )
+        over = (
+            "over the run"
+            if rose.start_step is None
+            else f"over the last {(context.step or rose.start_step) - rose.start_step} steps"
         )
         if change is not None:
             change = dataclasses.replace(
                 change,
-                what=f"the schedule that sets it: it raised the rate {times} over the last "
-                f"{(context.step or rose.start_step) - rose.start_step} steps; keep it from rising (a decay's sign, a "
-                f"factor per epoch above 1) or cap it {rose.cap_text()}; {change.what}",
+                what=f"the schedule that sets it: it raised the rate {times} {over}; keep it from rising (a decay's sign, a "
+                f"factor per epoch above 1) or cap it {rose.cap_text()}"
+                + (f"; and scale the {' and '.join(item.role for item in unscaled)}" if unscaled else ""),
             )
     summary = f"the run diverged{rate_text}{scale_text}{restart_text}: {trend_text}, {ending}"
     if before_any_update:
@@ -3272,22 +3407,34 @@ class RateRise:
     at the failing step; `since` says over which steps (the divergence's, or the guard's window)."""
 
     start_rate: float
-    start_step: int
+    start_step: int | None  # None: the rate the code writes, before any step
     raised_to: float
     since: str
-    at_growth: bool = False  # `start_step` is the step the growth began (its rate is the one to cap at)
+    # The lowest rate known to have trained before the rise: the history's lowest (step, rate), or the rate the
+    # code writes (step None) when lower. The rate when the growth began was already too high (a warm-up callback's
+    # x3 per epoch capped there collapsed the model; a fit cell run again had blown up at a rate x36000 lower).
+    lowest: tuple[int | None, float] | None = None
 
     def cap_text(self) -> str:
-        if self.at_growth:
-            return f"at or below {format_number(self.start_rate)}, its rate when the growth began"
-        return "below the rates that trained"
+        if self.lowest is None:
+            return "below the rates that trained"
+        step, rate = self.lowest
+        where = (
+            "the rate your code sets"
+            if step is None
+            else f"the rate at step {step}, the lowest the guard recorded"
+        )
+        return f"at or below {format_number(rate)}, {where}"
 
 
-def _rate_rose(context: CauseContext, growth: trend.Trend | None) -> RateRise | None:
+def _rate_rose(
+    context: CauseContext, growth: trend.Trend | None, written: float | None = None
+) -> RateRise | None:
     """The rise of the learning rate the program set as it trained (x1.5 or more up to the failing step), read from
-    the history's rates at the step the growth began (else its oldest rate: a hand schedule's lost minus sign
-    raised it x1.16 over the window and x3.6 over the history), or from the rate at the window's start (bundles
-    without rates in their history); None when the rate did not rise so."""
+    the history's rates at the step the growth began (else, or when the rate held still over the growth, its oldest
+    rate: a hand schedule's lost minus sign raised it x1.16 over the window and x3.6 over the history), or from the
+    rate at the window's start (bundles without rates in their history); None when the rate did not rise so.
+    `written`: the rate the code writes, the cap when it is below every rate recorded."""
     used = context.learning_rate
     if used is None or not used.finite or not used.value > 0:
         return None
@@ -3304,11 +3451,16 @@ def _rate_rose(context: CauseContext, growth: trend.Trend | None) -> RateRise | 
     if rates:
         began = growth.start_step if growth is not None else None
         at_growth = [(s, r) for s, r in rates if began is not None and s == began]
+        if at_growth and used.value < 1.5 * at_growth[0][1]:
+            at_growth = []  # a LearningRateScheduler raises it per epoch: it held still over a short growth
         step, rate = (at_growth or rates)[0]
         since = (
             "since the growth began" if at_growth else f"over the last {len(rates)} steps the guard recorded"
         )
-        rise = RateRise(rate, step, used.value, since, at_growth=bool(at_growth))
+        lowest: tuple[int | None, float] = min(rates, key=lambda item: item[1])
+        if written is not None and 0 < written < lowest[1]:
+            lowest = (None, written)
+        rise = RateRise(rate, step, used.value, since, lowest=lowest)
     else:
         search = context.window_search or {}
         start_rate, start_step = search.get("captured_learning_rate"), search.get("start_step")
@@ -3320,7 +3472,24 @@ def _rate_rose(context: CauseContext, growth: trend.Trend | None) -> RateRise | 
             and math.isfinite(start_rate)
             and start_rate > 0
         ):
-            rise = RateRise(float(start_rate), start_step, used.value, "over the guard's window")
+            low = (None, written) if written is not None and 0 < written < start_rate else None
+            rise = RateRise(float(start_rate), start_step, used.value, "over the guard's window", lowest=low)
+    rising = len(rates) > 1 and rates[-1][1] > 1.05 * rates[0][1]
+    if (
+        (rise is None or rise.raised_to < 1.5 * rise.start_rate)
+        and rising
+        and written is not None
+        and 0 < written
+        and used.value >= 1.5 * written
+        and used.schedule is None
+    ):
+        # A rate the program raised slowly (LearningRateScheduler's ``lr * exp(0.1)`` per epoch over 40 epochs, a
+        # warm-up without end): x1.3 over the history, x45 over the run; the code's own number tells the rise.
+        # (Rising over the history: a rate set once after compile, ``model.optimizer.learning_rate = 0.5``, is no
+        # rise of the program's, but a rate of its own.)
+        rise = RateRise(
+            written, None, used.value, "over the run, from the rate your code sets", lowest=(None, written)
+        )
     return rise if rise is not None and rise.raised_to >= 1.5 * rise.start_rate else None
 
 
@@ -3334,22 +3503,29 @@ def _unscaled_inputs(context: CauseContext, units: list[SourceUnit]) -> list[sca
     )
     arguments = _step_arguments(context.batch)
     if arguments is not None:
+        trained = (context.step_function or {}).get("variable_arguments") or []
+        if any(position in (0, 1) for position in trained):
+            return []  # the step optimizes what it is given (style transfer's image): no (features, labels)
         # guard_step's (features, labels, ...): its first two arguments, if arrays, as a fit batch's x and y.
         return scale.unscaled_inputs(arguments[:2], classes, ("args[0]", "args[1]"))
     return scale.unscaled_inputs(context.batch, classes)
 
 
 def _unscaled_change(
-    units: list[SourceUnit], unscaled: list[scale.UnscaledInput], rate_change: Change | None
+    units: list[SourceUnit],
+    unscaled: list[scale.UnscaledInput],
+    rate_change: Change | None,
+    feed: change_line.Site | None = None,
 ) -> Change | None:
     """The change for a divergence on unscaled inputs: features get a Normalization layer where the model takes
-    its inputs, targets a scale where fit gets them; the rate's change stays as the other way out."""
+    its inputs (else where `feed`, a custom loop's batches, are made), targets a scale where fit gets them; the
+    rate's change stays as the other way out."""
     instead = f" (or, slower to train: {rate_change.what})" if rate_change is not None else ""
     parts = []
     site = None
     for item in unscaled:
         if item.role == "features":
-            site = site or change_line.model_input_site(units)
+            site = site or change_line.model_input_site(units) or feed
             parts.append(
                 f"scale the features ({item.describe()}): add keras.layers.Normalization() adapted to the "
                 "training features (norm.adapt(x)) as the model's first layer, or standardize x before fit"
@@ -3530,9 +3706,18 @@ def _weights_load_change(site: change_line.Site, state: str) -> Change:
 
 def _fit_start(context: CauseContext) -> int:
     """The step the failing fit began at: a fit's step counts on from the fits before it (a loop of
-    ``model.fit(epochs=1)``, a notebook's fit cell run again), its first epoch's batch index from 0. 0 for a loop."""
+    ``model.fit(epochs=1)``, a notebook's fit cell run again), its first epoch's batch index from 0; a fit resumed
+    from a checkpoint (``initial_epoch=40``) at the step the guard recorded when it began. 0 for a loop."""
     if context.epoch == 0 and context.batch_index is not None and context.step is not None:
         return max(context.step - context.batch_index, 0)
+    first = context.model_info.get("first_step")
+    if (
+        isinstance(first, int)
+        and not isinstance(first, bool)
+        and context.step is not None
+        and 0 <= first <= context.step
+    ):
+        return first
     return 0
 
 

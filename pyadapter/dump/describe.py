@@ -27,6 +27,9 @@ from pyadapter.dump.traces import TraceEntry
 from pyadapter.findings import Finding, Frame, InputHealth, OpRef, TensorHealth
 
 MAX_PROPAGATED = 20
+# A notebook cell's code as a file: the kernel's (``/tmp/ipykernel_23468/3539528791.py``) or a replay's
+# (``.nanlens/cells/<notebook>-<hash>/cell5.py``).
+_KERNEL_CELL_FILE = re.compile(r"[\\/]ipykernel_\d+[\\/]|[\\/]\.nanlens[\\/]cells[\\/]")
 
 
 @dataclass
@@ -229,7 +232,12 @@ def graph_finding(
             effective_role = "backward-origin"
             grad_place = _location(host, op.frame_ids)
             grad_mark = grad_place.mark if grad_place.created_in is None else None
-            taken = f", taken at {os.path.basename(grad_mark.file)}:{grad_mark.line}" if grad_mark else ""
+            taken = ""
+            if grad_mark is not None and grad_mark.cell is not None:
+                taken = f", taken at cell {grad_mark.cell + 1}, line {grad_mark.line}"
+            elif grad_mark is not None and not _KERNEL_CELL_FILE.search(grad_mark.file):
+                # (a notebook cell's file, the kernel's or a replay's, is no name a user knows: left out)
+                taken = f", taken at {os.path.basename(grad_mark.file)}:{grad_mark.line}"
             # "the gradient of Sqrt Sqrt" when the op is named after its type: the name once.
             forward_text = forward.name if forward.name == forward.type else f"{forward.type} {forward.name}"
             subject = f"{message_op} (the gradient of {forward_text}{taken})"

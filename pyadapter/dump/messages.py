@@ -8,7 +8,6 @@ from pyadapter.findings import InputHealth, TensorHealth
 _ZERO_SENSITIVE = frozenset(
     {
         "Log",
-        "Log1p",
         "Reciprocal",
         "Inv",
         "RealDiv",
@@ -21,14 +20,16 @@ _ZERO_SENSITIVE = frozenset(
         "Pow",
         "Lgamma",
         "Digamma",
+        "Polygamma",
         "Atanh",
         "SqrtGrad",
         "RsqrtGrad",
         "ReciprocalGrad",
     }
 )
-# Ops whose domain ends at 0 (acos and asin take negatives: theirs ends at +-1, which a health count cannot show).
-_NEGATIVE_SENSITIVE = frozenset({"Sqrt", "Rsqrt", "Log", "Log1p", "Pow", "Lgamma", "Acosh"})
+# Ops whose domain ends at 0 (acos and asin take negatives: theirs ends at +-1, which a health count cannot show),
+# or below it: log1p's at -1, where its zeros are log1p(0) = 0 and no reason.
+_NEGATIVE_SENSITIVE = frozenset({"Sqrt", "Rsqrt", "Log", "Log1p", "Pow", "Lgamma", "Polygamma", "Acosh"})
 _OVERFLOW_PRONE = frozenset(
     {
         "Exp",

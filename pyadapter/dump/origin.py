@@ -24,6 +24,7 @@ A gradient origin is described at its forward op's line (see ``gradients.py`` an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyadapter.dump.events import parse_event, tensor_values
 from pyadapter.dump.executions import ExecEntry, ExecutionScan
@@ -238,6 +239,30 @@ def _nan_from_infinities(host: HostScan, after: Candidate) -> Candidate | None:
     return None
 
 
+def _captured_non_finite(host: HostScan, op: Any) -> bool:
+    """Whether an op of a nested graph (a tf.cond branch) reads a tensor it captured from its outer graph that was
+    non-finite there: Keras's ``gradient_accumulation_steps`` adds each gradient to its accumulator in a cond
+    branch, whose trace can come before the step's own ops in the file, and whose input is only a placeholder
+    named after the outer tensor (``adam/cond/add/gradient_tape/.../MatMul:0``). It brings the NaN in."""
+    info = host.dump.graphs.get(op.graph_id)
+    if info is None or not info.outer_id:
+        return False
+    bad = {e.tensor_id for e in host.traces.window if e.nonfinite} if host.traces is not None else set()
+    for name in op.inputs:
+        resolved = host.dump.op_for_input(op.graph_id, name)
+        if resolved is None or resolved[0].type not in ARGUMENT_TYPES:
+            continue
+        captured = resolved[0].name
+        for (graph_id, outer_name), outer in host.dump.ops.items():
+            if (
+                graph_id == info.outer_id
+                and captured.endswith("/" + outer_name)
+                and bad.intersection(outer.output_tensor_ids)
+            ):
+                return True
+    return False
+
+
 def graph_candidate(host: HostScan) -> Candidate | None:
     if host.traces is None or not host.traces.window:
         return None
@@ -256,7 +281,7 @@ def graph_candidate(host: HostScan) -> Candidate | None:
                 # The guard's own check (an L2Loss of a gradient too large to square, in the step's tf.cond of a
                 # gradient accumulation): it reads the step's values; it made nothing of the user's.
                 continue
-            is_weak = op.type in WEAK_ORIGIN_TYPES
+            is_weak = op.type in WEAK_ORIGIN_TYPES or _captured_non_finite(host, op)
             if (
                 not is_weak
                 and came_in is not None

@@ -324,7 +324,7 @@ def _find_checkpoint(bundle: CaptureBundle, module: ModuleType, step: Any) -> An
     )
 
 
-def _what_each_optimizer_trains(
+def what_each_optimizer_trains(
     bundle: CaptureBundle, checkpoint: Any, trainable: list[Any]
 ) -> list[tuple[Any, list[Any]]]:
     """Each optimizer the checkpoint holds, with the variables to build it on: those the bundle recorded it
@@ -413,7 +413,7 @@ def _loop_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str]
     optimizers = [v for v in children if is_optimizer(v)]
     trainable = [v for m in models for v in m.trainable_variables]
     # Optimizer slots are made on first use; make them now so the checkpoint's values land in them.
-    for optimizer, own in _what_each_optimizer_trains(bundle, checkpoint, trainable):
+    for optimizer, own in what_each_optimizer_trains(bundle, checkpoint, trainable):
         build_optimizers([optimizer], own, name_scopes=False)
     state = unique(
         [v for m in models for v in model_variables(m)]

@@ -254,7 +254,13 @@ def _is_variable(value: Any) -> bool:
 def _loop_rebuilt(bundle: Any, guarded: Any, live: tuple[tuple[Any, ...], dict[str, Any]]) -> Any:
     from pyadapter.capture import step_state
     from pyadapter.capture.bundle_format import KIND_LOOP
-    from pyadapter.replay.rebuild import Rebuilt, captured_arguments, loop_step_program, non_finite_inputs
+    from pyadapter.replay.rebuild import (
+        Rebuilt,
+        captured_arguments,
+        loop_step_program,
+        non_finite_inputs,
+        what_each_optimizer_trains,
+    )
     from pyadapter.replay.restore import restore_checkpoint
     from pyadapter.replay.state import assign_captured_state, build_optimizers
 
@@ -272,7 +278,16 @@ def _loop_rebuilt(bundle: Any, guarded: Any, live: tuple[tuple[Any, ...], dict[s
     captured_values = [value.numpy() for value in argument_variables]
     if _unbuilt(models, optimizers):
         _warm_up(guarded.python_function, args, kwargs)
-    build_optimizers(optimizers, [v for m in models for v in m.trainable_variables])
+    trainable = [v for m in models for v in m.trainable_variables]
+    if argument_variables:
+        # keras.io's style transfer: the optimizer trains the image passed in, updated outside the step, so the
+        # warm-up built nothing; built on the model's weights, the checkpoint's image went into a conv kernel
+        # ("incompatible tensor with shape (1, 64, 64, 3)"). Each optimizer is built on what it trained.
+        for optimizer, own in what_each_optimizer_trains(
+            bundle, guarded.checkpoint, argument_variables + trainable
+        ):
+            build_optimizers([optimizer], own)
+    build_optimizers(optimizers, trainable)
     if bundle.checkpoint_prefix is not None:
         restore_checkpoint(bundle, guarded.checkpoint).expect_partial()
     for variable, value in zip(argument_variables, captured_values, strict=True):

@@ -404,14 +404,23 @@ def _run_step(
             ]
             verdict.gradients_finite = not verdict.non_finite_gradients
         taped = _shown_loss(list(tape_losses))
+        scaled = any(is_loss_scale_optimizer(o) for o in program.optimizers)  # a scaled loss's Inf is its own
+        if (
+            len(loss_values) > 1
+            and verdict.loss_finite is False
+            and taped is not None
+            and math.isfinite(taped)
+            and not scaled
+        ):
+            # A step that returns its loss beside other scalars (``return loss, global_norm`` of a clip whose norm
+            # overflowed): the inf shown was the norm's; the loss it differentiated was finite.
+            verdict.loss, verdict.loss_finite = taped, True
         if (
             verdict.non_finite_gradients
             and verdict.loss_finite
             and taped is not None
             and not math.isfinite(taped)
-            and not any(
-                is_loss_scale_optimizer(o) for o in program.optimizers
-            )  # a scaled loss's Inf is its own
+            and not scaled
         ):
             # The step returned a loss that is not the one it differentiated (a Distiller's train_step returns its
             # metrics, Keras's untouched loss tracker says 0): the loss its gradients came from is the one to show.
