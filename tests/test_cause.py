@@ -607,6 +607,34 @@ def test_a_log_of_one_minus_a_sigmoid_is_told_log_sigmoid_not_a_clamp(tmp_path: 
     assert not cause.change.what.startswith("the Log's input: keep it in the domain"), cause.change
 
 
+def test_a_log_of_a_sigmoid_in_the_row_of_a_large_amount_is_told_log_sigmoid(tmp_path: Path) -> None:
+    """A fraud model's hand BCE ``log(sigmoid(logits))`` on dollar amounts: one row (an amount of 4924 among up to
+    527) saturated the sigmoid, and the cause was "data: the record x[29, 0] = 4924: correct it or leave it out",
+    a real transaction. The log of the sigmoid is what to compute from the logits."""
+    from pyadapter.cause.rows import rows_of
+
+    program = write_program(tmp_path)
+    origin = log_origin(program)
+    origin.inputs = [InputHealth("Sigmoid:0", TensorHealth(dtype="float32", size=128, zero=1, pos=127))]
+    rng = np.random.default_rng(1)
+    amounts = np.column_stack(
+        [rng.lognormal(4.0, 0.8, 128), rng.integers(0, 24, 128), rng.uniform(0, 1, 128)]
+    )
+    amounts = amounts.astype(np.float32)
+    amounts[29, 0] = 4924.42
+    labels = np.zeros((128, 1), np.float32)
+    per_row = np.ones((128, 1), np.float32)
+    per_row[29] = -np.inf
+    rows = rows_of(per_row, (amounts, labels))
+    assert rows is not None and rows.outliers
+    findings = findings_of(origin, bad_rows=rows.to_json())
+    findings.extra["activation_into_log"] = {"op": "Sigmoid", "type": "Sigmoid"}
+    context = CauseContext(history=[], batch=(amounts, labels), entry_script=str(program))
+    cause = classify(findings, context)
+    assert cause.kind == "op" and "made of a sigmoid" in cause.summary, cause
+    assert cause.change is not None and "tf.math.log_sigmoid" in cause.change.what, cause.change
+
+
 def test_a_log_of_a_relu_variance_head_is_told_softplus_at_the_relu(tmp_path: Path) -> None:
     """A Gaussian NLL ``0.5 * log(var) + (y - mu)**2 / (2 * var)`` with ``var = tf.nn.relu(raw_var)`` on the line
     above: "keep the Log's input in the domain (tf.math.log(tf.maximum(x, 1e-7)))", followed, NaN'd again at the
@@ -877,6 +905,15 @@ def test_an_overflow_after_one_update_at_a_rate_far_too_high_is_the_rate(tmp_pat
     assert cause.change.what.startswith("learning rate 1 (Adam): 1000x its usual 0.001; try 0.001"), (
         cause.change
     )
+    # The rows the overflow reached first are no records to look at (an LSTM at RMSprop(0.3)).
+    from pyadapter.cause.rows import rows_of
+
+    per_row = np.ones((8, 1), np.float32)
+    per_row[[1, 5]] = np.inf
+    rows = rows_of(per_row, (np.zeros((8, 2), np.float32), np.zeros((8, 1), np.float32)))
+    assert rows is not None
+    cause = classify(findings_of(origin, step=1, bad_rows=rows.to_json()), context)
+    assert "the learning rate 1 is 1000x" in cause.summary and "of the batch only" not in cause.summary, cause
     # At Adam's own rate the same overflow is the exp's.
     context.learning_rate = LearningRate(0.001)
     cause = classify(findings_of(origin, step=1), context)
@@ -949,6 +986,42 @@ def test_a_divergence_that_ends_dividing_by_a_saturated_softplus_is_the_divergen
         in cause.summary
     )
     assert cause.change is not None and cause.change.line == OPTIMIZER_LINE, cause.change
+
+
+def test_a_float16_overflow_at_a_rate_far_too_high_is_the_rate_not_float32(tmp_path: Path) -> None:
+    """keras.io's image classifier under ``mixed_float16`` at ``Adam(3e-1)``: the LossScaleOptimizer skipped four
+    steps of inf gradients, four updates grew the weights x2.5, and a Conv2D overflowed float16. The cause was
+    "precision ... keep this layer in float32", which moved the overflow to the next cast; the rate, 300x Adam's
+    usual (the bundle names the inner optimizer), is the change."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "classify.py"
+    program.write_text(TRAIN.replace("SGD(learning_rate=0.05, momentum=0.9)", "Adam(3e-1)"))
+    norms = [90.85, 90.85, 90.85, 90.85, 126.5, 164.1, 198.0, 227.8, 227.8]
+    history = [{"step": step, "loss": 1.0, "weight_norm": norm} for step, norm in enumerate(norms)]
+    origin = overflow_origin(program, dtype="float16", op="Conv2D")
+    context = CauseContext(
+        history=history,
+        model_info={
+            "optimizer": "LossScaleOptimizer",
+            "inner_optimizer": "Adam",
+            "loss_scale_optimizer": True,
+        },
+        step=8,
+        entry_script=str(program),
+        learning_rate=LearningRate(0.3),
+        dtype_policy="mixed_float16",
+    )
+    cause = classify(findings_of(origin, step=8), context)
+    assert cause.kind == "divergence", cause
+    assert cause.summary.startswith(
+        "the learning rate 0.3 is 300x Adam's usual 0.001: 4 updates grew the weights"
+    ), cause.summary
+    assert cause.summary.endswith("until Conv2D overflowed float16 (max 65504)"), cause.summary
+    assert cause.change is not None and cause.change.line == OPTIMIZER_LINE, cause.change
+    # At Adam's own rate the float16 overflow stays a precision cause.
+    context.learning_rate = LearningRate(0.001)
+    assert classify(findings_of(origin, step=8), context).kind == "precision"
 
 
 def test_a_weight_penalty_written_by_hand_in_add_loss_is_its_factor_not_the_rate(tmp_path: Path) -> None:
@@ -4576,6 +4649,29 @@ model = keras.Sequential([keras.Input(shape=(9,)), keras.layers.Dense(64), keras
 model.compile(optimizer=keras.optimizers.SGD(learning_rate=lr_schedule, momentum=0.9), loss="mse")
 model.fit(x, y, epochs=100)
 """
+
+
+def test_a_rate_given_by_a_constant_is_changed_where_the_constant_is_written(tmp_path: Path) -> None:
+    """``LR = 1.5`` above ``SGD(learning_rate=LR, momentum=0.9, nesterov=True)`` (a MobileNet diverging): the change
+    was the optimizer's line, where no number is written; it is the constant's, and the quick fix lowers it there."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "train.py"
+    text = TRAIN.replace("def main():\n", "LR = 1.5  # a rate far too high\n\n\ndef main():\n").replace(
+        "SGD(learning_rate=0.05, momentum=0.9)", "SGD(learning_rate=LR, momentum=0.9)"
+    )
+    program.write_text(text)
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(1.5),
+    )
+    cause = classify(findings_of(overflow_origin(program, line=25)), context)
+    assert cause.kind == "divergence", cause
+    assert cause.change is not None and cause.change.line == 16, cause.change
+    fixes = cause_fixes(text, cause)
+    assert fixes and apply_edits(text, fixes[0].edits).splitlines()[15].startswith("LR = 0.15"), fixes
 
 
 def test_a_rate_raised_slowly_over_the_run_is_told_from_the_codes_rate(tmp_path: Path) -> None:

@@ -91,6 +91,9 @@ def test_the_bundle_holds_the_loss_scale_and_the_inner_optimizer_state(training:
 
     bundle = CaptureBundle.load(training.bundle)
     assert bundle.model_info["loss_scale_optimizer"] is True
+    assert (
+        bundle.model_info["inner_optimizer"] == "Adam"
+    )  # whose usual rate a rate far too high is told against
     assert bundle.saved_dtype_policy_name() == "mixed_float16"
     weights = bundle.weights()
     scale = float(weights["loss_scale_optimizer/dynamic_scale"])

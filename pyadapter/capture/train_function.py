@@ -226,6 +226,7 @@ class GuardedTrainFunction:
             **({"fit_input": self.fit_input} if self.fit_input is not None else {}),
             **({"first_step": self.first_step} if self.first_step is not None else {}),
             **_accumulation(primary_optimizer(model)),
+            **_inner(primary_optimizer(model)),
         }
 
     # ---- called by Keras fit instead of its own train function ----
@@ -316,6 +317,13 @@ class LegacyGuardedTrainFunction(GuardedTrainFunction):
     def _make_one_step(self, model: Any) -> Any:
         self.steps_per_execution = keras_lines.steps_per_execution(model)
         return legacy_keras.make_one_step(self, model, model_optimizers)
+
+
+def _inner(optimizer: Any) -> dict[str, str]:
+    """``{"inner_optimizer": "Adam"}`` for a LossScaleOptimizer (``mixed_float16``): its own name tells no rate's
+    usual size, its inner optimizer's does. {} otherwise."""
+    inner = getattr(optimizer, "inner_optimizer", None)
+    return {"inner_optimizer": type(inner).__name__} if inner is not None else {}
 
 
 def _accumulation(optimizer: Any) -> dict[str, int]:

@@ -15,7 +15,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pyadapter.cause.sources import SourceUnit, called_name, calls, keyword, number
@@ -268,6 +268,21 @@ def computed_rate_setter(units: list[SourceUnit]) -> Site | None:
     for unit, (target, value) in computed[:1]:
         return Site(unit, value, f"{ast.unparse(target)} set as it trains", target="optimizer")
     return None
+
+
+def rate_constant_site(site: Site, rate: float) -> Site | None:
+    """``SGD(learning_rate=LR, ...)`` with ``LR = 1.5`` assigned once in the same unit, and that the rate: the
+    assignment's number (its line is where the user changes it; the call's line only names it). None otherwise."""
+    node = site.node
+    if not isinstance(node, ast.Call):
+        return None
+    argument = _learning_rate_arg(node, site.name)
+    if not isinstance(argument, ast.Name) or not same_rate(_constant_of(site.unit, argument.id), rate):
+        return None
+    (assigned,) = _assignments_of(site.unit, argument.id)
+    if not isinstance(assigned.value, ast.Constant):
+        return None  # ``FT_LR = BASE_LR * 10``: a computation, not one number to change
+    return replace(site, node=assigned.value, literal=True)
 
 
 def same_rate(written: float | None, used: float) -> bool:

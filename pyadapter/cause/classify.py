@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import itertools
 import math
 import os
 import re
@@ -160,6 +161,8 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _overflow_after_updates_at_a_rate_far_too_high(origin, context, cause, units)
             or cause
         )
+    if cause.kind == "precision" and context is not None:
+        cause = _sixteen_bit_overflow_at_a_rate_far_too_high(context, cause, units) or cause
     if (
         cause.kind == "op"
         and origin is not None
@@ -487,6 +490,9 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
             overflow and dtype in SIXTEEN_BIT
         )  # rows past 65504 are the ones that overflowed: no record's
         and not _made_by_a_gradient_of_the_users(origin, units)
+        # A log of a sigmoid that saturated to 0 on a large value (a dollar amount of 4924 among amounts up to 527):
+        # the record is real, the log of the sigmoid is what to compute from the logits (log_sigmoid).
+        and not _log_of_a_sigmoid(findings, origin)
         # sqrt's slope at 0 is infinite whatever the record: a pair of identical images, a zero gradient.
         and _sqrt_differentiated_at_zero(origin) is None
         and _fractional_power_differentiated_at_zero(origin) is None
@@ -2862,7 +2868,11 @@ def _overflow_after_updates_at_a_rate_far_too_high(
     if site is None:
         return None
     times = used.value / default
-    head = cause.summary
+    bad_rows = BadRows.from_json(cause.evidence.get("bad_rows"))
+    rows_text = bad_rows.rows_text() if bad_rows is not None else None
+    # The rows an overflow of weights moved too far reached first are no records to look at (an LSTM at
+    # RMSprop(0.3): "in rows 1, 19, 23, ... of the batch only" read as bad data).
+    head = cause.summary.replace(f", in {rows_text} of the batch only", "") if rows_text else cause.summary
     if again:
         op = str(cause.evidence.get("op") or "an op")
         head = (
@@ -2880,6 +2890,61 @@ def _overflow_after_updates_at_a_rate_far_too_high(
     )
     evidence = {**cause.evidence, "learning_rate": used.value, "usual_learning_rate": default}
     return Cause(cause.kind, summary, evidence, _change(site, what, _site_target(site)))
+
+
+def _sixteen_bit_overflow_at_a_rate_far_too_high(
+    context: CauseContext, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """A float16 overflow under ``mixed_float16`` at a learning rate 100x or more its optimizer's usual, after
+    updates that grew the weights (x2 or more over the steps the guard recorded): the rate is the change. Keras's
+    image classifier at ``Adam(3e-1)`` was told "keep this layer in float32", which moved the overflow to the next
+    cast; the LossScaleOptimizer records no gradient norm, so no growth showed. None otherwise."""
+    used = context.learning_rate
+    name = str(context.model_info.get("inner_optimizer") or context.model_info.get("optimizer") or "")
+    default = change_line.DEFAULT_LEARNING_RATES.get(name.lower())
+    if used is None or not used.finite or used.schedule is not None or default is None:
+        return None
+    if used.value < FAR_TOO_HIGH * default:
+        return None
+    norms = [
+        float(row["weight_norm"])
+        for row in context.history
+        if isinstance(row.get("weight_norm"), (int, float))
+        and not isinstance(row.get("weight_norm"), bool)
+        and math.isfinite(row["weight_norm"])
+        and row["weight_norm"] > 0
+    ]
+    if len(norms) < 2 or norms[-1] < 2 * norms[0]:
+        return None
+    updates = sum(1 for a, b in itertools.pairwise(norms) if a != b)
+    site = _rate_site(context, units, [name])
+    if site is None:
+        return None
+    times = used.value / default
+    op, dtype, limit = cause.evidence.get("op"), cause.evidence.get("dtype"), cause.evidence.get("dtype_max")
+    ending = f"{op} overflowed {dtype}" + (f" (max {limit:g})" if isinstance(limit, (int, float)) else "")
+    summary = (
+        f"the learning rate {format_number(used.value)} is {times:.0f}x {name}'s usual {format_number(default)}: "
+        f"{updates} update{'s' if updates != 1 else ''} grew the weights x{norms[-1] / norms[0]:.3g} (norm "
+        f"{norms[0]:.3g} to {norms[-1]:.3g}) until {ending}"
+    )
+    what = (
+        f"learning rate {format_number(used.value)} ({name}): {times:.0f}x its usual {format_number(default)}; try "
+        f"{format_number(default)} (float32 for the layer only moves the overflow to the next float16 op)"
+    )
+    evidence = {
+        **cause.evidence,
+        "learning_rate": used.value,
+        "usual_learning_rate": default,
+        "weight_norm": {"from": norms[0], "to": norms[-1], "updates": updates},
+    }
+    return Cause("divergence", summary, evidence, _change(site, what, _site_target(site)))
+
+
+def _log_of_a_sigmoid(findings: Findings, origin: Finding) -> bool:
+    """Whether the origin is a Log of zeros a sigmoid made a few ops before (`describe.activation_into_log`)."""
+    found = findings.extra.get("activation_into_log")
+    return origin.op.type == "Log" and isinstance(found, dict) and found.get("type") == "Sigmoid"
 
 
 def _divisor_holds_zeros(origin: Finding) -> bool:
@@ -3253,6 +3318,9 @@ def _divergence(
             written = change_line.number_written_in(site, rate)
             if written is not None and written.lineno != site.line:
                 site = dataclasses.replace(site, node=written)
+        elif rate is not None and (constant := change_line.rate_constant_site(site, rate)) is not None:
+            # ``LR = 1.5`` above ``SGD(learning_rate=LR, momentum=0.9)``: the number is changed where it is written.
+            site = constant
         change = _change(site, what, _site_target(site))
         if not site.literal and rate is not None and change_line.reads_config(site):
             # The line reads the rate from somewhere (optimizers.get(config["optimizer"]), SGD(cfg.lr)): a config

@@ -138,7 +138,9 @@ def divergence_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
                 fixes.append(QuickFix("clip the gradients: add clipnorm=1.0 to the optimizer", [edit]))
         if fixes:
             return fixes
-    for value_node in _rate_assignments_on_line(src) + _dict_rates_on_line(src):
+    for value_node in (
+        _rate_assignments_on_line(src) + _dict_rates_on_line(src) + _rate_constant_on_line(src, cause)
+    ):
         rate = _number(value_node)
         span = src.span(value_node)
         if rate is not None and span is not None and rate > 0:
@@ -185,6 +187,27 @@ def _rate_assignments_on_line(src: LineSource) -> list[ast.expr]:
     )
     found = [change_line.rate_assignment(node) for node in nodes]
     return [assignment[1] for assignment in found if assignment is not None]
+
+
+def _rate_constant_on_line(src: LineSource, cause: Cause) -> list[ast.expr]:
+    """The number of a ``LR = 1.5`` on the line when it is the rate the cause names (its change moved there from
+    ``SGD(learning_rate=LR)``, `change_line.rate_constant_site`)."""
+    rate = cause.evidence.get("learning_rate")
+    if not isinstance(rate, (int, float)) or isinstance(rate, bool):
+        return []
+    nodes = (
+        src.nodes
+        if src.tree is None
+        else [n for n in ast.walk(src.tree) if getattr(n, "lineno", None) == src.line]
+    )
+    return [
+        node.value
+        for node in nodes
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and change_line.same_rate(_number(node.value), float(rate))
+    ]
 
 
 def _dict_rates_on_line(src: LineSource) -> list[ast.expr]:
