@@ -2857,17 +2857,15 @@ def _overflow_after_updates_at_a_rate_far_too_high(
     if isinstance(accumulated, int) and not isinstance(accumulated, bool) and accumulated > 1:
         # Adam(gradient_accumulation_steps=4): steps 0-3 are one update, applied at step 3.
         updates //= accumulated
-    used = context.learning_rate
     optimizer = str(context.model_info.get("optimizer") or "")
-    default = change_line.DEFAULT_LEARNING_RATES.get(optimizer.lower())
-    if not 1 <= updates <= 3 or used is None or not used.finite or default is None:
+    far = _rate_far_too_high(context, optimizer)
+    if not 1 <= updates <= 3 or far is None:
         return None
-    if used.schedule is not None or used.value < FAR_TOO_HIGH * default:
-        return None
+    rate, default = far
     site = _rate_site(context, units, [optimizer])
     if site is None:
         return None
-    times = used.value / default
+    times = rate / default
     bad_rows = BadRows.from_json(cause.evidence.get("bad_rows"))
     rows_text = bad_rows.rows_text() if bad_rows is not None else None
     # The rows an overflow of weights moved too far reached first are no records to look at (an LSTM at
@@ -2881,15 +2879,25 @@ def _overflow_after_updates_at_a_rate_far_too_high(
             f"{context.step}: this fit began from the weights that fit left)"
         )
     summary = (
-        f"{head}; the learning rate {format_number(used.value)} is {times:.0f}x {optimizer}'s usual "
+        f"{head}; the learning rate {format_number(rate)} is {times:.0f}x {optimizer}'s usual "
         f"{format_number(default)}: its first updates moved the weights by about their own size"
     )
     what = (
-        f"learning rate {format_number(used.value)} ({optimizer}): {times:.0f}x its usual "
+        f"learning rate {format_number(rate)} ({optimizer}): {times:.0f}x its usual "
         f"{format_number(default)}; try {format_number(default)}; or {cause.change.what}"
     )
-    evidence = {**cause.evidence, "learning_rate": used.value, "usual_learning_rate": default}
+    evidence = {**cause.evidence, "learning_rate": rate, "usual_learning_rate": default}
     return Cause(cause.kind, summary, evidence, _change(site, what, _site_target(site)))
+
+
+def _rate_far_too_high(context: CauseContext, optimizer: str) -> tuple[float, float] | None:
+    """(the constant rate the failing step used, `optimizer`'s usual rate) when the first is `FAR_TOO_HIGH` times
+    the second or more; None for a schedule's rate, a non-finite one, or an optimizer with no usual rate known."""
+    used = context.learning_rate
+    default = change_line.DEFAULT_LEARNING_RATES.get(optimizer.lower())
+    if used is None or not used.finite or used.schedule is not None or default is None:
+        return None
+    return (used.value, default) if used.value >= FAR_TOO_HIGH * default else None
 
 
 def _sixteen_bit_overflow_at_a_rate_far_too_high(
@@ -2899,42 +2907,33 @@ def _sixteen_bit_overflow_at_a_rate_far_too_high(
     updates that grew the weights (x2 or more over the steps the guard recorded): the rate is the change. Keras's
     image classifier at ``Adam(3e-1)`` was told "keep this layer in float32", which moved the overflow to the next
     cast; the LossScaleOptimizer records no gradient norm, so no growth showed. None otherwise."""
-    used = context.learning_rate
     name = str(context.model_info.get("inner_optimizer") or context.model_info.get("optimizer") or "")
-    default = change_line.DEFAULT_LEARNING_RATES.get(name.lower())
-    if used is None or not used.finite or used.schedule is not None or default is None:
+    far = _rate_far_too_high(context, name)
+    if far is None:
         return None
-    if used.value < FAR_TOO_HIGH * default:
-        return None
-    norms = [
-        float(row["weight_norm"])
-        for row in context.history
-        if isinstance(row.get("weight_norm"), (int, float))
-        and not isinstance(row.get("weight_norm"), bool)
-        and math.isfinite(row["weight_norm"])
-        and row["weight_norm"] > 0
-    ]
+    rate, default = far
+    norms = [norm for _, norm in trend.finite_points(context.history, "weight_norm") if norm > 0]
     if len(norms) < 2 or norms[-1] < 2 * norms[0]:
         return None
     updates = sum(1 for a, b in itertools.pairwise(norms) if a != b)
     site = _rate_site(context, units, [name])
     if site is None:
         return None
-    times = used.value / default
+    times = rate / default
     op, dtype, limit = cause.evidence.get("op"), cause.evidence.get("dtype"), cause.evidence.get("dtype_max")
     ending = f"{op} overflowed {dtype}" + (f" (max {limit:g})" if isinstance(limit, (int, float)) else "")
     summary = (
-        f"the learning rate {format_number(used.value)} is {times:.0f}x {name}'s usual {format_number(default)}: "
+        f"the learning rate {format_number(rate)} is {times:.0f}x {name}'s usual {format_number(default)}: "
         f"{updates} update{'s' if updates != 1 else ''} grew the weights x{norms[-1] / norms[0]:.3g} (norm "
         f"{norms[0]:.3g} to {norms[-1]:.3g}) until {ending}"
     )
     what = (
-        f"learning rate {format_number(used.value)} ({name}): {times:.0f}x its usual {format_number(default)}; try "
+        f"learning rate {format_number(rate)} ({name}): {times:.0f}x its usual {format_number(default)}; try "
         f"{format_number(default)} (float32 for the layer only moves the overflow to the next float16 op)"
     )
     evidence = {
         **cause.evidence,
-        "learning_rate": used.value,
+        "learning_rate": rate,
         "usual_learning_rate": default,
         "weight_norm": {"from": norms[0], "to": norms[-1], "updates": updates},
     }

@@ -77,7 +77,8 @@ def _round(value: float) -> float | None:
     return float(f"{value:.4g}") if math.isfinite(value) else None
 
 
-def _finite_points(history: list[dict[str, Any]], key: str, signed: bool = False) -> list[tuple[int, float]]:
+def finite_points(history: list[dict[str, Any]], key: str, signed: bool = False) -> list[tuple[int, float]]:
+    """(step, value) of the rows whose `key` is a finite number, by step; magnitudes unless `signed`."""
     points = []
     for entry in history:
         if not isinstance(entry, dict):
@@ -96,10 +97,10 @@ def series_trend(history: list[dict[str, Any]], key: str) -> Trend | None:
     when the last value is below 0 and below the first: a loss that fell through 0 (a flow's or a mixture's negative
     log-likelihood improving) grew in magnitude only, and was told "the loss rose x29.8" (`fall` speaks of a loss
     falling without bound)."""
-    points = _finite_points(history, key)
+    points = finite_points(history, key)
     if len(points) < 2:
         return None
-    signed = _finite_points(history, key, signed=True)
+    signed = finite_points(history, key, signed=True)
     if signed[-1][1] < 0 and signed[-1][1] < signed[0][1]:
         return None
     end_step, end_value = points[-1]
@@ -144,7 +145,7 @@ def growth(history: list[dict[str, Any]]) -> Trend | None:
     """The strongest geometric growth among the history's series (gradient norm first when it grows), or None
     when none grows (or the history is too short to tell)."""
     trends = [t for t in (series_trend(history, key) for key in SERIES) if t is not None and t.is_growth]
-    if len(_finite_points(history, "loss")) >= 4:
+    if len(finite_points(history, "loss")) >= 4:
         # Keras's running mean of the epoch (logged_loss) keeps a one-step spike in every later mean: beside a
         # per-step loss that did not grow, its "growth" is the spike's, not a divergence's.
         trends = [t for t in trends if t.series != "logged_loss"]
@@ -228,7 +229,7 @@ def fast_growth(history: list[dict[str, Any]]) -> Trend | None:
         return None
     jumps = []
     for key in FAST_SERIES:
-        points = [p for p in _finite_points(history, key) if p[0] <= failed]
+        points = [p for p in finite_points(history, key) if p[0] <= failed]
         if len(points) < 2 or points[-1][0] < failed - 1:
             continue  # a series that stopped earlier says nothing about the steps that blew up
         recent = [p for p in points if p[0] >= points[-1][0] - FAST_STEPS]
@@ -245,9 +246,7 @@ def large_update(history: list[dict[str, Any]]) -> tuple[int, float] | None:
     failed = _failure_step(history)
     if failed is None:
         return None
-    recent = [
-        (s, v) for s, v in _finite_points(history, "update_ratio") if failed - FAST_STEPS <= s <= failed
-    ]
+    recent = [(s, v) for s, v in finite_points(history, "update_ratio") if failed - FAST_STEPS <= s <= failed]
     largest = max(recent, key=lambda p: p[1], default=None)
     return largest if largest is not None and largest[1] >= UPDATE_RATIO_LIMIT else None
 
@@ -265,12 +264,12 @@ def weights_steady(history: list[dict[str, Any]]) -> bool:
     failed = _failure_step(history)
     if failed is None:
         return False
-    recent = [(s, v) for s, v in _finite_points(history, "weight_norm") if failed - FAST_STEPS <= s < failed]
+    recent = [(s, v) for s, v in finite_points(history, "weight_norm") if failed - FAST_STEPS <= s < failed]
     if len(recent) < 2 or min(v for _, v in recent) <= 0:
         return False
     if max(v for _, v in recent) / min(v for _, v in recent) > STEADY_WEIGHT_RATIO:
         return False
-    updates = [v for s, v in _finite_points(history, "update_ratio") if failed - FAST_STEPS <= s <= failed]
+    updates = [v for s, v in finite_points(history, "update_ratio") if failed - FAST_STEPS <= s <= failed]
     return bool(updates) and max(updates) < STEADY_UPDATE_RATIO
 
 
