@@ -3487,6 +3487,55 @@ def test_a_search_that_kept_no_rate_finite_is_not_answered_with_a_tenth(tmp_path
     assert [f.title for f in cause_fixes(TRAIN, cause)] == []
 
 
+def test_a_search_from_after_the_first_update_at_a_rate_far_too_high_names_the_usual_rate(
+    tmp_path: Path,
+) -> None:
+    """keras.io's RealNVP at ``Adam(learning_rate=0.1)``: a custom ``train_step`` makes Adam's slots in step 0, so
+    the window starts at step 1, from weights the first update at 0.1 had moved, and no rate down to 2.44e-5 kept
+    it finite. "A lower rate from the start may still hold (the window cannot tell)" left the user with nothing to
+    try, and no quick fix; 1e-3, Adam's usual rate, trains. A rate 100x the usual is the change, with that rate."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = tmp_path / "flow.py"
+    program.write_text(TRAIN.replace("SGD(learning_rate=0.05, momentum=0.9)", "Adam(learning_rate=0.1)"))
+    history = [
+        {"step": 0, "loss": 2.7, "grad_norm": 1.78, "weight_norm": 40.0},
+        {"step": 1, "loss": None, "loss_nonfinite": "inf", "grad_norm": 1.01e27, "weight_norm": 41.0},
+    ]
+    search = {
+        "steps": 1,
+        "start_step": 1,
+        "captured_learning_rate": 0.1,
+        "largest_finite_learning_rate": None,
+        "suggested_learning_rate": None,
+        "trials": [{"learning_rate": 0.1 / 2**k, "finite": False} for k in range(13)],
+    }
+    context = CauseContext(
+        history=history,
+        model_info={"optimizer": "Adam", "optimizers": ["Adam"]},
+        step=1,
+        entry_script=str(program),
+        window_search=search,
+        learning_rate=LearningRate(0.1),
+    )
+    cause = classify(findings_of(overflow_origin(program, op="Square"), step=1), context)
+    assert cause.kind == "divergence" and cause.change is not None, cause
+    assert cause.change.line == OPTIMIZER_LINE, cause.change
+    assert cause.change.what.startswith(
+        "learning rate 0.1 (Adam): 100x its usual 0.001; try 0.001 from the start: the window began at step 1, "
+        "from weights 1 update at 0.1 had moved, and no rate down to 2.44e-5 kept it finite from there"
+    ), cause.change.what
+    assert "cannot tell" not in cause.change.what, cause.change.what
+    fixes = cause_fixes(program.read_text(), cause)
+    assert fixes and fixes[0].title.startswith("lower the learning rate to 0.001"), fixes
+    # At twice Adam's usual rate the window's answer stands: the rate is not far too high.
+    context.learning_rate = LearningRate(0.002)
+    program.write_text(TRAIN.replace("SGD(learning_rate=0.05, momentum=0.9)", "Adam(learning_rate=0.002)"))
+    near = classify(findings_of(overflow_origin(program, op="Square"), step=1), context)
+    assert near.change is not None and "the window cannot tell" in near.change.what, near.change
+    assert cause_fixes(program.read_text(), near) == []
+
+
 @pytest.mark.parametrize("start", [0, 1, 12])
 def test_a_found_rate_from_a_window_after_the_first_update_says_so(tmp_path: Path, start: int) -> None:
     """A custom loop whose subclassed model is built in its first step: the window's copy of step 0 is not whole

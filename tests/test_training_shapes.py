@@ -1641,3 +1641,22 @@ def test_a_rate_far_too_high_under_gradient_accumulation_is_the_rate(tmp_path):
     # the step". It only brought the NaN in.
     located = nanlens_json("locate", str(bundle), "--replay", cwd=tmp_path)
     assert at(located["origin"]) == (program, marked_line(program)), located["origin"]
+
+
+def test_an_exp_of_a_learned_log_variance_run_to_its_end_names_the_weight(tmp_path):
+    """Kendall's learned task uncertainties, ``exp(-log_vars) * task_losses + log_vars``, in a research repo's custom
+    loop, with a task that has no labels in this data (its loss 0 in every batch): Adam carries its log-variance
+    down 0.05 a step until the exp overflows at step ~1775, the loss falling the whole time. "No rise ... the exp:
+    bound its input" hid the bug; the weight, how far training carried it, and the loss term without a minimum are
+    the answer."""
+    program, done = run_copied("loop_learned_task_uncertainty.py", tmp_path)
+    assert "NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert "on the learned weight log_vars, which training carried to -88" in cause["summary"], cause
+    assert cause["evidence"]["exponent_weight"]["path"] == "log_vars", cause["evidence"]
+    assert cause["change"]["line"] == marked_line(program), cause["change"]
+    assert cause["change"]["what"].startswith("the loss term that pushes log_vars without end"), cause[
+        "change"
+    ]

@@ -28,11 +28,13 @@ from pyadapter.capture.sourcerecord import MANIFEST_KEY as SOURCE_KEY
 from pyadapter.capture.sourcerecord import DataSource
 from pyadapter.cause import scale
 from pyadapter.cause.classify import (
+    EXPONENT_WEIGHT_SIZE,
     FED_AT,
     READ_VARIABLE,
     WEIGHT_DOMAIN_OPS,
     CauseContext,
     DomainWeight,
+    ExponentWeight,
     classify,
 )
 from pyadapter.cause.model import FINDINGS_KEY, Cause, Change
@@ -157,6 +159,53 @@ def _domain_weight(findings: Findings, bundle: Any) -> DomainWeight | None:
     return found[0] if len(found) == 1 else None
 
 
+def _exponent_weight(findings: Findings, bundle: Any) -> ExponentWeight | None:
+    """The captured weight an Exp origin overflowed on: its input is as small as a learned scalar or a few (a
+    log-variance per task), and exactly one captured weight of that size, not an optimizer's slot, is
+    `EXPONENT_WEIGHT_SIZE` or more from 0. Only those weights are read, and only for such an origin."""
+    origin = findings.origin
+    if origin is None or origin.op.type != "Exp" or len(origin.inputs) != 1 or origin.health is None:
+        return None
+    health = origin.inputs[0].health
+    if (
+        health is None
+        or not health.is_finite
+        or not health.size
+        or health.size > 16
+        or origin.health.is_finite
+    ):
+        return None
+    listed = [e for e in (bundle.manifest.get("weights") or {}).get("variables") or [] if isinstance(e, dict)]
+    # An optimizer's own variables (``adam/iteration``, ``adam/log_vars_0_velocity``) live under its name.
+    slots = {
+        str(e.get("path")).split("/", 1)[0] + "/" for e in listed if str(e.get("path")).endswith("/iteration")
+    }
+    sized = {
+        str(e.get("path"))
+        for e in listed
+        if isinstance(e.get("shape"), list)
+        and all(isinstance(n, int) for n in e["shape"])
+        and math.prod(e["shape"]) == health.size
+        and not str(e.get("path")).startswith(tuple(slots))
+    }
+    if not sized:
+        return None
+    from pyadapter.capture.bundle_format import BundleError
+
+    try:
+        values = bundle.weights_with_paths(lambda path: path in sized)
+    except (BundleError, OSError, ValueError, AttributeError):
+        return None
+    found = []
+    for path, value in values.items():
+        if value.dtype.kind != "f" or not value.size or not np.all(np.isfinite(value)):
+            continue
+        largest = float(value.flat[int(np.argmax(np.abs(value)))])
+        if abs(largest) >= EXPONENT_WEIGHT_SIZE:
+            found.append(ExponentWeight(path, largest))
+    return found[0] if len(found) == 1 else None
+
+
 def _ran_cells(recorded: Any) -> list[str]:
     """The executed sources a notebook bundle recorded, in order (checked when the bundle was loaded)."""
     cells = recorded.get("cells") if isinstance(recorded, dict) else None
@@ -219,6 +268,7 @@ def attach_cause(
             map_saved_since(findings, notebook)
             context = context_of_bundle(bundle)
             context.domain_weight = _domain_weight(findings, bundle)
+            context.exponent_weight = _exponent_weight(findings, bundle)
         except (BundleError, OSError, ValueError):
             context = None
     if context is not None:

@@ -81,6 +81,8 @@ class CauseContext:
     zero_variances: list[scale.ZeroVariance] = field(default_factory=list)
     # The captured weight a log/sqrt origin read out of its domain (`DomainWeight`), when one is it.
     domain_weight: DomainWeight | None = None
+    # The learned weight an Exp origin overflowed on (`ExponentWeight`), when one is it.
+    exponent_weight: ExponentWeight | None = None
     # The single numbers a custom step reads or keeps in variables of its own, by the program's names for them
     # (``{"temperature": 0.0}``: a value the loop assigns before each step; `CaptureBundle.step_state_scalars`).
     step_state: dict[str, float] = field(default_factory=dict)
@@ -98,6 +100,19 @@ class DomainWeight:
     path: str
     smallest: float
 
+
+@dataclass
+class ExponentWeight:
+    """A small weight of the captured state (a learned log-variance, log-scale or temperature: ``exp(-log_var)``)
+    that an Exp origin took, carried so far from 0 that its exp overflowed: its path and the value of largest
+    size."""
+
+    path: str
+    value: float
+
+
+# A learned log-scale this far from 0 gives exp() of 5e8 or 2e-9: no initial value, but training's doing.
+EXPONENT_WEIGHT_SIZE = 20.0
 
 # How a graph names the value of a variable it reads (``sequential_1/noise_1/Cast/ReadVariableOp:0``).
 READ_VARIABLE = "ReadVariableOp"
@@ -607,6 +622,7 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         rose,
         None if context.step is None else context.step - start,
         context.domain_weight,
+        context.exponent_weight,
     )
 
 
@@ -1150,6 +1166,7 @@ def _op(
     rose: trend.Trend | None = None,
     first_step: int | None = None,
     weight: DomainWeight | None = None,
+    exponent: ExponentWeight | None = None,
 ) -> Cause:
     inputs = ", ".join(f"{i.name}: {i.health.describe()}" for i in origin.inputs if i.health is not None)
     evidence: dict[str, Any] = {
@@ -1193,6 +1210,9 @@ def _op(
                     "a log-sum-exp written out: tf.reduce_logsumexp(x, axis=...) computes log(sum(exp(x))) "
                     "without the overflow (it subtracts the largest value first)"
                 )
+            elif exponent is not None:
+                evidence["exponent_weight"] = {"path": exponent.path, "value": exponent.value}
+                summary, what = _exponent_weight_words(exponent, first_step)
         elif origin.op.type == "MatrixDeterminant":
             # A product of n eigenvalues: a 64 x 64 matrix whose eigenvalues average 4 has det 4**64 = 3e38, past
             # float32, with every weight of moderate size (a flow's log|det W|).
@@ -1287,6 +1307,26 @@ def _op(
         summary += fed[0]
         return Cause("op", summary, evidence, fed[1])
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _exponent_weight_words(exponent: ExponentWeight, steps: int | None) -> tuple[str, str]:
+    """(summary, what) for an exp that overflowed on a learned weight training carried there (`ExponentWeight`).
+    Kendall's uncertainty weighting ``exp(-log_var) * task_loss + log_var`` with a task whose loss was 0 in every
+    batch (no labels, masked out) ran log_var down 0.01 a step for 8873 steps: "bound the exp's input" hid that the
+    loss had no minimum in that weight."""
+    name = exponent.path.rsplit("/", 1)[-1]
+    over = f" over {steps} steps" if steps else ""
+    summary = (
+        f"an Exp op overflowed float32 (exp(x) is Inf for x > 88.7) on the learned weight {exponent.path}, which "
+        f"training carried to {exponent.value:.4g}{over}: the loss kept pushing it one way, so a term of the loss "
+        "has no minimum in it"
+    )
+    what = (
+        f"the loss term that pushes {name} without end: in exp(-s) * L + s, s runs to -inf wherever L is 0 (a task "
+        f"or head with no labels in its batches, masked out of L but not out of + s): leave such a term out; or "
+        f"bound {name} where it is read (tf.clip_by_value({name}, -10.0, 10.0))"
+    )
+    return summary, what
 
 
 def _loss_input_layer_words(findings: Findings, origin: Finding, overflow: bool) -> tuple[str, Change] | None:
@@ -3268,6 +3308,10 @@ def _divergence(
         if rate is not None:
             momentum = f", momentum {site.momentum:g}" if site.momentum is not None else ""
             advice = searched[1] if searched else f"try {format_number(rate / 10)}"
+            usual = _usual_rate_after_a_failed_search(context, searched, recorded[0], rate)
+            if usual is not None:
+                advice = usual
+                evidence["usual_learning_rate"] = change_line.DEFAULT_LEARNING_RATES[recorded[0].lower()]
             what = f"learning rate {format_number(rate)} ({site.name}{momentum}): {advice}{clip}"
         elif searched:
             what = f"the learning rate of {site.name}: {searched[1]}{clip}"
@@ -3671,6 +3715,37 @@ def _window_suggestion(context: CauseContext) -> tuple[dict[str, Any], str] | No
 
 # A window shorter than this shows that a rate stays finite, not that it trains.
 SHORT_WINDOW = 20
+
+
+def _usual_rate_after_a_failed_search(
+    context: CauseContext, searched: tuple[dict[str, Any], str] | None, optimizer: str, rate: float
+) -> str | None:
+    """The advice for a rate 100x or more its optimizer's usual when the window search kept no rate finite from a
+    state the run reached at that rate: the usual rate, from the start. keras.io's RealNVP at ``Adam(0.1)`` (a
+    custom ``train_step``: Adam's slots are made in step 0, so the window starts at step 1) was told "no rate down
+    to 2.44e-5 kept the 1-step window finite"; its first update had moved the weights too far, and 1e-3 trained."""
+    far = _rate_far_too_high(context, optimizer)
+    if searched is None or far is None or not change_line.same_rate(far[0], rate):
+        return None
+    window = searched[0]
+    start = window.get("start_step")
+    if (
+        window.get("largest_finite_learning_rate") is not None
+        or not isinstance(start, int)
+        or isinstance(start, bool)
+    ):
+        return None
+    updates = start - _fit_start(context)
+    if updates < 1:
+        return None  # a window from this fit's first state: no update at the rate came before it
+    default = far[1]
+    lowest = window.get("lowest_learning_rate_tried")
+    tried = f" down to {format_number(lowest)}" if isinstance(lowest, (int, float)) else ""
+    return (
+        f"{rate / default:.0f}x its usual {format_number(default)}; try {format_number(default)} from the start: "
+        f"the window began at step {start}, from weights {updates} update{'s' if updates != 1 else ''} at "
+        f"{format_number(rate)} had moved, and no rate{tried} kept it finite from there"
+    )
 
 
 def _search_found_none(search: dict[str, Any]) -> tuple[dict[str, Any], str] | None:

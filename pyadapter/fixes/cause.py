@@ -103,16 +103,28 @@ def learning_rate_on_line(source: str, line: int) -> float | None:
 
 
 def _no_rate_helped(cause: Cause) -> bool:
-    """The guard's search tried lower rates and none kept its window finite: lowering the rate is no fix."""
+    """The guard's search tried lower rates and none kept its window finite: lowering the rate is no fix (unless
+    the rate is far above its optimizer's usual one, which the window, started after its first updates, did not
+    try from the start)."""
     window = cause.evidence.get("window")
-    return isinstance(window, dict) and window.get("lowest_learning_rate_tried") is not None
+    return (
+        isinstance(window, dict)
+        and window.get("lowest_learning_rate_tried") is not None
+        and _usual_rate(cause) is None
+    )
+
+
+def _usual_rate(cause: Cause) -> tuple[float, str] | None:
+    """(the optimizer's usual rate, why) when the cause says the rate is far above it."""
+    usual = positive_numbers(cause.evidence.get("usual_learning_rate"))
+    return (usual[0], "the optimizer's usual rate") if usual is not None else None
 
 
 def divergence_fixes(src: LineSource, cause: Cause) -> list[QuickFix]:
     if _no_rate_helped(cause):
         return []
     fixes: list[QuickFix] = []
-    searched = _searched_rate(cause)
+    searched = _searched_rate(cause) or _usual_rate(cause)
     for call in _calls_on_line(src, OPTIMIZERS + SCHEDULES):
         name = last_name(call) or ""
         key = "initial_learning_rate" if name in SCHEDULES else "learning_rate"
