@@ -1179,6 +1179,49 @@ except NonFiniteStepError as error:
 
 
 @pytest.mark.slow
+def test_a_fit_in_a_function_called_from_later_cells_replays_the_call_that_diverged(tmp_path):
+    """A notebook defines ``def train(lr, epochs, units)`` (build, compile, fit) in one cell and calls it from three
+    later cells, the last at a rate far too high. Each call was counted the first fit of its cell's run in training
+    but the first, second and third of the fit line's cell in the re-entry: the replay failed ("ran 3 fits, none of
+    them the captured one"), or, where the calls built the same model, took over the first call. The cell whose run
+    began the fit is recorded and matched."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    define = """keras.utils.set_random_seed(1)
+rng = np.random.default_rng(0)
+x = rng.normal(size=(256, 8)).astype("float32")
+y = (x @ rng.normal(size=(8, 1))).astype("float32")
+
+def train(lr, epochs, units=32):
+    model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(units, activation="relu"), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(learning_rate=lr), "mse")
+    history = model.fit(x, y, batch_size=32, epochs=epochs, verbose=0, callbacks=[NanGuard(CAPTURE_DIR)])
+    return model, history"""
+    cells = [
+        ("code", IMPORTS),
+        ("code", f"CAPTURE_DIR = {str(capture_dir)!r}"),
+        ("code", define),
+        ("code", "small = train(1e-3, 2, units=16)"),
+        ("code", "wide = train(1e-3, 2, units=64)"),
+        ("code", "fast = train(5.0, 3, units=64)"),
+    ]
+    path = folder / "sweep_calls.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, "sweep_calls.ipynb")
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    fit_call = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))["model"]["fit_call"]
+    assert (fit_call["cell"], fit_call["run_cell"], fit_call["ordinal"]) == (2, 5, 0), fit_call
+    result = _nanlens("replay", bundle, folder)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout)
+    assert "the 2 fits before it (other calls, optimizers or weights) ran one step each" in report["route"], (
+        report["route"]
+    )
+    assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
+
+
+@pytest.mark.slow
 def test_a_sweep_cell_replays_the_fit_that_diverged(tmp_path):
     """A learning-rate sweep in one cell, ``for lr in [1e-3, 1e-2, 5.0]: ... model.fit(...)``: the third fit
     diverges. The bundle's fit was matched by its cell alone, so the replay took over the first fit of the sweep

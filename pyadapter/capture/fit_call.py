@@ -15,7 +15,7 @@ from __future__ import annotations
 import linecache
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,9 @@ class FitCall:
     # In a notebook: `ordinal` counts within one run of the cell (older bundles counted over the kernel's life, and
     # a re-entry could not match that: their notebook fits are told by the cell alone).
     per_cell_run: bool = False
+    # In a notebook: the cell whose run began the fit, when known (a sweep's ``train(lr)`` defined in cell 5 and
+    # called from cells 7, 8 and 9: one fit line, three fits, each the first of its run).
+    run_cell: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "ordinal": self.ordinal}
@@ -40,6 +43,8 @@ class FitCall:
             out["cell"] = self.cell
         if self.per_cell_run:
             out["per_cell_run"] = True
+        if self.run_cell is not None:
+            out["run_cell"] = self.run_cell
         return out
 
     @classmethod
@@ -52,12 +57,17 @@ class FitCall:
             return None
         if not isinstance(ordinal, int) or not _count(ordinal) or not (cell is None or _count(cell)):
             return None
-        return cls(code, ordinal, cell, data.get("per_cell_run") is True)
+        run_cell = data.get("run_cell")
+        return cls(
+            code, ordinal, cell, data.get("per_cell_run") is True, run_cell if _count(run_cell) else None
+        )
 
     def same_fit(self, other: FitCall) -> bool:
         """Whether `other`, a fit begun in a re-entry, is this one: the line's text and how many fits it began before
         (in a notebook, in that run of its cell, and the cell). An older notebook bundle: the cell alone."""
         if self.code != other.code:
+            return False
+        if self.run_cell is not None and other.run_cell is not None and self.run_cell != other.run_cell:
             return False
         if self.cell is not None:
             return other.cell == self.cell and (not self.per_cell_run or other.ordinal == self.ordinal)
@@ -70,6 +80,19 @@ def _count(value: Any) -> bool:
 
 def _library(path: str) -> bool:
     return not is_user_file(path) or "/pyadapter/" in path.replace("\\", "/")
+
+
+def running_cell(cell_of: Callable[[str, int], int | None]) -> int | None:
+    """The cell whose run is executing (the outermost frame on the stack that `cell_of` maps to a cell: the cell
+    that called a function another cell defined), or None."""
+    found = None
+    frame: Any = sys._getframe(1)
+    while frame is not None:
+        cell = cell_of(frame.f_code.co_filename, frame.f_lineno)
+        if cell is not None:
+            found = cell
+        frame = frame.f_back
+    return found
 
 
 def calling_line() -> tuple[str, int, str] | None:
@@ -174,11 +197,13 @@ class FitCounter:
     def __init__(self) -> None:
         self._seen: Counter[tuple[str, int | None]] = Counter()
 
-    def begin(self, code: str | None, cell: int | None = None, run: int | None = None) -> FitCall | None:
+    def begin(
+        self, code: str | None, cell: int | None = None, run: int | None = None, run_cell: int | None = None
+    ) -> FitCall | None:
         if code is None:
             return None
         key = (code, run if cell is not None else None)
-        call = FitCall(code, self._seen[key], cell, per_cell_run=cell is not None)
+        call = FitCall(code, self._seen[key], cell, per_cell_run=cell is not None, run_cell=run_cell)
         self._seen[key] += 1
         return call
 

@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 
 from pyadapter.capture import takeover
 from pyadapter.capture.fit_call import MANIFEST_KEY as FIT_CALL_KEY
-from pyadapter.capture.fit_call import FitCall, FitCounter, calling_line
+from pyadapter.capture.fit_call import FitCall, FitCounter, calling_line, running_cell
 from pyadapter.replay.cell_files import (
     NANLENS_FOLDER,
     cell_file,
@@ -60,6 +60,10 @@ class _TimedOut(BaseException):
 
 def is_notebook(path: str | Path) -> bool:
     return str(path).lower().endswith(".ipynb")
+
+
+def _cell_index(found: tuple[str, int] | None) -> int | None:
+    return found[1] if found is not None else None
 
 
 class _BundleTakeover:
@@ -93,10 +97,12 @@ class _BundleTakeover:
             return
         path, _, code = call
         cell = notebook_cell_of(path)
-        # A re-entry runs each cell once: the cell is its run.
-        self.current_fit = (
-            self.fits.begin(code, cell[1], cell[1]) if cell is not None else self.fits.begin(code)
-        )
+        if cell is None:
+            self.current_fit = self.fits.begin(code)
+            return
+        # A re-entry runs each cell once: the cell running (which may call a function of the fit's cell) is its run.
+        running = running_cell(lambda file, _: _cell_index(notebook_cell_of(file))) or cell[1]
+        self.current_fit = self.fits.begin(code, cell[1], running, running)
 
     def _not_the_captured_fit(self) -> bool:
         """Whether the fit being begun is not the one the bundle came from, told by its calling line (a resumed
