@@ -217,11 +217,41 @@ class DivideByZeroSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
 
 @pytest.mark.parametrize("mode", ["protect", "check", "check-no-window", "off"])
-def test_weights_check_catches_an_optimizer_that_breaks_the_weights(tmp_path, mode):
+def test_a_schedule_s_non_finite_rate_is_held_back_before_the_update(tmp_path, mode):
+    """A schedule that is inf at step 2 (0.01 / (2 - step)): the guard computes the schedule's rate in the step and
+    does not apply the update, whatever the weights checks and the window: the tutorial Transformer's schedule with
+    ``warmup_steps=0`` (NaN at step 0, a subclassed model built by its first step, so no window copy) had its
+    update applied, every weight NaN in the bundle, and a replay that reproduced another failure."""
     keras.utils.set_random_seed(9)
     x, y = gm.data(batches=5, bad_batch=None)
     model = gm.sequential()
     model.compile(keras.optimizers.SGD(DivideByZeroSchedule()), "mse")
+    guard = NanGuard(
+        tmp_path,
+        protect_weights=mode == "protect",
+        check_weights=mode != "off",
+        window=0 if mode == "check-no-window" else 16,
+    )
+    fit(model, x, y, guard)
+    failure = guard.failures[0]
+    assert failure.step == 2 and failure.report.learning_rate, failure.report
+    assert not failure.report.update_applied and gm.all_finite(model.get_weights())
+    assert int(model.optimizer.iterations.numpy()) == 2
+    bundle = CaptureBundle.load(guard.last_bundle)
+    assert bundle.manifest["state"] == "before_update"
+    assert gm.all_finite(list(bundle.weights().values()))
+    # The rate the failing step used, evaluated at it: the cause (`pyadapter.cause`) names the schedule.
+    rate = bundle.manifest["learning_rate"]
+    assert rate["value"] == "inf" and rate["schedule"] == "DivideByZeroSchedule", rate
+    assert rate["line"] == DivideByZeroSchedule.__call__.__code__.co_firstlineno + 1, rate
+
+
+@pytest.mark.parametrize("mode", ["protect", "check", "check-no-window", "off"])
+def test_weights_check_catches_an_optimizer_that_breaks_the_weights(tmp_path, mode):
+    keras.utils.set_random_seed(9)
+    x, y = gm.data(batches=5, bad_batch=None)
+    model = gm.sequential()
+    model.compile(gm.BreaksAtStep(2), "mse")
     guard = NanGuard(
         tmp_path,
         protect_weights=mode == "protect",
@@ -238,11 +268,7 @@ def test_weights_check_catches_an_optimizer_that_breaks_the_weights(tmp_path, mo
         assert bundle.manifest["state"] == "after_update"
         return
     assert failure.step == 2
-    assert report.weights and not report.gradients and not report.loss, report
-    # The rate the failing step used, evaluated at it: the cause (`pyadapter.cause`) names the schedule.
-    rate = bundle.manifest["learning_rate"]
-    assert rate["value"] == "inf" and rate["schedule"] == "DivideByZeroSchedule", rate
-    assert rate["line"] == DivideByZeroSchedule.__call__.__code__.co_firstlineno + 1, rate
+    assert report.weights and not report.gradients and not report.loss and not report.learning_rate, report
     if mode == "protect":
         assert not report.update_applied and gm.all_finite(model.get_weights())
         assert int(model.optimizer.iterations.numpy()) == 2, "the undo restores the optimizer state too"
@@ -303,7 +329,7 @@ def test_weights_check_of_an_embedding_table(tmp_path, optimizer):
     x, y = token_data(4)
     model = embedding_model()
     if optimizer == "sgd":
-        model.compile(keras.optimizers.SGD(DivideByZeroSchedule()), "mse", jit_compile=False)
+        model.compile(gm.BreaksAtStep(2), "mse", jit_compile=False)
     else:
         model.compile(keras.optimizers.Adam(0.01, epsilon=0.0), "mse", jit_compile=False)
     guard = NanGuard(tmp_path, window=0)

@@ -161,25 +161,14 @@ def test_a_tf_function_of_a_bound_method_trains_and_is_guarded(tmp_path):
     assert CaptureBundle.load(bundle).step == 2
 
 
-class InfAtStep(keras.optimizers.schedules.LearningRateSchedule):
-    """0.01 / (4 - step): +inf at step 4, so that step's update makes the weights non-finite from finite
-    gradients."""
-
-    def __call__(self, step):
-        return 0.01 / tf.cast(4 - step, "float32")
-
-    def get_config(self):
-        return {}
-
-
 def test_an_update_that_breaks_the_weights_is_taken_back_in_skip_mode(tmp_path, capsys):
-    """A custom loop whose schedule is inf at step 4, in skip mode, weights checked but not protected (the
+    """A custom loop whose optimizer's update is inf at step 4 (finite rate and gradients), in skip mode, weights checked but not protected (the
     default): the update goes through, the guard re-makes the state step 4 started from out of its window, and
     training goes on from finite weights (each later step at that iteration count fails the same way)."""
     keras.utils.set_random_seed(23)
     x, y = gm.data(batches=7, bad_batch=None)
     model = gm.sequential()
-    optimizer = keras.optimizers.SGD(InfAtStep())
+    optimizer = gm.BreaksAtStep(4)
     train_step = mse_step(model, optimizer)
     step = guard_step(
         train_step, model=model, optimizer=optimizer, capture_dir=tmp_path, on_nan="skip", locate=False

@@ -202,3 +202,27 @@ def test_a_schedule_inf_at_the_failing_step_is_no_restart_and_its_record_is_json
     record = learning_rate.of_step(keras.optimizers.SGD(WarmupRsqrt()), 20)
     assert record is not None and math.isinf(record.value) and record.restart is None, record
     json.dumps(record.to_json(), allow_nan=False)
+
+
+def test_a_nan_rate_is_placed_at_the_line_that_made_the_nan_not_an_earlier_inf() -> None:
+    """The tensorflow.org Transformer tutorial's schedule with ``warmup_steps=0``: ``arg1 = rsqrt(step)`` is inf at
+    step 0 by design (``minimum`` drops it), and ``arg2 = step * warmup_steps ** -1.5`` is 0 * inf, NaN: the rate.
+    The record named the rsqrt line, where a change (``rsqrt(step + 1)``) still left the rate NaN."""
+    keras = pytest.importorskip("keras")
+    tf = pytest.importorskip("tensorflow")
+
+    class CustomSchedule(keras.optimizers.schedules.LearningRateSchedule):
+        def __init__(self, d_model, warmup_steps=4000):
+            self.d_model = tf.cast(d_model, tf.float32)
+            self.warmup_steps = tf.cast(warmup_steps, tf.float32)
+
+        def __call__(self, step):
+            step = tf.cast(step, dtype=tf.float32)
+            arg1 = tf.math.rsqrt(step)
+            arg2 = step * (self.warmup_steps**-1.5)
+            return tf.math.rsqrt(self.d_model) * tf.math.minimum(arg1, arg2)
+
+    record = learning_rate.of_step(keras.optimizers.Adam(CustomSchedule(64, warmup_steps=0)), 0)
+    assert record is not None and math.isnan(record.value), record
+    assert record.line == CustomSchedule.__call__.__code__.co_firstlineno + 3, record
+    assert record.code == "arg2 = step * (self.warmup_steps**-1.5)", record

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import keras
 import tensorflow as tf
 
 from pyadapter.capture.gate_checks import (
@@ -354,14 +355,37 @@ def _loss_scale_collapsed(optimizer: Any) -> Any:
 
 
 def _rate_finite(optimizer: Any) -> Any:
-    """Whether `optimizer`'s constant learning rate is finite (a bool scalar in the step), or None when the rate is
-    not a variable (a schedule) or not a float."""
+    """Whether `optimizer`'s learning rate is finite (a bool scalar in the step): its constant rate, or a Keras
+    schedule's at the optimizer's step count; None when it is neither (or not a float)."""
     from pyadapter.capture.learning_rate import learning_rate_variable
 
     variable = learning_rate_variable(optimizer)
-    if variable is None or not is_float(variable):
+    if variable is None:
+        return _scheduled_rate_finite(optimizer)
+    if not is_float(variable):
         return None
     return tf.reduce_all(tf.math.is_finite(tf.convert_to_tensor(variable)))
+
+
+def _scheduled_rate_finite(optimizer: Any) -> Any:
+    """Whether a Keras ``LearningRateSchedule`` gives a finite rate at the optimizer's step count, computed in the
+    step (a few scalar ops, as the optimizer's own update computes it). The tutorial's Transformer schedule with
+    ``warmup_steps=0`` is ``0 ** -1.5 * 0``, NaN, at step 0: the finite gradients made every weight NaN, and a
+    model built by its first step had no window copy to take the update back from. None for anything else."""
+    inner = getattr(optimizer, "inner_optimizer", None)
+    if inner is not None:
+        return _scheduled_rate_finite(inner)
+    schedule = getattr(optimizer, "_learning_rate", None)
+    iterations = getattr(optimizer, "iterations", None)
+    if iterations is None or not isinstance(schedule, keras.optimizers.schedules.LearningRateSchedule):
+        return None
+    try:
+        rate = tf.convert_to_tensor(schedule(iterations))
+    except Exception:  # noqa: BLE001 - the check is an addition: a schedule it cannot run is left to the window
+        return None
+    if not rate.dtype.is_floating:
+        return None
+    return tf.reduce_all(tf.math.is_finite(rate))
 
 
 def _rate_value(optimizer: Any) -> Any:

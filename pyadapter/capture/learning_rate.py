@@ -184,7 +184,7 @@ def of_step(optimizer: Any, step: int) -> LearningRate | None:
                 value = float(np.asarray(rate(*arguments)))
                 file, line = _source_of(rate)
                 if not math.isfinite(value):
-                    file, line = _line_that_made_it(rate, arguments) or (file, line)
+                    file, line = _line_that_made_it(rate, arguments, math.isnan(value)) or (file, line)
                 else:
                     file, line = _line_that_made_value(rate, arguments, value) or (file, line)
             name = type(rate).__name__ if not inspect.isfunction(rate) else rate.__qualname__
@@ -273,11 +273,13 @@ def _takes_step(rate: Any) -> bool:
         return True
 
 
-def _line_that_made_it(rate: Any, arguments: tuple) -> tuple[str, int] | None:
+def _line_that_made_it(rate: Any, arguments: tuple, nan: bool = False) -> tuple[str, int] | None:
     """Run the schedule again under a trace function on the user's own frames (not a library's): the first line
     after which a local name holds a non-finite value (``decay = peak * rsqrt(step - warmup)``), or the first
     ``return`` of a non-finite value (``return base / (warmup - step)``, also inside a function the schedule
-    calls). None when neither is seen. A debugger's trace function is put back afterwards."""
+    calls). For a NaN rate (`nan`), the first NaN: the Transformer tutorial's ``arg1 = rsqrt(step)`` is Inf at step 0
+    by design (``minimum`` drops it); ``arg2 = step * warmup_steps ** -1.5`` with ``warmup_steps=0`` is the NaN.
+    None when neither is seen. A debugger's trace function is put back afterwards."""
     import numpy as np
 
     found: list[tuple[str, int]] = []
@@ -288,7 +290,9 @@ def _line_that_made_it(rate: Any, arguments: tuple) -> tuple[str, int] | None:
             return False
         try:
             array = np.asarray(value)
-            return array.dtype.kind == "f" and array.size <= 1 << 20 and not bool(np.isfinite(array).all())
+            if array.dtype.kind != "f" or array.size > 1 << 20:
+                return False
+            return bool(np.isnan(array).any()) if nan else not bool(np.isfinite(array).all())
         except Exception:  # noqa: BLE001 - a local that is not a number
             return False
 

@@ -87,3 +87,20 @@ def weights_equal(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
 
 def all_finite(arrays: list[np.ndarray]) -> bool:
     return all(np.isfinite(a).all() for a in arrays if np.asarray(a).dtype.kind == "f")
+
+
+class BreaksAtStep(keras.optimizers.SGD):
+    """An optimizer bug: at step `at` its update is infinite (an inf factor on the gradient, as a slot divided by 0
+    would give) from a finite rate and finite gradients, so only the weights after the update show it."""
+
+    def __init__(self, at: int, learning_rate: float = 0.01) -> None:
+        super().__init__(learning_rate=learning_rate)
+        self.at = at
+
+    def update_step(self, gradient, variable, learning_rate):
+        factor = tf.where(tf.equal(self.iterations, self.at), tf.constant(np.inf, tf.float32), 1.0)
+        if isinstance(gradient, tf.IndexedSlices):
+            gradient = tf.IndexedSlices(gradient.values * factor, gradient.indices, gradient.dense_shape)
+        else:
+            gradient = gradient * factor
+        super().update_step(gradient, variable, learning_rate)
