@@ -215,9 +215,9 @@ def test_a_schedule_that_returns_inf_is_named_with_its_line(tmp_path: Path) -> N
     ), cause
     assert cause["change"]["file"] == str(tmp_path / program.name)
     assert cause["change"]["line"] == marked_line(program, "CHANGE")
-    # The update at the infinite rate went through (protect_weights is off) and was taken back from the guard's
-    # window, so the bundle's replay starts from finite weights and finds the op that made the rate: the rsqrt on
-    # the marked line (before, weights that "came with the data" at the fit line).
+    # The update at the infinite rate is refused (the guard computes the schedule's rate in the step), so the
+    # bundle's replay starts from finite weights and finds the op that made the rate: the rsqrt on the marked line
+    # (before, weights that "came with the data" at the fit line).
     origin = findings["origin"]
     assert origin["op"]["type"] == "Rsqrt" and origin["line"] == marked_line(program, "CHANGE"), origin
 
