@@ -1660,3 +1660,20 @@ def test_an_exp_of_a_learned_log_variance_run_to_its_end_names_the_weight(tmp_pa
     assert cause["change"]["what"].startswith("the loss term that pushes log_vars without end"), cause[
         "change"
     ]
+
+
+def test_a_keras_layer_s_op_under_a_custom_loop_s_model_call_is_placed_at_the_layer(tmp_path):
+    """A custom loop's ``logits = model(x, training=True)`` on a functional model whose GlobalAveragePooling1D
+    averages a masked sequence of 0 tokens (0 / 0): the origin and the change were that call line, with "the
+    division: tf.math.divide_no_nan" for a line without a division. The layer's line is marked, as under fit, and
+    the change says what the layer does with an empty sequence."""
+    program, done = run_copied("loop_masked_average_of_empty_sequences.py", tmp_path)
+    assert "NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    change = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]["change"]
+    assert change["line"] == marked_line(program), change
+    assert change["what"].startswith(
+        "the GlobalAveragePooling1D layer: it averages over the steps the mask keeps"
+    ), change
+    assert "divide_no_nan" not in change["what"], change

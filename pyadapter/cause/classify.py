@@ -1257,6 +1257,7 @@ def _op(
         if origin.op.type in DIVISION_OPS:
             what = _division_on_its_line(str(findings.extra.get("origin_code") or ""), what)
             summary = _divisor_as_written(findings, origin, summary)
+            what = _masked_pooling_of_nothing(origin) or what
     if (zeros := _sqrt_differentiated_at_zero(origin)) is not None:
         # The forward value is a harmless 0; only its gradient is not, which the generic words do not say.
         evidence["zeros_in"] = zeros
@@ -1300,7 +1301,8 @@ def _op(
             records = ", ".join(o.record_text() for o in rows.outliers)
             handles = "the normalization" if variance else "the division"
             summary += f" ({records}: empty records, valid input {handles} must handle)"
-            what += "; or leave empty records out where the data is read"
+            if "where the data is read" not in what:
+                what += "; or leave empty records out where the data is read"
     fed = _loss_input_layer_words(findings, origin, overflow)
     if fed is not None:
         evidence["loss_input_layer"] = findings.extra["loss_input_layer"]
@@ -2221,6 +2223,25 @@ def _division_on_its_line(code: str, what: str) -> str:
     if "sqrt(" in code.replace(" ", ""):
         what += "; the sqrt on this line then takes 0, whose slope is infinite: an epsilon inside it too"
     return what
+
+
+# Keras's pooling layers that average over the steps a mask keeps (their op scope, snake case).
+_MASKED_AVERAGES = re.compile(r"(^|/)(global_average_pooling[123]d)(_\d+)*/")
+
+
+def _masked_pooling_of_nothing(origin: Finding) -> str | None:
+    """The change for a division inside Keras's ``GlobalAveragePooling1D`` (its masked mean divides by the count of
+    unmasked steps, 0 for an empty sequence): "tf.math.divide_no_nan" is no change a user can make in a Keras
+    layer. None for any other division."""
+    found = _MASKED_AVERAGES.search(origin.op.name)
+    if found is None:
+        return None
+    layer = "GlobalAveragePooling" + found.group(2)[-2:].upper()
+    return (
+        f"the {layer} layer: it averages over the steps the mask keeps (Embedding(mask_zero=True)), and a sequence "
+        "with none (empty, or all padding) is 0 / 0: leave empty sequences out where the data is read "
+        "(ds.filter(lambda x, y: tf.size(x) > 0)), or give them one token (an [UNK] id that is not 0)"
+    )
 
 
 def _division_words(origin: Finding) -> tuple[str, str] | None:

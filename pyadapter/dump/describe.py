@@ -98,6 +98,15 @@ def _place(
         built = _layer_place(host, op, mark, users, library_frame(stack))
         if built is not None:
             return built
+    elif mark is not None and op is not None and _top_layer_op(op) and _keras_layer_called_below(stack, mark):
+        # Made inside a layer of a Keras model the user's line called: a custom loop's ``logits = model(x,
+        # training=True)`` on a functional model's GlobalAveragePooling1D. The line that builds the layer is the one
+        # to read and change (its mask handling, its activation), as under fit. Only a layer of the called model
+        # itself (``functional_1/global_average_pooling1d_1/truediv``): a subclass's nested layers are named by
+        # their classes' counts across the file, which their construction order need not follow.
+        built = _layer_place(host, op, mark, users, library_frame(stack), f"line {mark.line} called it")
+        if built is not None:
+            return built
     if mark is not None or not stack:
         return Place(mark, users)
     created_in = library_frame(stack)
@@ -119,18 +128,44 @@ def _is_training_call(host: HostScan, frame: Frame) -> bool:
 
 
 def _layer_place(
-    host: HostScan, op: OpRef | None, training_call: Frame, users: list[Frame], created_in: Frame | None
+    host: HostScan,
+    op: OpRef | None,
+    training_call: Frame,
+    users: list[Frame],
+    created_in: Frame | None,
+    ran_it: str = "your training call ran it",
 ) -> Place | None:
-    """An op Keras made in a layer under the user's training call: the line of the user's file that builds that
-    layer (`layer_site`), or None when the file does not name it once. A backward op
-    is placed at its forward op's line, and that op's name says the layer."""
+    """An op Keras made in a layer under the user's training call (or a call of the model or layer): the line of
+    the user's file that builds that layer (`layer_site`), or None when the file does not name it once. A backward
+    op is placed at its forward op's line, and that op's name says the layer."""
     if op is None or created_in is None:
         return None
     site = layer_site(op.forward_op or op.name, op.type, training_call.file)
     if site is None:
         return None
     frame = Frame(site.file or training_call.file, site.line, "")
-    return Place(frame, users, created_in, f"{site.what} (your training call ran it)")
+    return Place(frame, users, created_in, f"{site.what} ({ran_it})")
+
+
+# A Keras layer's (or model's) call: ``Layer.__call__`` in Keras 3, ``base_layer`` in tf_keras.
+_KERAS_LAYER_CALL = re.compile(
+    r"[/\\](keras[/\\]src[/\\]layers[/\\]layer\.py|tf_keras[/\\].*base_layer\.py)$"
+)
+
+
+def _top_layer_op(op: OpRef) -> bool:
+    """Whether the op's name is ``model/layer/op``: made in a layer of the model called, not deeper."""
+    return (op.forward_op or op.name).count("/") == 2
+
+
+def _keras_layer_called_below(stack: list[Frame], mark: Frame) -> bool:
+    """Whether the op was made inside a Keras layer that the user's line `mark` called (a frame of the layer call
+    machinery below it, and no user frame below that)."""
+    try:
+        below = stack[stack.index(mark) + 1 :]
+    except ValueError:
+        return False
+    return any(_KERAS_LAYER_CALL.search(f.file) for f in below)
 
 
 def _calling_user_frame(host: HostScan, graph_id: str) -> Frame | None:
