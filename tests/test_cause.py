@@ -874,6 +874,9 @@ def test_an_outlier_in_the_batch_before_the_failing_step_is_the_record_not_the_r
     ), cause.summary
     assert "y[17] = 1e+12" in cause.summary, cause.summary
     assert cause.change is not None and "in the batch of step 9" in cause.change.what, cause.change
+    # Where the data is read (np.genfromtxt), as for a record of the failing batch: not the overflowing op's line,
+    # "where the data is read" said at a Dense layer.
+    assert cause.change.line == READ_LINE, cause.change
     # Without the outlier in the batches before, the same overflow is the divergence it was.
     context.recent_batches = [(7, batch(False)), (8, batch(False)), (9, batch(False))]
     assert classify(findings_of(origin, step=10), context).kind == "divergence"
@@ -2700,6 +2703,19 @@ def test_a_cholesky_whose_matrix_already_gets_a_jitter_is_told_to_enlarge_it(tmp
     assert cause.change is not None and cause.change.line == 4, cause.change
     assert "1e-6 * tf.eye(n)" not in cause.change.what, cause.change
     assert "bounded below" in cause.change.what, cause.change
+    # A comment naming a jitter is no jitter the code adds (``# FIX: Kzz + 1e-6 * tf.eye(M)``).
+    program.write_text(
+        "import tensorflow as tf\n"
+        "def neg_mll(K):\n"
+        "    # FIX: K + 1e-6 * tf.eye(M)\n"
+        "    K = 0.5 * (K + tf.transpose(K))\n"
+        "    L = tf.linalg.cholesky(K)\n"
+        "    return L\n"
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert (
+        cause.change is not None and "jitter to its diagonal (K + 1e-6 * tf.eye(n))" in cause.change.what
+    ), cause.change
 
 
 PY_FUNCTION_MODEL = """\
@@ -4994,6 +5010,20 @@ def test_a_batch_whose_every_value_is_nan_says_so_not_just_its_first_element(tmp
     )
     assert cause.kind == "data", cause
     assert "every value of x in the batch is NaN/Inf (72 of 72)" in cause.summary, cause.summary
+    # A NumPy warning made it (weights normalized by a sum of 0): the words name that line, not "NumPy takes
+    # without a warning" right after the warning they quote.
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    warned = CauseContext(
+        batch=(x, np.zeros((4, 1), np.float32)),
+        entry_script=str(program),
+        numpy_warnings=[NumpyWarning(str(program), READ_LINE, "invalid value encountered in divide")],
+    )
+    cause = classify(
+        findings_of(origin, non_finite_batch={"total": 72, "examples": ["x[0, 0, 0] = nan"]}), warned
+    )
+    assert 'NumPy warned "invalid value encountered in divide"' in cause.summary, cause.summary
+    assert "without a warning" not in cause.summary and "at the line NumPy warned at" in cause.summary, cause
     x[1:] = 1.0  # one bad record among good ones: no such words
     cause = classify(
         findings_of(origin, non_finite_batch={"total": 18, "examples": ["x[0, 0, 0] = nan"]}),

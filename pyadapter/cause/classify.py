@@ -214,10 +214,16 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         # x[0, 0, 0] = nan "row 0" sent the user after one record, where every value was NaN: the array went bad
         # as a whole before training (a mean or std over data holding one NaN, a normalization of all of it).
         name, size = whole
+        how = (
+            # The NumPy warning the summary quotes is how (``w / w.sum()`` of weights that are all 0): "which
+            # NumPy takes without a warning" right after it read as a contradiction.
+            "at the line NumPy warned at"
+            if "NumPy warned" in cause.summary
+            else "a mean or std of data that holds a NaN, which NumPy takes without a warning"
+        )
         cause.summary += (
             f"; every value of {name} in the batch is NaN/Inf ({size} of {size}): more than a bad record, the "
-            "array may have gone bad as a whole before training (a mean or std of data that holds a NaN, which "
-            "NumPy takes without a warning)"
+            f"array may have gone bad as a whole before training ({how})"
         )
         cause.evidence["wholly_non_finite"] = name
     huge = (findings.bundle or {}).get("first_huge")
@@ -1729,16 +1735,19 @@ def _jitter_already_added(origin: Finding, cause: Cause, units: list[SourceUnit]
     """A Cholesky of a matrix that the origin's line or the three before it already add an identity to (``K +
     (noise + jitter) * tf.eye(n)``): "add a small jitter to its diagonal (K + 1e-6 * tf.eye(n))" asked for what is
     there. That line is the change: a jitter large enough for float32, a noise bounded below. None otherwise."""
-    if (
-        origin.op.type != "Cholesky"
-        or origin.cell is not None
-        or "not positive definite" not in cause.summary
-    ):
+    if origin.op.type != "Cholesky" or "not positive definite" not in cause.summary:
         return None
-    unit = next(_units_holding(units, origin), None)
+    unit = next(
+        _units_holding(units, origin), None
+    )  # a notebook's cell too (a GP emulator's exact likelihood)
     if unit is None:
         return None
-    near = [n for n in range(max(1, origin.line - 3), origin.line + 1) if re.search(r"\beye\(", unit.line(n))]
+    # The code, not a comment (``# FIX: Kzz + 1e-6 * tf.eye(M)`` was read as a jitter the code adds).
+    near = [
+        n
+        for n in range(max(1, origin.line - 3), origin.line + 1)
+        if re.search(r"\beye\(", unit.line(n).split("#", 1)[0])
+    ]
     if not near:
         return None
     summary = cause.summary + "; the diagonal term the code adds (a jitter, a noise) was too small for it"
@@ -1747,7 +1756,7 @@ def _jitter_already_added(origin: Finding, cause: Cause, units: list[SourceUnit]
         "and a noise term bounded below (tf.nn.softplus(raw) + 1e-4, not an unbounded exp), so the matrix keeps "
         "its smallest eigenvalue above float32's error"
     )
-    change = Change(file=origin.file, line=near[-1], what=what, target="op")
+    change = Change(file=origin.file, line=near[-1], what=what, cell=origin.cell, target="op")
     return dataclasses.replace(cause, summary=summary, change=change)
 
 
@@ -3044,7 +3053,11 @@ def _extreme_record_earlier(
         "a step finite"
     )
     what = f"the record {record.record_text()} (in the batch of step {step}): correct it or leave it out where the data is read"
-    change = _record_change(findings, context, units, record.element, None, what)
+    # The line that reads or yields the data, as for a record of the failing batch (`_element_provenance`; the
+    # array index is the failing batch's only): without it, the overflowing layer's line was named.
+    site = change_line.reading_site(units, None, None, None)
+    site = python_feed.feed_site(units, wrapped_functions=False) or site
+    change = _record_change(findings, context, units, record.element, site, what)
     evidence = {**_read_evidence(origin, context, record.element, overflow=True), "record_step": step}
     return Cause("data", summary, evidence, change)
 
