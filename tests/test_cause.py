@@ -5269,6 +5269,46 @@ def test_a_division_by_a_number_a_config_set_to_0_is_changed_where_it_is_set(
     assert "divide_no_nan(a, b)" not in cause.change.what
 
 
+def test_a_division_by_a_number_the_command_line_set_to_0_names_the_flag(tmp_path: Path) -> None:
+    """keras.io's Distiller run as ``python distill.py --temperature 0``: the argument's default is 3, so no line
+    of the code sets it to 0, and the change was "the value of temperature: give it the nonzero value" at the
+    division. The flag that gave it is named, at the line that defines it."""
+    program = tmp_path / "distill.py"
+    program.write_text(
+        "import argparse\n"
+        "parser = argparse.ArgumentParser()\n"
+        'parser.add_argument("--temperature", type=float, default=3.0)\n'
+        "args = parser.parse_args()\n"
+        "soft = teacher_logits / self.temperature\n",
+        encoding="utf-8",
+    )
+    origin = Finding(
+        file=str(program),
+        line=5,
+        role="origin",
+        op=OpRef("truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=64, nan=3, pos_inf=61),
+        inputs=[
+            InputHealth("add:0", TensorHealth(dtype="float32", size=64, zero=3, pos=61)),
+            InputHealth("truediv/y:0", TensorHealth(dtype="float32", size=1, zero=1)),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "soft = teacher_logits / self.temperature"
+    context = CauseContext(
+        entry_script=str(program), argv=[str(program), "--temperature", "0"], cwd=str(tmp_path)
+    )
+    cause = classify(findings, context)
+    assert cause.summary.endswith("; the command line gave it: --temperature 0"), cause.summary
+    assert cause.change is not None and cause.change.line == 3, cause.change
+    assert cause.change.what.startswith(
+        "the value of temperature: the command line gives it 0 (--temperature 0)"
+    )
+    # Given as --temperature=3 the flag is not the 0: the words stay the division's constant.
+    context.argv = [str(program), "--temperature=3"]
+    assert "command line" not in classify(findings, context).summary
+
+
 @pytest.mark.parametrize("inside", [True, False])
 def test_a_divisor_variable_the_step_resets_itself_is_no_schedule(tmp_path: Path, inside: bool) -> None:
     """Gradient accumulation dividing by ``accum_tokens``, a variable the step itself adds to and resets: a window

@@ -893,3 +893,25 @@ def test_the_last_word_says_the_stopped_step_had_a_finite_loss_when_only_its_gra
     assert "loss" not in guard.failures[0].report.checked, guard.failures[0].report
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert "the step NanGuard stopped at (its gradients were not finite)" in last, last
+
+
+def test_an_epoch_loss_that_overflows_while_every_step_is_finite_is_said(tmp_path, capsys):
+    """Targets in nanoseconds (1.7e18): each step's squared error is about 3e36, finite, and Keras's running mean
+    of the epoch's losses overflows to inf. Keras showed "loss: inf" every epoch, and the guard, no step having
+    failed, said nothing and wrote nothing. It says what the inf is and what to scale."""
+    keras.utils.set_random_seed(5)
+    x, y = gm.data(batches=8, bad_batch=None)
+    y = (y + 3.0) * 1.7e18
+    model = gm.sequential()
+    model.compile(keras.optimizers.Adam(1e-3), "mse")
+    guard = NanGuard(tmp_path)
+    history = fit(model, x, y, guard, epochs=2)
+    assert not guard.failures and not any(p.is_dir() for p in tmp_path.iterdir())
+    assert not np.isfinite(history.history["loss"][0]), history.history
+    message = capsys.readouterr().err
+    assert (
+        "NanGuard: the loss Keras shows for epoch 0 is inf while every step's loss was finite (up to "
+        in message
+    )
+    assert "overflowed float32" in message and "unscaled targets or features" in message, message
+    assert message.count("running mean of the epoch's losses") == 1, "said once"

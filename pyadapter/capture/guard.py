@@ -346,6 +346,9 @@ class NanGuard(keras.callbacks.Callback):
         if not self.verbose or not logs or failed or not isinstance(training, (int, float)):
             return
         if not math.isfinite(float(training)):
+            if passed and not getattr(self, "_said_epoch_mean", False):
+                self._said_epoch_mean = True
+                self._say_epoch_mean_overflowed(epoch, float(training))
             return
         not_finite = _non_finite_metrics(logs)
         # A metric NaN in training too, beside a finite loss and steps that all passed: the metric's own arithmetic
@@ -379,6 +382,32 @@ class NanGuard(keras.callbacks.Callback):
                 file=sys.stderr,
                 flush=True,
             )
+
+    def _say_epoch_mean_overflowed(self, epoch: int, shown: float) -> None:
+        """The epoch's loss Keras shows is inf or NaN while every step's loss was finite: Keras's running sum of
+        the epoch's losses overflowed float32 (losses of 3e36 on targets in nanoseconds, 1.7e18). No step failed,
+        so no bundle; without a word the user saw "loss: inf" with the guard on and nothing from it."""
+        largest: tuple[int, float] | None = None
+        for entry in list(self._history):
+            try:
+                value = float(np.asarray(entry.loss).item()) if entry.loss is not None else None
+            except (TypeError, ValueError):
+                value = None
+            if (
+                value is not None
+                and math.isfinite(value)
+                and (largest is None or abs(value) > abs(largest[1]))
+            ):
+                largest = (entry.step, value)
+        at = f" (up to {largest[1]:.3g}, at step {largest[0]})" if largest is not None else ""
+        print(
+            f"NanGuard: the loss Keras shows for epoch {epoch} is {shown} while every step's loss was finite{at}: "
+            "Keras's running mean of the epoch's losses overflowed float32 (max 3.4e38). No step failed, so no "
+            "bundle; losses that large come from unscaled targets or features (values in the millions or more): "
+            "scale them",
+            file=sys.stderr,
+            flush=True,
+        )
 
     # ---- per step, called by GuardedTrainFunction ----
 

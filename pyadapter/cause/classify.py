@@ -2358,7 +2358,54 @@ def _constant_divisor_of_zero(
     )
     change = _where_set_to_zero(context, units, key, what) if key is not None else None
     evidence = {**cause.evidence, "constant_divisor": key or shown}
+    flag = _zero_flag(context.argv, key) if key is not None and change is None else None
+    if flag is not None:
+        # ``python distill.py --temperature 0``: argparse gave it; no line of the code sets it to 0.
+        evidence["flag"] = flag
+        summary += f"; the command line gave it: {flag}"
+        what = (
+            f"the value of {key}: the command line gives it 0 ({flag}); run with the nonzero value the formula "
+            "needs, and let the argument refuse 0 (an epsilon or divide_no_nan at the division keeps the loss "
+            "finite and trains a wrong objective)"
+        )
+        defined = _flag_definition(units, flag.split("=", 1)[0].split(" ", 1)[0])
+        if defined is not None:
+            change = _change(defined, what, "config")
     return Cause("op", summary, evidence, change or _origin_change(findings, what, "op"))
+
+
+def _zero_flag(argv: list[str], key: str) -> str | None:
+    """``--temperature 0`` (or ``--temperature=0.0``, ``--temperature-value``'s dashes for underscores) in the run's
+    command line when it gives `key` the value 0."""
+    for index, arg in enumerate(argv[1:], 1):
+        name, _, text = arg.partition("=")
+        if not name.startswith("-") or name.lstrip("-").replace("-", "_") != key:
+            continue
+        if not text and index + 1 < len(argv):
+            text = argv[index + 1]
+            arg = f"{name} {text}"
+        try:
+            if float(text) == 0.0:
+                return arg
+        except ValueError:
+            continue
+    return None
+
+
+def _flag_definition(units: list[SourceUnit], name: str) -> change_line.Site | None:
+    """The line that defines the command-line flag `name` (``parser.add_argument("--temperature", ...)``)."""
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr in ("add_argument", "DEFINE_float", "DEFINE_integer")
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and node.args[0].value in (name, name.lstrip("-"))
+            ):
+                return change_line.Site(unit, node, node.func.attr)
+    return None
 
 
 def _where_set_to_zero(context: CauseContext, units: list[SourceUnit], key: str, what: str) -> Change | None:
