@@ -67,9 +67,21 @@ def _record(message: Any, category: Any, filename: Any, lineno: Any) -> None:
     text = str(message)
     if not _is_numpy_message(text) or not isinstance(filename, str) or not isinstance(lineno, int):
         return
-    from pyadapter.dump.frames import is_pseudo_or_nanlens_file, is_user_file
+    from pyadapter.dump.frames import (
+        innermost_user_call,
+        is_pseudo_or_nanlens_file,
+        is_timed_body,
+        is_user_file,
+    )
 
-    if not is_user_file(filename):
+    if is_timed_body(filename):
+        # A ``%%time`` cell's code (IPython compiles it as "<timed exec>"): its line in the cell, not the magic's
+        # line 1 that every warning of the cell was put on.
+        found = innermost_user_call(sys._getframe(1))
+        if found is None:
+            return
+        filename, lineno = found[0], found[1]
+    elif not is_user_file(filename):
         # Warned inside NumPy's own Python (``np.mean`` of an empty slice warns from numpy/_core/_methods.py) or a
         # library: the line is the program's own frame that called it, up the stack this is shown from.
         frame = sys._getframe(1)

@@ -402,7 +402,7 @@ def test_code_cells_without_ipython_become_pass(tmp_path):
         "pass",
         "pass",
         "if files:",
-        "    pass",
+        "    x = 1",
         "    print(os.sep)",
         "pass",
     ]
@@ -411,6 +411,15 @@ def test_code_cells_without_ipython_become_pass(tmp_path):
     assert _transform_cell("%%bash\necho hi\nls", None).splitlines() == ["pass", "pass", "pass"]
     assert _transform_cell("x = 1 % 2\ns = '%d' % x\n", None) == "x = 1 % 2\ns = '%d' % x\n"
     assert _transform_cell("!pip install \\\n   numpy\nx = 1", None).splitlines() == ["pass", "pass", "x = 1"]
+    # ``%time history = model.fit(...)`` runs its statement: read as code, so the fit and its data are found (a
+    # `pass` lost the column that made the inf); %timeit runs it many times and stays out.
+    assert _transform_cell(
+        "%time history = model.fit(x, y)\n  %time f()\n%timeit g()", None
+    ).splitlines() == [
+        "history = model.fit(x, y)",
+        "  f()",
+        "pass",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -1357,10 +1366,12 @@ def _bundle_of(tmp_path: Path, folder: Path, name: str, cells: list[tuple[str, s
     return path, bundle
 
 
-def test_a_log_numpy_warned_at_in_a_cell_is_the_line_to_change(tmp_path):
+@pytest.mark.parametrize("timed", [False, True])
+def test_a_log_numpy_warned_at_in_a_cell_is_the_line_to_change(tmp_path, timed):
     """A cell takes np.log of a column with a 0, a later cell standardizes it, fit gets -inf. NumPy warned "divide by
     zero encountered in log" at the log's line, and the bundle kept it, at the kernel's file of the cell: the line
-    to change was the standardizing division (the last assignment with a "/"), NumPy's word unused."""
+    to change was the standardizing division (the last assignment with a "/"), NumPy's word unused. Under a
+    ``%%time`` magic the warning comes from "<timed exec>", and was put on the magic's line 1."""
     folder = tmp_path / "work"
     folder.mkdir()
     capture_dir = tmp_path / "captures"
@@ -1371,6 +1382,8 @@ def test_a_log_numpy_warned_at_in_a_cell_is_the_line_to_change(tmp_path):
         "log_sqft = np.log(sqft)\n"
         "price = rng.normal(size=(256, 1)).astype('float32')"
     )
+    if timed:
+        features = "%%time\n" + features
     scaled = "MU, SD = 5.0, 0.5\nX = ((log_sqft - MU) / SD).astype('float32')"
     train = (
         "model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(8), keras.layers.Dense(1)])\n"
@@ -1389,14 +1402,15 @@ def test_a_log_numpy_warned_at_in_a_cell_is_the_line_to_change(tmp_path):
     assert located.returncode in (0, 1), located.stderr[-3000:]
     cause = json.loads(located.stdout)["cause"]
     assert cause["kind"] == "data", cause
+    line = 5 if timed else 4
     assert (
-        'NumPy warned "divide by zero encountered in log" at listings.ipynb cell 3, line 4'
+        f'NumPy warned "divide by zero encountered in log" at listings.ipynb cell 3, line {line}'
         in cause["summary"]
-    )
+    ), cause["summary"]
     assert (cause["change"]["file"], cause["change"].get("cell"), cause["change"]["line"]) == (
         str(path),
         2,
-        4,
+        line,
     ), cause
 
 

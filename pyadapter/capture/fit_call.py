@@ -12,14 +12,13 @@ re-entry runs each once.
 
 from __future__ import annotations
 
-import linecache
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyadapter.dump.frames import is_timed_body, is_user_file, timed_line
+from pyadapter.dump.frames import innermost_user_call
 
 MANIFEST_KEY = "fit_call"
 MAX_CODE = 400  # characters of the line kept
@@ -78,10 +77,6 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def _library(path: str) -> bool:
-    return not is_user_file(path) or "/pyadapter/" in path.replace("\\", "/")
-
-
 def running_cell(cell_of: Callable[[str, int], int | None]) -> int | None:
     """The cell whose run is executing (the outermost frame on the stack that `cell_of` maps to a cell: the cell
     that called a function another cell defined), or None."""
@@ -97,36 +92,8 @@ def running_cell(cell_of: Callable[[str, int], int | None]) -> int | None:
 
 def calling_line() -> tuple[str, int, str] | None:
     """(file, line, text) of the innermost user line on the stack (the line that called fit), or None."""
-    found = innermost_user_call(sys._getframe(1))
+    found = innermost_user_call(sys._getframe(1), MAX_CODE)
     return (found[0], found[1], found[2]) if found is not None and found[2] else None
-
-
-def innermost_user_call(frame: Any) -> tuple[str, int, str, str] | None:
-    """(file, line, text, function) of the innermost frame of the user's code from `frame` outwards. A line of timed
-    code (``%%time`` or ``%time``, compiled as ``<timed exec>`` / ``<timed eval>``) is that line of the cell: the
-    cell's own frame is the magic's call, which every fit of a timed cell was taken for."""
-    body_line: int | None = None  # the line in the timed code
-    body: str | None = None
-    cell_magic = True
-    while frame is not None:
-        path = frame.f_code.co_filename
-        if is_timed_body(path) and body_line is None:
-            body_line = frame.f_lineno
-        elif body_line is not None and body is None and frame.f_code.co_name == "time":
-            # IPython's `time` magic holds the timed code: the cell's body (%%time), or its line (%time).
-            cell = frame.f_locals.get("cell")
-            cell_magic = isinstance(cell, str)
-            body = cell if cell_magic else str(frame.f_locals.get("line") or "")
-        elif not _library(path):
-            if body_line is not None:
-                lines = (body or "").splitlines()
-                text = lines[body_line - 1] if 0 < body_line <= len(lines) else ""
-                line = timed_line(frame.f_lineno, body_line, cell_magic)
-                return path, line, text.strip()[:MAX_CODE], frame.f_code.co_name
-            text = linecache.getline(path, frame.f_lineno).strip()[:MAX_CODE]
-            return path, frame.f_lineno, text, frame.f_code.co_name
-        frame = frame.f_back
-    return None
 
 
 def keras_fit_on_stack() -> bool:

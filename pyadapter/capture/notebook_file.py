@@ -20,6 +20,8 @@ _PYTHON_BODY_CELL_MAGICS = frozenset({"time", "timeit", "capture", "prun", "debu
 # `%magic`, `!cmd`, `?name`, `name?`, `x = !cmd`, `x = %magic` (a line, possibly indented).
 _MAGIC_LINE_RE = re.compile(r"^(?P<indent>[ \t]*)(?:[%!?]|[A-Za-z_][\w.]*\?{1,2}[ \t]*$)")
 _ASSIGN_MAGIC_RE = re.compile(r"^(?P<indent>[ \t]*)[A-Za-z_][\w., \t]*=[ \t]*[%!]")
+# `%time statement`: a line magic that runs its statement once, in the cell's namespace.
+_TIMED_LINE_RE = re.compile(r"^[ \t]*%time[ \t]+(?P<statement>\S.*)$")
 
 
 class NotebookError(ValueError):
@@ -195,6 +197,12 @@ def _replace_magics(source: str) -> str:
             out.append(line)
             continue
         indent = match.group("indent")
+        timed = _TIMED_LINE_RE.match(line)
+        if timed is not None and not line.rstrip().endswith("\\"):
+            # ``%time history = model.fit(...)`` runs its statement: kept, so the fit call and what it is given
+            # are read as the code (a `pass` lost the data's provenance).
+            out.append(indent + timed.group("statement"))
+            continue
         out.append(indent + "pass")
         if line.rstrip().endswith("\\"):
             continued = indent

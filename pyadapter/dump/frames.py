@@ -7,6 +7,7 @@ such as ``<frozen runpy>`` or ``<stdin>``. (TensorFlow's own guess counts Keras 
 
 from __future__ import annotations
 
+import linecache
 import os
 import re
 import site
@@ -14,6 +15,7 @@ import sys
 import sysconfig
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
+from typing import Any
 
 from pyadapter.findings import Frame
 
@@ -182,3 +184,36 @@ def short_path(path: str) -> str:
     if match:
         return path[match.end() :].replace("\\", "/")
     return path
+
+
+def _library(path: str) -> bool:
+    """Whether a frame's file is not the user's (a library, or NaN Lens itself)."""
+    return not is_user_file(path) or "/pyadapter/" in path.replace("\\", "/")
+
+
+def innermost_user_call(frame: Any, max_code: int = 400) -> tuple[str, int, str, str] | None:
+    """(file, line, text, function) of the innermost frame of the user's code from `frame` outwards. A line of timed
+    code (``%%time`` or ``%time``, compiled as ``<timed exec>`` / ``<timed eval>``) is that line of the cell: the
+    cell's own frame is the magic's call, which every fit of a timed cell was taken for."""
+    body_line: int | None = None  # the line in the timed code
+    body: str | None = None
+    cell_magic = True
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if is_timed_body(path) and body_line is None:
+            body_line = frame.f_lineno
+        elif body_line is not None and body is None and frame.f_code.co_name == "time":
+            # IPython's `time` magic holds the timed code: the cell's body (%%time), or its line (%time).
+            cell = frame.f_locals.get("cell")
+            cell_magic = isinstance(cell, str)
+            body = cell if cell_magic else str(frame.f_locals.get("line") or "")
+        elif not _library(path):
+            if body_line is not None:
+                lines = (body or "").splitlines()
+                text = lines[body_line - 1] if 0 < body_line <= len(lines) else ""
+                line = timed_line(frame.f_lineno, body_line, cell_magic)
+                return path, line, text.strip()[:max_code], frame.f_code.co_name
+            text = linecache.getline(path, frame.f_lineno).strip()[:max_code]
+            return path, frame.f_lineno, text, frame.f_code.co_name
+        frame = frame.f_back
+    return None

@@ -69,7 +69,7 @@ def say(message: str) -> None:
 def user_call_site() -> Frame | None:
     """The innermost frame of the user's own code on this thread's stack: the ``model.fit(...)`` line (or the
     guarded step's call), which stands for ops made wholly inside Keras."""
-    from pyadapter.capture.fit_call import innermost_user_call
+    from pyadapter.dump.frames import innermost_user_call
 
     found = innermost_user_call(sys._getframe(1))
     if found is None:
