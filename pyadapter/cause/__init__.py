@@ -17,6 +17,7 @@ import dataclasses
 import math
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -127,24 +128,7 @@ def _domain_weight(findings: Findings, bundle: Any) -> DomainWeight | None:
     negative, zero = health.neg or 0, health.zero or 0
     if not negative and not (zero and origin.op.type != "Sqrt"):
         return None
-    listed = (bundle.manifest.get("weights") or {}).get("variables") or []
-    sized = {
-        str(e.get("path"))
-        for e in listed
-        if isinstance(e, dict)
-        and e.get("group") == "model"
-        and isinstance(e.get("shape"), list)
-        and all(isinstance(n, int) for n in e["shape"])
-        and math.prod(e["shape"]) == health.size
-    }
-    if not sized:
-        return None
-    from pyadapter.capture.bundle_format import BundleError
-
-    try:
-        values = bundle.weights_with_paths(lambda path: path in sized)
-    except (BundleError, OSError, ValueError, AttributeError):
-        return None
+    values = _weights_of_size(bundle, health.size, lambda entry, _: entry.get("group") == "model")
 
     def holds_as_many(value: np.ndarray) -> bool:
         if negative:
@@ -157,6 +141,34 @@ def _domain_weight(findings: Findings, bundle: Any) -> DomainWeight | None:
         if value.dtype.kind == "f" and holds_as_many(value)
     ]
     return found[0] if len(found) == 1 else None
+
+
+def _weights_of_size(
+    bundle: Any, size: int | None, keep: Callable[[dict[str, Any], tuple[str, ...]], bool]
+) -> dict[str, np.ndarray]:
+    """The captured weights of `size` values that `keep(manifest entry, optimizer prefixes)` keeps, by path, read
+    from the bundle (only those); {} when none or the bundle cannot give them. The optimizer prefixes are the names
+    its variables live under (``adam/``, from ``adam/iteration``)."""
+    listed = [e for e in (bundle.manifest.get("weights") or {}).get("variables") or [] if isinstance(e, dict)]
+    optimizers = tuple(
+        str(e.get("path")).split("/", 1)[0] + "/" for e in listed if str(e.get("path")).endswith("/iteration")
+    )
+    sized = {
+        str(e.get("path"))
+        for e in listed
+        if isinstance(e.get("shape"), list)
+        and all(isinstance(n, int) for n in e["shape"])
+        and math.prod(e["shape"]) == size
+        and keep(e, optimizers)
+    }
+    if not sized:
+        return {}
+    from pyadapter.capture.bundle_format import BundleError
+
+    try:
+        return dict(bundle.weights_with_paths(lambda path: path in sized))
+    except (BundleError, OSError, ValueError, AttributeError):
+        return {}
 
 
 def _exponent_weight(findings: Findings, bundle: Any) -> ExponentWeight | None:
@@ -175,27 +187,11 @@ def _exponent_weight(findings: Findings, bundle: Any) -> ExponentWeight | None:
         or origin.health.is_finite
     ):
         return None
-    listed = [e for e in (bundle.manifest.get("weights") or {}).get("variables") or [] if isinstance(e, dict)]
-    # An optimizer's own variables (``adam/iteration``, ``adam/log_vars_0_velocity``) live under its name.
-    slots = {
-        str(e.get("path")).split("/", 1)[0] + "/" for e in listed if str(e.get("path")).endswith("/iteration")
-    }
-    sized = {
-        str(e.get("path"))
-        for e in listed
-        if isinstance(e.get("shape"), list)
-        and all(isinstance(n, int) for n in e["shape"])
-        and math.prod(e["shape"]) == health.size
-        and not str(e.get("path")).startswith(tuple(slots))
-    }
-    if not sized:
-        return None
-    from pyadapter.capture.bundle_format import BundleError
-
-    try:
-        values = bundle.weights_with_paths(lambda path: path in sized)
-    except (BundleError, OSError, ValueError, AttributeError):
-        return None
+    # Not an optimizer's own variables (``adam/iteration``, ``adam/log_vars_0_velocity``: under its name); a
+    # variable the optimizer trains beside the model (``log_vars``, group "optimizer") is one.
+    values = _weights_of_size(
+        bundle, health.size, lambda entry, optimizers: not str(entry.get("path")).startswith(optimizers)
+    )
     found = []
     for path, value in values.items():
         if value.dtype.kind != "f" or not value.size or not np.all(np.isfinite(value)):
