@@ -77,15 +77,16 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def running_cell(cell_of: Callable[[str, int], int | None]) -> int | None:
-    """The cell whose run is executing (the outermost frame on the stack that `cell_of` maps to a cell: the cell
-    that called a function another cell defined), or None."""
+def running_cell(cell_of: Callable[[str, int], tuple[Any, ...] | None]) -> int | None:
+    """The cell whose run is executing (the outermost frame on the stack that `cell_of` places in a cell: the cell
+    that called a function another cell defined), or None. `cell_of(file, line)` gives a place whose second item is
+    the cell's index (a kernel's ``notebook.cell_location``, a re-entry's ``notebook_cell_of``), or None."""
     found = None
     frame: Any = sys._getframe(1)
     while frame is not None:
-        cell = cell_of(frame.f_code.co_filename, frame.f_lineno)
-        if cell is not None:
-            found = cell
+        place = cell_of(frame.f_code.co_filename, frame.f_lineno)
+        if place is not None:
+            found = place[1]
         frame = frame.f_back
     return found
 

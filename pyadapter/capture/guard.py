@@ -73,12 +73,8 @@ def _this_fit() -> fit_call.FitCall | None:
     where = notebook.cell_location(path, line)
     if where is None:
         return fit_call.TRAINING.begin(code)
-    run_cell = fit_call.running_cell(lambda file, at: _cell_index(notebook.cell_location(file, at)))
+    run_cell = fit_call.running_cell(notebook.cell_location)
     return fit_call.TRAINING.begin(code, where[1], notebook.execution_count(), run_cell)
-
-
-def _cell_index(where: tuple[str, int, int] | None) -> int | None:
-    return where[1] if where is not None else None
 
 
 class NanGuard(keras.callbacks.Callback):

@@ -3391,8 +3391,7 @@ def _divergence(
             advice = searched[1] if searched else f"try {format_number(rate / 10)}"
             usual = _usual_rate_after_a_failed_search(context, searched, recorded[0], rate)
             if usual is not None:
-                advice = usual
-                evidence["usual_learning_rate"] = change_line.DEFAULT_LEARNING_RATES[recorded[0].lower()]
+                advice, evidence["usual_learning_rate"] = usual
             what = f"learning rate {format_number(rate)} ({site.name}{momentum}): {advice}{clip}"
         elif searched:
             what = f"the learning rate of {site.name}: {searched[1]}{clip}"
@@ -3800,11 +3799,12 @@ SHORT_WINDOW = 20
 
 def _usual_rate_after_a_failed_search(
     context: CauseContext, searched: tuple[dict[str, Any], str] | None, optimizer: str, rate: float
-) -> str | None:
-    """The advice for a rate 100x or more its optimizer's usual when the window search kept no rate finite from a
-    state the run reached at that rate: the usual rate, from the start. keras.io's RealNVP at ``Adam(0.1)`` (a
-    custom ``train_step``: Adam's slots are made in step 0, so the window starts at step 1) was told "no rate down
-    to 2.44e-5 kept the 1-step window finite"; its first update had moved the weights too far, and 1e-3 trained."""
+) -> tuple[str, float] | None:
+    """(the advice, the usual rate) for a rate 100x or more its optimizer's usual when the window search kept no
+    rate finite from a state the run reached at that rate: the usual rate, from the start. keras.io's RealNVP at
+    ``Adam(0.1)`` (a custom ``train_step``: Adam's slots are made in step 0, so the window starts at step 1) was told
+    "no rate down to 2.44e-5 kept the 1-step window finite"; its first update had moved the weights too far, and
+    1e-3 trained."""
     far = _rate_far_too_high(context, optimizer)
     if searched is None or far is None or not change_line.same_rate(far[0], rate):
         return None
@@ -3822,11 +3822,12 @@ def _usual_rate_after_a_failed_search(
     default = far[1]
     lowest = window.get("lowest_learning_rate_tried")
     tried = f" down to {format_number(lowest)}" if isinstance(lowest, (int, float)) else ""
-    return (
+    advice = (
         f"{rate / default:.0f}x its usual {format_number(default)}; try {format_number(default)} from the start: "
         f"the window began at step {start}, from weights {updates} update{'s' if updates != 1 else ''} at "
         f"{format_number(rate)} had moved, and no rate{tried} kept it finite from there"
     )
+    return advice, default
 
 
 def _search_found_none(search: dict[str, Any]) -> tuple[dict[str, Any], str] | None:

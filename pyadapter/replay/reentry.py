@@ -62,10 +62,6 @@ def is_notebook(path: str | Path) -> bool:
     return str(path).lower().endswith(".ipynb")
 
 
-def _cell_index(found: tuple[str, int] | None) -> int | None:
-    return found[1] if found is not None else None
-
-
 class _BundleTakeover:
     """Loads the bundle's captured state into the program's live objects, runs the action, ends the program."""
 
@@ -101,7 +97,9 @@ class _BundleTakeover:
             self.current_fit = self.fits.begin(code)
             return
         # A re-entry runs each cell once: the cell running (which may call a function of the fit's cell) is its run.
-        running = running_cell(lambda file, _: _cell_index(notebook_cell_of(file))) or cell[1]
+        running = running_cell(lambda file, _: notebook_cell_of(file))
+        if running is None:
+            running = cell[1]
         self.current_fit = self.fits.begin(code, cell[1], running, running)
 
     def _not_the_captured_fit(self) -> bool:
