@@ -12,7 +12,7 @@ import math
 import os
 import re
 import textwrap
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -2377,19 +2377,11 @@ def _constant_divisor_of_zero(
 def _zero_flag(argv: list[str], key: str) -> str | None:
     """``--temperature 0`` (or ``--temperature=0.0``, ``--temperature-value``'s dashes for underscores) in the run's
     command line when it gives `key` the value 0."""
-    for index, arg in enumerate(argv[1:], 1):
-        name, _, text = arg.partition("=")
-        if not name.startswith("-") or name.lstrip("-").replace("-", "_") != key:
-            continue
-        if not text and index + 1 < len(argv):
-            text = argv[index + 1]
-            arg = f"{name} {text}"
-        try:
-            if float(text) == 0.0:
-                return arg
-        except ValueError:
-            continue
-    return None
+    return _flag_giving(
+        argv,
+        lambda name: name.startswith("-") and name.lstrip("-").replace("-", "_") == key,
+        lambda given: given == 0.0,
+    )
 
 
 def _flag_definition(units: list[SourceUnit], name: str) -> change_line.Site | None:
@@ -3738,9 +3730,19 @@ _RATE_FLAG = re.compile(r"^--?[\w.-]*(?:lr|learning[_-]?rate)[\w.-]*$", re.IGNOR
 
 def _rate_flag(argv: list[str], value: float) -> str | None:
     """``--learning_rate=2.0`` (or ``--lr 2``) in the run's command line when it gives `value` (float32 read)."""
+    return _flag_giving(
+        argv,
+        lambda name: _RATE_FLAG.match(name) is not None,
+        lambda given: math.isclose(given, value, rel_tol=1e-6),
+    )
+
+
+def _flag_giving(argv: list[str], named: Callable[[str], bool], gives: Callable[[float], bool]) -> str | None:
+    """The first ``--name=value`` (or ``--name value``) of the run's command line whose name is `named` and whose
+    number `gives` holds for, as written; None when none is."""
     for index, arg in enumerate(argv[1:], 1):
         name, _, text = arg.partition("=")
-        if not _RATE_FLAG.match(name):
+        if not named(name):
             continue
         if not text and index + 1 < len(argv):
             text = argv[index + 1]
@@ -3749,7 +3751,7 @@ def _rate_flag(argv: list[str], value: float) -> str | None:
             given = float(text)
         except ValueError:
             continue
-        if math.isclose(given, value, rel_tol=1e-6):
+        if gives(given):
             return arg
     return None
 
