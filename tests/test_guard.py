@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+import traceback
 from pathlib import Path
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -915,3 +916,44 @@ def test_an_epoch_loss_that_overflows_while_every_step_is_finite_is_said(tmp_pat
     )
     assert "overflowed float32" in message and "unscaled targets or features" in message, message
     assert message.count("running mean of the epoch's losses") == 1, "said once"
+
+
+class _SolveByDiagonal(keras.layers.Layer):
+    """A hand-written linear flow's inverse: solve(diag(relu(s)), x), singular once an entry of s reaches 0."""
+
+    def build(self, input_shape):
+        self.s = self.add_weight(shape=(input_shape[-1],), initializer="ones")
+
+    def call(self, x):
+        matrix = tf.linalg.diag(tf.nn.relu(self.s))
+        return tf.transpose(tf.linalg.solve(matrix, tf.transpose(x)))  # the op that raises
+
+
+def test_a_step_that_raises_names_the_programs_line_and_says_it_is_not_nanguards(tmp_path, capsys):
+    """On CPU a singular matrix makes MatrixSolve raise, not NaN. Under NanGuard the error read as NanGuard's crash:
+    the traceback ended in its train function and TensorFlow's message lost the op's line ("<lambda>" stopped
+    TensorFlow's parser of it)."""
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, _SolveByDiagonal()(inputs))
+    model.compile(keras.optimizers.SGD(5.0), "mse")  # the first update drives s through 0
+    x = np.random.default_rng(0).random((64, 4)).astype("float32")
+    guard = NanGuard(tmp_path)
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        model.fit(x, x * 3 + 5, batch_size=16, epochs=2, verbose=0, callbacks=[guard])
+
+    message = str(raised.value)
+    solve_line = next(
+        number
+        for number, line in enumerate(Path(__file__).read_text().splitlines(), 1)
+        if "# the op that raises" in line and "tf.linalg.solve" in line
+    )
+    assert f'{Path(__file__).name}", line {solve_line}, in call' in message, message
+    said = capsys.readouterr().err
+    assert "NanGuard: step 1 (epoch 0, batch 1; counting from 0) raised InvalidArgumentError" in said, said
+    assert "not NanGuard's" in said and "No bundle" in said and "jitter" in said
+    # Only the frame that re-raises is NanGuard's (it was __call__, _run and _traced, ending the traceback).
+    frames = [frame.filename for frame in traceback.extract_tb(raised.value.__traceback__)]
+    assert sum("pyadapter" in name for name in frames) == 1, frames
+    assert model.train_function is not None and type(model.train_function).__name__ != "GuardedTrainFunction"
+    assert not list(tmp_path.iterdir())

@@ -407,6 +407,31 @@ class NanGuard(keras.callbacks.Callback):
 
     # ---- per step, called by GuardedTrainFunction ----
 
+    def _step_raised(self, error: tf.errors.OpError) -> None:
+        """Says that an op of the step raised (a singular matrix's MatrixSolve, a failed Cholesky, the program's own
+        check_numerics): the traceback passes through NanGuard's train function, which reads as NanGuard's crash,
+        and no bundle is written (a step that raises hands back no batch)."""
+        if not self.verbose:
+            return
+        message = (error.message or "").strip().splitlines()
+        said = next((line for line in reversed(message) if line and not line.lstrip().startswith("[[")), "")
+        # The words of NanGuard's stop message: "step 3 (epoch 0, batch 3; counting from 0)".
+        epoch = (
+            f" (epoch {self._epoch}, batch {self._batch}; counting from 0)" if self._epoch is not None else ""
+        )
+        words = (
+            f"NanGuard: step {self._step}{epoch} raised {type(error).__name__} "
+            f"({said.strip() or 'no message'}) in an op of the model's own step, before any check: the error is the "
+            "program's, not NanGuard's, and TensorFlow's message below names the op and its line. No bundle: a step "
+            "that raises hands back no batch"
+        )
+        if any(phrase in said for phrase in _SINGULAR_MATRIX):
+            words += (
+                "; the matrix is singular (or not positive definite): keep it invertible, e.g. add a small multiple "
+                "of the identity (jitter) or keep the diagonal's entries away from 0"
+            )
+        print(words, file=sys.stderr, flush=True)
+
     def _after_step(
         self, function: GuardedTrainFunction, verdict: gate.Verdict, captured: Any, logs: Any, kept: Any = ()
     ) -> bool:
@@ -789,3 +814,7 @@ def _unsaved_model_note(bundle: Any) -> str | None:
         f"the model could not be saved as model.keras ({reason}); replays re-run your program up to this fit "
         "instead (give the model get_config to rebuild it from the bundle)"
     )
+
+
+# What TensorFlow's CPU kernels say of a matrix they cannot invert or factor (MatrixSolve, MatrixInverse, Cholesky).
+_SINGULAR_MATRIX = ("not invertible", "Cholesky decomposition was not successful")

@@ -115,9 +115,13 @@ class GuardedTrainFunction:
 
     def _make_functions(self, model: keras.Model) -> None:
         self._one_step = self._make_one_step(model)
-        self._step_on_iterator = self._wrap(
-            lambda iterator: self._step_and_capture(iterator.get_next()), model
-        )
+
+        # A named function, not a lambda: TensorFlow's error messages name the traced function, and its parser of
+        # them stops at "<lambda>", so an op that raises (a singular matrix's MatrixSolve) lost its source line.
+        def step_on_iterator(iterator: Any) -> Any:
+            return self._step_and_capture(iterator.get_next())
+
+        self._step_on_iterator = self._wrap(step_on_iterator, model)
         self._step_on_data = self._wrap(self._step_and_capture, model)
 
     @staticmethod
@@ -245,6 +249,15 @@ class GuardedTrainFunction:
             return self._run(iterator)
         except (tf.errors.OutOfRangeError, StopIteration):
             raise  # the end of an epoch, not an error
+        except tf.errors.OpError as error:
+            # An op of the model's step raised (a singular matrix's MatrixSolve): say so, and leave NanGuard's
+            # frames (and TensorFlow's under them) out of the traceback, which then ends at the program's fit line
+            # and TensorFlow's message naming the op's own line.
+            guard = self.guard
+            self.uninstall()
+            if guard is not None:
+                guard._step_raised(error)
+            raise error.with_traceback(None) from None
         except BaseException:
             # fit is aborting and will not call on_train_end: do not leave the guard installed.
             self.uninstall()
