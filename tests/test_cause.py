@@ -1578,6 +1578,52 @@ def test_float16_zeros_into_rsqrt_are_precision_at_the_op(tmp_path: Path) -> Non
     assert classify(findings_of(origin32), CauseContext(history=diverging_history()[:5])).kind == "op"
 
 
+def layer_norm_division(program: Path, code: str) -> Findings:
+    """A hand-written LayerNorm's ``(x - mean) / tf.sqrt(var)`` in float16 on flat patches: zeros on both sides,
+    the numerator's made by a subtraction."""
+    origin = Finding(
+        file=str(program),
+        line=EXP_LINE,
+        role="origin",
+        op=OpRef("vit/layer_norm/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float16", size=4096, nan=1500, pos=2596),
+        inputs=[
+            InputHealth(
+                "vit/layer_norm/sub_1:0", TensorHealth(dtype="float16", size=4096, zero=1900, pos=2196)
+            ),
+            InputHealth("vit/layer_norm/Sqrt:0", TensorHealth(dtype="float16", size=64, zero=20, pos=44)),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = code
+    return findings
+
+
+def test_a_layer_norm_without_epsilon_in_float16_is_told_to_add_one_not_to_use_float32(
+    tmp_path: Path,
+) -> None:
+    """A ViT's LayerNorm without epsilon under mixed_float16 was told the float16 "1 - p" story of its numerator's
+    zeros and "compute this in float32", which did not end it: Keras casts the input to float16 first, where a flat
+    patch's values are one value. The divisor's zeros are the cause and the epsilon the change."""
+    program = write_program(tmp_path)
+    context = CauseContext(history=diverging_history()[:5], dtype_policy="mixed_float16")
+    cause = classify(layer_norm_division(program, "        x = (x - mean) / tf.sqrt(var)"), context)
+    assert cause.kind == "precision", cause
+    assert (
+        "standard deviation (vit/layer_norm/Sqrt:0)" in cause.summary and "adds no epsilon" in cause.summary
+    )
+    assert "minus them" not in cause.summary and "1900" not in cause.summary, cause.summary
+    assert cause.change is not None and "tf.sqrt(var + 1e-3)" in cause.change.what, cause.change
+    # With an epsilon on the line, it is the epsilon that float16 rounded to 0.
+    cause = classify(layer_norm_division(program, "        x = (x - mean) / tf.sqrt(var + 1e-8)"), context)
+    assert "round to 0" in cause.summary and "adds no epsilon" not in cause.summary, cause.summary
+    # A divisor a subtraction made (p / (1 - q)) is still the cancellation in float16.
+    findings = layer_norm_division(program, "        r = p / (1.0 - q)")
+    assert findings.origin is not None
+    findings.origin.inputs.reverse()
+    assert "minus them is exactly 0" in classify(findings, context).summary
+
+
 def one_minus_p_into_log(program: Path, dtype: str, made_by: str = "compile_loss/bce/sub_1:0") -> Finding:
     return Finding(
         file=str(program),

@@ -39,7 +39,7 @@ from pyadapter.cause.sources import SourceUnit, parameters_of, source_line, user
 from pyadapter.dump.frames import is_user_file
 from pyadapter.dump.layer_site import auto_name, auto_name_parts, layer_names
 from pyadapter.dump.origin import ARGUMENT_TYPES
-from pyadapter.findings import Finding, Findings
+from pyadapter.findings import Finding, Findings, InputHealth
 from pyadapter.findings_text import WEIGHTS_HELD_IT, index_text, place_text
 from pyadapter.numpy_warnings import NumpyWarning
 
@@ -438,9 +438,9 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
     if origin.op.type == "Const" and origin.health is not None and not origin.health.is_finite:
         return _non_finite_constant(findings, units, origin)
     dtype = (dtype_of(origin) or "").lower()
-    if known and dtype in SIGNIFICANT_BITS and _zero_into_domain_op(origin) and _subtracted_zeros(origin):
+    if known and dtype in SIGNIFICANT_BITS and _subtracted_zeros(origin):
         return _cancellation(findings, context, origin, dtype)
-    if known and dtype in SIXTEEN_BIT and _zero_into_domain_op(origin):
+    if known and dtype in SIXTEEN_BIT and _zeros_that_make_it(origin):
         return _underflow(findings, context, units, origin, dtype)
     if dtype in SIXTEEN_BIT and _sixteen_bit_range_exceeded(origin):
         # The backward pass of a log at a float16 sigmoid of 3e-6 (no zero: its reciprocal is 3e5, past 65504):
@@ -724,17 +724,22 @@ SIXTEEN_BIT = ("float16", "half")  # 16-bit floats of a small range (bfloat16 ha
 _SUBTRACTION = re.compile(r"(?:^|/)(?:sub|Sub|subtract)(?:_\d+)?:\d+$")
 
 
+def _zeros_that_make_it(origin: Finding) -> list[InputHealth]:
+    """The finite inputs of a log/rsqrt/division whose zeros make its NaN/Inf: a division's divisor only (its
+    numerator's zeros make 0, or 0 / 0 with the divisor's: LayerNorm's ``(x - mean) / tf.sqrt(var)`` of a constant
+    row has zeros on both sides, and the divisor's are the cause)."""
+    if origin.op.type not in DOMAIN_OPS and origin.op.type not in DIVISION_OPS:
+        return []
+    candidates = (
+        origin.inputs[1:] if origin.op.type in DIVISION_OPS and len(origin.inputs) > 1 else origin.inputs
+    )
+    return [i for i in candidates if i.health is not None and i.health.is_finite and (i.health.zero or 0) > 0]
+
+
 def _subtracted_zeros(origin: Finding) -> list[str]:
-    """The origin's inputs that hold zeros and were made by a subtraction (TensorFlow names them ``sub``,
-    ``sub_1``, ``Sub``...): ``1 - p`` that rounded to 0."""
-    return [
-        i.name
-        for i in origin.inputs
-        if i.health is not None
-        and i.health.is_finite
-        and (i.health.zero or 0) > 0
-        and _SUBTRACTION.search(i.name)
-    ]
+    """The origin's inputs whose zeros make its NaN/Inf and were made by a subtraction (TensorFlow names them
+    ``sub``, ``sub_1``, ``Sub``...): ``1 - p`` that rounded to 0."""
+    return [i.name for i in _zeros_that_make_it(origin) if _SUBTRACTION.search(i.name)]
 
 
 def _cancellation(findings: Findings, context: CauseContext, origin: Finding, dtype: str) -> Cause:
@@ -841,8 +846,11 @@ def _sixteen_bit_evidence(
 def _underflow(
     findings: Findings, context: CauseContext, units: list[SourceUnit], origin: Finding, dtype: str
 ) -> Cause:
-    zeros = sum((i.health.zero or 0) for i in origin.inputs if i.health is not None)
+    zeros = sum((i.health.zero or 0) for i in _zeros_that_make_it(origin) if i.health is not None)
     policy, evidence = _sixteen_bit_evidence(context, origin, dtype, zeros, dtype_tiny=FLOAT16_TINY)
+    std = _std_without_epsilon(findings, origin)
+    if std is not None:
+        return _std_of_zero_in_sixteen_bits(findings, origin, dtype, zeros, std, policy, evidence)
     summary = (
         f"{origin.op.type} got {zeros} zero{'s' if zeros != 1 else ''} in {dtype}, where values below "
         f"{FLOAT16_TINY:.3g} (an epsilon of 1e-8 too) round to 0"
@@ -860,6 +868,58 @@ def _underflow(
         return Cause("precision", summary, evidence, change)
     summary += "; float32 would keep them apart from 0"
     what = f"compute this in float32, or use an epsilon {dtype} can hold (>= 1e-4)"
+    return Cause("precision", summary, evidence, _origin_change(findings, what, "op"))
+
+
+# A standard deviation's output by its op's name (``layer_norm/Sqrt:0``), and a variance's (``moments/variance``).
+_SQRT_OUTPUT = re.compile(r"(?:^|/)Sqrt(?:_\d+)?:0$")
+
+
+def _std_without_epsilon(findings: Findings, origin: Finding) -> str | None:
+    """The name of the standard deviation of zeros a line without an added epsilon divides by (LayerNorm written
+    ``(x - mean) / tf.sqrt(var)``) or takes the rsqrt of (``tf.math.rsqrt(variance)``); None otherwise."""
+    if _added_constants(str(findings.extra.get("origin_code") or "")):
+        return None  # its epsilon underflowed (1e-8 is 0 in float16): `_underflow`'s own words
+    if origin.op.type in DIVISION_OPS and len(origin.inputs) == 2:
+        divisor = origin.inputs[1]
+        return (
+            divisor.name
+            if _SQRT_OUTPUT.search(divisor.name) and divisor in _zeros_that_make_it(origin)
+            else None
+        )
+    if origin.op.type == "Rsqrt":
+        variances = [i.name for i in _zeros_that_make_it(origin) if _VARIANCE_OUTPUT.search(i.name)]
+        return variances[0] if variances else None
+    return None
+
+
+def _std_of_zero_in_sixteen_bits(
+    findings: Findings,
+    origin: Finding,
+    dtype: str,
+    zeros: int,
+    std: str,
+    policy: str | None,
+    evidence: dict[str, Any],
+) -> Cause:
+    """A normalization without an epsilon (a ViT's hand-written LayerNorm under mixed_float16) divided by a standard
+    deviation of 0. It was "compute this in float32", which did not end it: Keras casts the layer's input to
+    float16 first, where a row of near-equal values (a flat image patch) is one value, so its variance is exactly
+    0 in float32 too. The epsilon is the change."""
+    bits = SIGNIFICANT_BITS.get(dtype, 11)
+    summary = (
+        f"{origin.op.type} got {zeros} zero{'s' if zeros != 1 else ''} in a "
+        f"{'variance' if origin.op.type == 'Rsqrt' else 'standard deviation'} ({std}) in "
+        f"{dtype}{f' under the {policy} policy' if policy else ''}, and the line adds no epsilon: a row whose "
+        f"values {dtype} cannot tell apart ({bits} significant bits: a flat image patch, a constant feature) has a "
+        f"variance of exactly 0, and a variance below {FLOAT16_TINY:.3g} rounds to 0"
+    )
+    what = (
+        f"add an epsilon {dtype} can hold inside the square root, tf.sqrt(var + 1e-3) or tf.math.rsqrt(var + 1e-3) "
+        "(keras.layers.LayerNormalization's default epsilon); computing in float32 alone does not end it once the "
+        f"input is {dtype}"
+    )
+    evidence = {**evidence, "standard_deviation": std, "epsilon": None}
     return Cause("precision", summary, evidence, _origin_change(findings, what, "op"))
 
 
