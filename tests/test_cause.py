@@ -5840,3 +5840,54 @@ def test_the_line_that_fills_missing_values_with_zero_is_found_in_its_written_fo
         "df = df.fillna(0)\nvolume = df['volume'].fillna(0)",
     ):
         assert site_line(code) is None, code
+
+
+@pytest.mark.parametrize("sample", ["raw_train.batch(1)", "raw_train.batch(4096)"])
+def test_a_division_by_a_spread_computed_before_training_names_the_statistic(
+    tmp_path: Path, sample: str
+) -> None:
+    """A tf.data map's ``(x - feature_mean) / feature_std`` with ``feature_std = tf.math.reduce_std(sample_x)`` of
+    a "sample" of one row: every feature's std is 0, the graph holds it as a constant, and the words were "0 / 0
+    is NaN ... divide_no_nan, or + 1e-7", which trains on zeroed features or on inputs of 1e7. The statistic (or
+    the one row it came from) is the change; a constant feature of many rows is told to floor its spread."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "raw_train = tf.data.Dataset.from_tensor_slices((x_train, y_train))\n"
+        f"sample_x, _ = next(iter({sample}))\n"
+        "feature_mean = tf.reduce_mean(sample_x, axis=0)\n"
+        "feature_std = tf.math.reduce_std(sample_x, axis=0)\n"
+        "def standardize(x, y):\n"
+        "    return (x - feature_mean) / feature_std, y\n",
+        encoding="utf-8",
+    )
+    origin = Finding(
+        file=str(program),
+        line=7,
+        role="origin",
+        op=OpRef("truediv", "RealDiv", graph="Dataset_map_standardize"),
+        health=TensorHealth(dtype="float32", size=12, nan=12),
+        inputs=[
+            InputHealth("sub:0", TensorHealth(dtype="float32", size=12, zero=12)),
+            InputHealth("truediv/y:0", TensorHealth(dtype="float32", size=12, zero=12)),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "    return (x - feature_mean) / feature_std, y"
+    cause = classify(
+        findings, CauseContext(entry_script=str(program), argv=[str(program)], cwd=str(tmp_path))
+    )
+    assert cause.kind == "data", cause
+    assert (
+        "divided by feature_std, a spread the program computed before training (train.py:5" in cause.summary
+    )
+    assert (
+        "12 of its 12 values are 0" in cause.summary and "may have gone bad as a whole" not in cause.summary
+    )
+    assert cause.change is not None and "divide_no_nan(a, b)" not in cause.change.what, cause.change
+    if sample.endswith("(1)"):
+        assert "sample_x holds one row (train.py:3)" in cause.summary, cause.summary
+        assert (cause.change.line, cause.change.what.split(":")[0]) == (3, "sample_x"), cause.change
+    else:
+        assert "holds one row" not in cause.summary, cause.summary
+        assert cause.change.line == 5 and "tf.maximum(std, 1e-6)" in cause.change.what, cause.change

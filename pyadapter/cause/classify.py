@@ -35,7 +35,7 @@ from pyadapter.cause.ops import (
     is_overflow,
 )
 from pyadapter.cause.rows import BadRows, Outlier, extreme_record, outlying_record
-from pyadapter.cause.sources import SourceUnit, parameters_of, source_line, user_sources
+from pyadapter.cause.sources import SourceUnit, called_name, parameters_of, source_line, user_sources
 from pyadapter.dump.frames import is_user_file
 from pyadapter.dump.layer_site import auto_name, auto_name_parts, layer_names
 from pyadapter.dump.origin import ARGUMENT_TYPES
@@ -162,6 +162,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         cause = (
             _divisor_the_program_sets(findings, origin, context, cause, units)
             or _constant_divisor_of_zero(findings, origin, context, cause, units)
+            or _spread_of_zero(findings, origin, cause, units)
             or _gaps_filled_with_zero(findings, origin, cause, units)
             or _csv_field_read_as_zero(origin, cause, units)
             or _added_epsilon_of_zero(findings, origin, context, cause, units)
@@ -209,7 +210,12 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
                 "last, partial batch: a batch size that divides the data, or drop_remainder=True, avoids it)"
             )
         cause.evidence["batch_rows"] = 1
-    whole = _wholly_non_finite(context.batch) if cause.kind == "data" and context is not None else None
+    # A spread of 0 the division used (`_spread_of_zero`) already says how the whole array went bad.
+    whole = (
+        _wholly_non_finite(context.batch)
+        if cause.kind == "data" and context is not None and "spread" not in cause.evidence
+        else None
+    )
     if whole is not None:
         # x[0, 0, 0] = nan "row 0" sent the user after one record, where every value was NaN: the array went bad
         # as a whole before training (a mean or std over data holding one NaN, a normalization of all of it).
@@ -2432,6 +2438,86 @@ def _constant_divisor_of_zero(
         if defined is not None:
             change = _change(defined, what, "config")
     return Cause("op", summary, evidence, change or _origin_change(findings, what, "op"))
+
+
+# Calls that compute a spread over rows: 0 for a feature the rows do not vary in.
+_SPREAD_CALLS = frozenset({"reduce_std", "std", "nanstd", "reduce_variance", "variance", "var", "nanvar"})
+# A dataset or an array cut to its first row: ``ds.batch(1)``, ``ds.take(1)``, ``x[:1]``.
+_ONE_ROW = re.compile(r"\.(?:batch|take)\(\s*1\s*\)|\[\s*(?:0\s*)?:\s*1\s*[\],]")
+
+
+def _assigned(units: list[SourceUnit], name: str) -> tuple[SourceUnit, ast.Assign] | None:
+    """The one statement of the user's code that assigns `name` (alone, or in a tuple: ``sample_x, _ = ...``)."""
+    found = [
+        (unit, node)
+        for unit in units
+        for node in ast.walk(unit.tree)
+        if isinstance(node, ast.Assign)
+        and any(
+            isinstance(t, ast.Name) and t.id == name
+            for target in node.targets
+            for t in (target.elts if isinstance(target, ast.Tuple) else [target])
+        )
+    ]
+    return found[0] if len(found) == 1 else None
+
+
+def _spread_of_zero(
+    findings: Findings, origin: Finding, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """A division by a standard deviation (a variance) the program computed before training and the graph holds
+    as a constant (``feature_std = tf.math.reduce_std(sample_x, axis=0)`` of a "sample" of one row): its zeros are
+    features the rows it was computed from do not vary in. It was "divide_no_nan, or + 1e-7", which zeroes those
+    features or multiplies them by 1e7 and trains on that; the statistic's line (or the one row's) is the change.
+    None for any other division."""
+    if origin.op.type not in DIVISION_OPS or len(origin.inputs) != 2:
+        return None
+    health = origin.inputs[1].health
+    if (
+        not _TRACED_NUMBER.search(origin.inputs[1].name)
+        or health is None
+        or (health.size or 0) < 2
+        or not health.zero
+    ):
+        return None
+    found = _written_divisor(findings)
+    if found is None or not isinstance(found[0], ast.Name):
+        return None
+    name = found[0].id
+    assigned = _assigned(units, name)
+    if assigned is None or not isinstance(assigned[1].value, ast.Call):
+        return None
+    unit, statement = assigned
+    call = statement.value
+    assert isinstance(call, ast.Call)
+    if called_name(call) not in _SPREAD_CALLS or not call.args:
+        return None
+    site = change_line.Site(unit, call, name)
+    rows = f"{health.zero} of its {health.size} values are 0"
+    summary = (
+        f"the {origin.op.type} op divided by {name}, a spread the program computed before training "
+        f"({_site_place(site)}: {ast.unparse(call)}), held in the graph as a constant: {rows}, features the rows "
+        "it was computed from do not vary in; x / 0 is inf and 0 / 0 NaN"
+    )
+    what = (
+        f"{name}: compute it from the training rows it stands for, and floor the spread of a feature that is truly "
+        "constant (tf.maximum(std, 1e-6)) or drop that feature; divide_no_nan or an epsilon at the division zeroes "
+        "those features or multiplies them by 1e7, and trains on that"
+    )
+    data = call.args[0]
+    source = _assigned(units, data.id) if isinstance(data, ast.Name) else None
+    if source is not None and _ONE_ROW.search(ast.unparse(source[1].value)):
+        # ``sample_x, _ = next(iter(raw_train.batch(1)))``: the spread of one row is 0 for every feature.
+        assert isinstance(data, ast.Name)
+        site = change_line.Site(source[0], source[1].value, data.id)
+        summary += f"; {data.id} holds one row ({_site_place(site)}), and the spread of one row is 0"
+        what = (
+            f"{data.id}: it holds one row, and a spread over one row is 0 for every feature; take the statistics "
+            f"over the training set (or a sample of thousands of rows); divide_no_nan or an epsilon at the division "
+            "zeroes the features or multiplies them by 1e7, and trains on that"
+        )
+    evidence = {**cause.evidence, "spread": name, "zeros_in_spread": health.zero, "spread_size": health.size}
+    return Cause("data", summary, evidence, _change(site, what, "data"))
 
 
 def _zero_flag(argv: list[str], key: str) -> str | None:
