@@ -138,12 +138,18 @@ def notebook_run(tmp_path_factory):
 
 
 def _run_notebook(
-    path: Path, base: Path, session_name: str | None, edit=None, order: list[int] | None = None
+    path: Path,
+    base: Path,
+    session_name: str | None,
+    edit=None,
+    order: list[int] | None = None,
+    allow_errors: bool = False,
 ):
     """Run the notebook at `path` as Jupyter does (a kernel of the test's kernelspec, started in the notebook's
     folder, JPY_SESSION_NAME = `session_name`, unset when None), its Jupyter and IPython state under `base`; the executed notebook.
     `edit(nb)` changes it in the front end first, as a user's unsaved typing does (the file keeps its text).
-    `order`: the cells to run, in the order a user clicked them, in place of "Run All"."""
+    `order`: the cells to run, in the order a user clicked them, in place of "Run All"; `allow_errors`: a cell that
+    raises does not end the run (a user clicks on)."""
     nbclient = pytest.importorskip("nbclient")
     nbformat = pytest.importorskip("nbformat")
     jupyter_dir = base / "jupyter"
@@ -163,7 +169,11 @@ def _run_notebook(
         if edit is not None:
             edit(nb)
         client = nbclient.NotebookClient(
-            nb, timeout=300, kernel_name=KERNEL_NAME, resources={"metadata": {"path": str(path.parent)}}
+            nb,
+            timeout=300,
+            kernel_name=KERNEL_NAME,
+            resources={"metadata": {"path": str(path.parent)}},
+            allow_errors=allow_errors,
         )
         if order is None:
             client.execute()
@@ -1349,6 +1359,38 @@ def test_a_notebook_run_out_of_order_replays_in_the_order_its_kernel_ran(tmp_pat
     path = folder / "sweep.ipynb"
     path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
     _run_notebook(path, tmp_path, "sweep.ipynb", order=[0, 1, 3, 2])
+    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
+    replayed = _nanlens("replay", bundle, folder)
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    report = json.loads(replayed.stdout)
+    assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
+    assert "(its cells in the order the kernel ran them)" in report["route"], report["route"]
+
+
+def test_a_fit_cell_run_again_after_the_plot_cell_below_it_replays(tmp_path):
+    """Fit, plot the history in the cell below, run the fit cell again (training goes on, and a warm-up that
+    multiplies the optimizer's rate compounds into a divergence). The replay ran each cell once, at its last run:
+    the plot cell before the fit, which failed with "NameError: name 'history' is not defined". A cell the kernel
+    ran again runs again; the fit cell's first run raised NameError too (run before the data cell), and the kernel
+    went on, so the replay does."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    data = (
+        "rng = np.random.default_rng(0)\nx = rng.normal(size=(512, 4)).astype('float32')\ny = x.sum(1, keepdims=True)\n"
+        "keras.utils.set_random_seed(0)\n"
+        "model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(8), keras.layers.Dense(1)])\n"
+        "model.compile(keras.optimizers.SGD(0.01), 'mse')"
+    )
+    train = (
+        "warmup = keras.callbacks.LearningRateScheduler(lambda epoch, lr: lr * 4.0)\n"
+        f"history = model.fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[warmup, NanGuard({str(capture_dir)!r})])"
+    )
+    plot = "print('final loss', history.history['loss'][-1])"
+    cells = [("code", IMPORTS), ("code", data), ("code", train), ("code", plot)]
+    path = folder / "continue.ipynb"
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, "continue.ipynb", order=[0, 2, 1, 2, 3, 2], allow_errors=True)
     (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
     replayed = _nanlens("replay", bundle, folder)
     assert replayed.returncode == 0, replayed.stderr[-3000:]

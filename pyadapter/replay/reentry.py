@@ -18,6 +18,7 @@ program sets itself up and come back for the eager step.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import linecache
 import os
 import runpy
@@ -96,11 +97,12 @@ class _BundleTakeover:
         if cell is None:
             self.current_fit = self.fits.begin(code)
             return
-        # A re-entry runs each cell once: the cell running (which may call a function of the fit's cell) is its run.
+        # The cell running (which may call a function of the fit's cell); its fits are counted per run of it, as
+        # training counted them per execution of the cell (a fit cell the kernel ran again is run again here).
         running = running_cell(lambda file, _: notebook_cell_of(file))
         if running is None:
             running = cell[1]
-        self.current_fit = self.fits.begin(code, cell[1], running, running)
+        self.current_fit = self.fits.begin(code, cell[1], _CELL_RUN.number, running)
 
     def _not_the_captured_fit(self) -> bool:
         """Whether the fit being begun is not the one the bundle came from, told by its calling line (a resumed
@@ -723,13 +725,24 @@ def _no_display() -> None:
     matplotlib.use("Agg")
 
 
+class _CellRun:
+    """Which run of a cell a re-entered notebook is in (its place in the order `run_notebook` runs them): a fit's
+    count restarts with each run, as training's restarted with each of the kernel's executions."""
+
+    number = 0
+
+
+_CELL_RUN = _CellRun()
+
+
 def kernel_order(bundle: Any, path: Path) -> list[int] | None:
-    """The saved notebook's code cells (positions among its code cells) in the order the kernel last ran them, when
-    that is not top to bottom: a config cell at the bottom run first, a cell run again after the one below it. Each
-    recorded execution is matched to the saved cell with the same source, and each cell runs once, at its last
-    execution (a re-entry counts a cell's fits as one run of it). Only the user's saved cells run; the bundle gives
-    their order. None when the order is top to bottom, or when the kernel ran code the saved notebook does not hold
-    (the saved order is then the best there is, and the replay's route says why)."""
+    """The saved notebook's code cells (positions among its code cells) in the order the kernel ran them, when that
+    is not top to bottom: a config cell at the bottom run first, a fit cell run again after the plot cell below it
+    (which reads the fit's ``history``: run once at its last execution, it ran before the fit). Each recorded
+    execution is matched to the saved cell with the same source; a cell the kernel ran again runs again, and runs of
+    one cell in a row run once. Only the user's saved cells run; the bundle gives their order. None when the order
+    is top to bottom, or when the kernel ran code the saved notebook does not hold (the saved order is then the best
+    there is, and the replay's route says why)."""
     from pyadapter.capture.notebook import NotebookError, NotebookInfo
     from pyadapter.capture.notebook_file import notebook_code_cells, same_cell_text
 
@@ -748,16 +761,18 @@ def kernel_order(bundle: Any, path: Path) -> list[int] | None:
     # Saved cells of the same text (a fit cell pasted again below an edited config cell) take that text's
     # executions in turn, top to bottom, as "Run All" ran them; further executions re-ran the last of them.
     seen: dict[str, int] = {}
-    last: dict[int, int] = {}
-    for count, executed in enumerate(runs):
+    ordered: list[int] = []
+    for executed in runs:
         text = same_cell_text(executed.source)
         places = positions.get(text)
         if not places:
             return None
         turn = seen[text] = seen.get(text, -1) + 1
-        last[places[min(turn, len(places) - 1)]] = count
-    ordered = sorted(last, key=lambda cell: last[cell])
-    return ordered if ordered != sorted(ordered) else None
+        place = places[min(turn, len(places) - 1)]
+        if not ordered or ordered[-1] != place:
+            ordered.append(place)
+    top_to_bottom = all(a < b for a, b in itertools.pairwise(ordered))
+    return None if top_to_bottom else ordered
 
 
 def run_notebook(path: Path, skipped: list[str] | None = None, order: list[int] | None = None) -> None:
@@ -783,10 +798,18 @@ def run_notebook(path: Path, skipped: list[str] | None = None, order: list[int] 
         namespace["get_ipython"] = lambda: quiet
     saved_main = sys.modules.get("__main__")
     sys.modules["__main__"] = module
+    # A cell the kernel ran again later may have raised the first time (a fit cell run before the cell that
+    # defines its data, then again after it): the kernel went on, and so does the replay, up to a cell's last run.
+    last_run = {target: number for number, (target, _) in enumerate(cells)}
     try:
-        for target, source in cells:
+        for number, (target, source) in enumerate(cells):
+            _CELL_RUN.number = number
             code = compile(source, str(target), "exec")
-            exec(code, namespace)  # noqa: S102 - the user's own notebook, run because the user asked
+            try:
+                exec(code, namespace)  # noqa: S102 - the user's own notebook, run because the user asked
+            except Exception:
+                if last_run[target] == number:
+                    raise
     finally:
         if saved_main is not None:
             sys.modules["__main__"] = saved_main
