@@ -5891,3 +5891,71 @@ def test_a_division_by_a_spread_computed_before_training_names_the_statistic(
     else:
         assert "holds one row" not in cause.summary, cause.summary
         assert cause.change.line == 5 and "tf.maximum(std, 1e-6)" in cause.change.what, cause.change
+
+
+def _constraint_division(program: Path, line: int, scope: str) -> Findings:
+    """A unit-norm kernel constraint's ``ops.divide(w, norms)`` of a zero kernel, which Keras runs inside the
+    optimizer's update (its op is named ``adam/truediv``)."""
+    origin = Finding(
+        file=str(program),
+        line=line,
+        role="origin",
+        op=OpRef(f"{scope}/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=640, nan=640),
+        inputs=[
+            InputHealth(f"{scope}/ReadVariableOp:0", TensorHealth(dtype="float32", size=640, zero=640)),
+            InputHealth(f"{scope}/Sqrt_12:0", TensorHealth(dtype="float32", size=64, zero=64)),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "        return ops.divide(w, norms)"
+    return findings
+
+
+@pytest.mark.parametrize("optimizer", ["Adam", "SGD"])
+def test_a_unit_norm_constraint_of_a_zero_kernel_is_changed_at_the_initializer(
+    tmp_path: Path, optimizer
+) -> None:
+    """A research config's ``"kernel_init": "zeros"`` and a unit-norm ``kernel_constraint``: the norm of the zero
+    kernel is 0. Under Adam the constraint's division (run in the optimizer's scope, ``adam/truediv``) was told
+    "its epsilon is 0" (it was Keras's 1e-7, and the advice changed nothing); under both, the division's words
+    (divide_no_nan, an epsilon) end the NaN and leave the layer at zero. The zero initializer is the change."""
+    program = tmp_path / "wn_mlp.py"
+    program.write_text(
+        "from keras import ops\n"
+        "import keras\n"
+        "CONFIG = {\n"
+        '    "hidden": 64,\n'
+        '    "kernel_init": "zeros",\n'
+        "}\n"
+        "class ColumnUnitNorm(keras.constraints.Constraint):\n"
+        "    def __call__(self, w):\n"
+        "        norms = ops.norm(w, axis=0, keepdims=True)\n"
+        "        return ops.divide(w, norms)\n"
+        "def block():\n"
+        '    return keras.layers.Dense(CONFIG["hidden"], kernel_initializer=CONFIG["kernel_init"],\n'
+        '                              bias_initializer="zeros", kernel_constraint=ColumnUnitNorm())\n'
+        f"model.compile(keras.optimizers.{optimizer}(1e-3), 'mse')\n",
+        encoding="utf-8",
+    )
+    findings = _constraint_division(program, 10, optimizer.lower())
+    context = CauseContext(
+        entry_script=str(program),
+        argv=[str(program)],
+        cwd=str(tmp_path),
+        model_info={"optimizer": optimizer, "optimizers": [optimizer]},
+    )
+    cause = classify(findings, context)
+    assert "epsilon is 0" not in cause.summary, cause.summary
+    assert (
+        "the numerator is 0 everywhere (640 of 640): a kernel initialized to zeros (wn_mlp.py:5)"
+        in cause.summary
+    )
+    assert cause.change is not None and (cause.change.line, cause.change.target) == (5, "initializer"), (
+        cause.change
+    )
+    # Without a zero initializer in the code, the division's own words stay (and still no epsilon story).
+    program.write_text(program.read_text().replace('"zeros",\n}', '"glorot_uniform",\n}'), encoding="utf-8")
+    cause = classify(findings, context)
+    assert "epsilon is 0" not in cause.summary and "initialized to zeros" not in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 10, cause.change

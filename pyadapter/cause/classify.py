@@ -167,6 +167,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _csv_field_read_as_zero(origin, cause, units)
             or _added_epsilon_of_zero(findings, origin, context, cause, units)
             or _optimizer_epsilon_zero(findings, origin, context, cause, units)
+            or _norm_of_a_zero_kernel(origin, cause, units)
             or _zeros_from_16_bit(findings, origin, cause)
             or _jitter_already_added(origin, cause, units)
             or _saturated_by_unscaled_features(context, origin, cause, units)
@@ -2744,6 +2745,10 @@ def _optimizer_epsilon_zero(
     ]
     if scope not in _EPSILON_OPTIMIZERS or scope not in {name.lower() for name in recorded}:
         return None
+    if _divides(findings):
+        # The user's own division run in the optimizer's scope: Keras applies a kernel_constraint (a unit-norm
+        # ``w / norm``) inside the update, so the op is named adam/truediv, and the line is the constraint's.
+        return None
     name = next(n for n in recorded if n.lower() == scope)
     zeros = f"{divisor.zero} value{'s' if divisor.zero != 1 else ''}"
     summary = (
@@ -2764,6 +2769,78 @@ def _optimizer_epsilon_zero(
         )
     evidence = {**cause.evidence, "optimizer_epsilon": 0}
     return Cause("op", summary, evidence, change)
+
+
+def _zero_kernel_initializer(units: list[SourceUnit]) -> change_line.Site | None:
+    """The one place the user's code gives a kernel the initializer "zeros" (``kernel_initializer="zeros"``, a
+    config's ``"kernel_init": "zeros"``, ``keras.initializers.Zeros()``); biases are zeros by design and not
+    counted. None for none or several."""
+    found: list[change_line.Site] = []
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            pairs: list[tuple[str, ast.expr]] = []
+            if isinstance(node, ast.Call):
+                pairs = [(k.arg or "", k.value) for k in node.keywords]
+            elif isinstance(node, ast.Dict):
+                pairs = [
+                    (str(k.value), v)
+                    for k, v in zip(node.keys, node.values, strict=True)
+                    if isinstance(k, ast.Constant) and isinstance(k.value, str)
+                ]
+            for name, value in pairs:
+                if not re.search(r"kernel|weight", name, re.IGNORECASE):
+                    continue
+                zeros = any(
+                    (isinstance(n, ast.Constant) and n.value == "zeros")
+                    or (isinstance(n, ast.Call) and called_name(n) == "Zeros")
+                    for n in ast.walk(value)
+                )
+                if zeros:
+                    found.append(change_line.Site(unit, value, name, target="initializer"))
+    return found[0] if len(found) == 1 else None
+
+
+def _norm_of_a_zero_kernel(origin: Finding, cause: Cause, units: list[SourceUnit]) -> Cause | None:
+    """A division of a wholly zero numerator by a divisor with zeros (a unit-norm constraint's ``w / norm(w)``,
+    spectral normalization's ``v / tf.norm(v)``) in a program that initializes a kernel to zeros: the norm of a zero
+    kernel is 0. The division's words (divide_no_nan, an epsilon) end the NaN and leave that layer at zero for good,
+    which learns nothing; the initializer is the change. None otherwise."""
+    if origin.op.type not in DIVISION_OPS or len(origin.inputs) != 2:
+        return None
+    top, bottom = origin.inputs[0].health, origin.inputs[1].health
+    if top is None or bottom is None or not top.size or top.zero != top.size or not bottom.zero:
+        return None
+    site = _zero_kernel_initializer(units)
+    if site is None:
+        return None
+    summary = (
+        f"{cause.summary}; the numerator is 0 everywhere ({top.zero} of {top.size}): a kernel initialized to zeros "
+        f"({_site_place(site)}) has a norm of 0, and an epsilon at the division would keep that layer at zero, "
+        "learning nothing"
+    )
+    what = (
+        f"the initializer of {site.name}: a nonzero one (glorot_uniform, Keras's default for kernels); a zero "
+        "kernel's norm is 0, and divide_no_nan or an epsilon at the division leaves the layer at zero"
+    )
+    evidence = {**cause.evidence, "zero_kernel_initializer": site.line}
+    return Cause(
+        cause.kind, summary, evidence, _change(site, what, "initializer"), provenance=cause.provenance
+    )
+
+
+def _divides(findings: Findings) -> bool:
+    """Whether the origin's statement, as the user wrote it, divides (``w / norms``, ``ops.divide(w, norms)``)."""
+    parsed = _origin_statement(findings)
+    if parsed is None:
+        return False
+    return any(
+        (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div))
+        or (isinstance(node, ast.Call) and called_name(node) in _DIVIDING_CALLS)
+        for node in ast.walk(parsed[0])
+    )
+
+
+_DIVIDING_CALLS = frozenset({"divide", "truediv", "div", "divide_no_nan", "div_no_nan", "reciprocal"})
 
 
 def _made_by_a_gradient_of_the_users(origin: Finding, units: list[SourceUnit]) -> bool:
