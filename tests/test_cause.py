@@ -3754,6 +3754,38 @@ def test_a_division_by_exps_that_underflowed_is_told_log_space(tmp_path: Path) -
     assert not cause.change.what.startswith("the division: tf.math.divide_no_nan"), cause.change
 
 
+def test_a_softmax_by_hand_of_exps_that_underflowed_is_told_to_subtract_the_max(tmp_path: Path) -> None:
+    """Self-attention with ``e = ops.exp(scores)`` then ``e / ops.sum(e, axis=-1, keepdims=True)`` on unscaled
+    scores far below 0: every exp of a row underflows, 0 / 0. The words were the Sinkhorn ones ("a kernel
+    exp(-cost / eps) ... make eps larger"), and there is no eps; the softmax's own stable form is the change, in
+    the keras.ops the line uses."""
+    program = tmp_path / "attention.py"
+    program.write_text(
+        "from keras import ops\ndef softmax(x):\n    e = ops.exp(x)\n    return e / ops.sum(e, axis=-1, keepdims=True)\n",
+        encoding="utf-8",
+    )
+    origin = division_origin(
+        program,
+        4,
+        "attention/",
+        output=TensorHealth(dtype="float32", size=16, nan=16),
+        sums=(
+            TensorHealth(dtype="float32", size=16, zero=16),
+            TensorHealth(dtype="float32", size=4, zero=4),
+        ),
+    )
+    findings = findings_of(origin)
+    findings.extra["zeros_from_exp"] = {"line": 3, "zeros": 16}
+    findings.extra["origin_code"] = "    return e / ops.sum(e, axis=-1, keepdims=True)"
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert (
+        "a softmax written by hand, ops.sum(e, axis=-1, keepdims=True) of logits far below 0" in cause.summary
+    )
+    assert "Sinkhorn" not in cause.summary, cause.summary
+    assert cause.change is not None and "keras.ops.softmax(x)" in cause.change.what, cause.change
+    assert "eps larger" not in cause.change.what, cause.change
+
+
 def test_empty_reviews_divided_by_their_count_of_zero_are_the_divisions_fault(tmp_path: Path) -> None:
     """A masked mean pooling (sum(x * mask) / sum(mask)) on a batch with two all-padding reviews: the cause was
     `data`, "the record x[22, 0] = 0: correct it or leave it out", the first token of one of them. An empty
@@ -4995,6 +5027,29 @@ def test_a_fresh_model_whose_first_update_blew_up_is_not_put_down_to_an_earlier_
     )
     cause = classify(findings_of(overflow_origin(program), step=1), context)
     assert "already huge" not in cause.summary and "earlier fit" not in cause.summary, cause.summary
+
+
+def test_a_fresh_model_on_features_in_the_millions_is_not_put_down_to_an_earlier_fit(tmp_path: Path) -> None:
+    """A shard of features 1e6 times the others under SGD(0.05): step 0's forward pass on the fresh weights was
+    1.1e6 (the inputs'), its update made the weights huge, and step 1 overflowed. The cause said "the weights were
+    already huge when this fit began ... build the model again"; the inputs made the output, not the weights."""
+    program = write_program(tmp_path)
+    history = [
+        {"step": 0, "loss": 3e12, "weight_norm": 3.55e10, "max_abs_output": 1.14e6},
+        {"step": 1, "loss": None, "loss_nonfinite": "inf", "weight_norm": 3.55e10, "max_abs_output": 5.8e26},
+    ]
+    rows = np.random.default_rng(0).normal(size=(32, 6)).astype("float32")
+    rows[:8] *= 1e6  # the shard in other units
+    context = CauseContext(
+        history=history,
+        entry_script=str(program),
+        model_info={"optimizer": "SGD"},
+        step=1,
+        batch={"args": (rows, np.zeros((32, 1), "float32")), "kwargs": {}},
+    )
+    cause = classify(findings_of(overflow_origin(program), step=1), context)
+    assert "already huge" not in cause.summary and "build the model again" not in str(cause.change), cause
+    assert "unscaled features" in cause.summary or "raw units" in cause.summary, cause.summary
 
 
 def test_a_custom_loop_that_loaded_nan_weights_names_the_load(tmp_path: Path) -> None:

@@ -597,7 +597,8 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         overflow
         and known
         and first_steps
-        and _blown_up_at_start(context.history, context.step, start) is not None
+        and _blown_up_at_start(context.history, context.step, start, bool(_unscaled_inputs(context, units)))
+        is not None
     ):
         # The fit began from weights an earlier run blew up (restored by BackupAndRestore, loaded from a file, left
         # by an earlier fit): neither the inputs nor this fit's rate made them; `_divergence` names where they came
@@ -1447,6 +1448,9 @@ _KERAS_OPS_NAMES = (
     ("tf.exp(", "keras.ops.exp("),
     ("tf.reduce_sum(", "keras.ops.sum("),
     ("tf.square(", "keras.ops.square("),
+    ("tf.nn.softmax(", "keras.ops.softmax("),
+    ("tf.nn.log_softmax(", "keras.ops.log_softmax("),
+    ("tf.math.log_sigmoid(", "keras.ops.log_sigmoid("),
 )
 
 
@@ -1930,6 +1934,22 @@ def _divisor_of_underflowed_exps(findings: Findings, origin: Finding) -> tuple[s
     line = found.get("line")
     at = f" at line {line}" if isinstance(line, int) else ""
     zeros = f"{divisor.zero} zero{'s' if divisor.zero != 1 else ''}"
+    written = _written_divisor(findings)
+    if written is not None and re.search(r"\b(?:reduce_)?sum\(", written[1]):
+        # ``exp / ops.sum(exp, axis=-1)``: a softmax written by hand on logits far below 0 (unscaled attention
+        # scores), which the Sinkhorn words ("make eps larger") did not fit.
+        summary = (
+            f"the {origin.op.type} op divided by {zeros} that the exp{at} made by underflowing to 0 in float32 "
+            f"(exp(x) is 0 below about -103): a softmax written by hand, {written[1]} of logits far below 0, is "
+            "0 / 0 where every exp of a row underflowed"
+        )
+        what = _in_the_code_s_own_api(
+            origin,
+            "the softmax: subtract each row's max before the exp (exp(x - max(x)), which the library's softmax "
+            "does: tf.nn.softmax(x)), or take tf.nn.log_softmax(x) where a log follows; scores that large also ask for "
+            "their scale (1 / sqrt(d) in attention) and scaled inputs",
+        )
+        return summary, what
     summary = (
         f"the {origin.op.type} op divided by {zeros} that the exp{at} made by underflowing to 0 in float32 (exp(x) "
         "is 0 below about -103): a kernel exp(-cost / eps) with eps small for the costs (Sinkhorn), a density far "
@@ -3680,7 +3700,9 @@ def _divergence(
     if own_schedule is not None:
         # A schedule the user wrote (a warm-up with no cap grows without end): its line is the rate's.
         change = own_schedule
-    blown_up = _blown_up_at_start(context.history, context.step, start)
+    blown_up = _blown_up_at_start(
+        context.history, context.step, start, bool(_unscaled_inputs(context, units))
+    )
     if blown_up is not None:
         # The state fit started from, not this fit's rate: lowering it cannot help (the search says so too).
         evidence["weights_at_start"] = {"step": blown_up[0], "weight_norm": blown_up[1]}
@@ -4171,13 +4193,15 @@ def _fit_start(context: CauseContext) -> int:
 
 
 def _blown_up_at_start(
-    history: list[dict[str, Any]], failing_step: int | None, start: int = 0
+    history: list[dict[str, Any]], failing_step: int | None, start: int = 0, unscaled_inputs: bool = False
 ) -> tuple[int, float] | None:
     """(`start`, weight norm) when the weights were already huge at the first step of the fit (or loop) that failed: an
     earlier fit of the same model object (a notebook cell run again, a loop of fits) left them so, or the program
     loaded them. A step's weight norm is read after its update: step 0's says the weights before it only when step 0
     failed (its update was not applied); when step 0 passed, its forward pass must have been huge too (a fresh model
-    whose first update blew up had small outputs at step 0, and was put down to "an earlier fit")."""
+    whose first update blew up had small outputs at step 0, and was put down to "an earlier fit"). With
+    `unscaled_inputs` (features in the millions), a huge output at step 0 is the inputs', not the weights': a fresh
+    model whose first update on them blew up was told to "build the model again"."""
     for row in history:
         norm = row.get("weight_norm")
         if isinstance(norm, (int, float)) and not isinstance(norm, bool):
@@ -4185,7 +4209,9 @@ def _blown_up_at_start(
             if norm < _BLOWN_UP_WEIGHT_NORM or step != start:
                 return None
             output = row.get("max_abs_output")
-            huge_output = not isinstance(output, (int, float)) or output >= _BLOWN_UP_OUTPUT
+            huge_output = not unscaled_inputs and (
+                not isinstance(output, (int, float)) or output >= _BLOWN_UP_OUTPUT
+            )
             return (step, float(norm)) if failing_step == start or huge_output else None
     return None
 
