@@ -6014,3 +6014,63 @@ def test_a_unit_norm_constraint_of_a_zero_kernel_is_changed_at_the_initializer(
     cause = classify(findings, context)
     assert "epsilon is 0" not in cause.summary and "initialized to zeros" not in cause.summary, cause.summary
     assert cause.change is not None and cause.change.line == 10, cause.change
+
+
+GAN_SCRIPT = """\
+from keras.optimizers import Adam, SGD
+class GAN:
+    def __init__(self):
+        d_optimizer = SGD(learning_rate=5.0, momentum=0.9)
+        g_optimizer = Adam(0.0002, 0.5)
+        self.discriminator.compile(loss="binary_crossentropy", optimizer=d_optimizer)
+        self.discriminator.trainable = False
+        self.combined.compile(loss="binary_crossentropy", optimizer=g_optimizer)
+    def train(self, steps):
+        for step in range(steps):
+            d_loss = self.discriminator.train_on_batch(x, y)
+            g_loss = self.combined.train_on_batch(noise, valid)
+"""
+
+
+def test_a_gan_whose_discriminator_diverged_under_the_combined_model_names_its_optimizer(
+    tmp_path: Path,
+) -> None:
+    """An older GAN script: the discriminator and the combined model (generator + frozen discriminator) on their own
+    train_on_batch, the discriminator's SGD at 5.0. The combined model's loss jumped x3e10 in a step while its own
+    weights stood still, and an op of it overflowed: the cause was "a MatMul op overflowed on finite inputs with no
+    rise over the steps before", beside that history, and "keep its values in range". The guard's window saw the
+    frozen discriminator change between steps: its optimizer is the change."""
+    from pyadapter.capture.learning_rate import LearningRate
+    from pyadapter.cause import _frozen_changed
+
+    program = tmp_path / "gan.py"
+    program.write_text(GAN_SCRIPT, encoding="utf-8")
+    names = _frozen_changed(
+        "WindowError: frozen weights changed during training (discriminator/dense/kernel, discriminator/dense/bias, "
+        "discriminator/dense_1/kernel ...): the window has no copy of their earlier value; they are copied from "
+        "the next window on"
+    )
+    assert names == ["discriminator/dense/kernel", "discriminator/dense/bias", "discriminator/dense_1/kernel"]
+    history = [
+        {"step": 0, "loss": 174.4, "grad_norm": 77.2, "weight_norm": 9.0595, "update_ratio": None},
+        {"step": 1, "loss": 5.15e12, "grad_norm": 8.2e11, "weight_norm": 9.0594, "update_ratio": 0.00145},
+        {"step": 2, "loss": None, "loss_nonfinite": "nan", "weight_norm": 9.0594, "update_ratio": None},
+    ]
+    context = CauseContext(
+        history=history,
+        entry_script=str(program),
+        model_info={"optimizer": "Adam", "optimizers": ["Adam"]},
+        step=2,
+        frozen_changed=names,
+        learning_rate=LearningRate(0.0002),
+    )
+    cause = classify(findings_of(overflow_origin(program), step=2), context)
+    assert cause.kind == "divergence", cause
+    assert cause.summary.startswith("the loss jumped x2.95e+10 (174 at step 0 to 5.15e+12 at step 1)"), cause
+    assert "no rise" not in cause.summary and "discriminator/dense/kernel" in cause.summary
+    assert cause.change is not None and cause.change.line == 4, cause.change
+    # Without the window's word on the frozen part, the jump is not put on another model.
+    other = classify(
+        findings_of(overflow_origin(program), step=2), dataclasses.replace(context, frozen_changed=[])
+    )
+    assert "frozen part" not in other.summary, other.summary

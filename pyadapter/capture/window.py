@@ -72,6 +72,9 @@ DEFAULT_MAX_BYTES = 2 << 30
 STATE_FILE = "window/state.npz"
 BATCHES_FILE = "window/batches.npz"
 MANIFEST_KEY = "window"
+# The window's error when a weight the guarded model holds frozen changed between its steps (another optimizer
+# trains it: a GAN's discriminator on its own train_on_batch); the bundle keeps it as ``window_error``.
+FROZEN_CHANGED = "frozen weights changed during training"
 FILES = (STATE_FILE, BATCHES_FILE)
 # Spacing the copies (see the module docstring): their share of the training time, the widest spacing (in windows,
 # or in seconds of steps where that is wider), and the most memory the held batches may take for a wider spacing
@@ -298,7 +301,7 @@ class WindowKeeper:
         self._variables, self._copies, self._pool = [], [], []  # split anew at the next copy
         names = ", ".join(variable_path(v) for v in changed[:3]) + (" ..." if len(changed) > 3 else "")
         raise WindowError(
-            f"frozen weights changed during training ({names}): the window has no copy of their earlier value; "
+            f"{FROZEN_CHANGED} ({names}): the window has no copy of their earlier value; "
             "they are copied from the next window on"
         )
 

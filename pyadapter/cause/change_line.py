@@ -342,6 +342,19 @@ def optimizer_site(units: list[SourceUnit], recorded: list[str], used: float | N
     return Site(first.unit, first.node, first.name, used, False, first.momentum, first.target)
 
 
+def other_optimizer_site(units: list[SourceUnit], recorded: list[str], used: float | None) -> Site | None:
+    """The one optimizer construction of the program that is not the recorded one (another class, or the same
+    class at another rate than `used`): a GAN's discriminator's beside the combined model's; None for none or
+    several."""
+    others = [
+        site
+        for site in _optimizer_sites(units, [])
+        if site.target != "compile"
+        and not (site.name in recorded and (used is None or same_rate(site.learning_rate, used)))
+    ]
+    return others[0] if len(others) == 1 else None
+
+
 def _optimizer_sites(units: list[SourceUnit], recorded: list[str]) -> list[Site]:
     wanted = [name for name in recorded if name in OPTIMIZERS and name != "LossScaleOptimizer"]
     if not wanted:  # a LossScaleOptimizer wrapping an unnamed one, or nothing recorded: any optimizer will do

@@ -89,6 +89,9 @@ class CauseContext:
     # (step, batch) of the steps just before the failing one (the guard's window), oldest first: an outlier there
     # made the update that blew up the failing step.
     recent_batches: list[tuple[int, Any]] = field(default_factory=list)
+    # Frozen weights of the guarded model that changed between its steps (another optimizer trains them: a GAN's
+    # discriminator on its own train_on_batch), as the guard's window found them.
+    frozen_changed: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -166,6 +169,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _gaps_filled_with_zero(findings, origin, cause, units)
             or _csv_field_read_as_zero(origin, cause, units)
             or _added_epsilon_of_zero(findings, origin, context, cause, units)
+            or _frozen_part_trained_elsewhere(findings, context, cause, units)
             or _optimizer_epsilon_zero(findings, origin, context, cause, units)
             or _norm_of_a_zero_kernel(origin, cause, units)
             or _zeros_from_16_bit(findings, origin, cause)
@@ -2789,6 +2793,55 @@ def _optimizer_epsilon_zero(
         )
     evidence = {**cause.evidence, "optimizer_epsilon": 0}
     return Cause("op", summary, evidence, change)
+
+
+def _loss_jump(history: list[dict[str, Any]]) -> tuple[int, float, int, float] | None:
+    """(step, largest loss before, step, loss) when the last finite loss is `trend.FAST_FACTOR` times or more the
+    largest finite loss before it; None otherwise."""
+    points = [(s, v) for s, v in trend.finite_points(history, "loss") if v > 0]
+    if len(points) < 2:
+        return None
+    end_step, end = points[-1]
+    start_step, start = max(points[:-1], key=lambda p: p[1])
+    return (start_step, start, end_step, end) if end >= trend.FAST_FACTOR * start else None
+
+
+def _frozen_part_trained_elsewhere(
+    findings: Findings, context: CauseContext, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """An older GAN script's combined model (a generator under a frozen discriminator) whose loss jumped x1e10 in
+    a step while the weights it trains stood still, and whose frozen discriminator changed between its steps: the
+    discriminator's own train_on_batch, at a rate far too high, diverged. The words were the overflowing op's,
+    "with no rise over the steps before", beside a history that jumped. The other optimizer is the change."""
+    names = context.frozen_changed
+    jump = _loss_jump(context.history)
+    if not names or jump is None or not trend.weights_steady(context.history):
+        return None
+    start_step, start, end_step, end = jump
+    norms = [v for _, v in trend.finite_points(context.history, "weight_norm")]
+    shown = ", ".join(names) + (" ..." if len(names) >= 3 else "")
+    summary = (
+        f"the loss jumped x{end / start:.3g} ({_fmt(start)} at step {start_step} to {_fmt(end)} at step {end_step}) "
+        f"while the weights this model trains stood still (norm {_fmt(norms[-1] if norms else None)}); its frozen "
+        f"part ({shown}) changed between its steps: another optimizer trains it (a GAN's discriminator on its own "
+        "train_on_batch), and that training diverged, not this model's"
+    )
+    recorded = [
+        str(n) for n in context.model_info.get("optimizers") or [context.model_info.get("optimizer")] if n
+    ]
+    used = context.learning_rate.value if context.learning_rate is not None else None
+    site = change_line.other_optimizer_site(units, recorded, used)
+    what = (
+        f"the learning rate of the optimizer that trains {names[0].split('/')[0]}: its training diverged and "
+        "carried the frozen part here with it; lower it (x10 or more)"
+    )
+    evidence = {
+        **cause.evidence,
+        "frozen_changed": names,
+        "loss_jump": {"start_step": start_step, "start": start, "end_step": end_step, "end": end},
+    }
+    change = _change(site, what, "optimizer") if site is not None else _origin_change(findings, what, "op")
+    return Cause("divergence", summary, evidence, change)
 
 
 def _zero_kernel_initializer(units: list[SourceUnit]) -> change_line.Site | None:
