@@ -1266,6 +1266,98 @@ def test_a_sqrt_of_an_expanded_squared_distance_is_told_to_clamp_not_softplus(tm
     )
 
 
+# (step, loss, weight norm, update ratio, gradient norm) of a float16 MLP at SGD(0.08, momentum=0.9), as its bundle
+# recorded them (3 figures): a slow rise, then an update 21.9 times the weights at step 83.
+FAST_FLOAT16_DIVERGENCE = [
+    (0, 15.5, 12.4, None, 7.28),
+    (1, 13.5, 12.5, 0.0776, 7.24),
+    (2, 9.04, 12.8, 0.124, 11.5),
+    (3, 1.6, 13.1, 0.0965, 7.51),
+    (4, 20.5, 12.6, 0.282, 53.1),
+    (5, 10.6, 13.1, 0.255, 6.18),
+    (6, 11.1, 14.2, 0.234, 7.01),
+    (7, 5.88, 15.7, 0.211, 17.5),
+    (8, 9.73, 17.1, 0.188, 27.3),
+    (9, 16.0, 18.6, 0.278, 59.5),
+    (10, 12.1, 20.8, 0.23, 11.8),
+    (11, 13.0, 23.2, 0.19, 9.2),
+    (12, 6.2, 25.8, 0.155, 6.01),
+    (13, 4.13, 28.2, 0.127, 7.8),
+    (14, 3.33, 30.5, 0.106, 10.7),
+    (15, 4.63, 32.7, 0.09, 14.4),
+    (16, 3.78, 34.7, 0.0804, 18.4),
+    (17, 22.9, 36.5, 0.162, 73.9),
+    (18, 33.5, 38.9, 0.184, 50.2),
+    (19, 14.1, 41.9, 0.157, 6.7),
+    (20, 8.53, 45.1, 0.134, 10.4),
+    (21, 20.7, 48.3, 0.149, 68.3),
+    (22, 13.6, 51.8, 0.127, 19.2),
+    (23, 11.8, 55.2, 0.108, 22.8),
+    (24, 8.08, 58.6, 0.0925, 18.1),
+    (25, 8.65, 61.8, 0.0789, 14.2),
+    (26, 5.19, 64.9, 0.0699, 10.7),
+    (27, 43.3, 68.0, 0.154, 127.0),
+    (28, 14.9, 71.9, 0.132, 14.2),
+    (29, 12.3, 76.0, 0.112, 5.04),
+    (30, 7.71, 80.3, 0.0957, 5.19),
+    (31, 9.92, 84.5, 0.082, 5.45),
+    (32, 12.4, 88.6, 0.0727, 23.5),
+    (33, 38.2, 92.4, 0.0761, 59.8),
+    (34, 12.4, 96.0, 0.0662, 12.0),
+    (35, 10.1, 99.6, 0.0582, 10.2),
+    (36, 16.9, 103.0, 0.0649, 61.8),
+    (37, 54.8, 106.0, 0.109, 133.0),
+    (38, 18.4, 110.0, 0.0956, 14.0),
+    (39, 12.4, 115.0, 0.0828, 4.99),
+    (40, 16.2, 119.0, 0.074, 28.9),
+    (41, 9.71, 123.0, 0.0642, 0.908),
+    (42, 12.6, 127.0, 0.0558, 2.71),
+    (43, 14.5, 131.0, 0.049, 6.2),
+    (44, 8.28, 135.0, 0.0427, 5.39),
+    (45, 8.59, 138.0, 0.0386, 20.2),
+    (46, 15.5, 141.0, 0.0341, 22.3),
+    (47, 6.59, 144.0, 0.03, 3.98),
+    (48, 19.4, 147.0, 0.0281, 23.5),
+    (49, 14.3, 149.0, 0.0248, 1.38),
+    (50, 11.9, 151.0, 0.0221, 3.4),
+    (51, 14.2, 153.0, 0.0207, 9.63),
+    (52, 23.7, 155.0, 0.0302, 57.4),
+    (53, 13.7, 157.0, 0.027, 8.22),
+    (54, 12.9, 159.0, 0.0241, 7.77),
+    (55, 11.8, 160.0, 0.0219, 6.96),
+    (56, 15.4, 162.0, 0.0302, 51.3),
+    (57, 12.7, 163.0, 0.027, 0.306),
+    (58, 12.9, 164.0, 0.0239, 2.02),
+    (59, 15.6, 166.0, 0.0212, 3.29),
+    (60, 24.0, 167.0, 0.0189, 5.53),
+    (61, 20.1, 168.0, 0.0172, 4.35),
+    (62, 17.1, 169.0, 0.0156, 1.9),
+    (63, 13.1, 170.0, 0.0142, 1.74),
+    (64, 10.6, 171.0, 0.0126, 1.09),
+    (65, 16.3, 172.0, 0.0111, 4.1),
+    (66, 15.3, 172.0, 0.0107, 7.32),
+    (67, 5.73, 173.0, 0.0106, 5.6),
+    (68, 11.6, 174.0, 0.0183, 39.6),
+    (69, 27.4, 175.0, 0.0488, 97.1),
+    (70, 82.0, 176.0, 0.0842, 172.0),
+    (71, 12.4, 178.0, 0.0752, 0.81),
+    (72, 15.1, 181.0, 0.0669, 2.81),
+    (73, 11.5, 184.0, 0.0593, 2.41),
+    (74, 11.6, 187.0, 0.0524, 4.06),
+    (75, 18.4, 190.0, 0.0463, 4.24),
+    (76, 15.6, 194.0, 0.041, 1.31),
+    (77, 12.4, 197.0, 0.0363, 2.23),
+    (78, 7.88, 200.0, 0.0321, 0.0754),
+    (79, 65.9, 210.0, 0.284, 707.0),
+    (80, 12.0, 232.0, 0.243, 16.6),
+    (81, 796.0, 411.0, 1.4, 4030.0),
+    (82, 630.0, 684.0, 0.77, 1540.0),
+    (83, 149000.0, 15000.0, 21.9, 188000.0),
+    (84, 1190.0, 28500.0, 0.899, 68.8),
+    (85, 3190.0, 40700.0, 0.426, 541.0),
+]
+
+
 def test_a_float16_overflow_after_the_weights_rose_x40_is_the_rate_not_precision(tmp_path: Path) -> None:
     """Fine-tuning under mixed_float16 at a rate 10x too high (``FT_LR = BASE_LR * 10``): the weights' norm rose
     17.5 -> 767 in 56 steps, then a float16 MatMul overflowed. It said "precision ... float32 would hold it; keep
@@ -1305,6 +1397,16 @@ def test_a_float16_overflow_after_the_weights_rose_x40_is_the_rate_not_precision
     assert cause.change.what.startswith("learning rate 0.1 (SGD, momentum 0.9)"), cause.change.what
     steady = [dict(entry, weight_norm=17.5) for entry in rising]
     assert classify(findings_of(origin), dataclasses.replace(context, history=steady)).kind == "precision"
+    # A fast divergence in the last steps (float16 layers at SGD 0.08): the weights' median rose under x3 over the
+    # run, but an update was 21.9 times the weights; "keep the layer in float32" met it 30 steps later.
+    fast = [
+        {"step": s, "loss": loss, "weight_norm": norm, "update_ratio": ratio, "grad_norm": grad}
+        for s, loss, norm, ratio, grad in FAST_FLOAT16_DIVERGENCE
+    ]
+    fast.append({"step": 86, "loss": None, "loss_nonfinite": "inf", "weight_norm": 40700.0})
+    cause = classify(findings_of(origin), dataclasses.replace(context, history=fast, step=86))
+    assert cause.kind == "divergence", cause.summary
+    assert "the update at step 83 was 21.9 times the weights' norm" in cause.summary, cause.summary
 
 
 def test_a_float16_overflow_in_the_users_model_class_or_cast_is_not_fixed_by_a_dtype_on_it(
