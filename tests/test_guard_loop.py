@@ -189,6 +189,47 @@ def test_an_update_that_breaks_the_weights_is_taken_back_in_skip_mode(tmp_path, 
     assert "took it back (the state before it re-made from the window's copy" in capsys.readouterr().err
 
 
+class _UnitNormColumns(keras.constraints.Constraint):
+    """keras.io-style hand-written unit-norm constraint: w / ||w||, 0 / 0 for a zero column."""
+
+    def __call__(self, w):
+        return w / keras.ops.sqrt(keras.ops.sum(keras.ops.square(w), axis=0, keepdims=True))
+
+
+def test_a_first_update_that_breaks_the_weights_is_taken_back_when_it_built_the_optimizer(tmp_path):
+    """A custom loop (Adam, built at its first apply_gradients) whose zero-initialized head has a unit-norm
+    constraint: the first update makes the head 0 / 0 = NaN with finite gradients. The window's start copy lacks
+    Adam's slots, so the update was left applied: the bundle held NaN weights (state after_update) and its locate
+    blamed "weights non-finite when this fit began". The copied state is put back, Adam's slots as a fresh Adam
+    makes them."""
+    keras.utils.set_random_seed(3)
+    x, y = gm.data(batches=3, bad_batch=None)
+    model = keras.Sequential(
+        [
+            keras.Input((x.shape[1],)),
+            # All-zero hidden units: no gradient reaches the head, which stays zero.
+            keras.layers.Dense(8, activation="relu", kernel_initializer="zeros"),
+            keras.layers.Dense(1, kernel_initializer="zeros", kernel_constraint=_UnitNormColumns()),
+        ]
+    )
+    optimizer = keras.optimizers.Adam(1e-3)
+    before = [w.copy() for w in model.get_weights()]
+    step = guard_step(
+        mse_step(model, optimizer), model=model, optimizer=optimizer, capture_dir=tmp_path, locate=False
+    )
+    with pytest.raises(NonFiniteStepError):
+        for bx, by in batches(x, y):
+            step(bx, by)
+    (failure,) = step.failures
+    assert failure.step == 0 and failure.report.update_applied and failure.report.update_taken_back, failure
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), before, strict=True))
+    assert int(optimizer.iterations.numpy()) == 0
+    slots = [v for v in optimizer.variables if "momentum" in v.path or "velocity" in v.path]
+    assert slots and all(not np.any(v.numpy()) for v in slots), [(v.path, v.numpy()) for v in slots]
+    bundle = CaptureBundle.load(failure.bundle)
+    assert bundle.manifest["state"] == "before_update"
+
+
 def test_guarded_step_must_be_called_eagerly(tmp_path):
     model = gm.sequential()
     optimizer = keras.optimizers.SGD(0.01)

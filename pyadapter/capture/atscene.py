@@ -320,7 +320,7 @@ def take_back_update(keeper: Any, step: int, live: LiveStep, verbose: bool) -> b
     then left as the update left it. The metric variables (`live.extra_state`) are left as they were either way."""
     found = keeper.window_for(step, newest=True)
     if found is None:
-        return False
+        return _take_back_a_first_update(keeper, step, live, verbose)
     from pyadapter.replay import scene
 
     copy, held = found
@@ -341,6 +341,57 @@ def take_back_update(keeper: Any, step: int, live: LiveStep, verbose: bool) -> b
             f"the window from step {copy.step} did not stay finite); the bundle holds the weights after it"
         )
     return taken_back
+
+
+def _take_back_a_first_update(keeper: Any, step: int, live: LiveStep, verbose: bool) -> bool:
+    """`take_back_update` for the first step since the window's copy when that step made its optimizer's slots (a
+    custom loop's optimizer builds at its first ``apply_gradients``, after the copy at the loop's start): a unit-norm
+    kernel_constraint of a zero kernel made the weights NaN at step 0, and the update stayed, so the bundle held
+    NaN weights and its locate blamed "weights non-finite when this fit began". The copied variables are put back
+    and the slots given the values a fresh optimizer of the same config starts with. False (nothing changed) when
+    no copy was taken at the step or a new variable is not such a slot."""
+    copy = keeper.copy_at(step)
+    if copy is None:
+        return False
+    made = keeper.made_since()
+    try:
+        fresh = _fresh_slot_values(live.optimizers, made)
+    except Exception:  # noqa: BLE001 - an optimizer that cannot be made again from its config: leave the update
+        fresh = None
+    if fresh is None:
+        return False
+    for variable, value in zip(keeper.variables, keeper.state_values(copy), strict=True):
+        variable.assign(value)
+    for variable in made:
+        variable.assign(fresh[id(variable)])
+    if verbose:
+        from pyadapter.replay import scene
+
+        scene.say(
+            f"the update of step {step} made the weights non-finite: took it back (the state before it from the "
+            "window's copy, the optimizer's new slots as a fresh optimizer makes them)"
+        )
+    return True
+
+
+def _fresh_slot_values(optimizers: list[Any], made: list[Any]) -> dict[int, Any] | None:
+    """{id of each variable of `made`: its initial value}, from a twin of its optimizer made from the optimizer's
+    config and built on the same variables (Adam's zeros, Adagrad's initial accumulator); None when a variable of
+    `made` is no optimizer's."""
+    wanted = {id(v) for v in made}
+    fresh: dict[int, Any] = {}
+    for optimizer in optimizers:
+        owned = [v for v in optimizer.variables if id(v) in wanted]
+        if not owned:
+            continue
+        twin = type(optimizer).from_config(optimizer.get_config())
+        twin.build(list(optimizer._trainable_variables))
+        if len(twin.variables) != len(optimizer.variables):
+            return None
+        for live, made_fresh in zip(optimizer.variables, twin.variables, strict=True):
+            if id(live) in wanted:
+                fresh[id(live)] = made_fresh.numpy()
+    return fresh if set(fresh) == wanted else None
 
 
 def _live_values(variables: list[Any]) -> list[tuple[Any, Any]]:

@@ -337,6 +337,17 @@ class WindowKeeper:
         self._check_fixed()
         return start, held
 
+    def copy_at(self, step: int) -> _Copy | None:
+        """The copy taken at `step` itself (the state the failing step started from: nothing to re-run), also when
+        the step made variables since (an optimizer's slots, built at its first apply in a custom loop); None when
+        there is none."""
+        return next((c for c in self._copies if c.step == step), None)
+
+    def made_since(self) -> list[Any]:
+        """The state's variables the copies lack: made by a step after them (an optimizer's slots)."""
+        known = {id(v) for v in self._variables}
+        return [v for v in unique(self._sources()) if id(v) not in known]
+
     def _held_state(self, copy: _Copy) -> list[Any]:
         """Per variable (in `variables` order), where its value at the copy's step is: the copy's shadow, or the
         variable itself for a fixed weight (checked unchanged by `window_for`)."""

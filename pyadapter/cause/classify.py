@@ -2849,12 +2849,17 @@ def _zero_kernel_initializer(units: list[SourceUnit]) -> change_line.Site | None
     config's ``"kernel_init": "zeros"``, ``keras.initializers.Zeros()``); biases are zeros by design and not
     counted. None for none or several."""
     found: list[change_line.Site] = []
+    constrained: list[
+        change_line.Site
+    ] = []  # on a layer given a kernel_constraint too: the one a norm divides
     for unit in units:
         for node in ast.walk(unit.tree):
             pairs: list[tuple[str, ast.expr]] = []
             if isinstance(node, ast.Call):
                 pairs = [(k.arg or "", k.value) for k in node.keywords]
+                constraint = any("constraint" in (k.arg or "") for k in node.keywords)
             elif isinstance(node, ast.Dict):
+                constraint = False
                 pairs = [
                     (str(k.value), v)
                     for k, v in zip(node.keys, node.values, strict=True)
@@ -2870,7 +2875,11 @@ def _zero_kernel_initializer(units: list[SourceUnit]) -> change_line.Site | None
                 )
                 if zeros:
                     found.append(change_line.Site(unit, value, name, target="initializer"))
-    return found[0] if len(found) == 1 else None
+                    if constraint:
+                        constrained.append(found[-1])
+    if len(found) == 1:
+        return found[0]
+    return constrained[0] if len(constrained) == 1 else None
 
 
 def _norm_of_a_zero_kernel(origin: Finding, cause: Cause, units: list[SourceUnit]) -> Cause | None:
