@@ -6176,3 +6176,39 @@ def test_a_gan_whose_discriminator_diverged_under_the_combined_model_names_its_o
         findings_of(overflow_origin(program), step=2), dataclasses.replace(context, frozen_changed=[])
     )
     assert "frozen part" not in other.summary, other.summary
+
+
+def test_an_inf_made_and_masked_in_a_rerun_that_stayed_finite_is_not_the_cause(tmp_path: Path) -> None:
+    """A notebook edited its model's module (``%%writefile models.py`` with autoreload) after fit had traced its
+    train function: training's step ran the old code and went NaN; the re-run at the scene ran the new code and
+    stayed finite, but its dump held a pow's gradient of +inf at 0 that a 0 multiplied away. That was printed as the
+    origin with "the step differentiated a power x ** p ... keep its base above 0" beside "stayed finite"."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=EXP_LINE,
+        role="origin",
+        op=OpRef("gradient_tape/gem/Pow_1/Pow", "Pow"),
+        health=TensorHealth(dtype="float32", size=1024, pos_inf=551, pos=473),
+        inputs=[InputHealth("gem/Maximum:0", TensorHealth(dtype="float32", size=1024, zero=551, pos=473))],
+    )
+    verdict = {
+        "mode": "graph",
+        "reproduced": False,
+        "loss": 1.5244,
+        "loss_finite": True,
+        "gradients_finite": True,
+        "weights_finite": True,
+        "error": None,
+        "dumped": True,
+    }
+    findings = findings_of(origin, reproduced={"graph": False}, verdicts={"graph": verdict})
+    cause = classify(findings, CauseContext(history=diverging_history()[:5], entry_script=str(program)))
+    assert cause.kind == "unknown" and cause.change is None, cause
+    assert cause.summary.startswith("the step's re-run stayed finite (loss 1.5244,"), cause.summary
+    assert "made NaN/Inf that nothing downstream kept" in cause.summary
+    # A re-run that reproduced the failure keeps its origin's cause.
+    findings = findings_of(
+        origin, reproduced={"graph": True}, verdicts={"graph": {**verdict, "reproduced": True}}
+    )
+    assert classify(findings, CauseContext(history=diverging_history()[:5])).kind != "unknown"

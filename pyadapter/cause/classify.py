@@ -159,8 +159,11 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
     # The user's code, read and parsed once for the classification and the refinements of an op's cause below.
     read = context or CauseContext()
     units = user_sources(findings, read.entry_script, read.ran_cells)
-    cause = _classify(findings, context, units)
     origin = findings.origin
+    rerun = _finite_rerun(findings)
+    if origin is not None and rerun is not None:
+        return _made_and_masked_in_a_finite_rerun(origin, rerun)
+    cause = _classify(findings, context, units)
     if cause.kind == "op" and origin is not None and context is not None:
         cause = (
             _divisor_the_program_sets(findings, origin, context, cause, units)
@@ -2793,6 +2796,36 @@ def _optimizer_epsilon_zero(
         )
     evidence = {**cause.evidence, "optimizer_epsilon": 0}
     return Cause("op", summary, evidence, change)
+
+
+def _finite_rerun(findings: Findings) -> dict[str, Any] | None:
+    """The verdict of the dumped re-run the origin was found in, when that re-run stayed finite (loss, gradients and
+    updated weights) though training's step did not; None otherwise."""
+    graph = ((findings.bundle or {}).get("verdicts") or {}).get("graph")
+    if not isinstance(graph, dict) or not graph.get("dumped") or graph.get("reproduced") is not False:
+        return None
+    finite = all(graph.get(key) is True for key in ("loss_finite", "gradients_finite", "weights_finite"))
+    return graph if finite and graph.get("error") is None else None
+
+
+def _made_and_masked_in_a_finite_rerun(origin: Finding, rerun: dict[str, Any]) -> Cause:
+    """The re-run of the step stayed finite, and its dump still held an op that made NaN/Inf which nothing downstream
+    kept (a GeM pooling's pow gradient at 0, multiplied by 0): that op was reported as the origin, with a cause and a
+    line to change, beside "stayed finite". A notebook that edited its model's module (``%%writefile`` with
+    autoreload) after fit traced its train function: training ran the old code, the re-run the new. The cause is
+    not known here, and the words say why."""
+    loss = rerun.get("loss")
+    shown = f"loss {loss:.6g}, " if isinstance(loss, (int, float)) else ""
+    place = place_text(os.path.basename(origin.file), origin.line, origin.cell)
+    summary = (
+        f"the step's re-run stayed finite ({shown}gradients and updated weights finite), so the failure training met "
+        f"did not happen again, and its cause is not known here; the {origin.op.type} op at {place} made NaN/Inf "
+        "that nothing downstream kept, which is not what failed. A re-run runs the code as it is now: a model or "
+        "module edited since training (a notebook's %%writefile or autoreload) is not what training ran, as fit "
+        "keeps the train function it traced before the edit; build and compile the model again and run it"
+    )
+    evidence = {"origin": origin.op.name, "rerun": {"loss": loss, "reproduced": False}, "masked": True}
+    return Cause("unknown", summary, evidence)
 
 
 def _loss_jump(history: list[dict[str, Any]]) -> tuple[int, float, int, float] | None:
