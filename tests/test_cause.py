@@ -6212,3 +6212,25 @@ def test_an_inf_made_and_masked_in_a_rerun_that_stayed_finite_is_not_the_cause(t
         origin, reproduced={"graph": True}, verdicts={"graph": {**verdict, "reproduced": True}}
     )
     assert classify(findings, CauseContext(history=diverging_history()[:5])).kind != "unknown"
+
+
+def test_a_minus_inf_from_a_log_of_a_ratio_takes_the_log_warning_of_its_line(tmp_path: Path) -> None:
+    """``np.log(prices[1:] / prices[:-1])`` with a close price of 0 warns twice on its line, "divide by zero
+    encountered in divide" first: the batch's -inf was taken for the division's, and "add an epsilon to the
+    divisor", followed, left it (the log of the 0 the division made is the -inf)."""
+    from pyadapter.capture.records import BadElement
+    from pyadapter.cause.classify import _numpy_warning_for
+    from pyadapter.cause.sources import user_sources
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    program = tmp_path / "forecast.py"
+    program.write_text("import numpy as np\nreturns = np.log(prices[1:] / prices[:-1])\n", encoding="utf-8")
+    warned = [
+        NumpyWarning(str(program), 2, "divide by zero encountered in divide"),
+        NumpyWarning(str(program), 2, "divide by zero encountered in log"),
+    ]
+    units = user_sources(findings_of(None), str(program))
+    minus = _numpy_warning_for(warned, BadElement("x", 22, (22, 29, 1), -math.inf, 32), units)
+    assert minus is not None and minus.message.endswith("in log"), minus
+    plus = _numpy_warning_for(warned, BadElement("x", 23, (23, 29, 1), math.inf, 32), units)
+    assert plus is not None and plus.message.endswith("in divide"), plus

@@ -4807,12 +4807,24 @@ def _numpy_warning_for(
     if bad is None:
         return None
     kind = "nan" if math.isnan(bad.value) else "inf"
-    for warning in warned:
-        if warning.makes == kind and os.path.isfile(warning.file) and "ipykernel_" not in warning.file:
-            if _only_looks(warning, units):
-                continue
-            return warning
-    return None
+    found = [
+        warning
+        for warning in warned
+        if warning.makes == kind
+        and os.path.isfile(warning.file)
+        and "ipykernel_" not in warning.file
+        and not _only_looks(warning, units)
+    ]
+    if bad.value == -math.inf:
+        # ``np.log(p[1:] / p[:-1])`` of a price of 0 warns twice on its line, "in divide" first: the -inf is the
+        # log's (of the 0 the division made), and an epsilon in the divisor, followed, left it.
+        logs = [w for w in found if w.message.rstrip().endswith(_LOG_WARNINGS) and w.line == found[0].line]
+        if logs:
+            return logs[0]
+    return found[0] if found else None
+
+
+_LOG_WARNINGS = ("in log", "in log2", "in log10", "in log1p")
 
 
 # A statement that shows or summarises data and assigns nothing: ``df.describe()``, ``print(x.std())``.
