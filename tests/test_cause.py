@@ -6234,3 +6234,30 @@ def test_a_minus_inf_from_a_log_of_a_ratio_takes_the_log_warning_of_its_line(tmp
     assert minus is not None and minus.message.endswith("in log"), minus
     plus = _numpy_warning_for(warned, BadElement("x", 23, (23, 29, 1), math.inf, 32), units)
     assert plus is not None and plus.message.endswith("in divide"), plus
+
+
+def test_an_exp_that_overflowed_before_any_update_on_raw_pixels_is_the_inputs_not_a_divergence(
+    tmp_path: Path,
+) -> None:
+    """A softmax written by hand (``ops.exp(logits)``) on MNIST pixels of 0-255, overflowing in the fit's first
+    step: it was "divergence ... with no step before it to diverge over", a learning-rate search of 13 replays and
+    the compile line. No update had run; the exp's stable form and the pixels' scale are the change, at the exp."""
+    program = write_program(tmp_path)
+    pixels = np.random.default_rng(0).integers(0, 256, size=(128, 64)).astype("float32")
+    labels = np.eye(10, dtype="float32")[np.arange(128) % 10]
+    context = CauseContext(
+        history=[{"step": 0, "loss": None, "loss_nonfinite": "nan", "weight_norm": 3.2}],
+        entry_script=str(program),
+        model_info={"optimizer": "Adam", "optimizers": ["Adam"]},
+        step=0,
+        batch={"args": (pixels, labels), "kwargs": {}},
+    )
+    origin = overflow_origin(program, line=EXP_LINE, op="Exp")
+    cause = classify(findings_of(origin, step=0), context)
+    assert cause.kind == "data", cause
+    assert "in the first step, before any update, on unscaled features (" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == EXP_LINE, cause.change
+    assert "subtracts the largest value first" in cause.change.what and "pixels / 255" in cause.change.what
+    # A later step of the same fit ran after updates: not "before any update".
+    later = dataclasses.replace(context, step=2, history=[dict(context.history[0], step=s) for s in range(3)])
+    assert "before any update" not in classify(findings_of(origin, step=2), later).summary

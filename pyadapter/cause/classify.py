@@ -611,7 +611,11 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # by an earlier fit): neither the inputs nor this fit's rate made them; `_divergence` names where they came
         # from, and what the guard's search of rates found.
         return _divergence(context, units, origin, None)
-    if overflow and known and first_steps and _unscaled_inputs(context, units):
+    if overflow and known and first_steps and (raw := _unscaled_inputs(context, units)):
+        if origin.op.type == "Exp" and context.step == start:
+            # The first step's forward pass, before any update: no rate made it (a learning-rate search of 13
+            # replays answered "no rate kept it finite"); the exp of logits of raw pixels did.
+            return _exp_of_unscaled_inputs(findings, origin, raw)
         # Values this large from the first steps, on inputs in the hundreds: the usual step overshoots at once.
         return _divergence(context, units, origin, None)
     if (
@@ -2796,6 +2800,34 @@ def _optimizer_epsilon_zero(
         )
     evidence = {**cause.evidence, "optimizer_epsilon": 0}
     return Cause("op", summary, evidence, change)
+
+
+def _exp_of_unscaled_inputs(
+    findings: Findings, origin: Finding, unscaled: list[scale.UnscaledInput]
+) -> Cause:
+    """An Exp that overflowed in the fit's first step, before any update, on inputs in raw units (a softmax written
+    by hand on MNIST pixels of 0-255): the fresh weights' logits of those inputs are in the hundreds. It was called
+    a divergence, with a learning-rate search and the compile line; the exp's stable form and the inputs' scale
+    are the change."""
+    shown = " and ".join(f"{u.role} ({u.describe()})" for u in unscaled)
+    summary = (
+        "an Exp op overflowed float32 (exp(x) is Inf for x > 88.7) in the first step, before any update, on "
+        f"unscaled {shown}: the fresh weights' outputs of inputs that large pass 88.7; no learning rate made them"
+    )
+    what = _in_the_code_s_own_api(
+        origin,
+        "the exp: a softmax or a log-sum-exp computed stably subtracts the largest value first (tf.nn.softmax(x), "
+        "tf.nn.log_softmax(x), or a loss with from_logits=True); and scale the "
+        f"{' and '.join(u.role for u in unscaled)} (pixels / 255, or a keras.layers.Normalization layer)",
+    )
+    evidence = {
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "overflow": True,
+        "before_any_update": True,
+        "unscaled_inputs": [u.to_json() for u in unscaled],
+    }
+    return Cause("data", summary, evidence, _origin_change(findings, what, "op"))
 
 
 def _finite_rerun(findings: Findings) -> dict[str, Any] | None:
