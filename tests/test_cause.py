@@ -6261,3 +6261,26 @@ def test_an_exp_that_overflowed_before_any_update_on_raw_pixels_is_the_inputs_no
     # A later step of the same fit ran after updates: not "before any update".
     later = dataclasses.replace(context, step=2, history=[dict(context.history[0], step=s) for s in range(3)])
     assert "before any update" not in classify(findings_of(origin, step=2), later).summary
+
+
+def test_a_float16_cast_in_the_input_pipeline_is_told_to_scale_the_features(tmp_path: Path) -> None:
+    """A custom loop under mixed_float16 whose tf.data map casts raw incomes (9e4) to float16: the change was
+    "compute this in float32 (it runs in float16)", and followed, the model's first float16 layer overflowed the
+    same values. The features' scale, before the cast, is the change."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=EXP_LINE,
+        role="origin",
+        op=OpRef("Cast", "Cast", graph="Dataset_map_preprocess"),
+        health=TensorHealth(dtype="float16", size=4, pos_inf=1, pos=3),
+        inputs=[InputHealth("args_0:0", TensorHealth(dtype="float32", size=4, pos=4))],
+    )
+    context = CauseContext(history=[], entry_script=str(program), dtype_policy="mixed_float16", step=0)
+    cause = classify(findings_of(origin, step=0), context)
+    assert cause.kind == "data", cause
+    assert cause.summary.startswith("the input pipeline cast values past float16's range (max 65504)"), cause
+    assert cause.change is not None and cause.change.what.startswith(
+        "scale the features before they become"
+    ), cause
+    assert "compute this in float32" not in cause.change.what

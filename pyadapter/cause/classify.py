@@ -4391,6 +4391,22 @@ def _precision(
     change = None
     where = ""
     own_layer = _custom_layer_class(units, origin)
+    if origin.op.type == "Cast" and (origin.op.graph or "").startswith("Dataset_"):
+        # The input pipeline's cast of raw values (incomes of 9e4) to float16: "compute this in float32", followed,
+        # met the same overflow at the model's first float16 layer, which casts its input down again.
+        summary = (
+            f"the input pipeline cast values past {dtype}'s range (max {limit:g}) to {dtype}"
+            f"{f' under the {policy} policy' if policy else ''}: features in raw units; a model in {dtype} casts "
+            "them down again at its first layer, so float32 here alone would move the overflow there"
+        )
+        what = (
+            "scale the features before they become "
+            f"{dtype}: standardize them in the pipeline, in float32, before the cast; or leave the cast out and "
+            'put a keras.layers.Normalization layer (dtype="float32") first in the model'
+        )
+        return Cause(
+            "data", summary, {**evidence, "input_pipeline": True}, _origin_change(findings, what, "input")
+        )
     if origin.op.type == "Cast" and own_layer is not None:
         # A value cast down to float16 past its range (a -1e9 attention mask): its input is float32 already, so
         # "cast its input to float32" could not be done; the constant is what to change.
