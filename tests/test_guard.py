@@ -957,3 +957,32 @@ def test_a_step_that_raises_names_the_programs_line_and_says_it_is_not_nanguards
     assert sum("pyadapter" in name for name in frames) == 1, frames
     assert model.train_function is not None and type(model.train_function).__name__ != "GuardedTrainFunction"
     assert not list(tmp_path.iterdir())
+
+
+def test_a_guard_made_for_each_fit_of_a_model_keeps_the_earlier_fits_steps(tmp_path):
+    """``for epoch in range(E): model.fit(..., epochs=1, callbacks=[NanGuard(...)])`` with the program's own rate
+    decay between fits (written with a sign error, so the rate rises): each guard recorded its own fit's steps only,
+    so the rise the program made between fits was unseen and the advice ("try 0.0374") could not be followed. A
+    guard of a later fit of the same model starts from the steps the earlier ones recorded."""
+    keras.utils.set_random_seed(5)
+    x, y = gm.data(batches=4, bad_batch=None)
+    bad_x, bad_y = gm.data(batches=4, bad_batch=2, seed=1)
+    model = gm.sequential()
+    model.compile(keras.optimizers.SGD(0.01), "mse")
+    for epoch in range(3):
+        model.optimizer.learning_rate.assign(0.01 * 2.0**epoch)
+        fit(model, x, y, NanGuard(tmp_path, verbose=False))
+    guard = NanGuard(tmp_path, verbose=False)
+    fit(model, bad_x, bad_y, guard)
+    (failure,) = guard.failures
+    assert failure.step == 14, failure
+    bundle = CaptureBundle.load(guard.last_bundle)
+    assert [h["step"] for h in bundle.loss_history] == list(range(15)), bundle.loss_history
+    rates = [round(h["learning_rate"], 6) for h in bundle.loss_history[:12]]
+    assert rates == [0.01] * 4 + [0.02] * 4 + [0.04] * 4, rates
+    # Another model's guard starts from nothing.
+    other = gm.sequential()
+    other.compile(keras.optimizers.SGD(0.01), "mse")
+    fresh = NanGuard(tmp_path / "other", verbose=False)
+    fit(other, bad_x, bad_y, fresh)
+    assert [h["step"] for h in CaptureBundle.load(fresh.last_bundle).loss_history] == [0, 1, 2]

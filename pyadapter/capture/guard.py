@@ -256,11 +256,25 @@ class NanGuard(keras.callbacks.Callback):
             )
         self._step = int(primary_optimizer(model).iterations.numpy())
         function.first_step = self._step
+        self._continue_history(model)
         self.policy.passed()  # a new fit starts a new run of failures
         self._stopped_at = None
         if self._window is not None:
             keras_state.build_own_optimizer(model)
             self._window.start(self._step)
+
+    def _continue_history(self, model: keras.Model) -> None:
+        """A guard made for each fit of one model (``for epoch in ...: model.fit(..., epochs=1,
+        callbacks=[NanGuard()])`` with the program's own rate decay) starts from the steps the earlier guards of
+        that model recorded: with one fit's steps alone, a rate the program raised between fits went unseen, and the
+        advice ("try 0.0374") could not be followed, the program's formula raising it again."""
+        earlier = _MODEL_HISTORIES.get(model)
+        if earlier is not None and earlier is not self._history and not self._history:
+            self._history.extend(entry for entry in earlier if entry.step < self._step)
+        try:
+            _MODEL_HISTORIES[model] = self._history
+        except TypeError:  # a model that takes no weak reference: each guard keeps its own steps
+            pass
 
     def on_train_end(self, logs: dict | None = None) -> None:
         if self._function is not None:
@@ -814,6 +828,10 @@ def _unsaved_model_note(bundle: Any) -> str | None:
         f"the model could not be saved as model.keras ({reason}); replays re-run your program up to this fit "
         "instead (give the model get_config to rebuild it from the bundle)"
     )
+
+
+# The step history of each model's latest guard, for a guard made for a later fit of the same model.
+_MODEL_HISTORIES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 # What TensorFlow's CPU kernels say of a matrix they cannot invert or factor (MatrixSolve, MatrixInverse, Cholesky).
