@@ -6284,3 +6284,24 @@ def test_a_float16_cast_in_the_input_pipeline_is_told_to_scale_the_features(tmp_
         "scale the features before they become"
     ), cause
     assert "compute this in float32" not in cause.change.what
+
+
+def test_a_negative_base_to_a_fractional_power_is_told_to_keep_it_positive_not_at_0(tmp_path: Path) -> None:
+    """GeM pooling ``tf.pow(tf.reduce_mean(tf.pow(x, p)), 1.0 / p)`` of a negative mean: the Pow made NaN, and the
+    advice "tf.maximum(x, 0.0)", followed, met the next NaN: the slope of x ** (1/3) at 0 is infinite."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=EXP_LINE,
+        role="origin",
+        op=OpRef("gem/Pow_1", "Pow"),
+        health=TensorHealth(dtype="float32", size=1024, nan=531, pos=493),
+        inputs=[
+            InputHealth("gem/Mean:0", TensorHealth(dtype="float32", size=1024, neg=531, pos=493)),
+            InputHealth("gem/truediv:0", TensorHealth(dtype="float32", size=1, pos=1)),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(history=[], entry_script=str(program)))
+    assert "a negative base to a fractional power is NaN" in cause.summary, cause.summary
+    assert cause.change is not None and "tf.maximum(x, 1e-6)" in cause.change.what, cause.change
+    assert "tf.maximum(x, 0.0)" not in cause.change.what

@@ -1863,7 +1863,13 @@ def _power_words(origin: Finding) -> tuple[str, str] | None:
     if base.neg:
         negatives = f"{base.neg} negative value{'s' if base.neg != 1 else ''}"
         summary = f"the Pow op raised {negatives} to a power: a negative base to a fractional power is NaN"
-        what = "the base: keep it non-negative (tf.maximum(x, 0.0), or a softplus where it is learned)"
+        # A clamp at 0.0, followed (a GeM pooling's mean ** (1 / p)), met the next NaN: a fractional power's slope
+        # is infinite at 0, so the backward pass of the clamped 0 is inf.
+        what = (
+            "the base: keep it positive (tf.maximum(x, 1e-6), or a softplus where it is learned), here or where the "
+            "value is made (GeM pooling clamps its input before the first power); a clamp at 0.0 leaves a "
+            "fractional power's infinite slope at 0"
+        )
         return summary, what
     return None
 
