@@ -1553,6 +1553,11 @@ def test_a_step_whose_re_runs_drew_other_random_numbers_says_so_not_just_unknown
         cause.summary
     )
     assert "nanlens locate --replay" in cause.summary
+    # An energy-based model's sampler climbing the energy: the loss fell for 250 steps to -1.4e18 before it.
+    falling = [{"step": s, "loss": -1e11 * 1.03**s} for s in range(300)]
+    cause = classify(findings_of(None, verdicts=verdicts), CauseContext(history=falling, step=300))
+    assert "the steps before it show the loss falling without bound (" in cause.summary, cause.summary
+    assert "history" not in classify(findings_of(None, verdicts=verdicts), CauseContext(step=300)).evidence
 
 
 def test_a_log_of_zeros_in_a_batch_of_one_row_says_the_batch_holds_one_row(tmp_path: Path) -> None:

@@ -434,13 +434,23 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         drawn = graph.get("stateful_random") if isinstance(graph, dict) else None
         if isinstance(drawn, list) and drawn and all(isinstance(d, str) for d in drawn):
             # The re-runs drew other numbers than training (a GAN's unseeded noise): chance, not a finite step.
-            return Cause(
-                "unknown",
+            summary = (
                 f"the step's re-runs stayed finite: it draws unseeded random numbers ({', '.join(drawn[:2])}), "
                 "and training's draws are not in the bundle; `nanlens locate --replay` draws again, and "
-                "keras.random.* with a SeedGenerator (or tf.random.stateless_*) makes the step replay as it ran",
-                {"origin": None, "stateful_random": drawn[:5]},
+                "keras.random.* with a SeedGenerator (or tf.random.stateless_*) makes the step replay as it ran"
             )
+            evidence: dict[str, Any] = {"origin": None, "stateful_random": drawn[:5]}
+            fell = trend.fall(context.history) if known else None
+            if fell is not None:
+                # An energy-based model's Langevin sampler climbing the energy: 250 steps of the loss falling to
+                # -1e18 were in the bundle, and "unknown" said nothing of them.
+                summary += (
+                    f"; the steps before it show the loss falling without bound ({_fmt(fell.start_value)} at step "
+                    f"{fell.start_step} to {_fmt(fell.end_value)} at step {fell.end_step}): a term of the loss has "
+                    "no lower bound, and the optimizer drives it to -inf (often a sign slip)"
+                )
+                evidence["history"] = fell.to_json()
+            return Cause("unknown", summary, evidence)
         large = graph.get("too_large_gradients") if isinstance(graph, dict) else None
         if isinstance(large, list) and large and all(isinstance(n, str) for n in large):
             return _gradients_too_large_to_square(context, units, large)
