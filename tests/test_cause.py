@@ -2246,6 +2246,52 @@ def test_a_relative_error_divided_by_zero_targets_is_not_a_feature_s_record(tmp_
     ), cause
 
 
+@pytest.mark.parametrize("defaults", ["[0.0, 0.0, 0.0]", "[float('nan')] * 3"])
+def test_a_relative_error_of_a_target_a_csv_reader_filled_with_0_names_the_reader(
+    tmp_path: Path, defaults
+) -> None:
+    """``CsvDataset("daily_sales.csv", record_defaults)`` with defaults of 0.0 and one empty ``units`` field, into a
+    relative error: the words said a target of 0 "is valid data", and their epsilon, followed, trained a loss
+    dominated by that one record. The reader that fills an empty field with 0 is named, and marking it comes first;
+    a reader whose target's default marks a missing value is not."""
+    program = tmp_path / "demand.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        f"record_defaults = {defaults}\n"
+        'ds = tf.data.experimental.CsvDataset("daily_sales.csv", record_defaults, header=True)\n'
+        "def relative_error(y_true, y_pred):\n"
+        "    return tf.reduce_mean(tf.abs(y_true - y_pred) / y_true)\n",
+        encoding="utf-8",
+    )
+    origin = Finding(
+        file=str(program),
+        line=5,
+        role="origin",
+        op=OpRef("compile_loss/relative_error/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=32, pos_inf=1, pos=31),
+        inputs=[
+            InputHealth("compile_loss/relative_error/Abs:0", TensorHealth(dtype="float32", size=32, pos=32)),
+            InputHealth(
+                "compile_loss/relative_error/ExpandDims:0",
+                TensorHealth(dtype="float32", size=32, zero=1, pos=31),
+            ),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "    return tf.reduce_mean(tf.abs(y_true - y_pred) / y_true)"
+    cause = classify(
+        findings, CauseContext(entry_script=str(program), argv=[str(program)], cwd=str(tmp_path))
+    )
+    assert cause.change is not None, cause
+    if "nan" in defaults:
+        assert "fills an empty field with 0" not in cause.summary, cause.summary
+        assert cause.change.what.startswith("the relative error:"), cause.change
+        return
+    assert "CsvDataset (demand.py:3) fills an empty field with 0, its default" in cause.summary, cause.summary
+    assert cause.change.what.startswith("the 0 targets: where they are empty CSV fields"), cause.change
+    assert "where 0 is a real target (a day without sales), divide by tf.maximum" in cause.change.what
+
+
 def test_a_mean_of_an_empty_replica_share_is_told_compute_average_loss(tmp_path: Path) -> None:
     """tensorflow.org's distributed custom loop with ``tf.reduce_mean(per_example_loss)``: the last global batch of
     one example split over two replicas leaves replica 1 none, and its mean is 0 / 0. It was "a Mean op made NaN/Inf

@@ -171,6 +171,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _spread_of_zero(findings, origin, cause, units)
             or _gaps_filled_with_zero(findings, origin, cause, units)
             or _csv_field_read_as_zero(origin, cause, units)
+            or _relative_error_of_a_csv_zero(cause, units)
             or _added_epsilon_of_zero(findings, origin, context, cause, units)
             or _frozen_part_trained_elsewhere(findings, context, cause, units)
             or _optimizer_epsilon_zero(findings, origin, context, cause, units)
@@ -2715,6 +2716,60 @@ def _csv_field_read_as_zero(origin: Finding, cause: Cause, units: list[SourceUni
     site = change_line.Site(unit, node, name or "make_csv_dataset")
     return Cause(
         "data", summary, {**cause.evidence, "csv_default_zero": name}, _change(site, what, "reading")
+    )
+
+
+def _zero_default_reader(units: list[SourceUnit]) -> change_line.Site | None:
+    """The program's one CSV reader that fills an empty numeric field with 0: ``make_csv_dataset`` without
+    ``column_defaults``, or a ``CsvDataset`` / ``make_csv_dataset`` whose defaults (written there, or a list a name
+    was given) hold a 0. None otherwise."""
+    readers = [
+        (u, n) for u in units for n in change_line.calls(u) if change_line.called_name(n) in _CSV_READERS
+    ]
+    if len(readers) != 1:
+        return None
+    unit, node = readers[0]
+    name = change_line.called_name(node) or "CsvDataset"
+    defaults = change_line.keyword(node, "record_defaults") or change_line.keyword(node, "column_defaults")
+    if defaults is None and name == "CsvDataset" and len(node.args) > 1:
+        defaults = node.args[1]
+    if defaults is None:
+        return change_line.Site(unit, node, name) if name == "make_csv_dataset" else None
+    if isinstance(defaults, ast.Name):
+        assigned = _assigned(units, defaults.id)
+        defaults = assigned[1].value if assigned is not None else None
+    zero = isinstance(defaults, (ast.List, ast.Tuple)) and any(
+        isinstance(e, ast.Constant) and e.value == 0 and not isinstance(e.value, bool) for e in defaults.elts
+    )
+    return change_line.Site(unit, node, name) if zero else None
+
+
+def _relative_error_of_a_csv_zero(cause: Cause, units: list[SourceUnit]) -> Cause | None:
+    """A relative error's division by a target of 0 in a program whose CSV reader fills an empty field with 0
+    (``CsvDataset(..., record_defaults=[0.0] * 5)``): the words called a target of 0 valid data, and their
+    epsilon, followed, trained a loss dominated by that one record (2370 per epoch). The reader is named beside
+    them. None otherwise."""
+    change = cause.change
+    if change is None or not change.what.startswith("the relative error:"):
+        return None
+    site = _zero_default_reader(units)
+    if site is None:
+        return None
+    place = _site_place(site)
+    # The relative error's own words after "...which is valid data (a day without sales, a count of 0): ".
+    rest = change.what.split("): ", 1)[1] if "): " in change.what else change.what
+    summary = (
+        f"{cause.summary}; {site.name} ({place}) fills an empty field with 0, its default, so a target of 0 may "
+        "be a missing value, not a real one"
+    )
+    what = (
+        f"the 0 targets: where they are empty CSV fields ({site.name} at {place} reads them as its default 0), give "
+        "the column a default that marks them (float('nan')) and filter those records (ds.filter); where 0 is a "
+        f"real target (a day without sales), {rest}"
+    )
+    evidence = {**cause.evidence, "csv_default_zero": site.name}
+    return Cause(
+        cause.kind, summary, evidence, dataclasses.replace(change, what=what), provenance=cause.provenance
     )
 
 
