@@ -6356,3 +6356,30 @@ def test_a_negative_base_to_a_fractional_power_is_told_to_keep_it_positive_not_a
     assert "a negative base to a fractional power is NaN" in cause.summary, cause.summary
     assert cause.change is not None and "tf.maximum(x, 1e-6)" in cause.change.what, cause.change
     assert "tf.maximum(x, 0.0)" not in cause.change.what
+
+
+def test_a_float16_overflow_in_a_loss_written_by_hand_is_told_the_output_layer_in_float32(
+    tmp_path: Path,
+) -> None:
+    """A keras.Model subclass's train_step under mixed_float16, its output layer without dtype="float32", and
+    ``loss = tf.reduce_mean(tf.square(y - y_pred))`` on targets near 600: the words were a layer's ("tf.cast its
+    input to float32, and the result back to float16 before it meets the layer's other float16 values"), and a
+    loss of 3.7e5 cast back overflows again."""
+    program = tmp_path / "capacity.py"
+    program.write_text(
+        "import tensorflow as tf\nimport keras\n"
+        "class CapacityModel(keras.Model):\n"
+        "    def train_step(self, data):\n"
+        "        x, y = data\n"
+        "        with tf.GradientTape() as tape:\n"
+        "            y_pred = self(x, training=True)\n"
+        "            loss = tf.reduce_mean(tf.square(y - y_pred))\n",
+        encoding="utf-8",
+    )
+    origin = overflow_origin(program, dtype="float16", line=8, op="Square")
+    context = CauseContext(history=[], entry_script=str(program), dtype_policy="mixed_float16", step=0)
+    cause = classify(findings_of(origin, step=0), context)
+    assert cause.kind == "precision", cause
+    assert "computing the loss" in cause.summary, cause.summary
+    assert cause.change is not None and 'output layer dtype="float32"' in cause.change.what, cause.change
+    assert "the result back to float16" not in cause.change.what

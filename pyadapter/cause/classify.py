@@ -3672,6 +3672,10 @@ def _fast(context: CauseContext) -> tuple[trend.Trend | None, tuple[int, float] 
     return (jump, update) if jump is not None or update is not None else None
 
 
+# A line that assigns the loss: ``loss = tf.reduce_mean(tf.square(y - y_pred))``, ``total_loss = ...``.
+_LOSS_ASSIGNMENT = re.compile(r"^\s*\w*loss\w*\s*=[^=]")
+
+
 def _in_float32_words(origin: Finding, dtype: str) -> str:
     """ "Compute this in float32" as it can be done in a layer under mixed precision: the cast result goes back to
     `dtype` (cast up alone, the next op mixed float32 and float16 and the model did not build); an exp of scores
@@ -4462,6 +4466,21 @@ def _precision(
     change = None
     where = ""
     own_layer = _custom_layer_class(units, origin)
+    if origin.op.type != "Cast" and _LOSS_ASSIGNMENT.search(_origin_source_line(origin)):
+        # A loss written by hand on a float16 output (a train_step's, a custom loop's): the words were the layer's
+        # ("... and the result back to float16 before it meets the layer's other float16 values"), and a loss of
+        # 3.7e5 cast back overflows again; the mixed-precision guide's fix is the output layer in float32.
+        summary = (
+            f"{origin.op.type} overflowed {dtype} (max {limit:g}) computing the loss on finite inputs"
+            f"{f' under the {policy} policy' if policy else ''}: the model's output is {dtype}, and the loss of "
+            f"targets that large passes {dtype}'s range; float32 (max {FLOAT32_MAX:.3g}) would hold it"
+        )
+        what = (
+            'compute the loss in float32: give the model\'s output layer dtype="float32" (as the mixed-precision '
+            'guide does), or tf.cast the prediction and the targets to "float32" before the loss; a loss past '
+            f"{dtype}'s range cannot be cast back to it"
+        )
+        return Cause("precision", summary, {**evidence, "loss": True}, _origin_change(findings, what, "op"))
     if origin.op.type == "Cast" and (origin.op.graph or "").startswith("Dataset_"):
         # The input pipeline's cast of raw values (incomes of 9e4) to float16: "compute this in float32", followed,
         # met the same overflow at the model's first float16 layer, which casts its input down again.
