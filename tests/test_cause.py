@@ -6162,6 +6162,11 @@ def test_a_unit_norm_constraint_of_a_zero_kernel_is_changed_at_the_initializer(
     assert cause.change is not None and (cause.change.line, cause.change.target) == (5, "initializer"), (
         cause.change
     )
+    # Zeros divided by a count of 0 (a masked mean of an all-padding batch) are no kernel's norm.
+    masked = _constraint_division(program, 10, optimizer.lower())
+    assert masked.origin is not None
+    masked.origin.inputs[1] = dataclasses.replace(masked.origin.inputs[1], name="masked_mean/Sum_1:0")
+    assert "initialized to zeros" not in classify(masked, context).summary
     # Without a zero initializer in the code, the division's own words stay (and still no epsilon story).
     program.write_text(program.read_text().replace('"zeros",\n}', '"glorot_uniform",\n}'), encoding="utf-8")
     cause = classify(findings, context)

@@ -3018,6 +3018,10 @@ def _zero_kernel_initializer(units: list[SourceUnit]) -> change_line.Site | None
     return constrained[0] if len(constrained) == 1 else None
 
 
+# A norm's output by its op's name: ``tf.norm`` (``norm/Squeeze:0``), or the Sqrt of a sum of squares.
+_NORM_OUTPUT = re.compile(r"(?:^|/)(?:norm|Sqrt)(?:_\d+)?(?:/|:)", re.IGNORECASE)
+
+
 def _norm_of_a_zero_kernel(origin: Finding, cause: Cause, units: list[SourceUnit]) -> Cause | None:
     """A division of a wholly zero numerator by a divisor with zeros (a unit-norm constraint's ``w / norm(w)``,
     spectral normalization's ``v / tf.norm(v)``) in a program that initializes a kernel to zeros: the norm of a zero
@@ -3028,6 +3032,8 @@ def _norm_of_a_zero_kernel(origin: Finding, cause: Cause, units: list[SourceUnit
     top, bottom = origin.inputs[0].health, origin.inputs[1].health
     if top is None or bottom is None or not top.size or top.zero != top.size or not bottom.zero:
         return None
+    if not _NORM_OUTPUT.search(origin.inputs[1].name):
+        return None  # a masked mean of an all-padding batch divides zeros by a count of 0: no kernel's norm
     site = _zero_kernel_initializer(units)
     if site is None:
         return None
