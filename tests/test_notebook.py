@@ -1234,7 +1234,7 @@ def train(lr, epochs, units=32):
     result = _nanlens("replay", bundle, folder)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
-    assert "the 2 fits before it (other calls, optimizers or weights) ran one step each" in report["route"], (
+    assert "the 2 fits before it (earlier calls of the same line) ran one step each" in report["route"], (
         report["route"]
     )
     assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
@@ -1266,7 +1266,7 @@ for lr in [1e-3, 1e-2, 5.0]:
     result = _nanlens("replay", bundle, folder)
     assert result.returncode == 0, result.stderr[-3000:]
     report = json.loads(result.stdout)
-    assert "the 2 fits before it (other calls, optimizers or weights) ran one step each" in report["route"], (
+    assert "the 2 fits before it (earlier calls of the same line) ran one step each" in report["route"], (
         report["route"]
     )
     assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]

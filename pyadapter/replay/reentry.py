@@ -59,6 +59,10 @@ class _TimedOut(BaseException):
     pass
 
 
+# Why the last fit a re-entry passed over was not the captured one, when it was an earlier call of the same line.
+_EARLIER_CALL = "the last an earlier call of the captured fit's line"
+
+
 def is_notebook(path: str | Path) -> bool:
     return str(path).lower().endswith(".ipynb")
 
@@ -141,7 +145,16 @@ class _BundleTakeover:
 
         if self._not_the_captured_fit():
             self.phases_skipped += 1
-            self.last_skip_reason = "the last called from another line than the captured fit"
+            recorded = FitCall.from_json(self.bundle.model_info.get(FIT_CALL_KEY))
+            same_line = (
+                recorded is not None
+                and self.current_fit is not None
+                and recorded.code == self.current_fit.code
+            )
+            # A loop of one-epoch fits calls one line: its earlier calls are no "other line".
+            self.last_skip_reason = (
+                _EARLIER_CALL if same_line else "the last called from another line than the captured fit"
+            )
             return False
         info = self.bundle.model_info
         optimizer, trainable = info.get("optimizer"), info.get("trainable_variables")
@@ -967,10 +980,14 @@ def run_by_reentry(
         raise hook.error
     if notes is not None:
         skipped = hook.phases_skipped
+        # A loop of one-epoch fits: its earlier fits are the same line's calls, not "other calls, optimizers".
+        same = hook.last_skip_reason == _EARLIER_CALL
         phases = (
-            "; the fit before it (another call, optimizer or weights) ran one step only"
+            f"; the fit before it ({'an earlier call of the same line' if same else 'another call, optimizer or weights'}) "
+            "ran one step only"
             if skipped == 1
-            else f"; the {skipped} fits before it (other calls, optimizers or weights) ran one step each"
+            else f"; the {skipped} fits before it "
+            f"({'earlier calls of the same line' if same else 'other calls, optimizers or weights'}) ran one step each"
             if skipped
             else ""
         )
