@@ -2849,6 +2849,14 @@ def test_a_log_of_a_softmax_zero_on_raw_count_features_is_told_to_scale_them(tmp
     assert "tf.nn.log_softmax" in cause.change.what and "those rows stop learning" in cause.change.what, (
         cause.change
     )
+    # Saturated after 616 steps of training (digits of 0-16 by hand-written cross-entropy): the log's stable form
+    # leads, at the log, and the features' scale comes second.
+    late = CauseContext(
+        entry_script=str(program), batch=batch, layer_classes=set(), step=616, history=diverging_history()[:5]
+    )
+    cause = classify(findings_of(origin, step=616), late)
+    assert cause.change is not None and cause.change.what.startswith("the log of a softmax"), cause.change
+    assert "; and scale the features (x[:, " in cause.change.what and cause.change.line == 5, cause.change
 
 
 def test_an_rsqrt_at_a_batch_norm_given_epsilon_0_is_that_epsilon(tmp_path: Path) -> None:

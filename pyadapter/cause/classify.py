@@ -1656,8 +1656,14 @@ def _saturated_by_unscaled_features(
         f"{cause.summary}; the batch's features are unscaled ({unscaled[0].describe()}): pre-activations that large "
         "make a softplus, sigmoid, softmax or exp output exactly 0 in float32"
     )
-    what = f"{change.what}; or {cause.change.what}"
     evidence = {**cause.evidence, "unscaled_inputs": [u.to_json() for u in unscaled]}
+    late = context.step is not None and context.step - _fit_start(context) >= trend.MIN_STEPS
+    if saturated_log and late:
+        # A log of a softmax that saturated after hundreds of steps (digits of 0-16, RMS 12): training made the
+        # logits large, and the log's stable form is the fix; the features' scale comes second.
+        what = f"{cause.change.what}; and scale the features ({unscaled[0].describe()})"
+        return Cause(cause.kind, summary, evidence, dataclasses.replace(cause.change, what=what))
+    what = f"{change.what}; or {cause.change.what}"
     return Cause(cause.kind, summary, evidence, dataclasses.replace(change, what=what))
 
 
