@@ -6396,3 +6396,35 @@ def test_a_float16_overflow_in_a_loss_written_by_hand_is_told_the_output_layer_i
     assert "computing the loss" in cause.summary, cause.summary
     assert cause.change is not None and 'output layer dtype="float32"' in cause.change.what, cause.change
     assert "the result back to float16" not in cause.change.what
+
+
+def test_a_warm_up_that_multiplies_the_rate_it_is_given_is_changed_at_its_return(tmp_path: Path) -> None:
+    """``def warmup(epoch, lr): return lr * 2.0 if epoch < 3 else lr`` passed to LearningRateScheduler in a fit cell
+    pasted twice: each fit restarts epoch at 0, so the rate compounds. The change was the first of the two
+    ``LearningRateScheduler(warmup)`` calls (the pasted cell that did not run); the schedule's own return is it.
+    A schedule of the epoch alone keeps the call's line."""
+    from pyadapter.cause import change_line
+    from pyadapter.cause.sources import user_sources
+
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n"
+        "def warmup(epoch, lr):\n"
+        "    if epoch < 3:\n"
+        "        return lr * 2.0\n"
+        "    return lr\n"
+        "model.fit(x, y, callbacks=[keras.callbacks.LearningRateScheduler(warmup)])\n"
+        "model.fit(x, y, callbacks=[keras.callbacks.LearningRateScheduler(warmup)])\n",
+        encoding="utf-8",
+    )
+    site = change_line.computed_rate_setter(user_sources(findings_of(None), str(program)))
+    assert site is not None and (site.line, site.name) == (4, "LearningRateScheduler(warmup)"), site
+    program.write_text(
+        "import keras\n"
+        "def step_decay(epoch):\n"
+        "    return 0.1 * 0.5 ** epoch\n"
+        "model.fit(x, y, callbacks=[keras.callbacks.LearningRateScheduler(step_decay)])\n",
+        encoding="utf-8",
+    )
+    site = change_line.computed_rate_setter(user_sources(findings_of(None), str(program)))
+    assert site is not None and site.line == 4, site

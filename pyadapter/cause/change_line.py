@@ -255,6 +255,12 @@ def computed_rate_setter(units: list[SourceUnit]) -> Site | None:
                     if isinstance(given, (ast.Name, ast.Attribute))
                     else "LearningRateScheduler"
                 )
+                compounding = _compounding_return(units, given.id) if isinstance(given, ast.Name) else None
+                if compounding is not None:
+                    # ``def warmup(epoch, lr): return lr * 2.0 if epoch < 3 else lr``: it multiplies the rate it is
+                    # given, so each fit (whose epochs restart at 0) raises it again; that line is the change, not
+                    # the first of the fit cells (pasted again below) that pass it.
+                    return Site(compounding[0], compounding[1], shown, target="schedule")
                 return Site(unit, call, shown, target="schedule")
     computed = [
         (unit, assignment)
@@ -267,6 +273,30 @@ def computed_rate_setter(units: list[SourceUnit]) -> Site | None:
     computed.sort(key=lambda pair: isinstance(pair[1][1], (ast.Name, ast.Attribute, ast.Constant)))
     for unit, (target, value) in computed[:1]:
         return Site(unit, value, f"{ast.unparse(target)} set as it trains", target="optimizer")
+    return None
+
+
+def _compounding_return(units: list[SourceUnit], name: str) -> tuple[SourceUnit, ast.expr] | None:
+    """The returned value of the schedule function `name` (``def warmup(epoch, lr)``) that multiplies (or divides)
+    the rate it is given, its second parameter: (its unit, the value). None for none, or a schedule of the epoch
+    alone."""
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if not isinstance(node, ast.FunctionDef) or node.name != name or len(node.args.args) < 2:
+                continue
+            rate = node.args.args[1].arg
+            for returned in ast.walk(node):
+                if not isinstance(returned, ast.Return) or returned.value is None:
+                    continue
+                if any(
+                    isinstance(part, ast.BinOp)
+                    and isinstance(part.op, (ast.Mult, ast.Div))
+                    and any(
+                        isinstance(side, ast.Name) and side.id == rate for side in (part.left, part.right)
+                    )
+                    for part in ast.walk(returned.value)
+                ):
+                    return unit, returned.value
     return None
 
 
