@@ -111,6 +111,21 @@ def _dataset_site(name: str, defs: _Defs) -> FeedSite | None:
     return None
 
 
+def _callable_generator_site(name: str, defs: _Defs) -> FeedSite | None:
+    """An object whose ``__call__`` is a generator (``from_generator(RecordReader("records.txt"))``): its last
+    yield. The data cause was marked at the from_generator statement and changed where ``ds`` is batched."""
+    found = defs.classes.get(name)
+    if found is None:
+        return None
+    unit, cls = found
+    for item in cls.body:
+        if isinstance(item, ast.FunctionDef) and item.name == "__call__":
+            yields = _yields(item)
+            if yields:
+                return FeedSite(unit, yields[-1], name, feed="generator", function=f"{name}.__call__")
+    return None
+
+
 def _function_site(name: str, defs: _Defs) -> FeedSite | None:
     found = defs.functions.get(name)
     if found is None:
@@ -144,7 +159,12 @@ def _site_of(expr: ast.expr | None, defs: _Defs, hops: int = 0) -> FeedSite | No
         name = called_name(expr)
         if name is None:
             return None
-        return _generator_site(name, defs) or _dataset_site(name, defs) or _factory_site(name, defs, hops)
+        return (
+            _generator_site(name, defs)
+            or _dataset_site(name, defs)
+            or _callable_generator_site(name, defs)
+            or _factory_site(name, defs, hops)
+        )
     if isinstance(expr, ast.Lambda):
         return _site_of(expr.body, defs, hops + 1)
     if isinstance(expr, (ast.Name, ast.Attribute)):
