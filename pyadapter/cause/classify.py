@@ -1514,7 +1514,9 @@ def _in_the_code_s_own_api(origin: Finding, what: str) -> str:
 # What each op makes of a value outside its domain, and a way to keep its input inside.
 _DOMAIN_WORDS = {
     "Log": ("log", "tf.math.log(tf.maximum(x, 1e-7))"),
-    "Sqrt": ("sqrt", "tf.sqrt(tf.maximum(x, 0.0))"),
+    # A floor above 0: sqrt's slope at 0 is infinite, so a clamp at 0.0 made the next NaN (a learned variance's
+    # sqrt, then the log of that 0 standard deviation).
+    "Sqrt": ("sqrt", "tf.sqrt(tf.maximum(x, 1e-12))"),
     "Rsqrt": ("rsqrt", "tf.math.rsqrt(tf.maximum(x, 1e-12))"),
 }
 
