@@ -5469,6 +5469,21 @@ def test_a_divisor_is_named_as_the_line_writes_it(tmp_path: Path) -> None:
     assert "in its divisor Sum_1:0:" in classify(findings, CauseContext(entry_script=str(program))).summary
 
 
+def _division_by_a_traced_zero(program: Path, line: int) -> Finding:
+    """A RealDiv at `line` whose divisor is a number that was 0 when the step was traced (``truediv/y:0``)."""
+    return Finding(
+        file=str(program),
+        line=line,
+        role="origin",
+        op=OpRef("truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=64, nan=3, pos_inf=61),
+        inputs=[
+            InputHealth("add:0", TensorHealth(dtype="float32", size=64, zero=3, pos=61)),
+            InputHealth("truediv/y:0", TensorHealth(dtype="float32", size=1, zero=1)),
+        ],
+    )
+
+
 @pytest.mark.parametrize("where", ["dict", "json", "keyword", "absl", "argparse"])
 def test_a_division_by_a_number_a_config_set_to_0_is_changed_where_it_is_set(
     tmp_path: Path, where: str
@@ -5499,17 +5514,7 @@ def test_a_division_by_a_number_a_config_set_to_0_is_changed_where_it_is_set(
     program.write_text(setting + f"residual = u_xx - (u_t + u * u_x) / {divisor}\n", encoding="utf-8")
     (tmp_path / "run.json").write_text('{"steps": 100,\n "nu": 0.0}\n', encoding="utf-8")
     division = len(setting.splitlines()) + 1
-    origin = Finding(
-        file=str(program),
-        line=division,
-        role="origin",
-        op=OpRef("truediv", "RealDiv"),
-        health=TensorHealth(dtype="float32", size=64, nan=3, pos_inf=61),
-        inputs=[
-            InputHealth("add:0", TensorHealth(dtype="float32", size=64, zero=3, pos=61)),
-            InputHealth("truediv/y:0", TensorHealth(dtype="float32", size=1, zero=1)),
-        ],
-    )
+    origin = _division_by_a_traced_zero(program, division)
     findings = findings_of(origin)
     findings.extra["origin_code"] = f"residual = u_xx - (u_t + u * u_x) / {divisor}"
     cause = classify(
@@ -5546,17 +5551,7 @@ def test_a_division_by_a_number_the_command_line_set_to_0_names_the_flag(tmp_pat
         "soft = teacher_logits / self.temperature\n",
         encoding="utf-8",
     )
-    origin = Finding(
-        file=str(program),
-        line=5,
-        role="origin",
-        op=OpRef("truediv", "RealDiv"),
-        health=TensorHealth(dtype="float32", size=64, nan=3, pos_inf=61),
-        inputs=[
-            InputHealth("add:0", TensorHealth(dtype="float32", size=64, zero=3, pos=61)),
-            InputHealth("truediv/y:0", TensorHealth(dtype="float32", size=1, zero=1)),
-        ],
-    )
+    origin = _division_by_a_traced_zero(program, 5)
     findings = findings_of(origin)
     findings.extra["origin_code"] = "soft = teacher_logits / self.temperature"
     context = CauseContext(

@@ -1347,6 +1347,19 @@ def _rate_sweep_fit(capture_dir: Path) -> str:
     )
 
 
+def _replay_of_a_run_in_order(
+    tmp_path: Path, path: Path, cells: list[tuple[str, str]], order: list[int], allow_errors: bool = False
+) -> dict:
+    """The ``nanlens replay --json`` report of the one bundle under <tmp_path>/captures, after `cells` saved as
+    `path` ran in the order a user clicked them (`order`); the replay must have run."""
+    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
+    _run_notebook(path, tmp_path, path.name, order=order, allow_errors=allow_errors)
+    (bundle,) = [p for p in (tmp_path / "captures").iterdir() if p.is_dir()]
+    replayed = _nanlens("replay", bundle, path.parent)
+    assert replayed.returncode == 0, replayed.stderr[-3000:]
+    return json.loads(replayed.stdout)
+
+
 def test_a_notebook_run_out_of_order_replays_in_the_order_its_kernel_ran(tmp_path):
     """A config cell at the bottom, run before the training cell above it (as users do): the replay ran the saved
     cells top to bottom and failed with "NameError: name 'LEARNING_RATE' is not defined (at cell2.py:2)". The
@@ -1356,13 +1369,7 @@ def test_a_notebook_run_out_of_order_replays_in_the_order_its_kernel_ran(tmp_pat
     capture_dir = tmp_path / "captures"
     data, train = RATE_SWEEP_DATA, _rate_sweep_fit(capture_dir)
     cells = [("code", IMPORTS), ("code", data), ("code", train), ("code", "LEARNING_RATE = 5.0")]
-    path = folder / "sweep.ipynb"
-    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
-    _run_notebook(path, tmp_path, "sweep.ipynb", order=[0, 1, 3, 2])
-    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
-    replayed = _nanlens("replay", bundle, folder)
-    assert replayed.returncode == 0, replayed.stderr[-3000:]
-    report = json.loads(replayed.stdout)
+    report = _replay_of_a_run_in_order(tmp_path, folder / "sweep.ipynb", cells, [0, 1, 3, 2])
     assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
     assert "(its cells in the order the kernel ran them)" in report["route"], report["route"]
 
@@ -1388,13 +1395,9 @@ def test_a_fit_cell_run_again_after_the_plot_cell_below_it_replays(tmp_path):
     )
     plot = "print('final loss', history.history['loss'][-1])"
     cells = [("code", IMPORTS), ("code", data), ("code", train), ("code", plot)]
-    path = folder / "continue.ipynb"
-    path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
-    _run_notebook(path, tmp_path, "continue.ipynb", order=[0, 2, 1, 2, 3, 2], allow_errors=True)
-    (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
-    replayed = _nanlens("replay", bundle, folder)
-    assert replayed.returncode == 0, replayed.stderr[-3000:]
-    report = json.loads(replayed.stdout)
+    report = _replay_of_a_run_in_order(
+        tmp_path, folder / "continue.ipynb", cells, [0, 2, 1, 2, 3, 2], allow_errors=True
+    )
     assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
     assert "(its cells in the order the kernel ran them)" in report["route"], report["route"]
 

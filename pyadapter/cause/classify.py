@@ -1011,7 +1011,7 @@ def _gradients_too_large_to_square(context: CauseContext, units: list[SourceUnit
         f"the step's gradients of {shown} are finite but too large to square in float32 (|g| > 1.8e19): an "
         "optimizer that keeps their squares (Adam, RMSprop) would make them +Inf; gradients this large "
         + (
-            "come from unscaled " + " and ".join(f"{u.role} ({u.describe()})" for u in unscaled)
+            "come from unscaled " + _unscaled_text(unscaled)
             if unscaled
             else "point at unscaled inputs or targets, or weights already grown huge"
         )
@@ -2695,6 +2695,14 @@ def _gaps_filled_with_zero(
 _CSV_READERS = ("make_csv_dataset", "CsvDataset")
 
 
+def _one_csv_reader(units: list[SourceUnit]) -> tuple[SourceUnit, ast.Call] | None:
+    """(its unit, the call) of the program's one tf.data CSV reader; None for none or several."""
+    readers = [
+        (u, n) for u in units for n in change_line.calls(u) if change_line.called_name(n) in _CSV_READERS
+    ]
+    return readers[0] if len(readers) == 1 else None
+
+
 def _csv_field_read_as_zero(origin: Finding, cause: Cause, units: list[SourceUnit]) -> Cause | None:
     """A log or a division of zeros in the input pipeline of a program that reads its CSV with
     ``tf.data.experimental.make_csv_dataset`` without ``column_defaults``: an empty numeric field is read as 0 (the
@@ -2702,15 +2710,10 @@ def _csv_field_read_as_zero(origin: Finding, cause: Cause, units: list[SourceUni
     missing value. The reader's call is the change. None otherwise."""
     if not _zero_into_domain_op(origin) or not (origin.op.graph or "").startswith("Dataset_"):
         return None
-    readers = [
-        (unit, node)
-        for unit in units
-        for node in change_line.calls(unit)
-        if change_line.called_name(node) in _CSV_READERS
-    ]
-    if len(readers) != 1 or change_line.keyword(readers[0][1], "column_defaults") is not None:
+    reader = _one_csv_reader(units)
+    if reader is None or change_line.keyword(reader[1], "column_defaults") is not None:
         return None
-    unit, node = readers[0]
+    unit, node = reader
     name = change_line.called_name(node)
     summary = (
         f"{cause.summary}; {name} reads an empty numeric field as 0 (the default it infers for the column), so a "
@@ -2731,12 +2734,10 @@ def _zero_default_reader(units: list[SourceUnit]) -> change_line.Site | None:
     """The program's one CSV reader that fills an empty numeric field with 0: ``make_csv_dataset`` without
     ``column_defaults``, or a ``CsvDataset`` / ``make_csv_dataset`` whose defaults (written there, or a list a name
     was given) hold a 0. None otherwise."""
-    readers = [
-        (u, n) for u in units for n in change_line.calls(u) if change_line.called_name(n) in _CSV_READERS
-    ]
-    if len(readers) != 1:
+    reader = _one_csv_reader(units)
+    if reader is None:
         return None
-    unit, node = readers[0]
+    unit, node = reader
     name = change_line.called_name(node) or "CsvDataset"
     defaults = change_line.keyword(node, "record_defaults") or change_line.keyword(node, "column_defaults")
     if defaults is None and name == "CsvDataset" and len(node.args) > 1:
@@ -2850,9 +2851,7 @@ def _optimizer_epsilon_zero(
     if divisor is None or not divisor.is_finite or not divisor.zero:
         return None
     scope = re.sub(r"_\d+$", "", origin.op.name.split("/", 1)[0]).lower()
-    recorded = [
-        str(n) for n in context.model_info.get("optimizers") or [context.model_info.get("optimizer")] if n
-    ]
+    recorded = _recorded_optimizers(context)
     if scope not in _EPSILON_OPTIMIZERS or scope not in {name.lower() for name in recorded}:
         return None
     if _divides(findings):
@@ -2881,6 +2880,11 @@ def _optimizer_epsilon_zero(
     return Cause("op", summary, evidence, change)
 
 
+def _unscaled_text(unscaled: list[scale.UnscaledInput]) -> str:
+    """'features (x from 0 to 255, RMS 61.4) and targets (...)': the unscaled inputs as a cause names them."""
+    return " and ".join(f"{u.role} ({u.describe()})" for u in unscaled)
+
+
 def _exp_of_unscaled_inputs(
     findings: Findings, origin: Finding, unscaled: list[scale.UnscaledInput]
 ) -> Cause:
@@ -2888,10 +2892,10 @@ def _exp_of_unscaled_inputs(
     by hand on MNIST pixels of 0-255): the fresh weights' logits of those inputs are in the hundreds. It was called
     a divergence, with a learning-rate search and the compile line; the exp's stable form and the inputs' scale
     are the change."""
-    shown = " and ".join(f"{u.role} ({u.describe()})" for u in unscaled)
     summary = (
         "an Exp op overflowed float32 (exp(x) is Inf for x > 88.7) in the first step, before any update, on "
-        f"unscaled {shown}: the fresh weights' outputs of inputs that large pass 88.7; no learning rate made them"
+        f"unscaled {_unscaled_text(unscaled)}: the fresh weights' outputs of inputs that large pass 88.7; no "
+        "learning rate made them"
     )
     what = _in_the_code_s_own_api(
         origin,
@@ -2907,6 +2911,12 @@ def _exp_of_unscaled_inputs(
         "unscaled_inputs": [u.to_json() for u in unscaled],
     }
     return Cause("data", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _recorded_optimizers(context: CauseContext) -> list[str]:
+    """The class names of the optimizers the bundle records (``optimizers``, else the one ``optimizer``)."""
+    info = context.model_info
+    return [str(n) for n in info.get("optimizers") or [info.get("optimizer")] if n]
 
 
 def _finite_rerun(findings: Findings) -> dict[str, Any] | None:
@@ -2939,17 +2949,6 @@ def _made_and_masked_in_a_finite_rerun(origin: Finding, rerun: dict[str, Any]) -
     return Cause("unknown", summary, evidence)
 
 
-def _loss_jump(history: list[dict[str, Any]]) -> tuple[int, float, int, float] | None:
-    """(step, largest loss before, step, loss) when the last finite loss is `trend.FAST_FACTOR` times or more the
-    largest finite loss before it; None otherwise."""
-    points = [(s, v) for s, v in trend.finite_points(history, "loss") if v > 0]
-    if len(points) < 2:
-        return None
-    end_step, end = points[-1]
-    start_step, start = max(points[:-1], key=lambda p: p[1])
-    return (start_step, start, end_step, end) if end >= trend.FAST_FACTOR * start else None
-
-
 def _frozen_part_trained_elsewhere(
     findings: Findings, context: CauseContext, cause: Cause, units: list[SourceUnit]
 ) -> Cause | None:
@@ -2958,7 +2957,7 @@ def _frozen_part_trained_elsewhere(
     discriminator's own train_on_batch, at a rate far too high, diverged. The words were the overflowing op's,
     "with no rise over the steps before", beside a history that jumped. The other optimizer is the change."""
     names = context.frozen_changed
-    jump = _loss_jump(context.history)
+    jump = trend.loss_jump(context.history)
     if not names or jump is None or not trend.weights_steady(context.history):
         return None
     start_step, start, end_step, end = jump
@@ -2970,9 +2969,7 @@ def _frozen_part_trained_elsewhere(
         f"part ({shown}) changed between its steps: another optimizer trains it (a GAN's discriminator on its own "
         "train_on_batch), and that training diverged, not this model's"
     )
-    recorded = [
-        str(n) for n in context.model_info.get("optimizers") or [context.model_info.get("optimizer")] if n
-    ]
+    recorded = _recorded_optimizers(context)
     used = context.learning_rate.value if context.learning_rate is not None else None
     site = change_line.other_optimizer_site(units, recorded, used)
     what = (
@@ -2993,9 +2990,8 @@ def _zero_kernel_initializer(units: list[SourceUnit]) -> change_line.Site | None
     config's ``"kernel_init": "zeros"``, ``keras.initializers.Zeros()``); biases are zeros by design and not
     counted. None for none or several."""
     found: list[change_line.Site] = []
-    constrained: list[
-        change_line.Site
-    ] = []  # on a layer given a kernel_constraint too: the one a norm divides
+    # On a layer given a kernel_constraint too: the one a norm divides.
+    constrained: list[change_line.Site] = []
     for unit in units:
         for node in ast.walk(unit.tree):
             pairs: list[tuple[str, ast.expr]] = []
@@ -3987,9 +3983,7 @@ def _divergence(
         if limit is not None
         else f"until {origin.op.type} overflowed float32 (max {FLOAT32_MAX:.3g})"
     )
-    scale_text = (
-        " on unscaled " + " and ".join(f"{u.role} ({u.describe()})" for u in unscaled) if unscaled else ""
-    )
+    scale_text = " on unscaled " + _unscaled_text(unscaled) if unscaled else ""
     restart = context.learning_rate.restart if context.learning_rate is not None else None
     restart_text = ""
     if restart is not None and blown_up is None and not before_any_update:

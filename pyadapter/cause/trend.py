@@ -240,6 +240,17 @@ def fast_growth(history: list[dict[str, Any]]) -> Trend | None:
     return max(jumps, key=lambda t: (t.series in ("grad_norm", "loss"), t.factor), default=None)
 
 
+def loss_jump(history: list[dict[str, Any]]) -> tuple[int, float, int, float] | None:
+    """(step, largest loss before, step, loss) when the last finite loss is `FAST_FACTOR` times or more the largest
+    finite loss before it; None otherwise."""
+    points = [(s, v) for s, v in finite_points(history, "loss") if v > 0]
+    if len(points) < 2:
+        return None
+    end_step, end = points[-1]
+    start_step, start = max(points[:-1], key=lambda p: p[1])
+    return (start_step, start, end_step, end) if end >= FAST_FACTOR * start else None
+
+
 def large_update(history: list[dict[str, Any]]) -> tuple[int, float] | None:
     """(step, ratio) of the largest update/weight norm ratio at or above UPDATE_RATIO_LIMIT among the last
     FAST_STEPS steps before the failure: an update larger than the weights, the mark of a learning rate far too high."""
