@@ -322,7 +322,7 @@ def test_a_nan_numpy_made_in_a_pydatasets_getitem_is_changed_where_numpy_warned(
     recorded in the training process and carried by the bundle, names the line that made it."""
     program = SHAPES / "pydataset_standardize_blank_frame.py"
     done = run_program(program.name, tmp_path)
-    assert "NanGuard: step" in done.stderr, done.stderr[-3000:]
+    assert "NanGuard: step" in done.stderr, (done.returncode, done.stdout[-1500:], done.stderr[-3000:])
     (bundle,) = bundles(tmp_path)
     warned = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))["numpy_warnings"]
     assert {"file": str(program.resolve()), "line": marked_line(program)} in [
