@@ -197,3 +197,56 @@ def test_a_model_built_in_a_module_one_folder_up_or_relative_is_found_there(tmp_
     train.write_text("from .model import build\nmodel = build()\nmodel.fit(x, y)\n")
     site = layer_site("functional_1/dense_1/Exp", "Exp", str(train))
     assert site is not None and (site.file, site.line) == (str(package / "model.py"), 7), site
+
+
+OUT_OF_ORDER = """\
+import keras
+from keras import layers
+
+
+class GAN(keras.Model):
+    def __init__(self, latent_dim):
+        super().__init__()
+        self.latent_dim = latent_dim
+        self.discriminator = self.build_discriminator()
+        self.generator = self.build_generator()
+
+    def build_generator(self):
+        return keras.Sequential(
+            [
+                keras.Input((self.latent_dim,)),
+                layers.Dense(64, activation="relu"),
+                layers.Dense(2, activation="tanh"),
+            ]
+        )
+
+    def build_discriminator(self):
+        return keras.Sequential(
+            [
+                keras.Input((2,)),
+                layers.Dense(64, activation="relu"),
+                layers.Dense(1),
+            ]
+        )
+
+
+gan = GAN(latent_dim=8)
+"""
+
+
+def test_layers_a_class_builds_out_of_source_order_are_numbered_in_the_order_they_run(tmp_path: Path) -> None:
+    """A GAN writes ``build_generator`` first but builds the discriminator first in ``__init__``: Keras named the
+    discriminator's layers ``dense`` and ``dense_1``, and the generator's ``dense_2`` and ``dense_3``. Counted in
+    source order, the discriminator's ``dense_1`` was put on the generator's tanh head."""
+    program = tmp_path / "gan.py"
+    program.write_text(OUT_OF_ORDER)
+    lines = OUT_OF_ORDER.splitlines()
+    head = lines.index("                layers.Dense(1),") + 1
+    hidden = lines.index('                layers.Dense(64, activation="relu"),', head - 10) + 1
+    generator_hidden = lines.index('                layers.Dense(64, activation="relu"),') + 1
+    assert getattr(layer_site("sequential/dense_1/MatMul", "MatMul", str(program)), "line", None) == head
+    assert getattr(layer_site("sequential/dense/Relu", "Relu", str(program)), "line", None) == hidden
+    assert (
+        getattr(layer_site("gan/sequential_1/dense_2/Relu", "Relu", str(program)), "line", None)
+        == generator_hidden
+    )

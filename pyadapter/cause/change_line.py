@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pyadapter.cause.sources import SourceUnit, called_name, calls, keyword, number
-from pyadapter.dump.layer_site import auto_name_parts, layer_names, nth_built, times_run
+from pyadapter.dump.layer_site import auto_name_parts, layer_names, nth_built, run_order, times_run
 
 OPTIMIZERS = (
     "SGD",
@@ -1739,9 +1739,13 @@ def layer_site(units: list[SourceUnit], op_name: str, dtype: str | None = None) 
     """The construction of the layer an op belongs to, from the op's name (``sequential_1/dense_2_1/MatMul``): a
     call with ``name=`` one of the names the scope may stand for (`layer_names`: the call count Keras 3 adds in its
     train step taken off), else the call that built the (k+1)-th layer of the class whose automatic name is
-    ``dense`` (``dense_k``), counting the calls in source order and a call in a loop once per turn (`nth_built`).
-    Innermost layer first."""
-    constructions = [(unit, node) for unit in units for node in calls(unit) if called_name(node)]
+    ``dense`` (``dense_k``), counting the calls in the order they run (`run_order`) and a call in a loop once per
+    turn (`nth_built`). Innermost layer first."""
+    order = run_order([unit.tree for unit in units])
+    constructions = sorted(
+        ((unit, node) for unit in units for node in calls(unit) if called_name(node)),
+        key=lambda pair: order.get(id(pair[1]), (len(units),)),
+    )
     times = times_run([unit.tree for unit in units])
     segments = [s for s in op_name.split("/")[:-1] if s]
     for position in reversed(range(len(segments))):

@@ -66,19 +66,54 @@ _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
 _FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
+class _CallGraph:
+    """Who calls whom in the code, by name: each node's parent, the functions of each name, and each function's
+    call sites (`sites`)."""
+
+    def __init__(self, trees: list[ast.Module]) -> None:
+        self.parents: dict[int, ast.AST] = {}
+        self.functions: dict[str, list[ast.AST]] = {}
+        self.callers: dict[str, list[ast.Call]] = {}  # function name -> its calls ``name(...)``
+        self.method_callers: dict[str, list[ast.Call]] = {}  # method name -> its calls ``obj.name(...)``
+        self.every_call: list[ast.Call] = []
+        self.tree_of: dict[int, int] = {}  # call -> the number of its tree
+        for number, tree in enumerate(trees):
+            for node in ast.walk(tree):
+                for child in ast.iter_child_nodes(node):
+                    self.parents[id(child)] = node
+                if isinstance(node, _FUNCTIONS):
+                    self.functions.setdefault(node.name, []).append(node)
+                elif isinstance(node, ast.Call):
+                    self.every_call.append(node)
+                    self.tree_of[id(node)] = number
+                    if isinstance(node.func, ast.Name):
+                        self.callers.setdefault(node.func.id, []).append(node)
+                    elif isinstance(node.func, ast.Attribute):
+                        self.method_callers.setdefault(node.func.attr, []).append(node)
+
+    def sites(self, function: ast.AST) -> list[ast.Call]:
+        """The calls that run `function`: ``name(...)`` of a function, ``obj.name(...)`` of a method, and the
+        class's own calls (``GAN(latent_dim=64)``) of an ``__init__`` (its ``super().__init__()`` runs another
+        class's). None told when two functions share the name."""
+        name = getattr(function, "name", "")
+        owner = self.parents.get(id(function))
+        if isinstance(owner, ast.ClassDef) and name == "__init__":
+            return self.callers.get(owner.name, [])
+        if len(self.functions.get(name, [])) != 1:
+            return []
+        return (self.method_callers if isinstance(owner, ast.ClassDef) else self.callers).get(name, [])
+
+
 def times_run(trees: list[ast.Module]) -> dict[int, int | None]:
     """How many times each call of the code runs when the code runs once top to bottom, by ``id`` of the call
     node: 1; ``n`` inside a loop or comprehension over a sequence written in the code (``for units in [64, 32]``,
-    ``range(3)``, a module-level ``UNITS = (64, 32)``); for a call in a function the code calls by name, the sum over
-    its calls (a function it never calls, a method, counts once); None when it cannot be told (a loop over a
+    ``range(3)``, a module-level ``UNITS = (64, 32)``); for a call in a function the code calls by name (`_CallGraph.sites`),
+    the sum over its calls (a function it never calls counts once); None when it cannot be told (a loop over a
     computed sequence, a ``while``, a condition in a comprehension, recursion). A layer built in a loop is several
     layers: Keras numbers each (``dense``, ``dense_1``, ...)."""
-    parents: dict[int, ast.AST] = {}
+    graph = _CallGraph(trees)
+    parents = graph.parents
     literals: dict[str, ast.expr | None] = {}
-    functions: dict[str, list[ast.AST]] = {}
-    callers: dict[str, list[ast.Call]] = {}  # function name -> its calls ``name(...)``
-    method_callers: dict[str, list[ast.Call]] = {}  # method name -> its calls ``self.name(...)``
-    every_call: list[ast.Call] = []
     for tree in trees:
         for statement in tree.body:
             if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
@@ -86,17 +121,6 @@ def times_run(trees: list[ast.Module]) -> dict[int, int | None]:
                 if isinstance(target, ast.Name):
                     # Assigned twice: not a constant to count by.
                     literals[target.id] = None if target.id in literals else statement.value
-        for node in ast.walk(tree):
-            for child in ast.iter_child_nodes(node):
-                parents[id(child)] = node
-            if isinstance(node, _FUNCTIONS):
-                functions.setdefault(node.name, []).append(node)
-            elif isinstance(node, ast.Call):
-                every_call.append(node)
-                if isinstance(node.func, ast.Name):
-                    callers.setdefault(node.func.id, []).append(node)
-                elif isinstance(node.func, ast.Attribute):
-                    method_callers.setdefault(node.func.attr, []).append(node)
 
     def length(iterable: ast.expr) -> int | None:
         if isinstance(iterable, ast.Name):
@@ -141,9 +165,7 @@ def times_run(trees: list[ast.Module]) -> dict[int, int | None]:
                     n = None if generator.ifs else length(generator.iter)
                     factor = None if n is None or factor is None else factor * n
             elif isinstance(parent, _FUNCTIONS):
-                method = isinstance(parents.get(id(parent)), ast.ClassDef)
-                named = (method_callers if method else callers).get(parent.name, [])
-                calls_of = named if len(functions.get(parent.name, [])) == 1 else []
+                calls_of = graph.sites(parent)
                 if calls_of:
                     counts = [runs(c) for c in calls_of]
                     factor = None if None in counts else sum(n for n in counts if n is not None)
@@ -155,11 +177,43 @@ def times_run(trees: list[ast.Module]) -> dict[int, int | None]:
         counted[key] = total
         return total
 
-    return {id(call): runs(call) for call in every_call}
+    return {id(call): runs(call) for call in graph.every_call}
+
+
+def run_order(trees: list[ast.Module]) -> dict[int, tuple[int, ...]]:
+    """A key to sort the code's calls by the order they run in when the code runs top to bottom, by ``id`` of the
+    call node. A call in a function the code calls by name (a method it calls on an object, a class's ``__init__``
+    where the class is called) runs where that function is first called, not where it is written: a GAN that
+    writes ``build_generator`` first and calls ``self.discriminator = self.build_discriminator()`` first builds the
+    discriminator's Dense layers first, and Keras numbers them first (``dense``, ``dense_1``). A call in a function
+    the code does not call keeps its place in the source."""
+    graph = _CallGraph(trees)
+    keys: dict[int, tuple[int, ...]] = {}
+    in_progress: set[int] = set()
+
+    def key(call: ast.Call) -> tuple[int, ...]:
+        found = keys.get(id(call))
+        if found is not None:
+            return found
+        own = (call.lineno, call.col_offset)
+        function = graph.parents.get(id(call))
+        while function is not None and not isinstance(function, _FUNCTIONS):
+            function = graph.parents.get(id(function))
+        result: tuple[int, ...] = (graph.tree_of.get(id(call), 0), *own)
+        if function is not None:
+            in_progress.add(id(call))
+            sites = [key(site) for site in graph.sites(function) if id(site) not in in_progress]
+            in_progress.discard(id(call))
+            if sites:
+                result = (*min(sites), *own)
+        keys[id(call)] = result
+        return result
+
+    return {id(call): key(call) for call in graph.every_call}
 
 
 def nth_built(candidates: list[Any], times: dict[int, int | None], index: int) -> Any:
-    """Of the calls that build a class's unnamed layers, in the order they run (source order), the one that built
+    """Of the calls that build a class's unnamed layers, in the order they run (`run_order`), the one that built
     its `index`-th (0-based: ``dense_2`` is index 2), counting each call as often as it runs (`times_run`). None
     when a call before it runs an unknown number of times (unless it is the last: the rest are its own), or when the
     code builds fewer (others were built elsewhere)."""
@@ -196,14 +250,13 @@ class _Call:
 
 @lru_cache(maxsize=32)
 def _calls(path: str, mtime_key: float) -> tuple[_Call, ...]:
-    """Every call in the file with a plain name, in source order."""
+    """Every call in the file with a plain name, in the order they run (`run_order`)."""
     with open(path, encoding="utf-8", errors="replace") as handle:
         tree = ast.parse(handle.read())
     times = times_run([tree])
+    order = run_order([tree])
     out = []
-    for node in sorted(
-        (n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
-    ):
+    for node in sorted((n for n in ast.walk(tree) if isinstance(n, ast.Call)), key=lambda n: order[id(n)]):
         func = node.func
         name = (
             func.attr if isinstance(func, ast.Attribute) else func.id if isinstance(func, ast.Name) else None
