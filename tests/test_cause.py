@@ -5253,13 +5253,18 @@ def test_a_diverging_fit_from_huge_loaded_weights_names_the_load(tmp_path: Path)
 
 def test_a_log1p_of_minus_one_numpy_warned_at_is_a_log_not_a_division() -> None:
     """``np.log1p(df["days_on_market"])`` where -1 means unknown: NumPy says "divide by zero encountered in log1p",
-    and the advice was "add an epsilon to the divisor" (followed: 3% of the targets became -16, val_loss 11.6)."""
+    and the advice was "add an epsilon to the divisor" (followed: 3% of the targets became -16, val_loss 11.6). Then
+    it was "guard it (np.log1p, an epsilon, np.clip)", on a line that takes log1p already (log returns
+    ``np.log1p(np.diff(p) / p[:-1])`` of a price that fell to 0): the -1 is what to keep away from."""
     from pyadapter.cause.classify import _numpy_fix
     from pyadapter.numpy_warnings import NumpyWarning
 
     advice = _numpy_fix(NumpyWarning("train.py", 45, "divide by zero encountered in log1p"))
-    assert advice.startswith("a log of 0 or of a negative"), advice
-    assert "divisor" not in advice, advice
+    assert advice.startswith("log1p(x) is -inf at x = -1"), advice
+    assert "divisor" not in advice and "np.log1p" not in advice, advice
+    assert "keep x above -1" in advice and "missing value" in advice, advice
+    # A log's warning still gets the guard that log1p is.
+    assert "np.log1p" in _numpy_fix(NumpyWarning("train.py", 45, "divide by zero encountered in log"))
 
 
 def test_a_batch_whose_every_value_is_nan_says_so_not_just_its_first_element(tmp_path: Path) -> None:

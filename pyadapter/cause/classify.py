@@ -4933,7 +4933,15 @@ def _numpy_fix(warned: NumpyWarning) -> str:
         )
     if "empty slice" in message or "Degrees of freedom" in message:
         return "a mean or std over no rows; skip or fill the empty selections"
-    if message.endswith((" in log", " in log2", " in log10", " in log1p")):
+    if message.endswith(" in log1p"):
+        # The line takes log1p already: "guard it (np.log1p, ...)" was advice it had followed. Its -inf is a
+        # log1p(-1): a change of -100% (a return whose price fell to 0), or a -1 that stands for "missing".
+        return (
+            "log1p(x) is -inf at x = -1 and NaN below it (a change of -100%: a price or count that fell to 0, or a "
+            "-1 standing for a missing value); keep x above -1 (np.clip(x, -1 + 1e-6, None)) or filter the "
+            "records before it"
+        )
+    if message.endswith(_LOG_WARNINGS):
         # log1p's -inf is a log of 0 too (log1p(-1): a -1 that stands for "missing"), not a division to pad.
         return "a log of 0 or of a negative; guard it (np.log1p, an epsilon, np.clip) or filter the records before it"
     if "divide" in message:
