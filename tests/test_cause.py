@@ -6208,17 +6208,20 @@ def test_a_gan_whose_discriminator_diverged_under_the_combined_model_names_its_o
     weights stood still, and an op of it overflowed: the cause was "a MatMul op overflowed on finite inputs with no
     rise over the steps before", beside that history, and "keep its values in range". The guard's window saw the
     frozen discriminator change between steps: its optimizer is the change."""
+    from pyadapter.capture import window
     from pyadapter.capture.learning_rate import LearningRate
-    from pyadapter.cause import _frozen_changed
 
     program = tmp_path / "gan.py"
     program.write_text(GAN_SCRIPT, encoding="utf-8")
-    names = _frozen_changed(
-        "WindowError: frozen weights changed during training (discriminator/dense/kernel, discriminator/dense/bias, "
-        "discriminator/dense_1/kernel ...): the window has no copy of their earlier value; they are copied from "
-        "the next window on"
+    paths = ["discriminator/dense/kernel", "discriminator/dense/bias", "discriminator/dense_1/kernel"]
+    manifest = window.error_entries(
+        window.WindowError(f"{window.FROZEN_CHANGED} (...)", frozen_changed=paths)
     )
-    assert names == ["discriminator/dense/kernel", "discriminator/dense/bias", "discriminator/dense_1/kernel"]
+    names = window.frozen_changed(manifest)
+    assert names == paths
+    # A bundle is data: the key in any other shape says nothing.
+    assert window.frozen_changed({window.FROZEN_CHANGED_KEY: "discriminator/dense/kernel"}) == []
+    assert window.frozen_changed({window.FROZEN_CHANGED_KEY: [{"__class__": "x"}]}) == []
     history = [
         {"step": 0, "loss": 174.4, "grad_norm": 77.2, "weight_norm": 9.0595, "update_ratio": None},
         {"step": 1, "loss": 5.15e12, "grad_norm": 8.2e11, "weight_norm": 9.0594, "update_ratio": 0.00145},

@@ -584,6 +584,34 @@ def test_a_gan_trained_with_train_on_batch_is_guarded_and_replayed_at_its_own_mo
     assert "up to Sequential.train_on_batch" in replayed["route"], replayed["route"]
 
 
+def test_a_gan_whose_discriminator_diverges_under_the_combined_model_names_the_discriminators_rate(tmp_path):
+    """An older GAN script on ``train_on_batch`` with a guard on each model, the discriminator's SGD at 5.0. Both
+    guards stop in the same iteration. The combined model failed at its second step, through the frozen
+    discriminator that its own optimizer had thrown out: its cause was a divergence at the combined model's Adam
+    (2e-4, "try 2e-5"), a rate that had not moved its weights. The guard's window records the frozen weights that
+    changed (``window_frozen_changed``), and both bundles name the discriminator's rate."""
+    program = SHAPES / "gan_train_on_batch_fast_discriminator.py"
+    done = run_program(program.name, tmp_path)
+    assert done.returncode == 0, (done.stdout[-1500:], done.stderr[-3000:])
+    rate_line = next(
+        n for n, text in enumerate(program.read_text(encoding="utf-8").splitlines(), 1) if "# CAUSE" in text
+    )
+    found = {CaptureBundle.load(b).model_info["name"]: b for b in bundles(tmp_path)}
+    assert set(found) == {"discriminator", "combined"}, done.stderr[-3000:]
+    manifest = json.loads((found["combined"] / "manifest.json").read_text(encoding="utf-8"))
+    assert "discriminator/dense_3/kernel" in manifest["window_frozen_changed"], manifest.get("window_error")
+    causes = {
+        name: nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"] for name, bundle in found.items()
+    }
+    for name, cause in causes.items():
+        assert cause["kind"] == "divergence", (name, cause)
+        assert (cause["change"]["file"], cause["change"]["line"]) == (str(program.resolve()), rate_line), (
+            name,
+            cause,
+        )
+    assert "its frozen part (discriminator/" in causes["combined"]["summary"], causes["combined"]
+
+
 def test_the_diverging_point_of_a_grid_search_is_the_fit_replayed(tmp_path):
     """Three models of other widths fit in turn with the same optimizer class and number of weights; the third
     diverges. The replay took over the first fit (its optimizer and weight count matched): 6 captured values fit

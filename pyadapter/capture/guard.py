@@ -575,9 +575,7 @@ class NanGuard(keras.callbacks.Callback):
             rate = step_window.current_learning_rate(primary_optimizer(self.model))
             return keeper.files(step, data, live.to_numpy, learning_rate=rate, search=search)
         except Exception as exc:  # noqa: BLE001 - the bundle matters more than its window
-            return {}, {
-                step_window.MANIFEST_KEY + "_error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            }
+            return {}, step_window.error_entries(exc)
 
     def _live_step(self, function: GuardedTrainFunction) -> atscene.LiveStep:
         """The step a window re-runs: Keras's ``train_step`` on the window's held batches."""

@@ -504,9 +504,7 @@ class GuardedStep:
             rate = step_window.current_learning_rate(live.optimizers[0]) if live.optimizers else None
             return keeper.files(step, failing, live.to_numpy, learning_rate=rate, search=search)
         except Exception as exc:  # noqa: BLE001 - the bundle matters more than its window
-            return {}, {
-                step_window.MANIFEST_KEY + "_error": f"{type(exc).__name__}: {exc}".splitlines()[0][:300]
-            }
+            return {}, step_window.error_entries(exc)
 
     def _locate_at_scene(
         self,

@@ -73,8 +73,10 @@ STATE_FILE = "window/state.npz"
 BATCHES_FILE = "window/batches.npz"
 MANIFEST_KEY = "window"
 # The window's error when a weight the guarded model holds frozen changed between its steps (another optimizer
-# trains it: a GAN's discriminator on its own train_on_batch); the bundle keeps it as ``window_error``.
+# trains it: a GAN's discriminator on its own train_on_batch); the bundle keeps it as ``window_error``, and the
+# weights' paths as ``window_frozen_changed`` (`error_entries`), which the cause reads (`frozen_changed`).
 FROZEN_CHANGED = "frozen weights changed during training"
+FROZEN_CHANGED_KEY = MANIFEST_KEY + "_frozen_changed"
 FILES = (STATE_FILE, BATCHES_FILE)
 # Spacing the copies (see the module docstring): their share of the training time, the widest spacing (in windows,
 # or in seconds of steps where that is wider), and the most memory the held batches may take for a wider spacing
@@ -89,7 +91,32 @@ _COPIES_TIMED = 5
 
 
 class WindowError(ValueError):
-    """A bundle's window that cannot be used (one line)."""
+    """A bundle's window that cannot be used (one line); `frozen_changed`: the paths of the frozen weights whose
+    change between steps was why."""
+
+    def __init__(self, message: str, frozen_changed: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.frozen_changed = list(frozen_changed or [])
+
+
+def error_entries(error: Exception) -> dict[str, Any]:
+    """The manifest's entries for a window the bundle could not keep: ``window_error`` (one line) and, when frozen
+    weights changing was why, ``window_frozen_changed`` (their paths)."""
+    entries: dict[str, Any] = {
+        MANIFEST_KEY + "_error": f"{type(error).__name__}: {error}".splitlines()[0][:300]
+    }
+    if isinstance(error, WindowError) and error.frozen_changed:
+        entries[FROZEN_CHANGED_KEY] = error.frozen_changed
+    return entries
+
+
+def frozen_changed(manifest: dict[str, Any]) -> list[str]:
+    """The frozen weights the guard's window saw change between steps (``window_frozen_changed``); [] when the
+    bundle says none, or says it in any other shape than a list of strings (a bundle is data)."""
+    names = manifest.get(FROZEN_CHANGED_KEY)
+    if not isinstance(names, list) or not all(isinstance(name, str) for name in names):
+        return []
+    return names[:64]
 
 
 # ---- training side ----------------------------------------------------------------------------------------------
@@ -299,10 +326,12 @@ class WindowKeeper:
             return
         self._changed.update(id(v) for v in changed)
         self._variables, self._copies, self._pool = [], [], []  # split anew at the next copy
-        names = ", ".join(variable_path(v) for v in changed[:3]) + (" ..." if len(changed) > 3 else "")
+        paths = [variable_path(v) for v in changed]
+        names = ", ".join(paths[:3]) + (" ..." if len(paths) > 3 else "")
         raise WindowError(
             f"{FROZEN_CHANGED} ({names}): the window has no copy of their earlier value; "
-            "they are copied from the next window on"
+            "they are copied from the next window on",
+            frozen_changed=paths,
         )
 
     def _fits(self, variables: list[Any]) -> bool:

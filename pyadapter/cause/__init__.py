@@ -90,19 +90,8 @@ def context_of_bundle(bundle: Any) -> CauseContext:
         zero_variances=_zero_variances(bundle),
         step_state=_step_state_scalars(bundle),
         recent_batches=window.recent_batches(bundle),
-        frozen_changed=_frozen_changed(bundle.manifest.get(window.MANIFEST_KEY + "_error")),
+        frozen_changed=window.frozen_changed(bundle.manifest),
     )
-
-
-def _frozen_changed(error: Any) -> list[str]:
-    """The frozen weights the guard's window saw change between steps (``window_error``: "frozen weights changed
-    during training (discriminator/dense/kernel, ... ...)"), at most the three it names; [] otherwise."""
-    if not isinstance(error, str):
-        return []
-    found = re.search(re.escape(window.FROZEN_CHANGED) + r" \(([^()]*)\)", error)
-    if found is None:
-        return []
-    return [name.strip() for name in found.group(1).replace(" ...", "").split(",") if name.strip()]
 
 
 def _step_state_scalars(bundle: Any) -> dict[str, float]:

@@ -188,6 +188,10 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         )
     if cause.kind == "precision" and context is not None:
         cause = _sixteen_bit_overflow_at_a_rate_far_too_high(context, cause, units) or cause
+    if cause.kind == "divergence" and context is not None:
+        # A divergence read from this model's history at its own rate, while the frozen part another optimizer
+        # trains moved under it.
+        cause = _frozen_part_trained_elsewhere(findings, context, cause, units) or cause
     if (
         cause.kind == "op"
         and origin is not None
@@ -2952,22 +2956,32 @@ def _made_and_masked_in_a_finite_rerun(origin: Finding, rerun: dict[str, Any]) -
 def _frozen_part_trained_elsewhere(
     findings: Findings, context: CauseContext, cause: Cause, units: list[SourceUnit]
 ) -> Cause | None:
-    """An older GAN script's combined model (a generator under a frozen discriminator) whose loss jumped x1e10 in
-    a step while the weights it trains stood still, and whose frozen discriminator changed between its steps: the
-    discriminator's own train_on_batch, at a rate far too high, diverged. The words were the overflowing op's,
-    "with no rise over the steps before", beside a history that jumped. The other optimizer is the change."""
+    """An older GAN script's combined model (a generator under a frozen discriminator) whose loss (or largest
+    activation) jumped x1e10 in a step while the weights it trains stood still, and whose frozen discriminator
+    changed between its steps: the discriminator's own train_on_batch, at a rate far too high, diverged. The words
+    were the overflowing op's, "with no rise over the steps before", beside a history that jumped; or, with one
+    step before the failure, a divergence at this model's own rate, whose tenth changed nothing. The other
+    optimizer is the change."""
     names = context.frozen_changed
-    jump = trend.loss_jump(context.history)
-    if not names or jump is None or not trend.weights_steady(context.history):
+    if not names or not _own_weights_still(context.history):
         return None
-    start_step, start, end_step, end = jump
+    jump = trend.loss_jump(context.history)
+    if jump is not None:
+        start_step, start, end_step, end = jump
+        series = "loss"
+    else:
+        fast = trend.fast_growth(context.history)
+        if fast is None:
+            return None
+        series = SERIES_WORDS.get(fast.series, fast.series)
+        start_step, start, end_step, end = fast.start_step, fast.start_value, fast.end_step, fast.end_value
     norms = [v for _, v in trend.finite_points(context.history, "weight_norm")]
-    shown = ", ".join(names) + (" ..." if len(names) >= 3 else "")
+    shown = ", ".join(names[:3]) + (" ..." if len(names) > 3 else "")
     summary = (
-        f"the loss jumped x{end / start:.3g} ({_fmt(start)} at step {start_step} to {_fmt(end)} at step {end_step}) "
-        f"while the weights this model trains stood still (norm {_fmt(norms[-1] if norms else None)}); its frozen "
-        f"part ({shown}) changed between its steps: another optimizer trains it (a GAN's discriminator on its own "
-        "train_on_batch), and that training diverged, not this model's"
+        f"the {series} jumped x{end / start:.3g} ({_fmt(start)} at step {start_step} to {_fmt(end)} at step "
+        f"{end_step}) while the weights this model trains stood still (norm {_fmt(norms[-1] if norms else None)}); "
+        f"its frozen part ({shown}) changed between its steps: another optimizer trains it (a GAN's discriminator "
+        "on its own train_on_batch), and that training diverged, not this model's"
     )
     recorded = _recorded_optimizers(context)
     used = context.learning_rate.value if context.learning_rate is not None else None
@@ -2979,10 +2993,30 @@ def _frozen_part_trained_elsewhere(
     evidence = {
         **cause.evidence,
         "frozen_changed": names,
-        "loss_jump": {"start_step": start_step, "start": start, "end_step": end_step, "end": end},
+        "loss_jump": {
+            "series": series,
+            "start_step": start_step,
+            "start": start,
+            "end_step": end_step,
+            "end": end,
+        },
     }
     change = _change(site, what, "optimizer") if site is not None else _origin_change(findings, what, "op")
     return Cause("divergence", summary, evidence, change)
+
+
+# A model's weights whose norm moved less than this fraction over the steps recorded before its failure stood still.
+STILL_NORM = 0.01
+
+
+def _own_weights_still(history: list[dict[str, Any]]) -> bool:
+    """Whether the weights the guarded model trains stood still before its failure (`trend.weights_steady`), or,
+    where too few updates were recorded for it (a failure at the second step), whether their norm stayed within
+    `STILL_NORM` of itself over two recorded steps or more."""
+    if trend.weights_steady(history):
+        return True
+    norms = [v for _, v in trend.finite_points(history, "weight_norm")]
+    return len(norms) >= 2 and min(norms) > 0 and max(norms) / min(norms) <= 1 + STILL_NORM
 
 
 def _zero_kernel_initializer(units: list[SourceUnit]) -> change_line.Site | None:
