@@ -1402,6 +1402,28 @@ def test_a_fit_cell_run_again_after_the_plot_cell_below_it_replays(tmp_path):
     assert "(its cells in the order the kernel ran them)" in report["route"], report["route"]
 
 
+def test_a_cell_that_reads_the_value_the_cell_before_showed_replays(tmp_path):
+    """A cell that ends in an expression (``x.shape, y.shape``) shows its value, which the kernel keeps in ``_``,
+    ``_3`` and ``Out[3]``; the next cell reads it (``shapes = _``). The replay exec'd each cell, kept no value,
+    and failed: "NameError: name '_' is not defined". A last line ending in ";" shows nothing and keeps nothing."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    capture_dir = tmp_path / "captures"
+    shown = "x.shape, y.shape"
+    hidden = "float(x.mean());"
+    reads = "shapes = _\nassert Out[3] == _3 == shapes and In[3] == 'x.shape, y.shape'\nLEARNING_RATE = 5.0 if shapes[0][1] == 4 else 0.01"
+    cells = [
+        ("code", IMPORTS),
+        ("code", RATE_SWEEP_DATA),
+        ("code", shown),
+        ("code", hidden),
+        ("code", reads),
+        ("code", _rate_sweep_fit(capture_dir)),
+    ]
+    report = _replay_of_a_run_in_order(tmp_path, folder / "shapes.ipynb", cells, list(range(len(cells))))
+    assert report["reproduced"] == {"graph": True, "eager": True}, report["verdicts"]
+
+
 def _bundle_of(tmp_path: Path, folder: Path, name: str, cells: list[tuple[str, str]]) -> tuple[Path, Path]:
     """(the notebook, the one bundle it wrote to <tmp_path>/captures) after "Run All" of `cells` as `name`."""
     path = folder / name

@@ -17,6 +17,7 @@ program sets itself up and come back for the eager step.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import itertools
 import linecache
@@ -788,6 +789,47 @@ def kernel_order(bundle: Any, path: Path) -> list[int] | None:
     return None if top_to_bottom else ordered
 
 
+class _CellOutputs:
+    """A cell's value as the kernel keeps it: a cell that ends in an expression (``X.shape, y.shape``) has its value
+    in ``_`` (``__``, ``___`` the ones before), ``_N`` and ``Out[N]`` (N its execution count), and its source in
+    ``In[N]``, which a later cell reads (``shapes = _``): run with exec alone, that cell raised NameError. IPython's
+    rules: nothing for a value of None or a last line ending in ";", and ``_`` and friends are left alone once the
+    program assigns them itself."""
+
+    def __init__(self, namespace: dict[str, Any]) -> None:
+        self.namespace = namespace
+        self.last: list[Any] = [None, None, None]  # the values of _, __, ___ as set here
+        namespace.setdefault("In", [""])
+        namespace.setdefault("Out", {})
+        namespace["_ih"], namespace["_oh"] = namespace["In"], namespace["Out"]
+
+    def run(self, source: str, filename: str, count: int) -> None:
+        """Run one cell's source (its cell file's text) as execution number `count`."""
+        self.namespace["In"].append(source.rstrip("\n"))  # as IPython stores it
+        tree = ast.parse(source, filename)
+        last = tree.body[-1] if tree.body else None
+        if not isinstance(last, ast.Expr) or source.rstrip().endswith(";"):
+            exec(compile(tree, filename, "exec"), self.namespace)  # noqa: S102 - the user's own notebook, run because the user asked
+            return
+        body = ast.Module(body=tree.body[:-1], type_ignores=[])
+        exec(compile(body, filename, "exec"), self.namespace)  # noqa: S102 - as above
+        value = eval(compile(ast.Expression(last.value), filename, "eval"), self.namespace)  # noqa: S307 - as above
+        if value is not None:
+            self._keep(value, count)
+
+    def _keep(self, value: Any, count: int) -> None:
+        names = ("_", "__", "___")
+        own = all(
+            name not in self.namespace or self.namespace[name] is mine
+            for name, mine in zip(names, self.last, strict=True)
+        )
+        self.last = [value, *self.last[:2]]
+        if own:
+            self.namespace.update(zip(names, self.last, strict=True))
+        self.namespace[f"_{count}"] = value
+        self.namespace["Out"][count] = value
+
+
 def run_notebook(path: Path, skipped: list[str] | None = None, order: list[int] | None = None) -> None:
     """Run the notebook's code cells in order in one ``__main__`` namespace, each from its own cell file; shell
     commands are not run again (`_NoShellCommands`), and are listed in `skipped`. `order`: the code cells' positions
@@ -814,12 +856,12 @@ def run_notebook(path: Path, skipped: list[str] | None = None, order: list[int] 
     # A cell the kernel ran again later may have raised the first time (a fit cell run before the cell that
     # defines its data, then again after it): the kernel went on, and so does the replay, up to a cell's last run.
     last_run = {target: number for number, (target, _) in enumerate(cells)}
+    outputs = _CellOutputs(namespace)
     try:
         for number, (target, source) in enumerate(cells):
             _CELL_RUN.number = number
-            code = compile(source, str(target), "exec")
             try:
-                exec(code, namespace)  # noqa: S102 - the user's own notebook, run because the user asked
+                outputs.run(source, str(target), number + 1)
             except Exception:
                 if last_run[target] == number:
                     raise
