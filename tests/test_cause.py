@@ -5263,8 +5263,13 @@ def test_a_log1p_of_minus_one_numpy_warned_at_is_a_log_not_a_division() -> None:
     assert advice.startswith("log1p(x) is -inf at x = -1"), advice
     assert "divisor" not in advice and "np.log1p" not in advice, advice
     assert "keep x above -1" in advice and "missing value" in advice, advice
-    # A log's warning still gets the guard that log1p is.
+    # A log of 0 still gets the guard that log1p is; a log of negatives (a random-walk price below 0, NumPy's
+    # "invalid value") is not helped by it, and was told the same.
     assert "np.log1p" in _numpy_fix(NumpyWarning("train.py", 45, "divide by zero encountered in log"))
+    negative = _numpy_fix(NumpyWarning("train.py", 45, "invalid value encountered in log"))
+    assert negative.startswith("a log of negative values (NaN); np.log1p or an epsilon leaves them NaN"), (
+        negative
+    )
 
 
 def test_a_batch_whose_every_value_is_nan_says_so_not_just_its_first_element(tmp_path: Path) -> None:

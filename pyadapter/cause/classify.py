@@ -4975,9 +4975,15 @@ def _numpy_fix(warned: NumpyWarning) -> str:
             "-1 standing for a missing value); keep x above -1 (np.clip(x, -1 + 1e-6, None)) or filter the "
             "records before it"
         )
+    if message.endswith(_LOG_WARNINGS) and message.startswith("invalid value"):
+        # NumPy's "invalid value" in a log is a negative input (its NaN; a 0 is "divide by zero", -inf): np.log1p
+        # and an epsilon leave log(-5) NaN (a random-walk price that dipped below 0).
+        return (
+            "a log of negative values (NaN); np.log1p or an epsilon leaves them NaN: clip them (np.clip(x, 1e-6, "
+            "None)), filter the records before it, or log a quantity that cannot go below 0"
+        )
     if message.endswith(_LOG_WARNINGS):
-        # log1p's -inf is a log of 0 too (log1p(-1): a -1 that stands for "missing"), not a division to pad.
-        return "a log of 0 or of a negative; guard it (np.log1p, an epsilon, np.clip) or filter the records before it"
+        return "a log of 0 (-inf); guard it (np.log1p, an epsilon, np.clip) or filter the records before it"
     if "divide" in message:
         return "a division by 0; add an epsilon or np.where to the divisor, or filter the records before it"
     return "guard the operation (np.clip, np.where) or filter the records before it"
