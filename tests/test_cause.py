@@ -5306,6 +5306,59 @@ def test_a_batch_whose_every_value_is_nan_says_so_not_just_its_first_element(tmp
     assert "every value" not in cause.summary, cause.summary
 
 
+KAGGLE_EDA = """\
+import numpy as np
+X_raw = np.load("train.npy")
+price = np.load("price.npy")
+corr = np.corrcoef(np.column_stack([X_raw, price]).T)[-1, :-1]
+for c in corr:
+    print(f"{c:+.3f}")
+mean, std = X_raw.mean(axis=0), X_raw.std(axis=0)
+X = (X_raw - mean) / std
+X_train, y_train = X[:1200], np.log1p(price[:1200])
+history = model.fit(X_train, y_train, epochs=20, callbacks=[NanGuard("captures")])
+"""
+
+
+def test_the_numpy_warning_at_the_line_that_makes_what_fit_reads_comes_before_an_eda_warning(
+    tmp_path: Path,
+) -> None:
+    """A Kaggle notebook's EDA took the correlation of a constant column (NumPy: "invalid value in divide") before
+    the standardization that divided it by its std of 0 (the same warning). The first warning was the line to
+    change, and the user was sent to the EDA line, whose result never reaches training."""
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    program = tmp_path / "train.py"
+    program.write_text(KAGGLE_EDA)
+    lines = KAGGLE_EDA.splitlines()
+    eda, standardize = lines.index(lines[3]) + 1, lines.index("X = (X_raw - mean) / std") + 1
+    fit_line = len(lines)
+    x = np.ones((4, 7), np.float32)
+    x[:, 5] = np.nan
+    origin = batch_origin(program, fit_line, TensorHealth(dtype="float32", size=28, nan=4))
+    warned = [
+        NumpyWarning(str(program), eda, "invalid value encountered in divide"),
+        NumpyWarning(str(program), standardize, "invalid value encountered in divide"),
+    ]
+    context = CauseContext(
+        batch=(x, np.zeros((4, 1), np.float32)),
+        entry_script=str(program),
+        numpy_warnings=warned,
+        model_info={"fit_call": {"code": lines[-1]}},
+    )
+    cause = classify(
+        findings_of(origin, non_finite_batch={"total": 4, "examples": ["x[0, 5] = nan"]}), context
+    )
+    assert cause.kind == "data", cause
+    assert cause.change is not None and cause.change.line == standardize, cause.change
+    # Without the fit's text the order is NumPy's.
+    unknown = dataclasses.replace(context, model_info={})
+    cause = classify(
+        findings_of(origin, non_finite_batch={"total": 4, "examples": ["x[0, 5] = nan"]}), unknown
+    )
+    assert cause.change is not None and cause.change.line == eda, cause.change
+
+
 @pytest.mark.parametrize(
     ("code", "said"),
     [

@@ -4906,7 +4906,7 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 "or drop it (.dropna()) before the values are used"
             )
             change = _change(regridded, what, "array")
-    warned = _numpy_warning_for(context.numpy_warnings, bad, units)
+    warned = _numpy_warning_for(context.numpy_warnings, bad, units, _fit_code(context))
     if warned is not None:
         # NumPy said where: its warning fired at the line that made a value of this kind before the step, where the
         # program's own arithmetic (a log of 0, a 0 / 0) made the batch's bad value. The line to change, over the
@@ -4989,8 +4989,14 @@ def _numpy_fix(warned: NumpyWarning) -> str:
     return "guard the operation (np.clip, np.where) or filter the records before it"
 
 
+def _fit_code(context: CauseContext) -> str | None:
+    """The recorded text of the fit call that failed (``model_info["fit_call"]["code"]``), if any."""
+    code = (context.model_info.get("fit_call") or {}).get("code")
+    return code if isinstance(code, str) else None
+
+
 def _numpy_warning_for(
-    warned: list[NumpyWarning], bad: BadElement | None, units: list[SourceUnit]
+    warned: list[NumpyWarning], bad: BadElement | None, units: list[SourceUnit], fit_code: str | None = None
 ) -> NumpyWarning | None:
     """The first line NumPy warned at that makes the kind of value the batch holds (an "invalid value" makes NaN, a
     division by zero or an overflow makes Inf; NaN carried through arithmetic warns nothing), in a file of the
@@ -5009,6 +5015,12 @@ def _numpy_warning_for(
         and "ipykernel_" not in warning.file
         and not _only_looks(warning, units)
     ]
+    if fit_code is not None:
+        # A Kaggle notebook's EDA (``corr = np.corrcoef(...)`` of a constant column) warns first, and its result
+        # never reaches training; the standardization below it (``X = (X_raw - mean) / std``) made the batch. The
+        # warned lines that assign what the fit call reads (through the assignments between) come first.
+        feeding = _names_feeding(units, fit_code)
+        found.sort(key=lambda warning: not _assigns_any(warning, units, feeding))
     if bad.value == -math.inf:
         # ``np.log(p[1:] / p[:-1])`` of a price of 0 warns twice on its line, "in divide" first: the -inf is the
         # log's (of the 0 the division made), and an epsilon in the divisor, followed, left it.
@@ -5019,6 +5031,59 @@ def _numpy_warning_for(
 
 
 _LOG_WARNINGS = ("in log", "in log2", "in log10", "in log1p")
+
+
+_IDENTIFIER = re.compile(r"\b[A-Za-z_]\w*\b")
+
+
+def _assigned_names(node: ast.AST) -> set[str]:
+    """The names an assignment statement binds or changes (``X``, ``X[idx] = ...``'s ``X``, ``a, b = ...``)."""
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+        targets = [node.target]
+    names: set[str] = set()
+    for target in targets:
+        for inner in ast.walk(target):
+            if isinstance(inner, ast.Name):
+                names.add(inner.id)
+    return names
+
+
+def _names_feeding(units: list[SourceUnit], fit_code: str) -> set[str]:
+    """The names the fit call reads and, through the program's assignments, every name those are made from
+    (``X_train = X[train_idx]``, ``X = (X_raw - mean) / std``): what reaches training."""
+    assignments = [
+        (targets, {n.id for n in ast.walk(node) if isinstance(n, ast.Name)} - targets)
+        for unit in units
+        for node in ast.walk(unit.tree)
+        if (targets := _assigned_names(node))
+    ]
+    feeding = set(_IDENTIFIER.findall(fit_code))
+    grown = True
+    while grown:
+        grown = False
+        for targets, read in assignments:
+            if targets & feeding and not read <= feeding:
+                feeding |= read
+                grown = True
+    return feeding
+
+
+def _assigns_any(warning: NumpyWarning, units: list[SourceUnit], names: set[str]) -> bool:
+    """Whether the statement NumPy warned at assigns one of `names`."""
+    for unit in units:
+        if unit.cell != warning.cell or os.path.abspath(unit.file) != os.path.abspath(warning.file):
+            continue
+        for node in ast.walk(unit.tree):
+            if (
+                isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                and node.lineno <= warning.line <= (node.end_lineno or node.lineno)
+                and _assigned_names(node) & names
+            ):
+                return True
+    return False
 
 
 # A statement that shows or summarises data and assigns nothing: ``df.describe()``, ``print(x.std())``.
