@@ -612,6 +612,24 @@ def test_a_gan_whose_discriminator_diverges_under_the_combined_model_names_the_d
     assert "its frozen part (discriminator/" in causes["combined"]["summary"], causes["combined"]
 
 
+def test_a_subclass_whose_saved_config_builds_another_model_replays_by_reentry(tmp_path):
+    """A keras.Model subclass built with ``dropout=0.1``, whose automatic get_config Keras records as 0.0: the
+    model.keras NanGuard saved rebuilds it without the Dropout's seed variable. The replay loaded it anyway, said
+    "24 variables have no captured value ... they keep their current values", and ran the step on fresh weights:
+    ``replay`` "reproduced" a NaN of its own, and ``locate --replay`` stayed finite (cause "unknown") against the
+    scene's answer. A rebuilt model whose variables the capture does not match is re-entered instead."""
+    program = SHAPES / "subclass_gaussian_nll_dropout.py"
+    done = run_program(program.name, tmp_path)
+    assert "NanGuard: step 0" in done.stderr, (done.returncode, done.stderr[-3000:])
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program))
+    assert_replays_by_reentry(bundle, program)
+    replayed = nanlens_json("replay", str(bundle))
+    assert "model.keras rebuilds a model unlike the one training built" in replayed["route"], replayed[
+        "route"
+    ]
+
+
 def test_the_diverging_point_of_a_grid_search_is_the_fit_replayed(tmp_path):
     """Three models of other widths fit in turn with the same optimizer class and number of weights; the third
     diverges. The replay took over the first fit (its optimizer and weight count matched): 6 captured values fit

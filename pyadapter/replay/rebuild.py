@@ -38,7 +38,7 @@ from pyadapter.replay.entry import (
 )
 from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.restore import load_model, restore_checkpoint, restore_rng, step_function, undecorated
-from pyadapter.replay.state import assign_captured_state
+from pyadapter.replay.state import StateMismatch, assign_captured_state
 from pyadapter.replay.step import StepProgram
 from pyadapter.replay.trust import safe_cwd
 
@@ -184,7 +184,18 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
     # here; from an archive with values (older bundles), what Keras loaded is overwritten with the same values,
     # and what it skipped (an optimizer whose variables it could not match) is set here.
     captured = bundle.weight_entries()
-    state_warnings = assign_captured_state(captured, model, [model.optimizer]) if captured else []
+    try:
+        state_warnings = (
+            assign_captured_state(captured, model, [model.optimizer], require_all=True) if captured else []
+        )
+    except StateMismatch as exc:
+        # The model its saved config builds is not the one training built: Keras's automatic get_config of a
+        # subclass can record a constructor argument wrong (``dropout=0.1`` saved as 0.0, so no Dropout seed
+        # variable), and the step ran on fresh weights, "reproducing" a NaN of its own. Re-entry builds the model
+        # with the program's own code (`session.py`).
+        raise ReplayError(
+            f"{bundle.path}: model.keras rebuilds a model unlike the one training built: {exc}"
+        ) from None
     warnings.extend(state_warnings)
     if state_warnings or not captured:
         warnings.extend(skipped)  # Keras's own word on what it could not load, when the state is incomplete

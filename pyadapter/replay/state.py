@@ -35,8 +35,13 @@ def _pairs(captured: Captured) -> list[tuple[str, np.ndarray]]:
     return list(captured.items()) if isinstance(captured, Mapping) else list(captured)
 
 
+class StateMismatch(ValueError):
+    """The live variables do not match the captured values (one line): `assign_captured_state` with
+    ``require_all``."""
+
+
 def assign_captured_state(
-    weights: Captured, model: Any, optimizers: list[Any], *, build: bool = True
+    weights: Captured, model: Any, optimizers: list[Any], *, build: bool = True, require_all: bool = False
 ) -> list[str]:
     """Set every variable of `model` and of `optimizers` (a LossScaleOptimizer's inner optimizer included) from
     `weights` (captured values in capture order, as `CaptureBundle.weight_entries()` returns them).
@@ -45,7 +50,8 @@ def assign_captured_state(
     yet is built on the models' trainable variables first (build one that trains only some of them yourself);
     ``build=False`` leaves unbuilt ones as they are (a re-entry that ran the step once has built every optimizer
     the step uses). Returns warnings, one line each: variables that got no captured value (they keep theirs) or
-    did not take it. An empty list means every variable holds its captured value.
+    did not take it. An empty list means every variable holds its captured value. With ``require_all``, variables
+    that no captured value matches raise StateMismatch before anything is assigned.
     """
     weights = _pairs(weights)
     models = [m for m in (model if isinstance(model, (list, tuple)) else [model]) if m is not None]
@@ -68,10 +74,15 @@ def assign_captured_state(
     warnings: list[str] = []
     if unmatched:
         first = variable_path(variables[unmatched[0]])
-        warnings.append(
+        said = (
             f"{len(unmatched)} variables have no captured value (first: {first}; {len(unused)} captured values "
-            "left that do not match them in number and shape); they keep their current values"
+            "left that do not match them in number and shape)"
         )
+        if require_all:
+            raise StateMismatch(
+                f"{len(unmatched)} of its variables have no captured value, the first {first}"
+            )
+        warnings.append(f"{said}; they keep their current values")
     wrong: list[str] = []
     for index, value in values.items():
         variable = variables[index]
