@@ -1228,7 +1228,44 @@ def test_a_float16_overflow_on_inputs_in_raw_units_is_told_to_scale_them_not_to_
     assert cause.kind == "precision", cause
     assert "but the batch is in raw units (x[:, 0] from 998 to 1e+03" in cause.summary, cause.summary
     assert cause.change is not None and "scale the features" in cause.change.what, cause.change
-    assert "float32" not in cause.change.what, cause.change
+    assert "layer in float32" not in cause.change.what, cause.change
+    # Under the mixed policy the Normalization computes in float16 too: a timestamp of 1.7e9 was inf there before
+    # it was scaled, and Normalization() as the first layer, followed, failed at the same step.
+    assert 'keras.layers.Normalization(dtype="float32") adapted' in cause.change.what, cause.change
+
+
+def test_a_float16_overflow_at_a_layer_built_in_a_model_function_is_its_dtype_not_a_cast(
+    tmp_path: Path,
+) -> None:
+    """A Gaussian NLL's ``log_std = layers.Dense(1, name="log_std")(x)`` in a ``build_model()`` under mixed_float16:
+    its backward pass overflowed float16. The change was "tf.cast its inputs to float32 in build_model", which,
+    followed, failed at the same step: a Keras layer casts its inputs to its own compute dtype. The layer's
+    dtype="float32" trained."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n"
+        "from keras import layers\n"
+        "\n"
+        "def build_model():\n"
+        "    inputs = keras.Input((6,))\n"
+        "    x = layers.Dense(64, activation='relu')(inputs)\n"
+        "    log_std = layers.Dense(1, name='log_std')(x)\n"
+        "    return keras.Model(inputs, log_std)\n"
+        "\n"
+        "model = build_model()\n"
+    )
+    origin = overflow_origin(program, dtype="float16", line=7, op="MatMul")
+    origin.op = OpRef("functional/log_std/MatMul", "MatMul")
+    cause = classify(
+        findings_of(origin),
+        CauseContext(
+            dtype_policy="mixed_float16", entry_script=str(program), model_info={"loss_scale_optimizer": True}
+        ),
+    )
+    assert cause.kind == "precision", cause
+    assert cause.change is not None and cause.change.line == 7, cause.change
+    assert cause.change.what.startswith('build this Dense with dtype="float32"'), cause.change
+    assert "tf.cast its inputs" not in cause.change.what, cause.change
 
 
 def test_a_sqrt_of_an_expanded_squared_distance_is_told_to_clamp_not_softplus(tmp_path: Path) -> None:

@@ -4194,6 +4194,7 @@ def _unscaled_change(
     unscaled: list[scale.UnscaledInput],
     rate_change: Change | None,
     feed: change_line.Site | None = None,
+    mixed: bool = False,
 ) -> Change | None:
     """The change for a divergence on unscaled inputs: features get a Normalization layer where the model takes
     its inputs (else where `feed`, a custom loop's batches, are made), targets a scale where fit gets them; the
@@ -4204,8 +4205,11 @@ def _unscaled_change(
     for item in unscaled:
         if item.role == "features":
             site = site or change_line.model_input_site(units) or feed
+            # Under a mixed policy the layer computes in float16 (a timestamp of 1.7e9 is inf there before it is
+            # scaled): keras.layers.Normalization(dtype="float32"), followed, trained.
+            normalization = 'Normalization(dtype="float32")' if mixed else "Normalization()"
             parts.append(
-                f"scale the features ({item.describe()}): add keras.layers.Normalization() adapted to the "
+                f"scale the features ({item.describe()}): add keras.layers.{normalization} adapted to the "
                 "training features (norm.adapt(x)) as the model's first layer, or standardize x before fit"
             )
         else:
@@ -4569,6 +4573,17 @@ def _precision(
             "op",
         )
         where = f" in the {layer.name} layer"
+    elif (built := _layer_built_on_line(origin)) is not None:
+        # ``log_std = layers.Dense(1, name="log_std")(x)`` in a model-building function: under a mixed policy a
+        # Keras layer casts its inputs to float16 itself, so "tf.cast its inputs to float32", followed, failed at
+        # the same step; the layer's own dtype is the switch.
+        change = _origin_change(
+            findings,
+            f'build this {built} with dtype="float32" (under {policy or "the dtype policy"} a Keras layer casts '
+            f"its inputs to {dtype} itself: a tf.cast before it does not keep it in float32)",
+            "layer",
+        )
+        where = f" in the {built} layer at its line"
     elif layer is not None and (helper := _function_of_origin(units, origin)) is not None:
         # The op is in a function of the user's that their layer calls (the transformer tutorial's module-level
         # scaled_dot_product_attention): "keep the layer in float32", followed, left it overflowing, the layer's
@@ -4581,7 +4596,7 @@ def _precision(
             "op",
         )
         where = f" in {helper}, called by the {layer.name} layer"
-    elif layer is not None:
+    elif layer is not None and layer.name not in _MODEL_CLASSES:
         evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
         change = _change(
             layer,
@@ -4596,7 +4611,7 @@ def _precision(
         f"{origin.op.type}{where} overflowed {dtype} (max {limit:g}) on finite inputs"
         f"{f' under the {policy} policy' if policy else ''}; float32 (max {FLOAT32_MAX:.3g}) would hold it"
     )
-    raw = _features_in_raw_units(context, units, evidence)
+    raw = _features_in_raw_units(context, units, evidence, mixed=dtype in ("float16", "bfloat16"))
     if raw is not None:
         # Features in raw units (pressures of 1000): the products of every layer are that large, so a layer kept in
         # float32 hands its large output to the next one; scaled inputs end it.
@@ -4649,7 +4664,7 @@ def _loss_gradient_into_16_bit(
 
 
 def _features_in_raw_units(
-    context: CauseContext, units: list[SourceUnit], evidence: dict[str, Any]
+    context: CauseContext, units: list[SourceUnit], evidence: dict[str, Any], mixed: bool = False
 ) -> tuple[str, Change] | None:
     """(", but the batch is in raw units (x[:, 0] from 998 to 1e+03 ...)", the change that scales them) when the
     batch's features are in raw units, recorded in `evidence` as "unscaled"; None when they are not, or only its
@@ -4660,11 +4675,24 @@ def _features_in_raw_units(
     unscaled = _unscaled_inputs(dataclasses.replace(context, batch=batch), units)
     if not any(item.role == "features" for item in unscaled):
         return None
-    change = _unscaled_change(units, unscaled, None)
+    change = _unscaled_change(units, unscaled, None, mixed=mixed)
     if change is None:
         return None
     evidence["unscaled"] = [item.to_json() for item in unscaled]
     return f", but the batch is in raw units ({'; '.join(item.describe() for item in unscaled)})", change
+
+
+# Models, not layers: ``keras.Sequential(..., dtype="float32")`` raises TypeError (a user followed "keep the Sequential
+# layer in float32" and got "unexpected keyword argument 'dtype'").
+_MODEL_CLASSES = frozenset({"Sequential", "Model", "Functional"})
+# ``layers.Dense(1, name="log_std")(x)``: a Keras layer built and called on the line.
+_LAYER_BUILT_AND_CALLED = re.compile(r"\b(?:layers|keras\.layers|tf\.keras\.layers)\.([A-Z]\w*)\(.*\)\(")
+
+
+def _layer_built_on_line(origin: Finding) -> str | None:
+    """The class of the Keras layer the origin's line builds and calls (``Dense``), or None."""
+    found = _LAYER_BUILT_AND_CALLED.search(_origin_source_line(origin))
+    return found.group(1) if found is not None and found.group(1) not in _MODEL_CLASSES else None
 
 
 def _is_model_class(units: list[SourceUnit], origin: Finding) -> bool:
