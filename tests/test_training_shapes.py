@@ -630,6 +630,26 @@ def test_a_subclass_whose_saved_config_builds_another_model_replays_by_reentry(t
     ]
 
 
+def test_an_episode_played_in_a_plain_python_step_is_located_and_replayed_eagerly(tmp_path):
+    """keras.io's "Actor Critic Method": one plain Python function plays an episode under the tape, drawing each
+    action with np.random.choice, and guard_step wraps it as it is. The guard stopped, but locating at the scene
+    failed ("Cannot convert a symbolic tf.Tensor ... to a numpy array": the re-run was traced), every CLI verb
+    stopped at the same graph error, and ``replay --eager`` played another episode and stayed finite (NumPy's
+    generator was recorded after the step's draws). The step is re-run eagerly, from NumPy's state before it."""
+    program = SHAPES / "eager_actor_critic_episode.py"
+    done = run_program(program.name, tmp_path)
+    assert "NonFiniteStepError" in done.stderr, (done.returncode, done.stderr[-3000:])
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program.resolve(), marked_line(program)), done.stderr[-3000:]
+    located = nanlens_json("locate", "--replay", str(bundle))
+    assert at(located["origin"]) == (program.resolve(), marked_line(program)), located["origin"]
+    assert located["cause"]["change"]["what"].startswith("the product: tf.math.xlogy("), located["cause"]
+    replayed = nanlens_json("replay", str(bundle))
+    assert replayed["reproduced"] == {"graph": False, "eager": True}, replayed["verdicts"]
+    assert "is plain Python (training ran it eagerly)" in replayed["verdicts"]["graph"]["error"]
+    assert replayed["note"] is None or "only in eager mode" not in replayed["note"], replayed["note"]
+
+
 def test_the_diverging_point_of_a_grid_search_is_the_fit_replayed(tmp_path):
     """Three models of other widths fit in turn with the same optimizer class and number of weights; the third
     diverges. The replay took over the first fit (its optimizer and weight count matched): 6 captured values fit

@@ -141,6 +141,9 @@ class GuardedStep:
         self._calls = 0
         self._first_iteration: int | None = None
         self._seed_paths: list[str] = []
+        # Python's and NumPy's random states before the last call of a plain Python step (`_traced`); None for a
+        # tf.function step.
+        self.host_random_before: rng.HostStates | None = None
         # The window (`pyadapter.capture.window`): the arguments of the last steps, kept by reference, and the state
         # copied every `window` steps. Off for per-replica arguments (decided at the first call).
         self._window: step_window.WindowKeeper | None = (
@@ -207,6 +210,10 @@ class GuardedStep:
         return found
 
     def _traced(self, *args: Any, **kwargs: Any) -> Any:
+        # A plain Python step runs here for each call and may draw from Python's and NumPy's generators (an
+        # episode's actions): their states before it, for the bundle and the scene's re-run. A traced step's
+        # draws are ops, seeded through its graph.
+        host = rng.host_states() if tf.executing_eagerly() else None
         with rng.states_before_step(self._seed_states(with_global=True)) as before:
             result, verdict, meta, scope = self._gated_call(args, kwargs)
         seed_paths = [path for path, _ in before.states]
@@ -218,6 +225,7 @@ class GuardedStep:
         if tf.executing_eagerly():  # a plain Python step: this call's own
             self.meta = meta
             self._seed_paths = seed_paths
+            self.host_random_before = host
             return result, verdict, seeds_before, tf.constant(-1)
         # A step traced once per Python argument value (``apply_now=True/False``) has one gate per trace: each call
         # says which trace ran, so its verdict is read with that trace's names (and its seed states with its paths).
@@ -560,6 +568,7 @@ class GuardedStep:
             seed_variables=seed_variables,
             compiled_with_xla=bool(getattr(self.step_function, "_jit_compile", False)),
             forward_state=gate.forward_state_variables(list(self.models)),
+            host_random=self.host_random_before,
         )
         return atscene.findings_files(
             scene,

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import tensorflow as tf
 
-from pyadapter.capture import bundle_format, keras_lines, learning_rate, snapshot, step_state
+from pyadapter.capture import bundle_format, keras_lines, learning_rate, rng, snapshot, step_state
 from pyadapter.capture import writer as bundle_writer
 from pyadapter.capture.verdict import NonFiniteReport
 
@@ -112,6 +112,12 @@ def write_bundle(
         seed_states=seed_states,
         history=guarded._history,
         extra={
+            # A plain Python step's draws from Python's and NumPy's generators: their states before it.
+            **(
+                {"rng": rng.capture(seed_states, guarded.host_random_before)}
+                if guarded.host_random_before is not None
+                else {}
+            ),
             "step_function": step_info,
             "checkpoint": {
                 "prefix": bundle_format.CHECKPOINT_PREFIX,

@@ -146,10 +146,29 @@ def _keras_global_seed_generator_state() -> list[int] | None:
     return [int(v) for v in np.asarray(generator.state.numpy()).reshape(-1)]
 
 
-def capture(seed_states_before: dict[str, np.ndarray] | None) -> dict[str, Any]:
-    """The JSON-able RNG section of a manifest."""
-    version, internal, gauss_next = random.getstate()
-    kind, keys, pos, has_gauss, cached = np.random.get_state()
+# Python's and NumPy's global random states (`host_states`).
+HostStates = tuple[Any, Any]
+
+
+def host_states() -> HostStates:
+    """Python's and NumPy's global random states now. A guarded step that is plain Python draws from them
+    (keras.io's actor-critic: ``np.random.choice(num_actions, p=probs)`` for each action of the episode it plays):
+    read before the step, they let a replay play the same episode."""
+    return random.getstate(), np.random.get_state()
+
+
+def set_host_states(states: HostStates) -> None:
+    """Put Python's and NumPy's global random states back to `host_states`'s reading."""
+    random.setstate(states[0])
+    np.random.set_state(states[1])
+
+
+def capture(
+    seed_states_before: dict[str, np.ndarray] | None, host_before: HostStates | None = None
+) -> dict[str, Any]:
+    """The JSON-able RNG section of a manifest; Python's and NumPy's states from `host_before` (read before the
+    failing step) when given, else as they are now."""
+    (version, internal, gauss_next), (kind, keys, pos, has_gauss, cached) = host_before or host_states()
     tf_seed = None
     try:
         from tensorflow.python.eager import context

@@ -23,7 +23,7 @@ from pyadapter.replay.scene import STATEFUL_RANDOM_TRIES
 from pyadapter.replay.session import new_report, with_captured_step
 from pyadapter.replay.shards import worker_verdicts
 from pyadapter.replay.step import run_step
-from pyadapter.replay.verdict import Mode, ReplayReport
+from pyadapter.replay.verdict import NOT_A_GRAPH, Mode, ReplayReport, StepVerdict
 
 
 def dump_replay(
@@ -49,6 +49,23 @@ def dump_replay(
             raise ReplayError(
                 f"the dumped replay failed: {type(exc).__name__}: {exc.message.splitlines()[0]}"
             ) from None
+        except ReplayError as exc:
+            if not rebuilt.program.plain_python:
+                raise
+            # A plain Python step that hands its tensors to NumPy cannot run as a graph: its eager run is the one
+            # dumped (training ran it so), and the graph mode's verdict says why it has none.
+            report.verdicts["graph"] = StepVerdict(mode="graph", error=f"{NOT_A_GRAPH}: {exc}")
+            if phase:
+                phase("replaying eagerly with dump (the step is plain Python)")
+            rebuilt.program.restore()
+            # A fresh folder, as for a second draw below: tfdbg keeps its writer on the graph run's root.
+            eager_dir = Path(dump_dir) / "plain-python"
+            eager = run_step(rebuilt.program, "eager", restore=False, around=lambda: dumping(eager_dir))
+            _take_dump(eager_dir, Path(dump_dir))
+            eager.dumped = True
+            report.verdicts["eager"] = eager
+            report.verdicts = {mode: report.verdicts[mode] for mode in ("graph", "eager")}
+            return report
         tries = 1
         while not report.verdicts["graph"].reproduced and report.verdicts["graph"].stateful_random:
             if tries == STATEFUL_RANDOM_TRIES:

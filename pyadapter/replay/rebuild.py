@@ -264,6 +264,7 @@ def loop_step_program(
         forward_state=forward_state_variables(list(models)),
         before_run=before_run,
         description=f"{getattr(step, '__qualname__', 'the step')} on the captured arguments",
+        plain_python=(bundle.manifest.get("step_function") or {}).get("tf_function") is False,
     )
 
 

@@ -27,7 +27,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyadapter.capture.rng import host_states, set_host_states
 from pyadapter.findings import Findings, Frame
+from pyadapter.replay.errors import ReplayError
 
 # Origin sources in ``findings.bundle["origin_from"]``.
 ORIGIN_FROM_SCENE = "scene"
@@ -53,6 +55,10 @@ class SceneStep:
     forward_state: list[Any] = field(
         default_factory=list
     )  # BatchNormalization's moving statistics, judged too
+    # A plain Python step's Python and NumPy random states before it (`rng.host_states`), set again before each
+    # re-run (the same episode's actions); None for a traced step. Such a step may call NumPy on its tensors,
+    # which a graph cannot: it is re-run eagerly then.
+    host_random: Any = None
 
 
 @dataclass
@@ -98,6 +104,8 @@ def _run_dumped(
     reset_metrics = getattr(getattr(scene.step, "__self__", None), "reset_metrics", None)
 
     def before_run() -> None:
+        if scene.host_random is not None:
+            set_host_states(scene.host_random)
         for variable in scene.seed_variables:
             value = scene.seeds_before.get(id(variable))
             if value is not None:
@@ -144,8 +152,22 @@ def locate_here(
     eager_dir: str | None = None
     retry_dirs: list[str] = []
     mode = "graph"
+    host_now = None
+    if scene.host_random is not None:
+        host_now = host_states()  # training's generators go on from here after the re-runs
     try:
-        verdict = _in_own_thread(lambda: _run_dumped(scene, dump_dir))
+        try:
+            verdict = _in_own_thread(lambda: _run_dumped(scene, dump_dir))
+        except ReplayError:
+            if scene.host_random is None:
+                raise
+            # A plain Python step that hands its tensors to NumPy (keras.io's actor-critic plays its episode in
+            # the step: np.random.choice(p=probs)) cannot run as a graph; it ran eagerly in training too.
+            for variable, value in saved:
+                variable.assign(value)
+            eager_dir = dump_dir = tempfile.mkdtemp(prefix="nanlens-scene-dump-eager-")
+            verdict = _in_own_thread(lambda: _run_dumped(scene, dump_dir, "eager"))
+            mode = "eager"
         findings = _scan(dump_dir, entry_frame)
         tries = 1
         first_seconds = time.perf_counter() - started
@@ -175,10 +197,12 @@ def locate_here(
                 else f"the step was re-run {tries} times: each drew other random numbers than training did and "
                 "stayed finite"
             )
-        hidden = _hidden_in_a_traced_function(findings)
+        hidden = mode == "graph" and _hidden_in_a_traced_function(findings)
         # Not when the step draws from stateful random ops (unseeded tf.random.normal): a re-run draws other numbers,
         # and an eager one could find another failure than training's.
-        if hidden or (findings.origin is None and not getattr(verdict, "stateful_random", None)):
+        if hidden or (
+            mode == "graph" and findings.origin is None and not getattr(verdict, "stateful_random", None)
+        ):
             # The step called a tf.function that training had traced already: its graph is reused, so its ops
             # were not instrumented and the NaN seems to come out of the call. Or the dumped graph stayed finite
             # where training's did not (a Cholesky of a matrix only just not positive definite: a dump keeps every
@@ -225,6 +249,8 @@ def locate_here(
     finally:
         for variable, value in saved:
             variable.assign(value)
+        if host_now is not None:
+            set_host_states(host_now)
         for folder in {graph_dir, eager_dir, *retry_dirs}:  # all, whichever the origin came from
             if folder is not None:
                 shutil.rmtree(folder, ignore_errors=True)

@@ -19,8 +19,8 @@ from pyadapter.replay.errors import ReplayError
 from pyadapter.replay.program_flags import flags_of_the_import
 from pyadapter.replay.rebuild import Rebuilt, open_bundle, rebuild
 from pyadapter.replay.shards import worker_verdicts
-from pyadapter.replay.step import run_step
-from pyadapter.replay.verdict import MODES, Mode, ReplayReport
+from pyadapter.replay.step import StepProgram, run_step
+from pyadapter.replay.verdict import MODES, NOT_A_GRAPH, Mode, ReplayReport, StepVerdict
 
 # progress(phase message, fraction done 0..1)
 Progress = Callable[[str, float], None]
@@ -30,6 +30,17 @@ ROUTE_REBUILD = "rebuilt from the bundle: the entry script imported as a module,
 ROUTE_REBUILD_CHECKPOINT = (
     "rebuilt from the bundle: the entry script imported as a module, its checkpoint restored"
 )
+
+
+def graph_or_said(program: StepProgram, mode: Mode) -> StepVerdict:
+    """`run_step`; for a plain Python step that cannot run as a graph (it hands its tensors to NumPy), the graph
+    mode's verdict says so, as a failure of that mode, and the eager one still runs."""
+    try:
+        return run_step(program, mode)
+    except ReplayError as exc:
+        if mode != "graph" or not program.plain_python:
+            raise
+        return StepVerdict(mode=mode, error=f"{NOT_A_GRAPH}: {exc}")
 
 
 def new_report(rebuilt: Rebuilt) -> ReplayReport:
@@ -150,7 +161,7 @@ def replay_bundle(
                 progress(f"replaying in {mode} mode", 0.3 + 0.7 * index / len(modes))
             # Breakpoints stop only in the eager run: elsewhere the user's code sees symbolic tensors.
             with breakpoints_paused() if mode == "graph" else breakpoints_resumed():
-                report.verdicts[mode] = run_step(rebuilt.program, mode)
+                report.verdicts[mode] = graph_or_said(rebuilt.program, mode)
         if rebuilt.bundle.cluster:  # a multi-worker bundle: whose data was it?
             if progress:
                 progress("replaying each worker's shard", 0.95)

@@ -44,6 +44,9 @@ class StepProgram:
     forward_state: list[tf.Variable] = field(default_factory=list)
     before_run: Callable[[], None] | None = None  # restores random state, resets metrics
     description: str = ""
+    # A guarded step that training ran as plain Python (no tf.function): it may hand its tensors to NumPy (an
+    # episode played in the step), which a graph cannot; a graph run that fails is then no verdict on the NaN.
+    plain_python: bool = False
     _snapshot: list[np.ndarray] | None = None
 
     def snapshot(self) -> None:

@@ -34,6 +34,11 @@ def number_from_json(value: Any) -> float | None:
     return float(value)
 
 
+# The graph verdict's words for a guarded step that training ran as plain Python and that cannot be traced (it
+# hands its tensors to NumPy: keras.io's actor-critic plays its episode in the step).
+NOT_A_GRAPH = "the step is plain Python (training ran it eagerly) and cannot run as a graph"
+
+
 @dataclass
 class StepVerdict:
     """One run of the captured step in one mode: did it produce non-finite values, and where."""
@@ -281,6 +286,8 @@ class ReplayReport:
                 )
         if graph is None or eager is None:
             return None
+        if (graph.error or "").startswith(NOT_A_GRAPH):
+            return None  # the graph verdict says why it has none; training ran the step eagerly too
         if graph.reproduced and eager.reproduced and not graph.dumped:
             return _fusion_note(graph, eager)
         if graph.reproduced == eager.reproduced:
