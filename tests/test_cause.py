@@ -259,6 +259,49 @@ def test_a_rate_the_program_raised_over_the_window_names_the_schedule_s_rise(tmp
     assert "raised the rate" not in classify(findings_of(overflow_origin(program)), context).summary
 
 
+def test_a_divergence_on_8_bit_pixels_that_only_tiny_rates_keep_finite_is_told_to_rescale_them(
+    tmp_path: Path,
+) -> None:
+    """Digits read by image_dataset_from_directory, 0..255, into a Flatten-Dense regressor at SGD 0.01: the cause
+    was the rate ("largest finite over the 3-step window: 3.45e-6; try 1.73e-6", which diverged at step 15), with
+    "and scale the features" after it. Pixels of RMS 84 are below the RMS that puts scaling first, but a search
+    that keeps the window finite only at a thousandth of the usual rate says the inputs are what is off."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    program = write_program(tmp_path)
+    # Digits: dark background, strokes near 255 (RMS about 80).
+    pixels = np.where(np.random.default_rng(0).random((8, 28, 28, 1)) < 0.1, 255.0, 0.0).astype("float32")
+    search = {
+        "steps": 3,
+        "start_step": 0,
+        "captured_learning_rate": 0.01,
+        "largest_finite_learning_rate": 3.45e-6,
+        "smallest_non_finite_learning_rate": 6.9e-6,
+        "suggested_learning_rate": 1.73e-6,
+    }
+    context = CauseContext(
+        history=diverging_history(),
+        batch=(pixels, np.zeros((8, 1), np.float32)),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        learning_rate=LearningRate(0.01),
+        window_search=search,
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence", cause
+    assert cause.change is not None and cause.change.what.startswith("scale the features (x from 0 to 255"), (
+        cause.change
+    )
+    assert "8-bit pixels): add keras.layers.Rescaling(1.0 / 255)" in cause.change.what, cause.change
+    # A search that found a rate near the usual one leaves the rate first.
+    near = dataclasses.replace(
+        context,
+        window_search={**search, "largest_finite_learning_rate": 0.004, "suggested_learning_rate": 0.002},
+    )
+    cause = classify(findings_of(overflow_origin(program)), near)
+    assert cause.change is not None and not cause.change.what.startswith("scale the features"), cause.change
+
+
 @pytest.mark.parametrize(
     ("settings", "read"),
     [

@@ -3979,8 +3979,8 @@ def _divergence(
         rate = site.learning_rate if site is not None else None
         if rate is None and context.learning_rate is not None and context.learning_rate.finite:
             rate = context.learning_rate.value
-        if scale.usual_rate(context.model_info.get("optimizer"), rate) and any(
-            u.first_to_change for u in unscaled
+        if scale.usual_rate(context.model_info.get("optimizer"), rate) and (
+            any(u.first_to_change for u in unscaled) or _search_found_only_tiny_rates(searched, rate)
         ):
             # A default rate that diverges at once: the inputs' scale is what is off, not the rate.
             # A custom loop's model (a subclass called on the batch) has no Input line: the features are scaled
@@ -4189,6 +4189,23 @@ def _unscaled_inputs(context: CauseContext, units: list[SourceUnit]) -> list[sca
     return scale.unscaled_inputs(context.batch, classes)
 
 
+# A window search whose largest finite rate is this far below the usual rate that ran: the inputs' scale is what
+# is off (pixels 0..255 under SGD 0.01 kept finite only at 3.45e-6, and 1.73e-6, followed, diverged at step 15).
+TINY_RATE_FACTOR = 1e-3
+
+
+def _search_found_only_tiny_rates(searched: tuple[dict[str, Any], str] | None, rate: float | None) -> bool:
+    """Whether the guard's window search kept the window finite only at rates `TINY_RATE_FACTOR` times the rate
+    that ran, or below."""
+    largest = searched[0].get("largest_finite_learning_rate") if searched else None
+    return (
+        isinstance(largest, (int, float))
+        and isinstance(rate, (int, float))
+        and rate > 0
+        and largest <= TINY_RATE_FACTOR * rate
+    )
+
+
 def _unscaled_change(
     units: list[SourceUnit],
     unscaled: list[scale.UnscaledInput],
@@ -4208,6 +4225,13 @@ def _unscaled_change(
             # Under a mixed policy the layer computes in float16 (a timestamp of 1.7e9 is inf there before it is
             # scaled): keras.layers.Normalization(dtype="float32"), followed, trained.
             normalization = 'Normalization(dtype="float32")' if mixed else "Normalization()"
+            if all(c.column is None and 0 <= c.low and 128 < c.high <= 255 for c in item.columns):
+                # 8-bit pixels that no one divided by 255 (keras.io puts Rescaling first).
+                parts.append(
+                    f"scale the features ({item.describe()}: 8-bit pixels): add keras.layers.Rescaling(1.0 / 255) "
+                    "as the model's first layer, or divide x by 255 before fit"
+                )
+                continue
             parts.append(
                 f"scale the features ({item.describe()}): add keras.layers.{normalization} adapted to the "
                 "training features (norm.adapt(x)) as the model's first layer, or standardize x before fit"
