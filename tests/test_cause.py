@@ -5346,6 +5346,8 @@ def test_a_log1p_of_minus_one_numpy_warned_at_is_a_log_not_a_division() -> None:
     # A log of 0 still gets the guard that log1p is; a log of negatives (a random-walk price below 0, NumPy's
     # "invalid value") is not helped by it, and was told the same.
     assert "np.log1p" in _numpy_fix(NumpyWarning("train.py", 45, "divide by zero encountered in log"))
+    cast = _numpy_fix(NumpyWarning("train.py", 44, "overflow encountered in cast"))
+    assert "already that large before this line" in cast and "rather than clipping it here" in cast, cast
     negative = _numpy_fix(NumpyWarning("train.py", 45, "invalid value encountered in log"))
     assert negative.startswith("a log of negative values (NaN); np.log1p or an epsilon leaves them NaN"), (
         negative

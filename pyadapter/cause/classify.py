@@ -5017,6 +5017,14 @@ def _numpy_fix(warned: NumpyWarning) -> str:
             "from a step that warns nothing (pandas' pct_change or a division of columns by a 0): find the column "
             "that holds it (np.isinf(df).any()) and repair it there"
         )
+    if message.endswith("overflow encountered in cast"):
+        # A float64 value past float32's range cast down (a DQN's replay buffer of rewards that reached -2.8e47):
+        # np.clip there, followed, left states of 2e23 that overflowed the loss. It was huge before this line.
+        return (
+            "a value beyond float32's range (|x| > 3.4e38) cast down to float32: it was already that large before "
+            "this line; find where it grows (a state or reward that ran away: an episode that does not end, a "
+            "product that compounds) rather than clipping it here"
+        )
     if "empty slice" in message or "Degrees of freedom" in message:
         return "a mean or std over no rows; skip or fill the empty selections"
     if message.endswith(" in log1p"):
