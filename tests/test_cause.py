@@ -5164,13 +5164,6 @@ def test_a_rate_raised_per_epoch_is_capped_at_the_lowest_rate_that_trained(tmp_p
             "lgamma(x) is inf at 0",
             "tf.nn.softplus(x) + 1e-6",
         ),
-        (
-            "Log1p",
-            None,
-            TensorHealth(dtype="float32", size=64, neg=64),
-            "log1p(x) is -inf at x = -1",
-            "tf.math.log1p(-tf.minimum(p, 1 - 1e-7))",
-        ),
     ],
 )
 def test_an_op_past_its_domains_edge_is_named_with_that_edge(
@@ -5191,6 +5184,41 @@ def test_an_op_past_its_domains_edge_is_named_with_that_edge(
     cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
     assert cause.kind == "op" and said in cause.summary, cause.summary
     assert cause.change is not None and fix in cause.change.what, cause.change
+
+
+@pytest.mark.parametrize(
+    ("code", "fix"),
+    [
+        # A focal loss's log1p(-p), p at 1: the probability's complement.
+        ("loss = -tf.reduce_mean(tf.math.log1p(-p))", "tf.math.log1p(-tf.minimum(p, 1 - 1e-7))"),
+        # An RMSLE loss's log1p of a linear head's prediction below -1: no probability there.
+        (
+            "return tf.sqrt(tf.reduce_mean(tf.square(tf.math.log1p(y_pred) - tf.math.log1p(y_true))))",
+            'activation="softplus"',
+        ),
+    ],
+)
+def test_a_log1p_past_minus_one_is_told_by_what_it_takes_the_log_of(
+    tmp_path: Path, code: str, fix: str
+) -> None:
+    """A bike-demand notebook's RMSLE on a linear output: log1p(y_pred) of a prediction below -1. The cause told the
+    story of a saturated sigmoid ("log1p(-p) with p reaching 1") and to clip the probability; only "keep 1 + x above
+    0" applied. A log1p of a probability's complement keeps those words."""
+    program = tmp_path / "train.py"
+    program.write_text(f"import tensorflow as tf\n\n\ndef loss_fn(y_true, y_pred, p):\n    {code}\n")
+    origin = Finding(
+        file=str(program),
+        line=5,
+        role="origin",
+        op=OpRef("model/Log1p", "Log1p"),
+        health=TensorHealth(dtype="float32", size=64, nan=3, pos=61),
+        inputs=[InputHealth("x:0", TensorHealth(dtype="float32", size=64, neg=5, pos=59))],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.kind == "op" and "log1p(x) is -inf at x = -1" in cause.summary, cause.summary
+    assert cause.change is not None and fix in cause.change.what, cause.change
+    probability = "sigmoid or softmax probability" in cause.summary
+    assert probability == ("log1p(-p)" in code), cause.summary
 
 
 def test_a_window_of_a_time_series_is_named_by_the_series_row() -> None:

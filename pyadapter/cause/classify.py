@@ -2238,7 +2238,21 @@ def _special_domain_words(origin: Finding) -> tuple[str, str] | None:
     words = _EDGE_WORDS.get(origin.op.type)
     if words is None or not below:
         return None
+    if origin.op.type == "Log1p" and not _LOG1P_OF_A_COMPLEMENT.search(_origin_source_line(origin)):
+        # log1p of a regression output (an RMSLE loss's log1p(y_pred) on a linear head), no probability: the
+        # saturated-sigmoid story and its clip of p were of no use there.
+        words = _LOG1P_OF_AN_OUTPUT
     return f"the {origin.op.type} op got its input at or past its domain's edge: {words[0]}", words[1]
+
+
+# ``log1p(-p)``, ``log1p(1 - p)``: the log of a probability's complement, where p reaching 1 is the story.
+_LOG1P_OF_A_COMPLEMENT = re.compile(r"log1p\(\s*(?:-|1\s*-)")
+_LOG1P_OF_AN_OUTPUT = (
+    "log1p(x) is -inf at x = -1 and NaN below it (a value that can go below -1: a linear output, a difference)",
+    'the Log1p\'s input: keep it above -1 where it is made (a non-negative output: activation="softplus" or '
+    '"relu" on the layer that makes it), or clamp it (tf.math.log1p(tf.maximum(x, 0.0)) for a prediction '
+    "of a non-negative target, as an RMSLE loss takes)",
+)
 
 
 def _zero_times_infinity_words(origin: Finding) -> tuple[str, str] | None:
