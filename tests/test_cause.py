@@ -5221,6 +5221,49 @@ def test_a_log1p_past_minus_one_is_told_by_what_it_takes_the_log_of(
     assert probability == ("log1p(-p)" in code), cause.summary
 
 
+POLY_DECAY = """\
+import keras
+import numpy as np
+
+
+class PolynomialDecay(keras.callbacks.Callback):
+    def __init__(self, base_lr, total_steps, power=0.9):
+        super().__init__()
+        self.base_lr, self.total_steps, self.power, self.step = base_lr, total_steps, power, 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        lr = self.base_lr * np.power(1.0 - self.step / self.total_steps, self.power)
+        self.model.optimizer.learning_rate.assign(lr)
+        self.step += 1
+"""
+
+
+def test_a_nan_rate_a_callback_computed_where_numpy_warned_is_changed_at_that_line(tmp_path: Path) -> None:
+    """A poly-decay callback with total_steps counted at another batch size: past it, the base of np.power is
+    negative and the rate NaN (NumPy: "invalid value encountered in power", at the line that computes it). The
+    cause named the assign below it, "keep the learning rate finite", and not why it was NaN."""
+    from pyadapter.capture.learning_rate import LearningRate
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    program = tmp_path / "prog.py"
+    program.write_text(POLY_DECAY)
+    lines = POLY_DECAY.splitlines()
+    computed = next(n for n, text in enumerate(lines, 1) if "np.power" in text)
+    context = CauseContext(
+        entry_script=str(program),
+        step=559,
+        learning_rate=LearningRate(math.nan),
+        numpy_warnings=[NumpyWarning(str(program), computed, "invalid value encountered in power")],
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert 'NumPy warned "invalid value encountered in power" at prog.py:' in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == computed, cause.change
+    assert "a polynomial decay's 1 - step / total_steps past its end" in cause.change.what, cause.change
+    # Without the warning, the assign is the line.
+    cause = classify(findings_of(overflow_origin(program)), dataclasses.replace(context, numpy_warnings=[]))
+    assert cause.change is not None and cause.change.line == computed + 1, cause.change
+
+
 def test_a_window_of_a_time_series_is_named_by_the_series_row() -> None:
     """keras.io's weather forecaster: ``timeseries_dataset_from_array(x_train, y_train, sequence_length=72,
     sampling_rate=step)`` with a sensor gap left NaN at rows 1530-1535 of column 2. The cause said "element 1459 of

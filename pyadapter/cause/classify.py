@@ -994,6 +994,26 @@ def _rate_not_finite(context: CauseContext, units: list[SourceUnit], rate: Learn
             f"{setter.name}: it set {rate.shown()}{at_step}; keep the learning rate finite",
             setter.target or "schedule",
         )
+        warned = _warning_in_the_function_of(context, units, setter, rate)
+        if warned is not None:
+            # A poly-decay callback's ``base * np.power(1 - step / total_steps, 0.9)`` past total_steps: NumPy said
+            # where the NaN was made, a line above the assign that was named.
+            place = place_text(os.path.basename(warned.file), warned.line, warned.cell)
+            summary += f'; NumPy warned "{warned.message}" at {place}, where the rate was computed'
+            hint = (
+                " (a power of a negative base: a polynomial decay's 1 - step / total_steps past its end, when "
+                "total_steps is fewer than the steps fit runs; count them as fit does, or clamp the base at 0)"
+                if warned.message.endswith(" in power")
+                else ""
+            )
+            change = Change(
+                file=warned.file,
+                line=warned.line,
+                cell=warned.cell,
+                what=f"the rate computed here: NumPy made {rate.shown()} ({warned.message}){hint}; keep it finite",
+                target=setter.target or "schedule",
+            )
+            evidence["numpy_warning"] = warned.to_json()
     else:
         summary = (
             f"the learning rate was {rate.shown()}{at_step}, so finite gradients made a non-finite update"
@@ -1003,6 +1023,35 @@ def _rate_not_finite(context: CauseContext, units: list[SourceUnit], rate: Learn
         if site is not None:
             change = _change(site, f"the learning rate of {site.name}: set a finite one", "optimizer")
     return Cause("op", summary, evidence, change)
+
+
+def _warning_in_the_function_of(
+    context: CauseContext, units: list[SourceUnit], site: change_line.Site, rate: LearningRate
+) -> NumpyWarning | None:
+    """The first NumPy warning that makes the rate's kind of value (NaN, or Inf) at a line of the function that
+    holds `site` (the callback method that assigns the rate), or None."""
+    kind = "nan" if math.isnan(rate.value) else "inf"
+    for unit in units:
+        if unit.cell != site.cell or os.path.abspath(unit.file) != os.path.abspath(site.file):
+            continue
+        functions = [
+            node
+            for node in ast.walk(unit.tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.lineno <= site.line <= (node.end_lineno or node.lineno)
+        ]
+        if not functions:
+            return None
+        inner = max(functions, key=lambda node: node.lineno)
+        for warning in context.numpy_warnings:
+            if (
+                warning.makes == kind
+                and warning.cell == site.cell
+                and os.path.abspath(warning.file) == os.path.abspath(site.file)
+                and inner.lineno <= warning.line <= (inner.end_lineno or inner.lineno)
+            ):
+                return warning
+    return None
 
 
 def _gradients_too_large_to_square(context: CauseContext, units: list[SourceUnit], large: list[str]) -> Cause:
