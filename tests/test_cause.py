@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pyadapter.cause import CauseContext, attach_cause, cause_of, classify
+from pyadapter.cause.model import Cause
 from pyadapter.cause.trend import fast_growth, growth, large_update
 from pyadapter.findings import Finding, Findings, InputHealth, OpRef, TensorHealth
 from pyadapter.fixes import apply_edits, cause_fixes
@@ -1235,17 +1236,24 @@ def test_a_float16_overflow_in_a_helper_the_layer_calls_is_cast_there(tmp_path: 
         "\n"
         "model = keras.Sequential([keras.Input((24, 4)), MultiHeadAttention()])\n"
     )
-    origin = overflow_origin(program, dtype="float16", line=5, op="BatchMatMulV2")
-    origin.op = OpRef("sequential/multi_head_attention/MatMul", "BatchMatMulV2")
-    cause = classify(
+    cause = _mixed_float16_overflow(
+        program, 5, OpRef("sequential/multi_head_attention/MatMul", "BatchMatMulV2")
+    )
+    assert cause.kind == "precision", cause
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert "in scaled_dot_product_attention" in cause.change.what, cause.change
+
+
+def _mixed_float16_overflow(program: Path, line: int, op: OpRef) -> Cause:
+    """The cause of `op` overflowing float16 at `line` of `program`, trained under mixed_float16."""
+    origin = overflow_origin(program, dtype="float16", line=line, op=op.type)
+    origin.op = op
+    return classify(
         findings_of(origin),
         CauseContext(
             dtype_policy="mixed_float16", entry_script=str(program), model_info={"loss_scale_optimizer": True}
         ),
     )
-    assert cause.kind == "precision", cause
-    assert cause.change is not None and cause.change.line == 5, cause.change
-    assert "in scaled_dot_product_attention" in cause.change.what, cause.change
 
 
 def test_a_float16_overflow_on_inputs_in_raw_units_is_told_to_scale_them_not_to_keep_a_layer_in_float32(
@@ -1297,14 +1305,7 @@ def test_a_float16_overflow_at_a_layer_built_in_a_model_function_is_its_dtype_no
         "\n"
         "model = build_model()\n"
     )
-    origin = overflow_origin(program, dtype="float16", line=7, op="MatMul")
-    origin.op = OpRef("functional/log_std/MatMul", "MatMul")
-    cause = classify(
-        findings_of(origin),
-        CauseContext(
-            dtype_policy="mixed_float16", entry_script=str(program), model_info={"loss_scale_optimizer": True}
-        ),
-    )
+    cause = _mixed_float16_overflow(program, 7, OpRef("functional/log_std/MatMul", "MatMul"))
     assert cause.kind == "precision", cause
     assert cause.change is not None and cause.change.line == 7, cause.change
     assert cause.change.what.startswith('build this Dense with dtype="float32"'), cause.change
