@@ -167,7 +167,9 @@ class Failure:
                 if self.cause is not None:
                     lines.append(f"NanGuard: cause: {self.cause}")
             else:
-                lines.append(f"NanGuard: find the op that made it: nanlens locate {self.bundle}")
+                lines.append(
+                    f"NanGuard: find where it was made (an op, or the data before any op): nanlens locate {self.bundle}"
+                )
                 # No op made it (gradients too large to square), and the cause is known still.
                 if self.cause is not None:
                     lines.append(f"NanGuard: cause: {self.cause}")
