@@ -2,7 +2,7 @@
 table (1M x 16) under a small head, trained with plain SGD, so each step updates only the rows its batch looks up,
 and one label in the data set that is NaN (a bad row). Its steps are cheap (a gather, a scatter and a Dense) while
 a copy of the model's state is not (the table is 64 MB): NanGuard's window must space its copies out
-(`window_copy_every` over 64, not 16) and still hold the steps before the failure. Used by tests/test_guard_window.py.
+(`window_copy_every` of 64 or more, not 16) and still hold the steps before the failure. Used by tests/test_guard_window.py.
 
 Usage: sparse_embedding_bad_label.py CAPTURE_DIR
 """
