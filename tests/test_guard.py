@@ -646,11 +646,13 @@ def test_the_scene_says_why_its_dumped_step_has_more_nan_gradients_than_training
     findings = json.loads((bundle / "findings.json").read_text())
     captured = CaptureBundle.load(bundle).non_finite.gradients
     dumped = findings["bundle"]["verdicts"]["graph"]["non_finite_gradients"]
-    assert len(dumped) > len(captured), (dumped, captured)  # the CPU kernels fuse the ReLU
-    assert any("more non-finite gradients than training had" in w for w in findings["warnings"]), findings[
-        "warnings"
-    ]
-    assert findings["bundle"]["note"] is not None
+    said = any("more non-finite gradients than training had" in w for w in findings["warnings"])
+    if len(dumped) > len(captured):  # this CPU's compiled step fused the ReLU (x86 with oneDNN's fusion)
+        assert said, findings["warnings"]
+        assert findings["bundle"]["note"] is not None
+    else:  # a CPU whose kernels do not fuse it (an AMD EPYC VM): the same counts, and nothing to explain
+        assert len(dumped) == len(captured), (dumped, captured)
+        assert not said, findings["warnings"]
 
 
 def test_a_nan_in_the_validation_data_is_said_once_and_stops_nothing(tmp_path, capsys):

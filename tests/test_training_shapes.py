@@ -1236,7 +1236,10 @@ def test_gradient_accumulation_by_hand_is_guarded_and_replayed(tmp_path, name):
     only gradients an optimizer applied). Both stop at micro-step 26 and replay it in both modes."""
     program, done = run_copied(name, tmp_path)
     assert "GuardError" not in done.stderr, done.stderr[-3000:]
-    assert "NanGuard: step 26: non-finite gradients of" in done.stderr, done.stderr[-3000:]
+    # The loss too where the CPU's kernels do not fuse the ReLU that turns the NaN reading's NaN into 0 (an AMD VM).
+    assert re.search(r"NanGuard: step 26: non-finite (loss and )?gradients of", done.stderr), done.stderr[
+        -3000:
+    ]
     (bundle,) = bundles(tmp_path)
     replayed = nanlens_json("replay", str(bundle), cwd=tmp_path)
     assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]

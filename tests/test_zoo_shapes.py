@@ -83,8 +83,35 @@ def scene_origin(bundle: Path) -> dict:
     return origin
 
 
+# The focal loss's NaN needs 1 - p == 0 exactly: a softmax that rounds a class far ahead to 1.0. Some CPUs'
+# vectorized kernels never do (an AMD EPYC VM gave 0.99999994 at a logit gap of 92), and the program trains finite
+# there, as its user's would.
+ROUNDS_TO_ONE = (
+    "import tensorflow as tf\n"
+    "logits = tf.tile(tf.constant([[0.0, 40.0, -5.0]]), [64, 1])\n"
+    "print(float(tf.reduce_max(tf.function(tf.nn.softmax)(logits))) == 1.0)\n"
+)
+NEEDS_SOFTMAX_OF_ONE = {"zoo_subclass_constructor_args"}
+
+
+def softmax_rounds_to_one() -> bool:
+    """Whether this machine's softmax kernel gives exactly 1.0 to a class 40 logits ahead, in a batch of 64."""
+    done = subprocess.run(
+        [sys.executable, "-c", ROUNDS_TO_ONE],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3", "CUDA_VISIBLE_DEVICES": ""},
+    )
+    return done.stdout.strip().endswith("True")
+
+
 @pytest.fixture(scope="module", params=SCRIPTS)
 def script_run(request, tmp_path_factory):
+    if request.param in NEEDS_SOFTMAX_OF_ONE and not softmax_rounds_to_one():
+        pytest.skip(
+            "this CPU's softmax kernel never rounds to exactly 1.0: the focal loss's NaN cannot happen here"
+        )
     program = ZOO / f"{request.param}.py"
     work = tmp_path_factory.mktemp(request.param)
     done = subprocess.run(
