@@ -1031,9 +1031,7 @@ def _warning_in_the_function_of(
     """The first NumPy warning that makes the rate's kind of value (NaN, or Inf) at a line of the function that
     holds `site` (the callback method that assigns the rate), or None."""
     kind = "nan" if math.isnan(rate.value) else "inf"
-    for unit in units:
-        if unit.cell != site.cell or os.path.abspath(unit.file) != os.path.abspath(site.file):
-            continue
+    for unit in _units_holding(units, site):
         functions = [
             node
             for node in ast.walk(unit.tree)
@@ -4826,8 +4824,11 @@ def _in_the_function_of(units: list[SourceUnit], origin: Finding, site: change_l
     return innermost.body[0].lineno <= site.node.lineno <= (innermost.end_lineno or innermost.lineno)
 
 
-def _units_holding(units: list[SourceUnit], origin: Finding) -> Iterator[SourceUnit]:
-    """The units of the origin's file and cell (a notebook's cell; a script's one file)."""
+def _units_holding(
+    units: list[SourceUnit], origin: Finding | NumpyWarning | change_line.Site
+) -> Iterator[SourceUnit]:
+    """The units of the origin's file and cell (a notebook's cell; a script's one file), or a NumPy warning's or a
+    site's."""
     return (
         u for u in units if u.cell == origin.cell and os.path.abspath(u.file) == os.path.abspath(origin.file)
     )
@@ -5196,9 +5197,7 @@ def _names_feeding(units: list[SourceUnit], fit_code: str) -> set[str]:
 
 def _assigns_any(warning: NumpyWarning, units: list[SourceUnit], names: set[str]) -> bool:
     """Whether the statement NumPy warned at assigns one of `names`."""
-    for unit in units:
-        if unit.cell != warning.cell or os.path.abspath(unit.file) != os.path.abspath(warning.file):
-            continue
+    for unit in _units_holding(units, warning):
         for node in ast.walk(unit.tree):
             if (
                 isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
@@ -5268,14 +5267,13 @@ def _fit_array_site(
 ) -> change_line.Site | None:
     """Where the array fit was given that holds `element` is made (`change_line.fit_array_site`), if the code
     assigns it."""
-    recorded = context.model_info.get("fit_call") or {}
-    fit_code, fit_cell = recorded.get("code"), recorded.get("cell")
+    fit_cell = (context.model_info.get("fit_call") or {}).get("cell")
     column = element.index[1] if len(element.index) == 2 else None
     return change_line.fit_array_site(
         units,
         element.leaf,
         column,
-        fit_code if isinstance(fit_code, str) else None,
+        _fit_code(context),
         fit_cell if isinstance(fit_cell, int) and not isinstance(fit_cell, bool) else None,
     )
 
