@@ -791,7 +791,9 @@ def test_raw_features_into_the_default_rate_name_the_scaling_not_the_rate(tmp_pa
     (bundle,) = bundles(tmp_path)
     cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
     assert cause["kind"] == "divergence", cause
-    assert "on unscaled features (x[:, 2] from" in cause["summary"], cause["summary"]
+    # Rooms (x[:, 2]) or population (x[:, 3]) leads: their RMS differ by a third, and which is larger in the batch
+    # that failed depends on fit's shuffle (unseeded, as its authors leave it).
+    assert re.search(r"on unscaled features \(x\[:, [23]\] from", cause["summary"]), cause["summary"]
     assert "and targets (y from" in cause["summary"], cause["summary"]
     changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
     assert [cause["change"]["line"]] == changed, cause["change"]
@@ -799,7 +801,10 @@ def test_raw_features_into_the_default_rate_name_the_scaling_not_the_rate(tmp_pa
     assert "or, slower to train: learning rate 0.01" in cause["change"]["what"], cause["change"]
     scaled = {item["role"]: item for item in cause["evidence"]["unscaled_inputs"]}
     # Income (RMS about 8) is in range; rooms, population and age are not, largest first.
-    assert [c["column"] for c in scaled["features"]["columns"]] == [2, 3, 1], scaled
+    columns = scaled["features"]["columns"]
+    assert sorted(c["column"] for c in columns) == [1, 2, 3], scaled
+    assert [c["rms"] for c in columns] == sorted((c["rms"] for c in columns), reverse=True), scaled
+    assert columns[-1]["column"] == 1, scaled
 
 
 def test_a_second_fit_of_a_blown_up_model_names_building_it_again(tmp_path):
@@ -1746,3 +1751,4 @@ def test_a_keras_layer_s_op_under_a_custom_loop_s_model_call_is_placed_at_the_la
         "the GlobalAveragePooling1D layer: it averages over the steps the mask keeps"
     ), change
     assert "divide_no_nan" not in change["what"], change
+
