@@ -622,6 +622,36 @@ def test_a_loss_falling_without_bound_is_named_at_the_term_not_at_the_optimizer(
     assert not other.summary.startswith("the loss fell without bound"), other.summary
 
 
+def test_a_vae_whose_binary_cross_entropy_targets_run_to_255_is_told_to_scale_them(tmp_path: Path) -> None:
+    """keras.io's VAE with its ``/ 255`` left out: the reconstruction term, ``binary_crossentropy(data,
+    reconstruction)`` of targets up to 255, fell to -1e13 until the Sampling layer's exp overflowed. The cause said
+    "often a sign slip ... in a KL term; check its signs" at the Sampling line, and the KL term was right."""
+    program = tmp_path / "vae.py"
+    program.write_text(
+        "import keras\nfrom keras import ops\n\n\n"
+        "def reconstruction_loss(data, reconstruction):\n"
+        "    return ops.mean(ops.sum(keras.losses.binary_crossentropy(data, reconstruction), axis=(1, 2)))\n",
+        encoding="utf-8",
+    )
+    history = [
+        {"step": s, "loss": 2.4e4 - 1e4 * s if s < 20 else -(10.0 ** (s / 8.0)), "weight_norm": 40.0}
+        for s in range(102)
+    ]
+    images = np.random.default_rng(0).integers(0, 256, size=(16, 28, 28, 1)).astype("float32")
+    origin = overflow_origin(program, line=6, op="Exp")
+    context = CauseContext(history=history, entry_script=str(program), batch=images, step=102)
+    cause = classify(findings_of(origin, step=102), context)
+    assert cause.kind == "data", cause
+    assert (
+        "the binary_crossentropy takes targets in [0, 1], and this batch's run from 0 to 255" in cause.summary
+    ), cause.summary
+    assert cause.change is not None and cause.change.line == 6, cause.change
+    assert cause.change.what.startswith("the targets of the binary_crossentropy: scale them to [0, 1]")
+    # Targets in [0, 1]: the loss's fall has another term to blame.
+    cause = classify(findings_of(origin, step=102), dataclasses.replace(context, batch=images / 255.0))
+    assert cause.summary.startswith("the loss fell without bound") and "check its signs" in cause.change.what
+
+
 def test_a_ctc_loss_of_inf_is_a_label_too_long_for_its_frames_not_an_overflow(tmp_path: Path) -> None:
     """A Conv1D + GRU speech model whose 29-phone utterance (2 repeats) needs 31 frames of 30: ``tf.nn.ctc_loss``
     gave +inf, and the cause said "a CTCLoss op overflowed on finite inputs ...: keep its values in range"."""
@@ -751,6 +781,25 @@ def test_a_kl_divergence_written_out_of_a_histogram_with_zeros_is_told_xlogy(tmp
     findings.extra["origin_code"] = "    return tf.reduce_sum(w * tf.math.log(p / q), axis=-1)"
     cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
     assert cause.change is not None and "xlogy" not in cause.change.what, cause.change
+
+
+def test_a_smoothed_kl_written_as_a_difference_of_logs_is_told_xlogy_with_its_own_term(
+    tmp_path: Path,
+) -> None:
+    """The Annotated Transformer's label smoothing, ``true_dist * (tf.math.log(true_dist) - log_probs)`` with the
+    pad column's mass 0: the parenthesis hid the product from the xlogy words, and the clamp was given (a mini
+    GPT's KL loss). The example is written with the line's own second term."""
+    program = write_program(tmp_path)
+    origin = log_origin(program)
+    origin.inputs = [InputHealth("compile_loss/mul_2:0", TensorHealth(dtype="float32", size=4096, zero=2048))]
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = (
+        "    kl = tf.reduce_sum(true_dist * (tf.math.log(true_dist) - log_probs), axis=-1)"
+    )
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert "0 * -inf = NaN" in cause.summary, cause.summary
+    assert cause.change is not None, cause
+    assert "tf.math.xlogy(true_dist, true_dist) - true_dist * log_probs" in cause.change.what, cause.change
 
 
 @pytest.mark.parametrize("defaults", [False, True])
@@ -6544,6 +6593,37 @@ def test_an_exp_that_overflowed_before_any_update_on_raw_pixels_is_the_inputs_no
     assert "before any update" not in classify(findings_of(origin, step=2), later).summary
 
 
+def test_an_exp_link_on_raw_features_is_told_to_scale_the_features_and_keep_the_counts(
+    tmp_path: Path,
+) -> None:
+    """A negative-binomial regression's rate head, ``Dense(1, activation="exponential")``, on raw features
+    (followers in the ten thousands) overflowed in the first step. It was told a softmax's stable form and to
+    "scale the features and targets": there is no softmax, and a count likelihood needs its targets as counts."""
+    program = write_program(tmp_path)
+    rng = np.random.default_rng(0)
+    features = np.column_stack([rng.uniform(200, 36000, 64), rng.uniform(0, 1, 64)]).astype("float32")
+    counts = rng.integers(16, 2400, size=(64, 1)).astype("float32")
+    context = CauseContext(
+        history=[{"step": 0, "loss": None, "loss_nonfinite": "nan", "weight_norm": 3.2}],
+        entry_script=str(program),
+        model_info={"optimizer": "Adam", "optimizers": ["Adam"]},
+        step=0,
+        batch=(features, counts),
+    )
+    origin = overflow_origin(program, line=EXP_LINE, op="Exp")
+    findings = findings_of(origin, step=0)
+    findings.extra["origin_code"] = 'mu = layers.Dense(1, activation="exponential", name="mu")(h)'
+    cause = classify(findings, context)
+    assert cause.kind == "data", cause
+    assert "on unscaled features (x[:, 0] from" in cause.summary and "targets" not in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and cause.change.what.startswith("the features into the exp link"), (
+        cause.change
+    )
+    assert "softmax" not in cause.change.what and "the targets stay as they are" in cause.change.what
+
+
 def test_a_float16_cast_in_the_input_pipeline_is_told_to_scale_the_features(tmp_path: Path) -> None:
     """A custom loop under mixed_float16 whose tf.data map casts raw incomes (9e4) to float16: the change was
     "compute this in float32 (it runs in float16)", and followed, the model's first float16 layer overflowed the
@@ -6586,6 +6666,36 @@ def test_a_negative_base_to_a_fractional_power_is_told_to_keep_it_positive_not_a
     assert "a negative base to a fractional power is NaN" in cause.summary, cause.summary
     assert cause.change is not None and "tf.maximum(x, 1e-6)" in cause.change.what, cause.change
     assert "tf.maximum(x, 0.0)" not in cause.change.what
+
+
+def test_adjust_gamma_of_an_image_mapped_to_minus_one_one_is_told_the_augmentations_order(
+    tmp_path: Path,
+) -> None:
+    """A tf.data map that scales images to [-1, 1] and then calls ``tf.image.adjust_gamma``: its Pow made NaN of
+    the 1940 negative pixels, the dump recorded only the image input, and the cause read "a Pow op made NaN/Inf
+    from finite inputs ... keep its inputs in its domain", hiding the negatives it had just printed."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=EXP_LINE,
+        role="origin",
+        op=OpRef("adjust_gamma/pow", "Pow"),
+        health=TensorHealth(dtype="float32", size=6912, nan=1940, pos=4972),
+        inputs=[
+            InputHealth("args_0:0", TensorHealth(dtype="float32", size=6912, neg=1940, pos=4972)),
+            InputHealth("adjust_gamma/control_dependency:0"),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(history=[], entry_script=str(program)))
+    assert cause.summary.startswith("the Pow op raised 1940 negative values to a power"), cause.summary
+    assert "adjust_gamma computes x ** gamma and expects an image in [0, 1]" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.what.startswith("the order of the augmentation"), (
+        cause.change
+    )
+    # A lone input with no negatives tells nothing of the exponent: the generic words stay.
+    origin.inputs[0] = InputHealth("args_0:0", TensorHealth(dtype="float32", size=6912, pos=6912))
+    cause = classify(findings_of(origin), CauseContext(history=[], entry_script=str(program)))
+    assert "negative" not in cause.summary, cause.summary
 
 
 def test_a_float16_overflow_in_a_loss_written_by_hand_is_told_the_output_layer_in_float32(
@@ -6645,3 +6755,22 @@ def test_a_warm_up_that_multiplies_the_rate_it_is_given_is_changed_at_its_return
     )
     site = change_line.computed_rate_setter(user_sources(findings_of(None), str(program)))
     assert site is not None and site.line == 4, site
+
+
+def test_the_log_of_a_negative_determinant_is_told_slogdet(tmp_path: Path) -> None:
+    """A Glow-style flow's ``tf.math.log(tf.linalg.det(self.W))`` with W initialised by QR (det -1): "keep it
+    positive (an exp or softplus output), or clip it" cannot apply to a determinant, and the clamp, followed, gives a
+    constant log-likelihood with no gradient. log|det| is what the change of variables needs."""
+    program = write_program(tmp_path)
+    origin = log_origin(program)
+    origin.inputs = [
+        InputHealth(
+            "tabular_flow_1/invertible_dense_1/MatrixDeterminant:0",
+            TensorHealth(dtype="float32", size=1, neg=1),
+        )
+    ]
+    cause = classify(findings_of(origin), CauseContext(history=[], entry_script=str(program)))
+    assert "a determinant is negative whenever the matrix flips orientation" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.what.startswith(
+        "the log of the determinant: tf.linalg.slogdet"
+    ), cause.change

@@ -1042,7 +1042,7 @@ def test_gradients_accumulated_from_raw_features_too_large_to_square_name_the_fe
     (bundle,) = bundles(tmp_path)
     cause = nanlens_json("locate", str(bundle), "--replay")["cause"]
     assert "too large to square in float32" in cause["summary"], cause
-    assert "come from unscaled features (args[0][:, 0] from " in cause["summary"], cause
+    assert "come from unscaled features (x[:, 0] from " in cause["summary"], cause
     assert cause["change"]["what"].startswith("scale the features"), cause
 
 
@@ -1752,3 +1752,24 @@ def test_a_keras_layer_s_op_under_a_custom_loop_s_model_call_is_placed_at_the_la
     ), change
     assert "divide_no_nan" not in change["what"], change
 
+
+def test_a_tf_function_method_guarded_through_its_instance_names_the_batch_by_its_parameters(tmp_path):
+    """A Trainer class guards ``self._train_step`` (a tf.function method) in ``__init__`` and has a ``fit`` method
+    of its own. The cause said "args[1] holds 85 zeros ... index 5 of the array passed to fit (in the shuffled
+    order)" with fit's shuffle=False advice: the bound tf.function's file was TensorFlow's own, so the step's
+    parameters were not found, and the Trainer's own ``fit`` was read as Keras's. It names ``y`` and no fit index."""
+    program = SHAPES / "loop_trainer_gamma_rain.py"
+    done = run_program(program.name, tmp_path)
+    assert "NonFiniteStepError" in done.stderr, (done.returncode, done.stderr[-3000:])
+    (bundle,) = bundles(tmp_path)
+    assert CaptureBundle.load(bundle).manifest["step_function"]["file"] == str(program.resolve())
+    located = nanlens_json("locate", str(bundle))
+    # The log(y) is in a sum written over four lines; the stack trace may give the sum's first line.
+    file, line = at(located["origin"])
+    assert file == program.resolve() and marked_line(program) - 1 <= line <= marked_line(program), located[
+        "origin"
+    ]
+    cause = located["cause"]
+    assert cause["summary"].startswith("a Log op read the step's argument y as it came, and y holds"), cause
+    assert "args[" not in json.dumps(cause), cause
+    assert "passed to fit" not in json.dumps(cause) and "shuffle=False" not in json.dumps(cause), cause

@@ -4,6 +4,7 @@ the update (see `pyadapter.capture.loop`)."""
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,5 +177,7 @@ def _save_state(
 
 
 def _source_file(function: Any) -> str | None:
-    code = getattr(function, "__code__", None)
+    # A tf.function method reached through its instance (``self.step = guard_step(...)(self._train_step)``) wraps
+    # the user's method in a function of TensorFlow's own file; the method's file is under ``__wrapped__``.
+    code = getattr(inspect.unwrap(function), "__code__", None)
     return str(Path(code.co_filename).absolute()) if code is not None else None

@@ -373,6 +373,70 @@ def _zero_variance(
     return Cause("data", summary, evidence, change)
 
 
+# Losses whose targets must lie in [0, 1]: with a target t above 1, -t log p - (1 - t) log(1 - p) has no lower
+# bound (it falls to -inf as p goes to 1), so training drives it there.
+_BINARY_CROSS_ENTROPIES = frozenset(
+    {
+        "binary_crossentropy",
+        "BinaryCrossentropy",
+        "binary_focal_crossentropy",
+        "BinaryFocalCrossentropy",
+        "sigmoid_cross_entropy_with_logits",
+    }
+)
+
+
+def _cross_entropy_targets_out_of_range(
+    findings: Findings, context: CauseContext, units: list[SourceUnit], origin: Finding, fell: trend.Fall
+) -> Cause | None:
+    """A binary cross-entropy whose targets leave [0, 1] (a VAE on images of 0..255, keras.io's ``/ 255`` left
+    out): the loss falls without bound and a layer overflows far from the loss. It was "often a sign slip in a KL
+    term ... check its signs" at the Sampling layer's exp; the targets' range is what to change. None when the
+    code calls no such loss or the targets are in range."""
+    import numpy as np
+
+    site = next(
+        (
+            change_line.Site(unit, call, name)
+            for unit in units
+            for call in change_line.calls(unit)
+            if (name := change_line.called_name(call) or "") in _BINARY_CROSS_ENTROPIES
+        ),
+        None,
+    )
+    batch = context.batch
+    # The targets: a fit batch's y; a batch of one array is its own target (an autoencoder's train_step).
+    targets = batch[1] if isinstance(batch, tuple) and len(batch) > 1 else batch
+    if (
+        site is None
+        or not isinstance(targets, np.ndarray)
+        or targets.dtype.kind not in "fiu"
+        or not targets.size
+    ):
+        return None
+    values = targets[np.isfinite(targets)] if targets.dtype.kind == "f" else targets
+    if not values.size or (values.min() >= 0 and values.max() <= 1):
+        return None
+    summary = (
+        f"the loss fell without bound ({_fmt(fell.start_value)} at step {fell.start_step} to "
+        f"{_fmt(fell.end_value)} at step {fell.end_step}) until {_article(origin.op.type)} {origin.op.type} "
+        f"overflowed: the {site.name} takes targets in [0, 1], and this batch's run from {_fmt(float(values.min()))} "
+        f"to {_fmt(float(values.max()))}; with a target above 1 it has no lower bound, and training drives it to -inf"
+    )
+    what = (
+        f"the targets of the {site.name}: scale them to [0, 1] where the data is made (images / 255.0), or use a "
+        "loss meant for their range (a mean squared error)"
+    )
+    evidence = {
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "overflow": True,
+        "history": fell.to_json(),
+        "targets_range": [float(values.min()), float(values.max())],
+    }
+    return Cause("data", summary, evidence, _change(site, what, "op"))
+
+
 def _unbounded_loss(findings: Findings, origin: Finding, fell: trend.Fall) -> Cause:
     """A loss that fell below 0 without bound until a value overflowed: the line to change is where the step's
     values first grew huge (the term the optimizer drives to -inf), else the origin."""
@@ -586,7 +650,9 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         return _extreme_record(findings, context, units, origin, record)
     if overflow and known and (fell := trend.fall(context.history)) is not None:
         # The loss went to -1e18 "improving" at every step: no rate made it, a term without a lower bound did.
-        return _unbounded_loss(findings, origin, fell)
+        return _cross_entropy_targets_out_of_range(findings, context, units, origin, fell) or _unbounded_loss(
+            findings, origin, fell
+        )
     if overflow and known and not steady and (earlier := _extreme_record_before(context)) is not None:
         # A target of 1e12 in the step before: its update drove the weights far out, and the failing step, on a
         # clean batch, overflowed. "Divergence at the rate" (no rate kept the window finite) hid the record.
@@ -1916,10 +1982,25 @@ def _power_words(origin: Finding) -> tuple[str, str] | None:
     """(summary, what to change) for a Pow of finite inputs that made NaN/Inf: zeros raised to a negative power
     (a GCN's degree normalisation ``tf.pow(deg, -0.5)`` with isolated nodes: 0 ** -0.5 is inf) or negatives to a
     fractional one (NaN). It read "a Pow op made NaN/Inf from finite inputs ... keep its inputs in its domain"."""
-    base, exponent = (i.health for i in origin.inputs)
-    if base is None or exponent is None or not base.is_finite or not exponent.is_finite:
+    recorded_base, exponent = (
+        origin.inputs[0].health,
+        (origin.inputs[1].health if len(origin.inputs) > 1 else None),
+    )
+    if (
+        recorded_base is None
+        or not recorded_base.is_finite
+        or (exponent is not None and not exponent.is_finite)
+    ):
         return None
-    if base.zero and exponent.neg:
+    base = recorded_base
+    if exponent is None:
+        # The exponent's health not recorded (tf.image.adjust_gamma in a tf.data map: a control_dependency the dump
+        # left out): negatives in the base and NaN out can only be a negative base to a fractional power, since a
+        # positive base gives a finite one.
+        made_nan = origin.health is not None and bool(origin.health.nan)
+        if not base.neg or not made_nan:
+            return None
+    if base.zero and exponent is not None and exponent.neg:
         zeros = f"{base.zero} zero{'s' if base.zero != 1 else ''}"
         summary = (
             f"the Pow op raised {zeros} to a negative power: 0 ** -p is inf (and inf * 0 NaN after it), as in a "
@@ -1933,6 +2014,15 @@ def _power_words(origin: Finding) -> tuple[str, str] | None:
     if base.neg:
         negatives = f"{base.neg} negative value{'s' if base.neg != 1 else ''}"
         summary = f"the Pow op raised {negatives} to a power: a negative base to a fractional power is NaN"
+        if "adjust_gamma" in origin.op.name:
+            # tf.image.adjust_gamma is gain * x ** gamma for an image in [0, 1]: one mapped to [-1, 1] (x / 127.5 - 1)
+            # before it has negative pixels. The augmentation's order is what to change.
+            summary += "; tf.image.adjust_gamma computes x ** gamma and expects an image in [0, 1]"
+            what = (
+                "the order of the augmentation: adjust the gamma while the image is in [0, 1] (before a mapping to "
+                "[-1, 1] such as x / 127.5 - 1, or a standardization), or give it (x + 1) / 2 and map back after"
+            )
+            return summary, what
         # A clamp at 0.0, followed (a GeM pooling's mean ** (1 / p)), met the next NaN: a fractional power's slope
         # is infinite at 0, so the backward pass of the clamped 0 is inf.
         what = (
@@ -1944,10 +2034,10 @@ def _power_words(origin: Finding) -> tuple[str, str] | None:
     return None
 
 
-# ``p * tf.math.log(p / q)``, ``p * log(p)``: a name times the log of an expression that starts with it.
-_X_LOG_X = re.compile(
-    r"\b([A-Za-z_][\w.]*)\s*\*\s*(?:tf\.math\.|tf\.|keras\.ops\.|ops\.|K\.|np\.)?log\(\s*\1\b"
-)
+# ``p * tf.math.log(p / q)``, ``p * log(p)``, ``p * (log(p) - log_q)`` (The Annotated Transformer's smoothed KL):
+# a name times the log of an expression that starts with it.
+_LOG_CALL = r"(?:tf\.math\.|tf\.|keras\.ops\.|ops\.|K\.|np\.)?log"
+_X_LOG_X = re.compile(rf"\b([A-Za-z_][\w.]*)\s*\*\s*\(?\s*{_LOG_CALL}\(\s*\1\b")
 
 
 def _x_log_x_words(findings: Findings, origin: Finding, words: tuple[str, str]) -> tuple[str, str] | None:
@@ -1964,9 +2054,19 @@ def _x_log_x_words(findings: Findings, origin: Finding, words: tuple[str, str]) 
         f"{words[0]}; the line multiplies the log by {p}, which is 0 there too: {p} * log({p} ...) counts as 0 "
         "where p is 0 in an entropy or a KL divergence, but computed it is 0 * -inf = NaN"
     )
+    # ``p * (log(p) - log_q)``: the difference's second term is the user's own, so the example uses it.
+    difference = re.search(
+        rf"\b{re.escape(p)}\s*\*\s*\(\s*{_LOG_CALL}\(\s*{re.escape(p)}\s*\)\s*-\s*([\w.]+)\s*\)",
+        str(findings.extra.get("origin_code") or ""),
+    )
+    example = (
+        f"tf.math.xlogy({p}, {p}) - {p} * {difference.group(1)} for {p} * (log({p}) - {difference.group(1)})"
+        if difference is not None
+        else f"tf.math.xlogy({p}, {p} / q) for {p} * log({p} / q)"
+    )
     what = (
         f"the product: tf.math.xlogy({p}, ...) is x * log(y) with 0 where x is 0 (and a gradient of 0 there), "
-        f"e.g. tf.math.xlogy({p}, {p} / q) for {p} * log({p} / q); or keras.losses.KLDivergence, which clips"
+        f"e.g. {example}; or keras.losses.KLDivergence, which clips"
     )
     return summary, what
 
@@ -2111,7 +2211,7 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
     (``.../ReadVariableOp:0``, a name the user never wrote): named by its path."""
     if origin.op.type in ("RealDiv", "Div", "TrueDiv") and len(origin.inputs) == 2:
         return _division_words(origin)
-    if origin.op.type == "Pow" and len(origin.inputs) == 2:
+    if origin.op.type == "Pow" and len(origin.inputs) in (1, 2):
         return _power_words(origin)
     special = _special_domain_words(origin)
     if special is not None:
@@ -2169,6 +2269,18 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
         what = (
             "the log of a sigmoid: take tf.math.log_sigmoid of the logits (log(1 - sigmoid(x)) is "
             f"tf.math.log_sigmoid(-x)), or a Keras loss with from_logits=True; or keep it above 0 ({fix})"
+        )
+    elif name == "log" and re.search(r"(?:^|/)MatrixDeterminant(?:_\d+)?:\d+$", value.name):
+        # A flow's log-det-Jacobian, log(det(W)): an orthogonal or QR init gives det -1 as often as +1, and a
+        # clamp gives a constant log-likelihood with no gradient. The log of |det| is what the density needs.
+        summary += (
+            "; a determinant is negative whenever the matrix flips orientation (an orthogonal or QR "
+            "initialisation gives det -1 as often as +1), and 0 when it is singular"
+        )
+        what = (
+            "the log of the determinant: tf.linalg.slogdet(W)[1] is log|det W|, computed stably and what a "
+            "change of variables needs (or an LU parameterisation, as Glow's, with log|det| the sum of "
+            "log|diagonal|); a clamp of det gives a constant log-likelihood with no gradient"
         )
     elif name == "log" and negative:
         what = (
@@ -2950,6 +3062,11 @@ def _unscaled_text(unscaled: list[scale.UnscaledInput]) -> str:
     return " and ".join(f"{u.role} ({u.describe()})" for u in unscaled)
 
 
+# An exp used as a link (a rate's activation), and the signs of an exp that is normalized (a softmax by hand).
+_EXP_LINK = re.compile(r"[\"']exponential[\"']|\bexp\(")
+_EXP_NORMALIZED = re.compile(r"softmax|reduce_sum|logsumexp|\bsum\(|/")
+
+
 def _exp_of_unscaled_inputs(
     findings: Findings, origin: Finding, unscaled: list[scale.UnscaledInput]
 ) -> Cause:
@@ -2957,17 +3074,30 @@ def _exp_of_unscaled_inputs(
     by hand on MNIST pixels of 0-255): the fresh weights' logits of those inputs are in the hundreds. It was called
     a divergence, with a learning-rate search and the compile line; the exp's stable form and the inputs' scale
     are the change."""
+    code = str(findings.extra.get("origin_code") or "")
+    link = bool(_EXP_LINK.search(code)) and not _EXP_NORMALIZED.search(code)
+    # An exp link's input is made of the features only; its targets in raw counts are what the likelihood wants.
+    shown = [u for u in unscaled if u.role == "features"] if link else []
     summary = (
         "an Exp op overflowed float32 (exp(x) is Inf for x > 88.7) in the first step, before any update, on "
-        f"unscaled {_unscaled_text(unscaled)}: the fresh weights' outputs of inputs that large pass 88.7; no "
-        "learning rate made them"
+        f"unscaled {_unscaled_text(shown or unscaled)}: the fresh weights' outputs of inputs that large pass 88.7; "
+        "no learning rate made them"
     )
-    what = _in_the_code_s_own_api(
-        origin,
-        "the exp: a softmax or a log-sum-exp computed stably subtracts the largest value first (tf.nn.softmax(x), "
-        "tf.nn.log_softmax(x), or a loss with from_logits=True); and scale the "
-        f"{' and '.join(u.role for u in unscaled)} (pixels / 255, or a keras.layers.Normalization layer)",
-    )
+    if link:
+        # An exp link (a Poisson or negative-binomial rate, Dense(1, activation="exponential")): no softmax to make
+        # stable, and count targets must stay counts for the likelihood; the features' scale is the change.
+        what = (
+            "the features into the exp link: scale them (a keras.layers.Normalization layer adapted to them, first "
+            "in the model), so the rate's input starts near 0; the targets stay as they are (a count likelihood "
+            "needs the counts), and a bias initialised to log(mean target) starts the rate at the data's mean"
+        )
+    else:
+        what = (
+            "the exp: a softmax or a log-sum-exp computed stably subtracts the largest value first "
+            "(tf.nn.softmax(x), tf.nn.log_softmax(x), or a loss with from_logits=True); and scale the "
+            f"{' and '.join(u.role for u in unscaled)} (pixels / 255, or a keras.layers.Normalization layer)"
+        )
+    what = _in_the_code_s_own_api(origin, what)
     evidence = {
         "op": origin.op.type,
         "op_name": origin.op.name,
@@ -4245,8 +4375,12 @@ def _unscaled_inputs(context: CauseContext, units: list[SourceUnit]) -> list[sca
         trained = (context.step_function or {}).get("variable_arguments") or []
         if any(position in (0, 1) for position in trained):
             return []  # the step optimizes what it is given (style transfer's image): no (features, labels)
-        # guard_step's (features, labels, ...): its first two arguments, if arrays, as a fit batch's x and y.
-        return scale.unscaled_inputs(arguments[:2], classes, ("args[0]", "args[1]"))
+        # guard_step's (features, labels, ...): its first two arguments, if arrays, as a fit batch's x and y, by the
+        # step's own parameter names where its definition is found.
+        step = context.step_function or {}
+        parameters = parameters_of(units, step.get("qualname"), step.get("file")) or []
+        names = (parameters[0], parameters[1]) if len(parameters) >= 2 else ("args[0]", "args[1]")
+        return scale.unscaled_inputs(arguments[:2], classes, names)
     return scale.unscaled_inputs(context.batch, classes)
 
 
@@ -5414,7 +5548,9 @@ def _batch_provenance(
     dataset, shuffled = change_line.fit_reads_a_dataset(units), change_line.fit_shuffles(units)
     if not dataset and given in ("dataset", "shuffled dataset"):
         dataset, shuffled = True, given == "shuffled dataset"
-    fed = given in ("PyDataset", "generator")
+    # A guard_step's batches come from the loop's own code, never through a fit call: a ``.fit(`` in the program is
+    # the user's (``Trainer.fit``) or another model's, and its shuffle= and batch_size= say nothing of this batch.
+    fed = given in ("PyDataset", "generator") or bool(context.step_function)
     if fed:
         shuffled = (
             None  # its own batches in its own order: no index into an array of fit's, no shuffle= of fit's
@@ -5438,7 +5574,12 @@ def _batch_provenance(
         element=element,
         fit_rows=context.fit_rows,
     )
-    if fed and where is not None and where.get("source") == "array" and where.get("index") is None:
+    if (
+        given in ("PyDataset", "generator")
+        and where is not None
+        and where.get("source") == "array"
+        and where.get("index") is None
+    ):
         where["note"] = (
             f"fit was given a {given}, which makes its own batches (in its own order, shuffled if it shuffles): "
             "find the row by its values"

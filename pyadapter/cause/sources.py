@@ -186,6 +186,8 @@ def parameters_of(units: list[SourceUnit], qualname: str | None, file: str | Non
     if not qualname or "<" in qualname:
         return None
     *owners, name = qualname.split(".")
+    if file is not None and not any(os.path.abspath(u.file) == os.path.abspath(file) for u in units):
+        file = None  # a bundle written before the file was unwrapped recorded TensorFlow's own (a bound tf.function)
     for unit in units:
         if file is not None and os.path.abspath(unit.file) != os.path.abspath(file):
             continue
