@@ -6566,6 +6566,37 @@ def test_a_minus_inf_from_a_log_of_a_ratio_takes_the_log_warning_of_its_line(tmp
     assert plus is not None and plus.message.endswith("in divide"), plus
 
 
+def test_a_log_of_zero_that_a_standardization_later_turned_nan_is_the_line_to_change(tmp_path: Path) -> None:
+    """A Kaggle house-price script logs skewed columns that hold 0 (``df[col] = np.log(df[col])``: -inf, NumPy
+    warned), then standardizes (``X.std(axis=0)``: inf - inf, NaN in every row). The batch's NaN matched the later
+    "invalid value in subtract", and the change was the std line, "the inf came before this line, from a step that
+    warns nothing", beside the warning NumPy had given at the log."""
+    from pyadapter.capture.records import BadElement
+    from pyadapter.cause.classify import _numpy_warning_for
+    from pyadapter.cause.sources import user_sources
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    program = tmp_path / "house.py"
+    program.write_text(
+        "import numpy as np\nfor col in skewed:\n    df[col] = np.log(df[col])\nX = df.values\n"
+        "mean, std = X.mean(axis=0), X.std(axis=0)\nX = (X - mean) / std\n",
+        encoding="utf-8",
+    )
+    warned = [
+        NumpyWarning(str(program), 3, "divide by zero encountered in log"),
+        NumpyWarning(str(program), 5, "invalid value encountered in subtract"),
+    ]
+    units = user_sources(findings_of(None), str(program))
+    nan = BadElement("x", 0, (0, 2), math.nan, 32)
+    chosen = _numpy_warning_for(warned, nan, units)
+    assert chosen is not None and (chosen.line, chosen.message) == (3, "divide by zero encountered in log"), (
+        chosen
+    )
+    # With no warning before it, the statistic's own warning stays (and its words say the inf came silently).
+    alone = _numpy_warning_for(warned[1:], nan, units)
+    assert alone is not None and alone.line == 5, alone
+
+
 def test_an_exp_that_overflowed_before_any_update_on_raw_pixels_is_the_inputs_not_a_divergence(
     tmp_path: Path,
 ) -> None:
@@ -6774,3 +6805,128 @@ def test_the_log_of_a_negative_determinant_is_told_slogdet(tmp_path: Path) -> No
     assert cause.change is not None and cause.change.what.startswith(
         "the log of the determinant: tf.linalg.slogdet"
     ), cause.change
+
+
+def test_a_keras_normalization_layer_whose_epsilon_a_variable_sets_to_0_is_named_at_its_construction(
+    tmp_path: Path,
+) -> None:
+    """keras.io's time-series transformer with ``LayerNormalization(epsilon=ln_eps)`` in a block built in a loop,
+    ``ln_eps`` an argparse option defaulting to 0.0: zero-padded steps have variance 0. The origin was the fit line
+    (the loop's layers were not located) and the change "the Rsqrt's input: keep it in the domain
+    (tf.math.rsqrt(tf.maximum(x, 1e-12)))", an rsqrt the user never wrote. A Keras norm layer's rsqrt of zeros
+    means its epsilon is 0: the layer's construction is the line."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import argparse\nimport keras\nfrom keras import layers\n\n\n"
+        "def encoder(x, ln_eps):\n"
+        "    x = layers.LayerNormalization(epsilon=ln_eps)(x)\n"
+        "    return layers.Dense(8)(x)\n\n\n"
+        "def main(args):\n"
+        "    inputs = keras.Input((16, 4))\n"
+        "    x = inputs\n"
+        "    for _ in range(args.blocks):\n"
+        "        x = encoder(x, args.ln_eps)\n"
+        "    model = keras.Model(inputs, x)\n"
+        "    model.compile('adam', 'mse')\n"
+        "    model.fit(X, y)\n",
+        encoding="utf-8",
+    )
+    origin = Finding(
+        file=str(program),
+        line=18,
+        role="origin",
+        op=OpRef("functional_1/layer_normalization_1/Rsqrt", "Rsqrt"),
+        health=TensorHealth(dtype="float32", size=1024, pos_inf=345, pos=679),
+        inputs=[
+            InputHealth(
+                "functional_1/layer_normalization_1/add:0",
+                TensorHealth(dtype="float32", size=1024, zero=345, pos=679),
+            )
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(history=[], entry_script=str(program)))
+    assert (
+        "the LayerNormalization layer takes rsqrt(variance + epsilon), so its epsilon (epsilon=ln_eps here) is 0"
+        in (cause.summary)
+    ), cause.summary
+    assert cause.change is not None and cause.change.line == 7, cause.change
+    assert cause.change.what.startswith("the epsilon of LayerNormalization: a positive one"), cause.change
+    # A hand-written rsqrt of a variance keeps its own words.
+    origin.op = OpRef("encoder/Rsqrt", "Rsqrt")
+    cause = classify(findings_of(origin), CauseContext(history=[], entry_script=str(program)))
+    assert "LayerNormalization layer takes" not in cause.summary, cause.summary
+
+
+def test_an_exp_overflow_in_log_one_plus_exp_is_told_softplus(tmp_path: Path) -> None:
+    """A soft-margin triplet loss, ``tf.math.log(1.0 + tf.exp(d_pos - d_neg))``: the words were "bound its input
+    (tf.clip_by_value, or a tanh)", which runs but changes the loss and stops the hardest triplets' gradient."""
+    program = write_program(tmp_path)
+    findings = findings_of(overflow_origin(program, line=EXP_LINE, op="Exp"))
+    findings.extra["origin_code"] = "    return tf.reduce_mean(tf.math.log(1.0 + tf.exp(d_pos - d_neg)))"
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert cause.change is not None and cause.change.what.startswith(
+        "log(1 + exp(x)) written out: tf.nn.softplus"
+    )
+
+
+def test_an_exp_of_similarities_over_a_tiny_temperature_names_the_temperature(tmp_path: Path) -> None:
+    """A hand-written NT-Xent with ``TEMPERATURE = 0.005`` on L2-normalized embeddings: the exp overflowed, and the
+    cause said "values this large from the start point at unscaled inputs or initial weights". The division by the
+    temperature, on the line above the exp, is what makes its input large."""
+    program = tmp_path / "ntxent.py"
+    program.write_text(
+        "import tensorflow as tf\nTEMPERATURE = 0.005\n\n\ndef nt_xent_loss(_, z):\n"
+        "    z = tf.math.l2_normalize(z, axis=1)\n"
+        "    similarity = tf.matmul(z, z, transpose_b=True) / TEMPERATURE\n"
+        "    sim_exp = tf.exp(similarity)\n"
+        "    return sim_exp\n",
+        encoding="utf-8",
+    )
+    findings = findings_of(overflow_origin(program, line=8, op="Exp"))
+    findings.extra["origin_code"] = "    sim_exp = tf.exp(similarity)"
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert "its input is divided by TEMPERATURE" in cause.summary, cause.summary
+    assert "unscaled inputs" not in cause.summary, cause.summary
+    assert cause.change is not None and "check the temperature TEMPERATURE" in cause.change.what, cause.change
+    # An exp of an argument made without a temperature keeps the general words.
+    program.write_text(program.read_text().replace(" / TEMPERATURE", ""), encoding="utf-8")
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert "temperature" not in cause.summary.lower(), cause.summary
+
+
+def test_an_adam_epsilon_set_to_0_in_a_config_cell_pasted_again_is_changed_in_that_cell(
+    tmp_path: Path,
+) -> None:
+    """A notebook's config cell, ``CONFIG = dict(lr=1e-3, adam_eps=1e-7)``, pasted again below with ``adam_eps=0.0``
+    and the compile cell after it: Adam's update divided by 0. The change was the first compile cell's Adam line,
+    which ran with 1e-7; edited, the failing cell still failed. The line that sets the epsilon to 0 is the change."""
+    notebook = tmp_path / "wine.ipynb"
+    sources = [
+        "CONFIG = dict(lr=1e-3, adam_eps=1e-7, epochs=3)",
+        "opt = keras.optimizers.Adam(learning_rate=CONFIG['lr'], epsilon=CONFIG['adam_eps'])\nmodel.compile(opt, 'mse')",
+        "CONFIG = dict(lr=1e-3, adam_eps=0.0, epochs=3)",
+        "opt = keras.optimizers.Adam(learning_rate=CONFIG['lr'], epsilon=CONFIG['adam_eps'])\nmodel.compile(opt, 'mse')\n"
+        "model.fit(x, y)",
+    ]
+    cells = [
+        {"cell_type": "code", "source": text, "metadata": {}, "outputs": [], "execution_count": n}
+        for n, text in enumerate(sources, 1)
+    ]
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    origin = Finding(
+        file=str(notebook),
+        line=3,
+        cell=3,  # counted from 0, as Finding.cell is
+        role="origin",
+        op=OpRef("adam/truediv_1", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=1280, nan=46, pos=1234),
+        inputs=[
+            InputHealth("adam/mul_1:0", TensorHealth(dtype="float32", size=1280, zero=46, pos=1234)),
+            InputHealth("adam/add_1:0", TensorHealth(dtype="float32", size=1280, zero=46, pos=1234)),
+        ],
+    )
+    context = CauseContext(history=[], entry_script=str(notebook), model_info={"optimizer": "Adam"})
+    cause = classify(findings_of(origin), context)
+    assert "its epsilon is 0" in cause.summary, cause.summary
+    # The third cell (index 2), not the second, whose Adam line ran with 1e-7.
+    assert cause.change is not None and (cause.change.cell, cause.change.line) == (2, 1), cause.change

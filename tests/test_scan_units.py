@@ -334,6 +334,25 @@ def test_the_checks_nan_lens_adds_are_not_lines_the_nan_spread_to(tmp_path: Path
     ]
 
 
+def test_a_metric_read_is_not_a_line_the_nan_spread_to(tmp_path: Path) -> None:
+    """A custom train_step's metric, ``div_no_nan/ReadVariableOp`` at its ``return {"loss": tracker.result()}``, was
+    listed under "spread to": it reads a running total, and the NaN did not pass through the user's computation
+    there."""
+    w = DumpWriter(tmp_path)
+    ids = softmax_log_graph(w)
+    read = w.op("g", "div_no_nan/ReadVariableOp", "ReadVariableOp", [], 40)
+    w.trace("g", "x", full_health(ids["x"]))
+    w.trace("g", "Softmax", full_health(ids["Softmax"], zero=3))
+    w.trace("g", "Log", full_health(ids["Log"], neg_inf=3))
+    w.trace("g", "mul", full_health(ids["mul"], nan=3))
+    w.trace("g", "div_no_nan/ReadVariableOp", full_health(read, size=1, nan=1))
+    findings = scan_dump(w.write())
+    assert [(f.role, f.line, f.op.name) for f in findings.findings] == [
+        ("origin", 11, "Log"),
+        ("propagated", 12, "mul"),
+    ]
+
+
 def test_values_in_double_val_are_read_too(tmp_path: Path) -> None:
     w = DumpWriter(tmp_path)
     ids = softmax_log_graph(w)

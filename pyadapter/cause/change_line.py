@@ -703,6 +703,48 @@ def zero_epsilon_site(units: list[SourceUnit]) -> Site | None:
     return None
 
 
+def zero_epsilon_entry(units: list[SourceUnit]) -> Site | None:
+    """The last setting of an epsilon to 0 under another name: a keyword (``dict(lr=1e-3, adam_eps=0.0)``,
+    ``make_optimizer(opt_eps=0)``) or a dict literal's entry (``{"adam_eps": 0.0}``) whose name ends in ``eps`` or
+    ``epsilon``. The last, for a notebook whose config cell was pasted again with the value changed. None when none."""
+    found: list[Site] = []
+
+    def zero(value: ast.expr | None) -> bool:
+        return isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and value.value == 0
+
+    def epsilon_name(name: object) -> bool:
+        return isinstance(name, str) and name.lower().endswith(("eps", "epsilon"))
+
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if isinstance(node, ast.Call) and any(epsilon_name(k.arg) and zero(k.value) for k in node.keywords):
+                found.append(Site(unit, node, "epsilon"))
+            elif isinstance(node, ast.Dict) and any(
+                isinstance(k, ast.Constant) and epsilon_name(k.value) and zero(v)
+                for k, v in zip(node.keys, node.values, strict=True)
+            ):
+                found.append(Site(unit, node, "epsilon"))
+    return found[-1] if found else None
+
+
+def epsilon_given_sites(units: list[SourceUnit], class_name: str) -> list[tuple[Site, str]]:
+    """The calls of ``class_name`` (``LayerNormalization``) given an ``epsilon=`` that is not a positive number as
+    written: ``epsilon=0.0``, or a name, a parameter or a config entry (``epsilon=cfg["bn_epsilon"]``) whose value
+    the code sets elsewhere; with the epsilon's text."""
+    found = []
+    for unit in units:
+        for node in calls(unit):
+            if called_name(node) != class_name:
+                continue
+            value = keyword(node, "epsilon")
+            positive = (
+                isinstance(value, ast.Constant) and isinstance(value.value, (int, float)) and value.value > 0
+            )
+            if value is not None and not positive:
+                found.append((Site(unit, node, class_name), ast.get_source_segment(unit.text, value) or "0"))
+    return found
+
+
 def _fills_with_zero(node: ast.Call) -> bool:
     """``df.fillna(0)`` / ``fillna(value=0.0)``, ``df.replace(np.nan, 0)``, ``np.nan_to_num(x)`` (whose NaN is 0.0
     unless ``nan=`` says otherwise)."""

@@ -181,6 +181,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _saturated_by_unscaled_features(context, origin, cause, units)
             or _at_the_relu(findings, cause, units)
             or _layer_epsilon_zero(origin, cause, units)
+            or _keras_normalization_epsilon_zero(origin, cause, units)
             or _captured_non_finite(findings, origin, cause, units)
             or _keras_loss_of_an_unbounded_output(findings, origin, cause, units)
             or _overflow_after_updates_at_a_rate_far_too_high(origin, context, cause, units)
@@ -1417,11 +1418,33 @@ def _op(
                 "compute it stably (tf.nn.softmax, tf.reduce_logsumexp or a loss with from_logits=True subtract "
                 "the largest value first)"
             )
-            if _LOG_SUM_EXP.search(str(findings.extra.get("origin_code") or "").replace(" ", "")):
+            code = str(findings.extra.get("origin_code") or "")
+            temperature = _temperature_of_exp(origin, code)
+            if _LOG_SUM_EXP.search(code.replace(" ", "")):
                 # ``tf.math.log(tf.reduce_sum(tf.exp(logits), axis=-1))`` on the origin's line: say its one fix.
                 what = (
                     "a log-sum-exp written out: tf.reduce_logsumexp(x, axis=...) computes log(sum(exp(x))) "
                     "without the overflow (it subtracts the largest value first)"
+                )
+            elif _LOG_ONE_PLUS_EXP.search(code.replace(" ", "")):
+                # A soft-margin triplet loss's ``log(1 + exp(d))``: a clip or a tanh, followed, changes the loss and
+                # stops the hardest triplets' gradient; softplus is the same function computed stably.
+                what = (
+                    "log(1 + exp(x)) written out: tf.nn.softplus(x) (keras.ops.softplus) is the same function, "
+                    "computed without the overflow; a clip or a tanh of x changes the loss"
+                )
+            elif temperature is not None:
+                # NT-Xent at a temperature of 0.005: L2-normalized embeddings (similarities at most 1) were told
+                # "unscaled inputs or initial weights"; the temperature makes the exp's input large.
+                name = temperature
+                summary = (
+                    f"an Exp op overflowed float32 (exp(x) is Inf for x > 88.7): its input is divided by {name}, and "
+                    "a similarity of 1 (normalized embeddings) over a temperature below 1/88.7 = 0.0113 passes it"
+                )
+                what = (
+                    f"the exp of similarities / {name}: compute the softmax stably (tf.nn.softmax_cross_entropy_"
+                    "with_logits, or tf.reduce_logsumexp, subtract the largest value first), and check the "
+                    f"temperature {name} (SimCLR uses 0.1 to 0.5)"
                 )
             elif exponent is not None:
                 evidence["exponent_weight"] = {"path": exponent.path, "value": exponent.value}
@@ -1593,23 +1616,46 @@ _KERAS_OPS_NAMES = (
 )
 
 
-def _origin_source_line(origin: Finding) -> str:
-    """The text of the origin's line in its .py file or its notebook cell ("" for a file not on disk)."""
+def _origin_unit_lines(origin: Finding) -> list[str]:
+    """The lines of the origin's .py file or notebook cell ([] for a file not on disk)."""
     if origin.cell is not None and origin.file.endswith(".ipynb"):
         from pyadapter.capture.notebook_file import NotebookError, read_notebook_cells
 
         try:
             cells = [c.source for c in read_notebook_cells(origin.file) if c.index == origin.cell]
         except NotebookError:
-            return ""
-        lines = cells[0].splitlines() if cells else []
-        return lines[origin.line - 1] + "\n" if 0 < origin.line <= len(lines) else ""
+            return []
+        return [line + "\n" for line in cells[0].splitlines()] if cells else []
     if origin.cell is not None or not origin.file.endswith(".py"):
-        return ""
+        return []
     import linecache
 
     linecache.checkcache(origin.file)  # a long-lived server: the file may have changed since it was read
-    return linecache.getline(origin.file, origin.line)
+    return linecache.getlines(origin.file)
+
+
+def _origin_source_line(origin: Finding) -> str:
+    """The text of the origin's line in its .py file or its notebook cell ("" for a file not on disk)."""
+    lines = _origin_unit_lines(origin)
+    return lines[origin.line - 1] if 0 < origin.line <= len(lines) else ""
+
+
+def _temperature_of_exp(origin: Finding, code: str) -> str | None:
+    """The temperature the origin's exp divides by: on its line (``tf.exp(sim / TEMPERATURE)``), or on the line a
+    few above that assigns the exp's argument (``similarity = z @ z.T / TEMPERATURE`` then ``tf.exp(similarity)``)."""
+    found = _EXP_OVER_A_TEMPERATURE.search(code)
+    if found is not None:
+        return found.group(1)
+    argument = re.search(r"\bexp\(\s*([A-Za-z_]\w*)\s*\)", code)
+    if argument is None:
+        return None
+    assigned = re.compile(rf"^\s*{argument.group(1)}\s*=(?!=)(.*)$")
+    before = _origin_unit_lines(origin)[max(0, origin.line - 16) : max(0, origin.line - 1)]
+    for line in reversed(before):
+        if (match := assigned.match(line)) is not None:
+            divided = _DIVIDED_BY_A_TEMPERATURE.search(match.group(1))
+            return divided.group(1) if divided is not None else None
+    return None
 
 
 def _line_calls_a_norm(origin: Finding) -> bool:
@@ -1784,6 +1830,49 @@ def _saturated_by_unscaled_features(
         return Cause(cause.kind, summary, evidence, dataclasses.replace(cause.change, what=what))
     what = f"{change.what}; or {cause.change.what}"
     return Cause(cause.kind, summary, evidence, dataclasses.replace(change, what=what))
+
+
+# The rsqrt of a Keras normalization layer (``.../layer_normalization_1/Rsqrt``, ``.../batchnorm/Rsqrt``), by the
+# layer's class.
+_KERAS_NORMALIZATION_RSQRT = re.compile(
+    r"(?:^|/)(batch_normalization|layer_normalization|group_normalization)(?:_\d+)?/(?:batchnorm/)?Rsqrt$"
+)
+_NORMALIZATION_CLASSES = {
+    "batch_normalization": "BatchNormalization",
+    "layer_normalization": "LayerNormalization",
+    "group_normalization": "GroupNormalization",
+}
+
+
+def _keras_normalization_epsilon_zero(origin: Finding, cause: Cause, units: list[SourceUnit]) -> Cause | None:
+    """The rsqrt of a Keras normalization layer got zeros: it takes rsqrt(variance + epsilon), so its epsilon is 0
+    (a variance is never negative), whatever the code's name for it (``epsilon=ln_eps`` from an argparse default,
+    ``epsilon=cfg["bn_epsilon"]``). It was "the Rsqrt's input: keep it in the domain (tf.math.rsqrt(tf.maximum(x,
+    1e-12)))" at the fit line, with no rsqrt of the user's to change, where a layer built in a loop was not
+    located. The line is the layer's construction given that epsilon. None otherwise."""
+    found = _KERAS_NORMALIZATION_RSQRT.search(origin.op.name)
+    zeros = any(i.health is not None and (i.health.zero or 0) > 0 for i in origin.inputs)
+    if found is None or not zeros or cause.change is None:
+        return None
+    class_name = _NORMALIZATION_CLASSES[found.group(1)]
+    sites = change_line.epsilon_given_sites(units, class_name)
+    if not sites:
+        return None
+    # The one at the origin's line where the layer was located there, else the first one written.
+    site, written = next(
+        ((s, w) for s, w in sites if (s.file, s.cell, s.line) == (origin.file, origin.cell, origin.line)),
+        sites[0],
+    )
+    summary = (
+        f"{cause.summary}; the {class_name} layer takes rsqrt(variance + epsilon), so its epsilon (epsilon={written} "
+        "here) is 0: a variance of 0 (a feature constant over the batch, zero-padded steps, a batch of one row) is "
+        "then a division by 0"
+    )
+    default = "1e-6" if class_name == "LayerNormalization" else "1e-3"
+    what = f"the epsilon of {class_name}: a positive one (Keras's default, {default}), not 0"
+    if written != "0" and not written.replace(".", "").isdigit():
+        what += f"; {written} is 0 where it is set"
+    return Cause(cause.kind, summary, {**cause.evidence, "layer_epsilon": 0}, _change(site, what, "op"))
 
 
 def _layer_epsilon_zero(origin: Finding, cause: Cause, units: list[SourceUnit]) -> Cause | None:
@@ -2155,6 +2244,12 @@ _DIVIDED = re.compile(r"(?:^|/)(?:truediv|div|RealDiv|divide)(?:_\d+)?:\d+$")
 
 # log(reduce_sum(exp(...))) on one line, spaces removed: ``tf.math.log(tf.reduce_sum(tf.exp(z), axis=-1))``.
 _LOG_SUM_EXP = re.compile(r"\blog\((?:\w+\.)*reduce_sum\((?:\w+\.)*exp\(")
+# ``tf.math.log(1.0 + tf.exp(d))``, ``log1p(exp(d))`` (spaces removed).
+_LOG_ONE_PLUS_EXP = re.compile(r"\blog\(1(?:\.0*)?\+(?:\w+\.)*exp\(|\blog1p\((?:\w+\.)*exp\(")
+# A division by a temperature (``/ TEMPERATURE``, ``/ self.tau``), and an exp of one: ``tf.exp(sim / TEMPERATURE)``.
+_TEMPERATURE = r"/\s*((?:self\.)?(?:temperature|temp|tau|TEMPERATURE|TEMP|TAU|T))\b"
+_DIVIDED_BY_A_TEMPERATURE = re.compile(_TEMPERATURE)
+_EXP_OVER_A_TEMPERATURE = re.compile(r"\bexp\([^()]*(?:\([^()]*\)[^()]*)*" + _TEMPERATURE)
 
 
 _REDUCTIONS = frozenset({"Sum", "Mean", "Cumsum"})  # sums over an axis: log space is their stable form
@@ -3045,7 +3140,11 @@ def _optimizer_epsilon_zero(
     what = f"the epsilon of {name}: a small positive one (Keras's default, 1e-7)"
     folders = [os.path.dirname(os.path.abspath(context.entry_script))] if context.entry_script else []
     lines = change_line.zero_epsilon_lines(change_line.config_files(folders, context.argv, context.cwd))
-    site = change_line.zero_epsilon_site(units) or change_line.optimizer_site(units, recorded)
+    site = (
+        change_line.zero_epsilon_site(units)
+        or change_line.zero_epsilon_entry(units)
+        or change_line.optimizer_site(units, recorded)
+    )
     if lines:
         path, line = lines[0]
         change: Change | None = Change(file=path, line=line, what=what, target="config")
@@ -5163,6 +5262,8 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         # call that handed the array on (a dataset call, a PyDataset's return).
         place = place_text(os.path.basename(warned.file), warned.line, warned.cell)
         summary += f'; NumPy warned "{warned.message}" at {place} before the step'
+        if warned.makes == "inf" and bad is not None and math.isnan(bad.value):
+            summary += " (an Inf it made, which a statistic over the column later turned NaN: inf - inf)"
         evidence["numpy_warning"] = warned.to_json()
         made_inf = _the_one_column_computed_with_infinities(units) if _at_a_statistic(warned) else None
         if made_inf is not None:
@@ -5279,6 +5380,20 @@ def _numpy_warning_for(
         # warned lines that assign what the fit call reads (through the assignments between) come first.
         feeding = _names_feeding(units, fit_code)
         found.sort(key=lambda warning: not _assigns_any(warning, units, feeding))
+    if kind == "nan" and found and _at_a_statistic(found[0]):
+        # ``X.std()`` warned "invalid value in subtract": inf - inf of a column an earlier line made inf. When NumPy
+        # warned at that line too (``np.log`` of a 0, before the standardization), it is the line to change; the
+        # statistic only turned its inf into NaN.
+        earlier = [
+            w
+            for w in warned[: warned.index(found[0])]
+            if w.makes == "inf"
+            and os.path.isfile(w.file)
+            and "ipykernel_" not in w.file
+            and not _only_looks(w, units)
+        ]
+        if earlier:
+            return earlier[-1]
     if bad.value == -math.inf:
         # ``np.log(p[1:] / p[:-1])`` of a price of 0 warns twice on its line, "in divide" first: the -inf is the
         # log's (of the 0 the division made), and an epsilon in the divisor, followed, left it.

@@ -360,7 +360,11 @@ def propagated_findings(hosts: list[HostScan], origin: Finding | None, origin_na
             for entry in host.traces.window:
                 if entry.index >= 0 and entry.nonfinite:
                     first_round.setdefault(entry.graph_id, entry.round)
-                    if entry.round == first_round[entry.graph_id] and _carries(host, entry):
+                    if (
+                        entry.round == first_round[entry.graph_id]
+                        and _carries(host, entry)
+                        and not _bookkeeping(host, entry)
+                    ):
                         streams.append((entry.wall_time, "trace", entry))
         if host.executions is not None:
             for ex in host.executions.nonfinite:
@@ -708,6 +712,17 @@ def _carries(host: HostScan, entry: TraceEntry) -> bool:
     if op.type in WEAK_ORIGIN_TYPES:
         return True
     return any(input_state(host, op.graph_id, i, entry.round)[1] for i in op.inputs)
+
+
+# Reads of a variable (a metric's running total, read at the train_step's ``return {...}``): the NaN did not spread
+# through the user's computation there; listed, they read as noise beside the lines it did pass. (A constant of
+# -inf stays: it is how the cause finds the mask a softmax turned into NaN, `pyadapter.cause.classify`.)
+_HOLDING_TYPES = frozenset({"ReadVariableOp"})
+
+
+def _bookkeeping(host: HostScan, entry: TraceEntry) -> bool:
+    resolved = host.dump.tensors.get(entry.tensor_id)
+    return resolved is not None and resolved[0].type in _HOLDING_TYPES
 
 
 def _frame_ids_of(host: HostScan, kind: str, item: object) -> tuple[str, ...]:
