@@ -717,7 +717,9 @@ def zero_epsilon_entry(units: list[SourceUnit]) -> Site | None:
 
     for unit in units:
         for node in ast.walk(unit.tree):
-            if isinstance(node, ast.Call) and any(epsilon_name(k.arg) and zero(k.value) for k in node.keywords):
+            if isinstance(node, ast.Call) and any(
+                epsilon_name(k.arg) and zero(k.value) for k in node.keywords
+            ):
                 found.append(Site(unit, node, "epsilon"))
             elif isinstance(node, ast.Dict) and any(
                 isinstance(k, ast.Constant) and epsilon_name(k.value) and zero(v)
