@@ -3768,6 +3768,39 @@ def test_a_normalization_adapted_on_missing_values_names_the_adapt_call(tmp_path
     assert cause.change is not None and cause.change.line == 6, cause.change
 
 
+def test_a_normalization_adapted_on_a_ratio_divided_by_0_in_a_map_names_the_division(tmp_path: Path) -> None:
+    """California housing through tf.data: ``total_rooms / households`` in the map function, with households 0 in
+    four records, and ``normalizer.adapt`` on the mapped dataset: the mean holds +inf. The cause said "adapt() read
+    data with missing values (NaN) ... fill or drop its missing values", and there were none; the division in the
+    map function made the inf."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n\n\ndef add_features(features, label):\n"
+        "    features['rooms_per_household'] = features['total_rooms'] / features['households']\n"
+        "    return features, label\n\n\n"
+        "train_ds = ds.map(add_features).batch(64)\n"
+        "normalizer = keras.layers.Normalization()\n"
+        "normalizer.adapt(train_ds.map(lambda x, y: x['numeric']))\n"
+        "model.fit(train_ds)\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=10,
+        role="origin",
+        op=OpRef("functional_1/normalization_1/Sub/y", "Const"),
+        health=TensorHealth(dtype="float32", rank=2, size=5, pos_inf=2, pos=3),
+    )
+    cause = classify(
+        findings_of(origin), CauseContext(entry_script=str(program), batch=(np.ones((4, 5)), None))
+    )
+    assert cause.kind == "data", cause.summary
+    assert "holds Inf (2 +inf of 5): adapt() read infinite values" in cause.summary, cause.summary
+    assert "add_features, which the pipeline maps, divides at train.py:5" in cause.summary, cause.summary
+    assert "missing values" not in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert "tf.math.divide_no_nan" in cause.change.what, cause.change
+
+
 def test_the_adapt_named_is_the_one_of_the_normalization_that_holds_the_nan(tmp_path: Path) -> None:
     """Two Normalization layers, the second adapted on a column with a NaN. In the train step its constant is under
     "normalization_1_1": one suffix stripped read "normalization_1", which matched nothing (a generic constant
@@ -5919,6 +5952,40 @@ def test_a_log_the_input_pipeline_made_is_no_trap_of_the_loss_s_where(
         )
     cause = classify(findings, CauseContext(entry_script=str(program)))
     assert ("the tf.where" in cause.summary) is not in_the_pipeline, cause.summary
+
+
+def test_a_batch_that_held_nan_before_the_step_is_data_whatever_op_of_the_step_the_rerun_found(
+    tmp_path: Path,
+) -> None:
+    """A CSV read by ``make_csv_dataset`` with a field written "nan": the pipeline's re-run found no op of its own
+    that made the NaN (the parser reads it), and named the first op of the step that made one from finite inputs,
+    the gradient of a max over the NaN row (0 / 0). The cause was "op: divided by 2 zeros ... divide_no_nan" at a
+    line with no division; the batch held the NaN before any op of the step ran."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=EXP_LINE,
+        role="backward-origin",
+        op=OpRef(
+            "gradient_tape/compile_loss/batch_hard_triplet/truediv_1",
+            "RealDiv",
+            graph="one_step_on_data",
+            forward_op="compile_loss/batch_hard_triplet/Max",
+        ),
+        health=TensorHealth(dtype="float32", size=256, nan=32, pos=224),
+        inputs=[
+            InputHealth("gradient_tape/Cast_1:0", TensorHealth(dtype="float32", size=256, zero=137, pos=119)),
+            InputHealth("gradient_tape/Reshape_3:0", TensorHealth(dtype="float32", size=16, zero=2, pos=14)),
+        ],
+    )
+    findings = findings_of(origin)
+    assert findings.bundle is not None
+    findings.bundle.update(origin_from="input pipeline re-run", non_finite_batch={"element": "x[6, 5] = nan"})
+    batch = np.ones((64, 12), np.float32)
+    batch[6, 5] = np.nan
+    cause = classify(findings, CauseContext(entry_script=str(program), batch=(batch, np.zeros(64))))
+    assert cause.kind == "data", cause
+    assert "divide_no_nan" not in (cause.change.what if cause.change else ""), cause.change
 
 
 def test_a_divergence_under_a_warm_up_to_a_peak_too_high_names_the_peak_where_it_is_given(

@@ -976,6 +976,28 @@ def optimizer_clips(units: list[SourceUnit], recorded: list[str]) -> str | None:
     return None
 
 
+def mapped_division_site(units: list[SourceUnit]) -> Site | None:
+    """The first division (``a / b``) in a function of the user's that a tf.data pipeline maps (``ds.map(
+    add_features)``): a 0 divisor there makes inf without a warning, in every epoch's records. None when no mapped
+    function divides."""
+    mapped = {
+        argument.id
+        for unit in units
+        for node in calls(unit)
+        if called_name(node) == "map"
+        for argument in node.args[:1]
+        if isinstance(argument, ast.Name)
+    }
+    for unit in units:
+        for function in ast.walk(unit.tree):
+            if not isinstance(function, ast.FunctionDef) or function.name not in mapped:
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+                    return Site(unit, node, function.name)
+    return None
+
+
 def adapt_site(units: list[SourceUnit], index: int | None = None) -> Site | None:
     """The ``<layer>.adapt(...)`` call of the user's code (a preprocessing layer computing its state from data) of
     the `index`-th ``Normalization(...)`` built (``normalization_2`` is the third) when that construction is

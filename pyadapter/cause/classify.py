@@ -438,6 +438,18 @@ def _cross_entropy_targets_out_of_range(
     return Cause("data", summary, evidence, _change(site, what, "op"))
 
 
+# The graphs of Keras's train step (`pyadapter.capture.train_function`): an op of these ran after the batch was made.
+_STEP_GRAPHS = frozenset(
+    {"one_step_on_data", "one_step_on_iterator", "multi_step_on_iterator", "train_function"}
+)
+
+
+def _made_in_the_step(origin: Finding) -> bool:
+    """Whether the origin is an op of the training step (its backward pass, or Keras's step function), not of the
+    input pipeline."""
+    return origin.role == "backward-origin" or (origin.op.graph or "") in _STEP_GRAPHS
+
+
 def _unbounded_loss(findings: Findings, origin: Finding, fell: trend.Fall) -> Cause:
     """A loss that fell below 0 without bound until a value overflowed: the line to change is where the step's
     values first grew huge (the term the optimizer drives to -inf), else the origin."""
@@ -476,6 +488,11 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # Keras made the batch's sample weights from class_weight, after the pipeline: whatever op a pipeline
         # re-run found first (an AddN of the weighted loss's gradient), the class weights are what to change.
         return weighted
+    if bad_batch and origin is not None and _made_in_the_step(origin):
+        # The pipeline's re-run found no op of the pipeline that made the batch's NaN (a "nan" field a CSV reader
+        # parsed), and named the first op of the step that made one from finite inputs (the gradient of a max
+        # over a NaN row, 0 / 0): downstream of the batch, never its cause. The data is.
+        return _data(findings, context, units)
     if origin is not None and origin.op.type in DECODE_OPS:  # the values were in the records it decoded
         return _data(findings, context, units)
     if origin is not None and origin.op.type in ARGUMENT_TYPES and not origin.inputs:
@@ -3422,6 +3439,28 @@ def _non_finite_constant(findings: Findings, units: list[SourceUnit], origin: Fi
     names = [layer_names(segments, i)[0] for i in range(len(segments))]
     layer = next((auto_name_parts(n) for n in names if auto_name_parts(n)[0] == "normalization"), None)
     adapt = change_line.adapt_site(units, layer[1]) if layer is not None else None
+    infinite = origin.health is not None and not origin.health.nan and origin.health.non_finite > 0
+    if adapt is not None and layer is not None and infinite:
+        # Statistics of +inf, not NaN: adapt() read an infinity, which no missing value makes; a division by a 0
+        # does (a ratio feature computed in the pipeline's map function, ``total_rooms / households``).
+        division = change_line.mapped_division_site(units)
+        made = (
+            f"; {division.name}, which the pipeline maps, divides at {_site_place(division)}, and a 0 divisor "
+            "makes inf"
+            if division is not None
+            else ""
+        )
+        summary = (
+            f"the mean or variance of the Normalization layer {auto_name(*layer)} holds Inf ({health}): adapt() "
+            f"read infinite values ({_site_place(adapt)}), and the layer fixed what it computed into the step, so "
+            f"every row it normalises is NaN though the batch is finite{made}"
+        )
+        what = (
+            "the data adapt() reads: its infinite values first (a division by 0: tf.math.divide_no_nan, or leave "
+            "out the records whose divisor is 0); the layer keeps what adapt computes"
+        )
+        site = division if division is not None else adapt
+        return Cause("data", summary, evidence, _change(site, what, "reading"))
     if adapt is not None and layer is not None:
         summary = (
             f"the mean or variance of the Normalization layer {auto_name(*layer)} holds NaN/Inf ({health}): adapt() "
