@@ -2842,6 +2842,11 @@ def test_a_sqrt_differentiated_at_zero_says_so_and_proposes_an_epsilon(tmp_path:
     program.write_text(TRAIN.replace("loss = tf.math.log(probs)", "loss = tf.norm(probs, axis=-1)"))
     norm = classify(findings_of(origin), CauseContext(entry_script=str(program))).change
     assert norm is not None and "tf.sqrt(tf.reduce_sum(tf.square(x), axis=-1) + 1e-12)" in norm.what, norm
+    # ArcFace's sin = sqrt(1 - cos ** 2): the epsilon added to 1 - x, followed, was folded into the 1 in the
+    # compiled step; a floor survives it.
+    program.write_text(TRAIN.replace("loss = tf.math.log(probs)", "loss = tf.sqrt(1.0 - tf.square(probs))"))
+    sine = classify(findings_of(origin), CauseContext(entry_script=str(program))).change
+    assert sine is not None and sine.what.startswith("the sqrt of 1 - x: floor it, tf.sqrt(tf.maximum("), sine
     # A SqrtGrad whose forward value held no zero (an Inf coming in) keeps the generic words.
     origin.inputs[0] = InputHealth("model/std/Sqrt:0", TensorHealth(dtype="float32", size=64, pos=64))
     assert (

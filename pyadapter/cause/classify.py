@@ -1519,7 +1519,16 @@ def _op(
             "sqrt(0) is 0, but its slope there is infinite, so the backward pass made NaN/Inf"
         )
         what = "the sqrt: add a small epsilon inside it (tf.sqrt(x + 1e-12)), so the step never takes it at 0"
-        if _line_calls_a_norm(origin):
+        if _ONE_MINUS_IN_A_SQRT.search(_origin_source_line(origin).replace(" ", "")):
+            # ArcFace's sin = sqrt(1 - cos ** 2): a cosine rounds to 1.0 (slope infinite) or to 1.0000001 (NaN), and
+            # ``1.0 - x + 1e-12`` in the compiled step folds to ``1.0 - x`` (1.0 + 1e-12 is 1.0 in float32), so the
+            # epsilon, followed, changed nothing there. A floor survives both.
+            what = (
+                "the sqrt of 1 - x: floor it, tf.sqrt(tf.maximum(1.0 - x, 1e-7)) (or clip the cosine to [-1 + 1e-7, "
+                "1 - 1e-7] before): the compiled step can fold an epsilon added to 1 - x into the 1 (1.0 + 1e-12 "
+                "is 1.0 in float32), and x can round past 1"
+            )
+        elif _line_calls_a_norm(origin):
             # tf.norm / keras.ops.norm take no epsilon: the sqrt is inside them, so the fix writes the norm out.
             what = (
                 "the norm: it has no epsilon to add, so write it out with one inside the sqrt, "
@@ -2261,6 +2270,8 @@ _DIVIDED = re.compile(r"(?:^|/)(?:truediv|div|RealDiv|divide)(?:_\d+)?:\d+$")
 
 # log(reduce_sum(exp(...))) on one line, spaces removed: ``tf.math.log(tf.reduce_sum(tf.exp(z), axis=-1))``.
 _LOG_SUM_EXP = re.compile(r"\blog\((?:\w+\.)*reduce_sum\((?:\w+\.)*exp\(")
+# ``tf.sqrt(1.0 - tf.square(cosine))`` (spaces removed): the sqrt of one minus a quantity that reaches 1.
+_ONE_MINUS_IN_A_SQRT = re.compile(r"sqrt\(1(?:\.0*)?-")
 # ``tf.math.log(1.0 + tf.exp(d))``, ``log1p(exp(d))`` (spaces removed).
 _LOG_ONE_PLUS_EXP = re.compile(r"\blog\(1(?:\.0*)?\+(?:\w+\.)*exp\(|\blog1p\((?:\w+\.)*exp\(")
 # A division by a temperature (``/ TEMPERATURE``, ``/ self.tau``), and an exp of one: ``tf.exp(sim / TEMPERATURE)``.
