@@ -3750,21 +3750,28 @@ model.fit(table[:, 1:], table[:, :1])
 """
 
 
+def _normalization_constant_cause(program: Path, model: str, health: TensorHealth) -> Cause:
+    """The cause of a Normalization layer's mean (the step's constant ``<model>/normalization_1/Sub/y``) holding
+    `health`, at line 10 of `program`, with a finite batch of its width."""
+    origin = Finding(
+        file=str(program),
+        line=10,
+        role="origin",
+        op=OpRef(f"{model}/normalization_1/Sub/y", "Const"),
+        health=health,
+    )
+    batch = (np.ones((4, health.size or 1)), None)
+    return classify(findings_of(origin), CauseContext(entry_script=str(program), batch=batch))
+
+
 def test_a_normalization_adapted_on_missing_values_names_the_adapt_call(tmp_path: Path) -> None:
     """tensorflow.org's "Basic regression" with the rows holding '?' dropped after ``adapt``: the batch is finite,
     but Keras fixed the NaN mean into the step as a constant. The cause was "a Const op made NaN/Inf from finite
     inputs (inputs not recorded)" at the fit line, though the message above it said the NaN came with the data."""
     program = tmp_path / "train.py"
     program.write_text(ADAPTED)
-    origin = Finding(
-        file=str(program),
-        line=10,
-        role="origin",
-        op=OpRef("sequential_1/normalization_1/Sub/y", "Const"),
-        health=TensorHealth(dtype="float32", rank=2, size=7, nan=1, pos=6),
-    )
-    cause = classify(
-        findings_of(origin), CauseContext(entry_script=str(program), batch=(np.ones((4, 7)), None))
+    cause = _normalization_constant_cause(
+        program, "sequential_1", TensorHealth(dtype="float32", rank=2, size=7, nan=1, pos=6)
     )
     assert cause.kind == "data", cause.summary
     assert cause.summary.startswith(
@@ -3788,15 +3795,8 @@ def test_a_normalization_adapted_on_a_ratio_divided_by_0_in_a_map_names_the_divi
         "normalizer.adapt(train_ds.map(lambda x, y: x['numeric']))\n"
         "model.fit(train_ds)\n"
     )
-    origin = Finding(
-        file=str(program),
-        line=10,
-        role="origin",
-        op=OpRef("functional_1/normalization_1/Sub/y", "Const"),
-        health=TensorHealth(dtype="float32", rank=2, size=5, pos_inf=2, pos=3),
-    )
-    cause = classify(
-        findings_of(origin), CauseContext(entry_script=str(program), batch=(np.ones((4, 5)), None))
+    cause = _normalization_constant_cause(
+        program, "functional_1", TensorHealth(dtype="float32", rank=2, size=5, pos_inf=2, pos=3)
     )
     assert cause.kind == "data", cause.summary
     assert "holds Inf (2 +inf of 5): adapt() read infinite values" in cause.summary, cause.summary
