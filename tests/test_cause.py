@@ -6309,6 +6309,33 @@ def test_a_log_of_depth_maps_with_missing_pixels_in_most_records_is_told_to_mask
     assert cause.change is not None and "mask them out" not in cause.change.what, cause.change
 
 
+def test_a_kl_loss_of_vote_shares_with_zeros_read_from_the_batch_is_told_xlogy_not_missing_values(
+    tmp_path: Path,
+) -> None:
+    """A custom KL loss against annotators' vote shares, ``y_true * (log(y_true) - log_q)``: the shares hold exact
+    zeros, valid ones. The Log read the batch's y as it came, and the words were "(missing values?): mask them out
+    ... and the mean over the valid ones only", which, followed, gives another loss; 0 * log(0) counts as 0."""
+    program = write_program(tmp_path)
+    shares = np.full((8, 5), 0.25, np.float32)
+    shares[:, 4] = 0.0
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("compile_loss/vote_kl/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=40, neg_inf=8, pos=32),
+        inputs=[InputHealth("args_0_1:0", None)],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "        return ops.sum(y_true * (ops.log(y_true) - log_q), axis=-1)"
+    cause = classify(
+        findings, CauseContext(batch=(np.ones((8, 3), np.float32), shares), entry_script=str(program))
+    )
+    assert "0 * -inf = NaN" in cause.summary, cause.summary
+    assert cause.change is not None and "mask them out" not in cause.change.what, cause.change
+    assert "tf.math.xlogy(y_true, y_true) - y_true * log_q" in cause.change.what, cause.change
+
+
 @pytest.mark.parametrize(("code", "carried"), [("train_std = train_df.std()", True), ("r = a - b", False)])
 def test_a_numpy_subtract_warning_at_a_statistic_says_the_inf_came_before(
     tmp_path: Path, code: str, carried: bool

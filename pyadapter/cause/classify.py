@@ -2161,18 +2161,27 @@ def _x_log_x_words(findings: Findings, origin: Finding, words: tuple[str, str]) 
     0 * -inf = NaN; the clamp the log's words gave biases the sum, xlogy is the form that means it. None when the
     origin's line holds no such product."""
     zero = any(i.health is not None and (i.health.zero or 0) > 0 for i in origin.inputs)
-    found = _X_LOG_X.search(str(findings.extra.get("origin_code") or ""))
-    if not zero or found is None:
+    texts = _xlogy_texts(findings)
+    if not zero or texts is None:
+        return None
+    return words[0] + texts[0], texts[1]
+
+
+def _xlogy_texts(findings: Findings) -> tuple[str, str] | None:
+    """(what to add to the summary, what to change) for a line multiplying a log by its own argument
+    (`_X_LOG_X`); None when the origin's line holds no such product."""
+    code = str(findings.extra.get("origin_code") or "")
+    found = _X_LOG_X.search(code)
+    if found is None:
         return None
     p = found.group(1)
     summary = (
-        f"{words[0]}; the line multiplies the log by {p}, which is 0 there too: {p} * log({p} ...) counts as 0 "
-        "where p is 0 in an entropy or a KL divergence, but computed it is 0 * -inf = NaN"
+        f"; the line multiplies the log by {p}, which is 0 there too: {p} * log({p} ...) counts as 0 "
+        f"where {p} is 0 in an entropy or a KL divergence, but computed it is 0 * -inf = NaN"
     )
     # ``p * (log(p) - log_q)``: the difference's second term is the user's own, so the example uses it.
     difference = re.search(
-        rf"\b{re.escape(p)}\s*\*\s*\(\s*{_LOG_CALL}\(\s*{re.escape(p)}\s*\)\s*-\s*([\w.]+)\s*\)",
-        str(findings.extra.get("origin_code") or ""),
+        rf"\b{re.escape(p)}\s*\*\s*\(\s*{_LOG_CALL}\(\s*{re.escape(p)}\s*\)\s*-\s*([\w.]+)\s*\)", code
     )
     example = (
         f"tf.math.xlogy({p}, {p}) - {p} * {difference.group(1)} for {p} * (log({p}) - {difference.group(1)})"
@@ -5835,6 +5844,12 @@ def _batch_out_of_domain(
             f"{read.kinds_text()} in it (missing values?): mask them out of the loss (tf.where({leaf} > 0, ..., 0) "
             f"and the mean over the valid ones only), as depth and segmentation losses do with missing values"
         )
+    xlogy = _xlogy_texts(findings) if op == "Log" and not read.shift else None
+    if xlogy is not None:
+        # A KL loss of annotators' vote shares, ``y_true * (log(y_true) - log_q)``: the zeros are valid shares,
+        # not missing values to mask, and 0 * log(0) counts as 0 there.
+        summary += xlogy[0]
+        what = xlogy[1]
     if read.shift:
         what = (
             f"{leaf} as fit gets it: the {op} op reads {leaf} + {read.shift:g}, which needs {leaf} non-negative; "
