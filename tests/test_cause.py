@@ -7029,3 +7029,39 @@ def test_an_adam_epsilon_set_to_0_in_a_config_cell_pasted_again_is_changed_in_th
     assert "its epsilon is 0" in cause.summary, cause.summary
     # The third cell (index 2), not the second, whose Adam line ran with 1e-7.
     assert cause.change is not None and (cause.change.cell, cause.change.line) == (2, 1), cause.change
+
+
+def test_zero_times_a_masks_infinity_through_a_log_softmax_names_the_mask_value(tmp_path: Path) -> None:
+    """A listwise ranking loss, ``-sum(y_true * log_softmax(logits))``, where the model masks padded candidates with
+    ``float("-inf")`` and y_true is 0 there: the labels' health was not recorded, and the words were "a Mul op made
+    NaN from inputs that held infinities but no NaN ... keep its inputs in its domain". Only 0 * -inf is NaN of an
+    infinity: the labels were 0 there, and the mask value is the change."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("compile_loss/listwise_softmax_loss/mul", "Mul"),
+        health=TensorHealth(dtype="float32", size=640, nan=213, neg=64, zero=363),
+        inputs=[
+            InputHealth("args_0_2:0", None),
+            InputHealth(
+                "compile_loss/listwise_softmax_loss/LogSoftmax:0",
+                TensorHealth(dtype="float32", size=640, neg_inf=213, neg=427),
+            ),
+        ],
+    )
+    mask = Finding(
+        file=str(program),
+        line=EXP_LINE,
+        role="propagated",
+        op=OpRef("functional_1/masked_scores_1/Const", "Const"),
+        health=TensorHealth(dtype="float32", size=1, neg_inf=1),
+    )
+    findings = findings_of(origin)
+    findings.findings.append(mask)
+    cause = classify(findings, CauseContext(entry_script=str(program)))
+    assert "by args_0_2:0 (0 there: only 0 times an infinity is NaN): 0 * -inf is NaN" in cause.summary, cause
+    assert "the infinity is the mask value written at train.py:" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == EXP_LINE, cause.change
+    assert cause.change.what.startswith("the mask value: a large finite one (-1e9)"), cause.change

@@ -180,6 +180,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _jitter_already_added(origin, cause, units)
             or _saturated_by_unscaled_features(context, origin, cause, units)
             or _at_the_relu(findings, cause, units)
+            or _product_of_a_mask_constant(findings, origin, cause)
             or _layer_epsilon_zero(origin, cause, units)
             or _keras_normalization_epsilon_zero(origin, cause, units)
             or _captured_non_finite(findings, origin, cause, units)
@@ -2555,24 +2556,60 @@ def _zero_times_infinity_words(origin: Finding) -> tuple[str, str] | None:
     if origin.health is None or not origin.health.nan:
         return None
     healths = [i.health for i in origin.inputs]
-    if any(h is None or h.nan for h in healths):
+    if any(h is not None and h.nan for h in healths):
         return None
     infinite = [i for i in origin.inputs if i.health and (i.health.neg_inf or i.health.pos_inf)]
     zeros = [i for i in origin.inputs if i.health and i.health.is_finite and i.health.zero]
-    if len(infinite) != 1 or len(zeros) != 1:
+    unrecorded = [i for i in origin.inputs if i.health is None]
+    if len(infinite) != 1 or len(zeros) + len(unrecorded) != 1:
         return None
     inf_health = infinite[0].health
     assert inf_health is not None
     sign = "-inf" if inf_health.neg_inf else "+inf"
-    summary = (
-        f"the {origin.op.type} op multiplied {infinite[0].name} (which holds {sign}) by {zeros[0].name} (which holds "
-        f"{zeros[0].health.zero if zeros[0].health else 0} zeros): 0 * {sign} is NaN"
-    )
+    if zeros:
+        held = f"which holds {zeros[0].health.zero if zeros[0].health else 0} zeros"
+        other = zeros[0].name
+    else:
+        # The other factor's health was not recorded (the batch's labels, read as an argument): only 0 * inf is NaN
+        # of an infinity, so it was 0 at each NaN (a listwise loss's y_true of 0 at the padded slots).
+        held = "0 there: only 0 times an infinity is NaN"
+        other = unrecorded[0].name
+    summary = f"the {origin.op.type} op multiplied {infinite[0].name} (which holds {sign}) by {other} ({held}): 0 * {sign} is NaN"
     what = (
         f"the {sign} factor: a large finite number instead ({'-' if sign == '-inf' else ''}1e9 for a mask value), or "
         "tf.where(mask, x, -1e9) instead of multiplying a mask by an infinity"
     )
     return summary, what
+
+
+def _product_of_a_mask_constant(findings: Findings, origin: Finding, cause: Cause) -> Cause | None:
+    """0 * -inf in a product whose infinity a mask constant of the step wrote, through ops that keep it (a listwise
+    loss's ``y_true * log_softmax(logits)`` where the model masked padded candidates with ``float("-inf")``): the
+    change was the product's line, "-1e9 for a mask value", and the mask was elsewhere. The constant's line is the
+    change when the step holds exactly one infinite constant. None otherwise."""
+    if _zero_times_infinity_words(origin) is None:
+        return None
+    constants = [
+        f
+        for f in findings.findings
+        if f.op.type in ("Const", "HostConst")
+        and f.health is not None
+        and (f.health.neg_inf or f.health.pos_inf)
+    ]
+    if len(constants) != 1 or (constants[0].file, constants[0].line) == (origin.file, origin.line):
+        return None
+    mask = constants[0]
+    place = place_text(os.path.basename(mask.file), mask.line, mask.cell)
+    summary = (
+        f"{cause.summary}; the infinity is the mask value written at {place}, kept by the ops after it (a log_softmax "
+        "of -inf is -inf), and a 0 at a masked position multiplies it"
+    )
+    what = (
+        "the mask value: a large finite one (-1e9) instead of -inf, so a masked position's log-probability is finite "
+        "and 0 times it is 0; or keep the masked positions out of the product (tf.where(mask, y * log_p, 0.0))"
+    )
+    change = Change(file=mask.file, line=mask.line, what=what, cell=mask.cell, target="op")
+    return Cause(cause.kind, summary, {**cause.evidence, "mask_constant": mask.op.name}, change)
 
 
 def _mask_product_beyond_16_bit(findings: Findings, units: list[SourceUnit], origin: Finding) -> Cause | None:
