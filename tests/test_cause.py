@@ -7065,3 +7065,25 @@ def test_zero_times_a_masks_infinity_through_a_log_softmax_names_the_mask_value(
     assert "the infinity is the mask value written at train.py:" in cause.summary, cause.summary
     assert cause.change is not None and cause.change.line == EXP_LINE, cause.change
     assert cause.change.what.startswith("the mask value: a large finite one (-1e9)"), cause.change
+
+
+def test_a_log_sum_exp_of_a_row_masked_whole_is_no_underflow(tmp_path: Path) -> None:
+    """Multiple-instance learning with log-sum-exp pooling, ``ops.logsumexp(where(mask, r * s, -inf))``, and a bag
+    with no tiles: every value of its row is -inf, and the logsumexp's own Log got the 0. The words were "the exp
+    underflowed ... compute it in log space, tf.reduce_logsumexp": the line takes it already."""
+    program = write_program(tmp_path)
+    origin = log_origin(program)
+    origin.op = OpRef("functional_1/lse_pooling_1/ReduceLogSumExp/Log", "Log")
+    origin.inputs = [
+        InputHealth(
+            "functional_1/lse_pooling_1/ReduceLogSumExp/Sum:0",
+            TensorHealth(dtype="float32", size=16, zero=1, pos=15),
+        )
+    ]
+    findings = findings_of(origin)
+    findings.extra["zeros_from_exp"] = {"line": LOG_LINE, "zeros": 1, "log_of": "Sum"}
+    cause = classify(findings, CauseContext(entry_script=str(program)))
+    assert cause.summary.startswith("the log-sum-exp got 1 row whose every value is -inf"), cause.summary
+    assert "underflowed" not in cause.summary, cause.summary
+    assert cause.change is not None and "reduce_logsumexp" not in cause.change.what, cause.change
+    assert cause.change.what.startswith("the rows with nothing unmasked"), cause.change

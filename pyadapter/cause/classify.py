@@ -1770,6 +1770,21 @@ def _underflowed_exp_words(findings: Findings, origin: Finding) -> tuple[str, st
         return None
     line = found.get("line")
     at = f" at line {line}" if isinstance(line, int) else ""
+    if "ReduceLogSumExp/" in origin.op.name:
+        # The code takes a log-sum-exp already, which subtracts the row's largest value first: no exp of its can
+        # underflow a whole row but one whose every value is -inf (a multiple-instance bag with no tiles, all masked
+        # with -inf), and "compute it in log space" was advice the line had followed.
+        rows = f"{zeros} row{'s' if zeros != 1 else ''}"
+        summary = (
+            f"the log-sum-exp got {rows} whose every value is -inf (exp(-inf) is 0, log(0) is -inf): a row with every "
+            "position masked, as a bag or a sequence with no valid element is"
+        )
+        what = (
+            "the rows with nothing unmasked: leave empty ones out where the data is made, or give masked positions a "
+            "large finite value (-1e9) instead of -inf (and a count of at least 1 where the code divides or takes "
+            "a log of one, ops.maximum(n, 1))"
+        )
+        return summary, what
     summary = (
         f"the Log op got {zeros} zero{'s' if zeros != 1 else ''} from the exp{at}, which underflowed to 0 in float32 "
         "(exp(x) is 0 below about -103): log(0) is -inf, a probability taken out of log space"
