@@ -7087,3 +7087,41 @@ def test_a_log_sum_exp_of_a_row_masked_whole_is_no_underflow(tmp_path: Path) -> 
     assert "underflowed" not in cause.summary, cause.summary
     assert cause.change is not None and "reduce_logsumexp" not in cause.change.what, cause.change
     assert cause.change.what.startswith("the rows with nothing unmasked"), cause.change
+
+
+def test_labels_missing_on_purpose_that_a_loss_masks_by_a_product_name_the_product(tmp_path: Path) -> None:
+    """A multi-task assay model whose missing labels are NaN on purpose, and a masked MSE that builds its mask with
+    ``tf.math.is_nan`` and multiplies it in: NaN * 0 is NaN. The cause was "the data held NaN/Inf ... filter or
+    repair non-finite records where the data is read": dropping them loses most records, and filling them trains
+    on fake labels. The product in the loss is the change."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import tensorflow as tf\n\n\ndef masked_mse(y_true, y_pred):\n"
+        "    mask = tf.cast(tf.math.logical_not(tf.math.is_nan(y_true)), y_pred.dtype)\n"
+        "    sq = tf.square(y_true - y_pred) * mask\n"
+        "    return tf.reduce_sum(sq) / tf.maximum(tf.reduce_sum(mask), 1.0)\n\n\n"
+        "data = np.loadtxt('assays.csv', delimiter=',')\n"
+        "model.compile('adam', loss=masked_mse)\n"
+        "model.fit(data[:, :8], data[:, 8:])\n",
+        encoding="utf-8",
+    )
+    y = np.ones((16, 3), np.float32)
+    y[0, 2] = np.nan
+    origin = batch_origin(program, 12, TensorHealth(dtype="float32", size=48, nan=1, pos=47))
+    findings = findings_of(origin, non_finite_batch={"total": 1, "examples": ["y[0, 2] = nan"]})
+    cause = classify(
+        findings, CauseContext(entry_script=str(program), batch=(np.ones((16, 8), np.float32), y))
+    )
+    assert cause.summary.startswith(
+        "the targets hold NaN on purpose (y[0, 2] = nan), and masked_mse masks"
+    ), cause
+    assert cause.change is not None and cause.change.line == 6, cause.change
+    assert "tf.where(tf.math.is_nan(y_true), tf.zeros_like(y_true), y_true)" in cause.change.what, (
+        cause.change
+    )
+    # A loss that does not look for NaN labels: the data's NaN is the data's.
+    program.write_text(program.read_text().replace("tf.math.is_nan(y_true)", "y_true > 0"), encoding="utf-8")
+    cause = classify(
+        findings, CauseContext(entry_script=str(program), batch=(np.ones((16, 8), np.float32), y))
+    )
+    assert cause.kind == "data", cause

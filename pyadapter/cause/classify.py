@@ -5218,10 +5218,67 @@ def _layer_of_origin(units: list[SourceUnit], origin: Finding) -> change_line.Si
     )
 
 
+def _nan_labels_masked_by_a_product(
+    findings: Findings, context: CauseContext, units: list[SourceUnit]
+) -> Cause | None:
+    """Targets that hold NaN on purpose (an assay not measured), which the loss masks with ``tf.math.is_nan``, then
+    multiplies in: ``tf.square(y_true - y_pred) * mask`` is NaN * 0 = NaN where a label is missing. It was "the data
+    held NaN ... filter or repair non-finite records where the data is read": dropping those rows loses most of the
+    data, and filling them trains on fake labels. The product is what to change. None otherwise."""
+    bad = provenance.first_bad_element(context.batch)
+    if bad is None or not math.isnan(bad.value) or not bad.leaf.startswith("y"):
+        return None
+    for unit in units:
+        for function in ast.walk(unit.tree):
+            if not isinstance(function, ast.FunctionDef):
+                continue
+            tested = [
+                node
+                for node in ast.walk(function)
+                if isinstance(node, ast.Call) and called_name(node) == "is_nan" and node.args
+            ]
+            if not tested:
+                continue
+            masks = {
+                target.id
+                for statement in ast.walk(function)
+                if isinstance(statement, ast.Assign) and any(t in ast.walk(statement.value) for t in tested)
+                for target in statement.targets
+                if isinstance(target, ast.Name)
+            }
+            products = [
+                node
+                for node in ast.walk(function)
+                if isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Mult)
+                and any(isinstance(side, ast.Name) and side.id in masks for side in (node.left, node.right))
+            ]
+            if not products:
+                continue
+            labels = ast.get_source_segment(unit.text, tested[0].args[0]) or "y_true"
+            site = change_line.Site(unit, products[0], function.name)
+            summary = (
+                f"the targets hold NaN on purpose ({bad.describe()}), and {function.name} masks them with "
+                f"tf.math.is_nan, but multiplies the mask in at {_site_place(site)}: NaN * 0 is NaN, so a masked "
+                "label's NaN still reaches the loss (and its gradient)"
+            )
+            what = (
+                f"the masked product: replace the missing labels before any arithmetic, {labels} = "
+                f"tf.where(tf.math.is_nan({labels}), tf.zeros_like({labels}), {labels}), then keep the mask; or "
+                "select with tf.where(mask, ..., 0.0) instead of multiplying"
+            )
+            evidence = {"element": bad.describe(), "masked_by": function.name}
+            return Cause("op", summary, evidence, _change(site, what, "op"))
+    return None
+
+
 def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) -> Cause:
     weighted = _class_weighted(findings, context, units)
     if weighted is not None:
         return weighted
+    masked = _nan_labels_masked_by_a_product(findings, context, units)
+    if masked is not None:
+        return masked
     origin = findings.origin
     site: change_line.Site | None = change_line.reading_site(
         units,
