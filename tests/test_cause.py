@@ -7125,3 +7125,45 @@ def test_labels_missing_on_purpose_that_a_loss_masks_by_a_product_name_the_produ
         findings, CauseContext(entry_script=str(program), batch=(np.ones((16, 8), np.float32), y))
     )
     assert cause.kind == "data", cause
+
+
+def test_the_models_cast_of_raw_features_to_float16_before_a_batch_norm_names_the_first_layer(
+    tmp_path: Path,
+) -> None:
+    """Loan data with incomes up to 2.5e5 into ``Sequential([Input, BatchNormalization(), ...])`` under
+    mixed_float16: the model casts its input to float16 before the batch norm computes anything, and the cast
+    overflowed. The normalizing layer hid the raw features from the scale check, and the change was "compute this
+    in float32" at the fit line. BatchNormalization(dtype="float32") trains."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\nfrom keras import layers\n\n"
+        'keras.mixed_precision.set_global_policy("mixed_float16")\n'
+        "model = keras.Sequential([\n"
+        "    keras.Input(shape=(3,)),\n"
+        "    layers.BatchNormalization(),\n"
+        '    layers.Dense(1, activation="sigmoid", dtype="float32"),\n'
+        "])\n"
+        'model.compile("adam", "binary_crossentropy")\n'
+        "model.fit(X, y)\n",
+        encoding="utf-8",
+    )
+    rng = np.random.default_rng(0)
+    x = np.stack([rng.uniform(1e4, 2.5e5, 64), rng.uniform(0, 40, 64), rng.uniform(0, 1, 64)], 1).astype(
+        "float32"
+    )
+    origin = overflow_origin(program, dtype="float16", line=11, op="Cast")
+    origin.op = OpRef("sequential_1/Cast", "Cast")
+    context = CauseContext(
+        dtype_policy="mixed_float16",
+        entry_script=str(program),
+        model_info={"loss_scale_optimizer": True},
+        batch=(x, np.zeros((64, 1), np.float32)),
+        layer_classes=["InputLayer", "BatchNormalization", "Dense"],
+    )
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "precision", cause
+    assert "it is the model's cast of its input to float16, before its first layer (BatchNormalization)" in (
+        cause.summary
+    ), cause.summary
+    assert cause.change is not None and cause.change.line == 7, cause.change
+    assert 'BatchNormalization(dtype="float32")' in cause.change.what, cause.change

@@ -5041,6 +5041,11 @@ def _precision(
         f"{f' under the {policy} policy' if policy else ''}; float32 (max {FLOAT32_MAX:.3g}) would hold it"
     )
     raw = _features_in_raw_units(context, units, evidence, mixed=dtype in ("float16", "bfloat16"))
+    cast = _input_cast_beyond_16_bit(context, units, origin, limit) if raw is None else None
+    if cast is not None:
+        words, change = cast
+        summary += words
+        return Cause("precision", summary, evidence, change)
     if raw is not None:
         # Features in raw units (pressures of 1000): the products of every layer are that large, so a layer kept in
         # float32 hands its large output to the next one; scaled inputs end it.
@@ -5090,6 +5095,52 @@ def _loss_gradient_into_16_bit(
         f"large (-1/p); float32 (max {FLOAT32_MAX:.3g}) would hold it"
     )
     return summary, evidence, change
+
+
+_INPUT_NORMALIZERS = frozenset({"BatchNormalization", "Normalization", "LayerNormalization"})
+# The cast of a model's input to its compute dtype: ``sequential_1/Cast`` (the model's scope, then the op).
+_MODEL_INPUT_CAST = re.compile(r"^[A-Za-z_]\w*/Cast(?:_\d+)?$")
+
+
+def _input_cast_beyond_16_bit(
+    context: CauseContext, units: list[SourceUnit], origin: Finding, limit: float
+) -> tuple[str, Change] | None:
+    """(what to add to the summary, the change) for the model's own cast of its input to float16 that overflowed:
+    raw features past 65504 (incomes of 2e5) into a model whose first layer normalizes them
+    (``BatchNormalization()``), which under mixed_float16 casts them to float16 before it computes anything. It was
+    "compute this in float32" at the fit line. None for another op, or features within float16's range."""
+    if origin.op.type != "Cast" or not _MODEL_INPUT_CAST.match(origin.op.name):
+        return None
+    arguments = _step_arguments(context.batch)
+    batch = arguments if arguments is not None else context.batch
+    # The layers are ignored: a normalizing first layer gets its input cast to float16 before it normalizes.
+    features = [u for u in scale.unscaled_inputs(batch, None) if u.role == "features"]
+    beyond = [c for u in features for c in u.columns if max(abs(c.low), abs(c.high)) > limit]
+    if not features or not beyond:
+        return None
+    # The normalizing layer the code builds (the first one written), else where the model takes its input.
+    built = [
+        change_line.Site(unit, node, name)
+        for unit in units
+        for node in change_line.calls(unit)
+        if (name := change_line.called_name(node) or "") in _INPUT_NORMALIZERS
+    ]
+    site = built[0] if built else change_line.model_input_site(units)
+    if site is None:
+        return None
+    first = built[0].name if built else None
+    layer = f"its first layer ({first})" if first else "its first layer"
+    words = (
+        f"; it is the model's cast of its input to float16, before {layer} computes anything, and the features "
+        f"pass {limit:g} there ({features[0].describe()})"
+    )
+    kept = f'{first}(dtype="float32")' if first else 'a first layer with dtype="float32"'
+    what = (
+        f"the model's input under the mixed policy: give the first layer float32, {kept}, so it takes the raw "
+        "features in float32 and hands on scaled values; or scale the features before fit (a log of incomes, or "
+        "a division by their scale)"
+    )
+    return words, _change(site, what, "input")
 
 
 def _features_in_raw_units(
