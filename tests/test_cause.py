@@ -2945,6 +2945,42 @@ def test_an_lgamma_of_a_softplus_zero_on_raw_dollar_features_is_told_to_scale_th
     assert cause.change.what.startswith("scale the features"), cause.change
 
 
+def test_a_log_of_an_exp_link_that_underflowed_on_raw_features_is_told_to_scale_them(tmp_path: Path) -> None:
+    """A Poisson GLM on claims data (densities up to 2.7e4) with ``Dense(1, activation="exponential")`` and a
+    hand-written deviance, ``y_pred - y_true * log(y_pred)``: the exp underflowed to 0 for half the rows at step 0.
+    The change was "use the exponent itself"; followed, the NaN was gone and the loss sat at 1.4e13. The features'
+    scale comes first."""
+    program = tmp_path / "glm.py"
+    program.write_text(
+        "import numpy as np\n"
+        "import keras\n"
+        "X = np.load('claims.npy')\n"
+        "y = np.load('counts.npy')\n"
+        "model = build_model()\n"
+        "model.fit(X, y, batch_size=64)\n"
+    )
+    rng = np.random.default_rng(0)
+    batch = (rng.uniform(1.0, 2.7e4, size=(64, 3)).astype("float32"), rng.poisson(0.1, size=(64, 1)))
+    origin = Finding(
+        file=str(program),
+        line=5,
+        role="origin",
+        op=OpRef("compile_loss/poisson_deviance/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=64, neg_inf=32, pos=32),
+        inputs=[
+            InputHealth("sequential_1/dense_1/Exp:0", TensorHealth(dtype="float32", size=64, zero=32, pos=32))
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["zeros_from_exp"] = {"line": 5, "zeros": 32, "log_of": "Exp"}
+    cause = classify(
+        findings, CauseContext(entry_script=str(program), batch=batch, layer_classes=set(), step=0)
+    )
+    assert "the batch's features are unscaled (x[:, " in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.what.startswith("scale the features"), cause.change
+    assert "use the exponent itself" in cause.change.what, cause.change
+
+
 def test_a_log_of_a_softmax_zero_on_raw_count_features_is_told_to_scale_them(tmp_path: Path) -> None:
     """Label smoothing by hand, ``-sum(y * log(y_pred))`` on a softmax output, fed raw counts in the hundreds: the
     softmax is exactly 0 at step 0. It said "take tf.nn.log_softmax ... or keep it above 0 (tf.math.log(tf.maximum(x,

@@ -1834,8 +1834,13 @@ def _saturated_by_unscaled_features(
     the op's own words the other way out. Only for a model with no normalizing layer. None otherwise."""
     zeros = any(i.health is not None and i.health.is_finite and i.health.zero for i in origin.inputs)
     # A log of a softmax or sigmoid output that is exactly 0 (a classifier on raw counts in the hundreds, at step 0).
+    # Or of an exp link's output (``Dense(1, activation="exponential")`` into a Poisson deviance's log): exp of
+    # raw claims data below -103 is 0; "use the exponent itself", followed, removed the NaN and the model sat at a
+    # loss of 1.4e13 on the same unscaled features.
     saturated_log = origin.op.type == "Log" and any(
-        _ACTIVATION_OUTPUT["softmax"].search(i.name) or _ACTIVATION_OUTPUT["sigmoid"].search(i.name)
+        _ACTIVATION_OUTPUT["softmax"].search(i.name)
+        or _ACTIVATION_OUTPUT["sigmoid"].search(i.name)
+        or _EXP_OUTPUT.search(i.name)
         for i in origin.inputs
     )
     if (
@@ -3828,6 +3833,8 @@ def _empty_mean_words(origin: Finding) -> tuple[str, str] | None:
 _ACTIVATION_OUTPUT = {
     name: re.compile(rf"(?:^|/){name}(?:_\d+)?:\d+$", re.IGNORECASE) for name in ("softmax", "sigmoid")
 }
+
+_EXP_OUTPUT = re.compile(r"(?:^|/)Exp(?:_\d+)?:\d+$")
 
 # A rate this many times the optimizer's Keras default moves the weights by their own size in an update or two.
 FAR_TOO_HIGH = 100.0
