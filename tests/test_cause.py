@@ -7022,7 +7022,7 @@ def test_an_exp_of_similarities_over_a_tiny_temperature_names_the_temperature(tm
     cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
     assert "its input is divided by TEMPERATURE" in cause.summary, cause.summary
     assert "unscaled inputs" not in cause.summary, cause.summary
-    assert cause.change is not None and "check the temperature TEMPERATURE" in cause.change.what, cause.change
+    assert cause.change is not None and "check the value of TEMPERATURE" in cause.change.what, cause.change
     # An exp of an argument made without a temperature keeps the general words.
     program.write_text(program.read_text().replace(" / TEMPERATURE", ""), encoding="utf-8")
     cause = classify(findings, CauseContext(history=[], entry_script=str(program)))

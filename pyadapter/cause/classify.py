@@ -1462,7 +1462,7 @@ def _op(
                 what = (
                     f"the exp of similarities / {name}: compute the softmax stably (tf.nn.softmax_cross_entropy_"
                     "with_logits, or tf.reduce_logsumexp, subtract the largest value first), and check the "
-                    f"temperature {name} (SimCLR uses 0.1 to 0.5)"
+                    f"value of {name} (SimCLR's temperature is 0.1 to 0.5)"
                 )
             elif exponent is not None:
                 evidence["exponent_weight"] = {"path": exponent.path, "value": exponent.value}
