@@ -3444,7 +3444,7 @@ model.fit(features, prices, batch_size=8)
             "y",
             (slice(None), 2),
             7,
-            "the computation of y: it makes a whole column NaN/Inf",
+            "the standardization: a column that never changes (a constant feature) has std 0",
         ),
         (
             ENGINEERED_FEATURE,
@@ -7203,3 +7203,32 @@ def test_the_models_cast_of_raw_features_to_float16_before_a_batch_norm_names_th
     ), cause.summary
     assert cause.change is not None and cause.change.line == 7, cause.change
     assert 'BatchNormalization(dtype="float32")' in cause.change.what, cause.change
+
+
+def test_a_column_nan_in_every_row_after_a_pandas_standardization_names_the_standardization(
+    tmp_path: Path,
+) -> None:
+    """The IBM HR attrition data standardized column by column with pandas, ``(df[col] - df[col].mean()) /
+    df[col].std()``, over EmployeeCount (1 for everyone): 0 / 0 with no warning, NaN in every row. The change was
+    the line that makes the array fit reads, "the computation of X ... a division by a zero std", a line with no
+    division; the standardization is the line."""
+    program = tmp_path / "hr.py"
+    program.write_text(
+        "import pandas as pd\n"
+        "df = pd.read_csv('hr.csv')\n"
+        "NUMERIC = ['Age', 'MonthlyIncome', 'EmployeeCount']\n"
+        "for col in NUMERIC:\n"
+        "    df[col] = (df[col] - df[col].mean()) / df[col].std()\n"
+        "X = df[NUMERIC].values.astype('float32') * 1.0\n"
+        "model.fit(X, df.pop('Attrition').values)\n",
+        encoding="utf-8",
+    )
+    x = np.ones((32, 3), np.float32)
+    x[:, 2] = np.nan
+    origin = batch_origin(program, 7, TensorHealth(dtype="float32", size=96, nan=32, pos=64))
+    findings = findings_of(origin, non_finite_batch={"total": 32, "examples": ["x[0, 2] = nan"]})
+    cause = classify(findings, CauseContext(entry_script=str(program), batch=(x, np.zeros(32))))
+    assert cause.kind == "data", cause
+    assert "column 2 of x is NaN/Inf in every row" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert cause.change.what.startswith("the standardization: a column that never changes"), cause.change

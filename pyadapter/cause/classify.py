@@ -5438,6 +5438,21 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                     "records before it"
                 )
                 change = _change(computed_column, what, "array")
+        standardized = _standardization_site(units) if math.isnan(bad.value) else None
+        if (
+            column is not None
+            and standardized is not None
+            and change is not None
+            and change.target != "config"
+        ):
+            # A column NaN in every row and a standardization by a std in the code (pandas' ``(df[col] -
+            # df[col].mean()) / df[col].std()`` over a constant column: 0 / 0, and pandas warns nothing): it was
+            # the dataset call's line, "the computation of train_ds", a line with no division.
+            what = (
+                "the standardization: a column that never changes (a constant feature) has std 0, and (x - mean) / "
+                "0 is NaN in every row; leave constant columns out, or divide by (std + 1e-8)"
+            )
+            change = _change(standardized, what, "array")
     elif site is not None and bad is not None and math.isinf(bad.value):
         # A reader does not make an infinity of a text field; a log of 0 or a division by 0 where the array fit
         # is given is computed from what was read does (``np.column_stack([..., np.log(data[:, 2])])``).
@@ -5518,6 +5533,26 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 target="array",
             )
     return Cause("data", summary, evidence, change, provenance=where)
+
+
+def _standardization_site(units: list[SourceUnit]) -> change_line.Site | None:
+    """The first statement of the user's code that divides by a std it computes (``(df[c] - df[c].mean()) /
+    df[c].std()``, ``x / x.std(axis=0)``), or None."""
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if not isinstance(node, ast.Assign):
+                continue
+            for division in ast.walk(node.value):
+                if (
+                    isinstance(division, ast.BinOp)
+                    and isinstance(division.op, ast.Div)
+                    and any(
+                        isinstance(call, ast.Call) and called_name(call) in ("std", "nanstd")
+                        for call in ast.walk(division.right)
+                    )
+                ):
+                    return change_line.Site(unit, node.value, "std")
+    return None
 
 
 _DICT_KEY = re.compile(r"^\w+\['([^'\]]+)'\]$")
