@@ -15,7 +15,7 @@ import pytest
 from pyadapter.cause import CauseContext, attach_cause, cause_of, classify
 from pyadapter.cause.model import Cause
 from pyadapter.cause.trend import fast_growth, growth, large_update
-from pyadapter.findings import Finding, Findings, InputHealth, OpRef, TensorHealth
+from pyadapter.findings import Finding, Findings, Frame, InputHealth, OpRef, TensorHealth
 from pyadapter.fixes import apply_edits, cause_fixes
 
 TRAIN = """\
@@ -7232,3 +7232,42 @@ def test_a_column_nan_in_every_row_after_a_pandas_standardization_names_the_stan
     assert "column 2 of x is NaN/Inf in every row" in cause.summary, cause.summary
     assert cause.change is not None and cause.change.line == 5, cause.change
     assert cause.change.what.startswith("the standardization: a column that never changes"), cause.change
+
+
+EULER = """import tensorflow as tf
+import keras
+
+DT = 0.1 / 50
+
+
+def laplacian(u):
+    return (tf.roll(u, 1, axis=-1) - 2.0 * u + tf.roll(u, -1, axis=-1)) / (1 / 32) ** 2
+
+
+class HeatModel(keras.Model):
+    def call(self, u0):
+        u = u0
+        for _ in range(50):
+            u = u + DT * (tf.exp(self.log_d) * laplacian(u))
+        return u
+"""
+
+
+def test_an_overflow_in_a_loop_of_explicit_euler_steps_names_the_time_step(tmp_path: Path) -> None:
+    """A heat equation's diffusivity learned through 50 explicit Euler steps unrolled in the model's call, with D *
+    dt / dx**2 past 1/2: the top mode grows 7x an iteration and overflows at step 0. The cause said "values this
+    large from the start point at unscaled inputs or initial weights" (a smaller initial D, followed, trained a wrong
+    answer); a notebook's Lotka-Volterra got a learning-rate search. The time step is the change."""
+    program = tmp_path / "heat.py"
+    program.write_text(EULER, encoding="utf-8")
+    origin = overflow_origin(program, line=8, op="RealDiv")
+    origin.stack = [Frame(str(program), 15, "call"), Frame(str(program), 8, "laplacian")]
+    cause = classify(findings_of(origin, step=0), CauseContext(history=[], entry_script=str(program), step=0))
+    assert "inside a loop of explicit Euler updates (heat.py:15)" in cause.summary, cause.summary
+    assert "unscaled inputs" not in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 15, cause.change
+    assert cause.change.what.startswith("the integration step: take more, smaller steps"), cause.change
+    # A loop whose update has no time step (a power iteration's v = v + w @ v) is not an integrator.
+    program.write_text(EULER.replace("u = u + DT * (", "u = u + 0.5 * ("), encoding="utf-8")
+    cause = classify(findings_of(origin, step=0), CauseContext(history=[], entry_script=str(program), step=0))
+    assert "Euler" not in cause.summary, cause.summary

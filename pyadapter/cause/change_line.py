@@ -703,6 +703,66 @@ def zero_epsilon_site(units: list[SourceUnit]) -> Site | None:
     return None
 
 
+# A time step's usual names: ``dt``, ``DT``, ``h``, ``self.dt``, ``delta_t``, ``step_size``.
+_TIME_STEP = re.compile(r"^(?:dt|DT|h|H|tau|delta_t|step_size|time_step|dt_\w+|DT_\w+)$")
+
+
+def _is_time_step(node: ast.expr) -> bool:
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return bool(_TIME_STEP.match(name))
+
+
+def _euler_update(target: ast.expr, value: ast.expr) -> bool:
+    """``u + dt * f(u)`` assigned to ``u`` (either order, the step's product anywhere in the other operand)."""
+    if (
+        not isinstance(target, ast.Name)
+        or not isinstance(value, ast.BinOp)
+        or not isinstance(value.op, ast.Add)
+    ):
+        return False
+    for same, other in ((value.left, value.right), (value.right, value.left)):
+        if isinstance(same, ast.Name) and same.id == target.id:
+            products = [n for n in ast.walk(other) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)]
+            if any(_is_time_step(side) for p in products for side in (p.left, p.right)):
+                return True
+    return False
+
+
+def explicit_euler_site(units: list[SourceUnit], places: list[tuple[str, int | None, int]]) -> Site | None:
+    """The explicit Euler update (``u = u + DT * f(u)``, ``x, y = x + dt * dx, y + dt * dy``) in a loop that holds
+    one of `places` (file, cell, line: the origin's frames), or None. Such a loop, unrolled in one forward pass,
+    multiplies its values every iteration when the step is too large for the system."""
+    for unit in units:
+        lines = [line for file, cell, line in places if _same_unit(unit, file, cell)]
+        if not lines:
+            continue
+        for loop in ast.walk(unit.tree):
+            if not isinstance(loop, (ast.For, ast.While)) or loop.end_lineno is None:
+                continue
+            if not any(loop.lineno <= line <= loop.end_lineno for line in lines):
+                continue
+            for statement in ast.walk(loop):
+                pairs: list[tuple[ast.expr, ast.expr]] = []
+                if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+                    target, value = statement.targets[0], statement.value
+                    if isinstance(target, ast.Tuple) and isinstance(value, ast.Tuple):
+                        pairs = list(zip(target.elts, value.elts, strict=False))
+                    else:
+                        pairs = [(target, value)]
+                elif isinstance(statement, ast.AugAssign) and isinstance(statement.op, ast.Add):
+                    # ``u += dt * f(u)``: the same update.
+                    pairs = [(statement.target, ast.BinOp(statement.target, ast.Add(), statement.value))]
+                if any(_euler_update(t, v) for t, v in pairs) and isinstance(
+                    statement, (ast.Assign, ast.AugAssign)
+                ):
+                    return Site(unit, statement.value, "euler")
+    return None
+
+
+def _same_unit(unit: SourceUnit, file: str, cell: int | None) -> bool:
+    return unit.cell == cell and os.path.abspath(unit.file) == os.path.abspath(file)
+
+
 def zero_epsilon_entry(units: list[SourceUnit]) -> Site | None:
     """The last setting of an epsilon to 0 under another name: a keyword (``dict(lr=1e-3, adam_eps=0.0)``,
     ``make_optimizer(opt_eps=0)``) or a dict literal's entry (``{"adam_eps": 0.0}``) whose name ends in ``eps`` or

@@ -194,6 +194,8 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         # A divergence read from this model's history at its own rate, while the frozen part another optimizer
         # trains moved under it.
         cause = _frozen_part_trained_elsewhere(findings, context, cause, units) or cause
+    if cause.kind in ("op", "divergence") and origin is not None and context is not None:
+        cause = _unstable_integration(origin, context, cause, units) or cause
     if (
         cause.kind == "op"
         and origin is not None
@@ -443,6 +445,37 @@ def _cross_entropy_targets_out_of_range(
 _STEP_GRAPHS = frozenset(
     {"one_step_on_data", "one_step_on_iterator", "multi_step_on_iterator", "train_function"}
 )
+
+
+def _unstable_integration(
+    origin: Finding, context: CauseContext, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """An overflow in the first steps inside a loop of explicit Euler updates (``u = u + DT * (D * laplacian(u))``
+    unrolled 50 times in a model's call): the values grow by a factor every iteration of one forward pass when the
+    time step is too large for the system. It was "unscaled inputs or initial weights" (a smaller initial guess,
+    followed, trained a wrong answer) or a learning-rate search (the forward pass at step 0 depends on no rate).
+    None otherwise."""
+    overflow = origin.health is not None and bool(origin.health.pos_inf or origin.health.neg_inf)
+    finite_steps = sum(1 for h in context.history if h.get("loss") is not None)
+    if not (overflow or "overflow" in cause.summary) or finite_steps >= trend.MIN_STEPS:
+        return None
+    places = [(origin.file, origin.cell, origin.line)] + [(f.file, f.cell, f.line) for f in origin.stack]
+    site = change_line.explicit_euler_site(units, places)
+    if site is None:
+        return None
+    summary = (
+        f"values overflowed at the run's first steps inside a loop of explicit Euler updates ({_site_place(site)}): "
+        "unrolled in one forward pass, each iteration multiplies the values when the time step is too large for "
+        "the system (for diffusion, D * dt / dx**2 above 1/2), so no learning rate or scale of the inputs is the "
+        f"cause; {_article(origin.op.type)} {origin.op.type} in the loop overflowed first"
+    )
+    what = (
+        "the integration step: take more, smaller steps (a smaller dt, more steps), or a stable integrator (an "
+        "implicit or adaptive one); a lower learning rate or smaller initial values only move where it fails, or "
+        "train a wrong answer"
+    )
+    evidence = {**cause.evidence, "explicit_euler": {"file": site.file, "line": site.line}}
+    return Cause("op", summary, evidence, _change(site, what, "op"))
 
 
 def _made_in_the_step(origin: Finding) -> bool:
