@@ -7271,3 +7271,54 @@ def test_an_overflow_in_a_loop_of_explicit_euler_steps_names_the_time_step(tmp_p
     program.write_text(EULER.replace("u = u + DT * (", "u = u + 0.5 * ("), encoding="utf-8")
     cause = classify(findings_of(origin, step=0), CauseContext(history=[], entry_script=str(program), step=0))
     assert "Euler" not in cause.summary, cause.summary
+
+
+RELOADED_LOSS = """import keras
+from keras import ops
+
+
+class WeightedBinaryCrossentropy(keras.losses.Loss):
+    def __init__(self, pos_weight=1.0, from_logits=False, name="weighted_bce", **kwargs):
+        super().__init__(name=name, **kwargs)
+        self.pos_weight, self.from_logits = pos_weight, from_logits
+
+    def call(self, y_true, y_pred):
+        log_p = ops.log_sigmoid(y_pred) if self.from_logits else ops.log(y_pred)
+        return -ops.mean(y_true * log_p)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"pos_weight": self.pos_weight})
+        return config
+
+
+model = keras.saving.load_model("churn.keras")
+model.fit(x, y)
+"""
+
+
+def test_a_log_of_logits_from_a_loss_reloaded_without_from_logits_names_its_get_config(
+    tmp_path: Path,
+) -> None:
+    """A model trained with ``WeightedBinaryCrossentropy(from_logits=True)``, saved, reloaded with
+    ``keras.saving.load_model`` and trained on: the loss's get_config leaves out from_logits, so the reloaded loss
+    takes ``ops.log`` of the Dense layer's logits. The words were "keep it positive (an exp or softplus output), or
+    clip it"; followed, the NaN moved to log(1 - y_pred)."""
+    program = tmp_path / "finetune.py"
+    program.write_text(RELOADED_LOSS, encoding="utf-8")
+    origin = log_origin(program)
+    origin.line = 11
+    origin.op = OpRef("compile_loss/weighted_bce/Log", "Log")
+    origin.inputs = [
+        InputHealth("churn_1/dense_2_1/Add:0", TensorHealth(dtype="float32", size=128, neg=82, pos=46))
+    ]
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert "its input is a Dense layer's output with no activation: logits" in cause.summary, cause.summary
+    assert "WeightedBinaryCrossentropy.get_config leaves out from_logits" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 14, cause.change
+    # Without a reload, the loss is built as the code says: the logits' form is the change, at the log.
+    program.write_text(
+        RELOADED_LOSS.replace('keras.saving.load_model("churn.keras")', "build()"), encoding="utf-8"
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.change is not None and cause.change.what.startswith("the log of logits"), cause.change

@@ -181,6 +181,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _saturated_by_unscaled_features(context, origin, cause, units)
             or _at_the_relu(findings, cause, units)
             or _product_of_a_mask_constant(findings, origin, cause)
+            or _loss_config_without_from_logits(cause, units)
             or _layer_epsilon_zero(origin, cause, units)
             or _keras_normalization_epsilon_zero(origin, cause, units)
             or _captured_non_finite(findings, origin, cause, units)
@@ -476,6 +477,40 @@ def _unstable_integration(
     )
     evidence = {**cause.evidence, "explicit_euler": {"file": site.file, "line": site.line}}
     return Cause("op", summary, evidence, _change(site, what, "op"))
+
+
+def _loss_config_without_from_logits(cause: Cause, units: list[SourceUnit]) -> Cause | None:
+    """A log of logits where a loss class of the user's takes ``from_logits`` in ``__init__`` and its
+    ``get_config`` leaves it out: a model reloaded with ``keras.saving.load_model`` rebuilds the loss from its config,
+    with from_logits at its default, False, and the loss takes the log of logits. None otherwise."""
+    if cause.change is None or not cause.change.what.startswith("the log of logits"):
+        return None
+    if not change_line.constructed_names(units, frozenset({"load_model"})):
+        return None  # no reload: the loss was built as the code says, and the logits' form is the change
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if not isinstance(node, ast.ClassDef):
+                continue
+            methods = {m.name: m for m in node.body if isinstance(m, ast.FunctionDef)}
+            init, config = methods.get("__init__"), methods.get("get_config")
+            if init is None or config is None:
+                continue
+            takes = any(a.arg == "from_logits" for a in [*init.args.args, *init.args.kwonlyargs])
+            if not takes or "from_logits" in (ast.get_source_segment(unit.text, config) or ""):
+                continue
+            site = change_line.Site(
+                unit, ast.Name(id="get_config", lineno=config.lineno, col_offset=0), node.name
+            )
+            summary = (
+                f"{cause.summary}; {node.name}.get_config leaves out from_logits, so a model reloaded with "
+                "keras.saving.load_model rebuilds the loss with from_logits=False and takes the log of the logits"
+            )
+            what = (
+                f"{node.name}.get_config: save from_logits too (config.update(from_logits=self.from_logits)), so the "
+                "reloaded loss reads logits as the trained one did"
+            )
+            return Cause(cause.kind, summary, cause.evidence, _change(site, what, "op"))
+    return None
 
 
 def _made_in_the_step(origin: Finding) -> bool:
@@ -2443,6 +2478,22 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
             "with the softmax taken off the layer that makes them; a clamp "
             f"({fix}) keeps it finite, but its gradient is 0 where the softmax is 0, so those rows stop learning"
         )
+    elif (
+        name == "log"
+        and negative
+        and _LINEAR_DENSE_OUTPUT.search(value.name)
+        and _CROSS_ENTROPY_HINT.search(origin.op.name + " " + _origin_source_line(origin))
+    ):
+        # A Dense layer without an activation makes logits of any sign: a loss that takes their log expected
+        # probabilities (a custom loss whose from_logits a reloaded model lost, a sigmoid left off the layer).
+        summary += (
+            "; its input is a Dense layer's output with no activation: logits, of any sign, not probabilities"
+        )
+        what = (
+            "the log of logits: give the loss the logits' form (from_logits=True, or tf.math.log_sigmoid(x) for "
+            "log(sigmoid(x)) and tf.math.log_sigmoid(-x) for log(1 - sigmoid(x))), or put the activation on the "
+            "layer (sigmoid, softmax); a clamp keeps it finite and trains on a wrong loss"
+        )
     elif name == "log" and re.search(r"(?:^|/)relu(?:_\d+)?:\d+\b", value.name.lower()):
         # log(relu(raw)) of a variance head (an eager step names the input, with no scan upstream): softplus.
         what = (
@@ -3867,6 +3918,13 @@ _ACTIVATION_OUTPUT = {
     name: re.compile(rf"(?:^|/){name}(?:_\d+)?:\d+$", re.IGNORECASE) for name in ("softmax", "sigmoid")
 }
 
+# A Dense layer's last op when it has no activation: its bias add (``.../dense_2_1/Add:0``, ``.../dense/BiasAdd:0``).
+_LINEAR_DENSE_OUTPUT = re.compile(r"(?:^|/)dense(?:_\d+)*/(?:Add|BiasAdd):\d+$")
+# A cross-entropy's log (by the loss's scope, ``compile_loss/weighted_bce/Log``, or its line): of a Dense layer's
+# linear output, logits. A rate or variance head's log (a Poisson NLL) wants a positive activation instead.
+_CROSS_ENTROPY_HINT = re.compile(
+    r"crossentropy|cross_entropy|bce|logit|log\(\s*1(?:\.0*)?\s*-", re.IGNORECASE
+)
 _EXP_OUTPUT = re.compile(r"(?:^|/)Exp(?:_\d+)?:\d+$")
 
 # A rate this many times the optimizer's Keras default moves the weights by their own size in an update or two.
