@@ -105,3 +105,26 @@ def test_an_origin_only_the_eager_dump_holds_is_taken_from_it(
         cap.origin_line,
     )
     assert any("located in an eager re-run of the step" in w for w in findings.extra.get("warnings", []))
+
+
+def test_a_long_phase_of_the_cli_says_it_is_still_running(capsys: pytest.CaptureFixture[str]) -> None:
+    """`nanlens locate` on a bundle whose batch held NaN re-runs the program's input pipeline under a dump: 60 to 110
+    s on a small model, after one line, "re-running the input pipeline under a dump", which users took for a hang.
+    While that phase runs, a line says how long it has run; it stops when the next phase starts."""
+    import time
+
+    from pyadapter.commands.locate import _Heartbeat
+
+    heartbeat = _Heartbeat()
+    heartbeat.EVERY = 0.05
+    heartbeat.start("re-running the input pipeline under a dump")
+    time.sleep(0.3)
+    heartbeat.stop()
+    written = capsys.readouterr().err.splitlines()
+    time.sleep(0.2)
+    assert len(written) >= 2, written
+    assert all(
+        line.startswith("nanlens locate: still re-running the input pipeline under a dump (")
+        for line in written
+    )
+    assert capsys.readouterr().err == "", "the heartbeat stopped with its phase"

@@ -146,17 +146,68 @@ def _local_bundle(location: str) -> str:
     return str(path)
 
 
+class _Heartbeat:
+    """A line on stderr every `EVERY` seconds while a long phase runs ("still re-running ... (30 s)"), from a daemon
+    thread that stops when the next phase starts or locate ends."""
+
+    EVERY = 15.0
+
+    def __init__(self) -> None:
+        import threading
+
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self, phase: str) -> None:
+        import threading
+        import time
+
+        self._stopped = threading.Event()
+        stopped, started = self._stopped, time.monotonic()
+
+        def beat() -> None:
+            while not stopped.wait(self.EVERY):
+                elapsed = time.monotonic() - started
+                print(
+                    printable(f"nanlens locate: still {phase} ({elapsed:.0f} s)"), file=sys.stderr, flush=True
+                )
+
+        self._thread = threading.Thread(target=beat, name="nanlens-locate-heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1.0)
+            self._thread = None
+
+
 def main(args: argparse.Namespace) -> int:
     from pyadapter.commands.errors import CliError
     from pyadapter.replay.errors import ReplayError, error_text
-    from pyadapter.replay.locate import locate_bundle
+    from pyadapter.replay.locate import RERUN_PHASE, locate_bundle
 
     shown: set[str] = set()
+    heartbeat = _Heartbeat()
 
     def progress(phase: str, fraction: float) -> None:
         if phase not in shown and phase != "done":  # one line per phase, not per scanned block
             shown.add(phase)
-            print(printable(f"nanlens locate: {phase}"), file=sys.stderr, flush=True)
+            heartbeat.stop()
+            if phase == RERUN_PHASE:
+                # The longest phase (a minute or more: the program runs again to the failing step, every op dumped),
+                # and silent: a user took it for a hang. Say what runs, then how long it has run.
+                print(
+                    printable(
+                        f"nanlens locate: {phase} (your program runs again up to the failing step with every op of "
+                        "its input pipeline dumped; this takes longer than that part of training did)"
+                    ),
+                    file=sys.stderr,
+                    flush=True,
+                )
+                heartbeat.start(phase)
+            else:
+                print(printable(f"nanlens locate: {phase}"), file=sys.stderr, flush=True)
 
     from pyadapter.replay.trust import allow
 
@@ -178,6 +229,8 @@ def main(args: argparse.Namespace) -> int:
         raise CliError(str(exc)) from None
     except Exception as exc:  # an unforeseen failure in the user's code or ours: still one line
         raise CliError(f"locate failed: {error_text(exc)}") from None
+    finally:
+        heartbeat.stop()
     if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as fh:
