@@ -7322,3 +7322,19 @@ def test_a_log_of_logits_from_a_loss_reloaded_without_from_logits_names_its_get_
     )
     cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
     assert cause.change is not None and cause.change.what.startswith("the log of logits"), cause.change
+
+
+def test_numpys_log_of_a_zero_price_is_told_to_fill_the_missing_quote_not_log1p(tmp_path: Path) -> None:
+    """A stock notebook stores closed days as price 0 and takes ``np.log(close)``: the words were "guard it
+    (np.log1p, an epsilon, np.clip) or filter the records", and log1p or an epsilon of a price makes returns of
+    -1000%. A price of 0 is a missing quote; a log of 0 elsewhere (an area of 0 square feet) keeps the words."""
+    from pyadapter.cause.classify import _numpy_fix
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    program = tmp_path / "stocks.py"
+    program.write_text("import numpy as np\nlog_close = np.log(df['close'].values)\narea = np.log(sqft)\n")
+    price = _numpy_fix(NumpyWarning(str(program), 2, "divide by zero encountered in log"))
+    assert price.startswith("a log of a price of 0 (-inf): a price of 0 is a missing quote"), price
+    assert ".ffill()" in price, price
+    area = _numpy_fix(NumpyWarning(str(program), 3, "divide by zero encountered in log"))
+    assert area.startswith("a log of 0 (-inf); guard it (np.log1p"), area

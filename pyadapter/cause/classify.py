@@ -1713,20 +1713,25 @@ _KERAS_OPS_NAMES = (
 
 def _origin_unit_lines(origin: Finding) -> list[str]:
     """The lines of the origin's .py file or notebook cell ([] for a file not on disk)."""
-    if origin.cell is not None and origin.file.endswith(".ipynb"):
+    return _lines_of(origin.file, origin.cell)
+
+
+def _lines_of(file: str, cell: int | None) -> list[str]:
+    """The lines of a .py file, or of a notebook's cell (`cell` counted from 0); [] for a file not on disk."""
+    if cell is not None and file.endswith(".ipynb"):
         from pyadapter.capture.notebook_file import NotebookError, read_notebook_cells
 
         try:
-            cells = [c.source for c in read_notebook_cells(origin.file) if c.index == origin.cell]
+            cells = [c.source for c in read_notebook_cells(file) if c.index == cell]
         except NotebookError:
             return []
         return [line + "\n" for line in cells[0].splitlines()] if cells else []
-    if origin.cell is not None or not origin.file.endswith(".py"):
+    if cell is not None or not file.endswith(".py"):
         return []
     import linecache
 
-    linecache.checkcache(origin.file)  # a long-lived server: the file may have changed since it was read
-    return linecache.getlines(origin.file)
+    linecache.checkcache(file)  # a long-lived server: the file may have changed since it was read
+    return linecache.getlines(file)
 
 
 def _origin_source_line(origin: Finding) -> str:
@@ -5658,6 +5663,15 @@ def _at_a_statistic(warned: NumpyWarning) -> bool:
     )
 
 
+_PRICE_WORDS = re.compile(r"price|close|\bopen\b|adj_?close|quote", re.IGNORECASE)
+
+
+def _warned_line(warned: NumpyWarning) -> str:
+    """The text of the line NumPy warned at: a .py file's line, or a notebook cell's ("" when not found)."""
+    lines = _lines_of(warned.file, warned.cell)
+    return lines[warned.line - 1] if 0 < warned.line <= len(lines) else ""
+
+
 def _numpy_fix(warned: NumpyWarning) -> str:
     message = warned.message
     if _at_a_statistic(warned):
@@ -5692,6 +5706,14 @@ def _numpy_fix(warned: NumpyWarning) -> str:
         return (
             "a log of negative values (NaN); np.log1p or an epsilon leaves them NaN: clip them (np.clip(x, 1e-6, "
             "None)), filter the records before it, or log a quantity that cannot go below 0"
+        )
+    if message.endswith(_LOG_WARNINGS) and _PRICE_WORDS.search(_warned_line(warned)):
+        # A stock notebook's ``np.log(close)`` with closed days stored as 0: log1p or an epsilon, followed, makes
+        # returns of -1000% out of a quote that is missing, not small.
+        return (
+            "a log of a price of 0 (-inf): a price of 0 is a missing quote (a closed day), not a small value: drop "
+            "those rows or fill them from the day before (.replace(0, np.nan).ffill()) before the log; np.log1p or "
+            "an epsilon would make huge false returns"
         )
     if message.endswith(_LOG_WARNINGS):
         return "a log of 0 (-inf); guard it (np.log1p, an epsilon, np.clip) or filter the records before it"
