@@ -97,6 +97,7 @@ def _stand_in_locate(monkeypatch: pytest.MonkeyPatch, answer: object) -> None:
 
     module = types.ModuleType("pyadapter.replay.locate")
     module.locate_bundle = locate_bundle  # type: ignore[attr-defined]
+    module.RERUN_PHASE = "re-running the input pipeline under a dump"  # type: ignore[attr-defined]
     monkeypatch.setitem(sys.modules, "pyadapter.replay.locate", module)
 
 
