@@ -15,8 +15,7 @@ seed = 42
 gamma = 0.99
 max_steps_per_episode = 100
 entropy_coef = 0.01
-np.random.seed(seed)
-tf.random.set_seed(seed)
+keras.utils.set_random_seed(seed)  # Python's, NumPy's and TensorFlow's generators, and Keras's initializers
 
 
 class Corridor:
