@@ -703,8 +703,9 @@ def zero_epsilon_site(units: list[SourceUnit]) -> Site | None:
     return None
 
 
-# A time step's usual names: ``dt``, ``DT``, ``h``, ``self.dt``, ``delta_t``, ``step_size``.
-_TIME_STEP = re.compile(r"^(?:dt|DT|h|H|tau|delta_t|step_size|time_step|dt_\w+|DT_\w+)$")
+# A time step's usual names: ``dt``, ``DT``, ``self.dt``, ``delta_t``, ``step_size``. Not ``h``: an RNN's hidden
+# state (``h = h + gate * h``) would read as an integrator.
+_TIME_STEP = re.compile(r"^(?:dt|DT|tau|delta_t|step_size|time_step|dt_\w+|DT_\w+)$")
 
 
 def _is_time_step(node: ast.expr) -> bool:
