@@ -674,6 +674,23 @@ def test_a_nan_in_the_validation_data_is_said_once_and_stops_nothing(tmp_path, c
     assert said.count("NanGuard: val_loss is not finite at epoch 0 while the training steps were") == 1, said
 
 
+def test_the_validation_message_under_a_progress_bar_starts_a_line_of_its_own(tmp_path, capsys):
+    """With fit's progress bar (verbose=1), the val_loss message was printed while the bar's line was open and read
+    as part of it ("... 3ms/step - loss: 0.52NanGuard: val_loss ..."): a user saw nothing from NanGuard. It ends the
+    bar's line first."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64, 4)).astype("float32")
+    y = x.sum(axis=1, keepdims=True)
+    y_val = y[:16].copy()
+    y_val[3] = np.nan
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    model.fit(x, y, validation_data=(x[:16], y_val), epochs=1, verbose=1, callbacks=[NanGuard(str(tmp_path))])
+    said = capsys.readouterr().err
+    at = said.index("NanGuard: val_loss is not finite at epoch 0")
+    assert said[:at].endswith("\n\n") or said[:at] == "\n", repr(said[max(0, at - 40) : at + 40])
+
+
 def test_a_metric_that_computes_nan_is_not_blamed_on_the_validation_data(tmp_path, capsys):
     """A metric of the user's divides by the batch's positives, 0 in some batches: the metric is NaN in training and
     validation while the loss and every step are finite. NanGuard said the validation data held NaN/Inf."""

@@ -375,6 +375,7 @@ class NanGuard(keras.callbacks.Callback):
             losses = "the loss, val_loss and every training step were"
         if metrics and not getattr(self, "_said_metric", False):
             self._said_metric = True
+            self._end_progress_line()
             print(
                 f"NanGuard: the metric {', '.join(metrics)} is not finite at epoch {epoch} while {losses}: the "
                 "metric computes it (a division by a count that can be 0 in the metric's code), not the model or "
@@ -384,6 +385,7 @@ class NanGuard(keras.callbacks.Callback):
             )
         if bad and not getattr(self, "_said_validation", False):
             self._said_validation = True
+            self._end_progress_line()
             print(
                 f"NanGuard: {', '.join(bad)} is not finite at epoch {epoch} while the training steps were: the "
                 "validation data (x or y of validation_data / validation_split) holds NaN/Inf, or the model makes "
@@ -392,6 +394,13 @@ class NanGuard(keras.callbacks.Callback):
                 file=sys.stderr,
                 flush=True,
             )
+
+    def _end_progress_line(self) -> None:
+        """Keras's progress bar (stdout) is mid-line, with no newline until the epoch ends (its logger's
+        on_epoch_end runs after NanGuard's): a line printed now would be glued to it ("loss: 1.2432NaN Lens:
+        locating ...", a val_loss message a user never saw inside the bar)."""
+        if self.verbose and (self.params or {}).get("verbose") in (1, "auto"):
+            print(file=sys.stderr, flush=True)
 
     def _say_epoch_mean_overflowed(self, epoch: int, shown: float) -> None:
         """The epoch's loss Keras shows is inf or NaN while every step's loss was finite: Keras's running sum of
@@ -472,10 +481,7 @@ class NanGuard(keras.callbacks.Callback):
         if self._stopped_at is not None:
             return self._failed_after_the_stop(function, verdict, step, batch_index)
         stop = self.policy.failed()
-        if self.verbose and (self.params or {}).get("verbose") in (1, "auto"):
-            # Keras's progress bar (stdout) is mid-line, with no newline until the epoch ends: the lines below
-            # would be glued to it ("loss: 1.2432NaN Lens: locating ...").
-            print(file=sys.stderr, flush=True)
+        self._end_progress_line()
         report = gate.report(verdict, function.meta, list(self.model.trainable_variables))
         if report.update_applied and self._window is not None and self._cluster is None:
             report.update_taken_back = self._take_back_update(function, step)
