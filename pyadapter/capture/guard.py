@@ -450,8 +450,8 @@ class NanGuard(keras.callbacks.Callback):
         )
         if any(phrase in said for phrase in _SINGULAR_MATRIX):
             words += (
-                "; the matrix is singular (or not positive definite): keep it invertible, e.g. add a multiple of "
-                "the identity scaled to the matrix (1e-3 * the mean of its diagonal: a fixed 1e-6 vanishes in float32 "
+                "; the matrix is singular (or not positive definite): keep it invertible, e.g. add a jitter, a "
+                "multiple of the identity scaled to the matrix (1e-3 * the mean of its diagonal: a fixed 1e-6 vanishes in float32 "
                 "beside a diagonal of 1e2), or keep the diagonal's entries away from 0; a ridge or regularization "
                 "weight of 0, or two identical rows (samples drawn with replacement), makes a Gram matrix singular"
             )
