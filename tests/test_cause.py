@@ -3506,6 +3506,44 @@ def test_arrays_the_program_computes_name_the_line_that_computes_them(
     assert (whole in cause.summary) == (leaf == "y"), cause.summary
 
 
+DICT_OF_FRAME_COLUMNS = """import tensorflow as tf
+NUMERIC = ["Age", "Income", "EmployeeCount", "StandardHours"]
+for col in NUMERIC:
+    df[col] = (df[col] - df[col].mean()) / df[col].std()
+
+def to_dataset(frame):
+    labels = frame.pop("Attrition")
+    feats = {"numeric": frame[NUMERIC].values.astype("float32")}
+    for col in ["Dept"]:
+        feats[col] = frame[col].values.astype("int32")
+    return tf.data.Dataset.from_tensor_slices((feats, labels.values)).batch(8)
+
+model.fit(to_dataset(df), epochs=3)
+"""
+
+
+def test_whole_columns_of_a_dict_input_made_from_a_frame_are_named_by_the_frame_s_columns(
+    tmp_path: Path,
+) -> None:
+    """``{"numeric": df[NUMERIC].values}``: the input's column 2 is NUMERIC[2]. Two constant features z-scored
+    were "column 2 of x['numeric'] is NaN/Inf in every row" (s38e p2), and the user counted through the list; both
+    columns are said, by the names the code selects them by."""
+    program = tmp_path / "train.py"
+    program.write_text(DICT_OF_FRAME_COLUMNS)
+    numeric = np.ones((8, 4), np.float32)
+    numeric[:, 2:] = np.nan
+    batch = ({"Dept": np.zeros(8, np.int32), "numeric": numeric}, np.zeros(8, np.float32))
+    cause = classify(findings_of(None), CauseContext(batch=batch, entry_script=str(program)))
+    assert cause.kind == "data", cause.summary
+    assert (
+        "columns 2 ('EmployeeCount') and 3 ('StandardHours') of x['numeric'] are NaN/Inf in every row of the batch"
+        in cause.summary
+    ), cause.summary
+    program.write_text(DICT_OF_FRAME_COLUMNS.replace("frame[NUMERIC].values", "frame.values"))
+    cause = classify(findings_of(None), CauseContext(batch=batch, entry_script=str(program)))
+    assert "columns 2 and 3 of x['numeric'] are NaN/Inf in every row" in cause.summary, cause.summary
+
+
 @pytest.mark.parametrize(
     ("input_name", "health", "summary", "what"),
     [

@@ -1823,6 +1823,35 @@ def _selected_columns(
     return None
 
 
+def keyed_columns(units: list[SourceUnit], key: str) -> list[str] | None:
+    """The DataFrame column names of the array a dict of inputs holds under `key`: ``{"numeric":
+    df[NUMERIC].values}`` or ``feats["numeric"] = df[NUMERIC].to_numpy()``, the names a list written in the code.
+    None when no such entry selects columns by a list, or two entries of that key select different ones."""
+    found: set[tuple[str, ...]] = set()
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            values: list[ast.expr] = []
+            if isinstance(node, ast.Dict):
+                values = [
+                    v
+                    for k, v in zip(node.keys, node.values, strict=True)
+                    if isinstance(k, ast.Constant) and k.value == key
+                ]
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.slice, ast.Constant)
+                    and target.slice.value == key
+                ):
+                    values = [node.value]
+            for value in values:
+                names = _selected_columns(units, unit, value, value.lineno)
+                if names:
+                    found.add(tuple(names))
+    return list(found.pop()) if len(found) == 1 else None
+
+
 def column_assignment_site(units: list[SourceUnit], column: str) -> Site | None:
     """The last assignment of a DataFrame column by name (``df["log_income"] = np.log(...)``, ``df.loc[:, "x"] =``)
     in the user's code, as a site on its value; None when no line assigns that column."""

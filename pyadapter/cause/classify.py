@@ -5503,7 +5503,7 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
             )
         summary += f" (batch {where['batch_index']}{order}, row {where['batch_row']})"
     bad = provenance.first_bad_element(context.batch)
-    column = _whole_column(context.batch, bad)
+    column = _whole_column(context.batch, bad, units)
     if column is not None:
         summary += f"; {column}"
     change = _reading_change(findings, site)
@@ -5956,19 +5956,32 @@ def _divides_by_a_bare_value(node: ast.AST) -> bool:
     )
 
 
-def _whole_column(batch: Any, bad: Any) -> str | None:
+def _whole_column(batch: Any, bad: Any, units: list[SourceUnit]) -> str | None:
     """'column 2 of y is NaN/Inf in every row of the batch: a computed column, not one record' when the bad
-    element's column holds no finite value in any row (a target normalised by a zero std); else None."""
+    element's column holds no finite value in any row (a target normalised by a zero std); else None. A dict
+    input's column is named when the code selects it by name (``{"numeric": df[NUMERIC].values}``)."""
     if bad is None or len(bad.index) != 2:
         return None
     for label, value, _ in provenance.leaves(batch):
         if label != bad.leaf or not isinstance(value, np.ndarray) or value.ndim != 2 or value.shape[0] < 2:
             continue
         if not np.isfinite(value[:, bad.index[1]]).any():
+            key = re.fullmatch(r"\w+\['([^']+)'\]", bad.leaf)
+            names = change_line.keyed_columns(units, key.group(1)) if key else None
+            # Every column NaN in every row, the bad element's first (two constant features z-scored: both).
+            whole = [bad.index[1]] + [
+                c for c in range(value.shape[1]) if c != bad.index[1] and not np.isfinite(value[:, c]).any()
+            ]
+            said = [f"{c} ({names[c]!r})" if names and c < len(names) else str(c) for c in whole[:6]]
+            which = (
+                f"column {said[0]} of {bad.leaf} is"
+                if len(said) == 1
+                else f"columns {', '.join(said[:-1])} and {said[-1]} of {bad.leaf} are"
+            )
             return (
-                f"column {bad.index[1]} of {bad.leaf} is NaN/Inf in every row of the batch: a computed column, not "
-                "one record (a statistic the column was scaled by is NaN/Inf: a std of 0, or a mean over a column "
-                "one record of which holds NaN/Inf)"
+                f"{which} NaN/Inf in every row of the batch: a computed column, not one record (a statistic the "
+                "column was scaled by is NaN/Inf: a std of 0, or a mean over a column one record of which holds "
+                "NaN/Inf)"
             )
     return None
 
