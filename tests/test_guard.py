@@ -672,6 +672,41 @@ def test_a_nan_in_the_validation_data_is_said_once_and_stops_nothing(tmp_path, c
     )  # validation is not gated: nothing stopped
     said = capsys.readouterr().err
     assert said.count("NanGuard: val_loss is not finite at epoch 0 while the training steps were") == 1, said
+    assert "the validation data holds NaN/Inf: y column 0: 1 of 32 rows (first: row 17)" in said, said
+
+
+def test_a_validation_column_a_target_encoding_left_nan_is_named(tmp_path, capsys):
+    """A target encoding maps the validation split's categories unseen in training to NaN (s38e p9): val_loss is
+    NaN while training is finite, and the user looked for the column by hand. The message names the validation
+    DataFrame's column; with finite validation arrays it says the model makes the NaN there."""
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"rooms": rng.normal(size=96), "area": rng.normal(size=96)})
+    frame["hood_te"] = rng.normal(size=96)
+    target = frame.sum(axis=1).to_numpy("float32")
+    valid = frame[:32].copy()
+    valid.loc[[3, 9, 20], "hood_te"] = np.nan
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    fit = dict(epochs=1, verbose=0)
+    model.fit(frame, target, validation_data=(valid, target[:32]), callbacks=[NanGuard(str(tmp_path))], **fit)
+    said = capsys.readouterr().err
+    assert "the validation data holds NaN/Inf: x column 2 ('hood_te'): 3 of 32 rows (first: row 3)" in said, (
+        said
+    )
+
+    log_model = keras.Sequential(
+        [keras.Input((3,)), keras.layers.Lambda(keras.ops.log), keras.layers.Dense(1)]
+    )
+    log_model.compile("sgd", "mse")
+    positive = np.abs(frame.to_numpy("float32")) + 1.0
+    zero = positive[:32].copy()
+    zero[5, 0] = 0.0  # finite, but log(0) = -inf inside the model: only the validation data meets it
+    log_model.fit(
+        positive, target, validation_data=(zero, target[:32]), callbacks=[NanGuard(str(tmp_path))], **fit
+    )
+    said = capsys.readouterr().err
+    assert "the validation arrays are finite, so the model makes it only on them" in said, said
 
 
 def test_the_validation_message_under_a_progress_bar_starts_a_line_of_its_own(tmp_path, capsys):

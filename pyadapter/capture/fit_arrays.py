@@ -278,3 +278,73 @@ def index_of_row(entry: Any, row: int, of: str | None = None) -> int | None:
         return None
     indices = entry["indices"]
     return indices[row] if 0 <= row < len(indices) else None
+
+
+def validation_arrays(model: Any) -> tuple[Any, Any] | None:
+    """(x, y) of the validation data of the ``fit`` call of `model` on the stack (given as ``validation_data`` or
+    split off by ``validation_split``: fit unpacks both into ``val_x``/``val_y``), or None."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model:
+            if "val_x" not in frame.f_locals:
+                return None
+            return frame.f_locals.get("val_x"), frame.f_locals.get("val_y")
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def non_finite_places(x: Any, y: Any, limit: int = 4) -> list[str] | None:
+    """Where arrays of validation data hold NaN/Inf: ``"x['numeric'] column 4 ('hood_te'): 37 of 600 rows (first:
+    row 12)"``, at most `limit`; [] when every array is finite; None when the data is not arrays (a dataset or a
+    generator, not read here: reading it would run the user's pipeline again)."""
+    said: list[str] = []
+    found_any = False
+    for label, value in _labelled_arrays((x, y)):
+        if value is None:
+            if label.startswith("x"):
+                return None
+            continue
+        array, columns = value
+        found_any = True
+        if array.dtype.kind not in "fc" or array.ndim == 0 or not len(array):
+            continue
+        bad = ~np.isfinite(array.reshape(len(array), -1))
+        if not bad.any():
+            continue
+        rows = bad.any(axis=1)
+        first = int(np.flatnonzero(rows)[0])
+        where = f"{label}"
+        if array.ndim == 2:
+            cols = [int(c) for c in np.flatnonzero(bad.any(axis=0))]
+            named = [f"{c} ({columns[c]!r})" if columns and c < len(columns) else str(c) for c in cols[:4]]
+            where += (
+                f" column{'s' if len(cols) > 1 else ''} {', '.join(named)}{', ...' if len(cols) > 4 else ''}"
+            )
+        said.append(f"{where}: {int(rows.sum())} of {len(array)} rows (first: row {first})")
+        if len(said) >= limit:
+            break
+    return said if found_any else None
+
+
+def _labelled_arrays(
+    value: Any, label: str = ""
+) -> list[tuple[str, tuple[np.ndarray, list[str] | None] | None]]:
+    """(label, (array, its column names) or None) for each input of a Keras (x, y) as fit was given it."""
+    if isinstance(value, tuple) and not label:
+        return [
+            leaf
+            for name, part in zip(("x", "y"), value, strict=True)
+            for leaf in _labelled_arrays(part, name)
+        ]
+    if isinstance(value, dict):
+        return [
+            leaf
+            for key in sorted(value, key=str)
+            for leaf in _labelled_arrays(value[key], f"{label}[{key!r}]")
+        ]
+    if isinstance(value, (list, tuple)):
+        return [leaf for i, part in enumerate(value) for leaf in _labelled_arrays(part, f"{label}[{i}]")]
+    if value is None:
+        return []
+    array = first_array(value)
+    return [(label, (array, frame_columns(value)) if array is not None else None)]

@@ -387,13 +387,33 @@ class NanGuard(keras.callbacks.Callback):
             self._said_validation = True
             self._end_progress_line()
             print(
-                f"NanGuard: {', '.join(bad)} is not finite at epoch {epoch} while the training steps were: the "
-                "validation data (x or y of validation_data / validation_split) holds NaN/Inf, or the model makes "
-                "it only there; callbacks that monitor it (EarlyStopping, ModelCheckpoint, ReduceLROnPlateau) "
-                "cannot compare it",
+                f"NanGuard: {', '.join(bad)} is not finite at epoch {epoch} while the training steps were: "
+                f"{self._validation_said()}; callbacks that monitor it (EarlyStopping, ModelCheckpoint, "
+                "ReduceLROnPlateau) cannot compare it",
                 file=sys.stderr,
                 flush=True,
             )
+
+    def _validation_said(self) -> str:
+        """Where the validation arrays hold NaN/Inf (read once, when a val_loss is first not finite: a target
+        encoding that maps categories unseen in training to NaN, s38e p9), or that they hold none; a dataset or
+        generator is not read (that would run the pipeline again)."""
+        try:
+            given = fit_arrays.validation_arrays(self.model)
+            places = fit_arrays.non_finite_places(*given) if given is not None else None
+        except Exception:  # a message must not break training
+            places = None
+        if places:
+            return "the validation data holds NaN/Inf: " + "; ".join(places)
+        if places == []:
+            return (
+                "the validation arrays are finite, so the model makes it only on them (inputs outside the range "
+                "of the training data: unseen categories, larger values)"
+            )
+        return (
+            "the validation data (x or y of validation_data / validation_split) holds NaN/Inf, or the model makes "
+            "it only there"
+        )
 
     def _end_progress_line(self) -> None:
         """Keras's progress bar (stdout) is mid-line, with no newline until the epoch ends (its logger's
