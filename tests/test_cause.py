@@ -7376,3 +7376,33 @@ def test_numpys_log_of_a_zero_price_is_told_to_fill_the_missing_quote_not_log1p(
     assert ".ffill()" in price, price
     area = _numpy_fix(NumpyWarning(str(program), 3, "divide by zero encountered in log"))
     assert area.startswith("a log of 0 (-inf); guard it (np.log1p"), area
+
+
+@pytest.mark.parametrize(
+    ("line", "signed"),
+    [
+        ("    return tf.sign(x) * tf.math.log1p(mu * x) / tf.math.log1p(mu)\n", True),
+        ("    return tf.math.log1p(y_pred) - tf.math.log1p(y_true)\n", False),
+    ],
+)
+def test_a_mu_law_without_the_magnitude_is_told_abs_not_a_clamp(
+    tmp_path: Path, line: str, signed: bool
+) -> None:
+    """A hand-written mu-law ``sign(x) * log1p(mu * x) / log1p(mu)`` without ``tf.abs``: the advice was a ReLU on
+    the layer or ``log1p(tf.maximum(x, 0.0))``, which, followed, trained with every negative sample encoded as 0
+    (s39e p4). The sign on the line says the input is signed: the log is of |x|. A log1p of an output keeps the
+    output words."""
+    program = tmp_path / "mulaw.py"
+    program.write_text("import tensorflow as tf\n\n\ndef mu_law_encode(x, mu=255.0):\n" + line)
+    origin = Finding(
+        file=str(program),
+        line=5,
+        role="origin",
+        op=OpRef("Log1p", "Log1p"),
+        health=TensorHealth(dtype="float32", size=64, nan=30, pos=34),
+        inputs=[InputHealth("mul:0", TensorHealth(dtype="float32", size=64, neg=32, pos=32))],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.change is not None and cause.change.line == 5, cause
+    assert ("tf.math.log1p(mu * tf.abs(x))" in cause.change.what) == signed, cause.change.what
+    assert ("tf.math.log1p(tf.maximum(x, 0.0))" in cause.change.what) == (not signed), cause.change.what

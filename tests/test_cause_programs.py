@@ -537,3 +537,18 @@ def test_a_log_of_a_raw_weight_gone_negative_names_the_weight(tmp_path: Path) ->
     assert cause["change"]["what"].startswith("the weight alpha: keep it positive by construction"), cause[
         "change"
     ]
+
+
+def test_a_division_by_a_determinant_of_a_relu_head_names_the_relu(tmp_path: Path) -> None:
+    """A covariance head's Cholesky diagonal from ``Dense(2, activation="relu")``: its 2x2 inverse divides by a det
+    of 0 wherever the ReLU is. The change was "+ 1e-7 on the divisor", which, followed, moved the NaN to the log of
+    the same det (s38b covnll). The ReLU head's construction is the change: softplus is never 0."""
+    program = PROGRAMS / "cause_relu_cholesky_det.py"
+    findings = train_and_locate(tmp_path, program)
+    assert findings["origin"]["op"]["type"] == "RealDiv", findings["origin"]
+    assert findings["origin"]["line"] == marked_line(program, "DIVIDE"), findings["origin"]
+    cause = findings["cause"]
+    relu = marked_line(program, "RELU")
+    assert f"the divisor is made of a ReLU's output at line {relu}" in cause["summary"], cause["summary"]
+    assert cause["change"]["line"] == relu, cause["change"]
+    assert "tf.nn.softplus(x) + 1e-6" in cause["change"]["what"], cause["change"]

@@ -1573,7 +1573,11 @@ def _op(
             or words
         )
     elif words is not None and origin.op.type in DIVISION_OPS:
-        words = _divisor_of_underflowed_exps(findings, origin) or words
+        words = (
+            _divisor_of_underflowed_exps(findings, origin)
+            or _divisor_of_a_relu_words(findings, words)
+            or words
+        )
     if words is not None:
         summary, what = words
         if origin.op.type in DIVISION_OPS:
@@ -2130,7 +2134,7 @@ def _at_the_relu(findings: Findings, cause: Cause, units: list[SourceUnit]) -> C
     ``var = tf.nn.relu(raw)`` the line above ``log(var)``), when the scan placed it in the user's code. A layer's
     ReLU (``Dense(1, activation="relu")``) that the scan placed at no line of theirs (in a notebook, the kernel's
     file of the fit cell, line 1) is changed where the layer is built."""
-    found = findings.extra.get("activation_into_log")
+    found = findings.extra.get("activation_into_log") or findings.extra.get("relu_into_divisor")
     change = cause.change
     if not isinstance(found, dict) or found.get("type") != "Relu" or change is None:
         return None
@@ -2323,6 +2327,25 @@ def _log_of_an_activation_words(
         "the log of a sigmoid: compute it from the logits, tf.math.log_sigmoid(-x) for log(1 - sigmoid(x)) "
         "(tf.math.log_sigmoid(x) for log(sigmoid(x))), or a Keras loss with from_logits=True on a model that "
         "outputs logits; a clamp at 1e-7 keeps it finite but its gradient is 0 there"
+    )
+    return summary, what
+
+
+def _divisor_of_a_relu_words(findings: Findings, words: tuple[str, str]) -> tuple[str, str] | None:
+    """The division words for a divisor a ReLU's zeros made (`describe.relu_into_divisor`): a covariance's Cholesky
+    diagonal from ``Dense(2, activation="relu")``, whose determinant is 0 wherever the ReLU is. "+ 1e-7 on the
+    divisor", followed, moved the NaN to the log of the same determinant (s38b covnll); the ReLU is the change
+    (`_at_the_relu` puts it on the ReLU's line)."""
+    found = findings.extra.get("relu_into_divisor")
+    if not isinstance(found, dict):
+        return None
+    line = found.get("line")
+    at = f" at line {line}" if isinstance(line, int) else ""
+    summary = f"{words[0]}; the divisor is made of a ReLU's output{at}, exactly 0 for every negative input"
+    what = (
+        "the ReLU that makes it: a quantity that must stay positive (a variance, a scale, a Cholesky factor's "
+        "diagonal) needs tf.nn.softplus(x) + 1e-6, which is never 0; an epsilon on the divisor keeps this division "
+        "finite, and the same 0 then reaches the next use of it (the log of a determinant, a scale's log)"
     )
     return summary, what
 
@@ -2639,11 +2662,34 @@ def _special_domain_words(origin: Finding) -> tuple[str, str] | None:
     words = _EDGE_WORDS.get(origin.op.type)
     if words is None or not below:
         return None
-    if origin.op.type == "Log1p" and not _LOG1P_OF_A_COMPLEMENT.search(_origin_source_line(origin)):
+    line = _origin_source_line(origin)
+    if (
+        origin.op.type in ("Log1p", "Log")
+        and any(i.health and i.health.neg for i in below)
+        and _SIGNED_LOG.search(line.replace(" ", ""))
+    ):
+        # mu-law / signed log compression, ``sign(x) * log1p(mu * x) / log1p(mu)`` without the abs: the sign on
+        # the line says the input is signed by design, and a clamp at 0 (the output words) encodes every negative
+        # sample as 0 and trains on (s39e p4).
+        summary = (
+            f"the {origin.op.type} op got negative values: the line takes the sign of its input apart "
+            "(tf.sign(x) * ...), a signed compression (mu-law, a symmetric log), whose log is of the magnitude |x|; "
+            "here it is of x itself"
+        )
+        what = (
+            "the log's argument: the magnitude, tf.sign(x) * tf.math.log1p(mu * tf.abs(x)) / tf.math.log1p(mu) "
+            "(mu-law); a clamp at 0 keeps it finite and encodes every negative value as 0"
+        )
+        return summary, what
+    if origin.op.type == "Log1p" and not _LOG1P_OF_A_COMPLEMENT.search(line):
         # log1p of a regression output (an RMSLE loss's log1p(y_pred) on a linear head), no probability: the
         # saturated-sigmoid story and its clip of p were of no use there.
         words = _LOG1P_OF_AN_OUTPUT
     return f"the {origin.op.type} op got its input at or past its domain's edge: {words[0]}", words[1]
+
+
+# A sign taken apart on the log's line: ``tf.sign(x) * tf.math.log1p(mu * x)``, ``np.sign``, ``ops.sign``.
+_SIGNED_LOG = re.compile(r"\bsign\([^)]*\)\*(?:tf\.|ops\.|keras\.ops\.)?(?:math\.)?log(?:1p)?\(")
 
 
 # ``log1p(-p)``, ``log1p(1 - p)``: the log of a probability's complement, where p reaching 1 is the story.

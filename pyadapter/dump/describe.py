@@ -558,6 +558,74 @@ def activation_into_log(candidate: Candidate, depth: int = 3) -> dict[str, objec
     return None
 
 
+# Ops a ReLU's zero passes through, still a zero in its place, on its way to a divisor: slices, products, powers,
+# reshapes, and the sums and differences of such terms (a 2x2 determinant a * d - b * c of a Cholesky factor's
+# diagonal). A matmul, a bias or a nonlinearity mixes other values in and ends the walk.
+_ZERO_KEEPING_TYPES = _PASSING_TYPES | frozenset(
+    {
+        "Mul",
+        "Square",
+        "Pow",
+        "Sqrt",
+        "Abs",
+        "Neg",
+        "Sub",
+        "AddV2",
+        "StridedSlice",
+        "Slice",
+        "Pack",
+        "ConcatV2",
+        "Prod",
+        "Sum",
+        "Mean",
+        "MatrixDeterminant",
+    }
+)
+# The input a division op divides by.
+_DIVISOR_SLOT = {"RealDiv": 1, "Div": 1, "FloorDiv": 1, "DivNoNan": 1, "Reciprocal": 0, "Inv": 0}
+
+
+def relu_into_divisor(candidate: Candidate, depth: int = 8) -> dict[str, object] | None:
+    """The ``Relu`` whose zeros made a graph origin division's divisor 0, up ops that keep a zero in its place
+    (`_ZERO_KEEPING_TYPES`): a covariance's Cholesky diagonal from ``Dense(2, activation="relu")``, whose det
+    ``l11**2 * l22**2`` is 0 wherever the head's ReLU is. "+ 1e-7 on the divisor", followed, moved the NaN to the
+    log of the same det; the ReLU is what to change. As `activation_into_log`'s record; None when the divisor's
+    zeros come from elsewhere (the ReLU's output held no zero in the step, or no ReLU is that near)."""
+    origin = _origin_op(candidate)
+    slot = _DIVISOR_SLOT.get(origin.type) if origin is not None else None
+    if origin is None or slot is None or len(origin.inputs) <= slot or candidate.trace is None:
+        return None
+    host = candidate.host
+    found = host.dump.op_for_input(origin.graph_id, origin.inputs[slot])
+    frontier = [found[0]] if found is not None else []
+    seen = {op.name for op in frontier}
+    for _ in range(depth):
+        following = []
+        for op in frontier:
+            if op.type == "Relu":
+                health = _output_health(host, op, candidate.trace.round)
+                if health is None or not health.zero:
+                    continue
+                mark = _marked_at(host, op)
+                return {
+                    "op": op.name,
+                    "type": op.type,
+                    "file": mark.file if mark is not None else None,
+                    "line": mark.line if mark is not None else None,
+                    "cell": mark.cell if mark is not None else None,
+                    "zeros": health.zero,
+                }
+            if op.type not in _ZERO_KEEPING_TYPES:
+                continue
+            for name in op.inputs:
+                up = host.dump.op_for_input(op.graph_id, name)
+                if up is not None and up[0].name not in seen:
+                    seen.add(up[0].name)
+                    following.append(up[0])
+        frontier = following
+    return None
+
+
 def _eager_activation_into_log(host: HostScan, entry: ExecEntry, depth: int) -> dict[str, object] | None:
     """`activation_into_log` for an eager ``Log``: the executions up its inputs, nearest first."""
     scan = host.executions

@@ -18,6 +18,7 @@ from pyadapter.dump.describe import (
     masking_select,
     origin_finding,
     propagated_findings,
+    relu_into_divisor,
     summed_exp,
     underflowed_16_bit,
     underflowed_exp,
@@ -183,6 +184,7 @@ def scan_dump(
         for key, look in (
             ("zeros_from_exp", underflowed_exp),
             ("activation_into_log", activation_into_log),
+            ("relu_into_divisor", relu_into_divisor),
             ("zeros_from_16_bit", underflowed_16_bit),
             ("sum_of_exps", summed_exp),
         ):
