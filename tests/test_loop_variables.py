@@ -7,6 +7,8 @@
   names the backbone only, the same optimizer trains a task head too.
 - tests/programs/replay_loop_bare_weights.py: no model at all, bare tf.Variables in a list in the checkpoint,
   trained by a Keras optimizer whose first update makes them Inf.
+- tests/programs/replay_loop_gan_two_steps.py: a GAN's two guarded steps, the discriminator's guarded with
+  ``model=D`` and reading the generator, which it does not train.
 
 Capture records every variable the optimizer updates, and replay sets them: the replayed step is the captured
 one (its loss exactly), where it used to run on a head left at its initial weights or fail with Keras's
@@ -25,7 +27,12 @@ from replay_fixtures import PROGRAMS, nanlens, origin_line, quiet_env
 
 pytestmark = pytest.mark.slow
 
-NAMES = ("replay_loop_extra_variables.py", "replay_loop_two_models.py", "replay_loop_bare_weights.py")
+NAMES = (
+    "replay_loop_extra_variables.py",
+    "replay_loop_two_models.py",
+    "replay_loop_bare_weights.py",
+    "replay_loop_gan_two_steps.py",
+)
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +127,20 @@ def test_bare_weights_in_a_checkpoint_list_are_taken_back_and_checked_by_the_rep
         assert sorted(report["verdicts"][mode]["non_finite_weights"]) == ["w_h", "w_o", "w_x"], report[
             "verdicts"
         ]
+
+
+def test_a_network_the_step_reads_and_does_not_train_is_held_and_the_replay_reproduces(
+    bundles: dict[str, Path],
+) -> None:
+    """A GAN's discriminator step guarded as the README shows (``model=D, optimizer=d_opt``) reads the generator.
+    Its weights were not in the bundle: the replay took the re-run program's fresh ones and "stayed finite" in graph
+    and eager, beside a locate that said "reproduced" (s39a gan1d). They are held under the program's name for the
+    model (``G.weights[2]``) and set again by the replay."""
+    bundle = bundles["replay_loop_gan_two_steps.py"]
+    held = [
+        v["path"] for v in manifest_of(bundle)["weights"]["variables"] if v["path"].startswith("G.weights[")
+    ]
+    assert len(held) == 4, manifest_of(bundle)["weights"]["variables"]
+    report, _ = replay_json(bundle)
+    assert report["reproduced"] == {"graph": True, "eager": True}, report
+    assert report["warnings"] == [], report["warnings"]

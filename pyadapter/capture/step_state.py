@@ -26,7 +26,7 @@ import numpy as np
 # The bundle's weights group of these variables (beside "model", "optimizer", "module").
 GROUP = "step"
 
-_NAME = re.compile(r"^((?:self\.)?[A-Za-z_][A-Za-z0-9_]*)(?:\[(\d{1,6})\])?$")
+_NAME = re.compile(r"^((?:self\.)?[A-Za-z_][A-Za-z0-9_]*)(\.weights)?(?:\[(\d{1,6})\])?$")
 
 
 def _backing(variable: Any) -> Any:
@@ -65,6 +65,10 @@ def global_names(namespace: Mapping[str, Any], variables: Iterable[Any]) -> dict
         items = [(key, value)]
         if isinstance(value, list | tuple) and len(value) <= 100_000:
             items += [(f"{key}[{i}]", item) for i, item in enumerate(value)]
+        elif _is_layer(value):
+            # A network the step reads and the guard was not given: a GAN's generator in the discriminator's step
+            # (``G(z)`` inside ``train_d``, guarded with ``model=D``), by its place in the program's model.
+            items += [(f"{key}.weights[{i}]", item) for i, item in enumerate(value.weights)]
         for name, item in items:
             if not hasattr(item, "assign"):
                 continue
@@ -74,14 +78,24 @@ def global_names(namespace: Mapping[str, Any], variables: Iterable[Any]) -> dict
     return names
 
 
+def _is_layer(value: Any) -> bool:
+    """A Keras layer or model: a class of keras's (or a subclass of one) with a weights list. Keras is not
+    imported here."""
+    keras_class = any(c.__module__.split(".")[0] in ("keras", "tf_keras") for c in type(value).__mro__)
+    return keras_class and isinstance(getattr(value, "weights", None), list)
+
+
 def find(namespace: Mapping[str, Any], name: str) -> Any:
-    """The variable `name` (``micro_step``, ``accum_grads[2]``) names in `namespace`, or None."""
+    """The variable `name` (``micro_step``, ``accum_grads[2]``, ``G.weights[3]``) names in `namespace`, or None.
+    Only a name, an index and a Keras model's ``weights`` list are looked up: nothing of the name is evaluated."""
     match = _NAME.match(name)
     if match is None:
         return None
-    value = namespace.get(match.group(1))
+    value: Any = namespace.get(match.group(1))
     if match.group(2) is not None:
-        index = int(match.group(2))
+        value = value.weights if _is_layer(value) else None
+    if match.group(3) is not None:
+        index = int(match.group(3))
         value = value[index] if isinstance(value, list | tuple) and index < len(value) else None
     return value if hasattr(value, "assign") else None
 
