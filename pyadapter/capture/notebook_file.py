@@ -138,6 +138,11 @@ def notebook_code_cells(ipynb_path: str | os.PathLike[str]) -> list[CodeCell]:
     return out
 
 
+def transform_source(source: str) -> str:
+    """Cell code transformed as `notebook_code_cells` transforms a cell (IPython's transform, or ``pass`` lines)."""
+    return _transform_cell(source, _ipython_transformer())
+
+
 def _ipython_transformer() -> Any:
     try:
         from IPython.core.inputtransformer2 import TransformerManager

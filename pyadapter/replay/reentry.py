@@ -22,6 +22,7 @@ import contextlib
 import itertools
 import linecache
 import os
+import re
 import runpy
 import signal
 import sys
@@ -679,10 +680,47 @@ def write_cell_files(path: Path) -> list[tuple[Path, str]]:
     written = []
     for cell in cells:
         target = cell_file(path, cell.index)
-        if not target.exists() or target.read_text(encoding="utf-8") != cell.source:
-            target.write_text(cell.source, encoding="utf-8")
-        written.append((target, cell.source))
+        source = _captured_body(cell.raw) or cell.source
+        if not target.exists() or target.read_text(encoding="utf-8") != source:
+            target.write_text(source, encoding="utf-8")
+        written.append((target, source))
     return written
+
+
+# The name a re-entered ``%%capture NAME`` cell gives NAME's value by (`_captured_body`).
+CAPTURED_OUTPUT = "__nanlens_captured_output__"
+
+
+def _empty_captured_output() -> Any:
+    """What ``%%capture NAME`` gives NAME, with nothing captured (IPython's ``CapturedIO``, if installed): a later
+    cell's ``NAME.show()`` or ``NAME.stdout`` runs."""
+    import io
+
+    try:
+        from IPython.utils.capture import CapturedIO
+    except ImportError:
+        return types.SimpleNamespace(stdout="", stderr="", outputs=[], show=lambda: None)
+    return CapturedIO(io.StringIO(), io.StringIO(), [])
+
+
+def _captured_body(raw: str) -> str | None:
+    """A ``%%capture [NAME]`` cell as code on the cell's own lines: its body runs as the cell's code, and the magic's
+    line gives NAME an empty captured output. IPython's transform makes the cell one line,
+    ``get_ipython().run_cell_magic('capture', ...)``, whose body runs from a string: a fit in it had no line of the
+    cell, and the re-entry took no fit for the captured one (s39c har). The replay shows the output the magic hid.
+    None for any other cell."""
+    lines = raw.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None or not re.match(r"^\s*%%capture(\s|$)", lines[first]):
+        return None
+    words = [w for w in lines[first].split()[1:] if not w.startswith("-")]
+    name = words[0] if words and words[0].isidentifier() else None
+    from pyadapter.capture.notebook_file import transform_source
+
+    body = transform_source("\n".join(lines[first + 1 :]))
+    magic = f"{name} = {CAPTURED_OUTPUT}()" if name is not None else "pass"
+    missing = len(lines) - first - 1 - len(body.splitlines())
+    return "\n" * first + magic + "\n" + body + "\n" * max(missing, 0)
 
 
 class _NoShellCommands:
@@ -856,6 +894,7 @@ def run_notebook(path: Path, skipped: list[str] | None = None, order: list[int] 
     # A cell the kernel ran again later may have raised the first time (a fit cell run before the cell that
     # defines its data, then again after it): the kernel went on, and so does the replay, up to a cell's last run.
     last_run = {target: number for number, (target, _) in enumerate(cells)}
+    namespace[CAPTURED_OUTPUT] = _empty_captured_output
     outputs = _CellOutputs(namespace)
     try:
         for number, (target, source) in enumerate(cells):
