@@ -7406,3 +7406,41 @@ def test_a_mu_law_without_the_magnitude_is_told_abs_not_a_clamp(
     assert cause.change is not None and cause.change.line == 5, cause
     assert ("tf.math.log1p(mu * tf.abs(x))" in cause.change.what) == signed, cause.change.what
     assert ("tf.math.log1p(tf.maximum(x, 0.0))" in cause.change.what) == (not signed), cause.change.what
+
+
+def test_an_infinite_python_number_numpy_warned_making_is_changed_where_it_is_made(tmp_path: Path) -> None:
+    """A class weight ``(y == 0).sum() / (y == 1).sum()`` of a slice with no positives is inf, given to a loss
+    factory (``weighted_bce(POS_WEIGHT)``) and traced into the step as a constant: ``inf * y_true`` is NaN where
+    y_true is 0. The words were "a large finite number instead (1e9 for a mask value)" at the loss (s39c fraud); the
+    line NumPy warned at makes the number. Without that warning the product's words stay."""
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import numpy as np\nfrom losses import weighted_bce\n"
+        "POS_WEIGHT = (y_recent == 0).sum() / (y_recent == 1).sum()\n"
+        "model.compile(optimizer='adam', loss=weighted_bce(POS_WEIGHT))\nmodel.fit(x, y_recent)\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=4,
+        role="origin",
+        op=OpRef("compile_loss/loss/mul", "Mul"),
+        health=TensorHealth(dtype="float32", size=256, nan=250, pos_inf=6),
+        inputs=[
+            InputHealth("compile_loss/loss/mul/x:0", TensorHealth(dtype="float32", size=1, pos_inf=1)),
+            InputHealth(
+                "compile_loss/loss/ExpandDims:0", TensorHealth(dtype="float32", size=256, zero=250, pos=6)
+            ),
+        ],
+    )
+    warning = NumpyWarning(str(program), 3, "divide by zero encountered in scalar divide")
+    context = CauseContext(entry_script=str(program), numpy_warnings=[warning])
+    cause = classify(findings_of(origin), context)
+    assert cause.change is not None and cause.change.line == 3, cause
+    assert cause.change.what.startswith("the value of POS_WEIGHT: it is inf here"), cause.change.what
+    assert 'NumPy warned "divide by zero encountered in scalar divide" at train.py:3' in cause.summary, (
+        cause.summary
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.change is not None and cause.change.what.startswith("the +inf factor"), cause.change

@@ -180,6 +180,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _jitter_already_added(origin, cause, units)
             or _saturated_by_unscaled_features(context, origin, cause, units)
             or _at_the_relu(findings, cause, units)
+            or _traced_number_numpy_made(origin, context, cause)
             or _product_of_a_mask_constant(findings, origin, cause)
             or _loss_config_without_from_logits(cause, units)
             or _layer_epsilon_zero(origin, cause, units)
@@ -2735,6 +2736,53 @@ def _zero_times_infinity_words(origin: Finding) -> tuple[str, str] | None:
         "tf.where(mask, x, -1e9) instead of multiplying a mask by an infinity"
     )
     return summary, what
+
+
+# The graph's name of a Python number an op took at trace time, either operand: ``pos_weight * y`` ("mul/x:0").
+_TRACED_OPERAND = re.compile(r"/[xy](?:_\d+)?:0$")
+
+
+def _traced_number_numpy_made(origin: Finding, context: CauseContext, cause: Cause) -> Cause | None:
+    """An op given a Python number that was inf or NaN when the step was traced (a constant of the graph), which
+    NumPy warned making before training: a class weight ``(y == 0).sum() / (y == 1).sum()`` of a slice with no
+    positives, inf, given to a loss factory (s39c fraud). The product's words said "a large finite number instead
+    (1e9 for a mask value)", a mask that was not there; the warned line makes the number. None otherwise."""
+    traced = [
+        i
+        for i in origin.inputs
+        if _TRACED_OPERAND.search(i.name)
+        and i.health is not None
+        and i.health.size == 1
+        and not i.health.is_finite
+    ]
+    if len(traced) != 1 or traced[0].health is None:
+        return None
+    kind = "nan" if traced[0].health.nan else "inf"
+    warned = [w for w in context.numpy_warnings if w.makes == kind]
+    if len(warned) != 1:
+        return None
+    warning = warned[0]
+    lines = _lines_of(warning.file, warning.cell)
+    code = lines[warning.line - 1].strip() if 0 < warning.line <= len(lines) else ""
+    target = re.match(r"^([A-Za-z_][\w.]*)\s*=[^=]", code)
+    name = target.group(1) if target else "the number"
+    place = place_text(os.path.basename(warning.file), warning.line, warning.cell)
+    value = "NaN" if kind == "nan" else "inf"
+    summary = (
+        f"the {origin.op.type} op took {traced[0].name}, a Python number that was {value} when the step was traced "
+        f'(a constant of the graph, not data): NumPy warned "{warning.message}" at {place}'
+        + (f" ({code[:80]})" if code else "")
+        + f", which made it; {cause.summary}"
+    )
+    what = (
+        f"the value of {name}: it is {value} here ({warning.message}: a count of 0, such as a class with no "
+        "samples in this data); guard the division (max(count, 1)) or keep a finite value, not a clamp where it "
+        "is used"
+    )
+    change = Change(
+        file=os.path.abspath(warning.file), line=warning.line, what=what, cell=warning.cell, target="config"
+    )
+    return Cause(cause.kind, summary, {**cause.evidence, "numpy_warning": warning.to_json()}, change)
 
 
 def _product_of_a_mask_constant(findings: Findings, origin: Finding, cause: Cause) -> Cause | None:
