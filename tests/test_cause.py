@@ -7444,3 +7444,34 @@ def test_an_infinite_python_number_numpy_warned_making_is_changed_where_it_is_ma
     )
     cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
     assert cause.change is not None and cause.change.what.startswith("the +inf factor"), cause.change
+
+
+def test_a_float16_division_past_its_range_is_precision_though_its_numerator_holds_zeros(
+    tmp_path: Path,
+) -> None:
+    """``1 + alpha * log(1 + count / eps)`` under mixed_float16 (counts cast to the prediction's float16): count /
+    1e-4 passes 65504 for any count of 7 or more. Half the counts are 0 (no interaction), and the zeros of the
+    numerator kept it from precision: "a RealDiv op made NaN/Inf from finite inputs ... keep its inputs in its
+    domain" (s39b wmf). A divisor with zeros stays a division by zero."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=3,
+        role="origin",
+        op=OpRef("implicit_mf_1/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float16", size=1024, pos_inf=377, zero=507, pos=140),
+        inputs=[
+            InputHealth("Cast:0", TensorHealth(dtype="float16", size=1024, zero=507, pos=517)),
+            InputHealth("implicit_mf_1/truediv/y:0", TensorHealth(dtype="float16", size=1, pos=1)),
+        ],
+    )
+    cause = classify(
+        findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_float16")
+    )
+    assert cause.kind == "precision", cause
+    assert "RealDiv" in cause.summary and "overflowed float16 (max 65504)" in cause.summary, cause.summary
+    origin.inputs = list(reversed(origin.inputs))  # now the divisor holds the zeros
+    cause = classify(
+        findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_float16")
+    )
+    assert cause.kind != "precision" or "overflowed" not in cause.summary, cause

@@ -5100,12 +5100,18 @@ def _sixteen_bit_range_exceeded(origin: Finding) -> bool:
     """An Inf (no NaN) from inputs all recorded finite and free of zeros: in a 16-bit dtype the result was only
     past the dtype's range, also for a log's or a division's gradient (`is_overflow` leaves those out)."""
     health = origin.health
+    # A division's numerator may hold zeros (0 / x is 0): a count of 0 in ``count / eps`` under mixed_float16,
+    # whose other counts overflowed float16, was "keep its inputs in its domain" (s39b wmf).
+    harmless = origin.inputs[0] if origin.op.type in DIVISION_OPS and len(origin.inputs) == 2 else None
     return (
         health is not None
         and health.pos_inf + health.neg_inf > 0
         and health.nan == 0
         and bool(origin.inputs)
-        and all(i.health is not None and i.health.is_finite and not i.health.zero for i in origin.inputs)
+        and all(
+            i.health is not None and i.health.is_finite and (not i.health.zero or i is harmless)
+            for i in origin.inputs
+        )
     )
 
 
