@@ -7475,3 +7475,54 @@ def test_a_float16_division_past_its_range_is_precision_though_its_numerator_hol
         findings_of(origin), CauseContext(entry_script=str(program), dtype_policy="mixed_float16")
     )
     assert cause.kind != "precision" or "overflowed" not in cause.summary, cause
+
+
+def test_a_degree_normalization_of_isolated_nodes_is_the_op_and_not_a_clamp(tmp_path: Path) -> None:
+    """A GCN's ``rsqrt(degree)`` / ``tf.pow(deg, -0.5)`` of nodes with no edges. The rsqrt's words were "keep it in
+    the domain (tf.math.rsqrt(tf.maximum(x, 1e-12)))", which, followed, weighed those nodes 1e6 and trained to
+    accuracy 0.15 (s39d p3); the Pow's empty adjacency rows were "the record x[1][310] (0 throughout): correct it
+    or leave it out" (s39d p2), a node that is valid data."""
+    from pyadapter.cause.rows import rows_of
+
+    program = tmp_path / "gcn.py"
+    program.write_text(
+        "import tensorflow as tf\n\n\ndef normalize(adjacency, degree):\n"
+        "    deg_inv_sqrt = tf.math.rsqrt(degree)\n    return tf.pow(degree, -0.5)\n"
+    )
+    rsqrt = Finding(
+        file=str(program),
+        line=5,
+        role="origin",
+        op=OpRef("gnn/UnsortedSegmentSum/Rsqrt", "Rsqrt"),
+        health=TensorHealth(dtype="float32", size=400, pos_inf=61, pos=339),
+        inputs=[
+            InputHealth("gnn/UnsortedSegmentSum:0", TensorHealth(dtype="float32", size=400, zero=61, pos=339))
+        ],
+    )
+    cause = classify(findings_of(rsqrt), CauseContext(entry_script=str(program)))
+    assert (
+        cause.change is not None and "tf.where(degree > 0, tf.math.rsqrt(degree), 0.0)" in cause.change.what
+    ), cause.change
+    adjacency = np.ones((8, 8), np.float32)
+    adjacency[3] = 0.0
+    features = np.ones((8, 4), np.float32)
+    per_row = np.ones((8,), np.float32)
+    per_row[3] = np.inf
+    batch = ((features, adjacency), np.zeros(8, np.float32))
+    rows = rows_of(per_row, batch)
+    assert rows is not None and rows.outliers
+    power = Finding(
+        file=str(program),
+        line=6,
+        role="origin",
+        op=OpRef("gcn/Pow", "Pow"),
+        health=TensorHealth(dtype="float32", size=8, pos_inf=1, pos=7),
+        inputs=[
+            InputHealth("gcn/Sum:0", TensorHealth(dtype="float32", size=8, zero=1, pos=7)),
+            InputHealth("gcn/Pow/y:0", TensorHealth(dtype="float32", size=1, neg=1)),
+        ],
+    )
+    context = CauseContext(batch=batch, entry_script=str(program))
+    cause = classify(findings_of(power, bad_rows=rows.to_json()), context)
+    assert cause.kind == "op", cause
+    assert cause.change is not None and "self-loops" in cause.change.what, cause.change

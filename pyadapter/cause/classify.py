@@ -707,6 +707,9 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # And a normalization's rsqrt of the variance of a constant record (a dropped sensor frame of zeros, a blank
         # image): the record is valid input, the layer needs an epsilon (as LayerNormalization has).
         and not (_empty_records_only(rows) and _rsqrt_of_a_variance(origin))
+        # A node with no edges (a row of zeros in the adjacency) in a degree normalization, D^-1/2: the node is
+        # valid; "correct the record or leave it out" would change the graph and every index (s39d p2).
+        and not (_empty_records_only(rows) and _inverse_root_of_a_degree(origin))
         # A target of 0 divided by in a relative error (MAPE's ``/ y_true``: a day the store was closed) is valid
         # data: the loss is undefined there, the record is right. A feature unlike the rest on those rows (the
         # holiday flag of the closed days) goes with the zero target, and correcting it changes nothing.
@@ -2567,6 +2570,13 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
             "the rsqrt of a variance: add an epsilon inside it, tf.math.rsqrt(variance + 1e-5), as "
             "LayerNormalization and BatchNormalization do (a constant input has variance 0)"
         )
+    elif name == "rsqrt" and zero and _inverse_root_of_a_degree(origin):
+        # A clamp at 1e-12, followed, weighed each isolated node 1e6 and trained to accuracy 0.15 (s39d p3).
+        what = (
+            "the degree's inverse square root: a node with no edges has degree 0, and its normalization is 0 there, "
+            "tf.where(degree > 0, tf.math.rsqrt(degree), 0.0), or add self-loops (A + I) so that no degree is 0; "
+            "a clamp at 1e-12 weighs those nodes 1e6"
+        )
     elif name == "log" and zero and (origin.op.graph or "").startswith("Dataset_"):
         # A log of a quantity read in the input pipeline (a price, a count: 0 is a valid value there): the clamp
         # turns free items into outliers of -16.1; log1p is how such a target is usually logged.
@@ -4248,6 +4258,22 @@ def _rsqrt_of_a_variance(origin: Finding) -> bool:
         _VARIANCE_OUTPUT.search(i.name) and i.health is not None and (i.health.zero or 0) > 0
         for i in origin.inputs
     )
+
+
+# A graph's degree (or a count) named on the line: ``deg_inv_sqrt = tf.math.rsqrt(degree)``, ``rowsum``.
+_DEGREE_NAME = re.compile(r"\b(?:deg|degs|degree|degrees|in_deg|out_deg|rowsum|row_sum|node_degree)\b|\bdeg_")
+
+
+def _inverse_root_of_a_degree(origin: Finding) -> bool:
+    """An inverse square root of zeros on a line that names a degree: a GCN's ``rsqrt(degree)`` or ``pow(deg,
+    -0.5)`` of a node with no edges, valid data for which the normalization is undefined."""
+    zero_base = (
+        bool(origin.inputs) and origin.inputs[0].health is not None and bool(origin.inputs[0].health.zero)
+    )
+    if origin.op.type == "Pow":
+        exponent = origin.inputs[1].health if len(origin.inputs) > 1 else None
+        return zero_base and exponent is not None and bool(exponent.neg)
+    return origin.op.type == "Rsqrt" and zero_base and bool(_DEGREE_NAME.search(_origin_source_line(origin)))
 
 
 def _log_of_a_reduction_of_zero(origin: Finding) -> bool:
