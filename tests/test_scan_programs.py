@@ -245,3 +245,18 @@ def test_an_op_in_a_statement_of_several_lines_is_shown_with_its_whole_statement
         f"  {exp_line:>5} |         -0.5 * ((sample - mean) ** 2.0 * tf.exp(-logvar) + logvar + log2pi),  # EXP",
         f"  {line:>5} |         axis=raxis)  # ORIGIN",
     ], shown
+
+
+def test_atan2_backward_origin_is_the_atan2_not_the_line_that_reads_one_input(dumps) -> None:
+    """atan2(y, x)'s gradient reads y and x; the first op of the step reading x alone (``real**2`` on the line
+    before) was named, with "divide_no_nan" on a line that divides nothing (s39e p5). The atan2 reads both, and the
+    cause says atan2 at (0, 0)."""
+    findings = scan_dump(dumps["backward_atan2.py"].dump)
+    origin = findings.origin
+    assert origin is not None and origin.op.forward_op == "Atan2", origin
+    attach_cause(findings)
+    cause = cause_of(findings)
+    assert cause is not None and cause.summary.startswith("the step differentiated atan2(y, x) at (0, 0)"), (
+        cause.summary
+    )
+    assert cause.change is not None and "tf.math.atan2(y, x + 1e-7)" in cause.change.what, cause.change

@@ -91,10 +91,13 @@ def forward_op_for(dump: HostDump, op: OpInfo) -> OpInfo | None:
     same_graph = [o for (g, _), o in dump.ops.items() if g == op.graph_id and not is_gradient_op(o)]
     if scope is not None:
         in_scope = [o for o in same_graph if os.path.dirname(o.name) == scope]
-        # 3. An op of the mirrored scope that consumes a forward tensor the gradient reads (LogGrad reads x).
-        for candidate in in_scope:
-            if tensor_names.intersection(candidate.inputs):
-                return candidate
+        # 3. An op of the mirrored scope that consumes a forward tensor the gradient reads (LogGrad reads x); of
+        # several, the one that consumes most of them: atan2(y, x)'s gradient reads both y and x, and the first op
+        # reading x alone (an ``x**2`` on the line before) was named (s39e p5).
+        consuming = [(len(tensor_names.intersection(c.inputs)), -i, c) for i, c in enumerate(in_scope)]
+        best = max(consuming, key=lambda item: item[:2], default=None)
+        if best is not None and best[0] > 0:
+            return best[2]
         # 4. An op of the mirrored scope that produced one.
         for producer, _ in forward:
             if os.path.dirname(producer.name) == scope:
