@@ -7526,3 +7526,49 @@ def test_a_degree_normalization_of_isolated_nodes_is_the_op_and_not_a_clamp(tmp_
     cause = classify(findings_of(power, bad_rows=rows.to_json()), context)
     assert cause.kind == "op", cause
     assert cause.change is not None and "self-loops" in cause.change.what, cause.change
+
+
+SPECTRAL_NORM = """import tensorflow as tf
+from keras import layers
+
+
+class SNDense(layers.Layer):
+    def build(self, input_shape):
+        self.kernel = self.add_weight(shape=(input_shape[-1], self.units), initializer="glorot_uniform")
+        self.u = self.add_weight(shape=(1, self.units), initializer="zeros", trainable=False, name="sn_u")
+
+    def call(self, inputs):
+        v = tf.matmul(self.u, self.kernel, transpose_b=True)
+        v = v / tf.norm(v)
+        return tf.matmul(inputs, self.kernel)
+"""
+
+
+def test_a_normalized_zero_vector_made_of_a_zero_initialized_variable_names_its_initializer(
+    tmp_path: Path,
+) -> None:
+    """A spectral normalization's power iteration from ``self.u`` initialized to zeros: ``v / tf.norm(v)`` is 0 / 0.
+    "+ 1e-7 on the divisor", followed twice, moved the NaN to the next normalization and then to ``w / sigma``
+    (s39a sngan). The variable's initializer is the change; a random start is never 0."""
+    program = tmp_path / "sn.py"
+    program.write_text(SPECTRAL_NORM)
+    origin = Finding(
+        file=str(program),
+        line=12,
+        role="origin",
+        op=OpRef("sn_dense/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=64, nan=64),
+        inputs=[
+            InputHealth("sn_dense/MatMul:0", TensorHealth(dtype="float32", size=64, zero=64)),
+            InputHealth("sn_dense/norm/Squeeze:0", TensorHealth(dtype="float32", size=1, zero=1)),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.change is not None and cause.change.line == 8, cause
+    assert cause.change.what.startswith("the initial value of self.u"), cause.change.what
+    assert "a vector that is all zeros (64 of 64 values)" in cause.summary, cause.summary
+    program.write_text(
+        SPECTRAL_NORM.replace('initializer="zeros", trainable', 'initializer="random_normal", trainable')
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.change is not None and cause.change.line == 12, cause

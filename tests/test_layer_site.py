@@ -143,6 +143,29 @@ def test_a_keras_op_applied_between_layers_is_found_by_its_function(tmp_path: Pa
     assert layer_site("functional_1/Exp", "Exp", str(program)) is None  # two ops.exp: not told apart
 
 
+def test_a_division_of_keras_ops_between_layers_is_found_by_its_operator(tmp_path: Path) -> None:
+    """``h = (inputs - ops.mean(...)) / ops.std(...)`` in a functional model: the operator is the model's
+    ``functional_1/truediv``, and the fit line was marked (s39e p7). A division of plain numbers (NumPy's) is not
+    the model's."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\n"
+        "from keras import layers, ops\n"
+        "x = raw / 255.0\n"
+        "inputs = keras.Input(shape=(64, 1))\n"
+        "h = (inputs - ops.mean(inputs, axis=1, keepdims=True)) / ops.std(inputs, axis=1, keepdims=True)\n"
+        "out = layers.Dense(1)(layers.Flatten()(h))\n"
+        "model = keras.Model(inputs, out)\n"
+        "model.fit(x, y)\n"
+    )
+    site = layer_site("functional_1/truediv", "RealDiv", str(program))
+    assert site is not None and (site.line, site.what) == (5, "the line that applies its division (/)"), site
+    program.write_text(
+        program.read_text().replace("x = raw / 255.0", "x = ops.convert_to_tensor(raw) / 255.0")
+    )
+    assert layer_site("functional_1/truediv", "RealDiv", str(program)) is None  # two: not told apart
+
+
 def test_a_model_built_in_a_module_beside_the_training_script_is_found_there(tmp_path: Path) -> None:
     """A research repo's layout: ``nets.py`` builds the model, ``run_clf.py`` imports it and fits. Only the fit's
     file was read, and the fit line was marked."""

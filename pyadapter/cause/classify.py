@@ -181,6 +181,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _saturated_by_unscaled_features(context, origin, cause, units)
             or _at_the_relu(findings, cause, units)
             or _traced_number_numpy_made(origin, context, cause)
+            or _normalized_zero_vector(origin, cause, units)
             or _product_of_a_mask_constant(findings, origin, cause)
             or _loss_config_without_from_logits(cause, units)
             or _layer_epsilon_zero(origin, cause, units)
@@ -1611,6 +1612,19 @@ def _op(
                 "the norm: it has no epsilon to add, so write it out with one inside the sqrt, "
                 "tf.sqrt(tf.reduce_sum(tf.square(x), axis=-1) + 1e-12), so the step never takes it at 0"
             )
+    elif (zeros := _atan2_differentiated_at_the_origin(origin)) is not None:
+        # atan2's gradient is x / (x**2 + y**2): 0 / 0 at (0, 0), a phase of a zero-padded or silent bin.
+        evidence["zeros_in"] = zeros
+        summary = (
+            f"the step differentiated atan2(y, x) at (0, 0) ({zeros} point{'s' if zeros != 1 else ''}: a phase of "
+            "a zero-padded or silent bin, a direction of a zero vector): atan2's slope there is 0 / 0, so the "
+            "backward pass made NaN while the loss stayed finite"
+        )
+        what = (
+            "the atan2's inputs: keep them off (0, 0) before it, tf.math.atan2(y, x + 1e-7), or leave those points "
+            "out of the inputs (x = tf.where(magnitude > 0, x, 1.0)); a tf.where on the atan2's result still "
+            "passes the NaN gradient"
+        )
     elif (zeros := _fractional_power_differentiated_at_zero(origin)) is not None:
         # pow(x, 0.5) (a focal loss's (1 - p) ** gamma with gamma < 1): the same slope as sqrt's at 0.
         evidence["zeros_in"] = zeros
@@ -4208,6 +4222,16 @@ def _sqrt_differentiated_at_zero(origin: Finding) -> int | None:
     return value.zero or None
 
 
+def _atan2_differentiated_at_the_origin(origin: Finding) -> int | None:
+    """How many zeros the divisor of atan2's gradient (x**2 + y**2) held where it made NaN; None for any other op."""
+    if (origin.op.forward_op or "").rsplit("/", 1)[-1].split("_")[0] != "Atan2" or len(origin.inputs) != 2:
+        return None
+    if origin.op.type not in DIVISION_OPS:
+        return None
+    divisor = origin.inputs[1].health
+    return (divisor.zero or None) if divisor is not None and divisor.is_finite else None
+
+
 def _in_the_step(origin: Finding) -> bool:
     """Whether an op ran in the training step's graph (or one it calls), not in a tf.data pipeline's function
     (``Dataset_map_...``) or an unknown place."""
@@ -5462,6 +5486,73 @@ def _custom_layer_class(units: list[SourceUnit], origin: Finding) -> str | None:
     """The name of the user's class whose code holds the origin's line, if any."""
     node = _class_of_origin(units, origin)
     return node.name if node is not None else None
+
+
+def _normalized_zero_vector(origin: Finding, cause: Cause, units: list[SourceUnit]) -> Cause | None:
+    """``v = v / tf.norm(v)`` of a vector that is all zeros, made of a variable of the origin's class that starts
+    at zeros: a spectral normalization's power-iteration vector ``self.u = self.add_weight(..., initializer=
+    "zeros", trainable=False)``. The division's words ("+ 1e-7"), followed twice, moved the 0 / 0 to the next
+    normalization and then to ``w / sigma`` (s39a sngan); the vector's initial value is the change. None
+    otherwise."""
+    if origin.op.type not in DIVISION_OPS or len(origin.inputs) != 2:
+        return None
+    numerator, divisor = (i.health for i in origin.inputs)
+    if numerator is None or divisor is None or not numerator.is_finite or not divisor.is_finite:
+        return None
+    if not numerator.size or numerator.zero != numerator.size or not divisor.zero:
+        return None
+    owner = _class_of_origin(units, origin)
+    if owner is None:
+        return None
+    method = next(
+        (
+            f
+            for f in ast.walk(owner)
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and f.lineno <= origin.line <= (f.end_lineno or f.lineno)
+        ),
+        None,
+    )
+    if method is None:
+        return None
+    read = {
+        n.attr
+        for n in ast.walk(method)
+        if isinstance(n, ast.Attribute)
+        and isinstance(n.value, ast.Name)
+        and n.value.id == "self"
+        and n.lineno <= origin.line
+    }
+    zeros: list[tuple[str, ast.Assign]] = []
+    for node in ast.walk(owner):
+        if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+            continue
+        target = node.targets[0]
+        if not (
+            isinstance(target, ast.Attribute) and target.attr in read and isinstance(node.value, ast.Call)
+        ):
+            continue
+        initial = change_line.keyword(node.value, "initializer")
+        first = node.value.args[0] if node.value.args else None
+        if (isinstance(initial, ast.Constant) and initial.value == "zeros") or (
+            isinstance(first, ast.Call) and called_name(first) == "zeros"
+        ):
+            zeros.append((target.attr, node))
+    if len(zeros) != 1:
+        return None
+    name, statement = zeros[0]
+    summary = (
+        f"the {origin.op.type} op divided a vector that is all zeros ({numerator.zero} of {numerator.size} values) "
+        f"by its norm, 0: normalizing a zero vector is 0 / 0; the vector is made of self.{name}, a variable that "
+        f"starts at zeros (line {statement.lineno}), so every normalization of it stays 0 / 0"
+    )
+    what = (
+        f'the initial value of self.{name}: start it from a random vector (initializer="random_normal"), as a '
+        "power iteration needs; an epsilon at the division keeps it 0, and the next normalization (or the division "
+        "by the singular value) divides by 0 again"
+    )
+    change = Change(file=origin.file, line=statement.lineno, what=what, cell=origin.cell, target="op")
+    return Cause(cause.kind, summary, {**cause.evidence, "zero_variable": f"self.{name}"}, change)
 
 
 def _class_of_origin(units: list[SourceUnit], origin: Finding) -> Any:

@@ -273,7 +273,22 @@ def _calls(path: str, mtime_key: float) -> tuple[_Call, ...]:
         )
         owner = ast.unparse(func.value) if isinstance(func, ast.Attribute) else ""
         out.append(_Call(name, node.lineno, keywords, times.get(id(node), 1), owner))
+    # ``(inputs - ops.mean(inputs)) / ops.std(inputs)`` between a functional model's layers: the operator is a
+    # Keras operation of no layer (``functional_1/truediv``), as ``ops.divide`` is; only next to a keras.ops call,
+    # which is what makes the operands Keras tensors (TensorFlow's functions refuse them in Keras 3).
+    for binop in ast.walk(tree):
+        if isinstance(binop, ast.BinOp) and isinstance(binop.op, ast.Div) and _applies_keras_ops(binop):
+            out.append(_Call("/", binop.lineno, (), times.get(id(binop), 1), "ops"))
     return tuple(out)
+
+
+def _applies_keras_ops(node: ast.AST) -> bool:
+    return any(
+        isinstance(c, ast.Call)
+        and isinstance(c.func, ast.Attribute)
+        and re.fullmatch(r"(?:keras\.)?ops", ast.unparse(c.func.value)) is not None
+        for c in ast.walk(node)
+    )
 
 
 def layer_site(op_name: str, op_type: str, path: str) -> LayerSite | None:
@@ -315,7 +330,8 @@ def _site_in(calls: tuple[_Call, ...], scopes: list[str], op_type: str) -> tuple
         # (``h = ops.log(inputs)`` between layers, a Keras operation of no layer).
         applied = _op_call(calls, op_type)
         if applied is not None:
-            return applied, f"the line that applies its {applied.owner}.{applied.name}"
+            applies = "division (/)" if applied.name == "/" else f"{applied.owner}.{applied.name}"
+            return applied, f"the line that applies its {applies}"
     return None
 
 
@@ -366,8 +382,8 @@ _OP_FUNCTIONS = {
     "Exp": ("exp",),
     "Sqrt": ("sqrt",),
     "Rsqrt": ("rsqrt",),
-    "RealDiv": ("divide", "true_divide", "truediv"),
-    "Div": ("divide", "true_divide", "truediv"),
+    "RealDiv": ("divide", "true_divide", "truediv", "/"),
+    "Div": ("divide", "true_divide", "truediv", "/"),
     "Pow": ("power", "pow"),
     "Reciprocal": ("reciprocal",),
     "Acos": ("arccos", "acos"),
