@@ -7572,3 +7572,45 @@ def test_a_normalized_zero_vector_made_of_a_zero_initialized_variable_names_its_
     )
     cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
     assert cause.change is not None and cause.change.line == 12, cause
+
+
+@pytest.mark.parametrize(
+    ("line", "op", "inputs", "words", "not_words"),
+    [
+        (  # LambdaRank's discount with argsort's 0-based ranks (s39b lambdarank)
+            "    discounts = 1.0 / (tf.math.log(1.0 + ranks) / tf.math.log(2.0))\n",
+            "RealDiv",
+            [("truediv/x:0", dict(size=1, pos=1)), ("truediv:0", dict(size=50, zero=5, pos=45))],
+            "use log2(2.0 + rank) for 0-based ranks",
+            "tf.math.divide_no_nan(a, b) where 0 is the right answer",
+        ),
+        (  # a log-mel of silent clips in a tf.data map (s39e p2)
+            "    log_mel = tf.math.log(mel)\n",
+            "Log",
+            [("Tensordot:0", dict(size=64, zero=8, pos=56))],
+            "tf.math.log(x + 1e-6)",
+            "a price, a count",
+        ),
+    ],
+)
+def test_a_discount_of_rank_0_and_a_log_of_silence_get_their_domains_words(
+    tmp_path: Path, line: str, op: str, inputs: list, words: str, not_words: str
+) -> None:
+    """Words of the domain the line is in: a DCG discount counts positions from 1 (divide_no_nan, followed, gave
+    the top document a discount of 0), and a spectrogram's log needs an offset (log1p, offered first, compresses
+    nothing for a power spectrum's small values)."""
+    program = tmp_path / "features.py"
+    program.write_text("import tensorflow as tf\n\n\ndef features(mel, ranks):\n" + line)
+    origin = Finding(
+        file=str(program),
+        line=5,
+        role="origin",
+        op=OpRef(op, op, graph="Dataset_map_features" if op == "Log" else "train_step"),
+        health=TensorHealth(dtype="float32", size=64, neg_inf=8, pos=56),
+        inputs=[InputHealth(name, TensorHealth(dtype="float32", **health)) for name, health in inputs],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = line.strip()  # the scan's record of the line, as a dump gives it
+    cause = classify(findings, CauseContext(entry_script=str(program)))
+    assert cause.change is not None and words in cause.change.what, cause.change
+    assert not_words not in cause.change.what, cause.change

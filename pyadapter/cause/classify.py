@@ -2591,6 +2591,14 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
             "tf.where(degree > 0, tf.math.rsqrt(degree), 0.0), or add self-loops (A + I) so that no degree is 0; "
             "a clamp at 1e-12 weighs those nodes 1e6"
         )
+    elif name == "log" and zero and _SPECTRUM.search(_origin_source_line(origin)):
+        # A log-mel or log-magnitude of silence (a clip written all zeros, zero padding): the table words ("a
+        # price, a count ... tf.math.log1p(x)") were read as such, and log1p compresses nothing below 1 (s39e p2).
+        what = (
+            "the log of a spectrogram: silence (an all-zero clip, zero padding) has magnitude 0 there; add a small "
+            "offset, tf.math.log(x + 1e-6), as log-mel features are made (log1p(x) is about x for the small values "
+            "of a power spectrum, so it compresses nothing)"
+        )
     elif name == "log" and zero and (origin.op.graph or "").startswith("Dataset_"):
         # A log of a quantity read in the input pipeline (a price, a count: 0 is a valid value there): the clamp
         # turns free items into outliers of -16.1; log1p is how such a target is usually logged.
@@ -2921,13 +2929,34 @@ def _division_on_its_line(code: str, what: str) -> str:
         )
     if _RELATIVE_ERROR.search(code):
         what = (
-            "the relative error: it is undefined for a target of 0, which is valid data (a day without sales, a count of 0): "
-            "divide by tf.maximum(tf.abs(y_true), epsilon) as keras.losses.MeanAbsolutePercentageError does, or "
+            # A 0 may be real (a day without sales) or code a missing value (an unsold listing's price, s39c
+            # house): the clamp, followed on the latter, trained to a loss of 1e6 dominated by those rows.
+            "the relative error: it is undefined for a target of 0 (where 0 is a real value, a day without sales or "
+            "a count of 0; where it stands for a missing one, an unsold listing's price, leave those rows out where "
+            "the data is read): divide by tf.maximum(tf.abs(y_true), epsilon) as keras.losses.MeanAbsolutePercentageError does, or "
             f"use a symmetric (sMAPE) or absolute error; or {what.removeprefix('the division: ')}"
+        )
+    if _RANK_DISCOUNT.search(code.replace(" ", "")):
+        # LambdaRank's |delta NDCG| with argsort's 0-based ranks: log2(1 + 0) is 0 at the top; divide_no_nan,
+        # followed, gave the top document a discount of 0 (s39b lambdarank).
+        what = (
+            "the discount: DCG's 1 / log2(1 + position) counts positions from 1, and ranks from argsort count from "
+            "0, so the top rank's log is 0: use log2(2.0 + rank) for 0-based ranks (divide_no_nan gives the top "
+            "document a discount of 0, an epsilon one of 1e7)"
         )
     if "sqrt(" in code.replace(" ", ""):
         what += "; the sqrt on this line then takes 0, whose slope is infinite: an epsilon inside it too"
     return what
+
+
+# A spectrum's names on a log's line: ``tf.math.log(mel)``, ``log(tf.abs(stft))``, ``log_mel = ...``.
+_SPECTRUM = re.compile(
+    r"mel|spectrogram|spectrum|stft|\bspec\b|\bspecs\b|magnitude|\bmag\b|\bpower_spec", re.I
+)
+# A DCG discount's log of 1 + a 0-based rank: ``1.0 / (tf.math.log(1.0 + ranks) / tf.math.log(2.0))``.
+_RANK_DISCOUNT = re.compile(
+    r"log(?:2)?\(1(?:\.0*)?\+(?:tf\.cast\()?\w*(?:rank|pos|position)\w*|log1p\(\w*rank\w*\)"
+)
 
 
 # Keras's pooling layers that average over the steps a mask keeps (their op scope, snake case).
@@ -3338,7 +3367,7 @@ def _relative_error_of_a_csv_zero(cause: Cause, units: list[SourceUnit]) -> Caus
     if site is None:
         return None
     place = _site_place(site)
-    # The relative error's own words after "...which is valid data (a day without sales, a count of 0): ".
+    # The relative error's own words after "...is undefined for a target of 0 (...): ".
     rest = change.what.split("): ", 1)[1] if "): " in change.what else change.what
     summary = (
         f"{cause.summary}; {site.name} ({place}) fills an empty field with 0, its default, so a target of 0 may "
@@ -5732,8 +5761,9 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         # After a read, only arithmetic makes a column NaN: a plain copy or slice of what was read is not the place.
         if made is not None and (site is None or computed):
             what = (
-                f"the computation of {made.name}: it makes a whole column NaN/Inf (a division by a zero std or "
-                "count, a log of 0), so no record is to blame"
+                f"the computation of {made.name}: it makes a whole column NaN/Inf, by a division by a zero std "
+                "or count, a log of 0, or a mean or std over a column with missing values (NaN fields: fill or "
+                "drop them first, or np.nanmean / np.nanstd)"
                 if column is not None
                 else f"filter or repair non-finite values where {made.name} is made"
             )
