@@ -7614,3 +7614,45 @@ def test_a_discount_of_rank_0_and_a_log_of_silence_get_their_domains_words(
     cause = classify(findings, CauseContext(entry_script=str(program)))
     assert cause.change is not None and words in cause.change.what, cause.change
     assert not_words not in cause.change.what, cause.change
+
+
+@pytest.mark.parametrize(
+    ("lines", "words"),
+    [
+        (  # a GAT's softmax over each node's neighbours by hand (s39d p7)
+            ["e = tf.exp(e)", "denom = tf.math.unsorted_segment_sum(e, target, num_nodes)"],
+            "tf.math.unsorted_segment_max(e, ids, n)",
+        ),
+        (  # ListMLE's log(cumsum(exp(s))) (s39b listmle)
+            ["cum_exp = tf.math.cumsum(tf.exp(s), axis=-1, reverse=True)", "loss = tf.math.log(cum_exp) - s"],
+            "tf.math.cumulative_logsumexp(s)",
+        ),
+    ],
+)
+def test_an_exp_normalized_on_the_lines_after_it_is_a_softmax_not_an_exp_link(
+    tmp_path: Path, lines: list[str], words: str
+) -> None:
+    """An exp whose result a later line sums by segment (a GAT's attention) or a cumsum takes (ListMLE) overflowed
+    on raw features; the words were a Poisson rate's ("the features into the exp link ... a count likelihood needs
+    the counts ... log(mean target)"). They are a softmax's, in the form the code computes."""
+    program = tmp_path / "gat.py"
+    program.write_text(
+        "import tensorflow as tf\n\n\ndef attend(e, s, target, num_nodes):\n    "
+        + "\n    ".join(lines)
+        + "\n"
+    )
+    rng = np.random.default_rng(0)
+    features = np.column_stack([rng.uniform(200, 36000, 64), rng.uniform(0, 1, 64)]).astype("float32")
+    context = CauseContext(
+        history=[{"step": 0, "loss": None, "loss_nonfinite": "nan", "weight_norm": 3.2}],
+        entry_script=str(program),
+        model_info={"optimizer": "Adam", "optimizers": ["Adam"]},
+        step=0,
+        batch=(features, np.zeros((64, 1), np.float32)),
+    )
+    origin = overflow_origin(program, line=5, op="Exp")
+    findings = findings_of(origin, step=0)
+    findings.extra["origin_code"] = lines[0]
+    cause = classify(findings, context)
+    assert cause.change is not None and words in cause.change.what, cause.change
+    assert "exp link" not in cause.change.what and "count likelihood" not in cause.change.what, cause.change

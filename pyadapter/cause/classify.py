@@ -3493,7 +3493,22 @@ def _unscaled_text(unscaled: list[scale.UnscaledInput]) -> str:
 
 # An exp used as a link (a rate's activation), and the signs of an exp that is normalized (a softmax by hand).
 _EXP_LINK = re.compile(r"[\"']exponential[\"']|\bexp\(")
-_EXP_NORMALIZED = re.compile(r"softmax|reduce_sum|logsumexp|\bsum\(|/")
+_EXP_NORMALIZED = re.compile(r"softmax|reduce_sum|logsumexp|\bsum\(|/|segment_sum|cumsum")
+
+
+def _normalized_after(origin: Finding, code: str) -> str | None:
+    """The line of the next few after the exp's that normalizes its result by a sum (``alpha = e /
+    tf.gather(tf.math.unsorted_segment_sum(e, ...))``, ``tf.math.log(tf.cumsum(exp_s))``): a softmax or a
+    log-sum-exp written out over lines, not an exp link. None when none does."""
+    assigned = re.match(r"^\s*([A-Za-z_]\w*)\s*=", code)
+    if assigned is None:
+        return None
+    name = re.compile(rf"\b{re.escape(assigned.group(1))}\b")
+    lines = _origin_unit_lines(origin)[origin.line : origin.line + 6]
+    for line in lines:
+        if name.search(line) and re.search(r"segment_sum|cumsum|reduce_sum|\bsum\(|/", line):
+            return line
+    return None
 
 
 def _exp_of_unscaled_inputs(
@@ -3504,7 +3519,8 @@ def _exp_of_unscaled_inputs(
     a divergence, with a learning-rate search and the compile line; the exp's stable form and the inputs' scale
     are the change."""
     code = str(findings.extra.get("origin_code") or "")
-    link = bool(_EXP_LINK.search(code)) and not _EXP_NORMALIZED.search(code)
+    after = _normalized_after(origin, code)
+    link = bool(_EXP_LINK.search(code)) and not _EXP_NORMALIZED.search(code) and after is None
     # An exp link's input is made of the features only; its targets in raw counts are what the likelihood wants.
     shown = [u for u in unscaled if u.role == "features"] if link else []
     summary = (
@@ -3521,10 +3537,18 @@ def _exp_of_unscaled_inputs(
             "needs the counts), and a bias initialised to log(mean target) starts the rate at the data's mean"
         )
     else:
+        stable = "tf.nn.softmax(x), tf.nn.log_softmax(x), or a loss with from_logits=True"
+        written = f"{code} {after or ''}"
+        if "segment" in written:
+            # A softmax over each node's neighbours by hand (a GAT's exp, then unsorted_segment_sum): s39d p7.
+            stable = "per segment: e - tf.gather(tf.math.unsorted_segment_max(e, ids, n), ids) before the exp"
+        elif "cumsum" in written:
+            # ListMLE's log(cumsum(exp(s))): s39b listmle.
+            stable = "tf.math.cumulative_logsumexp(s) for log(cumsum(exp(s)))"
         what = (
-            "the exp: a softmax or a log-sum-exp computed stably subtracts the largest value first "
-            "(tf.nn.softmax(x), tf.nn.log_softmax(x), or a loss with from_logits=True); and scale the "
-            f"{' and '.join(u.role for u in unscaled)} (pixels / 255, or a keras.layers.Normalization layer)"
+            f"the exp: a softmax or a log-sum-exp computed stably subtracts the largest value first ({stable}); "
+            f"and scale the {' and '.join(u.role for u in unscaled)} (pixels / 255, or a "
+            "keras.layers.Normalization layer)"
         )
     what = _in_the_code_s_own_api(origin, what)
     evidence = {
