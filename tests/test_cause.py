@@ -7656,3 +7656,30 @@ def test_an_exp_normalized_on_the_lines_after_it_is_a_softmax_not_an_exp_link(
     cause = classify(findings, context)
     assert cause.change is not None and words in cause.change.what, cause.change
     assert "exp link" not in cause.change.what and "count likelihood" not in cause.change.what, cause.change
+
+
+def test_a_divergence_on_raw_targets_at_a_rate_near_the_default_leads_with_the_targets_scale(
+    tmp_path: Path,
+) -> None:
+    """SGD(0.05, momentum 0.9), 5x its default, on MSE of loads of about 500: "try 0.005 ...; and scale the
+    targets", whose first part, followed, still blew up to 1e18, while y / 1000 trained at 0.05 (s39f p12). Raw
+    targets make every gradient that many times larger: their scale leads; a rate 100x the default still does."""
+    program = write_program(tmp_path)
+    rng = np.random.default_rng(0)
+    batch = (
+        rng.normal(size=(32, 3)).astype("float32"),
+        rng.uniform(297, 715, size=(32, 1)).astype("float32"),
+    )
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        batch=batch,
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence", cause
+    assert cause.change is not None and cause.change.what.startswith("scale the targets first"), cause.change
+    assert "if it still diverges, the learning rate 0.05" in cause.change.what, cause.change
+    program.write_text(TRAIN.replace("learning_rate=0.05", "learning_rate=1.0"))
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.change is not None and cause.change.what.startswith("learning rate 1 (SGD"), cause.change

@@ -4688,6 +4688,21 @@ def _divergence(
             # where its loop's batches come from. At the first step no update ran: a rate is no way out.
             feed = change_line.loop_feed_site(units, context.step_function)
             change = _unscaled_change(units, unscaled, None if before_any_update else change, feed) or change
+        elif (
+            change is not None
+            and any(u.role == "targets" for u in unscaled)
+            # Within 10x of the optimizer's default: a rate 100x it (SGD at 1.0) is the first thing to change.
+            and scale.usual_rate(context.model_info.get("optimizer"), None if rate is None else rate / 10)
+        ):
+            # Regression targets in raw units make every gradient that many times larger: scaled, the rate that
+            # ran trained (s39f p12: 0.05 diverged on loads of ~500; a tenth of it, followed first, still blew up
+            # to 1e18, while y / 1000 trained at 0.05). The scale comes first, the rate after it.
+            roles = " and ".join(item.role for item in unscaled)
+            change = dataclasses.replace(
+                change,
+                what=f"scale the {roles} first (the loss's gradients grow with the targets' scale, so a rate tuned "
+                f"for unit-scale targets is too high for them); if it still diverges, the {change.what}",
+            )
         elif change is not None:
             roles = " and ".join(item.role for item in unscaled)
             change = dataclasses.replace(change, what=f"{change.what}; and scale the {roles}")
