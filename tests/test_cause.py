@@ -7061,6 +7061,21 @@ def test_an_exp_of_similarities_over_a_tiny_temperature_names_the_temperature(tm
     assert "its input is divided by TEMPERATURE" in cause.summary, cause.summary
     assert "unscaled inputs" not in cause.summary, cause.summary
     assert cause.change is not None and "check the value of TEMPERATURE" in cause.change.what, cause.change
+    assert "SimCLR's temperature" in cause.change.what, cause.change
+    # A classifier's tempered softmax (``exp(logits / T)``, s39c har): logits, not similarities of embeddings.
+    text = program.read_text()
+    program.write_text(
+        text.replace(
+            "similarity = tf.matmul(z, z, transpose_b=True) / TEMPERATURE", "scaled = z / TEMPERATURE"
+        ).replace("sim_exp = tf.exp(similarity)", "exps = tf.exp(scaled)"),
+        encoding="utf-8",
+    )
+    findings.extra["origin_code"] = "    exps = tf.exp(scaled)"
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert "logits over a temperature that small" in cause.summary, cause.summary
+    assert cause.change is not None and "SimCLR" not in cause.change.what, cause.change
+    program.write_text(text, encoding="utf-8")
+    findings.extra["origin_code"] = "    sim_exp = tf.exp(similarity)"
     # An exp of an argument made without a temperature keeps the general words.
     program.write_text(program.read_text().replace(" / TEMPERATURE", ""), encoding="utf-8")
     cause = classify(findings, CauseContext(history=[], entry_script=str(program)))

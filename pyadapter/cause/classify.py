@@ -1528,14 +1528,25 @@ def _op(
                 # NT-Xent at a temperature of 0.005: L2-normalized embeddings (similarities at most 1) were told
                 # "unscaled inputs or initial weights"; the temperature makes the exp's input large.
                 name = temperature
+                similarity = re.search(r"sim|cos|matmul|@|\bdot\b|embed", code, re.IGNORECASE) is not None
                 summary = (
                     f"an Exp op overflowed float32 (exp(x) is Inf for x > 88.7): its input is divided by {name}, and "
-                    "a similarity of 1 (normalized embeddings) over a temperature below 1/88.7 = 0.0113 passes it"
+                    + (
+                        "a similarity of 1 (normalized embeddings) over a temperature below 1/88.7 = 0.0113 passes it"
+                        if similarity
+                        # A classifier's tempered softmax (logits / 0.02, s39c har): no similarity, no SimCLR.
+                        else "logits over a temperature that small pass it (logits of 2 over 0.02 are 100)"
+                    )
                 )
                 what = (
-                    f"the exp of similarities / {name}: compute the softmax stably (tf.nn.softmax_cross_entropy_"
-                    "with_logits, or tf.reduce_logsumexp, subtract the largest value first), and check the "
-                    f"value of {name} (SimCLR's temperature is 0.1 to 0.5)"
+                    f"the exp of {'similarities' if similarity else 'logits'} / {name}: compute the softmax stably "
+                    "(tf.nn.softmax_cross_entropy_with_logits, or tf.reduce_logsumexp, subtract the largest value "
+                    f"first), and check the value of {name} "
+                    + (
+                        "(SimCLR's temperature is 0.1 to 0.5)"
+                        if similarity
+                        else "(a temperature that small makes the softmax nearly one-hot)"
+                    )
                 )
             elif exponent is not None:
                 evidence["exponent_weight"] = {"path": exponent.path, "value": exponent.value}
