@@ -6352,6 +6352,37 @@ def test_a_poisson_loss_on_a_linear_output_names_the_loss_and_the_output_activat
     )
 
 
+def test_a_poisson_loss_on_a_subclass_s_linear_output_names_its_returned_value(tmp_path: Path) -> None:
+    """keras.io's RecommenderNet (a keras.Model subclass) returning a linear dot product plus biases, compiled with
+    ``loss="poisson"``: the change was the compile line's "give its last layer activation=softplus", and a
+    subclass has no last layer to give one (s39b poisson_mf). The value its call returns is the change."""
+    program = tmp_path / "recommender.py"
+    program.write_text(
+        "import keras\nfrom keras import layers, ops\n\n\nclass RecommenderNet(keras.Model):\n"
+        "    def __init__(self, num_users, num_items, size, **kwargs):\n"
+        "        super().__init__(**kwargs)\n"
+        "        self.user = layers.Embedding(num_users, size)\n        self.item = layers.Embedding(num_items, size)\n\n"
+        "    def call(self, inputs):\n"
+        "        dot = ops.sum(self.user(inputs['user']) * self.item(inputs['item']), axis=-1)\n"
+        "        return dot + 1.0\n\n\n"
+        "model = RecommenderNet(100, 200, 8)\nmodel.compile(optimizer='adam', loss='poisson')\nmodel.fit(x, y)\n",
+        encoding="utf-8",
+    )
+    origin = Finding(
+        file=str(program),
+        line=19,
+        role="origin",
+        op=OpRef("compile_loss/poisson/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=32, nan=1, pos=31),
+        inputs=[
+            InputHealth("compile_loss/poisson/add:0", TensorHealth(dtype="float32", size=32, neg=1, pos=31))
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.change is not None and cause.change.line == 13, cause.change
+    assert "keras.ops.softplus" in cause.change.what and "last layer" not in cause.change.what, cause.change
+
+
 def test_a_log_of_depth_maps_with_missing_pixels_in_most_records_is_told_to_mask_them(tmp_path: Path) -> None:
     """keras.io's monocular depth with a scale-invariant log loss, ``log(pred) - log(target)``, on depth maps whose
     missing pixels are 0 in every frame: the change was "leave out the records where y holds zeros", every record.

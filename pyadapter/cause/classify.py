@@ -2136,8 +2136,58 @@ def _keras_loss_of_an_unbounded_output(
         "loss, or predict log-rates and use a loss that takes them"
     )
     site = change_line.loss_argument_site(units, names)
+    returned = _subclass_output(units, site) if site is not None else None
+    if returned is not None:
+        # A keras.Model subclass has no "last layer" to give an activation: its call's returned value is the
+        # output (keras.io's RecommenderNet returns ``ops.nn.sigmoid(x)``, here a linear dot product, s39b).
+        summary = summary.replace(
+            "the model's output layer has no activation that keeps it there",
+            f"the model's call returns a value that nothing keeps there (line {returned.line})",
+        )
+        what = (
+            f"the model's output, returned at line {returned.line}: wrap it in keras.ops.softplus(...) (or "
+            f"keras.ops.exp of a log-rate) for the {parts[1]} loss, or predict log-rates and use a loss that takes "
+            "them"
+        )
+        return Cause("op", summary, {**cause.evidence, "keras_loss": parts[1]}, _change(returned, what, "op"))
     change = _change(site, what, "compile") if site is not None else _origin_change(findings, what, "op")
     return Cause("op", summary, {**cause.evidence, "keras_loss": parts[1]}, change)
+
+
+def _subclass_output(units: list[SourceUnit], compile_site: change_line.Site) -> change_line.Site | None:
+    """The value the ``call`` of the model compiled at `compile_site` returns (``model.compile(...)`` with
+    ``model = RecommenderNet(...)``, a class of the user's with one ``return`` in its ``call``), or None."""
+    node = compile_site.node
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+        return None
+    receiver = node.func.value
+    if not isinstance(receiver, ast.Name):
+        return None
+    made = [
+        n.value
+        for unit in units
+        for n in ast.walk(unit.tree)
+        if isinstance(n, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == receiver.id for t in n.targets)
+        and isinstance(n.value, ast.Call)
+    ]
+    classes = {change_line.called_name(call) for call in made}
+    if len(classes) != 1:
+        return None
+    (name,) = classes
+    for unit in units:
+        for cls in ast.walk(unit.tree):
+            if not (isinstance(cls, ast.ClassDef) and cls.name == name):
+                continue
+            call = next((f for f in cls.body if isinstance(f, ast.FunctionDef) and f.name == "call"), None)
+            returns = (
+                [r for r in ast.walk(call) if isinstance(r, ast.Return) and r.value is not None]
+                if call
+                else []
+            )
+            if len(returns) == 1 and returns[0].value is not None:
+                return change_line.Site(unit, returns[0].value, f"{name}.call's output", target="op")
+    return None
 
 
 def _operand_as_written(findings: Findings, origin: Finding, operand: Any) -> str | None:
