@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from programs.harness import EXPECTED, marker_line, nanlens, program_dumps
 
-from pyadapter.cause import attach_cause, cause_of
+from pyadapter.cause import CauseContext, attach_cause, cause_of, classify
 from pyadapter.dump import scan_dump
 from pyadapter.findings import Findings
 from pyadapter.findings_text import origin_lines
@@ -260,3 +260,22 @@ def test_atan2_backward_origin_is_the_atan2_not_the_line_that_reads_one_input(du
         cause.summary
     )
     assert cause.change is not None and "tf.math.atan2(y, x + 1e-7)" in cause.change.what, cause.change
+
+
+def test_a_log_of_a_softmax_masked_with_minus_inf_names_the_mask(dumps) -> None:
+    """The softmax of scores masked with -inf is 0 at the padded positions: "take tf.nn.log_softmax", followed, kept
+    the -inf that the loss multiplies by a 0 target (s39b listnet). The mask's constant is found behind the softmax
+    and its line is the change."""
+    findings = scan_dump(dumps["softmax_masked_log.py"].dump)
+    mask_line = next(
+        i
+        for i, t in enumerate(Path(marker_line("softmax_masked_log.py")[0]).read_text().splitlines(), 1)
+        if t.endswith("# MASK")
+    )
+    assert findings.extra["mask_into_softmax"]["line"] == mask_line, findings.extra.get("mask_into_softmax")
+    attach_cause(findings)  # a plain dump's cause: the words; the line moves with a bundle's context
+    cause = cause_of(findings)
+    assert cause is not None and f"a mask of -inf (line {mask_line})" in cause.summary, cause
+    cause = classify(findings, CauseContext(entry_script=marker_line("softmax_masked_log.py")[0]))
+    assert cause.change is not None and cause.change.line == mask_line, cause
+    assert cause.change.what.startswith("the mask value: a large finite one (-1e9)"), cause.change

@@ -180,6 +180,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _jitter_already_added(origin, cause, units)
             or _saturated_by_unscaled_features(context, origin, cause, units)
             or _at_the_relu(findings, cause, units)
+            or _at_the_mask(findings, cause)
             or _traced_number_numpy_made(origin, context, cause)
             or _normalized_zero_vector(origin, cause, units)
             or _product_of_a_mask_constant(findings, origin, cause)
@@ -1574,7 +1575,7 @@ def _op(
             )
         ) is not None:
             summary, what = summed
-    words = None if overflow else _out_of_domain_words(origin, weight)
+    words = None if overflow else _out_of_domain_words(origin, weight, findings)
     if words is None:
         words = _matrix_words(origin)
     if words is None and not overflow:
@@ -2532,7 +2533,9 @@ def _matrix_words(origin: Finding) -> tuple[str, str] | None:
     return summary, f"the matrix given to the {origin.op.type}: {fix}"
 
 
-def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) -> tuple[str, str] | None:
+def _out_of_domain_words(
+    origin: Finding, weight: DomainWeight | None = None, findings: Findings | None = None
+) -> tuple[str, str] | None:
     """(summary, what to change) for a log/sqrt/rsqrt whose input held negatives (NaN) or, for log and rsqrt,
     zeros (-inf / +inf): the generic "made NaN/Inf from finite inputs, keep its inputs in its domain" named
     neither the values nor a way out. None for other ops or inputs. With `weight`, the input is that weight read
@@ -2577,7 +2580,21 @@ def _out_of_domain_words(origin: Finding, weight: DomainWeight | None = None) ->
             f"used), or clip it where it is read ({fix})"
         )
         return summary, what
-    if name == "log" and _ACTIVATION_OUTPUT["softmax"].search(value.name):
+    mask = findings.extra.get("mask_into_softmax") if findings is not None else None
+    if name == "log" and _ACTIVATION_OUTPUT["softmax"].search(value.name) and isinstance(mask, dict):
+        # Padded positions masked with -inf before the softmax: log_softmax, followed, kept the -inf, which the loss
+        # multiplied by a 0 target (s39b listnet). A finite mask value is the change, where it is written.
+        line = mask.get("line")
+        summary += (
+            f"; the softmax is 0 where a mask of -inf{f' (line {line})' if isinstance(line, int) else ''} set the "
+            "scores, and a log_softmax keeps that -inf, which a 0 target then multiplies (0 * -inf is NaN)"
+        )
+        what = (
+            "the mask value: a large finite one (-1e9) instead of -inf, so masked positions get a probability of "
+            "about 0 and a finite log; then take tf.nn.log_softmax of the scores (or keep masked positions out of "
+            "the loss's product: tf.where(mask, y * log_p, 0.0))"
+        )
+    elif name == "log" and _ACTIVATION_OUTPUT["softmax"].search(value.name):
         # The clamp, followed, kept it finite and left a classifier stuck (accuracy 0.19 for 3 epochs): its
         # gradient is 0 where the softmax is 0. The softmax comes off the layer for the logits to be there.
         what = (
@@ -2833,6 +2850,26 @@ def _zero_times_infinity_words(origin: Finding) -> tuple[str, str] | None:
 
 # The graph's name of a Python number an op took at trace time, either operand: ``pos_weight * y`` ("mul/x:0").
 _TRACED_OPERAND = re.compile(r"/[xy](?:_\d+)?:0$")
+
+
+def _at_the_mask(findings: Findings, cause: Cause) -> Cause | None:
+    """The change of a log of a softmax masked with -inf (`_out_of_domain_words`) on the mask's line, where the scan
+    placed the mask constant (`describe.mask_into_softmax`); None otherwise."""
+    mask = findings.extra.get("mask_into_softmax")
+    change = cause.change
+    if (
+        not isinstance(mask, dict)
+        or change is None
+        or not change.what.startswith("the mask value: a large finite")
+    ):
+        return None
+    file, line, cell = mask.get("file"), mask.get("line"), mask.get("cell")
+    if not isinstance(file, str) or not isinstance(line, int):
+        return None
+    moved = Change(
+        file=file, line=line, what=change.what, cell=cell if isinstance(cell, int) else None, target="op"
+    )
+    return dataclasses.replace(cause, change=moved)
 
 
 def _traced_number_numpy_made(origin: Finding, context: CauseContext, cause: Cause) -> Cause | None:

@@ -626,6 +626,35 @@ def relu_into_divisor(candidate: Candidate, depth: int = 8) -> dict[str, object]
     return None
 
 
+def mask_into_softmax(candidate: Candidate, depth: int = 6) -> dict[str, object] | None:
+    """The constant of -inf a graph origin ``Log`` of a softmax's zeros has behind the softmax: a ranking model's
+    ``tf.where(mask > 0, scores, -inf)`` on padded documents. The log's words were "take tf.nn.log_softmax", which,
+    followed, kept the -inf that the loss multiplies by a 0 target (NaN again, s39b listnet); the mask is the
+    change. As ``{"op", "file", "line", "cell"}``; None when no softmax is that near or no such constant is behind
+    it."""
+    origin = _origin_op(candidate)
+    if origin is None or origin.type != "Log" or candidate.trace is None:
+        return None
+    host = candidate.host
+    softmax = next((op for op in _upstream(host, origin, 3) if op.type == "Softmax"), None)
+    if softmax is None:
+        return None
+    for producer in _upstream(host, softmax, depth):
+        if producer.type not in ("Const", "HostConst"):
+            continue
+        health = _output_health(host, producer, candidate.trace.round)
+        if health is None or not health.neg_inf:
+            continue
+        mark = _marked_at(host, producer)
+        return {
+            "op": producer.name,
+            "file": mark.file if mark is not None else None,
+            "line": mark.line if mark is not None else None,
+            "cell": mark.cell if mark is not None else None,
+        }
+    return None
+
+
 def _eager_activation_into_log(host: HostScan, entry: ExecEntry, depth: int) -> dict[str, object] | None:
     """`activation_into_log` for an eager ``Log``: the executions up its inputs, nearest first."""
     scan = host.executions

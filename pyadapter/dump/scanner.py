@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pyadapter.dump.describe import (
     activation_into_log,
     loss_input_layer,
+    mask_into_softmax,
     masking_select,
     origin_finding,
     propagated_findings,
@@ -185,6 +186,7 @@ def scan_dump(
             ("zeros_from_exp", underflowed_exp),
             ("activation_into_log", activation_into_log),
             ("relu_into_divisor", relu_into_divisor),
+            ("mask_into_softmax", mask_into_softmax),
             ("zeros_from_16_bit", underflowed_16_bit),
             ("sum_of_exps", summed_exp),
         ):

@@ -33,6 +33,7 @@ EXPECTED: dict[str, tuple[str, str, str]] = {
     "norm_at_zero.py": ("norm_at_zero.py", "SqrtGrad", "backward-origin"),
     "backward_pow.py": ("backward_pow.py", "Pow", "backward-origin"),
     "backward_atan2.py": ("backward_atan2.py", "RealDiv", "backward-origin"),
+    "softmax_masked_log.py": ("softmax_masked_log.py", "Log", "origin"),
     "custom_loss_main.py": ("nanlens_losses.py", "RealDiv", "origin"),
     "keras_fit.py": ("keras_fit.py", "RealDiv", "origin"),
     "eager_program.py": ("eager_program.py", "RealDiv", "origin"),
