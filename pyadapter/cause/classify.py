@@ -4788,7 +4788,7 @@ def _divergence(
             change = _unscaled_change(units, unscaled, None if before_any_update else change, feed) or change
         elif (
             change is not None
-            and any(u.role == "targets" for u in unscaled)
+            and any(u.role == "targets" and u.first_to_change for u in unscaled)
             # Within 10x of the optimizer's default: a rate 100x it (SGD at 1.0) is the first thing to change.
             and scale.usual_rate(context.model_info.get("optimizer"), None if rate is None else rate / 10)
         ):
