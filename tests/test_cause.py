@@ -6010,6 +6010,17 @@ def test_a_graph_constant_made_nan_before_training_is_changed_where_it_is_comput
     assert cause.kind == "data", cause
     assert "its other input a_hat (gcn/MatMul_1/a:0), a value captured into the step" in cause.summary
     assert cause.change is not None and cause.change.line == 7, cause.change
+    # Made by NumPy before training (``np.power(rowsum, -0.5)``, then inf * 0 in a dot, s39d p1): NumPy's first
+    # warned line makes it, not the line that hands it to TensorFlow.
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    warnings = [
+        NumpyWarning(str(program), 6, "divide by zero encountered in power"),
+        NumpyWarning(str(program), 7, "invalid value encountered in dot"),
+    ]
+    cause = classify(findings, CauseContext(entry_script=str(program), numpy_warnings=warnings))
+    assert cause.change is not None and cause.change.line == 6, cause.change
+    assert "d[np.isinf(d)] = 0.0" in cause.change.what, cause.change
 
 
 @pytest.mark.parametrize("in_the_pipeline", [True, False])

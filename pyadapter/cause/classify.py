@@ -187,7 +187,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _loss_config_without_from_logits(cause, units)
             or _layer_epsilon_zero(origin, cause, units)
             or _keras_normalization_epsilon_zero(origin, cause, units)
-            or _captured_non_finite(findings, origin, cause, units)
+            or _captured_non_finite(findings, origin, cause, units, context.numpy_warnings)
             or _keras_loss_of_an_unbounded_output(findings, origin, cause, units)
             or _overflow_after_updates_at_a_rate_far_too_high(origin, context, cause, units)
             or cause
@@ -2059,7 +2059,11 @@ _NAN_FREE_OPS = frozenset(
 
 
 def _captured_non_finite(
-    findings: Findings, origin: Finding, cause: Cause, units: list[SourceUnit]
+    findings: Findings,
+    origin: Finding,
+    cause: Cause,
+    units: list[SourceUnit],
+    warnings: list[NumpyWarning] | None = None,
 ) -> Cause | None:
     """A subtraction (or an add) whose output is NaN while every input the dump recorded is finite: its other input,
     unrecorded, held the NaN: a value captured into the step (a target Gram matrix computed once before training,
@@ -2090,6 +2094,22 @@ def _captured_non_finite(
         "division by 0 there, a statistic of an empty selection)"
     )
     evidence = {**cause.evidence, "captured_input": names}
+    # One warned line, or one that made an inf and only NaN of it after (np.power's inf, then "invalid value in
+    # dot" of inf * 0).
+    if warnings and all(w.message.startswith("invalid value") for w in warnings[1:]):
+        # NumPy warned making it before training (a GCN's D^-1/2 of an isolated node, ``np.power(rowsum, -0.5)``,
+        # s39d p1): that line makes the value; the one that hands it to TensorFlow (``tf.constant(adj)``) copies it.
+        warned = warnings[0]
+        place = place_text(os.path.basename(warned.file), warned.line, warned.cell)
+        summary += f'; NumPy warned "{warned.message}" at {place} before training'
+        change = Change(
+            file=os.path.abspath(warned.file),
+            line=warned.line,
+            what=_numpy_fix(warned),
+            cell=warned.cell,
+            target="reading",
+        )
+        return Cause("data", summary, {**evidence, "numpy_warning": warned.to_json()}, change)
     site = change_line.attribute_or_name_site(units, written) if written is not None else None
     if site is not None:
         what = (
@@ -6101,6 +6121,12 @@ def _numpy_fix(warned: NumpyWarning) -> str:
         )
     if message.endswith(_LOG_WARNINGS):
         return "a log of 0 (-inf); guard it (np.log1p, an epsilon, np.clip) or filter the records before it"
+    if "divide" in message and message.endswith(" in power"):
+        # np.power(rowsum, -0.5) of a node with no edges: the degree normalization of a graph (s39d p1).
+        return (
+            "a power of 0 to a negative exponent (inf): a degree or count of 0 (an isolated node); set those results "
+            "to 0 (d[np.isinf(d)] = 0.0, as Kipf's GCN does) or add self-loops so that no degree is 0"
+        )
     if "divide" in message:
         return "a division by 0; add an epsilon or np.where to the divisor, or filter the records before it"
     return "guard the operation (np.clip, np.where) or filter the records before it"
