@@ -533,6 +533,17 @@ def _softmax_quotient_zeros(candidate: Candidate, origin: OpInfo, exp: OpInfo) -
     return {"op": exp.name, "file": file, "line": line, "zeros": health.zero, "quotient": True}
 
 
+def _marked_record(host: HostScan, op: OpInfo) -> dict[str, object]:
+    """``{"op", "file", "line", "cell"}`` of an op up an origin's inputs, where its finding would be marked."""
+    mark = _marked_at(host, op)
+    return {
+        "op": op.name,
+        "file": mark.file if mark is not None else None,
+        "line": mark.line if mark is not None else None,
+        "cell": mark.cell if mark is not None else None,
+    }
+
+
 def activation_into_log(candidate: Candidate, depth: int = 3) -> dict[str, object] | None:
     """The activation a graph origin ``Log`` takes, through at most `depth` ops: a ``Sigmoid`` (``log(1 -
     sigmoid(x))``: a GAN's hand-written generator loss, whose ``1 - d`` is exactly 0 in float32 once the logit
@@ -547,14 +558,7 @@ def activation_into_log(candidate: Candidate, depth: int = 3) -> dict[str, objec
         return None
     for producer in _upstream(candidate.host, origin, depth):
         if producer.type in ("Sigmoid", "Relu"):
-            mark = _marked_at(candidate.host, producer)
-            return {
-                "op": producer.name,
-                "type": producer.type,
-                "file": mark.file if mark is not None else None,
-                "line": mark.line if mark is not None else None,
-                "cell": mark.cell if mark is not None else None,
-            }
+            return {**_marked_record(candidate.host, producer), "type": producer.type}
     return None
 
 
@@ -606,15 +610,7 @@ def relu_into_divisor(candidate: Candidate, depth: int = 8) -> dict[str, object]
                 health = _output_health(host, op, candidate.trace.round)
                 if health is None or not health.zero:
                     continue
-                mark = _marked_at(host, op)
-                return {
-                    "op": op.name,
-                    "type": op.type,
-                    "file": mark.file if mark is not None else None,
-                    "line": mark.line if mark is not None else None,
-                    "cell": mark.cell if mark is not None else None,
-                    "zeros": health.zero,
-                }
+                return {**_marked_record(host, op), "type": op.type, "zeros": health.zero}
             if op.type not in _ZERO_KEEPING_TYPES:
                 continue
             for name in op.inputs:
@@ -645,13 +641,7 @@ def mask_into_softmax(candidate: Candidate, depth: int = 6) -> dict[str, object]
         health = _output_health(host, producer, candidate.trace.round)
         if health is None or not health.neg_inf:
             continue
-        mark = _marked_at(host, producer)
-        return {
-            "op": producer.name,
-            "file": mark.file if mark is not None else None,
-            "line": mark.line if mark is not None else None,
-            "cell": mark.cell if mark is not None else None,
-        }
+        return _marked_record(host, producer)
     return None
 
 
