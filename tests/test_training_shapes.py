@@ -981,14 +981,21 @@ def test_a_step_that_takes_its_optimizer_as_an_argument_replays(tmp_path):
     assert replayed["warnings"] == [], replayed["warnings"]
 
 
-def test_a_network_the_guarded_step_only_reads_is_named_until_it_is_guarded_too(tmp_path):
-    """A DQN's target network, read by the step and synced by the loop, is not in a bundle guarded with model= and
-    optimizer=: the replay rebuilt it fresh and said "stayed finite" with no warning. The guard now says at the
-    stop which variables the bundle lacks and how to guard them, the replay repeats it, and with the target in
-    checkpoint= the replay reproduces the step with no warning."""
+def test_a_network_the_guarded_step_only_reads_is_held_by_its_name_or_named_as_missing(tmp_path):
+    """A DQN's target network, read by the step and synced by the loop, was not in a bundle guarded with model= and
+    optimizer=: the replay rebuilt it fresh and said "stayed finite" with no warning. A network the program names
+    (a module global) is now held by that name, and the replay reproduces the step; one it names by no name of
+    its own (kept in a dict) is said at the stop and by the replay, with how to guard it; in checkpoint=, held."""
     program = SHAPES / "loop_target_network.py"
     done = run_program(program.name, tmp_path)
-    assert "pyadapter.NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    assert "pyadapter.NonFiniteStepError" in done.stderr and "NanGuard: note" not in done.stderr, done.stderr
+    (bundle,) = bundles(tmp_path)
+    held = [v["path"] for v in CaptureBundle.load(bundle).manifest["weights"]["variables"]]
+    assert {"target.weights[0]", "target.weights[1]"} <= set(held), held
+    assert_replays_by_reentry(bundle, program)
+
+    shutil.rmtree(tmp_path / "captures")
+    done = run_program(program.name, tmp_path, "dict")
     note = "NanGuard: note: the step reads 2 variables the bundle does not hold (sequential_1/dense_1/"
     assert note in done.stderr, done.stderr[-3000:]
     (bundle,) = bundles(tmp_path)
