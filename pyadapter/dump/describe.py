@@ -434,19 +434,29 @@ def masking_select(candidate: Candidate) -> dict[str, object] | None:
     return None
 
 
-def _upstream(host: HostScan, start: OpInfo, depth: int) -> Iterator[OpInfo]:
-    """The ops up `start`'s inputs, nearest first (breadth first, at most `depth` ops back, each once)."""
+def _upstream(
+    host: HostScan,
+    start: OpInfo,
+    depth: int,
+    slot: int | None = None,
+    through: frozenset[str] | None = None,
+) -> Iterator[OpInfo]:
+    """The ops up `start`'s inputs, nearest first (breadth first, at most `depth` ops back, each once). `slot`: up
+    that input of `start` only (a division's divisor); `through`: past ops of those types only (the others are
+    yielded, not walked past)."""
     frontier, seen = [start], {start.name}
     for _ in range(depth):
         following = []
         for op in frontier:
-            for name in op.inputs:
+            names = op.inputs if slot is None or op is not start else op.inputs[slot : slot + 1]
+            for name in names:
                 found = host.dump.op_for_input(op.graph_id, name)
                 if found is None or found[0].name in seen:
                     continue
                 seen.add(found[0].name)
                 yield found[0]
-                following.append(found[0])
+                if through is None or found[0].type in through:
+                    following.append(found[0])
         frontier = following
 
 
@@ -600,25 +610,12 @@ def relu_into_divisor(candidate: Candidate, depth: int = 8) -> dict[str, object]
     if origin is None or slot is None or len(origin.inputs) <= slot or candidate.trace is None:
         return None
     host = candidate.host
-    found = host.dump.op_for_input(origin.graph_id, origin.inputs[slot])
-    frontier = [found[0]] if found is not None else []
-    seen = {op.name for op in frontier}
-    for _ in range(depth):
-        following = []
-        for op in frontier:
-            if op.type == "Relu":
-                health = _output_health(host, op, candidate.trace.round)
-                if health is None or not health.zero:
-                    continue
-                return {**_marked_record(host, op), "type": op.type, "zeros": health.zero}
-            if op.type not in _ZERO_KEEPING_TYPES:
-                continue
-            for name in op.inputs:
-                up = host.dump.op_for_input(op.graph_id, name)
-                if up is not None and up[0].name not in seen:
-                    seen.add(up[0].name)
-                    following.append(up[0])
-        frontier = following
+    for op in _upstream(host, origin, depth, slot, _ZERO_KEEPING_TYPES):
+        if op.type != "Relu":
+            continue
+        health = _output_health(host, op, candidate.trace.round)
+        if health is not None and health.zero:
+            return {**_marked_record(host, op), "type": op.type, "zeros": health.zero}
     return None
 
 
