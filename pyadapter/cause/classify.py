@@ -1157,7 +1157,7 @@ def _rate_not_finite(context: CauseContext, units: list[SourceUnit], rate: Learn
         if warned is not None:
             # A poly-decay callback's ``base * np.power(1 - step / total_steps, 0.9)`` past total_steps: NumPy said
             # where the NaN was made, a line above the assign that was named.
-            place = place_text(os.path.basename(warned.file), warned.line, warned.cell)
+            place = _warned_place(warned)
             summary += f'; NumPy warned "{warned.message}" at {place}, where the rate was computed'
             hint = (
                 " (a power of a negative base: a polynomial decay's 1 - step / total_steps past its end, when "
@@ -1165,12 +1165,10 @@ def _rate_not_finite(context: CauseContext, units: list[SourceUnit], rate: Learn
                 if warned.message.endswith(" in power")
                 else ""
             )
-            change = Change(
-                file=warned.file,
-                line=warned.line,
-                cell=warned.cell,
-                what=f"the rate computed here: NumPy made {rate.shown()} ({warned.message}){hint}; keep it finite",
-                target=setter.target or "schedule",
+            change = _warned_change(
+                warned,
+                f"the rate computed here: NumPy made {rate.shown()} ({warned.message}){hint}; keep it finite",
+                setter.target or "schedule",
             )
             evidence["numpy_warning"] = warned.to_json()
     else:
@@ -2100,15 +2098,9 @@ def _captured_non_finite(
         # NumPy warned making it before training (a GCN's D^-1/2 of an isolated node, ``np.power(rowsum, -0.5)``,
         # s39d p1): that line makes the value; the one that hands it to TensorFlow (``tf.constant(adj)``) copies it.
         warned = warnings[0]
-        place = place_text(os.path.basename(warned.file), warned.line, warned.cell)
+        place = _warned_place(warned)
         summary += f'; NumPy warned "{warned.message}" at {place} before training'
-        change = Change(
-            file=os.path.abspath(warned.file),
-            line=warned.line,
-            what=_numpy_fix(warned),
-            cell=warned.cell,
-            target="reading",
-        )
+        change = _warned_change(warned, _numpy_fix(warned), "reading")
         return Cause("data", summary, {**evidence, "numpy_warning": warned.to_json()}, change)
     site = change_line.attribute_or_name_site(units, written) if written is not None else None
     if site is not None:
@@ -2912,11 +2904,10 @@ def _traced_number_numpy_made(origin: Finding, context: CauseContext, cause: Cau
     if len(warned) != 1:
         return None
     warning = warned[0]
-    lines = _lines_of(warning.file, warning.cell)
-    code = lines[warning.line - 1].strip() if 0 < warning.line <= len(lines) else ""
+    code = _warned_line(warning).strip()
     target = re.match(r"^([A-Za-z_][\w.]*)\s*=[^=]", code)
     name = target.group(1) if target else "the number"
-    place = place_text(os.path.basename(warning.file), warning.line, warning.cell)
+    place = _warned_place(warning)
     value = "NaN" if kind == "nan" else "inf"
     summary = (
         f"the {origin.op.type} op took {traced[0].name}, a Python number that was {value} when the step was traced "
@@ -2929,9 +2920,7 @@ def _traced_number_numpy_made(origin: Finding, context: CauseContext, cause: Cau
         "samples in this data); guard the division (max(count, 1)) or keep a finite value, not a clamp where it "
         "is used"
     )
-    change = Change(
-        file=os.path.abspath(warning.file), line=warning.line, what=what, cell=warning.cell, target="config"
-    )
+    change = _warned_change(warning, what, "config")
     return Cause(cause.kind, summary, {**cause.evidence, "numpy_warning": warning.to_json()}, change)
 
 
@@ -6001,7 +5990,7 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         # NumPy said where: its warning fired at the line that made a value of this kind before the step, where the
         # program's own arithmetic (a log of 0, a 0 / 0) made the batch's bad value. The line to change, over the
         # call that handed the array on (a dataset call, a PyDataset's return).
-        place = place_text(os.path.basename(warned.file), warned.line, warned.cell)
+        place = _warned_place(warned)
         summary += f'; NumPy warned "{warned.message}" at {place} before the step'
         if warned.makes == "inf" and bad is not None and math.isnan(bad.value):
             summary += " (an Inf it made, which a statistic over the column later turned NaN: inf - inf)"
@@ -6025,12 +6014,10 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
             warned.line,
             warned.cell,
         ):
-            change = Change(
-                file=warned.file,
-                line=warned.line,
-                cell=warned.cell,
-                what=f"NumPy made {'NaN' if warned.makes == 'nan' else 'Inf'} here ({warned.message}): {_numpy_fix(warned)}",
-                target="array",
+            change = _warned_change(
+                warned,
+                f"NumPy made {'NaN' if warned.makes == 'nan' else 'Inf'} here ({warned.message}): {_numpy_fix(warned)}",
+                "array",
             )
     return Cause("data", summary, evidence, change, provenance=where)
 
@@ -6068,6 +6055,18 @@ def _at_a_statistic(warned: NumpyWarning) -> bool:
 
 
 _PRICE_WORDS = re.compile(r"price|close|\bopen\b|adj_?close|quote", re.IGNORECASE)
+
+
+def _warned_place(warned: NumpyWarning) -> str:
+    """'train.py:30' or 'a.ipynb cell 7, line 3': where NumPy warned, as a cause says it."""
+    return place_text(os.path.basename(warned.file), warned.line, warned.cell)
+
+
+def _warned_change(warned: NumpyWarning, what: str, target: str) -> Change:
+    """The change at the line NumPy warned at."""
+    return Change(
+        file=os.path.abspath(warned.file), line=warned.line, what=what, cell=warned.cell, target=target
+    )
 
 
 def _warned_line(warned: NumpyWarning) -> str:
@@ -6376,7 +6375,7 @@ def _whole_column(batch: Any, bad: Any, units: list[SourceUnit]) -> str | None:
         if label != bad.leaf or not isinstance(value, np.ndarray) or value.ndim != 2 or value.shape[0] < 2:
             continue
         if not np.isfinite(value[:, bad.index[1]]).any():
-            key = re.fullmatch(r"\w+\['([^']+)'\]", bad.leaf)
+            key = _DICT_KEY.match(bad.leaf)
             names = change_line.keyed_columns(units, key.group(1)) if key else None
             # Every column NaN in every row, the bad element's first (two constant features z-scored: both).
             whole = [bad.index[1]] + [
