@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from pyadapter.capture import records
+
 MANIFEST_KEY = "fit_rows"
 # ``"of"``: the arrays the rows were found in. Absent: those passed to fit. SLICES: those a tf.data pipeline passed
 # to fit was made from (`datasource.sliced_rows_entry`).
@@ -74,18 +76,26 @@ def array_leaves(value: Any) -> list[np.ndarray | None]:
     return [first_array(value)]
 
 
-def fit_inputs(model: Any) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, Any] | None:
-    """(first array of x, first array of y, x's column names when it is a DataFrame, x as given) of the ``fit``
-    call of `model` on the stack, or None (no fit frame, or fit was given a dataset or generator)."""
+def _fit_locals(model: Any) -> dict[str, Any] | None:
+    """The local variables of the ``fit`` call of `model` on the stack, or None."""
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model:
-            given = frame.f_locals.get("x")
-            x = first_array(given)
-            y = first_array(frame.f_locals.get("y"))
-            return (x, y, frame_columns(given), given) if x is not None else None
+            return frame.f_locals
         frame = frame.f_back  # type: ignore[assignment]
     return None
+
+
+def fit_inputs(model: Any) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, Any] | None:
+    """(first array of x, first array of y, x's column names when it is a DataFrame, x as given) of the ``fit``
+    call of `model` on the stack, or None (no fit frame, or fit was given a dataset or generator)."""
+    found = _fit_locals(model)
+    if found is None:
+        return None
+    given = found.get("x")
+    x = first_array(given)
+    y = first_array(found.get("y"))
+    return (x, y, frame_columns(given), given) if x is not None else None
 
 
 def _row_bytes(array: np.ndarray) -> np.ndarray:
@@ -283,14 +293,10 @@ def index_of_row(entry: Any, row: int, of: str | None = None) -> int | None:
 def validation_arrays(model: Any) -> tuple[Any, Any] | None:
     """(x, y) of the validation data of the ``fit`` call of `model` on the stack (given as ``validation_data`` or
     split off by ``validation_split``: fit unpacks both into ``val_x``/``val_y``), or None."""
-    frame = sys._getframe(1)
-    while frame is not None:
-        if frame.f_code.co_name == "fit" and frame.f_locals.get("self") is model:
-            if "val_x" not in frame.f_locals:
-                return None
-            return frame.f_locals.get("val_x"), frame.f_locals.get("val_y")
-        frame = frame.f_back  # type: ignore[assignment]
-    return None
+    found = _fit_locals(model)
+    if found is None or "val_x" not in found:
+        return None
+    return found.get("val_x"), found.get("val_y")
 
 
 def non_finite_places(x: Any, y: Any, limit: int = 4) -> list[str] | None:
@@ -299,12 +305,13 @@ def non_finite_places(x: Any, y: Any, limit: int = 4) -> list[str] | None:
     generator, not read here: reading it would run the user's pipeline again)."""
     said: list[str] = []
     found_any = False
-    for label, value in _labelled_arrays((x, y)):
-        if value is None:
-            if label.startswith("x"):
+    for label, given, _ in records.leaves((x, y)):
+        array = first_array(given) if given is not None else None
+        if array is None:
+            if given is not None and label.startswith("x"):
                 return None
             continue
-        array, columns = value
+        columns = frame_columns(given)
         found_any = True
         if array.dtype.kind not in "fc" or array.ndim == 0 or not len(array):
             continue
@@ -324,27 +331,3 @@ def non_finite_places(x: Any, y: Any, limit: int = 4) -> list[str] | None:
         if len(said) >= limit:
             break
     return said if found_any else None
-
-
-def _labelled_arrays(
-    value: Any, label: str = ""
-) -> list[tuple[str, tuple[np.ndarray, list[str] | None] | None]]:
-    """(label, (array, its column names) or None) for each input of a Keras (x, y) as fit was given it."""
-    if isinstance(value, tuple) and not label:
-        return [
-            leaf
-            for name, part in zip(("x", "y"), value, strict=True)
-            for leaf in _labelled_arrays(part, name)
-        ]
-    if isinstance(value, dict):
-        return [
-            leaf
-            for key in sorted(value, key=str)
-            for leaf in _labelled_arrays(value[key], f"{label}[{key!r}]")
-        ]
-    if isinstance(value, (list, tuple)):
-        return [leaf for i, part in enumerate(value) for leaf in _labelled_arrays(part, f"{label}[{i}]")]
-    if value is None:
-        return []
-    array = first_array(value)
-    return [(label, (array, frame_columns(value)) if array is not None else None)]
