@@ -837,6 +837,48 @@ def test_a_log_of_a_csv_field_make_csv_dataset_read_as_0_changes_the_reader(
     assert cause.kind == "data" and cause.change.line == 2, cause.change
 
 
+@pytest.mark.parametrize(
+    "line", ["tw = tf.math.log(box[2] / ANCHOR_W)", "fare = tf.math.log(features['fare'])"]
+)
+def test_a_log_in_a_dataset_map_is_the_datas_not_the_output_layers(tmp_path: Path, line: str) -> None:
+    """An SSD-style target encoding in a tf.data map, ``log(box[2] / ANCHOR_W)``, and one box of width 0: the scan
+    found the Huber loss's output layer, and the words said "the huber_loss loss took it from the model's output
+    layer ... make its output positive", a layer whose output never was -inf (s40a p1). The log is the pipeline's;
+    a box's size of 0 is a bad label (drop it), a fare of 0 may be a valid value (log1p), and both are said."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "def encode(box):\n"
+        f"    {line}\n"
+        "    return tw\n"
+        "model = tf.keras.Sequential([tf.keras.layers.Dense(4)])\n"
+        "model.fit(ds.map(encode))\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=3,
+        role="origin",
+        op=OpRef("Log", "Log", graph="Dataset_map_encode"),
+        health=TensorHealth(dtype="float32", size=1, neg_inf=1),
+        inputs=[InputHealth("truediv_2:0", TensorHealth(dtype="float32", size=1, zero=1))],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = f"    {line}"
+    findings.extra["loss_input_layer"] = {
+        "line": 5,
+        "file": str(program),
+        "loss": "huber_loss",
+        "what": "the line that builds its Dense layer",
+    }
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert "output layer" not in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 3, cause.change
+    if "box" in line:
+        assert "a box of width or height 0" in cause.change.what and "log1p" not in cause.change.what
+    else:
+        assert "tf.math.log1p(x)" in cause.change.what and "dataset.filter" in cause.change.what
+
+
 def test_a_log_of_negatives_a_linear_layer_made_after_a_relu_is_not_the_relus(tmp_path: Path) -> None:
     """A Poisson NLL of a rate head ``Dense(1)`` (no activation) after ``Dense(64, activation="relu")``: the scan
     found the ReLU three ops up the log's input (Add <- MatMul <- Relu) and the change was that hidden layer,

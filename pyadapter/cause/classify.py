@@ -1705,6 +1705,9 @@ def _loss_input_layer_words(findings: Findings, origin: Finding, overflow: bool)
         or found.get("backward")
         or origin.op.type not in DOMAIN_OPS
         or origin.cell is not None
+        # A log in a tf.data map made the targets -inf (a zero-width box's log encoding): the loss read no
+        # prediction out of its domain, and "make the output positive" was followed at an output layer (s40a p1).
+        or not _in_the_step(origin)
     ):
         return (
             None  # (a notebook's layer is found in the kernel's file of its cell, which is not the notebook)
@@ -2572,6 +2575,7 @@ def _out_of_domain_words(
         # is no clamp. 1e-4 it holds.
         fix = re.sub(r"1e-(?:12|7)\b", "1e-4", fix)
     negative, zero = health.neg or 0, health.zero or 0
+    in_pipeline = (origin.op.graph or "").startswith("Dataset_")
     if negative:
         found = f"{negative} negative value{'s' if negative != 1 else ''}"
         result = f"{name} of a negative number is NaN"
@@ -2689,12 +2693,22 @@ def _out_of_domain_words(
             "offset, tf.math.log(x + 1e-6), as log-mel features are made (log1p(x) is about x for the small values "
             "of a power spectrum, so it compresses nothing)"
         )
-    elif name == "log" and zero and (origin.op.graph or "").startswith("Dataset_"):
+    elif name == "log" and zero and in_pipeline and _BOX_SIZE.search(_origin_source_line(origin)):
+        # A box's log-encoded width or height (SSD, RetinaNet, YOLO targets): a box of width 0 is a bad label,
+        # not a value to log1p, and a clamp at 1e-7 trains toward a target of -16 (s40a p1).
+        what = (
+            f"the {origin.op.type} of a box's width or height: a box of width or height 0 (a degenerate box, a "
+            "point annotation) has no log encoding; drop such boxes where the labels are read (keep w > 0 and "
+            "h > 0), or clip the size to at least one pixel before the log"
+        )
+    elif name == "log" and zero and in_pipeline:
         # A log of a quantity read in the input pipeline (a price, a count: 0 is a valid value there): the clamp
         # turns free items into outliers of -16.1; log1p is how such a target is usually logged.
         what = (
-            f"the {origin.op.type}'s input, a value read in the input pipeline that is 0 in valid records (a "
-            f"price, a count, a duration): tf.math.log1p(x) (log(1 + x), 0 at 0), or keep it in the domain ({fix})"
+            f"the {origin.op.type}'s input, a value read in the input pipeline: where 0 is a valid value (a "
+            f"price, a count, a duration), tf.math.log1p(x) (log(1 + x), 0 at 0), or keep it in the domain ({fix}); "
+            "where it is not (a size or a length never measured), drop such records where the data is read "
+            "(dataset.filter)"
         )
     else:
         what = f"the {origin.op.type}'s input: keep it in the domain ({fix})"
@@ -3057,6 +3071,8 @@ def _division_on_its_line(code: str, what: str) -> str:
 
 
 # A spectrum's names on a log's line: ``tf.math.log(mel)``, ``log(tf.abs(stft))``, ``log_mel = ...``.
+# A box's size in a log encoding's line (tw = log(box[2] / anchor_w), log(gt_w / w_a), log(height)).
+_BOX_SIZE = re.compile(r"\b(?:b?box(?:es)?|anchors?|anchor_[wh]|width|height|gt_[wh])\b", re.I)
 _SPECTRUM = re.compile(
     r"mel|spectrogram|spectrum|stft|\bspec\b|\bspecs\b|magnitude|\bmag\b|\bpower_spec", re.I
 )
