@@ -879,6 +879,49 @@ def test_a_log_in_a_dataset_map_is_the_datas_not_the_output_layers(tmp_path: Pat
         assert "tf.math.log1p(x)" in cause.change.what and "dataset.filter" in cause.change.what
 
 
+@pytest.mark.parametrize("shared", [True, False])
+def test_a_divisor_two_divisions_share_is_changed_where_it_is_made(tmp_path: Path, shared: bool) -> None:
+    """keras.io's RetinaNet loss divides the class loss and the box loss by one ``normalizer`` (the positive
+    anchors' count, 0 for an image without objects): "the division: tf.math.divide_no_nan(a, b)" at the first,
+    followed, moved the NaN to the next line (s40a p3). Where the divisor is made is the change; a divisor
+    divided by once keeps the division's own words."""
+    program = tmp_path / "train.py"
+    box = "reduce_sum(box_loss, axis=-1) / normalizer" if shared else "reduce_sum(box_loss, axis=-1)"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "class RetinaNetLoss(tf.keras.losses.Loss):\n"
+        "    def call(self, y_true, y_pred):\n"
+        "        clf_loss, box_loss, positive_mask = y_pred, y_pred, y_true\n"
+        "        normalizer = tf.reduce_sum(positive_mask, axis=-1)\n"
+        "        clf_loss = tf.reduce_sum(clf_loss, axis=-1) / normalizer\n"
+        f"        box_loss = tf.{box}\n"
+        "        return clf_loss + box_loss\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=6,
+        role="origin",
+        op=OpRef("compile_loss/RetinaNetLoss/truediv", "RealDiv", graph="train_step"),
+        health=TensorHealth(dtype="float32", size=16, pos_inf=1, pos=15),
+        inputs=[
+            InputHealth("compile_loss/RetinaNetLoss/Sum_1:0", TensorHealth(dtype="float32", size=16, pos=16)),
+            InputHealth(
+                "compile_loss/RetinaNetLoss/Sum:0", TensorHealth(dtype="float32", size=16, zero=1, pos=15)
+            ),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "        clf_loss = tf.reduce_sum(clf_loss, axis=-1) / normalizer"
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert cause.kind == "op" and cause.change is not None, cause
+    if not shared:
+        assert cause.change.line == 6 and "divides at line" not in cause.summary, cause
+        return
+    assert "normalizer divides at line 7 too" in cause.summary, cause.summary
+    assert cause.change.line == 5, cause.change
+    assert "normalizer = tf.maximum(tf.reduce_sum(positive_mask, axis=-1), 1.0)" in cause.change.what
+
+
 def test_a_log_of_negatives_a_linear_layer_made_after_a_relu_is_not_the_relus(tmp_path: Path) -> None:
     """A Poisson NLL of a rate head ``Dense(1)`` (no activation) after ``Dense(64, activation="relu")``: the scan
     found the ReLU three ops up the log's input (Add <- MatMul <- Relu) and the change was that hidden layer,

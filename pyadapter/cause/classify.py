@@ -190,6 +190,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _captured_non_finite(findings, origin, cause, units, context.numpy_warnings)
             or _keras_loss_of_an_unbounded_output(findings, origin, cause, units)
             or _overflow_after_updates_at_a_rate_far_too_high(origin, context, cause, units)
+            or _divisor_of_several_divisions(findings, origin, cause, units)
             or cause
         )
     if cause.kind == "precision" and context is not None:
@@ -3154,6 +3155,66 @@ def _divisor_the_program_sets(
     evidence = {**cause.evidence, "divisor_variable": name}
     change = _change(site, what, "op") if site is not None else _origin_change(findings, what, "op")
     return Cause("op", summary, evidence, change)
+
+
+def _divisor_of_several_divisions(
+    findings: Findings, origin: Finding, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """A divisor that several divisions of one function share (RetinaNet's ``normalizer``, the count of positive
+    anchors, divides the class loss and the box loss): the division's words at the origin's line, followed, moved
+    the NaN to the next division by it (s40a p3). The line that makes the divisor is the one to change, where one
+    floor keeps every division finite. None for a divisor divided by once, or not named by one assignment."""
+    import ast
+
+    if origin.op.type not in DIVISION_OPS or "in its divisor" not in cause.summary:
+        return None
+    found = _written_divisor(findings)
+    if found is None or not isinstance(found[0], ast.Name):
+        return None
+    name = found[0].id
+    for unit in _units_holding(units, origin):
+        holding = [
+            node
+            for node in ast.walk(unit.tree)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+            and node.lineno <= origin.line <= (node.end_lineno or node.lineno)
+        ]
+        if not holding:
+            continue
+        function = max(holding, key=lambda node: node.lineno)
+        lines = sorted(
+            {
+                node.lineno
+                for node in ast.walk(function)
+                if isinstance(node, ast.BinOp)
+                and isinstance(node.op, ast.Div)
+                and isinstance(node.right, ast.Name)
+                and node.right.id == name
+            }
+        )
+        made = [
+            node
+            for node in ast.walk(function)
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+        ]
+        others = [line for line in lines if line != origin.line]
+        if not others or len(made) != 1 or made[0].lineno >= origin.line:
+            return None
+        assignment = made[0]
+        shown = " and ".join(str(line) for line in others)
+        summary = (
+            f"{cause.summary}; {name} divides at line{'s' if len(others) > 1 else ''} {shown} too, so a guard of "
+            f"this division alone moves the NaN there"
+        )
+        what = (
+            f"{name}, where it is made: {name} = tf.maximum({ast.unparse(assignment.value)}, 1.0) for a count "
+            f"(of positives, of valid entries: an empty one then divides a sum of 0), or + 1e-7 for a scale; one "
+            "floor there keeps every division by it finite"
+        )
+        site = change_line.Site(unit, assignment.value, name)
+        return Cause("op", summary, {**cause.evidence, "shared_divisor": name}, _change(site, what, "op"))
+    return None
 
 
 # The graph's name of a Python number a division took at trace time (``x / cfg["nu"]``: "truediv/y:0").
