@@ -539,6 +539,20 @@ def test_a_log_of_a_raw_weight_gone_negative_names_the_weight(tmp_path: Path) ->
     ]
 
 
+def test_a_log_of_a_variable_the_step_moves_itself_names_that_variable(tmp_path: Path) -> None:
+    """A custom loop's noise scale ``sigma = tf.Variable(1.0)``, stepped by hand with assign_sub, went below 0: the
+    cause named a Dense bias of the same size and sign ("from the weight sequential/dense_2/bias ... the
+    optimizer's finite updates carried the weight there"), and a user would have softplus'ed that bias (s40b p9)."""
+    program = PROGRAMS / "cause_stepped_variable_log.py"
+    findings = train_and_locate(tmp_path, program)
+    cause = findings["cause"]
+    assert cause["kind"] == "op", cause
+    assert "from the variable sigma (smallest -" in cause["summary"], cause["summary"]
+    assert "the step's finite updates carried the variable there" in cause["summary"], cause["summary"]
+    assert cause["change"]["line"] == marked_line(program, "ORIGIN"), cause["change"]
+    assert cause["change"]["what"].startswith("the variable sigma: keep it positive by construction"), cause
+
+
 def test_a_division_by_a_determinant_of_a_relu_head_names_the_relu(tmp_path: Path) -> None:
     """A covariance head's Cholesky diagonal from ``Dense(2, activation="relu")``: its 2x2 inverse divides by a det
     of 0 wherever the ReLU is. The change was "+ 1e-7 on the divisor", which, followed, moved the NaN to the log of

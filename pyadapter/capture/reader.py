@@ -443,6 +443,10 @@ class CaptureBundle:
         weights): ``{path: value}``."""
         return dict(self._entries(lambda group: group != STEP_STATE_GROUP, wanted))
 
+    def step_state_with_paths(self, wanted: Callable[[str], bool]) -> dict[str, np.ndarray]:
+        """The step's own variables (`step_state_entries`) whose name `wanted` accepts, read alone."""
+        return dict(self._entries(lambda group: group == STEP_STATE_GROUP, wanted))
+
     def _entries(
         self, wanted: Callable[[Any], bool], path_wanted: Callable[[str], bool] | None = None
     ) -> list[tuple[str, np.ndarray]]:

@@ -129,7 +129,15 @@ def _domain_weight(findings: Findings, bundle: Any) -> DomainWeight | None:
     negative, zero = health.neg or 0, health.zero or 0
     if not negative and not (zero and origin.op.type != "Sqrt"):
         return None
-    values = _weights_of_size(bundle, health.size, lambda entry, _: entry.get("group") == "model")
+    # A custom loop's own variables (``sigma = tf.Variable(1.0)``, stepped with assign_sub) are the step's: a
+    # model's bias of the same size and sign was named in its place (s40b p9).
+    groups = {"model", "step"}
+    values = _weights_of_size(bundle, health.size, lambda entry, _: entry.get("group") in groups)
+    stepped = {
+        str(e.get("path"))
+        for e in (bundle.manifest.get("weights") or {}).get("variables") or []
+        if isinstance(e, dict) and e.get("group") == "step"
+    }
 
     def holds_as_many(value: np.ndarray) -> bool:
         if negative:
@@ -137,10 +145,14 @@ def _domain_weight(findings: Findings, bundle: Any) -> DomainWeight | None:
         return int(np.sum(value < 0)) == 0 and int(np.sum(value == 0)) == zero
 
     found = [
-        DomainWeight(path, float(np.min(value)))
+        DomainWeight(path, float(np.min(value)), by_optimizer=path not in stepped)
         for path, value in values.items()
         if value.dtype.kind == "f" and holds_as_many(value)
     ]
+    if len(found) > 1:
+        # Told apart by the name the origin's line reads (``tf.math.log(sigma)``).
+        code = str(findings.extra.get("origin_code") or "")
+        found = [w for w in found if re.search(rf"\b{re.escape(w.path.rsplit('/', 1)[-1])}\b", code)]
     return found[0] if len(found) == 1 else None
 
 
@@ -166,8 +178,12 @@ def _weights_of_size(
         return {}
     from pyadapter.capture.bundle_format import BundleError
 
+    stepped = {str(e.get("path")) for e in listed if e.get("group") == "step"}
     try:
-        return dict(bundle.weights_with_paths(lambda path: path in sized))
+        found = dict(bundle.weights_with_paths(lambda path: path in sized - stepped))
+        if sized & stepped:
+            found.update(bundle.step_state_with_paths(lambda path: path in sized & stepped))
+        return found
     except (BundleError, OSError, ValueError, AttributeError):
         return {}
 

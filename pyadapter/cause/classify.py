@@ -102,6 +102,8 @@ class DomainWeight:
 
     path: str
     smallest: float
+    # False for a custom loop's own variable that its step updates by hand (``sigma.assign_sub(...)``).
+    by_optimizer: bool = True
 
 
 @dataclass
@@ -2587,12 +2589,14 @@ def _out_of_domain_words(
         return None
     summary = f"the {origin.op.type} op got {found} in its input {value.name}: {result}"
     if weight is not None and READ_VARIABLE in value.name:
+        kind = "weight" if weight.by_optimizer else "variable"
         summary = (
-            f"the {origin.op.type} op got {found} from the weight {weight.path} (smallest {_fmt(weight.smallest)}): "
-            f"{result}; the optimizer's finite updates carried the weight there, and {WEIGHTS_HELD_IT}"
+            f"the {origin.op.type} op got {found} from the {kind} {weight.path} (smallest {_fmt(weight.smallest)}): "
+            f"{result}; {'the optimizer' if weight.by_optimizer else 'the step'}'s finite updates carried the "
+            f"{kind} there, and {WEIGHTS_HELD_IT}"
         )
         what = (
-            f"the weight {weight.path.rsplit('/', 1)[-1]}: keep it {'positive' if name != 'sqrt' else 'non-negative'} "
+            f"the {kind} {weight.path.rsplit('/', 1)[-1]}: keep it {'positive' if name != 'sqrt' else 'non-negative'} "
             "by construction (learn an unconstrained weight and read tf.nn.softplus(w) or tf.exp(w) where it is "
             f"used), or clip it where it is read ({fix})"
         )
