@@ -665,6 +665,22 @@ def test_the_diverging_point_of_a_grid_search_is_the_fit_replayed(tmp_path):
     assert "the 2 fits before it" in replayed["route"], replayed["route"]
 
 
+def test_a_custom_loop_after_a_teacher_fit_replays_its_guarded_step(tmp_path):
+    """A distillation script trains its mixed-precision teacher with fit, then the student in a guard_step loop
+    that reads the teacher's float16 logits. The re-entry took the teacher's fit over and refused the bundle ("the
+    bundle was captured by guard_step, but the program reached Keras fit first", s40f p6): neither "Replay
+    eagerly" nor `locate --replay` could run. The fit is a phase before the loop: one step, then the step."""
+    program = SHAPES / "loop_after_teacher_fit.py"
+    done = run_program(program.name, tmp_path)
+    assert "NanGuard: cause: precision: Exp overflowed float16" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    replayed = nanlens_json("replay", str(bundle))
+    assert replayed["reproduced"] == {"graph": True, "eager": True}, replayed["verdicts"]
+    assert "the fit before it (a phase before the guarded loop) ran one step only" in replayed["route"], (
+        replayed
+    )
+
+
 def test_the_fine_tuning_phase_of_a_transfer_learning_script_is_the_one_replayed(tmp_path):
     """Two fits in one script, each after its own compile (a head on a frozen base with Adam, then the whole model
     with SGD), the same NanGuard in both; the second diverges. The replay's re-entry took over the first fit it

@@ -63,6 +63,8 @@ class _TimedOut(BaseException):
 
 # Why the last fit a re-entry passed over was not the captured one, when it was an earlier call of the same line.
 _EARLIER_CALL = "the last an earlier call of the captured fit's line"
+# Why a guard_step bundle's re-entry passed a fit over: it came before the guarded loop.
+_BEFORE_THE_STEP = "a fit before the guarded step"
 
 
 def is_notebook(path: str | Path) -> bool:
@@ -143,8 +145,17 @@ class _BundleTakeover:
         cross-validation, a notebook's second fit), the optimizer's class and the number of trainable variables the
         manifest records (the class alone while the model has no weights yet), and the shapes of the model's
         variables (a grid search's models of other widths); a bundle without them takes the first fit."""
+        from pyadapter.capture.bundle_format import KIND_FIT
         from pyadapter.capture.guard import primary_optimizer
 
+        if self.bundle.kind != KIND_FIT:
+            # A guard_step bundle: a fit before the guarded loop is an earlier phase (a distillation's teacher
+            # trained with fit, then the student in a custom loop), run one step on the way to the step; it was
+            # taken over and refused ("the program reached Keras fit first", s40f p6). What the step reads of the
+            # teacher the bundle holds by the program's name for it.
+            self.phases_skipped += 1
+            self.last_skip_reason = _BEFORE_THE_STEP
+            return False
         if self._not_the_captured_fit():
             self.phases_skipped += 1
             recorded = FitCall.from_json(self.bundle.model_info.get(FIT_CALL_KEY))
@@ -1063,12 +1074,18 @@ def run_by_reentry(
         skipped = hook.phases_skipped
         # A loop of one-epoch fits: its earlier fits are the same line's calls, not "other calls, optimizers".
         same = hook.last_skip_reason == _EARLIER_CALL
+        before_loop = hook.last_skip_reason == _BEFORE_THE_STEP
+        one, many = (
+            ("an earlier call of the same line", "earlier calls of the same line")
+            if same
+            else ("a phase before the guarded loop", "phases before the guarded loop")
+            if before_loop
+            else ("another call, optimizer or weights", "other calls, optimizers or weights")
+        )
         phases = (
-            f"; the fit before it ({'an earlier call of the same line' if same else 'another call, optimizer or weights'}) "
-            "ran one step only"
+            f"; the fit before it ({one}) ran one step only"
             if skipped == 1
-            else f"; the {skipped} fits before it "
-            f"({'earlier calls of the same line' if same else 'other calls, optimizers or weights'}) ran one step each"
+            else f"; the {skipped} fits before it ({many}) ran one step each"
             if skipped
             else ""
         )
