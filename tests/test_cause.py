@@ -922,6 +922,43 @@ def test_a_divisor_two_divisions_share_is_changed_where_it_is_made(tmp_path: Pat
     assert "normalizer = tf.maximum(tf.reduce_sum(positive_mask, axis=-1), 1.0)" in cause.change.what
 
 
+def test_an_inf_column_of_features_summed_from_two_lists_is_changed_where_it_is_computed(
+    tmp_path: Path,
+) -> None:
+    """A Kaggle notebook's engineered ratio ``df["GarageToBsmt"] = raw.GarageArea / raw.TotalBsmtSF`` (inf where the
+    basement area is 0; pandas does not warn), its columns picked as ``features = num_cols + eng_cols`` after a
+    ``df[num_cols] = ...`` standardization. The change was "filter non-finite records where the data is read
+    (read_csv)", whose file holds none (s40c nb1): the sum of two lists named no columns, and ``df[num_cols] =``
+    was read as an assignment of num_cols."""
+    program = tmp_path / "house.py"
+    program.write_text(
+        "import numpy as np\n"
+        "import pandas as pd\n"
+        "df = pd.read_csv('train.csv')\n"
+        "num_cols = ['LotArea', 'GrLivArea', 'TotalBsmtSF']\n"
+        "df[num_cols] = (df[num_cols] - df[num_cols].mean()) / df[num_cols].std()\n"
+        "raw = pd.read_csv('train.csv')\n"
+        "df['GarageToBsmt'] = raw['GarageArea'] / raw['TotalBsmtSF']\n"
+        "eng_cols = ['GarageToBsmt']\n"
+        "features = num_cols + eng_cols\n"
+        "X = df[features].values.astype('float32')\n"
+        "tr, va = idx[:1600], idx[1600:]\n"
+        "X_train, X_val = X[tr], X[va]\n"
+        "model.fit(X_train, y_train, validation_data=(X_val, y_val))\n"
+    )
+    x = np.ones((8, 4), np.float32)
+    x[6, 3] = np.inf
+    context = CauseContext(batch=(x, np.zeros((8, 1), np.float32)), entry_script=str(program))
+    cause = classify(
+        findings_of(batch_origin(program, 13, TensorHealth(dtype="float32", size=32, pos_inf=1))), context
+    )
+    assert cause.kind == "data", cause
+    assert cause.change is not None and cause.change.line == 7, cause.change
+    assert cause.change.what.startswith("the computation of column 'GarageToBsmt' (column 3 of X_train)"), (
+        cause
+    )
+
+
 def test_a_log_of_negatives_a_linear_layer_made_after_a_relu_is_not_the_relus(tmp_path: Path) -> None:
     """A Poisson NLL of a rate head ``Dense(1)`` (no activation) after ``Dense(64, activation="relu")``: the scan
     found the ReLU three ops up the log's input (Add <- MatMul <- Relu) and the change was that hidden layer,

@@ -1598,10 +1598,22 @@ def _last_assignment(unit: SourceUnit, name: str, before: int) -> ast.stmt | Non
         if _innermost_function(functions, node.lineno) not in (scope, None):
             continue
         targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        names = [n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)]
+        names = [n for t in targets for n in _assigned_names(t)]
         if name in names and (best is None or node.lineno > best.lineno):
             best = node
     return best
+
+
+def _assigned_names(target: ast.expr) -> Iterator[str]:
+    """The names an assignment's target assigns or writes into (``X[:, 2] = ...`` writes X), not those its
+    subscripts read: ``df[num_cols] = ...`` assigns no num_cols (its list of names was taken for that line)."""
+    if isinstance(target, ast.Name):
+        yield target.id
+    elif isinstance(target, (ast.Tuple, ast.List)):
+        for element in target.elts:
+            yield from _assigned_names(element)
+    elif isinstance(target, (ast.Starred, ast.Subscript, ast.Attribute)):
+        yield from _assigned_names(target.value)
 
 
 def _assignment_before(
@@ -1812,14 +1824,34 @@ def _selected_columns(
     for node in ast.walk(value):
         if not isinstance(node, ast.Subscript):
             continue
-        key: Any = node.slice
-        if isinstance(key, ast.Name):
-            found = _assignment_before(units, unit, key.id, line)
-            key = getattr(found[1], "value", None) if found is not None else None
-        if isinstance(key, ast.List) and key.elts:
-            texts = [e.value for e in key.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
-            if len(texts) == len(key.elts):
-                return texts
+        names = _column_list(units, unit, node.slice, line)
+        if names:
+            return names
+    return None
+
+
+def _column_list(
+    units: list[SourceUnit], unit: SourceUnit, key: Any, line: int, depth: int = 0
+) -> list[str] | None:
+    """The column names `key` spells: a list of strings written there, a name the code assigns one before `line`,
+    or a sum of such lists (``features = num_cols + eng_cols``: a Kaggle notebook's engineered columns appended to
+    the numeric ones, s40c nb1)."""
+    if depth > 4:
+        return None
+    if isinstance(key, ast.Name):
+        found = _assignment_before(units, unit, key.id, line)
+        if found is None or not isinstance(getattr(found[1], "value", None), ast.expr):
+            return None
+        (where, statement) = found
+        return _column_list(units, where, statement.value, statement.lineno, depth + 1)  # type: ignore[attr-defined]
+    if isinstance(key, ast.BinOp) and isinstance(key.op, ast.Add):
+        left = _column_list(units, unit, key.left, line, depth + 1)
+        right = _column_list(units, unit, key.right, line, depth + 1)
+        return left + right if left and right else None
+    if isinstance(key, ast.List) and key.elts:
+        texts = [e.value for e in key.elts if isinstance(e, ast.Constant) and isinstance(e.value, str)]
+        if len(texts) == len(key.elts):
+            return texts
     return None
 
 
