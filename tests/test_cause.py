@@ -1649,6 +1649,14 @@ def test_a_float16_overflow_after_the_weights_rose_x40_is_the_rate_not_precision
     assert cause.change.what.startswith("learning rate 0.1 (SGD, momentum 0.9)"), cause.change.what
     steady = [dict(entry, weight_norm=17.5) for entry in rising]
     assert classify(findings_of(origin), dataclasses.replace(context, history=steady)).kind == "precision"
+    # Sale prices of 1e5 into a float16 output (s40c nb7): the weights rose as the model learned to reach them;
+    # the rate, followed, met the same Inf later, and the output layer in float32 alone trained.
+    x = np.ones((32, 4), np.float32)
+    prices = np.linspace(1.14e5, 3.06e5, 32, dtype=np.float32)[:, None]
+    cause = classify(findings_of(origin), dataclasses.replace(context, batch=(x, prices)))
+    assert cause.kind == "precision", cause.summary
+    assert "the targets (y from 1.14e+05 to 3.06e+05" in cause.summary, cause.summary
+    assert cause.change is not None and "or scale the targets (y / 1e5)" in cause.change.what, cause.change
     # A fast divergence in the last steps (float16 layers at SGD 0.08): the weights' median rose under x3 over the
     # run, but an update was 21.9 times the weights; "keep the layer in float32" met it 30 steps later.
     fast = [

@@ -4637,6 +4637,22 @@ def _sixteen_bit_overflow(
     or more (`trend.weights_rose`). Then the updates drove the values up until float16 met them first: float32 would
     only put it off (a fine-tuning rate 10x too high under mixed_float16 diverged to 8e33 without it), and "keep the
     layer in float32" sent the user away from the rate."""
+    past = _targets_past_the_range(context, units, dtype)
+    if past is not None and not _LOSS_ASSIGNMENT.search(_origin_source_line(origin)):
+        # Sale prices of 1e5 into a float16 Dense(1): the weights' norm rose x10 as the model learned to reach
+        # them, read as a divergence; its rate, followed, met the same Inf 7 epochs later, and the output layer
+        # in float32 alone trained at the same rate (s40c nb7).
+        cause = _precision(findings, context, units, origin, dtype)
+        limit = DTYPE_MAX.get(dtype, 65504.0)
+        cause.summary += (
+            f"; the targets ({past.describe()}) are past {dtype}'s max {limit:g}: a {dtype} output cannot reach "
+            "them, and its weights grow as it tries (no divergence of the rate)"
+        )
+        cause.evidence["targets_past_range"] = past.to_json()
+        if cause.change is not None:
+            exponent = round(math.log10(max(c.rms for c in past.columns)))
+            cause.change.what += f"; or scale the targets ({past.name} / 1e{exponent}) into {dtype}'s range"
+        return cause
     rose = (trend.growth(context.history) or trend.weights_rose(context.history)) if known else None
     if rose is not None:
         return _divergence(context, units, origin, rose)
@@ -5073,6 +5089,18 @@ def _rate_rose(
             written, None, used.value, "over the run, from the rate your code sets", lowest=(None, written)
         )
     return rise if rise is not None and rise.raised_to >= 1.5 * rise.start_rate else None
+
+
+def _targets_past_the_range(
+    context: CauseContext, units: list[SourceUnit], dtype: str
+) -> scale.UnscaledInput | None:
+    """The captured batch's regression targets when their largest value passes a 16-bit dtype's range (float16's
+    65504): a model whose output is in that dtype cannot produce them whatever its rate. None otherwise."""
+    limit = DTYPE_MAX.get(dtype, 65504.0)
+    for found in _unscaled_inputs(context, units):
+        if found.role == "targets" and max(max(abs(c.low), abs(c.high)) for c in found.columns) > limit:
+            return found
+    return None
 
 
 def _unscaled_inputs(context: CauseContext, units: list[SourceUnit]) -> list[scale.UnscaledInput]:
