@@ -959,6 +959,45 @@ def test_an_inf_column_of_features_summed_from_two_lists_is_changed_where_it_is_
     )
 
 
+@pytest.mark.parametrize(
+    "line, floor",
+    [
+        ("    return tf.reduce_sum(bce * y_true) / n_pos", "tf.maximum(n_pos, 1.0)"),
+        (
+            "    loss = tf.reduce_sum(per_example * labelled) / tf.reduce_sum(labelled)",
+            "tf.maximum(tf.reduce_sum(",
+        ),
+        ("    xn = x / scale", None),
+    ],
+)
+def test_a_division_by_a_count_is_floored_at_1_not_at_an_epsilon(
+    tmp_path: Path, line: str, floor: str | None
+) -> None:
+    """A loss normalized by the batch's positives (``/ n_pos``) or labelled rows: "a / tf.maximum(b, 1e-7)",
+    followed, kept the loss finite and multiplied every batch without positives by 1e7 (val AUC 0.75 -> 0.63,
+    s40c nb9). A count's floor is 1; a scale's keeps the epsilon."""
+    program = tmp_path / "train.py"
+    program.write_text(f"import tensorflow as tf\ndef loss_fn(y_true, y_pred):\n{line}\n")
+    origin = Finding(
+        file=str(program),
+        line=3,
+        role="origin",
+        op=OpRef("truediv", "RealDiv", graph="train_step"),
+        health=TensorHealth(dtype="float32", size=1, nan=1),
+        inputs=[
+            InputHealth("Sum:0", TensorHealth(dtype="float32", size=1, zero=1)),
+            InputHealth("Sum_1:0", TensorHealth(dtype="float32", size=1, zero=1)),
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(history=[], entry_script=str(program)))
+    assert cause.change is not None, cause
+    if floor is None:
+        assert "tf.maximum(b, 1e-7)" in cause.change.what, cause.change
+        return
+    assert cause.change.what.startswith(f"the division by a count: {floor}"), cause.change.what
+    assert "a / tf.maximum(b, 1e-7)" not in cause.change.what
+
+
 def test_a_log_of_negatives_a_linear_layer_made_after_a_relu_is_not_the_relus(tmp_path: Path) -> None:
     """A Poisson NLL of a rate head ``Dense(1)`` (no activation) after ``Dense(64, activation="relu")``: the scan
     found the ReLU three ops up the log's input (Add <- MatMul <- Relu) and the change was that hidden layer,
