@@ -5714,6 +5714,35 @@ def test_a_custom_loop_that_loaded_nan_weights_names_the_load(tmp_path: Path) ->
     assert cause.change is not None and cause.change.line == 5, cause.change
 
 
+def test_weights_a_script_wrote_non_finite_before_fit_name_the_write(tmp_path: Path) -> None:
+    """LSUV's data-dependent init, ``layer.kernel.assign(layer.kernel / std)`` before the one fit of a script, with
+    a ReLU unit dead on the init batch (std 0): "left so by an earlier fit or loop of the same model (a notebook
+    cell run again ...): build the model again", of a script that fit once (s40b p10). The write is the line."""
+    program = tmp_path / "lsuv.py"
+    program.write_text(
+        "import keras\n"
+        "import tensorflow as tf\n"
+        "from pyadapter import NanGuard\n"
+        "model = keras.Sequential([keras.Input(shape=(4,)), keras.layers.Dense(8), keras.layers.Dense(1)])\n"
+        "def lsuv_init(model, batch):\n"
+        "    for layer in model.layers:\n"
+        "        std = tf.math.reduce_std(layer(batch), axis=0)\n"
+        "        layer.kernel.assign(layer.kernel / std)\n"
+        "lsuv_init(model, x[:256])\n"
+        "model.compile(optimizer='adam', loss='mse')\n"
+        "model.fit(x, y, callbacks=[NanGuard()])\n"
+    )
+    context = CauseContext(history=[NAN_WEIGHTS_AT_STEP_0], entry_script=str(program), step=0)
+    cause = classify(findings_of(weights_read_back(program), step=0), context)
+    assert cause.kind == "op", cause
+    assert (
+        "the program writes them itself at lsuv.py:8 (layer.kernel.assign(layer.kernel / std))"
+        in cause.summary
+    )
+    assert "notebook" not in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 8, cause.change
+
+
 def test_a_diverging_fit_from_huge_loaded_weights_names_the_load(tmp_path: Path) -> None:
     """Fine-tuning from a checkpoint a diverged run saved (weight norm 9.9e13, a forward pass already huge at step
     0), failing later in the fit: the change was "build the model again ... left so by an earlier fit" at the model's

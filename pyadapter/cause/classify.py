@@ -5384,7 +5384,25 @@ def _started_from_bad_weights(units: list[SourceUnit], origin: Finding, step: in
         "weights_at_start": {"step": step, "weight_norm": None, "non_finite": True},
     }
     site = change_line.weights_load_site(units)
+    written = _weights_written_by_hand(units) if site is None else None
     change: Change | None = None
+    if written is not None:
+        # LSUV's ``layer.kernel.assign(layer.kernel / std)`` before fit, with a unit dead on the init batch (std 0):
+        # "an earlier fit ... a notebook cell run again; build the model again" for a script that fit once (s40b
+        # p10). The program's own write is where they went non-finite.
+        summary = (
+            f"the weights were already non-finite when this fit began (step {step}, before any update of it): the "
+            f"program writes them itself at {_site_place(written)} ({ast.unparse(written.node)}), and what it wrote "
+            f"was not finite (likely its division by a 0: a unit's std of 0 on the batch it measured); the "
+            f"{origin.op.type} op only read them"
+        )
+        what = (
+            "the write of the weights: keep what it writes finite (an epsilon in its division, std + 1e-8, or leave "
+            "units whose statistic is 0 as they are)"
+        )
+        return Cause(
+            "op", summary, {**evidence, "weights_written_at": written.line}, _change(written, what, "op")
+        )
     if site is not None:
         where = f"; they were given to the model at {_site_place(site)} ({site.name})"
         change = _weights_load_change(site, "non-finite")
@@ -5406,6 +5424,35 @@ def _started_from_bad_weights(units: list[SourceUnit], origin: Finding, step: in
         f"the {origin.op.type} op only read them"
     )
     return Cause("divergence", summary, evidence, change)
+
+
+# A layer's weights a program writes itself (LSUV's ``layer.kernel.assign(layer.kernel / std)``, a hand-made init).
+_WEIGHT_ATTRIBUTES = frozenset({"kernel", "bias", "embeddings", "gamma", "beta", "recurrent_kernel"})
+
+
+def _weights_written_by_hand(units: list[SourceUnit]) -> change_line.Site | None:
+    """The one call of the user's code that writes a layer's weights by hand with a computed value
+    (``layer.kernel.assign(layer.kernel / std)``, ``w.assign(...)`` of a ``kernel``, ``layer.set_weights([...])``
+    of a division); None for none or several."""
+    found = []
+    for unit in units:
+        for node in change_line.calls(unit):
+            func = node.func
+            if not isinstance(func, ast.Attribute) or not node.args:
+                continue
+            divides = any(
+                isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div) for n in ast.walk(node.args[0])
+            )
+            if not divides:
+                continue
+            receiver = func.value
+            if func.attr in ("assign", "assign_sub", "assign_add") and (
+                isinstance(receiver, ast.Attribute) and receiver.attr in _WEIGHT_ATTRIBUTES
+            ):
+                found.append(change_line.Site(unit, node, func.attr))
+            elif func.attr == "set_weights":
+                found.append(change_line.Site(unit, node, func.attr))
+    return found[0] if len(found) == 1 else None
 
 
 def _weights_load_change(site: change_line.Site, state: str) -> Change:
