@@ -998,6 +998,35 @@ def test_a_division_by_a_count_is_floored_at_1_not_at_an_epsilon(
     assert "a / tf.maximum(b, 1e-7)" not in cause.change.what
 
 
+def test_a_kl_divergence_of_a_quotient_is_told_log_softmax_not_a_guard_of_the_division(
+    tmp_path: Path,
+) -> None:
+    """keras.io's Distiller with a hand-written ``p_teacher * tf.math.log(p_teacher / p_student)`` on raw pixels:
+    both softmaxes hold exact 0s, and the division's words (divide_no_nan, or a floor on p_student), followed, moved
+    the NaN to the same line's 0 * log(0) (s40f p1)."""
+    program = write_program(tmp_path)
+    origin = Finding(
+        file=str(program),
+        line=FIT_LINE,
+        role="origin",
+        op=OpRef("truediv", "RealDiv", graph="train_step"),
+        health=TensorHealth(dtype="float32", size=640, nan=495, pos=145),
+        inputs=[
+            InputHealth("Softmax:0", TensorHealth(dtype="float32", size=640, zero=555, pos=85)),
+            InputHealth("Softmax_1:0", TensorHealth(dtype="float32", size=640, zero=495, pos=145)),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = (
+        "        kl = tf.reduce_sum(p_teacher * tf.math.log(p_teacher / p_student), axis=1)"
+    )
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert cause.change is not None and cause.change.what.startswith("the KL divergence: p * log(p / q)"), (
+        cause
+    )
+    assert "tf.nn.log_softmax" in cause.change.what and "divide_no_nan" not in cause.change.what
+
+
 def test_a_log_of_negatives_a_linear_layer_made_after_a_relu_is_not_the_relus(tmp_path: Path) -> None:
     """A Poisson NLL of a rate head ``Dense(1)`` (no activation) after ``Dense(64, activation="relu")``: the scan
     found the ReLU three ops up the log's input (Add <- MatMul <- Relu) and the change was that hidden layer,

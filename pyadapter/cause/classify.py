@@ -3070,14 +3070,25 @@ def _division_on_its_line(code: str, what: str) -> str:
             "0, so the top rank's log is 0: use log2(2.0 + rank) for 0-based ranks (divide_no_nan gives the top "
             "document a discount of 0, an epsilon one of 1e7)"
         )
+    if _KL_OF_A_QUOTIENT.search(code):
+        # keras.io's Distiller by hand on raw pixels: both softmaxes saturate to exact 0s, and a floor on the
+        # divisor, followed, moved the NaN to the log's 0 * -inf on the same line (s40f p1).
+        return (
+            "the KL divergence: p * log(p / q) is 0 * log(0), NaN, wherever p is 0, which no guard of the division "
+            "mends; compute it from the logits, tf.reduce_sum(p * (tf.nn.log_softmax(t_logits / T) - "
+            "tf.nn.log_softmax(s_logits / T)), axis=-1), or use keras.losses.KLDivergence() (which clips both "
+            "sides), as keras.io's Distiller does"
+        )
     if "sqrt(" in code.replace(" ", ""):
         what += "; the sqrt on this line then takes 0, whose slope is infinite: an epsilon inside it too"
     return what
 
 
-# A spectrum's names on a log's line: ``tf.math.log(mel)``, ``log(tf.abs(stft))``, ``log_mel = ...``.
 # A box's size in a log encoding's line (tw = log(box[2] / anchor_w), log(gt_w / w_a), log(height)).
 _BOX_SIZE = re.compile(r"\b(?:b?box(?:es)?|anchors?|anchor_[wh]|width|height|gt_[wh])\b", re.I)
+# A KL divergence written as ``p * log(p / q)`` (a distiller's soft targets against the student's).
+_KL_OF_A_QUOTIENT = re.compile(r"\b(\w+)\s*\*\s*(?:[\w.]+\.)?log\(\s*\1\s*/\s*\w+")
+# A spectrum's names on a log's line: ``tf.math.log(mel)``, ``log(tf.abs(stft))``, ``log_mel = ...``.
 _SPECTRUM = re.compile(
     r"mel|spectrogram|spectrum|stft|\bspec\b|\bspecs\b|magnitude|\bmag\b|\bpower_spec", re.I
 )
