@@ -1206,6 +1206,32 @@ def test_an_overflow_after_one_update_at_a_rate_far_too_high_is_the_rate(tmp_pat
     assert cause.change is not None and cause.change.what.startswith("the exp"), cause.change
 
 
+def test_an_exp_overflow_on_an_ordinary_row_too_is_the_features_scale_not_the_outlier_record(
+    tmp_path: Path,
+) -> None:
+    """A Gaussian NLL's ``tf.exp(-log_var)`` on returns in basis points overflowed at step 0 in rows 11 and 199; row
+    199 holds the crash day's -1150, and the cause was "the record x[199, 9] = -1150: correct it or leave it out".
+    Followed, it overflowed at step 0 again: row 11 is ordinary, and every row's scale is the cause (s40e p7)."""
+    from pyadapter.cause.rows import rows_of
+
+    program = write_program(tmp_path)
+    rng = np.random.default_rng(0)
+    x = rng.normal(0, 60, size=(256, 10)).astype(np.float32)
+    x[199, 9] = -1150.0
+    per_row = np.ones((256, 1), np.float32)
+    per_row[[11, 199]] = np.inf
+    batch = (x, np.zeros((256, 1), np.float32))
+    rows = rows_of(per_row, batch)
+    assert rows is not None and [o.element.row for o in rows.outliers] == [199], rows
+    origin = overflow_origin(program, op="Exp")
+    context = CauseContext(
+        history=[], entry_script=str(program), step=0, batch=batch, model_info={"optimizer": "Adam"}
+    )
+    cause = classify(findings_of(origin, step=0, bad_rows=rows.to_json()), context)
+    assert "x[199, 9] = -1150: correct it" not in str(cause.change), cause
+    assert "unscaled features" in cause.summary, cause.summary
+
+
 def test_a_fit_called_again_after_a_stop_at_step_1_is_the_rate_not_the_initial_weights(
     tmp_path: Path,
 ) -> None:

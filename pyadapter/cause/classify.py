@@ -693,6 +693,10 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # The unlike records must account for the bad rows: one odd value among eight bad rows (a -3.5 in a
         # standard normal column) explains none of the other seven. All of them: `rows.rows` names five at most.
         and 2 * len({o.element.row for o in rows.outliers}) >= rows.count
+        # An overflow on an ordinary row too (an exp of returns in basis points at step 0: row 11 and the crash
+        # day's row 199): the scale of every row is the cause, and leaving the crash day out, followed, overflowed
+        # at step 0 again (s40e p7).
+        and not (overflow and len({o.element.row for o in rows.outliers}) < rows.count)
         and not (
             overflow and dtype in SIXTEEN_BIT
         )  # rows past 65504 are the ones that overflowed: no record's
