@@ -1027,6 +1027,46 @@ def test_a_kl_divergence_of_a_quotient_is_told_log_softmax_not_a_guard_of_the_di
     assert "tf.nn.log_softmax" in cause.change.what and "divide_no_nan" not in cause.change.what
 
 
+def test_a_division_by_a_parsed_feature_defaulted_to_0_changes_the_default(tmp_path: Path) -> None:
+    """TFRecord shards, one of which lacks "rooms", parsed with ``FixedLenFeature([], tf.float32,
+    default_value=0.0)``: ``ex["sqft"] / ex["rooms"]`` is inf for those records, and the division's floor, followed,
+    made the feature sqft x 1e7 for a quarter of the data (loss 2.4e12, s40d p2). The default is the change."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "FEATURES = {\n"
+        "    'sqft': tf.io.FixedLenFeature([], tf.float32),\n"
+        "    'rooms': tf.io.FixedLenFeature([], tf.float32, default_value=0.0),\n"
+        "}\n"
+        "def parse(record):\n"
+        "    ex = tf.io.parse_single_example(record, FEATURES)\n"
+        "    return ex['sqft'] / ex['rooms']\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=8,
+        role="origin",
+        op=OpRef("truediv", "RealDiv", graph="Dataset_map_parse"),
+        health=TensorHealth(dtype="float32", size=1, pos_inf=1),
+        inputs=[
+            InputHealth(
+                "ParseSingleExample/ParseExample/ParseExampleV2:0",
+                TensorHealth(dtype="float32", size=1, pos=1),
+            ),
+            InputHealth(
+                "ParseSingleExample/ParseExample/ParseExampleV2:1",
+                TensorHealth(dtype="float32", size=1, zero=1),
+            ),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = "    return ex['sqft'] / ex['rooms']"
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert cause.kind == "data", cause
+    assert "the parsed feature 'rooms', whose default_value=0 (train.py:4)" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 4, cause.change
+
+
 def test_a_log_of_negatives_a_linear_layer_made_after_a_relu_is_not_the_relus(tmp_path: Path) -> None:
     """A Poisson NLL of a rate head ``Dense(1)`` (no activation) after ``Dense(64, activation="relu")``: the scan
     found the ReLU three ops up the log's input (Add <- MatMul <- Relu) and the change was that hidden layer,

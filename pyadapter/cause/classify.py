@@ -170,6 +170,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
         cause = (
             _divisor_the_program_sets(findings, origin, context, cause, units)
             or _constant_divisor_of_zero(findings, origin, context, cause, units)
+            or _divisor_parsed_with_a_default_of_zero(findings, origin, cause, units)
             or _spread_of_zero(findings, origin, cause, units)
             or _gaps_filled_with_zero(findings, origin, cause, units)
             or _csv_field_read_as_zero(origin, cause, units)
@@ -3265,6 +3266,53 @@ def _divisor_of_several_divisions(
         )
         site = change_line.Site(unit, assignment.value, name)
         return Cause("op", summary, {**cause.evidence, "shared_divisor": name}, _change(site, what, "op"))
+    return None
+
+
+def _divisor_parsed_with_a_default_of_zero(
+    findings: Findings, origin: Finding, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """A division by a feature a tf.train.Example parse gave its ``default_value=0.0`` (``ex["rooms"]`` of records
+    that lack "rooms"): the 0 is no value of the data but the default standing in for a missing one, and the
+    division's floor, followed, made that feature sqft x 1e7 for a quarter of the data (s40d p2). The default's
+    line is the change. None for any other division."""
+    import ast
+
+    if origin.op.type not in DIVISION_OPS or len(origin.inputs) != 2 or "Parse" not in origin.inputs[1].name:
+        return None
+    found = _written_divisor(findings)
+    if found is None or not isinstance(found[0], ast.Subscript):
+        return None
+    key = found[0].slice
+    if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+        return None
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if not isinstance(node, ast.Dict):
+                continue
+            for k, v in zip(node.keys, node.values, strict=True):
+                if not (isinstance(k, ast.Constant) and k.value == key.value and isinstance(v, ast.Call)):
+                    continue
+                default = change_line.keyword(v, "default_value")
+                if not (isinstance(default, ast.Constant) and default.value == 0):
+                    continue
+                site = change_line.Site(unit, v, "default_value")
+                summary = (
+                    f"{cause.summary}; {found[1]} is the parsed feature {key.value!r}, whose default_value=0 "
+                    f"({_site_place(site)}) stands in for records that lack it: no value of the data, and a floor or "
+                    "divide_no_nan on the division would give those records a made-up feature"
+                )
+                what = (
+                    f"the default of {key.value!r}: records without it are missing a value, not worth 0; give no "
+                    "default (a record without it then fails to parse, naming itself), or a sentinel (-1.0) that "
+                    f"a dataset.filter drops before the division, or impute a typical value"
+                )
+                return Cause(
+                    "data",
+                    summary,
+                    {**cause.evidence, "parse_default": key.value},
+                    _change(site, what, "input"),
+                )
     return None
 
 
