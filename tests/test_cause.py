@@ -1067,6 +1067,38 @@ def test_a_division_by_a_parsed_feature_defaulted_to_0_changes_the_default(tmp_p
     assert cause.change is not None and cause.change.line == 4, cause.change
 
 
+def test_a_step_given_its_model_first_names_its_arrays_as_features_and_targets(tmp_path: Path) -> None:
+    """tensorflow.org's ``train(model, x, y, learning_rate)`` with square feet in raw units: the step's first two
+    arguments, the model and x, were read as features and targets ("on unscaled targets (x from 529 ..."), and the
+    features' scale was never named (s40b p7). The arrays are the step's x and y."""
+    from pyadapter.capture.structure import ObjectArgument
+
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "from pyadapter import guard_step\n"
+        "def train(model, x, y, learning_rate):\n"
+        "    with tf.GradientTape() as t:\n"
+        "        current_loss = tf.reduce_mean(tf.square(y - model(x)))\n"
+        "    return current_loss\n"
+        "train = guard_step(train)\n"
+    )
+    sqft = np.linspace(529, 3420, 100, dtype=np.float32)
+    price = np.linspace(105, 544, 100, dtype=np.float32)
+    rising = [{"step": s, "loss": 5.7e5 * 72.0**s, "grad_norm": 1e3 * 72.0**s} for s in range(16)]
+    context = CauseContext(
+        history=rising,
+        entry_script=str(program),
+        step=16,
+        batch={"args": (ObjectArgument("MyModel"), sqft, price), "kwargs": {"learning_rate": 1e-6}},
+        step_function={"qualname": "train", "file": str(program)},
+    )
+    origin = overflow_origin(program, line=5, op="Square")
+    cause = classify(findings_of(origin, step=16), context)
+    assert "on unscaled features (x from 529 to 3.42e+03" in cause.summary, cause.summary
+    assert "unscaled targets (x" not in cause.summary, cause.summary
+
+
 def test_a_log_of_negatives_a_linear_layer_made_after_a_relu_is_not_the_relus(tmp_path: Path) -> None:
     """A Poisson NLL of a rate head ``Dense(1)`` (no activation) after ``Dense(64, activation="relu")``: the scan
     found the ReLU three ops up the log's input (Add <- MatMul <- Relu) and the change was that hidden layer,

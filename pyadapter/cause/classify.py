@@ -5215,8 +5215,21 @@ def _unscaled_inputs(context: CauseContext, units: list[SourceUnit]) -> list[sca
         # step's own parameter names where its definition is found.
         step = context.step_function or {}
         parameters = parameters_of(units, step.get("qualname"), step.get("file")) or []
-        names = (parameters[0], parameters[1]) if len(parameters) >= 2 else ("args[0]", "args[1]")
-        return scale.unscaled_inputs(arguments[:2], classes, names)
+        named = [
+            (parameters[i] if i < len(parameters) else f"args[{i}]", argument)
+            for i, argument in enumerate(arguments)
+        ]
+        # The step's arrays, past the objects it is also given (``train(model, x, y, learning_rate)``: x was read
+        # as the targets, "unscaled targets (x from 529 ...)", s40b p7).
+        arrays = [
+            (name, argument)
+            for name, argument in named
+            if any(isinstance(leaf, np.ndarray) for _, leaf, _ in provenance.leaves(argument))
+        ][:2]
+        if len(arrays) < 2:
+            return []
+        names = (arrays[0][0], arrays[1][0])
+        return scale.unscaled_inputs((arrays[0][1], arrays[1][1]), classes, names)
     return scale.unscaled_inputs(context.batch, classes)
 
 
