@@ -82,6 +82,36 @@ def test_a_csv_row_is_found_by_its_values_among_several_bad_rows(tmp_path: Path)
     assert where["sentence"] == "weather.csv line 209: field 'wind' is 'nan'"
 
 
+def test_shards_with_no_non_finite_record_are_named_in_one_note(tmp_path: Path) -> None:
+    """A pipeline over three shards whose NaN a map made (a py_function's 0 / 0): the note said "no record of the
+    file holds a non-finite value" three times, naming no file (s40d p5). One note names the three."""
+    rows = [[f"{v:.2f}" for v in row] for row in np.random.default_rng(4).uniform(0, 100, (40, 5))]
+    for name in ("part0.csv", "part1.csv", "part2.csv"):
+        _write_csv(tmp_path / name, rows)
+    source = DataSource(
+        files=[
+            SourceFile(str(tmp_path / n), "csv", header=True) for n in ("part0.csv", "part1.csv", "part2.csv")
+        ],
+        order="interleaved",
+    )
+    x = np.ones((16, 4), np.float32)
+    x[5, 2] = np.nan
+    where = data_provenance(
+        (x, np.zeros((16, 1), np.float32)),
+        None,
+        batch_index=3,
+        epoch=0,
+        batch_size=None,
+        shuffled=None,
+        cwd=None,
+        data_source=source,
+        folders=[str(tmp_path)],
+    )
+    assert where is not None
+    assert "no record of part0.csv, part1.csv or part2.csv holds a non-finite value" in where["note"], where
+    assert where["note"].count("holds a non-finite value") == 1, where["note"]
+
+
 def test_a_bundle_naming_a_file_outside_the_folder_does_not_make_it_read(tmp_path: Path) -> None:
     rows = _weather_rows()
     outside, inside = tmp_path / "elsewhere", tmp_path / "project"

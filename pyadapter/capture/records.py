@@ -190,9 +190,13 @@ def _score(row: RowValues, numbers: list[float], by_name: dict[str, list[float]]
     return score
 
 
+# Why no record was picked: the file was read to its end and holds none with a non-finite field.
+NO_NON_FINITE_RECORD = "no record of the file holds a non-finite value"
+
+
 def _pick(candidates: list[_Candidate], prefer: int | None) -> tuple[_Candidate | None, str | None]:
     if not candidates:
-        return None, "no record of the file holds a non-finite value"
+        return None, NO_NON_FINITE_RECORD
     if prefer is not None:
         for candidate in candidates:
             if candidate.record == prefer:

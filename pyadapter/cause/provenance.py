@@ -267,6 +267,7 @@ def file_provenance(
     prefer = source.position.record if source.position is not None else None
     place: RecordPlace | None = None
     openable = False
+    clean: list[str] = []  # files searched to their end with no non-finite record: one note for them all
     for file in source.files:
         path = records.readable_inside(file.path, folders)
         if path is None:
@@ -281,8 +282,17 @@ def file_provenance(
         if place is not None:
             openable = True
             break
-        if why:
+        if why == records.NO_NON_FINITE_RECORD:
+            clean.append(os.path.basename(file.path))
+        elif why:
             notes.append(why)
+    if clean and place is None:
+        # Three shards read the same words three times, naming none (s40d p5).
+        notes.append(
+            f"no record of {clean[0]} holds a non-finite value"
+            if len(clean) == 1
+            else f"no record of {', '.join(clean[:-1])} or {clean[-1]} holds a non-finite value"
+        )
     if place is None:
         place = source.found or source.position
         if place is not None and place.found_by == "values when captured":
