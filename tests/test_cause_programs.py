@@ -553,6 +553,19 @@ def test_a_log_of_a_variable_the_step_moves_itself_names_that_variable(tmp_path:
     assert cause["change"]["what"].startswith("the variable sigma: keep it positive by construction"), cause
 
 
+def test_a_log_of_a_slice_of_a_learned_sigma_names_the_weight(tmp_path: Path) -> None:
+    """Kendall et al.'s uncertainty weighting with one learned sigma per task, read as ``ops.log(sigma[0])``: the
+    Log's input is a strided slice, and the cause said "keep it positive (an exp or softplus output), or clip it"
+    without the weight; the clip, followed, pinned the loss at log(1e-7) with sigma at -1.2 (s40f p3)."""
+    program = PROGRAMS / "cause_sliced_weight_log.py"
+    findings = train_and_locate(tmp_path, program)
+    cause = findings["cause"]
+    assert cause["kind"] == "op", cause
+    assert "from the weight custom_multi_loss_layer/sigma1 (smallest -" in cause["summary"], cause["summary"]
+    assert cause["change"]["line"] == marked_line(program, "ORIGIN"), cause["change"]
+    assert cause["change"]["what"].startswith("the weight sigma1: keep it positive by construction"), cause
+
+
 def test_a_division_by_a_determinant_of_a_relu_head_names_the_relu(tmp_path: Path) -> None:
     """A covariance head's Cholesky diagonal from ``Dense(2, activation="relu")``: its 2x2 inverse divides by a det
     of 0 wherever the ReLU is. The change was "+ 1e-7 on the divisor", which, followed, moved the NaN to the log of

@@ -122,7 +122,9 @@ def _domain_weight(findings: Findings, bundle: Any) -> DomainWeight | None:
     origin = findings.origin
     if origin is None or origin.op.type not in WEIGHT_DOMAIN_OPS:
         return None
-    read = [i for i in origin.inputs if READ_VARIABLE in i.name and i.health is not None]
+    # A weight read whole (``.../ReadVariableOp:0``) or one value of it (``ops.log(sigma[0])``: a strided slice of
+    # a learned task scale, named "keep its input positive" without the weight, s40f p3).
+    read = [i for i in origin.inputs if _reads_a_weight(i.name) and i.health is not None]
     if len(read) != 1 or read[0].health is None:
         return None
     health = read[0].health
@@ -149,11 +151,20 @@ def _domain_weight(findings: Findings, bundle: Any) -> DomainWeight | None:
         for path, value in values.items()
         if value.dtype.kind == "f" and holds_as_many(value)
     ]
+    code = str(findings.extra.get("origin_code") or "")
+    if READ_VARIABLE not in read[0].name:
+        # A slice is of any tensor (``log(preds[:, 0])``): only a weight the line subscripts by its name, or the
+        # loop's name for it (``sigma[0]`` of ``sigma0`` and ``sigma1``), is the one read.
+        subscripted = set(re.findall(r"(\w+)\s*\[", code))
+        found = [w for w in found if any(w.path.rsplit("/", 1)[-1].startswith(n) for n in subscripted)]
     if len(found) > 1:
         # Told apart by the name the origin's line reads (``tf.math.log(sigma)``).
-        code = str(findings.extra.get("origin_code") or "")
         found = [w for w in found if re.search(rf"\b{re.escape(w.path.rsplit('/', 1)[-1])}\b", code)]
     return found[0] if len(found) == 1 else None
+
+
+def _reads_a_weight(name: str) -> bool:
+    return READ_VARIABLE in name or bool(re.search(r"(?:^|/)strided_slice(?:_\d+)?:0$", name))
 
 
 def _weights_of_size(

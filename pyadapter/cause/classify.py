@@ -2593,7 +2593,7 @@ def _out_of_domain_words(
     else:
         return None
     summary = f"the {origin.op.type} op got {found} in its input {value.name}: {result}"
-    if weight is not None and READ_VARIABLE in value.name:
+    if weight is not None and (READ_VARIABLE in value.name or "strided_slice" in value.name):
         kind = "weight" if weight.by_optimizer else "variable"
         summary = (
             f"the {origin.op.type} op got {found} from the {kind} {weight.path} (smallest {_fmt(weight.smallest)}): "
