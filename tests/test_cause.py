@@ -1099,6 +1099,34 @@ def test_a_step_given_its_model_first_names_its_arrays_as_features_and_targets(t
     assert "unscaled targets (x" not in cause.summary, cause.summary
 
 
+def test_an_inf_column_of_a_keyed_input_names_the_column_a_pandas_division_made(tmp_path: Path) -> None:
+    """``{"num": num, ...}`` after ``num = train[num_cols].values``, its column 2 ``fare / family_size`` with a family
+    size of 0 (pandas does not warn): the change was read_csv, whose file holds no inf (s40d p9)."""
+    program = tmp_path / "survival.py"
+    program.write_text(
+        "import pandas as pd\n"
+        "import tensorflow as tf\n"
+        "train = pd.read_csv('passengers.csv')\n"
+        "train['family_size'] = train.sibsp + train.parch\n"
+        "train['fare_per_person'] = train.fare / train.family_size\n"
+        "num_cols = ['age', 'fare', 'fare_per_person']\n"
+        "num = train[num_cols].values.astype('float32')\n"
+        "inputs = {'num': num, 'embarked': train.embarked.values}\n"
+        "train_ds = tf.data.Dataset.from_tensor_slices((inputs, train.survived.values)).batch(32)\n"
+        "model.fit(train_ds, epochs=5)\n"
+    )
+    num = np.ones((8, 3), np.float32)
+    num[3, 2] = np.inf
+    batch = ({"num": num, "embarked": np.array([b"S"] * 8)}, np.zeros((8,), np.float32))
+    context = CauseContext(batch=batch, entry_script=str(program))
+    cause = classify(
+        findings_of(batch_origin(program, 10, TensorHealth(dtype="float32", size=24, pos_inf=1))), context
+    )
+    assert cause.kind == "data", cause
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert cause.change.what.startswith("the computation of column 'fare_per_person'"), cause.change
+
+
 def test_a_log_of_negatives_a_linear_layer_made_after_a_relu_is_not_the_relus(tmp_path: Path) -> None:
     """A Poisson NLL of a rate head ``Dense(1)`` (no activation) after ``Dense(64, activation="relu")``: the scan
     found the ReLU three ops up the log's input (Add <- MatMul <- Relu) and the change was that hidden layer,

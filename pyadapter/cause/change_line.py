@@ -1879,6 +1879,12 @@ def keyed_columns(units: list[SourceUnit], key: str) -> list[str] | None:
                     values = [node.value]
             for value in values:
                 names = _selected_columns(units, unit, value, value.lineno)
+                if not names and isinstance(value, ast.Name):
+                    # ``{"num": num}`` after ``num = train[num_cols].values`` (s40d p9).
+                    made = _assignment_before(units, unit, value.id, value.lineno)
+                    assigned = getattr(made[1], "value", None) if made is not None else None
+                    if made is not None and isinstance(assigned, ast.expr):
+                        names = _selected_columns(units, made[0], assigned, made[1].lineno)
                 if names:
                     found.add(tuple(names))
     return list(found.pop()) if len(found) == 1 else None

@@ -6223,8 +6223,12 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
     column_name = (where or {}).get("column")
     if column_name is None and bad is not None and (keyed := _DICT_KEY.match(bad.leaf)) is not None:
         # A dataset of a DataFrame's columns by name (tensorflow.org's ``df_to_dataset``: from_tensor_slices((
-        # dict(df), labels))): the batch's key is the column, made inf by a division pandas did silently.
-        column_name = keyed.group(1)
+        # dict(df), labels))): the batch's key is the column, made inf by a division pandas did silently. A key
+        # that holds several columns (``{"num": train[num_cols].values}``) names the bad element's (s40d p9).
+        names = change_line.keyed_columns(units, keyed.group(1)) if len(bad.index) == 2 else None
+        column_name = (
+            names[bad.index[1]] if names is not None and bad.index[1] < len(names) else keyed.group(1)
+        )
     if isinstance(column_name, str) and bad is not None and not math.isnan(bad.value):
         # fit(df[features]): the DataFrame's column, when the program computes it (``df["log_income"] =
         # np.log(df["median_income"])``), is where a finite record became an infinity; the file it read holds the
