@@ -1127,6 +1127,32 @@ def test_an_inf_column_of_a_keyed_input_names_the_column_a_pandas_division_made(
     assert cause.change.what.startswith("the computation of column 'fare_per_person'"), cause.change
 
 
+def test_an_inf_target_shifted_from_a_pct_change_names_the_pct_change(tmp_path: Path) -> None:
+    """A forecaster's target ``df["target"] = df["vol_chg"].shift(-1)`` after ``df["vol_chg"] =
+    df["volume"].pct_change()``, a halted session's volume of 0 making +inf: the change was read_csv, whose file
+    holds no inf (s40e p4). The column the target is made of is computed with the pct_change."""
+    program = tmp_path / "forecast.py"
+    program.write_text(
+        "import pandas as pd\n"
+        "df = pd.read_csv('bars.csv')\n"
+        "df['vol_chg'] = df['volume'].pct_change()\n"
+        "df['target'] = df['vol_chg'].shift(-1)\n"
+        "df = df.dropna()\n"
+        "X = df[['close']].to_numpy('float32')\n"
+        "y = df['target'].to_numpy('float32')[:, None]\n"
+        "model.fit(X, y, batch_size=64)\n"
+    )
+    y = np.zeros((64, 1), np.float32)
+    y[50, 0] = np.inf
+    context = CauseContext(batch=(np.ones((64, 1), np.float32), y), entry_script=str(program))
+    cause = classify(
+        findings_of(batch_origin(program, 8, TensorHealth(dtype="float32", size=64, pos_inf=1))), context
+    )
+    assert cause.kind == "data", cause
+    assert cause.change is not None and cause.change.line == 3, cause.change
+    assert cause.change.what.startswith("the computation of column 'vol_chg' (which column 'target'"), cause
+
+
 def test_a_log_of_negatives_a_linear_layer_made_after_a_relu_is_not_the_relus(tmp_path: Path) -> None:
     """A Poisson NLL of a rate head ``Dense(1)`` (no activation) after ``Dense(64, activation="relu")``: the scan
     found the ReLU three ops up the log's input (Add <- MatMul <- Relu) and the change was that hidden layer,

@@ -1827,7 +1827,9 @@ def _selected_columns(
         names = _column_list(units, unit, node.slice, line)
         if names:
             return names
-    return None
+    # ``df["target"].to_numpy("float32")[:, None]``: one column, by its name, when it is the only one read.
+    single = columns_read(value)
+    return single if len(single) == 1 else None
 
 
 def _column_list(
@@ -1888,6 +1890,19 @@ def keyed_columns(units: list[SourceUnit], key: str) -> list[str] | None:
                 if names:
                     found.add(tuple(names))
     return list(found.pop()) if len(found) == 1 else None
+
+
+def columns_read(node: ast.AST) -> list[str]:
+    """The DataFrame columns an expression reads by name (``df["vol_chg"].shift(-1)``: ["vol_chg"])."""
+    return list(
+        dict.fromkeys(
+            n.slice.value
+            for n in ast.walk(node)
+            if isinstance(n, ast.Subscript)
+            and isinstance(n.slice, ast.Constant)
+            and isinstance(n.slice.value, str)
+        )
+    )
 
 
 def column_assignment_site(units: list[SourceUnit], column: str) -> Site | None:

@@ -6210,6 +6210,15 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         # A reader does not make an infinity of a text field; a log of 0 or a division by 0 where the array fit
         # is given is computed from what was read does (``np.column_stack([..., np.log(data[:, 2])])``).
         made = _fit_array_site(context, units, bad)
+        picked = re.match(r"column '([^']+)' \(column \d+ of ", made.name) if made is not None else None
+        if made is not None and picked is not None and not _makes_infinities(made.node):
+            # The column fit's array holds is made of another one that made the inf (a target shifted from a
+            # pct_change): that one's line.
+            earlier = _column_that_made_infinities(units, picked.group(1))
+            if earlier is not None:
+                made = dataclasses.replace(
+                    earlier, name=f"column {earlier.name!r} (which {made.name} is made of)", target="array"
+                )
         if made is not None and made.line != site.line and _makes_infinities(made.node):
             summary += (
                 f"; {made.name} is computed from what was read with a log or a division, which makes "
@@ -6233,10 +6242,12 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         # fit(df[features]): the DataFrame's column, when the program computes it (``df["log_income"] =
         # np.log(df["median_income"])``), is where a finite record became an infinity; the file it read holds the
         # finite value, so "filter non-finite records where the data is read" filtered nothing.
-        made_column = change_line.column_assignment_site(units, column_name)
-        if made_column is not None and _makes_infinities(made_column.node):
+        made_column = _column_that_made_infinities(units, column_name)
+        if made_column is not None:
+            made_of = made_column.name
+            of = f" (which {column_name!r} is made of)" if made_of != column_name else ""
             what = (
-                f"the computation of column {column_name!r}: a log of 0 or a division by 0 makes {bad.describe()} "
+                f"the computation of column {made_of!r}{of}: a log of 0 or a division by 0 makes {bad.describe()} "
                 "of a finite record; guard it (np.log1p, an epsilon) or filter the records before it"
             )
             change = _change(made_column, what, "array")
@@ -6536,6 +6547,24 @@ _INFINITY_MAKERS = {
     "float_power",
     "pct_change",
 }
+
+
+def _column_that_made_infinities(units: list[SourceUnit], column: str) -> change_line.Site | None:
+    """The assignment of the DataFrame column that computed an infinity with a log or a division (`column`'s own,
+    or the column it is made of: ``df["target"] = df["vol_chg"].shift(-1)`` after ``df["vol_chg"] =
+    df["volume"].pct_change()`` of a zero volume, s40e p4), as a Site named by that column; None when none does."""
+    made_of = column
+    for _ in range(4):
+        site = change_line.column_assignment_site(units, made_of)
+        if site is None:
+            return None
+        if _makes_infinities(site.node):
+            return dataclasses.replace(site, name=made_of)
+        read = change_line.columns_read(site.node)
+        if len(read) != 1 or read[0] == made_of:
+            return None
+        made_of = read[0]
+    return None
 
 
 def _makes_infinities(node: ast.AST) -> bool:
