@@ -3084,7 +3084,8 @@ def _division_on_its_line(code: str, what: str) -> str:
             "tf.nn.log_softmax(s_logits / T)), axis=-1), or use keras.losses.KLDivergence() (which clips both "
             "sides), as keras.io's Distiller does"
         )
-    if "sqrt(" in code.replace(" ", ""):
+    if re.search(r"sqrt\((?!\s*[\d.]+\s*\))", code):
+        # Not a constant's (``mean / std * np.sqrt(252.0)``, an annualized Sharpe ratio, s40e p2).
         what += "; the sqrt on this line then takes 0, whose slope is infinite: an epsilon inside it too"
     return what
 
