@@ -1353,9 +1353,16 @@ def test_an_exp_overflow_on_an_ordinary_row_too_is_the_features_scale_not_the_ou
     context = CauseContext(
         history=[], entry_script=str(program), step=0, batch=batch, model_info={"optimizer": "Adam"}
     )
-    cause = classify(findings_of(origin, step=0, bad_rows=rows.to_json()), context)
+    findings = findings_of(origin, step=0, bad_rows=rows.to_json())
+    findings.extra["origin_code"] = (
+        "    return tf.reduce_mean(0.5 * log_var + 0.5 * tf.square(y_true - mu) * tf.exp(-log_var))"
+    )
+    cause = classify(findings, context)
     assert "x[199, 9] = -1150: correct it" not in str(cause.change), cause
     assert "unscaled features" in cause.summary, cause.summary
+    # A Gaussian NLL's log-variance head, not a count likelihood's rate ("a count likelihood needs the counts").
+    assert cause.change is not None and "the log-variance head" in cause.change.what, cause.change
+    assert "count" not in cause.change.what, cause.change
 
 
 def test_a_fit_called_again_after_a_stop_at_step_1_is_the_rate_not_the_initial_weights(

@@ -3777,6 +3777,10 @@ def _unscaled_text(unscaled: list[scale.UnscaledInput]) -> str:
 
 # An exp used as a link (a rate's activation), and the signs of an exp that is normalized (a softmax by hand).
 _EXP_LINK = re.compile(r"[\"']exponential[\"']|\bexp\(")
+# A log-variance or log-scale read through its exp (``tf.exp(-log_var)``, ``exp(0.5 * logvar)``).
+_EXP_OF_A_LOG_VARIANCE = re.compile(
+    r"\bexp\(\s*-?\s*(?:[\d.]+\s*\*\s*)?\w*log_?(?:var|variance|sigma|std|scale)", re.I
+)
 _EXP_NORMALIZED = re.compile(r"softmax|reduce_sum|logsumexp|\bsum\(|/|segment_sum|cumsum")
 
 
@@ -3812,7 +3816,15 @@ def _exp_of_unscaled_inputs(
         f"unscaled {_unscaled_text(shown or unscaled)}: the fresh weights' outputs of inputs that large pass 88.7; "
         "no learning rate made them"
     )
-    if link:
+    if link and _EXP_OF_A_LOG_VARIANCE.search(code):
+        # A Gaussian NLL's exp(-log_var) on returns in basis points (s40e p7): no count likelihood; the words of one
+        # ("the targets stay as they are (a count likelihood needs the counts) ... log(mean target)") misled.
+        what = (
+            "the features into the log-variance head: scale them (a keras.layers.Normalization layer adapted to "
+            "them, first in the model), so the head's output starts near 0; a head that must stay in range can be "
+            "bounded where it is read (tf.clip_by_value(log_var, -10.0, 10.0))"
+        )
+    elif link:
         # An exp link (a Poisson or negative-binomial rate, Dense(1, activation="exponential")): no softmax to make
         # stable, and count targets must stay counts for the likelihood; the features' scale is the change.
         what = (
