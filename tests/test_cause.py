@@ -1365,6 +1365,43 @@ def test_an_exp_overflow_on_an_ordinary_row_too_is_the_features_scale_not_the_ou
     assert "count" not in cause.change.what, cause.change
 
 
+def test_an_outlier_target_of_a_dict_names_the_line_that_set_it(tmp_path: Path) -> None:
+    """A multi-output fit's ``{"price": price, ...}`` targets, six of them the export's -1 sentinel set at
+    ``price[...] = -1.0``: the record was named, but "where the data is read" named no line (s40f p2)."""
+    from pyadapter.cause.rows import rows_of
+
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import numpy as np\n"
+        "import tensorflow as tf\n"
+        "X = rng.normal(size=(6000, 12)).astype('float32')\n"
+        "price = np.exp(1.0 + X @ w).astype('float32')\n"
+        "price[rng.choice(6000, 6, replace=False)] = -1.0\n"
+        "def rmsle(y_true, y_pred):\n"
+        "    return tf.sqrt(tf.reduce_mean(tf.square(tf.math.log(y_pred + 1.0) - tf.math.log(y_true + 1.0))))\n"
+        "model.fit({'features': X}, {'price': price, 'sold_fast': sold_fast})\n"
+    )
+    price = np.linspace(1.4, 4.2, 32, dtype=np.float32)
+    price[26] = -1.0
+    batch = (
+        {"features": np.ones((32, 12), np.float32)},
+        {"price": price, "sold_fast": np.zeros(32, np.float32)},
+    )
+    per_row = np.ones((32,), np.float32)
+    per_row[26] = -np.inf
+    rows = rows_of(per_row, batch)
+    assert rows is not None and rows.outliers, rows
+    origin = log_origin(program)
+    origin.line = 7
+    origin.inputs = [InputHealth("add_1:0", TensorHealth(dtype="float32", size=32, zero=1, pos=31))]
+    context = CauseContext(history=[], entry_script=str(program), batch=batch)
+    cause = classify(findings_of(origin, bad_rows=rows.to_json()), context)
+    assert cause.kind == "data", cause
+    assert cause.change is not None and "where the data is read (train.py:5)" in cause.change.what, (
+        cause.change
+    )
+
+
 def test_a_fit_called_again_after_a_stop_at_step_1_is_the_rate_not_the_initial_weights(
     tmp_path: Path,
 ) -> None:

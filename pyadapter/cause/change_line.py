@@ -1694,6 +1694,17 @@ def fit_array_site(
         if argument is None and position and len(call.args) == 1 and keyword(call, "x") is None:
             # fit(dataset): the dataset yields the targets and weights with the inputs, from the call that made it.
             argument = call.args[0]
+        keyed = re.match(r"\w+\[['\"]([^'\"]+)['\"]\]", leaf)
+        if isinstance(argument, ast.Dict) and keyed is not None:
+            # fit(X, {"price": price, "sold_fast": sold}): the array under the leaf's key (s40f p2).
+            argument = next(
+                (
+                    v
+                    for k, v in zip(argument.keys, argument.values, strict=True)
+                    if isinstance(k, ast.Constant) and k.value == keyed.group(1)
+                ),
+                None,
+            )
         if isinstance(argument, ast.Subscript) and isinstance(argument.value, ast.Name):
             argument = argument.value  # x[train_idx]: a fold of a cross-validation takes rows of x
         if not isinstance(argument, ast.Name):

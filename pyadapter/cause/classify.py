@@ -4239,7 +4239,7 @@ def _row_outlier(
     where, batch_index, read_at = _element_provenance(findings, context, units, outlier.element)
     if read_at is None:
         # No reading call (arrays a notebook makes from a frame): where fit's array is made, ``y = df["count"]...``.
-        read_at = change_line.fit_array_site(units, outlier.element.leaf.split("[")[0])
+        read_at = change_line.fit_array_site(units, outlier.element.leaf)
     op = origin.op.type
     evidence = _read_evidence(origin, context, outlier.element, bad_rows=rows.to_json())
     at = f" (batch {batch_index})" if batch_index is not None else ""
