@@ -1197,15 +1197,9 @@ def _warning_in_the_function_of(
     holds `site` (the callback method that assigns the rate), or None."""
     kind = "nan" if math.isnan(rate.value) else "inf"
     for unit in _units_holding(units, site):
-        functions = [
-            node
-            for node in ast.walk(unit.tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.lineno <= site.line <= (node.end_lineno or node.lineno)
-        ]
-        if not functions:
+        inner = _innermost_function_of(unit, site.line)
+        if inner is None:
             return None
-        inner = max(functions, key=lambda node: node.lineno)
         for warning in context.numpy_warnings:
             if (
                 warning.makes == kind
@@ -3226,15 +3220,9 @@ def _divisor_of_several_divisions(
         return None
     name = found[0].id
     for unit in _units_holding(units, origin):
-        holding = [
-            node
-            for node in ast.walk(unit.tree)
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-            and node.lineno <= origin.line <= (node.end_lineno or node.lineno)
-        ]
-        if not holding:
+        function = _innermost_function_of(unit, origin.line)
+        if function is None:
             continue
-        function = max(holding, key=lambda node: node.lineno)
         lines = sorted(
             {
                 node.lineno
@@ -5922,6 +5910,17 @@ def _in_the_function_of(units: list[SourceUnit], origin: Finding, site: change_l
         return False
     innermost = max(holding, key=lambda node: node.lineno)
     return innermost.body[0].lineno <= site.node.lineno <= (innermost.end_lineno or innermost.lineno)
+
+
+def _innermost_function_of(unit: SourceUnit, line: int) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    """The innermost function of `unit` whose lines, its ``def`` line to its end, hold `line`; None at module level."""
+    holding = [
+        node
+        for node in ast.walk(unit.tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.lineno <= line <= (node.end_lineno or node.lineno)
+    ]
+    return max(holding, key=lambda node: node.lineno) if holding else None
 
 
 def _units_holding(
