@@ -251,6 +251,7 @@ def test_a_rerun_of_a_program_changed_since_the_capture_does_not_lend_its_failur
         str(bundle),
         "--replay",
         "--json",
+        "--rerun-pipeline",  # the array given to fit holds the NaN: unasked, no re-run
         "--trust-entry",
         str(script),
         timeout=600,

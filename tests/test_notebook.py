@@ -184,10 +184,10 @@ def _run_notebook(
     return nb
 
 
-def _nanlens(verb: str, bundle: Path, folder: Path) -> subprocess.CompletedProcess:
+def _nanlens(verb: str, bundle: Path, folder: Path, *args: str) -> subprocess.CompletedProcess:
     """``nanlens VERB BUNDLE --json`` run in the notebook's folder, as the editor runs it."""
     return subprocess.run(
-        [sys.executable, "-m", "pyadapter", verb, str(bundle), "--json"],
+        [sys.executable, "-m", "pyadapter", verb, str(bundle), "--json", *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -840,9 +840,10 @@ def test_a_reading_call_in_a_timed_cell_is_the_data_line_to_change(tmp_path):
 
 @pytest.mark.slow
 def test_a_notebook_whose_batch_holds_nan_is_re_run_as_a_notebook(tmp_path):
-    """The batch holds a NaN the data had (a missing field read as NaN), so `nanlens locate` re-runs the input
-    pipeline under a dump. It ran the .ipynb as a Python script ("NameError: name 'null' is not defined"); it
-    runs the notebook's cells in order, stops at the failing step and names the cells."""
+    """The batch holds a NaN the data had (a missing field read as NaN), and `nanlens locate --rerun-pipeline`
+    re-runs the input pipeline under a dump. It ran the .ipynb as a Python script ("NameError: name 'null' is not
+    defined"); it runs the notebook's cells in order, stops at the failing step and names the cells. Unasked, it
+    does not re-run: the array given to fit holds the NaN, and no pipeline op made it."""
     folder = tmp_path / "work"
     folder.mkdir()
     capture_dir = tmp_path / "captures"
@@ -859,7 +860,10 @@ def test_a_notebook_whose_batch_holds_nan_is_re_run_as_a_notebook(tmp_path):
     path.write_text(json.dumps(_notebook_json(cells), indent=1), encoding="utf-8")
     _run_notebook(path, tmp_path, "missing.ipynb")
     (bundle,) = [p for p in capture_dir.iterdir() if p.is_dir()]
-    result = _nanlens("locate", bundle, folder)
+    quick = json.loads(_nanlens("locate", bundle, folder).stdout)
+    assert "rerun" not in quick and quick["cause"]["kind"] == "data", quick.get("rerun")
+    assert "index 37 of the array passed to fit holds it" in quick["origin"]["message"], quick["origin"]
+    result = _nanlens("locate", bundle, folder, "--rerun-pipeline")
     assert result.returncode in (0, 1), result.stderr[-3000:]
     report = json.loads(result.stdout)
     rerun = report["rerun"]
@@ -898,7 +902,7 @@ def test_a_kernel_told_nothing_finds_its_notebook_by_the_cells_it_ran(tmp_path):
     assert bundle.name.startswith("regression-"), bundle.name
     recorded = json.loads((bundle / "manifest.json").read_text())["entry_script"]["notebook"]
     assert recorded["path"] == str(path) and recorded["found_by"] == "cells in the kernel's folder", recorded
-    result = _nanlens("locate", bundle, folder)
+    result = _nanlens("locate", bundle, folder, "--rerun-pipeline")
     assert result.returncode in (0, 1), result.stderr[-3000:]
     report = json.loads(result.stdout)
     assert report["cause"]["kind"] == "data", report["cause"]

@@ -72,7 +72,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_const",
         const=True,
         default=None,
-        help="when the captured batch holds NaN/Inf, re-run the script under a dump whatever the step",
+        help=(
+            "when the captured batch holds NaN/Inf, re-run the script under a dump whatever the step, and also when "
+            "the arrays given to fit hold it (by default no pipeline op is looked for then)"
+        ),
     )
     rerun.add_argument(
         "--no-rerun-pipeline",

@@ -316,6 +316,7 @@ def locate_bundle(
             bundle,
             problem,
             rerun=rerun_pipeline if rerun_pipeline is not None else (report.step or 0) <= RERUN_MAX_STEP,
+            rerun_asked=rerun_pipeline is True,
             rerun_timeout=rerun_timeout,
             kept_dump=dump_path if keep else None,
             progress=progress,
@@ -404,9 +405,11 @@ def _origin_before_the_step(
     rerun_timeout: float,
     kept_dump: str | None,
     progress: Progress | None,
+    rerun_asked: bool = False,
 ) -> None:
     """The captured batch already held NaN/Inf: say so on the origin, and (if ``rerun``) re-run the entry
-    script under a dump to find the op that made it before the step."""
+    script under a dump to find the op that made it before the step; not when the arrays given to fit held it,
+    unless the re-run was asked for (``rerun_asked``: ``--rerun-pipeline``)."""
     assert findings.bundle is not None
     findings.bundle["non_finite_batch"] = problem.to_json()
     findings.bundle["origin_from"] = "captured batch"
@@ -417,6 +420,15 @@ def _origin_before_the_step(
         replay_origin.message = f"{carried}: in the step, {replay_origin.message}"
     else:
         findings.extra.setdefault("warnings", []).append(carried)
+    held = _held_by_the_arrays_given_to_fit(bundle) if rerun and not rerun_asked else None
+    if held is not None:
+        # The arrays fit was given hold the bad row (found there by its bytes when the step failed): no op of a
+        # pipeline made it, and re-running the program under a dump took 2-10 minutes to say the same, the
+        # training call (s40c nb3, s40e p4/p6, s40d p3/p9). The data cause reads where the program made it.
+        from pyadapter.replay.callsite import bundle_training_call
+
+        _at_the_training_call(findings, problem, bundle_training_call(bundle), held)
+        return
     if not rerun:
         hint = f"; to find where, re-run the script under a dump: `{rerun_command(bundle)}`"
         if isinstance(step, int) and step > RERUN_MAX_STEP:
@@ -433,6 +445,64 @@ def _origin_before_the_step(
     from pyadapter.replay.callsite import bundle_training_call
 
     _adopt_rerun_origin(findings, rerun_findings, problem, bundle_training_call(bundle))
+
+
+def _held_by_the_arrays_given_to_fit(bundle: Any) -> str | None:
+    """'index 413 of the array passed to fit' when the bundle's ``fit_rows`` found the batch's first bad row in the
+    arrays (or DataFrame) fit was given, by its bytes: the value was in them before any TensorFlow op ran. None
+    otherwise (a generator, a tf.data pipeline, a row not found)."""
+    from pyadapter.capture import fit_arrays, records
+
+    entry = (bundle.manifest or {}).get(fit_arrays.MANIFEST_KEY)
+    if not isinstance(entry, dict) or fit_arrays.check(entry) is not None:
+        return None
+    try:
+        element = records.first_bad_element(bundle.batch())
+    except Exception:  # noqa: BLE001 - a batch that cannot be read: the re-run decides as before
+        return None
+    if element is None:
+        return None
+    if entry.get("of") == fit_arrays.SLICES:
+        return (
+            None  # a pipeline's map functions take the sliced rows: the re-run marks the one given the value
+        )
+    index = fit_arrays.index_of_row(entry, element.row, entry.get("of"))
+    return None if index is None else f"index {index} of the array passed to fit"
+
+
+def _at_the_training_call(
+    findings: Findings, problem: BatchProblem, training_call: Frame | None, held: str
+) -> None:
+    """The origin of a batch whose bad value the arrays given to fit held: the training call, as the re-run's scan
+    names it for Keras's own map over those arrays (`_adopt_rerun_origin`)."""
+    origin = findings.origin
+    if origin is None or training_call is None:
+        return
+    origin.file, origin.line, origin.cell, origin.stack = (
+        training_call.file,
+        training_call.line,
+        training_call.cell,
+        [training_call],
+    )
+    findings.extra.pop("origin_statement", None)
+    code = _source_line(training_call.file, training_call.line)
+    if code is not None:
+        findings.extra["origin_code"] = code
+    else:
+        findings.extra.pop("origin_code", None)
+    origin.message = (
+        f"{problem.describe()}: it was in the data before any TensorFlow op touched it ({held} holds it, found "
+        "there when the step failed); look at how the data was read or built"
+    )
+    place = (origin.file, origin.line, origin.cell)
+    findings.findings = [
+        origin,
+        *(
+            f
+            for f in findings.findings
+            if f is not origin and f.role == "propagated" and (f.file, f.line, f.cell) != place
+        ),
+    ]
 
 
 def _rerun_and_scan(
