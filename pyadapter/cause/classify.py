@@ -3151,7 +3151,8 @@ def _division_words(origin: Finding) -> tuple[str, str] | None:
 # A divisor that counts (``n_pos``, ``num_valid``, ``tf.reduce_sum(mask)``, ``count_nonzero``, RetinaNet's
 # ``normalizer``): what it may lack in a batch makes it 0, and its smallest other value is 1.
 _COUNT_DIVISOR = re.compile(
-    r"\b(?:n_\w+|num_?\w*|\w*counts?|cnt|normali[sz]er|n_?pos\w*|\w*positives?|labell?ed|\w*_mask|mask)\b"
+    r"\b(?:n_\w+|num_\w+|num|(?:\w+_)?counts?|count_\w+|cnt|normali[sz]er|n_?pos\w*|\w*positives?|labell?ed|\w*_mask"
+    r"|mask)\b"
     r"|count_nonzero|reduce_sum\([^)]*\bmask",
     re.I,
 )
