@@ -478,18 +478,7 @@ def _at_the_training_call(
     origin = findings.origin
     if origin is None or training_call is None:
         return
-    origin.file, origin.line, origin.cell, origin.stack = (
-        training_call.file,
-        training_call.line,
-        training_call.cell,
-        [training_call],
-    )
-    findings.extra.pop("origin_statement", None)
-    code = _source_line(training_call.file, training_call.line)
-    if code is not None:
-        findings.extra["origin_code"] = code
-    else:
-        findings.extra.pop("origin_code", None)
+    _mark_at_the_training_call(origin, findings.extra, training_call)
     origin.message = (
         f"{problem.describe()}: it was in the data before any TensorFlow op touched it ({held} holds it, found "
         "there when the step failed); look at how the data was read or built"
@@ -503,6 +492,21 @@ def _at_the_training_call(
             if f is not origin and f.role == "propagated" and (f.file, f.line, f.cell) != place
         ),
     ]
+
+
+def _mark_at_the_training_call(origin: Finding, extra: dict[str, Any], training_call: Frame) -> None:
+    """Move `origin` to the training call's line (``model.fit(...)``), its recorded source line with it."""
+    origin.file, origin.line, origin.cell, origin.stack = (
+        training_call.file,
+        training_call.line,
+        training_call.cell,
+        [training_call],
+    )
+    extra.pop("origin_statement", None)
+    extra.pop("origin_code", None)
+    code = _source_line(training_call.file, training_call.line)
+    if code is not None:
+        extra["origin_code"] = code
 
 
 def _rerun_and_scan(
@@ -697,17 +701,7 @@ def _adopt_rerun_origin(
                     f"the first op to take it, {new.op.type} {new.op.name} at {os.path.basename(new.file)}:"
                     f"{new.line}, got {bad_counts(new.health)} from the batch, in the re-run under a dump"
                 )
-            new.file, new.line, new.cell, new.stack = (
-                training_call.file,
-                training_call.line,
-                training_call.cell,
-                [training_call],
-            )
-            rerun.extra.pop("origin_statement", None)
-            rerun.extra.pop("origin_code", None)
-            code = _source_line(training_call.file, training_call.line)
-            if code is not None:
-                rerun.extra["origin_code"] = code
+            _mark_at_the_training_call(new, rerun.extra, training_call)
         new.message = (
             f"{problem.describe()}: it was in the data before any TensorFlow op touched it ({entered}); look at "
             "how the data was read or built"
