@@ -133,13 +133,11 @@ def _domain_weight(findings: Findings, bundle: Any) -> DomainWeight | None:
         return None
     # A custom loop's own variables (``sigma = tf.Variable(1.0)``, stepped with assign_sub) are the step's: a
     # model's bias of the same size and sign was named in its place (s40b p9).
-    groups = {"model", "step"}
+    from pyadapter.capture.step_state import GROUP as STEP_STATE_GROUP
+
+    groups = {"model", STEP_STATE_GROUP}
     values = _weights_of_size(bundle, health.size, lambda entry, _: entry.get("group") in groups)
-    stepped = {
-        str(e.get("path"))
-        for e in (bundle.manifest.get("weights") or {}).get("variables") or []
-        if isinstance(e, dict) and e.get("group") == "step"
-    }
+    stepped = _step_state_paths(bundle)
 
     def holds_as_many(value: np.ndarray) -> bool:
         if negative:
@@ -167,6 +165,14 @@ def _reads_a_weight(name: str) -> bool:
     return READ_VARIABLE in name or bool(re.search(r"(?:^|/)strided_slice(?:_\d+)?:0$", name))
 
 
+def _step_state_paths(bundle: Any) -> set[str]:
+    """The paths of the step's own variables the bundle lists (a custom loop's ``sigma``, ``accum_grads[2]``)."""
+    from pyadapter.capture.step_state import GROUP as STEP_STATE_GROUP
+
+    listed = (bundle.manifest.get("weights") or {}).get("variables") or []
+    return {str(e.get("path")) for e in listed if isinstance(e, dict) and e.get("group") == STEP_STATE_GROUP}
+
+
 def _weights_of_size(
     bundle: Any, size: int | None, keep: Callable[[dict[str, Any], tuple[str, ...]], bool]
 ) -> dict[str, np.ndarray]:
@@ -189,7 +195,7 @@ def _weights_of_size(
         return {}
     from pyadapter.capture.bundle_format import BundleError
 
-    stepped = {str(e.get("path")) for e in listed if e.get("group") == "step"}
+    stepped = _step_state_paths(bundle)
     try:
         found = dict(bundle.weights_with_paths(lambda path: path in sized - stepped))
         if sized & stepped:

@@ -73,6 +73,8 @@ class Site:
     momentum: float | None = None
     # what the line is, for the cause's change entry: "optimizer", "compile", "schedule" (None: told by the name)
     target: str | None = None
+    # The DataFrame column the line assigns, when the site is a column fit's array holds (`fit_array_site`).
+    column: str | None = None
 
     @property
     def file(self) -> str:
@@ -1740,7 +1742,7 @@ def fit_array_site(
             made_at = column_assignment_site(units, picked) if picked is not None else None
             if made_at is not None:
                 named = f"column {picked!r} (column {column} of {argument.id})"
-                return Site(made_at.unit, made_at.node, named, target="array")
+                return Site(made_at.unit, made_at.node, named, target="array", column=picked)
         node = getattr(statement, "value", None)
         return Site(where, node, name, target="array") if isinstance(node, ast.expr) else None
     return None

@@ -3214,7 +3214,7 @@ def _divisor_of_several_divisions(
     floor keeps every division finite. None for a divisor divided by once, or not named by one assignment."""
     import ast
 
-    if origin.op.type not in DIVISION_OPS or "in its divisor" not in cause.summary:
+    if _division_words(origin) is None:
         return None
     found = _written_divisor(findings)
     if found is None or not isinstance(found[0], ast.Name):
@@ -6223,11 +6223,10 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         # A reader does not make an infinity of a text field; a log of 0 or a division by 0 where the array fit
         # is given is computed from what was read does (``np.column_stack([..., np.log(data[:, 2])])``).
         made = _fit_array_site(context, units, bad)
-        picked = re.match(r"column '([^']+)' \(column \d+ of ", made.name) if made is not None else None
-        if made is not None and picked is not None and not _makes_infinities(made.node):
+        if made is not None and made.column is not None and not _makes_infinities(made.node):
             # The column fit's array holds is made of another one that made the inf (a target shifted from a
             # pct_change): that one's line.
-            earlier = _column_that_made_infinities(units, picked.group(1))
+            earlier = _column_that_made_infinities(units, made.column)
             if earlier is not None:
                 made = dataclasses.replace(
                     earlier, name=f"column {earlier.name!r} (which {made.name} is made of)", target="array"

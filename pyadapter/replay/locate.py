@@ -456,16 +456,16 @@ def _held_by_the_arrays_given_to_fit(bundle: Any) -> str | None:
     entry = (bundle.manifest or {}).get(fit_arrays.MANIFEST_KEY)
     if not isinstance(entry, dict) or fit_arrays.check(entry) is not None:
         return None
+    if entry.get("of") == fit_arrays.SLICES:
+        return (
+            None  # a pipeline's map functions take the sliced rows: the re-run marks the one given the value
+        )
     try:
         element = records.first_bad_element(bundle.batch())
     except Exception:  # noqa: BLE001 - a batch that cannot be read: the re-run decides as before
         return None
     if element is None:
         return None
-    if entry.get("of") == fit_arrays.SLICES:
-        return (
-            None  # a pipeline's map functions take the sliced rows: the re-run marks the one given the value
-        )
     index = fit_arrays.index_of_row(entry, element.row, entry.get("of"))
     return None if index is None else f"index {index} of the array passed to fit"
 
