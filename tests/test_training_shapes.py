@@ -816,11 +816,15 @@ def test_raw_features_into_the_default_rate_name_the_scaling_not_the_rate(tmp_pa
     assert "add keras.layers.Normalization() adapted to the training features" in cause["change"]["what"]
     assert "or, slower to train: learning rate 0.01" in cause["change"]["what"], cause["change"]
     scaled = {item["role"]: item for item in cause["evidence"]["unscaled_inputs"]}
-    # Income (RMS about 8) is in range; rooms, population and age are not, largest first.
+    # Rooms, population and age are not in range, largest first. Income (uniform 0.5..15, RMS 8.8 over the data)
+    # is, but a shuffled batch of 32 passes the limit of 10 a few times in a hundred (CI met one): it may be named,
+    # last, only with that batch's RMS past the limit.
     columns = scaled["features"]["columns"]
-    assert sorted(c["column"] for c in columns) == [1, 2, 3], scaled
+    named = [c["column"] for c in columns]
+    assert {1, 2, 3} <= set(named) <= {0, 1, 2, 3}, scaled
     assert [c["rms"] for c in columns] == sorted((c["rms"] for c in columns), reverse=True), scaled
-    assert columns[-1]["column"] == 1, scaled
+    assert [c for c in named if c != 0][-1] == 1, scaled
+    assert all(c["rms"] >= 10.0 for c in columns if c["column"] == 0), scaled
 
 
 def test_a_second_fit_of_a_blown_up_model_names_building_it_again(tmp_path):
