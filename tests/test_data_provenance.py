@@ -13,6 +13,7 @@ pipeline's files in the bundle (``data_source``) and ``nanlens locate`` names th
 
 from __future__ import annotations
 
+import ast
 import json
 import math
 import shutil
@@ -415,3 +416,25 @@ def test_a_csv_named_by_a_variable_is_read_for_the_bad_row(tmp_path: Path) -> No
         folders=[str(tmp_path)],
     )
     assert where is not None and Path(where["file"]).name == "weather.csv" and where["line"] == 209, where
+
+
+def test_a_read_file_holds_missing_fields_or_none(tmp_path):
+    """A CSV read to its end with no empty or NA field is clean (False); one empty field, or a "NaN" text, is
+    missing (True); a header's empty index name is not a field; a file not found is unknown (None)."""
+    from pyadapter.cause import change_line, provenance
+    from pyadapter.cause.sources import SourceUnit
+
+    code = 'import pandas as pd\ndata = pd.read_csv("table.csv")\n'
+    script = tmp_path / "train.py"
+    script.write_text(code)
+    unit = SourceUnit(file=str(script), cell=None, text=code, tree=ast.parse(code))
+    site = change_line.reading_site([unit], None, None, None)
+    assert site is not None
+    folders = [str(tmp_path)]
+    assert provenance.read_file_holds_missing(site, str(tmp_path), folders) is None
+    (tmp_path / "table.csv").write_text(",a,b\n0,1.5,2\n1,3,4\n")
+    assert provenance.read_file_holds_missing(site, str(tmp_path), folders) is False
+    (tmp_path / "table.csv").write_text(",a,b\n0,1.5,2\n1,,4\n")
+    assert provenance.read_file_holds_missing(site, str(tmp_path), folders) is True
+    (tmp_path / "table.csv").write_text("a,b\n1.5,NaN\n")
+    assert provenance.read_file_holds_missing(site, str(tmp_path), folders) is True

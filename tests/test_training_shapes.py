@@ -1175,6 +1175,44 @@ def test_a_float64_array_s_bad_row_is_named_in_the_array_fit_got(tmp_path):
     assert "from_tensor_slices" not in cause["summary"], cause["summary"]
 
 
+def _churn_csv(path: Path) -> None:
+    """Customers of four regions, and two of "islands": a fold that validates one of them trains on the other
+    alone. No field is missing."""
+    rng = np.random.default_rng(7)
+    regions = rng.choice(["north", "south", "east", "west"], 1200)
+    regions[[17, 900]] = "islands"
+    lines = ["customer_id,tenure_months,monthly_spend,n_orders,support_calls,region,plan,churn"]
+    for i, region in enumerate(regions):
+        calls = rng.poisson(2)
+        churn = int(rng.random() < (0.5 if calls > 3 else 0.2))
+        plan = rng.choice(["basic", "plus", "pro"])
+        lines.append(
+            f"{i},{rng.integers(0, 72)},{rng.lognormal(3.5, 0.8):.2f},{rng.poisson(6)},{calls},{region},{plan},{churn}"
+        )
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_a_target_encoding_that_divides_zero_by_zero_is_changed_in_the_encoder_not_at_read_csv(tmp_path):
+    """Leave-one-out target encoding in a K-fold loop (s40c nb3): ``tr[col + "_te"], va[col + "_te"] =
+    loo_target_encode(tr, va, col)``, and in the helper ``(s - y) / (n - 1)`` is 0 / 0 for a region seen once in
+    the training fold. The change said "filter or repair non-finite records where the data is read (read_csv)";
+    the CSV has no missing field, so it filtered nothing. It is the helper's division now, found through the
+    column name the loop computes, the tuple it assigns and the function that returns it."""
+    _churn_csv(tmp_path / "churn.csv")
+    program, done = run_copied("fit_kfold_target_encoding.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "training stopped" in done.stderr, done.stderr[-3000:]
+    bundle = bundles(tmp_path)[0]
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "data", cause
+    assert "column 'region_te'" in cause["summary"], cause["summary"]
+    assert "the file read holds no missing field" in cause["summary"], cause["summary"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert "guard the divisor" in cause["change"]["what"], cause["change"]
+    assert "read_csv" not in cause["change"]["what"], cause["change"]
+
+
 def test_the_scene_s_verdict_shows_the_step_s_loss_as_the_replay_does(tmp_path):
     """At the scene the re-run's loss came from Keras's running mean with the failing step counted twice (0.812
     where the step's loss, which `nanlens replay` shows, was 0.856): the metrics are fresh for the re-run now."""

@@ -111,7 +111,8 @@ def findings_files(
         if verbose:
             scene.say(
                 "the failing batch already holds NaN/Inf, so the step only carried it; `nanlens locate` on "
-                "the bundle re-runs the input pipeline under a dump to find where it was made"
+                "the bundle finds where it was made (in the code that made the arrays given to fit, else by "
+                "re-running the input pipeline under a dump)"
             )
         return SceneFiles(manifest={"located_at_scene": entry_json})
     if result.findings is None:

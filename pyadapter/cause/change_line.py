@@ -1707,6 +1707,22 @@ def fit_array_site(
                 ),
                 None,
             )
+        if column is not None and argument is not None and not isinstance(argument, ast.Name):
+            # ``fit(tr[feats].values.astype("float32"), ...)``: the columns selected in the call itself (a K-fold
+            # loop's fold frame), the bad one by its name where the code makes it (s40c nb3).
+            picked_names = _selected_columns(units, unit, argument, call.lineno)
+            if picked_names is not None and len(picked_names) > 1 and column < len(picked_names):
+                frames = [
+                    n.value.id
+                    for n in ast.walk(argument)
+                    if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+                ]
+                made_at = column_assignment_site(units, picked_names[column], frames[0] if frames else None)
+                if made_at is not None:
+                    named = f"column {picked_names[column]!r} (column {column} of {leaf.split('[')[0]})"
+                    return Site(
+                        made_at.unit, made_at.node, named, target="array", column=picked_names[column]
+                    )
         if isinstance(argument, ast.Subscript) and isinstance(argument.value, ast.Name):
             argument = argument.value  # x[train_idx]: a fold of a cross-validation takes rows of x
         if not isinstance(argument, ast.Name):
@@ -1918,23 +1934,113 @@ def columns_read(node: ast.AST) -> list[str]:
     )
 
 
-def column_assignment_site(units: list[SourceUnit], column: str) -> Site | None:
+def column_assignment_site(units: list[SourceUnit], column: str, frame: str | None = None) -> Site | None:
     """The last assignment of a DataFrame column by name (``df["log_income"] = np.log(...)``, ``df.loc[:, "x"] =``)
-    in the user's code, as a site on its value; None when no line assigns that column."""
-    found: list[Site] = []
+    in the user's code, as a site on its value; None when no line assigns that column. A name the code computes in
+    a loop over names it writes (``for col in ["region", "plan"]: tr[col + "_te"], va[col + "_te"] =
+    encode(tr, va, col)``) is found too, and a value a function of the user's returns is followed to the line in
+    that function that makes it. `frame`: the DataFrame fit's array is taken from, whose assignment of the column
+    is preferred to another frame's on the same line (``tr[...], va[...] =``)."""
+    found: list[tuple[bool, Site]] = []
     for unit in units:
         for node in ast.walk(unit.tree):
             if not isinstance(node, ast.Assign) or len(node.targets) != 1:
                 continue
             target = node.targets[0]
-            if not isinstance(target, ast.Subscript):
+            parts = target.elts if isinstance(target, ast.Tuple) else [target]
+            for position, part in enumerate(parts):
+                if not isinstance(part, ast.Subscript):
+                    continue
+                key = part.slice
+                if isinstance(key, ast.Tuple) and key.elts:  # df.loc[:, "x"]
+                    key = key.elts[-1]
+                if column not in _key_texts(unit, key, node):
+                    continue
+                value = node.value
+                if isinstance(target, ast.Tuple):
+                    value = _element_assigned(units, node.value, position, len(parts)) or node.value
+                site = _returned_by_own_function(
+                    units, value, position if isinstance(target, ast.Tuple) else None
+                )
+                of_frame = frame is not None and isinstance(part.value, ast.Name) and part.value.id == frame
+                found.append((of_frame, site or Site(unit, value, f"column {column!r}", target="array")))
+    if not found:
+        return None
+    preferred = [site for of_frame, site in found if of_frame] or [site for _, site in found]
+    return replace(preferred[-1], name=f"column {column!r}", target="array")
+
+
+def _key_texts(unit: SourceUnit, key: ast.expr, statement: ast.stmt, depth: int = 0) -> set[str]:
+    """The strings a subscript key spells: a string written there, or one the code computes from a loop variable
+    over strings it writes (``col + "_te"``, ``f"{col}_te"`` in ``for col in ["region", "plan"]``)."""
+    if depth > 3:
+        return set()
+    if isinstance(key, ast.Constant):
+        return {key.value} if isinstance(key.value, str) else set()
+    if isinstance(key, ast.BinOp) and isinstance(key.op, ast.Add):
+        left = _key_texts(unit, key.left, statement, depth + 1)
+        right = _key_texts(unit, key.right, statement, depth + 1)
+        return {a + b for a in left for b in right}
+    if isinstance(key, ast.JoinedStr):
+        texts = {""}
+        for part in key.values:
+            if isinstance(part, ast.FormattedValue) and part.conversion == -1 and part.format_spec is None:
+                options = _key_texts(unit, part.value, statement, depth + 1)
+            else:
+                options = _key_texts(unit, part, statement, depth + 1)
+            texts = {a + b for a in texts for b in options}
+        return texts
+    if isinstance(key, ast.Name):
+        for loop in ast.walk(unit.tree):
+            if (
+                isinstance(loop, ast.For)
+                and isinstance(loop.target, ast.Name)
+                and loop.target.id == key.id
+                and loop.lineno <= statement.lineno <= (loop.end_lineno or loop.lineno)
+                and isinstance(loop.iter, (ast.List, ast.Tuple))
+            ):
+                return {
+                    e.value
+                    for e in loop.iter.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                }
+    return set()
+
+
+def _element_assigned(units: list[SourceUnit], value: ast.expr, position: int, count: int) -> ast.expr | None:
+    """The part of ``a, b = value`` assigned in `position`: an element of a tuple written there."""
+    if isinstance(value, ast.Tuple) and len(value.elts) == count:
+        return value.elts[position]
+    return None
+
+
+def _returned_by_own_function(units: list[SourceUnit], value: ast.expr, position: int | None) -> Site | None:
+    """Where a function of the user's makes what a call of it returns (element `position` of a returned tuple):
+    the last assignment of the returned name in that function (``train_enc = (s - train[target]) / (n - 1)``),
+    or the returned expression itself. None when `value` is not a call of a function the code defines."""
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
+        return None
+    for unit in units:
+        for function in _functions(unit):
+            if function.name != value.func.id:
                 continue
-            key = target.slice
-            if isinstance(key, ast.Tuple) and key.elts:  # df.loc[:, "x"]
-                key = key.elts[-1]
-            if isinstance(key, ast.Constant) and key.value == column:
-                found.append(Site(unit, node.value, f"column {column!r}", target="array"))
-    return found[-1] if found else None
+            returned = [
+                n.value for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None
+            ]
+            if len(returned) != 1:
+                return None
+            result = returned[0]
+            if position is not None:
+                if not isinstance(result, ast.Tuple) or position >= len(result.elts):
+                    return None
+                result = result.elts[position]
+            if isinstance(result, ast.Name):
+                made = _last_assignment(unit, result.id, result.lineno)
+                made_value = getattr(made, "value", None)
+                if made is not None and isinstance(made_value, ast.expr):
+                    return Site(unit, made_value, result.id, target="array")
+            return Site(unit, result, function.name, target="array")
+    return None
 
 
 def snake_case(name: str) -> str:

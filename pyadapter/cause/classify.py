@@ -4022,12 +4022,15 @@ def _norm_of_a_zero_kernel(origin: Finding, cause: Cause, units: list[SourceUnit
 def _divides(findings: Findings) -> bool:
     """Whether the origin's statement, as the user wrote it, divides (``w / norms``, ``ops.divide(w, norms)``)."""
     parsed = _origin_statement(findings)
-    if parsed is None:
-        return False
+    return parsed is not None and _has_division(parsed[0])
+
+
+def _has_division(tree: ast.AST) -> bool:
+    """Whether code divides (``a / b``, ``np.divide``): what makes a NaN of finite values, 0 / 0."""
     return any(
         (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div))
         or (isinstance(node, ast.Call) and called_name(node) in _DIVIDING_CALLS)
-        for node in ast.walk(parsed[0])
+        for node in ast.walk(tree)
     )
 
 
@@ -6239,6 +6242,28 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
             what = (
                 f"the computation of {made.name}: a log of 0 or a division by 0 makes {bad.describe()} of a finite "
                 "record; guard it (np.log1p, an epsilon) or filter the records before it"
+            )
+            change = _change(made, what, "array")
+    elif site is not None and bad is not None and math.isnan(bad.value):
+        # A NaN in a column the program computes with a division (a leave-one-out target encoding's (s - y) /
+        # (n - 1) of a category seen once: 0 / 0), when the file read holds no missing field: the computation made
+        # it, and "filter non-finite records where the data is read" filtered nothing (s40c nb3).
+        made = _fit_array_site(context, units, bad)
+        if (
+            made is not None
+            and made.column is not None
+            and _has_division(made.node)
+            and provenance.read_file_holds_missing(site, context.cwd, context.folders or [os.getcwd()])
+            is False
+        ):
+            summary += (
+                f"; {made.name} is computed with a division, and the file read holds no missing field: a 0 / 0 "
+                "there made the NaN"
+            )
+            what = (
+                f"the computation of {made.name}: a division by a count or sum that is 0 for some records (a "
+                "category seen once, an empty group) makes NaN; guard the divisor (np.where, np.maximum(..., 1)) "
+                "or fill those records (.fillna with a prior or the overall mean)"
             )
             change = _change(made, what, "array")
     column_name = (where or {}).get("column")

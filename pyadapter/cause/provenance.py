@@ -14,6 +14,7 @@ import ast
 import csv
 import math
 import os
+import time
 from typing import Any
 
 import numpy as np
@@ -241,6 +242,35 @@ def csv_row(
                 hits.append(number)
         if len(hits) == 1:
             return {"file": path, "line": hits[0], "row": hits[0] - start - 1, "header": header is not None}
+    return None
+
+
+def read_file_holds_missing(
+    site: Site, cwd: str | None, folders: list[str], seconds: float = 10.0
+) -> bool | None:
+    """Whether the CSV file named on the reading line holds a field pandas reads as NaN (empty, ``nan``, ``NA``,
+    ``inf``...): False when it was read to its end and holds none, None when no such file is found, or it was
+    not read to its end in `seconds`. A NaN in what fit got then came from the program's own arithmetic."""
+    deadline = time.monotonic() + seconds
+    for literal in _literal_paths(site):
+        if not literal.lower().endswith((".csv", ".tsv", ".txt")):
+            continue
+        path = _resolve(literal, site, cwd, folders)
+        if path is None:
+            continue
+        delimiter = "\t" if path.endswith(".tsv") else ","
+        try:
+            with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+                for number, fields in enumerate(csv.reader(handle, delimiter=delimiter)):
+                    if number == 0 and any(_as_float(f) is None for f in fields):
+                        continue  # a header (pandas writes its index's name as an empty field)
+                    if any(f.strip().lower() in records.NA_TEXTS for f in fields):
+                        return True
+                    if number % 4096 == 0 and time.monotonic() > deadline:
+                        return None
+        except OSError:
+            continue
+        return False
     return None
 
 

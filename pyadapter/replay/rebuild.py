@@ -119,7 +119,8 @@ def rebuild(source: str | Path | CaptureBundle) -> Rebuilt:
             + "; ".join(bad_inputs)
             + "): the NaN comes "
             "from the data or the input pipeline (e.g. a tf.data map function) before the step; `nanlens locate "
-            f"{bundle.path}` re-runs the input pipeline under a dump and names the line that made it"
+            f"{bundle.path}` names the line that made it (re-running the input pipeline under a dump when the "
+            "arrays given to fit did not hold it)"
         )
     return Rebuilt(bundle=bundle, entry=entry, program=program, warnings=warnings, bad_inputs=bad_inputs)
 

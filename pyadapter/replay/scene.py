@@ -376,7 +376,8 @@ def _describe(
         if findings.origin is not None:
             findings.origin.message = (
                 f"{carried}: in the step, {findings.origin.message}; to find where, run `nanlens locate` on the "
-                "bundle (it re-runs the input pipeline under a dump)"
+                "bundle (it reads the code that made the arrays given to fit, or re-runs the input pipeline under "
+                "a dump)"
             )
         else:
             findings.extra.setdefault("warnings", []).append(carried)
