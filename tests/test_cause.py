@@ -8169,3 +8169,51 @@ def test_a_divergence_on_raw_targets_at_a_rate_near_the_default_leads_with_the_t
     program.write_text(TRAIN.replace("learning_rate=0.05", "learning_rate=1.0"))
     cause = classify(findings_of(overflow_origin(program)), context)
     assert cause.change is not None and cause.change.what.startswith("learning rate 1 (SGD"), cause.change
+
+
+_REVERSAL = """
+import tensorflow as tf
+
+@tf.custom_gradient
+def reverse_gradient(x, hp_lambda):
+    def grad(dy):
+        return {returned}, None
+    return tf.identity(x), grad
+
+class GradientReversal(tf.keras.layers.Layer):
+    def __init__(self, hp_lambda=1.0):
+        super().__init__()
+        self.hp_lambda = hp_lambda
+
+model = Dann(hp_lambda={strength})
+"""
+
+
+@pytest.mark.parametrize(
+    ("returned", "strength", "named"),
+    [
+        ("-hp_lambda * dy", "10.0", True),  # DANN's reversal at 10: named
+        ("dy * -hp_lambda", "5", True),
+        ("-hp_lambda * dy", "1.0", False),  # the paper's final strength: no cause
+        ("tf.clip_by_norm(dy, hp_lambda)", "10.0", False),  # a gradient clip, no reversal
+    ],
+)
+def test_a_gradient_reversal_is_named_by_the_strength_the_code_gives_it(tmp_path, returned, strength, named):
+    import ast
+
+    from pyadapter.cause import change_line
+    from pyadapter.cause.sources import SourceUnit
+
+    code = _REVERSAL.format(returned=returned, strength=strength)
+    unit = SourceUnit(file=str(tmp_path / "train.py"), cell=None, text=code, tree=ast.parse(code))
+    found = change_line.gradient_reversal([unit])
+    if not named:
+        assert found is None, found
+        return
+    assert found is not None
+    assert (found.name, found.value, found.strength.line) == (
+        "hp_lambda",
+        float(strength),
+        code.count("\n", 0, code.index("model =")) + 1,
+    )
+    assert found.reversal.line == 7

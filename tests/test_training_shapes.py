@@ -1838,3 +1838,24 @@ def test_a_tf_function_method_guarded_through_its_instance_names_the_batch_by_it
     assert cause["summary"].startswith("a Log op read the step's argument y as it came, and y holds"), cause
     assert "args[" not in json.dumps(cause), cause
     assert "passed to fit" not in json.dumps(cause) and "shuffle=False" not in json.dumps(cause), cause
+
+
+def test_a_gradient_reversal_of_strength_ten_is_named_before_the_rate(tmp_path):
+    """DANN with its reversal strength typed as 10 (s40b p2): the cause named the learning rate, and the rate it
+    offered, followed, trained with loss spikes to 141; the strength at 1 trained at the same rate. The change is
+    the strength where the model is built, with the rate as the slower way out."""
+    program, done = run_copied("fit_dann_gradient_reversal.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "training stopped" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    assert cause["kind"] == "divergence", cause
+    assert "reverses a gradient (fit_dann_gradient_reversal.py:17) at strength hp_lambda=10" in cause["summary"], (
+        cause["summary"]
+    )
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert cause["change"]["what"].startswith("the gradient reversal's strength hp_lambda=10: 1 or less"), cause[
+        "change"
+    ]
+    assert "(or, slower to train: learning rate 0.05" in cause["change"]["what"], cause["change"]

@@ -2043,6 +2043,97 @@ def _returned_by_own_function(units: list[SourceUnit], value: ast.expr, position
     return None
 
 
+@dataclass
+class GradientReversal:
+    """A gradient reversal written with ``tf.custom_gradient`` (DANN's ``grad = -hp_lambda * dy``), and the
+    strength above 1 the code gives it (``DANN(hp_lambda=10.0)``)."""
+
+    reversal: Site  # the grad function's returned reversed gradient
+    strength: Site  # the number given as the strength
+    name: str  # the strength's name, as the code passes it
+    value: float
+
+
+# Names a reversal's strength goes by, beside the grad function's own: DANN's lambda, "grl_weight".
+_REVERSAL_WORDS = ("lambda", "lambd", "reversal", "grl")
+
+
+def _reversal_coefficient(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[ast.expr, str] | None:
+    """(the returned reversed gradient, its coefficient's name) of a ``@tf.custom_gradient`` function whose grad
+    returns ``-coefficient * dy`` (or ``dy * -coefficient``, ``-dy * self.coefficient``)."""
+    if not any(
+        (d.attr if isinstance(d, ast.Attribute) else d.id if isinstance(d, ast.Name) else "")
+        == "custom_gradient"
+        for d in function.decorator_list
+    ):
+        return None
+    for grad in function.body:
+        if not isinstance(grad, ast.FunctionDef) or not grad.args.args:
+            continue
+        upstream = grad.args.args[0].arg
+        for returned in (
+            n.value for n in ast.walk(grad) if isinstance(n, ast.Return) and n.value is not None
+        ):
+            first = returned.elts[0] if isinstance(returned, ast.Tuple) and returned.elts else returned
+            negated = any(isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) for n in ast.walk(first))
+            if not negated or not any(isinstance(n, ast.Name) and n.id == upstream for n in ast.walk(first)):
+                continue
+            for node in ast.walk(first):
+                if isinstance(node, ast.Name) and node.id != upstream and node.id not in ("tf", "np", "ops"):
+                    return first, node.id
+                if (
+                    isinstance(node, ast.Attribute)
+                    and isinstance(node.value, ast.Name)
+                    and node.value.id == "self"
+                ):
+                    return first, node.attr
+    return None
+
+
+def gradient_reversal(units: list[SourceUnit]) -> GradientReversal | None:
+    """The user's gradient reversal and the strength above 1 the code passes it (a keyword of its coefficient's
+    name or of a reversal's, ``hp_lambda=10.0``, last such call; else such a parameter's default); None when the
+    code reverses no gradient or gives it no strength above 1."""
+    reversal: tuple[SourceUnit, ast.expr, str] | None = None
+    for unit in units:
+        for function in _functions(unit):
+            found = _reversal_coefficient(function)
+            if found is not None:
+                reversal = (unit, *found)
+    if reversal is None:
+        return None
+    where, returned, coefficient = reversal
+
+    def strength_name(name: str | None) -> bool:
+        return name is not None and (name == coefficient or any(w in name.lower() for w in _REVERSAL_WORDS))
+
+    given: list[tuple[Site, str, float]] = []
+    defaults: list[tuple[Site, str, float]] = []
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if isinstance(node, ast.Call):
+                for item in node.keywords:
+                    value = number(item.value)
+                    if value is None and isinstance(item.value, ast.Name):
+                        value = _constant_of(unit, item.value.id)
+                    if strength_name(item.arg) and value is not None and value > 1:
+                        given.append(
+                            (Site(unit, item.value, str(item.arg), target="reversal"), str(item.arg), value)
+                        )
+            elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                arguments = node.args.args[len(node.args.args) - len(node.args.defaults) :]
+                for argument, default in zip(arguments, node.args.defaults, strict=True):
+                    value = number(default)
+                    if strength_name(argument.arg) and value is not None and value > 1:
+                        defaults.append(
+                            (Site(unit, default, argument.arg, target="reversal"), argument.arg, value)
+                        )
+    if not (given or defaults):
+        return None
+    site, name, value = (given or defaults)[-1]
+    return GradientReversal(Site(where, returned, coefficient, target="reversal"), site, name, value)
+
+
 def snake_case(name: str) -> str:
     """Keras's automatic layer name for a class: ``AttentionPooling`` -> ``attention_pooling``."""
     name = re.sub(r"\W+", "", name)

@@ -5094,6 +5094,33 @@ def _divergence(
             f"the weights were already huge when this fit began (weight norm {blown_up[1]:.3g} at step "
             f"{blown_up[0]}), and {trend_text}, {ending}"
         )
+    # Only where the rate is the change: unscaled inputs and a schedule's restart or rise are their own causes.
+    rate_is_the_change = (
+        blown_up is None and not before_any_update and not unscaled and restart is None and rose is None
+    )
+    reversal = change_line.gradient_reversal(units) if rate_is_the_change else None
+    if reversal is not None:
+        # A gradient reversal (DANN's) of strength 10: the feature extractor climbs the domain head's loss with 10
+        # times its gradient, and the two grow each other step after step. The rate it was named, followed, still
+        # spiked the loss to 141; the strength at 1 trained at the same rate (s40b p2).
+        evidence["gradient_reversal"] = {
+            "file": reversal.strength.file,
+            "line": reversal.strength.line,
+            "cell": reversal.strength.cell,
+            "name": reversal.name,
+            "strength": reversal.value,
+        }
+        summary += (
+            f"; the model reverses a gradient ({_site_place(reversal.reversal)}) at strength {reversal.name}="
+            f"{reversal.value:g}: the features climb the adversary's loss with {reversal.value:g} times its gradient, "
+            "and the two players' values grow each other"
+        )
+        instead = f" (or, slower to train: {change.what})" if change is not None else ""
+        what = (
+            f"the gradient reversal's strength {reversal.name}={reversal.value:g}: 1 or less, ramped up from 0 "
+            f"(DANN's 2 / (1 + exp(-10 * progress)) - 1){instead}"
+        )
+        change = _change(reversal.strength, what, "reversal")
     if searched:
         evidence["window"] = searched[0]  # the sentence is in change.what, next to the rate it replaces
     return Cause("divergence", summary, evidence, change)
