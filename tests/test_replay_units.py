@@ -1022,3 +1022,38 @@ def test_an_inf_the_batch_brought_is_carried_not_made_by_the_first_op_that_took_
     # Nor does an op whose every input's health was recorded carry in what the batch held.
     recorded = Finding(**{**sub.__dict__, "inputs": [InputHealth("a:0", TensorHealth(size=128))]})
     assert not _carried_in(recorded, with_inf)
+
+
+def test_a_notebook_re_entry_goes_past_a_cell_whose_import_fails_as_the_kernel_did(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The tutorial's ``import seaborn as sns`` raised in the kernel, which went on and trained in later cells; the
+    replay stopped there: "failed before its first training step: ModuleNotFoundError" (s41c p1). It goes past such
+    a cell now, and says so; a caller that lists nothing still gets the error, and a later cell's own error stays
+    the error."""
+    import json
+
+    from pyadapter.replay.reentry import run_notebook
+
+    def notebook(*sources: str) -> Path:
+        cells = [
+            {"cell_type": "code", "metadata": {}, "execution_count": n, "outputs": [], "source": [text]}
+            for n, text in enumerate(sources, 1)
+        ]
+        path = tmp_path / "tutorial.ipynb"
+        path.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+        return path
+
+    monkeypatch.chdir(tmp_path)
+    path = notebook("import not_installed_plotting_lib_xyz as sns", "open('ran.txt', 'w').write('yes')")
+    went_past: list[str] = []
+    run_notebook(path, [], None, went_past)
+    assert (tmp_path / "ran.txt").read_text() == "yes"
+    assert len(went_past) == 1 and "No module named 'not_installed_plotting_lib_xyz'" in went_past[0], (
+        went_past
+    )
+    with pytest.raises(ImportError):
+        run_notebook(path, [], None)
+    path = notebook("import not_installed_plotting_lib_xyz as sns", "sns.set()", "x = 1")
+    with pytest.raises(NameError):
+        run_notebook(path, [], None, [])

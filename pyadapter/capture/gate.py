@@ -327,7 +327,7 @@ def _deciding_writes(graph: Any, forward: set[int], manual: set[int] | None, kno
             if (
                 known is not None
                 and id(variable) not in known
-                and manual is None
+                and (manual is None or id(variable) not in manual)
                 and _in_graph(graph)
                 and not tf.distribute.has_strategy()
             ):
@@ -435,7 +435,7 @@ def hooks(
     # train_step that never calls scale_loss (Keras 3 wraps the optimizer at compile under mixed_float16, unasked)
     # differentiates its own loss, and an Inf there went unseen: 3 epochs of "loss: inf", no stop.
     names = scope.manual_names or {}
-    others = known_variables is not None and not manual
+    others = known_variables is not None
     targets = (
         tape_targets.recording(_record_unless_scaled)
         if any(is_loss_scale_optimizer(o) for o in optimizers)

@@ -252,7 +252,9 @@ class GuardedStep:
             self.config,
             manual_variables=self.trainable_variables() if by_hand else None,
             manual_names=self._hand_names if by_hand else None,
-            known_variables=None if by_hand else self._known_variables(),
+            # With no optimizer too: a hand-written Adam's slots and step counter are the step's own state, held
+            # back when it fails and kept by the window, as an accumulator is (s41e p2).
+            known_variables=self._known_variables(),
         ) as scope:
             with source_map:
                 result = function(*args, **kwargs)
@@ -277,6 +279,12 @@ class GuardedStep:
             ):
                 self._window = None  # one device's arguments and state only
             if self._window is not None:
+                if isinstance(self._compiled, tf.types.experimental.PolymorphicFunction):
+                    # Trace first (the call then runs that trace): the variables the step writes itself (a hand-
+                    # written Adam's slots, its step counter ``t``) are known only from the trace, and the window's
+                    # first copy must hold them too. Taking back step 0's update left them as the step wrote them,
+                    # and the re-runs, from t = 1, never divided by 1 - beta1 ** 0 (s41e p2).
+                    self._compiled.get_concrete_function(*args, **kwargs)
                 self._window.start(self._first_iteration)
         result, verdict, seeds_before, trace = self._compiled(*args, **kwargs)
         if self._trace_again:

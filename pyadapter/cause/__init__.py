@@ -88,6 +88,7 @@ def context_of_bundle(bundle: Any) -> CauseContext:
             numpy_warnings.read(bundle.manifest.get(numpy_warnings.MANIFEST_KEY)), entry.get("notebook")
         ),
         zero_variances=_zero_variances(bundle),
+        weights_before_step=bool((bundle.manifest.get("non_finite") or {}).get("weights_before_step")),
         step_state=_step_state_scalars(bundle),
         recent_batches=window.recent_batches(bundle),
         frozen_changed=window.frozen_changed(bundle.manifest),

@@ -2107,6 +2107,19 @@ def gradient_reversal(units: list[SourceUnit]) -> GradientReversal | None:
     def strength_name(name: str | None) -> bool:
         return name is not None and (name == coefficient or any(w in name.lower() for w in _REVERSAL_WORDS))
 
+    given = _number_given(units, strength_name, 1.0, "reversal")
+    if given is None:
+        return None
+    site, name, value = given
+    return GradientReversal(Site(where, returned, coefficient, target="reversal"), site, name, value)
+
+
+def _number_given(
+    units: list[SourceUnit], accepts: Callable[[str], bool], above: float, target: str
+) -> tuple[Site, str, float] | None:
+    """(the number's site, its name, the value) of the last keyword argument of a name `accepts` given a number
+    above `above` (``DANN(hp_lambda=10.0)``, a constant's name too: ``weight_decay=WD``); else such a parameter's
+    default (``def __init__(self, weight_decay=5e3)``)."""
     given: list[tuple[Site, str, float]] = []
     defaults: list[tuple[Site, str, float]] = []
     for unit in units:
@@ -2116,22 +2129,67 @@ def gradient_reversal(units: list[SourceUnit]) -> GradientReversal | None:
                     value = number(item.value)
                     if value is None and isinstance(item.value, ast.Name):
                         value = _constant_of(unit, item.value.id)
-                    if strength_name(item.arg) and value is not None and value > 1:
-                        given.append(
-                            (Site(unit, item.value, str(item.arg), target="reversal"), str(item.arg), value)
-                        )
+                    if item.arg is not None and accepts(item.arg) and value is not None and value > above:
+                        given.append((Site(unit, item.value, item.arg, target=target), item.arg, value))
             elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 arguments = node.args.args[len(node.args.args) - len(node.args.defaults) :]
                 for argument, default in zip(arguments, node.args.defaults, strict=True):
                     value = number(default)
-                    if strength_name(argument.arg) and value is not None and value > 1:
+                    if accepts(argument.arg) and value is not None and value > above:
                         defaults.append(
-                            (Site(unit, default, argument.arg, target="reversal"), argument.arg, value)
+                            (Site(unit, default, argument.arg, target=target), argument.arg, value)
                         )
-    if not (given or defaults):
+    found = given or defaults
+    return found[-1] if found else None
+
+
+@dataclass
+class HandWeightDecay:
+    """A weight decay the step writes by hand (``v.assign_sub(lr * self.weight_decay * v)``) and the factor of 1 or
+    more the code gives it (``weight_decay=5e3``, meant 5e-4)."""
+
+    write: Site  # the decay's write
+    factor: Site  # the number given as its factor
+    name: str
+    value: float
+
+
+def _decay_factor_name(node: ast.AST, variable: str) -> str | None:
+    """The name of a decay factor in a product that also holds `variable` (``lr * self.weight_decay * v``)."""
+    names = [
+        n.attr if isinstance(n, ast.Attribute) else n.id
+        for n in ast.walk(node)
+        if isinstance(n, (ast.Name, ast.Attribute))
+    ]
+    if variable not in names:
         return None
-    site, name, value = (given or defaults)[-1]
-    return GradientReversal(Site(where, returned, coefficient, target="reversal"), site, name, value)
+    return next((n for n in names if "decay" in n.lower() or n.lower() in ("wd", "l2", "lambda_wd")), None)
+
+
+def hand_weight_decay(units: list[SourceUnit]) -> HandWeightDecay | None:
+    """A decoupled weight decay written by hand (``v.assign_sub(lr * wd * v)``, ``v.assign(v - lr * wd * v)``)
+    whose factor the code gives as 1 or more: each step multiplies the weights by 1 - lr * wd, negative and growing
+    once lr * wd passes 2. None without one."""
+    for unit in units:
+        for node in calls(unit):
+            func = node.func
+            if (
+                not isinstance(func, ast.Attribute)
+                or func.attr not in ("assign_sub", "assign")
+                or not node.args
+            ):
+                continue
+            receiver = func.value
+            variable = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", None)
+            if not isinstance(variable, str):
+                continue
+            factor = _decay_factor_name(node.args[0], variable)
+            if factor is None:
+                continue
+            given = _number_given(units, factor.__eq__, 1.0, "regularizer")
+            if given is not None:
+                return HandWeightDecay(Site(unit, node, func.attr, target="regularizer"), *given)
+    return None
 
 
 def snake_case(name: str) -> str:

@@ -77,6 +77,9 @@ class CauseContext:
     ran_cells: list[str] = field(default_factory=list)
     # The lines NumPy warned at before the step ("divide by zero encountered in log"), ``manifest["numpy_warnings"]``.
     numpy_warnings: list[NumpyWarning] = field(default_factory=list)
+    # The guard found the trainable weights non-finite when the step began (``manifest["non_finite"]``): something
+    # between two checked updates wrote them (a callback's ``set_weights``).
+    weights_before_step: bool = False
     # Normalization layers' statistics with a variance of 0 in some feature (`scale.ZeroVariance`).
     zero_variances: list[scale.ZeroVariance] = field(default_factory=list)
     # The captured weight a log/sqrt origin read out of its domain (`DomainWeight`), when one is it.
@@ -177,6 +180,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _relative_error_of_a_csv_zero(cause, units)
             or _added_epsilon_of_zero(findings, origin, context, cause, units)
             or _frozen_part_trained_elsewhere(findings, context, cause, units)
+            or _schedule_divided_by_zero(origin, context, cause, units)
             or _optimizer_epsilon_zero(findings, origin, context, cause, units)
             or _norm_of_a_zero_kernel(origin, cause, units)
             or _zeros_from_16_bit(findings, origin, cause)
@@ -648,9 +652,20 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         return _expanded_distance(origin, expanded)
     # A variable read's only input is the resource handle (no health of its own).
     reads_weights = origin.op.type in VARIABLE_READS and all(i.health is None for i in origin.inputs)
-    if known and reads_weights and (step := _non_finite_at_start(context.history, context.step)) is not None:
+    at_start = _non_finite_at_start(context.history, context.step) if known else None
+    if (
+        known
+        and reads_weights
+        and (at_start is not None or context.weights_before_step)
+        and (warned := _weights_warning(context.numpy_warnings, units)) is not None
+    ):
+        # NumPy warned at a line of the program before the step, and the weights were non-finite before any update
+        # of the step wrote them: that line made them (an output bias of np.log(pos / neg) with no positives, s41c
+        # p2; a weight-averaging callback's division by a count of 0, s41e p5), not a divergence or an earlier fit.
+        return _weights_made_where_numpy_warned(origin, warned, at_start)
+    if known and reads_weights and at_start is not None:
         # A custom loop's too (its bundle records no optimizer): no update of this run wrote them.
-        return _started_from_bad_weights(units, origin, step)
+        return _started_from_bad_weights(units, origin, at_start)
     if known and reads_weights and context.model_info.get("optimizer"):
         return _update_blew_up(context, units, origin)
     masked = findings.extra.get("masked_by_where")
@@ -1595,6 +1610,10 @@ def _op(
             or _divisor_of_a_relu_words(findings, words)
             or words
         )
+    elif words is not None and origin.op.type == "Pow" and "to a negative power" in words[0]:
+        # A ReLU's zeros raised to a negative power (a Tweedie mean on a ReLU output layer): the graph words (self-
+        # loops, Kipf's tf.where) fit no such model, and the tf.where they offered is a gradient trap there.
+        words = _divisor_of_a_relu_words(findings, words, "base") or words
     if words is not None:
         summary, what = words
         if origin.op.type in DIVISION_OPS:
@@ -2428,7 +2447,9 @@ def _log_of_an_activation_words(
     return summary, what
 
 
-def _divisor_of_a_relu_words(findings: Findings, words: tuple[str, str]) -> tuple[str, str] | None:
+def _divisor_of_a_relu_words(
+    findings: Findings, words: tuple[str, str], role: str = "divisor"
+) -> tuple[str, str] | None:
     """The division words for a divisor a ReLU's zeros made (`describe.relu_into_divisor`): a covariance's Cholesky
     diagonal from ``Dense(2, activation="relu")``, whose determinant is 0 wherever the ReLU is. "+ 1e-7 on the
     divisor", followed, moved the NaN to the log of the same determinant (s38b covnll); the ReLU is the change
@@ -2438,7 +2459,15 @@ def _divisor_of_a_relu_words(findings: Findings, words: tuple[str, str]) -> tupl
         return None
     line = found.get("line")
     at = f" at line {line}" if isinstance(line, int) else ""
-    summary = f"{words[0]}; the divisor is made of a ReLU's output{at}, exactly 0 for every negative input"
+    said = words[0].split(", as in a degree normalisation")[0] if role == "base" else words[0]
+    summary = f"{said}; the {role} is made of a ReLU's output{at}, exactly 0 for every negative input"
+    if role == "base":
+        what = (
+            "the ReLU that makes it: a mean that must stay positive (a Tweedie or Poisson mean, a scale) needs an exp "
+            "(a log link: a linear output and tf.exp of it) or tf.nn.softplus(x) + 1e-6, which are never 0; a floor "
+            "on the base keeps this power finite, and the power's slope at the floor is still huge"
+        )
+        return summary, what
     what = (
         "the ReLU that makes it: a quantity that must stay positive (a variance, a scale, a Cholesky factor's "
         "diagonal) needs tf.nn.softplus(x) + 1e-6, which is never 0; an epsilon on the divisor keeps this division "
@@ -3131,7 +3160,17 @@ def _division_words(origin: Finding) -> tuple[str, str] | None:
     result = "0 / 0 is NaN" if both else "x / 0 is inf (0 / 0 NaN)"
     summary = f"the {origin.op.type} op divided by {zeros} in its divisor {divisor.name}: {result}"
     epsilon = "1e-4" if (health.dtype or "").lower() in SIXTEEN_BIT else "1e-7"
-    count = _count_divisor(_origin_source_line(origin))
+    line = _origin_source_line(origin)
+    corrected = _BIAS_CORRECTION.search(line or "")
+    if corrected is not None:
+        # Adam's bias correction written by hand, with the step counter read before it is counted: at t = 0,
+        # 1 - beta ** 0 is 0. An epsilon on it divides the first moment by 1e-7 (s41e p2).
+        what = (
+            f"the bias correction {corrected.group(0)}: it is 0 at the first step, t = 0; count the step first "
+            f"(t.assign_add(1) before it, or {corrected.group(1) or corrected.group(2)} ** (t + 1))"
+        )
+        return summary, what
+    count = _count_divisor(line)
     if count is not None:
         # A mean over what a batch may lack (positives, labelled rows, valid tokens): a floor of 1e-7, followed,
         # multiplied every such batch's loss by 1e7 (AUC 0.75 -> 0.63, s40c nb9); a count is at least 1.
@@ -3146,6 +3185,13 @@ def _division_words(origin: Finding) -> tuple[str, str] | None:
         f"divisor away from 0 (a / tf.maximum(b, {epsilon}), or + {epsilon})"
     )
     return summary, what
+
+
+# Adam's bias correction by hand: ``1 - beta1 ** t``, ``1. - tf.pow(beta2, step)``.
+_BIAS_CORRECTION = re.compile(
+    r"1\.?0?\s*-\s*(?:tf\.(?:math\.)?pow\(\s*((?:self\.)?(?:beta\w*|b[12]))\s*,\s*\w+(?:\.\w+)*\s*\)"
+    r"|((?:self\.)?(?:beta\w*|b[12]))\s*\*\*\s*\w+(?:\.\w+)*)"
+)
 
 
 # A divisor that counts (``n_pos``, ``num_valid``, ``tf.reduce_sum(mask)``, ``count_nonzero``, RetinaNet's
@@ -3710,6 +3756,52 @@ def _zeros_from_16_bit(findings: Findings, origin: Finding, cause: Cause) -> Cau
 _EPSILON_OPTIMIZERS = frozenset(
     {"adam", "adamw", "nadam", "adamax", "amsgrad", "rmsprop", "adagrad", "adadelta", "adafactor", "lamb"}
 )
+
+
+# Keras's learning-rate schedules that divide (op ``adam/InverseTimeDecay/truediv_1``).
+_DIVIDING_SCHEDULES = frozenset(
+    {"InverseTimeDecay", "ExponentialDecay", "PolynomialDecay", "CosineDecay", "CosineDecayRestarts"}
+)
+
+
+def _schedule_divided_by_zero(
+    origin: Finding, context: CauseContext, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """A division by 0 inside a Keras learning-rate schedule (``InverseTimeDecay(..., decay_rate=-1)``: a "warm-up"
+    whose denominator 1 + decay_rate * step / decay_steps reaches 0 at step 20). Read as the optimizer's update, it
+    was named "Adam's epsilon is 0", with the default epsilon set (s41c p10). None for any other division."""
+    if origin.op.type not in DIVISION_OPS or len(origin.inputs) != 2:
+        return None
+    divisor = origin.inputs[1].health
+    if divisor is None or not divisor.is_finite or not divisor.zero:
+        return None
+    schedule = next((part for part in origin.op.name.split("/")[1:-1] if part in _DIVIDING_SCHEDULES), None)
+    if schedule is None:
+        return None
+    site = change_line.construction_site(units, schedule)
+    growing = _growing_decay(units)
+    rate = None
+    if growing is not None and growing[0].name == schedule == "InverseTimeDecay":
+        site, rate = growing[0], growing[2]  # the number's own line
+    step = f" at step {context.step}" if context.step is not None else ""
+    if rate is not None:
+        why = (
+            f"its denominator 1 + decay_rate * step / decay_steps reached 0 with decay_rate={rate:g}: the rate it "
+            "makes is infinite there, and negative past it"
+        )
+        what = (
+            f"{schedule}'s decay_rate={rate:g}: a decay_rate above 0 (the rate falls); for a rate that "
+            "rises first, a warm-up (CosineDecay's warmup_target and warmup_steps)"
+        )
+    else:
+        why = (
+            "a division by 0 in the schedule's formula (a decay_steps of 0, or a decay_rate that cancels it)"
+        )
+        what = f"{schedule}'s arguments: decay_steps above 0 and a decay_rate that decays"
+    summary = f"the learning-rate schedule {schedule} divided by 0{step}: {why}"
+    evidence = {**cause.evidence, "schedule": schedule}
+    change = _change(site, what, "schedule") if site is not None else cause.change
+    return Cause("op", summary, evidence, change)
 
 
 def _optimizer_epsilon_zero(
@@ -5121,6 +5213,31 @@ def _divergence(
             f"(DANN's 2 / (1 + exp(-10 * progress)) - 1){instead}"
         )
         change = _change(reversal.strength, what, "reversal")
+    decay = change_line.hand_weight_decay(units) if rate_is_the_change and reversal is None else None
+    if decay is not None:
+        # A decoupled weight decay by hand with its factor typed 5e3 (meant 5e-4): each step multiplies the weights
+        # by 1 - lr * wd = -4. The rate it was named, followed, made lr * wd just below 1 and the model learned
+        # nothing (accuracy at chance, s41e p7): the factor is the change, not the rate.
+        ran: float | None = site.learning_rate if site is not None else None
+        if ran is None and context.learning_rate is not None and context.learning_rate.finite:
+            ran = context.learning_rate.value
+        times = (
+            f": each step multiplies the weights by 1 - lr * {decay.name} = {1 - ran * decay.value:.3g} at the "
+            f"rate {format_number(ran)}"
+            if ran
+            else ""
+        )
+        evidence["hand_weight_decay"] = {"line": decay.factor.line, "name": decay.name, "factor": decay.value}
+        summary += (
+            f"; the step decays the weights by hand ({_site_place(decay.write)}) with {decay.name}="
+            f"{decay.value:g}{times}{', so they change sign and grow each step' if ran and ran * decay.value > 2 else ''}"
+        )
+        factor_text = ast.get_source_segment(decay.factor.unit.text, decay.factor.node) or f"{decay.value:g}"
+        exponent = math.floor(math.log10(decay.value))
+        mantissa = decay.value / 10.0**exponent
+        typo = f" (a typo for {mantissa:g}e-{exponent}?)" if 1 <= exponent <= 6 else ""
+        what = f"{decay.name}={factor_text}: a usual weight decay is 1e-5 to 1e-1{typo}"
+        change = _change(decay.factor, what, "regularizer")
     if searched:
         evidence["window"] = searched[0]  # the sentence is in change.what, next to the rate it replaces
     return Cause("divergence", summary, evidence, change)
@@ -5534,6 +5651,79 @@ def _started_from_bad_weights(units: list[SourceUnit], origin: Finding, step: in
     return Cause("divergence", summary, evidence, change)
 
 
+def _sublayers_built(units: list[SourceUnit], class_name: str) -> list[str]:
+    """The Keras layers a layer class of the user's builds in its ``__init__`` (``self.wq = layers.Dense(d)``), as
+    ``self.wq``: each takes the global dtype policy unless given a dtype."""
+    found: list[str] = []
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if not isinstance(node, ast.ClassDef) or node.name != class_name:
+                continue
+            for function in node.body:
+                if not isinstance(function, ast.FunctionDef) or function.name != "__init__":
+                    continue
+                for statement in ast.walk(function):
+                    if not isinstance(statement, ast.Assign) or not isinstance(statement.value, ast.Call):
+                        continue
+                    func = statement.value.func
+                    path = ast.unparse(func)
+                    if not (
+                        path.startswith(("layers.", "keras.layers.", "tf.keras.layers.")) or "layers." in path
+                    ):
+                        continue
+                    if change_line.keyword(statement.value, "dtype") is not None:
+                        continue
+                    found += [ast.unparse(t) for t in statement.targets if isinstance(t, ast.Attribute)]
+    return found
+
+
+def _weights_warning(warned: list[NumpyWarning], units: list[SourceUnit]) -> NumpyWarning | None:
+    """The last line NumPy warned at in a file of the program that is still there (a notebook's saved cell), that
+    does more than look at a value."""
+    found = [
+        warning
+        for warning in warned
+        if os.path.isfile(warning.file)
+        and "ipykernel_" not in warning.file
+        and not _only_looks(warning, units)
+    ]
+    return found[-1] if found else None
+
+
+def _weights_made_where_numpy_warned(origin: Finding, warned: NumpyWarning, at_start: int | None) -> Cause:
+    """Weights non-finite before the step, and a NumPy warning at a line of the program before it: the line where
+    the program computed what it gave the weights (an initializer's value, a callback's set_weights)."""
+    where = place_text(os.path.basename(warned.file), warned.line, warned.cell)
+    when = (
+        f"when this fit began (step {at_start}, before any update of it)"
+        if at_start is not None
+        else "when the step began (the last update the guard checked was finite)"
+    )
+    summary = (
+        f'the weights were already non-finite {when}: NumPy warned "{warned.message}" at {where}, where the '
+        f"program computed a value it gave them ({'an infinity' if warned.makes == 'inf' else 'a NaN'}); the "
+        f"{origin.op.type} op only read them"
+    )
+    what = (
+        f"NumPy made {warned.makes} here ({warned.message}), and the weights were given it: guard the computation "
+        "(a log of 0: a count of 0, an empty class; a division by a count of 0: count from 1, or np.maximum(n, 1))"
+    )
+    change = Change(
+        file=os.path.abspath(warned.file),
+        line=warned.line,
+        what=what,
+        target="op",
+        cell=warned.cell,
+    )
+    evidence = {
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "weights_non_finite": True,
+        "numpy_warning": warned.to_json(),
+    }
+    return Cause("op", summary, evidence, change)
+
+
 # A layer's weights a program writes itself (LSUV's ``layer.kernel.assign(layer.kernel / std)``, a hand-made init).
 _WEIGHT_ATTRIBUTES = frozenset({"kernel", "bias", "embeddings", "gamma", "beta", "recurrent_kernel"})
 
@@ -5718,11 +5908,20 @@ def _precision(
         # The op is in the user's own layer code: that line is theirs to change (compute it in float32, or keep
         # it in range), and building the layer with dtype="float32" is the other way, named with its line.
         evidence["layer"] = {"class": layer.name, "file": layer.file, "line": layer.line}
+        # Its sublayers (q, k, v Dense layers built in __init__) follow the global policy whatever the outer layer's
+        # dtype: built with dtype="float32" alone, it overflowed at the same step (s41a p9).
+        inner = _sublayers_built(units, layer.name)
+        also = (
+            f", and give that dtype to the layers it builds ({', '.join(inner[:3])}{', ...' if len(inner) > 3 else ''}"
+            ": they follow the global policy otherwise)"
+            if inner
+            else ""
+        )
         change = _origin_change(
             findings,
             f"{_in_float32_words(origin, dtype)} or keep it "
             f'in {dtype}\'s range; or build {layer.name} with dtype="float32" '
-            f"({'' if layer.cell is None else f'cell {layer.cell + 1}, '}line {layer.line})",
+            f"({'' if layer.cell is None else f'cell {layer.cell + 1}, '}line {layer.line}){also}",
             "op",
         )
         where = f" in the {layer.name} layer"

@@ -596,7 +596,8 @@ _ZERO_KEEPING_TYPES = _PASSING_TYPES | frozenset(
     }
 )
 # The input a division op divides by.
-_DIVISOR_SLOT = {"RealDiv": 1, "Div": 1, "FloorDiv": 1, "DivNoNan": 1, "Reciprocal": 0, "Inv": 0}
+# A Pow's base is one too: 0 ** -0.5 is inf (a Tweedie loss's mu ** (1 - rho) on a ReLU's output, s41f p7).
+_DIVISOR_SLOT = {"RealDiv": 1, "Div": 1, "FloorDiv": 1, "DivNoNan": 1, "Reciprocal": 0, "Inv": 0, "Pow": 0}
 
 
 def relu_into_divisor(candidate: Candidate, depth: int = 8) -> dict[str, object] | None:

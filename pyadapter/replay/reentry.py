@@ -879,10 +879,16 @@ class _CellOutputs:
         self.namespace["Out"][count] = value
 
 
-def run_notebook(path: Path, skipped: list[str] | None = None, order: list[int] | None = None) -> None:
+def run_notebook(
+    path: Path,
+    skipped: list[str] | None = None,
+    order: list[int] | None = None,
+    went_past: list[str] | None = None,
+) -> None:
     """Run the notebook's code cells in order in one ``__main__`` namespace, each from its own cell file; shell
     commands are not run again (`_NoShellCommands`), and are listed in `skipped`. `order`: the code cells' positions
-    to run, in the kernel's order (`kernel_order`), in place of top to bottom."""
+    to run, in the kernel's order (`kernel_order`), in place of top to bottom. A cell whose import fails is gone
+    past, as the kernel went past it to train, and listed in `went_past`."""
     try:
         cells = write_cell_files(path)
     except ValueError as exc:
@@ -912,6 +918,13 @@ def run_notebook(path: Path, skipped: list[str] | None = None, order: list[int] 
             _CELL_RUN.number = number
             try:
                 outputs.run(source, str(target), number + 1)
+            except ImportError as exc:
+                # A tutorial's ``import seaborn as sns`` where seaborn is not installed: the kernel raised there
+                # too and training ran in later cells; the replay stopped at it ("failed before its first training
+                # step", s41c p1). A later cell that needed the module fails on its own name.
+                if went_past is None or number == len(cells) - 1:
+                    raise
+                went_past.append(f"{type(exc).__name__}: {_first_line(exc)}{_where(exc)}")
             except Exception:
                 if last_run[target] == number:
                     raise
@@ -989,6 +1002,7 @@ def run_by_reentry(
     root = package_root(program, module) if not is_notebook(program) else None
     skipped_commands: list[str] = []  # a notebook's shell commands, not run again
     skipped_saves: list[str] = []  # the program's saves, not written
+    went_past: list[str] = []  # a notebook's cells whose imports failed, gone past as the kernel went
     takeover.install(hook)
     try:
         with (
@@ -1001,7 +1015,7 @@ def run_by_reentry(
                 if is_notebook(program):
                     order = kernel_order(bundle, program)
                     hook.kernel_order = order is not None
-                    run_notebook(program, skipped_commands, order)
+                    run_notebook(program, skipped_commands, order, went_past)
                 elif root is not None and module is not None:
                     _run_package_module(program, module)
                 else:
@@ -1041,6 +1055,8 @@ def run_by_reentry(
                 f" (the replay skipped the program's save {skipped_saves[-1][:80]} before it, as it skips every "
                 "save: the file training saved must be there)"
             )
+        if went_past and not hint:
+            hint = f" (after a cell's import failed and the replay went past it: {went_past[0]})"
         raise ReplayError(
             f"re-entry: the {kind} {program.name} failed before its first training step: "
             f"{type(exc).__name__}: {_first_line(exc)}{_where(exc)}{hint}"
@@ -1102,6 +1118,13 @@ def run_by_reentry(
             if skipped_saves
             else ""
         )
+        imports = (
+            f"; went past {len(went_past)} cell{'s' if len(went_past) != 1 else ''} whose import failed, as the "
+            f"kernel did ({went_past[0]})"
+            if went_past
+            else ""
+        )
+        commands += imports
         notes.append(
             f"replayed by re-entry: ran the {kind} {program.name}"
             f"{' (its cells in the order the kernel ran them)' if hook.kernel_order else ''} up to {hook.reached} "
