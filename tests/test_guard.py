@@ -366,8 +366,8 @@ def test_bundle_write_failure_still_stops_and_leaves_nothing(tmp_path, monkeypat
 
     original = keras_state.save_keras_state
 
-    def crash_mid_write(writer, model, seed_states):
-        original(writer, model, seed_states)  # model.keras and weights.npz are on disk by now
+    def crash_mid_write(writer, model, seed_states, **kwargs):
+        original(writer, model, seed_states, **kwargs)  # model.keras and weights.npz are on disk by now
         raise OSError("disk full (injected)")
 
     monkeypatch.setattr(keras_state, "save_keras_state", crash_mid_write)

@@ -1342,6 +1342,29 @@ def test_a_nan_made_in_the_accumulation_branch_stops_and_replays_with_the_loops_
         assert len(replayed["verdicts"][mode]["non_finite_gradients"]) == 6, replayed["verdicts"][mode]
 
 
+def test_accumulators_a_model_s_own_train_step_keeps_are_held_and_replayed(tmp_path):
+    """A keras.Model subclass under fit accumulates its gradients in raw tf.Variables it makes in build()
+    (``self.acc``, ``self.n_acc``) and applies them under a tf.cond every 8 micro-steps, after resetting the counter
+    and then dividing by it: 0/0 at step 7. The fit's gate knew only the model's and optimizers' variables: the
+    bundle had no ``n_acc``, the failing step's writes were not put back, and the scene's re-run and every replay
+    started from n_acc=0, never took the branch, and said "no origin (the step stayed finite when re-run)". The
+    counter is put back, the bundle keeps both under the model's attributes' names, and the scene and
+    ``locate --replay`` (a replay by re-entry) name the division."""
+    program, done = run_copied("fit_accumulate_in_train_step.py", tmp_path)
+    assert "NanGuard: step 7 " in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [at(scene_origin(bundle))] == [(program, line) for line in changed]
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    kept = {v["path"]: v for v in manifest["weights"]["variables"] if v["group"] == "step"}
+    assert {"self.n_acc", "self.acc[0]", "self.acc[3]"} <= set(kept), kept
+    # The counter as training left it before step 7 (put back: the failing step had advanced it to 8).
+    with np.load(bundle / "weights.npz") as weights:
+        assert int(weights[kept["self.n_acc"]["key"]]) == 7
+    located = nanlens_json("locate", str(bundle), "--replay", cwd=tmp_path)
+    assert [at(located["origin"])] == [(program, line) for line in changed], located["origin"]
+
+
 def test_a_window_replayed_on_a_schedule_says_which_schedule_it_ran(tmp_path):
     """``nanlens replay --window`` on a run whose rate is a schedule said "learning rate: None (captured)" and,
     after the warm-up target was fixed, "stays finite" under that label: the window had run on the schedule the

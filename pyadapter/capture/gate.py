@@ -305,7 +305,9 @@ def _in_graph(graph: Any) -> bool:
     return (None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()) is graph
 
 
-def _deciding_writes(graph: Any, forward: set[int], manual: set[int] | None, known: set[int] | None) -> Any:
+def _deciding_writes(
+    graph: Any, forward: set[int], manual: set[int] | None, known: Callable[[], list[Any]] | None
+) -> Any:
     """`gate_manual.watching_writes`'s `decide` for one traced guarded step: what each write of a float variable in
     the step's own graph does.
 
@@ -313,9 +315,18 @@ def _deciding_writes(graph: Any, forward: set[int], manual: set[int] | None, kno
       value before the step's first write is kept, put back when the step fails (`combine`); the write goes on.
     - `manual` (the variables of a step with no optimizer): written only when the losses and gradients recorded
       before the write are finite (`gate_manual.held_back`), their updates measured with history on.
-    - with `known` (guard_step: the models', optimizers' and metrics' variables, which the gate and the metric
-      restore take care of), any other variable (an accumulator of gradients, ``acc.assign_add(g)``) likewise.
+    - with `known` (guard_step's and fit's: the models', optimizers' and metrics' variables, which the gate and the
+      metric restore take care of), any other variable (an accumulator of gradients, ``acc.assign_add(g)``)
+      likewise. `known` is listed again at a write to a variable it did not list: a step's first trace makes
+      variables it knows (Keras's compile metrics, built at their first update).
     Writes elsewhere (an optimizer's, inside the gate's branch) go as written."""
+    known_ids: set[int] = set()
+
+    def is_known(variable: Any) -> bool:
+        if known is None or id(variable) in known_ids:
+            return True
+        known_ids.update(gate_manual.ids(list(known())))
+        return id(variable) in known_ids
 
     def decide(variable: Any, kind: str, value: Any) -> Any:
         scope = _active
@@ -326,7 +337,7 @@ def _deciding_writes(graph: Any, forward: set[int], manual: set[int] | None, kno
             # re-run of the step starts from, as the accumulators it counts for.
             if (
                 known is not None
-                and id(variable) not in known
+                and not is_known(variable)
                 and (manual is None or id(variable) not in manual)
                 and _in_graph(graph)
                 and not tf.distribute.has_strategy()
@@ -351,7 +362,7 @@ def _deciding_writes(graph: Any, forward: set[int], manual: set[int] | None, kno
             if id(variable) not in record.forward_saved:
                 record.forward_saved[id(variable)] = (variable, tf.identity(variable.read_value()))
             return None
-        if not by_hand and (known is None or id(variable) in known):
+        if not by_hand and is_known(variable):
             return None
         context = tf.distribute.get_replica_context()
         if tf.distribute.has_strategy() and context is not None and context.num_replicas_in_sync > 1:
@@ -371,6 +382,14 @@ def _deciding_writes(graph: Any, forward: set[int], manual: set[int] | None, kno
     return decide
 
 
+def _listing(variables: list[Any] | Callable[[], list[Any]] | None) -> Callable[[], list[Any]]:
+    """`variables` as a function listing them (a list is listed as it is)."""
+    if callable(variables):
+        return variables
+    listed = list(variables or [])
+    return lambda: listed
+
+
 @contextlib.contextmanager
 def hooks(
     optimizers: list[Any],
@@ -378,15 +397,15 @@ def hooks(
     config: GateConfig,
     manual_variables: list[Any] | None = None,
     manual_names: dict[int, str] | None = None,
-    known_variables: list[Any] | None = None,
+    known_variables: list[Any] | Callable[[], list[Any]] | None = None,
     copy_before_updates: bool = False,
     on_repeated_update: Callable[[], None] | None = None,
 ) -> Iterator[_CallScope]:
     """Installs the recording and gating hooks on `optimizers` and `models` while a guarded step is traced (or
     run eagerly); yields the scope that collects what the step recorded. With `manual_variables` (a step with no
     optimizer), their writes are gated instead (`gate_manual`), named by `manual_names`. With `known_variables`
-    (guard_step's models', optimizers' and metrics' variables), writes to any other variable in the step are held
-    back on a failing step too (`_deciding_writes`). `copy_before_updates`: each optimizer update keeps a copy of
+    (guard_step's and fit's models', optimizers' and metrics' variables, or a function listing them), writes to any
+    other variable in the step are held back on a failing step too (`_deciding_writes`). `copy_before_updates`: each optimizer update keeps a copy of
     what it changes (as with several optimizers); `on_repeated_update`: when no copies are kept, a second update by
     the one optimizer calls it and raises `RepeatedUpdate`, for the caller to trace again with copies."""
     global _active
@@ -456,7 +475,7 @@ def hooks(
             graph,
             forward=gate_manual.ids(forward_state_variables(unique(models))),
             manual=gate_manual.ids(list(manual_variables or [])) if manual else None,
-            known=gate_manual.ids(list(known_variables or [])) if others else None,
+            known=_listing(known_variables) if others else None,
         )
     )
     v1_optimizer = tf.compat.v1.train.Optimizer

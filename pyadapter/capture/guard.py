@@ -229,7 +229,7 @@ class NanGuard(keras.callbacks.Callback):
         else:
             self._window = step_window.WindowKeeper(
                 self.window_size,
-                lambda: keras_state.state_variables(model),
+                lambda: [*keras_state.state_variables(model), *self._written_by_hand()],
                 frozen=lambda: keras_lines.frozen_weights(model),
             )
             self._window_model = weakref.ref(model)
@@ -605,6 +605,11 @@ class NanGuard(keras.callbacks.Callback):
         except Exception as exc:  # noqa: BLE001 - the bundle matters more than its window
             return {}, step_window.error_entries(exc)
 
+    def _written_by_hand(self) -> list[Any]:
+        """What the installed train function saw the model's train_step write itself (`written_by_hand`): part of
+        the state the window copies."""
+        return list(self._function.written_by_hand) if self._function is not None else []
+
     def _live_step(self, function: GuardedTrainFunction) -> atscene.LiveStep:
         """The step a window re-runs: Keras's ``train_step`` on the window's held batches."""
         model = self.model
@@ -663,7 +668,8 @@ class NanGuard(keras.callbacks.Callback):
         def save_state(writer: bundle_format.BundleWriter) -> dict:
             for name, content in (extra_files or {}).items():
                 writer.write_extra(name, content)
-            saved = keras_state.save_keras_state(writer, model, seed_states)
+            # What the model's train_step keeps itself (accumulators, a micro-step counter), by the program's names.
+            saved = keras_state.save_keras_state(writer, model, seed_states, kept=function.step_state(model))
             if "model_save_error" in saved:
                 model_entry.pop("file", None)  # no model.keras: the manifest does not name one
             return saved
@@ -734,6 +740,7 @@ class NanGuard(keras.callbacks.Callback):
                     *keras_lines.model_variables(model),
                     *keras_lines.metrics_variables(model),
                     *(v for o in optimizers for v in keras_lines.optimizer_variables(o)),
+                    *function.written_by_hand,  # the step's own accumulators and counter, put back after re-runs
                     *seed_variables,
                 ]
             ),

@@ -10,7 +10,7 @@ from typing import Any
 
 import keras
 
-from pyadapter.capture import bundle_format, keras_lines, model_archive, rng, snapshot
+from pyadapter.capture import bundle_format, keras_lines, model_archive, rng, snapshot, step_state
 from pyadapter.capture.train_function import model_optimizers
 
 
@@ -84,9 +84,16 @@ def _save_error_text(model: keras.Model, exc: Exception) -> str:
     return text
 
 
-def save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, seed_states: dict) -> dict:
+def save_keras_state(
+    writer: bundle_format.BundleWriter,
+    model: keras.Model,
+    seed_states: dict,
+    kept: list[tuple[Any, str]] | None = None,
+) -> dict:
     """model.keras (architecture and compile settings: `model_archive`) and weights.npz (every model and optimizer
-    value, streamed one variable at a time), with the seed states from before the step."""
+    value, streamed one variable at a time), with the seed states from before the step. `kept`: what the model's
+    train_step keeps in variables of its own (accumulators, a micro-step counter), with the program's names for
+    them (``self.n_acc``), in weights.npz's `step_state.GROUP` under those names."""
     seeds = dict(rng.seed_generator_states(model, with_global=True))
     after = {path: seeds[path].numpy() for path in seed_states if path in seeds}
     extra: dict[str, Any] = {}
@@ -109,8 +116,10 @@ def save_keras_state(writer: bundle_format.BundleWriter, model: keras.Model, see
                     "optimizer",
                     [v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)],
                 ),
+                (step_state.GROUP, [v for v, _ in kept or []]),
             ],
             described,
+            {id(v): name for v, name in kept or []},
         )
         # Written while the seed states are the captured ones: the values are read as they are written.
         writer.write_arrays(bundle_format.WEIGHTS_FILE, values, total)

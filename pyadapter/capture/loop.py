@@ -370,9 +370,7 @@ class GuardedStep:
 
     def _named_state(self, unheld: list[Any]) -> list[tuple[Any, str]]:
         """`step_state` of the step's own writes and the `unheld` variables it reads."""
-        candidates = snapshot.unique([*self._written_by_hand, *unheld])
-        names = step_state.global_names(step_state.namespace_of(self.python_function), candidates)
-        return [(v, names[id(v)]) for v in candidates if id(v) in names]
+        return step_state.named(self.python_function, snapshot.unique([*self._written_by_hand, *unheld]))
 
     def hand_variables(self) -> list[Any]:
         """The variables of the step's tf.Modules and its bare tf.Variables (a step that updates by hand)."""

@@ -85,6 +85,14 @@ def _is_layer(value: Any) -> bool:
     return keras_class and isinstance(getattr(value, "weights", None), list)
 
 
+def named(function: Any, variables: Iterable[Any]) -> list[tuple[Any, str]]:
+    """(variable, the program's name for it) of those of `variables` a name `function` reads holds
+    (`namespace_of`, `global_names`), in their order; variables no such name holds are left out."""
+    candidates = list(variables)
+    names = global_names(namespace_of(function), candidates)
+    return [(v, names[id(v)]) for v in candidates if id(v) in names]
+
+
 def find(namespace: Mapping[str, Any], name: str) -> Any:
     """The variable `name` (``micro_step``, ``accum_grads[2]``, ``G.weights[3]``) names in `namespace`, or None.
     Only a name, an index and a Keras model's ``weights`` list are looked up: nothing of the name is evaluated."""

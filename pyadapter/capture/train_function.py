@@ -27,6 +27,8 @@ from pyadapter.capture import (
     keras_lines,
     legacy_keras,
     rng,
+    snapshot,
+    step_state,
 )
 
 if TYPE_CHECKING:
@@ -67,6 +69,18 @@ def model_optimizers(model: keras.Model) -> list[Any]:
         if keras_lines.is_optimizer(value) and all(value is not seen for seen in found):  # either Keras line
             found.append(value)
     return found
+
+
+def known_variables(model: keras.Model) -> list[Any]:
+    """The variables the gate, the metric restore and the seed record take care of: the model's (its metrics'
+    included), its optimizers' and its seed generators' states. A write to any other in the step is held back when
+    the step fails and kept as the step's own state (`gate.hooks`'s `known_variables`)."""
+    return [
+        *keras_lines.model_variables(model),
+        *keras_lines.metrics_variables(model),
+        *(v for o in model_optimizers(model) for v in keras_lines.optimizer_variables(o)),
+        *(v for _, v in rng.seed_generator_states(model, with_global=True)),
+    ]
 
 
 def primary_optimizer(model: keras.Model) -> Any:
@@ -111,6 +125,10 @@ class GuardedTrainFunction:
         self._repeated_update = False  # the last trace raised gate.RepeatedUpdate (as a StagingError)
         # The last trace made Keras's global SeedGenerator (`rng.states_before_step`): trace again after its call.
         self._trace_again = False
+        # Variables the model's own train_step writes that no model, metric or optimizer lists (gradient
+        # accumulators and a micro-step counter a subclass keeps, ``self.n_acc.assign_add(1)``), seen while it was
+        # traced: its state as much as the weights (`gate.written_by_hand`).
+        self.written_by_hand: list[Any] = []
         self._make_functions(model)
 
     def _make_functions(self, model: keras.Model) -> None:
@@ -159,6 +177,8 @@ class GuardedTrainFunction:
                 model_optimizers(model_),
                 [model_],
                 config,
+                # Writes to any other variable (a subclass's own accumulators) are held back when the step fails.
+                known_variables=lambda: known_variables(model_),
                 copy_before_updates=self.copy_before_updates,
                 # Eagerly, the first update has run already: no second try.
                 on_repeated_update=None if tf.executing_eagerly() else self._found_repeated_update,
@@ -166,6 +186,7 @@ class GuardedTrainFunction:
                 outputs = strategy.run(replica_step, args=(data,))
                 verdict, meta = gate.combine(scope)
             self.meta = meta
+            self.written_by_hand = snapshot.unique([*self.written_by_hand, *gate.written_by_hand(scope)])
             return _reduce_logs(outputs, strategy), verdict
 
         if not model.run_eagerly:
@@ -195,6 +216,12 @@ class GuardedTrainFunction:
         )
         kept = tuple(flat) if self.keep_batches else ()
         return outputs, verdict, captured, kept
+
+    def step_state(self, model: keras.Model) -> list[tuple[Any, str]]:
+        """The variables the model's train_step keeps itself (`written_by_hand`), each with the program's name for
+        it (``self.n_acc``, ``self.acc[3]``: the model's attributes, or a global's): kept in the bundle under those
+        names (`step_state`), set again by name by a replay."""
+        return step_state.named(model.train_step, self.written_by_hand)
 
     def captured_batch(self, captured: Any) -> tuple[Any, dict[str, np.ndarray]]:
         """(this process's part of a failing step's batch, nested as fed; Keras seed states from before the

@@ -19,7 +19,7 @@ from typing import Any
 
 import tensorflow as tf
 
-from pyadapter.capture import rng
+from pyadapter.capture import rng, step_state
 from pyadapter.capture.batchcodec import values_of
 from pyadapter.capture.bundle_format import KIND_FIT, BundleError
 from pyadapter.capture.gate import forward_state_variables
@@ -200,12 +200,20 @@ def _keras_program(bundle: CaptureBundle, entry: EntryScript, warnings: list[str
     warnings.extend(state_warnings)
     if state_warnings or not captured:
         warnings.extend(skipped)  # Keras's own word on what it could not load, when the state is incomplete
-    return keras_step_program(bundle, model, [model.optimizer], to_tensors(bundle.batch()))
+    # What the model's train_step keeps itself (``self.n_acc``), by the program's names: a model rebuilt without it
+    # would not take the branch training took, and the step is re-entered instead (`session.py`).
+    kept, missed = step_state.assign(step_state.namespace_of(model.train_step), bundle.step_state_entries())
+    if missed:
+        raise ReplayError(f"{bundle.path}: on the model model.keras rebuilds, {missed[0]}")
+    return keras_step_program(bundle, model, [model.optimizer], to_tensors(bundle.batch()), kept=kept)
 
 
-def keras_step_program(bundle: CaptureBundle, model: Any, optimizers: list[Any], data: Any) -> StepProgram:
-    """``model.train_step(data)`` with the model's and optimizers' variables as its state, and the bundle's random
-    state and fresh metrics before each run (both routes: a model loaded from the bundle, or the program's own)."""
+def keras_step_program(
+    bundle: CaptureBundle, model: Any, optimizers: list[Any], data: Any, kept: list[Any] | None = None
+) -> StepProgram:
+    """``model.train_step(data)`` with the model's and optimizers' variables (and `kept`: what its train_step keeps
+    in variables of its own, accumulators and a micro-step counter) as its state, and the bundle's random state and
+    fresh metrics before each run (both routes: a model loaded from the bundle, or the program's own)."""
 
     def before_run() -> None:
         restore_rng(bundle, model)
@@ -214,7 +222,9 @@ def keras_step_program(bundle: CaptureBundle, model: Any, optimizers: list[Any],
     return StepProgram(
         step=model.train_step,
         args=(data,),
-        state=unique([*model_variables(model), *(v for o in optimizers for v in optimizer_variables(o))]),
+        state=unique(
+            [*model_variables(model), *(v for o in optimizers for v in optimizer_variables(o)), *(kept or [])]
+        ),
         trainable=list(model.trainable_variables),
         optimizers=list(optimizers),
         forward_state=forward_state_variables([model]),

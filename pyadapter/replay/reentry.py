@@ -248,6 +248,7 @@ class _BundleTakeover:
 
 
 def _keras_rebuilt(bundle: Any, model: Any) -> Any:
+    from pyadapter.capture import step_state
     from pyadapter.capture.bundle_format import KIND_FIT
     from pyadapter.capture.guard import model_optimizers
     from pyadapter.replay.rebuild import Rebuilt, keras_step_program, non_finite_inputs, to_tensors
@@ -265,7 +266,11 @@ def _keras_rebuilt(bundle: Any, model: Any) -> Any:
     # The step has built every optimizer it applies; one still unbuilt is one it does not use (the optimizer of a
     # GAN's bare super().compile()), and building it would only add variables the capture had no values for.
     warnings = assign_captured_state(bundle.weight_entries(), model, optimizers, build=False)
-    program = keras_step_program(bundle, model, optimizers, data)
+    # Accumulators and a micro-step counter the model's train_step keeps itself, found by the program's names for
+    # them (``self.n_acc``: the model's attributes).
+    kept, missed = step_state.assign(step_state.namespace_of(model.train_step), bundle.step_state_entries())
+    warnings += missed
+    program = keras_step_program(bundle, model, optimizers, data, kept=kept)
     program.snapshot()
     return Rebuilt(
         bundle=bundle,
