@@ -15,6 +15,7 @@ import csv
 import math
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -180,6 +181,14 @@ def _resolve(path: str, site: Site, cwd: str | None, folders: list[str]) -> str 
     return None
 
 
+def _text_files_read(site: Site, cwd: str | None, folders: list[str]) -> Iterator[tuple[str, str]]:
+    """(path, delimiter) of each data file the reading line names that is found inside `folders`."""
+    for literal in _literal_paths(site):
+        path = _resolve(literal, site, cwd, folders)
+        if path is not None:
+            yield path, "\t" if path.endswith(".tsv") else ","
+
+
 def _as_float(text: str) -> float | None:
     text = text.strip()
     if text == "":
@@ -214,11 +223,7 @@ def csv_row(
     ordered, named = _row_values(batch, element)
     if not ordered and not named:
         return None
-    for literal in _literal_paths(site):
-        path = _resolve(literal, site, cwd, folders)
-        if path is None:
-            continue
-        delimiter = "\t" if path.endswith(".tsv") else ","
+    for path, delimiter in _text_files_read(site, cwd, folders):
         try:
             with open(path, encoding="utf-8", errors="replace", newline="") as handle:
                 rows = list(csv.reader(handle, delimiter=delimiter))
@@ -252,13 +257,9 @@ def read_file_holds_missing(
     ``inf``...): False when it was read to its end and holds none, None when no such file is found, or it was
     not read to its end in `seconds`. A NaN in what fit got then came from the program's own arithmetic."""
     deadline = time.monotonic() + seconds
-    for literal in _literal_paths(site):
-        if not literal.lower().endswith((".csv", ".tsv", ".txt")):
+    for path, delimiter in _text_files_read(site, cwd, folders):
+        if not path.lower().endswith((".csv", ".tsv", ".txt")):
             continue
-        path = _resolve(literal, site, cwd, folders)
-        if path is None:
-            continue
-        delimiter = "\t" if path.endswith(".tsv") else ","
         try:
             with open(path, encoding="utf-8", errors="replace", newline="") as handle:
                 for number, fields in enumerate(csv.reader(handle, delimiter=delimiter)):
