@@ -8217,3 +8217,22 @@ def test_a_gradient_reversal_is_named_by_the_strength_the_code_gives_it(tmp_path
         code.count("\n", 0, code.index("model =")) + 1,
     )
     assert found.reversal.line == 7
+
+
+def test_a_normalization_adapted_on_missing_values_no_line_drops_is_changed_where_the_data_is_read(
+    tmp_path: Path,
+) -> None:
+    """The Auto MPG tutorial with its dropna forgotten (s41c p1b): the advice was the adapt line, and dropping the
+    NaN rows in adapt's argument alone, followed, met them in fit's batch at step 5. With no line that drops or fills
+    missing values, the change is where the data is read; a look at them (``dataset.isna().sum()``) drops nothing."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        ADAPTED.replace("table = table[~np.isnan(table).any(axis=1)]\n", "print(np.isnan(table).sum())\n")
+    )
+    cause = _normalization_constant_cause(
+        program, "sequential_1", TensorHealth(dtype="float32", rank=2, size=7, nan=1, pos=6)
+    )
+    assert cause.kind == "data", cause.summary
+    assert "no line of the program drops or fills them, so fit's batches hold them too" in cause.summary
+    assert cause.change is not None and cause.change.line == 4, cause.change
+    assert cause.change.what.startswith("the data read here: drop or fill its missing values"), cause.change

@@ -4186,6 +4186,18 @@ def _non_finite_constant(findings: Findings, units: list[SourceUnit], origin: Fi
             f"though the batch is finite ({_site_place(adapt)})"
         )
         what = "the data adapt() reads: fill or drop its missing values first (the layer keeps what adapt computes)"
+        read = change_line.reading_site(units, None, None, None)
+        if read is not None and not _drops_or_fills(units):
+            # No line drops or fills them (the Auto MPG tutorial without its dropna): fit reads them too, and
+            # dropping them in adapt's argument only, followed, met them at step 5 (s41c p1b). Where the data is
+            # read, both get them dropped.
+            summary += "; no line of the program drops or fills them, so fit's batches hold them too"
+            what = (
+                "the data read here: drop or fill its missing values right after reading (a DataFrame's .dropna(), "
+                "or .fillna()), so that adapt() and fit both get them dropped; dropping them in adapt's argument "
+                "alone leaves them in fit's batches"
+            )
+            return Cause("data", summary, evidence, _change(read, what, "reading"))
         return Cause("data", summary, evidence, _change(adapt, what, "reading"))
     summary = (
         f"a constant fixed into the step holds {health} ({origin.op.name}): a value made before training (a "
@@ -4193,6 +4205,28 @@ def _non_finite_constant(findings: Findings, units: list[SourceUnit], origin: Fi
     )
     what = "the value the step captures: make it finite where it is computed, before training"
     return Cause("data", summary, evidence, _origin_change(findings, what, "reading"))
+
+
+# Code that drops or fills missing values (pandas, NumPy, scikit-learn).
+_FILLS_OR_DROPS = re.compile(
+    r"\b(?:dropna|fillna|isnan|isna|isnull|notna|notnull|nan_to_num|interpolate|SimpleImputer)\b"
+)
+
+
+def _drops_or_fills(units: list[SourceUnit]) -> bool:
+    """Whether a statement of the program drops or fills missing values (``df = df.dropna()``, ``df.dropna(
+    inplace=True)``, ``x = x[~np.isnan(x).any(axis=1)]``); a line that only looks (``df.isna().sum()``) does not."""
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if isinstance(node, ast.Expr):
+                inplace = isinstance(node.value, ast.Call) and called_name(node.value) in ("dropna", "fillna")
+                if not inplace:
+                    continue
+            elif not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return)):
+                continue
+            if _FILLS_OR_DROPS.search(ast.unparse(node)):
+                return True
+    return False
 
 
 def _mask_constant(findings: Findings, origin: Finding) -> Finding | None:
