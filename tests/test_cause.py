@@ -8236,3 +8236,49 @@ def test_a_normalization_adapted_on_missing_values_no_line_drops_is_changed_wher
     assert "no line of the program drops or fills them, so fit's batches hold them too" in cause.summary
     assert cause.change is not None and cause.change.line == 4, cause.change
     assert cause.change.what.startswith("the data read here: drop or fill its missing values"), cause.change
+
+
+def test_a_class_weight_made_of_a_division_numpy_warned_at_is_changed_at_that_division(
+    tmp_path: Path,
+) -> None:
+    """The imbalanced-data tutorial's ``weight_for_1 = (1 / pos) * (total / 2.0)`` with a stale pos of 0 (s41c p3):
+    the change named the fit's ``class_weight=`` argument, a line that makes nothing. It is the line NumPy warned at
+    that makes a weight the dict reads."""
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    program = tmp_path / "cw.py"
+    program.write_text(
+        "import numpy as np\n"
+        "neg, pos = np.bincount(labels)\n"
+        "total = neg + pos\n"
+        "weight_for_0 = (1 / neg) * (total / 2.0)\n"
+        "weight_for_1 = (1 / pos) * (total / 2.0)\n"
+        "class_weight = {0: weight_for_0, 1: weight_for_1}\n"
+        "model.fit(x, y, class_weight=class_weight)\n"
+    )
+    x = np.ones((32, 4), np.float32)
+    y = np.array([1, 0] * 16, np.float32)
+    weights = np.where(y == 1, np.inf, 1.0).astype(np.float32)
+    origin = Finding(
+        file=str(program),
+        line=7,
+        role="origin",
+        op=OpRef("gradient_tape/AddN", "AddN"),
+        health=TensorHealth(dtype="float32", size=32, nan=16, pos=16),
+        inputs=[InputHealth("Select:0", TensorHealth(dtype="float32", size=32, pos_inf=16, neg=16))],
+    )
+    findings = findings_of(
+        origin,
+        non_finite_batch={"total": 16, "leaves": ["sample_weight"]},
+        origin_from="input pipeline re-run",
+    )
+    warned = [NumpyWarning(str(program), 5, "divide by zero encountered in scalar divide")]
+    context = CauseContext(batch=(x, y, weights), entry_script=str(program), numpy_warnings=warned)
+    cause = classify(findings, context)
+    assert cause.summary.startswith("the class weights given to fit weigh class 1 inf"), cause.summary
+    assert 'NumPy warned "divide by zero encountered in scalar divide" at cw.py:5' in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    cause = classify(findings, CauseContext(batch=(x, y, weights), entry_script=str(program)))
+    assert cause.change is not None and cause.change.line == 6, cause.change  # no warning: the dict's line

@@ -1532,21 +1532,11 @@ def class_weight_site(units: list[SourceUnit]) -> Site | None:
             if value is None:
                 continue
             if isinstance(value, ast.Name):
-                made = [
-                    a.value
-                    for a in ast.walk(unit.tree)
-                    if isinstance(a, (ast.Assign, ast.AnnAssign))
-                    and a.value is not None
-                    and a.lineno <= node.lineno
-                    and any(
-                        isinstance(t, ast.Name) and t.id == value.id
-                        for t in (a.targets if isinstance(a, ast.Assign) else [a.target])
-                    )
-                ]
-                if made:
-                    return Site(
-                        unit, max(made, key=lambda e: e.lineno), "class_weight", target="class_weight"
-                    )
+                # In the fit's cell or an earlier one (a notebook makes the weights in the cell above fit's).
+                found = _assignment_before(units, unit, value.id, node.lineno)
+                made = getattr(found[1], "value", None) if found is not None else None
+                if found is not None and isinstance(made, ast.expr):
+                    return Site(found[0], made, "class_weight", target="class_weight")
             return Site(unit, value, "class_weight", target="class_weight")
     return None
 
@@ -1604,6 +1594,24 @@ def _last_assignment(unit: SourceUnit, name: str, before: int) -> ast.stmt | Non
         if name in names and (best is None or node.lineno > best.lineno):
             best = node
     return best
+
+
+def statement_at(unit: SourceUnit, line: int) -> ast.stmt | None:
+    """The assignment that starts at `line` of `unit`, if any."""
+    return next(
+        (
+            n
+            for n in ast.walk(unit.tree)
+            if isinstance(n, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and n.lineno == line
+        ),
+        None,
+    )
+
+
+def assigned_names(statement: ast.stmt) -> list[str]:
+    """The names an assignment statement assigns (its targets' names)."""
+    targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]
+    return [name for target in targets if isinstance(target, ast.expr) for name in _assigned_names(target)]
 
 
 def _assigned_names(target: ast.expr) -> Iterator[str]:

@@ -7020,6 +7020,25 @@ def _class_weighted(findings: Findings, context: CauseContext, units: list[Sourc
         f"class_weight: give every class a finite weight ({of_class} is {weight}: a class with no samples where the "
         "counts are made divides by 0; count the labels fit trains on)"
     )
+    # The line NumPy warned at that makes a name the weights read (``weight_for_1 = (1 / pos) * (total / 2.0)``
+    # above ``class_weight = {0: weight_for_0, 1: weight_for_1}``): the division to change (s41c p3).
+    read = {n.id for n in ast.walk(site.node) if isinstance(n, ast.Name)}
+    for warning in context.numpy_warnings:
+        unit = next(
+            (
+                u
+                for u in units
+                if os.path.abspath(u.file) == os.path.abspath(warning.file) and u.cell == warning.cell
+            ),
+            None,
+        )
+        statement = change_line.statement_at(unit, warning.line) if unit is not None else None
+        if statement is not None and unit is not None and read & set(change_line.assigned_names(statement)):
+            summary += f'; NumPy warned "{warning.message}" at {place_text(os.path.basename(warning.file), warning.line, warning.cell)}'
+            made = getattr(statement, "value", None)
+            if isinstance(made, ast.expr):
+                site = change_line.Site(unit, made, "class_weight", target="class_weight")
+            break
     return Cause("data", summary, evidence, _change(site, what, "class_weight"))
 
 
