@@ -1973,3 +1973,20 @@ def test_a_tweedie_mean_from_a_relu_raised_to_a_negative_power_is_changed_at_the
     assert "a log link" in cause["change"]["what"] and "self-loops" not in cause["change"]["what"], cause[
         "change"
     ]
+
+
+def test_a_cyclical_rate_whose_peak_is_a_typo_names_the_peak(tmp_path):
+    """A cyclical learning rate callback given max_lr=6e-1 (s41e p6) diverges on its way up. "Keep it from rising ...
+    or cap it at or below 0.001" made the cycle a constant; the peak given to the callback is the change."""
+    program, done = run_copied("fit_cyclic_lr_callback_peak.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert cause["kind"] == "divergence", cause
+    assert "after the program raised the rate" in cause["summary"], cause["summary"]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert cause["change"]["what"].startswith("the schedule's peak max_lr=6e-1: the run diverged at"), cause[
+        "change"
+    ]
+    assert "keep it from rising" not in cause["change"]["what"], cause["change"]

@@ -2115,14 +2115,14 @@ def gradient_reversal(units: list[SourceUnit]) -> GradientReversal | None:
     def strength_name(name: str | None) -> bool:
         return name is not None and (name == coefficient or any(w in name.lower() for w in _REVERSAL_WORDS))
 
-    given = _number_given(units, strength_name, 1.0, "reversal")
+    given = number_given(units, strength_name, 1.0, "reversal")
     if given is None:
         return None
     site, name, value = given
     return GradientReversal(Site(where, returned, coefficient, target="reversal"), site, name, value)
 
 
-def _number_given(
+def number_given(
     units: list[SourceUnit], accepts: Callable[[str], bool], above: float, target: str
 ) -> tuple[Site, str, float] | None:
     """(the number's site, its name, the value) of the last keyword argument of a name `accepts` given a number
@@ -2194,7 +2194,7 @@ def hand_weight_decay(units: list[SourceUnit]) -> HandWeightDecay | None:
             factor = _decay_factor_name(node.args[0], variable)
             if factor is None:
                 continue
-            given = _number_given(units, factor.__eq__, 1.0, "regularizer")
+            given = number_given(units, factor.__eq__, 1.0, "regularizer")
             if given is not None:
                 return HandWeightDecay(Site(unit, node, func.attr, target="regularizer"), *given)
     return None

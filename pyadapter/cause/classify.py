@@ -5209,6 +5209,19 @@ def _divergence(
                 f"factor per epoch above 1) or cap it {rose.cap_text()}"
                 + (f"; and scale the {' and '.join(item.role for item in unscaled)}" if unscaled else ""),
             )
+        peak = change_line.number_given(units, _is_peak_name, rose.start_rate, "schedule")
+        if peak is not None and peak[2] >= rose.raised_to:
+            # A schedule meant to rise (a cyclical rate, a warm-up) toward a peak the code gives (``CyclicLR(
+            # max_lr=6e-1)``, meant 6e-3): "keep it from rising" turned the cycle into a constant (s41e p6). The run
+            # diverged on the way to the peak: the peak is what to lower.
+            peak_site, peak_name, peak_value = peak
+            peak_text = ast.get_source_segment(peak_site.unit.text, peak_site.node) or f"{peak_value:g}"
+            what = (
+                f"the schedule's peak {peak_name}={peak_text}: the run diverged at {format_number(rose.raised_to)} on "
+                f"its way there; lower the peak (below {format_number(rose.raised_to / 10)}, a tenth of that rate, "
+                "or where a learning-rate range test finds the loss still falling)"
+            )
+            change = _change(peak_site, what, "schedule")
     summary = f"the run diverged{rate_text}{scale_text}{restart_text}: {trend_text}, {ending}"
     if before_any_update:
         summary = (
@@ -5683,6 +5696,16 @@ def _started_from_bad_weights(units: list[SourceUnit], origin: Finding, step: in
         f"the {origin.op.type} op only read them"
     )
     return Cause("divergence", summary, evidence, change)
+
+
+# Keyword names of a schedule's peak rate (a cyclical rate's max_lr, a warm-up's target).
+_PEAK_NAMES = frozenset(
+    {"max_lr", "peak_lr", "lr_max", "max_learning_rate", "maximal_learning_rate", "warmup_target"}
+)
+
+
+def _is_peak_name(name: str) -> bool:
+    return name in _PEAK_NAMES
 
 
 def _sublayers_built(units: list[SourceUnit], class_name: str) -> list[str]:
