@@ -3138,21 +3138,15 @@ model.fit(ds, epochs=1,
 """
 
 
-def test_a_class_weighted_inf_on_a_dataset_names_the_class_weights_after_a_pipeline_re_run(
-    tmp_path: Path,
-) -> None:
-    """The batch holds an inf sample weight, so `locate` re-ran the input pipeline, whose first non-finite op was
-    the weighted loss's gradient AddN in the training step: the cause was "op — an AddN op made NaN from inputs
-    that held infinities ... keep its inputs in its domain" at the fit line. Keras made that weight from
-    class_weight after the pipeline, as with arrays, where the cause names the class_weight line."""
-    program = tmp_path / "cw.py"
-    program.write_text(CLASS_WEIGHTED_DATASET)
+def _class_weighted_step(program: Path, line: int) -> tuple[Findings, tuple[np.ndarray, ...]]:
+    """A step whose batch's class-1 rows have sample weight inf (Keras made it from class_weight), and the weighted
+    loss's gradient AddN at `line` of `program` as the origin a pipeline re-run found: (findings, (x, y, weights))."""
     x = np.ones((32, 4), np.float32)
     y = np.array([1, 0] * 16, np.float32)
     weights = np.where(y == 1, np.inf, 1.0).astype(np.float32)
     origin = Finding(
         file=str(program),
-        line=10,
+        line=line,
         role="origin",
         op=OpRef("gradient_tape/AddN", "AddN"),
         health=TensorHealth(dtype="float32", size=32, nan=16, pos=16),
@@ -3163,6 +3157,19 @@ def test_a_class_weighted_inf_on_a_dataset_names_the_class_weights_after_a_pipel
         non_finite_batch={"total": 16, "leaves": ["sample_weight"]},
         origin_from="input pipeline re-run",
     )
+    return findings, (x, y, weights)
+
+
+def test_a_class_weighted_inf_on_a_dataset_names_the_class_weights_after_a_pipeline_re_run(
+    tmp_path: Path,
+) -> None:
+    """The batch holds an inf sample weight, so `locate` re-ran the input pipeline, whose first non-finite op was
+    the weighted loss's gradient AddN in the training step: the cause was "op — an AddN op made NaN from inputs
+    that held infinities ... keep its inputs in its domain" at the fit line. Keras made that weight from
+    class_weight after the pipeline, as with arrays, where the cause names the class_weight line."""
+    program = tmp_path / "cw.py"
+    program.write_text(CLASS_WEIGHTED_DATASET)
+    findings, (x, y, weights) = _class_weighted_step(program, 10)
     cause = classify(findings, CauseContext(batch=(x, y, weights), entry_script=str(program)))
     assert cause.kind == "data", cause
     assert cause.summary.startswith("the class weights given to fit weigh class 1 inf"), cause.summary
@@ -8256,22 +8263,7 @@ def test_a_class_weight_made_of_a_division_numpy_warned_at_is_changed_at_that_di
         "class_weight = {0: weight_for_0, 1: weight_for_1}\n"
         "model.fit(x, y, class_weight=class_weight)\n"
     )
-    x = np.ones((32, 4), np.float32)
-    y = np.array([1, 0] * 16, np.float32)
-    weights = np.where(y == 1, np.inf, 1.0).astype(np.float32)
-    origin = Finding(
-        file=str(program),
-        line=7,
-        role="origin",
-        op=OpRef("gradient_tape/AddN", "AddN"),
-        health=TensorHealth(dtype="float32", size=32, nan=16, pos=16),
-        inputs=[InputHealth("Select:0", TensorHealth(dtype="float32", size=32, pos_inf=16, neg=16))],
-    )
-    findings = findings_of(
-        origin,
-        non_finite_batch={"total": 16, "leaves": ["sample_weight"]},
-        origin_from="input pipeline re-run",
-    )
+    findings, (x, y, weights) = _class_weighted_step(program, 7)
     warned = [NumpyWarning(str(program), 5, "divide by zero encountered in scalar divide")]
     context = CauseContext(batch=(x, y, weights), entry_script=str(program), numpy_warnings=warned)
     cause = classify(findings, context)
