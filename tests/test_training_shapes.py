@@ -1990,3 +1990,32 @@ def test_a_cyclical_rate_whose_peak_is_a_typo_names_the_peak(tmp_path):
         "change"
     ]
     assert "keep it from rising" not in cause["change"]["what"], cause["change"]
+
+
+def _orders_csv(path: Path) -> list[int]:
+    """Order amounts and durations; four fully discounted orders have amount 0. Their data rows, from 0."""
+    rng = np.random.default_rng(8)
+    amount = np.round(np.exp(rng.normal(3.5, 0.8, 5000)), 2)
+    minutes = np.round(np.exp(rng.normal(1.5, 0.6, 5000)), 1)
+    zeros = sorted(int(i) for i in rng.choice(5000, 4, replace=False))
+    amount[zeros] = 0.0
+    path.write_text("amount,minutes\n" + "".join(f"{a},{m}\n" for a, m in zip(amount, minutes, strict=True)))
+    return zeros
+
+
+def test_a_fit_given_features_alone_finds_the_bad_row_in_them_and_re_runs_nothing(tmp_path):
+    """``gmm.fit(X)`` with no targets (s41d p8): the guard searched fit's arrays for an (x, y) batch only, so the
+    -inf row was named by its place in the shuffled epoch and `locate` re-ran the program under a dump (551 s in
+    the notebook). The row is found in X now, and the line NumPy warned at is the change."""
+    zeros = _orders_csv(tmp_path / "orders.csv")
+    program, done = run_copied("fit_density_log_of_zero_amounts.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    located = nanlens_text("locate", str(bundle), "--json", cwd=tmp_path)
+    assert "re-running" not in located.stderr, located.stderr[-2000:]
+    cause = json.loads(located.stdout)["cause"]
+    found = re.search(r"index (\d+) of the array passed to fit", cause["summary"])
+    assert found is not None and int(found.group(1)) in zeros, (zeros, cause["summary"])
+    assert "shuffled order" not in cause["summary"], cause["summary"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]

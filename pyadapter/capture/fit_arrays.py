@@ -202,6 +202,8 @@ def manifest_entry(batch: Any, model: Any) -> dict[str, Any]:
     ``{}``; never raises (the capture matters more)."""
     try:
         inputs = fit_inputs(model)
+        if isinstance(batch, np.ndarray):
+            batch = (batch,)  # fit(X) with no targets (a density model's): the batch is x alone
         if inputs is None or not isinstance(batch, (list, tuple)) or not batch:
             return {}
         array, array_y, columns, given = inputs
