@@ -8274,3 +8274,34 @@ def test_a_class_weight_made_of_a_division_numpy_warned_at_is_changed_at_that_di
     assert cause.change is not None and cause.change.line == 5, cause.change
     cause = classify(findings, CauseContext(batch=(x, y, weights), entry_script=str(program)))
     assert cause.change is not None and cause.change.line == 6, cause.change  # no warning: the dict's line
+
+
+def test_a_feature_nan_in_every_window_after_a_std_named_apart_names_the_standardization(
+    tmp_path: Path,
+) -> None:
+    """tensorflow.org's time-series tutorial (s41c p4): ``train_std = train_df.std()`` then ``train_df = (train_df -
+    train_mean) / train_std`` over a column constant in the training split, and windows cut from it by a
+    WindowGenerator. The batch is (window, time, feature): its NaN feature was not seen as a whole column, and the
+    change was "filter or repair non-finite records where the data is read (read_csv)" of a CSV with no NaN."""
+    program = tmp_path / "ts.py"
+    program.write_text(
+        "import pandas as pd\n"
+        "df = pd.read_csv('climate.csv')\n"
+        "train_df = df[:700]\n"
+        "train_mean = train_df.mean()\n"
+        "train_std = train_df.std()\n"
+        "train_df = (train_df - train_mean) / train_std\n"
+        "model.fit(window.train, epochs=2)\n",
+        encoding="utf-8",
+    )
+    x = np.ones((32, 24, 5), np.float32)
+    x[..., 4] = np.nan
+    origin = batch_origin(
+        program, 7, TensorHealth(dtype="float32", size=32 * 24 * 5, nan=32 * 24, pos=32 * 24 * 4)
+    )
+    findings = findings_of(origin, non_finite_batch={"total": 32 * 24, "examples": ["x[0, 0, 4] = nan"]})
+    cause = classify(findings, CauseContext(entry_script=str(program), batch=(x, np.zeros((32, 1, 1)))))
+    assert cause.kind == "data", cause
+    assert "feature 4 of x is NaN/Inf at every time step of every window" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 6, cause.change
+    assert cause.change.what.startswith("the standardization: a column that never changes"), cause.change

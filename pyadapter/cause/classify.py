@@ -6623,7 +6623,22 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
 
 def _standardization_site(units: list[SourceUnit]) -> change_line.Site | None:
     """The first statement of the user's code that divides by a std it computes (``(df[c] - df[c].mean()) /
-    df[c].std()``, ``x / x.std(axis=0)``), or None."""
+    df[c].std()``, ``x / x.std(axis=0)``), or by a name assigned one (``train_std = train_df.std()`` above
+    ``train_df = (train_df - train_mean) / train_std``, tensorflow.org's time-series tutorial), or None."""
+
+    def computes_std(node: ast.AST) -> bool:
+        return any(
+            isinstance(call, ast.Call) and called_name(call) in ("std", "nanstd") for call in ast.walk(node)
+        )
+
+    std_names = {
+        target.id
+        for unit in units
+        for node in ast.walk(unit.tree)
+        if isinstance(node, ast.Assign) and computes_std(node.value)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
     for unit in units:
         for node in ast.walk(unit.tree):
             if not isinstance(node, ast.Assign):
@@ -6632,9 +6647,9 @@ def _standardization_site(units: list[SourceUnit]) -> change_line.Site | None:
                 if (
                     isinstance(division, ast.BinOp)
                     and isinstance(division.op, ast.Div)
-                    and any(
-                        isinstance(call, ast.Call) and called_name(call) in ("std", "nanstd")
-                        for call in ast.walk(division.right)
+                    and (
+                        computes_std(division.right)
+                        or (isinstance(division.right, ast.Name) and division.right.id in std_names)
                     )
                 ):
                     return change_line.Site(unit, node.value, "std")
@@ -6986,11 +7001,27 @@ def _whole_column(batch: Any, bad: Any, units: list[SourceUnit]) -> str | None:
     """'column 2 of y is NaN/Inf in every row of the batch: a computed column, not one record' when the bad
     element's column holds no finite value in any row (a target normalised by a zero std); else None. A dict
     input's column is named when the code selects it by name (``{"numeric": df[NUMERIC].values}``)."""
-    if bad is None or len(bad.index) != 2:
+    if bad is None or len(bad.index) not in (2, 3):
         return None
     for label, value, _ in provenance.leaves(batch):
-        if label != bad.leaf or not isinstance(value, np.ndarray) or value.ndim != 2 or value.shape[0] < 2:
+        if (
+            label != bad.leaf
+            or not isinstance(value, np.ndarray)
+            or value.ndim != len(bad.index)
+            or value.shape[0] < 2
+        ):
             continue
+        if value.ndim == 3:
+            # Windows of a series (batch, time, feature): a feature NaN at every time step of every window is the
+            # series' column, scaled by a std of 0 before the windows were cut (a WindowGenerator's, s41c p4).
+            feature = bad.index[2]
+            if np.isfinite(value[..., feature]).any():
+                continue
+            return (
+                f"feature {feature} of {bad.leaf} is NaN/Inf at every time step of every window in the batch: a "
+                "computed column of the series, not one record (a statistic the column was scaled by is NaN/Inf: "
+                "a std of 0 for a column constant over the training split)"
+            )
         if not np.isfinite(value[:, bad.index[1]]).any():
             key = _DICT_KEY.match(bad.leaf)
             names = change_line.keyed_columns(units, key.group(1)) if key else None
