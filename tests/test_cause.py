@@ -8305,3 +8305,35 @@ def test_a_feature_nan_in_every_window_after_a_std_named_apart_names_the_standar
     assert "feature 4 of x is NaN/Inf at every time step of every window" in cause.summary, cause.summary
     assert cause.change is not None and cause.change.line == 6, cause.change
     assert cause.change.what.startswith("the standardization: a column that never changes"), cause.change
+
+
+def test_an_exp_overflow_under_a_variable_read_through_an_exp_names_its_start(tmp_path: Path) -> None:
+    """CLIP with its learned scale written ``tf.Variable(1 / 0.07)`` and read as ``tf.exp(logit_scale) * sims``
+    (s41b p6): every logit is multiplied by 1.6e6 and the hand softmax's exp overflows. The words were "bound its
+    input, or compute the softmax stably", which, followed, trained nothing at that scale; CLIP keeps the log."""
+    program = tmp_path / "clip.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "logit_scale = tf.Variable(1 / 0.07, dtype=tf.float32)\n"
+        "\n"
+        "def softmax_xent(logits):\n"
+        "    probs = tf.exp(logits) / tf.reduce_sum(tf.exp(logits), axis=1, keepdims=True)\n"
+        "    return -tf.reduce_mean(tf.math.log(tf.linalg.diag_part(probs)))\n"
+        "\n"
+        "logits = tf.exp(logit_scale) * tf.matmul(i, t, transpose_b=True)\n",
+        encoding="utf-8",
+    )
+    findings = findings_of(overflow_origin(program, line=5, op="Exp"))
+    findings.extra["origin_code"] = (
+        "    probs = tf.exp(logits) / tf.reduce_sum(tf.exp(logits), axis=1, keepdims=True)"
+    )
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert "the code reads logit_scale through an exp, and it starts at 14.29 (clip.py:2)" in cause.summary, (
+        cause
+    )
+    assert cause.change is not None and cause.change.line == 2, cause.change
+    assert "tf.Variable(np.log(1 / 0.07))" in cause.change.what, cause.change
+    # Started at its log, it is no cause.
+    program.write_text(program.read_text().replace("tf.Variable(1 / 0.07,", "tf.Variable(2.66,"))
+    cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
+    assert "logit_scale" not in cause.summary, cause.summary

@@ -2200,6 +2200,51 @@ def hand_weight_decay(units: list[SourceUnit]) -> HandWeightDecay | None:
     return None
 
 
+@dataclass
+class ExpOfAVariable:
+    """A variable the code reads through an exp (``tf.exp(logit_scale) * sims``) and starts at a value whose exp is
+    large (``tf.Variable(1 / 0.07)``: CLIP's scale, where CLIP keeps its log)."""
+
+    site: Site  # the variable's initial value
+    name: str
+    value: float
+
+
+# An exp of a starting value past this (exp(6.9) = 1000) multiplies what it scales a thousandfold.
+_LARGE_EXP_START = 6.9
+
+
+def exp_of_a_large_variable(units: list[SourceUnit]) -> ExpOfAVariable | None:
+    """A ``tf.Variable(c)`` (or ``self.add_weight`` with a Constant initializer is not looked at) the code reads as
+    ``exp(name)`` with exp(c) above 1000; None without one."""
+    read_through_exp = {
+        argument.id
+        for unit in units
+        for node in calls(unit)
+        if called_name(node) == "exp" and node.args
+        for argument in [node.args[0]]
+        if isinstance(argument, ast.Name)
+    }
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if not (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], ast.Name)
+                and node.targets[0].id in read_through_exp
+                and isinstance(node.value, ast.Call)
+                and called_name(node.value) == "Variable"
+                and node.value.args
+            ):
+                continue
+            value = _constant_expression(unit, node.value.args[0])
+            if value is not None and value > _LARGE_EXP_START:
+                return ExpOfAVariable(
+                    Site(unit, node.value.args[0], node.targets[0].id), node.targets[0].id, value
+                )
+    return None
+
+
 def snake_case(name: str) -> str:
     """Keras's automatic layer name for a class: ``AttentionPooling`` -> ``attention_pooling``."""
     name = re.sub(r"\W+", "", name)

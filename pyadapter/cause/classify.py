@@ -845,6 +845,7 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         None if context.step is None else context.step - start,
         context.domain_weight,
         context.exponent_weight,
+        units,
     )
 
 
@@ -1488,6 +1489,7 @@ def _op(
     first_step: int | None = None,
     weight: DomainWeight | None = None,
     exponent: ExponentWeight | None = None,
+    units: list[SourceUnit] | None = None,
 ) -> Cause:
     inputs = ", ".join(f"{i.name}: {i.health.describe()}" for i in origin.inputs if i.health is not None)
     evidence: dict[str, Any] = {
@@ -1540,6 +1542,21 @@ def _op(
                     "log(1 + exp(x)) written out: tf.nn.softplus(x) (keras.ops.softplus) is the same function, "
                     "computed without the overflow; a clip or a tanh of x changes the loss"
                 )
+            elif (scaled := change_line.exp_of_a_large_variable(units or [])) is not None:
+                # CLIP's learned scale kept as 1 / 0.07 and read as tf.exp(logit_scale): every logit is multiplied by
+                # 1.6e6. "Compute the softmax stably", followed, trained nothing at that scale (s41b p6).
+                summary = (
+                    f"an Exp op overflowed float32 (exp(x) is Inf for x > 88.7) on finite inputs {before}; the code "
+                    f"reads {scaled.name} through an exp, and it starts at {scaled.value:.4g} "
+                    f"({_site_place(scaled.site)}): exp({scaled.value:.4g}) = {math.exp(scaled.value):.3g} scales "
+                    "what it multiplies"
+                )
+                what = (
+                    f"the start of {scaled.name}: it is read as exp({scaled.name}), so keep its log here "
+                    f"(tf.Variable(np.log({ast.unparse(scaled.site.node)})), as CLIP does), and clip the exp (CLIP caps "
+                    "it at 100)"
+                )
+                return Cause("op", summary, evidence, _change(scaled.site, what, "op"))
             elif temperature is not None:
                 # NT-Xent at a temperature of 0.005: L2-normalized embeddings (similarities at most 1) were told
                 # "unscaled inputs or initial weights"; the temperature makes the exp's input large.
