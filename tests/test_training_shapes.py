@@ -2019,3 +2019,19 @@ def test_a_fit_given_features_alone_finds_the_bad_row_in_them_and_re_runs_nothin
     assert "shuffled order" not in cause["summary"], cause["summary"]
     changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
     assert [cause["change"]["line"]] == changed, cause["change"]
+
+
+def test_warm_restarts_whose_peak_grows_name_the_line_that_grows_it(tmp_path):
+    """SGDR written as a callback that multiplies its peak by 2 at each restart (s41e p8): the run diverges after the
+    first restart. "Keep it from rising ... cap it at or below 1e-4" would turn the cosine cycles off; the line that
+    raises the peak is the change."""
+    program, done = run_copied("fit_sgdr_callback_growing_peak.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert cause["kind"] == "divergence", cause
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert cause["change"]["what"].startswith(
+        "the line that raises the schedule's peak (self.max_lr *= self.mult_factor)"
+    ), cause["change"]

@@ -2245,6 +2245,21 @@ def exp_of_a_large_variable(units: list[SourceUnit]) -> ExpOfAVariable | None:
     return None
 
 
+def peak_raised_site(units: list[SourceUnit], peak_names: frozenset[str]) -> Site | None:
+    """A statement that multiplies a schedule's peak in place (SGDR's ``self.max_lr *= self.mult_factor`` at each
+    restart, meant to shrink it), by a name of `peak_names`; the last such, or None."""
+    found = [
+        Site(unit, node.value, node.target.attr if isinstance(node.target, ast.Attribute) else node.target.id)
+        for unit in units
+        for node in ast.walk(unit.tree)
+        if isinstance(node, ast.AugAssign)
+        and isinstance(node.op, ast.Mult)
+        and isinstance(node.target, (ast.Attribute, ast.Name))
+        and (node.target.attr if isinstance(node.target, ast.Attribute) else node.target.id) in peak_names
+    ]
+    return found[-1] if found else None
+
+
 def snake_case(name: str) -> str:
     """Keras's automatic layer name for a class: ``AttentionPooling`` -> ``attention_pooling``."""
     name = re.sub(r"\W+", "", name)

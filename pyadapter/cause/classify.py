@@ -5239,6 +5239,16 @@ def _divergence(
                 "or where a learning-rate range test finds the loss still falling)"
             )
             change = _change(peak_site, what, "schedule")
+        elif (raised := change_line.peak_raised_site(units, _PEAK_NAMES)) is not None:
+            # SGDR written as a callback that multiplies its peak at each restart (``self.max_lr *=
+            # self.mult_factor``, meant to shrink it): the first cycle's peak trained, a later one diverged. "Keep it
+            # from rising" would remove the cosine cycles themselves (s41e p8).
+            line_text = raised.unit.line(raised.line).split("#", 1)[0].strip()
+            what = (
+                f"the line that raises the schedule's peak ({line_text}): each restart starts from a higher peak, "
+                "and the run diverged after one; keep the peak (a factor of 1) or shrink it (a factor below 1)"
+            )
+            change = _change(raised, what, "schedule")
     summary = f"the run diverged{rate_text}{scale_text}{restart_text}: {trend_text}, {ending}"
     if before_any_update:
         summary = (
