@@ -8337,3 +8337,32 @@ def test_an_exp_overflow_under_a_variable_read_through_an_exp_names_its_start(tm
     program.write_text(program.read_text().replace("tf.Variable(1 / 0.07,", "tf.Variable(2.66,"))
     cause = classify(findings, CauseContext(history=[], entry_script=str(program)))
     assert "logit_scale" not in cause.summary, cause.summary
+
+
+def test_a_float16_overflow_of_a_loss_on_raw_unit_targets_names_the_targets_and_the_whole_loss(
+    tmp_path: Path,
+) -> None:
+    """A Gaussian NLL under mixed_float16 with loads of 80-250 kW as targets (s41d p7): "compute this in float32" at
+    the loss's mean, followed, moved the overflow to (y - mu) ** 2 in the same loss. The targets' scale is named, with
+    the whole loss in float32 or scaled targets; targets of unit scale leave the words as they were."""
+    program = write_program(tmp_path)
+    origin = overflow_origin(program, dtype="float16", line=EXP_LINE, op="Exp")
+    loads = np.linspace(81.7, 251.0, 64, dtype=np.float32)[:, None]
+    features = np.ones((64, 3), np.float32)
+    context = CauseContext(
+        dtype_policy="mixed_float16",
+        entry_script=str(program),
+        model_info={"loss_scale_optimizer": True},
+        batch=(features, loads),
+    )
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "precision", cause
+    assert "the targets (y from 81.7 to 251" in cause.summary and "are in raw units" in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and "the whole loss in float32" in cause.change.what, cause.change
+    assert "or scale the targets (y / 1e2)" in cause.change.what, cause.change
+    context.batch = (features, loads / 100.0)
+    cause = classify(findings_of(origin), context)
+    assert "raw units" not in cause.summary and cause.change is not None, cause.summary
+    assert "the whole loss" not in cause.change.what, cause.change

@@ -4905,7 +4905,41 @@ def _sixteen_bit_overflow(
     update = trend.large_update(context.history) if known else None
     if update is not None:
         return _divergence(context, units, origin, trend.fast_growth(context.history), update)
-    return _precision(findings, context, units, origin, dtype)
+    cause = _precision(findings, context, units, origin, dtype)
+    squared = _targets_squared_past_the_range(context, units, dtype)
+    if squared is not None and cause.change is not None:
+        # Loads of 100-300 kW in a Gaussian NLL computed in float16: "compute this in float32" at the mean,
+        # followed, moved the overflow to (y - mu) ** 2 (300 ** 2 > 65504, s41d p7). The loss as a whole in float32,
+        # or targets of unit scale, keep it in range.
+        largest = max(max(abs(c.low), abs(c.high)) for c in squared.columns)
+        cause.summary += (
+            f"; the targets ({squared.describe()}) are in raw units: their squares reach {largest**2:.3g}, and a "
+            f"squared error of them passes {dtype}'s max {DTYPE_MAX.get(dtype, 65504.0):g} as soon as a prediction "
+            "is off by their size"
+        )
+        exponent = round(math.log10(max(c.rms for c in squared.columns)))
+        cause.change.what += (
+            f"; the whole loss in float32 (cast the model's outputs and the targets to float32 where the loss "
+            f"starts, not to the outputs' {dtype}), or scale the targets ({squared.name} / 1e{exponent})"
+        )
+        cause.evidence["targets_squared_past_range"] = squared.to_json()
+    return cause
+
+
+def _targets_squared_past_the_range(
+    context: CauseContext, units: list[SourceUnit], dtype: str
+) -> scale.UnscaledInput | None:
+    """The captured batch's regression targets in raw units (`scale.TARGET_RMS_LIMIT`) whose square reaches a
+    quarter of a 16-bit dtype's range: an error twice a target's size, squared, overflows there (a prediction of -50
+    for a load of 250). None otherwise."""
+    limit = DTYPE_MAX.get(dtype, 65504.0)
+    for found in _unscaled_inputs(context, units):
+        if (
+            found.role == "targets"
+            and max(max(abs(c.low), abs(c.high)) for c in found.columns) ** 2 > limit / 4
+        ):
+            return found
+    return None
 
 
 def _divergence(
