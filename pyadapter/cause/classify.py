@@ -4906,7 +4906,7 @@ def _sixteen_bit_overflow(
     if update is not None:
         return _divergence(context, units, origin, trend.fast_growth(context.history), update)
     cause = _precision(findings, context, units, origin, dtype)
-    squared = _targets_squared_past_the_range(context, units, dtype)
+    squared = _targets_past_the_range(context, units, dtype, squared=True)
     if squared is not None and cause.change is not None:
         # Loads of 100-300 kW in a Gaussian NLL computed in float16: "compute this in float32" at the mean,
         # followed, moved the overflow to (y - mu) ** 2 (300 ** 2 > 65504, s41d p7). The loss as a whole in float32,
@@ -4924,22 +4924,6 @@ def _sixteen_bit_overflow(
         )
         cause.evidence["targets_squared_past_range"] = squared.to_json()
     return cause
-
-
-def _targets_squared_past_the_range(
-    context: CauseContext, units: list[SourceUnit], dtype: str
-) -> scale.UnscaledInput | None:
-    """The captured batch's regression targets in raw units (`scale.TARGET_RMS_LIMIT`) whose square reaches a
-    quarter of a 16-bit dtype's range: an error twice a target's size, squared, overflows there (a prediction of -50
-    for a load of 250). None otherwise."""
-    limit = DTYPE_MAX.get(dtype, 65504.0)
-    for found in _unscaled_inputs(context, units):
-        if (
-            found.role == "targets"
-            and max(max(abs(c.low), abs(c.high)) for c in found.columns) ** 2 > limit / 4
-        ):
-            return found
-    return None
 
 
 def _divergence(
@@ -5444,13 +5428,16 @@ def _rate_rose(
 
 
 def _targets_past_the_range(
-    context: CauseContext, units: list[SourceUnit], dtype: str
+    context: CauseContext, units: list[SourceUnit], dtype: str, squared: bool = False
 ) -> scale.UnscaledInput | None:
     """The captured batch's regression targets when their largest value passes a 16-bit dtype's range (float16's
-    65504): a model whose output is in that dtype cannot produce them whatever its rate. None otherwise."""
+    65504): a model whose output is in that dtype cannot produce them whatever its rate. With `squared`, the raw-unit
+    targets whose square reaches a quarter of that range: an error twice a target's size, squared, overflows there
+    (a prediction of -50 for a load of 250). None otherwise."""
     limit = DTYPE_MAX.get(dtype, 65504.0)
     for found in _unscaled_inputs(context, units):
-        if found.role == "targets" and max(max(abs(c.low), abs(c.high)) for c in found.columns) > limit:
+        largest = max(max(abs(c.low), abs(c.high)) for c in found.columns)
+        if found.role == "targets" and (largest**2 > limit / 4 if squared else largest > limit):
             return found
     return None
 
@@ -5795,16 +5782,21 @@ def _sublayers_built(units: list[SourceUnit], class_name: str) -> list[str]:
     return found
 
 
-def _weights_warning(warned: list[NumpyWarning], units: list[SourceUnit]) -> NumpyWarning | None:
-    """The last line NumPy warned at in a file of the program that is still there (a notebook's saved cell), that
-    does more than look at a value."""
-    found = [
+def _warnings_that_make(warned: list[NumpyWarning], units: list[SourceUnit]) -> list[NumpyWarning]:
+    """The lines NumPy warned at in a file of the program that is still there (a notebook's saved cell, not the
+    kernel's file of it), that do more than look at a value (`_only_looks`)."""
+    return [
         warning
         for warning in warned
         if os.path.isfile(warning.file)
         and "ipykernel_" not in warning.file
         and not _only_looks(warning, units)
     ]
+
+
+def _weights_warning(warned: list[NumpyWarning], units: list[SourceUnit]) -> NumpyWarning | None:
+    """The last of `_warnings_that_make`: where the program computed what it then gave the weights."""
+    found = _warnings_that_make(warned, units)
     return found[-1] if found else None
 
 
@@ -6824,14 +6816,7 @@ def _numpy_warning_for(
     if bad is None:
         return None
     kind = "nan" if math.isnan(bad.value) else "inf"
-    found = [
-        warning
-        for warning in warned
-        if warning.makes == kind
-        and os.path.isfile(warning.file)
-        and "ipykernel_" not in warning.file
-        and not _only_looks(warning, units)
-    ]
+    found = [warning for warning in _warnings_that_make(warned, units) if warning.makes == kind]
     if fit_code is not None:
         # A Kaggle notebook's EDA (``corr = np.corrcoef(...)`` of a constant column) warns first, and its result
         # never reaches training; the standardization below it (``X = (X_raw - mean) / std``) made the batch. The
