@@ -2035,3 +2035,20 @@ def test_warm_restarts_whose_peak_grows_name_the_line_that_grows_it(tmp_path):
     assert cause["change"]["what"].startswith(
         "the line that raises the schedule's peak (self.max_lr *= self.mult_factor)"
     ), cause["change"]
+
+
+def test_a_dispersion_variable_gone_negative_is_named_where_it_is_made(tmp_path):
+    """A negative binomial's dispersion learned as a raw ``tf.Variable(0.5)`` (s41f p3): SGD carries it past 0,
+    ``r = 1 / alpha`` turns negative and the log of ``mu / (r + mu)`` is NaN. "Keep the Log's input positive, or
+    clip it", followed, trained a dispersion of 135 against a true 0.02. The variable, where it is made, is the
+    change: learn its log."""
+    program, done = run_copied("loop_negbin_dispersion.py", tmp_path)
+    assert done.returncode == 1 and "NonFiniteStepError" in done.stderr, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    assert at(scene_origin(bundle)) == (program, marked_line(program))
+    cause = nanlens_json("locate", str(bundle), cwd=tmp_path)["cause"]
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert "from the variable alpha (dispersion" in cause["summary"], cause["summary"]
+    assert "it started at 0.5 and is -" in cause["summary"], cause["summary"]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert "learn its log (log_alpha = tf.Variable(np.log(0.5))" in cause["change"]["what"], cause["change"]

@@ -121,7 +121,12 @@ def _domain_weight(findings: Findings, bundle: Any) -> DomainWeight | None:
     (``.../ReadVariableOp:0``) with negatives (or zeros, for a log), and exactly one of the model's captured
     weights of that size holds as many. Only those weights are read, and only for such an origin."""
     origin = findings.origin
-    if origin is None or origin.op.type not in WEIGHT_DOMAIN_OPS:
+    if origin is None:
+        return None
+    upstream = findings.extra.get("negative_variable_read")
+    if isinstance(upstream, dict) and not any(_reads_a_weight(i.name) for i in origin.inputs):
+        return _negative_variable(bundle, upstream)
+    if origin.op.type not in WEIGHT_DOMAIN_OPS:
         return None
     # A weight read whole (``.../ReadVariableOp:0``) or one value of it (``ops.log(sigma[0])``: a strided slice of
     # a learned task scale, named "keep its input positive" without the weight, s40f p3).
@@ -159,6 +164,32 @@ def _domain_weight(findings: Findings, bundle: Any) -> DomainWeight | None:
     if len(found) > 1:
         # Told apart by the name the origin's line reads (``tf.math.log(sigma)``).
         found = [w for w in found if re.search(rf"\b{re.escape(w.path.rsplit('/', 1)[-1])}\b", code)]
+    return found[0] if len(found) == 1 else None
+
+
+def _negative_variable(bundle: Any, read: dict[str, Any]) -> DomainWeight | None:
+    """The captured variable a log's negatives came from, up elementwise arithmetic (`describe.negative_variable_read`:
+    a negative binomial's ``r = 1 / alpha``): the one small variable of the model, the step or the optimizer's list
+    (not its slots) of the read's size whose values are all negative, with the line that reads it."""
+    size, line = read.get("size"), read.get("line")
+    if not isinstance(size, int) or not isinstance(line, int):
+        return None
+    from pyadapter.capture.step_state import GROUP as STEP_STATE_GROUP
+
+    def variable(entry: dict[str, Any], optimizers: tuple[str, ...]) -> bool:
+        group, path = entry.get("group"), str(entry.get("path"))
+        # A custom loop's ``alpha = tf.Variable(0.5)`` trained by the optimizer is listed with its variables.
+        return group in ("model", STEP_STATE_GROUP) or (
+            group == "optimizer" and not path.startswith(optimizers)
+        )
+
+    values = _weights_of_size(bundle, size, variable)
+    stepped = _step_state_paths(bundle)
+    found = [
+        DomainWeight(path, float(np.min(value)), by_optimizer=path not in stepped, read_line=line)
+        for path, value in values.items()
+        if value.dtype.kind == "f" and value.size and bool(np.all(value < 0))
+    ]
     return found[0] if len(found) == 1 else None
 
 

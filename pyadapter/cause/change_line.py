@@ -2245,6 +2245,55 @@ def exp_of_a_large_variable(units: list[SourceUnit]) -> ExpOfAVariable | None:
     return None
 
 
+@dataclass
+class PositiveVariable:
+    """A ``tf.Variable(c)`` with c > 0, made by the user's code, that a step's update carried below 0 (a dispersion,
+    a scale, a variance learned as a raw variable): where it starts, the name the code gives it, and c."""
+
+    site: Site  # the variable's initial value
+    name: str
+    start: float
+
+
+def positive_variable_start(units: list[SourceUnit], path: str, read_code: str) -> PositiveVariable | None:
+    """The ``name = tf.Variable(c, ...)`` with c > 0 of the variable the bundle keeps as `path`: by its
+    ``name=`` keyword or the name (or attribute) it is assigned to; else the one such whose name the line that reads
+    it (`read_code`) has. None when no one statement is it."""
+    last = path.rsplit("/", 1)[-1].split(":", 1)[0]
+    made: list[tuple[SourceUnit, ast.Call, str, str | None]] = []
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if not (
+                isinstance(node, ast.Assign)
+                and len(node.targets) == 1
+                and isinstance(node.targets[0], (ast.Name, ast.Attribute))
+                and isinstance(node.value, ast.Call)
+                and called_name(node.value) == "Variable"
+            ):
+                continue
+            target = node.targets[0]
+            given = keyword(node.value, "name")
+            made.append(
+                (
+                    unit,
+                    node.value,
+                    target.id if isinstance(target, ast.Name) else target.attr,
+                    given.value if isinstance(given, ast.Constant) and isinstance(given.value, str) else None,
+                )
+            )
+    named = [m for m in made if last in (m[2], m[3])]
+    if not named:
+        named = [m for m in made if re.search(rf"\b{re.escape(m[2])}\b", read_code)]
+    if len(named) != 1:
+        return None
+    unit, call, name, _ = named[0]
+    start_node = keyword(call, "initial_value") or (call.args[0] if call.args else None)
+    start = _constant_expression(unit, start_node) if start_node is not None else None
+    if start_node is None or start is None or start <= 0:
+        return None
+    return PositiveVariable(Site(unit, start_node, name), name, start)
+
+
 def peak_raised_site(units: list[SourceUnit], peak_names: frozenset[str]) -> Site | None:
     """A statement that multiplies a schedule's peak in place (SGDR's ``self.max_lr *= self.mult_factor`` at each
     restart, meant to shrink it), by a name of `peak_names`; the last such, or None."""

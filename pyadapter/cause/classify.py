@@ -107,6 +107,8 @@ class DomainWeight:
     smallest: float
     # False for a custom loop's own variable that its step updates by hand (``sigma.assign_sub(...)``).
     by_optimizer: bool = True
+    # The line that reads it, when the origin took it through arithmetic (``r = 1 / alpha``), not read whole.
+    read_line: int | None = None
 
 
 @dataclass
@@ -1607,6 +1609,10 @@ def _op(
             )
         ) is not None:
             summary, what = summed
+    if not overflow and weight is not None and weight.read_line is not None:
+        gone = _variable_gone_negative(findings, origin, weight, units or [])
+        if gone is not None:
+            return gone
     words = None if overflow else _out_of_domain_words(origin, weight, findings)
     if words is None:
         words = _matrix_words(origin)
@@ -1710,6 +1716,49 @@ def _op(
         summary += fed[0]
         return Cause("op", summary, evidence, fed[1])
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _variable_gone_negative(
+    findings: Findings, origin: Finding, weight: DomainWeight, units: list[SourceUnit]
+) -> Cause | None:
+    """A log (lgamma, sqrt, pow) whose negatives came from a learned variable that started positive and a finite
+    update carried below 0, through arithmetic (a negative binomial's ``alpha = tf.Variable(0.5)`` read as
+    ``r = 1 / alpha``, at -0.0012 after 453 SGD steps). "Keep the log's input positive", followed, trained a
+    dispersion of 135 against a true 0.02 (s41f p3): the variable is what to change, where it is made."""
+    read_code = ""
+    if origin.file and weight.read_line is not None:
+        lines = _lines_of(origin.file, origin.cell)
+        if 0 < weight.read_line <= len(lines):
+            read_code = lines[weight.read_line - 1]
+    made = change_line.positive_variable_start(units, weight.path, read_code)
+    measured = [i for i in origin.inputs if i.health is not None and i.health.neg]
+    if made is None or not measured or measured[0].health is None:
+        return None
+    negative = measured[0].health.neg or 0
+    name = made.name
+    start = ast.unparse(made.site.node)
+    who = "the optimizer" if weight.by_optimizer else "the step"
+    summary = (
+        f"the {origin.op.type} op got {negative} negative value{'s' if negative != 1 else ''} in its input "
+        f"{measured[0].name}, from the variable {name} ({weight.path}, line {weight.read_line} reads it): it started "
+        f"at {start} and is {_fmt(weight.smallest)} now; {who}'s finite updates carried it below 0, where the "
+        "quantity it stands for (a dispersion, a scale, a variance) has no meaning"
+    )
+    what = (
+        f"the variable {name}: keep it positive by construction: learn its log (log_{name} = "
+        f"tf.Variable(np.log({start})), and {name} = tf.exp(log_{name}) where the step reads it), or read "
+        f"tf.nn.softplus of a raw variable; clipping the {origin.op.type}'s input keeps the step finite while "
+        f"{name} stays negative"
+    )
+    evidence = {
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "variable": weight.path,
+        "value": weight.smallest,
+        "start": made.start,
+        "read_line": weight.read_line,
+    }
+    return Cause("op", summary, evidence, _change(made.site, what, "op"))
 
 
 def _exponent_weight_words(exponent: ExponentWeight, steps: int | None) -> tuple[str, str]:

@@ -620,6 +620,62 @@ def relu_into_divisor(candidate: Candidate, depth: int = 8) -> dict[str, object]
     return None
 
 
+# Ops a small learned parameter passes through on its way to a log's input (``r = 1 / alpha``, ``mu / (r + mu)``):
+# elementwise arithmetic only, so a layer's bias (reached through a BiasAdd) is never taken for it.
+_ELEMENTWISE_TYPES = frozenset(
+    {
+        "AddV2",
+        "Add",
+        "Sub",
+        "Mul",
+        "RealDiv",
+        "Div",
+        "DivNoNan",
+        "Reciprocal",
+        "Neg",
+        "Square",
+        "Identity",
+        "Cast",
+    }
+    | {"Reshape", "ExpandDims", "Squeeze", "BroadcastTo", "Maximum", "Minimum"}
+)
+# A read of more values than this is a layer's weight, not a learned dispersion, scale or variance.
+_SMALL_VARIABLE = 64
+_NEGATIVE_DOMAIN_TYPES = frozenset({"Log", "Sqrt", "Rsqrt", "Lgamma", "Digamma", "Pow", "Log1p"})
+
+
+def negative_variable_read(candidate: Candidate, depth: int = 8) -> dict[str, object] | None:
+    """The read of a small variable whose values were all negative, up elementwise arithmetic from a graph origin
+    that took negatives (a negative binomial's dispersion ``alpha``, read as ``r = 1 / alpha``, carried below 0 by
+    SGD: the log of ``mu / (r + mu)`` is NaN). "Keep the log's input positive", followed, kept the variable going
+    wrong (s41f p3); the variable is what to change. As ``{"op", "file", "line", "cell", "size", "negatives"}``;
+    None when the origin's input held no negative or no such read is that near."""
+    origin = _origin_op(candidate)
+    if origin is None or origin.type not in _NEGATIVE_DOMAIN_TYPES or candidate.trace is None:
+        return None
+    host = candidate.host
+    took_negatives = False
+    for name in origin.inputs:
+        entry = input_state(host, origin.graph_id, name, candidate.trace.round)[0]
+        health = trace_health(host, entry)[0] if entry is not None else None
+        took_negatives = took_negatives or bool(health is not None and health.neg)
+    if not took_negatives:
+        return None
+    for op in _upstream(host, origin, depth, None, _ELEMENTWISE_TYPES):
+        if op.type != "ReadVariableOp":
+            continue
+        health = _output_health(host, op, candidate.trace.round)
+        if (
+            health is not None
+            and health.is_finite
+            and health.size is not None
+            and 0 < health.size <= _SMALL_VARIABLE
+            and health.neg == health.size
+        ):
+            return {**_marked_record(host, op), "size": health.size, "negatives": health.neg}
+    return None
+
+
 def mask_into_softmax(candidate: Candidate, depth: int = 6) -> dict[str, object] | None:
     """The constant of -inf a graph origin ``Log`` of a softmax's zeros has behind the softmax: a ranking model's
     ``tf.where(mask > 0, scores, -inf)`` on padded documents. The log's words were "take tf.nn.log_softmax", which,

@@ -17,6 +17,7 @@ from pyadapter.dump.describe import (
     loss_input_layer,
     mask_into_softmax,
     masking_select,
+    negative_variable_read,
     origin_finding,
     propagated_findings,
     relu_into_divisor,
@@ -189,6 +190,7 @@ def scan_dump(
             ("mask_into_softmax", mask_into_softmax),
             ("zeros_from_16_bit", underflowed_16_bit),
             ("sum_of_exps", summed_exp),
+            ("negative_variable_read", negative_variable_read),
         ):
             found = look(candidate)
             if found is not None:
