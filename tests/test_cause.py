@@ -8366,3 +8366,80 @@ def test_a_float16_overflow_of_a_loss_on_raw_unit_targets_names_the_targets_and_
     cause = classify(findings_of(origin), context)
     assert "raw units" not in cause.summary and cause.change is not None, cause.summary
     assert "the whole loss" not in cause.change.what, cause.change
+
+
+@pytest.mark.parametrize(
+    ("mask", "extreme", "wide"),
+    [
+        ("time[None, :] > time[:, None]", "largest", "time[None, :] >= time[:, None]"),
+        ("time[:, None] < time[None, :]", "largest", "time[:, None] <= time[None, :]"),
+        ("tf.greater(tf.expand_dims(time, 1), tf.expand_dims(time, 0))", "smallest", "tf.greater_equal("),
+    ],
+)
+def test_a_log_of_a_risk_set_made_with_a_strict_comparison_changes_the_comparison(
+    tmp_path: Path, mask: str, extreme: str, wide: str
+) -> None:
+    """A Cox partial likelihood whose risk set is ``time[None, :] > time[:, None]`` (s41f p1, meant ``>=``): the row
+    of the batch's largest time has an empty set, a sum of 0 and a log of -inf. "Clamp the log", followed, trained
+    a wrong likelihood (each last event got risk + 16.1); the comparison is the change."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "\n"
+        "\n"
+        "def cox_ph_loss(y_true, y_pred):\n"
+        "    time = y_true[:, 0]\n"
+        "    risk = tf.squeeze(y_pred, -1)\n"
+        f"    at_risk = tf.cast({mask}, tf.float32)\n"
+        "    log_risk_set = tf.math.log(tf.reduce_sum(at_risk * tf.exp(risk)[None, :], axis=1))\n"
+        "    return -tf.reduce_sum((risk - log_risk_set) * y_true[:, 1])\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=8,
+        role="origin",
+        op=OpRef("compile_loss/cox_ph_loss/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=64, neg_inf=1, pos=63),
+        inputs=[
+            InputHealth(
+                "compile_loss/cox_ph_loss/Sum:0", TensorHealth(dtype="float32", size=64, zero=1, pos=63)
+            )
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.kind == "op", cause.summary
+    assert "compares time with itself strictly" in cause.summary, cause.summary
+    assert f"the row with the batch's {extreme} time has an empty set" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 7, cause.change
+    assert cause.change.what.startswith(f"the comparison: {wide}"), cause.change.what
+    assert "Cox risk set is {j: t_j >= t_i}" in cause.change.what, cause.change.what
+
+
+def test_a_log_of_a_sum_over_a_mask_that_holds_every_row_is_not_told_of_a_comparison(tmp_path: Path) -> None:
+    """``>=`` holds the row itself: a zero sum there is no empty set, and the comparison is no change."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "\n"
+        "\n"
+        "def cox_ph_loss(y_true, y_pred):\n"
+        "    time = y_true[:, 0]\n"
+        "    risk = tf.squeeze(y_pred, -1)\n"
+        "    at_risk = tf.cast(time[None, :] >= time[:, None], tf.float32)\n"
+        "    log_risk_set = tf.math.log(tf.reduce_sum(at_risk * tf.exp(risk)[None, :], axis=1))\n"
+        "    return -tf.reduce_sum((risk - log_risk_set) * y_true[:, 1])\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=8,
+        role="origin",
+        op=OpRef("compile_loss/cox_ph_loss/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=64, neg_inf=1, pos=63),
+        inputs=[
+            InputHealth(
+                "compile_loss/cox_ph_loss/Sum:0", TensorHealth(dtype="float32", size=64, zero=1, pos=63)
+            )
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert "strictly" not in cause.summary and (cause.change is None or cause.change.line == 8), cause

@@ -1304,6 +1304,57 @@ def _nearest_square_form(
     return None
 
 
+def broadcast_axis(node: ast.expr) -> tuple[str, int] | None:
+    """(what, axis) of a vector viewed as a row or a column to compare it with itself: ``t[None, :]`` is
+    ("t", 0), ``t[:, None]`` ("t", 1), ``tf.expand_dims(t, 0)`` ("t", 0); None for anything else."""
+    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Tuple) and len(node.slice.elts) == 2:
+        nones = [i for i, e in enumerate(node.slice.elts) if isinstance(e, ast.Constant) and e.value is None]
+        if len(nones) == 1:
+            return ast.unparse(node.value), nones[0]
+    if isinstance(node, ast.Call) and called_name(node) == "expand_dims" and len(node.args) == 2:
+        axis = number(node.args[1])
+        if axis is not None and axis in (0, 1, -1):
+            return ast.unparse(node.args[0]), 0 if axis == 0 else 1
+    return None
+
+
+def strict_self_comparison_site(
+    units: list[SourceUnit], file: str, line: int, cell: int | None
+) -> Site | None:
+    """A vector compared with itself strictly, as a row against a column (``time[None, :] > time[:, None]``: a Cox
+    risk set meant as ``t_j >= t_i``), in the function that holds `line`, on or before it; its Site's name is the
+    vector's. Such a mask is empty for the row of the largest (or smallest) value, whose sum over it is 0."""
+    for unit in units:
+        if os.path.abspath(unit.file) != os.path.abspath(file) or unit.cell != cell:
+            continue
+        scope: ast.AST = _innermost_function(_functions(unit), line) or unit.tree
+        for node in ast.walk(scope):
+            if (
+                isinstance(node, ast.Compare)
+                and len(node.ops) == 1
+                and isinstance(node.ops[0], (ast.Gt, ast.Lt))
+            ):
+                sides = (node.left, node.comparators[0])
+            elif (
+                isinstance(node, ast.Call)
+                and called_name(node) in ("greater", "less")
+                and len(node.args) == 2
+            ):
+                sides = (node.args[0], node.args[1])
+            else:
+                continue
+            views = [broadcast_axis(side) for side in sides]
+            if (
+                node.lineno <= line
+                and views[0] is not None
+                and views[1] is not None
+                and views[0][0] == views[1][0]
+                and views[0][1] != views[1][1]
+            ):
+                return Site(unit, node, views[0][0])
+    return None
+
+
 def _schedule_site(units: list[SourceUnit]) -> Site | None:
     for unit in units:
         for node in calls(unit):

@@ -652,6 +652,10 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         expanded := change_line.expanded_distance_site(units, origin.file, origin.line, origin.cell)
     ):
         return _expanded_distance(origin, expanded)
+    if _zero_into_domain_op(origin) and (
+        strict := change_line.strict_self_comparison_site(units, origin.file, origin.line, origin.cell)
+    ):
+        return _empty_strict_set(origin, strict)
     # A variable read's only input is the resource handle (no health of its own).
     reads_weights = origin.op.type in VARIABLE_READS and all(i.health is None for i in origin.inputs)
     at_start = _non_finite_at_start(context.history, context.step) if known else None
@@ -926,6 +930,58 @@ def _before_words(rose: trend.Trend | None) -> str:
         f"after the {label} rose x{rose.factor:.3g} over {rose.steps} steps ({_fmt(rose.start_value)} at step "
         f"{rose.start_step} to {_fmt(rose.end_value)} at step {rose.end_step}; slower than a divergence's growth)"
     )
+
+
+def _empty_strict_set(origin: Finding, strict: change_line.Site) -> Cause:
+    """A log (or a division) of a sum over a mask that compares a vector with itself strictly: the row of the
+    batch's largest value has no member, so its sum is 0. A Cox partial likelihood's risk set written
+    ``time[None, :] > time[:, None]`` (meant ``>=``, which holds the row itself): "clamp the log", followed, trained
+    on a wrong likelihood (each last event got risk + 16.1, s41f p1)."""
+    compare = ast.unparse(strict.node)
+    name = strict.name
+    zeros = sum((i.health.zero or 0) for i in origin.inputs if i.health is not None and i.health.is_finite)
+    summary = (
+        f"the {origin.op.type} op got {zeros} zero{'s' if zeros != 1 else ''}: the mask {compare} (line "
+        f"{strict.line}) compares {name} with itself strictly, so it leaves each row out of its own set, and the "
+        f"row with the batch's {'largest' if _greater_first(strict.node) else 'smallest'} {name} has an empty set, "
+        "whose sum is 0"
+    )
+    # A risk set over survival times is the usual one; other sets get no words about Cox.
+    cox = re.search(r"time|dur|surv|^t$", name, re.IGNORECASE) is not None
+    what = (
+        f"the comparison: {_non_strict(compare)}, so that each row is in its own set"
+        + (" (a Cox risk set is {j: t_j >= t_i}, the row itself included)" if cox else "")
+        + f"; a clamp of the {origin.op.type.lower()} keeps it finite and trains on a wrong loss"
+    )
+    evidence = {"op": origin.op.type, "op_name": origin.op.name, "comparison": compare, "zeros": zeros}
+    return Cause("op", summary, evidence, _change(strict, what, "op"))
+
+
+def _greater_first(node: ast.expr) -> bool:
+    """Whether a strict comparison of a vector's row view with its column view, summed along a row, is empty at the
+    largest value rather than the smallest: ``t[None, :] > t[:, None]`` is t_j > t_i, empty for the largest t_i."""
+    if isinstance(node, ast.Compare):
+        greater, first = isinstance(node.ops[0], ast.Gt), node.left
+    elif isinstance(node, ast.Call) and node.args:
+        greater, first = change_line.called_name(node) == "greater", node.args[0]
+    else:
+        return True
+    view = change_line.broadcast_axis(first)
+    row_first = view is not None and view[1] == 0
+    return greater == row_first
+
+
+def _non_strict(compare: str) -> str:
+    """``a > b`` as ``a >= b`` (``tf.greater`` as ``tf.greater_equal``)."""
+    for strict, wide in (
+        (" > ", " >= "),
+        (" < ", " <= "),
+        ("greater(", "greater_equal("),
+        ("less(", "less_equal("),
+    ):
+        if strict in compare:
+            return compare.replace(strict, wide, 1)
+    return compare
 
 
 def _zero_into_domain_op(origin: Finding) -> bool:
