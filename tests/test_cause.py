@@ -8443,3 +8443,61 @@ def test_a_log_of_a_sum_over_a_mask_that_holds_every_row_is_not_told_of_a_compar
     )
     cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
     assert "strictly" not in cause.summary and (cause.change is None or cause.change.line == 8), cause
+
+
+TITANIC_FARES = """import keras
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+titanic = pd.read_csv("train.csv")
+inputs = {"fare": keras.Input(shape=(1,), name="fare")}
+x = keras.layers.Lambda(tf.math.log)(inputs["fare"])
+model = keras.Model(inputs, keras.layers.Dense(1, activation="sigmoid")(x))
+model.compile(optimizer="adam", loss="binary_crossentropy")
+model.fit({"fare": titanic["fare"].values}, titanic["survived"].values, batch_size=8)
+"""
+
+
+@pytest.mark.parametrize("zeros_in_file", [3, 1])
+def test_a_log_of_a_zero_that_the_data_holds_in_several_records_is_log1p_not_a_bad_record(
+    tmp_path: Path, zeros_in_file: int
+) -> None:
+    """TensorFlow's CSV tutorial with ``Lambda(tf.math.log)`` on the Titanic fare (s41c p5): a fare of 0 (12
+    passengers) was "the record x['fare'][20] = 0: correct it or leave it out where the data is read". A value that
+    several records of the file hold is valid data: log1p is the change. A 0 that one record holds is still that
+    record's."""
+    from pyadapter.cause.rows import rows_of
+
+    program = tmp_path / "titanic.py"
+    program.write_text(TITANIC_FARES)
+    fares = [7.25, 71.28, 8.05, 53.1, 0.0, 8.46, 51.86, 21.07, 11.13, 30.07] + [0.0] * (zeros_in_file - 1)
+    (tmp_path / "train.csv").write_text(
+        "survived,fare\n" + "".join(f"{i % 2},{fare}\n" for i, fare in enumerate(fares)), encoding="utf-8"
+    )
+    batch_fares = np.array([7.25, 71.28, 8.05, 53.1, 0.0, 8.46, 51.86, 21.07], np.float32).reshape(-1, 1)
+    labels = np.array([0, 1, 0, 1, 0, 1, 0, 1], np.float32).reshape(-1, 1)
+    per_row = np.ones((8, 1), np.float32)
+    per_row[4] = -np.inf
+    batch = ({"fare": batch_fares}, labels)
+    rows = rows_of(per_row, batch)
+    assert rows is not None and rows.outliers
+    origin = Finding(
+        file=str(program),
+        line=8,
+        role="origin",
+        op=OpRef("functional/lambda/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=8, neg_inf=1, pos=7),
+        inputs=[InputHealth("data:0", TensorHealth(dtype="float32", size=8, zero=1, pos=7))],
+    )
+    context = CauseContext(batch=batch, entry_script=str(program), cwd=str(tmp_path), folders=[str(tmp_path)])
+    cause = classify(findings_of(origin, bad_rows=rows.to_json()), context)
+    assert cause.change is not None and cause.change.line == 8, cause.change
+    if zeros_in_file > 1:
+        assert cause.kind == "op", cause
+        assert (
+            f"0 is a valid fare in the data ({zeros_in_file} rows of train.csv hold it)" in cause.summary
+        ), cause.summary
+        assert cause.change.what.startswith("the log of fare: take tf.math.log1p(x)"), cause.change.what
+    else:
+        assert cause.kind == "data" and "correct it or leave it out" in cause.change.what, cause

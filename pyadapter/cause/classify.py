@@ -4493,6 +4493,20 @@ def _row_outlier(
     # The change is the op's line (the marked one); the record's own place is named in the words, where the data
     # is read: "where the data is read" beside a layer's line read as if the layer read it.
     read_place = f" ({_site_place(read_at)})" if read_at is not None else ""
+    valid = _valid_zero_of_a_logged_column(context, origin, outlier, read_at)
+    if valid is not None:
+        column, count, file = valid
+        summary = (
+            f"the {op} op took {column} = 0 in {rows.rows_text()} of the batch{at}: log(0) is -inf; 0 is a valid "
+            f"{column} in the data ({count} rows of {file} hold it) and the batch's other rows are positive "
+            f"({_fmt(outlier.low)} to {_fmt(outlier.high)}), so it is no bad record"
+        )
+        what = (
+            f"the log of {column}: take tf.math.log1p(x) (log(1 + x), 0 at 0), as a non-negative amount with zeros "
+            f"is logged; leaving the {count} records out loses valid data, and a clamp at 1e-7 makes them outliers "
+            "of -16"
+        )
+        return Cause("op", summary, evidence, _origin_change(findings, what, "op"), provenance=where)
     other_way = f"keep the {op} op's input in its domain for such values"
     if op in CTC_OPS:
         # A label longer than the logit frames allow has no alignment: no input of the loss is "out of domain".
@@ -4508,6 +4522,24 @@ def _row_outlier(
         f"{other_way}"
     )
     return Cause("data", summary, evidence, _origin_change(findings, what, "op"), provenance=where)
+
+
+def _valid_zero_of_a_logged_column(
+    context: CauseContext, origin: Finding, outlier: Outlier, read_at: change_line.Site | None
+) -> tuple[str, int, str] | None:
+    """(column, rows, file) when a log took a 0 of a CSV column that more than one record holds, where the batch's
+    other rows are positive: a Titanic fare of 0 (12 passengers). "Correct the record or leave it out", the data
+    words, dropped valid passengers; log1p is how such a column is logged (s41c p5)."""
+    if origin.op.type != "Log" or outlier.element.value != 0 or outlier.low <= 0 or read_at is None:
+        return None
+    named = re.search(r"\[['\"]([^'\"]+)['\"]\]$", outlier.element.leaf)
+    if named is None:
+        return None
+    column = named.group(1)
+    counted = provenance.csv_column_count(read_at, column, 0.0, context.cwd, context.folders or [os.getcwd()])
+    if counted is None or counted[0] < 2:
+        return None
+    return column, *counted
 
 
 def _large_regularizer(

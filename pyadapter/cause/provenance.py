@@ -275,6 +275,35 @@ def read_file_holds_missing(
     return None
 
 
+def csv_column_count(
+    site: Site, column: str, value: float, cwd: str | None, folders: list[str], seconds: float = 10.0
+) -> tuple[int, str] | None:
+    """(how many rows, the file's name) of the CSV file named on the reading line whose field `column` (by its
+    header) is `value`: a fare of 0 held by 12 passengers is a valid value, not a bad record. None when no such file
+    or column is found, or it was not read to its end in `seconds`."""
+    deadline = time.monotonic() + seconds
+    for path, delimiter in _text_files_read(site, cwd, folders):
+        if not path.lower().endswith((".csv", ".tsv", ".txt")):
+            continue
+        count = 0
+        try:
+            with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+                reader = csv.reader(handle, delimiter=delimiter)
+                header = [f.strip() for f in next(reader, [])]
+                if column not in header:
+                    continue
+                at = header.index(column)
+                for number, fields in enumerate(reader):
+                    if at < len(fields) and _close(value, _as_float(fields[at])):
+                        count += 1
+                    if number % 4096 == 0 and time.monotonic() > deadline:
+                        return None
+        except OSError:
+            continue
+        return count, os.path.basename(path)
+    return None
+
+
 def _place_text(place: RecordPlace) -> str:
     """'turbine.csv line 517: field 'rotor_rpm' is 'nan'' / 'listings.tfrecord record 390: feature ... is inf'."""
     name = os.path.basename(place.file)
