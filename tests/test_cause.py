@@ -8501,3 +8501,74 @@ def test_a_log_of_a_zero_that_the_data_holds_in_several_records_is_log1p_not_a_b
         assert cause.change.what.startswith("the log of fare: take tf.math.log1p(x)"), cause.change.what
     else:
         assert cause.kind == "data" and "correct it or leave it out" in cause.change.what, cause
+
+
+AUTO_MPG_WITHOUT_ITS_NORMALIZER = """import numpy as np
+import pandas as pd
+import tensorflow as tf
+from tensorflow.keras import layers
+
+train_features = pd.read_csv("auto-mpg.csv")
+train_labels = train_features.pop("MPG")
+normalizer = tf.keras.layers.Normalization(axis=-1)
+normalizer.adapt(np.array(train_features))
+linear_model = tf.keras.Sequential([
+    # normalizer,
+    layers.Dense(units=1)
+])
+linear_model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate=0.01), loss="mean_squared_error")
+history = linear_model.fit(train_features, train_labels, epochs=100, verbose=0)
+"""
+
+
+@pytest.mark.parametrize("commented", [True, False])
+def test_unscaled_features_with_a_normalizer_adapted_and_left_out_name_that_normalizer(
+    tmp_path: Path, commented: bool
+) -> None:
+    """The Basic regression tutorial with ``# normalizer,`` commented out of the linear model (s41c p7): the layer
+    is made and adapted, so the features were not called unscaled, and the rate was named ("no rate down to 2.44e-6
+    kept the window finite"). The normalizer left out is the change, at its commented-out line."""
+    program = tmp_path / "regression.py"
+    text = AUTO_MPG_WITHOUT_ITS_NORMALIZER
+    if not commented:
+        text = text.replace("    # normalizer,\n", "")
+    program.write_text(text)
+    rng = np.random.default_rng(0)
+    features = np.stack(
+        [
+            rng.uniform(1600, 5100, 32),
+            rng.uniform(68, 455, 32),
+            rng.uniform(46, 230, 32),
+            rng.uniform(8, 25, 32),
+        ],
+        axis=1,
+    ).astype("float32")
+    batch = (features, rng.uniform(9, 46, size=(32,)).astype("float32"))
+    origin = Finding(
+        file=str(program),
+        line=15,
+        role="origin",
+        op=OpRef("compile_loss/mean_squared_error/Square", "Square"),
+        health=TensorHealth(dtype="float32", size=32, pos_inf=32),
+        inputs=[
+            InputHealth(
+                "compile_loss/mean_squared_error/sub:0", TensorHealth(dtype="float32", size=32, neg=32)
+            )
+        ],
+    )
+    cause = classify(
+        findings_of(origin),
+        CauseContext(entry_script=str(program), batch=batch, layer_classes={"Dense"}, step=0),
+    )
+    assert "unscaled" in cause.summary, cause.summary
+    assert cause.change is not None, cause
+    if commented:
+        assert cause.change.line == 11, cause.change
+        assert (
+            "put normalizer back in the model as its first layer (it is made and adapted at regression.py:8"
+            in (cause.change.what)
+        ), cause.change.what
+        assert "commented out of the model here" in cause.change.what, cause.change.what
+    else:
+        assert cause.change.line == 8, cause.change
+        assert "never put in the model" in cause.change.what, cause.change.what

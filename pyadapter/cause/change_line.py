@@ -1184,8 +1184,96 @@ def construction_site(units: list[SourceUnit], name: str) -> Site | None:
 
 
 def constructed_names(units: list[SourceUnit], names: frozenset[str]) -> set[str]:
-    """Which of `names` (classes, by their last dotted part) the user's code calls."""
-    return {name for unit in units for node in calls(unit) if (name := called_name(node) or "") in names}
+    """Which of `names` (classes, by their last dotted part) the user's code calls and puts to use: a layer assigned
+    to a name the code only adapts (``normalizer.adapt(x)``, with ``# normalizer,`` commented out of the model) is
+    not counted (`unused_layers`)."""
+    unused = {site.name for site in unused_layers(units, names)}
+    return {
+        name
+        for unit in units
+        for node in calls(unit)
+        if (name := called_name(node) or "") in names and not _assigned_to(unit, node, unused)
+    }
+
+
+def _assigned_to(unit: SourceUnit, call: ast.Call, names: set[str]) -> bool:
+    return any(
+        isinstance(n, ast.Assign)
+        and n.value is call
+        and any(isinstance(t, ast.Name) and t.id in names for t in n.targets)
+        for n in ast.walk(unit.tree)
+    )
+
+
+# What a layer's name may be read for without the layer being used in a model.
+_SET_UP_ONLY = frozenset({"adapt", "mean", "variance", "get_weights", "count", "built"})
+
+
+@dataclass
+class UnusedLayer:
+    """A layer the code makes and adapts but never puts in a model: where it is made, and where a line that used it
+    is commented out (``# normalizer,`` in a Sequential list), if one is."""
+
+    site: Site  # the construction; its name is the variable's
+    commented: int | None  # the line of the commented-out use, in the same file (or cell)
+    commented_unit: SourceUnit | None = None
+
+    @property
+    def name(self) -> str:
+        return self.site.name
+
+
+def unused_layers(units: list[SourceUnit], classes: frozenset[str]) -> list[Site]:
+    """Sites (named by the variable) of ``name = Class(...)`` constructions of `classes` whose name the code reads
+    only to set the layer up (``name.adapt(x)``): the Basic regression tutorial's normalizer with ``# normalizer,``
+    commented out of the model."""
+    return [u.site for u in unused_layer_uses(units, classes)]
+
+
+def _set_up_only(parent: ast.AST | None) -> bool:
+    return isinstance(parent, ast.Attribute) and parent.attr in _SET_UP_ONLY
+
+
+def unused_layer_uses(units: list[SourceUnit], classes: frozenset[str]) -> list[UnusedLayer]:
+    """`unused_layers` with the line a commented-out use of each is on."""
+    made: list[tuple[SourceUnit, ast.Call, str]] = [
+        (unit, node.value, node.targets[0].id)
+        for unit in units
+        for node in ast.walk(unit.tree)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Call)
+        and (called_name(node.value) or "") in classes
+    ]
+    found: list[UnusedLayer] = []
+    parents: dict[ast.AST, ast.AST] = {}
+    if made:
+        parents = {
+            child: parent
+            for u in units
+            for parent in ast.walk(u.tree)
+            for child in ast.iter_child_nodes(parent)
+        }
+    for unit, call, name in made:
+        reads = [
+            node
+            for u in units
+            for node in ast.walk(u.tree)
+            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
+        ]
+        if any(not _set_up_only(parents.get(read)) for read in reads):
+            continue
+        commented = None
+        holder = None
+        for u in units:
+            if u.file != unit.file:
+                continue
+            for lineno, text in enumerate(u.text.splitlines(), 1):
+                if re.match(rf"\s*#\s*{re.escape(name)}\s*(?:,|\)|\(|$)", text):
+                    commented, holder = lineno, u
+        found.append(UnusedLayer(Site(unit, call, name), commented, holder))
+    return found
 
 
 def model_input_site(units: list[SourceUnit]) -> Site | None:

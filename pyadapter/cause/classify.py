@@ -5282,9 +5282,12 @@ def _divergence(
         rate = site.learning_rate if site is not None else None
         if rate is None and context.learning_rate is not None and context.learning_rate.finite:
             rate = context.learning_rate.value
-        if scale.usual_rate(context.model_info.get("optimizer"), rate) and (
-            any(u.first_to_change for u in unscaled) or _search_found_only_tiny_rates(searched, rate)
+        left_out = any(u.role == "features" for u in unscaled) and _unused_normalizer(units) is not None
+        if left_out or (
+            scale.usual_rate(context.model_info.get("optimizer"), rate)
+            and (any(u.first_to_change for u in unscaled) or _search_found_only_tiny_rates(searched, rate))
         ):
+            # A normalizer made and adapted but left out of the model (``# normalizer,``) is the change at any rate.
             # A default rate that diverges at once: the inputs' scale is what is off, not the rate.
             # A custom loop's model (a subclass called on the batch) has no Input line: the features are scaled
             # where its loop's batches come from. At the first step no update ran: a rate is no way out.
@@ -5631,6 +5634,21 @@ def _search_found_only_tiny_rates(searched: tuple[dict[str, Any], str] | None, r
     )
 
 
+def _unused_normalizer(units: list[SourceUnit]) -> tuple[change_line.Site, change_line.Site | None] | None:
+    """(where a normalizing layer is made, where its use is commented out or None) for the one layer the code makes
+    and adapts but never puts in a model."""
+    unused = change_line.unused_layer_uses(units, scale.NORMALIZING_LAYERS)
+    if len(unused) != 1:
+        return None
+    layer = unused[0]
+    commented = None
+    if layer.commented is not None and layer.commented_unit is not None:
+        # A comment has no node: a marker at its line stands for it.
+        marker = ast.Constant(value=None, lineno=layer.commented, col_offset=0)
+        commented = change_line.Site(layer.commented_unit, marker, layer.name)
+    return layer.site, commented
+
+
 def _unscaled_change(
     units: list[SourceUnit],
     unscaled: list[scale.UnscaledInput],
@@ -5645,6 +5663,17 @@ def _unscaled_change(
     parts = []
     site = None
     for item in unscaled:
+        if item.role == "features" and (unused := _unused_normalizer(units)) is not None:
+            # The Basic regression tutorial with ``# normalizer,`` commented out of the model: the layer is made and
+            # adapted, and "add keras.layers.Normalization()" named none of that.
+            made, commented = unused
+            site = site or commented or made
+            where = "commented out of the model here" if commented is not None else "never put in the model"
+            parts.append(
+                f"scale the features ({item.describe()}): put {made.name} back in the model as its first layer (it "
+                f"is made and adapted at {_site_place(made)}, and {where})"
+            )
+            continue
         if item.role == "features":
             site = site or change_line.model_input_site(units) or feed
             # Under a mixed policy the layer computes in float16 (a timestamp of 1.7e9 is inf there before it is
