@@ -8572,3 +8572,148 @@ def test_unscaled_features_with_a_normalizer_adapted_and_left_out_name_that_norm
     else:
         assert cause.change.line == 8, cause.change
         assert "never put in the model" in cause.change.what, cause.change.what
+
+
+ARCFACE_HEAD = """import tensorflow as tf
+from keras import layers
+
+
+class ArcMarginProduct(layers.Layer):
+    def call(self, inputs):
+        x, y = inputs
+        w = tf.nn.l2_normalize(self.W, axis=0)
+        cosine = tf.matmul(x, w)
+        theta = tf.acos(cosine)
+        target = tf.cos(theta + self.m)
+        return target * self.s
+"""
+
+
+@pytest.mark.parametrize(("nan", "named"), [(583, True), (1, False)])
+def test_an_acos_nan_at_many_values_names_the_product_s_unnormalized_side(
+    tmp_path: Path, nan: int, named: bool
+) -> None:
+    """An ArcFace head that normalizes its class weights and not the embedding (s42e p1): acos was NaN at 583 of
+    1280 values, and the cause said float32 rounding put a cosine past 1, "clip it inside (-1, 1)". Followed, the
+    clip froze the margin on every clipped logit. That many values are no rounding: the product's unnormalized side
+    is the change. One value past 1 is still rounding."""
+    program = tmp_path / "train.py"
+    program.write_text(ARCFACE_HEAD)
+    origin = Finding(
+        file=str(program),
+        line=10,
+        role="origin",
+        op=OpRef("functional/arcface/Acos", "Acos"),
+        health=TensorHealth(dtype="float32", size=1280, nan=nan, neg=600, pos=1280 - 600 - nan),
+        inputs=[
+            InputHealth(
+                "functional/arcface/MatMul:0", TensorHealth(dtype="float32", size=1280, neg=640, pos=640)
+            )
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert cause.change is not None, cause
+    if named:
+        assert f"made NaN at {nan} of 1280 values (46%)" in cause.summary, cause.summary
+        assert "the product tf.matmul(x, w) (line 9) takes x unnormalized (w is normalized)" in cause.summary
+        assert cause.change.line == 9, cause.change
+        assert cause.change.what.startswith(
+            "the product's x: normalize it before it (tf.nn.l2_normalize(x, axis=-1))"
+        )
+    else:
+        assert "float32 rounding" in cause.summary and cause.change.line == 10, cause
+        assert "tf.clip_by_value" in cause.change.what, cause.change
+
+
+def test_a_log_of_a_probability_picked_from_a_softmax_says_the_cross_entropy_from_the_logits(
+    tmp_path: Path,
+) -> None:
+    """CosFace's cross-entropy by hand, ``log(reduce_sum(softmax(s * logits) * onehot, axis=1))`` (s42e p2): a
+    mislabeled row's probability underflowed to 0 at step 434. The input is a Sum, not the softmax, so the words
+    were the clamp's, which, followed, left those rows with no gradient (a loss stuck at 15)."""
+    program = tmp_path / "cosface.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "\n"
+        "\n"
+        "def cosface_loss(cos, onehot):\n"
+        "    probs = tf.nn.softmax(64.0 * (cos - 0.35 * onehot))\n"
+        "    p_target = tf.reduce_sum(probs * onehot, axis=1)\n"
+        "    return -tf.reduce_mean(tf.math.log(p_target))\n"
+    )
+    origin = Finding(
+        file=str(program),
+        line=7,
+        role="origin",
+        op=OpRef("Log", "Log"),
+        health=TensorHealth(dtype="float32", size=32, neg_inf=1, neg=31),
+        inputs=[InputHealth("Sum:0", TensorHealth(dtype="float32", size=32, zero=1, pos=31))],
+    )
+    findings = findings_of(origin)
+    findings.extra["activation_into_log"] = {
+        "op": "Softmax",
+        "type": "Softmax",
+        "file": str(program),
+        "line": 5,
+    }
+    cause = classify(findings, CauseContext(entry_script=str(program)))
+    assert "its input is made of a softmax (line 5)" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 7, cause.change
+    assert cause.change.what.startswith(
+        "the log of a softmax's probability: take the cross-entropy from the logits"
+    )
+    assert "tf.nn.sparse_softmax_cross_entropy_with_logits" in cause.change.what, cause.change.what
+
+
+PROXY_ANCHOR = """import keras
+import tensorflow as tf
+
+
+class ProxyAnchorModel(keras.Model):
+    def proxy_anchor_loss(self, cos, y):
+        pos_mask = tf.one_hot(y, self.n_classes, dtype=cos.dtype)
+        neg_exp = tf.exp(self.alpha * (cos + self.delta))
+        return tf.reduce_sum(tf.math.log1p(tf.reduce_sum((1 - pos_mask) * neg_exp, axis=0)))
+"""
+
+
+def test_a_float16_exp_in_the_users_loss_function_says_the_whole_loss_in_float32(tmp_path: Path) -> None:
+    """Proxy-Anchor's exp(32 * (cos + 0.1)) under mixed_float16 (s42e p8): "tf.cast its input to float32, and the
+    result back to float16", followed, overflowed at that cast on the same line (the log1p after it needs the large
+    value), and the softmax words fit no softmax. The loss function takes the float16 output: the loss in float32."""
+    program = tmp_path / "proxy_anchor.py"
+    program.write_text(PROXY_ANCHOR)
+    context = CauseContext(dtype_policy="mixed_float16", entry_script=str(program))
+    cause = classify(findings_of(overflow_origin(program, dtype="float16", line=8, op="Exp")), context)
+    assert cause.kind == "precision", cause
+    assert "in the loss function proxy_anchor_loss under the mixed_float16 policy" in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and cause.change.line == 8, cause.change
+    assert cause.change.what.startswith(
+        'compute the loss in float32: tf.cast its inputs to "float32" where proxy_anchor_loss starts'
+    ), cause.change.what
+    assert "softmax" not in cause.change.what and "result back" not in cause.change.what, cause.change.what
+
+
+def test_a_float16_overflow_of_a_model_fit_on_x_alone_in_raw_units_names_the_features(tmp_path: Path) -> None:
+    """A VAE under mixed_float16 fit on sensor readings of about 100 +- 40 with no targets, ``vae.fit(x)`` (s42f
+    p10): the batch is x alone, which was not read as features, so the cause said "float32 would hold it" and
+    "build Sampling with dtype="float32"", which, followed, overflowed float32 at the same exp."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        "import keras\nfrom keras import layers, ops\n\n\nclass Sampling(layers.Layer):\n"
+        "    def call(self, inputs):\n        z_mean, z_log_var = inputs\n"
+        "        return z_mean + ops.exp(0.5 * z_log_var)\n\n\n"
+        "enc_in = keras.Input((64,))\nvae = build_vae(enc_in)\nvae.fit(x, epochs=5)\n"
+    )
+    x = (np.random.default_rng(0).normal(size=(64, 64)) * 40 + 100).astype("float32")
+    context = CauseContext(
+        dtype_policy="mixed_float16", entry_script=str(program), batch=x, layer_classes=set()
+    )
+    cause = classify(findings_of(overflow_origin(program, dtype="float16", line=8, op="Exp")), context)
+    assert cause.kind == "precision", cause
+    assert "but the batch is in raw units (x[:, " in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.what.startswith("scale the features (x[:, "), (
+        cause.change
+    )

@@ -1443,6 +1443,78 @@ def strict_self_comparison_site(
     return None
 
 
+@dataclass
+class CosineProduct:
+    """The product an acos takes as a cosine (``cosine = tf.matmul(x, w)``), and which of its two sides the code
+    normalizes (``w = tf.nn.l2_normalize(self.W, axis=0)``) and which it does not."""
+
+    site: Site  # the product
+    unnormalized: list[str]  # the sides no normalization made, as written
+    normalized: list[str]
+
+
+_NORMALIZING_CALLS = ("l2_normalize", "normalize", "unit_norm")
+
+
+def cosine_product(units: list[SourceUnit], file: str, line: int, cell: int | None) -> CosineProduct | None:
+    """The matrix product whose result the acos (or asin) on `line` takes, in the function that holds it (the
+    acos's argument, or a name assigned one on an earlier line), with its sides told normalized or not; None when
+    no product is found."""
+    for unit in units:
+        if os.path.abspath(unit.file) != os.path.abspath(file) or unit.cell != cell:
+            continue
+        scope: ast.AST = _innermost_function(_functions(unit), line) or unit.tree
+        assigned = {
+            target.id: node.value
+            for node in ast.walk(scope)
+            if isinstance(node, ast.Assign) and node.lineno <= line
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for call in ast.walk(scope):
+            if not (
+                isinstance(call, ast.Call)
+                and called_name(call) in ("acos", "asin", "arccos", "arcsin")
+                and call.args
+                and call.lineno <= line <= (call.end_lineno or call.lineno)
+            ):
+                continue
+            value = call.args[0]
+            if isinstance(value, ast.Name) and value.id in assigned:
+                value = assigned[value.id]
+            sides = _product_sides(value)
+            if sides is None:
+                continue
+            normalized = [_normalized(side, assigned) for side in sides]
+            return CosineProduct(
+                Site(unit, value, "matmul"),
+                [ast.unparse(s) for s, n in zip(sides, normalized, strict=True) if not n],
+                [ast.unparse(s) for s, n in zip(sides, normalized, strict=True) if n],
+            )
+    return None
+
+
+def _product_sides(node: ast.expr) -> tuple[ast.expr, ast.expr] | None:
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.MatMult):
+        return node.left, node.right
+    if (
+        isinstance(node, ast.Call)
+        and called_name(node) in ("matmul", "dot", "tensordot")
+        and len(node.args) >= 2
+    ):
+        return node.args[0], node.args[1]
+    return None
+
+
+def _normalized(side: ast.expr, assigned: dict[str, ast.expr]) -> bool:
+    """Whether a side of the product is a normalization's result, or a name assigned one."""
+    if isinstance(side, ast.Call) and called_name(side) in ("transpose",) and side.args:
+        side = side.args[0]
+    if isinstance(side, ast.Name) and side.id in assigned:
+        side = assigned[side.id]
+    return isinstance(side, ast.Call) and called_name(side) in _NORMALIZING_CALLS
+
+
 def _schedule_site(units: list[SourceUnit]) -> Site | None:
     for unit in units:
         for node in calls(unit):

@@ -620,8 +620,8 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
                 )
                 evidence["history"] = fell.to_json()
             return Cause("unknown", summary, evidence)
-        large = graph.get("too_large_gradients") if isinstance(graph, dict) else None
-        if isinstance(large, list) and large and all(isinstance(n, str) for n in large):
+        large = _too_large_gradients(findings)
+        if large:
             return _gradients_too_large_to_square(context, units, large)
         return Cause(
             "unknown",
@@ -630,6 +630,12 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         )
     if origin.op.type == "Const" and origin.health is not None and not origin.health.is_finite:
         return _non_finite_constant(findings, units, origin)
+    large = _too_large_gradients(findings)
+    if large and _OPTIMIZER_SCOPE.search(origin.op.name) and _overflowed_on_finite_inputs(origin):
+        # The optimizer's own square of a gradient too large for it (Adam's second moment, ``cond/adam/Square``),
+        # reached now that a re-run starts from the accumulators training had: the gradients are the cause, and
+        # "keep the Square op's values in range" named no line of the user's.
+        return _gradients_too_large_to_square(context, units, large)
     dtype = (dtype_of(origin) or "").lower()
     if known and dtype in SIGNIFICANT_BITS and _subtracted_zeros(origin):
         return _cancellation(findings, context, origin, dtype)
@@ -1285,6 +1291,31 @@ def _warning_in_the_function_of(
     return None
 
 
+# An op of a Keras optimizer's update (``cond/adam/Square``, ``adam/Sqrt_3``), by the optimizer's name scope.
+_OPTIMIZER_SCOPE = re.compile(
+    r"(?:^|/)(?:adam|adamw|adamax|nadam|rmsprop|adagrad|adadelta|adafactor|lion|ftrl|lamb|sgd)(?:_\d+)?/",
+    re.IGNORECASE,
+)
+
+
+def _too_large_gradients(findings: Findings) -> list[str]:
+    """The gradients the graph re-run found finite but too large to square (|g| > 1.8e19), by name; [] when none."""
+    verdicts = (findings.bundle or {}).get("verdicts")
+    graph = verdicts.get("graph") if isinstance(verdicts, dict) else None
+    large = graph.get("too_large_gradients") if isinstance(graph, dict) else None
+    if isinstance(large, list) and all(isinstance(n, str) for n in large):
+        return large
+    return []
+
+
+def _overflowed_on_finite_inputs(origin: Finding) -> bool:
+    return (
+        origin.health is not None
+        and bool(origin.health.pos_inf or origin.health.neg_inf)
+        and all(i.health is None or i.health.is_finite for i in origin.inputs)
+    )
+
+
 def _gradients_too_large_to_square(context: CauseContext, units: list[SourceUnit], large: list[str]) -> Cause:
     """No op of the step made NaN/Inf, but gradients are finite and too large to square in float32 (|g| > 1.8e19):
     Adam's or RMSprop's second moment would be +Inf (the guard's gate refused the update). The scene named the
@@ -1665,6 +1696,8 @@ def _op(
             )
         ) is not None:
             summary, what = summed
+    if not overflow and (not_a_cosine := _acos_of_no_cosine(origin, units or [])) is not None:
+        return not_a_cosine
     if not overflow and weight is not None and weight.read_line is not None:
         gone = _variable_gone_negative(findings, origin, weight, units or [])
         if gone is not None:
@@ -1772,6 +1805,49 @@ def _op(
         summary += fed[0]
         return Cause("op", summary, evidence, fed[1])
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+# Past this share of an acos's values, no float32 rounding of unit vectors' cosines put them outside [-1, 1].
+_ROUNDING_SHARE = 0.01
+
+
+def _acos_of_no_cosine(origin: Finding, units: list[SourceUnit]) -> Cause | None:
+    """An acos (asin) NaN at many values: float32 rounding of a cosine of unit vectors puts a few just past +-1,
+    not 46% (an ArcFace head that normalizes its class weights and not the embedding, s42e p1). "Clip it inside
+    (-1, 1)", followed, trained with the margin frozen on every clipped logit: the product's unnormalized side is
+    the change."""
+    if origin.op.type not in ("Acos", "Asin") or origin.health is None or not origin.health.size:
+        return None
+    nan = origin.health.nan or 0
+    if nan <= 2 or nan < _ROUNDING_SHARE * origin.health.size:
+        return None
+    name = origin.op.type.lower()
+    share = nan / origin.health.size
+    summary = (
+        f"the {origin.op.type} op made NaN at {nan} of {origin.health.size} values ({share:.0%}): {name} is NaN "
+        "past +-1, and float32 rounding of a cosine of unit vectors puts a few values just outside, not this many: "
+        "its input is no cosine"
+    )
+    what = (
+        f"the {name}'s input: normalize both vectors before their product (tf.nn.l2_normalize(x, axis=-1)), so "
+        "that it is a cosine; a clip inside (-1, 1) only guards against rounding, and here it would freeze the "
+        "clipped values (no gradient through the clip)"
+    )
+    evidence: dict[str, Any] = {"op": origin.op.type, "op_name": origin.op.name, "nan": nan}
+    product = change_line.cosine_product(units, origin.file, origin.line, origin.cell)
+    if product is None or not product.unnormalized:
+        change = Change(file=origin.file, line=origin.line, what=what, cell=origin.cell, target="op")
+        return Cause("op", summary, evidence, change)
+    sides = " and ".join(product.unnormalized)
+    done = f" ({', '.join(product.normalized)} is normalized)" if product.normalized else ""
+    summary += f": the product {ast.unparse(product.site.node)} (line {product.site.line}) takes {sides} unnormalized{done}"
+    what = (
+        f"the product's {sides}: normalize {'it' if len(product.unnormalized) == 1 else 'them'} before it "
+        f"(tf.nn.l2_normalize({product.unnormalized[0]}, axis=-1)), so that the product is a cosine in [-1, "
+        "1]; a clip inside (-1, 1) only guards against rounding, and here it would freeze the clipped values"
+    )
+    evidence["product"] = ast.unparse(product.site.node)
+    return Cause("op", summary, evidence, _change(product.site, what, "op"))
 
 
 def _variable_gone_negative(
@@ -2555,6 +2631,27 @@ def _log_of_an_activation_words(
             "the ReLU that makes it: a quantity that must stay positive (a variance, a scale, a rate) needs "
             "tf.nn.softplus(x) + 1e-6, which is never 0; a clamp of the log keeps it finite, and the same 0 then "
             "divides or is learned from nowhere"
+        )
+        return summary, what
+    if found.get("type") == "Softmax":
+        if isinstance(findings.extra.get("mask_into_softmax"), dict) or any(
+            _ACTIVATION_OUTPUT["softmax"].search(i.name) for i in origin.inputs
+        ):
+            return None  # the softmax's own words: its -inf mask, or the log of the softmax itself
+        # CosFace's cross-entropy by hand, log(reduce_sum(softmax(64 * logits) * onehot)): a mislabeled row's target
+        # probability underflowed to 0. The clamp, followed, left those rows with no gradient (a loss stuck at 15,
+        # s42e p2); the cross-entropy from the logits has none of it.
+        line = found.get("line")
+        at = f" (line {line})" if isinstance(line, int) else ""
+        summary += (
+            f"; its input is made of a softmax{at}: a probability is exactly 0 in float32 where its logit lies more "
+            "than about 100 below the row's largest (scaled logits, a wrong or hard label)"
+        )
+        what = (
+            "the log of a softmax's probability: take the cross-entropy from the logits "
+            "(tf.nn.sparse_softmax_cross_entropy_with_logits(labels, logits), or tf.nn.log_softmax(logits) picked "
+            "by the one-hot); a clamp at 1e-7 keeps it finite but its gradient is 0 there, so those rows stop "
+            "learning"
         )
         return summary, what
     summary += (
@@ -6131,6 +6228,22 @@ def _precision(
     change = None
     where = ""
     own_layer = _custom_layer_class(units, origin)
+    loss_function = _loss_function_of_origin(units, origin) if origin.op.type != "Cast" else None
+    if loss_function is not None and not _LOSS_ASSIGNMENT.search(_origin_source_line(origin)):
+        # An exp inside the user's loss function (Proxy-Anchor's exp(alpha * (cos + delta)) on a float16 model
+        # output): "tf.cast its input to float32, and the result back to float16", followed, overflowed at that
+        # cast on the same line, and the log1p after it needs the large value (s42e p8). The loss in float32 whole.
+        summary = (
+            f"{origin.op.type} overflowed {dtype} (max {limit:g}) on finite inputs in the loss function "
+            f"{loss_function}{f' under the {policy} policy' if policy else ''}: it takes the model's {dtype} "
+            f"output and computes in {dtype}; float32 (max {FLOAT32_MAX:.3g}) would hold it"
+        )
+        what = (
+            f'compute the loss in float32: tf.cast its inputs to "float32" where {loss_function} starts (the model\'s '
+            'output, or give the output layer dtype="float32", as the mixed-precision guide does), and keep the '
+            f"whole loss in float32; a value past {dtype}'s range cannot be cast back to it"
+        )
+        return Cause("precision", summary, {**evidence, "loss": True}, _origin_change(findings, what, "op"))
     if origin.op.type != "Cast" and _LOSS_ASSIGNMENT.search(_origin_source_line(origin)):
         # A loss written by hand on a float16 output (a train_step's, a custom loop's): the words were the layer's
         # ("... and the result back to float16 before it meets the layer's other float16 values"), and a loss of
@@ -6380,6 +6493,25 @@ def _is_model_class(units: list[SourceUnit], origin: Finding) -> bool:
 
     node = _class_of_origin(units, origin)
     return node is not None and any(ast.unparse(base).split(".")[-1] == "Model" for base in node.bases)
+
+
+def _loss_function_of_origin(units: list[SourceUnit], origin: Finding) -> str | None:
+    """The name of the innermost function of the user's (a method too) whose body holds the origin's line, when
+    that name says it computes a loss (``proxy_anchor_loss``, ``compute_loss``); None otherwise."""
+    import ast
+
+    holding = [
+        node
+        for unit in _units_holding(units, origin)
+        for node in ast.walk(unit.tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and node.body[0].lineno <= origin.line <= (node.end_lineno or node.lineno)
+    ]
+    if not holding:
+        return None
+    innermost = min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
+    return innermost.name if "loss" in innermost.name.lower() else None
 
 
 def _function_of_origin(units: list[SourceUnit], origin: Finding) -> str | None:

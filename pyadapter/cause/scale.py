@@ -162,6 +162,8 @@ def unscaled_inputs(
     `names`) with values of a large scale: the first such feature input, then the first such target; empty when
     nothing is, the batch is of another shape, or (for the features) the model has a normalizing layer
     (`NORMALIZING_LAYERS`: what reaches its first weights is then scaled whatever the batch holds)."""
+    if isinstance(batch, np.ndarray):
+        batch = (batch,)  # fit(x) with no targets (an autoencoder, a VAE): its batch is x alone
     if not isinstance(batch, tuple) or not batch:
         return []
     found = []

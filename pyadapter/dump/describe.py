@@ -557,8 +557,8 @@ def _marked_record(host: HostScan, op: OpInfo) -> dict[str, object]:
 def activation_into_log(candidate: Candidate, depth: int = 3) -> dict[str, object] | None:
     """The activation a graph origin ``Log`` takes, through at most `depth` ops: a ``Sigmoid`` (``log(1 -
     sigmoid(x))``: a GAN's hand-written generator loss, whose ``1 - d`` is exactly 0 in float32 once the logit
-    passes 17; a focal loss's ``log(p_t)``) or a ``Relu`` (a variance head ``relu(raw)``, 0 for every negative
-    input). As ``{"op", "type", "file", "line"}``; None when no such activation is that near. An eager origin
+    passes 17; a focal loss's ``log(p_t)``), a ``Relu`` (a variance head ``relu(raw)``, 0 for every negative
+    input) or a ``Softmax`` (a cross-entropy by hand, ``log(reduce_sum(softmax(s * logits) * onehot))``). As ``{"op", "type", "file", "line"}``; None when no such activation is that near. An eager origin
     (``tf.config.run_functions_eagerly(True)``, set to step through a step) is followed through the executions
     that made its inputs."""
     if candidate.execution is not None:
@@ -567,7 +567,7 @@ def activation_into_log(candidate: Candidate, depth: int = 3) -> dict[str, objec
     if origin is None or origin.type != "Log":
         return None
     for producer in _upstream(candidate.host, origin, depth):
-        if producer.type in ("Sigmoid", "Relu"):
+        if producer.type in ("Sigmoid", "Relu", "Softmax"):
             return {**_marked_record(candidate.host, producer), "type": producer.type}
     return None
 
