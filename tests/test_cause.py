@@ -8717,3 +8717,38 @@ def test_a_float16_overflow_of_a_model_fit_on_x_alone_in_raw_units_names_the_fea
     assert cause.change is not None and cause.change.what.startswith("scale the features (x[:, "), (
         cause.change
     )
+
+
+@pytest.mark.parametrize(
+    ("weights", "named"), [('{"priority": 1.0, "hours": 1e6}', True), ("[1.0, 0.5]", False)]
+)
+def test_a_divergence_under_a_huge_loss_weight_names_the_weight(
+    tmp_path: Path, weights: str, named: bool
+) -> None:
+    """A two-output model compiled with ``loss_weights={"priority": 1.0, "hours": 1e6}`` (s42f p2) diverged at
+    every rate the window tried; the cause named the rate ("no rate ... or clip the gradients"), and clipping,
+    followed, trained the other head to chance. The weight is the change; weights of usual size are not named."""
+    program = tmp_path / "train.py"
+    program.write_text(
+        TRAIN.replace(
+            'loss="mse")',
+            f'loss={{"priority": "sparse_categorical_crossentropy", "hours": "mse"}}, loss_weights={weights})',
+        )
+    )
+    assert "loss_weights=" in program.read_text()
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+    )
+    cause = classify(findings_of(overflow_origin(program)), context)
+    assert cause.kind == "divergence", cause
+    assert cause.change is not None
+    if named:
+        assert "compile weighs the loss of 'hours' by 1e+06 (train.py:19)" in cause.summary, cause.summary
+        assert cause.change.line == OPTIMIZER_LINE, cause.change
+        assert cause.change.what.startswith(
+            "the loss weight of 'hours': 1e+06 makes that output's gradients"
+        ), cause.change.what
+    else:
+        assert "loss weight" not in cause.change.what and "weighs the loss" not in cause.summary, cause

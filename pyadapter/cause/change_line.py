@@ -2412,6 +2412,65 @@ def hand_weight_decay(units: list[SourceUnit]) -> HandWeightDecay | None:
 
 
 @dataclass
+class LargeLossWeight:
+    """A loss weight given to compile (``loss_weights={"hours": 1e6}``) far above 1 and above the others: it
+    multiplies that output's gradient by as much."""
+
+    site: Site  # the weight's value
+    output: str | None  # its key (the output's name), or its index in a list
+    value: float
+
+
+# A loss weight this large multiplies that output's gradients past what any usual rate is tuned for.
+_LARGE_LOSS_WEIGHT = 100.0
+
+
+def large_loss_weight(units: list[SourceUnit]) -> LargeLossWeight | None:
+    """The largest loss weight given to ``compile(loss_weights=...)`` (a dict or a list of numbers) when it is at
+    least 100 and 100 times the smallest other; None otherwise."""
+    found: list[LargeLossWeight] = []
+    for unit in units:
+        for node in calls(unit):
+            if called_name(node) != "compile":
+                continue
+            given = keyword(node, "loss_weights")
+            if isinstance(given, ast.Name):
+                given = _last_value_of(unit, given.id)
+            if isinstance(given, ast.Dict):
+                entries = [
+                    (k.value if isinstance(k, ast.Constant) else ast.unparse(k), v)
+                    for k, v in zip(given.keys, given.values, strict=True)
+                    if k is not None
+                ]
+            elif isinstance(given, (ast.List, ast.Tuple)):
+                entries = [(str(i), v) for i, v in enumerate(given.elts)]
+            else:
+                continue
+            values = [(str(key), value, _constant_expression(unit, value)) for key, value in entries]
+            numbers = [v for _, _, v in values if v is not None]
+            if not numbers:
+                continue
+            key, node_value, largest = max(
+                ((k, n, v) for k, n, v in values if v is not None), key=lambda t: t[2]
+            )
+            others = [v for v in numbers if v != largest] or [1.0]
+            if largest >= _LARGE_LOSS_WEIGHT and largest >= _LARGE_LOSS_WEIGHT * max(min(others), 1e-12):
+                found.append(LargeLossWeight(Site(unit, node_value, "loss_weights"), key, largest))
+    return found[-1] if found else None
+
+
+def _last_value_of(unit: SourceUnit, name: str) -> ast.expr | None:
+    """The value last assigned to `name` in `unit` (``LOSS_WEIGHTS = {...}`` given as ``loss_weights=LOSS_WEIGHTS``)."""
+    assigned = [
+        node.value
+        for node in ast.walk(unit.tree)
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    ]
+    return assigned[-1] if assigned else None
+
+
+@dataclass
 class ExpOfAVariable:
     """A variable the code reads through an exp (``tf.exp(logit_scale) * sims``) and starts at a value whose exp is
     large (``tf.Variable(1 / 0.07)``: CLIP's scale, where CLIP keeps its log)."""

@@ -5542,7 +5542,33 @@ def _divergence(
             f"(DANN's 2 / (1 + exp(-10 * progress)) - 1){instead}"
         )
         change = _change(reversal.strength, what, "reversal")
-    decay = change_line.hand_weight_decay(units) if rate_is_the_change and reversal is None else None
+    weighted = change_line.large_loss_weight(units) if rate_is_the_change and reversal is None else None
+    if weighted is not None:
+        # ``loss_weights={"hours": 1e6}`` on a two-output model: that head's gradients are a million times the
+        # other's; "no rate kept the window finite ... or clip the gradients", followed, trained the other head to
+        # chance (s42f p2). The weight is the change.
+        evidence["loss_weight"] = {
+            "line": weighted.site.line,
+            "output": weighted.output,
+            "value": weighted.value,
+        }
+        summary += (
+            f"; compile weighs the loss of {weighted.output!r} by {weighted.value:g} "
+            f"({_site_place(weighted.site)}): its gradients are that many times larger, past what the rate is tuned "
+            "for"
+        )
+        instead = f" (or, slower to train: {change.what})" if change is not None else ""
+        what = (
+            f"the loss weight of {weighted.output!r}: {weighted.value:g} makes that output's gradients "
+            f"{weighted.value:g} times larger; weigh the losses to a similar size (scale that output's targets "
+            f"instead, or a weight near 1){instead}"
+        )
+        change = _change(weighted.site, what, "loss")
+    decay = (
+        change_line.hand_weight_decay(units)
+        if rate_is_the_change and reversal is None and weighted is None
+        else None
+    )
     if decay is not None:
         # A decoupled weight decay by hand with its factor typed 5e3 (meant 5e-4): each step multiplies the weights
         # by 1 - lr * wd = -4. The rate it was named, followed, made lr * wd just below 1 and the model learned
