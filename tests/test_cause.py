@@ -8752,3 +8752,54 @@ def test_a_divergence_under_a_huge_loss_weight_names_the_weight(
         ), cause.change.what
     else:
         assert "loss weight" not in cause.change.what and "weighs the loss" not in cause.summary, cause
+
+
+LOG_SKEWED_HELPER = """import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+
+def log_transform(frame, cols):
+    frame = frame.copy()
+    for c in cols:
+        frame[c] = np.log(frame[c])
+    return frame
+
+
+dataframe = pd.read_csv("heart.csv")
+train = log_transform(dataframe, ["chol", "oldpeak"])
+display(train[["chol", "oldpeak"]].describe())
+train_ds = tf.data.Dataset.from_tensor_slices((dict(train), train.pop("target"))).batch(4)
+model.fit(train_ds, epochs=5)
+"""
+
+
+def test_a_nan_batch_after_numpy_warned_an_inf_names_the_warned_line(tmp_path: Path) -> None:
+    """keras.io's FeatureSpace example with a ``log_transform`` helper, ``np.log(oldpeak)`` of a 0 (s42c nb9): NumPy
+    warned "divide by zero in log" (an Inf), and only a look at the data (``.describe()``) warned of a NaN; the
+    normalization made the batch's NaN of the -inf. The change was "filter non-finite records where the data is read
+    (read_csv)", of a clean CSV: it is the warned log."""
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    program = tmp_path / "train.py"
+    program.write_text(LOG_SKEWED_HELPER)
+    lines = LOG_SKEWED_HELPER.splitlines()
+    log_line = lines.index("        frame[c] = np.log(frame[c])") + 1
+    looked = lines.index('display(train[["chol", "oldpeak"]].describe())') + 1
+    x = np.ones((4, 7), np.float32)
+    x[:, 5] = np.nan
+    origin = batch_origin(program, len(lines), TensorHealth(dtype="float32", size=28, nan=4))
+    context = CauseContext(
+        batch=(x, np.zeros((4, 1), np.float32)),
+        entry_script=str(program),
+        numpy_warnings=[
+            NumpyWarning(str(program), log_line, "divide by zero encountered in log"),
+            NumpyWarning(str(program), looked, "invalid value encountered in subtract"),
+        ],
+    )
+    cause = classify(
+        findings_of(origin, non_finite_batch={"total": 4, "examples": ["x[0, 5] = nan"]}), context
+    )
+    assert cause.kind == "data", cause
+    assert cause.change is not None and cause.change.line == log_line, cause.change
+    assert "a statistic over the column later turned NaN" in cause.summary, cause.summary

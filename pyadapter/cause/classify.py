@@ -7141,6 +7141,11 @@ def _numpy_warning_for(
         return None
     kind = "nan" if math.isnan(bad.value) else "inf"
     found = [warning for warning in _warnings_that_make(warned, units) if warning.makes == kind]
+    if kind == "nan" and not found:
+        # ``np.log(oldpeak)`` of a 0 warned "divide by zero" (an inf), and no line warned making a NaN: the inf
+        # became the batch's NaN past NumPy (a FeatureSpace's normalization of a column holding -inf, inf - inf),
+        # and the change was "filter non-finite records where the data is read", of a clean CSV (s42c nb9).
+        found = [warning for warning in _warnings_that_make(warned, units) if warning.makes == "inf"]
     if fit_code is not None:
         # A Kaggle notebook's EDA (``corr = np.corrcoef(...)`` of a constant column) warns first, and its result
         # never reaches training; the standardization below it (``X = (X_raw - mean) / std``) made the batch. The
