@@ -8803,3 +8803,47 @@ def test_a_nan_batch_after_numpy_warned_an_inf_names_the_warned_line(tmp_path: P
     assert cause.kind == "data", cause
     assert cause.change is not None and cause.change.line == log_line, cause.change
     assert "a statistic over the column later turned NaN" in cause.summary, cause.summary
+
+
+SAMPLED_SOFTMAX_LM = """import collections
+import tensorflow as tf
+
+counter = collections.Counter(corpus[:20_000].tolist())
+unigrams = [counter.get(i, 0) for i in range(VOCAB)]
+
+
+def train_step(x, y):
+    sampled = tf.random.fixed_unigram_candidate_sampler(
+        true_classes=y, num_true=1, num_sampled=64, unique=True, range_max=VOCAB, unigrams=unigrams
+    )
+    loss = tf.reduce_mean(
+        tf.nn.sampled_softmax_loss(weights=w, biases=b, labels=y, inputs=x, num_sampled=64, num_classes=VOCAB,
+                                   sampled_values=sampled)
+    )
+    return loss
+"""
+
+
+def test_a_log_inside_a_sampled_softmax_of_a_zero_count_names_the_sampler_s_counts(tmp_path: Path) -> None:
+    """A language model's sampled softmax with unigram counts taken over the first 20k tokens only (s42b p6): 11
+    true labels had a count of 0, and TensorFlow's own log(expected count) inside sampled_softmax_loss was -inf. The
+    cause said "keep the Log's input in the domain" at the loss call, where no log of the user's is."""
+    program = tmp_path / "train.py"
+    program.write_text(SAMPLED_SOFTMAX_LM)
+    origin = Finding(
+        file=str(program),
+        line=12,
+        role="origin",
+        op=OpRef("sampled_softmax_loss/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=640, neg_inf=11, neg=629),
+        inputs=[
+            InputHealth(
+                "sampled_softmax_loss/StopGradient_1:0",
+                TensorHealth(dtype="float32", size=640, zero=11, pos=629),
+            )
+        ],
+    )
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program)))
+    assert "the counts given to the sampler (unigrams, train.py:5) hold 0" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert "add 1 to every count" in cause.change.what, cause.change.what

@@ -2411,6 +2411,25 @@ def hand_weight_decay(units: list[SourceUnit]) -> HandWeightDecay | None:
     return None
 
 
+def sampler_counts_site(units: list[SourceUnit]) -> Site | None:
+    """Where the counts a ``tf.random.fixed_unigram_candidate_sampler(unigrams=...)`` takes are made: the last
+    assignment of the name given (``unigrams = [counter.get(i, 0) for i in range(VOCAB)]``), else the argument
+    itself; its Site's name is the name or the argument as written. None without such a sampler."""
+    for unit in units:
+        for node in calls(unit):
+            if called_name(node) != "fixed_unigram_candidate_sampler":
+                continue
+            given = keyword(node, "unigrams")
+            if given is None:
+                continue
+            if isinstance(given, ast.Name):
+                made = _last_value_of(unit, given.id)
+                if made is not None:
+                    return Site(unit, made, given.id)
+            return Site(unit, given, ast.unparse(given))
+    return None
+
+
 @dataclass
 class LargeLossWeight:
     """A loss weight given to compile (``loss_weights={"hours": 1e6}``) far above 1 and above the others: it

@@ -1698,6 +1698,8 @@ def _op(
             summary, what = summed
     if not overflow and (not_a_cosine := _acos_of_no_cosine(origin, units or [])) is not None:
         return not_a_cosine
+    if not overflow and (uncounted := _sampled_label_never_counted(origin, units or [])) is not None:
+        return uncounted
     if not overflow and weight is not None and weight.read_line is not None:
         gone = _variable_gone_negative(findings, origin, weight, units or [])
         if gone is not None:
@@ -1805,6 +1807,34 @@ def _op(
         summary += fed[0]
         return Cause("op", summary, evidence, fed[1])
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+# TensorFlow's sampled losses take log(expected count) of the true labels and the samples inside their own scope.
+_SAMPLED_LOSS_SCOPE = re.compile(r"(?:^|/)(?:sampled_softmax_loss|nce_loss|compute_sampled_logits)(?:_\d+)?/")
+
+
+def _sampled_label_never_counted(origin: Finding, units: list[SourceUnit]) -> Cause | None:
+    """A Log inside tf.nn.sampled_softmax_loss (or nce_loss) of a 0: a true label's expected count, from a
+    fixed_unigram_candidate_sampler given counts that hold 0 for it (counts taken over part of the corpus, s42b p6).
+    "Keep the Log's input in the domain" named a log inside TensorFlow that no line of the user's takes; the counts
+    given to the sampler are the change."""
+    if origin.op.type != "Log" or not _SAMPLED_LOSS_SCOPE.search(origin.op.name):
+        return None
+    zeros = sum((i.health.zero or 0) for i in origin.inputs if i.health is not None and i.health.is_finite)
+    site = change_line.sampler_counts_site(units)
+    if not zeros or site is None:
+        return None
+    summary = (
+        f"the Log inside TensorFlow's sampled loss took {zeros} expected count{'s' if zeros != 1 else ''} of 0: it "
+        f"subtracts log(expected count) from each true label's logit, and the counts given to the sampler "
+        f"({site.name}, {_site_place(site)}) hold 0 for a label the batch has; log(0) is -inf"
+    )
+    what = (
+        f"the sampler's counts ({site.name}): every class a label can be needs a count above 0; count the whole "
+        f"corpus, or add 1 to every count ([c + 1 for c in counts])"
+    )
+    evidence = {"op": origin.op.type, "op_name": origin.op.name, "zeros": zeros, "counts": site.name}
+    return Cause("data", summary, evidence, _change(site, what, "data"))
 
 
 # Past this share of an acos's values, no float32 rounding of unit vectors' cosines put them outside [-1, 1].
