@@ -1361,6 +1361,10 @@ def test_accumulators_a_model_s_own_train_step_keeps_are_held_and_replayed(tmp_p
     # The counter as training left it before step 7 (put back: the failing step had advanced it to 8).
     with np.load(bundle / "weights.npz") as weights:
         assert int(weights[kept["self.n_acc"]["key"]]) == 7
+        # The accumulators hold the 7 micro-steps' sums: the failing step's apply branch reset them to 0 after
+        # its update failed, and that write is taken back with the step.
+        sums = [float(np.abs(weights[kept[f"self.acc[{i}]"]["key"]]).sum()) for i in range(4)]
+        assert all(total > 0 for total in sums), sums
     located = nanlens_json("locate", str(bundle), "--replay", cwd=tmp_path)
     assert [at(located["origin"])] == [(program, line) for line in changed], located["origin"]
 

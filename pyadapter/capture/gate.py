@@ -373,6 +373,8 @@ def _deciding_writes(
                 "replicas; update them with a Keras optimizer (optimizer.apply_gradients)"
             )
         ok = gate_manual.writes_ok(record.manual, record.losses)
+        if not by_hand and id(variable) not in record.manual.others_saved:
+            record.manual.others_saved[id(variable)] = (variable, tf.identity(variable.read_value()))
         record.manual.written[id(variable)] = variable  # part of the step's state (the window restores it)
         value = gate_manual.held_back(variable, kind, value, ok)
         if by_hand and scope.config.history:
@@ -776,6 +778,11 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         # A failing step is taken back whole: the counters it advanced too (a re-run of it then takes the branch
         # its count decided, ``if micro_step % 4 == 0``, as training did).
         _restore_unless(ok, list(records[0].manual.counters.values()))
+    if len(records) == 1 and records[0].manual.others_saved:
+        # A failing step leaves the step's own accumulators as they were before it: a write's gate holds back a
+        # non-finite value, but not a later branch's reset after the update that failed (gradient accumulation in
+        # a train_step: the bundle kept zeros for the 7 micro-steps' sums, s41e p9).
+        _restore_unless(ok, list(records[0].manual.others_saved.values()))
     if len(records) == 1 and records[0].forward_saved:
         # A failing step leaves the model's moving statistics as they were: a NaN batch's forward pass wrote NaN
         # into BatchNormalization's, which skip mode's next steps, validation and predict would all read.

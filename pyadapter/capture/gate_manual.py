@@ -51,6 +51,10 @@ class ManualRecord:
     # id -> (a variable of no float dtype the step writes, its value before the step's first write): a micro-step
     # counter, ``micro_step.assign_add(1)``; part of the step's state, not checked, put back when the step fails
     counters: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    # id -> (a float variable of the step's own that no model, optimizer or metric lists, its value before the
+    # step's first write): an accumulator of gradients; put back when the step fails, with what a branch of the step
+    # wrote into it (``a.assign(tf.zeros_like(a))`` after applying), which no write's own gate can hold back
+    others_saved: dict[int, tuple[Any, Any]] = field(default_factory=dict)
     write_ok: Any = None  # the condition the last write used (whether the writes went through)
     update_squares: list[Any] = field(default_factory=list)  # history on: half sums of squares of the updates
     _ok_key: tuple[int, int] | None = None
