@@ -320,6 +320,31 @@ class Findings:
         )
 
 
+def placed_records(extra: dict[str, Any]) -> list[dict[str, Any]]:
+    """The records in a findings document's ``extra`` that name a place in the user's code: each value that is an
+    object with a str ``"file"`` and an int ``"line"`` (and ``"cell"`` once in a notebook's cell) — the dump scan's
+    ops up the origin's inputs (``mask_into_softmax``, ``zeros_from_exp``, ``loss_input_layer``, ...). Whatever maps
+    the origin to a notebook's cell maps these too, or a cause's change line names a file the user never sees."""
+    return [
+        value
+        for value in extra.values()
+        if isinstance(value, dict)
+        and isinstance(value.get("file"), str)
+        and isinstance(value.get("line"), int)
+        and not isinstance(value.get("line"), bool)
+    ]
+
+
+def move_record(record: dict[str, Any], file: str, cell: int | None, line: int) -> None:
+    """Put a `placed_records` record at `file`, `cell`, `line`; a second line it names in the same code (a sum of
+    exps' ``divided_at``) moves with it."""
+    shift = line - record["line"]
+    record["file"], record["cell"], record["line"] = file, cell, line
+    divided_at = record.get("divided_at")
+    if isinstance(divided_at, int) and not isinstance(divided_at, bool):
+        record["divided_at"] = divided_at + shift
+
+
 def load_findings(path: str | Path, *, follow_symlinks: bool = True) -> Findings:
     """Read a findings.json file; raises FindingsError with a one-line reason on anything malformed or unreadable
     (a FIFO of that name too). ``follow_symlinks=False`` for one inside a bundle, which holds regular files only."""

@@ -762,6 +762,12 @@ def test_a_log_of_a_relu_output_layer_in_a_notebook_is_changed_at_the_layer(tmp_
     assert cause.change is not None, cause
     assert (cause.change.file, cause.change.cell, cause.change.line) == (str(notebook), 1, 4), cause.change
     assert cause.change.what.startswith("the ReLU that makes it"), cause.change
+    # The scan's records are mapped to cells as the origin is (s42e p5): the ReLU is then at the fit cell's line 1,
+    # a line of the user's that holds no ReLU; the layer is still the change.
+    findings.extra["activation_into_log"] |= {"file": str(notebook), "cell": 2, "line": 1}
+    cause = classify(findings, CauseContext(history=[], entry_script=str(notebook)))
+    assert cause.change is not None, cause
+    assert (cause.change.file, cause.change.cell, cause.change.line) == (str(notebook), 1, 4), cause.change
 
 
 def test_a_kl_divergence_written_out_of_a_histogram_with_zeros_is_told_xlogy(tmp_path: Path) -> None:

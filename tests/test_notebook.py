@@ -29,7 +29,7 @@ from pyadapter.capture.notebook import (
     read_notebook_cells,
     resolve_notebook_path,
 )
-from pyadapter.findings import Finding, Findings, Frame, OpRef
+from pyadapter.findings import Finding, Findings, Frame, InputHealth, OpRef, TensorHealth
 
 KERNEL_NAME = "nanlens-test-python"
 STEM = "train_nan"
@@ -552,6 +552,111 @@ def test_an_origin_in_a_cell_run_but_not_saved_shows_its_code_and_says_why(tmp_p
     assert warning.startswith(
         "the origin is in code the kernel ran (In [4], line 2) that the saved u.ipynb"
     ), warning
+
+
+LISTNET_LOSS = """def listnet_loss(y_true, y_pred):
+    # y_true packs relevance and the padding mask: [..., 0] labels, [..., 1] mask
+    labels, mask = y_true[..., 0], y_true[..., 1]
+    neg_inf = tf.fill(tf.shape(labels), -np.inf)
+    true_p = tf.nn.softmax(tf.where(mask > 0, labels, neg_inf), axis=-1)
+    pred_p = tf.nn.softmax(tf.where(mask > 0, y_pred, neg_inf), axis=-1)
+    return -tf.reduce_sum(true_p * tf.math.log(pred_p), axis=-1)"""
+
+
+def _listnet_findings(origin_file: str, origin_cell: int | None, record_file: str) -> Findings:
+    """The findings of s42e p5: the log of the masked softmax at line 7 of the loss's cell, and the scan's record of
+    the -inf mask constant (line 4) it came through, as the scan writes it: at the file the step ran the cell from."""
+    origin = Finding(
+        file=origin_file,
+        line=7,
+        cell=origin_cell,
+        role="origin",
+        op=OpRef("compile_loss/listnet_loss/Log", "Log"),
+        health=TensorHealth(dtype="float32", size=640, neg_inf=260, neg=380),
+        inputs=[
+            InputHealth(
+                "compile_loss/listnet_loss/Softmax_1:0",
+                TensorHealth(dtype="float32", size=640, zero=260, pos=380),
+            )
+        ],
+    )
+    doc = Findings(source_kind="bundle", source_path="b", origin=origin, findings=[origin])
+    doc.extra["origin_code"] = "    return -tf.reduce_sum(true_p * tf.math.log(pred_p), axis=-1)"
+    doc.extra["mask_into_softmax"] = {
+        "op": "compile_loss/listnet_loss/Fill/value",
+        "file": record_file,
+        "line": 4,
+        "cell": None,
+    }
+    return doc
+
+
+def test_the_change_line_of_a_scan_record_names_the_notebook_cell_at_the_scene_from_a_bundle_and_in_a_replay(
+    tmp_path,
+):
+    """A ListNet loss masks padded positions with -inf, then logs the softmax (s42e p5): the origin was 'cell 4,
+    line 7' everywhere, but the change, the -inf mask on line 4 the scan records beside the origin
+    (``extra["mask_into_softmax"]``), was "Change In [3], line 4" in the stop message, the dead kernel's
+    /tmp/ipykernel_16549/2469451064.py:4 from `nanlens locate`, and NaN Lens's .nanlens/cells/.../cell3.py:4 from
+    `locate --replay`. Every record of the scan with a place maps to the notebook's cell as the origin does."""
+    from pyadapter.capture.notebook import map_saved_since
+    from pyadapter.cause import CauseContext, cause_lines, classify
+    from pyadapter.replay.cell_files import cell_file
+    from pyadapter.replay.reentry import map_cell_files
+
+    nb = _write(
+        tmp_path / "listnet_ranking.ipynb",
+        [
+            ("markdown", "# ListNet"),
+            ("code", "import numpy as np\nimport tensorflow as tf"),
+            ("code", "LIST_LEN = 20"),
+            ("code", LISTNET_LOSS),
+            ("code", "ranker.fit(X, y_packed, batch_size=32)"),
+        ],
+    )
+    kernel_file = "/tmp/ipykernel_16549/2469451064.py"
+    info = NotebookInfo(
+        path=nb,
+        sha256=None,
+        cells=[
+            ExecutedCell(1, "import numpy as np\nimport tensorflow as tf", "/tmp/ipykernel_16549/1.py"),
+            ExecutedCell(2, "LIST_LEN = 20", "/tmp/ipykernel_16549/2.py"),
+            ExecutedCell(3, LISTNET_LOSS, kernel_file),
+        ],
+    )
+    change = f"  change: {nb} cell 4, line 4: the mask value: a large finite one (-1e9) instead of -inf"
+    context = CauseContext(history=[], entry_script=str(nb))
+
+    # At the scene: the kernel maps the findings before writing findings.json (every record with a place, and a
+    # second line a record names, a sum of exps' divided_at, moves with it).
+    scene = _listnet_findings(kernel_file, None, kernel_file)
+    scene.extra["sum_of_exps"] = {"op": "Exp", "file": kernel_file, "line": 6, "divided_at": 5}
+    map_findings_to_notebook(scene, info)
+    assert scene.extra["mask_into_softmax"] | {"op": ""} == {"op": "", "file": str(nb), "line": 4, "cell": 3}
+    assert scene.extra["sum_of_exps"] == {"op": "Exp", "file": str(nb), "line": 6, "cell": 3, "divided_at": 5}
+    del scene.extra["sum_of_exps"]
+    lines = cause_lines(classify(scene, context), scene)
+    assert any(line.startswith(change) for line in lines), lines
+
+    # A bundle made before that (its origin mapped, the record not): mapped from the cells the bundle recorded.
+    bundle = _listnet_findings(str(nb), 3, kernel_file)
+    map_saved_since(bundle, info.to_manifest())
+    assert (bundle.extra["mask_into_softmax"]["file"], bundle.extra["mask_into_softmax"]["cell"]) == (
+        str(nb),
+        3,
+    )
+    lines = cause_lines(classify(bundle, context), bundle)
+    assert any(line.startswith(change) for line in lines), lines
+    assert not any("ipykernel" in line for line in lines), lines
+
+    # A replay by re-entry ran the cell from its copy in .nanlens/cells.
+    copy = str(cell_file(nb, 3))
+    replayed = _listnet_findings(copy, None, copy)
+    map_cell_files(replayed)
+    assert (replayed.origin.file, replayed.origin.cell) == (str(nb), 3)
+    lines = cause_lines(classify(replayed, context), replayed)
+    assert any(line.startswith(change) for line in lines), lines
+    assert not any(".nanlens" in line for line in lines), lines
 
 
 # ---- replay and locate by re-entry: the notebook's code cells run again, in order, up to its fit -------------

@@ -43,7 +43,7 @@ from pyadapter.capture.notebook_file import (  # noqa: F401 - the notebook API, 
     readable_cell,
     same_cell_text,
 )
-from pyadapter.findings import Finding, Findings, Frame
+from pyadapter.findings import Finding, Findings, Frame, move_record, placed_records
 
 MANIFEST_FORMAT = "nanlens.notebook/1"
 
@@ -312,6 +312,7 @@ def map_findings_to_notebook(findings: Findings, info: NotebookInfo | None) -> F
         _map_location(finding, info)
         for frame in finding.stack:
             _map_location(frame, info)
+    _map_records(findings, info)
     origin = findings.origin
     if origin is not None and origin.cell is None and info.is_cell_file(origin.file):
         _unsaved_origin(findings, origin, info)
@@ -367,15 +368,22 @@ def map_saved_since(findings: Findings, recorded: Any) -> Findings:
     """A bundle's findings whose origin is still in a kernel's cell file because the notebook was not saved when the
     step failed (JupyterLab saves every two minutes), mapped again against the notebook as saved now, from the
     cells the bundle recorded (`recorded`: ``manifest["entry_script"]["notebook"]``). In place; returns `findings`.
-    A notebook still without that code keeps the findings, and their warning, as they were."""
+    A notebook still without that code keeps the findings, and their warning, as they were. The scan's records of
+    ops up the origin's inputs (`placed_records`) still in a kernel's cell file are mapped whatever the origin is."""
     origin = findings.origin
-    if origin is None or origin.cell is not None:
-        return findings
     try:
         info = NotebookInfo.from_manifest(recorded)
     except NotebookError:
         return findings
-    if not info.is_cell_file(origin.file) or info.cell_location(origin.file, origin.line) is None:
+    if (
+        origin is None
+        or origin.cell is not None
+        or not info.is_cell_file(origin.file)
+        or info.cell_location(origin.file, origin.line) is None
+    ):
+        # A bundle made before the scene mapped the records with the origin: the -inf mask of a ListNet loss was
+        # the change line at the dead kernel's /tmp/ipykernel_.../....py:4 (s42e p5).
+        _map_records(findings, info)
         return findings
     warnings = findings.extra.get("warnings")
     if isinstance(warnings, list):  # the capture's "save the notebook" warning: it is saved now
@@ -397,6 +405,17 @@ def saved_cells_were_run(recorded: Any) -> bool:
         return False
     ran = {normalized_source(cell.source) for cell in info.cells}
     return bool(cells) and all(normalized_source(cell.source) in ran for cell in cells)
+
+
+def _map_records(findings: Findings, info: NotebookInfo) -> None:
+    """The scan's records of ops up the origin's inputs (`placed_records`) in kernel cell code, placed at their
+    cells as the origin is: the cause's change line is often one of them (the -inf mask of s42e p5)."""
+    for record in placed_records(findings.extra):
+        if isinstance(record.get("cell"), int):
+            continue
+        where = info.cell_location(record["file"], record["line"])
+        if where is not None:
+            move_record(record, where[0], where[1], where[2])
 
 
 def _map_location(item: Finding | Frame, info: NotebookInfo) -> None:

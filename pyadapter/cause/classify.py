@@ -2489,20 +2489,24 @@ def _at_the_relu(findings: Findings, cause: Cause, units: list[SourceUnit]) -> C
         or not isinstance(line, int)
     ):
         return None
-    known = {(os.path.abspath(unit.file), unit.cell) for unit in units}
-    if (os.path.abspath(file), cell if isinstance(cell, int) else None) not in known:
-        op = found.get("op")
+    cell = cell if isinstance(cell, int) else None
+    unit = next(
+        (u for u in units if u.cell == cell and os.path.abspath(u.file) == os.path.abspath(file)), None
+    )
+    # A notebook's layer ReLU is placed at the fit cell's line (its cell, now that the scan's records are mapped to
+    # cells as the origin is, s42e p5): a cell line that holds no ReLU is the call that ran the layer, not the ReLU.
+    op, site = found.get("op"), None
+    if unit is None or (cell is not None and "relu" not in unit.line(line).lower()):
         site = change_line.layer_site(units, op) if isinstance(op, str) and "/" in op else None
-        if site is None:
+        if site is None and unit is None:
             return None
+    if site is not None:
         at = f"{'' if site.cell is None else f'cell {site.cell + 1}, '}line {site.line}"
         summary = cause.summary.replace(
             f"a ReLU's output at line {line}", f"a ReLU's output ({site.name} at {at})"
         )
         return dataclasses.replace(cause, summary=summary, change=_change(site, change.what, "layer"))
-    moved = Change(
-        file=file, line=line, what=change.what, cell=cell if isinstance(cell, int) else None, target="op"
-    )
+    moved = Change(file=file, line=line, what=change.what, cell=cell, target="op")
     return dataclasses.replace(cause, change=moved)
 
 
@@ -3995,7 +3999,10 @@ def _zeros_from_16_bit(findings: Findings, origin: Finding, cause: Cause) -> Cau
             "op", summary, evidence, dataclasses.replace(cause.change, what=cause.change.what + also)
         )
     if isinstance(file, str) and isinstance(line, int):
-        change: Change | None = Change(file=file, line=line, what=what, target="op")
+        cell = found.get("cell")
+        change: Change | None = Change(
+            file=file, line=line, what=what, cell=cell if isinstance(cell, int) else None, target="op"
+        )
     else:
         change = _origin_change(findings, what, "op")
     return Cause("precision", summary, evidence, change)
@@ -6453,7 +6460,14 @@ def _loss_gradient_into_16_bit(
         change: Change | None = _change(site, what, "layer")
     elif isinstance(found.get("file"), str) and isinstance(found.get("line"), int):
         named = f"the output layer at line {found['line']}"
-        change = Change(file=os.path.abspath(found["file"]), line=found["line"], what=what, target="layer")
+        cell = found.get("cell")
+        change = Change(
+            file=os.path.abspath(found["file"]),
+            line=found["line"],
+            what=what,
+            cell=cell if isinstance(cell, int) else None,
+            target="layer",
+        )
     else:
         named = f"the output layer ({found['op'].rsplit('/', 1)[0]})"
         change = _origin_change(findings, what, "op")

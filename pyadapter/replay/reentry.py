@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from pyadapter.capture import takeover
 from pyadapter.capture.fit_call import MANIFEST_KEY as FIT_CALL_KEY
 from pyadapter.capture.fit_call import FitCall, FitCounter, calling_line, running_cell
+from pyadapter.findings import placed_records
 from pyadapter.replay.cell_files import (
     NANLENS_FOLDER,
     cell_file,
@@ -953,6 +954,8 @@ def map_cell_files(findings: Any) -> None:
             where = notebook_cell_of(target.file)
             if where is not None:
                 target.file, target.cell = where
+    for record in placed_records(findings.extra):  # the -inf mask of a ListNet loss was cell3.py:4 (s42e p5)
+        map_cell_file_of(record)
     origin = findings.origin
     if origin is not None and origin.cell is not None:
         # The code shown is the saved cell's line: a cell file holds the cell as IPython transformed it (a %%time
