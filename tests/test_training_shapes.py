@@ -1369,6 +1369,35 @@ def test_accumulators_a_model_s_own_train_step_keeps_are_held_and_replayed(tmp_p
     assert [at(located["origin"])] == [(program, line) for line in changed], located["origin"]
 
 
+def test_a_weight_a_model_s_own_train_step_writes_after_its_update_is_put_back_with_the_update(tmp_path):
+    """A center loss in a keras.Model subclass: the train_step writes its non-trainable ``centers`` by hand after
+    apply_gradients, dividing by a class count that is 0 for classes missing from the batch: 0/0 at step 0 (s42e
+    p3). The stop said "non-finite values the forward pass wrote to center_loss_model/centers. The update was
+    applied", and the bundle held the weights after the update ("state": "after_update"), so its replays did not
+    start from step 0 as trained. The stop names the step's own write, the update is taken back with it (the model
+    keeps finite weights, the bundle the state before the step), and locate names the division."""
+    program, done = run_copied("fit_center_loss_in_train_step.py", tmp_path)
+    stop = (
+        "NanGuard: step 0 (epoch 0, batch 0; counting from 0): non-finite values the step's own write after its "
+        "update put in center_loss_model/centers. The update was not applied; training stopped."
+    )
+    assert stop in done.stderr, done.stderr[-3000:]
+    assert "weights finite after the stop: True" in done.stdout, done.stdout[-3000:]
+    (bundle,) = bundles(tmp_path)
+    manifest = json.loads((bundle / "manifest.json").read_text(encoding="utf-8"))
+    non_finite = manifest["non_finite"]
+    # The state before the step: the update taken back, Adam's step count with it.
+    assert manifest["state"] == "before_update" and manifest["optimizer_iterations"] == 0, non_finite
+    assert non_finite["update_applied"] is False, non_finite
+    assert non_finite["written_after_update"] == ["center_loss_model/centers"], non_finite
+    with np.load(bundle / "weights.npz") as weights:
+        assert all(np.isfinite(weights[key]).all() for key in weights.files if weights[key].dtype.kind == "f")
+    located = nanlens_text("locate", str(bundle), cwd=tmp_path)
+    line = marked_line(program)
+    assert f"origin: {program}:{line} in train_step" in located.stdout, located.stdout
+    assert "divided by 5 zeros in its divisor n_c[:, None]" in located.stdout, located.stdout
+
+
 def test_a_window_replayed_on_a_schedule_says_which_schedule_it_ran(tmp_path):
     """``nanlens replay --window`` on a run whose rate is a schedule said "learning rate: None (captured)" and,
     after the warm-up target was fixed, "stays finite" under that label: the window had run on the schedule the

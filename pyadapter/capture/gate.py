@@ -118,6 +118,8 @@ class GateMeta:
     checked: list[str] = field(default_factory=list)
     gated: bool = False  # an optimizer update was found and gated
     forward_names: list[str] = field(default_factory=list)  # those of weight_names the forward pass writes
+    # those of forward_names the step wrote after its optimizer update (a center loss's ``centers.assign_sub``)
+    written_after_update: list[str] = field(default_factory=list)
 
     @property
     def has_loss(self) -> bool:
@@ -136,6 +138,9 @@ class _Record:
     # id -> (variable, its value before the step's first write): the model's own non-trainable state the forward
     # pass writes (BatchNormalization's moving statistics), put back when the step fails
     forward_saved: dict[int, tuple[Any, Any]] = field(default_factory=dict)
+    # ids of those the step wrote after an optimizer update of its own (a center loss's ``centers.assign_sub`` after
+    # apply_gradients): when such a write fails the step, that update is taken back too (`combine`)
+    written_after_update: set[int] = field(default_factory=set)
 
 
 class RepeatedUpdate(GuardError):
@@ -144,6 +149,13 @@ class RepeatedUpdate(GuardError):
     caller traces the step again with ``hooks(..., copy_before_updates=True)`` (`GuardedTrainFunction`). On its way
     out of tf.function and ``strategy.run`` AutoGraph turns it into a StagingError: the caller learns of it from the
     ``on_repeated_update`` callback instead."""
+
+
+class StateWrittenAfterUpdate(RepeatedUpdate):
+    """Raised while a step is traced: it writes the model's non-trainable state after its optimizer update (a center
+    loss's ``self.centers.assign_sub(...)`` after apply_gradients), and no copy was kept before the update, so a
+    failing write could not take the update back. Handled as `RepeatedUpdate`: the step is traced again with
+    copies."""
 
 
 class _CallScope:
@@ -312,7 +324,8 @@ def _deciding_writes(
     the step's own graph does.
 
     - `forward` (a model's non-trainable state a forward pass writes: BatchNormalization's moving statistics): the
-      value before the step's first write is kept, put back when the step fails (`combine`); the write goes on.
+      value before the step's first write is kept, put back when the step fails (`combine`); the write goes on. A
+      write after the step's optimizer update (`StateWrittenAfterUpdate`) takes that update back with it.
     - `manual` (the variables of a step with no optimizer): written only when the losses and gradients recorded
       before the write are finite (`gate_manual.held_back`), their updates measured with history on.
     - with `known` (guard_step's and fit's: the models', optimizers' and metrics' variables, which the gate and the
@@ -359,6 +372,14 @@ def _deciding_writes(
             return None
         record = scope.record()
         if id(variable) in forward:
+            if record.gates:
+                # The step's own write after its update (s42e p3: a center loss's ``centers.assign_sub`` of 0/0): a
+                # failing write is the step's, and the update before it is taken back with it (`combine`), which
+                # needs a copy from before the update. Steps that write nothing after theirs keep none.
+                if not scope.keeps_copies and scope.on_repeated_update is not None:
+                    scope.on_repeated_update()
+                    raise StateWrittenAfterUpdate(f"{variable_path(variable)} is written after the update")
+                record.written_after_update.add(id(variable))
             if id(variable) not in record.forward_saved:
                 record.forward_saved[id(variable)] = (variable, tf.identity(variable.read_value()))
             return None
@@ -761,6 +782,9 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         forward_flags = forward_state_flags(saved)
         weights.append(forward_flags)
         meta.forward_names = [variable_path(v) for v in written]
+        meta.written_after_update = [
+            variable_path(v) for v in written if id(v) in records[0].written_after_update
+        ]
         meta.weight_names += meta.forward_names
         forward_ok = tf.reduce_all(forward_flags)
     loss_ok = _all(loss_oks)
@@ -787,11 +811,13 @@ def combine(scope: _CallScope) -> tuple[Verdict, GateMeta]:
         # A failing step leaves the model's moving statistics as they were: a NaN batch's forward pass wrote NaN
         # into BatchNormalization's, which skip mode's next steps, validation and predict would all read.
         _restore_unless(ok, list(records[0].forward_saved.values()))
-    if n_gates > 1 and len(records) == 1 and any(g.backup for g in records[0].gates):
+    after_update = len(records) == 1 and bool(records[0].written_after_update)
+    if (n_gates > 1 or after_update) and len(records) == 1 and any(g.backup for g in records[0].gates):
         # Several updates in one step (a GAN's two optimizers): when any of them fails, the step is not applied
         # at all, so the updates that did go through are taken back. Last first: each copy holds what its update
         # started from, and one optimizer applied several times (a WGAN critic's extra steps) has several copies
-        # of the same variables; undone in order, the later copy (after the first update) would be left.
+        # of the same variables; undone in order, the later copy (after the first update) would be left. So is an
+        # update the step's own write after it failed (s42e p3): the bundle then holds the state before the step.
         for gate in reversed(records[0].gates):
             undo_if_step_failed(gate, ok)
         applied = [tf.logical_and(ok, _all(applied))]
@@ -864,6 +890,7 @@ def report(
     grads_ok, weights_ok = verdict.grads_ok.numpy(), verdict.weights_ok.numpy()
     failed = [name for name, ok in zip(meta.weight_names, weights_ok, strict=True) if not ok]
     forward = set(meta.forward_names)
+    after_update = set(meta.written_after_update)
     result = NonFiniteReport(
         loss=not bool(verdict.loss_ok) or loss_seen_bad,
         # A name once: a step that applies the same optimizer several times (a GAN's critic steps) repeats them.
@@ -873,12 +900,18 @@ def report(
         weights=[name for name in failed if name not in forward],
         update_applied=bool(verdict.applied),
         checked=list(meta.checked),
-        forward_state=[name for name in failed if name in forward],
+        forward_state=[name for name in failed if name in forward and name not in after_update],
+        written_after_update=[name for name in failed if name in after_update],
         learning_rate=verdict.rate_ok is not None and not bool(verdict.rate_ok),
     )
     if result.gradients and verdict.metrics is not None:
         result.gradients_too_large = too_large_to_square(float(verdict.metrics.numpy()[0]))
-    if not result.update_applied and not result.weights and not result.forward_state:
+    if (
+        not result.update_applied
+        and not result.weights
+        and not result.forward_state
+        and not result.written_after_update
+    ):
         # Nothing was applied, so the variables are as the step found them: were they broken already?
         broken = non_finite_variables(trainable_variables)
         if broken:

@@ -48,6 +48,9 @@ class NonFiniteReport:
     # Paths of the non-trainable state the step's forward pass wrote non-finite (BatchNormalization's moving
     # variance of a batch whose variance overflowed float32), put back as the step found it; no update was applied.
     forward_state: list[str] = field(default_factory=list)
+    # Paths of such state the step's own code wrote non-finite after its optimizer update (a center loss's
+    # ``self.centers.assign_sub(...)`` after apply_gradients, s42e p3): put back, and that update taken back with it.
+    written_after_update: list[str] = field(default_factory=list)
     # The optimizer's constant learning rate was Inf or NaN (set between steps: a callback, the program): finite
     # gradients would have made a non-finite update, which was not applied.
     learning_rate: bool = False
@@ -69,7 +72,7 @@ class NonFiniteReport:
             kinds.append("loss")
         if self.gradients:
             kinds.append("gradients")
-        if self.weights or self.forward_state:
+        if self.weights or self.forward_state or self.written_after_update:
             kinds.append("weights")
         if self.learning_rate:
             kinds.append("learning_rate")
@@ -90,6 +93,10 @@ class NonFiniteReport:
                 parts.append(f"{label} of {_names(names, limit)}")
         if self.forward_state:
             parts.append(f"values the forward pass wrote to {_names(self.forward_state, limit)}")
+        if self.written_after_update:
+            parts.append(
+                f"values the step's own write after its update put in {_names(self.written_after_update, limit)}"
+            )
         if self.learning_rate:
             parts.append("learning rate (finite gradients would have made a non-finite update)")
         text = "non-finite " + (" and ".join(parts) if parts else "values")
@@ -121,6 +128,7 @@ class NonFiniteReport:
             update_taken_back=bool(data.get("update_taken_back", False)),
             gradients_too_large=bool(data.get("gradients_too_large", False)),
             forward_state=[str(n) for n in data.get("forward_state", [])],
+            written_after_update=[str(n) for n in data.get("written_after_update", [])],
             learning_rate=bool(data.get("learning_rate", False)),
         )
 
