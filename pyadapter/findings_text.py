@@ -280,9 +280,15 @@ def verdict_sentence(verdict: Mapping[str, Any]) -> str:
     elif verdict.get("weights_finite"):
         parts.append("weights finite after the update")
     state = verdict.get("non_finite_state") or []
-    if state:
+    after_update = verdict.get("written_after_update") or []
+    forward = [s for s in state if s not in after_update]
+    if forward:
         # The moving statistics the forward pass wrote (a batch whose variance overflowed float32).
-        parts.append(f"non-finite values the forward pass wrote to {', '.join(str(s) for s in state[:3])}")
+        parts.append(f"non-finite values the forward pass wrote to {', '.join(str(s) for s in forward[:3])}")
+    if after_update:
+        # The step's own write after its update (a center loss's centers, s42e p3), as the stop names it.
+        written = ", ".join(str(s) for s in after_update[:3])
+        parts.append(f"non-finite values the step's own write after its update put in {written}")
     if verdict.get("applied_dense"):
         # Keras's sparse update of an Embedding's gradients raised on their NaN; run again with them dense.
         parts.append("sparse gradients applied dense (Keras's sparse update raises on non-finite values)")

@@ -293,6 +293,64 @@ def test_a_step_that_made_a_moving_variance_inf_is_reproduced_not_finite() -> No
         assert StepVerdict.from_json(verdict.to_json()).non_finite_state == verdict.non_finite_state
 
 
+def test_a_weight_the_step_writes_after_its_update_is_named_as_the_step_s_own_write() -> None:
+    """A center loss's train_step writes its non-trainable ``centers`` by hand after apply_gradients, 0/0 for a class
+    missing from the batch (s42e p3). Every replay said "non-finite values the forward pass wrote to
+    center_model/centers", while the stop names the step's own write: so does the replay now."""
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    from pyadapter.capture.gate import forward_state_variables
+    from pyadapter.findings_text import verdict_sentence
+    from pyadapter.replay.step import StepProgram, run_step
+
+    class CenterModel(keras.Model):
+        def __init__(self) -> None:
+            super().__init__(name="center_model")
+            self.dense = keras.layers.Dense(2)
+            self.centers = self.add_weight(name="centers", shape=(2, 2), initializer="zeros", trainable=False)
+
+        def call(self, x: tf.Tensor) -> tf.Tensor:
+            return self.dense(x)
+
+        def train_step(self, data: tuple[tf.Tensor, ...]) -> dict[str, tf.Tensor]:
+            x, y = data[:2]  # train_on_batch hands (x, y, None)
+            with tf.GradientTape() as tape:
+                feat = self(x, training=True)
+                loss = tf.reduce_mean(tf.square(feat - tf.gather(self.centers, y)))
+            grads = tape.gradient(loss, self.trainable_variables)
+            self.optimizer.apply_gradients(zip(grads, self.trainable_variables, strict=True))
+            onehot = tf.one_hot(y, 2)
+            delta = tf.matmul(onehot, feat, transpose_a=True) / tf.reduce_sum(onehot, axis=0)[:, None]
+            self.centers.assign_sub(0.5 * delta)
+            return {"loss": loss}
+
+    keras.utils.set_random_seed(0)
+    model = CenterModel()
+    model.compile(optimizer=keras.optimizers.Adam(1e-3))
+    x = np.random.default_rng(0).normal(size=(4, 3)).astype("float32")
+    model.train_on_batch(x, np.array([0, 1, 0, 1]))
+    program = StepProgram(
+        step=model.train_step,
+        args=((tf.constant(x), tf.constant([0, 0, 0, 0])),),  # no record of class 1: its count is 0
+        state=[*model.variables, *model.optimizer.variables],
+        trainable=list(model.trainable_variables),
+        optimizers=[model.optimizer],
+        forward_state=forward_state_variables([model]),
+    )
+    program.snapshot()
+    for mode in ("graph", "eager"):
+        verdict = run_step(program, mode)
+        assert verdict.written_after_update == [model.centers.path] == verdict.non_finite_state, verdict
+        said = verdict_sentence(verdict.to_json())
+        assert said.endswith(
+            f"non-finite values the step's own write after its update put in {model.centers.path}"
+        )
+        assert "forward pass" not in said, said
+
+
 @pytest.mark.slow
 def test_a_step_that_returns_two_losses_reproduces_when_the_second_is_not_finite() -> None:
     """A GAN's train_step returns {"d_loss": ..., "g_loss": ...}: the replay judged only the first float it returned,

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import tensorflow as tf
 
+from pyadapter.capture import gate_manual
 from pyadapter.capture.gate import is_loss_scale_optimizer
 from pyadapter.capture.gate_checks import half_squares32
 from pyadapter.capture.gate_update import squares_gradients
@@ -231,6 +232,23 @@ def _tape_watched(
     return recording(losses.append, record_gradients)
 
 
+def _writes_after_update(
+    recorder: _GradientRecorder, state: list[Any], written: set[int]
+) -> contextlib.AbstractContextManager[Any]:
+    """Adds to `written` the ids of the `state` variables the step writes after it handed gradients to an optimizer
+    (a center loss's ``self.centers.assign_sub(...)`` after apply_gradients, s42e p3): the step's own write, not
+    the forward pass's. Without such state, nothing is watched."""
+    if not state:
+        return contextlib.nullcontext()
+    watched = gate_manual.ids(state)
+
+    def decide(variable: Any, kind: str, value: Any) -> None:
+        if id(variable) in watched and (recorder.seen or recorder.branch):
+            written.add(id(variable))
+
+    return gate_manual.watching_writes(decide)
+
+
 def step_losses(outputs: Any) -> list[Any]:
     """The step's losses: ``[outputs["loss"]]`` for Keras logs, else every float scalar it returned (a GAN's
     ``{"d_loss": ..., "g_loss": ...}``: its generator's loss may be the one that is not finite)."""
@@ -320,7 +338,11 @@ def _run_step(
         recorder.outer = None if tf.executing_eagerly() else tf.compat.v1.get_default_graph()
         differentiated: list[Any] = []
         taped: list[tuple[str, Any]] = []
-        with recorder.watching(), _tape_watched(differentiated, taped):
+        with (
+            recorder.watching(),
+            _tape_watched(differentiated, taped),
+            _writes_after_update(recorder, program.forward_state, written_after_update),
+        ):
             outputs = program.step(*args, **kwargs)
         flags = recorder.finite_flags()
         losses = step_losses(outputs)
@@ -342,6 +364,7 @@ def _run_step(
     if restore:
         program.restore()
     finite_before = [bool(np.isfinite(v.numpy()).all()) for v in program.forward_state]
+    written_after_update: set[int] = set()  # ids of forward_state the step wrote after its update
     wrap = around if around is not None else contextlib.nullcontext
     started = time.perf_counter()
     error: str | None = None
@@ -437,6 +460,11 @@ def _run_step(
         for v, was_finite in zip(program.forward_state, finite_before, strict=True)
         if was_finite
         and not bool(np.isfinite(v.numpy()).all())  # a running maximum that starts at -inf is not
+    ]
+    verdict.written_after_update = [
+        variable_name(v)
+        for v in program.forward_state
+        if variable_name(v) in verdict.non_finite_state and gate_manual.ids([v]) & written_after_update
     ]
     return verdict
 

@@ -57,6 +57,9 @@ class StepVerdict:
     too_large_gradients: list[str] = field(default_factory=list)
     # Model state the forward pass wrote non-finite (BatchNormalization's moving variance), weights finite or not.
     non_finite_state: list[str] = field(default_factory=list)
+    # Those of non_finite_state the step itself wrote after its optimizer update (a center loss's centers), not
+    # its forward pass.
+    written_after_update: list[str] = field(default_factory=list)
     error: str | None = (
         None  # one line when the step raised (e.g. a tf.debugging.check_numerics in user code)
     )
@@ -107,6 +110,9 @@ class StepVerdict:
             "non_finite_weights": list(self.non_finite_weights),
             **({"too_large_gradients": list(self.too_large_gradients)} if self.too_large_gradients else {}),
             **({"non_finite_state": list(self.non_finite_state)} if self.non_finite_state else {}),
+            **(
+                {"written_after_update": list(self.written_after_update)} if self.written_after_update else {}
+            ),
             "error": self.error,
             "seconds": round(self.seconds, 3),
             "dumped": self.dumped,
@@ -126,6 +132,7 @@ class StepVerdict:
             non_finite_weights=list(data.get("non_finite_weights", [])),
             too_large_gradients=[str(v) for v in data.get("too_large_gradients", [])],
             non_finite_state=[str(v) for v in data.get("non_finite_state", [])],
+            written_after_update=[str(v) for v in data.get("written_after_update", [])],
             error=data.get("error"),
             seconds=float(data.get("seconds", 0.0)),
             dumped=bool(data.get("dumped", False)),
