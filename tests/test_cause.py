@@ -8853,3 +8853,90 @@ def test_a_log_inside_a_sampled_softmax_of_a_zero_count_names_the_sampler_s_coun
     assert "the counts given to the sampler (unigrams, train.py:5) hold 0" in cause.summary, cause.summary
     assert cause.change is not None and cause.change.line == 5, cause.change
     assert "add 1 to every count" in cause.change.what, cause.change.what
+
+
+def test_a_nan_a_left_merge_makes_in_a_clean_csv_names_the_merge(tmp_path: Path) -> None:
+    """pandas reads a clean CSV, then ``df = df.merge(region_w, on="region", how="left")`` with a weights table
+    that lacks one region: its rows' ``w`` is NaN, and ``sw = df["w"].values`` is sliced into the dataset fit
+    trains on as sample_weight (s42f p3). The change was "train.py:22: filter or repair non-finite records where
+    the data is read (read_csv)" of a CSV with no NaN; the merge made it. A ``.map`` by a dict the same; a CSV that
+    holds a missing field, or a merge whose right table has no such column, keeps the reading line."""
+    (tmp_path / "customers.csv").write_text(
+        "region,tenure,monthly,churn\nnorth,3,70.5,1.0\nislands,40,65.0,0.0\nsouth,12,80.1,0.0\n",
+        encoding="utf-8",
+    )
+    program = tmp_path / "train.py"
+    text = (
+        "import pandas as pd\n"
+        "import tensorflow as tf\n"
+        'df = pd.read_csv("customers.csv")\n'
+        'region_w = pd.DataFrame({"region": ["north", "south"], "w": [1.0, 1.5]})\n'
+        'df = df.merge(region_w, on="region", how="left")\n'
+        'df["tenure"] = df["tenure"] / 72\n'
+        'X = df[["tenure", "monthly"]].values.astype("float32")\n'
+        'y = df["churn"].values.astype("float32")\n'
+        'sw = df["w"].values.astype("float32")\n'
+        "train_ds = tf.data.Dataset.from_tensor_slices((X, y, sw))\n"
+        "train_ds = train_ds.shuffle(100, seed=3).batch(32)\n"
+        "model.fit(train_ds, epochs=3)\n"
+    )
+    program.write_text(text, encoding="utf-8")
+    x, y, sw = np.ones((32, 2), np.float32), np.zeros(32, np.float32), np.ones(32, np.float32)
+    sw[11] = np.nan
+    origin = batch_origin(program, 12, TensorHealth(dtype="float32", size=32, nan=1))
+    fit_rows = {
+        "indices": list(range(150, 182)),
+        "array_rows": 8000,
+        "of": "from_tensor_slices",
+        "held": True,
+    }
+    findings = findings_of(origin, non_finite_batch={"total": 1, "examples": ["sample_weight[11] = nan"]})
+
+    def cause_for(script: str) -> Cause:
+        program.write_text(script, encoding="utf-8")
+        context = CauseContext(
+            entry_script=str(program),
+            batch=(x, y, sw),
+            cwd=str(tmp_path),
+            folders=[str(tmp_path)],
+            fit_rows=fit_rows,
+        )
+        return classify(findings, context)
+
+    cause = cause_for(text)
+    assert cause.kind == "data", cause
+    assert "row 161 of the arrays the dataset was sliced from" in cause.summary, cause.summary
+    assert (
+        "the file read holds no missing field: column 'w' comes from the left merge at train.py:5, NaN for a key "
+        "region_w lacks" in cause.summary
+    ), cause.summary
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert cause.change.what == (
+        "the left merge gives NaN in column 'w' where region_w has no row for a 'region' key: add the missing keys, "
+        'or fill after the merge (df["w"] = df["w"].fillna(1.0))'
+    ), cause.change
+    # A .map of a column by a dict gives NaN for a key the dict lacks.
+    mapped = text.replace(
+        'region_w = pd.DataFrame({"region": ["north", "south"], "w": [1.0, 1.5]})\n'
+        'df = df.merge(region_w, on="region", how="left")\n',
+        'weights = {"north": 1.0, "south": 1.5}\ndf["w"] = df["region"].map(weights)\n',
+    )
+    cause = cause_for(mapped)
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert cause.change.what.startswith("the .map by weights gives NaN for a key weights has no entry for"), (
+        cause
+    )
+    # A merge whose right table holds no "w" did not make it, nor an inner merge, nor one filled after; a CSV with
+    # a missing field is still the place to filter.
+    for script in (
+        text.replace('"w": [1.0, 1.5]', '"r": [1.0, 1.5]'),
+        text.replace('how="left"', 'how="inner"'),
+        text.replace('how="left")\n', 'how="left")\ndf["w"] = df["w"].fillna(1.0)\n'),
+    ):
+        cause = cause_for(script)
+        assert cause.change is not None and cause.change.line == 3, (script, cause.change)
+    (tmp_path / "customers.csv").write_text(
+        "region,tenure,monthly,churn\nnorth,3,,1.0\nislands,40,65.0,0.0\n", encoding="utf-8"
+    )
+    cause = cause_for(text)
+    assert cause.change is not None and cause.change.line == 3, cause.change

@@ -2085,3 +2085,34 @@ def test_a_dispersion_variable_gone_negative_is_named_where_it_is_made(tmp_path)
     assert "it started at 0.5 and is -" in cause["summary"], cause["summary"]
     assert [cause["change"]["line"]] == changed, cause["change"]
     assert "learn its log (log_alpha = tf.Variable(np.log(0.5))" in cause["change"]["what"], cause["change"]
+
+
+def test_a_sample_weight_a_left_merge_made_nan_names_the_merge_without_a_pipeline_re_run(tmp_path):
+    """Per-region weights joined by ``df.merge(region_w, on="region", how="left")`` from a table with no row for
+    one region, sliced into ``from_tensor_slices((X, y, sw))`` (s42f p3). `nanlens locate` re-ran the whole input
+    pipeline under a dump (past 600 s under load) to say what the guard had found at the scene: the arrays the
+    dataset was sliced from hold the NaN. And the change was "train.py:22: filter or repair non-finite records where
+    the data is read (read_csv)" of a CSV with no NaN. It is the merge now, found in seconds."""
+    program, done = run_copied("fit_left_merge_sample_weight.py", tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    (bundle,) = bundles(tmp_path)
+    report = nanlens_json("locate", str(bundle), cwd=tmp_path)
+    assert "rerun" not in report, report["rerun"]
+    message = report["origin"]["message"]
+    assert "of the arrays the dataset was sliced from (Dataset.from_tensor_slices) holds it" in message, (
+        message
+    )
+    assert "so it was not re-run under a dump (`nanlens locate --rerun-pipeline` re-runs it)" in message, (
+        message
+    )
+    cause = report["cause"]
+    assert cause["kind"] == "data", cause
+    assert "the file read holds no missing field: column 'w' comes from the left merge" in cause["summary"], (
+        cause
+    )
+    changed = [n for n, text in enumerate(program.read_text().splitlines(), 1) if "# CHANGE" in text]
+    assert [cause["change"]["line"]] == changed, cause["change"]
+    assert cause["change"]["what"].startswith(
+        "the left merge gives NaN in column 'w' where region_w has no row for a 'region' key"
+    ), cause["change"]
+    assert 'df["w"].fillna(1.0)' in cause["change"]["what"], cause["change"]

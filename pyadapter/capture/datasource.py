@@ -507,11 +507,42 @@ def sliced_rows_entry(dataset: tf.data.Dataset | None, batch: Any, graph: Any = 
             None,
         )
         indices = fit_arrays.rows_in(first, source, labels, label_source)
+        held = _slices_hold_the_bad_value(arrays, len(source), batch, indices)
     except Exception:  # noqa: BLE001 - provenance is an addition; never lose a capture for it
         return {}
     if not any(i is not None for i in indices):
         return {}
-    return {fit_arrays.MANIFEST_KEY: {"indices": indices, "array_rows": len(source), "of": fit_arrays.SLICES}}
+    entry: dict[str, Any] = {"indices": indices, "array_rows": len(source), "of": fit_arrays.SLICES}
+    if held:
+        entry["held"] = True
+    return {fit_arrays.MANIFEST_KEY: entry}
+
+
+def _slices_hold_the_bad_value(
+    arrays: list[np.ndarray | None], rows: int, batch: Any, indices: list[int | None]
+) -> bool:
+    """Whether an array the pipeline was sliced from holds the batch's first NaN/Inf row as the batch has it, at
+    that row's index: the value was there before any op of the pipeline (a sample_weight column a pandas left merge
+    made NaN, s42f p3), so `nanlens locate` need not re-run the pipeline to find an op that made it."""
+    from pyadapter.capture import records
+
+    element = records.first_bad_element(batch)
+    if element is None or not 0 <= element.row < len(indices) or indices[element.row] is None:
+        return False
+    value = next((v for label, v, _ in records.leaves(batch) if label == element.leaf), None)
+    if not isinstance(value, np.ndarray):
+        return False
+    row, index = np.asarray(value[element.row]), indices[element.row]
+    return any(
+        a is not None
+        and a.ndim > 0
+        and len(a) == rows
+        and a.dtype == value.dtype
+        and a.shape[1:] == value.shape[1:]
+        and not np.isfinite(a[index]).all()
+        and np.asarray(a[index]).tobytes() == row.tobytes()
+        for a in arrays
+    )
 
 
 def manifest_entry(dataset: tf.data.Dataset | None, batch: Any, batches_before: int | None) -> dict[str, Any]:

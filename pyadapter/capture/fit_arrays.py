@@ -22,7 +22,8 @@ from pyadapter.capture import records
 
 MANIFEST_KEY = "fit_rows"
 # ``"of"``: the arrays the rows were found in. Absent: those passed to fit. SLICES: those a tf.data pipeline passed
-# to fit was made from (`datasource.sliced_rows_entry`).
+# to fit was made from (`datasource.sliced_rows_entry`); with ``"held": true`` when those arrays hold the batch's
+# first NaN/Inf row as the batch has it (no pipeline op made it).
 SLICES = "from_tensor_slices"
 FRAME = (
     "dataframe"  # a pandas DataFrame (or Series) passed to fit, its rows by position; "columns" names them
@@ -246,6 +247,8 @@ def check(entry: Any) -> str | None:
         return "has no list of 'indices'"
     if entry.get("of") not in (None, SLICES, FRAME):
         return "names arrays of an unknown kind"
+    if entry.get("held") is not None and not isinstance(entry.get("held"), bool):
+        return "has a 'held' that is not true or false"
     columns = entry.get("columns")
     if columns is not None and (
         not isinstance(columns, list)

@@ -1983,6 +1983,247 @@ def fit_array_site(
     return None
 
 
+# pandas calls that give NaN in a column for a key the other side lacks (s42f p3: a left merge with a weights table
+# that has no row for one region): merge's and join's how= ("inner", merge's default, drops those rows instead).
+_JOIN_DEFAULT_HOW = {"merge": "inner", "join": "left"}
+_NAN_HOWS = ("left", "right", "outer")
+
+
+@dataclass
+class JoinSite:
+    """The pandas merge or join (or ``.map`` of a column by a dict) that made NaN in the column fit's array holds,
+    for a key the other side lacks."""
+
+    site: Site  # the merge/join call, or the value of the column's assignment by a map
+    column: str  # the column that holds the NaN
+    frame: str  # the DataFrame it is read from (``df["w"]``)
+    how: str  # "left", "right", "outer", or "map"
+    other: str  # the side that lacks keys: the right frame (``region_w``), the left one, or the dict's name
+    keys: list[str]  # the join's key columns (``on=``), when written
+
+    def what(self, fill: str) -> str:
+        """The change's words: what the call does for a key the other side lacks, and the two ways out."""
+        fix = f'{self.frame}["{self.column}"] = {self.frame}["{self.column}"].fillna({fill})'
+        if self.how == "map":
+            return (
+                f"the .map by {self.other} gives NaN for a key {self.other} has no entry for (column "
+                f"{self.column!r}): add the missing keys to {self.other}, or fill after the map ({fix})"
+            )
+        key = f" {self.keys[0]!r}" if len(self.keys) == 1 else ""
+        lacking = (
+            f"{self.other} has no row for a{key} key"
+            if self.how != "outer"
+            else f"one side has no row for a{key} key"
+        )
+        return (
+            f"the {self.how} {self.site.name} gives NaN in column {self.column!r} where {lacking}: add the missing "
+            f"keys, or fill after the {self.site.name} ({fix})"
+        )
+
+
+def joined_column_site(
+    units: list[SourceUnit],
+    leaf: str,
+    column: int | None = None,
+    fit_code: str | None = None,
+    fit_cell: int | None = None,
+) -> JoinSite | None:
+    """The left (right, outer) ``merge``/``join``, or the ``.map(dict)``, that made the DataFrame column the array
+    fit was given as `leaf` is read from: ``sw = df["w"].values`` (given to fit, or sliced into the dataset fit was
+    given: ``from_tensor_slices((X, y, sw))``) after ``df = df.merge(region_w, on="region", how="left")``. The
+    frame is followed back from the line that reads the column through lines that keep it (``df = df[df.x > 0]``,
+    other columns' assignments); None when the code does not show that column made so."""
+    array = _leaf_array(units, leaf, fit_code, fit_cell)
+    if array is None:
+        return None
+    unit, name, line = array
+    found = _assignment_before(units, unit, name, line)
+    while found is not None and _converts_itself(found[1], name):
+        earlier = _assignment_before(units, found[0], name, found[1].lineno)
+        if earlier is None:
+            break
+        found = earlier
+    value = _assigned_value(found[1], name) if found is not None else None
+    if found is None or value is None:
+        return None
+    unit, statement = found
+    picked = _frame_column(units, unit, statement, name, column) if column is not None else None
+    wanted = [picked] if picked is not None else columns_read(value) if column is None else []
+    if len(wanted) != 1:
+        return None
+    frames = [
+        n.value.id
+        for n in ast.walk(value)
+        if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name) and wanted[0] in columns_read(n)
+    ] or [
+        n.value.id for n in ast.walk(value) if isinstance(n, ast.Subscript) and isinstance(n.value, ast.Name)
+    ]
+    return _column_joined(units, unit, frames[0], wanted[0], statement.lineno) if frames else None
+
+
+def _leaf_array(
+    units: list[SourceUnit], leaf: str, fit_code: str | None, fit_cell: int | None
+) -> tuple[SourceUnit, str, int] | None:
+    """(where, the name, the line it is used at) of the array fit was given as `leaf` (``x``, ``y``,
+    ``sample_weight``): fit's argument, or the element of the tuple sliced into the dataset fit was given
+    (``from_tensor_slices((X, y, sw))``, the dataset shuffled and batched on that line or later ones)."""
+    positions = {"x": 0, "y": 1, "sample_weight": 2}
+    position = positions.get(leaf)
+    if position is None:
+        return None
+    for unit, call in _fit_calls(units, fit_code, fit_cell)[:1]:
+        argument = call.args[position] if len(call.args) > position else keyword(call, leaf)
+        if argument is None and position and len(call.args) == 1 and keyword(call, "x") is None:
+            # fit(dataset): the dataset yields the targets and weights with the inputs.
+            argument = call.args[0]
+        if not isinstance(argument, ast.Name):
+            return None
+        made = _assignment_before(units, unit, argument.id, call.lineno)
+        for _ in range(8):
+            if made is None or _sliced(made[1]) is not None or not _reads_itself(made[1], argument.id):
+                break
+            made = _assignment_before(units, made[0], argument.id, made[1].lineno)
+        sliced = _sliced(made[1]) if made is not None else None
+        if made is None or sliced is None:
+            return unit, argument.id, call.lineno
+        items = sliced.args[0]
+        if not isinstance(items, ast.Tuple) or position >= len(items.elts):
+            return None
+        item = items.elts[position]
+        return (made[0], item.id, made[1].lineno) if isinstance(item, ast.Name) else None
+    return None
+
+
+def _sliced(statement: ast.stmt) -> ast.Call | None:
+    """The ``from_tensor_slices(...)`` call of an assignment, if any."""
+    return next(
+        (
+            n
+            for n in ast.walk(statement)
+            if isinstance(n, ast.Call) and called_name(n) == "from_tensor_slices" and n.args
+        ),
+        None,
+    )
+
+
+def _column_joined(
+    units: list[SourceUnit], unit: SourceUnit, frame: str, column: str, line: int
+) -> JoinSite | None:
+    """The join or map that made `column` of `frame` (read at `line`), found back through the frame's lines."""
+    for _ in range(8):
+        found = _assignment_before(units, unit, frame, line)
+        if found is None:
+            return None
+        unit, statement = found
+        if not isinstance(statement, ast.Assign) or len(statement.targets) != 1:
+            return None
+        target, value, line = statement.targets[0], statement.value, statement.lineno
+        if _fills(value):
+            return None  # ``.fillna(1.0)`` or ``.dropna()`` after the join: it left no NaN there
+        if isinstance(target, ast.Subscript):
+            key = target.slice
+            if isinstance(key, ast.Tuple) and key.elts:  # df.loc[:, "w"]
+                key = key.elts[-1]
+            if column not in _key_texts(unit, key, statement):
+                continue  # another column's line keeps this one as it was
+            mapping = _mapped_by_a_dict(units, unit, value)
+            if mapping is None:
+                return None
+            return JoinSite(Site(unit, value, "map", target="array"), column, frame, "map", mapping, [])
+        if not isinstance(target, ast.Name):
+            return None
+        for call in (n for n in ast.walk(value) if isinstance(n, ast.Call)):
+            kind = called_name(call)
+            if kind not in _JOIN_DEFAULT_HOW:
+                continue
+            how = keyword(call, "how")
+            how_text = (
+                _JOIN_DEFAULT_HOW[kind]
+                if how is None
+                else how.value
+                if isinstance(how, ast.Constant)
+                else None
+            )
+            keys = _join_keys(call)
+            sides = _join_sides(call)
+            if not isinstance(how_text, str) or how_text not in _NAN_HOWS or column in keys or sides is None:
+                return None
+            # A left join makes NaN only in the right frame's columns, where it lacks a key (a right join: the left
+            # frame's); the side that lacks keys holds the column.
+            lacking = sides[1] if how_text == "left" else sides[0]
+            if how_text != "outer" and not _may_hold(units, unit, lacking, column, line):
+                return None
+            other = ast.unparse(lacking)
+            return JoinSite(Site(unit, call, kind, target="array"), column, frame, how_text, other, keys)
+        if not _reads_itself(statement, frame):
+            return None  # the frame is read or made here (read_csv): no join made the column
+    return None
+
+
+def _fills(value: ast.expr) -> bool:
+    """Whether an expression fills or drops NaN (``.fillna(...)``, ``.dropna()``)."""
+    return any(isinstance(n, ast.Call) and called_name(n) in ("fillna", "dropna") for n in ast.walk(value))
+
+
+def _join_sides(call: ast.Call) -> tuple[ast.expr, ast.expr] | None:
+    """(left, right) of ``left.merge(right, ...)``, ``left.join(other)`` or ``pd.merge(left, right, ...)``."""
+    if not isinstance(call.func, ast.Attribute):
+        return None
+    if isinstance(call.func.value, ast.Name) and call.func.value.id in ("pd", "pandas"):
+        left = call.args[0] if call.args else keyword(call, "left")
+        right = call.args[1] if len(call.args) > 1 else keyword(call, "right")
+    else:
+        left = call.func.value
+        right = call.args[0] if call.args else keyword(call, "right") or keyword(call, "other")
+    return (left, right) if left is not None and right is not None else None
+
+
+def _join_keys(call: ast.Call) -> list[str]:
+    """The key columns a join names (``on="region"``, ``left_on=["a", "b"]``)."""
+    keys: list[str] = []
+    for name in ("on", "left_on", "right_on"):
+        given = keyword(call, name)
+        items = (
+            given.elts if isinstance(given, (ast.List, ast.Tuple)) else [given] if given is not None else []
+        )
+        keys += [i.value for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str)]
+    return list(dict.fromkeys(keys))
+
+
+def _may_hold(units: list[SourceUnit], unit: SourceUnit, side: ast.expr, column: str, line: int) -> bool:
+    """Whether a join's side may hold `column`: False only when the code makes it a DataFrame of a dict written
+    there (``pd.DataFrame({"region": [...], "w": [...]})``) without that key."""
+    if not isinstance(side, ast.Name):
+        return True
+    made = _assignment_before(units, unit, side.id, line)
+    value = _assigned_value(made[1], side.id) if made is not None else None
+    if not (isinstance(value, ast.Call) and called_name(value) == "DataFrame" and value.args):
+        return True
+    table = value.args[0]
+    if not isinstance(table, ast.Dict) or not all(isinstance(k, ast.Constant) for k in table.keys):
+        return True
+    return column in {k.value for k in table.keys if isinstance(k, ast.Constant)}
+
+
+def _mapped_by_a_dict(units: list[SourceUnit], unit: SourceUnit, value: ast.expr) -> str | None:
+    """The dict a column's value is ``.map``-ped by (``df["region"].map(weights)``, ``weights`` a dict written in
+    the code, or ``{...}`` itself), as the cause names it; None for a map by a function, or no map."""
+    for call in (n for n in ast.walk(value) if isinstance(n, ast.Call)):
+        if called_name(call) != "map" or len(call.args) != 1 or not isinstance(call.func, ast.Attribute):
+            continue
+        given = call.args[0]
+        if isinstance(given, (ast.Dict, ast.DictComp)):
+            return "the dict"
+        if isinstance(given, ast.Name):
+            made = _assignment_before(units, unit, given.id, value.lineno)
+            assigned = _assigned_value(made[1], given.id) if made is not None else None
+            if isinstance(assigned, (ast.Dict, ast.DictComp)) or (
+                isinstance(assigned, ast.Call) and called_name(assigned) == "dict"
+            ):
+                return given.id
+    return None
+
+
 # Calls that pass an array or frame through unchanged in its columns: ``.to_numpy()``, ``.astype("float32")``.
 _PASS_THROUGH = ("to_numpy", "astype", "copy", "values", "fillna", "reset_index")
 # Functions that convert their first argument without computing: ``np.asarray(X, dtype="float32")``.

@@ -6970,6 +6970,26 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 "or fill those records (.fillna with a prior or the overall mean)"
             )
             change = _change(made, what, "array")
+        joined = (
+            _joined_column_site(context, units, bad)
+            if change is None or change.target.startswith("reading")
+            else None
+        )
+        if (
+            joined is not None
+            and provenance.read_file_holds_missing(site, context.cwd, context.folders or [os.getcwd()])
+            is False
+        ):
+            # The CSV read holds no missing field, and the column is made by a left merge with a table that lacks
+            # a key (s42f p3: a region missing from the weights table): "filter where the data is read" filtered
+            # nothing; the merge made the NaN.
+            lacking = joined.other if joined.how != "outer" else "one side"
+            summary += (
+                f"; the file read holds no missing field: column {joined.column!r} comes from the {joined.how} "
+                f"{joined.site.name} at {_site_place(joined.site)}, NaN for a key {lacking} lacks"
+            )
+            fill = "1.0" if bad.leaf == "sample_weight" else "a default"
+            change = _change(joined.site, joined.what(fill), "array")
     column_name = (where or {}).get("column")
     if column_name is None and bad is not None and (keyed := _DICT_KEY.match(bad.leaf)) is not None:
         # A dataset of a DataFrame's columns by name (tensorflow.org's ``df_to_dataset``: from_tensor_slices((
@@ -7356,6 +7376,21 @@ def _fit_array_site(
         units,
         element.leaf,
         column,
+        _fit_code(context),
+        fit_cell if isinstance(fit_cell, int) and not isinstance(fit_cell, bool) else None,
+    )
+
+
+def _joined_column_site(
+    context: CauseContext, units: list[SourceUnit], element: BadElement
+) -> change_line.JoinSite | None:
+    """The merge, join or ``.map(dict)`` that made the DataFrame column of the array fit was given that holds
+    `element` (`change_line.joined_column_site`), if the code shows one."""
+    fit_cell = (context.model_info.get("fit_call") or {}).get("cell")
+    return change_line.joined_column_site(
+        units,
+        element.leaf,
+        element.index[1] if len(element.index) == 2 else None,
         _fit_code(context),
         fit_cell if isinstance(fit_cell, int) and not isinstance(fit_cell, bool) else None,
     )

@@ -32,8 +32,9 @@ code run; --replay locates it again from the bundle.
 If the captured batch already holds NaN/Inf, the step did not make it: the script is then run again under a
 dump (`nanlens run --dump`, with the argv and folder it ran with) up to that step, to find the op that made it
 before the step, e.g. in a tf.data map function. That happens by itself when the step is at most 2000 and
-the arrays given to fit do not hold the value (when they do, as the guard found at the scene, no pipeline op
-made it); --rerun-pipeline forces it, --no-rerun-pipeline skips it. What the script writes as it runs
+the arrays given to fit, or those a Dataset.from_tensor_slices pipeline was sliced from, do not hold the value
+(when they do, as the guard found at the scene, no pipeline op made it); --rerun-pipeline forces it,
+--no-rerun-pipeline skips it. What the script writes as it runs
 again (its logs, a CSVLogger's history, np.save, model and checkpoint saves, TensorBoard summaries) is kept from
 training's files; writes TensorFlow makes itself (tf.io.write_file, a TFRecordWriter) are not.
 
@@ -75,7 +76,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help=(
             "when the captured batch holds NaN/Inf, re-run the script under a dump whatever the step, and also when "
-            "the arrays given to fit hold it (by default no pipeline op is looked for then)"
+            "the arrays given to fit (or sliced into the dataset) hold it (by default no pipeline op is looked for "
+            "then)"
         ),
     )
     rerun.add_argument(

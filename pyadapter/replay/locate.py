@@ -449,14 +449,17 @@ def _origin_before_the_step(
 
 def _held_by_the_arrays_given_to_fit(bundle: Any) -> str | None:
     """'index 413 of the array passed to fit' when the bundle's ``fit_rows`` found the batch's first bad row in the
-    arrays (or DataFrame) fit was given, by its bytes: the value was in them before any TensorFlow op ran. None
-    otherwise (a generator, a tf.data pipeline, a row not found)."""
+    arrays (or DataFrame) fit was given, by its bytes: the value was in them before any TensorFlow op ran; 'row 156
+    of the arrays the dataset was sliced from (...)' when the guard found it, as the batch has it, in the arrays a
+    tf.data pipeline was sliced from (``"held"``). None otherwise (a generator, a pipeline that reads files or
+    changed the value, a row not found)."""
     from pyadapter.capture import fit_arrays, records
 
     entry = (bundle.manifest or {}).get(fit_arrays.MANIFEST_KEY)
     if not isinstance(entry, dict) or fit_arrays.check(entry) is not None:
         return None
-    if entry.get("of") == fit_arrays.SLICES:
+    sliced = entry.get("of") == fit_arrays.SLICES
+    if sliced and entry.get("held") is not True:
         return (
             None  # a pipeline's map functions take the sliced rows: the re-run marks the one given the value
         )
@@ -467,7 +470,13 @@ def _held_by_the_arrays_given_to_fit(bundle: Any) -> str | None:
     if element is None:
         return None
     index = fit_arrays.index_of_row(entry, element.row, entry.get("of"))
-    return None if index is None else f"index {index} of the array passed to fit"
+    if index is None:
+        return None
+    if sliced:
+        # The sliced arrays hold the bad row as the batch has it (s42f p3: a sample_weight a left merge made NaN;
+        # the re-run under a dump ran past 600 s to say the same).
+        return f"row {index} of the arrays the dataset was sliced from (Dataset.from_tensor_slices)"
+    return f"index {index} of the array passed to fit"
 
 
 def _at_the_training_call(
@@ -483,6 +492,11 @@ def _at_the_training_call(
         f"{problem.describe()}: it was in the data before any TensorFlow op touched it ({held} holds it, found "
         "there when the step failed); look at how the data was read or built"
     )
+    if "sliced from" in held:  # a user who knows the pipeline is re-run by default is told why not here
+        origin.message += (
+            "; no op of the pipeline made it, so it was not re-run under a dump (`nanlens locate --rerun-pipeline` "
+            "re-runs it)"
+        )
     place = (origin.file, origin.line, origin.cell)
     findings.findings = [
         origin,
