@@ -8940,3 +8940,36 @@ def test_a_nan_a_left_merge_makes_in_a_clean_csv_names_the_merge(tmp_path: Path)
     )
     cause = cause_for(text)
     assert cause.change is not None and cause.change.line == 3, cause.change
+
+
+ENET_CLASS_WEIGHTS = """import keras
+import numpy as np
+
+freq = np.bincount(y, minlength=6)
+class_weight = {k: float(1.0 / np.log(freq[k])) for k in range(6)}
+model.fit(x, y, batch_size=64, epochs=5, class_weight=class_weight)
+"""
+
+
+def test_an_inverse_log_class_weight_of_a_class_with_one_sample_says_the_log_not_a_missing_class(
+    tmp_path: Path,
+) -> None:
+    """ENet-style weights ``1 / np.log(freq[k])`` for a class with one sample (s42f p7): log(1) = 0 and the weight
+    is inf. The words were "a class with no samples where the counts are made divides by 0; count the labels fit
+    trains on", of counts that were right; NumPy's warning on that very line was not said."""
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    program = tmp_path / "train.py"
+    program.write_text(ENET_CLASS_WEIGHTS)
+    findings, (x, y, weights) = _class_weighted_step(program, 6)
+    context = CauseContext(
+        batch=(x, y, weights),
+        entry_script=str(program),
+        numpy_warnings=[NumpyWarning(str(program), 5, "divide by zero encountered in scalar divide")],
+    )
+    cause = classify(findings, context)
+    assert cause.kind == "data", cause
+    assert 'NumPy warned "divide by zero encountered in scalar divide" there' in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert "the log of a count of 1 is 0" in cause.change.what and "1 / np.log(1.02 + p)" in cause.change.what
+    assert "count the labels fit trains on" not in cause.change.what, cause.change.what

@@ -786,6 +786,11 @@ def test_a_class_weighted_inf_names_the_line_that_makes_the_class_weights(tmp_pa
     assert done.returncode == 0, done.stderr[-3000:]
     (bundle,) = bundles(tmp_path)
     located = nanlens_json("locate", str(bundle), cwd=tmp_path)
+    # Keras made the inf sample weights of class_weight: no pipeline made them, and none is re-run to say so.
+    assert (
+        "(the class_weight given to fit holds it, found there when the step failed)"
+        in located["origin"]["message"]
+    ), located["origin"]
     cause = located["cause"]
     assert cause["kind"] == "data", cause
     assert cause["summary"].startswith("the class weights given to fit weigh class 0 inf"), cause["summary"]

@@ -7528,6 +7528,15 @@ def _class_weighted(findings: Findings, context: CauseContext, units: list[Sourc
         f"class_weight: give every class a finite weight ({of_class} is {weight}: a class with no samples where the "
         "counts are made divides by 0; count the labels fit trains on)"
     )
+    code = ast.unparse(site.node)
+    if re.search(r"\blog\w*\(", code):
+        # ENet's inverse-log weights, 1 / log(count), of a class with one sample: log(1) = 0 (s42f p7). "A class with
+        # no samples ... count the labels fit trains on" sent the user to counts that were right.
+        what = (
+            f"class_weight: give every class a finite weight ({of_class} is {weight}: the weights divide by a log of "
+            "the counts, and the log of a count of 1 is 0); keep the log above 0 as ENet's weighting does, "
+            "1 / np.log(1.02 + p) of the class's share p, or add 1 to the counts inside the log"
+        )
     # The line NumPy warned at that makes a name the weights read (``weight_for_1 = (1 / pos) * (total / 2.0)``
     # above ``class_weight = {0: weight_for_0, 1: weight_for_1}``): the division to change (s41c p3).
     read = {n.id for n in ast.walk(site.node) if isinstance(n, ast.Name)}
@@ -7541,6 +7550,15 @@ def _class_weighted(findings: Findings, context: CauseContext, units: list[Sourc
             None,
         )
         statement = change_line.statement_at(unit, warning.line) if unit is not None else None
+        if (
+            statement is not None
+            and unit is not None
+            and unit is site.unit
+            and statement.lineno <= site.line <= (statement.end_lineno or statement.lineno)
+        ):
+            # NumPy warned at the line that makes the weights itself (``{k: 1.0 / np.log(freq[k]) ...}``).
+            summary += f'; NumPy warned "{warning.message}" there'
+            break
         if statement is not None and unit is not None and read & set(change_line.assigned_names(statement)):
             summary += f'; NumPy warned "{warning.message}" at {place_text(os.path.basename(warning.file), warning.line, warning.cell)}'
             made = getattr(statement, "value", None)

@@ -447,6 +447,60 @@ def _origin_before_the_step(
     _adopt_rerun_origin(findings, rerun_findings, problem, bundle_training_call(bundle))
 
 
+def _weights_of_fit_s_class_weight(bundle: Any) -> str | None:
+    """'the sample weights Keras made of fit's class_weight' when the batch's only NaN/Inf are its sample weights and
+    the failing fit call passes ``class_weight=``: Keras made them of the class weights before any op of a pipeline
+    (an inverse-log weight of a class with one sample, s42f p7, re-ran the program 4 minutes to say the same)."""
+    from pyadapter.capture import records
+    from pyadapter.capture.fit_call import MANIFEST_KEY as FIT_CALL
+
+    call = ((bundle.manifest or {}).get("model") or {}).get(FIT_CALL) or {}
+    if "class_weight" not in str(call.get("code") or "") and "class_weight" not in _training_statement(bundle):
+        return None
+    try:
+        bad = [label for label, value, _ in records.leaves(bundle.batch()) if _holds_non_finite(value)]
+    except Exception:  # noqa: BLE001 - a batch that cannot be read: the re-run decides as before
+        return None
+    return "the class_weight given to fit" if bad == ["sample_weight"] else None
+
+
+def _training_statement(bundle: Any) -> str:
+    """The text of the whole statement of the bundle's training call (a fit call over several lines), read from
+    the user's file; "" when it cannot be read (a notebook's cell, a file gone)."""
+    import ast
+
+    from pyadapter.replay.callsite import bundle_training_call
+
+    frame = bundle_training_call(bundle)
+    if frame is None or frame.cell is not None or not frame.file.endswith(".py"):
+        return ""
+    try:
+        source = Path(frame.file).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return ""
+    holding = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.stmt)
+        and not hasattr(node, "body")
+        and node.lineno <= frame.line <= (node.end_lineno or node.lineno)
+    ]
+    if not holding:
+        return ""
+    statement = min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
+    return ast.get_source_segment(source, statement) or ""
+
+
+def _holds_non_finite(value: Any) -> bool:
+    import numpy as np
+
+    return isinstance(value, np.ndarray) and value.dtype.kind == "f" and not bool(np.isfinite(value).all())
+
+
 def _held_by_the_arrays_given_to_fit(bundle: Any) -> str | None:
     """'index 413 of the array passed to fit' when the bundle's ``fit_rows`` found the batch's first bad row in the
     arrays (or DataFrame) fit was given, by its bytes: the value was in them before any TensorFlow op ran; 'row 156
@@ -455,6 +509,9 @@ def _held_by_the_arrays_given_to_fit(bundle: Any) -> str | None:
     changed the value, a row not found)."""
     from pyadapter.capture import fit_arrays, records
 
+    weighted = _weights_of_fit_s_class_weight(bundle)
+    if weighted is not None:
+        return weighted
     entry = (bundle.manifest or {}).get(fit_arrays.MANIFEST_KEY)
     if not isinstance(entry, dict) or fit_arrays.check(entry) is not None:
         return None
