@@ -8973,3 +8973,50 @@ def test_an_inverse_log_class_weight_of_a_class_with_one_sample_says_the_log_not
     assert cause.change is not None and cause.change.line == 5, cause.change
     assert "the log of a count of 1 is 0" in cause.change.what and "1 / np.log(1.02 + p)" in cause.change.what
     assert "count the labels fit trains on" not in cause.change.what, cause.change.what
+
+
+DQN_AGENT = """import keras
+import numpy as np
+
+
+class DQNAgent:
+    def replay(self, batch_size):
+        minibatch = random.sample(self.memory, batch_size)
+        states = np.array([m[0] for m in minibatch])
+        targets = self.model.predict_on_batch(states)
+        next_q = self.model.predict_on_batch(np.array([m[3] for m in minibatch]))
+        for i, (s, a, r, s2, done) in enumerate(minibatch):
+            targets[i, a] = r if done else r + self.gamma * np.amax(next_q[i])
+        self.model.fit(states, targets, epochs=1, verbose=0)
+"""
+
+
+def test_a_divergence_on_q_targets_the_model_predicted_names_the_rewards_and_a_target_network(
+    tmp_path: Path,
+) -> None:
+    """keon's DQN agent on rewards in dollars, with no target network (s42a p5): its targets, r + gamma * max Q(s')
+    of the network it trains, grew with its weights; the cause named the rate ("a lower rate from the start may
+    still hold"), whose advice, followed, moved the NaN from fit 5 to fit 40. Three columns of Q-values were read as
+    one-hot labels and never checked for their scale."""
+    program = tmp_path / "dqn.py"
+    program.write_text(DQN_AGENT)
+    rng = np.random.default_rng(0)
+    batch = (
+        rng.normal(size=(32, 2)).astype("float32"),
+        rng.uniform(-2e3, 9e3, size=(32, 3)).astype("float32"),
+    )
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        batch=batch,
+    )
+    origin = overflow_origin(program, line=13, op="MatMul")
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "divergence", cause
+    assert "on unscaled targets (y[:, " in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 12, cause.change
+    assert "are the model's own predictions plus rewards" in cause.change.what, cause.change.what
+    assert "target network" in cause.change.what and "scale the rewards" in cause.change.what, (
+        cause.change.what
+    )

@@ -2652,6 +2652,38 @@ def hand_weight_decay(units: list[SourceUnit]) -> HandWeightDecay | None:
     return None
 
 
+_PREDICTING_CALLS = ("predict", "predict_on_batch", "predict_step")
+
+
+def targets_predicted_by_the_model(site: Site) -> bool:
+    """Whether the array a fit-target line writes (``targets[i, a] = r + gamma * max(next_q[i])``) was made by the
+    model's own predictions in the same function (``targets = self.model.predict_on_batch(states)``): Q-learning's
+    targets bootstrapped from the network being trained, which grow with its weights."""
+    statement = next(
+        (
+            n
+            for n in ast.walk(site.unit.tree)
+            if isinstance(n, (ast.Assign, ast.AugAssign))
+            and n.lineno <= site.line <= (n.end_lineno or n.lineno)
+        ),
+        None,
+    )
+    if statement is None:
+        return False
+    names = set(assigned_names(statement))
+    scope: ast.AST = _innermost_function(_functions(site.unit), site.line) or site.unit.tree
+    return any(
+        isinstance(node, ast.Assign)
+        and set(_assigned_names_of(node)) & names
+        and any(isinstance(c, ast.Call) and called_name(c) in _PREDICTING_CALLS for c in ast.walk(node.value))
+        for node in ast.walk(scope)
+    )
+
+
+def _assigned_names_of(node: ast.Assign) -> list[str]:
+    return [name for target in node.targets for name in _assigned_names(target)]
+
+
 def sampler_counts_site(units: list[SourceUnit]) -> Site | None:
     """Where the counts a ``tf.random.fixed_unigram_candidate_sampler(unigrams=...)`` takes are made: the last
     assignment of the name given (``unigrams = [counter.get(i, 0) for i in range(VOCAB)]``), else the argument

@@ -5852,6 +5852,17 @@ def _unscaled_change(
             )
         else:
             site = site or change_line.fit_array_site(units, "y")
+            if site is not None and change_line.targets_predicted_by_the_model(site):
+                # A DQN's targets, r + gamma * max Q(s'), of the network it trains (s42a p5): they grew with its
+                # weights to 1e23; "scale the targets" named the symptom. The rewards' scale and a target network
+                # are the usual fixes.
+                parts.append(
+                    f"the targets ({item.describe()}) are the model's own predictions plus rewards (a Q-learning "
+                    "target bootstrapped from the network it trains): as its weights grow, so do they; scale the "
+                    "rewards to about unit size (or clip them), and compute the targets with a target network (a "
+                    "copy of the model updated every few hundred steps), with a Huber loss"
+                )
+                continue
             parts.append(
                 f"scale the targets ({item.describe()}): divide y by its scale (or standardize it) before fit, "
                 "and undo that on the predictions"

@@ -131,6 +131,12 @@ def _large_columns(values: np.ndarray, limit: float) -> tuple[ColumnScale, ...]:
     return ()
 
 
+def _probabilities(values: np.ndarray) -> bool:
+    """Whether every finite value lies in [0, 1] (labels as one-hot rows, multi-label flags, smoothed targets)."""
+    finite = values[np.isfinite(values)]
+    return finite.size == 0 or bool(finite.min() >= 0.0 and finite.max() <= 1.0)
+
+
 def _leaves(value: Any, name: str) -> Iterable[tuple[str, Any]]:
     if isinstance(value, dict):
         for key, item in value.items():
@@ -147,8 +153,10 @@ def _unscaled(value: Any, role: str, name: str, limit: float) -> UnscaledInput |
         values = _float_array(leaf)
         if values is None:
             continue
-        if role == "targets" and values.ndim == 2 and values.shape[1] > 1:
-            continue  # one-hot or multi-label targets are not regression values
+        if role == "targets" and values.ndim == 2 and values.shape[1] > 1 and _probabilities(values):
+            # One-hot, multi-label or smoothed targets are not regression values; several regression outputs (a
+            # DQN's Q-value targets of rewards in dollars, s42a p5) are.
+            continue
         columns = _large_columns(values, limit)
         if columns:
             return UnscaledInput(role, leaf_name, columns)

@@ -455,7 +455,9 @@ def _weights_of_fit_s_class_weight(bundle: Any) -> str | None:
     from pyadapter.capture.fit_call import MANIFEST_KEY as FIT_CALL
 
     call = ((bundle.manifest or {}).get("model") or {}).get(FIT_CALL) or {}
-    if "class_weight" not in str(call.get("code") or "") and "class_weight" not in _training_statement(bundle):
+    if "class_weight" not in str(call.get("code") or "") and "class_weight" not in _training_statement(
+        bundle
+    ):
         return None
     try:
         bad = [label for label, value, _ in records.leaves(bundle.batch()) if _holds_non_finite(value)]
