@@ -9020,3 +9020,52 @@ def test_a_divergence_on_q_targets_the_model_predicted_names_the_rewards_and_a_t
     assert "target network" in cause.change.what and "scale the rewards" in cause.change.what, (
         cause.change.what
     )
+
+
+PENALTY_METHOD = """import tensorflow as tf
+
+mu = tf.Variable(1.0, trainable=False, name="mu")
+beta = 1.1
+optimizer = tf.keras.optimizers.SGD(learning_rate=1e-3)
+
+
+@tf.function
+def train(x, f):
+    with tf.GradientTape() as tape:
+        loss = loss_pde(x, f) + mu * loss_bc(x)
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+    return loss
+
+
+for it in range(2000):
+    train(x_col, f_col)
+    mu.assign(mu * beta)
+"""
+
+
+@pytest.mark.parametrize("update", ["mu.assign(mu * beta)", "mu.assign(tf.minimum(mu * beta, 100.0))"])
+def test_a_divergence_under_a_weight_the_program_multiplies_each_step_names_that_growth(
+    tmp_path: Path, update: str
+) -> None:
+    """A PINN's penalty method, ``mu.assign(mu * beta)`` with beta = 1.1 each iteration and no cap (s42d p2): the
+    boundary term weighed 1.2e3 times its start when the run diverged; the rate it named, followed, moved the NaN
+    from step 74 to 103. A capped growth is not named."""
+    program = tmp_path / "pinn.py"
+    program.write_text(PENALTY_METHOD.replace("mu.assign(mu * beta)", update))
+    context = CauseContext(
+        history=diverging_history(),
+        model_info={"optimizer": "SGD", "optimizers": ["SGD"]},
+        entry_script=str(program),
+        step_state={"mu": 1160.0},
+    )
+    cause = classify(findings_of(overflow_origin(program, line=11, op="Square")), context)
+    assert cause.kind == "divergence", cause
+    assert cause.change is not None
+    if "minimum" in update:
+        assert "multiplies mu" not in cause.summary, cause.summary
+        return
+    assert "the program multiplies mu by 1.1 each time pinn.py:19 runs, with no cap: it was 1.16e+03" in (
+        cause.summary
+    ), cause.summary
+    assert cause.change.line == 19 and cause.change.what.startswith("the growth of mu: cap it"), cause.change

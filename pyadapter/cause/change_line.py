@@ -2652,6 +2652,39 @@ def hand_weight_decay(units: list[SourceUnit]) -> HandWeightDecay | None:
     return None
 
 
+@dataclass
+class GrowingFactor:
+    """A variable the program multiplies by a factor above 1 each time a line runs (a penalty method's
+    ``mu.assign(mu * beta)`` with beta = 1.1, no cap): where, its name and the factor."""
+
+    site: Site  # the assign call
+    name: str
+    factor: float
+
+
+def growing_factor_site(units: list[SourceUnit]) -> GrowingFactor | None:
+    """The last ``v.assign(v * c)`` (or ``v.assign(c * v)``, ``v.assign_add(v * d)`` is not looked at) whose factor
+    c is a number above 1 or a name assigned one, with no min/clip around it; None without one."""
+    found: list[GrowingFactor] = []
+    for unit in units:
+        for node in calls(unit):
+            if called_name(node) != "assign" or not isinstance(node.func, ast.Attribute) or not node.args:
+                continue
+            target = ast.unparse(node.func.value)
+            value = node.args[0]
+            if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Mult)):
+                continue  # a min, clip or where around the product caps it
+            sides = (value.left, value.right)
+            texts = [ast.unparse(side) for side in sides]
+            if target not in texts:
+                continue
+            other = sides[1 - texts.index(target)]
+            factor = _constant_expression(unit, other)
+            if factor is not None and factor > 1.0:
+                found.append(GrowingFactor(Site(unit, node, target), target, factor))
+    return found[-1] if found else None
+
+
 _PREDICTING_CALLS = ("predict", "predict_on_batch", "predict_step")
 
 

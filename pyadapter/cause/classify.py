@@ -5579,6 +5579,31 @@ def _divergence(
             f"(DANN's 2 / (1 + exp(-10 * progress)) - 1){instead}"
         )
         change = _change(reversal.strength, what, "reversal")
+    multiplied = change_line.growing_factor_site(units) if rate_is_the_change and reversal is None else None
+    if multiplied is not None and multiplied.name.rsplit(".", 1)[-1] in context.step_state:
+        # A penalty method's ``mu.assign(mu * beta)`` each iteration, uncapped (s42d p2): the loss weighs a term by
+        # mu, 1.1 ** 74 = 1.2e3 times its start when the run diverged; the rate it named, followed, moved the NaN
+        # from step 74 to 103. The growth is the change.
+        value = context.step_state[multiplied.name.rsplit(".", 1)[-1]]
+        evidence["growing_factor"] = {
+            "line": multiplied.site.line,
+            "name": multiplied.name,
+            "factor": multiplied.factor,
+        }
+        summary += (
+            f"; the program multiplies {multiplied.name} by {multiplied.factor:g} each time {_site_place(multiplied.site)} "
+            f"runs, with no cap: it was {_fmt(value)} at the failing step, and the step's loss grows with it"
+        )
+        instead = f" (or, slower to train: {change.what})" if change is not None else ""
+        what = (
+            f"the growth of {multiplied.name}: cap it ({multiplied.name}.assign(tf.minimum({multiplied.name} * "
+            f"{multiplied.factor:g}, limit)), with a limit the step still trains at), or grow it more slowly; a "
+            f"lower rate only moves the step where {multiplied.name} is too large{instead}"
+        )
+        change = _change(multiplied.site, what, "schedule")
+        if searched:
+            evidence["window"] = searched[0]
+        return Cause("divergence", summary, evidence, change)
     weighted = change_line.large_loss_weight(units) if rate_is_the_change and reversal is None else None
     if weighted is not None:
         # ``loss_weights={"hours": 1e6}`` on a two-output model: that head's gradients are a million times the
