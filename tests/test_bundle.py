@@ -158,6 +158,34 @@ def test_clean_copy_loads(copy):
 
 
 @slow
+def test_findings_added_after_the_bundle_keep_it_whole_and_sealed(copy, monkeypatch):
+    """The bundle is written before the locate at the scene (a run killed during it kept nothing, s42d p8); the
+    findings are added afterwards, listed, hashed and sealed again. A death before the renames leaves the bundle
+    as it was, whole and sealed."""
+    from pyadapter.capture.bundle_format import add_to_bundle
+    from pyadapter.capture.seal import is_sealed_here
+
+    add_to_bundle(copy, {"findings.json": b'{"origin": null}'}, {"located_at_scene": {"seconds": 1.5}})
+    bundle = CaptureBundle.load(copy)
+    assert (
+        bundle.manifest["located_at_scene"] == {"seconds": 1.5}
+        and "findings.json" in bundle.manifest["files"]
+    )
+    assert is_sealed_here(bundle.manifest)
+    before = (copy / "manifest.json").read_bytes()
+
+    def killed(*args: object) -> None:
+        raise KeyboardInterrupt  # the process ends here, as if killed before its first rename
+
+    monkeypatch.setattr(os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        add_to_bundle(copy, {"findings.json": b'{"origin": 1}'}, {"located_at_scene": {"seconds": 9}})
+    monkeypatch.undo()
+    assert (copy / "manifest.json").read_bytes() == before
+    assert is_sealed_here(CaptureBundle.load(copy).manifest)
+
+
+@slow
 def test_history_rows_tell_nan_from_missing(real_bundle):
     """A NaN input row at step 2: that step's loss is null with the marker "nan"; the healthy steps have numbers."""
     history = CaptureBundle.load(real_bundle).loss_history

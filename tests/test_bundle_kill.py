@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -186,3 +187,58 @@ def test_the_lister_skips_a_partial_folder_that_already_holds_its_manifest(tmp_p
     monkeypatch.undo()
     assert (writer.tmp / "manifest.json").is_file() and is_partial(writer.tmp.name)
     assert discover([str(tmp_path)]) == []
+
+
+@pytest.mark.slow
+def test_a_run_killed_while_locating_at_the_scene_keeps_its_whole_bundle(tmp_path):
+    """A guarded step failed and NanGuard began to locate its origin at the scene; the run was killed then (its
+    job's time limit, during a 200-step rollout's slow locate, s42d p8). The bundle was written only after the
+    locate, so nothing was left: no captures/ folder, nothing for `nanlens locate`. The bundle is written (and
+    sealed) first now, its path said before the locate starts, and a replay of it finds the origin."""
+    program = tmp_path / "loop_module_level.py"  # the user's own program, in their folder
+    shutil.copy(PROGRAMS / "shapes" / program.name, program)
+    origin_line = next(n for n, t in enumerate(program.read_text().splitlines(), 1) if "# ORIGIN" in t)
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": "", "PYTHONUNBUFFERED": "1"}
+    run = subprocess.Popen(
+        [sys.executable, str(program)],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    said: list[str] = []
+    try:
+        assert run.stderr is not None
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([run.stderr], [], [], deadline - time.monotonic())
+            line = run.stderr.readline() if ready else ""
+            if not line:
+                break
+            said.append(line)
+            if line.startswith("NaN Lens: locating the origin of step 5 here"):
+                os.kill(run.pid, signal.SIGKILL)  # while the step is re-run under the dump
+                break
+    finally:
+        run.kill()
+        code = run.wait(timeout=60)
+    assert code == -signal.SIGKILL, "".join(said)[-3000:]
+    assert not any(line.startswith("NaN Lens: located in") for line in said), "the kill came after the locate"
+    (bundle,) = [p.parent for p in (tmp_path / "captures").glob("*/manifest.json")]
+    assert f"NaN Lens: capture bundle: {bundle} (locating the origin here now; " in "".join(said)
+    captured = CaptureBundle.load(bundle)  # whole: every file hashed, none missing
+    assert captured.step == 5 and "findings.json" not in captured.manifest["files"]
+    from pyadapter.capture.seal import is_sealed_here
+
+    assert is_sealed_here(captured.manifest), "a replay would ask before running the user's own program"
+    located = subprocess.run(
+        [sys.executable, "-m", "pyadapter", "locate", str(bundle)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert located.returncode == 0, located.stderr[-3000:]
+    assert f"{program.resolve()}:{origin_line}" in located.stdout, located.stdout[-3000:]

@@ -80,10 +80,18 @@ def findings_files(
     batch_index: int,
     kind: str,
     batch_problem_of: Any,
+    bundle: Path | str | None = None,
 ) -> SceneFiles:
-    """Shared by NanGuard and guard_step: locate at the scene, say so on stderr; what goes into the bundle."""
-    bundle_path = str(storage.join(str(capture_dir), f"{run_name or 'run'}-step{step}"))
+    """Shared by NanGuard and guard_step: locate at the scene, say so on stderr; what goes into the bundle.
+    `bundle`: where the bundle was written already, said before the locate starts (None: written after it)."""
+    bundle_path = str(bundle or storage.join(str(capture_dir), f"{run_name or 'run'}-step{step}"))
     entry = snapshot.entry_script_path()
+    if verbose and bundle is not None:
+        # Said first: a run killed during a slow locate still has its bundle, and the user its path (s42d p8).
+        scene.say(
+            f"capture bundle: {bundle} (locating the origin here now; if this is interrupted, "
+            f"`nanlens locate {bundle}` does it)"
+        )
     if verbose:
         scene.say(
             f"locating the origin of step {step} here (replaying it once under a FULL_HEALTH dump; "

@@ -54,6 +54,7 @@ import numpy as np
 from pyadapter import safejson
 from pyadapter.capture import integrity, structure
 from pyadapter.capture.progress import WriteProgress
+from pyadapter.capture.seal import SEAL_KEY
 from pyadapter.capture.seal import sealed as seal_manifest
 
 FORMAT = "nanlens.bundle/1"
@@ -251,16 +252,7 @@ class BundleWriter:
             hashed = integrity.sha256_file(path, on_chunk)
             files[name] = {"sha256": hashed, "size": path.stat().st_size}
             _fsync_file(path)
-        manifest = dict(manifest, format=FORMAT, files=files)
-        text = json.dumps(manifest, indent=1, sort_keys=False, allow_nan=False, default=_json_default)
-        if seal:
-            # Sealed as read back (JSON values only: numpy scalars and tuples as a reader will see them).
-            text = json.dumps(seal_manifest(json.loads(text)), indent=1, sort_keys=False, allow_nan=False)
-        with open(self.tmp / MANIFEST, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        _write_manifest(self.tmp / MANIFEST, dict(manifest, format=FORMAT, files=files), seal)
         for folder in sorted({(self.tmp / name).parent for name in files} | {self.tmp}, reverse=True):
             _fsync_dir(folder)
         for attempt in range(1000):
@@ -280,6 +272,56 @@ class BundleWriter:
 
     def abort(self) -> None:
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def add_to_bundle(
+    root: Path, files: Mapping[str, bytes], entries: Mapping[str, Any], seal: bool = True
+) -> None:
+    """Adds `files` and manifest `entries` to a committed local bundle: what the locate at the scene finds after the
+    bundle is written (a run killed while locating kept no bundle at all, s42d p8). Everything is staged in a
+    hidden partial folder next to the bundle (the next writer removes it if this process dies), each file renamed
+    into the bundle, then the new manifest (hashes of every file, sealed again) renamed over the old one last. A
+    death before the renames leaves the bundle as it was; the renames are consecutive and take microseconds."""
+    manifest = parse_manifest(read_manifest_bytes(root / MANIFEST))
+    listed = dict(manifest.get("files") or {})
+    staged = Path(
+        tempfile.mkdtemp(
+            prefix=f".{root.name}~{socket.gethostname()}~{os.getpid()}~",
+            suffix=PARTIAL_SUFFIX,
+            dir=root.parent,
+        )
+    )
+    try:
+        for name, content in files.items():
+            path = staged / integrity.check_relative_path(name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(content)
+            _fsync_file(path)
+            listed[name] = {"sha256": integrity.sha256_file(path), "size": path.stat().st_size}
+        fields = {name: value for name, value in manifest.items() if name != SEAL_KEY}
+        _write_manifest(staged / MANIFEST, {**fields, **entries, "format": FORMAT, "files": listed}, seal)
+        for name in files:
+            target = root / integrity.check_relative_path(name)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staged / name, target)
+            _fsync_dir(target.parent)
+        os.replace(staged / MANIFEST, root / MANIFEST)
+        _fsync_dir(root)
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+
+
+def _write_manifest(path: Path, manifest: dict[str, Any], seal: bool) -> None:
+    """manifest.json at `path`, flushed to the disk; `seal`: sealed as this user's (`pyadapter.capture.seal`)."""
+    text = json.dumps(manifest, indent=1, sort_keys=False, allow_nan=False, default=_json_default)
+    if seal:
+        # Sealed as read back (JSON values only: numpy scalars and tuples as a reader will see them).
+        text = json.dumps(seal_manifest(json.loads(text)), indent=1, sort_keys=False, allow_nan=False)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.write("\n")
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def _fsync_file(path: Path) -> None:

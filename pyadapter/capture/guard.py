@@ -43,6 +43,7 @@ from pyadapter.capture import (
     notebook,
     rng,
     snapshot,
+    storage,
 )
 from pyadapter.capture import history as step_history
 from pyadapter.capture import window as step_window
@@ -515,7 +516,9 @@ class NanGuard(keras.callbacks.Callback):
             data, seed_states = function.captured_batch(captured)
             write_located(
                 attempt,
-                locate=lambda: self._locate_at_scene(function, report, data, seed_states, step, batch_index),
+                locate=lambda bundle: self._locate_at_scene(
+                    function, report, data, seed_states, step, batch_index, bundle
+                ),
                 window_files=lambda located: self._window_files(function, located, data, step, batch_index),
                 data_source=lambda: {
                     **datasource.manifest_entry(
@@ -534,6 +537,7 @@ class NanGuard(keras.callbacks.Callback):
                     extra_files=files,
                     extra=extra,
                 ),
+                remote=storage.is_remote(self.capture_dir),
             )
             attempt.note = attempt.note or _unsaved_model_note(attempt.path)
 
@@ -706,9 +710,11 @@ class NanGuard(keras.callbacks.Callback):
         seed_states: dict[str, np.ndarray],
         step: int,
         batch_index: int,
+        bundle: Path | str | None = None,
     ) -> atscene.SceneFiles:
         """Re-run the failing step here under a dump (see `pyadapter.replay.scene`); the bundle's findings.json
-        and the manifest's ``located_at_scene`` entry. Never raises: the bundle is written either way."""
+        and the manifest's ``located_at_scene`` entry. Never raises: the bundle is written either way. `bundle`:
+        where it was written already (None: it is written after)."""
         if not atscene.locate_enabled(self.locate):
             return atscene.SceneFiles()
         if function.strategy.num_replicas_in_sync > 1:
@@ -764,6 +770,7 @@ class NanGuard(keras.callbacks.Callback):
             batch_index=batch_index,
             kind=bundle_format.KIND_FIT,
             batch_problem_of=data,
+            bundle=bundle,
         )
 
     def _write_cluster_bundle(

@@ -61,6 +61,7 @@ from pyadapter.capture import (
     rng,
     snapshot,
     step_state,
+    storage,
     takeover,
 )
 from pyadapter.capture import history as step_history
@@ -328,7 +329,9 @@ class GuardedStep:
             )
             write_located(
                 attempt,
-                locate=lambda: self._locate_at_scene(report, step, index, args, kwargs, seed_states),
+                locate=lambda bundle: self._locate_at_scene(
+                    report, step, index, args, kwargs, seed_states, bundle
+                ),
                 window_files=lambda located: self._window_files(located, step, index, args, kwargs),
                 # (its position in the dataset is not known)
                 data_source=lambda: datasource.manifest_entry(
@@ -339,6 +342,7 @@ class GuardedStep:
                 write=lambda files, extra: loop_bundle.write_bundle(
                     self, report, step, index, args, kwargs, seed_states, files, {**extra, **not_held_entry}
                 ),
+                remote=storage.is_remote(self.capture_dir),
             )
             attempt.note = bundle_format.not_held_warning(len(not_held), not_held[:20])
 
@@ -528,8 +532,10 @@ class GuardedStep:
         args: tuple,
         kwargs: dict,
         seed_states: dict[str, np.ndarray],
+        bundle: Path | str | None = None,
     ) -> atscene.SceneFiles:
-        """Re-run the failing step here under a dump (`pyadapter.replay.scene`): findings.json for the bundle."""
+        """Re-run the failing step here under a dump (`pyadapter.replay.scene`): findings.json for the bundle.
+        `bundle`: where it was written already (None: it is written after)."""
         if not atscene.locate_enabled(self.locate):
             return atscene.SceneFiles()
         if any(isinstance(v, tf.distribute.DistributedValues) for v in tf.nest.flatten((args, kwargs))):
@@ -589,6 +595,7 @@ class GuardedStep:
             batch_index=index,
             kind=bundle_format.KIND_LOOP,
             batch_problem_of=loop_bundle.batch_of(args, kwargs),
+            bundle=bundle,
         )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pyadapter import numpy_warnings
-from pyadapter.capture import atscene
+from pyadapter.capture import atscene, bundle_format
 from pyadapter.capture.bundle_format import ExtraFile
 from pyadapter.capture.options import GuardOptions
 from pyadapter.capture.verdict import Failure, NonFiniteReport
@@ -118,18 +118,48 @@ class FailurePolicy:
 def write_located(
     attempt: Attempt,
     *,
-    locate: Callable[[], atscene.SceneFiles],
+    locate: Callable[[Path | str | None], atscene.SceneFiles],
     window_files: WindowFiles,
     data_source: Callable[[], dict[str, Any]],
     write: WriteBundle,
+    remote: bool = False,
 ) -> None:
-    """A bundle with its extras, in the order both guards use: locate the step at the scene, add the window's
-    files (its learning-rate search needs what was located), name the data source, write, then say the cause."""
-    located = locate()
+    """A bundle with its extras, in the order both guards use: write the whole bundle (sealed), then locate the
+    step at the scene (`locate` is given the bundle's path) and add its findings, and the window's learning-rate
+    search that needs them, to that bundle (`bundle_format.add_to_bundle`); then say the cause. Written first: a
+    run killed during a slow locate (a 200-step rollout unrolled in the step) kept no bundle at all (s42d p8).
+    A URL capture folder (`remote`) cannot take files into a published bundle atomically: there the step is
+    located first and the bundle written once, as before."""
+    if remote:
+        located = locate(None)
+        attempt.origin = located.origin
+        files, window_entry = window_files(located)
+        attempt.path = write(
+            {**located.files, **files},
+            {**located.manifest, **window_entry, **data_source(), **numpy_warnings.manifest_entry()},
+        )
+        attempt.cause = atscene.cause_sentence(attempt.path, located)
+        return
+    files, window_entry = window_files(atscene.SceneFiles())
+    attempt.path = write(files, {**window_entry, **data_source(), **numpy_warnings.manifest_entry()})
+    located = locate(attempt.path)
     attempt.origin = located.origin
-    files, window_entry = window_files(located)
-    attempt.path = write(
-        {**located.files, **files},
-        {**located.manifest, **window_entry, **data_source(), **numpy_warnings.manifest_entry()},
-    )
+    entries = dict(located.manifest)
+    if located.files:
+        # The window's entry again, now with its learning-rate search for a divergence located here; its files
+        # are in the bundle already (the same copies: only the entry is taken).
+        searched_files, searched_entry = window_files(located)
+        if set(searched_files) == set(files):
+            entries.update(searched_entry)
+    if located.files or entries:
+        try:
+            bundle_format.add_to_bundle(Path(attempt.path), located.files, entries)
+        except Exception as exc:  # noqa: BLE001 - the bundle stands as written; a replay locates it
+            print(
+                f"NanGuard: could not add what was located here to the bundle ({first_line(exc)}); "
+                f"`nanlens locate {attempt.path}` locates it by replay",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
     attempt.cause = atscene.cause_sentence(attempt.path, located)
