@@ -9069,3 +9069,45 @@ def test_a_divergence_under_a_weight_the_program_multiplies_each_step_names_that
         cause.summary
     ), cause.summary
     assert cause.change.line == 19 and cause.change.what.startswith("the growth of mu: cap it"), cause.change
+
+
+SCALE_NUMERIC_REDEFINED = """import pandas as pd
+
+
+def scale_numeric(frame, cols):
+    for c in cols:
+        frame[c] = (frame[c] - frame[c].mean()) / (frame[c].std() + 1e-7)
+    return frame
+
+
+def scale_numeric(frame, cols):
+    for c in cols:
+        lo, hi = frame[c].min(), frame[c].max()
+        frame[c] = (frame[c] - lo) / (hi - lo)
+    return frame
+
+
+df = scale_numeric(pd.read_csv("heart.csv"), ["chol", "fbs"])
+X = df[["chol", "fbs"]].values.astype("float32") * 1.0
+model.fit(X, df.pop("target").values)
+"""
+
+
+def test_a_column_nan_after_a_redefined_min_max_helper_names_the_helper_that_ran(tmp_path: Path) -> None:
+    """A notebook's ``scale_numeric`` defined as a z-score with an epsilon, then redefined in a later cell as min-max,
+    ``(x - lo) / (hi - lo)``, over a constant column (s42c nb1): the change named the first definition's line, which
+    already had an epsilon and was never called. The definition that ran, and its range of 0, are the change."""
+    program = tmp_path / "heart.py"
+    program.write_text(SCALE_NUMERIC_REDEFINED, encoding="utf-8")
+    x = np.ones((32, 2), np.float32)
+    x[:, 1] = np.nan
+    lines = SCALE_NUMERIC_REDEFINED.splitlines()
+    origin = batch_origin(program, len(lines), TensorHealth(dtype="float32", size=64, nan=32, pos=32))
+    findings = findings_of(origin, non_finite_batch={"total": 32, "examples": ["x[0, 1] = nan"]})
+    cause = classify(findings, CauseContext(entry_script=str(program), batch=(x, np.zeros(32))))
+    assert cause.kind == "data", cause
+    assert (
+        cause.change is not None
+        and cause.change.line == lines.index("        frame[c] = (frame[c] - lo) / (hi - lo)") + 1
+    )
+    assert cause.change.what.startswith("the min-max scaling: a column that never changes"), cause.change.what

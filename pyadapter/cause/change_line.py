@@ -1392,6 +1392,46 @@ def _nearest_square_form(
     return None
 
 
+def superseded_functions(
+    units: list[SourceUnit],
+) -> list[tuple[SourceUnit, ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """Module-level functions that a later definition of the same name replaces, in the same file (a later line,
+    or a later notebook cell): a notebook's helper edited into a new cell leaves the old one in the file, dead."""
+    defined = [
+        (unit, node)
+        for unit in units
+        for node in unit.tree.body
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+    ]
+
+    def order(item: tuple[SourceUnit, ast.FunctionDef | ast.AsyncFunctionDef]) -> tuple[int, int]:
+        return (item[0].cell if item[0].cell is not None else -1, item[1].lineno)
+
+    return [
+        (unit, node)
+        for unit, node in defined
+        if any(
+            other.name == node.name
+            and other_unit.file == unit.file
+            and order((other_unit, other)) > order((unit, node))
+            for other_unit, other in defined
+        )
+    ]
+
+
+def inside_any(
+    unit: SourceUnit,
+    node: ast.AST,
+    functions: list[tuple[SourceUnit, ast.FunctionDef | ast.AsyncFunctionDef]],
+) -> bool:
+    """Whether `node` of `unit` lies in the body of one of `functions`."""
+    line = getattr(node, "lineno", None)
+    return line is not None and any(
+        holder is unit and function.lineno <= line <= (function.end_lineno or function.lineno)
+        for holder, function in functions
+    )
+
+
 def broadcast_axis(node: ast.expr) -> tuple[str, int] | None:
     """(what, axis) of a vector viewed as a row or a column to compare it with itself: ``t[None, :]`` is
     ("t", 0), ``t[:, None]`` ("t", 1), ``tf.expand_dims(t, 0)`` ("t", 0); None for anything else."""

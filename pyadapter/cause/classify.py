@@ -6961,6 +6961,12 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 "the standardization: a column that never changes (a constant feature) has std 0, and (x - mean) / "
                 "0 is NaN in every row; leave constant columns out, or divide by (std + 1e-8)"
             )
+            if standardized.name == "range":
+                what = (
+                    "the min-max scaling: a column that never changes (a constant feature) has max - min = 0, and "
+                    "(x - min) / 0 is NaN in every row; leave constant columns out, or divide by the range only "
+                    "where it is not 0 (np.where(hi > lo, hi - lo, 1.0))"
+                )
             change = _change(standardized, what, "array")
     elif site is not None and bad is not None and math.isinf(bad.value):
         # A reader does not make an infinity of a text field; a log of 0 or a division by 0 where the array fit
@@ -7101,35 +7107,75 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
 def _standardization_site(units: list[SourceUnit]) -> change_line.Site | None:
     """The first statement of the user's code that divides by a std it computes (``(df[c] - df[c].mean()) /
     df[c].std()``, ``x / x.std(axis=0)``), or by a name assigned one (``train_std = train_df.std()`` above
-    ``train_df = (train_df - train_mean) / train_std``, tensorflow.org's time-series tutorial), or None."""
+    ``train_df = (train_df - train_mean) / train_std``, tensorflow.org's time-series tutorial), or by a range
+    (min-max scaling, ``(x - lo) / (hi - lo)``: its Site is named "range"), or None. A divisor with an epsilon added
+    (``std + 1e-7``) makes no 0, and a function a later cell (or line) defines again is not the one that ran (a
+    notebook's helper redefined from z-score to min-max, s42c nb1)."""
+
+    def calls_named(node: ast.AST, names: tuple[str, ...]) -> bool:
+        return any(isinstance(call, ast.Call) and called_name(call) in names for call in ast.walk(node))
 
     def computes_std(node: ast.AST) -> bool:
-        return any(
-            isinstance(call, ast.Call) and called_name(call) in ("std", "nanstd") for call in ast.walk(node)
+        return calls_named(node, ("std", "nanstd"))
+
+    def assigned(test: Callable[[ast.AST], bool]) -> set[str]:
+        """Names assigned a value `test` holds for, one by one in a tuple (``lo, hi = x.min(), x.max()``)."""
+        pairs = [
+            pair
+            for unit in units
+            for node in ast.walk(unit.tree)
+            if isinstance(node, ast.Assign)
+            for target in node.targets
+            for pair in (
+                zip(target.elts, node.value.elts, strict=True)
+                if isinstance(target, ast.Tuple)
+                and isinstance(node.value, ast.Tuple)
+                and len(target.elts) == len(node.value.elts)
+                else [(target, node.value)]
+            )
+        ]
+        return {target.id for target, value in pairs if isinstance(target, ast.Name) and test(value)}
+
+    std_names = assigned(computes_std)
+    highs = assigned(lambda n: calls_named(n, ("max", "nanmax", "amax")))
+    lows = assigned(lambda n: calls_named(n, ("min", "nanmin", "amin")))
+
+    def is_range(node: ast.expr) -> bool:
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Sub)):
+            return False
+        high = calls_named(node.left, ("max", "nanmax", "amax")) or (
+            isinstance(node.left, ast.Name) and node.left.id in highs
+        )
+        low = calls_named(node.right, ("min", "nanmin", "amin")) or (
+            isinstance(node.right, ast.Name) and node.right.id in lows
+        )
+        return high and low
+
+    def with_epsilon(node: ast.expr) -> bool:
+        return (
+            isinstance(node, ast.BinOp)
+            and isinstance(node.op, ast.Add)
+            and any(
+                isinstance(side, ast.Constant) and isinstance(side.value, (int, float)) and side.value > 0
+                for side in (node.left, node.right)
+            )
         )
 
-    std_names = {
-        target.id
-        for unit in units
-        for node in ast.walk(unit.tree)
-        if isinstance(node, ast.Assign) and computes_std(node.value)
-        for target in node.targets
-        if isinstance(target, ast.Name)
-    }
+    superseded = change_line.superseded_functions(units)
     for unit in units:
         for node in ast.walk(unit.tree):
-            if not isinstance(node, ast.Assign):
+            if not isinstance(node, ast.Assign) or change_line.inside_any(unit, node, superseded):
                 continue
             for division in ast.walk(node.value):
-                if (
-                    isinstance(division, ast.BinOp)
-                    and isinstance(division.op, ast.Div)
-                    and (
-                        computes_std(division.right)
-                        or (isinstance(division.right, ast.Name) and division.right.id in std_names)
-                    )
-                ):
+                if not (isinstance(division, ast.BinOp) and isinstance(division.op, ast.Div)):
+                    continue
+                divisor = division.right
+                if with_epsilon(divisor):
+                    continue
+                if computes_std(divisor) or (isinstance(divisor, ast.Name) and divisor.id in std_names):
                     return change_line.Site(unit, node.value, "std")
+                if is_range(divisor):
+                    return change_line.Site(unit, node.value, "range")
     return None
 
 
