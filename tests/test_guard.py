@@ -1043,3 +1043,28 @@ def test_a_guard_made_for_each_fit_of_a_model_keeps_the_earlier_fits_steps(tmp_p
     fresh = NanGuard(tmp_path / "other", verbose=False)
     fit(other, bad_x, bad_y, fresh)
     assert [h["step"] for h in CaptureBundle.load(fresh.last_bundle).loss_history] == [0, 1, 2]
+
+
+def test_a_ctc_label_longer_than_the_frames_raising_says_so_and_no_line_it_does_not_have(tmp_path, capsys):
+    """A CTC loss with sparse labels longer than the logit frames raises "Not enough time for target transition
+    sequence" inside Keras's compiled loss, whose message says "<stack traces unavailable>" (s42b p3). NanGuard said
+    the message "names the op and its line"; it names the node only, and the labels are what to change."""
+    keras.utils.set_random_seed(0)
+    frames, classes = 4, 5
+
+    def ctc(y_true, y_pred):
+        labels = tf.sparse.from_dense(tf.cast(y_true, tf.int32))
+        logit_length = tf.fill([tf.shape(y_pred)[0]], frames)
+        return tf.nn.ctc_loss(labels, y_pred, None, logit_length, logits_time_major=False, blank_index=0)
+
+    inputs = keras.Input((frames, 3))
+    model = keras.Model(inputs, keras.layers.Dense(classes)(inputs))
+    model.compile(keras.optimizers.SGD(0.01), ctc)
+    x = np.random.default_rng(0).random((8, frames, 3)).astype("float32")
+    y = np.tile(np.arange(1, 8, dtype=np.int32) % (classes - 1) + 1, (8, 1))  # 7 labels for 4 frames
+    with pytest.raises(tf.errors.InvalidArgumentError):
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0, callbacks=[NanGuard(tmp_path)])
+    said = capsys.readouterr().err
+    assert "raised InvalidArgumentError" in said and "not NanGuard's" in said, said
+    assert "names the op and its line" not in said, said
+    assert "a CTC label is longer than the logit frames allow" in said, said

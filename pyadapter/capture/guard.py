@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import math
+import re
 import sys
 import time
 import weakref
@@ -463,12 +464,25 @@ class NanGuard(keras.callbacks.Callback):
         epoch = (
             f" (epoch {self._epoch}, batch {self._batch}; counting from 0)" if self._epoch is not None else ""
         )
+        full = error.message or ""
+        # A compiled step's message names the node, and its line only when TensorFlow kept the stack (it says
+        # "<stack traces unavailable>" for a sparse CTC loss inside Keras's compiled loss, s42b p3).
+        named = "names the op and its line" if "stack traces unavailable" not in full else "names the op"
+        node = re.search(r"Detected at node '?([\w/.-]+)", full)
+        if node is not None and "stack traces unavailable" in full:
+            named += f" ({node.group(1)})"
         words = (
             f"NanGuard: step {self._step}{epoch} raised {type(error).__name__} "
             f"({said.strip() or 'no message'}) in an op of the model's own step, before any check: the error is the "
-            "program's, not NanGuard's, and TensorFlow's message below names the op and its line. No bundle: a step "
-            "that raises hands back no batch"
+            f"program's, not NanGuard's, and TensorFlow's message below {named}. No bundle: a step that raises "
+            "hands back no batch"
         )
+        if "Not enough time for target transition sequence" in full:
+            words += (
+                "; a CTC label is longer than the logit frames allow (it needs as many frames as its length plus "
+                "its repeated neighbours): leave out such labels where the data is read, or downsample the time "
+                "axis less"
+            )
         if any(phrase in said for phrase in _SINGULAR_MATRIX):
             words += (
                 "; the matrix is singular (or not positive definite): keep it invertible, e.g. add a jitter, a "
