@@ -1115,3 +1115,17 @@ def test_a_notebook_re_entry_goes_past_a_cell_whose_import_fails_as_the_kernel_d
     path = notebook("import not_installed_plotting_lib_xyz as sns", "sns.set()", "x = 1")
     with pytest.raises(NameError):
         run_notebook(path, [], None, [])
+
+
+def test_gradients_of_variables_with_one_name_are_counted_once_as_training_counts_them() -> None:
+    """A GP's three unnamed tf.Variables are "Variable" each (s42d p5): training's report names a gradient once, 1,
+    and the dumped re-run's 3 were put down to fused MatMul and ReLU kernels in a program with neither."""
+    dumped = StepVerdict(
+        "graph", loss=float("nan"), loss_finite=False, non_finite_gradients=["Variable"] * 3, dumped=True
+    )
+    dumped.gradients_finite = False
+    report = ReplayReport("b", "gp.py", captured_gradients=1, verdicts={"graph": dumped})
+    assert report.note is None, report.note
+    eager = StepVerdict("eager", loss=float("nan"), loss_finite=False, non_finite_gradients=["Variable"] * 3)
+    eager.gradients_finite = False
+    assert ReplayReport("b", "gp.py", captured_gradients=1, verdicts={"eager": eager}).note is None
