@@ -9111,3 +9111,19 @@ def test_a_column_nan_after_a_redefined_min_max_helper_names_the_helper_that_ran
         and cause.change.line == lines.index("        frame[c] = (frame[c] - lo) / (hi - lo)") + 1
     )
     assert cause.change.what.startswith("the min-max scaling: a column that never changes"), cause.change.what
+
+
+def test_the_log_of_a_determinant_that_underflowed_to_zero_is_told_cholesky_not_orientation(
+    tmp_path: Path,
+) -> None:
+    """A GP's ``tf.math.log(tf.linalg.det(K))`` of a kernel matrix growing near singular (s42d p5): det underflowed
+    to 0, and the words were a flow's ("a determinant is negative whenever the matrix flips orientation ... an LU
+    parameterisation, as Glow's"). A kernel matrix's log-det is 2 * sum(log(diag(cholesky(K)))) with a jitter."""
+    program = write_program(tmp_path)
+    origin = log_origin(program)
+    origin.inputs = [InputHealth("MatrixDeterminant:0", TensorHealth(dtype="float32", size=1, zero=1))]
+    cause = classify(findings_of(origin), CauseContext(history=[], entry_script=str(program)))
+    assert "the determinant is 0 in float32" in cause.summary, cause.summary
+    assert "orientation" not in cause.summary, cause.summary
+    assert cause.change is not None and "tf.linalg.cholesky(K)" in cause.change.what, cause.change
+    assert "Glow" not in cause.change.what, cause.change

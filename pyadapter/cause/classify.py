@@ -2933,6 +2933,23 @@ def _out_of_domain_words(
             "the log of a sigmoid: take tf.math.log_sigmoid of the logits (log(1 - sigmoid(x)) is "
             f"tf.math.log_sigmoid(-x)), or a Keras loss with from_logits=True; or keep it above 0 ({fix})"
         )
+    elif (
+        name == "log"
+        and zero
+        and not negative
+        and re.search(r"(?:^|/)MatrixDeterminant(?:_\d+)?:\d+$", value.name)
+    ):
+        # A GP's log(det(K)) of a kernel matrix growing near singular (s42d p5): det is a product of eigenvalues that
+        # underflowed to 0 in float32, with no orientation in sight; the flow's words fit it badly.
+        summary += (
+            "; the determinant is 0 in float32: a product of the matrix's eigenvalues, it underflows when the matrix "
+            "is near singular or many eigenvalues are below 1 (a kernel or covariance matrix)"
+        )
+        what = (
+            "the log of the determinant: for a symmetric positive-definite matrix (a kernel, a covariance), "
+            "2 * tf.reduce_sum(tf.math.log(tf.linalg.diag_part(tf.linalg.cholesky(K)))) with a jitter on its "
+            "diagonal (K + 1e-6 * I), or tf.linalg.slogdet(K)[1]; a clamp of det gives a constant with no gradient"
+        )
     elif name == "log" and re.search(r"(?:^|/)MatrixDeterminant(?:_\d+)?:\d+$", value.name):
         # A flow's log-det-Jacobian, log(det(W)): an orthogonal or QR init gives det -1 as often as +1, and a
         # clamp gives a constant log-likelihood with no gradient. The log of |det| is what the density needs.
