@@ -9127,3 +9127,42 @@ def test_the_log_of_a_determinant_that_underflowed_to_zero_is_told_cholesky_not_
     assert "orientation" not in cause.summary, cause.summary
     assert cause.change is not None and "tf.linalg.cholesky(K)" in cause.change.what, cause.change
     assert "Glow" not in cause.change.what, cause.change
+
+
+NEURAL_ODE = """import keras
+import tensorflow as tf
+
+
+class NeuralODE(keras.Model):
+    def rk4_step(self, y):
+        k1 = self.func(y)
+        k2 = self.func(y + 0.5 * self.dt * k1)
+        return y + self.dt * k2
+
+    def call(self, y0):
+        ys, y = [], y0
+        for _ in range(self.n_steps):
+            y = self.rk4_step(y)
+            ys.append(y)
+        return tf.stack(ys, axis=1)
+
+
+model = NeuralODE()
+model.compile(optimizer="adam", loss="mse")
+model.fit(y0, traj, batch_size=64, epochs=5)
+"""
+
+
+def test_an_overflow_in_the_loss_before_any_update_names_the_model_s_call(tmp_path: Path) -> None:
+    """A neural ODE's RK4 rollout at a step the stiff dynamics cannot take (s42d p3): the MSE of outputs near 1e28
+    overflowed at step 0, and the change was "the Square op: keep its values in range" at the fit line. No update had
+    run: the model's own call() made the values, in a loop of steps."""
+    program = tmp_path / "node.py"
+    program.write_text(NEURAL_ODE)
+    origin = overflow_origin(program, line=21, op="Square")
+    origin.op = OpRef("compile_loss/mse/Square", "Square")
+    cause = classify(findings_of(origin, step=0), CauseContext(history=[], entry_script=str(program), step=0))
+    assert "overflowed at the run's first step, before any update" in cause.summary, cause.summary
+    assert "its own call() (node.py:11)" in cause.summary and "a rollout, an ODE solver" in cause.summary
+    assert cause.change is not None and cause.change.line == 11, cause.change
+    assert "a smaller dt, more substeps, or fewer steps" in cause.change.what, cause.change.what

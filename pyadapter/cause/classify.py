@@ -1696,6 +1696,13 @@ def _op(
             )
         ) is not None:
             summary, what = summed
+    if (
+        overflow
+        and first_steps
+        and not first_step
+        and (huge := _model_output_huge_at_start(origin, units or []))
+    ):
+        return huge
     if not overflow and (not_a_cosine := _acos_of_no_cosine(origin, units or [])) is not None:
         return not_a_cosine
     if not overflow and (uncounted := _sampled_label_never_counted(origin, units or [])) is not None:
@@ -1807,6 +1814,45 @@ def _op(
         summary += fed[0]
         return Cause("op", summary, evidence, fed[1])
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _model_output_huge_at_start(origin: Finding, units: list[SourceUnit]) -> Cause | None:
+    """An overflow in Keras's compiled loss at the run's first step, before any update, with no unscaled input to
+    blame: the model's own forward pass made values past float32's range. A neural ODE's RK4 rollout of 40 steps at a
+    step the stiff dynamics cannot take (rate * dt = 4) grew 5x a step to 1e28 (s42d p3); "the Square op: keep its
+    values in range", at the fit line, named nothing to change. The model's ``call`` is the place."""
+    if not origin.op.name.startswith("compile_loss/"):
+        return None
+    classes = [
+        (unit, node)
+        for unit in units
+        for node in ast.walk(unit.tree)
+        if isinstance(node, ast.ClassDef)
+        and any(ast.unparse(base).split(".")[-1] == "Model" for base in node.bases)
+        and any(isinstance(f, ast.FunctionDef) and f.name == "call" for f in node.body)
+    ]
+    if len(classes) != 1:
+        return None
+    unit, model = classes[0]
+    call = next(f for f in model.body if isinstance(f, ast.FunctionDef) and f.name == "call")
+    looped = any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(model))
+    # A def has no expression node: a marker at its line stands for it.
+    site = change_line.Site(unit, ast.Name(id="call", lineno=call.lineno, col_offset=0), f"{model.name}.call")
+    summary = (
+        f"{_article(origin.op.type)} {origin.op.type} op of the loss overflowed at the run's first step, before any "
+        f"update: the output of {model.name} is already past float32's range there, so its own call() "
+        f"({_site_place(site)}) makes values that large from the batch"
+        + (", in a loop of steps (a rollout, an ODE solver)" if looped else "")
+    )
+    what = f"{model.name}.call(): what it computes grows past float32 before any training" + (
+        "; in a rollout or a hand-written ODE solver, a step too large for the dynamics makes each step "
+        "multiply the state (an explicit solver needs rate * dt small: a smaller dt, more substeps, or fewer "
+        "steps)"
+        if looped
+        else "; bound the values it makes (a tanh or clip of a state that can grow, a scaled exp)"
+    )
+    evidence = {"op": origin.op.type, "op_name": origin.op.name, "model": model.name, "looped": looped}
+    return Cause("op", summary, evidence, _change(site, what, "model"))
 
 
 # TensorFlow's sampled losses take log(expected count) of the true labels and the samples inside their own scope.
