@@ -3123,7 +3123,7 @@ def test_a_custom_loop_step_argument_is_named_as_the_step_names_it(tmp_path: Pat
     assert cause.summary.startswith(
         "a Log op read the step's argument targets as it came, and targets holds 1 zero for it: targets[6, 0] = 0"
     ), cause.summary
-    assert "passed to fit" not in cause.summary and "(batch 3, row 6)" in cause.summary
+    assert "passed to fit" not in cause.summary and "(step 3's batch, row 6)" in cause.summary
     # Passed by keyword (train_step(features, targets=targets)), the bundle holds it under its keyword.
     context.batch = {"args": (np.ones((8, 4), np.float32),), "kwargs": {"targets": targets}}
     assert classify(findings_of(origin), context).evidence["batch_array"] == "targets"

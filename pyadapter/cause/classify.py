@@ -4666,6 +4666,15 @@ def _empty_records_only(rows: BadRows) -> bool:
     return bool(rows.outliers) and all(o.whole_row or o.empty_text or o.empty_sequence for o in rows.outliers)
 
 
+def _batch_place(context: CauseContext, batch_index: int | None, row: int | None = None) -> str:
+    """' (batch 4, row 48)' of a fit's batch; ' (step 4's batch, row 48)' of a guarded step's arguments, where no
+    batch is numbered but the step (a SAC loop's update 4 read as "batch 4", s42a p4); '' without an index."""
+    if batch_index is None:
+        return ""
+    where = f"step {batch_index}'s batch" if context.step_function else f"batch {batch_index}"
+    return f" ({where}{'' if row is None else f', row {row}'})"
+
+
 def _row_outlier(
     findings: Findings, context: CauseContext, units: list[SourceUnit], origin: Finding, rows: BadRows
 ) -> Cause:
@@ -4679,7 +4688,7 @@ def _row_outlier(
         read_at = change_line.fit_array_site(units, outlier.element.leaf)
     op = origin.op.type
     evidence = _read_evidence(origin, context, outlier.element, bad_rows=rows.to_json())
-    at = f" (batch {batch_index})" if batch_index is not None else ""
+    at = _batch_place(context, batch_index)
     record = "that record" if rows.count == 1 else f"row {outlier.element.row}"
     whole = outlier.whole_row or outlier.empty_text or outlier.empty_sequence
     unlike = "is unlike the other rows" if whole else "holds a value unlike the other rows'"
@@ -4794,7 +4803,7 @@ def _extreme_record(
         record, element=_named_by_step_parameters(record.element, units, context.step_function)
     )
     where, batch_index, site = _element_provenance(findings, context, units, record.element)
-    at = f" (batch {batch_index})" if batch_index is not None else ""
+    at = _batch_place(context, batch_index)
     jump = trend.fast_growth(context.history)
     grew = ""
     if jump is not None:
@@ -7837,7 +7846,7 @@ def _batch_out_of_domain(
     evidence = _read_evidence(
         origin, context, read.element, batch_array=leaf, batch_values=values, count=read.count
     )
-    at = f" (batch {batch_index}, row {read.element.row})" if batch_index is not None else ""
+    at = _batch_place(context, batch_index, read.element.row)
     whose = "the step's argument" if context.step_function else "the batch's"
     # A dataset of single tensors names its one array "batch": "read the batch's batch" said it twice.
     subject = f"{whose} {leaf}" if leaf != "batch" else "the batch"
