@@ -1172,9 +1172,13 @@ def _unsaved_note(bundle: Any, program: Path) -> str:
             "the replay ran the saved cells, with the edit, and then the step from the captured state (weights, "
             "optimizer, learning rate), which an edit of those does not change"
         )
+    # Cells run out of order (an evaluation cell rebinding ``labels`` before the class weights are made again,
+    # s42c nb7) leave state no saved notebook rebuilds: "save the notebook and capture again" could not help there.
     return (
         f"; the kernel ran code the saved {program.name} does not hold ({runs}{more}): the replay ran the saved "
-        "cells, save the notebook and capture again to replay what ran"
+        "cells top to bottom, then the step from the captured state (batch, weights, optimizer), so what the "
+        "kernel's own order of runs made before the step may differ (a notebook saved before training replays "
+        "its cells as they ran)"
     )
 
 
