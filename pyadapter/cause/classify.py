@@ -630,12 +630,6 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         )
     if origin.op.type == "Const" and origin.health is not None and not origin.health.is_finite:
         return _non_finite_constant(findings, units, origin)
-    large = _too_large_gradients(findings)
-    if large and _OPTIMIZER_SCOPE.search(origin.op.name) and _overflowed_on_finite_inputs(origin):
-        # The optimizer's own square of a gradient too large for it (Adam's second moment, ``cond/adam/Square``),
-        # reached now that a re-run starts from the accumulators training had: the gradients are the cause, and
-        # "keep the Square op's values in range" named no line of the user's.
-        return _gradients_too_large_to_square(context, units, large)
     dtype = (dtype_of(origin) or "").lower()
     if known and dtype in SIGNIFICANT_BITS and _subtracted_zeros(origin):
         return _cancellation(findings, context, origin, dtype)
@@ -845,6 +839,13 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         return cause
     if not overflow and (cause := _mask_product_beyond_16_bit(findings, units, origin)) is not None:
         return cause
+    large = _too_large_gradients(findings)
+    if large and _OPTIMIZER_SCOPE.search(origin.op.name) and _overflowed_on_finite_inputs(origin):
+        # The optimizer's own square of a gradient too large for it (Adam's second moment, ``cond/adam/Square``),
+        # reached now that a re-run starts from the accumulators training had: the gradients are the cause, and
+        # "keep the Square op's values in range" named no line of the user's. After the data, divergence and
+        # weight-decay causes, which name what made them that large.
+        return _gradients_too_large_to_square(context, units, large)
     rose = trend.rise(context.history) if overflow and known else None
     return _op(
         findings,
@@ -6689,7 +6690,8 @@ def _loss_function_of_origin(units: list[SourceUnit], origin: Finding) -> str | 
     if not holding:
         return None
     innermost = min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
-    return innermost.name if "loss" in innermost.name.lower() else None
+    # Keras's own hook (a Model subclass's compute_loss) is the model's: its words name the model.
+    return innermost.name if "loss" in innermost.name.lower() and innermost.name != "compute_loss" else None
 
 
 def _function_of_origin(units: list[SourceUnit], origin: Finding) -> str | None:
