@@ -1359,6 +1359,15 @@ def expanded_distance_site(units: list[SourceUnit], file: str, line: int, cell: 
     return _nearest_square_form(units, file, line, cell, expanded, "a squared distance written expanded")
 
 
+def _scopes_holding(
+    units: list[SourceUnit], file: str, line: int, cell: int | None
+) -> Iterator[tuple[SourceUnit, ast.AST]]:
+    """(unit, scope) of each unit of `file` (and `cell`): the innermost function that holds `line`, else the module."""
+    for unit in units:
+        if os.path.abspath(unit.file) == os.path.abspath(file) and unit.cell == cell:
+            yield unit, _innermost_function(_functions(unit), line) or unit.tree
+
+
 def _nearest_square_form(
     units: list[SourceUnit],
     file: str,
@@ -1369,10 +1378,7 @@ def _nearest_square_form(
 ) -> Site | None:
     """The last arithmetic on or before `line` that `matches` (given the names assigned a square in its scope), in
     the innermost function of `file` (and `cell`) that holds `line`, else the module; None when there is none."""
-    for unit in units:
-        if os.path.abspath(unit.file) != os.path.abspath(file) or unit.cell != cell:
-            continue
-        scope: ast.AST = _innermost_function(_functions(unit), line) or unit.tree
+    for unit, scope in _scopes_holding(units, file, line, cell):
         # A name assigned a square on a line before (mean_sq = reduce_mean(square(x)); var = mean_sq - mean ** 2)
         # holds one too: the two-line form of the same variance was "op: sqrt of a negative number".
         squared = {
@@ -1452,10 +1458,7 @@ def strict_self_comparison_site(
     """A vector compared with itself strictly, as a row against a column (``time[None, :] > time[:, None]``: a Cox
     risk set meant as ``t_j >= t_i``), in the function that holds `line`, on or before it; its Site's name is the
     vector's. Such a mask is empty for the row of the largest (or smallest) value, whose sum over it is 0."""
-    for unit in units:
-        if os.path.abspath(unit.file) != os.path.abspath(file) or unit.cell != cell:
-            continue
-        scope: ast.AST = _innermost_function(_functions(unit), line) or unit.tree
+    for unit, scope in _scopes_holding(units, file, line, cell):
         for node in ast.walk(scope):
             if (
                 isinstance(node, ast.Compare)
@@ -1500,10 +1503,7 @@ def cosine_product(units: list[SourceUnit], file: str, line: int, cell: int | No
     """The matrix product whose result the acos (or asin) on `line` takes, in the function that holds it (the
     acos's argument, or a name assigned one on an earlier line), with its sides told normalized or not; None when
     no product is found."""
-    for unit in units:
-        if os.path.abspath(unit.file) != os.path.abspath(file) or unit.cell != cell:
-            continue
-        scope: ast.AST = _innermost_function(_functions(unit), line) or unit.tree
+    for unit, scope in _scopes_holding(units, file, line, cell):
         assigned = {
             target.id: node.value
             for node in ast.walk(scope)
@@ -2747,14 +2747,10 @@ def targets_predicted_by_the_model(site: Site) -> bool:
     scope: ast.AST = _innermost_function(_functions(site.unit), site.line) or site.unit.tree
     return any(
         isinstance(node, ast.Assign)
-        and set(_assigned_names_of(node)) & names
+        and set(assigned_names(node)) & names
         and any(isinstance(c, ast.Call) and called_name(c) in _PREDICTING_CALLS for c in ast.walk(node.value))
         for node in ast.walk(scope)
     )
-
-
-def _assigned_names_of(node: ast.Assign) -> list[str]:
-    return [name for target in node.targets for name in _assigned_names(target)]
 
 
 def sampler_counts_site(units: list[SourceUnit]) -> Site | None:
