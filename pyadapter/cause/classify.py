@@ -5646,7 +5646,7 @@ def _divergence(
             f"{reversal.value:g}: the features climb the adversary's loss with {reversal.value:g} times its gradient, "
             "and the two players' values grow each other"
         )
-        instead = f" (or, slower to train: {change.what})" if change is not None else ""
+        instead = _rate_as_the_slower_way(change)
         what = (
             f"the gradient reversal's strength {reversal.name}={reversal.value:g}: 1 or less, ramped up from 0 "
             f"(DANN's 2 / (1 + exp(-10 * progress)) - 1){instead}"
@@ -5667,7 +5667,7 @@ def _divergence(
             f"; the program multiplies {multiplied.name} by {multiplied.factor:g} each time {_site_place(multiplied.site)} "
             f"runs, with no cap: it was {_fmt(value)} at the failing step, and the step's loss grows with it"
         )
-        instead = f" (or, slower to train: {change.what})" if change is not None else ""
+        instead = _rate_as_the_slower_way(change)
         what = (
             f"the growth of {multiplied.name}: cap it ({multiplied.name}.assign(tf.minimum({multiplied.name} * "
             f"{multiplied.factor:g}, limit)), with a limit the step still trains at), or grow it more slowly; a "
@@ -5692,7 +5692,7 @@ def _divergence(
             f"({_site_place(weighted.site)}): its gradients are that many times larger, past what the rate is tuned "
             "for"
         )
-        instead = f" (or, slower to train: {change.what})" if change is not None else ""
+        instead = _rate_as_the_slower_way(change)
         what = (
             f"the loss weight of {weighted.output!r}: {weighted.value:g} makes that output's gradients "
             f"{weighted.value:g} times larger; weigh the losses to a similar size (scale that output's targets "
@@ -5907,6 +5907,12 @@ def _unused_normalizer(units: list[SourceUnit]) -> tuple[change_line.Site, chang
     return layer.site, commented
 
 
+def _rate_as_the_slower_way(change: Change | None) -> str:
+    """' (or, slower to train: <the rate's change>)': the rate kept as the other way out when another change comes
+    first (unscaled inputs, a reversal's strength, a growing factor, a loss weight); '' without one."""
+    return f" (or, slower to train: {change.what})" if change is not None else ""
+
+
 def _unscaled_change(
     units: list[SourceUnit],
     unscaled: list[scale.UnscaledInput],
@@ -5917,7 +5923,7 @@ def _unscaled_change(
     """The change for a divergence on unscaled inputs: features get a Normalization layer where the model takes
     its inputs (else where `feed`, a custom loop's batches, are made), targets a scale where fit gets them; the
     rate's change stays as the other way out."""
-    instead = f" (or, slower to train: {rate_change.what})" if rate_change is not None else ""
+    instead = _rate_as_the_slower_way(rate_change)
     parts = []
     site = None
     for item in unscaled:
