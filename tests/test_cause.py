@@ -8942,6 +8942,60 @@ def test_a_nan_a_left_merge_makes_in_a_clean_csv_names_the_merge(tmp_path: Path)
     assert cause.change is not None and cause.change.line == 3, cause.change
 
 
+def test_a_target_a_per_group_std_divides_names_the_std_not_the_csv_read(tmp_path: Path) -> None:
+    """Ratings z-scored per item in pandas (s43b p1): ``df["item_std"] = df.groupby("iid").rating.transform("std")``
+    is NaN for an item rated once and 0 for one whose ratings are all equal, and fit gets ``y_train =
+    train["target"].values``. The change was "filter or repair non-finite records where the data is read
+    (read_csv)" of a CSV with no missing field; dropna() there changed nothing. A column only selected from a frame
+    is followed to the line that computes it; a CSV with a missing field keeps the reading line."""
+    (tmp_path / "ratings.csv").write_text(
+        "user_id,movie_id,rating\n1,10,4.0\n2,10,3.0\n1,11,5.0\n", encoding="utf-8"
+    )
+    program = tmp_path / "mf.py"
+    text = (
+        "import pandas as pd\n"
+        'df = pd.read_csv("ratings.csv")\n'
+        'df["iid"] = df.movie_id.map({m: i for i, m in enumerate(df.movie_id.unique())})\n'
+        'df["item_mean"] = df.groupby("iid").rating.transform("mean")\n'
+        'df["item_std"] = df.groupby("iid").rating.transform("std")\n'
+        'df["target"] = (df.rating - df.item_mean) / df.item_std\n'
+        "train = df.iloc[:2]\n"
+        'x_train = train[["user_id", "iid"]].values\n'
+        'y_train = train["target"].values.astype("float32")\n'
+        "model.fit(x_train, y_train, batch_size=256, epochs=5)\n"
+    )
+    program.write_text(text, encoding="utf-8")
+    x, y = np.ones((32, 2), np.float32), np.zeros(32, np.float32)
+    y[26] = np.nan
+    origin = batch_origin(program, 10, TensorHealth(dtype="float32", size=32, nan=1))
+    findings = findings_of(origin, non_finite_batch={"total": 1, "examples": ["y[26] = nan"]})
+
+    def cause_for() -> Cause:
+        context = CauseContext(
+            entry_script=str(program),
+            batch=(x, y),
+            cwd=str(tmp_path),
+            folders=[str(tmp_path)],
+            fit_rows={"indices": list(range(32)), "array_rows": 4704},
+        )
+        return classify(findings, context)
+
+    cause = cause_for()
+    assert cause.kind == "data", cause
+    assert "column 'target' is divided by a std, and the file read holds no missing field" in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and cause.change.line == 6, cause.change
+    assert cause.change.what.startswith(
+        "the computation of column 'target': its divisor df.item_std is a std, NaN for a group of one record"
+    ), cause.change.what
+    assert "df.item_std.fillna(1.0).replace(0.0, 1.0)" in cause.change.what, cause.change.what
+    # A CSV with a missing rating: filtering where it is read is still the change.
+    (tmp_path / "ratings.csv").write_text("user_id,movie_id,rating\n1,10,\n2,10,3.0\n", encoding="utf-8")
+    cause = cause_for()
+    assert cause.change is not None and cause.change.line == 2, cause.change
+
+
 ENET_CLASS_WEIGHTS = """import keras
 import numpy as np
 

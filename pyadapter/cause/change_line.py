@@ -2470,6 +2470,39 @@ def column_assignment_site(units: list[SourceUnit], column: str, frame: str | No
     return replace(preferred[-1], name=f"column {column!r}", target="array")
 
 
+def selected_column_site(units: list[SourceUnit], made: Site) -> Site | None:
+    """Where the one DataFrame column an array fit was given only selects is computed: ``y_train =
+    train["target"].values.astype("float32")`` after ``df["target"] = (df.rating - df.item_mean) / df.item_std``
+    (s43b p1). None when `made` computes something itself, reads several columns, or no line assigns the column."""
+    if made.column is not None or any(isinstance(n, ast.BinOp) for n in ast.walk(made.node)):
+        return None
+    selections = [
+        n
+        for n in ast.walk(made.node)
+        if isinstance(n, ast.Subscript)
+        and isinstance(n.slice, ast.Constant)
+        and isinstance(n.slice.value, str)
+    ]
+    if len(selections) != 1:
+        return None
+    column = str(selections[0].slice.value)  # type: ignore[attr-defined]
+    frame = selections[0].value.id if isinstance(selections[0].value, ast.Name) else None
+    site = column_assignment_site(units, column, frame)
+    return replace(site, column=column) if site is not None else None
+
+
+def std_divisor(node: ast.AST) -> str | None:
+    """The divisor of a division in `node` that is a standard deviation by its name (``df.item_std``,
+    ``df["price_std"]``, ``sigma``), as written; None when no divisor is one."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div):
+            text = ast.unparse(n.right)
+            words = re.findall(r"[A-Za-z]+", text.lower())
+            if any(w in ("std", "stddev", "stdev", "sd", "sigma") or w.endswith("std") for w in words):
+                return text
+    return None
+
+
 def _key_texts(unit: SourceUnit, key: ast.expr, statement: ast.stmt, depth: int = 0) -> set[str]:
     """The strings a subscript key spells: a string written there, or one the code computes from a loop variable
     over strings it writes (``col + "_te"``, ``f"{col}_te"`` in ``for col in ["region", "plan"]``)."""

@@ -7075,6 +7075,9 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         # (n - 1) of a category seen once: 0 / 0), when the file read holds no missing field: the computation made
         # it, and "filter non-finite records where the data is read" filtered nothing (s40c nb3).
         made = _fit_array_site(context, units, bad)
+        if made is not None and made.column is None:
+            # ``y = train["target"].values`` only selects the column: the line that computes it made the NaN.
+            made = change_line.selected_column_site(units, made) or made
         if (
             made is not None
             and made.column is not None
@@ -7082,15 +7085,28 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
             and provenance.read_file_holds_missing(site, context.cwd, context.folders or [os.getcwd()])
             is False
         ):
+            std = change_line.std_divisor(made.node)
             summary += (
                 f"; {made.name} is computed with a division, and the file read holds no missing field: a 0 / 0 "
                 "there made the NaN"
+                if std is None
+                else f"; {made.name} is divided by a std, and the file read holds no missing field: a std of a "
+                "group of one record (NaN) or of equal values (0) made the NaN"
             )
             what = (
                 f"the computation of {made.name}: a division by a count or sum that is 0 for some records (a "
                 "category seen once, an empty group) makes NaN; guard the divisor (np.where, np.maximum(..., 1)) "
                 "or fill those records (.fillna with a prior or the overall mean)"
             )
+            if std is not None:
+                # A per-group std (``groupby(...).transform("std")``) is NaN for a group of one record and 0 for a
+                # group whose values are all equal: "a count that is 0" sent the user looking for a count (s43b p1).
+                what = (
+                    f"the computation of {made.name}: its divisor {std} is a std, NaN for a group of one record "
+                    "(pandas' std divides by n - 1) and 0 where a group's values are all equal; fill those before "
+                    f"the division ({std}.fillna(1.0).replace(0.0, 1.0)), or divide by ({std} + 1e-8) after "
+                    "filling"
+                )
             change = _change(made, what, "array")
         joined = (
             _joined_column_site(context, units, bad)
