@@ -3166,6 +3166,65 @@ def _class_weighted_step(program: Path, line: int) -> tuple[Findings, tuple[np.n
     return findings, (x, y, weights)
 
 
+RECENCY_WEIGHTS = """\
+import numpy as np
+import pandas as pd
+import tensorflow as tf
+
+clicks = pd.read_csv("clicks.csv")
+NOW = pd.Timestamp("2023-10-23").timestamp()
+
+def add_recency_weight(features, label):
+    age_days = (NOW - features["ts"]) / 86400.0
+    weight = tf.exp(-age_days * np.log(2.0) / 30.0)
+    return {"uid": features["uid"]}, label, weight
+
+ds = tf.data.Dataset.from_tensor_slices(({"uid": clicks.uid.values, "ts": clicks.ts.values}, clicks.label.values))
+ds = ds.map(add_recency_weight).batch(256)
+model.fit(ds, epochs=4)
+"""
+
+
+def test_an_exp_of_a_map_function_that_overflows_on_the_records_names_the_records_not_a_clip(
+    tmp_path: Path,
+) -> None:
+    """A recency weight exp(-age * ln 2 / half_life) in a Dataset.map, where 3% of the timestamps are in
+    milliseconds (s43b p8): ages of -2e7 days, and the exp overflowed. The pipeline re-run found the Exp, and the
+    cause was "an Exp op overflowed ... unscaled inputs or initial weights ... bound its input (tf.clip_by_value)":
+    no weight is involved in a map function, and a clip at +-20, followed, trained the bad rows at weight e^20."""
+    program = tmp_path / "recency.py"
+    program.write_text(RECENCY_WEIGHTS)
+    origin = Finding(
+        file=str(program),
+        line=10,
+        role="origin",
+        op=OpRef("Exp", "Exp", graph="Dataset_map_add_recency_weight"),
+        health=TensorHealth(dtype="float64", size=1, pos_inf=1),
+        inputs=[InputHealth("mul:0", TensorHealth(dtype="float64", size=1, pos=1))],
+    )
+    findings = findings_of(
+        origin,
+        non_finite_batch={"total": 2, "examples": ["sample_weight[63] = inf", "sample_weight[78] = inf"]},
+        origin_from="input pipeline re-run",
+    )
+    x, y, weights = np.ones((256, 1), np.float32), np.ones(256, np.float32), np.ones(256, np.float32)
+    weights[[63, 78]] = np.inf
+    cause = classify(findings, CauseContext(batch=(x, y, weights), entry_script=str(program), step=0))
+    assert cause.kind == "data", cause
+    assert cause.summary.startswith(
+        "the Exp op of the input pipeline's function add_recency_weight (it reads 'ts') overflowed on finite values "
+        "of the records themselves"
+    ), cause.summary
+    assert "the batch holds sample_weight[63] = inf, sample_weight[78] = inf" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 10, cause.change
+    assert cause.change.what.startswith("the records that make the Exp's input that large"), cause.change.what
+    assert "initial weights" not in cause.summary and "clip_by_value" not in cause.change.what
+    # The same Exp in the training step (not the pipeline's) keeps the step's words.
+    in_step = dataclasses.replace(origin, op=OpRef("Exp", "Exp", graph="__inference_train_function_99"))
+    cause = classify(findings_of(in_step), CauseContext(entry_script=str(program), step=0))
+    assert "input pipeline" not in cause.summary, cause.summary
+
+
 def test_a_class_weighted_inf_on_a_dataset_names_the_class_weights_after_a_pipeline_re_run(
     tmp_path: Path,
 ) -> None:

@@ -1368,6 +1368,21 @@ def _scopes_holding(
             yield unit, _innermost_function(_functions(unit), line) or unit.tree
 
 
+def columns_read_up_to(units: list[SourceUnit], file: str, line: int, cell: int | None) -> list[str]:
+    """The columns (``features["ts"]``) the innermost function holding `line` reads by name up to that line, in
+    order: what a Dataset.map function computes its values of."""
+    for _unit, scope in _scopes_holding(units, file, line, cell):
+        if isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+            read = [
+                column
+                for statement in scope.body
+                if statement.lineno <= line
+                for column in columns_read(statement)
+            ]
+            return list(dict.fromkeys(read))
+    return []
+
+
 def _nearest_square_form(
     units: list[SourceUnit],
     file: str,

@@ -709,6 +709,12 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # though the row (an all-padding sequence) is valid input.
         return _masked_row(findings, context, units, origin, mask, rows)
     overflow = is_overflow(origin)
+    if overflow and made_in_the_pipeline and dtype not in SIXTEEN_BIT:
+        # An exp in a Dataset.map function overflowed on the records themselves (s43b p8: a recency weight
+        # exp(-age * ln 2 / half_life) of timestamps in milliseconds among seconds, ages of -2e7 days): no weight,
+        # rate or update was involved. "Unscaled inputs or initial weights ... bound its input" was followed with a
+        # clip at +-20, and the bad rows trained at weight e^20.
+        return _overflow_in_the_input_pipeline(findings, units, origin)
     if (
         rows is not None
         and rows.outliers
@@ -904,6 +910,32 @@ def _unnormalised_probabilities(
         else _origin_change(findings, what, "op")
     )
     return Cause("op", summary, evidence, change)
+
+
+def _overflow_in_the_input_pipeline(findings: Findings, units: list[SourceUnit], origin: Finding) -> Cause:
+    """An op of a tf.data function (``Dataset.map``) overflowed on finite values: the records that reach it hold
+    values far outside what its formula was written for (a column in other units, a sentinel), found by re-running
+    the pipeline under a dump. The batch's bad values and the columns the function reads are named."""
+    graph = origin.op.graph or ""
+    function = re.sub(r"^Dataset_(?:map|filter|flat_map|interleave)_", "", graph)
+    function = re.sub(r"_\d+$", "", function)
+    read = change_line.columns_read_up_to(units, origin.file, origin.line, origin.cell)
+    reads = f" (it reads {', '.join(repr(c) for c in read[:3])})" if read else ""
+    examples = ((findings.bundle or {}).get("non_finite_batch") or {}).get("examples") or []
+    held = f"; the batch holds {', '.join(str(e) for e in examples[:3])}" if examples else ""
+    summary = (
+        f"the {origin.op.type} op of the input pipeline's function {function}{reads} overflowed on finite values "
+        "of the records themselves: no weight, rate or update is involved, so some records reach it with values far "
+        "outside what its formula expects (a column in other units, such as milliseconds among seconds or cents "
+        f"among dollars, a sentinel like -1 or 9999, a date in the future){held}"
+    )
+    what = (
+        f"the records that make the {origin.op.type}'s input that large: find them (print the rows whose result is "
+        "not finite) and convert them to the units of the others, or drop them where the data is read "
+        "(dataset.filter); a clip of the input keeps them in training at the clip's extreme value"
+    )
+    evidence = {"op": origin.op.type, "op_name": origin.op.name, "graph": graph, "columns_read": read[:5]}
+    return Cause("data", summary, evidence, _origin_change(findings, what, "op"))
 
 
 def _first_steps_words(step: int | None) -> str:
