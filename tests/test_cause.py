@@ -3166,6 +3166,60 @@ def _class_weighted_step(program: Path, line: int) -> tuple[Findings, tuple[np.n
     return findings, (x, y, weights)
 
 
+IDDPM_SCHEDULE = """\
+import numpy as np
+import tensorflow as tf
+
+T = 200
+betas = np.linspace(1e-4, 0.05, T)
+alphas_cumprod = np.cumprod(1.0 - betas)
+alphas_cumprod_prev = np.append(1.0, alphas_cumprod[:-1])
+posterior_variance = betas * (1.0 - alphas_cumprod_prev) / (1.0 - alphas_cumprod)
+posterior_log_variance = np.log(posterior_variance)
+SCHED = {"post_logvar": tf.constant(posterior_log_variance, tf.float32)}
+
+def gather(name, t):
+    return tf.gather(SCHED[name], t)[:, None]
+"""
+
+
+def test_a_gather_of_a_schedule_numpy_made_inf_names_the_numpy_line_not_an_overflow(tmp_path: Path) -> None:
+    """Improved DDPM's ``np.log(posterior_variance)``, -inf at t = 0, gathered in the step (s43a p8): the dump
+    records no health for the captured constant, so the gather looked like an op that made -inf of finite inputs:
+    "a GatherV2 op overflowed on finite inputs ... keep its values in range". A gather copies; NumPy warned at the
+    line that made it."""
+    from pyadapter.numpy_warnings import NumpyWarning
+
+    program = tmp_path / "iddpm.py"
+    program.write_text(IDDPM_SCHEDULE)
+    origin = Finding(
+        file=str(program),
+        line=14,
+        role="origin",
+        op=OpRef("GatherV2_4", "GatherV2", graph="train_step"),
+        health=TensorHealth(dtype="float32", size=256, neg_inf=2, neg=254),
+        inputs=[
+            InputHealth("GatherV2_4/params:0", None),
+            InputHealth("stateless_random_uniform:0", None),
+            InputHealth("GatherV2_4/axis:0", None),
+        ],
+    )
+    warned = [NumpyWarning(str(program), 10, "divide by zero encountered in log")]
+    cause = classify(
+        findings_of(origin), CauseContext(entry_script=str(program), step=1, numpy_warnings=warned)
+    )
+    assert cause.kind == "data", cause
+    assert cause.summary.startswith(
+        "the GatherV2 op only copies values: it took 2 -inf of 256 from GatherV2_4/params"
+    ), cause.summary
+    assert 'NumPy warned "divide by zero encountered in log" at iddpm.py:10' in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 10, cause.change
+    assert "overflow" not in cause.summary
+    # No warning: the captured tensor, at the gather's line.
+    cause = classify(findings_of(origin), CauseContext(entry_script=str(program), step=1))
+    assert cause.kind == "data" and cause.change is not None and cause.change.line == 14, cause
+
+
 RECENCY_WEIGHTS = """\
 import numpy as np
 import pandas as pd

@@ -630,6 +630,11 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         )
     if origin.op.type == "Const" and origin.health is not None and not origin.health.is_finite:
         return _non_finite_constant(findings, units, origin)
+    if known and _copies_an_unrecorded_input(origin):
+        # A tf.gather of a schedule made with np.log(0) (s43a p8, improved DDPM's posterior log-variance): the gather
+        # only copied the -inf of a tensor the step captured, whose health the dump does not record; it was "a
+        # GatherV2 op overflowed on finite inputs ... keep its values in range".
+        return _captured_value_copied(findings, context, units, origin)
     dtype = (dtype_of(origin) or "").lower()
     if known and dtype in SIGNIFICANT_BITS and _subtracted_zeros(origin):
         return _cancellation(findings, context, origin, dtype)
@@ -4493,6 +4498,72 @@ def _made_by_a_gradient_of_the_users(origin: Finding, units: list[SourceUnit]) -
             if ".gradient(" in text or "tf.gradients(" in text:
                 return True
     return False
+
+
+# Ops that copy or rearrange their first input's values and compute none: they cannot overflow.
+_COPYING_OPS = frozenset(
+    {
+        "GatherV2",
+        "Gather",
+        "GatherNd",
+        "StridedSlice",
+        "Slice",
+        "Reshape",
+        "Tile",
+        "Transpose",
+        "ExpandDims",
+        "Squeeze",
+        "BroadcastTo",
+        "Reverse",
+        "ReverseV2",
+    }
+)
+
+
+def _copies_an_unrecorded_input(origin: Finding) -> bool:
+    """Whether the op only copies values (a gather, a slice) and its values' input has no recorded health (a tensor
+    the function captured from outside: a constant schedule), so the NaN/Inf it "made" was in that input."""
+    if origin.op.type not in _COPYING_OPS or origin.health is None or origin.health.is_finite:
+        return False
+    if not origin.inputs or origin.inputs[0].health is not None:
+        return False
+    return all(i.health is None or i.health.is_finite for i in origin.inputs[1:])
+
+
+def _captured_value_copied(
+    findings: Findings, context: CauseContext, units: list[SourceUnit], origin: Finding
+) -> Cause:
+    """A gather or slice copied NaN/Inf from a tensor the step captured (made before training): where NumPy warned
+    making it, that line; else the captured value, at the op's line."""
+    health = origin.health.describe() if origin.health else "NaN/Inf"
+    source = origin.inputs[0].name.rsplit(":", 1)[0]
+    summary = (
+        f"the {origin.op.type} op only copies values: it took {health} from {source}, a tensor the step captured "
+        "from outside (made before training: a schedule, a table, a constant), which held them already"
+    )
+    evidence: dict[str, Any] = {"op": origin.op.type, "op_name": origin.op.name, "copied_from": source}
+    infinite = origin.health is not None and not origin.health.nan
+    warnings = [
+        w
+        for w in _warnings_that_make(context.numpy_warnings, units)
+        if (w.makes == "inf") == infinite or not infinite
+    ]
+    if warnings:
+        warned = warnings[-1]
+        where = place_text(os.path.basename(warned.file), warned.line, warned.cell)
+        summary += f'; NumPy warned "{warned.message}" at {where}, where the program computed it'
+        what = (
+            f"NumPy made {warned.makes} here ({warned.message}), and the step reads it: make every entry finite "
+            "where it is computed (a log of an entry that is 0, like a schedule's first variance: replace that "
+            "entry by the next one, or np.log(np.maximum(x, 1e-20)))"
+        )
+        evidence["numpy_warning"] = warned.to_json()
+        change = Change(
+            file=os.path.abspath(warned.file), line=warned.line, what=what, target="op", cell=warned.cell
+        )
+        return Cause("data", summary, evidence, change)
+    what = "the tensor this line reads from: make it finite where it is computed, before training"
+    return Cause("data", summary, evidence, _origin_change(findings, what, "reading"))
 
 
 def _non_finite_constant(findings: Findings, units: list[SourceUnit], origin: Finding) -> Cause:
