@@ -3166,6 +3166,66 @@ def _class_weighted_step(program: Path, line: int) -> tuple[Findings, tuple[np.n
     return findings, (x, y, weights)
 
 
+def test_a_psnr_of_flat_patches_the_model_reproduces_names_the_zero_mse_not_a_record(tmp_path: Path) -> None:
+    """A super-resolution loss ``10 * log(1 / mse)`` whose zero-initialized residual reproduces flat patches (one
+    value throughout) exactly at step 0 (s43e p5): the per-image mse is 0 in rows 4, 8 and 14. The cause was "row 8
+    holds a value unlike the other rows': x[8, 0, 0, 0] = 0.25 ... leave it out"; dropping such patches left the
+    others, and divide_no_nan gives 0, whose log is -inf. A bad row that is not flat keeps the record's words."""
+    program = tmp_path / "sr.py"
+    program.write_text(
+        "import tensorflow as tf\n"
+        "def psnr(y_true, y_pred):\n"
+        "    mse = tf.reduce_mean(tf.square(y_true - y_pred), axis=[1, 2, 3])\n"
+        "    return 10.0 * tf.math.log(1.0 / mse) / tf.math.log(10.0)\n"
+    )
+    rng = np.random.default_rng(0)
+    x = rng.uniform(0.55, 0.65, (16, 8, 8, 1)).astype(np.float32)
+    y = rng.uniform(0.45, 0.75, (16, 16, 16, 1)).astype(np.float32)
+    for row, value in ((4, 0.5), (8, 0.25), (14, 0.25)):
+        x[row], y[row] = value, value
+    origin = Finding(
+        file=str(program),
+        line=4,
+        role="origin",
+        op=OpRef("truediv", "RealDiv", graph="train_step"),
+        health=TensorHealth(dtype="float32", size=16, pos_inf=3, pos=13),
+        inputs=[
+            InputHealth("truediv/x:0", TensorHealth(dtype="float32", size=1, pos=1)),
+            InputHealth("Mean:0", TensorHealth(dtype="float32", size=16, zero=3, pos=13)),
+        ],
+    )
+
+    def outlier(array: str, index: list[int], value: float) -> dict:
+        return {"array": array, "index": index, "value": value, "low": 0.55, "high": 0.65, "good_rows": 13}
+
+    bad_rows = {
+        "rows": [4, 8, 14],
+        "count": 3,
+        "batch_rows": 16,
+        "outliers": [
+            outlier("x", [8, 0, 0, 0], 0.25),
+            outlier("x", [14, 0, 0, 0], 0.25),
+            outlier("y", [4, 1, 1, 0], 0.5),
+        ],
+    }
+    findings = findings_of(origin, bad_rows=bad_rows)
+    cause = classify(findings, CauseContext(batch=(x, y), entry_script=str(program), step=0))
+    assert cause.summary.startswith(
+        "the RealDiv op got 3 zeros from the per-record reduction Mean:0, in rows 4, 8 and 14 of the batch, each a "
+        "record with one value throughout"
+    ), cause.summary
+    assert cause.change is not None and cause.change.line == 4, cause.change
+    assert cause.change.what.startswith(
+        "the division: keep the reduction away from 0 (tf.maximum(mse, 1e-10)"
+    ), cause.change.what
+    # Row 8 not flat (a record of 0.25 among others' 0.6): the record, as before.
+    x[8] = rng.uniform(0.55, 0.65, (8, 8, 1))
+    x[8, 0, 0, 0] = 0.25
+    y[8] = rng.uniform(0.45, 0.75, (16, 16, 1))
+    cause = classify(findings, CauseContext(batch=(x, y), entry_script=str(program), step=0))
+    assert "per-record reduction" not in cause.summary, cause.summary
+
+
 IDDPM_SCHEDULE = """\
 import numpy as np
 import tensorflow as tf

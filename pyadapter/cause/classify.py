@@ -34,7 +34,7 @@ from pyadapter.cause.ops import (
     dtype_of,
     is_overflow,
 )
-from pyadapter.cause.rows import BadRows, Outlier, extreme_record, outlying_record
+from pyadapter.cause.rows import BadRows, Outlier, constant_records, extreme_record, outlying_record
 from pyadapter.cause.sources import SourceUnit, called_name, parameters_of, source_line, user_sources
 from pyadapter.dump.frames import is_user_file
 from pyadapter.dump.layer_site import auto_name, auto_name_parts, layer_names
@@ -746,6 +746,14 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # So is a log of a reduction that an empty record makes 0 (a PSNR loss's ``log(mse)`` of a black patch the
         # model reproduces exactly): the record is right, the loss is undefined there.
         and not (_empty_records_only(rows) and _log_of_a_reduction_of_zero(origin))
+        # And a division by a per-record mean squared error that a flat record makes exactly 0 (a PSNR loss's
+        # ``1 / mse`` of flat patches the model reproduces exactly at the start, s43e p5): rows 4, 8 and 14 were all
+        # flat, and "leave the record x[8] = 0.25 out" left the other two.
+        and not (
+            not _empty_records_only(rows)
+            and _reduction_of_zero_into_domain_op(origin)
+            and constant_records(context.batch, rows.rows)
+        )
         # And a normalization's rsqrt of the variance of a constant record (a dropped sensor frame of zeros, a blank
         # image): the record is valid input, the layer needs an epsilon (as LayerNormalization has).
         and not (_empty_records_only(rows) and _rsqrt_of_a_variance(origin))
@@ -762,6 +770,13 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         )
     ):
         return _row_outlier(findings, context, units, origin, rows)
+    if (
+        rows is not None
+        and not _empty_records_only(rows)  # padding, an empty text: the masked mean's own words
+        and _reduction_of_zero_into_domain_op(origin)
+        and constant_records(context.batch, rows.rows)
+    ):
+        return _flat_records_reduced_to_zero(findings, origin, rows)
     if overflow and dtype in SIXTEEN_BIT:
         return _sixteen_bit_overflow(findings, context, units, origin, dtype, known)
     growth = trend.growth(context.history)
@@ -5237,6 +5252,41 @@ def _log_of_a_reduction_of_zero(origin: Finding) -> bool:
         _REDUCTION_OUTPUT.search(i.name) and i.health is not None and (i.health.zero or 0) > 0
         for i in origin.inputs
     )
+
+
+def _flat_records_reduced_to_zero(findings: Findings, origin: Finding, rows: BadRows) -> Cause:
+    """A log of, or a division by, a per-record reduction that is exactly 0 on the batch's flat records (one value
+    throughout): a PSNR loss's ``log(1 / mse)`` of flat patches the model reproduces exactly. The records are valid;
+    the formula is undefined at 0. ``divide_no_nan`` gives 0 there, whose log is -inf again."""
+    reduced = next((i.name for i in origin.inputs[::-1] if _REDUCTION_OUTPUT.search(i.name)), "its input")
+    zeros = sum(
+        (i.health.zero or 0)
+        for i in origin.inputs
+        if i.health is not None and _REDUCTION_OUTPUT.search(i.name)
+    )
+    summary = (
+        f"the {origin.op.type} op got {zeros} zero{'s' if zeros != 1 else ''} from the per-record reduction "
+        f"{reduced}, in {rows.rows_text()} of the batch, each a record with one value throughout (a flat patch, a "
+        "blank frame): an error or a variance of such a record is exactly 0 (a model that reproduces it exactly), "
+        f"where {'its log' if origin.op.type == 'Log' else 'a division by it'} is not finite; the records are valid"
+    )
+    what = (
+        f"the {'log' if origin.op.type == 'Log' else 'division'}: keep the reduction away from 0 "
+        "(tf.maximum(mse, 1e-10), or mse + 1e-10); tf.math.divide_no_nan gives 0 there, and a log of it is -inf"
+    )
+    evidence = {"op": origin.op.type, "op_name": origin.op.name, "reduction": reduced, "rows": rows.to_json()}
+    return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _reduction_of_zero_into_domain_op(origin: Finding) -> bool:
+    """A Log, or a division by an input, that a reduction's output holding zeros feeds (``log(mse)``, ``1 / mse``)."""
+    if origin.op.type == "Log":
+        return _log_of_a_reduction_of_zero(origin)
+    if origin.op.type not in DIVISION_OPS or len(origin.inputs) < 2:
+        return False
+    # A mean (of a squared error, of a deviation); a sum is a count's (a masked mean's), which has its own words.
+    divisor = origin.inputs[1]
+    return bool(re.search(r"(?:^|/)Mean(?:_\d+)?:0$", divisor.name)) and _divisor_holds_zeros(origin)
 
 
 def _where_trap(findings: Findings, origin: Finding, masked: dict[str, Any]) -> Cause:

@@ -396,6 +396,23 @@ def _finite_tables(batch: Any) -> Iterator[tuple[str, np.ndarray, np.ndarray, in
             yield label, value, table, batch_rows
 
 
+def constant_records(batch: Any, rows: list[int]) -> bool:
+    """Whether each of `rows` holds one value throughout in some floating-point array of the batch with more than
+    one value a row (a flat image patch of 0.25), where not every row does: records a reduction of a difference
+    (a mean squared error, a variance) can make exactly 0."""
+    if not rows:
+        return False
+    flat_in: list[set[int]] = []
+    for _label, _value, table, _batch_rows in _finite_tables(batch):
+        if table.shape[1] < 2:
+            continue
+        flat = np.ptp(table, axis=1) == 0
+        if flat.all():
+            continue
+        flat_in.append({int(r) for r in np.flatnonzero(flat)})
+    return all(any(row in flat for flat in flat_in) for row in rows)
+
+
 def extreme_record(batch: Any) -> Outlier | None:
     """The one batch value (in a numeric array with the batch's rows first, 4 rows and more) whose magnitude is at
     least `EXTREME_FACTOR` times that of every other row in its column and than 1 (a 1e21 among values of about 1),
