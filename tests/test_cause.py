@@ -9393,3 +9393,188 @@ def test_an_overflow_in_the_loss_before_any_update_names_the_model_s_call(tmp_pa
     assert "its own call() (node.py:11)" in cause.summary and "a rollout, an ODE solver" in cause.summary
     assert cause.change is not None and cause.change.line == 11, cause.change
     assert "a smaller dt, more substeps, or fewer steps" in cause.change.what, cause.change.what
+
+
+EVIDENTIAL_REGRESSION = """import math
+import keras
+import numpy as np
+import tensorflow as tf
+
+
+def nig_nll(y, gamma, nu, alpha, beta):
+    two_b_lambda = 2.0 * beta * (1.0 + nu)
+    return (0.5 * tf.math.log(math.pi / nu)
+            - alpha * tf.math.log(two_b_lambda)
+            + (alpha + 0.5) * tf.math.log(nu * tf.square(y - gamma) + two_b_lambda))
+
+
+class EvidentialRegressor(keras.Model):
+    def call(self, x):
+        return self.head(self.body(x))
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            gamma, nu, alpha, beta = tf.split(self(x, training=True), 4, axis=-1)
+            loss = tf.reduce_mean(nig_nll(y, gamma, nu, alpha, beta))
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        return {"loss": loss}
+
+
+X = np.load("houses.npy")
+y = np.load("prices.npy")[:, None]
+model = EvidentialRegressor()
+model.compile(optimizer=keras.optimizers.Adam(1e-2))
+model.fit(X, y, epochs=30, batch_size=100)
+"""
+EVIDENTIAL_LOSS_LINE, EVIDENTIAL_CALL_LINE, EVIDENTIAL_TARGETS_LINE = 9, 16, 29
+
+EVIDENTIAL_LOOP = """import math
+import numpy as np
+import tensorflow as tf
+
+
+def evidential_loss(targets, out):
+    gamma, nu, alpha, beta = tf.split(out, 4, axis=-1)
+    return tf.reduce_mean(0.5 * tf.math.log(math.pi / nu)
+                          + (alpha + 0.5) * tf.math.log(nu * (targets - gamma) ** 2 + beta))
+
+
+@tf.function
+def train_step(xb, yb):
+    with tf.GradientTape() as tape:
+        loss = evidential_loss(yb, model(xb))
+    grads = tape.gradient(loss, model.trainable_variables)
+    optimizer.apply_gradients(zip(grads, model.trainable_variables))
+
+
+dataset = tf.data.Dataset.from_tensor_slices((np.load("x.npy"), np.load("prices.npy"))).batch(100)
+for epoch in range(30):
+    for xb, yb in dataset:
+        train_step(xb, yb)
+"""
+
+
+def _steady_history(last_step: int = 35) -> list[dict]:
+    """A loss that fell and settled, gradients shrinking, weights growing slowly: no rise before the step."""
+    history = []
+    for step in range(last_step + 1):
+        entry: dict = {
+            "step": step,
+            "loss": max(3300.0, 9000.0 * 0.8**step) + (60.0 if step % 2 else -60.0),
+            "grad_norm": max(2.0, 6000.0 * 0.7**step),
+            "weight_norm": 8.9 + 0.1 * step,
+        }
+        entry["logged_loss"] = entry["loss"]
+        if step == last_step:
+            entry.update(grad_norm=None, grad_norm_nonfinite="nan", weight_norm=8.9 + 0.1 * (step - 1))
+        history.append(entry)
+    return history
+
+
+def _gradient_of_a_division(program: Path, line: int) -> Finding:
+    """The gradient of ``pi / nu`` (-pi / nu**2) overflowed to -inf in one row, from finite inputs."""
+    return Finding(
+        file=str(program),
+        line=line,
+        role="backward-origin",
+        op=OpRef("gradient_tape/truediv/RealDiv_2", "RealDiv", forward_op="truediv"),
+        health=TensorHealth(dtype="float32", size=100, neg_inf=1, neg=99),
+        inputs=[
+            InputHealth(
+                "gradient_tape/truediv/RealDiv_1:0", TensorHealth(dtype="float32", size=100, neg=100)
+            ),
+            InputHealth("split:1", TensorHealth(dtype="float32", size=100, pos=100)),
+        ],
+    )
+
+
+@pytest.mark.parametrize("targets_scale", [3.5e5, 1.0])
+def test_an_overflow_in_a_loss_of_targets_in_raw_units_names_the_targets_and_their_scale(
+    tmp_path: Path, targets_scale: float
+) -> None:
+    """Deep evidential regression (a Normal-Inverse-Gamma NLL in a Model's own train_step) on house prices in raw
+    dollars (s43d p7): errors of 3e5 drove the predicted nu toward 0, and the gradient of ``pi / nu`` overflowed at
+    step 35. The cause was "a RealDiv op overflowed on finite inputs ... keep its values in range" at the division;
+    ``pi / (nu + 1e-6)``, followed, still went NaN, and standardizing y trained (loss 0.47 to 0.16). Targets of unit
+    scale keep the op's words."""
+    program = tmp_path / "evidential.py"
+    program.write_text(EVIDENTIAL_REGRESSION)
+    rng = np.random.default_rng(0)
+    batch = (
+        rng.normal(size=(100, 4)).astype("float32"),
+        (targets_scale * rng.uniform(0.05, 2.0, size=(100, 1))).astype("float32"),
+    )
+    context = CauseContext(
+        history=_steady_history(),
+        model_info={"optimizer": "Adam", "optimizers": ["Adam"]},
+        entry_script=str(program),
+        batch=batch,
+        step=35,
+    )
+    origin = _gradient_of_a_division(program, EVIDENTIAL_LOSS_LINE)
+    cause = classify(findings_of(origin, step=35), context)
+    assert cause.change is not None
+    if targets_scale == 1.0:
+        assert cause.kind == "op", cause
+        assert cause.change.what == "the RealDiv op: keep its values in range", cause.change
+        return
+    assert cause.kind == "data", cause
+    assert cause.summary.startswith("the targets are in raw units (y from "), cause.summary
+    assert "and the loss nig_nll takes them" in cause.summary, cause.summary
+    assert "a RealDiv op overflowed on finite inputs" in cause.summary, cause.summary
+    assert "of the batch only" not in cause.summary, cause.summary
+    assert cause.change.line == EVIDENTIAL_TARGETS_LINE, cause.change
+    assert cause.change.what.startswith("scale the targets (y from "), cause.change.what
+    assert "y = (y - y.mean()) / y.std()" in cause.change.what, cause.change.what
+    assert "undo it on the predictions" in cause.change.what, cause.change.what
+
+
+def test_an_overflow_in_a_custom_loop_s_loss_of_raw_targets_names_where_the_dataset_is_made(
+    tmp_path: Path,
+) -> None:
+    """The same shape in a custom loop (guard_step's arguments, a loss function given ``yb``): the targets' scale,
+    and the dataset they are made into, not the division."""
+    program = tmp_path / "loop.py"
+    program.write_text(EVIDENTIAL_LOOP)
+    rng = np.random.default_rng(1)
+    batch = {
+        "args": [
+            rng.normal(size=(100, 4)).astype("float32"),
+            rng.uniform(2e4, 7e5, size=(100, 1)).astype("float32"),
+        ],
+        "kwargs": {},
+    }
+    context = CauseContext(
+        history=_steady_history(),
+        model_info={"optimizer": "Adam", "optimizers": ["Adam"]},
+        entry_script=str(program),
+        batch=batch,
+        step=35,
+        step_function={"qualname": "train_step", "file": str(program)},
+    )
+    cause = classify(findings_of(_gradient_of_a_division(program, 8), step=35), context)
+    assert cause.kind == "data", cause
+    assert cause.summary.startswith("the targets are in raw units (yb from "), cause.summary
+    assert "the loss evidential_loss takes them" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 20, cause.change
+    assert "before dataset is made from them" in cause.change.what, cause.change.what
+
+
+def test_an_overflow_outside_a_loss_keeps_the_op_s_words_with_raw_targets(tmp_path: Path) -> None:
+    """Targets in raw units, but the overflow is in the model's call, which never reads them: the op's words."""
+    program = tmp_path / "evidential.py"
+    program.write_text(EVIDENTIAL_REGRESSION)
+    rng = np.random.default_rng(2)
+    batch = (rng.normal(size=(100, 4)).astype("float32"), rng.uniform(2e4, 7e5, (100, 1)).astype("float32"))
+    context = CauseContext(
+        history=_steady_history(),
+        model_info={"optimizer": "Adam", "optimizers": ["Adam"]},
+        entry_script=str(program),
+        batch=batch,
+        step=35,
+    )
+    cause = classify(findings_of(_gradient_of_a_division(program, EVIDENTIAL_CALL_LINE), step=35), context)
+    assert cause.kind == "op", cause
+    assert cause.change is not None and cause.change.what == "the RealDiv op: keep its values in range"

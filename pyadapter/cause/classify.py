@@ -35,7 +35,14 @@ from pyadapter.cause.ops import (
     is_overflow,
 )
 from pyadapter.cause.rows import BadRows, Outlier, constant_records, extreme_record, outlying_record
-from pyadapter.cause.sources import SourceUnit, called_name, parameters_of, source_line, user_sources
+from pyadapter.cause.sources import (
+    SourceUnit,
+    called_name,
+    keyword,
+    parameters_of,
+    source_line,
+    user_sources,
+)
 from pyadapter.dump.frames import is_user_file
 from pyadapter.dump.layer_site import auto_name, auto_name_parts, layer_names
 from pyadapter.dump.origin import ARGUMENT_TYPES
@@ -200,6 +207,7 @@ def classify(findings: Findings, context: CauseContext | None = None) -> Cause:
             or _keras_loss_of_an_unbounded_output(findings, origin, cause, units)
             or _overflow_after_updates_at_a_rate_far_too_high(origin, context, cause, units)
             or _divisor_of_several_divisions(findings, origin, cause, units)
+            or _overflow_in_a_loss_of_unscaled_targets(origin, context, cause, units)
             or cause
         )
     if cause.kind == "precision" and context is not None:
@@ -1645,9 +1653,7 @@ def _op(
     if shown is not None:
         evidence["history"] = shown.to_json()
     what = (
-        f"the {origin.op.type} op: keep its inputs in its domain"
-        if not overflow
-        else f"the {origin.op.type} op: keep its values in range"
+        f"the {origin.op.type} op: keep its inputs in its domain" if not overflow else _keep_in_range(origin)
     )
     article = _article(origin.op.type)
     summary = (
@@ -1867,6 +1873,168 @@ def _op(
         summary += fed[0]
         return Cause("op", summary, evidence, fed[1])
     return Cause("op", summary, evidence, _origin_change(findings, what, "op"))
+
+
+def _keep_in_range(origin: Finding) -> str:
+    """The change for an overflow no more is known of: what `_op` says when no rule names the values' source."""
+    return f"the {origin.op.type} op: keep its values in range"
+
+
+# Names a loss gives the regression targets it reads (``y``, ``yb``, ``y_true``, ``targets``, ``batch_labels``).
+_TARGETS_NAME = re.compile(
+    r"^(?:y|yb|ys|y_?(?:true|batch|b|train|tr|obs|target|targets|label|labels)|(?:batch|true|train)_?y"
+    r"|targets?|labels?|\w+_(?:true|targets?|labels?))$"
+)
+# A function whose name says it computes a loss: ``nig_nll``, ``gaussian_nll``, ``neg_log_likelihood``, ``elbo``.
+_LOSS_FUNCTION_NAME = re.compile(r"loss|nll|likelihood|elbo", re.IGNORECASE)
+
+
+def _targets_names(units: list[SourceUnit], batch_name: str) -> set[str]:
+    """The names the user's code gives the targets: `batch_name` (the batch part found unscaled), names like
+    `_TARGETS_NAME`, and the second name a step unpacks from its batch (``x, y = data``, ``inputs, prices = batch``,
+    ``keras.utils.unpack_x_y_sample_weight(data)``)."""
+    names = {batch_name}
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if isinstance(node, ast.Name) and _TARGETS_NAME.match(node.id):
+                names.add(node.id)
+            if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+                continue
+            target, value = node.targets[0], node.value
+            unpacks_a_batch = isinstance(value, ast.Name) or (
+                isinstance(value, ast.Call) and called_name(value) == "unpack_x_y_sample_weight"
+            )
+            if (
+                unpacks_a_batch
+                and isinstance(target, (ast.Tuple, ast.List))
+                and len(target.elts) >= 2
+                and isinstance(target.elts[1], ast.Name)
+            ):
+                names.add(target.elts[1].id)
+    return names
+
+
+def _reads_any(node: ast.AST, names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for n in ast.walk(node))
+
+
+def _loss_taking_the_targets(units: list[SourceUnit], origin: Finding, batch_name: str) -> str | None:
+    """How to name the user's loss that holds the origin's line when that loss takes the targets: "the loss
+    nig_nll" (a function of the user's that compile is given, or that is called with the targets into a loss, or
+    whose name says it is one), "the loss" (a loss assigned on the origin's line from the targets); None when the
+    origin is not in a loss of the user's that takes them. Keras's own losses are left out: their float32 values
+    of targets in raw units stay in range (an MSE of 3e5 is 1e11), so an overflow there is the outputs'."""
+    names = _targets_names(units, batch_name)
+    for unit in _units_holding(units, origin):
+        holding = [
+            node
+            for node in ast.walk(unit.tree)
+            if isinstance(node, ast.stmt)
+            and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+            and node.lineno <= origin.line <= (node.end_lineno or node.lineno)
+        ]
+        statement = min(holding, key=lambda n: (n.end_lineno or n.lineno) - n.lineno) if holding else None
+        if (
+            isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+            and any(_LOSS_FUNCTION_NAME.search(name) for name in change_line.assigned_names(statement))
+            and _reads_any(statement, names)
+        ):
+            return "the loss"
+        function = _innermost_function_of(unit, origin.line)
+        if function is None:
+            continue
+        named_a_loss = _LOSS_FUNCTION_NAME.search(function.name) is not None
+        for other in units:
+            for node in ast.walk(other.tree):
+                if isinstance(node, ast.Call) and called_name(node) == "compile":
+                    given = keyword(node, "loss")
+                    if isinstance(given, (ast.Name, ast.Attribute)) and ast.unparse(given).split(".")[-1] == (
+                        function.name
+                    ):
+                        return f"the loss {function.name}"  # compile gives it y_true first
+                if not isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Return, ast.Expr)):
+                    continue
+                # A call into a loss: of a function named as one (``return nig_nll(...)``), or assigned to a loss
+                # (``loss = tf.reduce_mean(nig_nll(y, gamma, nu, alpha, beta) + ...)``), given the targets.
+                into_a_loss = named_a_loss or (
+                    isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+                    and any(_LOSS_FUNCTION_NAME.search(name) for name in change_line.assigned_names(node))
+                )
+                if (
+                    into_a_loss
+                    and node.value is not None
+                    and any(
+                        isinstance(call, ast.Call)
+                        and called_name(call) == function.name
+                        and any(_reads_any(a, names) for a in [*call.args, *(k.value for k in call.keywords)])
+                        for call in ast.walk(node.value)
+                    )
+                ):
+                    return f"the loss {function.name}"
+    return None
+
+
+def _overflow_in_a_loss_of_unscaled_targets(
+    origin: Finding, context: CauseContext, cause: Cause, units: list[SourceUnit]
+) -> Cause | None:
+    """An overflow, named by no other rule, in a loss that takes regression targets in raw units (house prices of
+    3e5 in dollars into an evidential regression's Normal-Inverse-Gamma NLL, s43d p7): errors that large drive the
+    parameters the model predicts for them to extremes (its nu toward 0, where ``pi / nu``'s gradient overflowed at
+    step 35). "Keep its values in range" at the division, followed as ``pi / (nu + 1e-6)``, still went NaN by epoch
+    3; standardizing y trained (loss 0.47 to 0.16). The line is where the targets are made or fed. None otherwise."""
+    if (
+        not cause.evidence.get("overflow")
+        or cause.change is None
+        or cause.change.what != _keep_in_range(origin)
+    ):
+        return None
+    targets = next(
+        (u for u in _unscaled_inputs(context, units) if u.role == "targets" and u.first_to_change), None
+    )
+    if targets is None:
+        return None
+    loss = _loss_taking_the_targets(units, origin, targets.name)
+    if loss is None:
+        return None
+    site = change_line.fit_array_site(units, "y")
+    if site is not None and change_line.targets_predicted_by_the_model(site):
+        return (
+            None  # a Q-learning target bootstrapped from the model: the rewards' scale and a target network
+        )
+    rows = BadRows.from_json(cause.evidence.get("bad_rows"))
+    rows_text = rows.rows_text() if rows is not None else None
+    # Every row's error is of the targets' size: the rows that overflowed first are no records to look at.
+    head = cause.summary.replace(f", in {rows_text} of the batch only", "") if rows_text else cause.summary
+    summary = (
+        f"the targets are in raw units ({targets.describe()}) and {loss} takes them: errors of that size push "
+        f"its terms, and the values the model predicts for them, to extremes; {head}; an epsilon or a clip at "
+        "the op leaves the targets' scale as it is"
+    )
+    undo = (
+        "and undo it on the predictions (prediction * std + mean; a predicted standard deviation times std, a "
+        "variance times std**2)"
+    )
+    if site is not None:
+        name = site.name
+        what = (
+            f"scale the targets ({targets.describe()}): standardize {name} before fit, {name} = ({name} - "
+            f"{name}.mean()) / {name}.std() (keep the mean and std), {undo}"
+        )
+        change = _change(site, what, "data")
+    elif (feed := change_line.loop_feed_site(units, context.step_function)) is not None:
+        what = (
+            f"scale the targets ({targets.describe()}): standardize them, (targets - mean) / std with the training "
+            f"targets' mean and std, before {feed.name} is made from them, {undo}"
+        )
+        change = _change(feed, what, "data")
+    else:
+        what = (
+            f"scale the targets ({targets.describe()}): standardize them where they are made, (targets - mean) / "
+            f"std with the training targets' mean and std, {undo}"
+        )
+        change = dataclasses.replace(cause.change, what=what, target="data")
+    evidence = {**cause.evidence, "unscaled_inputs": [targets.to_json()], "loss_of_targets": loss}
+    return Cause("data", summary, evidence, change)
 
 
 def _model_output_huge_at_start(origin: Finding, units: list[SourceUnit]) -> Cause | None:
