@@ -7485,6 +7485,74 @@ def test_an_exp_link_on_raw_features_is_told_to_scale_the_features_and_keep_the_
     assert "softmax" not in cause.change.what and "the targets stay as they are" in cause.change.what
 
 
+POISSON_NOTEBOOK_CELL = """import keras
+model = keras.Sequential([
+    keras.Input(shape=(4,)),
+    keras.layers.Dense(32, activation="relu"),
+    keras.layers.Dense(1, activation="exponential"),
+])
+model.compile(optimizer="adam", loss="poisson")
+history = model.fit(X_train, y_train, epochs=20, batch_size=64)
+"""
+
+REALNVP_COUPLING = """import tensorflow as tf
+import keras
+
+class Coupling(keras.layers.Layer):
+    def call(self, x, mask):
+        xa = x * mask
+        s, t = self.s_net(xa), self.t_net(xa)
+        return xa + (1 - mask) * (x * tf.exp(s) + t)
+
+model.fit(data, epochs=12)
+"""
+
+
+def test_an_exp_of_raw_features_names_the_exponential_layer_or_a_flow_s_scale_not_a_count_likelihood(
+    tmp_path: Path,
+) -> None:
+    """Two exps that overflowed at step 0 on raw features. A Poisson regression's ``Dense(1,
+    activation="exponential")`` (s43d nb_poisson): the origin is the fit line (Keras's exp), and the change was
+    "a softmax or a log-sum-exp computed stably ... from_logits=True" there; the layer is the place, with a count
+    likelihood's words. A RealNVP coupling's ``x * tf.exp(s) + t`` on data in millimetres (s43a p1) was told "the
+    targets stay as they are (a count likelihood needs the counts) ... log(mean target)": a flow has no targets."""
+    rng = np.random.default_rng(0)
+    features = np.column_stack([rng.uniform(800, 12000, 64), rng.uniform(0, 1, 64)]).astype("float32")
+    counts = rng.integers(1, 40, size=(64, 1)).astype("float32")
+
+    def cause_for(text: str, line: int, code: str, batch: tuple) -> Cause:
+        program = tmp_path / "train.py"
+        program.write_text(text)
+        context = CauseContext(
+            history=[{"step": 0, "loss": None, "loss_nonfinite": "nan", "weight_norm": 3.2}],
+            entry_script=str(program),
+            model_info={"optimizer": "Adam", "optimizers": ["Adam"]},
+            step=0,
+            batch=batch,
+        )
+        findings = findings_of(overflow_origin(program, line=line, op="Exp"), step=0)
+        findings.extra["origin_code"] = code
+        return classify(findings, context)
+
+    cause = cause_for(
+        POISSON_NOTEBOOK_CELL,
+        8,
+        "history = model.fit(X_train, y_train, epochs=20, batch_size=64)",
+        (features, counts),
+    )
+    assert cause.kind == "data", cause
+    assert cause.change is not None and cause.change.line == 5, cause.change  # the exponential Dense
+    assert "softmax" not in cause.change.what and "the targets stay as they are" in cause.change.what, (
+        cause.change
+    )
+    cause = cause_for(
+        REALNVP_COUPLING, 8, "        return xa + (1 - mask) * (x * tf.exp(s) + t)", (features,)
+    )
+    assert cause.change is not None and cause.change.line == 8, cause.change
+    assert cause.change.what.startswith("the features into the exp: scale them"), cause.change.what
+    assert "tf.tanh(s)" in cause.change.what and "targets" not in cause.change.what, cause.change.what
+
+
 def test_a_float16_cast_in_the_input_pipeline_is_told_to_scale_the_features(tmp_path: Path) -> None:
     """A custom loop under mixed_float16 whose tf.data map casts raw incomes (9e4) to float16: the change was
     "compute this in float32 (it runs in float16)", and followed, the model's first float16 layer overflowed the

@@ -852,7 +852,7 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         if origin.op.type == "Exp" and context.step == start:
             # The first step's forward pass, before any update: no rate made it (a learning-rate search of 13
             # replays answered "no rate kept it finite"); the exp of logits of raw pixels did.
-            return _exp_of_unscaled_inputs(findings, origin, raw)
+            return _exp_of_unscaled_inputs(findings, origin, raw, units)
         # Values this large from the first steps, on inputs in the hundreds: the usual step overshoots at once.
         return _divergence(context, units, origin, None)
     if (
@@ -4421,7 +4421,7 @@ def _normalized_after(origin: Finding, code: str) -> str | None:
 
 
 def _exp_of_unscaled_inputs(
-    findings: Findings, origin: Finding, unscaled: list[scale.UnscaledInput]
+    findings: Findings, origin: Finding, unscaled: list[scale.UnscaledInput], units: list[SourceUnit]
 ) -> Cause:
     """An Exp that overflowed in the fit's first step, before any update, on inputs in raw units (a softmax written
     by hand on MNIST pixels of 0-255): the fresh weights' logits of those inputs are in the hundreds. It was called
@@ -4430,6 +4430,15 @@ def _exp_of_unscaled_inputs(
     code = str(findings.extra.get("origin_code") or "")
     after = _normalized_after(origin, code)
     link = bool(_EXP_LINK.search(code)) and not _EXP_NORMALIZED.search(code) and after is None
+    # Keras's own exp (``Dense(1, activation="exponential")``): the origin is the fit line, whose code has no exp;
+    # the layer is the place (s43d nb_poisson: "a softmax ... computed stably" of a Poisson log link).
+    layer = _exponential_activation_layer(units) if not _EXP_LINK.search(code) else None
+    link = link or layer is not None
+    # A rate of counts (a Poisson or negative-binomial likelihood) has a bias to start at log(mean target); an exp
+    # of a flow's learned log-scale (``x * tf.exp(s) + t``, s43a p1) has none, and is bounded instead.
+    counts = (
+        layer is not None or "exponential" in code or any(_COUNT_LIKELIHOOD.search(u.text) for u in units)
+    )
     # An exp link's input is made of the features only; its targets in raw counts are what the likelihood wants.
     shown = [u for u in unscaled if u.role == "features"] if link else []
     summary = (
@@ -4444,6 +4453,12 @@ def _exp_of_unscaled_inputs(
             "the features into the log-variance head: scale them (a keras.layers.Normalization layer adapted to "
             "them, first in the model), so the head's output starts near 0; a head that must stay in range can be "
             "bounded where it is read (tf.clip_by_value(log_var, -10.0, 10.0))"
+        )
+    elif link and not counts:
+        what = (
+            "the features into the exp: scale them (a keras.layers.Normalization layer adapted to them, first in "
+            "the model), so the exp's input starts near 0; a learned log-scale read through an exp (a flow's "
+            "coupling, x * exp(s) + t) is usually bounded as well (s = tf.tanh(s), times a learned factor)"
         )
     elif link:
         # An exp link (a Poisson or negative-binomial rate, Dense(1, activation="exponential")): no softmax to make
@@ -4475,7 +4490,31 @@ def _exp_of_unscaled_inputs(
         "before_any_update": True,
         "unscaled_inputs": [u.to_json() for u in unscaled],
     }
+    if layer is not None:
+        return Cause(
+            "data", summary, evidence, _change(layer, f"the {layer.name} layer's exp: {what}", "model")
+        )
     return Cause("data", summary, evidence, _origin_change(findings, what, "op"))
+
+
+# Words of a count likelihood in the program (a Poisson or negative-binomial rate).
+_COUNT_LIKELIHOOD = re.compile(r"poisson|binomial|\bcounts?\b|\brates?\b", re.IGNORECASE)
+# An activation that is an exp, as Keras layers are given one.
+_EXP_ACTIVATIONS = frozenset(
+    {"'exponential'", "tf.exp", "tf.math.exp", "keras.activations.exponential", "keras.ops.exp"}
+)
+
+
+def _exponential_activation_layer(units: list[SourceUnit]) -> change_line.Site | None:
+    """The one layer of the user's code built with an exp activation (``Dense(1, activation="exponential")``)."""
+    found = [
+        change_line.Site(unit, node, called_name(node) or "output")
+        for unit in units
+        for node in change_line.calls(unit)
+        if (given := keyword(node, "activation")) is not None
+        and ast.unparse(given).replace('"', "'") in _EXP_ACTIVATIONS
+    ]
+    return found[-1] if len(found) == 1 else None
 
 
 def _recorded_optimizers(context: CauseContext) -> list[str]:
