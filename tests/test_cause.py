@@ -7485,6 +7485,84 @@ def test_an_exp_link_on_raw_features_is_told_to_scale_the_features_and_keep_the_
     assert "softmax" not in cause.change.what and "the targets stay as they are" in cause.change.what
 
 
+LANGEVIN_EBM = """import tensorflow as tf
+import keras
+
+LANGEVIN_STEPS = 40
+STEP_SIZE = 10.0  # IGEBM settings
+NOISE = 0.005
+
+
+class Energy(keras.Model):
+    def call(self, x):
+        return tf.squeeze(self.net(x), -1) + 0.5 * tf.reduce_sum(x ** 2, -1)
+
+
+def langevin(x):
+    for _ in range(LANGEVIN_STEPS):
+        with tf.GradientTape() as t:
+            t.watch(x)
+            e = tf.reduce_sum(energy(x))
+        g = t.gradient(e, x)
+        x = x - STEP_SIZE * g + NOISE * tf.random.normal(tf.shape(x))
+    return tf.stop_gradient(x)
+
+
+@tf.function
+def train_step(x_pos):
+    x_neg = langevin(tf.random.uniform(tf.shape(x_pos), -1.5, 1.5))
+"""
+
+
+def test_an_overflow_on_samples_a_langevin_loop_made_names_its_step_size(tmp_path: Path) -> None:
+    """An energy-based model's short-run Langevin sampler at STEP_SIZE = 10 (s43a p4, an image recipe's setting):
+    each step multiplied the samples by about -9 and the energy's square overflowed at step 0. The cause was "a Sum
+    op overflowed ... unscaled inputs or initial weights ... keep its values in range" at the energy's line; the
+    sampler's step size is the change. An overflow in the energy with no such loop on the stack keeps its words."""
+    program = tmp_path / "ebm.py"
+    program.write_text(LANGEVIN_EBM)
+    origin = Finding(
+        file=str(program),
+        line=11,
+        role="backward-origin",
+        op=OpRef(
+            "gradient_tape/energy_39/mul_1/Sum", "Sum", graph="train_step", forward_op="energy_39/mul_1"
+        ),
+        health=TensorHealth(dtype="float32", size=1, pos_inf=1),
+        inputs=[
+            InputHealth(
+                "gradient_tape/energy_39/mul_1/Mul:0", TensorHealth(dtype="float32", size=200, pos=200)
+            )
+        ],
+        stack=[
+            Frame(str(program), 26, "train_step"),
+            Frame(str(program), 15, "langevin"),
+            Frame(str(program), 18, "langevin"),
+            Frame(str(program), 11, "call"),
+        ],
+    )
+    context = CauseContext(
+        history=[{"step": 0, "loss": None, "loss_nonfinite": "nan", "weight_norm": 3.2}],
+        entry_script=str(program),
+        step=0,
+    )
+    cause = classify(findings_of(origin, step=0), context)
+    assert cause.kind == "divergence", cause
+    assert "langevin() moves x along its gradient" in cause.summary and "STEP_SIZE = 10" in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and cause.change.line == 5, cause.change  # STEP_SIZE = 10.0
+    assert cause.change.what.startswith("the step size of the gradient steps on x: make it smaller"), (
+        cause.change
+    )
+    # The energy alone on the stack (no sampler loop): not the step size.
+    alone = dataclasses.replace(
+        origin, stack=[Frame(str(program), 26, "train_step"), Frame(str(program), 11, "call")]
+    )
+    cause = classify(findings_of(alone, step=0), context)
+    assert "step size" not in cause.summary, cause.summary
+
+
 POISSON_NOTEBOOK_CELL = """import keras
 model = keras.Sequential([
     keras.Input(shape=(4,)),

@@ -1383,6 +1383,80 @@ def columns_read_up_to(units: list[SourceUnit], file: str, line: int, cell: int 
     return []
 
 
+@dataclass
+class InputGradientSteps:
+    """A loop of the user's that moves a tensor (not a weight) by its own gradient: a Langevin sampler's ``x = x -
+    STEP_SIZE * g``, an adversarial attack's, an image optimized for a style."""
+
+    update: Site  # the update statement's value (``x - STEP_SIZE * g + ...``)
+    moved: str  # the tensor the loop moves (``x``)
+    step_size: str  # the multiplier as written (``STEP_SIZE``)
+    value: float | None  # its value, when the code writes it as a number
+    written: Site | None  # where that number is written (``STEP_SIZE = 10.0``)
+    function: str  # the function that holds the loop
+
+
+def input_gradient_steps(
+    units: list[SourceUnit], frames: list[tuple[str, int, int | None]]
+) -> InputGradientSteps | None:
+    """The gradient steps on a tensor in a loop of a function on the op's stack (`frames`: file, line, cell):
+    ``for ...: g = tape.gradient(e, x); x = x - C * g``. None when no function on the stack holds such a loop."""
+    for file, line, cell in frames:
+        for unit, scope in _scopes_holding(units, file, line, cell):
+            if not isinstance(scope, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for loop in ast.walk(scope):
+                if not isinstance(loop, ast.For | ast.While):
+                    continue
+                found = _gradient_step_in(unit, loop, scope.name)
+                if found is not None:
+                    return found
+    return None
+
+
+def _gradient_step_in(
+    unit: SourceUnit, loop: ast.For | ast.While, function: str
+) -> InputGradientSteps | None:
+    gradients: dict[str, str] = {}  # g -> the tensor it is the gradient with respect to
+    for node in ast.walk(loop):
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Call)
+            and called_name(node.value) == "gradient"
+            and len(node.value.args) >= 2
+            and isinstance(node.value.args[1], ast.Name)
+        ):
+            gradients[node.targets[0].id] = node.value.args[1].id
+    for node in ast.walk(loop):
+        if not (
+            isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+        ):
+            continue
+        moved = node.targets[0].id
+        for term in ast.walk(node.value):
+            if not (isinstance(term, ast.BinOp) and isinstance(term.op, ast.Mult)):
+                continue
+            sides = (term.left, term.right)
+            grads = [s for s in sides if isinstance(s, ast.Name) and gradients.get(s.id) == moved]
+            if not grads:
+                continue
+            factor = sides[1] if sides[0] is grads[0] else sides[0]
+            reads_itself = any(isinstance(n, ast.Name) and n.id == moved for n in ast.walk(node.value))
+            if not reads_itself:
+                continue
+            text = ast.unparse(factor)
+            value = _constant_expression(unit, factor)
+            written = None
+            if isinstance(factor, ast.Name):
+                assigned = _assignments_of(unit, factor.id)
+                if len(assigned) == 1:
+                    written = Site(unit, assigned[0].value, factor.id)
+            return InputGradientSteps(Site(unit, node.value, moved), moved, text, value, written, function)
+    return None
+
+
 def _nearest_square_form(
     units: list[SourceUnit],
     file: str,

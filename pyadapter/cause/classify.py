@@ -728,6 +728,12 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # rate or update was involved. "Unscaled inputs or initial weights ... bound its input" was followed with a
         # clip at +-20, and the bad rows trained at weight e^20.
         return _overflow_in_the_input_pipeline(findings, units, origin)
+    frames = [(f.file, f.line, f.cell) for f in reversed(origin.stack)]
+    if overflow and known and (steps := change_line.input_gradient_steps(units, frames)) is not None:
+        # A short-run Langevin sampler at STEP_SIZE = 10 (s43a p4, an image recipe's setting on an energy of
+        # curvature 1): each step multiplied the samples by -9, and the energy's square overflowed. It was "a Sum op
+        # overflowed ... unscaled inputs or initial weights ... keep its values in range" at the energy's line.
+        return _input_gradient_steps_diverged(findings, origin, steps)
     if (
         rows is not None
         and rows.outliers
@@ -938,6 +944,35 @@ def _unnormalised_probabilities(
         else _origin_change(findings, what, "op")
     )
     return Cause("op", summary, evidence, change)
+
+
+def _input_gradient_steps_diverged(
+    findings: Findings, origin: Finding, steps: change_line.InputGradientSteps
+) -> Cause:
+    """An overflow on values a loop of the program's own made by moving a tensor along its gradient (a Langevin
+    sampler, an attack, an optimized image): the loop's step size, not the model's inputs or weights."""
+    size = f"{steps.step_size} = {format_number(steps.value)}" if steps.value is not None else steps.step_size
+    summary = (
+        f"the {origin.op.type} op overflowed on values the program's own loop made: {steps.function}() moves "
+        f"{steps.moved} along its gradient ({steps.moved} = {ast.unparse(steps.update.node)}, line "
+        f"{steps.update.line}) with step size {size}, and the steps grew {steps.moved} until it overflowed (a "
+        "gradient step past 2 / the curvature overshoots, and each step multiplies the error)"
+    )
+    what = (
+        f"the step size of the gradient steps on {steps.moved}: make it smaller (samplers and attacks on inputs "
+        f"of unit scale use 0.001-0.1), or clip {steps.moved} to the data's range after each step "
+        f"(tf.clip_by_value({steps.moved}, lo, hi))"
+    )
+    evidence = {
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "moved": steps.moved,
+        "step_size": steps.step_size,
+        "step_size_value": steps.value,
+        "function": steps.function,
+    }
+    site = steps.written or steps.update
+    return Cause("divergence", summary, evidence, _change(site, what, "op"))
 
 
 def _overflow_in_the_input_pipeline(findings: Findings, units: list[SourceUnit], origin: Finding) -> Cause:
