@@ -7730,6 +7730,37 @@ def test_a_float16_overflow_in_a_loss_written_by_hand_is_told_the_output_layer_i
     assert "computing the loss" in cause.summary, cause.summary
     assert cause.change is not None and 'output layer dtype="float32"' in cause.change.what, cause.change
     assert "the result back to float16" not in cause.change.what
+    # A per-example term the loss is made of, on the line before it (s43a p3, a score-matching train_step's
+    # ``per_example = tf.reduce_sum(tf.square(score - target), axis=-1) * w``): casting that back to float16,
+    # followed, overflowed again at ``* w``.
+    program.write_text(
+        "import tensorflow as tf\nimport keras\n"
+        "class ScoreNet(keras.Model):\n"
+        "    def train_step(self, x):\n"
+        "        with tf.GradientTape() as tape:\n"
+        "            score = self(x, training=True)\n"
+        "            w = tf.cast(sigma ** 2, score.dtype)\n"
+        "            per_example = tf.reduce_sum(tf.square(score - target), axis=-1) * w\n"
+        "            loss = 0.5 * tf.reduce_mean(tf.cast(per_example, tf.float32))\n",
+        encoding="utf-8",
+    )
+    cause = classify(findings_of(origin, step=0), context)
+    assert "computing the loss" in cause.summary, cause.summary
+    assert cause.change is not None and "the result back to float16" not in cause.change.what, cause.change
+    # A layer's own term that no loss is assigned from keeps the layer's words.
+    program.write_text(
+        "import tensorflow as tf\nimport keras\n"
+        "class Block(keras.layers.Layer):\n"
+        "    def call(self, x):\n"
+        "        if x is None:\n"
+        "            return x\n"
+        "        h = self.dense(x)\n"
+        "        energy = tf.reduce_sum(tf.square(h), axis=-1)\n"
+        "        return energy * self.scale\n",
+        encoding="utf-8",
+    )
+    cause = classify(findings_of(origin, step=0), context)
+    assert "computing the loss" not in cause.summary, cause.summary
 
 
 def test_a_warm_up_that_multiplies_the_rate_it_is_given_is_changed_at_its_return(tmp_path: Path) -> None:

@@ -1948,6 +1948,42 @@ def statement_at(unit: SourceUnit, line: int) -> ast.stmt | None:
     )
 
 
+def feeds_an_assignment(
+    units: list[SourceUnit],
+    file: str,
+    line: int,
+    cell: int | None,
+    named: Callable[[str], bool],
+    within: int = 4,
+) -> str | None:
+    """The name a statement of the next `within` after the assignment at `line` (in the same block) assigns from
+    what that line assigned, when `named` holds for it: ``per_example = ...`` then ``loss = tf.reduce_mean(
+    per_example)``. None when none does."""
+    for unit in units:
+        if os.path.abspath(unit.file) != os.path.abspath(file) or unit.cell != cell:
+            continue
+        statement = statement_at(unit, line)
+        if statement is None:
+            continue
+        made = set(assigned_names(statement))
+        for node in ast.walk(unit.tree):
+            body = getattr(node, "body", None)
+            if not isinstance(body, list) or statement not in body:
+                continue
+            index = body.index(statement)
+            for later in body[index + 1 : index + 1 + within]:
+                if not isinstance(later, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                    continue
+                reads = {
+                    n.id for n in ast.walk(later) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                }
+                for name in assigned_names(later):
+                    if named(name) and reads & made:
+                        return name
+                made |= set(assigned_names(later)) if reads & made else set()
+    return None
+
+
 def assigned_names(statement: ast.stmt) -> list[str]:
     """The names an assignment statement assigns (its targets' names)."""
     targets = statement.targets if isinstance(statement, ast.Assign) else [getattr(statement, "target", None)]

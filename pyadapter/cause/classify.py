@@ -6817,7 +6817,15 @@ def _precision(
             f"whole loss in float32; a value past {dtype}'s range cannot be cast back to it"
         )
         return Cause("precision", summary, {**evidence, "loss": True}, _origin_change(findings, what, "op"))
-    if origin.op.type != "Cast" and _LOSS_ASSIGNMENT.search(_origin_source_line(origin)):
+    if origin.op.type != "Cast" and (
+        _LOSS_ASSIGNMENT.search(_origin_source_line(origin))
+        # ``per_example = tf.reduce_sum(tf.square(score - target), -1) * w`` then ``loss = ...(per_example)``
+        # (s43a p3, a score-matching train_step): "the result back to float16 before it meets the layer's other
+        # float16 values", followed, met w in float16 and overflowed again.
+        or change_line.feeds_an_assignment(
+            units, origin.file, origin.line, origin.cell, lambda n: _LOSS_FUNCTION_NAME.search(n) is not None
+        )
+    ):
         # A loss written by hand on a float16 output (a train_step's, a custom loop's): the words were the layer's
         # ("... and the result back to float16 before it meets the layer's other float16 values"), and a loss of
         # 3.7e5 cast back overflows again; the mixed-precision guide's fix is the output layer in float32.
