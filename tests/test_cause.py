@@ -2187,6 +2187,56 @@ def test_float16_zeros_of_a_softmax_on_raw_pixels_are_told_to_scale_them_not_flo
     assert cause.change is not None and "scale the features" in cause.change.what, cause.change
 
 
+BAYES_BY_BACKPROP = """import tensorflow as tf
+import keras
+
+class DenseBayes(keras.layers.Layer):
+    def kl(self, mu, sigma):
+        return tf.reduce_sum(tf.math.log(self.prior_sigma / sigma) + tf.square(mu) - 0.5)
+
+    def call(self, x):
+        w_sigma = tf.math.log(1.0 + tf.exp(self.w_rho))     # softplus
+        w = self.w_mu + w_sigma * tf.random.normal(tf.shape(self.w_mu), dtype=w_sigma.dtype)
+        self.add_loss(self.kl(self.w_mu, w_sigma))
+        return tf.matmul(x, w)
+"""
+
+
+def test_float16_zeros_of_a_softplus_written_by_hand_name_the_softplus_in_float32(tmp_path: Path) -> None:
+    """A Bayes-by-backprop sigma ``log(1 + exp(rho))`` with rho near -7 under mixed_float16 (s43d p3): 1 + exp(rho)
+    is 1 in float16 and its log 0, and the KL divides by it. "Compute this in float32, or use an epsilon float16 can
+    hold (>= 1e-4)" at the division: the epsilon, followed, left the loss scale at 0. The softplus's line, in
+    float32, is the change."""
+    program = tmp_path / "bbb.py"
+    program.write_text(BAYES_BY_BACKPROP)
+    origin = Finding(
+        file=str(program),
+        line=6,
+        role="origin",
+        op=OpRef("bayes_mlp_1/dense_bayes_1/truediv", "RealDiv"),
+        health=TensorHealth(dtype="float16", size=32, pos_inf=5, pos=27),
+        inputs=[
+            InputHealth(
+                "bayes_mlp_1/dense_bayes_1/truediv/x:0", TensorHealth(dtype="float16", size=1, pos=1)
+            ),
+            InputHealth(
+                "bayes_mlp_1/dense_bayes_1/Log:0", TensorHealth(dtype="float16", size=32, zero=5, pos=27)
+            ),
+        ],
+    )
+    context = CauseContext(
+        history=diverging_history()[:5], dtype_policy="mixed_float16", entry_script=str(program)
+    )
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "precision", cause
+    assert "the zeros are the log bayes_mlp_1/dense_bayes_1/Log:0 of 1 + tf.exp(self.w_rho) (bbb.py:9)" in (
+        cause.summary
+    ), cause.summary
+    assert cause.change is not None and cause.change.line == 9, cause.change
+    assert cause.change.what.startswith("compute it in float32: tf.nn.softplus"), cause.change.what
+    assert "epsilon float16 can hold" not in cause.change.what
+
+
 def test_float16_zeros_into_rsqrt_are_precision_at_the_op(tmp_path: Path) -> None:
     """An epsilon of 1e-8 is 0 in float16: rsqrt(variance + eps) gets zeros. Not a wrong op: float32 would work."""
     program = write_program(tmp_path)

@@ -1457,6 +1457,38 @@ def _gradient_step_in(
     return None
 
 
+def _adds_one(node: ast.expr) -> ast.expr | None:
+    """The other operand of ``1 + x`` / ``x + 1.0``; None for another expression."""
+    if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)):
+        return None
+    for one, other in ((node.left, node.right), (node.right, node.left)):
+        if number(one) == 1.0:
+            return other
+    return None
+
+
+def log_of_one_plus_site(units: list[SourceUnit], file: str, line: int, cell: int | None) -> Site | None:
+    """A ``log(1 + x)`` written by hand (a softplus ``log(1 + exp(rho))``) in the class (else the file) that holds
+    `line`: the first such call, as a site named by its argument's other operand."""
+    for unit in units:
+        if os.path.abspath(unit.file) != os.path.abspath(file) or unit.cell != cell:
+            continue
+        classes = [
+            c
+            for c in ast.walk(unit.tree)
+            if isinstance(c, ast.ClassDef) and c.lineno <= line <= (c.end_lineno or c.lineno)
+        ]
+        scope: ast.AST = (
+            min(classes, key=lambda c: (c.end_lineno or c.lineno) - c.lineno) if classes else unit.tree
+        )
+        for node in ast.walk(scope):
+            if isinstance(node, ast.Call) and called_name(node) == "log" and len(node.args) == 1:
+                other = _adds_one(node.args[0])
+                if other is not None:
+                    return Site(unit, node, ast.unparse(other))
+    return None
+
+
 def _nearest_square_form(
     units: list[SourceUnit],
     file: str,

@@ -1243,9 +1243,35 @@ def _underflow(
             "alone would not end it"
         )
         return Cause("precision", summary, evidence, change)
+    logged = [i.name for i in _zeros_that_make_it(origin) if _LOG_OUTPUT.search(i.name)]
+    one_plus = (
+        change_line.log_of_one_plus_site(units, origin.file, origin.line, origin.cell) if logged else None
+    )
+    if one_plus is not None:
+        # A Bayes-by-backprop sigma as a softplus written by hand, log(1 + exp(rho)) with rho near -7 (s43d p3): in
+        # float16 1 + exp(rho) is 1, and the log 0. "Or use an epsilon float16 can hold (>= 1e-4)", followed, left
+        # the loss scale at 0; the softplus in float32 is the change.
+        bits = SIGNIFICANT_BITS.get(dtype, 11)
+        summary += (
+            f": the zeros are the log {logged[0]} of 1 + {one_plus.name} ({_site_place(one_plus)}): in {dtype} "
+            f"({bits} significant bits) 1 + x is exactly 1 for x below {2.0**-bits:.2g}, so its log is 0"
+        )
+        softplus = "exp(" in one_plus.name
+        what = (
+            (
+                'compute it in float32: tf.nn.softplus(tf.cast(..., "float32")) of the exp\'s argument'
+                if softplus
+                else f'compute it in float32: tf.math.log1p(tf.cast({one_plus.name}, "float32"))'
+            )
+            + ", and keep what divides by it (or takes its log) in float32; an epsilon added after it does not bring the lost values back"
+        )
+        return Cause("precision", summary, evidence, _change(one_plus, what, "op"))
     summary += "; float32 would keep them apart from 0"
     what = f"compute this in float32, or use an epsilon {dtype} can hold (>= 1e-4)"
     return Cause("precision", summary, evidence, _origin_change(findings, what, "op"))
+
+
+_LOG_OUTPUT = re.compile(r"(?:^|/)Log(?:_\d+)?:0$")
 
 
 # A standard deviation's output by its op's name (``layer_norm/Sqrt:0``), and a variance's (``moments/variance``).
