@@ -9805,3 +9805,187 @@ def test_an_overflow_outside_a_loss_keeps_the_op_s_words_with_raw_targets(tmp_pa
     cause = classify(findings_of(_gradient_of_a_division(program, EVIDENTIAL_CALL_LINE), step=35), context)
     assert cause.kind == "op", cause
     assert cause.change is not None and cause.change.what == "the RealDiv op: keep its values in range"
+
+
+WIDE_AND_DEEP = """\
+import keras
+import pandas as pd
+import tensorflow as tf
+
+NUMERIC = ["price_cents", "n_prev_views", "event_ts"]
+df = pd.read_csv("events.csv")
+
+
+def df_to_dataset(frame):
+    labels = frame.pop("dwell_seconds")
+    feats = {c: frame[c].values for c in ["user_id", "category"]}
+    feats["numeric"] = frame[NUMERIC].values.astype("float32")
+    return tf.data.Dataset.from_tensor_slices((feats, labels.values)).batch(128)
+
+
+class WideAndDeep(keras.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hash_user = keras.layers.Hashing(1000)
+        self.user_emb = keras.layers.Embedding(1000, 8)
+        self.wide_num = keras.layers.Dense(1)
+        self.deep = keras.Sequential([keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)])
+        self.wide_optimizer = keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+
+    def wide_part(self, f):
+        return self.wide_num(f["numeric"])
+
+    def deep_part(self, f):
+        x = tf.concat([self.user_emb(self.hash_user(f["user_id"])), f["numeric"]], axis=-1)
+        return self.deep(x)
+
+    def call(self, f):
+        return self.wide_part(f) + self.deep_part(f)
+
+    def train_step(self, data):
+        f, y = data
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_mean(tf.square(y - self(f, training=True)[:, 0]))
+        return {"loss": loss}
+
+
+model = WideAndDeep()
+model.compile(optimizer=keras.optimizers.Adam(learning_rate=1e-3))
+model.fit(df_to_dataset(df), epochs=5)
+"""
+WIDE_AND_DEEP_NUMERIC_LINE, WIDE_AND_DEEP_LOSS_LINE = 12, 39
+
+WIDE_AND_DEEP_ON_AN_ARRAY = """\
+import keras
+import numpy as np
+import tensorflow as tf
+
+table = np.genfromtxt("events.csv", delimiter=",", dtype=np.float32)
+x_train = table[:, :3]
+y_train = table[:, 3]
+
+
+class WideAndDeep(keras.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.deep = keras.Sequential([keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)])
+        self.wide = keras.layers.Dense(1)
+
+    def deep_part(self, inputs):
+        return self.deep(inputs)
+
+    def call(self, x):
+        return self.wide(x) + self.deep_part(x)
+
+
+model = WideAndDeep()
+model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.01, momentum=0.9), loss="mse")
+model.fit(x_train, y_train, epochs=5)
+"""
+
+
+def _wide_and_deep_context(program: Path, keyed: bool) -> CauseContext:
+    """The step-1 scene of s43b p5: a timestamp (1.7e9) and a price in cents (1e5) under SGD 0.01, the gradient
+    norm x6e16 in one step."""
+    from pyadapter.capture.learning_rate import LearningRate
+
+    rng = np.random.default_rng(0)
+    numeric = np.column_stack(
+        [rng.uniform(3e3, 2.5e5, 128), rng.integers(0, 8, 128), 1.7e9 + rng.uniform(0, 3e6, 128)]
+    ).astype("float32")
+    dwell = rng.uniform(5, 60, 128).astype("float32")
+    features = {
+        "user_id": np.array([b"u1"] * 128),
+        "category": np.array([b"shoes"] * 128),
+        "numeric": numeric,
+    }
+    history = [
+        {"step": 0, "loss": 1.8e18, "grad_norm": 7.46e18, "weight_norm": 4.6e16, "learning_rate": 0.01},
+        {"step": 1, "loss": None, "loss_nonfinite": "inf", "grad_norm": 4.31e35, "weight_norm": 4.6e16},
+    ]
+    return CauseContext(
+        history=history,
+        model_info={"optimizer": "SGD", "optimizers": ["Adam", "SGD"]},
+        entry_script=str(program),
+        step=1,
+        batch=(features, dwell) if keyed else (numeric, dwell),
+        learning_rate=LearningRate(float(np.float32(0.01))),
+        layer_classes={"WideAndDeep", "Hashing", "Embedding", "Dense", "Sequential"},
+    )
+
+
+@pytest.mark.parametrize("keyed", [True, False])
+def test_unscaled_features_of_a_model_subclass_are_scaled_where_made_for_every_part_that_reads_them(
+    tmp_path: Path, keyed: bool
+) -> None:
+    """A Wide & Deep ``keras.Model`` subclass fed a timestamp (1.7e9) and a price in cents (1e5), read by both its
+    wide Dense (SGD, which diverged in 2 steps) and its deep tower (s43b p5). The change was the first
+    ``keras.Sequential(...)``, the deep tower: "add keras.layers.Normalization() ... as the model's first layer";
+    followed, the wide part still read raw values and trained to NaN. A subclass has no first layer: the array is
+    scaled where it is made, and the layers that read it are named."""
+    program = tmp_path / "wide_deep.py"
+    program.write_text(WIDE_AND_DEEP if keyed else WIDE_AND_DEEP_ON_AN_ARRAY)
+    context = _wide_and_deep_context(program, keyed)
+    origin = overflow_origin(program, line=WIDE_AND_DEEP_LOSS_LINE if keyed else 20, op="Square")
+    cause = classify(findings_of(origin, step=1), context)
+    name = "x['numeric']" if keyed else "x"
+    assert cause.kind == "divergence", cause.summary
+    assert f"on unscaled features ({name}[:, 2] from 1.7e+09" in cause.summary, cause.summary
+    assert cause.change is not None, cause
+    # Where the array is made: the dict's numeric entry, or the array fit is given; not the deep tower's line.
+    assert cause.change.line == (WIDE_AND_DEEP_NUMERIC_LINE if keyed else 6), cause.change
+    what = cause.change.what
+    assert "as the model's first layer" not in what, what
+    assert "WideAndDeep is a model subclass with no first layer" in what, what
+    readers = "self.wide_num and self.deep" if keyed else "self.wide and self.deep"
+    assert (
+        f"{readers} both read it, and a Normalization first in one leaves the other on raw values" in what
+    ), what
+    assert (
+        f"or apply one keras.layers.Normalization() adapted to the training values (norm.adapt(...)) to {name}"
+        in (what)
+    ), what
+    if keyed:
+        assert "x['numeric'] ('event_ts', 'price_cents' in raw units)" in what, what
+
+
+WIDE_AND_DEEP_FUNCTIONAL = """\
+import keras
+import pandas as pd
+
+NUMERIC = ["price_cents", "n_prev_views", "event_ts"]
+df = pd.read_csv("events.csv")
+feats = {"user_id": df.user_id.values, "category": df.category.values, "numeric": df[NUMERIC].values}
+
+user_in = keras.Input(shape=(), dtype="string", name="user_id")
+category_in = keras.Input(shape=(), dtype="string", name="category")
+numeric_in = keras.Input(shape=(3,), name="numeric")
+user = keras.layers.Embedding(1000, 8)(keras.layers.Hashing(1000)(user_in))
+deep = keras.Sequential([keras.layers.Dense(64, activation="relu"), keras.layers.Dense(1)])
+wide = keras.layers.Dense(1)(numeric_in)
+out = wide + deep(keras.layers.Concatenate()([user, numeric_in]))
+model = keras.Model([user_in, category_in, numeric_in], out)
+model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.01, momentum=0.9), loss="mse")
+model.fit(feats, df.dwell_seconds.values, epochs=5)
+"""
+
+
+def test_unscaled_features_of_a_functional_model_name_their_input_and_every_layer_that_reads_it(
+    tmp_path: Path,
+) -> None:
+    """The functional form of s43b p5: three Inputs, the numeric one (raw timestamps and prices) read by the wide
+    Dense and by the deep part. The change was the first Input, the user ids' string input, with "add
+    keras.layers.Normalization() ... as the model's first layer". It is the Input the batch's key names, and the
+    words say to hand the normalized values to both layers that read it."""
+    program = tmp_path / "wide_deep.py"
+    program.write_text(WIDE_AND_DEEP_FUNCTIONAL)
+    origin = overflow_origin(program, line=17, op="Square")
+    cause = classify(findings_of(origin, step=1), _wide_and_deep_context(program, keyed=True))
+    assert "on unscaled features (x['numeric'][:, 2] from 1.7e+09" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 10, cause.change
+    assert (
+        "apply one keras.layers.Normalization() adapted to the training features to numeric_in, this Input, and "
+        "hand its output to every layer that reads the input: keras.layers.Dense(1) (line 13) and "
+        "keras.layers.Concatenate() (line 14) both read it"
+    ) in cause.change.what, cause.change.what
+    assert "or standardize x['numeric'] before fit" in cause.change.what, cause.change.what

@@ -1282,6 +1282,286 @@ def model_input_site(units: list[SourceUnit]) -> Site | None:
     return _first_site(units, ("Input", "InputLayer", "Sequential"))
 
 
+@dataclass
+class SubclassInput:
+    """A feature input of a ``keras.Model`` subclass, which its ``call`` hands on to its own layers: where to scale
+    it so that every layer reading it gets it scaled, and which of the model's layers read it."""
+
+    site: Site  # where the array is made (target "array"), else where ``call`` hands the inputs on
+    made: bool  # the site is where the array (or the batches holding it) is made
+    # The model's layers that read the input (``self.wide_num``, ``self.deep``), as written.
+    readers: list[str]
+    model: str  # the subclass's name
+
+
+_INPUT_LAYERS = ("Input", "InputLayer", "Sequential")
+_DICT_LEAF = re.compile(r"^\w+\['([^'\]]+)'\]$")
+
+
+def _model_subclasses(units: list[SourceUnit]) -> list[tuple[SourceUnit, ast.ClassDef]]:
+    """(unit, class) of the user's ``keras.Model`` subclasses that define ``call`` (a subclass of another of them
+    counts), in source order."""
+    classes = [
+        (unit, node) for unit in units for node in ast.walk(unit.tree) if isinstance(node, ast.ClassDef)
+    ]
+    models = {"Model"}
+    grew = True
+    while grew:
+        grew = False
+        for _, node in classes:
+            bases = {b.attr if isinstance(b, ast.Attribute) else getattr(b, "id", None) for b in node.bases}
+            if node.name not in models and models & bases:
+                models.add(node.name)
+                grew = True
+    return sorted(
+        ((unit, node) for unit, node in classes if node.name in models and _method(node, "call") is not None),
+        key=lambda pair: (pair[0].cell or 0, pair[1].lineno),
+    )
+
+
+def _method(node: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
+    return next(
+        (f for f in node.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef)) and f.name == name),
+        None,
+    )
+
+
+def _inside(site: Site, unit: SourceUnit, node: ast.stmt) -> bool:
+    """Whether `site` is a line of `node` (a class, a function) of `unit`."""
+    return site.unit is unit and node.lineno <= site.line <= (node.end_lineno or node.lineno)
+
+
+def _self_layer(call: ast.Call, methods: set[str]) -> str | None:
+    """``wide_num`` of ``self.wide_num(...)``, a layer the model holds (not one of its own methods), else None."""
+    func = call.func
+    if (
+        isinstance(func, ast.Attribute)
+        and isinstance(func.value, ast.Name)
+        and func.value.id == "self"
+        and func.attr not in methods
+    ):
+        return func.attr
+    return None
+
+
+def _layers_reading(cls: ast.ClassDef, key: str | None) -> list[str]:
+    """The layers of a model subclass (``self.<name>``) that its methods call on the input: on ``<inputs>[key]``
+    for a dict input's `key` (in any method), else on ``call``'s first argument (in ``call``, and in a method of
+    its own that ``call`` hands it to). An input read into a name (``x = tf.concat([..., f["numeric"]])``) counts
+    for the layers called on that name in the same method (``self.deep(x)``)."""
+    functions = [f for f in cls.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    methods = {f.name for f in functions}
+    reads: list[tuple[ast.FunctionDef | ast.AsyncFunctionDef, ast.expr]] = []
+    if key is not None:
+        reads = [
+            (function, node)
+            for function in functions
+            for node in ast.walk(function)
+            if isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Constant)
+            and node.slice.value == key
+            and isinstance(node.ctx, ast.Load)
+        ]
+    else:
+        call = _method(cls, "call")
+        arguments = call.args.args[1:] if call is not None else []
+        if call is None or not arguments:
+            return []
+        handed = [(call, arguments[0].arg)]
+        for node in ast.walk(call):
+            # ``return self.wide_part(x) + self.deep_part(x)``: the methods' own parameters at that position.
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and isinstance(node.func.value, ast.Name)
+                and node.func.value.id == "self"
+                and node.func.attr in methods
+            ):
+                method = _method(cls, node.func.attr)
+                for position, given in enumerate(node.args):
+                    if isinstance(given, ast.Name) and given.id == arguments[0].arg and method is not None:
+                        parameters = method.args.args[1:]
+                        if position < len(parameters):
+                            handed.append((method, parameters[position].arg))
+        reads = [
+            (function, node)
+            for function, name in handed
+            for node in ast.walk(function)
+            if isinstance(node, ast.Name) and node.id == name and isinstance(node.ctx, ast.Load)
+        ]
+    readers: list[str] = []
+    for function, read in reads:
+        parents = {child: parent for parent in ast.walk(function) for child in ast.iter_child_nodes(parent)}
+        reached: ast.AST = read
+        while reached in parents:
+            parent = parents[reached]
+            if (
+                isinstance(parent, ast.Call)
+                and reached is not parent.func
+                and (layer := _self_layer(parent, methods))
+            ):
+                readers.append(layer)
+                break
+            if isinstance(parent, ast.Assign) and reached is parent.value:
+                names = {n for t in parent.targets for n in _assigned_names(t)}
+                readers.extend(
+                    layer
+                    for later in ast.walk(function)
+                    if isinstance(later, ast.Call)
+                    and later.lineno > parent.lineno
+                    and (layer := _self_layer(later, methods)) is not None
+                    and any(isinstance(a, ast.Name) and a.id in names for a in later.args)
+                )
+                break
+            if isinstance(parent, ast.stmt):
+                break
+            reached = parent
+    return [f"self.{name}" for name in dict.fromkeys(readers)]
+
+
+def keyed_array_site(units: list[SourceUnit], key: str) -> Site | None:
+    """Where a dict of inputs gets its array under `key`: ``feats["numeric"] = frame[NUMERIC].values`` or
+    ``{"numeric": num, ...}`` (the last such line written); None when no line of the code does."""
+    found: list[Site] = []
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if isinstance(node, ast.Dict):
+                found.extend(
+                    Site(unit, v, repr(key), target="array")
+                    for k, v in zip(node.keys, node.values, strict=True)
+                    if isinstance(k, ast.Constant) and k.value == key
+                )
+            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+                target = node.targets[0]
+                if (
+                    isinstance(target, ast.Subscript)
+                    and isinstance(target.slice, ast.Constant)
+                    and target.slice.value == key
+                ):
+                    found.append(Site(unit, node.value, ast.unparse(target), target="array"))
+    return max(found, key=lambda s: (s.cell or 0, s.line)) if found else None
+
+
+@dataclass
+class FunctionalInput:
+    """The ``Input(...)`` of a functional model that takes a feature input of the batch, and the layer calls that
+    read it (more than one: the raw values reach several parts, a wide and a deep one)."""
+
+    site: Site
+    readers: list[str]  # each reading call's layer as written (``deep``, ``layers.Dense(1)``), with its line
+
+
+# Calls that take an Input to build the model, not to compute on it.
+_MODEL_BUILDERS = frozenset({"Model", "Functional"})
+
+
+def functional_input(units: list[SourceUnit], leaf: str) -> FunctionalInput | None:
+    """The ``name = Input(...)`` that takes `leaf` of the batch (``x['numeric']``: the Input named "numeric", or
+    assigned to ``numeric``, or the only one; ``x``: the model's first Input, `model_input_site`) with the layers
+    called on it in its scope; None when no such Input is assigned to a name."""
+    made = [
+        (unit, node.value, node.targets[0].id)
+        for unit in units
+        for node in ast.walk(unit.tree)
+        if isinstance(node, ast.Assign)
+        and len(node.targets) == 1
+        and isinstance(node.targets[0], ast.Name)
+        and isinstance(node.value, ast.Call)
+        and called_name(node.value) in ("Input", "InputLayer")
+    ]
+    keyed = _DICT_LEAF.match(leaf)
+    if keyed is not None:
+        key = keyed.group(1)
+        named = [
+            item
+            for item in made
+            if isinstance(given := keyword(item[1], "name"), ast.Constant) and given.value == key
+        ]
+        made = named or [item for item in made if item[2] == key] or (made if len(made) == 1 else [])
+    else:
+        first = model_input_site(units)
+        made = [item for item in made if first is not None and item[1] is first.node]
+    if not made:
+        return None
+    unit, call, name = made[0]
+    functions = _functions(unit)
+    scope = _innermost_function(functions, call.lineno)
+    # Names the code assigns a call (a layer or model object: ``deep = keras.Sequential(...)``), which a
+    # functional model calls on its inputs; not ``len`` or ``np.isfinite``.
+    objects = {
+        target.id
+        for node in ast.walk(unit.tree)
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
+    readers: list[str] = []
+    for node in calls(unit):
+        if node.lineno <= call.lineno or _innermost_function(functions, node.lineno) is not scope:
+            continue
+        if not isinstance(node.func, ast.Call) and not (
+            isinstance(node.func, ast.Name) and node.func.id in objects
+        ):
+            continue
+        if keyword(node, "inputs") is not None or (called_name(node) or "").endswith("Model"):
+            continue  # keras.Model(inputs, outputs) builds the model of the input, it computes nothing on it
+        # ``deep(inp)``, ``layers.Dense(1)(inp)``, ``layers.Concatenate()([inp, embedded])``.
+        passed = [*node.args, *(k.value for k in node.keywords)]
+        arguments = [e for a in passed for e in (a.elts if isinstance(a, (ast.List, ast.Tuple)) else [a])]
+        if any(isinstance(a, ast.Name) and a.id == name for a in arguments):
+            layer = ast.unparse(node.func)
+            if len(layer) > 40 and isinstance(node.func, ast.Call):
+                layer = f"{called_name(node.func)}(...)"
+            readers.append(f"{layer} (line {node.lineno})")
+    return FunctionalInput(Site(unit, call, name, target="input"), readers)
+
+
+def subclass_input(units: list[SourceUnit], leaf: str, feed: Site | None = None) -> SubclassInput | None:
+    """For a feature input (`leaf` of the batch: ``x``, ``x['numeric']``) of a ``keras.Model`` subclass whose
+    ``call`` hands its inputs to its own layers: where to scale it, and the layers that read it. "Add a
+    Normalization as the model's first layer" at the first ``Sequential(...)`` named a sub-network the subclass
+    builds (the deep tower of a Wide & Deep model, s43b p5), while the raw values also reached its wide part: a
+    subclass has no first layer. The site is where the array is made (a dict input's entry, the array fit is given,
+    else `feed`, the custom loop's batches), else the first line of ``call`` that reads the inputs. None when the
+    code builds an ``Input``/``Sequential`` outside such a subclass (the model then takes its inputs there), or
+    has no such subclass."""
+    subclasses = _model_subclasses(units)
+    if not subclasses:
+        return None
+    first = _first_site(units, _INPUT_LAYERS)
+    if first is not None:
+        subclasses = [(unit, cls) for unit, cls in subclasses if _inside(first, unit, cls)]
+        if not subclasses:
+            return None
+    keyed = _DICT_LEAF.match(leaf)
+    key = keyed.group(1) if keyed is not None else None
+    reading = [(unit, cls, _layers_reading(cls, key)) for unit, cls in subclasses]
+    unit, cls, readers = next((r for r in reading if r[2]), reading[0])
+    if key is not None:
+        site = keyed_array_site(units, key) or feed
+    else:
+        site = fit_array_site(units, leaf) or feed
+    if site is not None:
+        return SubclassInput(site, True, readers, cls.name)
+    call = _method(cls, "call")
+    arguments = call.args.args[1:] if call is not None else []
+    if call is None or not arguments:
+        return None
+    handing = next(
+        (
+            statement
+            for statement in call.body
+            if isinstance(value := getattr(statement, "value", None), ast.expr)
+            and any(isinstance(n, ast.Name) and n.id == arguments[0].arg for n in ast.walk(value))
+        ),
+        None,
+    )
+    value = getattr(handing, "value", None)
+    if not isinstance(value, ast.expr):
+        return None
+    return SubclassInput(Site(unit, value, f"{cls.name}.call", target="input"), False, readers, cls.name)
+
+
 # Calls that give a model weights from outside the run.
 _WEIGHT_LOADS = ("load_weights", "load_model", "set_weights", "restore", "BackupAndRestore")
 

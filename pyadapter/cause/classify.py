@@ -6334,6 +6334,11 @@ def _rate_as_the_slower_way(change: Change | None) -> str:
     return f" (or, slower to train: {change.what})" if change is not None else ""
 
 
+def _eight_bit_pixels(item: scale.UnscaledInput) -> bool:
+    """Whether the unscaled input is whole images of 8-bit pixels (0..255) that no one divided by 255."""
+    return all(c.column is None and 0 <= c.low and 128 < c.high <= 255 for c in item.columns)
+
+
 def _unscaled_change(
     units: list[SourceUnit],
     unscaled: list[scale.UnscaledInput],
@@ -6347,6 +6352,7 @@ def _unscaled_change(
     instead = _rate_as_the_slower_way(rate_change)
     parts = []
     site = None
+    target = None
     for item in unscaled:
         if item.role == "features" and (unused := _unused_normalizer(units)) is not None:
             # The Basic regression tutorial with ``# normalizer,`` commented out of the model: the layer is made and
@@ -6359,12 +6365,45 @@ def _unscaled_change(
                 f"is made and adapted at {_site_place(made)}, and {where})"
             )
             continue
+        if item.role == "features" and (subclass := change_line.subclass_input(units, item.name, feed)):
+            # A keras.Model subclass has no first layer: its call hands the inputs to its parts (s43b p5: the
+            # first Sequential was the deep tower, and a Normalization there, followed, left the SGD-trained wide
+            # Dense on raw timestamps: loss nan). Scaled where the array is made, every part reads it scaled.
+            site = site or subclass.site
+            target = "array" if subclass.made else "input"
+            parts.append(_subclass_input_words(units, item, subclass, mixed))
+            continue
         if item.role == "features":
-            site = site or change_line.model_input_site(units) or feed
+            # The Input that takes this part of the batch (a dict input's key names it), else the first one.
+            functional = change_line.functional_input(units, item.name)
+            site = (
+                site
+                or (functional.site if functional else None)
+                or change_line.model_input_site(units)
+                or feed
+            )
             # Under a mixed policy the layer computes in float16 (a timestamp of 1.7e9 is inf there before it is
             # scaled): keras.layers.Normalization(dtype="float32"), followed, trained.
             normalization = 'Normalization(dtype="float32")' if mixed else "Normalization()"
-            if all(c.column is None and 0 <= c.low and 128 < c.high <= 255 for c in item.columns):
+            if functional is not None and len(functional.readers) > 1:
+                # One Input read by several layers (a wide and a deep part, s43b p5): a Normalization "as the
+                # first layer" put before one of them leaves the others on raw values.
+                together = ", ".join(functional.readers[:-1]) + f" and {functional.readers[-1]}"
+                both, others = (
+                    ("both", "the other") if len(functional.readers) == 2 else ("all", "the others")
+                )
+                pixels = _eight_bit_pixels(item)
+                layer = (
+                    "Rescaling(1.0 / 255)" if pixels else f"{normalization} adapted to the training features"
+                )
+                parts.append(
+                    f"scale the features ({item.describe()}): apply one keras.layers.{layer} to "
+                    f"{functional.site.name}, this Input, and hand its output to every layer that reads the input: "
+                    f"{together} {both} read it, and a Normalization before one leaves {others} on raw values; "
+                    f"or {'divide' if pixels else 'standardize'} {item.name}{' by 255' if pixels else ''} before fit"
+                )
+                continue
+            if _eight_bit_pixels(item):
                 # 8-bit pixels that no one divided by 255 (keras.io puts Rescaling first).
                 parts.append(
                     f"scale the features ({item.describe()}: 8-bit pixels): add keras.layers.Rescaling(1.0 / 255) "
@@ -6395,7 +6434,50 @@ def _unscaled_change(
     if site is None:
         return None
     what = "; ".join(parts) + f"; the usual learning rates assume values of about unit scale{instead}"
-    return _change(site, what, "input" if unscaled[0].role == "features" else "data")
+    return _change(site, what, target or ("input" if unscaled[0].role == "features" else "data"))
+
+
+def _subclass_input_words(
+    units: list[SourceUnit], item: scale.UnscaledInput, subclass: change_line.SubclassInput, mixed: bool
+) -> str:
+    """The change's words for a feature input of a model subclass (`change_line.subclass_input`): scale it where it
+    is made (or at the start of ``call``), so every layer that reads it gets it scaled; the layers named."""
+    pixels = _eight_bit_pixels(item)
+    keyed = _DICT_KEY.match(item.name)
+    names = change_line.keyed_columns(units, keyed.group(1)) if keyed is not None else None
+    raw = [
+        repr(names[c.column])
+        for c in item.columns
+        if names and c.column is not None and c.column < len(names)
+    ]
+    columns = f" ({', '.join(raw)} in raw units)" if raw else ""
+    readers = subclass.readers
+    read = ""
+    if len(readers) > 1:
+        together = ", ".join(readers[:-1]) + f" and {readers[-1]}"
+        both, others = ("both", "the other") if len(readers) == 2 else ("all", "the others")
+        read = f": {together} {both} read it, and a Normalization first in one leaves {others} on raw values"
+    elif readers:
+        read = f" ({readers[0]} reads it)"
+    normalization = 'Normalization(dtype="float32")' if mixed else "Normalization()"
+    scaling = (
+        "divide it by 255" if pixels else "standardize it (minus the training rows' mean, over their std)"
+    )
+    layer = f"keras.layers.{'Rescaling(1.0 / 255)' if pixels else normalization}"
+    adapted = "" if pixels else " adapted to the training values (norm.adapt(...))"
+    if subclass.made:
+        return (
+            f"scale the features ({item.describe()}): {subclass.model} is a model subclass with no first layer "
+            f"(its call hands {item.name}{columns} to its parts): {scaling} where it is made, here, so every part "
+            f"that reads it gets it scaled{read}; or apply one {layer}{adapted} to {item.name} at the start of "
+            f"{subclass.model}.call, before the parts that read it"
+        )
+    return (
+        f"scale the features ({item.describe()}): {subclass.model} is a model subclass with no first layer (its "
+        f"call hands {item.name}{columns} to its parts): apply one {layer}{adapted} to {item.name} at the start of "
+        f"{subclass.model}.call, before this line, and give every part that reads it the scaled values{read}; or "
+        f"{scaling} before fit"
+    )
 
 
 _RATE_FLAG = re.compile(r"^--?[\w.-]*(?:lr|learning[_-]?rate)[\w.-]*$", re.IGNORECASE)
