@@ -9342,6 +9342,58 @@ def test_a_nan_a_left_merge_makes_in_a_clean_csv_names_the_merge(tmp_path: Path)
     assert cause.change is not None and cause.change.line == 3, cause.change
 
 
+def test_an_in_place_column_transform_in_a_cell_run_twice_names_the_second_run(tmp_path: Path) -> None:
+    """``full['top_share'] = np.log(full['top_share'] / (1 - full['top_share']))`` in a notebook cell the user ran
+    again after a describe() (s43c p6): the second run took the logit of logits, a log of negatives. It was "a 0 /
+    0 there made the NaN ... guard the divisor"; np.maximum(1 - p, 1), followed, changed nothing. A cell that ran
+    once keeps the division's words."""
+    (tmp_path / "train.csv").write_text("clicks,top_share,label\n3,0.2,1\n5,0.7,0\n", encoding="utf-8")
+    notebook = tmp_path / "ads.ipynb"
+    sources = [
+        "import numpy as np\nimport pandas as pd",
+        "full = pd.read_csv('train.csv')",
+        "full['ctr'] = full['clicks'] / 100\nfull['top_share'] = np.log(full['top_share'] / (1 - full['top_share']))",
+        "X = full[['ctr', 'top_share']].values.astype('float32')\ny = full['label'].values\n"
+        "model.fit(X, y, epochs=3)",
+    ]
+    cells = [
+        {"cell_type": "code", "source": text, "metadata": {}, "outputs": [], "execution_count": n + 1}
+        for n, text in enumerate(sources)
+    ]
+    notebook.write_text(json.dumps({"cells": cells, "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    x, y = np.ones((32, 2), np.float32), np.zeros(32, np.float32)
+    x[0, 1] = np.nan
+    origin = Finding(
+        file=str(notebook),
+        line=3,
+        cell=3,
+        role="origin",
+        op=OpRef("IteratorGetNext", "IteratorGetNext"),
+        health=TensorHealth(dtype="float32", size=64, nan=1),
+    )
+    findings = findings_of(origin, non_finite_batch={"total": 1, "examples": ["x[0, 1] = nan"]})
+
+    def cause_for(ran: list[str]) -> Cause:
+        context = CauseContext(
+            entry_script=str(notebook),
+            batch=(x, y),
+            cwd=str(tmp_path),
+            folders=[str(tmp_path)],
+            fit_rows={"indices": list(range(32)), "array_rows": 2},
+            ran_cells=ran,
+        )
+        return classify(findings, context)
+
+    cause = cause_for([sources[0], sources[1], sources[2], sources[2], sources[3]])
+    assert "is transformed in place (ads.ipynb cell 3, line 2), and the kernel ran that cell 2 times" in (
+        cause.summary
+    ), cause.summary
+    assert cause.change is not None and (cause.change.cell, cause.change.line) == (2, 2), cause.change
+    assert cause.change.what.startswith("the in-place transform of column 'top_share'"), cause.change.what
+    cause = cause_for(sources)
+    assert "in place" not in cause.summary, cause.summary
+
+
 def test_a_target_a_per_group_std_divides_names_the_std_not_the_csv_read(tmp_path: Path) -> None:
     """Ratings z-scored per item in pandas (s43b p1): ``df["item_std"] = df.groupby("iid").rating.transform("std")``
     is NaN for an item rated once and 0 for one whose ratings are all equal, and fit gets ``y_train =

@@ -7589,7 +7589,24 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         if made is not None and made.column is None:
             # ``y = train["target"].values`` only selects the column: the line that computes it made the NaN.
             made = change_line.selected_column_site(units, made) or made
-        if (
+        runs = _runs_of_an_in_place_transform(context, made) if made is not None else 0
+        if made is not None and runs > 1:
+            # ``full['top_share'] = np.log(full['top_share'] / (1 - full['top_share']))`` in a cell the user ran
+            # again after a describe() (s43c p6): the second run took the logit of logits, a log of negatives. It
+            # was "a 0 / 0 there made the NaN ... guard the divisor", and np.maximum(1 - p, 1), followed, changed
+            # nothing.
+            place = _site_place(made)
+            summary += (
+                f"; {made.name} is transformed in place ({place}), and the kernel ran that cell {runs} times: each "
+                "run after the first transformed what the run before had made"
+            )
+            what = (
+                f"the in-place transform of {made.name}: the cell ran {runs} times, and each run after the first "
+                "transformed its own output again; write the result to a new column computed from the raw one, or "
+                "re-run the notebook from the cell that reads the data"
+            )
+            change = _change(made, what, "array")
+        elif (
             made is not None
             and made.column is not None
             and _has_division(made.node)
@@ -8052,6 +8069,16 @@ def _makes_infinities(node: ast.AST) -> bool:
 
 def _signed_inf(value: float) -> str:
     return "-inf" if value < 0 else "+inf"
+
+
+def _runs_of_an_in_place_transform(context: CauseContext, made: change_line.Site) -> int:
+    """How many times the notebook's kernel ran the cell of `made`, when `made` assigns a DataFrame column from
+    that same column (``df["c"] = np.log(df["c"])``), a transform a second run applies to its own output; 0 for
+    a script, a computation of other columns, or a cell the record does not show."""
+    if made.column is None or made.cell is None or made.column not in change_line.columns_read(made.node):
+        return 0
+    text = made.unit.text.strip()
+    return sum(1 for source in context.ran_cells if source.strip() == text)
 
 
 def _fit_array_site(
