@@ -2763,6 +2763,36 @@ def test_a_division_by_a_dataset_s_one_array_reads_once_and_names_multiplying_th
     assert cause.change is not None and "multiply it through by batch" in cause.change.what, cause.change
 
 
+def test_a_percentage_error_of_a_zero_target_says_leave_the_record_out_not_an_epsilon(tmp_path: Path) -> None:
+    """A hand-written RMSPE ``tf.square((y_true - y_pred) / y_true)`` with 2% of the targets 0 (s43c p7): "keep its
+    input in the op's domain (an epsilon, a clip)" came first, and an epsilon, followed, made those terms 1e7 times
+    the others: the model predicted 0 (RMSPE 1.0). Leaving the records out of the loss is the change."""
+    program = write_program(tmp_path)
+    x = np.ones((8, 3), np.float32)
+    y = np.linspace(0.5, 2.0, 8, dtype=np.float32).reshape(8, 1)
+    y[5, 0] = 0.0
+    origin = Finding(
+        file=str(program),
+        line=LOG_LINE,
+        role="origin",
+        op=OpRef("truediv", "RealDiv"),
+        health=TensorHealth(dtype="float32", size=8, neg_inf=1, pos=7),
+        inputs=[
+            InputHealth("sub:0", TensorHealth(dtype="float32", size=8, pos=8)),
+            InputHealth("args_1:0", None),
+        ],
+    )
+    findings = findings_of(origin)
+    findings.extra["origin_code"] = (
+        "    return tf.sqrt(tf.reduce_mean(tf.square((y_true - y_pred) / y_true)))"
+    )
+    cause = classify(findings, CauseContext(batch=(x, y), batch_index=3, epoch=0))
+    assert cause.change is not None and cause.change.what.startswith(
+        "the RealDiv op divides by y, a percentage error, undefined where y is 0: leave those records out of the loss"
+    ), cause.change.what
+    assert "an epsilon, a clip" not in cause.change.what
+
+
 def test_a_zero_somewhere_in_the_batch_is_not_blamed_without_matching_counts(tmp_path: Path) -> None:
     """One-hot labels are mostly zeros: they do not give the one -inf the Log made, so no array is named."""
     program = write_program(tmp_path)

@@ -8450,7 +8450,17 @@ def _batch_out_of_domain(
         made = change_line.fit_array_site(units, leaf) if leaf in ("x", "y") else None
         if made is not None:
             return Cause("data", summary, evidence, _change(made, what, "array"), provenance=where)
-    if op in DIVISION_OPS:
+    relative = op in DIVISION_OPS and _RELATIVE_ERROR.search(str(findings.extra.get("origin_code") or ""))
+    if relative and xlogy is None and not read.shift:
+        # RMSPE's ``(y_true - y_pred) / y_true`` with 2% of the targets 0 (s43c p7): "an epsilon" first, followed,
+        # made those terms 1e7 times the others and the model predicted 0 everywhere (RMSPE 1.0); a percentage
+        # error is undefined at a target of 0, and its metric leaves those records out.
+        what = (
+            f"the {op} op divides by {leaf}, a percentage error, undefined where {leaf} is 0: leave those records "
+            f"out of the loss (tf.boolean_mask, or a weight of 0 where {leaf} == 0, and the mean over the others), "
+            f"as the metric does; an epsilon makes their terms huge, and the model learns to predict 0"
+        )
+    elif op in DIVISION_OPS:
         # A PINN's residual ``u_rr + 2 / r * u_r`` at r = 0: an epsilon keeps it finite and the fit learns nothing
         # (u(0) = 0.015 for 1.0); multiplied through by r, the same equation holds everywhere.
         what += f"; or, in an equation (a physics residual), multiply it through by {leaf} so nothing divides by it"
