@@ -8170,6 +8170,34 @@ def test_the_models_cast_of_raw_features_to_float16_before_a_batch_norm_names_th
     ), cause.summary
     assert cause.change is not None and cause.change.line == 7, cause.change
     assert 'BatchNormalization(dtype="float32")' in cause.change.what, cause.change
+    # A functional model whose first layer is a Dense and a BatchNormalization after it (s43c p5), fit on a column
+    # the program computes (a date as epoch seconds): BatchNormalization(dtype="float32"), followed, overflowed at
+    # the same cast. The column, where it is made, is the change.
+    program.write_text(
+        "import keras\nfrom keras import layers\nimport pandas as pd\n"
+        'df = pd.read_csv("train.csv")\n'
+        "df['timestamp'] = pd.to_datetime(df['date']).astype('int64') // 10**9\n"
+        "FEATURES = ['price', 'store', 'timestamp']\n"
+        "X = df[FEATURES].values.astype('float32')\n"
+        "inputs = keras.Input((3,))\n"
+        "x = layers.Dense(256, activation='relu')(inputs)\n"
+        "x = layers.BatchNormalization()(x)\n"
+        "out = layers.Dense(1, dtype='float32')(x)\n"
+        "model = keras.Model(inputs, out)\n"
+        "model.fit(X, y)\n",
+        encoding="utf-8",
+    )
+    x = np.stack([rng.uniform(0, 1, 64), rng.uniform(0, 1, 64), rng.uniform(1.36e9, 1.48e9, 64)], 1).astype(
+        "float32"
+    )
+    cause = classify(
+        findings_of(origin), dataclasses.replace(context, batch=(x, np.zeros((64, 1), np.float32)))
+    )
+    assert "column 'timestamp' (column 2 of X) passes 65504 there" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 5, cause.change
+    assert cause.change.what.startswith("scale column 'timestamp' (column 2 of X) where it is made"), (
+        cause.change
+    )
 
 
 def test_a_column_nan_in_every_row_after_a_pandas_standardization_names_the_standardization(

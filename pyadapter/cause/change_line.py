@@ -1276,6 +1276,42 @@ def unused_layer_uses(units: list[SourceUnit], classes: frozenset[str]) -> list[
     return found
 
 
+def first_layer_normalizer(units: list[SourceUnit], classes: frozenset[str]) -> Site | None:
+    """The normalizing layer (of `classes`) a model applies first to its input: the first layer of a
+    ``Sequential([...])`` list (after its ``Input``), or a layer called on a name assigned ``keras.Input(...)``
+    (``BatchNormalization()(inputs)``). None when the model's first layer is another one."""
+    for unit in units:
+        inputs = {
+            target.id
+            for node in ast.walk(unit.tree)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Call)
+            and called_name(node.value) in ("Input", "InputLayer")
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in calls(unit):
+            name = called_name(node) or ""
+            if name == "Sequential" and node.args and isinstance(node.args[0], ast.List):
+                layers = [
+                    e
+                    for e in node.args[0].elts
+                    if not (isinstance(e, ast.Call) and called_name(e) in ("Input", "InputLayer"))
+                ]
+                first = layers[0] if layers else None
+                if isinstance(first, ast.Call) and called_name(first) in classes:
+                    return Site(unit, first, called_name(first) or "")
+            if (
+                isinstance(node.func, ast.Call)
+                and called_name(node.func) in classes
+                and node.args
+                and isinstance(node.args[0], ast.Name)
+                and node.args[0].id in inputs
+            ):
+                return Site(unit, node.func, called_name(node.func) or "")
+    return None
+
+
 def model_input_site(units: list[SourceUnit]) -> Site | None:
     """Where the model takes its inputs: the first ``Input(...)`` / ``InputLayer(...)``, else the first
     ``Sequential(...)``; None when the code builds neither (a subclass called on the batch)."""

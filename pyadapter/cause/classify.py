@@ -7126,17 +7126,34 @@ def _input_cast_beyond_16_bit(
     beyond = [c for u in features for c in u.columns if max(abs(c.low), abs(c.high)) > limit]
     if not features or not beyond:
         return None
-    # The normalizing layer the code builds (the first one written), else where the model takes its input.
-    built = [
-        change_line.Site(unit, node, name)
-        for unit in units
-        for node in change_line.calls(unit)
-        if (name := change_line.called_name(node) or "") in _INPUT_NORMALIZERS
-    ]
-    site = built[0] if built else change_line.model_input_site(units)
+    # The normalizing layer the model takes its input with, else where the model takes its input. A normalizer
+    # deeper in the model (``Dense(256)`` then ``BatchNormalization()``) is no first layer (s43c p5): given float32
+    # as told, the cast before the Dense still overflowed.
+    built = change_line.first_layer_normalizer(units, _INPUT_NORMALIZERS)
+    column = next((c for c in beyond if c.column is not None), None)
+    made = (
+        change_line.fit_array_site(units, "x", column=column.column)
+        if column is not None and column.column is not None and built is None
+        else None
+    )
+    if made is not None and made.column is not None:
+        # A column the program computes in raw units (a date as epoch seconds, added after the cell that scaled
+        # the others): scaled where it is made, every cast after it holds it; a first layer in float32 only moved
+        # the overflow to the next layer's cast.
+        words = (
+            f"; it is the model's cast of its input to float16, before its first layer computes anything, and "
+            f"{made.name} passes {limit:g} there ({features[0].describe()})"
+        )
+        what = (
+            f"scale {made.name} where it is made (subtract a reference and divide by its scale: a date as days or "
+            "years since a start date, not epoch seconds), so every float16 layer holds it; a first layer in "
+            "float32 only moves the overflow to the next layer's cast"
+        )
+        return words, _change(made, what, "array")
+    site = built or change_line.model_input_site(units)
     if site is None:
         return None
-    first = built[0].name if built else None
+    first = built.name if built else None
     layer = f"its first layer ({first})" if first else "its first layer"
     words = (
         f"; it is the model's cast of its input to float16, before {layer} computes anything, and the features "
