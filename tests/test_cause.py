@@ -10099,3 +10099,166 @@ def test_unscaled_features_of_a_functional_model_name_their_input_and_every_laye
         "keras.layers.Concatenate() (line 14) both read it"
     ) in cause.change.what, cause.change.what
     assert "or standardize x['numeric'] before fit" in cause.change.what, cause.change.what
+
+
+SEGMENTER = """\
+import keras
+import tensorflow as tf
+from keras import layers
+
+keras.mixed_precision.set_global_policy("mixed_float16")
+EPS = 1e-7
+
+
+def bce(y_true, y_pred):
+    y_true = tf.cast(y_true, y_pred.dtype)
+    y_pred = tf.clip_by_value(y_pred, EPS, 1.0 - EPS)
+    return -tf.reduce_mean(y_true * tf.math.log(y_pred) + (1.0 - y_true) * tf.math.log(1.0 - y_pred))
+
+
+class SegNet(keras.Model):
+    def __init__(self, width=16, **kw):
+        super().__init__(**kw)
+        self.enc = layers.Conv2D(width, 3, padding="same", activation="relu")
+        self.out = layers.Conv2D(1, 1, activation="sigmoid")
+
+    def call(self, x):
+        return self.out(self.enc(x))
+
+    def train_step(self, data):
+        x, y = data
+        with tf.GradientTape() as tape:
+            p = self(x, training=True)
+            loss = bce(y, p)
+        grads = tape.gradient(loss, self.trainable_variables)
+        self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        return {"loss": loss}
+"""
+SEGMENTER_BCE_START, SEGMENTER_CLIP, SEGMENTER_LOG, SEGMENTER_OUTPUT_LAYER = 10, 11, 12, 19
+
+
+def _clipped_log_findings(program: Path, origin: Finding, clip_dtype: str, sigmoid: bool) -> Findings:
+    """`origin` with the ops the scan recorded up its inputs: the clip (in `clip_dtype`) and, with `sigmoid`, the
+    output layer's float16 Sigmoid that fed it."""
+    nodes: list[dict[str, object]] = [
+        {
+            "id": "n1",
+            "name": "clip_by_value",
+            "type": "Maximum",
+            "role": "input",
+            "distance": -1,
+            "health": {"dtype": clip_dtype, "size": 64, "pos": 64},
+            "file": str(program),
+            "line": SEGMENTER_CLIP,
+        }
+    ]
+    if sigmoid:
+        nodes.append(
+            {
+                "id": "n2",
+                "name": "seg_net_1/conv2d_1_1/Sigmoid",
+                "type": "Sigmoid",
+                "role": "input",
+                "distance": -3,
+                "health": {"dtype": "float16", "size": 64, "pos": 64},
+                "file": str(program),
+                "line": 22,
+            }
+        )
+    findings = findings_of(origin)
+    findings.extra["pictures"] = {"nodes": nodes}
+    return findings
+
+
+def test_a_float16_log_of_a_clip_whose_epsilon_float16_cannot_hold_names_the_output_layer_not_the_log(
+    tmp_path: Path,
+) -> None:
+    """A segmentation model's hand-written BCE under mixed_float16 (s43e p8): ``tf.clip_by_value(y_pred, 1e-7,
+    1 - 1e-7)`` on the float16 sigmoid output, then ``tf.math.log``. In float16 1e-7 is a subnormal whose reciprocal
+    (the log's gradient) overflows, and 1 - 1e-7 is 1.0. The change was "compute this in float32" at the log's line;
+    a cast there, followed, came after the float16 clip, and the run went NaN again. The output layer in float32
+    (or a cast before the clip) is the fix, and the words say why the clip did not protect."""
+    program = tmp_path / "segment.py"
+    program.write_text(SEGMENTER)
+    origin = Finding(
+        file=str(program),
+        line=SEGMENTER_LOG,
+        role="backward-origin",
+        op=OpRef("gradient_tape/Reciprocal", "Reciprocal", graph="train_step", forward_op="Log"),
+        health=TensorHealth(dtype="float16", size=64, pos_inf=3, pos=61),
+        inputs=[InputHealth("clip_by_value:0", TensorHealth(dtype="float16", size=64, pos=64))],
+    )
+    cause = classify(
+        _clipped_log_findings(program, origin, "float16", sigmoid=True),
+        CauseContext(
+            dtype_policy="mixed_float16", entry_script=str(program), model_info={"loss_scale_optimizer": True}
+        ),
+    )
+    assert cause.kind == "precision", cause
+    assert f"clipped at line {SEGMENTER_CLIP} in float16" in cause.summary, cause.summary
+    assert "EPS (1e-07) is below float16's smallest normal value 6.1e-05" in cause.summary, cause.summary
+    assert "1.0 - EPS rounds to 1.0 in float16" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == SEGMENTER_OUTPUT_LAYER, cause.change
+    assert 'give this Conv2D layer dtype="float32"' in cause.change.what, cause.change
+    assert f"at the start of bce (line {SEGMENTER_BCE_START}), before the clip" in cause.change.what, (
+        cause.change
+    )
+
+
+def test_a_log_cast_to_float32_after_a_float16_clip_is_told_to_cast_before_the_clip(tmp_path: Path) -> None:
+    """The same BCE with "compute this in float32" followed at the log's line: ``y_pred = tf.cast(y_pred,
+    tf.float32)`` after the float16 clip. Its 1 - 1e-7 was already 1.0, so log(1 - y_pred) took zeros in float32;
+    the words named a ConcatV2 that "underflowed", and the cast's place was not said. The cast goes where the loss
+    function starts, before the clip (s43e p8)."""
+    program = tmp_path / "segment.py"
+    program.write_text(
+        SEGMENTER.replace(
+            "    y_pred = tf.clip_by_value(y_pred, EPS, 1.0 - EPS)\n",
+            "    y_pred = tf.clip_by_value(y_pred, EPS, 1.0 - EPS)\n"
+            "    y_true, y_pred = tf.cast(y_true, tf.float32), tf.cast(y_pred, tf.float32)\n",
+        )
+    )
+    origin = Finding(
+        file=str(program),
+        line=SEGMENTER_LOG + 1,
+        role="origin",
+        op=OpRef("Log_1", "Log", graph="train_step"),
+        health=TensorHealth(dtype="float32", size=64, neg_inf=2, neg=62),
+        inputs=[InputHealth("sub_1:0", TensorHealth(dtype="float32", size=64, zero=2, pos=62))],
+    )
+    cause = classify(
+        _clipped_log_findings(program, origin, "float16", sigmoid=False),
+        CauseContext(
+            dtype_policy="mixed_float16", entry_script=str(program), model_info={"loss_scale_optimizer": True}
+        ),
+    )
+    assert cause.kind == "precision", cause
+    assert "made 2 -inf of 64 in float32" in cause.summary, cause.summary
+    assert f"the cast to float32 at line {SEGMENTER_CLIP + 1} comes after the clip" in cause.summary, (
+        cause.summary
+    )
+    assert cause.change is not None and cause.change.line == SEGMENTER_BCE_START, cause.change
+    assert 'tf.cast y_pred (and the targets) to "float32" at the start of bce' in cause.change.what, (
+        cause.change
+    )
+
+
+def test_a_float16_log_of_a_clip_float16_holds_is_not_put_down_to_the_clip(tmp_path: Path) -> None:
+    """A clip at 1e-3 holds in float16 (1/1e-3 is far below 65504, 1 - 1e-3 is not 1): the clip is no cause."""
+    program = tmp_path / "segment.py"
+    program.write_text(SEGMENTER.replace("EPS = 1e-7", "EPS = 1e-3"))
+    origin = Finding(
+        file=str(program),
+        line=SEGMENTER_LOG,
+        role="backward-origin",
+        op=OpRef("gradient_tape/Reciprocal", "Reciprocal", graph="train_step", forward_op="Log"),
+        health=TensorHealth(dtype="float16", size=64, pos_inf=3, pos=61),
+        inputs=[InputHealth("clip_by_value:0", TensorHealth(dtype="float16", size=64, pos=64))],
+    )
+    cause = classify(
+        _clipped_log_findings(program, origin, "float16", sigmoid=True),
+        CauseContext(
+            dtype_policy="mixed_float16", entry_script=str(program), model_info={"loss_scale_optimizer": True}
+        ),
+    )
+    assert "clip does not protect" not in cause.summary, cause.summary

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import ast
+import copy
 import math
 import os
 import re
@@ -3507,3 +3508,166 @@ def layer_site(units: list[SourceUnit], op_name: str, dtype: str | None = None) 
             if node is picked:
                 return Site(unit, node, called_name(node) or base)
     return None
+
+
+# Calls that bound a value from below or above (``tf.clip_by_value(p, eps, 1 - eps)``, ``tf.maximum(p, eps)``,
+# ``K.clip``, ``keras.ops.clip``, ``np.clip``), and where each takes its bounds.
+_CLIPS = frozenset({"clip_by_value", "clip", "maximum", "minimum"})
+_LOG_CALLS = frozenset({"log", "reciprocal", "xlogy", "log1p"})
+_CASTS = frozenset({"cast", "convert_to_tensor"})
+
+
+@dataclass(frozen=True)
+class ClipIntoLog:
+    """A log's (or reciprocal's) argument bounded by a clip earlier in the same function, with the bounds' values:
+    ``y_pred = tf.clip_by_value(y_pred, EPS, 1.0 - EPS)`` above ``tf.math.log(y_pred)``."""
+
+    site: Site  # the clip call
+    clipped: str  # the name the clip assigns (``y_pred``)
+    argument: str  # the clip's input as written (``y_pred``)
+    lower: float | None  # the bound from below (EPS), None when the clip has none
+    upper: float | None  # the bound from above (1.0 - EPS)
+    lower_text: str | None  # the bounds as written
+    upper_text: str | None
+    function: str | None  # the function holding both (``bce``), None at module level
+    function_start: int | None  # the first line of its body: where its inputs can be cast
+    cast_after: int | None = None  # the line of a cast of the clipped value after the clip, before the log
+
+
+def _clip_bounds(unit: SourceUnit, call: ast.Call) -> tuple[ast.expr | None, ast.expr | None]:
+    """(lower, upper) bound expressions of one clip call; a maximum's is its lower, a minimum's its upper."""
+    name = called_name(call)
+    args = list(call.args)
+    if name in ("clip_by_value", "clip"):
+        lower = args[1] if len(args) > 1 else None
+        upper = args[2] if len(args) > 2 else None
+        for key in ("clip_value_min", "x_min", "a_min", "min_value"):
+            lower = keyword(call, key) or lower
+        for key in ("clip_value_max", "x_max", "a_max", "max_value"):
+            upper = keyword(call, key) or upper
+        return lower, upper
+    bound = next((a for a in args if _bound_value(unit, a) is not None), None)
+    return (bound, None) if name == "maximum" else (None, bound)
+
+
+def _clipped_input(unit: SourceUnit, call: ast.Call) -> ast.expr | None:
+    """The value a clip bounds: the first argument that is no constant (through a nested clip)."""
+    for argument in call.args:
+        if isinstance(argument, ast.Call) and called_name(argument) in _CLIPS:
+            return _clipped_input(unit, argument)
+        if _bound_value(unit, argument) is None:
+            return argument
+    return None
+
+
+def clip_into_log(units: list[SourceUnit], file: str, line: int, cell: int | None) -> ClipIntoLog | None:
+    """The clip whose output the log (or reciprocal) at `line` takes, directly or as ``1 - p``: the last assignment
+    of the log's argument before that line, in the same function, when it is a clip call with a numeric bound. A
+    cast of the clipped name in between (``y_pred = tf.cast(y_pred, tf.float32)`` after the clip) is followed to
+    the clip. None when the line's log takes no clipped name."""
+    for unit in units:
+        if unit.cell != cell or os.path.abspath(unit.file) != os.path.abspath(file):
+            continue
+        statements = [
+            n
+            for n in ast.walk(unit.tree)
+            if isinstance(n, ast.stmt)
+            and not isinstance(
+                n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.If, ast.For, ast.While)
+            )
+            and n.lineno <= line <= (n.end_lineno or n.lineno)
+        ]
+        if not statements:
+            continue
+        statement = min(statements, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
+        logs = [c for c in ast.walk(statement) if isinstance(c, ast.Call) and called_name(c) in _LOG_CALLS]
+        for call in logs:
+            # ``K.log(K.clip(y_pred, K.epsilon(), 1 - K.epsilon()))``: the clip written inside the log.
+            inline = next(
+                (
+                    c
+                    for a in call.args
+                    for c in ast.walk(a)
+                    if isinstance(c, ast.Call) and called_name(c) in _CLIPS
+                ),
+                None,
+            )
+            if inline is not None:
+                argument = _clipped_input(unit, inline)
+                clipped = ast.unparse(argument) if argument is not None else "its input"
+                found = _clip_of(unit, inline, clipped, statement.lineno, None)
+                if found is not None:
+                    return found
+        taken = [n.id for call in logs for a in call.args for n in ast.walk(a) if isinstance(n, ast.Name)]
+        for name in dict.fromkeys(taken):
+            found = _clip_assigned(unit, name, statement.lineno)
+            if found is not None:
+                return found
+    return None
+
+
+def _clip_assigned(
+    unit: SourceUnit, name: str, before: int, depth: int = 0, cast_after: int | None = None
+) -> ClipIntoLog | None:
+    assignment = _last_assignment(unit, name, before)
+    value = _assigned_value(assignment, name) if assignment is not None else None
+    if assignment is None or not isinstance(value, ast.Call) or depth > 3:
+        return None
+    kind = called_name(value)
+    if kind in _CASTS and value.args and isinstance(value.args[0], ast.Name):
+        # Cast after the clip: the clip's rounding is done before the cast.
+        return _clip_assigned(unit, value.args[0].id, assignment.lineno, depth + 1, assignment.lineno)
+    if kind not in _CLIPS:
+        return None
+    return _clip_of(unit, value, name, assignment.lineno, cast_after)
+
+
+def _bound_value(unit: SourceUnit, node: ast.expr) -> float | None:
+    """A clip bound's value: arithmetic on numbers and constant names, Keras's ``epsilon()`` read as its default
+    1e-7 (``1 - K.epsilon()``)."""
+
+    class _Epsilon(ast.NodeTransformer):
+        def visit_Call(self, call: ast.Call) -> ast.AST:
+            if called_name(call) == "epsilon" and not call.args:
+                return ast.copy_location(ast.Constant(1e-7), call)
+            return self.generic_visit(call)
+
+    return _constant_expression(unit, _Epsilon().visit(copy.deepcopy(node)))
+
+
+def _clip_of(
+    unit: SourceUnit, value: ast.Call, name: str, line: int, cast_after: int | None
+) -> ClipIntoLog | None:
+    """The clip call `value` (at `line`) as a `ClipIntoLog`, None when neither bound is a number."""
+    kind = called_name(value)
+    lower: ast.expr | None = None
+    upper: ast.expr | None = None
+    for call in ast.walk(value):
+        if isinstance(call, ast.Call) and called_name(call) in _CLIPS:
+            low, high = _clip_bounds(unit, call)
+            lower, upper = lower or low, upper or high
+    lower_value = _bound_value(unit, lower) if lower is not None else None
+    upper_value = _bound_value(unit, upper) if upper is not None else None
+    argument = _clipped_input(unit, value)
+    if (lower_value is None and upper_value is None) or argument is None:
+        return None
+    function = _innermost_function(_functions(unit), line)
+    body = [
+        s
+        for s in (function.body if function is not None else [])
+        if not (
+            isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str)
+        )
+    ]
+    return ClipIntoLog(
+        site=Site(unit, value, kind or "clip", target="op"),
+        clipped=name,
+        argument=ast.unparse(argument),
+        lower=lower_value,
+        upper=upper_value,
+        lower_text=ast.unparse(lower) if lower is not None else None,
+        upper_text=ast.unparse(upper) if upper is not None else None,
+        function=function.name if function is not None else None,
+        function_start=body[0].lineno if body else None,
+        cast_after=cast_after,
+    )

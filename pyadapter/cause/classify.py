@@ -643,6 +643,10 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # only copied the -inf of a tensor the step captured, whose health the dump does not record; it was "a
         # GatherV2 op overflowed on finite inputs ... keep its values in range".
         return _captured_value_copied(findings, context, units, origin)
+    clipped = _clip_rounded_away(findings, context, units, origin)
+    if clipped is not None:
+        # Before the 16-bit rules: "compute this in float32" at the log, followed, cast after the float16 clip.
+        return clipped
     dtype = (dtype_of(origin) or "").lower()
     if known and dtype in SIGNIFICANT_BITS and _subtracted_zeros(origin):
         return _cancellation(findings, context, origin, dtype)
@@ -6858,6 +6862,219 @@ def _blown_up_at_start(
                 not isinstance(output, (int, float)) or output >= _BLOWN_UP_OUTPUT
             )
             return (step, float(norm)) if failing_step == start or huge_output else None
+    return None
+
+
+# Ops that take a log of their input, or its gradient's reciprocal: a clip keeps them off 0 only where its epsilon
+# holds.
+_LOG_TYPES = frozenset({"Log", "Log1p", "Xlogy", "Reciprocal", "Inv"})
+# Graph ops that are no layer's output: the clip, casts and arithmetic of the user's loss between it and the log.
+_NOT_A_LAYER_OUTPUT = frozenset(
+    {
+        "Const",
+        "Maximum",
+        "Minimum",
+        "ClipByValue",
+        "Cast",
+        "Sub",
+        "AddV2",
+        "Mul",
+        "Identity",
+        "Log",
+        "Reciprocal",
+    }
+)
+FLOAT16_SMALLEST_NORMAL = float(np.finfo(np.float16).tiny)  # 6.1e-05
+
+
+def _clip_rounded_away(
+    findings: Findings, context: CauseContext, units: list[SourceUnit], origin: Finding
+) -> Cause | None:
+    """A log (or its gradient, a reciprocal) that went non-finite on a value a clip bounded in a 16-bit float whose
+    epsilon the dtype cannot hold: ``tf.clip_by_value(y_pred, 1e-7, 1 - 1e-7)`` on a float16 sigmoid output, where
+    1e-7 is below float16's smallest normal 6.1e-5 (its reciprocal, the log's gradient, is 8.4e6, past 65504) and
+    1 - 1e-7 rounds to 1.0 (log(1 - p) is log(0)). The words were "compute this in float32" at the log's line; a
+    cast there, followed, came after the float16 clip, and the run went NaN again (s43e p8). The value must be
+    float32 before the clip: the layer that made it in float16 (dtype="float32"), or the start of the loss
+    function. None for another op, a clip whose bounds the dtype holds, or no clip in the code."""
+    if origin.op.type not in _LOG_TYPES and origin.op.forward_op not in ("Log", "Log1p", "Xlogy"):
+        return None
+    if origin.health is None or origin.health.is_finite:
+        return None
+    clip = change_line.clip_into_log(units, origin.file, origin.line, origin.cell)
+    if clip is None:
+        return None
+    dtype = _dtype_of_the_clip(findings, origin, clip)
+    if dtype not in SIGNIFICANT_BITS:
+        return None
+    lost = _bounds_the_dtype_loses(clip, dtype)
+    if not lost:
+        return None
+    policy = context.dtype_policy or (
+        "mixed_float16" if context.model_info.get("loss_scale_optimizer") else None
+    )
+    layer = _sixteen_bit_layer_into_the_clip(findings, units)
+    what_op = (
+        f"{origin.op.type} (the gradient of the log at line {origin.line})"
+        if origin.op.forward_op
+        else f"the {origin.op.type} op at line {origin.line}"
+    )
+    health = origin.health.describe()
+    cast = (
+        f"; the cast to float32 at line {clip.cast_after} comes after the clip, when its bounds are already lost"
+        if clip.cast_after is not None
+        else ""
+    )
+    made = (
+        f"; {clip.argument} is the {dtype} output of the {layer[0].name} layer at line {layer[0].line}"
+        if layer
+        else ""
+    )
+    summary = (
+        f"{what_op} made {health} in {(dtype_of(origin) or dtype).lower()}"
+        f"{f' under the {policy} policy' if policy else ''}: it takes "
+        f"{clip.clipped}, clipped at line {clip.site.line} in {dtype}, and the clip does not protect it there: "
+        f"{'; '.join(lost)}{cast}{made}"
+    )
+    at_start = (
+        f"at the start of {clip.function} (line {clip.function_start})"
+        if clip.function_start
+        else "before the clip"
+    )
+    late = (
+        f"; a cast at the log (line {origin.line}) is too late: the clip at line {clip.site.line} has already "
+        f"rounded its bounds in {dtype}"
+    )
+    cast_it = (
+        f'tf.cast {clip.argument} (and the targets) to "float32" {at_start}, before the clip at line '
+        f"{clip.site.line}"
+    )
+    evidence: dict[str, Any] = {
+        "dtype": dtype,
+        "dtype_policy": policy,
+        "op": origin.op.type,
+        "op_name": origin.op.name,
+        "clip": {
+            "line": clip.site.line,
+            "lower": clip.lower,
+            "upper": clip.upper,
+            "function": clip.function,
+            "cast_after": clip.cast_after,
+        },
+        "output": health,
+    }
+    if layer is not None:
+        site, op_name = layer
+        evidence["layer"] = {"class": site.name, "file": site.file, "line": site.line, "op": op_name}
+        what = (
+            f'give this {site.name} layer dtype="float32" (the mixed-precision guide keeps the output layer in '
+            f"float32): {clip.argument} then reaches the clip at line {clip.site.line} in float32, where its bounds "
+            f"hold; or {cast_it}{late}"
+        )
+        return Cause("precision", summary, evidence, _change(site, what, "layer"))
+    what = (
+        f'{cast_it}, or give the layer that outputs {clip.argument} dtype="float32" (the mixed-precision guide '
+        f"keeps the output layer in float32){late}"
+    )
+    if clip.function_start is not None:
+        change: Change | None = Change(
+            file=os.path.abspath(clip.site.file),
+            line=clip.function_start,
+            what=what,
+            cell=clip.site.cell,
+            target="op",
+        )
+    else:
+        change = _change(clip.site, what, "op")
+    return Cause("precision", summary, evidence, change)
+
+
+def _dtype_of_the_clip(findings: Findings, origin: Finding, clip: change_line.ClipIntoLog) -> str | None:
+    """The dtype the clip ran in: the origin's own when no cast came between them, else the one the scan recorded
+    for the clip's op (a cast to float32 after a float16 clip)."""
+    own = (dtype_of(origin) or "").lower()
+    if clip.cast_after is None:
+        return own
+    for node in _picture_nodes(findings):
+        health = node.get("health")
+        if (
+            node.get("type") in ("Maximum", "Minimum", "ClipByValue")
+            and node.get("line") == clip.site.line
+            and isinstance(health, dict)
+        ):
+            return str(health.get("dtype") or "").lower() or None
+    return None
+
+
+def _picture_nodes(findings: Findings) -> list[dict[str, Any]]:
+    """The ops around the origin the scan recorded (the pictures' graph), nearest first."""
+    pictures = findings.extra.get("pictures")
+    nodes = pictures.get("nodes") if isinstance(pictures, dict) else None
+    if not isinstance(nodes, list):
+        return []
+    found = [n for n in nodes if isinstance(n, dict) and isinstance(n.get("distance"), int)]
+    return sorted(found, key=lambda n: abs(n["distance"]))
+
+
+def _bounds_the_dtype_loses(clip: change_line.ClipIntoLog, dtype: str) -> list[str]:
+    """What of the clip's bounds `dtype` cannot hold: a lower bound 0 there, or whose reciprocal (a log's gradient)
+    is past its range; an upper bound below 1 that rounds to 1 (1 - p still 0)."""
+    lost = []
+    lower, upper = clip.lower, clip.upper
+    named = (
+        f"{clip.lower_text} ({lower:.3g})"
+        if lower is not None and not _is_literal(clip.lower_text)
+        else clip.lower_text
+    )
+    if dtype in SIXTEEN_BIT and lower is not None and 0 < lower < FLOAT16_SMALLEST_NORMAL:
+        held = float(np.float16(lower))
+        if held == 0:
+            lost.append(f"{named} is 0 in {dtype} (its smallest value is {FLOAT16_TINY:.2g})")
+        elif 1 / held > DTYPE_MAX[dtype]:
+            lost.append(
+                f"{named} is below {dtype}'s smallest normal value "
+                f"{FLOAT16_SMALLEST_NORMAL:.2g}: it becomes {held:.3g}, and the log's gradient there, "
+                f"1/{held:.3g} = {1 / held:.2g}, is past {dtype}'s max {DTYPE_MAX[dtype]:g}"
+            )
+    if upper is not None and upper < 1 and 1 - upper < 2.0 ** -(SIGNIFICANT_BITS[dtype] + 1):
+        lost.append(
+            f"{clip.upper_text} rounds to 1.0 in {dtype} (its spacing below 1 is "
+            f"{2.0 ** -SIGNIFICANT_BITS[dtype]:.2g}), so 1 - {clip.clipped} is still 0 and its log -inf"
+        )
+    return lost
+
+
+def _is_literal(text: str | None) -> bool:
+    """Whether a bound as written is a number itself (``1e-08``), not a name or arithmetic (``EPS``)."""
+    try:
+        float(text or "")
+    except ValueError:
+        return False
+    return True
+
+
+def _sixteen_bit_layer_into_the_clip(
+    findings: Findings, units: list[SourceUnit]
+) -> tuple[change_line.Site, str] | None:
+    """The construction of the layer whose 16-bit output the clip took (a float16 sigmoid Conv2D of a Model
+    subclass), from the ops the scan recorded up the origin's inputs, and that op's name; None when none of them is
+    a layer of the user's code."""
+    for node in _picture_nodes(findings):
+        health = node.get("health")
+        name = node.get("name")
+        if (
+            node.get("role") != "input"
+            or node.get("gradient")
+            or node.get("type") in _NOT_A_LAYER_OUTPUT
+            or not isinstance(name, str)
+            or "/" not in name
+            or not isinstance(health, dict)
+            or str(health.get("dtype") or "").lower() not in SIGNIFICANT_BITS
+        ):
+            continue
+        site = change_line.layer_site(units, name)
+        if site is not None and site.name[:1].isupper():
+            return site, name
     return None
 
 
