@@ -96,7 +96,8 @@ def test_the_bundle_holds_the_window_and_the_guard_found_a_finite_learning_rate(
     stopped = first["first_non_finite_step"] or first["loss_grew_at_step"]
     assert window["start_step"] < stopped <= window["end_step"]
     assert 0 < search["largest_finite_learning_rate"] < captured
-    assert search["suggested_learning_rate"] == pytest.approx(search["largest_finite_learning_rate"] / 2)
+    # A window of 16 steps (the default) shows a rate stays finite that long: a tenth of its largest is suggested.
+    assert search["suggested_learning_rate"] == pytest.approx(search["largest_finite_learning_rate"] / 10)
     assert any(t["finite"] for t in search["trials"])
     # Read back through the bundle reader: the state by variable path, one batch per step.
     from pyadapter.capture.bundle import CaptureBundle
@@ -291,11 +292,17 @@ def test_the_quick_fix_proposes_half_the_largest_finite_rate_and_a_tenth_without
 
     source = "import keras\n\noptimizer = keras.optimizers.SGD(learning_rate=0.02, momentum=0.9)\n"
     change = Change("train.py", 3, "the learning rate", target="optimizer")
-    window = {"steps": 16, "largest_finite_learning_rate": 3.1e-3, "suggested_learning_rate": 1.55e-3}
+    window = {"steps": 40, "largest_finite_learning_rate": 3.1e-3, "suggested_learning_rate": 1.55e-3}
     searched = cause_fixes(source, Cause("divergence", "diverged", {"window": window}, change))
     assert (
         searched[0].title
-        == "lower the learning rate to 0.00155 (largest finite over the 16-step window: 0.0031)"
+        == "lower the learning rate to 0.00155 (largest finite over the 40-step window: 0.0031)"
+    )
+    # A 16-step window (the default), from a bundle written before the tenth: a tenth of its largest.
+    short = {"steps": 16, "largest_finite_learning_rate": 3.1e-3, "suggested_learning_rate": 1.55e-3}
+    title = cause_fixes(source, Cause("divergence", "diverged", {"window": short}, change))[0].title
+    assert title == "lower the learning rate to 3.1e-4 (largest finite over the 16-step window: 0.0031)", (
+        title
     )
     fixed = apply_edits(source, searched[0].edits)
     assert "SGD(learning_rate=0.00155, momentum=0.9)" in fixed

@@ -168,7 +168,7 @@ def test_a_suggestion_below_half_says_half_diverged():
     from pyadapter.capture.window import Trial, WindowSearch
 
     search = WindowSearch(
-        steps=4,
+        steps=40,
         start_step=0,
         captured_learning_rate=0.5,
         largest_finite=0.00195,
@@ -179,10 +179,34 @@ def test_a_suggestion_below_half_says_half_diverged():
     assert search.suggested == 0.000488
     assert search.to_json()["suggested_learning_rate"] == 0.000488
     assert search.sentence().startswith(
-        "largest finite over the 4-step window: 0.00195; try 4.88e-4 (9.75e-4 diverged"
+        "largest finite over the 40-step window: 0.00195; try 4.88e-4 (9.75e-4 diverged"
     )
     search.tried_suggestion = 0.000975  # half held: nothing more to say
-    assert search.sentence() == "largest finite over the 4-step window: 0.00195; try 9.75e-4"
+    assert search.sentence() == "largest finite over the 40-step window: 0.00195; try 9.75e-4"
+
+
+def test_a_short_window_suggests_a_tenth_of_its_largest_finite_rate():
+    """Half of a 6-step window's largest finite rate (0.0486 -> 0.0243), followed, blew one fold's first epoch up to a
+    loss of 3e19 and left four of five folds predicting the mean (s43c p8); a tenth (0.00486) trained every fold. A
+    window shorter than 20 steps shows a rate stays finite that long, not that it trains."""
+    from pyadapter.capture.window import Trial, WindowSearch
+
+    search = WindowSearch(
+        steps=6,
+        start_step=0,
+        captured_learning_rate=0.3,
+        largest_finite=0.0486,
+        smallest_non_finite=0.0972,
+        trials=[Trial(0.0972, False, None, 3), Trial(0.0486, True), Trial(0.0243, True)],
+        tried_suggestion=0.0243,
+    )
+    assert search.suggested == pytest.approx(0.00486)
+    assert search.sentence() == (
+        "largest finite over the 6-step window: 0.0486; try 0.00486 (a tenth of it: finite over 6 steps does not "
+        "show it trains)"
+    )
+    search.steps = 20
+    assert search.suggested == 0.0243
 
 
 def test_a_schedule_inf_at_the_failing_step_is_no_restart_and_its_record_is_json() -> None:

@@ -536,11 +536,15 @@ class WindowSearch:
     def suggested(self) -> float | None:
         """Half the largest finite rate (the window is short, and the steps after it start from larger weights),
         or, when that rate diverged when tried, the largest rate below it that did not."""
-        if self.tried_suggestion is not None:
+        from pyadapter.capture.learning_rate import rate_to_try
+
+        if self.largest_finite is None:
             return self.tried_suggestion
-        return None if self.largest_finite is None else self.largest_finite / 2
+        tried = self.tried_suggestion if self.tried_suggestion is not None else self.largest_finite / 2
+        return rate_to_try(self.largest_finite, tried, self.steps)
 
     def sentence(self) -> str:
+        from pyadapter.capture.learning_rate import SHORT_WINDOW
         from pyadapter.findings_text import format_number
 
         if self.stopped and (
@@ -557,7 +561,9 @@ class WindowSearch:
         assert suggested is not None
         half = self.largest_finite / 2
         unsteady = ""
-        if suggested < half * 0.99:
+        if self.steps < SHORT_WINDOW and suggested <= self.largest_finite / 10 * 1.01:
+            unsteady = f" (a tenth of it: finite over {self.steps} steps does not show it trains)"
+        elif suggested < half * 0.99:
             # "try 9.77e-4" where 9.77e-4 itself diverged: say why the suggestion is lower than half.
             unsteady = (
                 f" ({format_number(half)} diverged: the window's loss does not fall steadily with the rate, so the "

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pyadapter.capture.learning_rate import LearningRate
+from pyadapter.capture.learning_rate import SHORT_WINDOW, LearningRate, rate_to_try
 from pyadapter.capture.records import BadElement
 from pyadapter.cause import change_line, domain, provenance, python_feed, scale, trend
 from pyadapter.cause.model import Cause, Change, format_number, positive_numbers
@@ -6525,6 +6525,8 @@ def _window_suggestion(context: CauseContext) -> tuple[dict[str, Any], str] | No
     if numbers is None:
         return _search_found_none(search)
     largest_rate, suggested_rate, window_steps = numbers
+    # A bundle written before the short window's tenth (`rate_to_try`) holds half of its largest: the same rule.
+    suggested_rate = rate_to_try(largest_rate, suggested_rate, int(window_steps))
     evidence = {
         "steps": int(window_steps),
         "start_step": search.get("start_step"),
@@ -6550,12 +6552,11 @@ def _window_suggestion(context: CauseContext) -> tuple[dict[str, Any], str] | No
     if window_steps < SHORT_WINDOW:
         # Three users followed "try 6.57e-4" from a 5-step window: finite, and a network that learned nothing
         # (a loss flat at the targets' variance for 27 epochs); the search shows a rate keeps the window finite.
-        sentence += f" (finite over {int(window_steps)} steps, which does not show it trains: check that the loss falls)"
+        sentence += (
+            f" (a tenth of it: finite over {int(window_steps)} steps, which does not show it trains: check that "
+            "the loss falls)"
+        )
     return evidence, sentence
-
-
-# A window shorter than this shows that a rate stays finite, not that it trains.
-SHORT_WINDOW = 20
 
 
 def _usual_rate_after_a_failed_search(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 
+from pyadapter.capture.learning_rate import rate_to_try
 from pyadapter.cause import change_line
 from pyadapter.cause.model import Cause, format_number, positive_numbers
 from pyadapter.fixes.model import QuickFix, TextEdit
@@ -66,7 +67,7 @@ def _insert_keyword(src: LineSource, call: ast.Call, text: str) -> TextEdit | No
 
 def _searched_rate(cause: Cause) -> tuple[float, str] | None:
     """(the rate to write, why) from the guard's search over its window (``cause.evidence["window"]``): half the
-    largest rate that kept the window finite."""
+    largest rate that kept the window finite, a tenth of it for a short window (`rate_to_try`)."""
     window = cause.evidence.get("window")
     if not isinstance(window, dict):
         return None
@@ -80,7 +81,7 @@ def _searched_rate(cause: Cause) -> tuple[float, str] | None:
         return None
     largest_rate, suggested_rate, window_steps = numbers
     return (
-        suggested_rate,
+        rate_to_try(largest_rate, suggested_rate, int(window_steps)),
         f"largest finite over the {int(window_steps)}-step window: {format_number(largest_rate)}",
     )
 
