@@ -1459,24 +1459,30 @@ def _layers_reading(cls: ast.ClassDef, key: str | None) -> list[str]:
 def keyed_array_site(units: list[SourceUnit], key: str) -> Site | None:
     """Where a dict of inputs gets its array under `key`: ``feats["numeric"] = frame[NUMERIC].values`` or
     ``{"numeric": num, ...}`` (the last such line written); None when no line of the code does."""
-    found: list[Site] = []
-    for unit in units:
-        for node in ast.walk(unit.tree):
-            if isinstance(node, ast.Dict):
-                found.extend(
-                    Site(unit, v, repr(key), target="array")
-                    for k, v in zip(node.keys, node.values, strict=True)
-                    if isinstance(k, ast.Constant) and k.value == key
-                )
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target = node.targets[0]
-                if (
-                    isinstance(target, ast.Subscript)
-                    and isinstance(target.slice, ast.Constant)
-                    and target.slice.value == key
-                ):
-                    found.append(Site(unit, node.value, ast.unparse(target), target="array"))
+    found = [
+        Site(unit, value, written, target="array")
+        for unit in units
+        for value, written in _values_under_key(unit, key)
+    ]
     return max(found, key=lambda s: (s.cell or 0, s.line)) if found else None
+
+
+def _values_under_key(unit: SourceUnit, key: str) -> Iterator[tuple[ast.expr, str]]:
+    """(value, how its place is written) of each entry the unit gives a dict under `key`: ``{"numeric": v}``
+    (written ``'numeric'``) and ``feats["numeric"] = v`` (written ``feats['numeric']``)."""
+    for node in ast.walk(unit.tree):
+        if isinstance(node, ast.Dict):
+            for k, v in zip(node.keys, node.values, strict=True):
+                if isinstance(k, ast.Constant) and k.value == key:
+                    yield v, repr(key)
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
+            target = node.targets[0]
+            if (
+                isinstance(target, ast.Subscript)
+                and isinstance(target.slice, ast.Constant)
+                and target.slice.value == key
+            ):
+                yield node.value, ast.unparse(target)
 
 
 @dataclass
@@ -2866,32 +2872,16 @@ def keyed_columns(units: list[SourceUnit], key: str) -> list[str] | None:
     None when no such entry selects columns by a list, or two entries of that key select different ones."""
     found: set[tuple[str, ...]] = set()
     for unit in units:
-        for node in ast.walk(unit.tree):
-            values: list[ast.expr] = []
-            if isinstance(node, ast.Dict):
-                values = [
-                    v
-                    for k, v in zip(node.keys, node.values, strict=True)
-                    if isinstance(k, ast.Constant) and k.value == key
-                ]
-            elif isinstance(node, ast.Assign) and len(node.targets) == 1:
-                target = node.targets[0]
-                if (
-                    isinstance(target, ast.Subscript)
-                    and isinstance(target.slice, ast.Constant)
-                    and target.slice.value == key
-                ):
-                    values = [node.value]
-            for value in values:
-                names = _selected_columns(units, unit, value, value.lineno)
-                if not names and isinstance(value, ast.Name):
-                    # ``{"num": num}`` after ``num = train[num_cols].values`` (s40d p9).
-                    made = _assignment_before(units, unit, value.id, value.lineno)
-                    assigned = getattr(made[1], "value", None) if made is not None else None
-                    if made is not None and isinstance(assigned, ast.expr):
-                        names = _selected_columns(units, made[0], assigned, made[1].lineno)
-                if names:
-                    found.add(tuple(names))
+        for value, _written in _values_under_key(unit, key):
+            names = _selected_columns(units, unit, value, value.lineno)
+            if not names and isinstance(value, ast.Name):
+                # ``{"num": num}`` after ``num = train[num_cols].values`` (s40d p9).
+                made = _assignment_before(units, unit, value.id, value.lineno)
+                assigned = getattr(made[1], "value", None) if made is not None else None
+                if made is not None and isinstance(assigned, ast.expr):
+                    names = _selected_columns(units, made[0], assigned, made[1].lineno)
+            if names:
+                found.add(tuple(names))
     return list(found.pop()) if len(found) == 1 else None
 
 
