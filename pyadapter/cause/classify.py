@@ -726,6 +726,16 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # though the row (an all-padding sequence) is valid input.
         return _masked_row(findings, context, units, origin, mask, rows)
     overflow = is_overflow(origin)
+    if (
+        rows is not None
+        and not _empty_records_only(rows)  # padding, an empty text: the masked mean's own words
+        and _reduction_of_zero_into_domain_op(origin)
+        and constant_records(context.batch, rows.rows)
+    ):
+        # A division by (or a log of) a per-record mean squared error that a flat record makes exactly 0 (a PSNR
+        # loss's ``1 / mse`` of flat patches the model reproduces exactly at the start, s43e p5): rows 4, 8 and 14
+        # were all flat, and "leave the record x[8] = 0.25 out" left the other two. Before the record rules.
+        return _flat_records_reduced_to_zero(findings, origin, rows)
     if overflow and made_in_the_pipeline and dtype not in SIXTEEN_BIT:
         # An exp in a Dataset.map function overflowed on the records themselves (s43b p8: a recency weight
         # exp(-age * ln 2 / half_life) of timestamps in milliseconds among seconds, ages of -2e7 days): no weight,
@@ -764,14 +774,6 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         # So is a log of a reduction that an empty record makes 0 (a PSNR loss's ``log(mse)`` of a black patch the
         # model reproduces exactly): the record is right, the loss is undefined there.
         and not (_empty_records_only(rows) and _log_of_a_reduction_of_zero(origin))
-        # And a division by a per-record mean squared error that a flat record makes exactly 0 (a PSNR loss's
-        # ``1 / mse`` of flat patches the model reproduces exactly at the start, s43e p5): rows 4, 8 and 14 were all
-        # flat, and "leave the record x[8] = 0.25 out" left the other two.
-        and not (
-            not _empty_records_only(rows)
-            and _reduction_of_zero_into_domain_op(origin)
-            and constant_records(context.batch, rows.rows)
-        )
         # And a normalization's rsqrt of the variance of a constant record (a dropped sensor frame of zeros, a blank
         # image): the record is valid input, the layer needs an epsilon (as LayerNormalization has).
         and not (_empty_records_only(rows) and _rsqrt_of_a_variance(origin))
@@ -788,13 +790,6 @@ def _classify(findings: Findings, context: CauseContext | None, units: list[Sour
         )
     ):
         return _row_outlier(findings, context, units, origin, rows)
-    if (
-        rows is not None
-        and not _empty_records_only(rows)  # padding, an empty text: the masked mean's own words
-        and _reduction_of_zero_into_domain_op(origin)
-        and constant_records(context.batch, rows.rows)
-    ):
-        return _flat_records_reduced_to_zero(findings, origin, rows)
     if overflow and dtype in SIXTEEN_BIT:
         return _sixteen_bit_overflow(findings, context, units, origin, dtype, known)
     growth = trend.growth(context.history)
