@@ -10171,6 +10171,25 @@ def _clipped_log_findings(program: Path, origin: Finding, clip_dtype: str, sigmo
     return findings
 
 
+def _classify_clipped_float16_log(program: Path) -> Cause:
+    """The cause of the log's gradient (a Reciprocal) that overflowed float16 in `program`'s loss, at its log line,
+    under mixed_float16 with a LossScaleOptimizer."""
+    origin = Finding(
+        file=str(program),
+        line=SEGMENTER_LOG,
+        role="backward-origin",
+        op=OpRef("gradient_tape/Reciprocal", "Reciprocal", graph="train_step", forward_op="Log"),
+        health=TensorHealth(dtype="float16", size=64, pos_inf=3, pos=61),
+        inputs=[InputHealth("clip_by_value:0", TensorHealth(dtype="float16", size=64, pos=64))],
+    )
+    return classify(
+        _clipped_log_findings(program, origin, "float16", sigmoid=True),
+        CauseContext(
+            dtype_policy="mixed_float16", entry_script=str(program), model_info={"loss_scale_optimizer": True}
+        ),
+    )
+
+
 def test_a_float16_log_of_a_clip_whose_epsilon_float16_cannot_hold_names_the_output_layer_not_the_log(
     tmp_path: Path,
 ) -> None:
@@ -10181,20 +10200,7 @@ def test_a_float16_log_of_a_clip_whose_epsilon_float16_cannot_hold_names_the_out
     (or a cast before the clip) is the fix, and the words say why the clip did not protect."""
     program = tmp_path / "segment.py"
     program.write_text(SEGMENTER)
-    origin = Finding(
-        file=str(program),
-        line=SEGMENTER_LOG,
-        role="backward-origin",
-        op=OpRef("gradient_tape/Reciprocal", "Reciprocal", graph="train_step", forward_op="Log"),
-        health=TensorHealth(dtype="float16", size=64, pos_inf=3, pos=61),
-        inputs=[InputHealth("clip_by_value:0", TensorHealth(dtype="float16", size=64, pos=64))],
-    )
-    cause = classify(
-        _clipped_log_findings(program, origin, "float16", sigmoid=True),
-        CauseContext(
-            dtype_policy="mixed_float16", entry_script=str(program), model_info={"loss_scale_optimizer": True}
-        ),
-    )
+    cause = _classify_clipped_float16_log(program)
     assert cause.kind == "precision", cause
     assert f"clipped at line {SEGMENTER_CLIP} in float16" in cause.summary, cause.summary
     assert "EPS (1e-07) is below float16's smallest normal value 6.1e-05" in cause.summary, cause.summary
@@ -10248,18 +10254,5 @@ def test_a_float16_log_of_a_clip_float16_holds_is_not_put_down_to_the_clip(tmp_p
     """A clip at 1e-3 holds in float16 (1/1e-3 is far below 65504, 1 - 1e-3 is not 1): the clip is no cause."""
     program = tmp_path / "segment.py"
     program.write_text(SEGMENTER.replace("EPS = 1e-7", "EPS = 1e-3"))
-    origin = Finding(
-        file=str(program),
-        line=SEGMENTER_LOG,
-        role="backward-origin",
-        op=OpRef("gradient_tape/Reciprocal", "Reciprocal", graph="train_step", forward_op="Log"),
-        health=TensorHealth(dtype="float16", size=64, pos_inf=3, pos=61),
-        inputs=[InputHealth("clip_by_value:0", TensorHealth(dtype="float16", size=64, pos=64))],
-    )
-    cause = classify(
-        _clipped_log_findings(program, origin, "float16", sigmoid=True),
-        CauseContext(
-            dtype_policy="mixed_float16", entry_script=str(program), model_info={"loss_scale_optimizer": True}
-        ),
-    )
+    cause = _classify_clipped_float16_log(program)
     assert "clip does not protect" not in cause.summary, cause.summary
