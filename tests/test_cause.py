@@ -9507,6 +9507,79 @@ def test_a_target_a_per_group_std_divides_names_the_std_not_the_csv_read(tmp_pat
     assert cause.change is not None and cause.change.line == 2, cause.change
 
 
+def test_a_log_target_sliced_by_a_dataset_helper_names_the_log_not_the_csv_read(tmp_path: Path) -> None:
+    """A log target of a sales of 0 (s43c p3): ``train["log_sales"] = np.log(train["sales"])``, ``y =
+    train["log_sales"].values.astype("float32")`` and ``fit(make_ds(X[tr], y[tr], shuffle=True))`` with ``make_ds``
+    slicing its parameters into ``from_tensor_slices((x, y))``; ``warnings.filterwarnings("ignore")`` left NumPy's
+    warning unrecorded. The change was "filter or repair non-finite records where the data is read (read_csv)" of a
+    CSV of zeros. fit's dataset is followed through the helper to ``y``, and through the column it selects to the
+    log; a dataset not followed still names the one column computed with a log when the CSV holds no non-finite
+    field; a CSV with one keeps the reading line."""
+    (tmp_path / "train.csv").write_text(
+        "date,price,sales\n2013-01-01,2.0,3\n2013-01-02,2.5,0\n", encoding="utf-8"
+    )
+    program = tmp_path / "sales.py"
+    helper_fit = (
+        "import warnings\n"
+        "import numpy as np\n"
+        "import pandas as pd\n"
+        "import tensorflow as tf\n"
+        'warnings.filterwarnings("ignore")\n'
+        'train = pd.read_csv("train.csv")\n'
+        'train["t"] = train.index / 365.0\n'
+        'train["log_sales"] = np.log(train["sales"])\n'
+        'X = train[["t", "price"]].values.astype("float32")\n'
+        'y = train["log_sales"].values.astype("float32")\n'
+        "def make_ds(x, y=None, shuffle=False):\n"
+        "    ds = tf.data.Dataset.from_tensor_slices((x, y) if y is not None else x)\n"
+        "    if shuffle:\n"
+        "        ds = ds.shuffle(4096)\n"
+        "    return ds.batch(128)\n"
+        "tr = np.arange(len(X)) % 5 != 0\n"
+        "model.fit(make_ds(X[tr], y[tr], shuffle=True), epochs=5)\n"
+    )
+    x, y = np.ones((128, 2), np.float32), np.zeros(128, np.float32)
+    y[38] = -np.inf
+    origin = batch_origin(program, 17, TensorHealth(dtype="float32", size=128, neg_inf=1))
+    findings = findings_of(origin, non_finite_batch={"total": 1, "examples": ["y[38] = -inf"]})
+
+    def cause_for() -> Cause:
+        context = CauseContext(
+            entry_script=str(program), batch=(x, y), cwd=str(tmp_path), folders=[str(tmp_path)]
+        )
+        return classify(findings, context)
+
+    program.write_text(helper_fit, encoding="utf-8")
+    cause = cause_for()
+    assert cause.kind == "data", cause
+    assert cause.change is not None and cause.change.line == 8, cause.change
+    assert cause.change.what.startswith("the computation of column 'log_sales': a log of 0"), (
+        cause.change.what
+    )
+    assert "np.log1p" in cause.change.what, cause.change.what
+    assert "column 'log_sales' is computed from what was read with a log or a division" in cause.summary, (
+        cause.summary
+    )
+    # A dataset built inside a helper from the frame itself (not followed to y): the one column computed with a
+    # log, since the CSV holds no non-finite field.
+    program.write_text(
+        helper_fit.replace(
+            "model.fit(make_ds(X[tr], y[tr], shuffle=True), epochs=5)\n",
+            "def pipeline(df):\n"
+            '    return tf.data.Dataset.from_tensor_slices((df[["t", "price"]].values, df["log_sales"].values))\n'
+            "model.fit(pipeline(train).batch(128), epochs=5)\n",
+        ),
+        encoding="utf-8",
+    )
+    cause = cause_for()
+    assert cause.change is not None and cause.change.line == 8, cause.change
+    assert "the file read holds no non-finite field" in cause.summary, cause.summary
+    # A CSV holding an inf field: filtering where it is read stays the change.
+    (tmp_path / "train.csv").write_text("date,price,sales\n2013-01-01,inf,3\n", encoding="utf-8")
+    cause = cause_for()
+    assert cause.change is not None and cause.change.line == 6, cause.change
+
+
 ENET_CLASS_WEIGHTS = """import keras
 import numpy as np
 

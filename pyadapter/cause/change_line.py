@@ -2435,6 +2435,10 @@ def fit_array_site(
         if argument is None and position and len(call.args) == 1 and keyword(call, "x") is None:
             # fit(dataset): the dataset yields the targets and weights with the inputs, from the call that made it.
             argument = call.args[0]
+        if argument is not None:
+            # fit(make_ds(X[tr], y[tr], shuffle=True)): a helper of the user's slices its parameters into the
+            # dataset; the array in the leaf's place is the argument the call passes there (s43c p3).
+            argument = _sliced_by_own_helper(units, unit, argument, position, call.lineno) or argument
         keyed = re.match(r"\w+\[['\"]([^'\"]+)['\"]\]", leaf)
         if isinstance(argument, ast.Dict) and keyed is not None:
             # fit(X, {"price": price, "sold_fast": sold}): the array under the leaf's key (s40f p2).
@@ -2501,6 +2505,52 @@ def fit_array_site(
         node = getattr(statement, "value", None)
         return Site(where, node, name, target="array") if isinstance(node, ast.expr) else None
     return None
+
+
+def _sliced_by_own_helper(
+    units: list[SourceUnit], unit: SourceUnit, argument: ast.expr, position: int, line: int
+) -> ast.expr | None:
+    """The argument of a call of a function the user defines (``make_ds(X[tr], y[tr], shuffle=True)``, or a name
+    assigned from one before `line`) that the function slices into its dataset at `position`: its body's
+    ``from_tensor_slices((x, y) if y is not None else x)`` holds the parameter there. None when `argument` is not
+    such a call, or the element there is not a parameter."""
+    value: ast.expr | None = argument
+    if isinstance(argument, ast.Name):
+        found = _assignment_before(units, unit, argument.id, line)
+        value = _assigned_value(found[1], argument.id) if found is not None else None
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute):
+        value = value.func.value  # make_ds(...).repeat(): the helper's dataset, reworked
+    if not isinstance(value, ast.Call) or not isinstance(value.func, ast.Name):
+        return None
+    helper = value
+    functions = [f for u in units for f in _functions(u) if f.name == helper.func.id]  # type: ignore[attr-defined]
+    if len(functions) != 1:
+        return None
+    function = functions[0]
+    sliced = next(
+        (
+            n
+            for n in ast.walk(function)
+            if isinstance(n, ast.Call) and called_name(n) == "from_tensor_slices" and n.args
+        ),
+        None,
+    )
+    if sliced is None:
+        return None
+    items = sliced.args[0]
+    if isinstance(items, ast.IfExp):
+        items = items.body  # (x, y) if y is not None else x: the labelled dataset fit gets
+    if not isinstance(items, ast.Tuple) or position >= len(items.elts):
+        return None
+    item = items.elts[position]
+    if not isinstance(item, ast.Name):
+        return None
+    parameters = [a.arg for a in function.args.posonlyargs + function.args.args]
+    if item.id in parameters:
+        at = parameters.index(item.id)
+        if at < len(helper.args) and not any(isinstance(a, ast.Starred) for a in helper.args[: at + 1]):
+            return helper.args[at]
+    return keyword(helper, item.id)
 
 
 # pandas calls that give NaN in a column for a key the other side lacks (s42f p3: a left merge with a weights table

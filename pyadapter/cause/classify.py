@@ -7793,6 +7793,10 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
         # A reader does not make an infinity of a text field; a log of 0 or a division by 0 where the array fit
         # is given is computed from what was read does (``np.column_stack([..., np.log(data[:, 2])])``).
         made = _fit_array_site(context, units, bad)
+        if made is not None and made.column is None and not _makes_infinities(made.node):
+            # ``y = train["log_sales"].values.astype("float32")`` only selects the column: the line that computes
+            # it (``train["log_sales"] = np.log(train["sales"])`` of a sales of 0) made the inf (s43c p3).
+            made = change_line.selected_column_site(units, made) or made
         if made is not None and made.column is not None and not _makes_infinities(made.node):
             # The column fit's array holds is made of another one that made the inf (a target shifted from a
             # pct_change): that one's line.
@@ -7801,7 +7805,11 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 made = dataclasses.replace(
                     earlier, name=f"column {earlier.name!r} (which {made.name} is made of)", target="array"
                 )
-        if made is not None and made.line != site.line and _makes_infinities(made.node):
+        if (
+            made is not None
+            and (made.file, made.cell, made.line) != (site.file, site.cell, site.line)
+            and _makes_infinities(made.node)
+        ):
             summary += (
                 f"; {made.name} is computed from what was read with a log or a division, which makes "
                 f"{_signed_inf(bad.value)} of a finite value"
@@ -7811,6 +7819,27 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 "record; guard it (np.log1p, an epsilon) or filter the records before it"
             )
             change = _change(made, what, "array")
+        if (
+            (change is None or change.target.startswith("reading"))
+            and (computed_column := _the_one_column_computed_with_infinities(units)) is not None
+            and isinstance(site, change_line.Site)
+            and provenance.read_file_holds_missing(site, context.cwd, context.folders or [os.getcwd()])
+            is False
+        ):
+            # The file read holds no non-finite field, so a reader did not make this inf, and the code computes
+            # one column with a log or a division (``train["log_sales"] = np.log(train["sales"])`` of a sales of
+            # 0) where fit's array could not be followed to it: that line, not "filter non-finite records where
+            # the data is read", which filters nothing (s43c p3).
+            summary += (
+                f"; the file read holds no non-finite field, and column {computed_column.name!r} is computed with "
+                f"a log or a division, which makes {_signed_inf(bad.value)} of a finite value"
+            )
+            what = (
+                f"the computation of column {computed_column.name!r}: a log of 0 or a division by 0 makes "
+                f"{bad.describe()} of a finite record; guard it (np.log1p, an epsilon) or filter the records "
+                "before it"
+            )
+            change = _change(computed_column, what, "array")
     elif site is not None and bad is not None and math.isnan(bad.value):
         # A NaN in a column the program computes with a division (a leave-one-out target encoding's (s - y) /
         # (n - 1) of a category seen once: 0 / 0), when the file read holds no missing field: the computation made
@@ -7945,11 +7974,18 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
                 "before it (.replace(0, np.nan).ffill()) or filter the records"
             )
             change = _change(made_inf, what, "array")
-        elif change is None or (os.path.abspath(change.file), change.line, change.cell) != (
-            warned.file,
-            warned.line,
-            warned.cell,
+        elif (
+            change is None
+            or (os.path.abspath(change.file), change.line, change.cell)
+            != (
+                warned.file,
+                warned.line,
+                warned.cell,
+            )
+            or (warned.makes == "inf" and _AN_INF_COMPUTED in change.what)
         ):
+            # On the line NumPy warned at, its message says which (a log of 0, a log of a price of 0, a division)
+            # better than "a log of 0 or a division by 0" found from the code alone.
             change = _warned_change(
                 warned,
                 f"NumPy made {'NaN' if warned.makes == 'nan' else 'Inf'} here ({warned.message}): {_numpy_fix(warned)}",
@@ -8282,6 +8318,8 @@ def _makes_infinities(node: ast.AST) -> bool:
     infinities of finite values."""
     for child in ast.walk(node):
         if isinstance(child, ast.BinOp) and isinstance(child.op, (ast.Div, ast.FloorDiv, ast.Pow)):
+            if isinstance(child.op, (ast.Div, ast.FloorDiv)) and _a_nonzero_number(child.right):
+                continue  # ``(d - START).dt.days / 365.0``: a division by a number written there is finite
             return True
         if isinstance(child, ast.Call):
             func = child.func
@@ -8295,6 +8333,19 @@ def _makes_infinities(node: ast.AST) -> bool:
             if name in _INFINITY_MAKERS:
                 return True
     return False
+
+
+# The words of a change to a column or array the code computes with a log or a division, found from the code alone.
+_AN_INF_COMPUTED = ": a log of 0 or a division by 0 makes "
+
+
+def _a_nonzero_number(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.Constant)
+        and isinstance(node.value, (int, float))
+        and not isinstance(node.value, bool)
+        and node.value != 0
+    )
 
 
 def _signed_inf(value: float) -> str:
