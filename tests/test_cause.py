@@ -10329,3 +10329,121 @@ def test_a_float16_log_of_a_clip_float16_holds_is_not_put_down_to_the_clip(tmp_p
     program.write_text(SEGMENTER.replace("EPS = 1e-7", "EPS = 1e-3"))
     cause = _classify_clipped_float16_log(program)
     assert "clip does not protect" not in cause.summary, cause.summary
+
+
+HOUSE_RATIOS = """\
+import numpy as np
+import pandas as pd
+train = pd.read_csv("train.csv")
+def add_features(df):
+    df = df.copy()
+    df["LotFrontage"] = df["LotFrontage"].fillna(df["LotFrontage"].median())
+    df["SF_per_room"] = df["GrLivArea"] / df["TotRmsAbvGrd"]
+    df["Area_per_car"] = df["GarageArea"] / df["GarageCars"]
+    return df
+train = add_features(train)
+FEATURES = [c for c in train.columns if c not in ("Id", "SalePrice")]
+mu, sd = train[FEATURES].mean(), train[FEATURES].std()
+X = ((train[FEATURES] - mu) / sd).values.astype("float32")
+y = np.log1p(train["SalePrice"].values).astype("float32")
+trn_idx = np.arange(3)
+model.fit(X[trn_idx], y[trn_idx], batch_size=32, epochs=3)
+"""
+
+
+def test_a_nan_a_ratio_of_two_columns_both_0_makes_names_that_ratio_not_the_read(tmp_path: Path) -> None:
+    """A Kaggle helper adds ``df["Area_per_car"] = df["GarageArea"] / df["GarageCars"]``: 0 / 0 is NaN for a house
+    without a garage, which pandas makes without a warning, and X takes every column of a list the code builds
+    (``FEATURES = [c for c in train.columns ...]``). The change was "filter or repair non-finite records where
+    the data is read (read_csv)" of a CSV whose one missing field (LotFrontage) the code fills: dropna() there
+    changed nothing (s43c p1). The ratio whose two columns are 0 on the same records of the CSV is the line; a CSV
+    that holds a missing field the code leaves keeps the reading line."""
+    csv_text = (
+        "Id,LotFrontage,GrLivArea,TotRmsAbvGrd,GarageCars,GarageArea,SalePrice\n"
+        "0,49.0,1085,3,0,0,63640.0\n1,,3276,10,2,598,194355.0\n2,60.0,1500,6,1,300,120000.0\n"
+    )
+    (tmp_path / "train.csv").write_text(csv_text, encoding="utf-8")
+    program = tmp_path / "train.py"
+    program.write_text(HOUSE_RATIOS, encoding="utf-8")
+    x = np.ones((32, 7), np.float32)
+    x[3, 6] = np.nan
+    origin = batch_origin(program, 16, TensorHealth(dtype="float32", size=224, nan=1))
+    context = CauseContext(
+        entry_script=str(program),
+        batch=(x, np.ones(32, np.float32)),
+        cwd=str(tmp_path),
+        folders=[str(tmp_path)],
+    )
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "data", cause
+    assert (
+        "train.csv's missing fields (LotFrontage) are filled by the code: column 'Area_per_car' is computed at "
+        "train.py:8 as GarageArea / GarageCars, and 1 record of train.csv holds 0 in both" in cause.summary
+    ), cause.summary
+    assert cause.change is not None and cause.change.line == 8, cause.change
+    assert "np.where(df['GarageCars'] > 0, df['GarageArea'] / df['GarageCars'], 0)" in cause.change.what
+    # LotFrontage left unfilled: the CSV's missing field reaches X, and the read is the place.
+    program.write_text(HOUSE_RATIOS.replace('    df["LotFrontage"] = df["LotFrontage"].fillna(', "    (0, "))
+    cause = classify(findings_of(origin), context)
+    assert cause.change is not None and cause.change.line == 3, cause.change
+    assert "where the data is read (read_csv)" in cause.change.what, cause.change.what
+
+
+OOF_TARGET_ENCODING = """\
+import numpy as np
+import pandas as pd
+df = pd.read_csv("train.csv")
+def target_encode(trn, val, col, target="target", n_inner=5, alpha=10):
+    prior = trn[target].mean()
+    trn_te = np.zeros(len(trn))
+    inner = np.array_split(np.random.permutation(len(trn)), n_inner)
+    for k in range(n_inner):
+        i_val = inner[k]
+        i_trn = np.concatenate([inner[j] for j in range(n_inner) if j != k])
+        st = trn.iloc[i_trn].groupby(col)[target].agg(["sum", "count"])
+        enc = (st["sum"] + alpha * prior) / (st["count"] + alpha)
+        trn_te[i_val] = trn.iloc[i_val][col].map(enc).values
+    st = trn.groupby(col)[target].agg(["sum", "count"])
+    enc = (st["sum"] + alpha * prior) / (st["count"] + alpha)
+    return trn_te, val[col].map(enc).values
+def num_feats(d, ref):
+    out = pd.DataFrame(index=d.index)
+    out["log_income"] = (np.log(d["income"]) - np.log(ref["income"]).mean()) / np.log(ref["income"]).std()
+    out["age"] = (d["age"] - ref["age"].mean()) / ref["age"].std()
+    return out
+for fold, va_idx in enumerate(np.array_split(np.arange(len(df)), 5)):
+    tr = df.drop(index=va_idx).reset_index(drop=True)
+    va = df.iloc[va_idx].reset_index(drop=True)
+    tr_te, va_te = target_encode(tr, va, "city")
+    Xtr = np.column_stack([num_feats(tr, tr).values, tr_te]).astype("float32")
+    model.fit(Xtr, tr["target"].values, epochs=20, batch_size=64)
+"""
+
+
+def test_a_nan_an_out_of_fold_target_encodings_map_makes_names_the_map(tmp_path: Path) -> None:
+    """A smoothed out-of-fold target encoding maps the held-out rows by per-category means of the other rows,
+    ``trn.iloc[i_val][col].map(enc)``, with no ``.fillna(prior)``: a rare category those rows never held maps to
+    NaN. The encoding is column 2 of ``np.column_stack([num_feats(tr, tr).values, tr_te])`` (the helper's frame of
+    two columns first). The change was "filter or repair non-finite records where the data is read (read_csv)" of
+    a CSV with no missing field (s43c p4); it is the map, filled with the prior."""
+    (tmp_path / "train.csv").write_text(
+        "id,city,income,age,target\n0,c11,46848.0,45,1\n1,c1,26428.0,22,0\n2,c7,31000.0,38,0\n",
+        encoding="utf-8",
+    )
+    program = tmp_path / "train.py"
+    program.write_text(OOF_TARGET_ENCODING, encoding="utf-8")
+    x = np.ones((64, 3), np.float32)
+    x[10, 2] = np.nan
+    origin = batch_origin(program, 27, TensorHealth(dtype="float32", size=192, nan=1))
+    context = CauseContext(
+        entry_script=str(program),
+        batch=(x, np.ones(64, np.float32)),
+        cwd=str(tmp_path),
+        folders=[str(tmp_path)],
+    )
+    cause = classify(findings_of(origin), context)
+    assert cause.kind == "data", cause
+    assert "tr_te (column 2 of Xtr) is made by the .map(enc) at train.py:13" in cause.summary, cause.summary
+    assert cause.change is not None and cause.change.line == 13, cause.change
+    assert ".map(enc).fillna(prior)" in cause.change.what, cause.change.what
+    assert "the same for the .map(enc) on line 16" in cause.change.what, cause.change.what

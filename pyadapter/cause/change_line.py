@@ -2391,8 +2391,17 @@ def _reads_itself(statement: ast.stmt, name: str) -> bool:
     return value is not None and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(value))
 
 
-def _stacked_column(statement: ast.stmt, column: int | None) -> str | None:
-    """The name stacked as column `column` by ``X = np.column_stack([a, b, c])`` / ``np.stack([...], axis=1)``."""
+def _stacked_column(
+    statement: ast.stmt,
+    column: int | None,
+    units: list[SourceUnit] | None = None,
+    unit: SourceUnit | None = None,
+    columns: int | None = None,
+) -> str | None:
+    """The name stacked as column `column` by ``X = np.column_stack([a, b, c])`` / ``np.stack([...], axis=1)``.
+    An item several columns wide (``np.column_stack([num_feats(tr, tr).values, tr_te])``, a frame of two columns
+    made by a function of the user's; or ``df[["a", "b"]].values``) counts as that many; the one item whose width
+    the code does not show takes the rest of the `columns` the array has (s43c p4)."""
     value = getattr(statement, "value", None)
     while (  # np.stack([...], axis=1).astype("float32")
         isinstance(value, ast.Call)
@@ -2408,10 +2417,92 @@ def _stacked_column(statement: ast.stmt, column: int | None) -> str | None:
         if axis not in (1, -1):
             return None
     items = value.args[0] if value.args else None
-    if not isinstance(items, (ast.List, ast.Tuple)) or column >= len(items.elts):
+    if not isinstance(items, (ast.List, ast.Tuple)):
         return None
-    item = items.elts[column]
-    return item.id if isinstance(item, ast.Name) else None
+    widths: list[int | None] = (
+        [_item_width(units, unit, item, statement.lineno) for item in items.elts]
+        if units is not None and unit is not None and called_name(value) == "column_stack"
+        else [None] * len(items.elts)
+    )
+    if all(width is None for width in widths):
+        if column >= len(items.elts):
+            return None
+        item = items.elts[column]
+        return item.id if isinstance(item, ast.Name) else None
+    unknown = [i for i, width in enumerate(widths) if width is None]
+    if len(unknown) == 1 and columns is not None:
+        rest = columns - sum(width for width in widths if width is not None)
+        widths[unknown[0]] = rest if rest > 0 else None
+    start = 0
+    for item, width in zip(items.elts, widths, strict=True):
+        if width is None:
+            return None  # the columns past an item of a width the code does not show cannot be counted
+        if start <= column < start + width:
+            return item.id if isinstance(item, ast.Name) and width == 1 else None
+        start += width
+    return None
+
+
+def _item_width(units: list[SourceUnit], unit: SourceUnit, item: ast.expr, line: int) -> int | None:
+    """How many columns an item of a ``np.column_stack`` holds, when the code shows it: a selection of columns by a
+    list (``df[["a", "b"]].values``), or a DataFrame a function of the user's returns, made there by assigning its
+    columns one by one (``out = pd.DataFrame(index=d.index); out["age"] = ...; return out``). None otherwise."""
+    inner = item
+    while isinstance(inner, ast.Attribute | ast.Call):
+        if isinstance(inner, ast.Attribute) and inner.attr in _PASS_THROUGH:
+            inner = inner.value
+        elif (
+            isinstance(inner, ast.Call)
+            and isinstance(inner.func, ast.Attribute)
+            and inner.func.attr in _PASS_THROUGH
+        ):
+            inner = inner.func.value
+        else:
+            break
+    if inner is item:
+        return None  # a name or an expression as it is: its width is not written
+    if isinstance(inner, ast.Subscript):
+        names = _column_list(units, unit, inner.slice, line)
+        return len(names) if names else None
+    if not (isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name)):
+        return None
+    for own in units:
+        for function in _functions(own):
+            if function.name != inner.func.id:
+                continue
+            returned = [
+                n.value for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None
+            ]
+            if len(returned) != 1 or not isinstance(returned[0], ast.Name):
+                return None
+            frame = returned[0].id
+            assigned = {
+                target.slice.value
+                for node in ast.walk(function)
+                if isinstance(node, ast.Assign) and len(node.targets) == 1
+                for target in node.targets
+                if isinstance(target, ast.Subscript)
+                and isinstance(target.value, ast.Name)
+                and target.value.id == frame
+                and isinstance(target.slice, ast.Constant)
+                and isinstance(target.slice.value, str)
+            }
+            made_values = [
+                node.value
+                for node in ast.walk(function)
+                if isinstance(node, ast.Assign)
+                and any(isinstance(target, ast.Name) and target.id == frame for target in node.targets)
+            ]
+            made_value = made_values[0] if len(made_values) == 1 else None
+            # Made empty (``pd.DataFrame(index=...)``) and filled column by column: the columns assigned are all.
+            empty = (
+                isinstance(made_value, ast.Call)
+                and called_name(made_value) == "DataFrame"
+                and not made_value.args
+                and all(k.arg in ("index", "dtype") for k in made_value.keywords)
+            )
+            return len(assigned) if empty and assigned else None
+    return None
 
 
 def fit_array_site(
@@ -2420,6 +2511,7 @@ def fit_array_site(
     column: int | None = None,
     fit_code: str | None = None,
     fit_cell: int | None = None,
+    columns: int | None = None,
 ) -> Site | None:
     """Where the array that fit was given as `leaf` (``x``, ``y``, ``sample_weight``) is made, when it is a name
     assigned in the user's code: the last assignment of it before the fit call (``y = (targets - mean) / std``),
@@ -2485,9 +2577,13 @@ def fit_array_site(
         # Back through assignments that rework the array (``features = (features - mean) / std``, ``.astype``)
         # to the one that stacks its columns, if any.
         made: tuple[SourceUnit, ast.stmt] | None = found
-        while made is not None and _stacked_column(made[1], column) is None and _reads_itself(made[1], name):
+        while (
+            made is not None
+            and _stacked_column(made[1], column, units, made[0], columns) is None
+            and _reads_itself(made[1], name)
+        ):
             made = _assignment_before(units, made[0], name, made[1].lineno)
-        stacked = _stacked_column(made[1], column) if made is not None else None
+        stacked = _stacked_column(made[1], column, units, made[0], columns) if made is not None else None
         source = (
             _assignment_before(units, made[0], stacked, made[1].lineno)
             if stacked is not None and made is not None
@@ -2792,6 +2888,213 @@ def _mapped_by_a_dict(units: list[SourceUnit], unit: SourceUnit, value: ast.expr
             ):
                 return given.id
     return None
+
+
+@dataclass
+class UnseenKeyMap:
+    """A ``.map`` of a column by a mapping computed from other rows (a target encoding's per-category means of the
+    training fold, mapped onto the validation fold): a key those rows never held maps to NaN."""
+
+    site: Site  # the value that maps (``trn.iloc[i_val][col].map(enc).values``)
+    mapping: str  # the mapping's name (``enc``)
+    mapped: str  # the rows mapped, as written (``trn.iloc[i_val]``)
+    learned_from: str  # the rows the mapping was computed from (``trn.iloc[i_trn]``)
+    others: list[
+        Site
+    ]  # the function's other maps by a mapping computed so, filled neither (``val[col].map(enc)``)
+
+
+_GROUP_STATISTICS = ("groupby", "value_counts", "pivot_table")
+
+
+def _unseen_key_map(unit: SourceUnit, value: ast.expr) -> tuple[str, str, str] | None:
+    """(mapping, rows mapped, rows it was learned from) of a ``.map(mapping)`` in `value` whose mapping is made,
+    through the assignments before it in the same scope, by a ``groupby``/``value_counts`` of other rows than those
+    mapped, with no ``.fillna`` after the map; None otherwise."""
+    if _fills(value):
+        return None
+    for call in (n for n in ast.walk(value) if isinstance(n, ast.Call)):
+        if called_name(call) != "map" or len(call.args) != 1 or not isinstance(call.func, ast.Attribute):
+            continue
+        given = call.args[0]
+        if not isinstance(given, ast.Name):
+            continue
+        receiver = call.func.value
+        mapped = receiver.value if isinstance(receiver, ast.Subscript) else receiver
+        pending, line = [given.id], value.lineno
+        seen: set[str] = set()
+        learned: str | None = None
+        while pending and learned is None and len(seen) < 8:
+            name = pending.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            made = _last_assignment(unit, name, line)
+            made_value = _assigned_value(made, name) if made is not None else None
+            if made_value is None:
+                continue
+            for inner in ast.walk(made_value):
+                if isinstance(inner, ast.Call) and called_name(inner) in _GROUP_STATISTICS:
+                    grouped = inner.func.value if isinstance(inner.func, ast.Attribute) else None
+                    if isinstance(grouped, ast.Subscript) and called_name(inner) == "value_counts":
+                        grouped = grouped.value
+                    if grouped is not None:
+                        learned = ast.unparse(grouped)
+                        break
+            pending += [n.id for n in ast.walk(made_value) if isinstance(n, ast.Name)]
+        if learned is not None and learned != ast.unparse(mapped):
+            return given.id, ast.unparse(mapped), learned
+    return None
+
+
+def unseen_key_map_site(units: list[SourceUnit], made: Site) -> UnseenKeyMap | None:
+    """The ``.map`` that made the array `made` (`fit_array_site`'s answer: ``tr_te, va_te, te_te =
+    target_encode(tr, va, test, "city")``, or the map itself) when its mapping is learned from other rows than it
+    maps (an out-of-fold target encoding: ``trn_te[i_val] = trn.iloc[i_val][col].map(enc).values`` with ``enc``
+    from ``trn.iloc[i_trn].groupby(col)``), followed into a function of the user's that returns it. A category
+    those rows never held maps to NaN, silently (s43c p4). None otherwise."""
+    node: ast.expr = made.node
+    unit = made.unit
+    name = made.name.split(" (column")[0]
+    statement = next(
+        (
+            n
+            for n in ast.walk(unit.tree)
+            if isinstance(n, ast.Assign) and n.value is node and len(n.targets) == 1
+        ),
+        None,
+    )
+    if statement is not None and isinstance(statement.targets[0], ast.Tuple):
+        names = [e.id if isinstance(e, ast.Name) else None for e in statement.targets[0].elts]
+        inside = _returned_by_own_function(units, node, names.index(name)) if name in names else None
+    else:
+        inside = _returned_by_own_function(units, node, None)
+    if inside is not None:
+        unit, node = inside.unit, inside.node
+    found = _unseen_key_map(unit, node)
+    if found is None:
+        return None
+    function = _innermost_function(_functions(unit), node.lineno)
+    scope: ast.AST = function if function is not None else unit.tree
+    others = [
+        Site(unit, other.value, "map", target="array")
+        for other in ast.walk(scope)
+        if isinstance(other, ast.Assign | ast.Return)
+        and other.value is not None
+        and other.value is not node
+        and other.lineno != node.lineno
+        and any(
+            _unseen_key_map(unit, part) is not None
+            for part in (other.value.elts if isinstance(other.value, ast.Tuple) else [other.value])
+        )
+    ]
+    return UnseenKeyMap(Site(unit, node, "map", target="array"), *found, others=others)
+
+
+@dataclass
+class ColumnDivision:
+    """A DataFrame column the code computes as a ratio of two columns (``df["Area_per_car"] = df["GarageArea"] /
+    df["GarageCars"]``)."""
+
+    site: Site  # the assignment's value
+    column: str  # the column assigned
+    numerator: str
+    divisor: str
+    frame: str  # the frame written as the divisor's (``df``)
+
+
+def _single_column(node: ast.expr) -> tuple[str, str] | None:
+    """(frame, column) of ``df["a"]`` or ``df.a``; None for anything else."""
+    if (
+        isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and isinstance(node.slice, ast.Constant)
+        and isinstance(node.slice.value, str)
+    ):
+        return node.value.id, node.slice.value
+    if (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id not in ("np", "pd")
+    ):
+        return node.value.id, node.attr
+    return None
+
+
+def column_divisions(units: list[SourceUnit]) -> list[ColumnDivision]:
+    """Every assignment of a DataFrame column by name whose value divides one column by another as they are
+    (``df["r"] = df["a"] / df["b"]``, ``df.a / df.b``), with no fill on that line and none of that column later
+    (``df["r"].fillna(0)``), in functions no later definition replaces."""
+    superseded = superseded_functions(units)
+    filled = filled_columns(units)
+    found: list[ColumnDivision] = []
+    for unit in units:
+        for node in ast.walk(unit.tree):
+            if not isinstance(node, ast.Assign) or len(node.targets) != 1:
+                continue
+            target = node.targets[0]
+            if not (
+                isinstance(target, ast.Subscript)
+                and isinstance(target.slice, ast.Constant)
+                and isinstance(target.slice.value, str)
+            ):
+                continue
+            if target.slice.value in filled or _fills(node.value) or inside_any(unit, node, superseded):
+                continue
+            for division in ast.walk(node.value):
+                if not (isinstance(division, ast.BinOp) and isinstance(division.op, ast.Div)):
+                    continue
+                top = _single_column(division.left)
+                bottom = _single_column(division.right)
+                if top is None or bottom is None:
+                    continue
+                found.append(
+                    ColumnDivision(
+                        Site(unit, node.value, f"column {target.slice.value!r}", target="array"),
+                        target.slice.value,
+                        top[1],
+                        bottom[1],
+                        bottom[0],
+                    )
+                )
+                break
+    return found
+
+
+def filled_columns(units: list[SourceUnit]) -> set[str]:
+    """The DataFrame columns the code fills or drops NaN of by name (``df["LotFrontage"].fillna(...)``,
+    ``df.dropna(subset=["a"])``); ``"*"`` in it when a whole frame is (``df = df.fillna(0)``, ``df.dropna()``)."""
+    filled: set[str] = set()
+    for unit in units:
+        for call in calls(unit):
+            kind = called_name(call)
+            if kind not in ("fillna", "dropna", "interpolate", "ffill", "bfill") or not isinstance(
+                call.func, ast.Attribute
+            ):
+                continue
+            subset = keyword(call, "subset")
+            if subset is not None:
+                filled |= {
+                    e.value
+                    for e in (subset.elts if isinstance(subset, ast.List | ast.Tuple) else [subset])
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                }
+                continue
+            receiver = call.func.value
+            single = _single_column(receiver)
+            if single is not None and isinstance(receiver, ast.Subscript):
+                filled.add(single[1])
+            elif isinstance(receiver, ast.Subscript) and isinstance(receiver.slice, ast.List):
+                filled |= {
+                    e.value
+                    for e in receiver.slice.elts
+                    if isinstance(e, ast.Constant) and isinstance(e.value, str)
+                }
+            elif isinstance(receiver, ast.Name):
+                filled.add("*")
+            elif single is not None:
+                filled.add(single[1])
+    return filled
 
 
 # Calls that pass an array or frame through unchanged in its columns: ``.to_numpy()``, ``.astype("float32")``.

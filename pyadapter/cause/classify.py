@@ -7915,6 +7915,15 @@ def _data(findings: Findings, context: CauseContext, units: list[SourceUnit]) ->
             )
             fill = "1.0" if bad.leaf == "sample_weight" else "a default"
             change = _change(joined.site, joined.what(fill), "array")
+        if change is None or change.target.startswith("reading"):
+            # The CSV read holds no missing field the program leaves unfilled, so "filter where the data is read"
+            # filters nothing: pandas made the NaN after the read, silently, with a ratio of two columns both 0 on
+            # some records (s43c p1: GarageArea / GarageCars of a house without a garage) or a .map by a mapping
+            # learned from other rows (s43c p4: a target encoding's unseen category).
+            made_by_pandas = _nan_made_by_pandas(context, units, bad, site)
+            if made_by_pandas is not None:
+                summary += made_by_pandas[0]
+                change = made_by_pandas[1]
     column_name = (where or {}).get("column")
     if column_name is None and bad is not None and (keyed := _DICT_KEY.match(bad.leaf)) is not None:
         # A dataset of a DataFrame's columns by name (tensorflow.org's ``df_to_dataset``: from_tensor_slices((
@@ -8375,7 +8384,109 @@ def _fit_array_site(
         column,
         _fit_code(context),
         fit_cell if isinstance(fit_cell, int) and not isinstance(fit_cell, bool) else None,
+        _leaf_width(context.batch, element) if column is not None else None,
     )
+
+
+def _leaf_width(batch: Any, element: BadElement) -> int | None:
+    """How many columns the batch's array `element` is in has (a matrix's second dimension), if it is one."""
+    for label, value, _ in provenance.leaves(batch):
+        if label == element.leaf and isinstance(value, np.ndarray) and value.ndim == 2:
+            return int(value.shape[1])
+    return None
+
+
+def _nan_made_by_pandas(
+    context: CauseContext, units: list[SourceUnit], bad: BadElement, site: change_line.Site
+) -> tuple[str, Change] | None:
+    """(the summary's words, the change) for a NaN in fit's array that the program's pandas code made after the
+    read, when the CSV read holds no missing field it leaves unfilled: a ``.map`` by a mapping learned from other
+    rows (an out-of-fold target encoding: a category those rows never held maps to NaN), or the one ratio of two
+    columns of the file whose records hold 0 / 0. None when the file holds a missing field the code does not fill
+    (filtering where the data is read is then the change), or neither is shown."""
+    folders = context.folders or [os.getcwd()]
+    read = provenance.read_file_columns(site, context.cwd, folders)
+    if read is None:
+        return None
+    path, columns = read
+    missing = {
+        name for name, values in columns.items() if any(v is not None and math.isnan(v) for v in values)
+    }
+    filled = change_line.filled_columns(units)
+    if missing - filled and "*" not in filled:
+        return None
+    file_name = os.path.basename(path)
+    clean = (
+        f"{file_name} holds no missing field"
+        if not missing
+        else f"{file_name}'s missing fields ({', '.join(sorted(missing)[:3])}) are filled by the code"
+    )
+    made = _fit_array_site(context, units, bad)
+    mapped = change_line.unseen_key_map_site(units, made) if made is not None else None
+    if mapped is not None:
+        function = next(
+            (
+                f
+                for f in ast.walk(mapped.site.unit.tree)
+                if isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+                and f.lineno <= mapped.site.line <= (f.end_lineno or f.lineno)
+            ),
+            None,
+        )
+        names = {
+            n.id
+            for n in ast.walk(function or mapped.site.unit.tree)
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+        }
+        prior = next((n for n in ("prior", "global_mean", "overall_mean") if n in names), None)
+        fill = prior or "the overall target mean of the training rows"
+        of = f"{made.name} " if made is not None else ""
+        summary = (
+            f"; {clean}: {of}is made by the .map({mapped.mapping}) at {_site_place(mapped.site)}, and "
+            f"{mapped.mapping} is learned from {mapped.learned_from}: a category {mapped.mapped} holds that those "
+            "rows never held (a rare one) maps to NaN, which pandas does without a warning"
+        )
+        others = ""
+        if mapped.others:
+            lines = sorted({other.line for other in mapped.others})
+            others = (
+                f"; the same for the .map({mapped.mapping}) on line{'s' if len(lines) > 1 else ''} "
+                f"{', '.join(str(line) for line in lines)}"
+            )
+        what = (
+            f"the .map({mapped.mapping}) of {mapped.mapped}: a category missing from {mapped.learned_from} maps to "
+            f"NaN; fill it with the prior after the map, .map({mapped.mapping}).fillna({prior or 'prior'})"
+            + ("" if prior else f" with prior = {fill}")
+            + others
+        )
+        return summary, _change(mapped.site, what, "array")
+    candidates: dict[str, tuple[change_line.ColumnDivision, int, int]] = {}
+    for division in change_line.column_divisions(units):
+        tops, bottoms = columns.get(division.numerator), columns.get(division.divisor)
+        if tops is None or bottoms is None:
+            continue
+        both_zero = sum(1 for t, b in zip(tops, bottoms, strict=False) if t == 0 and b == 0)
+        zero_divisor = sum(1 for b in bottoms if b == 0)
+        if both_zero:
+            candidates.setdefault(division.column, (division, both_zero, zero_divisor))
+    if len(candidates) != 1:
+        return None
+    division, both_zero, zero_divisor = next(iter(candidates.values()))
+    ratio = f"{division.numerator} / {division.divisor}"
+    records = "record" if both_zero == 1 else "records"
+    hold = "holds" if both_zero == 1 else "hold"
+    summary = (
+        f"; {clean}: column {division.column!r} is computed at {_site_place(division.site)} as {ratio}, and "
+        f"{both_zero} {records} of {file_name} {hold} 0 in both: 0 / 0 is NaN, which pandas makes without a warning"
+    )
+    frame, top, bottom = division.frame, division.numerator, division.divisor
+    what = (
+        f"the computation of column {division.column!r}: {ratio} is 0 / 0 = NaN where {bottom} is 0 ({zero_divisor} "
+        f"of {file_name}'s records; pandas warns nothing); guard the divisor: np.where({frame}[{bottom!r}] > 0, "
+        f"{frame}[{top!r}] / {frame}[{bottom!r}], 0), or ({frame}[{top!r}] / {frame}[{bottom!r}].replace(0, "
+        "np.nan)).fillna(0)"
+    )
+    return summary, _change(division.site, what, "array")
 
 
 def _joined_column_site(

@@ -275,6 +275,36 @@ def read_file_holds_missing(
     return None
 
 
+def read_file_columns(
+    site: Site, cwd: str | None, folders: list[str], seconds: float = 10.0
+) -> tuple[str, dict[str, list[float | None]]] | None:
+    """(its path, its columns): the CSV file named on the reading line, by its header: each column's fields as numbers (NaN for a field
+    pandas reads as missing, None for text), to see what the program's own pandas arithmetic makes of them (a
+    ratio of two columns that are both 0 on some rows: 0 / 0). None when no such file with a header is found, or
+    it was not read to its end in `seconds`."""
+    deadline = time.monotonic() + seconds
+    for path, delimiter in _text_files_read(site, cwd, folders):
+        if not path.lower().endswith((".csv", ".tsv", ".txt")):
+            continue
+        try:
+            with open(path, encoding="utf-8", errors="replace", newline="") as handle:
+                reader = csv.reader(handle, delimiter=delimiter)
+                header = [f.strip() for f in next(reader, [])]
+                if not header or all(_as_float(f) is not None for f in header):
+                    continue  # no header: no column names to go by
+                columns: dict[str, list[float | None]] = {name: [] for name in header}
+                for number, fields in enumerate(reader):
+                    for name, field in zip(header, fields, strict=False):
+                        value = math.nan if field.strip().lower() in records.NA_TEXTS else _as_float(field)
+                        columns[name].append(value)
+                    if number % 4096 == 0 and time.monotonic() > deadline:
+                        return None
+        except OSError:
+            continue
+        return path, columns
+    return None
+
+
 def csv_column_count(
     site: Site, column: str, value: float, cwd: str | None, folders: list[str], seconds: float = 10.0
 ) -> tuple[int, str] | None:
